@@ -1,0 +1,38 @@
+# The two commands of the README: `make run` and `make test`. Each installs what it needs.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Downloaded Kafka jars and other caches live outside the work tree.
+export DPMSTREAM_CACHE ?= $(HOME)/.cache/dpmstream
+PORT   ?= 9108
+
+.PHONY: run test install install-system install-kafka check-env clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[kafka,test]'
+	touch $@
+
+install: $(BIN)/.installed
+
+# Debian packages for the real services (rsyslog, Kafka client, Prometheus, Nagios).
+install-system:
+	bash scripts/install-system.sh
+
+# Kafka 4.3.1 broker jars from Maven Central, fetched once into $(DPMSTREAM_CACHE).
+install-kafka:
+	bash scripts/install-kafka.sh
+
+# The main job on an embedded default: a simulated DPM head node through the core,
+# metrics served on 127.0.0.1:$(PORT) while it runs, a summary printed.
+run: install
+	$(BIN)/dpmstream simulate --out out/demo
+	$(BIN)/dpmstream run --once --metrics-port $(PORT) --records out/demo.records.jsonl \
+		out/demo.log out/demo.dpns.log
+
+test: install install-system install-kafka
+	$(BIN)/python -m pytest -ra
+
+clean:
+	rm -rf out .pytest_cache

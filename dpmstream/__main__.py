@@ -1,0 +1,3 @@
+from dpmstream.cli import main
+
+raise SystemExit(main())

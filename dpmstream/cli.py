@@ -1,0 +1,54 @@
+"""The `dpmstream` command: one subcommand per module in dpmstream.commands.
+
+Each command module exposes `register(subparsers)`, which adds its parser and sets
+`func` to a callable taking the parsed arguments and returning an exit code.
+Modules are imported lazily so that `dpmstream replay` never pays for Faust.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dpmstream import __version__
+
+# name -> (module, one-line help); the module is imported only when it runs.
+COMMANDS = {
+    "replay": ("dpmstream.commands.replay", "reassemble archived logs into request and call records"),
+    "run": ("dpmstream.commands.run", "follow live log files and serve Prometheus metrics"),
+    "simulate": ("dpmstream.commands.simulate", "simulate a DPM head node: a log plus its ground truth"),
+    "profile": ("dpmstream.commands.profile", "inspect regex profiles against log files"),
+    "worker": ("dpmstream.commands.worker", "run a Faust stream worker on Kafka"),
+    "stack": ("dpmstream.commands.stack", "start or stop a local Kafka/rsyslog/worker/Prometheus stack"),
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dpmstream",
+        description="Per-phase timings of DPM head-node requests, from live or archived logs.",
+    )
+    parser.add_argument("--version", action="version", version=f"dpmstream {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Import only the chosen command's module (or all of them for top-level --help).
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in COMMANDS.items():
+        if chosen is None or chosen == name or chosen not in COMMANDS:
+            importlib.import_module(module).register(sub, name, help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,116 @@
+"""`dpmstream replay`: archived logs -> requests.csv, calls.csv and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from dpmstream.commands.common import (
+    add_log_options, checked_profile, checked_zone, default_host, setup_logging,
+)
+from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
+from dpmstream.streams.pipeline import Pipeline
+from dpmstream.streams.progress import Progress
+from dpmstream.streams.summary import Summary
+
+log = logging.getLogger("dpmstream.replay")
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(
+        name, help=help_text, description=(
+            "Reassemble archived DPM, DPNS or SRM logs into request and call records. "
+            "FILE may be plain, .gz, .bz2 or - for stdin; several files are read in the "
+            "order given (e.g. a rotated set, oldest first) and share one reassembly."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    add_log_options(p)
+    p.add_argument("--out", metavar="DIR", help="write DIR/requests.csv and DIR/calls.csv")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: on a terminal, for long inputs)")
+    p.add_argument("--quiet", action="store_true", help="no summary on stdout")
+    p.add_argument("--openmetrics", metavar="FILE",
+                   help="also write the metrics as OpenMetrics with event timestamps, for "
+                        "`promtool tsdb create-blocks-from openmetrics`")
+    p.add_argument("--to-kafka", metavar="URL",
+                   help="publish the raw lines to Kafka (kafka://HOST:PORT) in the rsyslog JSON "
+                        "envelope instead of reassembling them here")
+    p.add_argument("--speed", type=float, default=None, metavar="X",
+                   help="with --to-kafka: pace at X times real time (default: as fast as possible)")
+    p.add_argument("--topic", default="dpm.lines", help="with --to-kafka: the raw-lines topic")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    setup_logging(args.verbose)
+    if args.to_kafka:
+        from dpmstream.streams.kafka_replay import publish_from_args
+        return publish_from_args(args)
+    profile = checked_profile(args.profile)
+    tz = checked_zone(args.tz)
+    try:
+        inputs = [describe(name) for name in args.files]
+    except InputError as exc:
+        print(f"dpmstream replay: {exc}", file=sys.stderr)
+        return 2
+    if sum(1 for i in inputs if i.is_stdin) > 1:
+        print("dpmstream replay: '-' (stdin) may be given once", file=sys.stderr)
+        return 2
+
+    summary = Summary()
+    sinks = [summary.add]
+    csv_sink = None
+    if args.out:
+        from dpmstream.streams.csv_sink import CsvSink
+        csv_sink = CsvSink(args.out)
+        sinks.append(csv_sink)
+    kept_records = [] if args.openmetrics else None
+    if kept_records is not None:
+        sinks.append(kept_records.append)
+
+    def emit(record: dict) -> None:
+        for sink in sinks:
+            sink(record)
+
+    pipeline = Pipeline(emit, timeout_s=args.timeout, max_in_flight=args.max_in_flight)
+    host = default_host(args.host)
+    total = sum(i.size or 0 for i in inputs) or None
+    progress = Progress(total, enabled=args.progress)
+    done_before, lines, failures = 0, 0, 0
+    for inp in inputs:
+        src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
+                              year=args.year, year_hint_ms=inp.mtime_ms)
+        try:
+            stream, raw = open_binary(inp)
+        except OSError as exc:
+            print(f"dpmstream replay: {inp.name}: {exc}", file=sys.stderr)
+            failures += 1
+            continue
+        try:
+            for i, line in enumerate(iter_lines(stream), 1):
+                src.feed(line)
+                if not i & 0xFFFF:
+                    progress.update(done_before + (raw.tell() if not inp.is_stdin else 0), lines + i)
+            lines += src.line_no + len(src._pending)
+        except InputError as exc:
+            print(f"dpmstream replay: {inp.name}: {exc}; the lines before it are kept",
+                  file=sys.stderr)
+            failures += 1
+        finally:
+            if not inp.is_stdin:
+                stream.close()
+        done_before += inp.size or 0
+    pipeline.finish()
+    progress.close()
+    if csv_sink:
+        csv_sink.close()
+    if args.openmetrics:
+        from dpmstream.streams.openmetrics import write_openmetrics
+        with open(args.openmetrics, "w", encoding="utf-8") as out:
+            write_openmetrics(kept_records, pipeline.stats, out)
+    if not args.quiet:
+        sys.stdout.write(summary.render(pipeline.stats))
+        if args.out:
+            print(f"\nwrote {csv_sink.requests_path} and {csv_sink.calls_path}")
+    return 1 if failures else 0

@@ -1,0 +1,187 @@
+"""Regex profiles: the wording of one log format, as data (regex_profiles/*.toml).
+
+A profile names the envelope (native and rsyslog-wrapped), the time zone, the functions
+its daemon logs under, and one or more patterns per message role. All of it is compiled
+into one regular expression per envelope form, so that a line costs one `match`: the
+envelope, then an alternation of every role pattern (each wrapped in a group named after
+its position), then a catch-all that marks the line `unmatched`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+# Roles the reassembler understands; a profile may leave any of them out.
+ROLES = (
+    "accept", "conn_failure", "call", "token", "file", "detail",
+    "slow_start", "status", "returns", "other",
+)
+# Groups a role pattern may capture; anything else is rejected when loading.
+FIELDS = ("op", "client", "token", "nfiles", "index", "surl", "state", "rc")
+ENVELOPE_GROUPS = ("month", "day", "hour", "minute", "second", "frac", "pid", "tid", "func")
+UNMATCHED = "unmatched"
+
+_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used, with the reason."""
+
+
+@dataclass
+class Alternative:
+    """One role pattern inside the compiled regex: its role and where its fields are."""
+
+    role: str
+    fields: dict[str, int]  # field name -> group index in the compiled regex
+
+
+@dataclass
+class CompiledForm:
+    regex: re.Pattern
+    alternatives: dict[int, Alternative]  # group index of the wrapper -> alternative
+    envelope: dict[str, int]  # envelope group name -> group index
+
+
+@dataclass
+class Profile:
+    name: str
+    daemon: str
+    description: str
+    timezone: str
+    func: str
+    native_envelope: str
+    rsyslog_envelope: str
+    roles: dict[str, list[str]]
+    source: str = "<memory>"
+    native: CompiledForm = field(init=False, repr=False)
+    rsyslog: CompiledForm = field(init=False, repr=False)
+    func_regex: re.Pattern = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.roles) - set(ROLES)
+        if unknown:
+            raise ProfileError(f"{self.source}: unknown role(s) {sorted(unknown)}; roles are {ROLES}")
+        try:
+            self.native = _compile(self.native_envelope, self.roles)
+            self.rsyslog = _compile(self.rsyslog_envelope + self.native_envelope, self.roles)
+            self.func_regex = re.compile(self.func + r"\Z")
+        except re.error as exc:
+            raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
+        missing = [g for g in ENVELOPE_GROUPS if g not in self.native.envelope]
+        if missing:
+            raise ProfileError(f"{self.source}: envelope lacks group(s) {missing}")
+        if "rtime" not in self.rsyslog.envelope or "host" not in self.rsyslog.envelope:
+            raise ProfileError(f"{self.source}: rsyslog envelope needs groups rtime and host")
+
+
+def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
+    parts = []
+    order: list[tuple[str, list[str]]] = []
+    for role in ROLES:  # fixed role order: token before file, file before detail
+        for pattern in roles.get(role, ()):
+            names = _NAMED_GROUP.findall(pattern)
+            bad = [n for n in names if n not in FIELDS]
+            if bad:
+                raise ProfileError(f"role {role!r}: unknown group(s) {bad}; allowed {FIELDS}")
+            i = len(order)
+            renamed = _NAMED_GROUP.sub(lambda m, i=i: f"(?P<a{i}_{m.group(1)}>", pattern)
+            parts.append(f"(?P<a{i}>{renamed})")
+            order.append((role, names))
+    parts.append(r"(?P<unmatched>.*)")
+    regex = re.compile(r"(?:" + envelope + r")(?:" + "|".join(parts) + r")\s*\Z", re.DOTALL)
+    index = regex.groupindex
+    alternatives = {
+        index[f"a{i}"]: Alternative(role, {n: index[f"a{i}_{n}"] for n in names})
+        for i, (role, names) in enumerate(order)
+    }
+    alternatives[index["unmatched"]] = Alternative(UNMATCHED, {})
+    envelope_groups = {n: index[n] for n in (*ENVELOPE_GROUPS, "rtime", "host") if n in index}
+    return CompiledForm(regex, alternatives, envelope_groups)
+
+
+def _as_list(value) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def load_profile(path: str | Path) -> Profile:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: {exc}") from exc
+    return profile_from_dict(data, source=str(path))
+
+
+def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
+    try:
+        envelope = data["envelope"]
+        return Profile(
+            name=data["name"],
+            daemon=data["daemon"],
+            description=data.get("description", ""),
+            timezone=data.get("timezone", "local"),
+            func=data.get("func", r"\S+"),
+            native_envelope=envelope["native"],
+            rsyslog_envelope=envelope["rsyslog"],
+            roles={role: _as_list(p) for role, p in data["roles"].items()},
+            source=source,
+        )
+    except KeyError as exc:
+        raise ProfileError(f"{source}: missing key {exc}") from exc
+
+
+def bundled_profile_paths() -> list[Path]:
+    folder = resources.files("dpmstream.regex_profiles")
+    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+_BUNDLED: dict[str, Profile] = {}
+
+
+def bundled_profiles() -> list[Profile]:
+    if not _BUNDLED:
+        for path in bundled_profile_paths():
+            profile = load_profile(path)
+            _BUNDLED[profile.name] = profile
+    return list(_BUNDLED.values())
+
+
+def resolve_profile(spec: str) -> Profile:
+    """A bundled profile by name, or a profile file by path."""
+    for profile in bundled_profiles():
+        if profile.name == spec:
+            return profile
+    path = Path(spec)
+    if path.exists():
+        return load_profile(path)
+    names = ", ".join(p.name for p in bundled_profiles())
+    raise ProfileError(f"no profile {spec!r}: not a bundled name ({names}) nor a file")
+
+
+def score(profile: Profile, lines: list[str]) -> int:
+    """How many of these lines the profile recognises as lines of its daemon."""
+    hits = 0
+    for line in lines:
+        line = line.rstrip("\r\n")
+        m = profile.native.regex.match(line) or profile.rsyslog.regex.match(line)
+        if not m or m.lastgroup == UNMATCHED:
+            continue
+        form = profile.native if m.re is profile.native.regex else profile.rsyslog
+        if profile.func_regex.match(m.group(form.envelope["func"])):
+            hits += 1
+    return hits
+
+
+def detect_profile(lines: list[str], candidates: list[Profile] | None = None) -> Profile | None:
+    """The candidate recognising most of these lines (first lines of a file), or None."""
+    best, best_score = None, 0
+    for profile in candidates or bundled_profiles():
+        s = score(profile, lines)
+        if s > best_score:
+            best, best_score = profile, s
+    return best

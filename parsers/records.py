@@ -1,0 +1,90 @@
+"""The two record types the project reports, with their column order and formatting.
+
+Columns follow section 4 of the format reference exactly, in order; extra columns come
+after. Times are integer milliseconds since the epoch (UTC) internally and are shown as
+seconds with three decimals; None is an empty cell.
+"""
+
+from __future__ import annotations
+
+REQUEST_COLUMNS = (
+    "host", "token", "op", "client", "nfiles", "status",
+    "accepted", "started", "ended",
+    "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
+    "ready_wait_s", "transfer_s", "done_s", "total_s",
+)
+
+CALL_COLUMNS = (
+    "host", "daemon", "pid", "thread", "op", "client", "started", "ended",
+    "duration_s", "rc", "auth_s",
+    # extra columns
+    "session",
+)
+
+# Which request columns are times or durations in milliseconds (shown as seconds).
+REQUEST_MS_FIELDS = frozenset((
+    "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s",
+    "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s",
+))
+CALL_MS_FIELDS = frozenset(("started", "ended", "duration_s", "auth_s"))
+
+# Request phases exported as metrics: (record field, phase label).
+PHASES = (
+    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
+    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
+    ("done_s", "done"), ("total_s", "total"),
+)
+
+STATUSES = ("success", "failed", "aborted", "incomplete")
+
+
+def ms_to_text(ms: int | None) -> str:
+    """Milliseconds as seconds with three decimals, exactly (no float rounding)."""
+    if ms is None:
+        return ""
+    sign = "-" if ms < 0 else ""
+    whole, frac = divmod(abs(ms), 1000)
+    return f"{sign}{whole}.{frac:03d}"
+
+
+def text_to_ms(text: str) -> int | None:
+    """Inverse of ms_to_text, for reading records back."""
+    if text == "" or text is None:
+        return None
+    sign = -1 if text.startswith("-") else 1
+    whole, _, frac = text.lstrip("-").partition(".")
+    return sign * (int(whole) * 1000 + int((frac + "000")[:3]))
+
+
+def _cells(record: dict, columns: tuple, ms_fields: frozenset) -> list[str]:
+    out = []
+    for col in columns:
+        value = record.get(col)
+        if col in ms_fields:
+            out.append(ms_to_text(value))
+        else:
+            out.append("" if value is None else str(value))
+    return out
+
+
+def request_row(record: dict) -> list[str]:
+    return _cells(record, REQUEST_COLUMNS, REQUEST_MS_FIELDS)
+
+
+def call_row(record: dict) -> list[str]:
+    return _cells(record, CALL_COLUMNS, CALL_MS_FIELDS)
+
+
+def to_json_dict(record: dict) -> dict:
+    """A record for JSON: times and durations as float seconds, `kind` first."""
+    kind = record["kind"]
+    columns, ms_fields = (
+        (REQUEST_COLUMNS, REQUEST_MS_FIELDS) if kind == "request" else (CALL_COLUMNS, CALL_MS_FIELDS)
+    )
+    out = {"kind": kind}
+    for col in columns:
+        value = record.get(col)
+        if col in ms_fields and value is not None:
+            value = value / 1000.0
+        out[col] = value
+    return out

@@ -1,0 +1,1 @@
+"""The edges: file and replay drivers, Kafka/Faust, metrics, local services."""

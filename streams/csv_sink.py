@@ -1,0 +1,30 @@
+"""Writes records as they finish into DIR/requests.csv and DIR/calls.csv."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, call_row, request_row
+
+
+class CsvSink:
+    def __init__(self, out_dir: str):
+        os.makedirs(out_dir, exist_ok=True)
+        self.requests_path = os.path.join(out_dir, "requests.csv")
+        self.calls_path = os.path.join(out_dir, "calls.csv")
+        self._files = [open(self.requests_path, "w", newline=""), open(self.calls_path, "w", newline="")]
+        self._requests = csv.writer(self._files[0])
+        self._calls = csv.writer(self._files[1])
+        self._requests.writerow(REQUEST_COLUMNS)
+        self._calls.writerow(CALL_COLUMNS)
+
+    def __call__(self, record: dict) -> None:
+        if record["kind"] == "request":
+            self._requests.writerow(request_row(record))
+        else:
+            self._calls.writerow(call_row(record))
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()

@@ -1,0 +1,66 @@
+"""Opening archived inputs: plain, gzip or bzip2 (by their magic bytes), or `-` for stdin."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import os
+import sys
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BZIP2_MAGIC = b"BZh"
+
+
+class InputError(OSError):
+    pass
+
+
+@dataclass
+class Input:
+    name: str            # as given on the command line
+    path: str | None     # None for stdin
+    size: int | None     # bytes on disk (compressed size for archives)
+    mtime_ms: int | None
+
+    @property
+    def is_stdin(self) -> bool:
+        return self.path is None
+
+
+def describe(name: str) -> Input:
+    if name == "-":
+        return Input("-", None, None, None)
+    try:
+        st = os.stat(name)
+    except OSError as exc:
+        raise InputError(f"{name}: {exc.strerror}") from exc
+    if not os.path.isfile(name):
+        raise InputError(f"{name}: not a regular file")
+    return Input(name, name, st.st_size, int(st.st_mtime * 1000))
+
+
+def open_binary(inp: Input) -> tuple[BinaryIO, BinaryIO]:
+    """(decompressed stream, raw file) — the raw file's tell() measures progress."""
+    if inp.is_stdin:
+        raw = sys.stdin.buffer
+    else:
+        raw = open(inp.path, "rb")
+    peek = raw.peek(3)[:3] if hasattr(raw, "peek") else b""
+    if peek[:2] == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=raw), raw
+    if peek == _BZIP2_MAGIC:
+        return bz2.BZ2File(raw), raw
+    if not hasattr(raw, "peek"):
+        raw = io.BufferedReader(raw)
+    return raw, raw
+
+
+def iter_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """Lines as bytes; a corrupt compressed tail ends the file with an error, not a crash."""
+    try:
+        yield from stream
+    except (EOFError, OSError, ValueError) as exc:  # truncated .gz / .bz2
+        raise InputError(f"input ends early: {exc}") from exc

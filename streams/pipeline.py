@@ -1,0 +1,221 @@
+"""The core glue every driver shares: raw lines -> parsed events -> reassembled records.
+
+    pipeline = Pipeline(on_record=records.append)          # or any callable(dict)
+    src = pipeline.source("dpm@head01", host="head01", path="/var/log/dpm/log",
+                          profile=None, tz=None, year=None, year_hint_ms=None)
+    for line in lines:
+        src.feed(line)               # str or bytes, with or without the trailing newline
+    pipeline.finish()                # end of input: everything still open is emitted
+
+A source is one log stream (one file, or one (host, path) on Kafka): it owns its profile
+(detected from its first lines unless given), its event clock (year, DST) and its line
+counters. All sources of a pipeline share one reassembler, so a DPM and a DPNS log of the
+same host, or rotated files, combine. Records are dicts (see parsers/records.py) with
+`kind` = "request" or "call"; times in integer milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, deque
+from datetime import datetime, timezone
+from typing import Callable
+
+from dpmstream.parsers.clock import EventClock, load_zone, year_from_file_name
+from dpmstream.parsers.lines import MALFORMED, UNMATCHED_RESULT, LineParser, decode
+from dpmstream.parsers.profiles import Profile, bundled_profiles, detect_profile
+from dpmstream.parsers.reassembly import Reassembler
+
+log = logging.getLogger(__name__)
+
+DETECT_LINES = 200        # lines buffered to detect a file's profile
+ADVANCE_EVERY = 4096      # lines between event-time timeout sweeps
+EXAMPLES_KEPT = 20        # bad lines kept (truncated) for the report
+UNKNOWN_DAEMON = "unknown"
+
+
+class PipelineStats:
+    """Counters of a pipeline run; read by the summary and the metrics exporter."""
+
+    def __init__(self, reassembler: Reassembler):
+        self._reassembler = reassembler
+        self.lines: Counter = Counter()          # (host, daemon, result) -> count
+        self.decode_errors = 0                   # lines that were not valid UTF-8
+        self.bad_examples: deque = deque(maxlen=EXAMPLES_KEPT)  # (source, line no, reason, excerpt)
+        self.latest_event_ms: dict[str, int] = {}
+        self.latest_received_ms: dict[str, int] = {}
+
+    @property
+    def reassembly(self):
+        return self._reassembler.stats
+
+    @property
+    def evictions(self) -> int:
+        return self._reassembler.stats.evictions
+
+    @property
+    def expired(self) -> int:
+        return self._reassembler.stats.expired
+
+    @property
+    def in_flight(self) -> int:
+        return self._reassembler.in_flight
+
+    @property
+    def slow_queue_depth(self) -> int:
+        return self._reassembler.slow_queue_depth
+
+    def total(self, result: str | None = None) -> int:
+        return sum(n for (_, _, r), n in self.lines.items() if result is None or r == result)
+
+
+class Pipeline:
+    def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
+                 max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None):
+        self.reassembler = Reassembler(on_record, timeout_ms=int(timeout_s * 1000),
+                                       max_in_flight=max_in_flight)
+        self.stats = PipelineStats(self.reassembler)
+        self.profiles = profiles or bundled_profiles()
+        self.sources: dict[str, Source] = {}
+        self._since_advance = 0
+
+    def source(self, name: str, *, host: str, path: str | None = None,
+               profile: Profile | None = None, tz: str | None = None, year: int | None = None,
+               year_hint_ms: int | None = None) -> "Source":
+        """A new (or the existing) stream called `name`."""
+        src = self.sources.get(name)
+        if src is None:
+            src = self.sources[name] = Source(self, name, host, path, profile, tz, year, year_hint_ms)
+        return src
+
+    def advance(self) -> None:
+        self._since_advance = 0
+        self.reassembler.advance()
+
+    def finish(self) -> None:
+        for src in self.sources.values():
+            src.flush_undetected()
+        self.reassembler.finish()
+
+
+class Source:
+    def __init__(self, pipeline: Pipeline, name: str, host: str, path: str | None,
+                 profile: Profile | None, tz: str | None, year: int | None,
+                 year_hint_ms: int | None):
+        self.pipeline = pipeline
+        self.name = name
+        self.host = host
+        self.path = path or name
+        self.tz = tz
+        self.year = year
+        self.year_hint_ms = year_hint_ms
+        self.line_no = 0
+        self.parser: LineParser | None = None
+        self._pending: list[tuple[str, int | None]] = []
+        self._counts = pipeline.stats.lines
+        self._reassembler = pipeline.reassembler
+        self._received_cache: tuple[int, tuple[int, int]] | None = None
+        if profile is not None:
+            self._start(profile)
+
+    @property
+    def profile(self) -> Profile | None:
+        return self.parser.profile if self.parser else None
+
+    def _start(self, profile: Profile) -> None:
+        zone_name = self.tz or profile.timezone
+        ref = None
+        if self.year is None:
+            ref = year_from_file_name(self.path)
+            if ref is None and self.year_hint_ms is not None:
+                dt = datetime.fromtimestamp(self.year_hint_ms / 1000, tz=timezone.utc)
+                dt = dt.astimezone(load_zone(zone_name))
+                ref = (dt.year, dt.month)
+        clock = EventClock(zone_name, year=self.year, ref=ref)
+        self.parser = LineParser(profile, clock, self.host)
+        log.info("%s: profile %s, time zone %s", self.name, profile.name, zone_name)
+
+    # -- input ---------------------------------------------------------------------------
+    def feed(self, line: str | bytes, received_ms: int | None = None) -> None:
+        if isinstance(line, bytes):
+            line, ok = decode(line)
+            if not ok:
+                self.pipeline.stats.decode_errors += 1
+        line = line.rstrip("\r\n")
+        if self.parser is None:
+            self._pending.append((line, received_ms))
+            if len(self._pending) >= DETECT_LINES:
+                self._detect()
+                if self.parser is None:
+                    self._count_unrecognised()
+            return
+        self._parse(line, received_ms)
+
+    def _parse(self, line: str, received_ms: int | None) -> None:
+        self.line_no += 1
+        parser = self.parser
+        if received_ms is not None:
+            parser.line_ref = self._ref_of(received_ms)
+        ev = parser.parse(line)
+        if ev is None:
+            result = parser.result
+            self._counts[(self.host, parser.daemon, result)] += 1
+            if result == MALFORMED:
+                self._remember_bad(parser.reason, line)
+        else:
+            self._counts[(ev.host, ev.daemon, "parsed")] += 1
+            self._reassembler.feed(ev)
+            stats = self.pipeline.stats
+            if ev.ts > stats.latest_event_ms.get(ev.host, 0):
+                stats.latest_event_ms[ev.host] = ev.ts
+            if received_ms is not None:
+                stats.latest_received_ms[ev.host] = received_ms
+        self.pipeline._since_advance += 1
+        if self.pipeline._since_advance >= ADVANCE_EVERY:
+            self.pipeline.advance()
+
+    def _ref_of(self, received_ms: int) -> tuple[int, int]:
+        cached = self._received_cache
+        if cached is not None and abs(cached[0] - received_ms) < 3_600_000:
+            return cached[1]
+        dt = datetime.fromtimestamp(received_ms / 1000, tz=self.parser.clock.zone)
+        ref = (dt.year, dt.month)
+        self._received_cache = (received_ms, ref)
+        return ref
+
+    def _remember_bad(self, reason: str, line: str) -> None:
+        excerpt = line[:160].encode("unicode_escape").decode("ascii")
+        self.pipeline.stats.bad_examples.append((self.name, self.line_no, reason, excerpt))
+        log.debug("%s:%d: %s", self.name, self.line_no, reason)
+
+    # -- profile detection ------------------------------------------------------------
+    def _detect(self) -> None:
+        lines = [line for line, _ in self._pending]
+        profile = detect_profile(lines, self.pipeline.profiles)
+        if profile is None:
+            return  # keep buffering up to a bound; flush_undetected counts them
+        self._start(profile)
+        pending, self._pending = self._pending, []
+        for line, received_ms in pending:
+            self._parse(line, received_ms)
+
+    def flush_undetected(self) -> None:
+        """End of input: detect on what we have, or count the lines as not recognised."""
+        if self.parser is not None or not self._pending:
+            return
+        self._detect()
+        if self.parser is None:
+            self._count_unrecognised()
+
+    def _count_unrecognised(self) -> None:
+        """No profile recognises these lines: count them (and go on detecting later ones)."""
+        probe = self.pipeline.profiles[0]
+        for line, _ in self._pending:
+            self.line_no += 1
+            has_envelope = probe.native.regex.match(line) or probe.rsyslog.regex.match(line)
+            result = UNMATCHED_RESULT if has_envelope else MALFORMED
+            self._counts[(self.host, UNKNOWN_DAEMON, result)] += 1
+            if result == MALFORMED:
+                self._remember_bad("no envelope (no profile recognises these lines)", line)
+        log.warning("%s: no profile recognises %d lines", self.name, len(self._pending))
+        self._pending = []

@@ -1,0 +1,154 @@
+"""The terminal summary of a run: per op and phase, count and quantiles, and the counts
+of lines that were not parsed, evicted or late.
+
+Values are kept exactly up to RESERVOIR per series, then sampled uniformly (reservoir
+sampling with a fixed seed), so a month of logs still summarises in bounded memory.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+
+from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
+
+RESERVOIR = 200_000
+QUANTILES = (0.50, 0.95, 0.99)
+
+
+class Series:
+    __slots__ = ("count", "max", "values", "_rng", "_sorted", "_sorted_len")
+
+    def __init__(self):
+        self._sorted = None
+        self._sorted_len = -1
+        self.count = 0
+        self.max = None
+        self.values: list[int] = []
+        self._rng = None
+
+    def add(self, value: int) -> None:
+        self.count += 1
+        if self.max is None or value > self.max:
+            self.max = value
+        if len(self.values) < RESERVOIR:
+            self.values.append(value)
+            return
+        if self._rng is None:
+            self._rng = random.Random(1)
+        j = self._rng.randrange(self.count)
+        if j < RESERVOIR:
+            self.values[j] = value
+
+    @property
+    def sampled(self) -> bool:
+        return self.count > len(self.values)
+
+    def quantile(self, q: float) -> int:
+        """Nearest-rank quantile (a value that was observed)."""
+        if self._sorted_len != len(self.values) or self._sorted is None:
+            self._sorted = sorted(self.values)
+            self._sorted_len = len(self.values)
+        ordered = self._sorted
+        rank = max(1, math.ceil(q * len(ordered) - 1e-9))
+        return ordered[min(rank, len(ordered)) - 1]
+
+
+class Summary:
+    def __init__(self):
+        self.phases: dict[tuple[str, str], Series] = defaultdict(Series)
+        self.statuses: Counter = Counter()
+        self.calls: dict[tuple[str, str], Series] = defaultdict(Series)
+        self.call_errors: Counter = Counter()
+        self.polls: dict[str, Series] = defaultdict(Series)
+
+    def add(self, record: dict) -> None:
+        if record["kind"] == "request":
+            op = record["op"] or "?"
+            self.statuses[(op, record["status"])] += 1
+            for field, phase in PHASES:
+                value = record.get(field)
+                if value is not None:
+                    self.phases[(op, phase)].add(value)
+            self.polls[op].add(record["polls"])
+        else:
+            key = (record["daemon"], record["op"])
+            if record["duration_s"] is not None:
+                self.calls[key].add(record["duration_s"])
+            if record["rc"] != 0:
+                self.call_errors[key] += 1
+
+    def render(self, stats=None, max_call_ops: int = 15) -> str:
+        out: list[str] = []
+        ops = sorted({op for op, _ in self.statuses})
+        if ops:
+            out.append("Requests")
+            out.append(f"  {'op':<5} {'total':>8} " + " ".join(f"{s:>10}" for s in STATUSES))
+            for op in ops:
+                counts = [self.statuses[(op, s)] for s in STATUSES]
+                out.append(f"  {op:<5} {sum(counts):>8} " + " ".join(f"{c:>10}" for c in counts))
+            out.append("")
+            out.append("Request phases (seconds)")
+            out.append(_table_header("op", "phase"))
+            for op in ops:
+                for _, phase in PHASES:
+                    series = self.phases.get((op, phase))
+                    if series:
+                        out.append(_table_row(op, phase, series))
+                polls = self.polls.get(op)
+                if polls:
+                    out.append(f"  {op:<5} {'polls/request':<14} {polls.count:>8}"
+                               f" {polls.quantile(0.5):>9} {polls.quantile(0.95):>9}"
+                               f" {polls.quantile(0.99):>9} {polls.max:>9}")
+            out.append("")
+        if self.calls:
+            out.append("Calls (seconds)")
+            out.append(_table_header("daemon", "op") + f" {'errors':>8}")
+            busiest = sorted(self.calls.items(), key=lambda kv: -kv[1].count)[:max_call_ops]
+            for (daemon, op), series in busiest:
+                out.append(_table_row(daemon, op, series) + f" {self.call_errors[(daemon, op)]:>8}")
+            if len(self.calls) > max_call_ops:
+                out.append(f"  ... and {len(self.calls) - max_call_ops} more ops")
+            out.append("")
+        if stats is not None:
+            out.extend(_stats_lines(stats))
+        if any(s.sampled for s in (*self.phases.values(), *self.calls.values())):
+            out.append(f"(quantiles of series over {RESERVOIR} values are from a uniform sample)")
+        return "\n".join(out).rstrip() + "\n"
+
+
+def _table_header(a: str, b: str) -> str:
+    return (f"  {a:<5} {b:<14} {'count':>8} {'p50':>9} {'p95':>9} {'p99':>9} {'max':>9}")
+
+
+def _table_row(a: str, b: str, series: Series) -> str:
+    q = [ms_to_text(series.quantile(x)) for x in QUANTILES]
+    return (f"  {a:<5} {b:<14} {series.count:>8} {q[0]:>9} {q[1]:>9} {q[2]:>9}"
+            f" {ms_to_text(series.max):>9}")
+
+
+def _stats_lines(stats) -> list[str]:
+    r = stats.reassembly
+    parsed, unmatched, malformed = (stats.total(x) for x in ("parsed", "unmatched", "malformed"))
+    lines = [
+        "Lines",
+        f"  parsed {parsed}, unmatched {unmatched}, malformed {malformed}"
+        f", not UTF-8 {stats.decode_errors}",
+        f"  requests in flight {stats.in_flight}, evicted (cap) {r.evictions}"
+        f", timed out {r.expired}, late lines {r.late_lines}, orphans {r.orphans}",
+        f"  calls without returns {r.noreturn_calls}, stray returns {r.stray_returns}"
+        f", dropped accepts {r.dropped_accepts}, daemon restarts {r.restarts}",
+    ]
+    if stats.bad_examples:
+        lines.append("  first bad lines:")
+        for source, line_no, reason, excerpt in list(stats.bad_examples)[:5]:
+            lines.append(f"    {source}:{line_no}: {reason}: {excerpt[:100]}")
+    return lines
+
+
+def render_summary(records, stats=None) -> str:
+    summary = Summary()
+    for record in records:
+        summary.add(record)
+    return summary.render(stats)
