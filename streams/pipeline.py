@@ -23,7 +23,9 @@ from typing import Callable
 
 from dpmstream.parsers.clock import EventClock, load_zone, year_from_file_name
 from dpmstream.parsers.lines import MALFORMED, UNMATCHED_RESULT, LineParser, decode
-from dpmstream.parsers.profiles import Profile, bundled_profiles, detect_profile
+from dpmstream.parsers.profiles import (
+    Profile, ProfileError, bundled_profiles, detect_profile, resolve_profile,
+)
 from dpmstream.parsers.reassembly import Reassembler
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,65 @@ class Pipeline:
         self._since_advance = 0
         self.reassembler.advance()
 
+    # -- state for external stores (the Kafka worker's changelog-backed tables) ------
+    def track_changes(self) -> None:
+        """From now on, take_changes() returns the net changes of the state."""
+        self.reassembler.track_changes()
+        self._persisted: set[str] = set()
+        self._last_meta: dict[str, object] = {}
+
+    def take_changes(self) -> dict[str, dict | None]:
+        """{key: JSON-safe state, or None for a key gone since it was last taken}.
+
+        Keys: "t|host|pid|tid" threads, "r|host|token" requests, "s|name" sources,
+        "m" the daemon pids. A key created and removed between two takes is left out.
+        """
+        for src in self.sources.values():  # lines still buffered for detection are not state
+            src.settle()
+        threads, requests = self.reassembler.take_changes()
+        raw: dict[str, dict | None] = {}
+        for (host, pid, tid), state in threads.items():
+            raw[f"t|{host}|{pid}|{tid}"] = state
+        for (host, token), state in requests.items():
+            raw[f"r|{host}|{token}"] = state
+        meta = {f"s|{name}": src.state() for name, src in self.sources.items() if src.parser}
+        meta["m"] = {"pids": [[h, d, p] for (h, d), p in self.reassembler.pids.items()]}
+        for key, state in meta.items():
+            if self._last_meta.get(key) != state:
+                self._last_meta[key] = state
+                raw[key] = state
+        out = {}
+        for key, state in raw.items():
+            if state is None:
+                if key in self._persisted:
+                    self._persisted.discard(key)
+                    out[key] = None
+            else:
+                self._persisted.add(key)
+                out[key] = state
+        return out
+
+    def restore(self, states) -> None:
+        """Rebuild a fresh pipeline from (key, state) pairs saved by take_changes()."""
+        states = [(k, s) for k, s in (states.items() if isinstance(states, dict) else states)
+                  if s is not None]
+        threads, requests, pids = {}, {}, {}
+        for key, state in states:
+            kind, _, rest = key.partition("|")
+            if kind == "t":
+                host, pid, tid = rest.rsplit("|", 2)
+                threads[(host, int(pid), int(tid))] = state
+            elif kind == "r":
+                host, token = rest.rsplit("|", 1)
+                requests[(host, token)] = state
+            elif kind == "s":
+                Source.from_state(self, rest, state)
+            elif kind == "m":
+                pids = {(h, d): p for h, d, p in state["pids"]}
+        self.reassembler.restore(threads, requests, pids)
+        if self.reassembler.dirty_threads is not None:  # tracking: these keys are stored
+            self._persisted.update(k for k, _ in states)
+
     def finish(self) -> None:
         for src in self.sources.values():
             src.flush_undetected()
@@ -121,6 +182,24 @@ class Source:
     @property
     def profile(self) -> Profile | None:
         return self.parser.profile if self.parser else None
+
+    def state(self) -> dict:
+        profile = self.parser.profile
+        return {"host": self.host, "path": self.path, "tz": self.tz, "year": self.year,
+                "profile": profile.name, "profile_file": profile.source,
+                "clock": self.parser.clock.state()}
+
+    @classmethod
+    def from_state(cls, pipeline: "Pipeline", name: str, state: dict) -> "Source":
+        try:
+            profile = resolve_profile(state["profile"])
+        except ProfileError:
+            profile = resolve_profile(state["profile_file"])
+        src = cls(pipeline, name, state["host"], state["path"], profile, state["tz"],
+                  state["year"], None)
+        src.parser.clock.restore(state["clock"])
+        pipeline.sources[name] = src
+        return src
 
     def _start(self, profile: Profile) -> None:
         zone_name = self.tz or profile.timezone
@@ -198,6 +277,13 @@ class Source:
         pending, self._pending = self._pending, []
         for line, received_ms in pending:
             self._parse(line, received_ms)
+
+    def settle(self) -> None:
+        """Decide the profile now from the lines buffered so far (a checkpoint is due)."""
+        if self.parser is None and self._pending:
+            self._detect()
+            if self.parser is None:
+                self._count_unrecognised()
 
     def flush_undetected(self) -> None:
         """End of input: detect on what we have, or count the lines as not recognised."""

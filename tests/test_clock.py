@@ -1,0 +1,85 @@
+"""Event time: year inference, Dec -> Jan rollover and the repeated hour of DST's end."""
+
+import pytest
+
+from dpmstream.parsers.clock import (
+    ClockError, EventClock, first_line_year, nearest_year, year_from_file_name,
+)
+
+
+def utc_ms(text):
+    from datetime import datetime, timezone
+    return int(datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def test_month_going_back_from_december_to_january_starts_a_new_year():
+    clock = EventClock("UTC", year=2013)
+    assert clock.to_ms(12, 31, 23, 59, 59, 900) == utc_ms("2013-12-31T23:59:59.900")
+    assert clock.to_ms(1, 1, 0, 0, 0, 100) == utc_ms("2014-01-01T00:00:00.100")
+    assert clock.year == 2014
+
+
+def test_a_stray_december_line_after_new_year_keeps_the_old_year():
+    clock = EventClock("UTC", year=2013)
+    clock.to_ms(12, 31, 23, 59, 59, 0)
+    clock.to_ms(1, 1, 0, 0, 0, 5)
+    assert clock.to_ms(12, 31, 23, 59, 59, 998) == utc_ms("2013-12-31T23:59:59.998")
+    assert clock.to_ms(1, 1, 0, 0, 1, 0) == utc_ms("2014-01-01T00:00:01")
+
+
+def test_the_repeated_hour_at_the_end_of_dst_never_goes_backwards():
+    # Europe/Zurich, 2013-10-27: 03:00 CEST -> 02:00 CET; 02:xx happens twice.
+    clock = EventClock("Europe/Zurich", year=2013)
+    stamps = [(1, 59, 59, 0), (2, 30, 0, 0), (2, 59, 59, 500), (2, 0, 0, 100), (2, 30, 0, 0), (3, 0, 1, 0)]
+    ms = [clock.to_ms(10, 27, h, m, s, f) for h, m, s, f in stamps]
+    assert ms == [
+        utc_ms("2013-10-26T23:59:59"), utc_ms("2013-10-27T00:30:00"), utc_ms("2013-10-27T00:59:59.500"),
+        utc_ms("2013-10-27T01:00:00.100"), utc_ms("2013-10-27T01:30:00"), utc_ms("2013-10-27T02:00:01"),
+    ]
+    assert ms == sorted(ms)
+
+
+def test_small_disorder_inside_the_repeated_hour_stays_in_the_first_occurrence():
+    clock = EventClock("Europe/Zurich", year=2013)
+    a = clock.to_ms(10, 27, 2, 10, 0, 500)
+    b = clock.to_ms(10, 27, 2, 10, 0, 495)  # 5 ms earlier stamp, written later
+    assert a - b == 5
+
+
+def test_a_rotated_file_name_dates_the_last_line():
+    assert year_from_file_name("/var/log/dpm/log-20140101.gz") == (2014, 1)
+    assert year_from_file_name("log") is None
+    assert first_line_year(2014, 1, 12) == 2013
+    assert first_line_year(2014, 3, 2) == 2014
+
+
+def test_the_nearest_year_to_an_rsyslog_stamp():
+    assert nearest_year(2012, 1, 12) == 2011
+    assert nearest_year(2011, 12, 1) == 2012
+    assert nearest_year(2011, 8, 8) == 2011
+
+
+def test_reference_year_applies_to_the_first_line():
+    clock = EventClock("UTC", ref=(2014, 1))
+    assert clock.to_ms(12, 31, 10, 0, 0, 0) == utc_ms("2013-12-31T10:00:00")
+    assert clock.to_ms(1, 1, 10, 0, 0, 0) == utc_ms("2014-01-01T10:00:00")
+
+
+def test_an_impossible_date_is_an_error_not_a_crash():
+    clock = EventClock("UTC", year=2013)
+    with pytest.raises(ClockError):
+        clock.to_ms(2, 30, 0, 0, 0, 0)
+
+
+def test_an_unknown_zone_is_a_clear_error():
+    with pytest.raises(ClockError, match="Mars/Olympus"):
+        EventClock("Mars/Olympus")
+
+
+def test_clock_state_round_trips_inside_a_repeated_hour():
+    clock = EventClock("Europe/Zurich", year=2013)
+    clock.to_ms(10, 27, 2, 59, 0, 0)
+    clock.to_ms(10, 27, 2, 1, 0, 0)  # second occurrence begins
+    copy = EventClock("Europe/Zurich")
+    copy.restore(clock.state())
+    assert copy.to_ms(10, 27, 2, 2, 0, 0) == clock.to_ms(10, 27, 2, 2, 0, 0) == utc_ms("2013-10-27T01:02:00")
