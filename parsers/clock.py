@@ -123,6 +123,20 @@ class EventClock:
             self._cache[key] = base
         return base + ms
 
+    def second_ms(self, month: int, day: int, hour: int, minute: int, second: int,
+                  year: int | None = None) -> int | None:
+        """Epoch ms of a whole local second, or None inside a repeated hour (use to_ms)."""
+        y = self._year_for(month) if year is None else year
+        key = (y, month, day, hour, minute, second)
+        base = self._cache.get(key)
+        if base is None:
+            base = self._resolve(y, month, day, hour, minute, second, 0)
+            if base is not None:
+                if len(self._cache) >= _CACHE_LIMIT:
+                    self._cache.clear()
+                self._cache[key] = base
+        return base
+
     def _resolve(self, y, month, day, hour, minute, second, ms) -> int | None:
         try:
             local = datetime(y, month, day, hour, minute, second, tzinfo=self.zone)

@@ -10,20 +10,14 @@ from __future__ import annotations
 
 from .clock import ClockError, EventClock, nearest_year
 from .events import Event
+
+_new_event = tuple.__new__  # Event(...) without the keyword-handling __new__
 from .profiles import UNMATCHED, Profile
 
 PARSED, UNMATCHED_RESULT, MALFORMED = "parsed", "unmatched", "malformed"
 # Real lines are well under 4 KiB (a DN, a SURL); a longer one is garbage, and matching
 # patterns with `.*` against megabytes would only burn time.
 MAX_LINE_CHARS = 65536
-
-
-def decode(raw: bytes) -> tuple[str, bool]:
-    """Bytes -> text, and whether the bytes were valid UTF-8 (a Latin-1 DN still parses)."""
-    try:
-        return raw.decode("utf-8"), True
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "replace"), False
 
 
 class LineParser:
@@ -42,6 +36,7 @@ class LineParser:
         # Hoisted lookups: this is the hot path.
         self._native = profile.native
         self._rsyslog = profile.rsyslog
+        self._seconds: dict[tuple, int] = {}  # (MM, DD, hh, mm, ss) text -> epoch ms
 
     def parse(self, line: str) -> Event | None:
         """The event of a parsed line; None (with .result/.reason set) otherwise."""
@@ -52,46 +47,68 @@ class LineParser:
         form = self._native
         m = form.regex.match(line)
         host = self.host
-        year = None
         if m is None:
             form = self._rsyslog
             m = form.regex.match(line)
             if m is None:
                 return self._malformed("no envelope")
-        g = m.group
-        env = form.envelope
-        if form is self._rsyslog:
-            host = g(env["host"])
-            rtime = g(env["rtime"])
-            year = nearest_year(int(rtime[:4]), int(rtime[5:7]), int(g(env["month"])))
-        elif self.line_ref is not None:
-            year = nearest_year(self.line_ref[0], self.line_ref[1], int(g(env["month"])))
-        frac = g(env["frac"])
+            host = m.group(form.envelope["host"])
+        month, day, hour, minute, second, frac, pid, tid, func = m.group(*form.envelope_slots)
         ms = int((frac + "00")[:3]) if frac else 0
-        try:
-            ts = self.clock.to_ms(int(g(env["month"])), int(g(env["day"])), int(g(env["hour"])),
-                                  int(g(env["minute"])), int(g(env["second"])), ms, year)
-        except ClockError as exc:
-            return self._malformed(str(exc))
+        # Lines of the same second share the conversion; year logic runs on misses only,
+        # and the cache is dropped whenever the clock's year moves.
+        cacheable = form is self._native and self.line_ref is None
+        base = self._seconds.get((month, day, hour, minute, second)) if cacheable else None
+        if base is None:
+            try:
+                base = self._convert(form, m, month, day, hour, minute, second, cacheable)
+                # None: a stamp of a repeated hour, resolved exactly per line
+                ts = base + ms if base is not None else self._exact(form, m, month, day, hour,
+                                                                     minute, second, ms)
+            except ClockError as exc:
+                return self._malformed(str(exc))
+        else:
+            ts = base + ms
         alt = form.alternatives[m.lastindex]
-        role = alt.role
-        if role == UNMATCHED:
+        if alt.role == UNMATCHED:
             self.result = UNMATCHED_RESULT
             return None
         self.result = PARSED
-        tid = g(env["tid"])
-        fields = alt.fields
-        values = {name: g(idx) for name, idx in fields.items()} if fields else {}
-        nfiles = values.get("nfiles")
-        rc = values.get("rc")
-        return Event(
-            ts, host, self.daemon, int(g(env["pid"])), int(tid) if tid is not None else -1,
-            g(env["func"]), role,
-            values.get("op"), values.get("client"), values.get("token"),
-            int(nfiles) if nfiles is not None else None,
-            values.get("state"),
-            int(rc) if rc is not None else None,
-        )
+        op, client, token, nfiles, state, rc = m.group(*alt.slots)
+        return _new_event(Event, (
+            ts, host, self.daemon, int(pid), -1 if tid is None else int(tid), func, alt.role,
+            op, client, token, None if nfiles is None else int(nfiles), state,
+            None if rc is None else int(rc),
+        ))
+
+    def _year_of(self, form, m, month: int) -> int | None:
+        """The year a line itself implies (rsyslog prefix, receive time), else None."""
+        if form is self._rsyslog:
+            rtime = m.group(form.envelope["rtime"])
+            return nearest_year(int(rtime[:4]), int(rtime[5:7]), month)
+        if self.line_ref is not None:
+            return nearest_year(self.line_ref[0], self.line_ref[1], month)
+        return None
+
+    def _convert(self, form, m, month, day, hour, minute, second, cacheable) -> int | None:
+        """Epoch ms of the whole second; None inside a repeated hour."""
+        clock = self.clock
+        mo = int(month)
+        year_before = clock.year
+        base = clock.second_ms(mo, int(day), int(hour), int(minute), int(second),
+                               self._year_of(form, m, mo))
+        if clock.year != year_before:
+            self._seconds.clear()
+        if base is not None and cacheable:
+            if len(self._seconds) >= 4096:
+                self._seconds.clear()
+            self._seconds[(month, day, hour, minute, second)] = base
+        return base
+
+    def _exact(self, form, m, month, day, hour, minute, second, ms) -> int:
+        mo = int(month)
+        return self.clock.to_ms(mo, int(day), int(hour), int(minute), int(second), ms,
+                                self._year_of(form, m, mo))
 
     def _malformed(self, reason: str) -> None:
         self.result = MALFORMED

@@ -120,7 +120,7 @@ class Reassembler:
         # Least recently active first: timeouts and evictions pop from the front.
         self.requests: OrderedDict[tuple, Request] = OrderedDict()
         self.finished: OrderedDict[tuple, None] = OrderedDict()
-        self.pids: dict[tuple, int] = {}
+        self.pids: dict[tuple, int] = {}   # (host, daemon) -> current pid
         self.stats = ReassemblyStats()
         self.slow_queue_depth = 0
         self.latest: int | None = None
@@ -136,25 +136,28 @@ class Reassembler:
 
     # -- input ---------------------------------------------------------------------------
     def feed(self, ev: Event) -> None:
-        ts = ev.ts
+        ts, host, daemon, pid, tid, _, role = ev[:7]
         if self.latest is None or ts > self.latest:
             self.latest = ts
-        daemon_key = (ev.host, ev.daemon)
-        pid = self.pids.get(daemon_key)
-        if pid != ev.pid:
-            if pid is not None:
-                self._restart(ev.host, ev.daemon, pid)
-            self.pids[daemon_key] = ev.pid
-        key = (ev.host, ev.pid, ev.tid)
+        key = (host, pid, tid)
         th = self.threads.get(key)
-        if th is None:
-            th = self.threads[key] = Thread(ev.daemon)
+        if th is None:  # a new thread, perhaps of a new pid: the daemon restarted
+            if self.pids.get((host, daemon)) != pid:
+                self._new_pid(host, daemon, pid)
+            th = self.threads[key] = Thread(daemon)
         th.latest = ts
-        rkey = self._handlers[ev.role](ev, th, key)
+        rkey = self._handlers[role](ev, th, key)
         if self.dirty_threads is not None:
             self.dirty_threads.add(key)
             if rkey is not None:
                 self.dirty_requests.add(rkey)
+
+    def _new_pid(self, host: str, daemon: str, pid: int) -> None:
+        """A daemon's first pid, or a new one: it restarted."""
+        old = self.pids.get((host, daemon))
+        if old is not None:
+            self._restart(host, daemon, old)
+        self.pids[(host, daemon)] = pid
 
     def _on_accept(self, ev, th, key):
         if th.accept is not None:

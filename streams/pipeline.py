@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from dpmstream.parsers.clock import EventClock, load_zone, year_from_file_name
-from dpmstream.parsers.lines import MALFORMED, UNMATCHED_RESULT, LineParser, decode
+from dpmstream.parsers.lines import MALFORMED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
-    Profile, ProfileError, bundled_profiles, detect_profile, resolve_profile,
+    Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
 )
 from dpmstream.parsers.reassembly import Reassembler
 
@@ -41,11 +41,34 @@ class PipelineStats:
 
     def __init__(self, reassembler: Reassembler):
         self._reassembler = reassembler
-        self.lines: Counter = Counter()          # (host, daemon, result) -> count
+        self._other_lines: Counter = Counter()   # counts not kept by a source itself
+        self._sources: list = []
         self.decode_errors = 0                   # lines that were not valid UTF-8
         self.bad_examples: deque = deque(maxlen=EXAMPLES_KEPT)  # (source, line no, reason, excerpt)
-        self.latest_event_ms: dict[str, int] = {}
         self.latest_received_ms: dict[str, int] = {}
+
+    @property
+    def lines(self) -> Counter:
+        """(host, daemon, result) -> number of lines, over every source."""
+        merged = Counter(self._other_lines)
+        for src in self._sources:
+            if src.parser is not None:
+                daemon = src.parser.daemon
+                merged[(src.host, daemon, "parsed")] += src.n_parsed
+                merged[(src.host, daemon, "unmatched")] += src.n_unmatched
+                merged[(src.host, daemon, "malformed")] += src.n_malformed
+            merged.update(src.other_counts)
+        return +merged  # drop zero counts
+
+    @property
+    def latest_event_ms(self) -> dict[str, int]:
+        """host -> latest event time seen (ms)."""
+        latest: dict[str, int] = {}
+        for src in self._sources:
+            for host, ts in src.latest_by_host.items():
+                if ts > latest.get(host, -1):
+                    latest[host] = ts
+        return latest
 
     @property
     def reassembly(self):
@@ -89,6 +112,10 @@ class Pipeline:
         if src is None:
             src = self.sources[name] = Source(self, name, host, path, profile, tz, year, year_hint_ms)
         return src
+
+    def _register(self, src: "Source") -> None:
+        self.sources[src.name] = src
+        self.stats._sources.append(src)
 
     def advance(self) -> None:
         self._since_advance = 0
@@ -173,8 +200,14 @@ class Source:
         self.line_no = 0
         self.parser: LineParser | None = None
         self._pending: list[tuple[str, int | None]] = []
-        self._counts = pipeline.stats.lines
+        # Line counts of this source's own host and daemon are plain ints (the hot path);
+        # other (host, daemon, result) keys, e.g. rsyslog lines of other hosts, go here.
+        self.n_parsed = self.n_unmatched = self.n_malformed = 0
+        self.other_counts: Counter = Counter()
+        self.latest_by_host: dict[str, int] = {}
+        self._latest = -1
         self._reassembler = pipeline.reassembler
+        pipeline._register(self)
         self._received_cache: tuple[int, tuple[int, int]] | None = None
         if profile is not None:
             self._start(profile)
@@ -198,7 +231,6 @@ class Source:
         src = cls(pipeline, name, state["host"], state["path"], profile, state["tz"],
                   state["year"], None)
         src.parser.clock.restore(state["clock"])
-        pipeline.sources[name] = src
         return src
 
     def _start(self, profile: Profile) -> None:
@@ -217,8 +249,10 @@ class Source:
     # -- input ---------------------------------------------------------------------------
     def feed(self, line: str | bytes, received_ms: int | None = None) -> None:
         if isinstance(line, bytes):
-            line, ok = decode(line)
-            if not ok:
+            try:
+                line = line.decode()
+            except UnicodeDecodeError:
+                line = line.decode("utf-8", "replace")  # a Latin-1 DN still parses
                 self.pipeline.stats.decode_errors += 1
         line = line.rstrip("\r\n")
         if self.parser is None:
@@ -237,21 +271,28 @@ class Source:
             parser.line_ref = self._ref_of(received_ms)
         ev = parser.parse(line)
         if ev is None:
-            result = parser.result
-            self._counts[(self.host, parser.daemon, result)] += 1
-            if result == MALFORMED:
+            if parser.result == MALFORMED:
+                self.n_malformed += 1
                 self._remember_bad(parser.reason, line)
+            else:
+                self.n_unmatched += 1
         else:
-            self._counts[(ev.host, ev.daemon, "parsed")] += 1
+            ts, host = ev[0], ev[1]
+            if host == self.host:
+                self.n_parsed += 1
+                if ts > self._latest:
+                    self._latest = self.latest_by_host[host] = ts
+            else:
+                self.other_counts[(host, ev[2], "parsed")] += 1
+                if ts > self.latest_by_host.get(host, -1):
+                    self.latest_by_host[host] = ts
             self._reassembler.feed(ev)
-            stats = self.pipeline.stats
-            if ev.ts > stats.latest_event_ms.get(ev.host, 0):
-                stats.latest_event_ms[ev.host] = ev.ts
             if received_ms is not None:
-                stats.latest_received_ms[ev.host] = received_ms
-        self.pipeline._since_advance += 1
-        if self.pipeline._since_advance >= ADVANCE_EVERY:
-            self.pipeline.advance()
+                self.pipeline.stats.latest_received_ms[host] = received_ms
+        pipeline = self.pipeline
+        pipeline._since_advance += 1
+        if pipeline._since_advance >= ADVANCE_EVERY:
+            pipeline.advance()
 
     def _ref_of(self, received_ms: int) -> tuple[int, int]:
         cached = self._received_cache
@@ -298,9 +339,9 @@ class Source:
         probe = self.pipeline.profiles[0]
         for line, _ in self._pending:
             self.line_no += 1
-            has_envelope = probe.native.regex.match(line) or probe.rsyslog.regex.match(line)
+            has_envelope = match_line(probe, line)[0] is not None
             result = UNMATCHED_RESULT if has_envelope else MALFORMED
-            self._counts[(self.host, UNKNOWN_DAEMON, result)] += 1
+            self.other_counts[(self.host, UNKNOWN_DAEMON, result)] += 1
             if result == MALFORMED:
                 self._remember_bad("no envelope (no profile recognises these lines)", line)
         log.warning("%s: no profile recognises %d lines", self.name, len(self._pending))

@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 
 from dpmstream.parsers.profiles import (
-    ROLES, UNMATCHED, ProfileError, bundled_profiles, load_profile, resolve_profile,
+    ROLES, ProfileError, bundled_profiles, match_line, resolve_profile,
 )
 from dpmstream.parsers.shapes import shape
 from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
@@ -73,22 +73,17 @@ class ProfileTally:
 
     def add(self, line: str) -> None:
         p = self.profile
-        m = p.native.regex.match(line)
-        form = p.native
-        if m is None:
-            m = p.rsyslog.regex.match(line)
-            form = p.rsyslog
-        if m is None:
+        form, m, alt = match_line(p, line)
+        if form is None:
             self.malformed += 1
             return
-        role = form.alternatives[m.lastindex].role
-        if role == UNMATCHED:
-            func = m.group(form.envelope["func"])
+        func = m.group(form.envelope["func"])
+        if alt is None:
             self.unmatched[shape(f"{func}: {line[m.start(m.lastindex):]}")] += 1
             return
-        if not p.func_regex.match(m.group(form.envelope["func"])):
+        if not p.func_regex.match(func):
             self.foreign += 1
-        self.roles[role] += 1
+        self.roles[alt.role] += 1
 
     @property
     def matched(self) -> int:
