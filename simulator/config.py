@@ -1,0 +1,118 @@
+"""Every knob of a simulation run, with defaults that reproduce the 2011 thesis setup.
+
+Defaults: 3 clients x 25 concurrent puts against 20 fast and 20 slow threads
+(M. Hellmich, CERN openlab 2011). Times of day are local to `tz`; all other times are
+milliseconds of simulated time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from dpmstream.simulator.service import ServiceTimes
+
+
+@dataclass
+class SimConfig:
+    # Load.
+    clients: int = 3
+    concurrency: int = 25              # concurrent request streams per client (closed loop)
+    requests: int | None = None        # request cycles to start (default 3000 unless duration/lines)
+    duration: float | None = None      # simulated seconds; the run stops there, mid-call if need be
+    lines: int | None = None           # start cycles until the DPM log has this many lines
+    rate: float | None = None          # open loop: Poisson arrivals per second instead of streams
+    files: int = 1                     # files per put/get
+    get_fraction: float = 0.0
+    plain_rate: float = 0.05           # chance a cycle begins with a ping or getpools call
+    # Daemon.
+    fthreads: int = 20                 # NB_FTHREADS
+    sthreads: int = 20                 # NB_STHREADS
+    dpns_threads: int = 20
+    backlog: int = 50                  # listen backlog; beyond it connections are refused
+    sync_get: bool = False             # DPM_USE_SYNCGET: gets served in the fast thread
+    same_dir: bool = False             # all files in one directory (one DPNS lock)
+    accept_lines: bool = True
+    whole_seconds: bool = False        # older builds: no milliseconds
+    restart_at: float | None = None    # seconds after start: the DPM daemon restarts
+    restart_downtime: float = 3.0
+    # Failures (probabilities per call or per request).
+    auth_fail_rate: float = 0.01
+    put_fail_rate: float = 0.005       # put/get returns rc != 0
+    proc_fail_rate: float = 0.005      # processing returns rc != 0 -> status FAILED
+    done_fail_rate: float = 0.0        # putdone/relfiles returns rc != 0 (still a success)
+    abort_rate: float = 0.005          # client aborts after a QUEUED/ACTIVE answer
+    abandon_rate: float = 0.005        # client disappears (no polls, or no putdone/relfiles)
+    # Log envelope.
+    seed: int = 1
+    start: str = "2011-08-12 14:31:40"
+    tz: str = "Europe/Zurich"
+    host: str = "dpmhead01.cern.ch"
+    pid: int = 12345
+    dpns_pid: int = 9876
+    jitter_rate: float = 0.01          # share of lines written a few ms after their stamp
+    jitter_ms: int = 5
+    service: ServiceTimes = field(default_factory=ServiceTimes)
+
+    DEFAULT_REQUESTS = 3000
+
+    def replace(self, **changes) -> "SimConfig":
+        return dataclasses.replace(self, **changes)
+
+    def request_budget(self) -> int | None:
+        """Cycles to start; None means unlimited (the duration or line target stops it)."""
+        if self.requests is not None:
+            return self.requests
+        if self.duration is None and self.lines is None:
+            return self.DEFAULT_REQUESTS
+        return None
+
+    def start_ms(self) -> int:
+        """The start instant (UTC ms) of `start`, read as local time in `tz` (first
+        occurrence when the hour repeats)."""
+        text = self.start.strip().replace("T", " ")
+        local = None
+        for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"):
+            try:
+                local = datetime.strptime(text, fmt)
+                break
+            except ValueError:
+                continue
+        if local is None:
+            raise ValueError(f"--start {self.start!r}: expected YYYY-MM-DD HH:MM[:SS[.fff]]")
+        aware = local.replace(tzinfo=ZoneInfo(self.tz), fold=0)
+        return int(round(aware.timestamp() * 1000))
+
+    def validate(self) -> None:
+        """Raise ValueError with a clear message on impossible settings."""
+        ZoneInfo(self.tz)  # raises ZoneInfoNotFoundError (a KeyError) on unknown zones
+        checks = [
+            (self.clients >= 1, "clients must be >= 1"),
+            (self.concurrency >= 1, "concurrency must be >= 1"),
+            (self.files >= 1, "files must be >= 1"),
+            (self.fthreads >= 1 and self.sthreads >= 1 and self.dpns_threads >= 1,
+             "thread pools must have >= 1 thread"),
+            (self.backlog >= 0, "backlog must be >= 0"),
+            (self.requests is None or self.requests >= 0, "requests must be >= 0"),
+            (self.duration is None or self.duration > 0, "duration must be > 0"),
+            (self.lines is None or self.lines >= 0, "lines must be >= 0"),
+            (self.rate is None or self.rate > 0, "rate must be > 0"),
+            (self.restart_at is None or self.restart_at >= 0, "restart-at must be >= 0"),
+            # A restart shorter than the jitter could interleave old- and new-pid lines.
+            (self.restart_downtime >= 1.0, "restart downtime must be >= 1 s"),
+            (0 <= self.jitter_ms <= 500, "jitter-ms must be within 0..500"),
+            (0 < self.pid < 2**22 and 0 < self.dpns_pid < 2**22, "pids must be positive"),
+            (self.pid != self.dpns_pid, "the DPM and DPNS pids must differ"),
+            (bool(self.host) and " " not in self.host, "host must be a non-empty name"),
+        ]
+        for name in ("get_fraction", "plain_rate", "auth_fail_rate", "put_fail_rate",
+                     "proc_fail_rate", "done_fail_rate", "abort_rate", "abandon_rate",
+                     "jitter_rate"):
+            value = getattr(self, name)
+            checks.append((0.0 <= value <= 1.0, f"{name.replace('_', '-')} must be within 0..1"))
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        self.start_ms()

@@ -1,0 +1,81 @@
+"""Who and what the log names: client hosts, certificate DNs, tokens, SURLs, disks.
+
+Deterministic from the run's random generator. DNs carry spaces and slashes, and one
+in five carries brackets, as real robot certificates do.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Client:
+    index: int
+    host: str
+    ip: str
+    dn: str
+    ids: str          # "uid,gid[,gid...]" as printed in DP092/NS092
+
+    @property
+    def short(self) -> str:
+        return self.host.split(".", 1)[0]
+
+
+def make_clients(count: int) -> list[Client]:
+    clients = []
+    for i in range(count):
+        n = i + 1
+        host = f"lxfsra{n:02d}.cern.ch" if n < 100 else f"lxfsra{n}.cern.ch"
+        ip = f"137.138.{40 + i // 200}.{11 + i % 200}"
+        if i % 5 == 2:
+            dn = f"/DC=ch/DC=cern/OU=Organic Units/OU=Users/CN=robot/CN=Robot: Grid User {n:03d} (perf tests)"
+        else:
+            dn = f"/DC=ch/DC=cern/OU=Organic Units/OU=Users/CN=dteam{n:03d}/CN={700000 + i}/CN=Grid User {n:03d}"
+        uid = 1001 + i
+        ids = f"{uid},1001" if i % 3 != 1 else f"{uid},1001,1050"
+        clients.append(Client(i, host, ip, dn, ids))
+    return clients
+
+
+def make_uuid(rng: random.Random) -> str:
+    """A random (version 4) UUID from the run's generator: 36 characters."""
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+class Namespace:
+    """SURLs and DPNS paths of the files written, one directory per client unless
+    `same_dir`."""
+
+    BASE = "/dpm/cern.ch/home/dteam/perf"
+
+    def __init__(self, head_host: str, same_dir: bool, rng: random.Random):
+        self.head = head_host
+        self.same_dir = same_dir
+        self._rng = rng
+        self._seq = 0
+        self.written: list[str] = []          # paths of files put successfully
+        self.disks = [f"disk{k:02d}.cern.ch:/srv/dpm/{m:02d}" for k in range(1, 9) for m in (1, 2)]
+
+    def new_path(self, client: Client) -> str:
+        self._seq += 1
+        directory = "shared" if self.same_dir else client.short
+        return f"{self.BASE}/{directory}/f{self._seq:07d}"
+
+    def existing_path(self) -> str:
+        if self.written:
+            return self._rng.choice(self.written)
+        self._seq += 1
+        return f"{self.BASE}/data/g{self._seq:07d}"
+
+    def surl(self, path: str) -> str:
+        return f"srm://{self.head}{path}"
+
+    def disk(self) -> str:
+        return self._rng.choice(self.disks)
+
+    @staticmethod
+    def directory(path: str) -> str:
+        return path.rsplit("/", 1)[0]

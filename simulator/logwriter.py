@@ -1,0 +1,82 @@
+"""One daemon log file, written in the order a real one would be.
+
+A line is stamped with the simulated instant it is logged, but written at `write key`
+= that instant, or a few ms later for a share of lines (`jitter`), so it can land after
+a later-stamped line of another thread. Two orders are never broken: a thread's own
+lines, and the lines of one request (its threads hand over in sequence: the put
+returns before the status call that follows, ...). A min-heap holds lines until the
+simulation clock passes their write key.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import random
+
+from dpmstream.simulator.stamps import StampFormatter
+
+_FLUSH_EVERY = 4096
+
+
+class LogWriter:
+    def __init__(self, path, stamps: StampFormatter, jitter_rate: float = 0.0,
+                 jitter_ms: int = 0, rng: random.Random | None = None):
+        self.path = path
+        self._fh = open(path, "w", encoding="utf-8", newline="\n")
+        self._stamps = stamps
+        self._jitter_rate = jitter_rate if jitter_ms > 0 else 0.0
+        self._jitter_ms = jitter_ms
+        self._rng = rng or random.Random(0)
+        self._heap: list = []
+        self._seq = 0
+        self._thread_key: dict = {}   # "pid,tid" -> write key of its last line
+        self._out: list[str] = []
+        self.count = 0
+        self.late = 0                 # lines written after their stamp
+        self.last_ms = None           # latest instant stamped
+
+    def emit(self, now: int, pid: int, tid: int, func: str, msg: str, owner=None) -> int:
+        """Log one line at instant `now`; returns the instant its stamp prints.
+        `owner` (anything with a `write_key` attribute) keeps a request's lines in order."""
+        printed, text = self._stamps.stamp(now)
+        self.last_ms = now
+        head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
+        key = now
+        if self._jitter_rate and self._rng.random() < self._jitter_rate:
+            key += self._rng.randint(1, self._jitter_ms)
+            self.late += 1
+        last = self._thread_key.get(head, 0)
+        if last > key:
+            key = last
+        if owner is not None:
+            if owner.write_key > key:
+                key = owner.write_key
+            owner.write_key = key
+        self._thread_key[head] = key
+        heapq.heappush(self._heap, (key, self._seq, f"{text} {head} {func}: {msg}\n"))
+        self._seq += 1
+        self.count += 1
+        return printed
+
+    def flush_before(self, now: int) -> None:
+        """Write every line whose write key is before `now`: nothing logged from now on
+        can go before them."""
+        heap, out = self._heap, self._out
+        while heap and heap[0][0] < now:
+            out.append(heapq.heappop(heap)[2])
+        if len(out) >= _FLUSH_EVERY:
+            self._fh.writelines(out)
+            out.clear()
+
+    def close(self) -> None:
+        heap, out = self._heap, self._out
+        while heap:
+            out.append(heapq.heappop(heap)[2])
+        self._fh.writelines(out)
+        out.clear()
+        self._fh.close()
+        if self.last_ms is not None:
+            # Like a live log, the file's mtime is its last line's time: readers that
+            # take the year from the mtime get the right one.
+            os.utime(self.path, ns=(self.last_ms * 1_000_000, self.last_ms * 1_000_000))

@@ -1,0 +1,155 @@
+"""Wire the model together, run it, and write the two logs and the two truth files.
+
+    from dpmstream.simulator import SimConfig, simulate
+    result = simulate(SimConfig(sthreads=70), "out/run")
+    result.log_path, result.requests     # paths, and the truth records (ms integers)
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpmstream.parsers.records import PHASES, STATUSES
+from dpmstream.simulator.clients import Arrivals, Budget, Stream
+from dpmstream.simulator.config import SimConfig
+from dpmstream.simulator.daemon import Dpm
+from dpmstream.simulator.dpns import NameServer
+from dpmstream.simulator.engine import Engine
+from dpmstream.simulator.identities import Namespace, make_clients
+from dpmstream.simulator.logwriter import LogWriter
+from dpmstream.simulator.stamps import StampFormatter
+from dpmstream.simulator.truth import Truth, write_calls_csv, write_requests_csv
+
+
+@dataclass
+class SimResult:
+    config: SimConfig
+    log_path: Path                 # PREFIX.log       the DPM daemon log
+    dpns_log_path: Path            # PREFIX.dpns.log  the name-server log
+    requests_path: Path            # PREFIX.requests.csv
+    calls_path: Path               # PREFIX.calls.csv
+    requests: list[dict]           # truth records, times in integer ms (parsers/records.py)
+    calls: list[dict]
+    dpm_lines: int
+    dpns_lines: int
+    late_lines: int                # lines written after their stamp (out of order)
+    dpm_pids: list[int]            # more than one after a restart
+    dpns_pid: int
+    start_ms: int
+    end_ms: int                    # the last simulated instant
+    refused: int                   # connections refused (backlog full or daemon down)
+    auth_failures: int
+    killed_calls: int              # calls cut by a restart
+    cycles: int                    # request cycles the clients started
+    stats: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return format_summary(self)
+
+
+class _Sim:
+    """The objects of one run; clients reach the daemon and each other through it."""
+
+    def __init__(self, cfg: SimConfig, prefix: Path):
+        self.cfg, self.svc = cfg, cfg.service
+        self.rng = random.Random(cfg.seed)
+        # Jitter has its own generator: turning it on or off leaves the model's run alone.
+        jitter_rng = random.Random(f"{cfg.seed}/jitter")
+        self.start = cfg.start_ms()
+        stamps = StampFormatter(cfg.tz, cfg.whole_seconds)
+        dpns_stamps = StampFormatter(cfg.tz, cfg.whole_seconds)
+        self.paths = {
+            "log": Path(f"{prefix}.log"), "dpns": Path(f"{prefix}.dpns.log"),
+            "requests": Path(f"{prefix}.requests.csv"), "calls": Path(f"{prefix}.calls.csv"),
+        }
+        self.log = LogWriter(self.paths["log"], stamps, cfg.jitter_rate, cfg.jitter_ms, jitter_rng)
+        self.dpns_log = LogWriter(self.paths["dpns"], dpns_stamps, cfg.jitter_rate, cfg.jitter_ms, jitter_rng)
+        self.eng = Engine(self.start, (self.log, self.dpns_log))
+        self.truth = Truth(cfg.host)
+        self.clients = make_clients(cfg.clients)
+        self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng)
+        self.dpns = NameServer(self.eng, self.rng, self.svc, self.dpns_log, self.truth,
+                               cfg.dpns_pid, cfg.dpns_threads, cfg.host)
+        self.dpm = Dpm(self.eng, self.rng, cfg, self.log, self.dpns, self.truth, self.namespace)
+        self.budget = Budget(cfg.request_budget(), cfg.lines, self.log)
+
+    def run(self) -> None:
+        cfg, eng = self.cfg, self.eng
+        self.dpm.start()
+        if cfg.rate is not None:
+            Arrivals(self, cfg.rate).start()
+        else:
+            for client in self.clients:
+                for _ in range(cfg.concurrency):
+                    # Streams start spread over the first second, not in one burst.
+                    eng.after(self.rng.randint(0, 999), Stream(self, client).cycle)
+        if cfg.restart_at is not None:
+            eng.at(self.start + int(round(cfg.restart_at * 1000)), self.dpm.restart)
+        until = None if cfg.duration is None else self.start + int(round(cfg.duration * 1000))
+        eng.run(until)
+        self.log.close()
+        self.dpns_log.close()
+
+
+def simulate(config: SimConfig | None = None, out: str | Path = "sim") -> SimResult:
+    """Run one simulation; write PREFIX.log, PREFIX.dpns.log, PREFIX.requests.csv and
+    PREFIX.calls.csv for the prefix `out` (its directory is created)."""
+    cfg = config or SimConfig()
+    cfg.validate()
+    prefix = Path(out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    sim = _Sim(cfg, prefix)
+    sim.run()
+    requests = sim.truth.request_records()
+    calls = sim.truth.call_records()
+    write_requests_csv(sim.paths["requests"], requests)
+    write_calls_csv(sim.paths["calls"], calls)
+    return SimResult(
+        config=cfg, log_path=sim.paths["log"], dpns_log_path=sim.paths["dpns"],
+        requests_path=sim.paths["requests"], calls_path=sim.paths["calls"],
+        requests=requests, calls=calls,
+        dpm_lines=sim.log.count, dpns_lines=sim.dpns_log.count,
+        late_lines=sim.log.late + sim.dpns_log.late,
+        dpm_pids=list(sim.dpm.pids), dpns_pid=cfg.dpns_pid,
+        start_ms=sim.start, end_ms=sim.eng.now,
+        refused=sim.dpm.refused, auth_failures=sim.dpm.auth_failures,
+        killed_calls=sim.dpm.killed_calls, cycles=sim.budget.started,
+        stats={"dpns_max_lock_waiters": sim.dpns.max_lock_waiters},
+    )
+
+
+def phase_values(records: list[dict], field_name: str, op: str | None = None) -> list[int]:
+    return [r[field_name] for r in records
+            if r[field_name] is not None and (op is None or r["op"] == op)]
+
+
+def format_summary(result: SimResult) -> str:
+    cfg, reqs = result.config, result.requests
+    out = [
+        f"simulated {(result.end_ms - result.start_ms) / 1000:.1f} s: {result.cycles} cycles, "
+        f"{cfg.clients} clients x {cfg.concurrency}, {cfg.fthreads} fast / {cfg.sthreads} slow threads, "
+        f"seed {cfg.seed}",
+        f"{result.log_path}: {result.dpm_lines} lines (pids {', '.join(map(str, result.dpm_pids))})",
+        f"{result.dpns_log_path}: {result.dpns_lines} lines",
+        f"{result.requests_path}: {len(reqs)} requests",
+        f"{result.calls_path}: {len(result.calls)} calls",
+    ]
+    for op in ("put", "get"):
+        mine = [r for r in reqs if r["op"] == op]
+        if mine:
+            counts = ", ".join(f"{s} {sum(1 for r in mine if r['status'] == s)}" for s in STATUSES)
+            out.append(f"{op}: {len(mine)} ({counts})")
+    out.append(f"refused connections {result.refused}, auth failures {result.auth_failures}, "
+               f"calls cut by a restart {result.killed_calls}, lines written late {result.late_lines}")
+    means, medians = [], []
+    for field_name, phase in PHASES:
+        values = phase_values(reqs, field_name)
+        if values:
+            means.append(f"{phase} {statistics.fmean(values) / 1000:.3f}")
+            medians.append(f"{phase} {statistics.median(values) / 1000:.3f}")
+    out.append("mean s:   " + "  ".join(means))
+    out.append("median s: " + "  ".join(medians))
+    return "\n".join(out)

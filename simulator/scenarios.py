@@ -1,0 +1,46 @@
+"""Named scenarios: a SimConfig each, for tests and `dpmstream simulate --scenario`.
+
+Each one makes a feature of real logs certain to appear: no accept lines, synchronous
+gets, whole-second stamps, a year rollover, the repeated hour at the end of daylight
+saving time, a daemon restart, heavy load.
+"""
+
+from __future__ import annotations
+
+from dpmstream.simulator.config import SimConfig
+
+# name -> (description, changes to the defaults)
+SCENARIOS: dict[str, tuple[str, dict]] = {
+    "thesis": ("the defaults: 3 clients x 25 concurrent puts, 20 fast / 20 slow threads", {}),
+    "mixed": ("puts and gets (30%), failures, aborts and abandoned requests",
+              {"get_fraction": 0.3, "abort_rate": 0.02, "abandon_rate": 0.02,
+               "put_fail_rate": 0.02, "proc_fail_rate": 0.02, "done_fail_rate": 0.01}),
+    "no-accept": ("a DPM build without `request accepted` lines",
+                  {"accept_lines": False, "get_fraction": 0.3}),
+    "sync-get": ("DPM_USE_SYNCGET: gets served in the fast thread, no proc_get",
+                 {"sync_get": True, "get_fraction": 0.5}),
+    "whole-seconds": ("an older build: stamps without milliseconds",
+                      {"whole_seconds": True, "get_fraction": 0.3}),
+    "year-end": ("starts on 12/31 23:59:30 local time and runs into the new year",
+                 {"start": "2011-12-31 23:59:30", "requests": 2000}),
+    "dst-end": ("runs through the repeated hour when daylight saving ends (Europe/Zurich)",
+                {"start": "2011-10-30 02:59:40", "tz": "Europe/Zurich", "requests": 2000}),
+    "restart": ("the DPM daemon restarts 10 s in: new pid, calls cut, requests processed again",
+                {"restart_at": 10.0, "requests": 2000, "get_fraction": 0.3}),
+    "heavy": ("heavy load: 8 clients x 40 streams, 50 slow threads, 30% gets (>= 100k lines)",
+              {"clients": 8, "concurrency": 40, "sthreads": 50, "fthreads": 40,
+               "get_fraction": 0.3, "requests": 5000}),
+}
+
+
+def names() -> list[str]:
+    return list(SCENARIOS)
+
+
+def scenario(name: str, **overrides) -> SimConfig:
+    """The SimConfig of scenario `name`, with `overrides` applied on top."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    changes = dict(SCENARIOS[name][1])
+    changes.update(overrides)
+    return SimConfig(**changes)

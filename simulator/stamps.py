@@ -1,0 +1,35 @@
+"""The envelope's timestamp: UTC milliseconds -> the local `MM/DD HH:MM:SS[.mmm]` a
+DPM daemon prints, and the instant that printed text stands for.
+
+With whole-second stamps the printed instant is the true one truncated to the second;
+the ground truth uses the printed instant, exactly as a reader of the log must.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+
+class StampFormatter:
+    def __init__(self, tz: str, whole_seconds: bool = False):
+        self.zone = ZoneInfo(tz)
+        self.whole_seconds = whole_seconds
+        self._sec = None
+        self._text = ""
+
+    def _second_text(self, sec: int) -> str:
+        # Lines come in (nearly) time order: one cached second covers most of them.
+        if sec != self._sec:
+            local = datetime.fromtimestamp(sec, timezone.utc).astimezone(self.zone)
+            self._sec = sec
+            self._text = local.strftime("%m/%d %H:%M:%S")
+        return self._text
+
+    def stamp(self, ms: int) -> tuple[int, str]:
+        """(printed instant in UTC ms, stamp text) for the true instant `ms`."""
+        sec, frac = divmod(ms, 1000)
+        text = self._second_text(sec)
+        if self.whole_seconds:
+            return ms - frac, text
+        return ms, f"{text}.{frac:03d}"

@@ -1,0 +1,150 @@
+"""Ground truth: the records docs/record-rules.md defines, built from what the model
+knows (which line belongs to which request or call) and the instants it printed.
+
+Nothing here reads the log back. Every instant is the printed one (UTC ms, truncated to
+the second with whole-second stamps), so durations are differences of what a reader of
+the log sees. Rule numbers refer to "Where the request ends" in the rules.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from dpmstream.parsers.records import (
+    CALL_COLUMNS, REQUEST_COLUMNS, call_row, request_row,
+)
+
+
+class RequestTruth:
+    """One request (host, token) as the rules define it; fields are printed instants."""
+
+    __slots__ = (
+        "token", "op", "client", "nfiles", "accepted", "started", "put_ret",
+        "first_run", "proc", "polls", "poll_ms", "first_success", "first_done_open",
+        "done_open", "done_ret", "status", "ended", "last_line", "closed",
+    )
+
+    def __init__(self, token, op, client, nfiles, accepted, started):
+        self.token, self.op, self.client, self.nfiles = token, op, client, nfiles
+        self.accepted = accepted          # accept line attached to the put/get call
+        self.started = started            # DP092 of the put/get
+        self.put_ret = None               # put/get `returns`
+        self.first_run = None             # first line of the first processing run
+        self.proc = None                  # duration of the run that returned
+        self.polls = 0
+        self.poll_ms = 0
+        self.first_success = None         # returns of the first status call answering SUCCESS
+        self.first_done_open = None       # DP092 of the first putdone/relfiles
+        self.done_open = None             # the closing call: DP092 ...
+        self.done_ret = None              # ... and returns
+        self.status = None
+        self.ended = None
+        self.last_line = started
+        self.closed = False               # ended by rules 1-4: later lines change nothing
+
+    def line(self, printed: int) -> None:
+        """A line of the request was printed (accept lines are not lines of it)."""
+        if not self.closed and printed > self.last_line:
+            self.last_line = printed
+
+    def close(self, status: str, printed: int) -> None:
+        """Rules 1-4: the request ends at this line."""
+        if not self.closed:
+            self.status, self.ended, self.closed = status, printed, True
+
+    def record(self, host: str) -> dict:
+        if self.closed:
+            status, ended = self.status, self.ended
+        elif self.op == "get" and self.first_success is not None:
+            status, ended = "success", self.first_success          # rule 5
+        else:
+            status, ended = "incomplete", self.last_line           # rule 6
+
+        def diff(a, b):
+            return None if a is None or b is None else a - b
+
+        origin = self.accepted if self.accepted is not None else self.started
+        return {
+            "kind": "request", "host": host, "token": self.token, "op": self.op,
+            "client": self.client, "nfiles": self.nfiles, "status": status,
+            "accepted": self.accepted, "started": self.started, "ended": ended,
+            "auth_s": diff(self.started, self.accepted),
+            "request_s": diff(self.put_ret, self.started),
+            "queue_s": diff(self.first_run, self.put_ret),
+            "proc_s": self.proc,
+            "polls": self.polls, "poll_s": self.poll_ms,
+            "ready_wait_s": diff(self.first_success, self.put_ret),
+            "transfer_s": diff(self.first_done_open, self.first_success) if self.op == "put" else None,
+            "done_s": diff(self.done_ret, self.done_open),
+            "total_s": diff(ended, origin),
+        }
+
+
+class CallTruth:
+    """A synchronous call that is not a step of a request."""
+
+    __slots__ = ("daemon", "pid", "thread", "op", "client", "accepted", "started", "ended", "rc")
+
+    def __init__(self, daemon, pid, thread, op, client, accepted, started):
+        self.daemon, self.pid, self.thread, self.op = daemon, pid, thread, op
+        self.client, self.accepted, self.started = client, accepted, started
+        self.ended = None                 # stays None when `returns` never comes
+        self.rc = None
+
+    def returned(self, printed: int, rc: int) -> None:
+        self.ended, self.rc = printed, rc
+
+    def record(self, host: str) -> dict:
+        return {
+            "kind": "call", "host": host, "daemon": self.daemon, "pid": self.pid,
+            "thread": self.thread, "op": self.op, "client": self.client,
+            "started": self.started, "ended": self.ended,
+            "duration_s": None if self.ended is None else self.ended - self.started,
+            "rc": self.rc,
+            "auth_s": None if self.accepted is None else self.started - self.accepted,
+            "session": None,
+        }
+
+
+class Truth:
+    def __init__(self, host: str):
+        self.host = host
+        self._requests: list[RequestTruth] = []
+        self._calls: list[CallTruth] = []
+
+    def new_request(self, *args) -> RequestTruth:
+        req = RequestTruth(*args)
+        self._requests.append(req)
+        return req
+
+    def new_call(self, *args) -> CallTruth:
+        call = CallTruth(*args)
+        self._calls.append(call)
+        return call
+
+    def request_records(self) -> list[dict]:
+        """Sorted by (started, token); every request here has a DP092."""
+        records = [r.record(self.host) for r in self._requests]
+        records.sort(key=lambda r: (r["started"], r["token"]))
+        return records
+
+    def call_records(self) -> list[dict]:
+        """Sorted by (started, host, pid, thread)."""
+        records = [c.record(self.host) for c in self._calls]
+        records.sort(key=lambda c: (c["started"], c["host"], c["pid"], c["thread"]))
+        return records
+
+
+def write_csv(path, columns, rows) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+
+
+def write_requests_csv(path, records: list[dict]) -> None:
+    write_csv(path, REQUEST_COLUMNS, (request_row(r) for r in records))
+
+
+def write_calls_csv(path, records: list[dict]) -> None:
+    write_csv(path, CALL_COLUMNS, (call_row(c) for c in records))

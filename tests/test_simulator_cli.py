@@ -1,0 +1,49 @@
+"""`dpmstream simulate` as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+from dpmstream.parsers.records import REQUEST_COLUMNS
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "dpmstream", "simulate", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_simulate_writes_the_four_files_and_prints_a_summary(tmp_path):
+    prefix = tmp_path / "out" / "demo"
+    done = run_cli("--out", str(prefix), "--requests", "300", "--get-fraction", "0.3",
+                   "--sthreads", "70", "--seed", "7")
+    assert done.returncode == 0, done.stderr
+    for suffix in (".log", ".dpns.log", ".requests.csv", ".calls.csv"):
+        assert (tmp_path / "out" / f"demo{suffix}").stat().st_size > 0
+    with open(f"{prefix}.requests.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == REQUEST_COLUMNS and len(rows) >= 290
+    assert {r["op"] for r in rows} == {"put", "get"}
+    assert "requests" in done.stdout and "mean s:" in done.stdout
+    assert f"{prefix}.log:" in done.stdout
+
+
+def test_options_override_the_chosen_scenario(tmp_path):
+    done = run_cli("--out", str(tmp_path / "r"), "--scenario", "restart", "--requests", "200",
+                   "--restart-at", "2", "--pid", "4321", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    head = (tmp_path / "r.log").read_text().splitlines()[0]
+    assert head.endswith("  4321 dpm_serv: started")
+    assert "dpm_serv: started" in (tmp_path / "r.log").read_text().split(" 4321 dpm_serv: started", 1)[1]
+
+
+def test_bad_settings_exit_2_with_a_clear_message(tmp_path):
+    done = run_cli("--out", str(tmp_path / "x"), "--tz", "Nowhere/Atlantis")
+    assert done.returncode == 2 and "Nowhere/Atlantis" in done.stderr
+    done = run_cli("--out", str(tmp_path / "x"), "--get-fraction", "1.5")
+    assert done.returncode == 2 and "get-fraction must be within 0..1" in done.stderr
+    done = run_cli("--out", str(tmp_path / "x"), "--start", "yesterday")
+    assert done.returncode == 2 and "--start" in done.stderr
+    assert not (tmp_path / "x.log").exists()

@@ -1,0 +1,120 @@
+"""Each named scenario produces the feature of real logs it is named after."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dpmstream.simulator import SCENARIOS, SimConfig, scenario, simulate
+
+STAMP = re.compile(r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)")
+
+
+def stamps(path):
+    with open(path, encoding="utf-8") as fh:
+        return [STAMP.match(line).groups() for line in fh]
+
+
+def test_every_scenario_name_builds_a_valid_config():
+    for name in SCENARIOS:
+        scenario(name).validate()
+    with pytest.raises(ValueError, match="unknown scenario"):
+        scenario("no-such-thing")
+
+
+def test_year_end_rolls_over_into_january(tmp_path):
+    result = simulate(scenario("year-end", requests=1500), tmp_path / "ye")
+    months = [s[0] for s in stamps(result.log_path)]
+    assert months[0] == "12" and months[-1] == "01"
+    assert "12" in [s[0] for s in stamps(result.dpns_log_path)]
+    # The truth is in UTC: requests started before and after midnight local time.
+    midnight = SimConfig(start="2012-01-01 00:00:00").start_ms()
+    assert any(r["started"] < midnight for r in result.requests)
+    assert any(r["started"] > midnight for r in result.requests)
+    spanning = [r for r in result.requests if r["started"] < midnight < r["ended"]]
+    assert spanning and all(0 <= r["total_s"] < 60_000 for r in spanning)
+    # Like a live log, each file's mtime is its last line's time, in the new year.
+    for path in (result.log_path, result.dpns_log_path):
+        mtime_ms = path.stat().st_mtime_ns // 1_000_000
+        assert midnight < mtime_ms <= result.end_ms
+    assert result.log_path.stat().st_mtime_ns // 1_000_000 >= max(r["ended"] for r in result.requests)
+
+
+def test_dst_end_repeats_the_local_hour(tmp_path):
+    result = simulate(scenario("dst-end", requests=1500), tmp_path / "dst")
+    minutes = [f"{s[2]}:{s[3]}" for s in stamps(result.log_path)]
+    first_back = next(i for i, (a, b) in enumerate(zip(minutes, minutes[1:])) if b < a)
+    assert minutes[first_back] == "02:59" and minutes[first_back + 1] == "02:00"
+    assert set(minutes) == {"02:59", "02:00"}
+    # Requests spanning the change last seconds, not minus an hour.
+    change = SimConfig(start="2011-10-30 01:00:00", tz="UTC").start_ms()
+    spanning = [r for r in result.requests if r["started"] < change < r["ended"]]
+    assert spanning and all(0 <= r["total_s"] < 60_000 for r in spanning)
+
+
+def test_restart_changes_the_pid_and_the_new_daemon_announces_itself(tmp_path):
+    result = simulate(scenario("restart", requests=1200), tmp_path / "rs")
+    old, new = result.dpm_pids
+    lines = result.log_path.read_text(encoding="utf-8").splitlines()
+    pids = [int(re.match(r"^\S+ \S+ +(\d+)", line)[1]) for line in lines]
+    switch = pids.index(new)
+    assert set(pids[:switch]) == {old} and set(pids[switch:]) == {new}
+    assert re.fullmatch(rf"\S+ \S+ {new} dpm_serv: started", lines[switch])
+    assert result.killed_calls > 0
+    # The daemon was down for the configured 3 s: no DPM line in between.
+    def seconds(line):
+        _, _, h, m, s = STAMP.match(line).groups()
+        return int(h) * 3600 + int(m) * 60 + int(s)
+    assert seconds(lines[switch]) - seconds(lines[switch - 1]) >= 2
+
+
+def test_no_accept_lines_means_no_accepted_times(tmp_path):
+    result = simulate(scenario("no-accept", requests=500), tmp_path / "na")
+    assert "request accepted" not in result.log_path.read_text(encoding="utf-8")
+    assert all(r["accepted"] is None and r["auth_s"] is None for r in result.requests)
+    assert all(r["total_s"] == r["ended"] - r["started"] for r in result.requests)
+    assert all(c["auth_s"] is None for c in result.calls)
+
+
+def test_sync_gets_skip_the_slow_queue(tmp_path):
+    result = simulate(scenario("sync-get", requests=800), tmp_path / "sg")
+    gets = [r for r in result.requests if r["op"] == "get"]
+    assert len(gets) > 300
+    assert all(r["queue_s"] is None and r["proc_s"] is None for r in gets)
+    assert sum(r["status"] == "success" for r in gets) > 0.9 * len(gets)
+    assert "dpm_srv_proc_get" not in result.log_path.read_text(encoding="utf-8")
+
+
+def test_same_dir_puts_every_file_in_one_directory(tmp_path):
+    result = simulate(SimConfig(requests=200, same_dir=True), tmp_path / "sd")
+    dirs = set(re.findall(r"NS098 - creat (\S+)/f\d+ ", result.dpns_log_path.read_text()))
+    assert dirs == {"/dpm/cern.ch/home/dteam/perf/shared"}
+    default = simulate(SimConfig(requests=200), tmp_path / "d")
+    dirs = set(re.findall(r"NS098 - creat (\S+)/f\d+ ", default.dpns_log_path.read_text()))
+    assert len(dirs) == 3            # one per client
+
+
+def test_heavy_load_writes_over_100k_lines(tmp_path):
+    result = simulate(scenario("heavy"), tmp_path / "heavy")
+    assert result.dpm_lines >= 100_000
+    assert sum(1 for _ in open(result.log_path, encoding="utf-8")) == result.dpm_lines
+
+
+def test_a_line_target_stops_starting_cycles_once_reached(tmp_path):
+    result = simulate(SimConfig(lines=20_000), tmp_path / "lines")
+    assert 20_000 <= result.dpm_lines < 24_000
+
+
+def test_open_loop_arrivals_follow_the_rate(tmp_path):
+    result = simulate(SimConfig(rate=20.0, requests=600, sthreads=70), tmp_path / "rate")
+    first = min(r["started"] for r in result.requests)
+    last = max(r["started"] for r in result.requests)
+    per_s = (len(result.requests) - 1) / ((last - first) / 1000)
+    assert 16 < per_s < 24
+
+
+def test_duration_bounds_the_simulated_time(tmp_path):
+    result = simulate(SimConfig(duration=10.0), tmp_path / "dur")
+    assert result.end_ms == result.start_ms + 10_000
+    assert max(r["ended"] for r in result.requests) <= result.end_ms
