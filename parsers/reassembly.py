@@ -59,13 +59,13 @@ class Request:
     __slots__ = (
         "host", "token", "op", "client", "nfiles", "accepted", "started", "request_ret",
         "proc_first", "proc_ms", "polls", "poll_ms", "success_end", "done_start", "done_ms",
-        "closing", "latest", "queued",
+        "closing", "latest", "queued", "putdone_first",
     )
 
     def __init__(self, host, token, op=None, client=None, nfiles=None, accepted=None,
                  started=None, request_ret=None, proc_first=None, proc_ms=None, polls=0,
                  poll_ms=0, success_end=None, done_start=None, done_ms=None, closing=None,
-                 latest=0, queued=False):
+                 latest=0, queued=False, putdone_first=None):
         self.host = host
         self.token = token
         self.op = op
@@ -84,6 +84,7 @@ class Request:
         self.closing = closing
         self.latest = latest
         self.queued = queued
+        self.putdone_first = putdone_first  # DP092 of the first putdone (a retry may follow)
 
 
 @dataclass
@@ -208,6 +209,8 @@ class Reassembler:
             if req is None:
                 call.kind = LATE
                 return None
+            if call.op == "putdone" and req.putdone_first is None:
+                req.putdone_first = call.started
         self._touch(rkey, req, ev.ts)
         return rkey
 
@@ -351,7 +354,7 @@ class Reassembler:
             "proc_s": req.proc_ms,
             "polls": req.polls, "poll_s": req.poll_ms,
             "ready_wait_s": _diff(req.success_end, req.request_ret),
-            "transfer_s": _diff(req.done_start, req.success_end) if req.closing == "putdone" else None,
+            "transfer_s": _diff(req.putdone_first, req.success_end) if req.closing == "putdone" else None,
             "done_s": req.done_ms,
             "total_s": _diff(ended, start),
         }

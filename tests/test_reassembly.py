@@ -275,3 +275,15 @@ def test_the_pid_may_be_space_padded():
     assert " 4321,3 " in lines[0] and "  4321,3" in lines[0]
     req, _ = one_request(lines)
     assert req["request_s"] == 2
+
+
+def test_a_putdone_cut_by_a_restart_and_sent_again_keeps_the_first_as_end_of_transfer():
+    lines = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
+             + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1)
+             + status("08/12 10:00:00.400", "08/12 10:00:00.401", 4, T1, "SUCCESS")
+             + closing("08/12 10:00:01.000", None, 6, "putdone", T1)[:-1]  # cut: no returns
+             + [line("08/12 10:00:05.000", None, "dpm_serv", "started", pid=23456)]
+             + closing("08/12 10:00:06.000", "08/12 10:00:06.004", 2, "putdone", T1, pid=23456))
+    req, _ = one_request(lines)
+    assert (req["status"], req["transfer_s"], req["done_s"], req["ended"]) == (
+        "success", 599, 4, at("10:00:06.004"))

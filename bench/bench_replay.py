@@ -1,0 +1,112 @@
+"""Replay benchmark: a simulated log of >= 1 M lines through `dpmstream replay`, on one core.
+
+Prints lines/s, MB/s and peak RSS of the replay, the same figures for `grep -c` with the
+envelope regex on the same file (the floor: reading and matching, nothing else), and the
+memory of 100,000 requests held in flight.
+
+    .venv/bin/python bench/bench_replay.py [--lines 1000000] [--workdir bench/out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
+ONE_CORE = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+
+
+def timed(cmd: list[str]) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS of the child in MiB, stdout) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # ru_maxrss of children is the max over all children so far: run the biggest last.
+    return wall, max(peak, before) // 1024, out
+
+
+def make_log(workdir: Path, lines: int) -> tuple[Path, Path, str, str]:
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    prefix = workdir / f"heavy-{lines}"
+    cfg = scenario("heavy", requests=None, lines=lines)
+    if not (prefix.with_suffix(".log")).exists():
+        t0 = time.perf_counter()
+        simulate(cfg, prefix)
+        print(f"simulated {lines:,} lines in {time.perf_counter() - t0:.1f} s")
+    return Path(f"{prefix}.log"), Path(f"{prefix}.dpns.log"), cfg.tz, cfg.host
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(buf.count(b"\n") for buf in iter(lambda: f.read(1 << 20), b""))
+
+
+def in_flight_memory(n: int) -> str:
+    """RSS of a pipeline holding n open put requests (put called, never finished)."""
+    code = f"""
+import resource, uuid
+from dpmstream.streams.pipeline import Pipeline
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+p = Pipeline(lambda r: None, max_in_flight={n} + 1)
+src = p.source("b", host="head01", tz="UTC", year=2011)
+for i in range({n}):
+    ms = i % 1000
+    s = i // 1000
+    stamp = f"08/12 10:{{s // 60 % 60:02d}}:{{s % 60:02d}}.{{ms:03d}}"
+    tok = uuid.UUID(int=i * 7919 + 1)
+    src.feed(f"{{stamp}} 12345,3 dpm_srv_put: DP092 - put request by /DC=ch/DC=cern/CN=user{{i % 50}} (1001,1001) from lxb{{i % 400:04d}}.cern.ch")
+    src.feed(f"{{stamp}} 12345,3 dpm_srv_put: DP098 - put 1 {{tok}}")
+    src.feed(f"{{stamp}} 12345,3 dpm_srv_put: DP098 - put 0 srm://head01.cern.ch/dpm/cern.ch/home/dteam/f{{i}}")
+    src.feed(f"{{stamp}} 12345,3 dpm_srv_put: returns 0")
+rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(p.stats.in_flight, p.stats.evictions, rss0 // 1024, rss1 // 1024)
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    held, evicted, rss0, rss1 = out.stdout.split()
+    return (f"in flight: {int(held):,} requests held (evicted {evicted}); peak RSS {rss1} MiB "
+            f"(interpreter and code alone: {rss0} MiB)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--workdir", default="bench/out")
+    ap.add_argument("--in-flight", type=int, default=100_000)
+    args = ap.parse_args()
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    dpm_log, dpns_log, tz, host = make_log(workdir, args.lines)
+    files = [dpm_log, dpns_log]
+    lines = sum(count_lines(f) for f in files)
+    size_mb = sum(f.stat().st_size for f in files) / 1e6
+    print(f"input: {lines:,} lines, {size_mb:.1f} MB ({', '.join(f.name for f in files)})")
+    print(f"one core: {'taskset -c 0' if ONE_CORE else 'taskset missing: not pinned'}; "
+          f"cpus online {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
+
+    grep_wall = min(timed(ONE_CORE + ["grep", "-cE", ENVELOPE_ERE, *map(str, files)])[0] for _ in range(3))
+    print(f"grep -cE envelope: {grep_wall:.2f} s  {lines / grep_wall:,.0f} lines/s  "
+          f"{size_mb / grep_wall:.1f} MB/s")
+
+    cmd = ONE_CORE + [sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", tz,
+                      "--host", host, *map(str, files)]
+    runs = [timed(cmd) for _ in range(3)]
+    wall = min(r[0] for r in runs)
+    peak = max(r[1] for r in runs)
+    print(f"dpmstream replay:  {wall:.2f} s  {lines / wall:,.0f} lines/s  "
+          f"{size_mb / wall:.1f} MB/s  peak RSS {peak} MiB (best of 3)")
+    print(in_flight_memory(args.in_flight))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
