@@ -1,0 +1,174 @@
+"""Followed files -> one Pipeline -> metrics and a records sink: the loop of `dpmstream run`.
+
+    feed = LiveFeed([Follower(p) for p in paths], host="head01", metrics=PipelineMetrics())
+    while running:
+        busy = feed.poll_once()       # read what was appended, feed it, emit, update metrics
+        if not busy:
+            time.sleep(0.25)
+    feed.finish()                     # or feed.drain() to leave open requests unemitted
+
+Separate from the command so that a test can drive it one poll at a time. One pipeline
+source per file, created when the file first yields lines, with the file's mtime as the
+year hint. Records are handed on per poll: metrics, then the sink (one flush per batch).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from dpmstream.streams.follow import Follower
+from dpmstream.streams.pipeline import Pipeline
+from dpmstream.streams.summary import Summary
+
+
+class LiveFeed:
+    def __init__(
+        self,
+        followers: list[Follower],
+        *,
+        host: str,
+        metrics=None,
+        sink=None,
+        summarise: bool = False,
+        profile=None,
+        tz: str | None = None,
+        year: int | None = None,
+        timeout_s: float = 3600,
+        max_in_flight: int = 1_000_000,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.followers = followers
+        self.host = host
+        self.metrics = metrics
+        self.sink = sink
+        # Incremental: quantiles from bounded reservoirs, not a list of every record.
+        self._summary = Summary() if summarise else None
+        self._source_args = dict(profile=profile, tz=tz, year=year)
+        self._log = log or (lambda msg: None)
+        self._batch: list[dict] = []
+        self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
+                                 max_in_flight=max_in_flight)
+        self._sources: dict[int, object] = {}
+        self._seen_events: dict[int, tuple[int, int]] = {}
+        self.lines_read = 0
+        self.emitted = {"request": 0, "call": 0}
+
+    # -- reading ----------------------------------------------------------------------
+
+    def poll_once(self) -> bool:
+        """One pass over every file; True if some file has more to read right away."""
+        busy = False
+        for f in self.followers:
+            lines = f.poll_once()
+            self._report_file_events(f)
+            if lines:
+                self._feed(f, lines)
+            if f.pending:
+                busy = True
+            else:
+                # Caught up with the file: a source still buffering lines to detect its
+                # profile decides on what it has, or live lines would wait for 200 more.
+                src = self._sources.get(id(f))
+                if src is not None and src.parser is None:
+                    src.flush_undetected()
+        self.pipeline.advance()
+        self.drain()
+        return busy
+
+    def read_to_end(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        """Read every file to its current end, the unterminated last line included."""
+        while self.poll_once() and not should_stop():
+            pass
+        if should_stop():
+            return
+        for f in self.followers:
+            rest = f.flush_partial()
+            if rest is not None:
+                self._feed(f, [rest])
+
+    def _feed(self, f: Follower, lines: list[bytes]) -> None:
+        src = self._sources.get(id(f))
+        if src is None:
+            src = self._sources[id(f)] = self.pipeline.source(
+                f.path, host=self.host, path=f.path, year_hint_ms=f.mtime_ms,
+                **self._source_args)
+        feed = src.feed
+        for line in lines:
+            feed(line)
+        self.lines_read += len(lines)
+
+    def _report_file_events(self, f: Follower) -> None:
+        now = (f.rotations, f.truncations, f.error)
+        before = self._seen_events.get(id(f), (0, 0, None))
+        if now != before:
+            if now[0] > before[0]:
+                self._log(f"{f.path} was rotated; following the new file")
+            if now[1] > before[1]:
+                self._log(f"{f.path} was truncated; reading it again from the start")
+            if now[2] != before[2]:
+                self._log(f"cannot read {f.path}: {now[2]}; retrying" if now[2]
+                          else f"{f.path} is readable again")
+            self._seen_events[id(f)] = now
+
+    # -- output -----------------------------------------------------------------------
+
+    def drain(self) -> int:
+        """Hand the records emitted so far to the metrics and the sink; update gauges."""
+        batch, self._batch[:] = list(self._batch), []
+        for rec in batch:
+            self.emitted[rec["kind"]] = self.emitted.get(rec["kind"], 0) + 1
+            if self.metrics is not None:
+                self.metrics.observe_record(rec)
+        if self.sink is not None and batch:
+            self.sink.write_batch(batch)
+        if self._summary is not None:
+            for rec in batch:
+                self._summary.add(rec)
+        if self.metrics is not None:
+            self.metrics.update_from_stats(self.pipeline.stats)
+        return len(batch)
+
+    def finish(self) -> None:
+        """End of input: partial last lines are fed, every open request is emitted."""
+        for f in self.followers:
+            rest = f.flush_partial()
+            if rest is not None:
+                self._feed(f, [rest])
+        self.pipeline.finish()
+        self.drain()
+
+    def close(self) -> None:
+        for f in self.followers:
+            f.close()
+
+    # -- reporting --------------------------------------------------------------------
+
+    def open_requests(self) -> int:
+        return self.pipeline.stats.in_flight
+
+    def status_text(self) -> str:
+        stats = self.pipeline.stats
+        parts = [f"{self.lines_read} lines"]
+        by_result = {r: stats.total(r) for r in ("parsed", "unmatched", "malformed")}
+        parts[0] += " (" + ", ".join(f"{n} {r}" for r, n in by_result.items()) + ")"
+        parts.append(f"{self.emitted['request']} requests, {self.emitted['call']} calls emitted")
+        parts.append(f"{stats.in_flight} in flight")
+        if stats.latest_event_ms:
+            lag = time.time() - max(stats.latest_event_ms.values()) / 1000.0
+            parts.append(f"event lag {_duration(lag)}")
+        return ", ".join(parts)
+
+    def summary(self) -> str:
+        """The terminal summary of what was read (needs summarise=True)."""
+        if self._summary is None:
+            raise RuntimeError("LiveFeed(summarise=True) keeps the summary")
+        return self._summary.render(self.pipeline.stats)
+
+
+def _duration(seconds: float) -> str:
+    if abs(seconds) < 120:
+        return f"{seconds:.1f} s"
+    if abs(seconds) < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
