@@ -240,8 +240,8 @@ class PipelineMetrics:
 
         seen.latest_event_ms = dict(stats.latest_event_ms)
         hosts = set(seen.latest_event_ms) | {key[0] for key in seen.lines}
-        seen.in_flight = _per_host(stats.in_flight, hosts)
-        seen.slow_queue = _per_host(stats.slow_queue_depth, hosts)
+        seen.in_flight = _per_host(getattr(stats, "in_flight_by_host", stats.in_flight), hosts)
+        seen.slow_queue = _per_host(getattr(stats, "slow_queue_by_host", stats.slow_queue_depth), hosts)
         self._set_gauges(now_ms if now_ms is not None else int(time.time() * 1000))
 
     def _set_gauges(self, now_ms: int) -> None:

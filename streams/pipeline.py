@@ -90,6 +90,16 @@ class PipelineStats:
     def slow_queue_depth(self) -> int:
         return self._reassembler.slow_queue_depth
 
+    @property
+    def in_flight_by_host(self) -> dict[str, int]:
+        """Open requests per host (computed on demand: O(open requests))."""
+        return dict(Counter(host for host, _ in self._reassembler.requests))
+
+    @property
+    def slow_queue_by_host(self) -> dict[str, int]:
+        """Requests waiting for a slow thread, per host (computed on demand)."""
+        return dict(Counter(r.host for r in self._reassembler.requests.values() if r.queued))
+
     def total(self, result: str | None = None) -> int:
         return sum(n for (_, _, r), n in self.lines.items() if result is None or r == result)
 

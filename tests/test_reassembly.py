@@ -287,3 +287,19 @@ def test_a_putdone_cut_by_a_restart_and_sent_again_keeps_the_first_as_end_of_tra
     req, _ = one_request(lines)
     assert (req["status"], req["transfer_s"], req["done_s"], req["ended"]) == (
         "success", 599, 4, at("10:00:06.004"))
+
+
+def test_in_flight_and_slow_queue_are_counted_per_host():
+    from dpmstream.streams.pipeline import Pipeline
+    pipeline = Pipeline(lambda r: None)
+    src = pipeline.source("t", host="collector", tz="UTC", year=2011)
+    wrap = lambda host, text: f"2011-08-12T10:00:01.000000+00:00 {host} dpm: {text}"
+    lines = ([wrap("head01", t) for t in put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")]
+             + [wrap("head02", t) for t in put("08/12 10:00:00.010", 3, T2, end="08/12 10:00:00.012")]
+             + [wrap("head02", t) for t in put("08/12 10:00:00.020", 4, T3, end="08/12 10:00:00.022")]
+             + [wrap("head02", t) for t in proc("08/12 10:00:00.100", None, 21, T3)])
+    for text in lines:
+        src.feed(text)
+    src.settle()
+    assert pipeline.stats.in_flight_by_host == {"head01": 1, "head02": 2}
+    assert pipeline.stats.slow_queue_by_host == {"head01": 1, "head02": 1}
