@@ -24,12 +24,14 @@ install-system:
 install-kafka:
 	bash scripts/install-kafka.sh
 
-# The main job on an embedded default: a simulated DPM head node through the core,
-# metrics served on 127.0.0.1:$(PORT) while it runs, a summary printed.
+# The main job on an embedded default: a simulated DPM head node (the 2011 thesis setup)
+# through the core, metrics served on 127.0.0.1:$(PORT), a summary printed.
+# HOLD=300 make run keeps the metrics up for five minutes after the summary.
+HOLD   ?= 0
 run: install
-	$(BIN)/dpmstream simulate --out out/demo
-	$(BIN)/dpmstream run --once --metrics-port $(PORT) --records out/demo.records.jsonl \
-		out/demo.log out/demo.dpns.log
+	$(BIN)/dpmstream simulate --out out/demo --quiet
+	$(BIN)/dpmstream run --once --tz Europe/Zurich --metrics-port $(PORT) --hold $(HOLD) \
+		--records out/demo.records.jsonl out/demo.log out/demo.dpns.log
 
 test: install install-system install-kafka
 	$(BIN)/python -m pytest -ra
