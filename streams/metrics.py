@@ -157,7 +157,7 @@ class PipelineMetrics:
             ["host"], registry=r)
         self._max_unknown_ops = max_unknown_ops
         self._ops: dict[str, BoundedLabel] = {}
-        self._hosts = BoundedLabel(max_hosts)
+        self.host_label = BoundedLabel(max_hosts)  # public: the OpenMetrics exporter uses it too
         self._daemons = BoundedLabel(max_daemons, frozenset(KNOWN_OPS))
         self._results = BoundedLabel(8, frozenset(("parsed", "unmatched", "malformed")))
         self._statuses = BoundedLabel(0, frozenset(STATUSES))
@@ -189,7 +189,7 @@ class PipelineMetrics:
             self.observe_record(record)
 
     def _observe_request(self, rec: dict) -> None:
-        host = self._hosts(rec.get("host"))
+        host = self.host_label(rec.get("host"))
         op = self.op_label("dpm", rec.get("op"))
         status = self._statuses(rec.get("status"))
         for field, phase in PHASES:
@@ -204,7 +204,7 @@ class PipelineMetrics:
     def _observe_call(self, rec: dict) -> None:
         daemon_raw = rec.get("daemon") or "none"
         daemon = self._daemons(daemon_raw)
-        host = self._hosts(rec.get("host"))
+        host = self.host_label(rec.get("host"))
         op = self.op_label(daemon, rec.get("op"))
         rc = rec.get("rc")
         result = "noreturn" if rc is None else ("ok" if rc == 0 else "error")
@@ -230,7 +230,7 @@ class PipelineMetrics:
             host, daemon, result = key
             delta = _delta(before.get(key, 0), value)
             if delta:
-                self.lines.labels(self._hosts(host), self._daemons(daemon), self._results(result)).inc(delta)
+                self.lines.labels(self.host_label(host), self._daemons(daemon), self._results(result)).inc(delta)
         for reason, value in (("cap", stats.evictions), ("timeout", stats.expired)):
             value = _total(value)
             delta = _delta(seen.evictions.get(reason, 0), value)
@@ -261,12 +261,12 @@ class PipelineMetrics:
                                     (self.slow_queue, slow, "_gauge_hosts_sq")):
             previous = getattr(self, attr, set())
             for host in previous - values.keys():
-                gauge.labels(self._hosts(host)).set(0)
+                gauge.labels(self.host_label(host)).set(0)
             for host, v in values.items():
-                gauge.labels(self._hosts(host)).set(v)
+                gauge.labels(self.host_label(host)).set(v)
             setattr(self, attr, set(values))
         for host, ms in latest.items():
-            self.event_lag.labels(self._hosts(host)).set((now_ms - ms) / 1000.0)
+            self.event_lag.labels(self.host_label(host)).set((now_ms - ms) / 1000.0)
 
     # -- output -----------------------------------------------------------------------
 

@@ -1,0 +1,77 @@
+"""What a probe source measures over a window, independent of where it came from.
+
+Both sources (Prometheus, a log file) fill a Snapshot; check_dpm turns it into
+nagiosplugin metrics. Latencies are float seconds, None where the window holds no value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+class SourceError(RuntimeError):
+    """The source cannot be read (service down, file missing, bad answer): UNKNOWN."""
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What to measure: quantiles for every phase, and quantiles per name-server op."""
+
+    phase_quantiles: tuple[float, ...]
+    ns: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class Snapshot:
+    window_s: float
+    source: str  # for the status line: the Prometheus URL or the file name
+    by_status: dict[str, float] = field(default_factory=dict)  # finished requests
+    phases: dict[tuple[str, float], float | None] = field(default_factory=dict)
+    ns: dict[tuple[str, float], float | None] = field(default_factory=dict)
+    calls: float = 0.0  # synchronous calls finished in the window (any daemon)
+    end_ms: int | None = None  # log source: latest event time (the window's end)
+
+    @property
+    def requests(self) -> float:
+        return sum(self.by_status.values())
+
+    def rate(self, status: str) -> float | None:
+        total = self.requests
+        return self.by_status.get(status, 0.0) / total if total > 0 else None
+
+    @property
+    def empty(self) -> bool:
+        return self.requests <= 0 and self.calls <= 0
+
+
+def quantile(sorted_values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (the usual 'type 7' definition)."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = (n - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def parse_duration(text: str) -> float:
+    """`15m` -> 900.0; units s, m, h, d; a bare number is seconds."""
+    text = text.strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if text and text[-1] in units:
+            value = float(text[:-1]) * units[text[-1]]
+        else:
+            value = float(text)
+    except ValueError:
+        raise ValueError(f"bad duration {text!r}: use e.g. 90s, 15m, 2h, 1d") from None
+    if not value > 0 or math.isinf(value):
+        raise ValueError(f"bad duration {text!r}: must be positive")
+    return value
+
+
+def prom_duration(seconds: float) -> str:
+    """A PromQL range duration: whole seconds."""
+    return f"{max(1, int(round(seconds)))}s"

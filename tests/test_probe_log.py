@@ -1,0 +1,152 @@
+"""check_dpm --log: the last window of a simulated log, against the simulator's truth,
+across a year end, a month end and a daemon restart; the tail of a long file is found
+by seeking; bad sources are UNKNOWN with the reason."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from dpmstream.parsers.records import PHASES, text_to_ms
+from dpmstream.probes.measurement import quantile
+from tests.metrics_stack import simulate
+from tests.test_probe_prometheus import check_dpm
+
+TZ = "Europe/Zurich"
+STAMP = re.compile(r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?")
+
+
+def latest_event_ms(path: Path, year_of_last_line: int) -> int:
+    """The latest stamp among the last lines (threads interleave), in UTC ms."""
+    lines = path.read_text().splitlines()[-300:]
+    last_month = int(STAMP.match(lines[-1]).group(1))
+    best = 0
+    for line in lines:
+        m = STAMP.match(line)
+        if not m:
+            continue
+        mo, d, h, mi, s, ms = (int(g or 0) for g in m.groups())
+        year = year_of_last_line if mo <= last_month else year_of_last_line - 1
+        t = datetime(year, mo, d, h, mi, s, ms * 1000, tzinfo=ZoneInfo(TZ))
+        best = max(best, int(t.timestamp() * 1000))
+    return best
+
+
+def truth(prefix: Path, window_s: float, end_ms: int):
+    """What the probe must report for the DPM log: finished requests and dpm calls whose
+    `ended` lies in (end - window, end]; requests still open at the end (incomplete in
+    the truth, since the simulation stops) are in progress, not counted."""
+    begin = end_ms - int(window_s * 1000)
+    with open(f"{prefix}.requests.csv", newline="") as fh:
+        reqs = [r for r in csv.DictReader(fh)
+                if r["status"] != "incomplete" and r["ended"] and begin < text_to_ms(r["ended"]) <= end_ms]
+    with open(f"{prefix}.calls.csv", newline="") as fh:
+        calls = [c for c in csv.DictReader(fh)
+                 if c["daemon"] == "dpm" and c["ended"] and begin < text_to_ms(c["ended"]) <= end_ms]
+    return reqs, calls
+
+
+def assert_probe_matches_truth(prefix: Path, window: str, window_s: float, year_of_last: int, *extra):
+    log = Path(f"{prefix}.log")
+    rc, status, perf = check_dpm("--log", str(log), "--tz", TZ, "--window", window, *extra)
+    assert rc == 0, status
+    end_ms = latest_event_ms(log, year_of_last)
+    reqs, calls = truth(prefix, window_s, end_ms)
+    assert len(reqs) > 50
+    assert int(perf["requests"][0]) == len(reqs)
+    assert int(perf["calls"][0]) == len(calls)
+    failed = sum(1 for r in reqs if r["status"] == "failed")
+    assert float(perf["failed_rate"][0]) == pytest.approx(failed / len(reqs), rel=1e-5)
+    for field, phase in PHASES:
+        values = sorted(text_to_ms(r[field]) / 1000 for r in reqs if r[field] != "")
+        for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+            got = perf[f"{phase}_{label}"][0]
+            expected = quantile(values, q)
+            if expected is None:
+                assert got == "U", (phase, label)
+            else:
+                assert float(got) == pytest.approx(expected, rel=1e-5, abs=1e-9), (phase, label)
+    return status
+
+
+def test_window_across_the_year_end_matches_the_truth(tmp_path):
+    prefix = simulate(tmp_path / "ye", "--scenario", "mixed", "--rate", "3", "--duration", "1200",
+                      "--start", "2011-12-31 23:50:00", "--tz", TZ)
+    # The last line is in 2012 (00:10 local), the window reaches back into 2011.
+    status = assert_probe_matches_truth(prefix, "15m", 900, 2012)
+    assert "up to 2011-12-31 23:09:" in status  # 00:09/00:10 local = 23:09/23:10 UTC
+    # --year names the year of the last line: same answer as the file's mtime gives.
+    assert_probe_matches_truth(prefix, "15m", 900, 2012, "--year", "2012")
+
+
+def test_window_across_a_month_end_matches_the_truth(tmp_path):
+    prefix = simulate(tmp_path / "me", "--scenario", "mixed", "--rate", "3", "--duration", "600",
+                      "--start", "2011-08-31 23:55:00", "--tz", TZ)
+    assert_probe_matches_truth(prefix, "8m", 480, 2011)
+
+
+def test_window_across_a_daemon_restart_matches_the_truth(tmp_path):
+    prefix = simulate(tmp_path / "rs", "--scenario", "mixed", "--rate", "3", "--duration", "400",
+                      "--restart-at", "200", "--tz", TZ)
+    pids = {line.split()[2].split(",")[0] for line in Path(f"{prefix}.log").read_text().splitlines()}
+    assert len(pids) == 2  # the restart did change the pid inside the window
+    assert_probe_matches_truth(prefix, "5m", 300, 2011)
+
+
+@pytest.fixture(scope="module")
+def long_log(tmp_path_factory):
+    return simulate(tmp_path_factory.mktemp("long") / "long", "--scenario", "mixed", "--rate", "1",
+                    "--duration", "9000", "--tz", TZ)
+
+
+def test_a_long_file_is_read_from_near_its_end_with_the_same_result(long_log):
+    log = str(long_log) + ".log"
+    args = ("--log", log, "--tz", TZ, "--window", "10m")
+    rc, status, perf = check_dpm(*args, "--lookback", "5m")
+    offset = int(re.search(r"from byte (\d+)", _verbose(*args, "--lookback", "5m")).group(1))
+    assert 0 < offset < os.path.getsize(log) // 2
+    rc_all, _, perf_all = check_dpm(*args, "--lookback", "4h")
+    assert rc == rc_all == 0
+    assert perf == perf_all
+    assert_probe_matches_truth(long_log, "10m", 600, 2011, "--lookback", "5m")
+
+
+def _verbose(*args) -> str:
+    return subprocess.run([str(Path(sys.executable).with_name("check_dpm")), *args, "-v"],
+                          capture_output=True, text=True).stdout
+
+
+def test_thresholds_apply_to_the_log_source(long_log):
+    rc, status, perf = check_dpm("--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m",
+                                 "-w", "proc:p95=~:0.01", "-c", "failed_rate=0.5",
+                                 "-c", "ns:getpools:p95=10")
+    assert rc == 1 and "proc_p95" in status
+
+
+def test_missing_file_is_unknown():
+    rc, status, _ = check_dpm("--log", "/nonexistent/dpm/log")
+    assert rc == 3 and "cannot read /nonexistent/dpm/log" in status
+
+
+def test_a_file_without_dpm_lines_is_unknown(tmp_path):
+    junk = tmp_path / "log"
+    junk.write_text("hello\nworld\n")
+    rc, status, _ = check_dpm("--log", str(junk))
+    assert rc == 3 and "no DPM log line" in status
+
+
+def test_no_activity_in_the_window_follows_no_data(tmp_path):
+    quiet = tmp_path / "log"
+    quiet.write_text("08/12 14:31:43.101 12345 dpm_serv: started\n")
+    rc, status, _ = check_dpm("--log", str(quiet), "--tz", TZ)
+    assert rc == 3 and "no DPM request or call in the last 15m" in status
+    rc, _, _ = check_dpm("--log", str(quiet), "--tz", TZ, "--no-data", "ok")
+    assert rc == 0
