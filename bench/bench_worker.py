@@ -1,0 +1,181 @@
+"""Kafka worker benchmark: lines/s through `dpmstream worker` from a pre-filled topic.
+
+A simulated head-node log is published under --hosts host names (one partition each,
+when the hash allows) to a fresh lines topic; then one worker process (the real Worker,
+exactly-once transactions and state changelog included) reads it all. Prints the worker's
+lines/s (first record fetched -> last batch committed), its peak RSS, the records and
+transactions it wrote, and the core Pipeline alone on the same lines for reference.
+
+    .venv/bin/python bench/bench_worker.py [--lines 400000] [--hosts 4] [--broker kafka://H:P]
+
+Without --broker a private broker is started in --workdir (make install-kafka first).
+Target: >= 50,000 lines/s in one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, bytes]]:
+    """Envelopes of one simulated DPM+DPNS log, repeated under `hosts` host names."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+    from dpmstream.streams.kafka_envelope import encode
+
+    per_host = lines // hosts
+    prefix = workdir / f"worker-{per_host}"
+    if not Path(f"{prefix}.log").exists():
+        simulate(scenario("heavy", requests=None, lines=per_host), prefix)
+    out = []
+    for h in range(hosts):
+        host = f"head{h:02d}"
+        for path, log_path in ((f"{prefix}.log", "/var/log/dpm/log"),
+                               (f"{prefix}.dpns.log", "/var/log/dpns/log")):
+            offset = 0
+            with open(path, "rb") as fh:
+                for raw in fh:
+                    out.append((host.encode(), encode(host, log_path, offset,
+                                                      "2011-08-12T14:00:00.000000+02:00",
+                                                      raw.decode().rstrip("\n"))))
+                    offset += len(raw)
+    return out
+
+
+async def fill(bootstrap: str, topic: str, records) -> None:
+    from aiokafka import AIOKafkaProducer
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
+                                max_batch_size=512 * 1024, compression_type="lz4")
+    await producer.start()
+    try:
+        pending = []
+        for key, value in records:
+            pending.append(await producer.send(topic, value, key=key))
+            if len(pending) >= 20_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+
+
+def core_alone(records) -> float:
+    """lines/s of the core Pipeline on the same lines (decode + parse + reassemble)."""
+    from dpmstream.streams.kafka_state import PartitionState
+    parts: dict[bytes, PartitionState] = {}
+    t0 = time.perf_counter()
+    for key, value in records:
+        part = parts.get(key)
+        if part is None:
+            part = parts[key] = PartitionState(len(parts))
+        part.feed_record(key, value)
+    return len(records) / (time.perf_counter() - t0)
+
+
+def run_worker(bootstrap: str, topic: str, total: int, batch: int) -> None:
+    """Child process: one worker until `total` records are fed; prints JSON figures."""
+    from dpmstream.streams.kafka_worker import Worker, WorkerConfig
+    from dpmstream.streams.metrics import PipelineMetrics
+
+    tag = topic.rsplit("-", 1)[-1]
+    cfg = WorkerConfig(bootstrap=bootstrap, lines_topic=topic, requests_topic=f"bench-req-{tag}",
+                       calls_topic=f"bench-calls-{tag}", group_id=f"bench-{tag}",
+                       batch_records=batch)
+    worker = Worker(cfg, PipelineMetrics())
+    figures = {}
+
+    async def main():
+        task = asyncio.ensure_future(worker.run())
+        while worker.lines_seen == 0:
+            await asyncio.sleep(0.001)
+        t0 = time.perf_counter()
+        seen0 = worker.lines_seen
+        while worker.lines_seen < total:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.001)
+        worker.stop()
+        await task   # the last batch is committed when run() returns
+        wall = time.perf_counter() - t0
+        figures.update(lines=total - seen0, wall=wall, batches=worker.batches)
+
+    asyncio.run(main())
+    figures["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(figures))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lines", type=int, default=400_000)
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=20_000)
+    ap.add_argument("--broker", help="an existing broker (default: start a private one)")
+    ap.add_argument("--workdir", default=str(HERE / "out"))
+    ap.add_argument("--child", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "TOTAL"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        run_worker(args.child[0], args.child[1], int(args.child[2]), args.batch)
+        return 0
+
+    from dpmstream.streams.kafka_config import parse_broker
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = None
+    if args.broker:
+        bootstrap = parse_broker(args.broker)
+    else:
+        from dpmstream.streams.services.kafka import KafkaBroker
+        broker = KafkaBroker(workdir / f"kafka-bench-{os.getpid()}", heap="1g")
+        print(f"starting a private broker ({broker.start():.1f} s)")
+        bootstrap = broker.bootstrap
+    try:
+        records = make_records(workdir, args.lines, args.hosts)
+        topic = f"bench-lines-{uuid.uuid4().hex[:8]}"
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(topic, args.hosts, 1)])
+        admin.close()
+        t0 = time.perf_counter()
+        asyncio.run(fill(bootstrap, topic, records))
+        print(f"filled {topic}: {len(records):,} lines in {time.perf_counter() - t0:.1f} s")
+        core = core_alone(records)
+        del records
+        out = subprocess.run([sys.executable, __file__, "--batch", str(args.batch),
+                              "--child", bootstrap, topic, str(_total(workdir, args))],
+                             check=True, capture_output=True, text=True)
+        fig = json.loads(out.stdout.strip().splitlines()[-1])
+        rate = fig["lines"] / fig["wall"]
+        print(f"core alone (decode + parse + reassemble): {core:,.0f} lines/s")
+        print(f"worker: {fig['lines']:,} lines in {fig['wall']:.2f} s = {rate:,.0f} lines/s "
+              f"({fig['batches']} batches, each one transaction per partition)")
+        print(f"worker peak RSS: {fig['peak_rss_mib']:.0f} MiB")
+        print(f"target >= 50,000 lines/s: {'met' if rate >= 50_000 else 'NOT met'}")
+    finally:
+        if broker is not None:
+            broker.destroy()
+    return 0
+
+
+def _total(workdir: Path, args) -> int:
+    per_host = args.lines // args.hosts
+    n = 0
+    for suffix in (".log", ".dpns.log"):
+        with open(workdir / f"worker-{per_host}{suffix}", "rb") as fh:
+            n += sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
+    return n * args.hosts
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""`dpmstream worker`: the Kafka stream worker (raw lines in, records and metrics out)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+log = logging.getLogger("dpmstream.worker")
+
+
+def register(sub, name: str, help_text: str) -> None:
+    from dpmstream.streams.kafka_config import add_kafka_arguments
+
+    p = sub.add_parser(
+        name, help=help_text, description=(
+            "Read the rsyslog JSON line envelopes from the lines topic, reassemble requests "
+            "per host (one pipeline per partition), and write request records (keyed by "
+            "token) and call records (keyed by host) to their topics, exactly once: state, "
+            "records and consumer offsets are committed in one Kafka transaction per "
+            "partition and batch. Run several workers with the same --group-id to share "
+            "the partitions; a restarted worker resumes from the committed state."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_kafka_arguments(p)
+    p.add_argument("--lines-topic", default="dpm.lines", help="raw-lines topic (input)")
+    p.add_argument("--requests-topic", default="dpm.requests", help="request records (output)")
+    p.add_argument("--calls-topic", default="dpm.calls", help="call records (output)")
+    p.add_argument("--group-id", default="dpmstream",
+                   help="consumer group; also names the state topic <group-id>-state and the "
+                        "transactional ids")
+    p.add_argument("--partitions", type=int, default=4, metavar="N",
+                   help="partitions for topics the worker has to create")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="P",
+                   help="serve Prometheus metrics on this port (0: any free port)")
+    p.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDR",
+                   help="address of the metrics endpoint")
+    p.add_argument("--profile", metavar="P",
+                   help="regex profile for every file (default: detected per host and path)")
+    p.add_argument("--tz", metavar="ZONE", help="time zone of the log stamps (default: the profile's)")
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+                   help="event-time seconds after which an open request is emitted as incomplete")
+    p.add_argument("--max-in-flight", type=int, default=1_000_000, metavar="N",
+                   help="open requests per partition before the least recently active is evicted")
+    p.add_argument("--batch", type=int, default=20_000, metavar="N",
+                   help="records per poll and transaction (all partitions together)")
+    p.add_argument("--engine", choices=("aiokafka", "faust"), default="aiokafka",
+                   help="aiokafka: the transactional consume-process-produce loop "
+                        "(docs/kafka-worker.md); faust: the same processing as a Faust agent "
+                        "with a changelog-backed table (slower)")
+    p.add_argument("--workdir", metavar="DIR",
+                   help="with --engine faust: Faust's data directory (default: a new temporary "
+                        "one); the aiokafka engine keeps no local state")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import asyncio
+    import signal
+
+    from dpmstream.commands.common import checked_profile, checked_zone, setup_logging
+    from dpmstream.streams.kafka_config import KafkaConfigError, parse_broker, security_from_args
+
+    setup_logging(args.verbose)
+    if args.verbose == 0:
+        logging.getLogger("dpmstream.worker").setLevel(logging.INFO)
+    try:
+        bootstrap = parse_broker(args.broker)
+        security = security_from_args(args).client_kwargs()
+    except KafkaConfigError as exc:
+        print(f"dpmstream worker: {exc}", file=sys.stderr)
+        return 2
+    if args.partitions < 1 or args.batch < 1:
+        print("dpmstream worker: --partitions and --batch must be at least 1", file=sys.stderr)
+        return 2
+
+    from dpmstream.streams.kafka_worker import Worker, WorkerConfig
+    from dpmstream.streams.metrics import PipelineMetrics, serve
+
+    config = WorkerConfig(
+        bootstrap=bootstrap, security=security, lines_topic=args.lines_topic,
+        requests_topic=args.requests_topic, calls_topic=args.calls_topic,
+        group_id=args.group_id, partitions=args.partitions, timeout_s=args.timeout,
+        max_in_flight=args.max_in_flight, profile=checked_profile(args.profile),
+        tz=checked_zone(args.tz), batch_records=args.batch)
+    if args.engine == "faust":
+        from dpmstream.streams.faust_app import run_faust_worker
+        if args.workdir:
+            import os
+            os.makedirs(args.workdir, exist_ok=True)
+        return run_faust_worker(config, metrics_port=args.metrics_port,
+                                metrics_bind=args.metrics_bind, workdir=args.workdir)
+    if args.workdir:
+        log.info("--workdir is used by --engine faust only; the aiokafka engine keeps its "
+                 "state in Kafka")
+    metrics = PipelineMetrics()
+    server = None
+    if args.metrics_port is not None:
+        server = serve(args.metrics_port, args.metrics_bind, registry=metrics.registry)
+        log.info("metrics on %s", server.url)
+    worker = Worker(config, metrics)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.stop)
+        log.info("worker %s: %s -> %s, %s on %s", args.group_id, args.lines_topic,
+                 args.requests_topic, args.calls_topic, bootstrap)
+        await worker.run()
+
+    try:
+        asyncio.run(main())
+    except Exception as exc:  # a broker that never answers, a topic we may not create
+        log.error("worker stopped: %s: %s", exc.__class__.__name__, exc)
+        return 1
+    finally:
+        if server is not None:
+            server.close()
+    log.info("worker stopped after %d records (%d lines seen before, skipped)",
+             worker.lines_seen, worker.duplicates)
+    return 0

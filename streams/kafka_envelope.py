@@ -1,0 +1,89 @@
+"""The JSON envelope of one log line on the raw-lines topic, as rsyslog (omkafka) writes it.
+
+    {"host": "head01", "path": "/var/log/dpm/log", "offset": 1234,
+     "received": "2011-08-12T14:31:43.118402+02:00", "line": "08/12 14:31:43.118 ..."}
+
+The record key is the host (so one host's lines stay in one partition, in order). `offset`
+is imfile's byte offset of the line in its file; (host, path, offset) identifies a line, which
+is how the worker recognises a line delivered twice. `received` (RFC 3339, microseconds) is
+when rsyslog read the line: it supplies the year and measures lag, never the event time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import NamedTuple
+
+
+class EnvelopeError(ValueError):
+    """A record on the lines topic that is not a valid envelope (counted, never fatal)."""
+
+
+class Envelope(NamedTuple):
+    host: str
+    path: str
+    offset: int
+    received_ms: int | None
+    line: str
+
+
+def rfc3339_to_ms(text: str) -> int:
+    """'2011-08-12T14:31:43.118402+02:00' (or ...Z) -> integer ms since the epoch (UTC)."""
+    stamp = _dt.datetime.fromisoformat(text.replace("z", "Z"))
+    if stamp.tzinfo is None:
+        raise ValueError(f"time without an offset: {text!r}")
+    delta = stamp - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def ms_to_rfc3339(ms: int, micros: int = 0) -> str:
+    """Integer ms (plus optional extra microseconds) -> RFC 3339 UTC with microseconds."""
+    stamp = _EPOCH + _dt.timedelta(milliseconds=ms, microseconds=micros)
+    return stamp.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def encode(host: str, path: str, offset: int, received: str, line: str) -> bytes:
+    """One envelope as the JSON bytes rsyslog would send (key it by host)."""
+    return json.dumps(
+        {"host": host, "path": path, "offset": offset, "received": received, "line": line},
+        ensure_ascii=False, separators=(",", ":"),
+    ).encode("utf-8")
+
+
+def decode(raw: bytes | str | None) -> Envelope:
+    """Parse one record value; raises EnvelopeError with a short reason when it is unusable.
+
+    A missing or unparseable `received` is tolerated (None: the year then comes from the
+    source's own clock); a missing host, path, offset or line is not.
+    """
+    if raw is None:
+        raise EnvelopeError("empty record")
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EnvelopeError(f"not JSON: {exc.__class__.__name__}") from None
+    if not isinstance(obj, dict):
+        raise EnvelopeError("not a JSON object")
+    host, path, offset, line = obj.get("host"), obj.get("path"), obj.get("offset"), obj.get("line")
+    if not isinstance(host, str) or not host:
+        raise EnvelopeError("missing host")
+    if not isinstance(path, str) or not path:
+        raise EnvelopeError("missing path")
+    if isinstance(offset, str) and offset.isdigit():  # rsyslog templates may quote numbers
+        offset = int(offset)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise EnvelopeError("missing or bad offset")
+    if not isinstance(line, str):
+        raise EnvelopeError("missing line")
+    received_ms = None
+    received = obj.get("received")
+    if isinstance(received, str):
+        try:
+            received_ms = rfc3339_to_ms(received)
+        except ValueError:
+            received_ms = None
+    return Envelope(host, path, offset, received_ms, line.rstrip("\r\n"))

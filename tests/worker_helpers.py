@@ -1,0 +1,138 @@
+"""Helpers of the Kafka worker tests: envelopes of simulated logs, the core's expected
+records for them, and reading topics back (committed transactions only)."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import json
+
+from dpmstream.streams.kafka_envelope import decode, encode
+from dpmstream.streams.pipeline import Pipeline
+
+RECEIVED_2011 = "2011-08-12T14:00:00.000000+02:00"
+
+
+def envelopes(path, host, log_path, received=RECEIVED_2011):
+    """(key, value) records of a whole file, as rsyslog would publish it."""
+    out, offset = [], 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            value = encode(host, log_path, offset, received, raw.decode().rstrip("\n"))
+            out.append((host.encode(), value))
+            offset += len(raw)
+    return out
+
+
+def interleaved(*streams):
+    """Several files' records merged by line stamp, each file's own order kept (as they
+    reach one host's partition live)."""
+    return list(heapq.merge(*streams, key=lambda kv: json.loads(kv[1])["line"][:18]))
+
+
+def core_records(recs):
+    """What the core Pipeline makes of the same records before end of input (a streaming
+    worker never reaches the end, so still-open requests are not expected)."""
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    for _key, value in recs:
+        env = decode(value)
+        src = pipeline.source(f"{env.host}|{env.path}", host=env.host, path=env.path,
+                              year_hint_ms=env.received_ms)
+        src.feed(env.line, received_ms=env.received_ms)
+    for src in pipeline.sources.values():
+        src.settle()
+    pipeline.advance()
+    return records
+
+
+def canonical(records):
+    return sorted(json.dumps(r, sort_keys=True) for r in records)
+
+
+def as_json(records):
+    """Records as the worker publishes them (parsers/records.to_json_dict)."""
+    from dpmstream.parsers.records import to_json_dict
+    return [to_json_dict(r) for r in records]
+
+
+async def _read_topic(bootstrap, topic, isolation="read_committed"):
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            await consumer._client.force_metadata_update()
+            parts = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        out = []
+        for _ in range(600):
+            if all([await consumer.position(tp) >= end[tp] for tp in tps]):
+                break
+            batch = await consumer.getmany(timeout_ms=500)
+            for msgs in batch.values():
+                out += [(m.key, None if m.value is None else json.loads(m.value)) for m in msgs]
+        return out
+    finally:
+        await consumer.stop()
+
+
+def read_topic(bootstrap, topic, isolation="read_committed"):
+    """Every (key, value) of a topic, values decoded from JSON."""
+    return asyncio.run(_read_topic(bootstrap, topic, isolation))
+
+
+def produce(bootstrap, topic, records):
+    """Publish (key, value) pairs in order (idempotent producer, acks=all)."""
+    async def main():
+        from aiokafka import AIOKafkaProducer
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
+                                    linger_ms=10)
+        await producer.start()
+        try:
+            futures = [await producer.send(topic, value, key=key) for key, value in records]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+    asyncio.run(main())
+
+
+async def committed_offsets_async(bootstrap, group):
+    """{partition: committed offset} of a consumer group."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-offsets")
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+        return {tp.partition: meta.offset for tp, meta in offsets.items()}
+    finally:
+        await admin.close()
+
+
+def committed_offsets(bootstrap, group):
+    return asyncio.run(committed_offsets_async(bootstrap, group))
+
+
+def end_offsets(bootstrap, topic, isolation="read_uncommitted"):
+    async def main():
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
+        await consumer.start()
+        try:
+            parts = consumer.partitions_for_topic(topic)
+            if not parts:
+                await consumer._client.force_metadata_update()
+                parts = consumer.partitions_for_topic(topic) or set()
+            tps = [TopicPartition(topic, p) for p in parts]
+            return {tp.partition: off for tp, off in (await consumer.end_offsets(tps)).items()}
+        finally:
+            await consumer.stop()
+    return asyncio.run(main())
