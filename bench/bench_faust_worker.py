@@ -1,0 +1,150 @@
+"""Faust engine benchmark: lines/s through `dpmstream worker --engine faust` from a
+pre-filled topic, in one process.
+
+A simulated head-node log (scenario "heavy") is published under --hosts host names to a
+fresh lines topic with --hosts partitions; then one Faust worker (exactly_once, the
+state table and its changelog, records on the output topics) reads it all. Prints its
+lines/s from the first batch to the batch that reached the end, the time to start (Faust
+app start, group join, table recovery), peak RSS, and what it wrote.
+
+    .venv/bin/python bench/bench_faust_worker.py [--lines 200000] [--hosts 4] [--batch 5000]
+                                                 [--broker kafka://H:P]
+
+Without --broker a private broker is started in --workdir (make install-kafka first).
+Target of the issue: >= 50,000 lines/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+
+def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, bytes]]:
+    """Envelopes of one simulated DPM+DPNS log, repeated under `hosts` host names."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+    from dpmstream.streams.kafka_envelope import encode
+
+    per_host = lines // hosts
+    prefix = workdir / f"faust-{per_host}"
+    if not Path(f"{prefix}.log").exists():
+        simulate(scenario("heavy", requests=None, lines=per_host), prefix)
+    out = []
+    for h in range(hosts):
+        host = f"head{h:02d}"
+        for path, log_path in ((f"{prefix}.log", "/var/log/dpm/log"),
+                               (f"{prefix}.dpns.log", "/var/log/dpns/log")):
+            offset = 0
+            with open(path, "rb") as fh:
+                for raw in fh:
+                    out.append((host.encode(), encode(host, log_path, offset,
+                                                      "2011-08-12T14:00:00.000000+02:00",
+                                                      raw.decode().rstrip("\n"))))
+                    offset += len(raw)
+    return out
+
+
+async def fill(bootstrap: str, topic: str, partitions: int, records) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
+                                max_batch_size=512 * 1024, compression_type="lz4")
+    await producer.start()
+    try:
+        pending = []
+        for key, value in records:
+            pending.append(await producer.send(topic, value, key=key))
+            if len(pending) >= 20_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=200_000)
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=5000, help="take() size")
+    ap.add_argument("--broker", help="kafka://HOST:PORT (default: a private broker)")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+
+    from dpmstream.streams.faust_app import run_faust_worker
+    from dpmstream.streams.kafka_config import parse_broker
+    from dpmstream.streams.kafka_worker import WorkerConfig
+
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-faust-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = None
+    if args.broker:
+        bootstrap = parse_broker(args.broker)
+    else:
+        from dpmstream.streams.services.kafka import KafkaBroker
+        broker = KafkaBroker(workdir / "kafka")
+        broker.start()
+        bootstrap = broker.bootstrap
+    try:
+        records = make_records(workdir, args.lines, args.hosts)
+        tag = uuid.uuid4().hex[:8]
+        topic = f"bench-flines-{tag}"
+        started = time.monotonic()
+        asyncio.run(fill(bootstrap, topic, args.hosts, records))
+        print(f"published {len(records):,} lines to {topic} ({args.hosts} partitions) "
+              f"in {time.monotonic() - started:.1f} s")
+        total = len(records)
+        cfg = WorkerConfig(bootstrap=bootstrap, lines_topic=topic,
+                           requests_topic=f"bench-freq-{tag}", calls_topic=f"bench-fcalls-{tag}",
+                           group_id=f"bench-fgroup-{tag}", batch_records=args.batch)
+        marks: dict[str, float] = {}
+
+        def on_engine(engine):
+            @engine.app.task
+            async def watch():
+                while engine.lines_seen == 0:
+                    await asyncio.sleep(0.005)
+                marks["first"] = time.monotonic()
+                while engine.lines_seen < total:
+                    await asyncio.sleep(0.005)
+                marks["last"] = time.monotonic()
+                marks["batches"] = engine.batches
+                os.kill(os.getpid(), signal.SIGTERM)   # graceful stop: final commit
+
+        t0 = time.monotonic()
+        code = run_faust_worker(cfg, workdir=str(workdir / f"faust-{tag}"), on_engine=on_engine)
+        stopped = time.monotonic()
+        if "last" not in marks:
+            print(f"worker exited ({code}) before reaching the end", file=sys.stderr)
+            return 1
+        span = marks["last"] - marks["first"]
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"faust worker: {total:,} lines in {span:.2f} s = {total / span:,.0f} lines/s "
+              f"(first batch -> last batch sent, {marks['batches']} batches of <= {args.batch})")
+        print(f"start to first batch {marks['first'] - t0:.1f} s; stop {stopped - marks['last']:.1f} s; "
+              f"exit code {code}")
+        print(f"peak RSS {rss:.0f} MiB (this process, records list included)")
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""The Faust engine of the stream worker (`dpmstream worker --engine faust`).
+
+    code = run_faust_worker(config, metrics_port=9108, metrics_bind="127.0.0.1", workdir=None)
+
+A faust.App (id = config.group_id, processing_guarantee="exactly_once", web server off,
+memory store, private datadir) with one agent over the lines topic and one Table,
+`state`, whose changelog topic `<group_id>-state-changelog` holds the reassembly state.
+
+State design. One PartitionState (one Pipeline, the (host, path) high-water offsets) per
+input partition p; a host's lines are all in one partition. Its net changes after each
+batch are written to the table under the key "<p>|<state key>" AND to partition p of the
+changelog (the table has as many partitions as the lines topic). Faust restores exactly
+the changelog partitions of the input partitions it assigns us (reading committed
+transactions only); the first event of p then rebuilds p's pipeline from the table
+entries whose key starts with "<p>|". A revoked partition's pipeline is dropped, so a
+partition that comes back is rebuilt from the table, never from a stale pipeline.
+
+Exactly once, and what Faust is not trusted with. In exactly_once mode Faust keeps one
+transactional producer per input partition (transactional id "<app id>-<group>-<p>",
+which fences a previous owner and aborts its open transaction) and commits input offsets
+in that producer's transaction. Two things of Faust's own write path are not atomic with
+those offsets (faust-streaming 0.15.3): `topic.send()` picks the transaction of the
+*output* partition, and table writes go through an asynchronous buffer that a commit does
+not flush. So each batch of partition p sends its records and its changelog entries
+straight to p's transactional producer while holding that producer's transaction lock,
+which Faust's commit takes too: a transaction holds whole batches only. The offsets Faust
+commits never run ahead of the state (events are acked after their batch is sent), and
+lines delivered again after a crash are skipped by the high-water offsets in the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+import time
+from collections import defaultdict
+
+from dpmstream.parsers.records import to_json_dict
+from dpmstream.streams.kafka_state import PartitionState
+
+log = logging.getLogger("dpmstream.worker")
+
+TABLE = "state"
+
+
+def changelog_topic(group_id: str) -> str:
+    return f"{group_id}-{TABLE}-changelog"
+
+
+def faust_credentials(security: dict):
+    """aiokafka security kwargs (kafka_config.KafkaSecurity.client_kwargs) -> Faust credentials."""
+    import faust
+
+    protocol = security.get("security_protocol", "PLAINTEXT")
+    ctx = security.get("ssl_context")
+    if protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=security.get("sasl_plain_username"), password=security.get("sasl_plain_password"),
+            mechanism=security.get("sasl_mechanism"), ssl_context=ctx)
+    if protocol == "SSL":
+        return faust.SSLCredentials(ctx)
+    return None
+
+
+class FaustEngine:
+    """The app, its agent and its per-partition pipelines (one object, for tests and bench)."""
+
+    def __init__(self, config, partitions: int, *, metrics=None, datadir=None, loop=None,
+                 batch_within_s: float = 0.2, session_timeout_s: float = 10.0):
+        import faust
+
+        self.cfg = config
+        self.metrics = metrics
+        self.parts: dict[int, PartitionState] = {}
+        self.lines_seen = 0
+        self.duplicates = 0
+        self.batches = 0
+        self._dup_counter = None
+        if metrics is not None:
+            from prometheus_client import Counter
+            self._dup_counter = Counter(
+                "dpmstream_duplicate_lines", "Lines skipped because they were delivered before",
+                ["host"], registry=metrics.registry)
+        self.app = app = faust.App(
+            config.group_id,
+            broker=[f"kafka://{hp}" for hp in config.bootstrap.split(",")],
+            broker_credentials=faust_credentials(config.security),
+            processing_guarantee="exactly_once",
+            store="memory://",
+            datadir=datadir or tempfile.mkdtemp(prefix="dpmstream-faust-"),
+            web_enabled=False, web_bind="127.0.0.1",
+            topic_partitions=partitions, topic_replication_factor=1,
+            table_standby_replicas=0,
+            consumer_auto_offset_reset="earliest",
+            broker_commit_interval=1.0,
+            # A killed worker's partitions move on after this (Faust's default: 60 s).
+            broker_session_timeout=session_timeout_s,
+            broker_heartbeat_interval=min(3.0, session_timeout_s / 3),
+            stream_buffer_maxsize=max(4096, config.batch_records),
+            producer_max_request_size=8 << 20,
+            loop=loop,
+        )
+        self.lines = app.topic(config.lines_topic, key_type=bytes, value_type=bytes,
+                               key_serializer="raw", value_serializer="raw", partitions=partitions)
+        # bytes keys and values: the changelog holds our own JSON, Faust does not decode it.
+        self.table = app.Table(TABLE, partitions=partitions, key_type=bytes, value_type=bytes,
+                               recovery_buffer_size=10_000)
+        self._changelog = changelog_topic(config.group_id)
+        batch, within = config.batch_records, batch_within_s
+
+        async def process(stream):
+            async for events in stream.take_events(batch, within=within):
+                await self._batch(events)
+
+        app.agent(self.lines, name="dpmstream-lines")(process)
+        app.on_partitions_revoked.connect(self._on_revoked)
+
+    # -- one batch -----------------------------------------------------------------------
+    async def _batch(self, events) -> None:
+        by_partition = defaultdict(list)
+        for event in events:
+            by_partition[event.message.partition].append(event.message)
+        for p, messages in by_partition.items():
+            part = self.parts.get(p)
+            if part is None:
+                part = self.parts[p] = self._rebuild(p)
+            feed = part.feed_record
+            for msg in messages:
+                feed(msg.key, msg.value)
+            part.advance()                       # event-time timeouts of this partition
+            records, changes = part.checkpoint()
+            # Shielded: a worker stopping mid-batch still hands Faust's final commit
+            # whole batches (or none), never half of one.
+            await asyncio.shield(self._send(p, records, changes))
+            self.lines_seen += len(messages)
+            self._observe(part, records)
+        self.batches += 1
+
+    async def _send(self, p: int, records: list[dict], changes: dict) -> None:
+        app, cfg = self.app, self.cfg
+        tid = f"{app.conf.id}-{app.assignor.group_for_topic(cfg.lines_topic)}-{p}"
+        producer = app.producer
+        # The lock Faust's commit of this transaction takes: our sends are all in, or none.
+        async with producer._trn_locks[tid]:
+            txn = producer._transaction_producers[tid]
+            for rec in records:
+                if rec["kind"] == "request":
+                    topic, key = cfg.requests_topic, rec["token"]
+                else:
+                    topic, key = cfg.calls_topic, rec["host"]
+                value = json.dumps(to_json_dict(rec), separators=(",", ":")).encode()
+                await txn.send(topic, value, key=(key or "").encode())
+            data, prefix = self.table.data, f"{p}|"
+            for key, state in changes.items():
+                tkey = (prefix + key).encode()
+                if state is None:
+                    data.pop(tkey, None)
+                    value = None
+                else:
+                    value = data[tkey] = json.dumps(state, separators=(",", ":")).encode()
+                await txn.send(self._changelog, value, key=tkey, partition=p)
+
+    def _rebuild(self, p: int) -> PartitionState:
+        """p's pipeline from the table (Faust has recovered p's changelog partition by now)."""
+        started = time.monotonic()
+        cfg = self.cfg
+        part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
+                              profile=cfg.profile, tz=cfg.tz)
+        prefix = f"{p}|".encode()
+        states = {k[len(prefix):].decode(): json.loads(v)
+                  for k, v in list(self.table.data.items())
+                  if k.startswith(prefix) and v is not None}
+        part.restore(states)
+        log.info("partition %d: resumed with %d state entries, %d open requests (%.2f s)",
+                 p, len(states), part.pipeline.stats.in_flight, time.monotonic() - started)
+        return part
+
+    async def _on_revoked(self, app, revoked, **kwargs) -> None:
+        for tp in revoked:
+            if tp.topic == self.cfg.lines_topic and self.parts.pop(tp.partition, None) is not None:
+                log.info("partition %d: revoked", tp.partition)
+                if self.metrics is not None:   # its hosts are someone else's now
+                    from dpmstream.streams.pipeline import Pipeline
+                    self.metrics.update_from_stats(Pipeline(lambda r: None).stats,
+                                                   source=f"p{tp.partition}")
+
+    def _observe(self, part: PartitionState, records: list[dict]) -> None:
+        self.duplicates += sum(part.duplicates.values())
+        if self.metrics is not None:
+            for rec in records:
+                self.metrics.observe_record(rec)
+            self.metrics.update_from_stats(part.stats, source=f"p{part.partition}")
+            for host, n in part.duplicates.items():
+                self._dup_counter.labels(host).inc(n)
+        part.duplicates.clear()
+
+
+def prepare_topics(config, loop) -> int:
+    """Create missing topics (the changelog compacted, with the lines topic's partition
+    count); returns that count."""
+    from dpmstream.streams.kafka_topics import ensure_topics
+
+    return loop.run_until_complete(ensure_topics(
+        config.bootstrap, config.security, lines=config.lines_topic,
+        outputs=[config.requests_topic, config.calls_topic],
+        state=changelog_topic(config.group_id), partitions=config.partitions))
+
+
+def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str = "127.0.0.1",
+                     workdir: str | None = None, loglevel: str = "WARNING",
+                     on_engine=None, session_timeout_s: float = 10.0) -> int:
+    """Run the Faust worker until SIGTERM/SIGINT; returns the exit code (0 after a clean stop).
+
+    config: kafka_worker.WorkerConfig (bootstrap, security kwargs, topics, group_id, core
+    options; batch_records is the take() size). workdir: Faust's datadir (default: a new
+    temporary directory). metrics_port None: no /metrics endpoint. on_engine: called with
+    the FaustEngine before the worker starts (the benchmark adds a task there).
+    session_timeout_s: how long the group waits for a worker that died (or, Faust's
+    consumer not leaving the group on stop, for one that stopped) before its partitions
+    move on; the broker's floor is 6 s.
+    """
+    import faust
+
+    from dpmstream.streams.metrics import PipelineMetrics, serve
+
+    if workdir is not None:
+        os.makedirs(workdir, exist_ok=True)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        partitions = prepare_topics(config, loop)
+    except Exception as exc:  # no broker, a topic we may not create, a mismatched changelog
+        log.error("worker not started: %s: %s", exc.__class__.__name__, exc)
+        return 1
+    metrics = PipelineMetrics()
+    server = None
+    if metrics_port is not None:
+        server = serve(metrics_port, metrics_bind, registry=metrics.registry)
+        log.info("metrics on %s", server.url)
+    engine = FaustEngine(config, partitions, metrics=metrics, datadir=workdir, loop=loop,
+                         session_timeout_s=session_timeout_s)
+    if on_engine is not None:
+        on_engine(engine)
+    # Faust's Worker chdirs into its workdir: stay where we are.
+    worker = faust.Worker(engine.app, loop=loop, loglevel=loglevel, quiet=True,
+                          workdir=os.getcwd())
+    log.info("faust worker %s: %s (%d partitions) -> %s, %s on %s", config.group_id,
+             config.lines_topic, partitions, config.requests_topic, config.calls_topic,
+             config.bootstrap)
+    code = 0
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        if server is not None:
+            server.close()
+    log.info("faust worker stopped after %d records (%d lines seen before, skipped)",
+             engine.lines_seen, engine.duplicates)
+    return code
