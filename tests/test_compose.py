@@ -146,8 +146,13 @@ def test_rsyslog_entrypoint_renders_a_config_rsyslogd_accepts(tmp_path):
     assert 'broker=["kafka:9092"]' in text
     assert '"sasl.password=kafka-s3cret"' in text and '"security.protocol=SASL_PLAINTEXT"' in text
     assert oct(out.stat().st_mode & 0o777) == "0o600"
+    # The container's own main config, with its paths moved into the test's folder: a
+    # module the image's rsyslog lacks would fail here.
     main = tmp_path / "main.conf"
-    main.write_text(f'global(workDirectory="{tmp_path}")\ninclude(file="{out}")\n')
+    shipped = (REPO / "deploy/rsyslog/rsyslog.conf").read_text()
+    assert '"/var/lib/rsyslog"' in shipped and '"/run/dpmstream/dpmstream.conf"' in shipped
+    main.write_text(shipped.replace("/var/lib/rsyslog", str(tmp_path))
+                    .replace("/run/dpmstream/dpmstream.conf", str(out)))
     rsyslogd = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
     check = subprocess.run([rsyslogd, "-N1", "-f", str(main)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
