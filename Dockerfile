@@ -1,4 +1,4 @@
-# The dpmstream image: the Faust worker (`dpmstream worker`) and every other subcommand.
+# The dpmstream image: the stream worker (`dpmstream worker`) and every other subcommand.
 # Built by docker-compose.yml; also usable alone: docker build -t dpmstream .
 FROM python:3.11-slim
 
