@@ -27,30 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-
-def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, bytes]]:
-    """Envelopes of one simulated DPM+DPNS log, repeated under `hosts` host names."""
-    from dpmstream.simulator import simulate
-    from dpmstream.simulator.scenarios import scenario
-    from dpmstream.streams.kafka_envelope import encode
-
-    per_host = lines // hosts
-    prefix = workdir / f"faust-{per_host}"
-    if not Path(f"{prefix}.log").exists():
-        simulate(scenario("heavy", requests=None, lines=per_host), prefix)
-    out = []
-    for h in range(hosts):
-        host = f"head{h:02d}"
-        for path, log_path in ((f"{prefix}.log", "/var/log/dpm/log"),
-                               (f"{prefix}.dpns.log", "/var/log/dpns/log")):
-            offset = 0
-            with open(path, "rb") as fh:
-                for raw in fh:
-                    out.append((host.encode(), encode(host, log_path, offset,
-                                                      "2011-08-12T14:00:00.000000+02:00",
-                                                      raw.decode().rstrip("\n"))))
-                    offset += len(raw)
-    return out
+from bench_worker import make_records  # the same simulated envelopes as bench_worker.py
 
 
 async def fill(bootstrap: str, topic: str, partitions: int, records) -> None:
