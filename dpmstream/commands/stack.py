@@ -29,6 +29,11 @@ def register(sub, name: str, help_text: str) -> None:
     up.add_argument("--partitions", type=int, default=4, help="partitions of the lines topic")
     up.add_argument("--host", metavar="NAME",
                     help="host name rsyslog puts in each record (default: this machine's)")
+    up.add_argument("--tz", metavar="ZONE",
+                    help="time zone of the log stamps, passed to the worker (default: the "
+                         "profile's, 'local')")
+    up.add_argument("--profile", metavar="P",
+                    help="regex profile for every file, passed to the worker (default: detected)")
     up.set_defaults(func=_up)
     down = actions.add_parser("down", help="stop what `stack up` started",
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -56,8 +61,10 @@ def _up(args) -> int:
     if args.partitions < 1:
         print("dpmstream stack: --partitions must be at least 1", file=sys.stderr)
         return 2
+    worker_args = [*(["--tz", args.tz] if args.tz else []),
+                   *(["--profile", args.profile] if args.profile else [])]
     stack = Stack(args.workdir, args.logs, ports=ports, topic=args.topic,
-                  partitions=args.partitions, hostname=args.host)
+                  partitions=args.partitions, hostname=args.host, worker_args=worker_args)
     try:
         endpoints = stack.up()
     except ServiceError as exc:

@@ -1,9 +1,8 @@
-"""Running `dpmstream worker` (the Faust stream worker) as a detached subprocess.
+"""Running `dpmstream worker` (the stream worker) as a detached subprocess.
 
-The worker itself lives in dpmstream.streams.worker / dpmstream.commands.worker; this
-module only launches it from the same environment as the running Python, with its own
-work dir (Faust keeps its table data under the current directory), and waits until its
-Prometheus endpoint answers.
+The worker itself lives in dpmstream.streams.kafka_worker / dpmstream.commands.worker;
+this module only launches it from the same environment as the running Python, with its
+own work dir, and waits until its Prometheus endpoint answers.
 """
 
 from __future__ import annotations
