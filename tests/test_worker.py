@@ -154,8 +154,10 @@ def test_a_second_worker_takes_over_partitions_without_losing_or_doubling_record
     # Four hosts over four partitions (head01 -> 2, head02 -> 3, head04 -> 1, head09 -> 0).
     recs["head04"] = [(b"head04", v.replace(b'"host":"head02"', b'"host":"head04"')) for _k, v in recs["head02"]]
     recs["head09"] = [(b"head09", v.replace(b'"host":"head01"', b'"host":"head09"')) for _k, v in recs["head01"]]
+    # Half of each host's lines now, the rest once the second worker holds partitions: on
+    # a busy machine the first worker could otherwise finish before the second joins.
     for host_recs in recs.values():
-        produce(kafka_broker.bootstrap, t["lines"], host_recs)
+        produce(kafka_broker.bootstrap, t["lines"], host_recs[:len(host_recs) // 2])
     total = sum(len(r) for r in recs.values())
     want = [r for host_recs in recs.values() for r in as_json(core_records(host_recs))]
 
@@ -172,6 +174,14 @@ def test_a_second_worker_takes_over_partitions_without_losing_or_doubling_record
             assert not a.done(), a.result()
             await asyncio.sleep(0.02)
         b = asyncio.ensure_future(second.run())   # joins: the group rebalances
+        deadline = time.monotonic() + 60
+        while not second.parts:
+            assert not b.done(), b.result()
+            assert time.monotonic() < deadline, "the second worker was never given a partition"
+            await asyncio.sleep(0.05)
+        for host_recs in recs.values():
+            await asyncio.to_thread(produce, kafka_broker.bootstrap, t["lines"],
+                                    host_recs[len(host_recs) // 2:])
         deadline = time.monotonic() + 90
         while True:
             done = await committed_offsets_async(kafka_broker.bootstrap, t["group"])
