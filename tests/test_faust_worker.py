@@ -136,6 +136,45 @@ def test_faust_worker_records_and_metrics_equal_the_core_replay_of_the_same_logs
     assert lines_parsed == total
 
 
+def test_faust_engine_takes_each_offset_once_reading_the_records_faust_skipped_from_the_topic(
+        kafka_broker, tmp_path):
+    """Faust may skip a record or hand one in twice (seen right after a restore); the
+    engine feeds every offset from the state's next one exactly once, in order."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from dpmstream.streams.faust_app import FaustEngine
+    from dpmstream.streams.kafka_state import PartitionState
+    from dpmstream.streams.kafka_worker import WorkerConfig
+
+    sim = simulate(SimConfig(requests=10, seed=5), tmp_path / "s")
+    recs = envelopes(sim.log_path, "head01", DPM)[:60]
+    t = topics("fgap")
+    kafka_broker.create_topics([t["lines"]], partitions=1)
+    produce(kafka_broker.bootstrap, t["lines"], recs)
+    # What Faust delivered: 0..4 again (the state already holds them), 17 and 40..42
+    # skipped, 30 twice.
+    delivered = [n for n in range(60) if n != 17 and not 40 <= n <= 42] + [30]
+    delivered.sort()
+    messages = [SimpleNamespace(offset=n, key=recs[n][0], value=recs[n][1]) for n in delivered]
+    part = PartitionState(0)
+    part.next_offset = 5
+    loop = asyncio.new_event_loop()
+    try:
+        engine = FaustEngine(WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
+                                          group_id=t["group"]), 1, loop=loop,
+                             datadir=str(tmp_path / "faust"))
+        try:
+            got = loop.run_until_complete(engine._in_order(0, part, messages))
+        finally:
+            loop.run_until_complete(engine._close_reader(engine.app))
+    finally:
+        loop.close()
+    assert [m.offset for m in got] == list(range(5, 60))
+    assert [(m.key, m.value) for m in got] == recs[5:]
+    assert (engine.redelivered, engine.refetched) == (5 + 1, 4)
+
+
 def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     recs, want = big_log
@@ -164,10 +203,10 @@ def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing
     assert_same_records(worker_output(kafka_broker, t), want)
 
 
-# Measured: equal in 8 of 9 completed runs; one run had one record with different content
-# (cause not found). Known-unreliable checks stay out of CI: opt in with the variable.
+# Fixed (Faust skipping a record after a restore; see streams/faust_app.py) and passed 12
+# runs in a row, but landed at the end of a session without a full CI run: opt in for now.
 @pytest.mark.skipif(not os.environ.get("DPMSTREAM_FAUST_KILL_TEST"),
-                    reason="Faust engine under kill -9: not yet reliable (8/9 runs exact); "
+                    reason="Faust engine under kill -9: fixed, awaiting a CI run; "
                            "set DPMSTREAM_FAUST_KILL_TEST=1 to run")
 def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
