@@ -8,10 +8,16 @@ PORT   ?= 9108
 
 .PHONY: run test install install-system install-kafka check-env clean
 
-$(BIN)/.installed: pyproject.toml
+# rustup installs cargo here; the optional compiled line parser (native/) needs it.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+HAVE_CARGO := $(shell command -v cargo >/dev/null 2>&1 && echo 1)
+
+$(BIN)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[kafka,test]'
+	@$(BIN)/python -c "from dpmstream.parsers import fastpath; \
+		print('compiled line parser:', 'built' if fastpath.available() else 'not built (pure Python)')"
 	touch $@
 
 install: $(BIN)/.installed
@@ -33,8 +39,9 @@ run: install
 	$(BIN)/dpmstream run --once --tz Europe/Zurich --metrics-port $(PORT) --hold $(HOLD) \
 		--records out/demo.records.jsonl out/demo.log out/demo.dpns.log
 
+# Where cargo exists the compiled parser must have been built: a failed build fails a test.
 test: install install-system install-kafka
-	$(BIN)/python -m pytest -ra
+	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -ra
 
 clean:
 	rm -rf out .pytest_cache

@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
+from . import fastpath
 from .clock import ClockError, EventClock, nearest_year
 from .events import Event
+from .profiles import UNMATCHED, Profile
 
 _new_event = tuple.__new__  # Event(...) without the keyword-handling __new__
-from .profiles import UNMATCHED, Profile
 
 PARSED, UNMATCHED_RESULT, MALFORMED = "parsed", "unmatched", "malformed"
 # Real lines are well under 4 KiB (a DN, a SURL); a longer one is garbage, and matching
@@ -37,9 +38,26 @@ class LineParser:
         self._native = profile.native
         self._rsyslog = profile.rsyslog
         self._seconds: dict[tuple, int] = {}  # (MM, DD, hh, mm, ss) text -> epoch ms
+        # The compiled twin of parse() for the common line (parsers/fastpath.py), or None.
+        fast = fastpath.compiled_parser(profile.native, host, self.daemon, MAX_LINE_CHARS)
+        self._fast = None if fast is None else fast.parse
+        self._fast_seconds = fast
 
     def parse(self, line: str) -> Event | None:
         """The event of a parsed line; None (with .result/.reason set) otherwise."""
+        fast = self._fast
+        if fast is not None and self.line_ref is None:
+            ev = fast(line)
+            if ev is not None:
+                if ev is fastpath.UNMATCHED_LINE:
+                    self.result = UNMATCHED_RESULT
+                    return None
+                self.result = PARSED
+                return ev
+        return self.parse_python(line)
+
+    def parse_python(self, line: str) -> Event | None:
+        """parse() without the compiled path: the reference for every line."""
         if len(line) > MAX_LINE_CHARS:
             return self._malformed(f"line longer than {MAX_LINE_CHARS} characters")
         if "\x00" in line:
@@ -98,12 +116,20 @@ class LineParser:
         base = clock.second_ms(mo, int(day), int(hour), int(minute), int(second),
                                self._year_of(form, m, mo))
         if clock.year != year_before:
-            self._seconds.clear()
+            self._forget_seconds()
         if base is not None and cacheable:
             if len(self._seconds) >= 4096:
-                self._seconds.clear()
-            self._seconds[(month, day, hour, minute, second)] = base
+                self._forget_seconds()
+            stamp = (month, day, hour, minute, second)
+            self._seconds[stamp] = base
+            if self._fast_seconds is not None and all(len(t) == 2 for t in stamp):
+                self._fast_seconds.remember(second_key(*stamp), base)
         return base
+
+    def _forget_seconds(self) -> None:
+        self._seconds.clear()
+        if self._fast_seconds is not None:
+            self._fast_seconds.forget()
 
     def _exact(self, form, m, month, day, hour, minute, second, ms) -> int:
         mo = int(month)
@@ -114,3 +140,9 @@ class LineParser:
         self.result = MALFORMED
         self.reason = reason
         return None
+
+
+def second_key(month: str, day: str, hour: str, minute: str, second: str) -> int:
+    """One int per local second stamp of two-digit fields (the compiled parser computes
+    the same, and takes only two-digit fields, so text and key map one to one)."""
+    return (((int(month) * 100 + int(day)) * 100 + int(hour)) * 100 + int(minute)) * 100 + int(second)

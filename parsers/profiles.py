@@ -54,6 +54,9 @@ class CompiledForm:
     envelope: dict[str, int]  # envelope group name -> group index
     # Indices of month, day, hour, minute, second, frac, pid, tid, func: one m.group() call.
     envelope_slots: tuple[int, ...] = ()
+    # The same pattern for PCRE2 (parsers/fastpath.py): anchored, no `never`
+    # group, `\z` for `\Z`; the group numbers are the same.
+    portable: str = ""
 
 
 @dataclass
@@ -104,8 +107,8 @@ def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
     parts.append(r"(?P<unmatched>.*)")
     # `never` cannot match, so it never participates: m.group(never) is always None.
     # (One combined regex measured faster than dispatching role patterns one by one.)
-    regex = re.compile(r"(?:" + envelope + r")(?:" + "|".join(parts) + r")\s*\Z(?P<never>(?!))?",
-                       re.DOTALL)
+    body = r"(?:" + envelope + r")(?:" + "|".join(parts) + r")\s*"
+    regex = re.compile(body + r"\Z(?P<never>(?!))?", re.DOTALL)
     index = regex.groupindex
     never = index["never"]
     alternatives = {}
@@ -116,7 +119,8 @@ def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
     alternatives[index["unmatched"]] = Alternative(UNMATCHED, {}, (never,) * len(EVENT_FIELDS))
     envelope_groups = {n: index[n] for n in (*ENVELOPE_GROUPS, "rtime", "host") if n in index}
     envelope_slots = tuple(envelope_groups.get(n, never) for n in ENVELOPE_GROUPS)
-    return CompiledForm(regex, alternatives, envelope_groups, envelope_slots)
+    return CompiledForm(regex, alternatives, envelope_groups, envelope_slots,
+                        portable=r"(?s)\A" + body + r"\z")
 
 
 def _as_list(value) -> list[str]:

@@ -60,7 +60,25 @@ def open_binary(inp: Input) -> tuple[BinaryIO, BinaryIO]:
 
 def iter_lines(stream: BinaryIO) -> Iterator[bytes]:
     """Lines as bytes; a corrupt compressed tail ends the file with an error, not a crash."""
+    for chunk in iter_chunks(stream, 256):
+        yield from chunk
+
+
+def iter_chunks(stream: BinaryIO, size: int = 0x10000) -> Iterator[list[bytes]]:
+    """Lists of up to `size` lines; when the input ends early, the lines read before the
+    error still come out, then the InputError."""
+    chunk: list[bytes] = []
+    append = chunk.append
     try:
-        yield from stream
+        for line in stream:
+            append(line)
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+                append = chunk.append
     except (EOFError, OSError, ValueError) as exc:  # truncated .gz / .bz2
+        if chunk:
+            yield chunk
         raise InputError(f"input ends early: {exc}") from exc
+    if chunk:
+        yield chunk

@@ -19,9 +19,10 @@ from __future__ import annotations
 import logging
 from collections import Counter, deque
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Iterable
 
 from dpmstream.parsers.clock import EventClock, load_zone, year_from_file_name
+from dpmstream.parsers.fastpath import UNMATCHED_LINE
 from dpmstream.parsers.lines import MALFORMED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
@@ -273,6 +274,48 @@ class Source:
                     self._count_unrecognised()
             return
         self._parse(line, received_ms)
+
+    def feed_lines(self, lines: Iterable[bytes | str]) -> None:
+        """feed() for many lines without receive times: the replay and follow hot loop.
+
+        Lines the compiled parser takes (parsers/fastpath.py) go straight to the
+        reassembler; any other line takes feed()'s path, so the counts and the records are
+        the same either way."""
+        it = iter(lines)
+        fast = None
+        for line in it:  # line by line until the profile is known
+            self.feed(line)
+            parser = self.parser
+            if parser is not None and parser.line_ref is None and parser._fast is not None:
+                fast = parser._fast
+                break
+        if fast is None:
+            return
+        unmatched = UNMATCHED_LINE
+        feed_event, pipeline, host = self._reassembler.feed, self.pipeline, self.host
+        slow = self.feed
+        for line in it:
+            try:
+                text = (line.decode() if isinstance(line, bytes) else line).rstrip("\r\n")
+            except UnicodeDecodeError:
+                slow(line)
+                continue
+            ev = fast(text)
+            if ev is None:  # the compiled parser leaves this line to Python
+                self._parse(text, None)
+                continue
+            self.line_no += 1
+            if ev is unmatched:
+                self.n_unmatched += 1
+            else:
+                self.n_parsed += 1
+                ts = ev[0]
+                if ts > self._latest:
+                    self._latest = self.latest_by_host[host] = ts
+                feed_event(ev)
+            pipeline._since_advance += 1
+            if pipeline._since_advance >= ADVANCE_EVERY:
+                pipeline.advance()
 
     def _parse(self, line: str, received_ms: int | None) -> None:
         self.line_no += 1

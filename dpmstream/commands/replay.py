@@ -9,7 +9,7 @@ import sys
 from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, setup_logging,
 )
-from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
+from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.summary import Summary
@@ -88,10 +88,10 @@ def run(args) -> int:
             failures += 1
             continue
         try:
-            for i, line in enumerate(iter_lines(stream), 1):
-                src.feed(line)
-                if not i & 0xFFFF:
-                    progress.update(done_before + (raw.tell() if not inp.is_stdin else 0), lines + i)
+            for chunk in iter_chunks(stream):
+                src.feed_lines(chunk)
+                progress.update(done_before + (raw.tell() if not inp.is_stdin else 0),
+                                lines + src.line_no)
             lines += src.line_no + len(src._pending)
         except InputError as exc:
             print(f"dpmstream replay: {inp.name}: {exc}; the lines before it are kept",
