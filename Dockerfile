@@ -12,6 +12,9 @@ COPY streams ./streams
 COPY probes ./probes
 COPY simulator ./simulator
 COPY regex_profiles ./regex_profiles
+# The optional compiled line parser: built only where the image has cargo, else skipped.
+COPY native ./native
+COPY .cargo ./.cargo
 RUN pip install --no-cache-dir '.[kafka]' && rm -rf /src
 
 USER dpmstream
