@@ -48,8 +48,8 @@ import tempfile
 import time
 from collections import defaultdict
 
-from dpmstream.parsers.records import to_json_dict
 from dpmstream.streams.kafka_state import PartitionState
+from dpmstream.streams.record_topics import output_message
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -218,12 +218,8 @@ class FaustEngine:
         async with producer._trn_locks[tid]:
             txn = producer._transaction_producers[tid]
             for rec in records:
-                if rec["kind"] == "request":
-                    topic, key = cfg.requests_topic, rec["token"]
-                else:
-                    topic, key = cfg.calls_topic, rec["host"]
-                value = json.dumps(to_json_dict(rec), separators=(",", ":")).encode()
-                await txn.send(topic, value, key=(key or "").encode())
+                topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
+                await txn.send(topic, value, key=key)
             data, prefix = self.table.data, f"{p}|"
             for key, state in changes.items():
                 tkey = (prefix + key).encode()

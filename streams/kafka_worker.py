@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from dpmstream.parsers.records import to_json_dict
 from dpmstream.streams.kafka_state import PartitionState
 from dpmstream.streams.kafka_topics import ensure_topics
+from dpmstream.streams.record_topics import output_message
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -164,12 +164,8 @@ class Worker:
             await producer.begin_transaction()
             send = producer.send
             for rec in records:
-                if rec["kind"] == "request":
-                    topic, key = cfg.requests_topic, rec["token"]
-                else:
-                    topic, key = cfg.calls_topic, rec["host"]
-                value = json.dumps(to_json_dict(rec), separators=(",", ":")).encode()
-                await send(topic, value, key=(key or "").encode())
+                topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
+                await send(topic, value, key=key)
             for key, state in changes.items():
                 value = None if state is None else json.dumps(state, separators=(",", ":")).encode()
                 await send(cfg.state, value, key=key.encode(), partition=p)
