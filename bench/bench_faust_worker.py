@@ -27,32 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_worker import make_records  # the same simulated envelopes as bench_worker.py
-
-
-async def fill(bootstrap: str, topic: str, partitions: int, records) -> None:
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
-                                max_batch_size=512 * 1024, compression_type="lz4")
-    await producer.start()
-    try:
-        pending = []
-        for key, value in records:
-            pending.append(await producer.send(topic, value, key=key))
-            if len(pending) >= 20_000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
+from topic_fill import fill_topic, make_records
 
 
 def main() -> int:
@@ -83,7 +58,7 @@ def main() -> int:
         tag = uuid.uuid4().hex[:8]
         topic = f"bench-flines-{tag}"
         started = time.monotonic()
-        asyncio.run(fill(bootstrap, topic, args.hosts, records))
+        asyncio.run(fill_topic(bootstrap, topic, args.hosts, records))
         print(f"published {len(records):,} lines to {topic} ({args.hosts} partitions) "
               f"in {time.monotonic() - started:.1f} s")
         total = len(records)

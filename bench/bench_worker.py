@@ -25,49 +25,9 @@ import time
 import uuid
 from pathlib import Path
 
+from topic_fill import fill_topic, make_records
+
 HERE = Path(__file__).resolve().parent
-
-
-def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, bytes]]:
-    """Envelopes of one simulated DPM+DPNS log, repeated under `hosts` host names."""
-    from dpmstream.simulator import simulate
-    from dpmstream.simulator.scenarios import scenario
-    from dpmstream.streams.kafka_envelope import encode
-
-    per_host = lines // hosts
-    prefix = workdir / f"worker-{per_host}"
-    if not Path(f"{prefix}.log").exists():
-        simulate(scenario("heavy", requests=None, lines=per_host), prefix)
-    out = []
-    for h in range(hosts):
-        host = f"head{h:02d}"
-        for path, log_path in ((f"{prefix}.log", "/var/log/dpm/log"),
-                               (f"{prefix}.dpns.log", "/var/log/dpns/log")):
-            offset = 0
-            with open(path, "rb") as fh:
-                for raw in fh:
-                    out.append((host.encode(), encode(host, log_path, offset,
-                                                      "2011-08-12T14:00:00.000000+02:00",
-                                                      raw.decode().rstrip("\n"))))
-                    offset += len(raw)
-    return out
-
-
-async def fill(bootstrap: str, topic: str, records) -> None:
-    from aiokafka import AIOKafkaProducer
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
-                                max_batch_size=512 * 1024, compression_type="lz4")
-    await producer.start()
-    try:
-        pending = []
-        for key, value in records:
-            pending.append(await producer.send(topic, value, key=key))
-            if len(pending) >= 20_000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
 
 
 def core_alone(records) -> float:
@@ -141,19 +101,15 @@ def main() -> int:
         bootstrap = broker.bootstrap
     try:
         records = make_records(workdir, args.lines, args.hosts)
+        total = len(records)
         topic = f"bench-lines-{uuid.uuid4().hex[:8]}"
-        from kafka import KafkaAdminClient
-        from kafka.admin import NewTopic
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        admin.create_topics([NewTopic(topic, args.hosts, 1)])
-        admin.close()
         t0 = time.perf_counter()
-        asyncio.run(fill(bootstrap, topic, records))
-        print(f"filled {topic}: {len(records):,} lines in {time.perf_counter() - t0:.1f} s")
+        asyncio.run(fill_topic(bootstrap, topic, args.hosts, records))
+        print(f"filled {topic}: {total:,} lines in {time.perf_counter() - t0:.1f} s")
         core = core_alone(records)
         del records
         out = subprocess.run([sys.executable, __file__, "--batch", str(args.batch),
-                              "--child", bootstrap, topic, str(_total(workdir, args))],
+                              "--child", bootstrap, topic, str(total)],
                              check=True, capture_output=True, text=True)
         fig = json.loads(out.stdout.strip().splitlines()[-1])
         rate = fig["lines"] / fig["wall"]
@@ -166,15 +122,6 @@ def main() -> int:
         if broker is not None:
             broker.destroy()
     return 0
-
-
-def _total(workdir: Path, args) -> int:
-    per_host = args.lines // args.hosts
-    n = 0
-    for suffix in (".log", ".dpns.log"):
-        with open(workdir / f"worker-{per_host}{suffix}", "rb") as fh:
-            n += sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
-    return n * args.hosts
 
 
 if __name__ == "__main__":

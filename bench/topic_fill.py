@@ -1,0 +1,65 @@
+"""The input of the worker benchmarks: simulated line envelopes, and a fresh lines topic
+filled with them (bench_worker.py and bench_faust_worker.py share both).
+
+    records = make_records(workdir, lines, hosts)          # [(key, envelope bytes)]
+    asyncio.run(fill_topic(bootstrap, topic, partitions, records))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+
+def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, bytes]]:
+    """Envelopes of one simulated DPM+DPNS log, repeated under `hosts` host names.
+
+    The log is simulated once per size and kept in `workdir` for the next run.
+    """
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+    from dpmstream.streams.kafka_envelope import encode
+
+    per_host = lines // hosts
+    prefix = workdir / f"worker-{per_host}"
+    if not Path(f"{prefix}.log").exists():
+        simulate(scenario("heavy", requests=None, lines=per_host), prefix)
+    out = []
+    for h in range(hosts):
+        host = f"head{h:02d}"
+        for path, log_path in ((f"{prefix}.log", "/var/log/dpm/log"),
+                               (f"{prefix}.dpns.log", "/var/log/dpns/log")):
+            offset = 0
+            with open(path, "rb") as fh:
+                for raw in fh:
+                    out.append((host.encode(), encode(host, log_path, offset,
+                                                      "2011-08-12T14:00:00.000000+02:00",
+                                                      raw.decode().rstrip("\n"))))
+                    offset += len(raw)
+    return out
+
+
+async def fill_topic(bootstrap: str, topic: str, partitions: int, records) -> None:
+    """Create `topic` with `partitions` partitions and publish `records` to it, keyed."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
+                                max_batch_size=512 * 1024, compression_type="lz4")
+    await producer.start()
+    try:
+        pending = []
+        for key, value in records:
+            pending.append(await producer.send(topic, value, key=key))
+            if len(pending) >= 20_000:   # bound the futures held, keep the pipe full
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
