@@ -203,11 +203,6 @@ def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing
     assert_same_records(worker_output(kafka_broker, t), want)
 
 
-# Fixed (Faust skipping a record after a restore; see streams/faust_app.py) and passed 12
-# runs in a row, but landed at the end of a session without a full CI run: opt in for now.
-@pytest.mark.skipif(not os.environ.get("DPMSTREAM_FAUST_KILL_TEST"),
-                    reason="Faust engine under kill -9: fixed, awaiting a CI run; "
-                           "set DPMSTREAM_FAUST_KILL_TEST=1 to run")
 def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     recs, want = big_log
