@@ -64,7 +64,7 @@ def iter_lines(stream: BinaryIO) -> Iterator[bytes]:
         yield from chunk
 
 
-def iter_chunks(stream: BinaryIO, size: int = 0x10000) -> Iterator[list[bytes]]:
+def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
     """Lists of up to `size` lines; when the input ends early, the lines read before the
     error still come out, then the InputError."""
     chunk: list[bytes] = []
