@@ -25,6 +25,7 @@ SESSION_OPEN = {"startsess": "sess", "starttrans": "trans"}
 SESSION_CLOSE = {"endsess": "sess", "endtrans": "trans", "aborttrans": "trans"}
 
 PLAIN, STEP, PROC, LATE = "plain", "step", "proc", "late"
+FINISHED = "finished"  # the state of a request that has ended: {FINISHED: end time}
 
 
 class Call:
@@ -120,7 +121,8 @@ class Reassembler:
         self.threads: dict[tuple, Thread] = {}
         # Least recently active first: timeouts and evictions pop from the front.
         self.requests: OrderedDict[tuple, Request] = OrderedDict()
-        self.finished: OrderedDict[tuple, None] = OrderedDict()
+        # Requests that ended -> their end time: a later line of one is late, not an orphan.
+        self.finished: OrderedDict[tuple, int] = OrderedDict()
         self.pids: dict[tuple, int] = {}   # (host, daemon) -> current pid
         self.stats = ReassemblyStats()
         self.slow_queue_depth = 0
@@ -323,9 +325,11 @@ class Reassembler:
     def _finish(self, rkey, req: Request, status: str, ended: int) -> None:
         del self.requests[rkey]
         self._dequeue(req)
-        self.finished[rkey] = None
+        self.finished[rkey] = ended
         if len(self.finished) > self.finished_memory:
-            self.finished.popitem(last=False)
+            forgotten, _ = self.finished.popitem(last=False)
+            if self.dirty_requests is not None:
+                self.dirty_requests.add(forgotten)
         self.emit(self._request_record(req, status, ended))
         if self.dirty_requests is not None:
             self.dirty_requests.add(rkey)
@@ -447,16 +451,30 @@ class Reassembler:
     def take_changes(self) -> tuple[dict, dict]:
         """({thread key: state or None}, {request key: state or None}) changed since last."""
         threads = {k: thread_state(self.threads.get(k)) for k in self.dirty_threads}
-        requests = {k: request_state(self.requests.get(k)) for k in self.dirty_requests}
+        requests = {k: self._request_change(k) for k in self.dirty_requests}
         self.dirty_threads.clear()
         self.dirty_requests.clear()
         return threads, requests
+
+    def _request_change(self, rkey) -> dict | None:
+        """An open request's state, a finished one's end time (so that a restored
+        reassembler still knows a late line when it sees one), or None: forgotten."""
+        req = self.requests.get(rkey)
+        if req is not None:
+            return request_state(req)
+        ended = self.finished.get(rkey)
+        return None if ended is None else {FINISHED: ended}
 
     def restore(self, threads: dict, requests: dict, pids: dict | None = None) -> None:
         """Load state saved by take_changes (keys as tuples, values as states)."""
         for key, state in threads.items():
             self.threads[tuple(key)] = thread_from_state(state)
-        for key, state in sorted(requests.items(), key=lambda kv: kv[1]["latest"]):
+        finished = sorted((state[FINISHED], tuple(key)) for key, state in requests.items()
+                          if FINISHED in state)
+        for ended, key in finished[-self.finished_memory:]:
+            self.finished[key] = ended
+        open_requests = [(k, s) for k, s in requests.items() if FINISHED not in s]
+        for key, state in sorted(open_requests, key=lambda kv: kv[1]["latest"]):
             req = Request(**state)
             self.requests[tuple(key)] = req
             if req.queued:

@@ -142,7 +142,8 @@ class Pipeline:
     def take_changes(self) -> dict[str, dict | None]:
         """{key: JSON-safe state, or None for a key gone since it was last taken}.
 
-        Keys: "t|host|pid|tid" threads, "r|host|token" requests, "s|name" sources,
+        Keys: "t|host|pid|tid" threads, "r|host|token" requests (an ended one as
+        {"finished": end ms}, so a late line stays late after a restore), "s|name" sources,
         "m" the daemon pids. A key created and removed between two takes is left out.
         """
         for src in self.sources.values():  # lines still buffered for detection are not state

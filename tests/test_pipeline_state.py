@@ -76,4 +76,49 @@ def test_take_changes_omits_keys_created_and_removed_between_takes(sim):
         feed(pipeline, cfg, name, line)
     second = pipeline.take_changes()
     gone = [key for key, state in second.items() if state is None]
-    assert gone and set(gone) <= set(first)
+    assert set(gone) <= set(first)
+    # A request that ended leaves its end time, not nothing (see the late-line test).
+    ended = [key for key, state in second.items() if state and "finished" in state]
+    assert ended and all(key.startswith("r|") for key in ended)
+
+
+def test_a_late_line_after_a_restore_is_known_late_not_a_new_orphan_request():
+    from .dpmlog import T1, closing, put, status
+    lines = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
+             + closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1))
+    late = status("08/12 10:00:02.000", "08/12 10:00:02.001", 4, T1, "SUCCESS")
+    records = []
+    pipeline = Pipeline(records.append)
+    pipeline.track_changes()
+    src = pipeline.source("dpm", host="h", tz="UTC", year=2011)
+    for line in lines:
+        src.feed(line)
+    store = {k: v for k, v in pipeline.take_changes().items() if v is not None}
+    restored = Pipeline(records.append)
+    restored.restore(json.loads(json.dumps(store)))
+    for line in late:
+        restored.sources["dpm"].feed(line)
+    restored.finish()
+    stats = restored.reassembler.stats
+    assert stats.orphans == 0 and stats.late_lines > 0
+    assert [r["status"] for r in records if r["kind"] == "request"] == ["success"]
+
+
+def test_the_finished_memory_is_bounded_in_the_store_too():
+    from .dpmlog import closing, put
+    pipeline = Pipeline(lambda r: None)
+    pipeline.reassembler.finished_memory = 2
+    pipeline.track_changes()
+    src = pipeline.source("dpm", host="h", tz="UTC", year=2011)
+    store = {}
+    tokens = [f"{i:08x}-0000-0000-0000-000000000000" for i in range(5)]
+    for i, token in enumerate(tokens):
+        for line in (put(f"08/12 10:00:0{i}.000", 3, token, end=f"08/12 10:00:0{i}.002")
+                     + closing(f"08/12 10:00:0{i}.100", f"08/12 10:00:0{i}.101", 6, "putdone", token)):
+            src.feed(line)
+        for key, state in pipeline.take_changes().items():
+            if state is None:
+                del store[key]
+            else:
+                store[key] = state
+    assert sorted(k for k in store if k.startswith("r|")) == [f"r|h|{t}" for t in tokens[-2:]]
