@@ -25,7 +25,9 @@ SESSION_OPEN = {"startsess": "sess", "starttrans": "trans"}
 SESSION_CLOSE = {"endsess": "sess", "endtrans": "trans", "aborttrans": "trans"}
 
 PLAIN, STEP, PROC, LATE = "plain", "step", "proc", "late"
-FINISHED = "finished"  # the state of a request that has ended: {FINISHED: end time}
+# Ended requests are remembered in groups of this many tokens, so that an external state
+# store writes one entry per group (per batch), not one per request.
+FINISHED_GROUP = 1024
 
 
 class Call:
@@ -121,8 +123,10 @@ class Reassembler:
         self.threads: dict[tuple, Thread] = {}
         # Least recently active first: timeouts and evictions pop from the front.
         self.requests: OrderedDict[tuple, Request] = OrderedDict()
-        # Requests that ended -> their end time: a later line of one is late, not an orphan.
+        # Requests that ended -> their group: a later line of one is late, not an orphan.
         self.finished: OrderedDict[tuple, int] = OrderedDict()
+        self.finished_groups: dict[int, dict[tuple, None]] = {}
+        self._group = 0
         self.pids: dict[tuple, int] = {}   # (host, daemon) -> current pid
         self.stats = ReassemblyStats()
         self.slow_queue_depth = 0
@@ -130,6 +134,7 @@ class Reassembler:
         # Change tracking for external state stores (the Kafka worker's tables).
         self.dirty_threads: set | None = None
         self.dirty_requests: set | None = None
+        self.dirty_groups: set | None = None
         self._handlers = {
             "accept": self._on_accept, "conn_failure": self._on_conn_failure,
             "call": self._on_call, "token": self._on_token, "slow_start": self._on_slow_start,
@@ -325,14 +330,29 @@ class Reassembler:
     def _finish(self, rkey, req: Request, status: str, ended: int) -> None:
         del self.requests[rkey]
         self._dequeue(req)
-        self.finished[rkey] = ended
-        if len(self.finished) > self.finished_memory:
-            forgotten, _ = self.finished.popitem(last=False)
-            if self.dirty_requests is not None:
-                self.dirty_requests.add(forgotten)
+        self._remember_finished(rkey)
         self.emit(self._request_record(req, status, ended))
         if self.dirty_requests is not None:
             self.dirty_requests.add(rkey)
+
+    def _remember_finished(self, rkey) -> None:
+        group = self._group
+        members = self.finished_groups.setdefault(group, {})
+        members[rkey] = None
+        self.finished[rkey] = group
+        if len(members) >= FINISHED_GROUP:
+            self._group += 1
+        dirty = self.dirty_groups
+        if dirty is not None:
+            dirty.add(group)
+        if len(self.finished) > self.finished_memory:
+            old_key, old_group = self.finished.popitem(last=False)
+            members = self.finished_groups[old_group]
+            del members[old_key]
+            if not members:
+                del self.finished_groups[old_group]
+            if dirty is not None:
+                dirty.add(old_group)
 
     def _expire(self, rkey, req: Request) -> None:
         """Emit a request that saw no end: rules 5 and 6 of the record rules."""
@@ -446,35 +466,34 @@ class Reassembler:
 
     # -- state for external stores (Kafka worker tables) ------------------------------
     def track_changes(self) -> None:
-        self.dirty_threads, self.dirty_requests = set(), set()
+        self.dirty_threads, self.dirty_requests, self.dirty_groups = set(), set(), set()
 
-    def take_changes(self) -> tuple[dict, dict]:
-        """({thread key: state or None}, {request key: state or None}) changed since last."""
+    def take_changes(self) -> tuple[dict, dict, dict]:
+        """({thread key: state or None}, {request key: state or None},
+        {finished group: [request keys] or None}) changed since the last take. The
+        finished groups carry the finished-token memory, so that a restored reassembler
+        still knows a late line for one when it sees it."""
         threads = {k: thread_state(self.threads.get(k)) for k in self.dirty_threads}
-        requests = {k: self._request_change(k) for k in self.dirty_requests}
+        requests = {k: request_state(self.requests.get(k)) for k in self.dirty_requests}
+        groups = {g: [list(k) for k in self.finished_groups[g]] if g in self.finished_groups
+                  else None for g in self.dirty_groups}
         self.dirty_threads.clear()
         self.dirty_requests.clear()
-        return threads, requests
+        self.dirty_groups.clear()
+        return threads, requests, groups
 
-    def _request_change(self, rkey) -> dict | None:
-        """An open request's state, a finished one's end time (so that a restored
-        reassembler still knows a late line when it sees one), or None: forgotten."""
-        req = self.requests.get(rkey)
-        if req is not None:
-            return request_state(req)
-        ended = self.finished.get(rkey)
-        return None if ended is None else {FINISHED: ended}
-
-    def restore(self, threads: dict, requests: dict, pids: dict | None = None) -> None:
+    def restore(self, threads: dict, requests: dict, pids: dict | None = None,
+                finished: dict | None = None) -> None:
         """Load state saved by take_changes (keys as tuples, values as states)."""
         for key, state in threads.items():
             self.threads[tuple(key)] = thread_from_state(state)
-        finished = sorted((state[FINISHED], tuple(key)) for key, state in requests.items()
-                          if FINISHED in state)
-        for ended, key in finished[-self.finished_memory:]:
-            self.finished[key] = ended
-        open_requests = [(k, s) for k, s in requests.items() if FINISHED not in s]
-        for key, state in sorted(open_requests, key=lambda kv: kv[1]["latest"]):
+        for group in sorted(finished or {}):
+            members = self.finished_groups[group] = {}
+            for key in finished[group]:
+                members[tuple(key)] = None
+                self.finished[tuple(key)] = group
+            self._group = group + 1  # carry on in a new group: the stored one stays as is
+        for key, state in sorted(requests.items(), key=lambda kv: kv[1]["latest"]):
             req = Request(**state)
             self.requests[tuple(key)] = req
             if req.queued:

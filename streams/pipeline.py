@@ -142,18 +142,21 @@ class Pipeline:
     def take_changes(self) -> dict[str, dict | None]:
         """{key: JSON-safe state, or None for a key gone since it was last taken}.
 
-        Keys: "t|host|pid|tid" threads, "r|host|token" requests (an ended one as
-        {"finished": end ms}, so a late line stays late after a restore), "s|name" sources,
-        "m" the daemon pids. A key created and removed between two takes is left out.
+        Keys: "t|host|pid|tid" threads, "r|host|token" requests, "f|N" a group of
+        ended requests' keys (so a late line stays late after a restore), "s|name"
+        sources, "m" the daemon pids. A key created and removed between two takes is left
+        out.
         """
         for src in self.sources.values():  # lines still buffered for detection are not state
             src.settle()
-        threads, requests = self.reassembler.take_changes()
+        threads, requests, finished = self.reassembler.take_changes()
         raw: dict[str, dict | None] = {}
         for (host, pid, tid), state in threads.items():
             raw[f"t|{host}|{pid}|{tid}"] = state
         for (host, token), state in requests.items():
             raw[f"r|{host}|{token}"] = state
+        for group, keys in finished.items():
+            raw[f"f|{group}"] = keys
         meta = {f"s|{name}": src.state() for name, src in self.sources.items() if src.parser}
         meta["m"] = {"pids": [[h, d, p] for (h, d), p in self.reassembler.pids.items()]}
         for key, state in meta.items():
@@ -175,7 +178,7 @@ class Pipeline:
         """Rebuild a fresh pipeline from (key, state) pairs saved by take_changes()."""
         states = [(k, s) for k, s in (states.items() if isinstance(states, dict) else states)
                   if s is not None]
-        threads, requests, pids = {}, {}, {}
+        threads, requests, pids, finished = {}, {}, {}, {}
         for key, state in states:
             kind, _, rest = key.partition("|")
             if kind == "t":
@@ -184,11 +187,13 @@ class Pipeline:
             elif kind == "r":
                 host, token = rest.rsplit("|", 1)
                 requests[(host, token)] = state
+            elif kind == "f":
+                finished[int(rest)] = state
             elif kind == "s":
                 Source.from_state(self, rest, state)
             elif kind == "m":
                 pids = {(h, d): p for h, d, p in state["pids"]}
-        self.reassembler.restore(threads, requests, pids)
+        self.reassembler.restore(threads, requests, pids, finished)
         if self.reassembler.dirty_threads is not None:  # tracking: these keys are stored
             self._persisted.update(k for k, _ in states)
 
