@@ -31,9 +31,7 @@ class LineParser:
         self.daemon = profile.daemon
         self.result = PARSED
         self.reason = ""  # why the last line was malformed
-        # (year, month) of the time the line was received (rsyslog/Kafka), if known:
-        # it dates the line better than the stream's own year rollover.
-        self.line_ref: tuple[int, int] | None = None
+        self._line_ref: tuple[int, int] | None = None
         # Hoisted lookups: this is the hot path.
         self._native = profile.native
         self._rsyslog = profile.rsyslog
@@ -43,10 +41,22 @@ class LineParser:
         self._fast = None if fast is None else fast.parse
         self._fast_seconds = fast
 
+    @property
+    def line_ref(self) -> tuple[int, int] | None:
+        """(year, month) of the time the line was received (rsyslog/Kafka), if known: it
+        dates a line better than the stream's own year rollover."""
+        return self._line_ref
+
+    @line_ref.setter
+    def line_ref(self, ref: tuple[int, int] | None) -> None:
+        if ref != self._line_ref:  # the seconds worked out under the old one may differ
+            self._line_ref = ref
+            self._forget_seconds()
+
     def parse(self, line: str) -> Event | None:
         """The event of a parsed line; None (with .result/.reason set) otherwise."""
         fast = self._fast
-        if fast is not None and self.line_ref is None:
+        if fast is not None:
             ev = fast(line)
             if ev is not None:
                 if ev is fastpath.UNMATCHED_LINE:
@@ -74,8 +84,8 @@ class LineParser:
         month, day, hour, minute, second, frac, pid, tid, func = m.group(*form.envelope_slots)
         ms = int((frac + "00")[:3]) if frac else 0
         # Lines of the same second share the conversion; year logic runs on misses only,
-        # and the cache is dropped whenever the clock's year moves.
-        cacheable = form is self._native and self.line_ref is None
+        # and the cache is dropped whenever the clock's year or the line_ref moves.
+        cacheable = form is self._native
         base = self._seconds.get((month, day, hour, minute, second)) if cacheable else None
         if base is None:
             try:
@@ -104,8 +114,9 @@ class LineParser:
         if form is self._rsyslog:
             rtime = m.group(form.envelope["rtime"])
             return nearest_year(int(rtime[:4]), int(rtime[5:7]), month)
-        if self.line_ref is not None:
-            return nearest_year(self.line_ref[0], self.line_ref[1], month)
+        ref = self._line_ref
+        if ref is not None:
+            return nearest_year(ref[0], ref[1], month)
         return None
 
     def _convert(self, form, m, month, day, hour, minute, second, cacheable) -> int | None:

@@ -292,7 +292,7 @@ class Source:
         for line in it:  # line by line until the profile is known
             self.feed(line)
             parser = self.parser
-            if parser is not None and parser.line_ref is None and parser._fast is not None:
+            if parser is not None and parser._fast is not None:
                 fast = parser._fast
                 break
         if fast is None:
@@ -327,7 +327,9 @@ class Source:
         self.line_no += 1
         parser = self.parser
         if received_ms is not None:
-            parser.line_ref = self._ref_of(received_ms)
+            ref = self._ref_of(received_ms)
+            if ref is not parser.line_ref:  # the same tuple while the hour is the same
+                parser.line_ref = ref
         ev = parser.parse(line)
         if ev is None:
             if parser.result == MALFORMED:

@@ -46,14 +46,17 @@ class Counting:
         return ev
 
 
-def compare(lines, profile, tz="Europe/Zurich", year=2011):
-    """Parse with both parsers side by side; returns how many lines the compiled one took."""
+def compare(lines, profile, tz="Europe/Zurich", year=2011, refs=None):
+    """Parse with both parsers side by side; returns how many lines the compiled one took.
+    refs: per line, the (year, month) it was received in (the Kafka path), or None."""
     both = LineParser(profile, EventClock(tz, year=year), "head01")
     assert both._fast is not None, "the compiled parser refused a bundled profile"
     both._fast = counting = Counting(both._fast)
     python = LineParser(profile, EventClock(tz, year=year), "head01")
     python._fast = None
-    for line in lines:
+    for i, line in enumerate(lines):
+        if refs is not None:
+            both.line_ref = python.line_ref = refs[i]
         got = both.parse(line), both.result, both.reason
         want = python.parse(line), python.result, python.reason
         assert got == want, line
@@ -78,6 +81,17 @@ def test_compiled_and_python_parsers_agree_on_every_line_of_scenario(tmp_path, n
             continue
         # Most lines repeat a second already seen: the compiled parser must carry them.
         assert taken > len(lines) * 0.5, (path.name, taken, len(lines))
+
+
+@needs_native
+def test_compiled_and_python_parsers_agree_on_lines_with_receive_times_across_a_year_end(tmp_path):
+    cfg, paths = scenario_logs(tmp_path, "year-end")
+    lines = paths[0].read_text().splitlines()
+    # Received in December for the first half, January after: the year each line gets
+    # moves with its receive time, and the seconds cache must follow.
+    refs = [(2011, 12) if i < len(lines) // 2 else (2012, 1) for i in range(len(lines))]
+    taken = compare(lines, detect_profile(lines[:200]), tz=cfg.tz, year=2011, refs=refs)
+    assert taken > len(lines) * 0.5
 
 
 @needs_native
