@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -22,7 +24,7 @@ from dpmstream.streams.metrics import PipelineMetrics
 from dpmstream.streams.services.process import free_port
 from tests.worker_helpers import (
     as_json, canonical, committed_offsets, committed_offsets_async, core_records, end_offsets, envelopes, produce,
-    read_topic,
+    read_topic, wait_for_open_transaction,
 )
 
 pytestmark = pytest.mark.services
@@ -216,13 +218,6 @@ def _wait(cond, timeout, what):
         time.sleep(0.05)
 
 
-def _committed_state(broker, state_topic):
-    try:
-        return end_offsets(broker.bootstrap, state_topic, "read_committed")
-    except Exception:  # not created yet
-        return {}
-
-
 def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(kafka_broker, tmp_path):
     sim = simulate(SimConfig(requests=1200, seed=11), tmp_path / "big")
     t = topics("kill")
@@ -230,31 +225,27 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
     recs = host_records(sim, "head01")
     # Two hosts, so both partitions carry lines (head01 -> 0, head02 -> 1 of 2).
     recs2 = host_records(sim, "head02")
-    produce(kafka_broker.bootstrap, t["lines"], recs + recs2)
     total = len(recs) + len(recs2)
     want = as_json(core_records(recs)) + as_json(core_records(recs2))
+    # A fifth of the lines first, the rest keeps arriving while the worker is killed: a
+    # worker this fast would otherwise be done with a pre-filled topic before its kill.
+    head, head2 = len(recs) // 5, len(recs2) // 5
+    produce(kafka_broker.bootstrap, t["lines"], recs[:head] + recs2[:head2])
+    rest = [r for pair in itertools.zip_longest(recs[head:], recs2[head2:]) for r in pair if r]
+    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
+                              kwargs={"chunk": 1500, "pause_s": 0.25})
+    feeder.start()
     state_topic = f"{t['group']}-state"
     log = open(tmp_path / "worker.log", "ab")
     port = free_port()
     kills_mid_transaction = 0
     try:
         for _round in range(2):
-            before = _committed_state(kafka_broker, state_topic)
             proc = _spawn_worker(kafka_broker, t, port, log)
             try:
                 # Kill while a transaction of this worker is open (records and state
                 # written, not committed), after it committed at least one of its own.
-                def open_transaction():
-                    if proc.poll() is not None:
-                        raise AssertionError(f"worker exited: {(tmp_path / 'worker.log').read_text()[-2000:]}")
-                    try:
-                        hw = end_offsets(kafka_broker.bootstrap, state_topic)
-                        lso = _committed_state(kafka_broker, state_topic)
-                    except Exception:
-                        return False
-                    progressed = sum(lso.values()) > sum(before.values())
-                    return progressed and any(hw[p] > lso.get(p, 0) for p in hw)
-                _wait(open_transaction, 90, "an open transaction of the worker")
+                wait_for_open_transaction(kafka_broker.bootstrap, state_topic, proc)
             finally:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -262,6 +253,7 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
         done = committed_offsets(kafka_broker.bootstrap, t["group"])
         assert sum(done.values()) < total, "the worker finished before it could be killed"
         # A last worker finishes the topic; it serves the metrics meanwhile.
+        feeder.join()
         proc = _spawn_worker(kafka_broker, t, port, log)
         try:
             _wait(lambda: sum(committed_offsets(kafka_broker.bootstrap, t["group"]).values()) >= total,
@@ -272,6 +264,7 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
     finally:
+        feeder.join()
         log.close()
     got = worker_output(kafka_broker, t)
     assert kills_mid_transaction == 2

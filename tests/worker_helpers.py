@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
+import os
+import signal
+import time
 
 from dpmstream.streams.kafka_envelope import decode, encode
 from dpmstream.streams.pipeline import Pipeline
@@ -56,6 +59,25 @@ def as_json(records):
     return [to_json_dict(r) for r in records]
 
 
+async def _settled(bootstrap, committed_consumer, tps, timeout_s=30.0):
+    """Wait until no transaction is open on these partitions: a commit returns to the
+    producer before the broker has written its markers, and until then read_committed
+    ends before the whole last transaction."""
+    from aiokafka import AIOKafkaConsumer
+    uncommitted = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_uncommitted")
+    await uncommitted.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            hw = await uncommitted.end_offsets(tps)
+            lso = await committed_consumer.end_offsets(tps)
+            if all(lso[tp] >= hw[tp] for tp in tps):
+                return
+            await asyncio.sleep(0.02)
+    finally:
+        await uncommitted.stop()
+
+
 async def _read_topic(bootstrap, topic, isolation="read_committed"):
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -72,6 +94,8 @@ async def _read_topic(bootstrap, topic, isolation="read_committed"):
             return []
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
+        if isolation == "read_committed":
+            await _settled(bootstrap, consumer, tps)
         end = await consumer.end_offsets(tps)
         out = []
         for _ in range(600):
@@ -90,18 +114,73 @@ def read_topic(bootstrap, topic, isolation="read_committed"):
     return asyncio.run(_read_topic(bootstrap, topic, isolation))
 
 
-def produce(bootstrap, topic, records):
-    """Publish (key, value) pairs in order (idempotent producer, acks=all)."""
+def produce(bootstrap, topic, records, chunk=None, pause_s=0.0):
+    """Publish (key, value) pairs in order (idempotent producer, acks=all); with `chunk`,
+    that many at a time and a pause between: a stream that keeps arriving, so that a fast
+    worker cannot be done with it before the test is done with the worker."""
     async def main():
         from aiokafka import AIOKafkaProducer
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
                                     linger_ms=10)
         await producer.start()
         try:
-            futures = [await producer.send(topic, value, key=key) for key, value in records]
-            await asyncio.gather(*futures)
+            step = chunk or max(len(records), 1)
+            for i in range(0, len(records), step):
+                futures = [await producer.send(topic, value, key=key)
+                           for key, value in records[i:i + step]]
+                await asyncio.gather(*futures)
+                if pause_s:
+                    await asyncio.sleep(pause_s)
         finally:
             await producer.stop()
+    asyncio.run(main())
+
+
+def wait_for_open_transaction(bootstrap, topic, proc, timeout_s=90.0):
+    """Return with the worker process `proc` stopped (SIGSTOP) while `topic` holds records of its
+    transaction not yet committed (end offset past the last stable offset), after it has
+    committed at least one. A fast worker keeps a transaction open for milliseconds: so
+    on sight of one it is stopped, and let go again if the transaction ended meanwhile.
+    The caller kills or continues (SIGCONT) it."""
+    def any_open(hw, lso, tps):
+        return any(hw[tp] > lso[tp] for tp in tps)
+
+    async def main():
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+        uncommitted = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_uncommitted")
+        committed = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+        await uncommitted.start()
+        await committed.start()
+
+        async def offsets():
+            return await uncommitted.end_offsets(tps), await committed.end_offsets(tps)
+
+        try:
+            deadline = time.monotonic() + timeout_s
+            tps, before = None, None
+            while True:
+                assert proc.poll() is None, f"the worker exited with {proc.returncode}"
+                assert time.monotonic() < deadline, f"no open transaction on {topic} in {timeout_s} s"
+                if tps is None:
+                    await uncommitted._client.force_metadata_update()
+                    parts = uncommitted.partitions_for_topic(topic)
+                    tps = [TopicPartition(topic, p) for p in parts] if parts else None
+                    await asyncio.sleep(0.05)
+                    continue
+                hw, lso = await offsets()
+                if before is None:
+                    before = sum(lso.values())
+                elif sum(lso.values()) > before and any_open(hw, lso, tps):
+                    os.kill(proc.pid, signal.SIGSTOP)
+                    await asyncio.sleep(0.2)  # let a commit already on its way land
+                    hw, lso = await offsets()
+                    if any_open(hw, lso, tps):
+                        return
+                    os.kill(proc.pid, signal.SIGCONT)
+                await asyncio.sleep(0.002)
+        finally:
+            await uncommitted.stop()
+            await committed.stop()
     asyncio.run(main())
 
 
