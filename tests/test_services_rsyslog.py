@@ -57,6 +57,14 @@ def test_shipped_drop_in_passes_rsyslogd_config_validation(tmp_path):
     assert "error" not in (result.stdout + result.stderr).lower()
 
 
+def test_extra_librdkafka_settings_are_added_after_the_ordering_defaults(capsys):
+    from dpmstream.streams.services.rsyslog import main
+    assert main(["--conf-param", "security.protocol=SASL_SSL"]) == 0
+    conf_line = next(l for l in capsys.readouterr().out.splitlines() if "confParam=" in l)
+    assert '"enable.idempotence=true"' in conf_line and '"message.timeout.ms=0"' in conf_line
+    assert conf_line.index("idempotence") < conf_line.index('"security.protocol=SASL_SSL"')
+
+
 def test_render_refuses_a_log_path_that_would_break_the_config():
     with pytest.raises(ValueError, match="quote"):
         render_config(files=['/var/log/dpm/lo"g'])

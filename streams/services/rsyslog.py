@@ -29,7 +29,12 @@ SHIPPED = REPO / "rsyslog" / "dpmstream.conf"
 HEAD_NODE_FILES = ("/var/log/dpm/log", "/var/log/dpns/log", "/var/log/srmv2.2/log")
 DEFAULT_TOPIC = "dpm.lines"
 # librdkafka settings (omkafka confParam). lz4: the worker's consumer decodes it.
-DEFAULT_CONF_PARAMS = ("compression.codec=lz4", "socket.keepalive.enable=true")
+# Idempotence: a batch retried while a broker restarts cannot land after the batch
+# behind it (the worker takes a line below a file's high-water offset for a duplicate).
+# No message timeout: librdkafka holds undelivered lines, in order, for as long as the
+# outage lasts, instead of failing them back to rsyslog's queue behind newer ones.
+DEFAULT_CONF_PARAMS = ("compression.codec=lz4", "socket.keepalive.enable=true",
+                       "enable.idempotence=true", "message.timeout.ms=0")
 
 
 def _tag(path: str) -> str:
@@ -192,13 +197,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="disk space for the queue while Kafka is down (default 1g)")
     parser.add_argument("--failed-msg-file", default="/var/spool/rsyslog/dpmstream-kafka-failed.data")
     parser.add_argument("--conf-param", action="append", dest="conf_params", metavar="KEY=VALUE",
-                        help=f"librdkafka setting (repeatable; default {' '.join(DEFAULT_CONF_PARAMS)})")
+                        help="librdkafka setting, added after the defaults (a later one wins; "
+                             f"repeatable; defaults {' '.join(DEFAULT_CONF_PARAMS)})")
     args = parser.parse_args(argv)
     try:
         sys.stdout.write(render_config(
             args.files or HEAD_NODE_FILES, args.brokers or ["localhost:9092"], args.topic,
             args.resume_interval, args.queue_max_disk, args.failed_msg_file,
-            args.conf_params if args.conf_params is not None else DEFAULT_CONF_PARAMS))
+            [*DEFAULT_CONF_PARAMS, *(args.conf_params or ())]))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
