@@ -38,8 +38,8 @@ class LineParser:
         self._seconds: dict[tuple, int] = {}  # (MM, DD, hh, mm, ss) text -> epoch ms
         # The compiled twin of parse() for the common line (parsers/fastpath.py), or None.
         fast = fastpath.compiled_parser(profile.native, host, self.daemon, MAX_LINE_CHARS)
-        self._fast = None if fast is None else fast.parse
-        self._fast_seconds = fast
+        self._compiled = fast
+        self._fast = None if fast is None else fast.parse  # bound once: called per line
 
     @property
     def line_ref(self) -> tuple[int, int] | None:
@@ -133,14 +133,14 @@ class LineParser:
                 self._forget_seconds()
             stamp = (month, day, hour, minute, second)
             self._seconds[stamp] = base
-            if self._fast_seconds is not None and all(len(t) == 2 for t in stamp):
-                self._fast_seconds.remember(second_key(*stamp), base)
+            if self._compiled is not None and all(len(t) == 2 for t in stamp):
+                self._compiled.remember(second_key(*stamp), base)
         return base
 
     def _forget_seconds(self) -> None:
         self._seconds.clear()
-        if self._fast_seconds is not None:
-            self._fast_seconds.forget()
+        if self._compiled is not None:
+            self._compiled.forget()
 
     def _exact(self, form, m, month, day, hour, minute, second, ms) -> int:
         mo = int(month)
