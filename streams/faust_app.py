@@ -144,11 +144,7 @@ class FaustEngine:
             messages = await self._in_order(p, part, messages)
             if not messages:
                 continue
-            feed = part.feed_record
-            for msg in messages:
-                feed(msg.key, msg.value)
-            part.consumed(messages[-1].offset + 1)
-            part.advance()                       # event-time timeouts of this partition
+            part.feed_batch(messages)
             records, changes = part.checkpoint()
             # Shielded: a worker stopping mid-batch still hands Faust's final commit
             # whole batches (or none), never half of one.

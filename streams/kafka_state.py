@@ -79,6 +79,15 @@ class PartitionState:
         """The pipeline's stats, with the records that were not envelopes in `lines`."""
         return StatsView(self.pipeline.stats, self.bad_envelopes)
 
+    def feed_batch(self, messages) -> None:
+        """One batch of this partition, in offset order (anything with .key, .value and
+        .offset, e.g. Kafka messages): fed, marked consumed, then event-time timeouts run."""
+        feed = self.feed_record
+        for msg in messages:
+            feed(msg.key, msg.value)
+        self.consumed(messages[-1].offset + 1)
+        self.advance()
+
     def consumed(self, next_offset: int) -> None:
         """The records before Kafka offset `next_offset` have been fed."""
         self.next_offset = next_offset

@@ -144,11 +144,7 @@ class Worker:
                 messages = [m for m in messages if m.offset >= part.next_offset]
                 if not messages:
                     continue
-            feed = part.feed_record
-            for msg in messages:
-                feed(msg.key, msg.value)
-            part.consumed(messages[-1].offset + 1)
-            part.advance()                      # event-time timeouts of this partition
+            part.feed_batch(messages)
             self.lines_seen += len(messages)
             touched.append(part)
         if touched:

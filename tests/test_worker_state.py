@@ -109,6 +109,20 @@ def test_a_line_delivered_twice_is_fed_once_and_counted_as_duplicate(sim):
     assert canonical(twice.checkpoint()[0]) == canonical(once.checkpoint()[0])
 
 
+def test_a_batch_is_fed_in_order_and_marks_the_next_kafka_offset(sim):
+    from collections import namedtuple
+    Message = namedtuple("Message", "key value offset")
+    recs = envelopes(sim.log_path)[:500]
+    one_by_one = PartitionState(0)
+    for key, value in recs:
+        one_by_one.feed_record(key, value)
+    batched = PartitionState(0)
+    batched.feed_batch([Message(k, v, 1000 + i) for i, (k, v) in enumerate(recs)])
+    assert batched.next_offset == 1500
+    assert batched.stats.lines == one_by_one.stats.lines
+    assert canonical(batched.checkpoint()[0]) == canonical(one_by_one.checkpoint()[0])
+
+
 def test_a_rotated_file_starting_again_at_offset_zero_is_not_taken_for_duplicates(sim):
     recs = envelopes(sim.log_path)
     part = PartitionState(0)
