@@ -59,6 +59,17 @@ def as_json(records):
     return [to_json_dict(r) for r in records]
 
 
+async def _partitions(consumer, topic):
+    """The topic's partitions, sorted (metadata refreshed once if the topic is new to
+    the consumer); [] while the topic does not exist."""
+    from aiokafka import TopicPartition
+    parts = consumer.partitions_for_topic(topic)
+    if not parts:
+        await consumer._client.force_metadata_update()
+        parts = consumer.partitions_for_topic(topic) or set()
+    return [TopicPartition(topic, p) for p in sorted(parts)]
+
+
 async def _settled(bootstrap, committed_consumer, tps, timeout_s=30.0):
     """Wait until no transaction is open on these partitions: a commit returns to the
     producer before the broker has written its markers, and until then read_committed
@@ -79,17 +90,13 @@ async def _settled(bootstrap, committed_consumer, tps, timeout_s=30.0):
 
 
 async def _read_topic(bootstrap, topic, isolation="read_committed"):
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import AIOKafkaConsumer
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
                                 enable_auto_commit=False)
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            await consumer._client.force_metadata_update()
-            parts = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        tps = await _partitions(consumer, topic)
         if not tps:
             return []
         consumer.assign(tps)
@@ -142,39 +149,33 @@ def wait_for_open_transaction(bootstrap, topic, proc, timeout_s=90.0):
     committed at least one. A fast worker keeps a transaction open for milliseconds: so
     on sight of one it is stopped, and let go again if the transaction ended meanwhile.
     The caller kills or continues (SIGCONT) it."""
-    def any_open(hw, lso, tps):
-        return any(hw[tp] > lso[tp] for tp in tps)
-
     async def main():
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import AIOKafkaConsumer
         uncommitted = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_uncommitted")
         committed = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
         await uncommitted.start()
         await committed.start()
+        deadline = time.monotonic() + timeout_s
 
-        async def offsets():
-            return await uncommitted.end_offsets(tps), await committed.end_offsets(tps)
+        def still_waiting():
+            assert proc.poll() is None, f"the worker exited with {proc.returncode}"
+            assert time.monotonic() < deadline, f"no open transaction on {topic} in {timeout_s} s"
+
+        async def open_now():
+            hw, lso = await uncommitted.end_offsets(tps), await committed.end_offsets(tps)
+            return sum(lso.values()) > before and any(hw[tp] > lso[tp] for tp in tps)
 
         try:
-            deadline = time.monotonic() + timeout_s
-            tps, before = None, None
+            while not (tps := await _partitions(uncommitted, topic)):  # the worker creates it
+                still_waiting()
+                await asyncio.sleep(0.05)
+            before = sum((await committed.end_offsets(tps)).values())
             while True:
-                assert proc.poll() is None, f"the worker exited with {proc.returncode}"
-                assert time.monotonic() < deadline, f"no open transaction on {topic} in {timeout_s} s"
-                if tps is None:
-                    await uncommitted._client.force_metadata_update()
-                    parts = uncommitted.partitions_for_topic(topic)
-                    tps = [TopicPartition(topic, p) for p in parts] if parts else None
-                    await asyncio.sleep(0.05)
-                    continue
-                hw, lso = await offsets()
-                if before is None:
-                    before = sum(lso.values())
-                elif sum(lso.values()) > before and any_open(hw, lso, tps):
+                still_waiting()
+                if await open_now():
                     os.kill(proc.pid, signal.SIGSTOP)
                     await asyncio.sleep(0.2)  # let a commit already on its way land
-                    hw, lso = await offsets()
-                    if any_open(hw, lso, tps):
+                    if await open_now():
                         return
                     os.kill(proc.pid, signal.SIGCONT)
                 await asyncio.sleep(0.002)
@@ -202,15 +203,11 @@ def committed_offsets(bootstrap, group):
 
 def end_offsets(bootstrap, topic, isolation="read_uncommitted"):
     async def main():
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import AIOKafkaConsumer
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
         await consumer.start()
         try:
-            parts = consumer.partitions_for_topic(topic)
-            if not parts:
-                await consumer._client.force_metadata_update()
-                parts = consumer.partitions_for_topic(topic) or set()
-            tps = [TopicPartition(topic, p) for p in parts]
+            tps = await _partitions(consumer, topic)
             return {tp.partition: off for tp, off in (await consumer.end_offsets(tps)).items()}
         finally:
             await consumer.stop()
