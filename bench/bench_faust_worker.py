@@ -7,7 +7,7 @@ state table and its changelog, records on the output topics) reads it all. Print
 lines/s from the first batch to the batch that reached the end, the time to start (Faust
 app start, group join, table recovery), peak RSS, and what it wrote.
 
-    .venv/bin/python bench/bench_faust_worker.py [--lines 200000] [--hosts 4] [--batch 5000]
+    .venv/bin/python bench/bench_faust_worker.py [--lines 200000] [--hosts 4] [--batch 20000]
                                                  [--broker kafka://H:P]
 
 Without --broker a private broker is started in --workdir (make install-kafka first).
@@ -34,7 +34,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--hosts", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=5000, help="take() size")
+    ap.add_argument("--batch", type=int, default=20_000,
+                    help="records per fetch, so per batch (WorkerConfig.batch_records)")
     ap.add_argument("--broker", help="kafka://HOST:PORT (default: a private broker)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
