@@ -50,6 +50,8 @@ import os
 import tempfile
 import time
 
+import faust
+
 from dpmstream.streams.kafka_state import PartitionState
 from dpmstream.streams.record_topics import output_message
 
@@ -64,7 +66,6 @@ def changelog_topic(group_id: str) -> str:
 
 def faust_credentials(security: dict):
     """aiokafka security kwargs (kafka_config.KafkaSecurity.client_kwargs) -> Faust credentials."""
-    import faust
 
     protocol = security.get("security_protocol", "PLAINTEXT")
     ctx = security.get("ssl_context")
@@ -81,9 +82,7 @@ class FaustEngine:
     """The app, its agent and its per-partition pipelines (one object, for tests and bench)."""
 
     def __init__(self, config, partitions: int, *, metrics=None, datadir=None, loop=None,
-                 session_timeout_s: float = 10.0, commit_interval_s: float = 1.0):
-        import faust
-
+                 session_timeout_s: float = 10.0, commit_interval_s: float = 0.5):
         from dpmstream.streams.faust_batches import SCHEME
 
         self.cfg = config
@@ -114,7 +113,8 @@ class FaustEngine:
             table_standby_replicas=0,
             consumer_auto_offset_reset="earliest",
             # Records become visible to read_committed readers when their transaction
-            # commits: this is the latency floor of a record, and a commit costs ~ms.
+            # commits, so this bounds a record's latency; a commit costs a few ms, more
+            # (up to ~0.5 s) when it waits for a 20,000-line batch to be sent.
             broker_commit_interval=commit_interval_s,
             # A killed worker's partitions move on after this (Faust's default: 60 s).
             broker_session_timeout=session_timeout_s,
@@ -247,8 +247,10 @@ class FaustEngine:
                   for k, v in list(self.table.data.items())
                   if k.startswith(prefix) and v is not None}
         part.restore(states)
-        log.info("partition %d: resumed with %d state entries, %d open requests (%.2f s)",
-                 p, len(states), part.pipeline.stats.in_flight, time.monotonic() - started)
+        # The same words as the aiokafka engine's (tests and admins read both).
+        log.info("partition %d: resumed at offset %s with %d open requests "
+                 "(%d state entries, %.2f s)", p, part.next_offset,
+                 part.pipeline.stats.in_flight, len(states), time.monotonic() - started)
         return part
 
     async def _on_revoked(self, app, revoked, **kwargs) -> None:
@@ -271,6 +273,24 @@ class FaustEngine:
         part.duplicates.clear()
 
 
+class QuietWorker(faust.Worker):
+    """faust.Worker that logs through the caller's handlers, without a spinner.
+
+    Faust's logging setup replaces the root handlers with its own, at `loglevel`, so the
+    worker's INFO lines (a partition resumed, revoked) would be dropped, and its terminal
+    spinner would write escape codes into log files."""
+
+    def __init__(self, *args, keep_handlers=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.keep_handlers = list(keep_handlers)
+        self.spinner = None
+
+    def on_setup_root_logger(self, logger, level: int) -> None:
+        super().on_setup_root_logger(logger, level)
+        if self.keep_handlers:
+            logger.handlers[:] = self.keep_handlers
+
+
 def prepare_topics(config, loop) -> int:
     """Create missing topics (the changelog compacted, with the lines topic's partition
     count); returns that count."""
@@ -288,19 +308,20 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     """Run the Faust worker until SIGTERM/SIGINT; returns the exit code (0 after a clean stop).
 
     config: kafka_worker.WorkerConfig (bootstrap, security kwargs, topics, group_id, core
-    options; batch_records caps the records of one fetch, so of one batch). workdir: Faust's datadir (default: a new
-    temporary directory). metrics_port None: no /metrics endpoint. on_engine: called with
+    options; batch_records caps the records of one fetch, so of one batch). workdir:
+    Faust's datadir (default: a temporary directory, removed at exit). metrics_port None: no /metrics endpoint. on_engine: called with
     the FaustEngine before the worker starts (the benchmark adds a task there).
     session_timeout_s: how long the group waits for a worker that died (or, Faust's
     consumer not leaving the group on stop, for one that stopped) before its partitions
     move on; the broker's floor is 6 s.
     """
-    import faust
-
     from dpmstream.streams.metrics import PipelineMetrics, serve
 
-    if workdir is not None:
-        os.makedirs(workdir, exist_ok=True)
+    scratch = None
+    if workdir is None:   # the store is in memory: nothing in it outlives the process
+        scratch = tempfile.TemporaryDirectory(prefix="dpmstream-faust-")
+        workdir = scratch.name
+    os.makedirs(workdir, exist_ok=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
@@ -318,8 +339,8 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     if on_engine is not None:
         on_engine(engine)
     # Faust's Worker chdirs into its workdir: stay where we are.
-    worker = faust.Worker(engine.app, loop=loop, loglevel=loglevel, quiet=True,
-                          workdir=os.getcwd())
+    worker = QuietWorker(engine.app, loop=loop, loglevel=loglevel, quiet=True,
+                          workdir=os.getcwd(), keep_handlers=list(logging.root.handlers))
     log.info("faust worker %s: %s (%d partitions) -> %s, %s on %s", config.group_id,
              config.lines_topic, partitions, config.requests_topic, config.calls_topic,
              config.bootstrap)
@@ -331,6 +352,8 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     finally:
         if server is not None:
             server.close()
+        if scratch is not None:
+            scratch.cleanup()
     log.info("faust worker stopped after %d records (%d lines seen before, skipped; "
              "%d records delivered again by Faust, dropped; %d it skipped, read ourselves)",
              engine.lines_seen, engine.duplicates, engine.redelivered, engine.refetched)

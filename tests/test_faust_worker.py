@@ -198,8 +198,8 @@ def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing
         finally:
             assert stop(proc) == 0
     restarted = log_path.read_text().split("Worker ready")[-1]
-    assert re.search(r"partition \d: resumed with [1-9]\d* state entries", restarted), \
-        "the restarted worker did not restore the state"
+    resumed = r"partition \d: resumed at offset [1-9]\d* with \d+ open requests \([1-9]\d* state entries"
+    assert re.search(resumed, restarted), "the restarted worker did not restore the state"
     assert_same_records(worker_output(kafka_broker, t), want)
 
 

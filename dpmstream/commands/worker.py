@@ -43,13 +43,14 @@ def register(sub, name: str, help_text: str) -> None:
                    help="open requests per partition before the least recently active is evicted")
     p.add_argument("--batch", type=int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
-    p.add_argument("--engine", choices=("aiokafka", "faust"), default="aiokafka",
-                   help="aiokafka: the transactional consume-process-produce loop "
-                        "(docs/kafka-worker.md); faust: the same processing as a Faust agent "
-                        "with a changelog-backed table (slower)")
+    p.add_argument("--engine", choices=("faust", "aiokafka"), default="faust",
+                   help="faust: a Faust app, its agent fed whole partition batches, the state "
+                        "in a changelog-backed Faust table; aiokafka: the same processing as a "
+                        "plain transactional consume-process-produce loop, with its state in a "
+                        "compacted topic (docs/kafka-worker.md)")
     p.add_argument("--workdir", metavar="DIR",
-                   help="with --engine faust: Faust's data directory (default: a new temporary "
-                        "one); the aiokafka engine keeps no local state")
+                   help="with --engine faust: Faust's data directory (default: a temporary "
+                        "one, removed at exit); the aiokafka engine keeps no local state")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
     p.set_defaults(func=run)
 
