@@ -13,11 +13,9 @@ p's producer first, which fences the old one and aborts its open transaction, th
 p's state (read_committed) and resumes at the offset stored with it. Lines delivered
 twice anyway (rsyslog resending) are recognised by (host, path, offset).
 
-Why not Faust's agents and tables: measured on this machine (2 cores), a Faust agent
-that does nothing moves ~14,000 records/s and its exactly_once mode ~2,800 records/s
-with a table write per record, while this loop reads ~230,000 records/s; and Faust's
-exactly_once puts a record in the transaction of its *output* partition, not of the input
-partition it came from. See docs/worker-state-needs.md and the worker report.
+This is `dpmstream worker --engine aiokafka`; the default engine is the Faust app of
+faust_app.py, which feeds the same PartitionState. This one needs no local state and
+no Faust, and its transaction logic is all in view here. See docs/kafka-worker.md.
 """
 
 from __future__ import annotations
