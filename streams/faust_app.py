@@ -304,7 +304,8 @@ def prepare_topics(config, loop) -> int:
 
 def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str = "127.0.0.1",
                      workdir: str | None = None, loglevel: str = "WARNING",
-                     on_engine=None, session_timeout_s: float = 10.0) -> int:
+                     on_engine=None, session_timeout_s: float = 10.0,
+                     commit_interval_s: float = 0.5) -> int:
     """Run the Faust worker until SIGTERM/SIGINT; returns the exit code (0 after a clean stop).
 
     config: kafka_worker.WorkerConfig (bootstrap, security kwargs, topics, group_id, core
@@ -313,7 +314,8 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     the FaustEngine before the worker starts (the benchmark adds a task there).
     session_timeout_s: how long the group waits for a worker that died (or, Faust's
     consumer not leaving the group on stop, for one that stopped) before its partitions
-    move on; the broker's floor is 6 s.
+    move on; the broker's floor is 6 s. commit_interval_s: Faust's commit interval
+    (records reach read_committed readers at a commit).
     """
     from dpmstream.streams.metrics import PipelineMetrics, serve
 
@@ -335,7 +337,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
         server = serve(metrics_port, metrics_bind, registry=metrics.registry)
         log.info("metrics on %s", server.url)
     engine = FaustEngine(config, partitions, metrics=metrics, datadir=workdir, loop=loop,
-                         session_timeout_s=session_timeout_s)
+                         session_timeout_s=session_timeout_s, commit_interval_s=commit_interval_s)
     if on_engine is not None:
         on_engine(engine)
     # Faust's Worker chdirs into its workdir: stay where we are.

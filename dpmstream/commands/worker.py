@@ -14,11 +14,11 @@ def register(sub, name: str, help_text: str) -> None:
 
     p = sub.add_parser(
         name, help=help_text, description=(
-            "Read the rsyslog JSON line envelopes from the lines topic, reassemble requests "
-            "per host (one pipeline per partition), and write request records (keyed by "
-            "token) and call records (keyed by host) to their topics, exactly once: state, "
-            "records and consumer offsets are committed in one Kafka transaction per "
-            "partition and batch. Run several workers with the same --group-id to share "
+            "A Faust app: read the rsyslog JSON line envelopes from the lines topic, "
+            "reassemble requests per host (one pipeline per partition, its state in a "
+            "changelog-backed Faust table), and write request records (keyed by token) and "
+            "call records (keyed by host) to their topics, exactly once: state, records and "
+            "consumer offsets are committed in one Kafka transaction per partition. Run several workers with the same --group-id to share "
             "the partitions; a restarted worker resumes from the committed state."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_kafka_arguments(p)
@@ -48,6 +48,10 @@ def register(sub, name: str, help_text: str) -> None:
                         "in a changelog-backed Faust table; aiokafka: the same processing as a "
                         "plain transactional consume-process-produce loop, with its state in a "
                         "compacted topic (docs/kafka-worker.md)")
+    p.add_argument("--commit-interval", type=float, default=0.5, metavar="S",
+                   help="with --engine faust: seconds between transaction commits; records "
+                        "reach read_committed readers at a commit (the aiokafka engine "
+                        "commits every batch)")
     p.add_argument("--workdir", metavar="DIR",
                    help="with --engine faust: Faust's data directory (default: a temporary "
                         "one, removed at exit); the aiokafka engine keeps no local state")
@@ -74,6 +78,9 @@ def run(args) -> int:
     if args.partitions < 1 or args.batch < 1:
         print("dpmstream worker: --partitions and --batch must be at least 1", file=sys.stderr)
         return 2
+    if not args.commit_interval > 0:
+        print("dpmstream worker: --commit-interval must be more than 0", file=sys.stderr)
+        return 2
 
     from dpmstream.streams.kafka_worker import Worker, WorkerConfig
     from dpmstream.streams.metrics import PipelineMetrics, serve
@@ -90,7 +97,8 @@ def run(args) -> int:
             import os
             os.makedirs(args.workdir, exist_ok=True)
         return run_faust_worker(config, metrics_port=args.metrics_port,
-                                metrics_bind=args.metrics_bind, workdir=args.workdir)
+                                metrics_bind=args.metrics_bind, workdir=args.workdir,
+                                commit_interval_s=args.commit_interval)
     if args.workdir:
         log.info("--workdir is used by --engine faust only; the aiokafka engine keeps its "
                  "state in Kafka")
