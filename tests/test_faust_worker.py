@@ -252,3 +252,39 @@ def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_double
     # The killed transactions did write state: only read_committed hides it.
     raw = read_topic(kafka_broker.bootstrap, changelog, "read_uncommitted")
     assert len(raw) > len(read_topic(kafka_broker.bootstrap, changelog))
+
+
+def test_the_default_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
+        kafka_broker_factory, tmp_path):
+    """`dpmstream worker` as the compose file runs it: SASL_PLAINTEXT, PLAIN, the
+    password from the environment; a broker that checks it (a wrong one: a clear error)."""
+    broker = kafka_broker_factory(sasl_users={"dpmstream": "s3cret-pw"})
+    sim = simulate(SimConfig(requests=80, seed=3), tmp_path / "s")
+    recs = envelopes(sim.log_path, "head01", DPM) + envelopes(sim.dpns_log_path, "head01", DPNS)
+    want = as_json(core_records(recs))
+    t = topics("fsasl")
+    broker.create_topics([t["lines"]], partitions=1)
+    produce(broker.bootstrap, t["lines"], recs)
+    command = [sys.executable, "-m", "dpmstream", "worker", "--broker", broker.sasl_url,
+               "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
+               "--sasl-username", "dpmstream", "--lines-topic", t["lines"],
+               "--requests-topic", t["requests"], "--calls-topic", t["calls"],
+               "--group-id", t["group"], "--workdir", str(tmp_path / "faust-data"), "-v"]
+
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, DPMSTREAM_KAFKA_PASSWORD="wrong-pw"))
+    assert refused.returncode == 1
+    assert "Authentication failed" in refused.stderr and "wrong-pw" not in refused.stderr
+
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL,
+                                env=dict(os.environ, DPMSTREAM_KAFKA_PASSWORD="s3cret-pw"))
+        try:
+            wait_for(lambda: consumed(broker, t["group"]) >= len(recs), 90,
+                     "the worker to commit every line", proc, log_path)
+        finally:
+            assert stop(proc) == 0
+    assert_same_records(worker_output(broker, t), want)
+    assert "s3cret-pw" not in log_path.read_text()

@@ -35,16 +35,29 @@ def kafka_home() -> Path:
     return home
 
 
+def _jaas_value(text: str) -> str:
+    if any(c in text for c in '"\\;\n'):
+        raise ServiceError("kafka: SASL user names and passwords may not hold quotes, "
+                           "backslashes, semicolons or newlines")
+    return text
+
+
 def _server_properties(work: Path, port: int, controller_port: int,
-                       auto_create_topics: bool, partitions: int) -> str:
+                       auto_create_topics: bool, partitions: int,
+                       sasl_port: int | None = None, sasl_users: dict | None = None) -> str:
+    listeners = f"PLAINTEXT://{HOST}:{port}"
+    protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    if sasl_users:
+        listeners += f",SASL_PLAINTEXT://{HOST}:{sasl_port}"
+        protocols += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "listeners": f"{listeners},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": listeners,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": protocols,
         "controller.quorum.bootstrap.servers": f"{HOST}:{controller_port}",
         "log.dirs": str(work / "data"),
         "num.partitions": str(partitions),
@@ -63,6 +76,14 @@ def _server_properties(work: Path, port: int, controller_port: int,
         "log.segment.bytes": str(64 * 1024 * 1024),
         "controlled.shutdown.enable": "true",
     }
+    if sasl_users:
+        # SASL/PLAIN on its own listener, the users checked against this list (no ACLs:
+        # a logged-in user may do anything, as on a test broker it should).
+        users = " ".join(f'user_{_jaas_value(name)}="{_jaas_value(pw)}"'
+                         for name, pw in sasl_users.items())
+        settings["sasl.enabled.mechanisms"] = "PLAIN"
+        settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};")
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
@@ -75,7 +96,8 @@ class KafkaBroker:
 
     def __init__(self, workdir: Path | str, port: int | None = None,
                  controller_port: int | None = None, heap: str = "512m",
-                 auto_create_topics: bool = True, default_partitions: int = 1):
+                 auto_create_topics: bool = True, default_partitions: int = 1,
+                 sasl_users: dict[str, str] | None = None):
         self.workdir = Path(workdir).resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
         saved = self._saved_ports()
@@ -83,6 +105,12 @@ class KafkaBroker:
         self.controller_port = controller_port or saved.get("controller_port") or free_port()
         if self.controller_port == self.port:
             self.controller_port = free_port()
+        self.sasl_users = dict(sasl_users or {})
+        self.sasl_port = None
+        if self.sasl_users:
+            self.sasl_port = saved.get("sasl_port") or free_port()
+            while self.sasl_port in (self.port, self.controller_port):
+                self.sasl_port = free_port()
         self.heap = heap
         self.auto_create_topics = auto_create_topics
         self.default_partitions = default_partitions
@@ -108,6 +136,13 @@ class KafkaBroker:
         return f"kafka://{HOST}:{self.port}"
 
     @property
+    def sasl_url(self) -> str:
+        """The SASL_PLAINTEXT (PLAIN) listener, when the broker was made with sasl_users."""
+        if self.sasl_port is None:
+            raise ServiceError("kafka: this broker has no SASL listener (no sasl_users)")
+        return f"kafka://{HOST}:{self.sasl_port}"
+
+    @property
     def running(self) -> bool:
         return self.process.pid() is not None
 
@@ -121,14 +156,17 @@ class KafkaBroker:
         if self.running:
             return 0.0
         home = kafka_home()
-        for port in (self.port, self.controller_port):
-            if port_open(HOST, port):
+        for port in (self.port, self.controller_port, self.sasl_port):
+            if port is not None and port_open(HOST, port):
                 raise ServiceError(f"kafka: port {port} on {HOST} is already in use")
         props = self.workdir / "server.properties"
         props.write_text(_server_properties(self.workdir, self.port, self.controller_port,
-                                            self.auto_create_topics, self.default_partitions))
+                                            self.auto_create_topics, self.default_partitions,
+                                            self.sasl_port, self.sasl_users))
+        props.chmod(0o600)   # it holds the SASL passwords
         (self.workdir / "ports.json").write_text(
-            json.dumps({"port": self.port, "controller_port": self.controller_port}))
+            json.dumps({"port": self.port, "controller_port": self.controller_port,
+                        "sasl_port": self.sasl_port}))
         (self.workdir / "logs").mkdir(exist_ok=True)
         if not (self.workdir / "data" / "meta.properties").exists():
             self._format(home, props)
