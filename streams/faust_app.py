@@ -155,7 +155,12 @@ class FaustEngine:
             records, changes = part.checkpoint()
             # Shielded: a worker stopping mid-batch still hands Faust's final commit
             # whole batches (or none), never half of one.
-            await asyncio.shield(self._send(p, records, changes))
+            if not await asyncio.shield(self._send(p, records, changes)):
+                # Not persisted: forget what this batch did, so that p is rebuilt from
+                # the table, whose offset has the batch read again (from the topic
+                # itself if Faust moves past it, see _in_order).
+                self.parts.pop(p, None)
+                return
             self.lines_seen += len(messages)
             self._observe(part, records)
         self.batches += 1
@@ -213,15 +218,19 @@ class FaustEngine:
         if reader is not None:
             await reader.stop()
 
-    async def _send(self, p: int, records: list[dict], changes: dict) -> None:
+    async def _send(self, p: int, records: list[dict], changes: dict) -> bool:
+        """The batch's records and state changes into p's open transaction; False when
+        there is none (between Faust's last commit before a stop or rebalance and the
+        next assignment)."""
         app, cfg = self.app, self.cfg
         tid = f"{app.conf.id}-{app.assignor.group_for_topic(cfg.lines_topic)}-{p}"
         producer = app.producer
         # The lock Faust's commit of this transaction takes: our sends are all in, or none.
         async with producer._trn_locks[tid]:
-            if app.consumer.transactions_ended:   # stopping: see faust_batches
-                log.info("partition %d: batch not sent, the worker is stopping", p)
-                return
+            if app.consumer.transactions_ended:   # see faust_batches
+                log.info("partition %d: batch not sent: no transaction open (stopping or "
+                         "rebalancing); it is read again", p)
+                return False
             txn = producer._transaction_producers[tid]
             for rec in records:
                 topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
@@ -235,6 +244,7 @@ class FaustEngine:
                 else:
                     value = data[tkey] = json.dumps(state, separators=(",", ":")).encode()
                 await txn.send(self._changelog, value, key=tkey, partition=p)
+        return True
 
     def _rebuild(self, p: int) -> PartitionState:
         """p's pipeline from the table (Faust has recovered p's changelog partition by now)."""

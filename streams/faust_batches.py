@@ -18,12 +18,13 @@ holes transaction markers leave), so acking the batch message commits past all o
 acked between commits then leave a duplicate offset in its acked list, and the commit
 stops there. So the read offset is moved first and that loop sees no jump.)
 
-Stopping: Faust's last commit ends each transaction without starting another, yet we
-saw a busy worker commit once more after it, sending offsets to a producer that had no
-transaction (aiokafka's IllegalOperation, which also leaves the consumer thread running,
-so the process never exits). After the last
-commit `transactions_ended` is true and commits are no-ops; the engine does not send a
-batch then either, so its records stay unacked for the partition's next owner.
+Stopping and rebalancing: Faust's last commit before a stop or a rebalance ends each
+transaction without starting another, yet we saw a busy worker commit once more after
+it, sending offsets to a producer that had no transaction (aiokafka's IllegalOperation,
+which also leaves the consumer thread running, so the process never exits). From that
+commit until the next assignment begins new transactions, `transactions_ended` is true
+and commits are no-ops; the engine does not send a batch then either, and reads it
+again from the offset its state holds.
 
 Registered under the broker URL scheme `dpmstream` (`broker="dpmstream://HOST:PORT"`),
 Faust's own way of choosing a transport. It uses consumer internals of faust-streaming
@@ -99,6 +100,12 @@ class BatchingConsumer(faust_aiokafka.Consumer):
             await super().commit_and_end_transactions()
         finally:
             self.transactions_ended = True
+
+    async def on_partitions_assigned(self, assigned, generation_id: int = 0) -> None:
+        # A rebalance also ends the transactions (Faust waits for its streams to empty
+        # when partitions are revoked); the assignment begins new ones.
+        await super().on_partitions_assigned(assigned, generation_id)
+        self.transactions_ended = False
 
     async def commit(self, topics=None, start_new_transaction: bool = True) -> bool:
         if self.transactions_ended:
