@@ -254,8 +254,9 @@ def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_double
     assert len(raw) > len(read_topic(kafka_broker.bootstrap, changelog))
 
 
-def test_the_default_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
-        kafka_broker_factory, tmp_path):
+@pytest.mark.parametrize("engine", ["aiokafka", "faust"])
+def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
+        kafka_broker_factory, tmp_path, engine):
     """`dpmstream worker` as the compose file runs it: SASL_PLAINTEXT, PLAIN, the
     password from the environment; a broker that checks it (a wrong one: a clear error)."""
     broker = kafka_broker_factory(sasl_users={"dpmstream": "s3cret-pw"})
@@ -265,7 +266,8 @@ def test_the_default_worker_logs_in_with_sasl_plain_and_never_shows_the_password
     t = topics("fsasl")
     broker.create_topics([t["lines"]], partitions=1)
     produce(broker.bootstrap, t["lines"], recs)
-    command = [sys.executable, "-m", "dpmstream", "worker", "--broker", broker.sasl_url,
+    command = [sys.executable, "-m", "dpmstream", "worker", "--engine", engine,
+               "--broker", broker.sasl_url,
                "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
                "--sasl-username", "dpmstream", "--lines-topic", t["lines"],
                "--requests-topic", t["requests"], "--calls-topic", t["calls"],
