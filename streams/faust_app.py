@@ -12,11 +12,11 @@ lets a Faust worker keep up with a head node (about 13,000 lines/s before, >60,0
 State design. One PartitionState (one Pipeline, the (host, path) high-water offsets) per
 input partition p; a host's lines are all in one partition. Its net changes after each
 batch are written to the table under the key "<p>|<state key>" AND to partition p of the
-changelog (the table has as many partitions as the lines topic). Faust restores exactly
-the changelog partitions of the input partitions it assigns us (reading committed
-transactions only); the first event of p then rebuilds p's pipeline from the table
-entries whose key starts with "<p>|". A revoked partition's pipeline is dropped, so a
-partition that comes back is rebuilt from the table, never from a stale pipeline.
+changelog (the table has as many partitions as the lines topic). The first event of p
+rebuilds p's pipeline from p's changelog partition, read here with read_committed once
+no transaction is open on it (_rebuild says why not from Faust's recovered table). A
+revoked partition's pipeline is dropped, so a partition that comes back is rebuilt from
+the changelog, never from a stale pipeline.
 
 Exactly once, and what Faust is not trusted with. In exactly_once mode Faust keeps one
 transactional producer per input partition (transactional id "<app id>-<group>-<p>",
