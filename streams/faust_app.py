@@ -12,11 +12,11 @@ lets a Faust worker keep up with a head node (about 13,000 lines/s before, >60,0
 State design. One PartitionState (one Pipeline, the (host, path) high-water offsets) per
 input partition p; a host's lines are all in one partition. Its net changes after each
 batch are written to the table under the key "<p>|<state key>" AND to partition p of the
-changelog (the table has as many partitions as the lines topic). The first event of p
-rebuilds p's pipeline from p's changelog partition, read here with read_committed once
-no transaction is open on it (_rebuild says why not from Faust's recovered table). A
-revoked partition's pipeline is dropped, so a partition that comes back is rebuilt from
-the changelog, never from a stale pipeline.
+changelog (the table has as many partitions as the lines topic). Faust restores exactly
+the changelog partitions of the input partitions it assigns us (reading committed
+transactions only); the first event of p then rebuilds p's pipeline from the table
+entries whose key starts with "<p>|". A revoked partition's pipeline is dropped, so a
+partition that comes back is rebuilt from the table, never from a stale pipeline.
 
 Exactly once, and what Faust is not trusted with. In exactly_once mode Faust keeps one
 transactional producer per input partition (transactional id "<app id>-<group>-<p>",
@@ -93,8 +93,7 @@ class FaustEngine:
         self.batches = 0
         self.redelivered = 0     # records Faust handed in again (below the state's offset)
         self.refetched = 0       # records Faust skipped, read from the topic ourselves
-        self._reader = None      # our read_committed consumer (no group), on first need
-        self._raw = None         # a read_uncommitted one, for end offsets (see _rebuild)
+        self._reader = None      # that consumer (no group), started on first need
         self._dup_counter = None
         if metrics is not None:
             from prometheus_client import Counter
@@ -149,7 +148,7 @@ class FaustEngine:
         p = batch.partition
         part = self.parts.get(p)
         if part is None:
-            part = self.parts[p] = await self._rebuild(p)
+            part = self.parts[p] = self._rebuild(p)
         messages = await self._in_order(p, part, batch.records)
         if messages:
             part.feed_batch(messages)
@@ -190,9 +189,16 @@ class FaustEngine:
     async def _read(self, p: int, start: int, end: int, timeout_s: float = 60.0) -> list:
         """Records [start, end) of partition p of the lines topic (committed ones only:
         transaction markers and aborted records leave holes, as for Faust)."""
-        from aiokafka import TopicPartition
+        from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        reader = await self._reader_started()
+        if self._reader is None:
+            reader = AIOKafkaConsumer(
+                bootstrap_servers=self.cfg.bootstrap, group_id=None, enable_auto_commit=False,
+                isolation_level="read_committed", client_id="dpmstream-faust-reader",
+                **self.cfg.security)
+            await reader.start()
+            self._reader = reader
+        reader = self._reader
         tp = TopicPartition(self.cfg.lines_topic, p)
         reader.assign([tp])
         reader.seek(tp, start)
@@ -207,25 +213,10 @@ class FaustEngine:
             out += [m for m in batch.get(tp, ()) if m.offset < end]
         return out
 
-    async def _reader_started(self):
-        """Our own read_committed consumer (no group), started on first need."""
-        from aiokafka import AIOKafkaConsumer
-
-        if self._reader is None:
-            reader = AIOKafkaConsumer(
-                bootstrap_servers=self.cfg.bootstrap, group_id=None, enable_auto_commit=False,
-                isolation_level="read_committed", client_id="dpmstream-faust-reader",
-                max_partition_fetch_bytes=8 << 20, **self.cfg.security)
-            await reader.start()
-            self._reader = reader
-        return self._reader
-
     async def _close_reader(self, app, **kwargs) -> None:
-        for name in ("_reader", "_raw"):
-            consumer = getattr(self, name)
-            setattr(self, name, None)
-            if consumer is not None:
-                await consumer.stop()
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await reader.stop()
 
     async def _send(self, p: int, records: list[dict], changes: dict) -> bool:
         """The batch's records and state changes into p's open transaction; False when
@@ -255,70 +246,22 @@ class FaustEngine:
                 await txn.send(self._changelog, value, key=tkey, partition=p)
         return True
 
-    async def _rebuild(self, p: int, settle_s: float = 60.0) -> PartitionState:
-        """p's pipeline from p's partition of the changelog, read here with read_committed.
-
-        Not from Faust's recovered table: in a rebalance Faust may finish recovering p
-        while the previous owner's last transaction is still open (measured: a new owner
-        started p with no state at all), and a read_committed reader cannot see past an
-        open transaction. Our producer for p has fenced that owner by now, which aborts
-        its transaction; so wait until no transaction is open, then read p's state."""
-        from aiokafka import TopicPartition
-
+    def _rebuild(self, p: int) -> PartitionState:
+        """p's pipeline from the table (Faust has recovered p's changelog partition by now)."""
         started = time.monotonic()
         cfg = self.cfg
-        reader = await self._reader_started()
-        tp = TopicPartition(self._changelog, p)
-        reader.assign([tp])
-        deadline = started + settle_s
-        while True:
-            stable = (await reader.end_offsets([tp]))[tp]           # read_committed: the LSO
-            written = (await self._raw_end_offsets([tp]))[tp]
-            if stable >= written or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.1)
-        if stable < written:
-            log.warning("partition %d: a transaction on the changelog is still open after "
-                        "%.0f s; resuming from the state committed before it", p, settle_s)
-        await reader.seek_to_beginning(tp)
-        states: dict[str, object] = {}
-        prefix = f"{p}|"
-        while await reader.position(tp) < stable:
-            batch = await reader.getmany(tp, timeout_ms=1000, max_records=50_000)
-            for msg in batch.get(tp, ()):
-                key = msg.key.decode()
-                if not key.startswith(prefix):
-                    continue
-                if msg.value is None:
-                    states.pop(key[len(prefix):], None)
-                else:
-                    states[key[len(prefix):]] = json.loads(msg.value)
-        data = self.table.data   # the table mirrors what was read
-        for key in [k for k in data if k.startswith(prefix.encode())]:
-            del data[key]
-        for key, state in states.items():
-            data[(prefix + key).encode()] = json.dumps(state, separators=(",", ":")).encode()
         part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
                               profile=cfg.profile, tz=cfg.tz)
+        prefix = f"{p}|".encode()
+        states = {k[len(prefix):].decode(): json.loads(v)
+                  for k, v in list(self.table.data.items())
+                  if k.startswith(prefix) and v is not None}
         part.restore(states)
         # The same words as the aiokafka engine's (tests and admins read both).
         log.info("partition %d: resumed at offset %s with %d open requests "
                  "(%d state entries, %.2f s)", p, part.next_offset,
                  part.pipeline.stats.in_flight, len(states), time.monotonic() - started)
         return part
-
-    async def _raw_end_offsets(self, tps) -> dict:
-        """End offsets including open transactions (a read_uncommitted consumer's)."""
-        from aiokafka import AIOKafkaConsumer
-
-        if self._raw is None:
-            raw = AIOKafkaConsumer(
-                bootstrap_servers=self.cfg.bootstrap, group_id=None, enable_auto_commit=False,
-                isolation_level="read_uncommitted", client_id="dpmstream-faust-offsets",
-                **self.cfg.security)
-            await raw.start()
-            self._raw = raw
-        return await self._raw.end_offsets(tps)
 
     async def _on_revoked(self, app, revoked, **kwargs) -> None:
         for tp in revoked:

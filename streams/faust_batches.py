@@ -98,21 +98,8 @@ class BatchingConsumer(faust_aiokafka.Consumer):
     async def commit_and_end_transactions(self) -> None:
         try:
             await super().commit_and_end_transactions()
-            await self._commit_open_transactions()
         finally:
             self.transactions_ended = True
-
-    async def _commit_open_transactions(self) -> None:
-        """Commit what Faust's last commit left open: it ends only the transactions that
-        have new offsets, so one may still hold an engine's sends (records, state) with
-        its offsets behind. Left open through a rebalance, it hides the partition's state
-        from whoever reads it next, ourselves included. (aiokafka internals.)"""
-        producer = self.app.producer
-        for tid, txn in list(getattr(producer, "_transaction_producers", {}).items()):
-            async with producer._trn_locks[tid]:
-                manager = txn._txn_manager
-                if manager.is_in_transaction() and not manager.is_empty_transaction():
-                    await txn.commit_transaction()
 
     async def on_partitions_assigned(self, assigned, generation_id: int = 0) -> None:
         # A rebalance also ends the transactions (Faust waits for its streams to empty

@@ -13,9 +13,10 @@ p's producer first, which fences the old one and aborts its open transaction, th
 p's state (read_committed) and resumes at the offset stored with it. Lines delivered
 twice anyway (rsyslog resending) are recognised by (host, path, offset).
 
-This is `dpmstream worker --engine aiokafka`; the default engine is the Faust app of
-faust_app.py, which feeds the same PartitionState. This one needs no local state and
-no Faust, and its transaction logic is all in view here. See docs/kafka-worker.md.
+This is the default engine of `dpmstream worker`; `--engine faust` (faust_app.py) feeds
+the same PartitionState from a Faust app. This one needs no local state and no Faust,
+its transaction logic is all in view here, and its rebalances are tested. See
+docs/kafka-worker.md.
 """
 
 from __future__ import annotations

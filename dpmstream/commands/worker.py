@@ -14,12 +14,11 @@ def register(sub, name: str, help_text: str) -> None:
 
     p = sub.add_parser(
         name, help=help_text, description=(
-            "A Faust app: read the rsyslog JSON line envelopes from the lines topic, "
-            "reassemble requests per host (one pipeline per partition, its state in a "
-            "changelog-backed Faust table), and write request records (keyed by token) and "
-            "call records (keyed by host) to their topics, exactly once: state, records and "
-            "consumer offsets are committed in one Kafka transaction per partition. "
-            "Run several workers with the same --group-id to share "
+            "Read the rsyslog JSON line envelopes from the lines topic, reassemble requests "
+            "per host (one pipeline per partition), and write request records (keyed by "
+            "token) and call records (keyed by host) to their topics, exactly once: state, "
+            "records and consumer offsets are committed in one Kafka transaction per "
+            "partition. Run several workers with the same --group-id to share "
             "the partitions; a restarted worker resumes from the committed state."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_kafka_arguments(p)
@@ -44,11 +43,12 @@ def register(sub, name: str, help_text: str) -> None:
                    help="open requests per partition before the least recently active is evicted")
     p.add_argument("--batch", type=int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
-    p.add_argument("--engine", choices=("faust", "aiokafka"), default="faust",
-                   help="faust: a Faust app, its agent fed whole partition batches, the state "
-                        "in a changelog-backed Faust table; aiokafka: the same processing as a "
-                        "plain transactional consume-process-produce loop, its state in a "
-                        "compacted topic (docs/kafka-worker.md)")
+    p.add_argument("--engine", choices=("aiokafka", "faust"), default="aiokafka",
+                   help="aiokafka: a transactional consume-process-produce loop, its state in "
+                        "a compacted topic; faust: the same processing as a Faust app, its "
+                        "agent fed whole partition batches, the state in a changelog-backed "
+                        "Faust table (one worker per group only for now: "
+                        "docs/kafka-worker.md)")
     p.add_argument("--commit-interval", type=float, default=0.5, metavar="S",
                    help="with --engine faust: seconds between transaction commits; records "
                         "reach read_committed readers at a commit (the aiokafka engine "
