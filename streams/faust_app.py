@@ -52,6 +52,7 @@ import time
 
 import faust
 
+from dpmstream.streams.faust_batches import SCHEME  # also registers the transport
 from dpmstream.streams.kafka_state import PartitionState
 from dpmstream.streams.record_topics import output_message
 
@@ -66,7 +67,6 @@ def changelog_topic(group_id: str) -> str:
 
 def faust_credentials(security: dict):
     """aiokafka security kwargs (kafka_config.KafkaSecurity.client_kwargs) -> Faust credentials."""
-
     protocol = security.get("security_protocol", "PLAINTEXT")
     ctx = security.get("ssl_context")
     if protocol.startswith("SASL"):
@@ -83,8 +83,6 @@ class FaustEngine:
 
     def __init__(self, config, partitions: int, *, metrics=None, datadir=None, loop=None,
                  session_timeout_s: float = 10.0, commit_interval_s: float = 0.5):
-        from dpmstream.streams.faust_batches import SCHEME
-
         self.cfg = config
         self.metrics = metrics
         self.parts: dict[int, PartitionState] = {}
@@ -320,8 +318,9 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
 
     config: kafka_worker.WorkerConfig (bootstrap, security kwargs, topics, group_id, core
     options; batch_records caps the records of one fetch, so of one batch). workdir:
-    Faust's datadir (default: a temporary directory, removed at exit). metrics_port None: no /metrics endpoint. on_engine: called with
-    the FaustEngine before the worker starts (the benchmark adds a task there).
+    Faust's datadir (default: a temporary directory, removed at exit). metrics_port None:
+    no /metrics endpoint. on_engine: called with the FaustEngine before the worker starts
+    (the benchmark adds a task there).
     session_timeout_s: how long the group waits for a worker that died (or, Faust's
     consumer not leaving the group on stop, for one that stopped) before its partitions
     move on; the broker's floor is 6 s. commit_interval_s: Faust's commit interval
@@ -352,7 +351,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
         on_engine(engine)
     # Faust's Worker chdirs into its workdir: stay where we are.
     worker = QuietWorker(engine.app, loop=loop, loglevel=loglevel, quiet=True,
-                          workdir=os.getcwd(), keep_handlers=list(logging.root.handlers))
+                         workdir=os.getcwd(), keep_handlers=list(logging.root.handlers))
     log.info("faust worker %s: %s (%d partitions) -> %s, %s on %s", config.group_id,
              config.lines_topic, partitions, config.requests_topic, config.calls_topic,
              config.bootstrap)

@@ -94,9 +94,6 @@ def run(args) -> int:
         tz=checked_zone(args.tz), batch_records=args.batch)
     if args.engine == "faust":
         from dpmstream.streams.faust_app import run_faust_worker
-        if args.workdir:
-            import os
-            os.makedirs(args.workdir, exist_ok=True)
         return run_faust_worker(config, metrics_port=args.metrics_port,
                                 metrics_bind=args.metrics_bind, workdir=args.workdir,
                                 commit_interval_s=args.commit_interval)
