@@ -13,7 +13,8 @@ p's producer first, which fences the old one and aborts its open transaction, th
 p's state (read_committed) and resumes at the offset stored with it. Lines delivered
 twice anyway (rsyslog resending) are recognised by (host, path, offset).
 
-This is the default engine of `dpmstream worker`; `--engine faust` (faust_app.py) feeds
+The partitions, their producers and transactions are kafka_partitions.PartitionOwners,
+shared with the Faust engine (`--engine faust`, faust_app.py), which feeds
 the same PartitionState from a Faust app. This one needs no local state and no Faust,
 its transaction logic is all in view here, and its rebalances are tested. See
 docs/kafka-worker.md.
@@ -22,17 +23,15 @@ docs/kafka-worker.md.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
+from dpmstream.streams.kafka_partitions import Outcome, PartitionOwners
 from dpmstream.streams.kafka_state import PartitionState
 from dpmstream.streams.kafka_topics import ensure_topics
-from dpmstream.streams.record_topics import output_message
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -63,12 +62,10 @@ class Worker:
     def __init__(self, config: WorkerConfig, metrics=None):
         self.cfg = config
         self.metrics = metrics
-        self.parts: dict[int, PartitionState] = {}
-        self.producers: dict[int, AIOKafkaProducer] = {}
+        self.owners = PartitionOwners(config, config.state)
         self._lock = asyncio.Lock()          # a batch and a rebalance never overlap
         self._stopping = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
-        self._loader: AIOKafkaConsumer | None = None
         self.lines_seen = 0                  # records fed, all partitions (bench, tests)
         self.duplicates = 0                  # of which lines seen before (host, path, offset)
         self.batches = 0
@@ -89,16 +86,12 @@ class Worker:
         await ensure_topics(cfg.bootstrap, cfg.security, lines=cfg.lines_topic,
                             outputs=[cfg.requests_topic, cfg.calls_topic], state=cfg.state,
                             partitions=cfg.partitions)
-        self._loader = AIOKafkaConsumer(
-            bootstrap_servers=cfg.bootstrap, group_id=None, enable_auto_commit=False,
-            isolation_level="read_committed", client_id="dpmstream-state-loader",
-            max_partition_fetch_bytes=8 << 20, **cfg.security)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap, group_id=cfg.group_id, enable_auto_commit=False,
             isolation_level="read_committed", auto_offset_reset="earliest",
             client_id="dpmstream-worker", max_partition_fetch_bytes=4 << 20,
             fetch_max_bytes=32 << 20, **cfg.security)
-        await self._loader.start()
+        await self.owners.start()
         try:
             self._consumer.subscribe([cfg.lines_topic], listener=_Rebalance(self))
             await self._consumer.start()
@@ -109,8 +102,8 @@ class Worker:
             finally:
                 await self._consumer.stop()   # leaves the group (revokes: see _revoke)
         finally:
-            await self._drop(list(self.parts))
-            await self._loader.stop()
+            self._forget(list(self.parts))
+            await self.owners.stop()
 
     async def _loop(self) -> None:
         consumer = self._consumer
@@ -152,36 +145,14 @@ class Worker:
 
     async def _commit(self, part: PartitionState) -> None:
         p = part.partition
-        producer = self.producers.get(p)
         records, changes = part.checkpoint()
-        cfg = self.cfg
-        try:
-            await producer.begin_transaction()
-            send = producer.send
-            for rec in records:
-                topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
-                await send(topic, value, key=key)
-            for key, state in changes.items():
-                value = None if state is None else json.dumps(state, separators=(",", ":")).encode()
-                await send(cfg.state, value, key=key.encode(), partition=p)
-            await producer.send_offsets_to_transaction(
-                {TopicPartition(cfg.lines_topic, p): part.next_offset}, cfg.group_id)
-            await producer.commit_transaction()
-        except ProducerFenced:
-            # Another worker owns p now: what we did since our last commit is theirs to redo.
-            log.warning("partition %d: taken over by another worker (fenced)", p)
-            await self._drop([p])
+        outcome = await self.owners.commit(part, records, changes)
+        if outcome is Outcome.COMMITTED:
+            self._observe(part, records)
             return
-        except (KafkaError, OSError) as exc:
-            log.error("partition %d: transaction failed (%s); reloading its state", p,
-                      exc.__class__.__name__)
-            try:
-                await producer.abort_transaction()
-            except Exception:  # the producer may be unusable; _reload makes a new one
-                pass
-            await self._reload(p)
-            return
-        self._observe(part, records)
+        self._forget([p])
+        if outcome is Outcome.FAILED:   # still ours: read its state again
+            await self._assign([p])
 
     def _observe(self, part: PartitionState, records: list[dict]) -> None:
         if part.bad_records > self._reported_bad:
@@ -200,64 +171,29 @@ class Worker:
         part.duplicates.clear()
 
     # -- partitions ---------------------------------------------------------------------
+    @property
+    def parts(self) -> dict[int, PartitionState]:
+        return self.owners.parts
+
     async def _assign(self, partitions: list[int]) -> None:
         for p in partitions:
             if p in self.parts:
                 continue
             started = time.monotonic()
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.cfg.bootstrap, client_id=f"dpmstream-worker-p{p}",
-                transactional_id=f"{self.cfg.group_id}-{self.cfg.lines_topic}-{p}",
-                enable_idempotence=True, acks="all", linger_ms=5,
-                max_batch_size=1 << 20, max_request_size=8 << 20, **self.cfg.security)
-            # Starting it fences the partition's previous owner and aborts its open
-            # transaction, so the state we read next is complete and final.
-            await producer.start()
-            self.producers[p] = producer
-            part = await self._load(p)
-            self.parts[p] = part
+            part, _states = await self.owners.take(p)
             if part.next_offset is not None:
                 self._consumer.seek(TopicPartition(self.cfg.lines_topic, p), part.next_offset)
             log.info("partition %d: resumed at offset %s with %d open requests (%.2f s)",
                      p, part.next_offset, part.pipeline.stats.in_flight, time.monotonic() - started)
 
-    async def _load(self, p: int) -> PartitionState:
-        """p's state from its partition of the state topic (committed transactions only)."""
-        cfg = self.cfg
-        part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
-                              profile=cfg.profile, tz=cfg.tz)
-        tp = TopicPartition(cfg.state, p)
-        loader = self._loader
-        loader.assign([tp])
-        await loader.seek_to_beginning(tp)
-        end = (await loader.end_offsets([tp]))[tp]
-        states: dict[str, object] = {}
-        while await loader.position(tp) < end:
-            batch = await loader.getmany(tp, timeout_ms=1000, max_records=50_000)
-            for msg in batch.get(tp, ()):
-                key = msg.key.decode()
-                if msg.value is None:
-                    states.pop(key, None)
-                else:
-                    states[key] = json.loads(msg.value)
-        part.restore(states)
-        return part
-
-    async def _reload(self, p: int) -> None:
-        await self._drop([p])
-        await self._assign([p])
-
     async def _drop(self, partitions) -> None:
-        for p in list(partitions):
-            self.parts.pop(p, None)
-            producer = self.producers.pop(p, None)
-            if producer is not None:
-                try:
-                    await producer.stop()
-                except Exception as exc:  # stopping a fenced producer may complain
-                    log.debug("partition %d: producer stop: %r", p, exc)
-            if self.metrics is not None:  # its hosts are someone else's now
-                from dpmstream.streams.pipeline import Pipeline
+        await self.owners.drop(partitions)
+        self._forget(partitions)
+
+    def _forget(self, partitions) -> None:
+        if self.metrics is not None:  # their hosts are someone else's now
+            from dpmstream.streams.pipeline import Pipeline
+            for p in partitions:
                 self.metrics.update_from_stats(Pipeline(lambda r: None).stats, source=f"p{p}")
 
 

@@ -3,11 +3,13 @@ same records as the core, metrics, and exactly once across SIGTERM and kill -9 r
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -90,6 +92,16 @@ def assert_same_records(got, want):
     got_c, want_c = Counter(canonical(got)), Counter(canonical(want))
     lost, doubled = sum((want_c - got_c).values()), sum((got_c - want_c).values())
     assert (lost, doubled) == (0, 0), f"{lost} records lost, {doubled} extra or doubled"
+
+
+def trickled(recs):
+    """(head, rest) of two hosts' records: a fifth of each host's lines, then the rest
+    with the hosts interleaved (head01 -> partition 0, head02 -> 1), each host in order."""
+    by_host = [[r for r in recs if r[0] == h] for h in (b"head01", b"head02")]
+    head = [r for part in by_host for r in part[: len(part) // 5]]
+    rest = [r for pair in itertools.zip_longest(*(p[len(p) // 5:] for p in by_host))
+            for r in pair if r]
+    return head, rest
 
 
 @pytest.fixture(scope="module")
@@ -180,18 +192,25 @@ def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing
     recs, want = big_log
     t = topics("fterm")
     kafka_broker.create_topics([t["lines"]], partitions=2)
-    produce(kafka_broker.bootstrap, t["lines"], recs)
+    # A fifth now, the rest trickling in: a worker this fast would otherwise be done with
+    # a pre-filled topic before the test could stop it.
+    head, rest = trickled(recs)
+    produce(kafka_broker.bootstrap, t["lines"], head)
+    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
+                              kwargs={"chunk": 1500, "pause_s": 0.25})
     log_path = tmp_path / "worker.log"
     with open(log_path, "ab") as log:
         proc = spawn(kafka_broker, t, tmp_path, log)
         try:
             wait_for(lambda: consumed(kafka_broker, t["group"]) > 5000, 60,
                      "the first worker's progress", proc, log_path)
+            feeder.start()
         finally:
             assert stop(proc) == 0
         stopped_at = consumed(kafka_broker, t["group"])
         assert stopped_at < len(recs), "the first worker finished before it was stopped"
         proc = spawn(kafka_broker, t, tmp_path, log)
+        feeder.join()
         try:
             wait_for(lambda: consumed(kafka_broker, t["group"]) >= len(recs), 90,
                      "the restarted worker to reach the end", proc, log_path)
@@ -290,3 +309,39 @@ def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
             assert stop(proc) == 0
     assert_same_records(worker_output(broker, t), want)
     assert "s3cret-pw" not in log_path.read_text()
+
+
+def test_a_second_faust_worker_takes_over_a_partition_mid_stream_with_nothing_lost_or_doubled(
+        kafka_broker, tmp_path, big_log):
+    """A rebalance: worker B joins while A is working and lines keep coming; B restores
+    its partition's state from the changelog and carries on where A stopped."""
+    recs, want = big_log
+    t = topics("freb")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    head, rest = trickled(recs)
+    produce(kafka_broker.bootstrap, t["lines"], head)
+    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
+                              kwargs={"chunk": 1500, "pause_s": 0.25})
+    logs = {w: tmp_path / f"worker-{w}.log" for w in "ab"}
+    procs = {}
+    try:
+        with open(logs["a"], "ab") as log:
+            procs["a"] = spawn(kafka_broker, t, tmp_path / "a", log)
+        wait_for(lambda: consumed(kafka_broker, t["group"]) > 0, 60,
+                 "worker A to commit", procs["a"], logs["a"])
+        feeder.start()
+        with open(logs["b"], "ab") as log:
+            procs["b"] = spawn(kafka_broker, t, tmp_path / "b", log)
+        wait_for(lambda: "resumed at offset" in logs["b"].read_text(), 90,
+                 "worker B to take a partition", procs["b"], logs["b"])
+        feeder.join()
+        wait_for(lambda: consumed(kafka_broker, t["group"]) >= len(recs), 90,
+                 "the two workers to reach the end", procs["b"], logs["b"])
+    finally:
+        if feeder.is_alive():
+            feeder.join()
+        codes = {w: stop(p) for w, p in procs.items()}
+    assert codes == {"a": 0, "b": 0}
+    taken = re.findall(r"partition (\d): resumed at offset (\d+)", logs["b"].read_text())
+    assert any(int(offset) > 0 for _p, offset in taken), taken   # mid-stream, from state
+    assert_same_records(worker_output(kafka_broker, t), want)
