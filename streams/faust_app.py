@@ -2,7 +2,7 @@
 
     code = run_faust_worker(config, metrics_port=9108, metrics_bind="127.0.0.1", workdir=None)
 
-A faust.App (id = config.group_id, processing_guarantee="exactly_once", web server off,
+A faust.App (id = config.group_id, processing_guarantee="at_least_once", web server off,
 memory store, private datadir) with one agent over the lines topic and one Table,
 `state`, whose changelog topic `<group_id>-state-changelog` holds the reassembly state.
 The app runs on the batching transport of faust_batches (broker "dpmstream://..."): the
@@ -11,40 +11,35 @@ lets a Faust worker keep up with a head node (about 13,000 lines/s before, >60,0
 
 State design. One PartitionState (one Pipeline, the (host, path) high-water offsets) per
 input partition p; a host's lines are all in one partition. Its net changes after each
-batch are written to the table under the key "<p>|<state key>" AND to partition p of the
-changelog (the table has as many partitions as the lines topic). Faust restores exactly
-the changelog partitions of the input partitions it assigns us (reading committed
-transactions only); the first event of p then rebuilds p's pipeline from the table
-entries whose key starts with "<p>|". A revoked partition's pipeline is dropped, so a
-partition that comes back is rebuilt from the table, never from a stale pipeline.
+batch go to partition p of the table's changelog topic under the key "<p>|<state key>"
+(the table has as many partitions as the lines topic), and into the table itself.
 
-Exactly once, and what Faust is not trusted with. In exactly_once mode Faust keeps one
-transactional producer per input partition (transactional id "<app id>-<group>-<p>",
-which fences a previous owner and aborts its open transaction) and commits input offsets
-in that producer's transaction. Two things of Faust's own write path are not atomic with
-those offsets (faust-streaming 0.15.3): `topic.send()` picks the transaction of the
-*output* partition, and table writes go through an asynchronous buffer that a commit does
-not flush. So each batch of partition p sends its records and its changelog entries
-straight to p's transactional producer while holding that producer's transaction lock,
-which Faust's commit takes too: a transaction holds whole batches only.
+Exactly once: Faust's own exactly_once mode is not used. In faust-streaming 0.15.3 its
+last commit before a rebalance ends only the transactions that have new offsets, so one
+holding a batch's records and state could stay open; Faust's table recovery then
+finished while it was open, and a new owner started the partition with no state (or
+Faust's recovery failed with a ConsistencyError). So the app runs at_least_once and the
+engine keeps the guarantee itself, with the same code as the aiokafka engine
+(kafka_partitions.PartitionOwners): p's batch, its state changes and p's input offset go
+in one transaction of p's own transactional producer; the first batch of p after an
+assignment starts that producer (fencing whoever had p and aborting its open
+transaction) and then reads p's state from the changelog, read_committed, into the
+table and a fresh pipeline. A revoked partition is dropped after the batch in hand is
+committed. Faust commits no offset of the lines topic (faust_batches'
+`self_committed_topics`): they are the transactions'.
 
 Faust's delivery is not trusted either. Right after a (re)start it resumes fetching
 before it seeks to the committed offsets, and its fetcher runs in another thread: we
 measured a record skipped in the first batch after a restore (3 of 12 instrumented runs
-with 4 kill -9 each), and records delivered twice. Faust's commit then stops at the
-skipped offset (or, with its one-offset tolerance, passes it), while the high-water
-offsets of the state had moved past it: the line was lost for good, and its request came
-out different (e.g. without its accept time). So the state holds the next Kafka offset
-of p (key "k"), and each batch is taken in offset order from there: records below it
-(delivered again) are dropped, and records Faust skipped are read straight from the lines
-topic with a consumer of our own. The offsets Faust commits may then lag or lead the
-state; either way a restart carries on from the state's offset.
+with 4 kill -9 each), and records delivered twice. So the state holds the next Kafka
+offset of p (key "k"), and each batch is taken in offset order from there: records below
+it (delivered again) are dropped, and records Faust skipped are read straight from the
+lines topic with a consumer of our own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import tempfile
@@ -53,8 +48,9 @@ import time
 import faust
 
 from dpmstream.streams.faust_batches import SCHEME  # also registers the transport
+from dpmstream.streams.faust_recovery import SelfRecoveringTables
+from dpmstream.streams.kafka_partitions import Outcome, PartitionOwners, encode_state
 from dpmstream.streams.kafka_state import PartitionState
-from dpmstream.streams.record_topics import output_message
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -82,10 +78,14 @@ class FaustEngine:
     """The app, its agent and its per-partition pipelines (one object, for tests and bench)."""
 
     def __init__(self, config, partitions: int, *, metrics=None, datadir=None, loop=None,
-                 session_timeout_s: float = 10.0, commit_interval_s: float = 0.5):
+                 session_timeout_s: float = 10.0):
         self.cfg = config
         self.metrics = metrics
-        self.parts: dict[int, PartitionState] = {}
+        # p -> PartitionState and p's transactional producer; state keys "<p>|<key>".
+        self.owners = PartitionOwners(config, changelog_topic(config.group_id), key_prefix=True)
+        self._owners_started = False
+        self._lock = asyncio.Lock()
+        self._in_hand: asyncio.Future | None = None   # the batch being processed
         self.lines_seen = 0
         self.duplicates = 0
         self.batches = 0
@@ -103,17 +103,17 @@ class FaustEngine:
             # The batching transport (faust_batches): one event per fetched partition batch.
             broker=[f"{SCHEME}://{hp}" for hp in config.bootstrap.split(",")],
             broker_credentials=faust_credentials(config.security),
-            processing_guarantee="exactly_once",
+            # The engine commits its batches in its own transactions (module docstring).
+            processing_guarantee="at_least_once",
             store="memory://",
             datadir=datadir or tempfile.mkdtemp(prefix="dpmstream-faust-"),
             web_enabled=False, web_bind="127.0.0.1",
             topic_partitions=partitions, topic_replication_factor=1,
             table_standby_replicas=0,
             consumer_auto_offset_reset="earliest",
-            # Records become visible to read_committed readers when their transaction
-            # commits, so this bounds a record's latency; a commit costs a few ms, more
-            # (up to ~0.5 s) when it waits for a 20,000-line batch to be sent.
-            broker_commit_interval=commit_interval_s,
+            # Faust's commits: offsets of other topics (none here) and its bookkeeping;
+            # each batch of the lines topic is committed in its own transaction.
+            broker_commit_interval=1.0,
             # A killed worker's partitions move on after this (Faust's default: 60 s).
             broker_session_timeout=session_timeout_s,
             broker_heartbeat_interval=min(3.0, session_timeout_s / 3),
@@ -122,9 +122,13 @@ class FaustEngine:
             consumer_max_fetch_size=4 << 20,
             stream_buffer_maxsize=16,
             producer_max_request_size=8 << 20,
+            # The engine reads the state table's changelog itself (faust_recovery).
+            TableManager=SelfRecoveringTables,
             loop=loop,
         )
         app.batched_topics = frozenset({config.lines_topic})
+        app.self_committed_topics = frozenset({config.lines_topic})
+        app.self_recovered_topics = frozenset({changelog_topic(config.group_id)})
         self.lines = app.topic(config.lines_topic, key_type=bytes, value_type=bytes,
                                key_serializer="raw", value_serializer="raw", partitions=partitions)
         # bytes keys and values: the changelog holds our own JSON, Faust does not decode it.
@@ -138,30 +142,43 @@ class FaustEngine:
 
         app.agent(self.lines, name="dpmstream-lines")(process)
         app.on_partitions_revoked.connect(self._on_revoked)
-        app.on_before_shutdown.connect(self._close_reader)
+        app.on_before_shutdown.connect(self._shutdown)
 
     # -- one batch -----------------------------------------------------------------------
     async def _batch(self, batch) -> None:
         """One partition's fetched records (a faust_batches.BatchMessage)."""
-        p = batch.partition
-        part = self.parts.get(p)
-        if part is None:
-            part = self.parts[p] = self._rebuild(p)
-        messages = await self._in_order(p, part, batch.records)
-        if messages:
-            part.feed_batch(messages)
-            records, changes = part.checkpoint()
-            # Shielded: a worker stopping mid-batch still hands Faust's final commit
-            # whole batches (or none), never half of one.
-            if not await asyncio.shield(self._send(p, records, changes)):
-                # Not persisted: forget what this batch did, so that p is rebuilt from
-                # the table, whose offset has the batch read again (from the topic
-                # itself if Faust moves past it, see _in_order).
-                self.parts.pop(p, None)
-                return
-            self.lines_seen += len(messages)
-            self._observe(part, records)
+        async with self._lock:   # a batch and a revoke never overlap
+            if not self._current(batch):
+                return   # fetched before a rebalance: its owner now reads it again
+            # Shielded: a stop mid-batch still lets the batch commit whole, or not at all.
+            self._in_hand = asyncio.ensure_future(self._process(batch))
+            await asyncio.shield(self._in_hand)
         self.batches += 1
+
+    def _current(self, batch) -> bool:
+        app = self.app
+        return (batch.generation_id == app.consumer_generation_id
+                and batch.tp in app.consumer.assignment())
+
+    async def _process(self, batch) -> None:
+        p = batch.partition
+        part = self.owners.parts.get(p)
+        if part is None:
+            part = await self._take(p)
+        messages = await self._in_order(p, part, batch.records)
+        if not messages:
+            return
+        part.feed_batch(messages)
+        records, changes = part.checkpoint()
+        outcome = await self.owners.commit(part, records, changes)
+        if outcome is not Outcome.COMMITTED:
+            # p is dropped: the next batch of p (if p is still ours) takes it again, and
+            # reads this one again from the offset the state holds (see _in_order).
+            self._forget(p)
+            return
+        self._mirror(p, changes)
+        self.lines_seen += len(messages)
+        self._observe(part, records)
 
     async def _in_order(self, p: int, part: PartitionState, messages: list) -> list:
         """p's records of a batch, each offset once, from the state's next offset on."""
@@ -211,64 +228,58 @@ class FaustEngine:
             out += [m for m in batch.get(tp, ()) if m.offset < end]
         return out
 
-    async def _close_reader(self, app, **kwargs) -> None:
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            await reader.stop()
-
-    async def _send(self, p: int, records: list[dict], changes: dict) -> bool:
-        """The batch's records and state changes into p's open transaction; False when
-        there is none (between Faust's last commit before a stop or rebalance and the
-        next assignment)."""
-        app, cfg = self.app, self.cfg
-        tid = f"{app.conf.id}-{app.assignor.group_for_topic(cfg.lines_topic)}-{p}"
-        producer = app.producer
-        # The lock Faust's commit of this transaction takes: our sends are all in, or none.
-        async with producer._trn_locks[tid]:
-            if app.consumer.transactions_ended:   # see faust_batches
-                log.info("partition %d: batch not sent: no transaction open (stopping or "
-                         "rebalancing); it is read again", p)
-                return False
-            txn = producer._transaction_producers[tid]
-            for rec in records:
-                topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
-                await txn.send(topic, value, key=key)
-            data, prefix = self.table.data, f"{p}|"
-            for key, state in changes.items():
-                tkey = (prefix + key).encode()
-                if state is None:
-                    data.pop(tkey, None)
-                    value = None
-                else:
-                    value = data[tkey] = json.dumps(state, separators=(",", ":")).encode()
-                await txn.send(self._changelog, value, key=tkey, partition=p)
-        return True
-
-    def _rebuild(self, p: int) -> PartitionState:
-        """p's pipeline from the table (Faust has recovered p's changelog partition by now)."""
+    # -- partitions ----------------------------------------------------------------------
+    async def _take(self, p: int) -> PartitionState:
+        """Own p: fence its previous owner, read its state from the changelog."""
         started = time.monotonic()
-        cfg = self.cfg
-        part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
-                              profile=cfg.profile, tz=cfg.tz)
-        prefix = f"{p}|".encode()
-        states = {k[len(prefix):].decode(): json.loads(v)
-                  for k, v in list(self.table.data.items())
-                  if k.startswith(prefix) and v is not None}
-        part.restore(states)
+        if not self._owners_started:
+            await self.owners.start()
+            self._owners_started = True
+        part, states = await self.owners.take(p)
+        data, prefix = self.table.data, f"{p}|".encode()
+        for key in [k for k in data if k.startswith(prefix)]:
+            del data[key]   # what Faust's recovery read may hold aborted transactions
+        self._mirror(p, states)
         # The same words as the aiokafka engine's (tests and admins read both).
         log.info("partition %d: resumed at offset %s with %d open requests "
                  "(%d state entries, %.2f s)", p, part.next_offset,
                  part.pipeline.stats.in_flight, len(states), time.monotonic() - started)
         return part
 
+    def _mirror(self, p: int, changes: dict) -> None:
+        """The table holds p's committed state, as the changelog does."""
+        data, prefix = self.table.data, f"{p}|"
+        for key, state in changes.items():
+            if state is None:
+                data.pop((prefix + key).encode(), None)
+            else:
+                data[(prefix + key).encode()] = encode_state(state)
+
     async def _on_revoked(self, app, revoked, **kwargs) -> None:
-        for tp in revoked:
-            if tp.topic == self.cfg.lines_topic and self.parts.pop(tp.partition, None) is not None:
-                log.info("partition %d: revoked", tp.partition)
-                if self.metrics is not None:   # its hosts are someone else's now
-                    from dpmstream.streams.pipeline import Pipeline
-                    self.metrics.update_from_stats(Pipeline(lambda r: None).stats,
-                                                   source=f"p{tp.partition}")
+        ours = sorted(tp.partition for tp in revoked if tp.topic == self.cfg.lines_topic)
+        async with self._lock:   # after the batch in hand
+            for p in ours:
+                if p in self.owners.parts:
+                    log.info("partition %d: revoked", p)
+                await self.owners.drop([p])
+                self._forget(p)
+
+    async def _shutdown(self, app, **kwargs) -> None:
+        in_hand = self._in_hand
+        if in_hand is not None and not in_hand.done():
+            try:   # a stop cancelled the agent: let its batch commit (or fail) first
+                await in_hand
+            except Exception as exc:
+                log.warning("last batch not committed (%s): it is read again", exc)
+        await self.owners.stop()
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await reader.stop()
+
+    def _forget(self, p: int) -> None:
+        if self.metrics is not None:   # p's hosts are someone else's now
+            from dpmstream.streams.pipeline import Pipeline
+            self.metrics.update_from_stats(Pipeline(lambda r: None).stats, source=f"p{p}")
 
     def _observe(self, part: PartitionState, records: list[dict]) -> None:
         self.duplicates += sum(part.duplicates.values())
@@ -312,8 +323,7 @@ def prepare_topics(config, loop) -> int:
 
 def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str = "127.0.0.1",
                      workdir: str | None = None, loglevel: str = "WARNING",
-                     on_engine=None, session_timeout_s: float = 10.0,
-                     commit_interval_s: float = 0.5) -> int:
+                     on_engine=None, session_timeout_s: float = 10.0) -> int:
     """Run the Faust worker until SIGTERM/SIGINT; returns the exit code (0 after a clean stop).
 
     config: kafka_worker.WorkerConfig (bootstrap, security kwargs, topics, group_id, core
@@ -323,8 +333,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     (the benchmark adds a task there).
     session_timeout_s: how long the group waits for a worker that died (or, Faust's
     consumer not leaving the group on stop, for one that stopped) before its partitions
-    move on; the broker's floor is 6 s. commit_interval_s: Faust's commit interval
-    (records reach read_committed readers at a commit).
+    move on; the broker's floor is 6 s.
     """
     from dpmstream.streams.metrics import PipelineMetrics, serve
 
@@ -346,7 +355,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
         server = serve(metrics_port, metrics_bind, registry=metrics.registry)
         log.info("metrics on %s", server.url)
     engine = FaustEngine(config, partitions, metrics=metrics, datadir=workdir, loop=loop,
-                         session_timeout_s=session_timeout_s, commit_interval_s=commit_interval_s)
+                         session_timeout_s=session_timeout_s)
     if on_engine is not None:
         on_engine(engine)
     # Faust's Worker chdirs into its workdir: stay where we are.

@@ -18,13 +18,10 @@ holes transaction markers leave), so acking the batch message commits past all o
 acked between commits then leave a duplicate offset in its acked list, and the commit
 stops there. So the read offset is moved first and that loop sees no jump.)
 
-Stopping and rebalancing: Faust's last commit before a stop or a rebalance ends each
-transaction without starting another, yet we saw a busy worker commit once more after
-it, sending offsets to a producer that had no transaction (aiokafka's IllegalOperation,
-which also leaves the consumer thread running, so the process never exits). From that
-commit until the next assignment begins new transactions, `transactions_ended` is true
-and commits are no-ops; the engine does not send a batch then either, and reads it
-again from the offset its state holds.
+Offsets the app commits itself: for the topics named in the app's
+`self_committed_topics` (the worker commits its input offsets in its own Kafka
+transactions), Faust's commit leaves the offsets alone and only notes that the acked
+records are committed (its livelock detector warns about partitions that never commit).
 
 Registered under the broker URL scheme `dpmstream` (`broker="dpmstream://HOST:PORT"`),
 Faust's own way of choosing a transport. It uses consumer internals of faust-streaming
@@ -33,6 +30,7 @@ Faust's own way of choosing a transport. It uses consumer internals of faust-str
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import AsyncIterator
 
 from faust.transport.drivers import TRANSPORTS
@@ -50,7 +48,6 @@ class BatchMessage(ConsumerMessage):
 
 
 class BatchingConsumer(faust_aiokafka.Consumer):
-    transactions_ended = False
     _fetched: dict | None = None   # the batched partitions' records of the current fetch
 
     async def _wait_next_records(self, timeout: float):
@@ -95,22 +92,15 @@ class BatchingConsumer(faust_aiokafka.Consumer):
         batch.records = records
         return batch
 
-    async def commit_and_end_transactions(self) -> None:
-        try:
-            await super().commit_and_end_transactions()
-        finally:
-            self.transactions_ended = True
-
-    async def on_partitions_assigned(self, assigned, generation_id: int = 0) -> None:
-        # A rebalance also ends the transactions (Faust waits for its streams to empty
-        # when partitions are revoked); the assignment begins new ones.
-        await super().on_partitions_assigned(assigned, generation_id)
-        self.transactions_ended = False
-
-    async def commit(self, topics=None, start_new_transaction: bool = True) -> bool:
-        if self.transactions_ended:
-            return False
-        return await super().commit(topics, start_new_transaction=start_new_transaction)
+    async def _commit(self, offsets) -> bool:
+        ours = getattr(self.app, "self_committed_topics", ())
+        if not ours:
+            return await super()._commit(offsets)
+        now = monotonic()
+        self._thread.tp_last_committed_at.update(
+            {tp: now for tp in offsets if tp.topic in ours})
+        rest = {tp: offset for tp, offset in offsets.items() if tp.topic not in ours}
+        return await super()._commit(rest) if rest else True
 
 
 class BatchingTransport(faust_aiokafka.Transport):

@@ -27,7 +27,7 @@ from dpmstream.streams.faust_batches import SCHEME, BatchMessage
 
 bootstrap, batched, plain, group, total, out_path = sys.argv[1:7]
 out = open(out_path, "w")
-app = faust.App(group, broker=f"{SCHEME}://{bootstrap}", processing_guarantee="exactly_once",
+app = faust.App(group, broker=f"{SCHEME}://{bootstrap}", processing_guarantee="at_least_once",
                 store="memory://", datadir=tempfile.mkdtemp(), web_enabled=False,
                 web_bind="127.0.0.1", consumer_auto_offset_reset="earliest",
                 topic_replication_factor=1, broker_max_poll_records=500,

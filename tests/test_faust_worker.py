@@ -179,7 +179,7 @@ def test_faust_engine_takes_each_offset_once_reading_the_records_faust_skipped_f
         try:
             got = loop.run_until_complete(engine._in_order(0, part, messages))
         finally:
-            loop.run_until_complete(engine._close_reader(engine.app))
+            loop.run_until_complete(engine._shutdown(engine.app))
     finally:
         loop.close()
     assert [m.offset for m in got] == list(range(5, 60))

@@ -49,10 +49,6 @@ def register(sub, name: str, help_text: str) -> None:
                         "agent fed whole partition batches, the state in a changelog-backed "
                         "Faust table (one worker per group only for now: "
                         "docs/kafka-worker.md)")
-    p.add_argument("--commit-interval", type=float, default=0.5, metavar="S",
-                   help="with --engine faust: seconds between transaction commits; records "
-                        "reach read_committed readers at a commit (the aiokafka engine "
-                        "commits every batch)")
     p.add_argument("--workdir", metavar="DIR",
                    help="with --engine faust: Faust's data directory (default: a temporary "
                         "one, removed at exit); the aiokafka engine keeps no local state")
@@ -79,9 +75,6 @@ def run(args) -> int:
     if args.partitions < 1 or args.batch < 1:
         print("dpmstream worker: --partitions and --batch must be at least 1", file=sys.stderr)
         return 2
-    if not args.commit_interval > 0:
-        print("dpmstream worker: --commit-interval must be more than 0", file=sys.stderr)
-        return 2
 
     from dpmstream.streams.kafka_worker import Worker, WorkerConfig
     from dpmstream.streams.metrics import PipelineMetrics, serve
@@ -95,8 +88,7 @@ def run(args) -> int:
     if args.engine == "faust":
         from dpmstream.streams.faust_app import run_faust_worker
         return run_faust_worker(config, metrics_port=args.metrics_port,
-                                metrics_bind=args.metrics_bind, workdir=args.workdir,
-                                commit_interval_s=args.commit_interval)
+                                metrics_bind=args.metrics_bind, workdir=args.workdir)
     if args.workdir:
         log.info("--workdir is used by --engine faust only; the aiokafka engine keeps its "
                  "state in Kafka")
