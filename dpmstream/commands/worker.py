@@ -26,8 +26,8 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--requests-topic", default="dpm.requests", help="request records (output)")
     p.add_argument("--calls-topic", default="dpm.calls", help="call records (output)")
     p.add_argument("--group-id", default="dpmstream",
-                   help="consumer group; also names the state topic <group-id>-state and the "
-                        "transactional ids")
+                   help="consumer group; also names the state topic (<group-id>-state-changelog, "
+                        "<group-id>-state with --engine aiokafka) and the transactional ids")
     p.add_argument("--partitions", type=int, default=4, metavar="N",
                    help="partitions for topics the worker has to create")
     p.add_argument("--metrics-port", type=int, default=None, metavar="P",
@@ -43,12 +43,11 @@ def register(sub, name: str, help_text: str) -> None:
                    help="open requests per partition before the least recently active is evicted")
     p.add_argument("--batch", type=int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
-    p.add_argument("--engine", choices=("aiokafka", "faust"), default="aiokafka",
-                   help="aiokafka: a transactional consume-process-produce loop, its state in "
-                        "a compacted topic; faust: the same processing as a Faust app, its "
-                        "agent fed whole partition batches, the state in a changelog-backed "
-                        "Faust table (one worker per group only for now: "
-                        "docs/kafka-worker.md)")
+    p.add_argument("--engine", choices=("faust", "aiokafka"), default="faust",
+                   help="faust: a Faust app, its agent fed whole partition batches, the state "
+                        "in a changelog-backed Faust table; aiokafka: the same processing "
+                        "and transactions as a plain aiokafka loop, its state in a compacted "
+                        "topic (docs/kafka-worker.md)")
     p.add_argument("--workdir", metavar="DIR",
                    help="with --engine faust: Faust's data directory (default: a temporary "
                         "one, removed at exit); the aiokafka engine keeps no local state")
