@@ -2,8 +2,8 @@
 pre-filled topic, in one process.
 
 A simulated head-node log (scenario "heavy") is published under --hosts host names to a
-fresh lines topic with --hosts partitions; then one Faust worker (exactly_once, the
-state table and its changelog, records on the output topics) reads it all. Prints its
+fresh lines topic with --hosts partitions; then one Faust worker (a transaction per
+partition batch: records, state changelog and offsets) reads it all. Prints its
 lines/s from the first batch to the batch that reached the end, the time to start (Faust
 app start, group join, table recovery), peak RSS, and what it wrote.
 

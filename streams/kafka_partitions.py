@@ -144,23 +144,26 @@ class PartitionOwners:
         if producer is None or self.parts.get(p) is not part:
             return Outcome.FENCED   # dropped while the batch was processed
         prefix = self.prefix(p)
+        sent = []   # delivery futures: commit_transaction waits for them all
         try:
             await producer.begin_transaction()
             send = producer.send
             for rec in records:
                 topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
-                await send(topic, value, key=key)
+                sent.append(await send(topic, value, key=key))
             for key, state in changes.items():
-                await send(self.state_topic, encode_state(state), key=(prefix + key).encode(),
-                           partition=p)
+                sent.append(await send(self.state_topic, encode_state(state),
+                                       key=(prefix + key).encode(), partition=p))
             await producer.send_offsets_to_transaction(
                 {TopicPartition(cfg.lines_topic, p): part.next_offset}, cfg.group_id)
             await producer.commit_transaction()
         except ProducerFenced:
+            _settle(sent)
             log.warning("partition %d: taken over by another worker (fenced)", p)
             await self.drop([p])
             return Outcome.FENCED
         except (KafkaError, OSError) as exc:
+            _settle(sent)
             log.error("partition %d: transaction failed (%s); its state is read again", p,
                       exc.__class__.__name__)
             try:
@@ -170,3 +173,14 @@ class PartitionOwners:
             await self.drop([p])
             return Outcome.FAILED
         return Outcome.COMMITTED
+
+
+def _settle(futures) -> None:
+    """The deliveries of an aborted transaction fail with it: take their errors (the
+    transaction's error says it all) instead of leaving asyncio to log each one."""
+    for fut in futures:
+        if fut.done():
+            if not fut.cancelled():
+                fut.exception()
+        else:
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
