@@ -18,6 +18,12 @@ holes transaction markers leave), so acking the batch message commits past all o
 acked between commits then leave a duplicate offset in its acked list, and the commit
 stops there. So the read offset is moved first and that loop sees no jump.)
 
+Pacing: like a plain consume loop, the consumer fetches again only once the agent has
+acked the batches it handed on (at most one fetch timeout later), so lines that arrive
+meanwhile come as one larger batch instead of a queue of small ones; and the broker
+holds an empty fetch 100 ms instead of Faust's 1.5 s. Both were measured end to end
+(streams of 5,000 lines/s from rsyslog: p99 1.8 s -> 1.1 s -> 0.3 s).
+
 Offsets the app commits itself: for the topics named in the app's
 `self_committed_topics` (the worker commits its input offsets in its own Kafka
 transactions), Faust's commit leaves the offsets alone and only notes that the acked
@@ -30,6 +36,7 @@ Faust's own way of choosing a transport. It uses consumer internals of faust-str
 
 from __future__ import annotations
 
+import asyncio
 from time import monotonic
 from typing import AsyncIterator
 
@@ -38,6 +45,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import TP, ConsumerMessage, Message
 
 SCHEME = "dpmstream"
+FETCH_MAX_WAIT_MS = 100
 
 
 class BatchMessage(ConsumerMessage):
@@ -49,10 +57,40 @@ class BatchMessage(ConsumerMessage):
 
 class BatchingConsumer(faust_aiokafka.Consumer):
     _fetched: dict | None = None   # the batched partitions' records of the current fetch
+    _pending: list | None = None   # batch messages handed on since the last fetch
+
+    async def _batches_done(self, timeout: float) -> None:
+        """Wait (at most `timeout`) until the agent has acked the batches handed on.
+
+        A plain consume loop fetches again only once its batch is done, so whatever
+        arrived meanwhile comes as one batch. Without this wait every small fetch became
+        a batch of its own, and when each batch's transaction took longer than rsyslog's
+        interval between sends the batches queued up until Faust's stream buffer was
+        full, which stops its fetching for a whole fetch timeout (measured: p99 1.1 s
+        end to end at 5,000 lines/s)."""
+        pending = self._pending
+        deadline = monotonic() + timeout
+        while pending and not all(message.acked for message in pending):
+            left = deadline - monotonic()
+            if left <= 0:
+                return
+            # Faust's acks notify this future (its compiled stream inlines the ack, so
+            # overriding ack() would not see them); the cap covers an ack without one.
+            self._waiting_for_ack = waiting = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(waiting, min(left, 0.01))
+            except asyncio.TimeoutError:
+                pass
+        if pending:
+            pending.clear()
+
+    def _new_consumer_thread(self):
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def _wait_next_records(self, timeout: float):
         # Take the batched topics' records out of the fetch before Faust's per-record
         # loop (getmany) sees them: they are passed on whole, as aiokafka made them.
+        await self._batches_done(timeout)
         records, active = await super()._wait_next_records(timeout)
         batched = getattr(self.app, "batched_topics", ())
         if records and batched:
@@ -81,7 +119,11 @@ class BatchingConsumer(faust_aiokafka.Consumer):
                 await self._add_gap(tp, start, last - 1)
             self._read_offset[tp] = last - 1
             self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
-            yield tp, self._batch_message(tp, records, generation)
+            message = self._batch_message(tp, records, generation)
+            if self._pending is None:
+                self._pending = []
+            self._pending.append(message)
+            yield tp, message
 
     def _batch_message(self, tp: TP, records: list, generation: int) -> BatchMessage:
         last = records[-1]
@@ -92,6 +134,12 @@ class BatchingConsumer(faust_aiokafka.Consumer):
         batch.records = records
         return batch
 
+    async def on_partitions_assigned(self, assigned, generation_id: int = 0) -> None:
+        # Batches of an earlier generation may never be acked (streams skip them).
+        if self._pending:
+            self._pending.clear()
+        await super().on_partitions_assigned(assigned, generation_id)
+
     async def _commit(self, offsets) -> bool:
         ours = getattr(self.app, "self_committed_topics", ())
         if not ours:
@@ -101,6 +149,18 @@ class BatchingConsumer(faust_aiokafka.Consumer):
             {tp: now for tp in offsets if tp.topic in ours})
         rest = {tp: offset for tp, offset in offsets.items() if tp.topic not in ours}
         return await super()._commit(rest) if rest else True
+
+
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport):
+        consumer = super()._create_worker_consumer(transport)
+        # Faust asks the broker to hold an empty fetch for 1.5 s. A fetch request goes
+        # out only for partitions with nothing buffered, so one can hold only partitions
+        # that never get records (Faust's leader topic, the changelog the worker does
+        # not read); the next fetch of the lines topic then waits behind it, and lines
+        # arrive up to 1.5 s late (measured: p99 1.8 s end to end at 5,000 lines/s).
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+        return consumer
 
 
 class BatchingTransport(faust_aiokafka.Transport):
