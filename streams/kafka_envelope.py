@@ -12,8 +12,15 @@ when rsyslog read the line: it supplies the year and measures lag, never the eve
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 from typing import NamedTuple
+
+try:   # 6x faster than json.loads on an envelope (decoding was a quarter of a worker's time)
+    from orjson import JSONDecodeError as _FastJSONError
+    from orjson import loads as _fast_loads
+except ImportError:   # pragma: no cover - the kafka extra installs it
+    _fast_loads, _FastJSONError = json.loads, ValueError
 
 
 class EnvelopeError(ValueError):
@@ -30,11 +37,24 @@ class Envelope(NamedTuple):
 
 def rfc3339_to_ms(text: str) -> int:
     """'2011-08-12T14:31:43.118402+02:00' (or ...Z) -> integer ms since the epoch (UTC)."""
-    stamp = _dt.datetime.fromisoformat(text.replace("z", "Z"))
+    # rsyslog's form (microseconds and an offset) takes a shortcut: its whole second is
+    # parsed once per (second, offset), since a burst of lines shares it.
+    if len(text) == 32 and text[19] == "." and text[26] in "+-" and text[20:26].isdigit():
+        return _second_ms(text[:19] + text[26:]) + int(text[20:23])
+    if len(text) == 27 and text[19] == "." and text[26] in "Zz" and text[20:26].isdigit():
+        return _second_ms(text[:19] + "Z") + int(text[20:23])
+    return _to_ms(text.replace("z", "Z"))
+
+
+def _to_ms(text: str) -> int:
+    stamp = _dt.datetime.fromisoformat(text)
     if stamp.tzinfo is None:
         raise ValueError(f"time without an offset: {text!r}")
     delta = stamp - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+_second_ms = functools.lru_cache(maxsize=4096)(_to_ms)
 
 
 def ms_to_rfc3339(ms: int, micros: int = 0) -> str:
@@ -63,7 +83,10 @@ def decode(raw: bytes | str | None) -> Envelope:
     if raw is None:
         raise EnvelopeError("empty record")
     try:
-        obj = json.loads(raw)
+        try:
+            obj = _fast_loads(raw)
+        except _FastJSONError:   # e.g. an escaped lone surrogate: the stdlib takes those
+            obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvelopeError(f"not JSON: {exc.__class__.__name__}") from None
     if not isinstance(obj, dict):
