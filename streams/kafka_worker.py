@@ -14,10 +14,8 @@ p's state (read_committed) and resumes at the offset stored with it. Lines deliv
 twice anyway (rsyslog resending) are recognised by (host, path, offset).
 
 The partitions, their producers and transactions are kafka_partitions.PartitionOwners,
-shared with the Faust engine (`--engine faust`, faust_app.py), which feeds
-the same PartitionState from a Faust app. This one needs no local state and no Faust,
-its transaction logic is all in view here, and its rebalances are tested. See
-docs/kafka-worker.md.
+shared with the default engine, the Faust app of faust_app.py. This one
+(`--engine aiokafka`) needs no Faust: a plain aiokafka loop. See docs/kafka-worker.md.
 """
 
 from __future__ import annotations
