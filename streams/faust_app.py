@@ -51,6 +51,7 @@ from dpmstream.streams.faust_batches import SCHEME  # also registers the transpo
 from dpmstream.streams.faust_recovery import SelfRecoveringTables
 from dpmstream.streams.kafka_partitions import Outcome, PartitionOwners, encode_state
 from dpmstream.streams.kafka_state import PartitionState
+from dpmstream.streams.partition_metrics import PartitionReport
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -81,23 +82,17 @@ class FaustEngine:
                  session_timeout_s: float = 10.0):
         self.cfg = config
         self.metrics = metrics
+        changelog = changelog_topic(config.group_id)
         # p -> PartitionState and p's transactional producer; state keys "<p>|<key>".
-        self.owners = PartitionOwners(config, changelog_topic(config.group_id), key_prefix=True)
-        self._owners_started = False
+        self.owners = PartitionOwners(config, changelog, key_prefix=True)
         self._lock = asyncio.Lock()
         self._in_hand: asyncio.Future | None = None   # the batch being processed
         self.lines_seen = 0
-        self.duplicates = 0
         self.batches = 0
         self.redelivered = 0     # records Faust handed in again (below the state's offset)
         self.refetched = 0       # records Faust skipped, read from the topic ourselves
         self._reader = None      # that consumer (no group), started on first need
-        self._dup_counter = None
-        if metrics is not None:
-            from prometheus_client import Counter
-            self._dup_counter = Counter(
-                "dpmstream_duplicate_lines", "Lines skipped because they were delivered before",
-                ["host"], registry=metrics.registry)
+        self.report = PartitionReport(metrics)
         self.app = app = faust.App(
             config.group_id,
             # The batching transport (faust_batches): one event per fetched partition batch.
@@ -128,13 +123,12 @@ class FaustEngine:
         )
         app.batched_topics = frozenset({config.lines_topic})
         app.self_committed_topics = frozenset({config.lines_topic})
-        app.self_recovered_topics = frozenset({changelog_topic(config.group_id)})
+        app.self_recovered_topics = frozenset({changelog})
         self.lines = app.topic(config.lines_topic, key_type=bytes, value_type=bytes,
                                key_serializer="raw", value_serializer="raw", partitions=partitions)
         # bytes keys and values: the changelog holds our own JSON, Faust does not decode it.
         self.table = app.Table(TABLE, partitions=partitions, key_type=bytes, value_type=bytes,
                                recovery_buffer_size=10_000)
-        self._changelog = changelog_topic(config.group_id)
 
         async def process(stream):
             async for event in stream.events():
@@ -174,11 +168,11 @@ class FaustEngine:
         if outcome is not Outcome.COMMITTED:
             # p is dropped: the next batch of p (if p is still ours) takes it again, and
             # reads this one again from the offset the state holds (see _in_order).
-            self._forget(p)
+            self.report.forget([p])
             return
         self._mirror(p, changes)
         self.lines_seen += len(messages)
-        self._observe(part, records)
+        self.report.committed(part, records)
 
     async def _in_order(self, p: int, part: PartitionState, messages: list) -> list:
         """p's records of a batch, each offset once, from the state's next offset on."""
@@ -232,9 +226,7 @@ class FaustEngine:
     async def _take(self, p: int) -> PartitionState:
         """Own p: fence its previous owner, read its state from the changelog."""
         started = time.monotonic()
-        if not self._owners_started:
-            await self.owners.start()
-            self._owners_started = True
+        await self.owners.start()
         part, states = await self.owners.take(p)
         data, prefix = self.table.data, f"{p}|".encode()
         for key in [k for k in data if k.startswith(prefix)]:
@@ -262,7 +254,7 @@ class FaustEngine:
                 if p in self.owners.parts:
                     log.info("partition %d: revoked", p)
                 await self.owners.drop([p])
-                self._forget(p)
+                self.report.forget([p])
 
     async def _shutdown(self, app, **kwargs) -> None:
         in_hand = self._in_hand
@@ -276,20 +268,9 @@ class FaustEngine:
         if reader is not None:
             await reader.stop()
 
-    def _forget(self, p: int) -> None:
-        if self.metrics is not None:   # p's hosts are someone else's now
-            from dpmstream.streams.pipeline import Pipeline
-            self.metrics.update_from_stats(Pipeline(lambda r: None).stats, source=f"p{p}")
-
-    def _observe(self, part: PartitionState, records: list[dict]) -> None:
-        self.duplicates += sum(part.duplicates.values())
-        if self.metrics is not None:
-            for rec in records:
-                self.metrics.observe_record(rec)
-            self.metrics.update_from_stats(part.stats, source=f"p{part.partition}")
-            for host, n in part.duplicates.items():
-                self._dup_counter.labels(host).inc(n)
-        part.duplicates.clear()
+    @property
+    def duplicates(self) -> int:   # lines seen before (host, path, offset), skipped
+        return self.report.duplicates
 
 
 class QuietWorker(faust.Worker):

@@ -66,6 +66,9 @@ class PartitionOwners:
         return f"{p}|" if self.key_prefix else ""
 
     async def start(self) -> None:
+        """Start the state loader (again: nothing to do)."""
+        if self._loader is not None:
+            return
         cfg = self.cfg
         self._loader = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap, group_id=None, enable_auto_commit=False,

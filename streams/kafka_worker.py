@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from dpmstream.streams.kafka_partitions import Outcome, PartitionOwners
 from dpmstream.streams.kafka_state import PartitionState
 from dpmstream.streams.kafka_topics import ensure_topics
+from dpmstream.streams.partition_metrics import PartitionReport
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -65,15 +66,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
         self.lines_seen = 0                  # records fed, all partitions (bench, tests)
-        self.duplicates = 0                  # of which lines seen before (host, path, offset)
         self.batches = 0
-        self._duplicates_counter = None
-        self._reported_bad = 0
-        if metrics is not None:
-            from prometheus_client import Counter
-            self._duplicates_counter = Counter(
-                "dpmstream_duplicate_lines", "Lines skipped because they were delivered before",
-                ["host"], registry=metrics.registry)
+        self.report = PartitionReport(metrics)
 
     # -- life cycle ---------------------------------------------------------------------
     def stop(self) -> None:
@@ -100,7 +94,7 @@ class Worker:
             finally:
                 await self._consumer.stop()   # leaves the group (revokes: see _revoke)
         finally:
-            self._forget(list(self.parts))
+            self.report.forget(list(self.parts))
             await self.owners.stop()
 
     async def _loop(self) -> None:
@@ -146,27 +140,11 @@ class Worker:
         records, changes = part.checkpoint()
         outcome = await self.owners.commit(part, records, changes)
         if outcome is Outcome.COMMITTED:
-            self._observe(part, records)
+            self.report.committed(part, records)
             return
-        self._forget([p])
+        self.report.forget([p])
         if outcome is Outcome.FAILED:   # still ours: read its state again
             await self._assign([p])
-
-    def _observe(self, part: PartitionState, records: list[dict]) -> None:
-        if part.bad_records > self._reported_bad:
-            log.warning("partition %d: %d records that are not line envelopes so far (last: %s)",
-                        part.partition, part.bad_records, part.last_bad_reason)
-            self._reported_bad = part.bad_records
-        self.duplicates += sum(part.duplicates.values())
-        if self.metrics is None:
-            part.duplicates.clear()
-            return
-        for rec in records:
-            self.metrics.observe_record(rec)
-        self.metrics.update_from_stats(part.stats, source=f"p{part.partition}")
-        for host, n in part.duplicates.items():
-            self._duplicates_counter.labels(host).inc(n)
-        part.duplicates.clear()
 
     # -- partitions ---------------------------------------------------------------------
     @property
@@ -184,15 +162,13 @@ class Worker:
             log.info("partition %d: resumed at offset %s with %d open requests (%.2f s)",
                      p, part.next_offset, part.pipeline.stats.in_flight, time.monotonic() - started)
 
+    @property
+    def duplicates(self) -> int:   # lines seen before (host, path, offset), skipped
+        return self.report.duplicates
+
     async def _drop(self, partitions) -> None:
         await self.owners.drop(partitions)
-        self._forget(partitions)
-
-    def _forget(self, partitions) -> None:
-        if self.metrics is not None:  # their hosts are someone else's now
-            from dpmstream.streams.pipeline import Pipeline
-            for p in partitions:
-                self.metrics.update_from_stats(Pipeline(lambda r: None).stats, source=f"p{p}")
+        self.report.forget(partitions)
 
 
 class _Rebalance(ConsumerRebalanceListener):
