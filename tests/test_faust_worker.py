@@ -104,6 +104,15 @@ def trickled(recs):
     return head, rest
 
 
+def trickle_feeder(broker, topic, recs):
+    """Publish the head of `trickled(recs)` now; the returned thread (not started)
+    publishes the rest in chunks of 1,500 a quarter of a second apart."""
+    head, rest = trickled(recs)
+    produce(broker.bootstrap, topic, head)
+    return threading.Thread(target=produce, args=(broker.bootstrap, topic, rest),
+                            kwargs={"chunk": 1500, "pause_s": 0.25})
+
+
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory):
     """Two hosts' logs on a 2-partition topic (head01 -> 0, head02 -> 1)."""
@@ -194,10 +203,7 @@ def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing
     kafka_broker.create_topics([t["lines"]], partitions=2)
     # A fifth now, the rest trickling in: a worker this fast would otherwise be done with
     # a pre-filled topic before the test could stop it.
-    head, rest = trickled(recs)
-    produce(kafka_broker.bootstrap, t["lines"], head)
-    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
-                              kwargs={"chunk": 1500, "pause_s": 0.25})
+    feeder = trickle_feeder(kafka_broker, t["lines"], recs)
     log_path = tmp_path / "worker.log"
     with open(log_path, "ab") as log:
         proc = spawn(kafka_broker, t, tmp_path, log)
@@ -318,10 +324,7 @@ def test_a_second_faust_worker_takes_over_a_partition_mid_stream_with_nothing_lo
     recs, want = big_log
     t = topics("freb")
     kafka_broker.create_topics([t["lines"]], partitions=2)
-    head, rest = trickled(recs)
-    produce(kafka_broker.bootstrap, t["lines"], head)
-    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
-                              kwargs={"chunk": 1500, "pause_s": 0.25})
+    feeder = trickle_feeder(kafka_broker, t["lines"], recs)
     logs = {w: tmp_path / f"worker-{w}.log" for w in "ab"}
     procs = {}
     try:
