@@ -39,11 +39,10 @@ def rfc3339_to_ms(text: str) -> int:
     """'2011-08-12T14:31:43.118402+02:00' (or ...Z) -> integer ms since the epoch (UTC)."""
     # rsyslog's form (microseconds and an offset) takes a shortcut: its whole second is
     # parsed once per (second, offset), since a burst of lines shares it.
-    if len(text) == 32 and text[19] == "." and text[26] in "+-" and text[20:26].isdigit():
+    text = text.replace("z", "Z")
+    if len(text) in (27, 32) and text[19] == "." and text[20:26].isdigit():
         return _second_ms(text[:19] + text[26:]) + int(text[20:23])
-    if len(text) == 27 and text[19] == "." and text[26] in "Zz" and text[20:26].isdigit():
-        return _second_ms(text[:19] + "Z") + int(text[20:23])
-    return _to_ms(text.replace("z", "Z"))
+    return _to_ms(text)
 
 
 def _to_ms(text: str) -> int:
