@@ -18,7 +18,7 @@ from pathlib import Path
 # Roles the reassembler understands; a profile may leave any of them out.
 ROLES = (
     "accept", "conn_failure", "call", "token", "file", "detail",
-    "slow_start", "status", "returns", "other",
+    "slow_start", "status", "returns", "startup", "other",
 )
 # Groups a role pattern may capture; anything else is rejected when loading.
 FIELDS = ("op", "client", "token", "nfiles", "index", "surl", "state", "rc")

@@ -1,16 +1,24 @@
 """Reassembly: events -> request records and call records (docs/record-rules.md).
 
-Thread state is keyed by (host, pid, tid): a call runs from its open line to the
-`returns` on the same thread. Requests are keyed by (host, token): the token line of a
-put/get creates one, and every later step (slow-thread processing, status polls,
-putdone/relfiles/abortreq) finds it by token. Time is event time only: timeouts run on a
-watermark (latest event time less an allowance for lines out of order across threads).
-Memory is bounded by `max_in_flight`; every eviction is counted.
+Thread state is keyed by (host, daemon, pid, tid): a call runs from its open line to the
+`returns` on the same thread. A (host, daemon, pid) is a process: a new pid is a new
+process, and an old one's open calls end only by their own `returns`, a new call on the
+thread, a `started` line of that same pid (the pid was reused), or the old process
+staying silent for `grace_ms` of event time while a newer one logs. So stray lines of
+another process and overlapping restarts leave the real daemon's calls alone.
+
+Requests are keyed by (host, token): the token line of a put/get creates one, and every
+later step finds it by token. Time is event time only, per host: timeouts run on the
+host's watermark (its latest event time less an allowance for lines out of order across
+threads), and a lone line far ahead of its host's time is held until the next lines
+confirm it or set it aside. Memory is bounded (open requests, threads, processes and
+the ended-token memory are capped) and every eviction is counted; sweeps walk state in
+order of last activity, so the per-line cost does not grow with what is open.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, fields as dc_fields
 from typing import Callable
 
@@ -25,9 +33,15 @@ SESSION_OPEN = {"startsess": "sess", "starttrans": "trans"}
 SESSION_CLOSE = {"endsess": "sess", "endtrans": "trans", "aborttrans": "trans"}
 
 PLAIN, STEP, PROC, LATE = "plain", "step", "proc", "late"
+# Why a request record was emitted (the record's `end_reason`).
+BY_LINE, BY_TIMEOUT, BY_EVICTION, BY_INPUT_END = "line", "timeout", "evicted", "input_end"
 # Ended requests are remembered in groups of this many tokens, so that an external state
 # store writes one entry per group (per batch), not one per request.
 FINISHED_GROUP = 1024
+# Lines held while a far-ahead line waits for its neighbours' verdict, at most.
+MAX_HELD = 8
+# Lines back at the old time that set a held far-ahead line aside.
+VOTES_AGAINST = 2
 
 
 class Call:
@@ -56,6 +70,30 @@ class Thread:
         self.sess = sess
         self.trans = trans
         self.latest = latest
+
+
+class Process:
+    """One (host, daemon, pid): when it was first and last seen, how much it logged."""
+
+    __slots__ = ("first", "last", "lines", "tids", "succeeded")
+
+    def __init__(self, first, last=None, lines=0, tids=None, succeeded=False):
+        self.first = first
+        self.last = first if last is None else last
+        self.lines = lines
+        self.tids: set = set(tids or ())
+        self.succeeded = succeeded  # a restart was counted for this process replacing another
+
+
+class HostClock:
+    """Event time of one host: its latest line, and far-ahead lines held for a verdict."""
+
+    __slots__ = ("latest", "held", "votes")
+
+    def __init__(self, latest):
+        self.latest = latest
+        self.held: list | None = None
+        self.votes = 0
 
 
 class Request:
@@ -101,33 +139,56 @@ class ReassemblyStats:
     stray_returns: int = 0   # `returns` with no open call on its thread
     noreturn_calls: int = 0  # calls closed without their `returns`
     orphans: int = 0         # requests first seen after their put/get (input began mid-way)
-    restarts: int = 0        # daemon restarts (pid changes)
+    restarts: int = 0        # daemon restarts: a main process replaced by a newer one
+    stray_processes: int = 0  # other processes that logged a while beside the main one
+    thread_evictions: int = 0  # threads dropped because of the thread cap
+    expired_threads: int = 0   # threads silent past the timeout (open calls closed)
+    expired_sessions: int = 0  # name-server sessions cut by the timeout or the cap
+    duplicate_lines: int = 0   # lines read twice (overlapping input), ignored
+    future_lines: int = 0      # lone lines far ahead of their host's time, set aside
+    clock_steps: int = 0       # the stamps of a daemon went back (NTP step)
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dc_fields(self)}
 
 
 def _diff(a, b):
-    return a - b if a is not None and b is not None else None
+    """A duration: never negative (a clock step or lines out of order would make it so)."""
+    if a is None or b is None:
+        return None
+    return a - b if a > b else 0
 
 
 class Reassembler:
     def __init__(self, emit: Callable[[dict], None], timeout_ms: int = 3_600_000,
                  max_in_flight: int = 1_000_000, allowance_ms: int = 2_000,
-                 finished_memory: int = 100_000):
+                 finished_memory: int = 100_000, max_threads: int = 100_000,
+                 grace_ms: int = 60_000, jump_ms: int = 300_000,
+                 duplicate_memory: int = 1 << 17):
         self.emit = emit
         self.timeout_ms = timeout_ms
         self.max_in_flight = max_in_flight
         self.allowance_ms = allowance_ms
         self.finished_memory = finished_memory
+        self.max_threads = max_threads
+        self.grace_ms = grace_ms
+        self.jump_ms = jump_ms
+        self.duplicate_memory = duplicate_memory
         self.threads: dict[tuple, Thread] = {}
-        # Least recently active first: timeouts and evictions pop from the front.
-        self.requests: OrderedDict[tuple, Request] = OrderedDict()
+        self.requests: dict[tuple, Request] = {}
+        # Per host, least recently active first: timeouts and evictions pop from the front.
+        self._thread_order: dict[str, OrderedDict] = {}
+        self._request_order: dict[str, OrderedDict] = {}
         # Requests that ended -> their group: a later line of one is late, not an orphan.
         self.finished: OrderedDict[tuple, int] = OrderedDict()
         self.finished_groups: dict[int, dict[tuple, None]] = {}
         self._group = 0
-        self.pids: dict[tuple, int] = {}   # (host, daemon) -> current pid
+        self.processes: dict[tuple, dict[int, Process]] = {}  # (host, daemon) -> pid -> Process
+        self.clocks: dict[str, HostClock] = {}
+        self._stream_now: dict[tuple, int] = {}  # (host, daemon) -> its current stamp
+        # Recent events (their hashes), to recognise input read twice.
+        self._seen: set[int] = set()
+        self._seen_order: deque[int] = deque()
         self.stats = ReassemblyStats()
         self.slow_queue_depth = 0
         self.latest: int | None = None
@@ -139,33 +200,139 @@ class Reassembler:
             "accept": self._on_accept, "conn_failure": self._on_conn_failure,
             "call": self._on_call, "token": self._on_token, "slow_start": self._on_slow_start,
             "status": self._on_status, "returns": self._on_returns,
+            "startup": self._on_startup,
             "file": self._on_line, "detail": self._on_line, "other": self._on_line,
         }
 
     # -- input ---------------------------------------------------------------------------
     def feed(self, ev: Event) -> None:
+        ts, host = ev[0], ev[1]
+        clock = self.clocks.get(host)
+        if clock is None:
+            clock = self.clocks[host] = HostClock(ts)
+        elif clock.held is not None:
+            if not self._judge_held(clock, ev):
+                return
+        elif ts > clock.latest + self.jump_ms:
+            clock.held = [ev]  # far ahead of its host: wait for the next lines' verdict
+            clock.votes = 0
+            return
+        self._accept_event(clock, ev)
+
+    def _judge_held(self, clock: HostClock, ev: Event) -> bool:
+        """A line while far-ahead lines are held: True if it is to be processed now."""
+        ts, held = ev[0], clock.held
+        if ts >= held[0][0] - self.allowance_ms:  # time did move on: release the held lines
+            clock.held = None
+            for old in held:
+                self._accept_event(clock, old)
+            return True
+        if ts > clock.latest + self.jump_ms:  # another line ahead of the old time
+            held.append(ev)
+            if len(held) >= MAX_HELD:
+                clock.held = None
+                for old in held:
+                    self._accept_event(clock, old)
+            return False
+        clock.votes += 1  # back at the old time
+        if clock.votes >= VOTES_AGAINST:
+            self.stats.future_lines += len(held)
+            clock.held = None
+        return True
+
+    def _accept_event(self, clock: HostClock, ev: Event) -> None:
+        ts = ev[0]
+        if ts > clock.latest:
+            clock.latest = ts
+            if self.latest is None or ts > self.latest:
+                self.latest = ts
+        self._process(ev)
+
+    def _process(self, ev: Event) -> None:
         ts, host, daemon, pid, tid, _, role = ev[:7]
-        if self.latest is None or ts > self.latest:
-            self.latest = ts
-        key = (host, pid, tid)
+        key = (host, daemon, pid, tid)
         th = self.threads.get(key)
-        if th is None:  # a new thread, perhaps of a new pid: the daemon restarted
-            if self.pids.get((host, daemon)) != pid:
-                self._new_pid(host, daemon, pid)
-            th = self.threads[key] = Thread(daemon)
+        digest = hash(ev)
+        if digest in self._seen:
+            # The same line again, not moving its thread on: input read twice. (With
+            # whole-second stamps, same-second repeats may be genuine: only earlier ones.)
+            if th is not None and (ts < th.latest or (ts == th.latest and ts % 1000)):
+                self.stats.duplicate_lines += 1
+                return
+        else:
+            self._remember_seen(digest)
+        stream = (host, daemon)
+        now = self._stream_now.get(stream)
+        if now is None or ts > now:
+            self._stream_now[stream] = ts
+        elif ts < now - self.allowance_ms:  # the daemon's clock went back
+            self.stats.clock_steps += 1
+            self._stream_now[stream] = ts
+        if th is None:
+            th = self._new_thread(key, daemon, ts)
+        else:
+            self._thread_order[host].move_to_end(key)
         th.latest = ts
+        proc = self.processes[stream][pid]
+        proc.lines += 1
+        if ts > proc.last:
+            proc.last = ts
         rkey = self._handlers[role](ev, th, key)
         if self.dirty_threads is not None:
             self.dirty_threads.add(key)
             if rkey is not None:
                 self.dirty_requests.add(rkey)
 
-    def _new_pid(self, host: str, daemon: str, pid: int) -> None:
-        """A daemon's first pid, or a new one: it restarted."""
-        old = self.pids.get((host, daemon))
-        if old is not None:
-            self._restart(host, daemon, old)
-        self.pids[(host, daemon)] = pid
+    def _remember_seen(self, digest: int) -> None:
+        self._seen.add(digest)
+        order = self._seen_order
+        order.append(digest)
+        if len(order) > self.duplicate_memory:
+            self._seen.discard(order.popleft())
+
+    def _new_thread(self, key: tuple, daemon: str, ts: int) -> Thread:
+        host, _, pid, tid = key
+        procs = self.processes.setdefault((host, daemon), {})
+        proc = procs.get(pid)
+        if proc is None:
+            proc = procs[pid] = Process(ts)
+        proc.tids.add(tid)
+        th = self.threads[key] = Thread(daemon, latest=ts)
+        order = self._thread_order.get(host)
+        if order is None:
+            order = self._thread_order[host] = OrderedDict()
+        order[key] = None
+        if len(self.threads) > self.max_threads:
+            self._evict_thread()
+        return th
+
+    def _evict_thread(self) -> None:
+        """The thread cap is reached: drop the least recently active thread of any host."""
+        oldest = None
+        for order in self._thread_order.values():
+            if order:
+                key = next(iter(order))
+                if oldest is None or self.threads[key].latest < self.threads[oldest].latest:
+                    oldest = key
+        self.stats.thread_evictions += 1
+        self._drop_thread(oldest)
+
+    def _drop_thread(self, key: tuple) -> None:
+        """Forget a thread: its open call never returns, a pending accept is dropped."""
+        th = self.threads.pop(key)
+        del self._thread_order[key[0]][key]
+        if th.call is not None:
+            self._close_noreturn(key, th)
+        if th.accept is not None:
+            self.stats.dropped_accepts += 1
+        if th.sess or th.trans:
+            self.stats.expired_sessions += 1
+        procs = self.processes.get((key[0], key[1]))
+        proc = procs.get(key[2]) if procs else None
+        if proc is not None:
+            proc.tids.discard(key[3])
+        if self.dirty_threads is not None:
+            self.dirty_threads.add(key)
 
     def _on_accept(self, ev, th, key):
         if th.accept is not None:
@@ -176,6 +343,18 @@ class Reassembler:
         if th.accept is not None:
             self.stats.dropped_accepts += 1
             th.accept = None
+        return self._on_line(ev, th, key)
+
+    def _on_startup(self, ev, th, key):
+        """`started`: a process begins. If this pid logged before, the pid was reused:
+        the earlier process with this pid is over, and its open calls never return."""
+        host, daemon, pid, tid = key
+        proc = self.processes[(host, daemon)][pid]
+        if proc.lines > 1:
+            for other in [t for t in proc.tids if t != tid]:
+                self._drop_thread((host, daemon, pid, other))
+            self.stats.restarts += 1
+            proc.first, proc.lines = ev.ts, 1
         return self._on_line(ev, th, key)
 
     def _on_call(self, ev, th, key):
@@ -276,14 +455,14 @@ class Reassembler:
         self._touch(rkey, req, ts)
         op = call.op
         if call.kind == PROC:
-            req.proc_ms = ts - call.started
+            req.proc_ms = _diff(ts, call.started)
         elif op in REQUEST_OPS:
             req.request_ret = ts
             if rc != 0:
                 self._finish(rkey, req, "failed", ts)
         elif op in STATUS_OPS:
             req.polls += 1
-            req.poll_ms += ts - call.started
+            req.poll_ms += _diff(ts, call.started)
             if call.state == "SUCCESS":
                 if req.success_end is None:
                     req.success_end = ts
@@ -292,7 +471,7 @@ class Reassembler:
                 self._finish(rkey, req, "failed", ts)
         else:  # putdone, relfiles, abortreq
             req.done_start = call.started
-            req.done_ms = ts - call.started
+            req.done_ms = _diff(ts, call.started)
             req.closing = op
             self._finish(rkey, req, "aborted" if op == "abortreq" else "success", ts)
         return rkey
@@ -300,11 +479,30 @@ class Reassembler:
     # -- requests ------------------------------------------------------------------------
     def _admit(self, rkey, req: Request) -> Request:
         self.requests[rkey] = req
+        order = self._request_order.get(rkey[0])
+        if order is None:
+            order = self._request_order[rkey[0]] = OrderedDict()
+        order[rkey] = req
         while len(self.requests) > self.max_in_flight:
-            old_key, old = self.requests.popitem(last=False)
-            self.stats.evictions += 1
-            self._expire(old_key, old)
+            self._evict_request()
         return req
+
+    def _evict_request(self) -> None:
+        """The cap is reached: emit the least recently active open request of any host."""
+        oldest = None
+        for order in self._request_order.values():
+            if order:
+                first = next(iter(order.values()))
+                if oldest is None or first.latest < oldest.latest:
+                    oldest = first
+        rkey = (oldest.host, oldest.token)
+        self._forget(rkey)
+        self.stats.evictions += 1
+        self._expire(rkey, oldest, BY_EVICTION)
+
+    def _forget(self, rkey) -> None:
+        del self.requests[rkey]
+        del self._request_order[rkey[0]][rkey]
 
     def _find(self, rkey, op) -> Request | None:
         """The open request of a token; an orphan if never seen; None if it has ended."""
@@ -320,7 +518,7 @@ class Reassembler:
     def _touch(self, rkey, req: Request, ts: int) -> None:
         if ts > req.latest:
             req.latest = ts
-        self.requests.move_to_end(rkey)
+        self._request_order[rkey[0]].move_to_end(rkey)
 
     def _dequeue(self, req: Request) -> None:
         if req.queued:
@@ -328,10 +526,10 @@ class Reassembler:
             self.slow_queue_depth -= 1
 
     def _finish(self, rkey, req: Request, status: str, ended: int) -> None:
-        del self.requests[rkey]
+        self._forget(rkey)
         self._dequeue(req)
         self._remember_finished(rkey)
-        self.emit(self._request_record(req, status, ended))
+        self.emit(self._request_record(req, status, ended, BY_LINE))
         if self.dirty_requests is not None:
             self.dirty_requests.add(rkey)
 
@@ -354,18 +552,21 @@ class Reassembler:
             if dirty is not None:
                 dirty.add(old_group)
 
-    def _expire(self, rkey, req: Request) -> None:
-        """Emit a request that saw no end: rules 5 and 6 of the record rules."""
+    def _expire(self, rkey, req: Request, reason: str) -> None:
+        """Emit a request that saw no end (rules 5 and 6 of the record rules); its token
+        is remembered like a finished one, so its later lines are late, never a second
+        record."""
         self._dequeue(req)
+        self._remember_finished(rkey)
         if req.op == "get" and req.success_end is not None:
-            record = self._request_record(req, "success", req.success_end)
+            record = self._request_record(req, "success", req.success_end, reason)
         else:
-            record = self._request_record(req, "incomplete", req.latest)
+            record = self._request_record(req, "incomplete", req.latest, reason)
         self.emit(record)
         if self.dirty_requests is not None:
             self.dirty_requests.add(rkey)
 
-    def _request_record(self, req: Request, status: str, ended: int) -> dict:
+    def _request_record(self, req: Request, status: str, ended: int, reason: str) -> dict:
         self.stats.requests += 1
         start = req.accepted if req.accepted is not None else req.started
         return {
@@ -381,6 +582,7 @@ class Reassembler:
             "transfer_s": _diff(req.putdone_first, req.success_end) if req.closing == "putdone" else None,
             "done_s": req.done_ms,
             "total_s": _diff(ended, start),
+            "end_reason": reason,
         }
 
     # -- calls ---------------------------------------------------------------------------
@@ -390,9 +592,9 @@ class Reassembler:
         if call.op in SESSION_CLOSE:
             setattr(th, SESSION_CLOSE[call.op], False)
         self.stats.calls += 1
-        host, pid, tid = key
+        host, daemon, pid, tid = key
         self.emit({
-            "kind": "call", "host": host, "daemon": th.daemon, "pid": pid,
+            "kind": "call", "host": host, "daemon": daemon, "pid": pid,
             "thread": tid if tid >= 0 else None, "op": call.op, "client": call.client,
             "started": call.started, "ended": ended, "duration_s": _diff(ended, call.started),
             "rc": rc, "auth_s": _diff(call.started, call.accepted), "session": call.session,
@@ -406,59 +608,94 @@ class Reassembler:
         if call.kind == PLAIN or (call.kind == STEP and call.token is None):
             self._emit_call(key, th, call, None, None)
 
-    def _restart(self, host: str, daemon: str, old_pid: int) -> None:
-        self.stats.restarts += 1
-        for key in [k for k, th in self.threads.items()
-                    if k[0] == host and k[1] == old_pid and th.daemon == daemon]:
-            th = self.threads.pop(key)
-            if th.call is not None:
-                self._close_noreturn(key, th)
-            if th.accept is not None:
-                self.stats.dropped_accepts += 1
-            if self.dirty_threads is not None:
-                self.dirty_threads.add(key)
+    # -- processes -----------------------------------------------------------------------
+    def _retire_processes(self, grace_ms: int) -> None:
+        """End the processes that stayed silent for `grace_ms` while a newer process of the
+        same daemon logged on. The oldest process still alive, so ended, was replaced: a
+        restart, counted once for the newest process that replaced it. Any other was a
+        stray process that logged for a while beside the main one."""
+        for (host, daemon), procs in self.processes.items():
+            if len(procs) < 2:
+                continue
+            retired = []
+            for pid, proc in procs.items():
+                newer_last = max((q.last for q in procs.values() if q.first > proc.first),
+                                 default=None)
+                if newer_last is not None and newer_last > proc.last + grace_ms:
+                    retired.append(pid)
+            for pid in sorted(retired, key=lambda p: procs[p].last):
+                proc = procs[pid]
+                newest = max(procs.values(), key=lambda q: q.first)
+                oldest = min(procs.values(), key=lambda q: q.first)
+                if oldest is proc and not newest.succeeded:
+                    newest.succeeded = True
+                    self.stats.restarts += 1
+                else:
+                    self.stats.stray_processes += 1
+                for tid in list(proc.tids):
+                    self._drop_thread((host, daemon, pid, tid))
+                del procs[pid]
+
+    def _expire_processes(self, host: str, horizon: int) -> None:
+        for procs in [p for (h, _), p in self.processes.items() if h == host]:
+            for pid in [pid for pid, proc in procs.items() if proc.last < horizon and not proc.tids]:
+                del procs[pid]
+
+    @property
+    def pids(self) -> dict:
+        """(host, daemon) -> the pid of its main process (the one that logged the most)."""
+        return {k: max(procs, key=lambda p: procs[p].lines)
+                for k, procs in self.processes.items() if procs}
 
     # -- event time ----------------------------------------------------------------------
-    def watermark(self) -> int | None:
-        return None if self.latest is None else self.latest - self.allowance_ms
+    def watermark(self, host: str | None = None) -> int | None:
+        latest = self.latest if host is None else self.clocks[host].latest
+        return None if latest is None else latest - self.allowance_ms
 
-    def advance(self, watermark: int | None = None) -> None:
-        """Emit what has seen no line for `timeout_ms` of event time before the watermark."""
-        mark = self.watermark() if watermark is None else watermark
-        if mark is None:
-            return
-        horizon = mark - self.timeout_ms
-        requests = self.requests
-        while requests:
-            rkey, req = next(iter(requests.items()))
-            if req.latest >= horizon:
-                break
-            del requests[rkey]
-            self.stats.expired += 1
-            self._expire(rkey, req)
-        for key, th in list(self.threads.items()):
-            if th.latest >= horizon:
-                continue
-            if th.call is not None:
-                self._close_noreturn(key, th)
-            if th.accept is not None:
-                self.stats.dropped_accepts += 1
-            if not (th.sess or th.trans):
-                del self.threads[key]
-            else:
-                th.accept = None
-            if self.dirty_threads is not None:
-                self.dirty_threads.add(key)
+    def advance(self) -> None:
+        """Emit what has seen no line for `timeout_ms` of its host's event time before the
+        host's watermark; end processes replaced by newer ones. Walks only what expires."""
+        for host, clock in self.clocks.items():
+            horizon = clock.latest - self.allowance_ms - self.timeout_ms
+            order = self._request_order.get(host)
+            while order:
+                rkey, req = next(iter(order.items()))
+                if req.latest >= horizon:
+                    break
+                self._forget(rkey)
+                self.stats.expired += 1
+                self._expire(rkey, req, BY_TIMEOUT)
+            order = self._thread_order.get(host)
+            threads = self.threads
+            while order:
+                key = next(iter(order))
+                if threads[key].latest >= horizon:
+                    break
+                self.stats.expired_threads += 1
+                self._drop_thread(key)
+            self._expire_processes(host, horizon)
+        self._retire_processes(self.grace_ms)
 
     def finish(self) -> None:
         """End of input: every open call and request is emitted as it stands."""
+        for clock in self.clocks.values():
+            held, clock.held = clock.held, None
+            if held and clock.votes:
+                self.stats.future_lines += len(held)
+            elif held:
+                for ev in held:
+                    self._accept_event(clock, ev)
+        self._retire_processes(self.grace_ms)
         for key, th in list(self.threads.items()):
             if th.call is not None:
                 self._close_noreturn(key, th)
         self.threads.clear()
-        while self.requests:
-            rkey, req = self.requests.popitem(last=False)
-            self._expire(rkey, req)
+        self._thread_order.clear()
+        for order in self._request_order.values():
+            while order:
+                rkey, req = order.popitem(last=False)
+                del self.requests[rkey]
+                self._expire(rkey, req, BY_INPUT_END)
 
     @property
     def in_flight(self) -> int:
@@ -482,11 +719,34 @@ class Reassembler:
         self.dirty_groups.clear()
         return threads, requests, groups
 
-    def restore(self, threads: dict, requests: dict, pids: dict | None = None,
+    def clock_state(self) -> dict:
+        """Processes and host clocks, small enough to store whole at every checkpoint."""
+        return {
+            "processes": [[h, d, pid, p.first, p.last, p.lines]
+                          for (h, d), procs in self.processes.items()
+                          for pid, p in procs.items()],
+            "hosts": [[h, c.latest] for h, c in self.clocks.items()],
+        }
+
+    def restore(self, threads: dict, requests: dict, clock: dict | None = None,
                 finished: dict | None = None) -> None:
-        """Load state saved by take_changes (keys as tuples, values as states)."""
-        for key, state in threads.items():
-            self.threads[tuple(key)] = thread_from_state(state)
+        """Load state saved by take_changes and clock_state (keys as tuples)."""
+        for host, daemon, pid, first, last, lines in (clock or {}).get("processes", ()):
+            self.processes.setdefault((host, daemon), {})[pid] = Process(first, last, lines)
+        for host, latest in (clock or {}).get("hosts", ()):
+            self.clocks[host] = HostClock(latest)
+            if self.latest is None or latest > self.latest:
+                self.latest = latest
+        for key, state in sorted(threads.items(), key=lambda kv: kv[1]["latest"]):
+            key = tuple(key)
+            host, daemon, pid, tid = key
+            self.threads[key] = thread_from_state(state)
+            self._thread_order.setdefault(host, OrderedDict())[key] = None
+            procs = self.processes.setdefault((host, daemon), {})
+            proc = procs.get(pid)
+            if proc is None:
+                proc = procs[pid] = Process(state["latest"])
+            proc.tids.add(tid)
         for group in sorted(finished or {}):
             members = self.finished_groups[group] = {}
             for key in finished[group]:
@@ -495,13 +755,18 @@ class Reassembler:
             self._group = group + 1  # carry on in a new group: the stored one stays as is
         for key, state in sorted(requests.items(), key=lambda kv: kv[1]["latest"]):
             req = Request(**state)
-            self.requests[tuple(key)] = req
+            key = tuple(key)
+            self.requests[key] = req
+            self._request_order.setdefault(key[0], OrderedDict())[key] = req
             if req.queued:
                 self.slow_queue_depth += 1
+            clock_of_host = self.clocks.get(req.host)
+            if clock_of_host is None:
+                self.clocks[req.host] = HostClock(req.latest)
+            elif req.latest > clock_of_host.latest:
+                clock_of_host.latest = req.latest
             if self.latest is None or req.latest > self.latest:
                 self.latest = req.latest
-        for key, pid in (pids or {}).items():
-            self.pids[tuple(key)] = pid
 
 
 def request_state(req: Request | None) -> dict | None:

@@ -12,6 +12,8 @@ REQUEST_COLUMNS = (
     "accepted", "started", "ended",
     "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
     "ready_wait_s", "transfer_s", "done_s", "total_s",
+    # extra columns
+    "end_reason",
 )
 
 CALL_COLUMNS = (

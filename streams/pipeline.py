@@ -37,6 +37,19 @@ EXAMPLES_KEPT = 20        # bad lines kept (truncated) for the report
 UNKNOWN_DAEMON = "unknown"
 
 
+def check_settings(*, timeout_s: float, max_in_flight: int, max_threads: int,
+                   grace_s: float) -> None:
+    """Refuse settings that cannot work, with a message naming the option."""
+    if not timeout_s > 0:
+        raise ValueError(f"timeout must be > 0 seconds, not {timeout_s:g}")
+    if max_in_flight < 1:
+        raise ValueError(f"max-in-flight must be >= 1, not {max_in_flight}")
+    if max_threads < 1:
+        raise ValueError(f"max-threads must be >= 1, not {max_threads}")
+    if grace_s < 0:
+        raise ValueError(f"grace must be >= 0 seconds, not {grace_s:g}")
+
+
 class PipelineStats:
     """Counters of a pipeline run; read by the summary and the metrics exporter."""
 
@@ -107,9 +120,13 @@ class PipelineStats:
 
 class Pipeline:
     def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
-                 max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None):
+                 max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
+                 max_threads: int = 100_000, grace_s: float = 60):
+        check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
+                       max_threads=max_threads, grace_s=grace_s)
         self.reassembler = Reassembler(on_record, timeout_ms=int(timeout_s * 1000),
-                                       max_in_flight=max_in_flight)
+                                       max_in_flight=max_in_flight, max_threads=max_threads,
+                                       grace_ms=int(grace_s * 1000))
         self.stats = PipelineStats(self.reassembler)
         self.profiles = profiles or bundled_profiles()
         self.sources: dict[str, Source] = {}
@@ -142,23 +159,23 @@ class Pipeline:
     def take_changes(self) -> dict[str, dict | None]:
         """{key: JSON-safe state, or None for a key gone since it was last taken}.
 
-        Keys: "t|host|pid|tid" threads, "r|host|token" requests, "f|N" a group of
-        ended requests' keys (so a late line stays late after a restore), "s|name"
-        sources, "m" the daemon pids. A key created and removed between two takes is left
+        Keys: "t|host|daemon|pid|tid" threads, "r|host|token" requests, "f|N" a group
+        of ended requests' keys (so a late line stays late after a restore), "s|name"
+        sources, "m" the processes and host clocks. A key created and removed between two takes is left
         out.
         """
         for src in self.sources.values():  # lines still buffered for detection are not state
             src.settle()
         threads, requests, finished = self.reassembler.take_changes()
         raw: dict[str, dict | None] = {}
-        for (host, pid, tid), state in threads.items():
-            raw[f"t|{host}|{pid}|{tid}"] = state
+        for (host, daemon, pid, tid), state in threads.items():
+            raw[f"t|{host}|{daemon}|{pid}|{tid}"] = state
         for (host, token), state in requests.items():
             raw[f"r|{host}|{token}"] = state
         for group, keys in finished.items():
             raw[f"f|{group}"] = keys
         meta = {f"s|{name}": src.state() for name, src in self.sources.items() if src.parser}
-        meta["m"] = {"pids": [[h, d, p] for (h, d), p in self.reassembler.pids.items()]}
+        meta["m"] = self.reassembler.clock_state()
         for key, state in meta.items():
             if self._last_meta.get(key) != state:
                 self._last_meta[key] = state
@@ -178,12 +195,12 @@ class Pipeline:
         """Rebuild a fresh pipeline from (key, state) pairs saved by take_changes()."""
         states = [(k, s) for k, s in (states.items() if isinstance(states, dict) else states)
                   if s is not None]
-        threads, requests, pids, finished = {}, {}, {}, {}
+        threads, requests, clock, finished = {}, {}, {}, {}
         for key, state in states:
             kind, _, rest = key.partition("|")
             if kind == "t":
-                host, pid, tid = rest.rsplit("|", 2)
-                threads[(host, int(pid), int(tid))] = state
+                host, daemon, pid, tid = rest.rsplit("|", 3)
+                threads[(host, daemon, int(pid), int(tid))] = state
             elif kind == "r":
                 host, token = rest.rsplit("|", 1)
                 requests[(host, token)] = state
@@ -192,8 +209,8 @@ class Pipeline:
             elif kind == "s":
                 Source.from_state(self, rest, state)
             elif kind == "m":
-                pids = {(h, d): p for h, d, p in state["pids"]}
-        self.reassembler.restore(threads, requests, pids, finished)
+                clock = state
+        self.reassembler.restore(threads, requests, clock, finished)
         if self.reassembler.dirty_threads is not None:  # tracking: these keys are stored
             self._persisted.update(k for k, _ in states)
 

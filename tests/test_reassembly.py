@@ -44,7 +44,7 @@ def test_the_reference_put_gives_every_phase():
         "auth_s": 17, "request_s": 3, "queue_s": 29, "proc_s": 1240,
         "polls": 2, "poll_s": 1 + 2, "ready_wait_s": at("14:31:44.702") - at("14:31:43.121"),
         "transfer_s": at("14:31:45.020") - at("14:31:44.702"), "done_s": 11,
-        "total_s": at("14:31:45.031") - at("14:31:43.101"),
+        "total_s": at("14:31:45.031") - at("14:31:43.101"), "end_reason": "line",
     }
     assert set(REQUEST_COLUMNS) <= set(req)
 
@@ -163,13 +163,13 @@ def test_slow_queue_depth_counts_requests_waiting_for_a_slow_thread():
     assert (pipeline.stats.slow_queue_depth, pipeline.stats.in_flight) == (2, 3)
 
 
-def test_a_processing_line_before_the_put_returns_gives_a_negative_queue_time():
+def test_a_processing_line_logged_before_the_put_returns_gives_no_negative_queue_time():
     lines = (put("08/12 10:00:00.000", 3, T1, rc=None)
              + proc("08/12 10:00:00.001", "08/12 10:00:00.200", 21, T1)
              + [line("08/12 10:00:00.003", 3, "dpm_srv_put", "returns 0")]
              + closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1))
     req, _ = one_request(lines)
-    assert (req["queue_s"], req["request_s"], req["status"]) == (-2, 3, "success")
+    assert (req["queue_s"], req["request_s"], req["status"]) == (0, 3, "success")
 
 
 def test_lines_out_of_order_across_threads_keep_every_duration():
