@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from dpmstream import __version__
@@ -46,9 +47,25 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    where = f"dpmstream {args.command}"
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+    except (OSError, ValueError) as exc:  # a path that cannot be used, a bad setting
+        print(f"{where}: {describe_error(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug: one line, and the traceback for whoever asks
+        logging.getLogger("dpmstream").debug("traceback", exc_info=True)
+        print(f"{where}: internal error: {type(exc).__name__}: {exc} "
+              "(-vv shows the traceback)", file=sys.stderr)
+        return 70
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an error a user can fix: the path and the system's reason."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return str(exc)

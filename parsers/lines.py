@@ -3,7 +3,10 @@
 - malformed: the envelope does not match (garbage, binary, a truncated line, a bad date,
   a line longer than MAX_LINE_CHARS);
 - unmatched: the envelope matches but no role pattern of the profile does;
-- parsed: a role matched; the Event carries the fields the reassembler needs.
+- parsed: a role matched; the Event carries the fields the reassembler needs;
+- routed: an rsyslog line whose program tag names another profile's daemon (a file that
+  mixes daemons): the caller parses it with that profile (`routed_tag` says which);
+- foreign: an rsyslog line of a program no profile knows (sshd, kernel, ...).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from .profiles import UNMATCHED, Profile
 _new_event = tuple.__new__  # Event(...) without the keyword-handling __new__
 
 PARSED, UNMATCHED_RESULT, MALFORMED = "parsed", "unmatched", "malformed"
+ROUTED, FOREIGN = "routed", "foreign"
 # Real lines are well under 4 KiB (a DN, a SURL); a longer one is garbage, and matching
 # patterns with `.*` against megabytes would only burn time.
 MAX_LINE_CHARS = 65536
@@ -24,8 +28,12 @@ MAX_LINE_CHARS = 65536
 class LineParser:
     """Parses the lines of one stream (one file, or one host's path on Kafka)."""
 
-    def __init__(self, profile: Profile, clock: EventClock, host: str):
+    def __init__(self, profile: Profile, clock: EventClock, host: str,
+                 other_tags: frozenset = frozenset()):
         self.profile = profile
+        # Program tags of the other profiles' daemons: their lines are routed to them.
+        self.other_tags = other_tags - set(profile.tags)
+        self.routed_tag: str | None = None
         self.clock = clock
         self.host = host
         self.daemon = profile.daemon
@@ -79,7 +87,12 @@ class LineParser:
             form = self._rsyslog
             m = form.regex.match(line)
             if m is None:
-                return self._malformed("no envelope")
+                return self._not_ours(line)
+            tag_group = form.envelope.get("tag")
+            if tag_group is not None and m.group(tag_group) in self.other_tags:
+                self.routed_tag = m.group(tag_group)
+                self.result = ROUTED
+                return None
             host = m.group(form.envelope["host"])
         month, day, hour, minute, second, frac, pid, tid, func = m.group(*form.envelope_slots)
         ms = int((frac + "00")[:3]) if frac else 0
@@ -146,6 +159,19 @@ class LineParser:
         mo = int(month)
         return self.clock.to_ms(mo, int(day), int(hour), int(minute), int(second), ms,
                                 self._year_of(form, m, mo))
+
+    def _not_ours(self, line: str) -> None:
+        """No envelope: another daemon's or program's syslog line, or garbage."""
+        prefix = self.profile.rsyslog_prefix.match(line)
+        tag = prefix.groupdict().get("tag") if prefix is not None else None
+        if tag is not None and tag not in self.profile.tags:
+            if tag in self.other_tags:
+                self.routed_tag = tag
+                self.result = ROUTED
+            else:
+                self.result = FOREIGN
+            return None
+        return self._malformed("no envelope")
 
     def _malformed(self, reason: str) -> None:
         self.result = MALFORMED

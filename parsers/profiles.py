@@ -70,9 +70,13 @@ class Profile:
     rsyslog_envelope: str
     roles: dict[str, list[str]]
     source: str = "<memory>"
+    # rsyslog program tags of this daemon (`dpm:`, `dpns:` ...): in a file that mixes
+    # daemons (/var/log/messages) the tag says which profile reads the line.
+    tags: tuple[str, ...] = ()
     native: CompiledForm = field(init=False, repr=False)
     rsyslog: CompiledForm = field(init=False, repr=False)
     func_regex: re.Pattern = field(init=False, repr=False)
+    rsyslog_prefix: re.Pattern = field(init=False, repr=False)  # the rsyslog part alone
 
     def __post_init__(self) -> None:
         unknown = set(self.roles) - set(ROLES)
@@ -89,6 +93,10 @@ class Profile:
             raise ProfileError(f"{self.source}: envelope lacks group(s) {missing}")
         if "rtime" not in self.rsyslog.envelope or "host" not in self.rsyslog.envelope:
             raise ProfileError(f"{self.source}: rsyslog envelope needs groups rtime and host")
+        try:
+            self.rsyslog_prefix = re.compile(self.rsyslog_envelope)
+        except re.error as exc:
+            raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
 
 
 def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
@@ -117,7 +125,8 @@ def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
         slots = tuple(fields.get(n, never) for n in EVENT_FIELDS)
         alternatives[index[f"a{i}"]] = Alternative(role, fields, slots)
     alternatives[index["unmatched"]] = Alternative(UNMATCHED, {}, (never,) * len(EVENT_FIELDS))
-    envelope_groups = {n: index[n] for n in (*ENVELOPE_GROUPS, "rtime", "host") if n in index}
+    envelope_groups = {n: index[n] for n in (*ENVELOPE_GROUPS, "rtime", "host", "tag")
+                       if n in index}
     envelope_slots = tuple(envelope_groups.get(n, never) for n in ENVELOPE_GROUPS)
     return CompiledForm(regex, alternatives, envelope_groups, envelope_slots,
                         portable=r"(?s)\A" + body + r"\z")
@@ -149,6 +158,7 @@ def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
             rsyslog_envelope=envelope["rsyslog"],
             roles={role: _as_list(p) for role, p in data["roles"].items()},
             source=source,
+            tags=tuple(_as_list(data.get("tags", [data["daemon"]]))),
         )
     except KeyError as exc:
         raise ProfileError(f"{source}: missing key {exc}") from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import io
 import os
 import sys
@@ -82,3 +83,38 @@ def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
         raise InputError(f"input ends early: {exc}") from exc
     if chunk:
         yield chunk
+
+
+FINGERPRINT_BYTES = 65536
+
+
+def fingerprint(inp: Input) -> bytes | None:
+    """A digest of the first 64 KiB of the decompressed content (None for stdin or an
+    empty file): two inputs that share it begin with the same lines."""
+    if inp.is_stdin:
+        return None
+    stream, raw = open_binary(inp)
+    try:
+        head = stream.read(FINGERPRINT_BYTES)
+    except (EOFError, OSError, ValueError):
+        return None
+    finally:
+        stream.close()
+        raw.close()
+    return hashlib.sha256(head).digest() if head else None
+
+
+def repeated_prefix(stream: BinaryIO, earlier: Input) -> tuple[int, bytes | None]:
+    """Reads `stream` while its lines repeat those of `earlier` (read before, in full):
+    (how many lines repeated, the first line that differs, or None at the end)."""
+    other, raw = open_binary(earlier)
+    repeated = 0
+    try:
+        for line, old in zip(stream, other):
+            if line != old:
+                return repeated, line
+            repeated += 1
+        return repeated, stream.readline() or None
+    finally:
+        other.close()
+        raw.close()

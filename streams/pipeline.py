@@ -23,7 +23,7 @@ from typing import Callable, Iterable
 
 from dpmstream.parsers.clock import EventClock, load_zone, year_from_file_name
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
-from dpmstream.parsers.lines import MALFORMED, UNMATCHED_RESULT, LineParser
+from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
 )
@@ -35,6 +35,7 @@ DETECT_LINES = 200        # lines buffered to detect a file's profile
 ADVANCE_EVERY = 4096      # lines between event-time timeout sweeps
 EXAMPLES_KEPT = 20        # bad lines kept (truncated) for the report
 UNKNOWN_DAEMON = "unknown"
+OTHER_PROGRAM = "other"   # the daemon label of syslog lines of programs no profile knows
 
 
 def check_settings(*, timeout_s: float, max_in_flight: int, max_threads: int,
@@ -129,6 +130,11 @@ class Pipeline:
                                        grace_ms=int(grace_s * 1000))
         self.stats = PipelineStats(self.reassembler)
         self.profiles = profiles or bundled_profiles()
+        # rsyslog program tag -> the profile reading that daemon's lines in a mixed file
+        self.tag_profiles: dict[str, Profile] = {}
+        for profile in self.profiles:
+            for tag in profile.tags:
+                self.tag_profiles.setdefault(tag, profile)
         self.sources: dict[str, Source] = {}
         self._since_advance = 0
 
@@ -243,6 +249,7 @@ class Source:
         self._reassembler = pipeline.reassembler
         pipeline._register(self)
         self._received_cache: tuple[int, tuple[int, int]] | None = None
+        self._routed: dict[str, LineParser] = {}
         if profile is not None:
             self._start(profile)
 
@@ -268,6 +275,10 @@ class Source:
         return src
 
     def _start(self, profile: Profile) -> None:
+        self.parser = self._new_parser(profile)
+        log.info("%s: profile %s, time zone %s", self.name, profile.name, self.parser.clock.zone)
+
+    def _new_parser(self, profile: Profile) -> LineParser:
         zone_name = self.tz or profile.timezone
         ref = None
         if self.year is None:
@@ -277,8 +288,17 @@ class Source:
                 dt = dt.astimezone(load_zone(zone_name))
                 ref = (dt.year, dt.month)
         clock = EventClock(zone_name, year=self.year, ref=ref)
-        self.parser = LineParser(profile, clock, self.host)
-        log.info("%s: profile %s, time zone %s", self.name, profile.name, zone_name)
+        return LineParser(profile, clock, self.host, frozenset(self.pipeline.tag_profiles))
+
+    def _routed_parser(self, tag: str) -> LineParser:
+        """The parser for another daemon's lines in this (mixed) file, by program tag."""
+        parser = self._routed.get(tag)
+        if parser is None:
+            profile = self.pipeline.tag_profiles[tag]
+            parser = self._routed[tag] = self._new_parser(profile)
+            parser.other_tags = frozenset()  # its lines are its own: no routing onwards
+            log.info("%s: lines tagged %r read with profile %s", self.name, tag, profile.name)
+        return parser
 
     # -- input ---------------------------------------------------------------------------
     def feed(self, line: str | bytes, received_ms: int | None = None) -> None:
@@ -348,15 +368,24 @@ class Source:
             if ref is not parser.line_ref:  # the same tuple while the hour is the same
                 parser.line_ref = ref
         ev = parser.parse(line)
-        if ev is None:
+        if ev is None and parser.result == ROUTED:
+            parser = self._routed_parser(parser.routed_tag)
+            if received_ms is not None:
+                parser.line_ref = self._ref_of(received_ms)
+            ev = parser.parse(line)
+            if ev is None:
+                self._count_other(parser, line)
+        elif ev is None:
             if parser.result == MALFORMED:
                 self.n_malformed += 1
                 self._remember_bad(parser.reason, line)
+            elif parser.result == FOREIGN:
+                self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += 1
             else:
                 self.n_unmatched += 1
-        else:
+        if ev is not None:
             ts, host = ev[0], ev[1]
-            if host == self.host:
+            if host == self.host and parser is self.parser:
                 self.n_parsed += 1
                 if ts > self._latest:
                     self._latest = self.latest_by_host[host] = ts
@@ -371,6 +400,13 @@ class Source:
         pipeline._since_advance += 1
         if pipeline._since_advance >= ADVANCE_EVERY:
             pipeline.advance()
+
+    def _count_other(self, parser: LineParser, line: str) -> None:
+        """A routed line its own profile could not parse either."""
+        result = parser.result if parser.result != ROUTED else UNMATCHED_RESULT
+        self.other_counts[(self.host, parser.daemon, result)] += 1
+        if result == MALFORMED:
+            self._remember_bad(parser.reason, line)
 
     def _ref_of(self, received_ms: int) -> tuple[int, int]:
         cached = self._received_cache

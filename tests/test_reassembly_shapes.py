@@ -12,6 +12,14 @@ from .helpers import calls_of, reassemble, requests_of
 DAY = 1313107200000  # 2011-08-12 00:00 UTC
 
 
+@pytest.fixture(autouse=True, params=["compiled", "pure-python"])
+def line_parser(request, monkeypatch):
+    """Every behaviour here holds with either line parser."""
+    if request.param == "pure-python":
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    return request.param
+
+
 def at(hms_ms: str) -> int:
     h, m, rest = hms_ms.split(":")
     s, ms = rest.split(".")
@@ -258,3 +266,30 @@ def test_a_session_silent_past_the_timeout_is_cut_and_counted():
 def test_impossible_settings_are_refused(bad):
     with pytest.raises(ValueError):
         Pipeline(lambda r: None, **bad)
+
+
+# -- several daemons in one syslog file ----------------------------------------------------
+
+def test_dpm_and_dpns_lines_in_one_syslog_file_give_the_records_of_the_files_apart():
+    from .dpmlog import proc as proc_lines
+    dpm = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
+           + proc_lines("08/12 10:00:00.010", "08/12 10:00:00.100", 21, T1)
+           + status("08/12 10:00:00.200", "08/12 10:00:00.201", 3, T1, "SUCCESS")
+           + closing("08/12 10:00:00.500", "08/12 10:00:00.503", 3, "putdone", T1))
+    ns = [line("08/12 10:00:00.020", 3, "Cns_srv_creat",
+               "NS092 - creat request by /CN=x (1,1) from head01", pid=900),
+          line("08/12 10:00:00.030", 3, "Cns_srv_creat", "returns 0", pid=900)]
+    apart = reassemble(dpm)[0] + reassemble(ns)[0]
+
+    def wrap(tag, text):
+        return f"2011-08-12T{text[6:18]}412+00:00 head01 {tag}: {text}"
+
+    foreign = ["2011-08-12T10:00:00.300000+00:00 head01 sshd[2211]: Accepted publickey for root",
+               "2011-08-12T10:00:00.301000+00:00 head01 kernel: eth0: link up"]
+    mixed = sorted([wrap("dpm", t) for t in dpm] + [wrap("dpns[900]", t) for t in ns] + foreign)
+    records, pipeline = reassemble(mixed, year=None)
+    key = lambda r: (r["kind"], r["started"])
+    assert sorted(records, key=key) == sorted(apart, key=key)
+    lines = pipeline.stats.lines
+    assert lines[("head01", "dpns", "parsed")] == 2 and lines[("head01", "other", "foreign")] == 2
+    assert not [k for k in lines if k[2] in ("malformed", "unmatched")]

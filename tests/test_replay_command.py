@@ -42,7 +42,7 @@ def test_replay_writes_the_reference_columns_in_order(tmp_path):
     assert tuple(requests[0]) == REQUEST_COLUMNS and tuple(calls[0]) == CALL_COLUMNS
     assert requests[1] == ["head01", T1, "put", "lxfsra01.cern.ch", "1", "success", "",
                            "1313143200.000", "1313143201.001", "", "0.002", "0.098", "0.200",
-                           "1", "0.001", "0.399", "0.599", "0.001", "1.001"]
+                           "1", "0.001", "0.399", "0.599", "0.001", "1.001", "line"]
     assert calls[1] == ["head01", "dpm", "12345", "5", "ping", "lxfsra01.cern.ch",
                         "1313143202.000", "1313143202.003", "0.003", "0", "", ""]
 
@@ -109,3 +109,46 @@ def test_every_subcommand_has_help():
         out = dpmstream(command, "--help").stdout.decode()
         assert out.startswith("usage: dpmstream " + command), command
     assert b"profile" in dpmstream("--help").stdout
+
+
+def one_line_error(proc_) -> str:
+    err = proc_.stderr.decode()
+    assert "Traceback" not in err, err
+    return err
+
+
+def test_an_unusable_out_directory_is_one_clear_line_not_a_traceback(tmp_path):
+    log = write(tmp_path / "log", LOG)
+    existing_file = write(tmp_path / "not-a-dir", ["x"])
+    for out in (existing_file, "/proc/dpmstream-cannot-write-here"):
+        proc_ = dpmstream("replay", "--tz", "UTC", "--year", "2011", "--out", out, log, check=False)
+        err = one_line_error(proc_)
+        assert proc_.returncode == 2 and err.startswith("dpmstream replay: ") and out in err
+
+
+def test_impossible_options_are_refused_with_the_option_named(tmp_path):
+    log = write(tmp_path / "log", LOG)
+    for option, value in (("--timeout", "-5"), ("--max-in-flight", "0"), ("--max-threads", "0")):
+        proc_ = dpmstream("replay", option, value, log, check=False)
+        err = one_line_error(proc_)
+        assert proc_.returncode == 2 and option in err, err
+
+
+def test_a_run_in_which_no_line_parsed_exits_non_zero(tmp_path):
+    junk = write(tmp_path / "junk", ["hello world", "this is not a DPM log"])
+    proc_ = dpmstream("replay", "--quiet", junk, check=False)
+    assert proc_.returncode == 1 and "no DPM, DPNS or SRM line was parsed" in one_line_error(proc_)
+
+
+def test_the_same_archive_given_twice_gives_each_record_once(tmp_path):
+    log = write(tmp_path / "log", LOG + SECOND)
+    copy = write(tmp_path / "log.gz", LOG + SECOND, opener=gzip.open)
+    longer = write(tmp_path / "log.longer", LOG + SECOND + call("08/12 10:06:00.000", 5, "ping",
+                                                                 end="08/12 10:06:00.001"))
+    common = ("replay", "--quiet", "--tz", "UTC", "--year", "2011", "--host", "head01")
+    dpmstream(*common, "--out", str(tmp_path / "once"), log)
+    dpmstream(*common, "--out", str(tmp_path / "twice"), log, copy, longer)
+    once = read_csv(tmp_path / "once" / "requests.csv")
+    assert read_csv(tmp_path / "twice" / "requests.csv") == once and len(once) == 3
+    calls = read_csv(tmp_path / "twice" / "calls.csv")
+    assert sorted(row[4] for row in calls[1:]) == ["ping", "ping"]  # the longer copy's new call

@@ -11,6 +11,44 @@ from dpmstream.parsers.clock import ClockError, load_zone
 from dpmstream.parsers.profiles import ProfileError, resolve_profile
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a count >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {text}")
+    return value
+
+
+def pipeline_options(args) -> dict:
+    """The reassembly settings of add_log_options, as Pipeline keyword arguments."""
+    return {"timeout_s": args.timeout, "max_in_flight": args.max_in_flight,
+            "max_threads": args.max_threads, "grace_s": args.grace}
+
+
 def add_log_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="P",
                    help="regex profile: a bundled name (lcgdm-dpm, lcgdm-ns, lcgdm-srm) or a "
@@ -22,12 +60,18 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
                         "log-YYYYMMDD, or the file's mtime)")
     p.add_argument("--host", metavar="NAME",
                    help="head-node name for records (default: rsyslog prefix, else this machine)")
-    p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=3600.0, metavar="S",
                    help="event-time seconds after which a request with no end is emitted as "
-                        "incomplete (default 3600)")
-    p.add_argument("--max-in-flight", type=int, default=1_000_000, metavar="N",
+                        "incomplete, and a silent thread is forgotten (default 3600)")
+    p.add_argument("--max-in-flight", type=positive_int, default=1_000_000, metavar="N",
                    help="cap on open requests; past it the least recently active is emitted "
                         "and counted as evicted (default 1000000)")
+    p.add_argument("--max-threads", type=positive_int, default=100_000, metavar="N",
+                   help="cap on daemon threads tracked; past it the least recently active is "
+                        "dropped and counted (default 100000)")
+    p.add_argument("--grace", type=non_negative_float, default=60.0, metavar="S",
+                   help="after a daemon restart, event-time seconds the old process may stay "
+                        "silent before its unfinished calls are closed (default 60)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
 
 

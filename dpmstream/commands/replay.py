@@ -7,9 +7,11 @@ import logging
 import sys
 
 from dpmstream.commands.common import (
-    add_log_options, checked_profile, checked_zone, default_host, setup_logging,
+    add_log_options, checked_profile, checked_zone, default_host, pipeline_options, setup_logging,
 )
-from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
+from dpmstream.streams.inputs import (
+    InputError, describe, fingerprint, iter_chunks, open_binary, repeated_prefix,
+)
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.summary import Summary
@@ -73,21 +75,33 @@ def run(args) -> int:
         for sink in sinks:
             sink(record)
 
-    pipeline = Pipeline(emit, timeout_s=args.timeout, max_in_flight=args.max_in_flight)
+    pipeline = Pipeline(emit, **pipeline_options(args))
     host = default_host(args.host)
     total = sum(i.size or 0 for i in inputs) or None
     progress = Progress(total, enabled=args.progress)
     done_before, lines, failures = 0, 0, 0
+    read_before: dict[bytes, object] = {}  # content fingerprint -> the input read with it
     for inp in inputs:
         src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
                               year=args.year, year_hint_ms=inp.mtime_ms)
         try:
+            digest = fingerprint(inp)
             stream, raw = open_binary(inp)
         except OSError as exc:
             print(f"dpmstream replay: {inp.name}: {exc}", file=sys.stderr)
             failures += 1
             continue
         try:
+            earlier = read_before.get(digest) if digest else None
+            if earlier is not None:  # the same archive again, or a longer copy of it
+                repeated, first_new = repeated_prefix(stream, earlier)
+                pipeline.reassembler.stats.duplicate_lines += repeated
+                log.warning("%s: its first %d lines repeat %s: counted once", inp.name,
+                            repeated, earlier.name)
+                if first_new is not None:
+                    src.feed_lines([first_new])
+            elif digest:
+                read_before[digest] = inp
             for chunk in iter_chunks(stream):
                 src.feed_lines(chunk)
                 progress.update(done_before + (raw.tell() if not inp.is_stdin else 0),
@@ -113,4 +127,8 @@ def run(args) -> int:
         sys.stdout.write(summary.render(pipeline.stats))
         if args.out:
             print(f"\nwrote {csv_sink.requests_path} and {csv_sink.calls_path}")
+    if not pipeline.stats.total("parsed"):
+        print("dpmstream replay: no DPM, DPNS or SRM line was parsed: wrong files, or a "
+              "profile that does not fit (try `dpmstream profile check FILE`)", file=sys.stderr)
+        return 1
     return 1 if failures else 0
