@@ -12,7 +12,13 @@ REQUEST_COLUMNS = (
     "accepted", "started", "ended",
     "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
     "ready_wait_s", "transfer_s", "done_s", "total_s",
+    # extra columns
+    "end_reason",
 )
+
+# Why a request record was emitted: its own closing line (rules 1-4), the end of the
+# input, the request timeout, or the memory cap (rules 5 and 6 in the last three).
+END_REASONS = ("line", "input_end", "timeout", "evicted")
 
 CALL_COLUMNS = (
     "host", "daemon", "pid", "thread", "op", "client", "started", "ended",

@@ -3,7 +3,8 @@ knows (which line belongs to which request or call) and the instants it printed.
 
 Nothing here reads the log back. Every instant is the printed one (UTC ms, truncated to
 the second with whole-second stamps), so durations are differences of what a reader of
-the log sees. Rule numbers refer to "Where the request ends" in the rules.
+the log sees, never below 0 (a clock stepped back, or a slow thread logging before the
+put's `returns`). Rule numbers refer to "Where the request ends" in the rules.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ import csv
 from dpmstream.parsers.records import (
     CALL_COLUMNS, REQUEST_COLUMNS, call_row, request_row,
 )
+
+
+def span(later, earlier):
+    """A duration: the difference of two printed instants, never below 0; None when
+    either step did not happen."""
+    if later is None or earlier is None:
+        return None
+    return later - earlier if later > earlier else 0
 
 
 class RequestTruth:
@@ -59,24 +68,23 @@ class RequestTruth:
             status, ended = "success", self.first_success          # rule 5
         else:
             status, ended = "incomplete", self.last_line           # rule 6
-
-        def diff(a, b):
-            return None if a is None or b is None else a - b
-
         origin = self.accepted if self.accepted is not None else self.started
         return {
             "kind": "request", "host": host, "token": self.token, "op": self.op,
             "client": self.client, "nfiles": self.nfiles, "status": status,
             "accepted": self.accepted, "started": self.started, "ended": ended,
-            "auth_s": diff(self.started, self.accepted),
-            "request_s": diff(self.put_ret, self.started),
-            "queue_s": diff(self.first_run, self.put_ret),
+            "auth_s": span(self.started, self.accepted),
+            "request_s": span(self.put_ret, self.started),
+            "queue_s": span(self.first_run, self.put_ret),
             "proc_s": self.proc,
             "polls": self.polls, "poll_s": self.poll_ms,
-            "ready_wait_s": diff(self.first_success, self.put_ret),
-            "transfer_s": diff(self.first_done_open, self.first_success) if self.op == "put" else None,
-            "done_s": diff(self.done_ret, self.done_open),
-            "total_s": diff(ended, origin),
+            "ready_wait_s": span(self.first_success, self.put_ret),
+            "transfer_s": span(self.first_done_open, self.first_success) if self.op == "put" else None,
+            "done_s": span(self.done_ret, self.done_open),
+            "total_s": span(ended, origin),
+            # A simulation never runs an hour idle nor fills the cap: what rules 1-4 did
+            # not end, the end of the input does.
+            "end_reason": "line" if self.closed else "input_end",
         }
 
 
@@ -99,9 +107,9 @@ class CallTruth:
             "kind": "call", "host": host, "daemon": self.daemon, "pid": self.pid,
             "thread": self.thread, "op": self.op, "client": self.client,
             "started": self.started, "ended": self.ended,
-            "duration_s": None if self.ended is None else self.ended - self.started,
+            "duration_s": span(self.ended, self.started),
             "rc": self.rc,
-            "auth_s": None if self.accepted is None else self.started - self.accepted,
+            "auth_s": span(self.started, self.accepted),
             "session": None,
         }
 
