@@ -63,7 +63,7 @@ class SimConfig:
     clock_step_at: float | None = None  # seconds after start: the head node's clock steps back
     clock_step_s: float = 30.0         # by this much (NTP)
     future_lines: int = 0              # stray DPM lines stamped `future_ahead_s` ahead
-    future_ahead_s: float = 3600.0
+    future_ahead_s: float = 3660.0     # an hour and a minute: past the default timeout
     service: ServiceTimes = field(default_factory=ServiceTimes)
 
     DEFAULT_REQUESTS = 3000

@@ -37,6 +37,7 @@ class LogWriter:
         self.count = 0
         self.late = 0                 # lines written after their stamp
         self.last_ms = None           # latest instant stamped
+        self.max_printed = None       # latest printed instant (a clock step may go back)
 
     def emit(self, now: int, pid: int, tid: int, func: str, msg: str, owner=None,
              ahead_ms: int = 0) -> int:
@@ -47,6 +48,8 @@ class LogWriter:
         printed, text = self._stamps.stamp(now + ahead_ms)
         if not ahead_ms:
             self.last_ms = now
+            if self.max_printed is None or printed > self.max_printed:
+                self.max_printed = printed
         head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         key = now
         if not ahead_ms and self._jitter_rate and self._rng.random() < self._jitter_rate:

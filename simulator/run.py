@@ -151,7 +151,8 @@ def simulate(config: SimConfig | None = None, out: str | Path = "sim") -> SimRes
     prefix.parent.mkdir(parents=True, exist_ok=True)
     sim = _Sim(cfg, prefix)
     sim.run()
-    requests = sim.truth.request_records()
+    printed = [w.max_printed for w in (sim.log, sim.dpns_log) if w.max_printed is not None]
+    requests = sim.truth.request_records(max(printed, default=None))
     calls = sim.truth.call_records()
     write_requests_csv(sim.paths["requests"], requests)
     write_calls_csv(sim.paths["calls"], calls)

@@ -61,7 +61,9 @@ class RequestTruth:
         if not self.closed:
             self.status, self.ended, self.closed = status, printed, True
 
-    def record(self, host: str) -> dict:
+    def record(self, host: str, idle_before: int | None = None) -> dict:
+        """`idle_before`: a request not ended by its lines whose latest line is before
+        this instant was emitted by the timeout, not at the end of the input."""
         if self.closed:
             status, ended = self.status, self.ended
         elif self.op == "get" and self.first_success is not None:
@@ -82,10 +84,17 @@ class RequestTruth:
             "transfer_s": span(self.first_done_open, self.first_success) if self.op == "put" else None,
             "done_s": span(self.done_ret, self.done_open),
             "total_s": span(ended, origin),
-            # A simulation never runs an hour idle nor fills the cap: what rules 1-4 did
-            # not end, the end of the input does.
-            "end_reason": "line" if self.closed else "input_end",
+            "end_reason": self._end_reason(idle_before),
         }
+
+
+    def _end_reason(self, idle_before: int | None) -> str:
+        # The simulator never fills the cap (`evicted`).
+        if self.closed:
+            return "line"
+        if idle_before is not None and self.last_line < idle_before:
+            return "timeout"
+        return "input_end"
 
 
 class CallTruth:
@@ -114,6 +123,12 @@ class CallTruth:
         }
 
 
+# The reader's defaults (docs/record-rules.md, "Timeout"): requests idle this long are
+# emitted by the timeout; the watermark lags the latest event time by the allowance.
+TIMEOUT_MS = 3_600_000
+ALLOWANCE_MS = 2_000
+
+
 class Truth:
     def __init__(self, host: str):
         self.host = host
@@ -130,9 +145,12 @@ class Truth:
         self._calls.append(call)
         return call
 
-    def request_records(self) -> list[dict]:
-        """Sorted by (started, token); every request here has a DP092."""
-        records = [r.record(self.host) for r in self._requests]
+    def request_records(self, latest: int | None = None, timeout_ms: int = TIMEOUT_MS) -> list[dict]:
+        """Sorted by (started, token); every request here has a DP092. `latest`: the
+        latest instant printed in the input (lines set aside excluded): a request idle
+        for more than `timeout_ms` before the final watermark ends by the timeout."""
+        idle_before = None if latest is None else latest - ALLOWANCE_MS - timeout_ms
+        records = [r.record(self.host, idle_before) for r in self._requests]
         records.sort(key=lambda r: (r["started"], r["token"]))
         return records
 

@@ -51,7 +51,7 @@ _OPTIONS = [
     ("--clock-step-at", "clock_step_at", float, "seconds in: the head node's clock steps back (NTP)"),
     ("--clock-step-s", "clock_step_s", float, "how far the clock steps back, seconds (default 30)"),
     ("--future-lines", "future_lines", int, "stray DPM lines stamped --future-ahead-s ahead (default 0)"),
-    ("--future-ahead-s", "future_ahead_s", float, "how far ahead those lines are stamped, seconds (default 3600)"),
+    ("--future-ahead-s", "future_ahead_s", float, "how far ahead those lines are stamped, seconds (default 3660)"),
 ]
 _FLAGS = [
     ("--whole-seconds", "whole_seconds", True, "stamps without milliseconds (older builds)"),
