@@ -208,6 +208,8 @@ def format_summary(result: SimResult) -> str:
     out.append(f"refused connections {result.refused}, auth failures {result.auth_failures}, "
                f"calls cut by a restart {result.killed_calls}, lines written late {result.late_lines}")
     stats = result.stats
+    if stats.get("killed_runs"):
+        out.append(f"processing runs cut by a restart {stats['killed_runs']} (processed again)")
     if stats.get("stray_calls") or stats.get("stray_main_lines"):
         out.append(f"another process (pid {cfg.stray_pid}): {stats['stray_calls']} pings, "
                    f"{stats['stray_main_lines']} main-thread lines")
