@@ -88,8 +88,9 @@ def _gaps(data, has_ns: bool, has_ns_calls: bool, timeline: dict) -> list[str]:
     gaps.append("The slow-thread pool size (NB_STHREADS) is not in the log: the report takes "
                 "the most slow threads ever busy at once.")
     if not has_ns:
-        gaps.append("Processing is not split into name-server time and the rest: the request "
-                    "records carry no ns_s column (it needs the DPNS log read with the DPM log).")
+        gaps.append("Processing is not split into name-server time and the rest: these request "
+                    "records carry no ns_s column (it needs the DPNS log, and records that "
+                    "link a slow thread's name-server calls to its request).")
     if not has_ns_calls:
         gaps.append("No name-server calls in the records: give the DPNS log too to see their "
                     "latency.")

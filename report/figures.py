@@ -89,7 +89,7 @@ def phase_breakdown(breakdowns: dict, has_ns: bool) -> str:
             lefts = [0.0] * len(ops)
             for k in segs:
                 widths = [values(breakdowns[op], k) for op in ops]
-                ax.barh(ys, widths, left=lefts, height=0.55, color=COLOURS[k],
+                ax.barh(ys, widths, left=lefts, height=0.5, color=COLOURS[k],
                         label=A.SEGMENT_LABELS[k], edgecolor="white", linewidth=0.5)
                 for y, w, l0 in zip(ys, widths, lefts):
                     if breakdowns[ops[y]].share(k) >= 0.08:   # room for a label
@@ -102,12 +102,12 @@ def phase_breakdown(breakdowns: dict, has_ns: bool) -> str:
             ax.set_xlabel("% of total_s" if unit == "%" else "seconds")
         left.set_xlim(0, 100)
         # Status polls run on fast threads while the request waits: shown beside, not stacked.
-        poll_y = [y + 0.42 for y in ys]
+        poll_y = [y + 0.33 for y in ys]
         right.barh(poll_y, [breakdowns[op].poll_ms / max(breakdowns[op].requests, 1) / 1000 for op in ops],
-                   height=0.16, color="none", edgecolor="#555555", hatch="////", linewidth=0.6,
+                   height=0.12, color="none", edgecolor="#555555", hatch="////", linewidth=0.6,
                    label="status polls (overlap the wait)")
         left.set_yticks(ys, [f"{op}\n({breakdowns[op].requests:,})" for op in ops])
-        left.invert_yaxis()
+        left.set_ylim(len(ops) - 0.5, -0.4)   # top to bottom, snug around the bars
         handles, labels = right.get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncol=5)
         return to_svg(fig, "phases")
@@ -229,7 +229,7 @@ def timeline(t: dict, zone) -> str:
                              color="#a63603")
         threads.set_ylabel("threads")
         threads.set_ylim(bottom=0, top=max([1, *slow_peak, *fast_peak]) * 1.25)
-        threads.set_title("b. Busy threads (from each call's first line to its returns)")
+        threads.set_title("b. Busy threads (a call's first line to its returns)")
         threads.legend(loc="lower right", bbox_to_anchor=(1, 0.98), ncol=4, borderaxespad=0)
 
         q_mean, q_peak = t["queue"]
@@ -289,9 +289,15 @@ def ns_latency(latency: dict[str, list[int]]) -> str:
                    boxprops={"facecolor": "#c6dbef", "edgecolor": "#4292c6"},
                    whiskerprops={"color": "#4292c6"}, capprops={"color": "#4292c6"})
         ax.set_yticks(range(1, len(ops) + 1), [f"{op} ({len(latency[op]):,})" for op in ops])
-        ax.set_xscale("log")
-        _log_seconds(ax.xaxis)
-        ax.set_xlabel("call duration (s, log scale): box 25-75%, line median, whiskers 5-95%")
+        every = sorted(v for vs in data for v in vs)
+        spread = every[int(0.95 * (len(every) - 1))] / every[int(0.05 * (len(every) - 1))]
+        if spread > 20:   # a log axis only where the durations span decades
+            ax.set_xscale("log")
+            _log_seconds(ax.xaxis)
+        else:
+            ax.set_xlim(left=0)
+        ax.set_xlabel("call duration (s" + (", log scale" if spread > 20 else "")
+                      + "): box 25-75%, line median, whiskers 5-95%")
         ax.set_title("Name-server call latency by op (number of calls)")
         ax.grid(axis="y", visible=False)
         fig.tight_layout()

@@ -107,9 +107,20 @@ def tell(data) -> Story | None:
         words = A.PHASE_WORDS[fieldname]
         story.summary.append(f"{words[0].upper() + words[1:]} is {pct(share)} of a {op}'s "
                              f"time (median {op} {ms_to_text(median)} s).")
+        phase_median = A.series_of(r[fieldname] for r in requests
+                                   if r["op"] == op and r.get(fieldname) is not None).quantile(0.5)
         story.observations.append(Observation(
-            share, f"The largest part of a {op} is {words}: {pct(share)} of its time, over "
-                   f"{plural(len(totals), op)}.", "fig-phases"))
+            share, f"The largest part of a {op} is {words}: {pct(share)} of its time over "
+                   f"{plural(len(totals), op)}; the median is {ms_to_text(phase_median)} s of "
+                   f"a {ms_to_text(median)} s {op}.", "fig-phases"))
+        after = A.breakdowns([r for r in requests if r["op"] == op]).get(op)
+        if after is not None and after.share("after_proc") >= 0.05:
+            story.observations.append(Observation(
+                after.share("after_proc"),
+                f"Once processed, a {op} waited {after.mean_s('after_proc'):.2f} s on average "
+                f"for the client's next status poll to learn it was ready: "
+                f"{pct(after.share('after_proc'))} of its time, which the clients' poll intervals set, "
+                f"not the head node.", "fig-phases"))
 
     # 3. the slow threads
     runs = list(A.slow_runs(requests))
@@ -174,7 +185,7 @@ def _poll_observation(requests, ops) -> list[Observation]:
         s = A.series_of(polls)
         median = s.quantile(0.5)
         if median >= 2:
-            out.append(Observation(min(0.8, median / 10),
+            out.append(Observation(min(0.5, median / 20),
                                    f"A {op} was polled {median} times at the median "
                                    f"(p95 {s.quantile(0.95)}): each poll is a call on a fast "
                                    f"thread.", "fig-timeline"))
