@@ -212,6 +212,13 @@ def fast_calls(requests: list[dict], calls: list[dict]):
             yield c["started"], c["ended"]
 
 
+def ns_calls(calls: list[dict]):
+    """Name-server calls, each holding one of its threads from first line to returns."""
+    for c in calls:
+        if c["daemon"] in NS_DAEMONS and c.get("started") is not None and c.get("ended") is not None:
+            yield c["started"], c["ended"]
+
+
 def queue_stays(requests: list[dict]):
     """From the put/get's returns to the first slow-thread line (or the end, if none)."""
     for r in requests:

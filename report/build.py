@@ -41,12 +41,12 @@ def build_page(data) -> tuple[str, object]:
             "fig-dists", "The distribution of each phase.",
             "Histograms on logarithmic bins; durations of 0 s or less are counted in the corner.",
             F.phase_distributions(requests)))
-    timeline = _timeline(data, story)
+    latency = A.ns_latency(calls)
+    timeline = _timeline(data, story, latency)
     figures.append(Figure(
         "fig-timeline", f"Over time, between {span_text(story.t0, story.t1, zone)}.",
         "Dashed vertical lines: daemon restarts. Busy threads and queue depth are time-weighted "
         "means per interval, dotted lines the maxima.", F.timeline(timeline, zone)))
-    latency = A.ns_latency(calls)
     if latency:
         figures.append(Figure("fig-ns", "Name-server call latency by op.",
                               "The busiest name-server ops, from the DPNS log's call records.",
@@ -57,7 +57,7 @@ def build_page(data) -> tuple[str, object]:
     return html, story
 
 
-def _timeline(data, story) -> dict:
+def _timeline(data, story, latency) -> dict:
     requests, calls = data.requests, data.calls
     edges = A.bin_edges(story.t0, story.t1)
     fast_intervals = list(A.fast_calls(requests, calls))
@@ -67,6 +67,7 @@ def _timeline(data, story) -> dict:
         "rate": A.rate_by_status(requests, edges),
         "slow": A.concurrency(A.slow_runs(requests)).binned(edges),
         "fast": A.concurrency(fast_intervals).binned(edges),
+        "ns_busy": A.concurrency(A.ns_calls(calls)).binned(edges) if latency else None,
         "slow_pool": story.slow_pool,
         "queue": A.concurrency(A.queue_stays(requests)).binned(edges),
         "polls": A.polls_by_bin(requests, edges),

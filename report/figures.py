@@ -63,6 +63,15 @@ def _time_axis(ax, zone) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
 
 
+def _legend(ax, ncol: int, empty_note: str) -> None:
+    """The legend above the panel's right end, or a note when nothing was drawn."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right", bbox_to_anchor=(1, 0.98), ncol=ncol, borderaxespad=0)
+    else:
+        ax.text(0.5, 0.5, empty_note, transform=ax.transAxes, ha="center", va="center",
+                fontsize=8, color="#666666")
+
+
 def _seconds(x, _pos=None) -> str:
     return f"{x:g}"
 
@@ -191,6 +200,13 @@ def phase_distributions(requests: list) -> str:
 
 # -- 4. over time -------------------------------------------------------------------------
 
+def _slow_lines(ax, mids, mean, peak) -> None:
+    ax.fill_between(mids, mean, step="mid", color="#e6550d", alpha=0.25, linewidth=0)
+    ax.step(mids, mean, where="mid", color="#e6550d", linewidth=1.4, label="slow: mean")
+    ax.step(mids, peak, where="mid", color="#e6550d", linewidth=0.8, linestyle=":",
+            label="slow: max")
+
+
 def timeline(t: dict, zone) -> str:
     """t: edges, rate (status -> per s), fast/slow (means, peaks), slow_pool, queue (means,
     peaks), polls (op -> mean per request), restarts [(ms, daemon)], unparsed [(ms, n)]."""
@@ -208,19 +224,20 @@ def timeline(t: dict, zone) -> str:
             bottom = [a + b for a, b in zip(bottom, values)]
         rate.set_ylabel("requests / s")
         rate.set_title("a. Requests finished per second, by status")
-        rate.legend(loc="lower right", bbox_to_anchor=(1, 0.98), ncol=4, borderaxespad=0)
+        _legend(rate, 4, "no put/get requests")
 
         slow_mean, slow_peak = t["slow"]
         fast_mean, fast_peak = t["fast"]
-        threads.fill_between(mids, slow_mean, step="mid", color="#e6550d", alpha=0.25, linewidth=0)
-        threads.step(mids, slow_mean, where="mid", color="#e6550d", linewidth=1.4,
-                     label="slow: mean")
-        threads.step(mids, slow_peak, where="mid", color="#e6550d", linewidth=0.8, linestyle=":",
-                     label="slow: max")
-        threads.step(mids, fast_mean, where="mid", color="#3182bd", linewidth=1.4,
-                     label="fast: mean (polls left out)")
-        threads.step(mids, fast_peak, where="mid", color="#3182bd", linewidth=0.8, linestyle=":",
-                     label="fast: max")
+        if any(slow_peak):
+            _slow_lines(threads, mids, slow_mean, slow_peak)
+        if any(fast_peak):
+            threads.step(mids, fast_mean, where="mid", color="#3182bd", linewidth=1.4,
+                         label="fast: mean (polls left out)")
+            threads.step(mids, fast_peak, where="mid", color="#3182bd", linewidth=0.8,
+                         linestyle=":", label="fast: max")
+        if t["ns_busy"] is not None:
+            threads.step(mids, t["ns_busy"][0], where="mid", color="#756bb1", linewidth=1.2,
+                         label="name server: mean")
         if t["slow_pool"]:
             threads.axhline(t["slow_pool"], color="#e6550d", linewidth=0.8, linestyle="--")
             threads.annotate(f"{t['slow_pool']} slow threads: the most ever busy at once",
@@ -228,19 +245,21 @@ def timeline(t: dict, zone) -> str:
                              xytext=(0, 3), textcoords="offset points", fontsize=7.5,
                              color="#a63603")
         threads.set_ylabel("threads")
-        threads.set_ylim(bottom=0, top=max([1, *slow_peak, *fast_peak]) * 1.25)
+        ns_peak = t["ns_busy"][1] if t["ns_busy"] is not None else []
+        threads.set_ylim(bottom=0, top=max([1, *slow_peak, *fast_peak, *ns_peak]) * 1.25)
         threads.set_title("b. Busy threads (a call's first line to its returns)")
-        threads.legend(loc="lower right", bbox_to_anchor=(1, 0.98), ncol=4, borderaxespad=0)
+        _legend(threads, 3 if t["ns_busy"] is not None else 4, "no calls placed in time")
 
         q_mean, q_peak = t["queue"]
-        queue.fill_between(mids, q_mean, step="mid", color="#fdae6b", alpha=0.5, linewidth=0)
-        queue.step(mids, q_mean, where="mid", color="#e6550d", linewidth=1.2, label="mean")
-        queue.step(mids, q_peak, where="mid", color="#a63603", linewidth=0.8, linestyle=":",
-                   label="max")
+        if any(q_peak):
+            queue.fill_between(mids, q_mean, step="mid", color="#fdae6b", alpha=0.5, linewidth=0)
+            queue.step(mids, q_mean, where="mid", color="#e6550d", linewidth=1.2, label="mean")
+            queue.step(mids, q_peak, where="mid", color="#a63603", linewidth=0.8, linestyle=":",
+                       label="max")
         queue.set_ylabel("requests")
         queue.set_ylim(bottom=0, top=max([1, *q_peak]) * 1.15)
         queue.set_title("c. Slow-queue depth (requests waiting for a slow thread)")
-        queue.legend(loc="lower right", bbox_to_anchor=(1, 0.98), ncol=2, borderaxespad=0)
+        _legend(queue, 2, "no request waited for a slow thread")
 
         for op, values in t["polls"].items():
             pts = [(m, v) for m, v in zip(mids, values) if v is not None]
@@ -250,7 +269,7 @@ def timeline(t: dict, zone) -> str:
         polls.set_ylabel("polls / request")
         polls.set_ylim(bottom=0)
         polls.set_title("d. Status polls per request (mean, by start time)")
-        polls.legend(loc="lower right", bbox_to_anchor=(1, 0.98), ncol=2, borderaxespad=0)
+        _legend(polls, 2, "no put/get requests")
 
         bad_times = [_dt(ms, zone) for ms, _ in t["unparsed"]]
         if bad_times:
@@ -281,22 +300,25 @@ def timeline(t: dict, zone) -> str:
 
 def ns_latency(latency: dict[str, list[int]]) -> str:
     ops = list(latency)[::-1]
+    data = [[v / 1000 for v in latency[op]] for op in ops]
+    every = sorted(v for vs in data for v in vs)
+    low, high = every[int(0.05 * (len(every) - 1))], every[int(0.95 * (len(every) - 1))]
+    log_axis = high / max(low, 0.0005) > 20   # only where the durations span decades
+    if log_axis:
+        data = [[max(v, 0.0005) for v in vs] for vs in data]   # 0 ms drawn at 0.5 ms
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(WIDTH, 0.8 + 0.32 * len(ops)))
-        data = [[max(v, 0.5) / 1000 for v in latency[op]] for op in ops]   # 0 ms at 0.5 ms: log axis
         ax.boxplot(data, vert=False, whis=(5, 95), showfliers=False, widths=0.6,
                    patch_artist=True, medianprops={"color": "#08306b", "linewidth": 1.4},
                    boxprops={"facecolor": "#c6dbef", "edgecolor": "#4292c6"},
                    whiskerprops={"color": "#4292c6"}, capprops={"color": "#4292c6"})
         ax.set_yticks(range(1, len(ops) + 1), [f"{op} ({len(latency[op]):,})" for op in ops])
-        every = sorted(v for vs in data for v in vs)
-        spread = every[int(0.95 * (len(every) - 1))] / every[int(0.05 * (len(every) - 1))]
-        if spread > 20:   # a log axis only where the durations span decades
+        if log_axis:
             ax.set_xscale("log")
             _log_seconds(ax.xaxis)
         else:
             ax.set_xlim(left=0)
-        ax.set_xlabel("call duration (s" + (", log scale" if spread > 20 else "")
+        ax.set_xlabel("call duration (s" + (", log scale" if log_axis else "")
                       + "): box 25-75%, line median, whiskers 5-95%")
         ax.set_title("Name-server call latency by op (number of calls)")
         ax.grid(axis="y", visible=False)

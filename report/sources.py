@@ -57,6 +57,8 @@ class WindowFilter:
             self.resolve(t)
         if not in_window(t, self.data.since, self.data.until):
             return
+        if record["kind"] == "request" and not record.get("op"):
+            record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
         self.data.summary.add(record)
         (self.data.requests if record["kind"] == "request" else self.data.calls).append(record)
 

@@ -158,3 +158,16 @@ def test_the_numbers_table_is_the_replay_summary(thesis):
 def test_a_replay_directory_gives_the_same_summary_as_the_logs(thesis):
     pages = thesis["pages"]
     assert pages["from-dir"]["summary"] == pages["page"]["summary"]
+
+
+def test_the_browser_checks_would_see_a_fetch_and_a_console_error(tmp_path):
+    """The checks above can fail: a page that loads an image from a server and logs an
+    error shows both (port 9 on 127.0.0.1: nothing leaves the machine)."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/x.png">'
+                   '<script>console.error("boom")</script></body></html>')
+    with Chromium() as browser:
+        page = browser.open(bad.as_uri())
+        requests, errors = page.requests, page.console_errors
+    assert "http://127.0.0.1:9/x.png" in requests
+    assert "boom" in errors
