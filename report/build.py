@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from dpmstream.report import analysis as A
 from dpmstream.report import figures as F
 from dpmstream.report.page import Figure, numbers_table, render
@@ -72,11 +74,21 @@ def _timeline(data, story, latency) -> dict:
         "queue": A.concurrency(A.queue_stays(requests)).binned(edges),
         "polls": A.polls_by_bin(requests, edges),
         "restarts": [(t, d) for t, d in restarts if edges[0] <= t <= edges[-1]],
-        "unparsed": data.unparsed,
+        "unparsed": _per_bin(data.unparsed, edges),
         "unparsed_known": data.lines is not None,
         "fast_ms": sum(b - a for a, b in fast_intervals),
         "poll_ms": sum(r.get("poll_s") or 0 for r in requests),
     }
+
+
+def _per_bin(marks, edges) -> list[tuple[int, int]]:
+    """(bin middle, summed count) for the bins holding marks: one bar per bin."""
+    counts = [0] * (len(edges) - 1)
+    for t, n in marks:
+        k = bisect.bisect_right(edges, t) - 1
+        if 0 <= k < len(counts):
+            counts[k] += n
+    return [((a + b) // 2, n) for a, b, n in zip(edges, edges[1:], counts) if n]
 
 
 def _gaps(data, has_ns: bool, has_ns_calls: bool, timeline: dict) -> list[str]:

@@ -273,7 +273,7 @@ def timeline(t: dict, zone) -> str:
 
         bad_times = [_dt(ms, zone) for ms, _ in t["unparsed"]]
         if bad_times:
-            health.bar(bad_times, [n for _, n in t["unparsed"]], width=width_days * 0.3,
+            health.bar(bad_times, [n for _, n in t["unparsed"]], width=width_days * 0.8,
                        color="#636363", label="unparsed lines")
         health.set_ylabel("lines")
         health.set_ylim(bottom=0, top=max([1, *(n for _, n in t["unparsed"])]) * 1.3)

@@ -122,6 +122,13 @@ def tell(data) -> Story | None:
                 f"{pct(after.share('after_proc'))} of its time, which the clients' poll intervals set, "
                 f"not the head node.", "fig-phases"))
 
+        both = [(r["ns_s"], r["proc_s"]) for r in requests if r["op"] == op
+                and r.get("ns_s") is not None and r.get("proc_s")]
+        if both and sum(p for _, p in both) > 0:   # records that link name-server calls
+            story.summary.append(
+                f"Name-server calls are {pct(sum(n for n, _ in both) / sum(p for _, p in both))} "
+                f"of a {op}'s slow-thread processing.")
+
     # 3. the slow threads
     runs = list(A.slow_runs(requests))
     if runs:

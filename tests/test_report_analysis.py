@@ -150,3 +150,10 @@ def test_a_slow_client_host_is_an_observation():
 
 def test_no_records_tell_no_story():
     assert tell(dataset([])) is None
+
+
+def test_name_server_time_gets_a_sentence_only_when_the_records_carry_it():
+    plain = " ".join(tell(dataset([put(T0)])).summary)
+    assert "Name-server calls" not in plain
+    linked = " ".join(tell(dataset([put(T0, ns=125), put(T0 + 10, ns=375)])).summary)
+    assert "Name-server calls are 50% of a put's slow-thread processing." in linked

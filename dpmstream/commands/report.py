@@ -20,7 +20,8 @@ def register(sub, name: str, help_text: str) -> None:
             "head node spends its time: the phase breakdown per op, request durations, "
             "busy threads, slow-queue depth, polls and name-server latency, with a summary "
             "in words. FILE: log files as for `dpmstream replay`, or one directory a "
-            "`dpmstream replay --out DIR` wrote."),
+            "`dpmstream replay --out DIR` wrote (then --tz is the zone the page shows "
+            "times in)."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
