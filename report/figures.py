@@ -188,8 +188,8 @@ def phase_distributions(requests: list) -> str:
                 ax.xaxis.set_minor_formatter(NullFormatter())
             ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))
             if zeros:
-                ax.text(0.98, 0.95, f"{zeros:,} at or below 0 s", transform=ax.transAxes,
-                        ha="right", va="top", fontsize=7, color="#666666")
+                ax.text(0.03, 0.97, f"{zeros:,} at or\nbelow 0 s", transform=ax.transAxes,
+                        ha="left", va="top", fontsize=7, color="#666666")
         axes.flat[0].set_ylabel("requests")
         if len(ops) > 1:
             axes.flat[0].legend(loc="upper left")
