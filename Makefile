@@ -15,7 +15,7 @@ HAVE_CARGO := $(shell command -v cargo >/dev/null 2>&1 && echo 1)
 $(BIN)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[kafka,test]'
+	$(BIN)/pip install -q -e '.[kafka,report,test]'
 	@$(BIN)/python -c "from dpmstream.parsers import fastpath; \
 		print('compiled line parser:', 'built' if fastpath.available() else 'not built (pure Python)')"
 	touch $@

@@ -8,7 +8,8 @@
 # so installing starts no service, and any that an install started is stopped.
 set -euo pipefail
 
-PACKAGES=(rsyslog rsyslog-kafka kcat prometheus nagios4-core docker-compose)
+PACKAGES=(rsyslog rsyslog-kafka kcat prometheus nagios4-core docker-compose
+          chromium fonts-dejavu-core)   # chromium: the report's browser test
 # Daemons these packages may start; stopped after an install if they came up.
 SERVICES=(rsyslog prometheus nagios4)
 

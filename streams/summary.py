@@ -1,5 +1,6 @@
-"""The terminal summary of a run: per op and phase, count and quantiles, and the counts
-of lines that were not parsed, evicted or late.
+"""The terminal summary of a run: per op and phase, count, quantiles and share of the
+op's total time, the time range the records cover, and the counts of lines that were not
+parsed, evicted or late.
 
 Values are kept exactly up to RESERVOIR per series, then sampled uniformly (reservoir
 sampling with a fixed seed), so a month of logs still summarises in bounded memory.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, defaultdict
+from datetime import datetime, timezone, tzinfo
 
 from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
 
@@ -18,18 +20,20 @@ QUANTILES = (0.50, 0.95, 0.99)
 
 
 class Series:
-    __slots__ = ("count", "max", "values", "_rng", "_sorted", "_sorted_len")
+    __slots__ = ("count", "max", "sum", "values", "_rng", "_sorted", "_sorted_len")
 
     def __init__(self):
         self._sorted = None
         self._sorted_len = -1
         self.count = 0
+        self.sum = 0          # exact, over every value (not the sample): shares need it
         self.max = None
         self.values: list[int] = []
         self._rng = None
 
     def add(self, value: int) -> None:
         self.count += 1
+        self.sum += value
         if self.max is None or value > self.max:
             self.max = value
         if len(self.values) < RESERVOIR:
@@ -62,8 +66,11 @@ class Summary:
         self.calls: dict[tuple[str, str], Series] = defaultdict(Series)
         self.call_errors: Counter = Counter()
         self.polls: dict[str, Series] = defaultdict(Series)
+        self.first_ms: int | None = None   # earliest time a record names
+        self.last_ms: int | None = None    # latest end a record names
 
     def add(self, record: dict) -> None:
+        self._cover(record.get("accepted"), record.get("started"), record.get("ended"))
         if record["kind"] == "request":
             op = record["op"] or "?"
             self.statuses[(op, record["status"])] += 1
@@ -79,9 +86,28 @@ class Summary:
             if record["rc"] != 0:
                 self.call_errors[key] += 1
 
-    def render(self, stats=None, max_call_ops: int = 15) -> str:
+    def _cover(self, *times) -> None:
+        for t in times:
+            if t is None:
+                continue
+            if self.first_ms is None or t < self.first_ms:
+                self.first_ms = t
+            if self.last_ms is None or t > self.last_ms:
+                self.last_ms = t
+
+    def share(self, op: str, phase: str) -> float | None:
+        """The phase's summed time over the op's summed total time (polls overlap the wait)."""
+        series, total = self.phases.get((op, phase)), self.phases.get((op, "total"))
+        if not series or not total or total.sum <= 0:
+            return None
+        return series.sum / total.sum
+
+    def render(self, stats=None, max_call_ops: int = 15, zone: tzinfo | None = None) -> str:
         out: list[str] = []
         ops = sorted({op for op, _ in self.statuses})
+        if self.first_ms is not None:
+            out.append(f"Records from {time_range_text(self.first_ms, self.last_ms, zone)}")
+            out.append("")
         if ops:
             out.append("Requests")
             out.append(f"  {'op':<5} {'total':>8} " + " ".join(f"{s:>10}" for s in STATUSES))
@@ -90,17 +116,19 @@ class Summary:
                 out.append(f"  {op:<5} {sum(counts):>8} " + " ".join(f"{c:>10}" for c in counts))
             out.append("")
             out.append("Request phases (seconds)")
-            out.append(_table_header("op", "phase"))
+            out.append(_table_header("op", "phase", share=True))
             for op in ops:
                 for _, phase in PHASES:
                     series = self.phases.get((op, phase))
                     if series:
-                        out.append(_table_row(op, phase, series))
+                        out.append(_table_row(op, phase, series) + _share_cell(self.share(op, phase)))
                 polls = self.polls.get(op)
                 if polls:
                     out.append(f"  {op:<5} {'polls/request':<14} {polls.count:>8}"
                                f" {polls.quantile(0.5):>9} {polls.quantile(0.95):>9}"
                                f" {polls.quantile(0.99):>9} {polls.max:>9}")
+            out.append("  (share: the phase's summed time over the op's summed total time;"
+                       " status polls overlap the wait)")
             out.append("")
         if self.calls:
             out.append("Calls (seconds)")
@@ -118,8 +146,22 @@ class Summary:
         return "\n".join(out).rstrip() + "\n"
 
 
-def _table_header(a: str, b: str) -> str:
-    return (f"  {a:<5} {b:<14} {'count':>8} {'p50':>9} {'p95':>9} {'p99':>9} {'max':>9}")
+def _table_header(a: str, b: str, share: bool = False) -> str:
+    return (f"  {a:<5} {b:<14} {'count':>8} {'p50':>9} {'p95':>9} {'p99':>9} {'max':>9}"
+            + (f" {'share':>6}" if share else ""))
+
+
+def _share_cell(share: float | None) -> str:
+    return f" {'':>6}" if share is None else f" {share * 100:>5.1f}%"
+
+
+def time_range_text(first_ms: int, last_ms: int, zone: tzinfo | None = None) -> str:
+    """`2011-08-12 14:31:43 to 14:40:02 CEST`: the date once when both ends share it."""
+    zone = zone or timezone.utc
+    a = datetime.fromtimestamp(first_ms / 1000, tz=zone)
+    b = datetime.fromtimestamp(last_ms / 1000, tz=zone)
+    end = b.strftime("%H:%M:%S") if a.date() == b.date() else b.strftime("%Y-%m-%d %H:%M:%S")
+    return f"{a:%Y-%m-%d %H:%M:%S} to {end} {b.tzname() or ''}".rstrip()
 
 
 def _table_row(a: str, b: str, series: Series) -> str:
@@ -152,8 +194,8 @@ def _stats_lines(stats) -> list[str]:
     return lines
 
 
-def render_summary(records, stats=None) -> str:
+def render_summary(records, stats=None, zone: tzinfo | None = None) -> str:
     summary = Summary()
     for record in records:
         summary.add(record)
-    return summary.render(stats)
+    return summary.render(stats, zone=zone)

@@ -73,6 +73,15 @@ def test_the_summary_reports_phases_and_bad_lines(tmp_path):
     assert "garbage line" in out
 
 
+def test_the_summary_gives_each_phase_its_share_of_the_total_and_the_time_range(tmp_path):
+    log = write(tmp_path / "log", LOG)
+    out = dpmstream("replay", "--tz", "Europe/Zurich", "--year", "2011", log).stdout.decode()
+    assert "Records from 2011-08-12 10:00:00 to 10:00:02 CEST" in out
+    # proc 0.200 s of a 1.001 s put
+    assert "put   proc                  1     0.200     0.200     0.200     0.200  20.0%" in out
+    assert "put   total                 1     1.001     1.001     1.001     1.001 100.0%" in out
+
+
 def test_a_missing_file_is_a_clear_error_with_exit_status_2(tmp_path):
     res = dpmstream("replay", str(tmp_path / "nope.log"), check=False)
     assert res.returncode == 2 and b"nope.log" in res.stderr and b"Traceback" not in res.stderr

@@ -9,11 +9,10 @@ import sys
 from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, pipeline_options, setup_logging,
 )
-from dpmstream.streams.inputs import (
-    InputError, describe, fingerprint, iter_chunks, open_binary, repeated_prefix,
-)
+from dpmstream.streams.inputs import InputError, describe
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
+from dpmstream.streams.replay_files import replay_inputs, zone_of
 from dpmstream.streams.summary import Summary
 
 log = logging.getLogger("dpmstream.replay")
@@ -77,46 +76,9 @@ def run(args) -> int:
 
     pipeline = Pipeline(emit, **pipeline_options(args))
     host = default_host(args.host)
-    total = sum(i.size or 0 for i in inputs) or None
-    progress = Progress(total, enabled=args.progress)
-    done_before, lines, failures = 0, 0, 0
-    read_before: dict[bytes, object] = {}  # content fingerprint -> the input read with it
-    for inp in inputs:
-        src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
-                              year=args.year, year_hint_ms=inp.mtime_ms)
-        try:
-            digest = fingerprint(inp)
-            stream, raw = open_binary(inp)
-        except OSError as exc:
-            print(f"dpmstream replay: {inp.name}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
-        try:
-            earlier = read_before.get(digest) if digest else None
-            if earlier is not None:  # the same archive again, or a longer copy of it
-                repeated, first_new = repeated_prefix(stream, earlier)
-                pipeline.reassembler.stats.duplicate_lines += repeated
-                log.warning("%s: its first %d lines repeat %s: counted once", inp.name,
-                            repeated, earlier.name)
-                if first_new is not None:
-                    src.feed_lines([first_new])
-            elif digest:
-                read_before[digest] = inp
-            for chunk in iter_chunks(stream):
-                src.feed_lines(chunk)
-                progress.update(done_before + (raw.tell() if not inp.is_stdin else 0),
-                                lines + src.line_no)
-            lines += src.line_no + len(src._pending)
-        except InputError as exc:
-            print(f"dpmstream replay: {inp.name}: {exc}; the lines before it are kept",
-                  file=sys.stderr)
-            failures += 1
-        finally:
-            if not inp.is_stdin:
-                stream.close()
-        done_before += inp.size or 0
-    pipeline.finish()
-    progress.close()
+    progress = Progress(sum(i.size or 0 for i in inputs) or None, enabled=args.progress)
+    failures, sources = replay_inputs(pipeline, inputs, host=host, profile=profile, tz=tz,
+                                      year=args.year, progress=progress)
     if csv_sink:
         csv_sink.close()
     if args.openmetrics:
@@ -124,7 +86,7 @@ def run(args) -> int:
         with open(args.openmetrics, "w", encoding="utf-8") as out:
             write_openmetrics(kept_records, pipeline.stats, out)
     if not args.quiet:
-        sys.stdout.write(summary.render(pipeline.stats))
+        sys.stdout.write(summary.render(pipeline.stats, zone=zone_of(sources)))
         if args.out:
             print(f"\nwrote {csv_sink.requests_path} and {csv_sink.calls_path}")
     if not pipeline.stats.total("parsed"):

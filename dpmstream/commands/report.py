@@ -1,0 +1,82 @@
+"""`dpmstream report`: logs (or a replay's output directory) -> one self-contained HTML page."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from dpmstream.commands.common import (
+    add_log_options, checked_profile, checked_zone, default_host, setup_logging,
+)
+from dpmstream.streams.inputs import InputError, describe
+from dpmstream.streams.progress import Progress
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(
+        name, help=help_text, description=(
+            "Write one HTML page (no network, opens from a file, prints) that shows where the "
+            "head node spends its time: the phase breakdown per op, request durations, "
+            "busy threads, slow-queue depth, polls and name-server latency, with a summary "
+            "in words. FILE: log files as for `dpmstream replay`, or one directory a "
+            "`dpmstream replay --out DIR` wrote (then --tz is the zone the page shows "
+            "times in)."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
+    p.add_argument("--since", metavar="T",
+                   help="keep requests starting at or after T: ISO 8601, or local time of the "
+                        "log ('2011-08-12 14:31', '08/12 14:31', '14:31')")
+    p.add_argument("--until", metavar="T", help="keep requests starting before T (as --since)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: on a terminal, for long inputs)")
+    add_log_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    setup_logging(args.verbose)
+    try:
+        from dpmstream.report.build import build_page
+    except ImportError as exc:
+        print(f"dpmstream report needs matplotlib ({exc}): pip install 'dpmstream[report]'",
+              file=sys.stderr)
+        return 2
+    from dpmstream.report.sources import SourceError, from_logs, from_replay_dir
+    from dpmstream.report.window import WindowError
+
+    try:
+        dirs = [f for f in args.files if f != "-" and os.path.isdir(f)]
+        if dirs:
+            if len(args.files) > 1:
+                print("dpmstream report: give one replay output directory, or log files",
+                      file=sys.stderr)
+                return 2
+            data = from_replay_dir(dirs[0], checked_zone(args.tz), args.since, args.until)
+        else:
+            inputs = [describe(name) for name in args.files]
+            if sum(1 for i in inputs if i.is_stdin) > 1:
+                print("dpmstream report: '-' (stdin) may be given once", file=sys.stderr)
+                return 2
+            data = from_logs(inputs, host=default_host(args.host),
+                             profile=checked_profile(args.profile), tz=checked_zone(args.tz),
+                             year=args.year, timeout_s=args.timeout,
+                             max_in_flight=args.max_in_flight, since=args.since,
+                             until=args.until,
+                             progress=Progress(sum(i.size or 0 for i in inputs) or None,
+                                               enabled=args.progress))
+    except (InputError, SourceError, WindowError) as exc:
+        print(f"dpmstream report: {exc}", file=sys.stderr)
+        return 2
+
+    html, story = build_page(data)
+    with open(args.out, "w", encoding="utf-8") as out:
+        out.write(html)
+    if story is None:
+        print(f"dpmstream report: no records in the window; wrote {args.out} anyway",
+              file=sys.stderr)
+    else:
+        print("\n".join(story.summary))
+    print(f"wrote {args.out} ({len(data.requests):,} requests, {len(data.calls):,} calls)")
+    return 1 if data.failures else 0

@@ -1,0 +1,315 @@
+"""What the records say about where the time goes: pure computations, no I/O, no plotting.
+
+Records are the pipeline's dicts (parsers/records.py): times and durations in integer
+milliseconds, None where a step did not happen. Everything here is derived from the
+records alone, and says so where the records cannot tell (see `Gaps`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from dpmstream.parsers.records import STATUSES
+from dpmstream.streams.summary import Series
+
+# The stacked breakdown of a request's time, in the order the steps happen. They do not
+# overlap, and for every request they add up to total_s ("between" takes the rest).
+SEGMENTS = (
+    ("auth", "authentication"),
+    ("request", "put/get call"),
+    ("queue", "waiting for a slow thread"),
+    ("proc_ns", "processing: name server"),
+    ("proc", "processing"),
+    ("after_proc", "ready wait: until the next poll"),
+    ("transfer", "transfer"),
+    ("done", "putdone/relfiles/abortreq"),
+    ("between", "between steps (client side)"),
+)
+SEGMENT_LABELS = dict(SEGMENTS)
+
+# Record fields shown as distributions, with the words the summary uses for them.
+PHASE_FIELDS = (
+    ("auth_s", "authentication"), ("request_s", "the put/get call"),
+    ("queue_s", "waiting for a slow thread"), ("proc_s", "slow-thread processing"),
+    ("poll_s", "status polls"), ("ready_wait_s", "waiting until ready"),
+    ("transfer_s", "the transfer"), ("done_s", "the closing call"),
+)
+PHASE_WORDS = dict(PHASE_FIELDS)
+# Phases that are parts of others (ready_wait contains queue and proc, polls overlap the
+# wait): never the headline "dominant" phase.
+CONTAINERS = frozenset(("ready_wait_s", "poll_s"))
+NS_DAEMONS = frozenset(("dpns", "lfc"))
+FAST_DAEMON = "dpm"
+
+
+# -- the per-op breakdown -----------------------------------------------------------------
+
+def segments_of(r: dict) -> dict[str, int] | None:
+    """A request's total_s cut into SEGMENTS (ms), or None when it has no total."""
+    total = r.get("total_s")
+    if total is None:
+        return None
+    queue = max(r.get("queue_s") or 0, 0)   # may be slightly negative (queued before returns)
+    proc = r.get("proc_s") or 0
+    ns = r.get("ns_s")
+    proc_ns = min(ns, proc) if ns is not None and ns > 0 else 0
+    ready = r.get("ready_wait_s")
+    after = max(ready - queue - proc, 0) if ready is not None else 0
+    wanted = (("auth", r.get("auth_s") or 0), ("request", r.get("request_s") or 0),
+              ("queue", queue), ("proc_ns", proc_ns), ("proc", proc - proc_ns),
+              ("after_proc", after), ("transfer", r.get("transfer_s") or 0),
+              ("done", r.get("done_s") or 0))
+    out, used = {}, 0
+    for name, value in wanted:
+        part = max(0, min(value, total - used))
+        out[name] = part
+        used += part
+    out["between"] = max(total - used, 0)
+    return out
+
+
+@dataclass
+class Breakdown:
+    op: str
+    requests: int = 0
+    total_ms: int = 0
+    segments: dict = field(default_factory=lambda: {k: 0 for k, _ in SEGMENTS})
+    poll_ms: int = 0        # fast-thread time in status polls (overlaps the wait)
+    polls: int = 0
+
+    def share(self, segment: str) -> float:
+        return self.segments[segment] / self.total_ms if self.total_ms > 0 else 0.0
+
+    def mean_s(self, segment: str) -> float:
+        return self.segments[segment] / self.requests / 1000 if self.requests else 0.0
+
+
+def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
+    out: dict[str, Breakdown] = {}
+    for r in requests:
+        seg = segments_of(r)
+        if seg is None:
+            continue
+        b = out.setdefault(r["op"] or "?", Breakdown(r["op"] or "?"))
+        b.requests += 1
+        b.total_ms += r["total_s"]
+        for k, v in seg.items():
+            b.segments[k] += v
+        b.poll_ms += r.get("poll_s") or 0
+        b.polls += r.get("polls") or 0
+    return dict(sorted(out.items()))
+
+
+def phase_share(requests: list[dict], op: str, fieldname: str) -> float | None:
+    """Summed phase over summed total_s of the op: the replay table's share column."""
+    phase = sum(r[fieldname] for r in requests if r["op"] == op and r.get(fieldname) is not None)
+    total = sum(r["total_s"] for r in requests if r["op"] == op and r.get("total_s") is not None)
+    return phase / total if total > 0 else None
+
+
+def series_of(values) -> Series:
+    s = Series()
+    for v in values:
+        s.add(v)
+    return s
+
+
+def dominant_phase(requests: list[dict], op: str) -> tuple[str, float] | None:
+    best = None
+    for fieldname, _ in PHASE_FIELDS:
+        if fieldname in CONTAINERS:
+            continue
+        share = phase_share(requests, op, fieldname)
+        if share is not None and (best is None or share > best[1]):
+            best = (fieldname, share)
+    return best
+
+
+# -- activity over time -------------------------------------------------------------------
+
+@dataclass
+class Steps:
+    """A step function: level[i] holds from times[i] to times[i + 1]."""
+    times: list[int]
+    levels: list[int]
+
+    @property
+    def peak(self) -> int:
+        return max(self.levels, default=0)
+
+    def time_at_least(self, level: int, t0: int, t1: int) -> int:
+        """Milliseconds within [t0, t1) during which the level was >= `level`."""
+        total = 0
+        for i, lv in enumerate(self.levels):
+            if lv < level:
+                continue
+            a = max(self.times[i], t0)
+            b = min(self.times[i + 1] if i + 1 < len(self.times) else t1, t1)
+            if b > a:
+                total += b - a
+        return total
+
+    def binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
+        """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1])."""
+        means, peaks = [], []
+        n = len(self.times)
+        for a, b in zip(edges, edges[1:]):
+            i = max(bisect.bisect_right(self.times, a) - 1, 0)
+            area, peak = 0, 0
+            while i < n and self.times[i] < b:
+                lo = max(self.times[i], a)
+                hi = min(self.times[i + 1] if i + 1 < n else b, b)
+                if hi > lo:
+                    area += self.levels[i] * (hi - lo)
+                    peak = max(peak, self.levels[i])
+                i += 1
+            means.append(area / (b - a))
+            peaks.append(peak)
+        return means, peaks
+
+
+def concurrency(intervals) -> Steps:
+    """How many of the [start, end) intervals are open at each moment."""
+    deltas: Counter = Counter()
+    for a, b in intervals:
+        if b > a:
+            deltas[a] += 1
+            deltas[b] -= 1
+    times, levels, level = [], [], 0
+    for t in sorted(deltas):
+        level += deltas[t]
+        times.append(t)
+        levels.append(level)
+    return Steps(times, levels)
+
+
+def slow_runs(requests: list[dict]):
+    """Slow-thread processing runs: the put/get's returns + queue_s, for proc_s.
+
+    After a daemon restart a request may be processed twice; the records keep the run
+    that returned (proc_s) and the first run's start (queue_s), so such a run is placed
+    at the first start."""
+    for r in requests:
+        if None in (r.get("started"), r.get("request_s"), r.get("queue_s"), r.get("proc_s")):
+            continue
+        start = r["started"] + r["request_s"] + r["queue_s"]
+        yield start, start + r["proc_s"]
+
+
+def fast_calls(requests: list[dict], calls: list[dict]):
+    """Fast-thread calls the records place in time: every put/get, every closing call
+    that returned, and every other DPM call. Status polls are missing: the records
+    carry their number and summed time, not when each ran."""
+    for r in requests:
+        if r.get("started") is not None and r.get("request_s") is not None:
+            yield r["started"], r["started"] + r["request_s"]
+        if r.get("done_s") is not None and r.get("ended") is not None and r["status"] in ("success", "aborted"):
+            yield r["ended"] - r["done_s"], r["ended"]
+    for c in calls:
+        if c["daemon"] == FAST_DAEMON and c.get("started") is not None and c.get("ended") is not None:
+            yield c["started"], c["ended"]
+
+
+def ns_calls(calls: list[dict]):
+    """Name-server calls, each holding one of its threads from first line to returns."""
+    for c in calls:
+        if c["daemon"] in NS_DAEMONS and c.get("started") is not None and c.get("ended") is not None:
+            yield c["started"], c["ended"]
+
+
+def queue_stays(requests: list[dict]):
+    """From the put/get's returns to the first slow-thread line (or the end, if none)."""
+    for r in requests:
+        if r.get("started") is None or r.get("request_s") is None:
+            continue
+        ret = r["started"] + r["request_s"]
+        if r.get("queue_s") is not None:
+            yield ret, ret + r["queue_s"]
+        elif r.get("proc_s") is None and r.get("ended") is not None and r["status"] != "success":
+            yield ret, r["ended"]
+
+
+NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+               21600, 43200, 86400)
+
+
+def bin_edges(t0: int, t1: int, max_bins: int = 90) -> list[int]:
+    span = max(t1 - t0, 1)
+    width = next((s * 1000 for s in NICE_BINS_S if span / (s * 1000) <= max_bins), 86_400_000)
+    start = t0 - t0 % width
+    edges = [start]
+    while edges[-1] < t1:
+        edges.append(edges[-1] + width)
+    if len(edges) < 2:
+        edges.append(start + width)
+    return edges
+
+
+def counts_by_bin(times, edges: list[int]) -> list[int]:
+    out = [0] * (len(edges) - 1)
+    for t in times:
+        k = bisect.bisect_right(edges, t) - 1
+        if 0 <= k < len(out):
+            out[k] += 1
+    return out
+
+
+def rate_by_status(requests: list[dict], edges: list[int]) -> dict[str, list[float]]:
+    width_s = (edges[1] - edges[0]) / 1000
+    out = {}
+    for status in STATUSES:
+        counts = counts_by_bin((r["ended"] for r in requests
+                                if r["status"] == status and r.get("ended") is not None), edges)
+        if any(counts):
+            out[status] = [c / width_s for c in counts]
+    return out
+
+
+def polls_by_bin(requests: list[dict], edges: list[int]) -> dict[str, list[float | None]]:
+    """Mean polls per request, by the request's start, per op."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0] * (len(edges) - 1))
+    ns: dict[str, list[int]] = defaultdict(lambda: [0] * (len(edges) - 1))
+    for r in requests:
+        t = start_of(r)
+        k = bisect.bisect_right(edges, t) - 1 if t is not None else -1
+        if 0 <= k < len(edges) - 1:
+            sums[r["op"] or "?"][k] += r.get("polls") or 0
+            ns[r["op"] or "?"][k] += 1
+    return {op: [s / n if n else None for s, n in zip(sums[op], ns[op])] for op in sorted(sums)}
+
+
+def start_of(r: dict) -> int | None:
+    for key in ("accepted", "started", "ended"):
+        if r.get(key) is not None:
+            return r[key]
+    return None
+
+
+# -- name server ------------------------------------------------------------------------
+
+def ns_latency(calls: list[dict], max_ops: int = 12) -> dict[str, list[int]]:
+    """Durations (ms) of name-server calls per op, the busiest ops first."""
+    by_op: dict[str, list[int]] = defaultdict(list)
+    for c in calls:
+        if c["daemon"] in NS_DAEMONS and c.get("duration_s") is not None:
+            by_op[c["op"]].append(c["duration_s"])
+    busiest = sorted(by_op.items(), key=lambda kv: -len(kv[1]))[:max_ops]
+    return dict(busiest)
+
+
+# -- restarts -----------------------------------------------------------------------------
+
+def restarts_from_calls(calls: list[dict]) -> list[tuple[int, str]]:
+    """(time, daemon) of each new pid of a daemon, from call records alone (when the
+    replay's own counters are not at hand): the first call of the new pid."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for c in sorted((c for c in calls if c.get("started") is not None and c.get("pid") is not None),
+                    key=lambda c: c["started"]):
+        key = (c["host"], c["daemon"])
+        if key in seen and seen[key] != c["pid"]:
+            out.append((c["started"], c["daemon"]))
+        seen[key] = c["pid"]
+    return out

@@ -1,0 +1,114 @@
+"""From a Dataset (report/sources.py) to the page: the story, the figures, the gaps."""
+
+from __future__ import annotations
+
+import bisect
+
+from dpmstream.report import analysis as A
+from dpmstream.report import figures as F
+from dpmstream.report.page import Figure, numbers_table, render
+from dpmstream.report.story import pct, span_text, tell
+
+
+def build_page(data) -> tuple[str, object]:
+    """The HTML text and the story told in it (None when the window holds no record)."""
+    story = tell(data)
+    requests, calls, zone = data.requests, data.calls, data.zone
+    hosts = sorted({r["host"] for r in requests} | {c["host"] for c in calls} - {None})
+    title = f"Where {', '.join(hosts) if hosts else 'the head node'} spends its time"
+    meta = [f"From {data.origin}: {', '.join(data.inputs)}"]
+    if data.since is not None or data.until is not None:
+        meta.append("Window: " + " to ".join(
+            F._dt(t, zone).strftime("%Y-%m-%d %H:%M:%S %Z") if t is not None else "open"
+            for t in (data.since, data.until)))
+    if story is None:
+        return render(title=title, meta=meta, summary=["No records in this window."],
+                      observations=[], figures=[], numbers_html="", gaps=[]), None
+
+    has_ns = any(r.get("ns_s") for r in requests)
+    figures: list[Figure] = []
+    if requests:
+        figures.append(Figure(
+            "fig-phases", "Where a request's time goes, per op.",
+            "Each bar cuts the requests' total time (accept to end) into the steps in the "
+            "order they happen; \"ready wait: until the next poll\" is the time from the end "
+            "of processing to the status call that reports SUCCESS. The hatched bar is the "
+            "time spent in status polls, which overlap the wait.",
+            F.phase_breakdown(A.breakdowns(requests), has_ns)))
+        figures.append(Figure(
+            "fig-scatter", "Request duration against start time, by client host.",
+            "One point per request (the 2011 thesis's Figure 1).",
+            F.duration_scatter(requests, zone)))
+        figures.append(Figure(
+            "fig-dists", "The distribution of each phase.",
+            "Histograms on logarithmic bins; durations of 0 s or less are counted in the corner.",
+            F.phase_distributions(requests)))
+    latency = A.ns_latency(calls)
+    timeline = _timeline(data, story, latency)
+    figures.append(Figure(
+        "fig-timeline", f"Over time, between {span_text(story.t0, story.t1, zone)}.",
+        "Dashed vertical lines: daemon restarts. Busy threads and queue depth are time-weighted "
+        "means per interval, dotted lines the maxima.", F.timeline(timeline, zone)))
+    if latency:
+        figures.append(Figure("fig-ns", "Name-server call latency by op.",
+                              "The busiest name-server ops, from the DPNS log's call records.",
+                              F.ns_latency(latency)))
+    html = render(title=title, meta=meta, summary=story.summary, observations=story.observations,
+                  figures=figures, numbers_html=numbers_table(data.summary, data, zone),
+                  gaps=_gaps(data, has_ns, bool(latency), timeline))
+    return html, story
+
+
+def _timeline(data, story, latency) -> dict:
+    requests, calls = data.requests, data.calls
+    edges = A.bin_edges(story.t0, story.t1)
+    fast_intervals = list(A.fast_calls(requests, calls))
+    restarts = data.restarts if data.lines is not None else A.restarts_from_calls(calls)
+    return {
+        "edges": edges,
+        "rate": A.rate_by_status(requests, edges),
+        "slow": A.concurrency(A.slow_runs(requests)).binned(edges),
+        "fast": A.concurrency(fast_intervals).binned(edges),
+        "ns_busy": A.concurrency(A.ns_calls(calls)).binned(edges) if latency else None,
+        "slow_pool": story.slow_pool,
+        "queue": A.concurrency(A.queue_stays(requests)).binned(edges),
+        "polls": A.polls_by_bin(requests, edges),
+        "restarts": [(t, d) for t, d in restarts if edges[0] <= t <= edges[-1]],
+        "unparsed": _per_bin(data.unparsed, edges),
+        "unparsed_known": data.lines is not None,
+        "fast_ms": sum(b - a for a, b in fast_intervals),
+        "poll_ms": sum(r.get("poll_s") or 0 for r in requests),
+    }
+
+
+def _per_bin(marks, edges) -> list[tuple[int, int]]:
+    """(bin middle, summed count) for the bins holding marks: one bar per bin."""
+    counts = [0] * (len(edges) - 1)
+    for t, n in marks:
+        k = bisect.bisect_right(edges, t) - 1
+        if 0 <= k < len(counts):
+            counts[k] += n
+    return [((a + b) // 2, n) for a, b, n in zip(edges, edges[1:], counts) if n]
+
+
+def _gaps(data, has_ns: bool, has_ns_calls: bool, timeline: dict) -> list[str]:
+    gaps = []
+    if timeline["poll_ms"]:
+        share = timeline["poll_ms"] / (timeline["poll_ms"] + timeline["fast_ms"])
+        gaps.append("Busy fast threads leave out status polls: a request record holds their "
+                    "number and summed time, not when each ran. Polls were "
+                    f"{pct(share)} of the fast threads' busy time.")
+    gaps.append("The slow-thread pool size (NB_STHREADS) is not in the log: the report takes "
+                "the most slow threads ever busy at once.")
+    if not has_ns:
+        gaps.append("Processing is not split into name-server time and the rest: these request "
+                    "records carry no ns_s column (it needs the DPNS log, and records that "
+                    "link a slow thread's name-server calls to its request).")
+    if not has_ns_calls:
+        gaps.append("No name-server calls in the records: give the DPNS log too to see their "
+                    "latency.")
+    gaps.append("Hot directories cannot be shown: call records carry no path.")
+    if data.lines is None:
+        gaps.append("A replay's output directory holds no line counts, so unparsed lines are not "
+                    "marked; daemon restarts are taken from new pids in the call records.")
+    return gaps

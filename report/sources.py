@@ -1,0 +1,166 @@
+"""Where the report's records come from: log files run through the replay's pipeline,
+or the requests.csv/calls.csv a `dpmstream replay --out DIR` wrote. This is the edge
+(files, the pipeline); report/analysis.py only sees the records."""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass, field
+
+from dpmstream.parsers.clock import load_zone
+from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
+from dpmstream.report.analysis import start_of
+from dpmstream.report.window import in_window, parse_moment
+from dpmstream.streams.pipeline import Pipeline
+from dpmstream.streams.progress import Progress
+from dpmstream.streams.replay_files import replay_inputs, zone_of
+from dpmstream.streams.summary import Summary
+
+INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
+MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS | {"ns_s"}
+REPORT_CHUNK_LINES = 512   # lines between time marks of unparsed lines and restarts
+
+
+class SourceError(Exception):
+    pass
+
+
+@dataclass
+class Dataset:
+    requests: list = field(default_factory=list)
+    calls: list = field(default_factory=list)
+    summary: Summary = field(default_factory=Summary)   # the replay's table, over the window
+    zone: object = None
+    since: int | None = None
+    until: int | None = None
+    restarts: list = field(default_factory=list)   # (ms, daemon or "")
+    unparsed: list = field(default_factory=list)   # (ms, lines)
+    lines: dict | None = None                      # parsed/unmatched/malformed, from logs only
+    restarts_total: int | None = None
+    origin: str = ""                               # "logs" or "replay output"
+    inputs: list = field(default_factory=list)
+    failures: int = 0
+    stats: object = None                           # the pipeline's counters, from logs only
+
+
+class WindowFilter:
+    """Keeps the records that start in the window; the window's forms without a date are
+    dated by the first record seen."""
+
+    def __init__(self, data: Dataset, since_text: str | None, until_text: str | None):
+        self.data, self.texts, self.resolved = data, (since_text, until_text), False
+
+    def __call__(self, record: dict) -> None:
+        t = start_of(record) if record["kind"] == "request" else record.get("started")
+        if not self.resolved:
+            self.resolve(t)
+        if not in_window(t, self.data.since, self.data.until):
+            return
+        if record["kind"] == "request" and not record.get("op"):
+            record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
+        self.data.summary.add(record)
+        (self.data.requests if record["kind"] == "request" else self.data.calls).append(record)
+
+    def resolve(self, first_ms: int | None) -> None:
+        since, until = self.texts
+        zone = self.data.zone
+        self.data.since = parse_moment(since, zone, first_ms) if since else None
+        self.data.until = parse_moment(until, zone, first_ms) if until else None
+        self.resolved = True
+
+
+def from_replay_dir(path: str, zone_name: str | None, since: str | None,
+                    until: str | None) -> Dataset:
+    req_path, call_path = (os.path.join(path, n) for n in ("requests.csv", "calls.csv"))
+    if not os.path.exists(req_path):
+        raise SourceError(f"{path}: no requests.csv (is it a `dpmstream replay --out` directory?)")
+    data = Dataset(zone=load_zone(zone_name), origin="replay output", inputs=[path])
+    keep = WindowFilter(data, since, until)
+    for kind, file_path in (("request", req_path), ("call", call_path)):
+        if not os.path.exists(file_path):
+            continue
+        with open(file_path, newline="", encoding="utf-8") as f:
+            for line_no, row in enumerate(csv.DictReader(f), start=2):
+                keep(_record(kind, row, file_path, line_no))
+    if not keep.resolved:
+        keep.resolve(None)
+    return data
+
+
+def _record(kind: str, row: dict, file_path: str, line_no: int) -> dict:
+    record = {"kind": kind}
+    try:
+        for key, text in row.items():
+            if key is None:
+                raise ValueError("more cells than columns")
+            if key in MS_FIELDS:
+                record[key] = text_to_ms(text)
+            elif key in INT_FIELDS:
+                record[key] = int(text) if text not in ("", None) else None
+            else:
+                record[key] = text if text != "" else None
+    except (ValueError, TypeError) as exc:
+        raise SourceError(f"{file_path}:{line_no}: not a record row: {exc}") from None
+    return record
+
+
+def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
+              timeout_s: float, max_in_flight: int, since: str | None, until: str | None,
+              progress: Progress) -> Dataset:
+    data = Dataset(origin="logs", inputs=[i.name for i in inputs])
+    data.zone = load_zone(tz) if tz else None
+    keep = WindowFilter(data, since, until)
+
+    def emit(record: dict) -> None:
+        if data.zone is None:   # the zone the first file's profile reads stamps in
+            data.zone = zone_of(list(pipeline.sources.values())) or load_zone(None)
+        keep(record)
+
+    pipeline = Pipeline(emit, timeout_s=timeout_s, max_in_flight=max_in_flight)
+    marks = _MarkTaker(pipeline)
+    data.failures, sources = replay_inputs(
+        pipeline, inputs, host=host, profile=profile, tz=tz, year=year, progress=progress,
+        command="dpmstream report", chunk_lines=REPORT_CHUNK_LINES, after_chunk=marks)
+    if data.zone is None:
+        data.zone = zone_of(sources) or load_zone(None)
+    if not keep.resolved:
+        keep.resolve(None)
+    stats = pipeline.stats
+    data.lines = {r: stats.total(r) for r in ("parsed", "unmatched", "malformed")}
+    data.lines["not UTF-8"] = stats.decode_errors
+    data.restarts_total = stats.reassembly.restarts
+    data.stats = stats
+    data.restarts = [(t, d) for t, d in marks.restarts if in_window(t, data.since, data.until)]
+    data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]
+    return data
+
+
+class _MarkTaker:
+    """Places the restarts and unparsed lines counted in each chunk at the latest event
+    time the source had read by then (so within REPORT_CHUNK_LINES lines of where they
+    were); counts before any dated line wait for the first date."""
+
+    def __init__(self, pipeline: Pipeline):
+        self.pipeline = pipeline
+        self.bad = 0
+        self.restarts_seen = 0
+        self.undated_bad = 0
+        self.undated_restarts = 0
+        self.restarts: list = []
+        self.unparsed: list = []
+
+    def __call__(self, src) -> None:
+        stats = self.pipeline.stats
+        bad = stats.total("unmatched") + stats.total("malformed")
+        restarts = stats.reassembly.restarts
+        self.undated_bad += bad - self.bad
+        self.undated_restarts += restarts - self.restarts_seen
+        self.bad, self.restarts_seen = bad, restarts
+        when = max(src.latest_by_host.values(), default=None)
+        if when is None:
+            return
+        if self.undated_bad:
+            self.unparsed.append((when, self.undated_bad))
+        self.restarts.extend((when, "") for _ in range(self.undated_restarts))
+        self.undated_bad = self.undated_restarts = 0

@@ -1,0 +1,244 @@
+"""The words at the top of the report: a summary and the top observations, computed from
+the records (never canned). Pure: records and counts in, sentences out.
+
+Every number here uses the replay's definitions, so the page and `dpmstream replay`
+agree: counts per op and status, nearest-rank medians (streams/summary.Series) shown as
+the replay shows seconds, and a phase's share = its summed time over the op's summed
+total_s (the replay table's share column).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from dpmstream.parsers.records import STATUSES, ms_to_text
+from dpmstream.report import analysis as A
+
+# A wait for a slow thread longer than this means the pool was full at that moment.
+QUEUED_MS = 100
+# Share of requests that must have waited that long before the report calls the pool full.
+QUEUED_SHARE = 0.01
+
+
+@dataclass
+class Observation:
+    score: float       # how much it matters, 0..1; the top three are shown
+    text: str
+    figure: str        # the id of the figure that backs it
+
+
+@dataclass
+class Story:
+    t0: int
+    t1: int
+    summary: list[str] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
+    slow_pool: int = 0
+    slow_full_share: float | None = None
+
+
+def clock(ms: int, zone, with_date: bool = False) -> str:
+    dt = datetime.fromtimestamp(ms / 1000, tz=zone)
+    return dt.strftime("%Y-%m-%d %H:%M" if with_date else "%H:%M")
+
+
+def span_text(t0: int, t1: int, zone) -> str:
+    a = datetime.fromtimestamp(t0 / 1000, tz=zone)
+    b = datetime.fromtimestamp(t1 / 1000, tz=zone)
+    form = "%H:%M:%S" if t1 - t0 < 3_600_000 else "%H:%M"   # minutes alone blur a short window
+    if a.date() == b.date():
+        return f"{a.strftime(form)} and {b.strftime(form)} on {a:%Y-%m-%d} ({b.tzname()})"
+    return f"{a:%Y-%m-%d} {a.strftime(form)} and {b:%Y-%m-%d} {b.strftime(form)} ({b.tzname()})"
+
+
+def pct(x: float) -> str:
+    return f"{round(x * 100)}%"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def time_span(data) -> tuple[int, int] | None:
+    """The window asked for, else from the first record's start to the last record's end."""
+    starts = [A.start_of(r) for r in data.requests] + [c["started"] for c in data.calls]
+    ends = [r.get("ended") for r in data.requests] + [c.get("ended") for c in data.calls]
+    starts = [t for t in starts if t is not None]
+    ends = [t for t in ends if t is not None] or starts
+    if not starts:
+        return None
+    t0 = data.since if data.since is not None else min(starts)
+    t1 = data.until if data.until is not None else max(ends)
+    return t0, max(t1, t0 + 1)
+
+
+def tell(data) -> Story | None:
+    span = time_span(data)
+    if span is None:
+        return None
+    t0, t1 = span
+    story = Story(t0, t1)
+    requests, zone = data.requests, data.zone
+    ops = sorted({r["op"] or "?" for r in requests})
+    between = span_text(t0, t1, zone)
+
+    # 1. what was read
+    if requests:
+        per_op = ", ".join(plural(sum(1 for r in requests if r["op"] == op), op) for op in ops)
+        statuses = [(s, sum(1 for r in requests if r["status"] == s)) for s in STATUSES]
+        not_ok = [f"{n:,} {s}" for s, n in statuses if n and s != "success"]
+        story.summary.append(
+            f"{plural(len(requests), 'request')} ({per_op}) between {between}: "
+            + (f"{statuses[0][1]:,} succeeded, " + ", ".join(not_ok) if not_ok
+               else "all succeeded") + ".")
+    else:
+        story.summary.append(f"No put or get requests between {between}; "
+                             f"{plural(len(data.calls), 'other call')}.")
+
+    # 2. where each op's time goes
+    for op in ops:
+        top = A.dominant_phase(requests, op)
+        totals = [r["total_s"] for r in requests if r["op"] == op and r.get("total_s") is not None]
+        if top is None or not totals:
+            continue
+        fieldname, share = top
+        median = A.series_of(totals).quantile(0.5)
+        words = A.PHASE_WORDS[fieldname]
+        story.summary.append(f"{words[0].upper() + words[1:]} is {pct(share)} of a {op}'s "
+                             f"time (median {op} {ms_to_text(median)} s).")
+        phase_median = A.series_of(r[fieldname] for r in requests
+                                   if r["op"] == op and r.get(fieldname) is not None).quantile(0.5)
+        story.observations.append(Observation(
+            share, f"The largest part of a {op} is {words}: {pct(share)} of its time over "
+                   f"{plural(len(totals), op)}; the median is {ms_to_text(phase_median)} s of "
+                   f"a {ms_to_text(median)} s {op}.", "fig-phases"))
+        after = A.breakdowns([r for r in requests if r["op"] == op]).get(op)
+        if after is not None and after.share("after_proc") >= 0.05:
+            story.observations.append(Observation(
+                after.share("after_proc"),
+                f"Once processed, a {op} waited {after.mean_s('after_proc'):.2f} s on average "
+                f"for the client's next status poll to learn it was ready: "
+                f"{pct(after.share('after_proc'))} of its time, which the clients' poll intervals set, "
+                f"not the head node.", "fig-phases"))
+
+        both = [(r["ns_s"], r["proc_s"]) for r in requests if r["op"] == op
+                and r.get("ns_s") is not None and r.get("proc_s")]
+        if both and sum(p for _, p in both) > 0:   # records that link name-server calls
+            story.summary.append(
+                f"Name-server calls are {pct(sum(n for n, _ in both) / sum(p for _, p in both))} "
+                f"of a {op}'s slow-thread processing.")
+
+    # 3. the slow threads
+    runs = list(A.slow_runs(requests))
+    if runs:
+        slow = A.concurrency(runs)
+        story.slow_pool = slow.peak
+        queued = [r for r in requests if (r.get("queue_s") or 0) > QUEUED_MS]
+        full_ms = slow.time_at_least(slow.peak, t0, t1)
+        story.slow_full_share = full_ms / (t1 - t0)
+        depth = A.concurrency(A.queue_stays(requests)).peak
+        if len(queued) >= QUEUED_SHARE * len(requests):
+            story.summary.append(
+                f"All {slow.peak} slow threads were busy {pct(story.slow_full_share)} of the "
+                f"time between {between}; up to {plural(depth, 'request')} waited for one.")
+            story.observations.append(Observation(
+                min(1.0, story.slow_full_share + 0.2),
+                f"The slow-thread pool ({slow.peak} threads, the most ever busy at once) was "
+                f"full {pct(story.slow_full_share)} of the time and "
+                f"{pct(len(queued) / len(requests))} of requests waited more than "
+                f"{QUEUED_MS / 1000:g} s for a thread.", "fig-timeline"))
+        else:
+            story.summary.append(
+                f"At most {slow.peak} slow threads were busy at once: requests seldom waited "
+                f"for one ({plural(len(queued), 'request')} over {QUEUED_MS / 1000:g} s).")
+
+    # 4. observations that only some data support
+    story.observations += _client_observation(requests)
+    story.observations += _poll_observation(requests, ops)
+    story.observations += _ns_observation(data.calls)
+    story.observations += _failure_observation(requests)
+    story.observations += _health_observations(data, zone)
+    story.observations.sort(key=lambda o: -o.score)
+    story.observations = story.observations[:3]
+    return story
+
+
+def _client_observation(requests) -> list[Observation]:
+    by_client: dict[str, list[int]] = {}
+    for r in requests:
+        if r.get("client") and r.get("total_s") is not None:
+            by_client.setdefault(r["client"], []).append(r["total_s"])
+    busy = {c: A.series_of(v).quantile(0.5) for c, v in by_client.items() if len(v) >= 10}
+    if len(busy) < 2:
+        return []
+    slowest = max(busy, key=busy.get)
+    fastest = min(busy, key=busy.get)
+    if busy[fastest] <= 0 or busy[slowest] < 1.25 * busy[fastest]:
+        return []
+    ratio = busy[slowest] / busy[fastest]
+    return [Observation(min(0.9, (ratio - 1) / 2),
+                        f"Requests from {slowest} took {ms_to_text(busy[slowest])} s at the "
+                        f"median, {ratio:.1f} times those from {fastest} "
+                        f"({ms_to_text(busy[fastest])} s).", "fig-scatter")]
+
+
+def _poll_observation(requests, ops) -> list[Observation]:
+    out = []
+    for op in ops:
+        polls = [r["polls"] for r in requests if r["op"] == op and r.get("polls") is not None]
+        if not polls:
+            continue
+        s = A.series_of(polls)
+        median = s.quantile(0.5)
+        if median >= 2:
+            out.append(Observation(min(0.5, median / 20),
+                                   f"A {op} was polled {median} times at the median "
+                                   f"(p95 {s.quantile(0.95)}): each poll is a call on a fast "
+                                   f"thread.", "fig-timeline"))
+    return out
+
+
+def _ns_observation(calls) -> list[Observation]:
+    latency = A.ns_latency(calls)
+    if not latency:
+        return []
+    p95 = {op: A.series_of(v).quantile(0.95) for op, v in latency.items() if len(v) >= 10}
+    if not p95:
+        return []
+    op = max(p95, key=p95.get)
+    return [Observation(min(0.7, p95[op] / 1000),
+                        f"The name server's slowest frequent call is {op}: p95 "
+                        f"{ms_to_text(p95[op])} s over {plural(len(latency[op]), 'call')}.",
+                        "fig-ns")]
+
+
+def _failure_observation(requests) -> list[Observation]:
+    if not requests:
+        return []
+    bad = sum(1 for r in requests if r["status"] != "success")
+    if not bad:
+        return []
+    share = bad / len(requests)
+    kinds = ", ".join(f"{n:,} {s}" for s in STATUSES[1:]
+                      if (n := sum(1 for r in requests if r["status"] == s)))
+    return [Observation(min(1.0, 5 * share),
+                        f"{pct(share) if share >= 0.01 else 'Under 1%'} of requests did not "
+                        f"succeed ({kinds}).", "fig-timeline")]
+
+
+def _health_observations(data, zone) -> list[Observation]:
+    out = []
+    if data.restarts:
+        when = ", ".join(clock(t, zone) for t, _ in data.restarts[:5])
+        out.append(Observation(0.95, f"A daemon restarted {plural(len(data.restarts), 'time')} "
+                                     f"(at {when}): calls open then never returned.",
+                               "fig-timeline"))
+    bad = sum(n for _, n in data.unparsed)
+    if bad and data.lines:
+        share = bad / max(1, sum(v for k, v in data.lines.items() if k != "not UTF-8"))
+        out.append(Observation(min(1.0, 20 * share),
+                               f"{plural(bad, 'line')} ({share * 100:.2g}% of the log) could "
+                               f"not be parsed: check `dpmstream profile check`.",
+                               "fig-timeline"))
+    return out
