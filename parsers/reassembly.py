@@ -609,9 +609,10 @@ class Reassembler:
             self._emit_call(key, th, call, None, None)
 
     # -- processes -----------------------------------------------------------------------
-    def _retire_processes(self, grace_ms: int) -> None:
+    def _retire_processes(self, grace_ms: int, at_end: bool = False) -> None:
         """End the processes that stayed silent for `grace_ms` while a newer process of the
-        same daemon logged on. The oldest process still alive, so ended, was replaced: a
+        same daemon logged on (at the end of the input also those that never logged once a
+        newer one had started). The oldest process still alive, so ended, was replaced: a
         restart, counted once for the newest process that replaced it. Any other was a
         stray process that logged for a while beside the main one."""
         for (host, daemon), procs in self.processes.items():
@@ -619,9 +620,11 @@ class Reassembler:
                 continue
             retired = []
             for pid, proc in procs.items():
-                newer_last = max((q.last for q in procs.values() if q.first > proc.first),
-                                 default=None)
-                if newer_last is not None and newer_last > proc.last + grace_ms:
+                newer = [q for q in procs.values() if q.first > proc.first]
+                if not newer:
+                    continue
+                if (max(q.last for q in newer) > proc.last + grace_ms
+                        or (at_end and min(q.first for q in newer) > proc.last)):
                     retired.append(pid)
             for pid in sorted(retired, key=lambda p: procs[p].last):
                 proc = procs[pid]
@@ -685,7 +688,7 @@ class Reassembler:
             elif held:
                 for ev in held:
                     self._accept_event(clock, ev)
-        self._retire_processes(self.grace_ms)
+        self._retire_processes(self.grace_ms, at_end=True)
         for key, th in list(self.threads.items()):
             if th.call is not None:
                 self._close_noreturn(key, th)

@@ -129,6 +129,9 @@ def dominant_phase(requests: list[dict], op: str) -> tuple[str, float] | None:
 
 # -- activity over time -------------------------------------------------------------------
 
+SUSTAINED_MS = 50   # how long a level must hold to count as the pool's size
+
+
 @dataclass
 class Steps:
     """A step function: level[i] holds from times[i] to times[i + 1]."""
@@ -138,6 +141,22 @@ class Steps:
     @property
     def peak(self) -> int:
         return max(self.levels, default=0)
+
+    def sustained_peak(self, min_ms: int = SUSTAINED_MS) -> int:
+        """The highest level held for at least `min_ms` at a stretch. Records place a
+        slow-thread run to the millisecond and clamp a queue time that would be negative
+        to 0, so one run may seem to overlap the next on its thread for a few ms."""
+        best, n = 0, len(self.times)
+        for i, lv in enumerate(self.levels):
+            if lv <= best or i + 1 >= n:
+                continue
+            j = i
+            while j + 1 < n and self.levels[j + 1] >= lv:
+                j += 1
+            end = self.times[j + 1] if j + 1 < n else self.times[j]
+            if end - self.times[i] >= min_ms:
+                best = lv
+        return best
 
     def time_at_least(self, level: int, t0: int, t1: int) -> int:
         """Milliseconds within [t0, t1) during which the level was >= `level`."""

@@ -133,24 +133,24 @@ def tell(data) -> Story | None:
     runs = list(A.slow_runs(requests))
     if runs:
         slow = A.concurrency(runs)
-        story.slow_pool = slow.peak
+        story.slow_pool = pool = slow.sustained_peak()
         queued = [r for r in requests if (r.get("queue_s") or 0) > QUEUED_MS]
-        full_ms = slow.time_at_least(slow.peak, t0, t1)
+        full_ms = slow.time_at_least(pool, t0, t1)
         story.slow_full_share = full_ms / (t1 - t0)
         depth = A.concurrency(A.queue_stays(requests)).peak
         if len(queued) >= QUEUED_SHARE * len(requests):
             story.summary.append(
-                f"All {slow.peak} slow threads were busy {pct(story.slow_full_share)} of the "
+                f"All {pool} slow threads were busy {pct(story.slow_full_share)} of the "
                 f"time between {between}; up to {plural(depth, 'request')} waited for one.")
             story.observations.append(Observation(
                 min(1.0, story.slow_full_share + 0.2),
-                f"The slow-thread pool ({slow.peak} threads, the most ever busy at once) was "
+                f"The slow-thread pool ({pool} threads, the most busy at once for {A.SUSTAINED_MS} ms or more) was "
                 f"full {pct(story.slow_full_share)} of the time and "
                 f"{pct(len(queued) / len(requests))} of requests waited more than "
                 f"{QUEUED_MS / 1000:g} s for a thread.", "fig-timeline"))
         else:
             story.summary.append(
-                f"At most {slow.peak} slow threads were busy at once: requests seldom waited "
+                f"At most {pool} slow threads were busy at once: requests seldom waited "
                 f"for one ({plural(len(queued), 'request')} over {QUEUED_MS / 1000:g} s).")
 
     # 4. observations that only some data support
