@@ -40,7 +40,8 @@ class TailStats:
     start: int = 0              # offset of the first line read forwards
     bytes_scanned_back: int = 0
     lines_read: int = 0
-    long_lines: int = 0         # lines over max_line bytes: skipped, counted
+    long_lines: int = 0         # lines over max_line bytes read forwards: skipped, counted
+    long_lines_back: int = 0    # the same, met while looking for the window's start
     partial_last_line: bool = False  # bytes after the last newline (being written): left
 
 
@@ -132,7 +133,7 @@ def blocks_backwards(fh, end: int, stats: TailStats, *, deadline: float | None =
                      max_line: int = MAX_LINE, block: int = BLOCK) -> Iterator[Block]:
     """The whole lines before `end` (a line end, see whole_lines_end), a block at a time,
     last block first. Lines longer than `max_line` are skipped and counted in
-    stats.long_lines; at most one block and one line are held."""
+    stats.long_lines_back; at most one block and one line are held."""
     pos = end
     carry = b""    # the start of the line cut at the previous block's first byte
     long_seen = 0  # > 0: that line is over max_line; this many of its bytes seen, not kept
@@ -157,7 +158,7 @@ def blocks_backwards(fh, end: int, stats: TailStats, *, deadline: float | None =
         lines = pieces[1:]
         if long_seen:
             lines[-1] = len(lines[-1]) + long_seen
-            stats.long_lines += 1
+            stats.long_lines_back += 1
             long_lines = max(map(len, lines[:-1]), default=0) > max_line
         else:
             if carry:
@@ -169,7 +170,7 @@ def blocks_backwards(fh, end: int, stats: TailStats, *, deadline: float | None =
         if long_lines:
             for i, line in enumerate(lines):
                 if not isinstance(line, int) and len(line) > max_line:
-                    stats.long_lines += 1
+                    stats.long_lines_back += 1
                     lines[i] = len(line)
         if lines:
             yield Block(pos + len(first) + 1, lines)
@@ -178,7 +179,7 @@ def blocks_backwards(fh, end: int, stats: TailStats, *, deadline: float | None =
         else:
             carry, long_seen = first, 0
     if long_seen:
-        stats.long_lines += 1
+        stats.long_lines_back += 1
     elif carry or end > 0:
         yield Block(0, [carry])
 

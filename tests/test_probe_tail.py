@@ -37,7 +37,7 @@ def test_backwards_and_forwards_agree_with_splitting_the_whole_file():
         short = [(o, line) for o, line in lines if len(line) <= max_line]
         back = list(tail.lines_backwards(fh, end, stats, block=block, max_line=max_line))
         assert back == short[::-1], (data, block, max_line)
-        assert stats.long_lines == len(lines) - len(short)
+        assert stats.long_lines_back == len(lines) - len(short)
         i = rnd.randint(0, len(lines))
         start = lines[i][0] if i < len(lines) else end
         fwd_stats = tail.TailStats()
@@ -75,7 +75,7 @@ def test_one_huge_line_among_short_ones_is_skipped_and_counted(tmp_path):
         stats = tail.TailStats(size=size)
         end = tail.whole_lines_end(fh, size, stats)
         back = [line for _, line in tail.lines_backwards(fh, end, stats, block=4096)]
-        assert back == [b"last", b"first"] and stats.long_lines == 1
+        assert back == [b"last", b"first"] and stats.long_lines_back == 1
         fwd_stats = tail.TailStats()
         assert list(tail.lines_forwards(fh, 0, end, fwd_stats, block=4096)) == [b"first", b"last"]
         assert fwd_stats.long_lines == 1
