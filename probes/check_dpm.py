@@ -285,7 +285,8 @@ class FreshnessContext(nagiosplugin.Context):
         return Result(Ok, None, metric)
 
     def performance(self, metric, resource):
-        value = "U" if metric.value is None else _fmt(round(metric.value, 3))
+        # seconds to the millisecond: ages run to years, beyond _fmt's 6 digits
+        value = "U" if metric.value is None else f"{metric.value:.3f}".rstrip("0").rstrip(".")
         return Performance("age", value, "" if metric.value is None else "s", "",
                            _fmt(float(self.max_age_s)), 0)
 

@@ -71,6 +71,40 @@ def test_warning_on_the_failure_rate(stack):
     assert "failed_rate" in status
 
 
+def test_every_range_left_is_in_the_text_the_worst_first(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "-w", "failed_rate=0.0001", "-c", "proc:p95=~:0.001",
+                                 "-w", "total:p99=~:0.001", "-c", "total:p50=~:3600")
+    assert rc == 2
+    text = status.removeprefix("DPM CRITICAL - ")
+    named = [part.split(" = ")[0] for part in text.split("; ")]
+    assert named[0] == "proc_p95"  # the critical one first
+    assert set(named[1:]) == {"failed_rate", "total_p99"}  # then both warnings
+    assert "total_p50" not in status  # within its range: not an alert
+
+
+def test_a_pipeline_whose_newest_event_is_too_old_is_critical(stack):
+    # The stack replays a 2011 log: the newest event is years old.
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "--max-age", "10m")
+    assert rc == 2, status
+    assert "newest event is" in status and "over --max-age 10m" in status
+    age = stack.prometheus.value(
+        "min(dpmstream_event_lag_seconds + time() - timestamp(dpmstream_event_lag_seconds))")
+    assert float(perf["age"][0]) == pytest.approx(age, abs=120)
+    assert float(perf["age"][0]) > 10 * 365 * 86400
+    rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                              "--max-age", "10m", "--max-age-state", "unknown")
+    assert rc == 3 and "over --max-age 10m" in status
+
+
+def test_a_max_age_the_pipeline_meets_is_ok(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "--max-age", "36500d")
+    assert rc == 0, status
+    assert perf["age"][1] == "s" and perf["age"][3] == "3153600000"
+
+
 def test_name_server_op_latency_threshold(stack):
     rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
                                  "-c", "ns:statg:p95=~:0.0000001")
