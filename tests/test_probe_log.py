@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -152,3 +152,63 @@ def test_no_activity_in_the_window_follows_no_data(tmp_path):
     assert rc == 3 and "no DPM request or call in the last 15m" in status
     rc, _, _ = check_dpm("--log", str(quiet), "--tz", TZ, "--no-data", "ok")
     assert rc == 0
+
+
+def _simulate_ending(tmp_path, name: str, ago: timedelta, duration_s: int = 300) -> Path:
+    """A UTC log whose last line was written `ago` before now."""
+    start = datetime.now(timezone.utc) - ago - timedelta(seconds=duration_s)
+    prefix = simulate(tmp_path / name, "--scenario", "mixed", "--rate", "3",
+                      "--duration", str(duration_s), "--start", start.strftime("%Y-%m-%d %H:%M:%S"),
+                      "--tz", "UTC")
+    return Path(f"{prefix}.log")
+
+
+def test_a_log_written_up_to_now_passes_max_age(tmp_path):
+    log = _simulate_ending(tmp_path, "fresh", timedelta(0))
+    rc, status, perf = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",
+                                 "--max-age", "10m")
+    assert rc == 0, status
+    assert 0 <= float(perf["age"][0]) < 600 and perf["age"][3] == "600"
+
+
+def test_a_log_that_stopped_growing_is_critical_or_as_configured(tmp_path):
+    log = _simulate_ending(tmp_path, "stopped", timedelta(minutes=30))
+    rc, status, perf = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",
+                                 "--max-age", "10m")
+    assert rc == 2, status
+    assert "newest line is 3" in status and "m old, over --max-age 10m" in status
+    assert float(perf["age"][0]) == pytest.approx(1800, abs=120)
+    assert int(perf["requests"][0]) > 50  # the last window is still measured and shown
+    rc, status, _ = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",
+                              "--max-age", "10m", "--max-age-state", "unknown")
+    assert rc == 3 and "over --max-age 10m" in status
+    rc, _, _ = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m")
+    assert rc == 0  # without --max-age, an old log is measured as it is
+
+
+_NO_STREAMS = """
+import sys
+
+class NoStreams:
+    def find_spec(self, name, path=None, target=None):
+        if name == "dpmstream.streams" or name.startswith("dpmstream.streams."):
+            raise ImportError(f"No module named {name!r} (blocked: a site install of the probe)")
+        return None
+
+sys.meta_path.insert(0, NoStreams())
+from dpmstream.probes.check_dpm import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("source", ["log", "prometheus"])
+def test_the_probe_runs_without_dpmstream_streams(source, long_log, tmp_path):
+    args = (["--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m"] if source == "log"
+            else ["--prometheus", "http://127.0.0.1:9", "-t", "3"])
+    done = subprocess.run([sys.executable, "-c", _NO_STREAMS, *args], capture_output=True,
+                          text=True, timeout=60)
+    assert "No module named" not in done.stdout + done.stderr
+    if source == "log":
+        assert done.returncode == 0 and done.stdout.startswith("DPM OK"), done.stdout
+    else:  # nothing listens on port 9: the probe itself ran to its answer
+        assert done.returncode == 3 and "cannot reach Prometheus" in done.stdout, done.stdout
