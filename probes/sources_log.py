@@ -27,7 +27,8 @@ from collections import deque
 from datetime import datetime, timezone
 
 from dpmstream.parsers.clock import ClockError, EventClock, load_zone, year_from_file_name
-from dpmstream.parsers.lines import MALFORMED, PARSED, LineParser
+from dpmstream.parsers import fastpath
+from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import ProfileError, detect_profile, resolve_profile
 from dpmstream.parsers.reassembly import Reassembler
 from dpmstream.parsers.records import PHASES
@@ -39,7 +40,6 @@ _MARGIN_S = 120       # lines of different threads written a little out of order
 # The profile is detected from the last lines (as the pipeline does from the first), and
 # the newest stamp is the latest among them (threads interleave).
 _LAST_LINES = 200
-_ADVANCE_EVERY = 4096  # lines between event-time sweeps of the reassembler
 
 
 def _stamp(line: bytes):
@@ -100,7 +100,7 @@ class LogSource:
         self.deadline = deadline  # time.monotonic() by which reading must stop
         self.max_line = max_line
         self.tail = tail.TailStats()  # for -v, the status line and tests
-        self.lines = {PARSED: 0, "unmatched": 0, MALFORMED: 0}
+        self.lines = {PARSED: 0, UNMATCHED_RESULT: 0, MALFORMED: 0}
         self.decode_errors = 0
 
     # kept for -v and the tests
@@ -156,26 +156,41 @@ class LogSource:
                 kept.append(rec)
 
         reassembler = Reassembler(keep, timeout_ms=int(self.timeout_s * 1000))
-        since_advance = 0
-        for raw in tail.lines_forwards(fh, start, end, self.tail, deadline=self.deadline,
-                                       max_line=self.max_line):
-            try:
-                line = raw.decode()
-            except UnicodeDecodeError:
-                line = raw.decode("utf-8", "replace")  # a Latin-1 DN still parses
-                self.decode_errors += 1
-            ev = parser.parse(line.rstrip("\r"))
-            self.lines[parser.result] += 1
-            if ev is not None:
-                if ev[0] > latest[0]:
-                    latest[0] = ev[0]
-                reassembler.feed(ev)
-            since_advance += 1
-            if since_advance >= _ADVANCE_EVERY:
-                since_advance = 0
-                reassembler.advance()
-                while kept and kept[0]["ended"] <= latest[0] - window_ms:
-                    kept.popleft()
+        feed = reassembler.feed
+        counts = self.lines
+        # The compiled twin of parser.parse() (None without it), called straight as the
+        # replay's hot loop does: a line it leaves (None) goes to the Python parser.
+        fast = parser._fast
+        unmatched = fastpath.UNMATCHED_LINE
+        newest = -1
+        for lines in tail.blocks_forwards(fh, start, end, self.tail, deadline=self.deadline,
+                                          max_line=self.max_line):
+            for raw in lines:
+                try:
+                    line = raw.decode()
+                except UnicodeDecodeError:
+                    line = raw.decode("utf-8", "replace")  # a Latin-1 DN still parses
+                    self.decode_errors += 1
+                if line[-1:] == "\r":
+                    line = line[:-1]
+                ev = fast(line) if fast is not None else None
+                if ev is None:
+                    ev = parser.parse_python(line)
+                    if ev is None:
+                        counts[parser.result] += 1
+                        continue
+                elif ev is unmatched:
+                    counts[UNMATCHED_RESULT] += 1
+                    continue
+                counts[PARSED] += 1
+                if ev[0] > newest:
+                    newest = ev[0]
+                feed(ev)
+            # per block (1 MiB, some 9,000 lines): event-time sweep, drop what is too old
+            latest[0] = newest
+            reassembler.advance()
+            while kept and kept[0]["ended"] <= newest - window_ms:
+                kept.popleft()
         if latest[0] < 0:
             raise SourceError(f"{self.path}: no line of its window could be parsed "
                               f"(profile {profile.name}; --profile to choose another)")

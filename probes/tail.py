@@ -184,10 +184,17 @@ def blocks_backwards(fh, end: int, stats: TailStats, *, deadline: float | None =
         yield Block(0, [carry])
 
 
-def lines_forwards(fh, start: int, end: int, stats: TailStats, *, deadline: float | None = None,
-                   max_line: int = MAX_LINE, block: int = BLOCK) -> Iterator[bytes]:
-    """The whole lines between `start` (a line start) and `end`, without newlines; lines
-    over `max_line` bytes are skipped and counted."""
+def lines_forwards(fh, start: int, end: int, stats: TailStats, **kw) -> Iterator[bytes]:
+    """The whole lines between `start` (a line start) and `end`, without newlines."""
+    for lines in blocks_forwards(fh, start, end, stats, **kw):
+        yield from lines
+
+
+def blocks_forwards(fh, start: int, end: int, stats: TailStats, *, deadline: float | None = None,
+                    max_line: int = MAX_LINE, block: int = BLOCK) -> Iterator[list[bytes]]:
+    """The whole lines between `start` (a line start) and `end`, without newlines, a
+    block at a time (the caller's loop stays tight); lines over `max_line` bytes are
+    skipped and counted."""
     fh.seek(start)
     pos = start
     carry = b""
@@ -199,22 +206,20 @@ def lines_forwards(fh, start: int, end: int, stats: TailStats, *, deadline: floa
         if not data:
             break  # truncated meanwhile: what was there is all there is
         pos += len(data)
-        pieces = data.split(b"\n")
-        last = pieces.pop()
-        if pieces:
-            first = pieces[0]
-            if carry_long or len(carry) + len(first) > max_line:
-                stats.long_lines += 1
-            else:
-                stats.lines_read += 1
-                yield carry + first if carry else first
-            for piece in pieces[1:]:
-                if len(piece) > max_line:
-                    stats.long_lines += 1
-                    continue
-                stats.lines_read += 1
-                yield piece
+        lines = data.split(b"\n")
+        last = lines.pop()
+        if lines:
+            if carry_long or len(carry) + len(lines[0]) > max_line:
+                lines[0] = None
+            elif carry:
+                lines[0] = carry + lines[0]
+            if lines[0] is None or max(map(len, lines)) > max_line:
+                kept = [line for line in lines if line is not None and len(line) <= max_line]
+                stats.long_lines += len(lines) - len(kept)
+                lines = kept
+            stats.lines_read += len(lines)
             carry, carry_long = b"", False
+            yield lines
         if carry_long or len(carry) + len(last) > max_line:
             carry, carry_long = b"", True
         else:

@@ -8,6 +8,7 @@ N + 1.5 s, counted from the start of the process."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import threading
@@ -53,12 +54,15 @@ def big_log(tmp_path_factory) -> Path:
     return log
 
 
-def test_a_110_mb_log_is_answered_well_within_t_from_its_tail(big_log):
+def test_a_110_mb_log_is_read_from_its_tail_within_t(big_log):
     rc, status, perf, took = timed_check("--log", str(big_log), "--tz", TZ, "--window", "15m",
-                                         "-v", t=10)
+                                         "-v", t=60)
     assert rc == 0, status
     assert int(perf["requests"]) > 1000
-    assert took < 10
+    assert took < 60
+    # 15m + 30m lookback + 2m margin of a 67-minute log: the first quarter is never read
+    offset = int(re.search(r"from byte (\d+)", status).group(1))  # -v's second line
+    assert 0.2 * big_log.stat().st_size < offset < 0.4 * big_log.stat().st_size
 
 
 def test_a_log_too_big_to_read_in_time_is_unknown_saying_how_far_it_got(big_log):
