@@ -27,7 +27,7 @@ LAG_METRIC = "dpmstream_event_lag_seconds"
 EPILOG = """\
 thresholds (-w/--warning, -c/--critical, repeatable; RANGE in Nagios range syntax,
 e.g. 2 = 0..2, ~:2 = up to 2, 5:10, @1:5 = alert inside 1..5):
-  PHASE:pNN=RANGE       a quantile of a request phase, seconds   -c proc:p95=~:2
+  PHASE:pNN=RANGE       a quantile of a request phase, seconds   -c 'proc:p95=~:2'
                         phases: auth request queue proc poll ready_wait transfer done total
   ns:OP:pNN=RANGE       a quantile of a name-server call op      -w ns:statg:p95=0.5
   failed_rate=RANGE     failed / finished requests (0..1)        -w failed_rate=0.05
@@ -52,8 +52,9 @@ pipeline has seen (--prometheus, from dpmstream_event_lag_seconds) older than th
 --max-age-state (default critical): a log that stopped growing means a hung daemon.
 This is the one comparison with the wall clock. perfdata: age in seconds.
 
-Quote ranges with a tilde in the shell ('-c total:p95=~:2'): bash expands an unquoted
-=~ word. Or write them without one: total:p95=2 (0..2) means the same for a latency.
+Quote ranges with a tilde in the shell ('-c failed_rate=~:0.05'): bash expands a tilde
+after = in such a word. Or write them without one: failed_rate=0.05 (0..0.05) means the
+same for a rate, total:p95=2 for a latency.
 
 The status line names every metric out of its range, the worst state first.
 
@@ -113,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="event-time seconds after which an open request is incomplete "
                               "(default 3600, as the pipeline)")
     p.add_argument("-t", "--timeout", type=int, default=10,
-                   help="give up (UNKNOWN) after this many seconds (default 10)")
+                   help="answer UNKNOWN, saying what was under way, this many seconds after "
+                        "starting, whatever the source does (default 10)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output (repeatable)")
     return p
 

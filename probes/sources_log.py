@@ -264,8 +264,10 @@ class LogSource:
         """The newest stamp among the last ones (threads interleave), the profile, the
         zone and the (year, month) dating the newest line."""
         if not stamps:
+            skipped = self.tail.long_lines_back
             raise SourceError(f"{self.path}: no DPM log line with a time stamp in its last "
-                              f"{_LAST_LINES} lines")
+                              f"{_LAST_LINES} lines" + (f" ({skipped} lines over "
+                              f"{self.max_line // 1024} KiB skipped)" if skipped else ""))
         last = stamps[0]
         newest = max(stamps, key=lambda s: -_naive_seconds_before(s, last))
         if profile is None:
