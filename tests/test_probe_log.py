@@ -133,6 +133,15 @@ def test_thresholds_apply_to_the_log_source(long_log):
     assert rc == 1 and "proc_p95" in status
 
 
+def test_every_range_left_is_in_the_log_source_text_the_worst_first(long_log):
+    rc, status, _ = check_dpm("--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m",
+                              "-w", "proc:p95=~:0.01", "-w", "failed_rate=0.0001",
+                              "-c", "total:p99=~:0.001", "-c", "queue:p50=~:3600")
+    assert rc == 2
+    named = [part.split(" = ")[0] for part in status.removeprefix("DPM CRITICAL - ").split("; ")]
+    assert named == ["total_p99", "failed_rate", "proc_p95"]  # critical, then the warnings
+
+
 def test_missing_file_is_unknown():
     rc, status, _ = check_dpm("--log", "/nonexistent/dpm/log")
     assert rc == 3 and "cannot read /nonexistent/dpm/log" in status
