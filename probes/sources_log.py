@@ -3,7 +3,8 @@
 For sites without the pipeline. The window ends at the latest event time in the file
 and covers `window_s` before it. Only the tail is read (probes/tail.py): backwards from
 the end until a line `window + lookback` older than the last one is passed (the lookback
-lets requests that end in the window be reassembled from their first line), then
+lets requests that end in the window be reassembled from their first line; the stamps
+are read with the profile's own envelope, detected from the last lines), then
 forwards through the domain's parser and reassembler (dpmstream.parsers), as a replay
 does, so year and month boundaries, daemon restarts and thread reuse are handled exactly
 as everywhere else. Nothing of dpmstream.streams is imported: a site installs the probe
@@ -29,23 +30,34 @@ from datetime import datetime, timezone
 from dpmstream.parsers.clock import ClockError, EventClock, load_zone, year_from_file_name
 from dpmstream.parsers import fastpath
 from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT, LineParser
-from dpmstream.parsers.profiles import ProfileError, detect_profile, resolve_profile
+from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, resolve_profile
 from dpmstream.parsers.reassembly import Reassembler
 from dpmstream.parsers.records import PHASES
 from dpmstream.probes import tail
 from dpmstream.probes.measurement import Snapshot, SourceError, Wanted, quantile
 
-_STAMP = re.compile(rb"(?:^|\s)(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)")
 _MARGIN_S = 120       # lines of different threads written a little out of order
 # The profile is detected from the last lines (as the pipeline does from the first), and
 # the newest stamp is the latest among them (threads interleave).
 _LAST_LINES = 200
 
 
-def _stamp(line: bytes):
-    """(month, day, hour, minute, second) of a log line (native or rsyslog-wrapped)."""
-    m = _STAMP.search(line[:160])
-    return tuple(int(g) for g in m.groups()) if m else None
+class StampReader:
+    """The local stamp (month, day, hour, minute, second) of a raw line, by the profile's
+    own envelope: its native form, or the form rsyslog wraps it in; None if neither."""
+
+    _GROUPS = ("month", "day", "hour", "minute", "second")
+
+    def __init__(self, profile: Profile):
+        self.forms = [re.compile(pattern.encode()) for pattern in
+                      (profile.native_envelope, profile.rsyslog_envelope + profile.native_envelope)]
+
+    def __call__(self, line: bytes):
+        for form in self.forms:
+            m = form.match(line)
+            if m is not None:
+                return tuple(map(int, m.group(*self._GROUPS)))
+        return None
 
 
 def _naive_seconds_before(stamp, last) -> float:
@@ -210,46 +222,36 @@ class LogSource:
         passed until one lies window + lookback (and a margin) before the newest."""
         need_s = self.window_s + self.lookback_s + _MARGIN_S
         profile = self._given_profile()
-        detect: list[str] = []
-        stamps: list[tuple] = []
-        seen = 0
-        newest = zone = year_of_last = ref = None
-        start = end
+        last_lines: list[bytes] = []  # newest first
+        settled = None
         for blk in tail.blocks_backwards(fh, end, self.tail, deadline=self.deadline,
                                          max_line=self.max_line):
-            start = blk.offset
-            if newest is None:
-                for line in reversed(blk.lines):
-                    if isinstance(line, int):
-                        continue  # a skipped long line
-                    seen += 1
-                    st = _stamp(line)
-                    if profile is None and line.strip():
-                        detect.append(line.decode("utf-8", "replace"))
-                    if st is not None:
-                        stamps.append(st)
-                    if seen == _LAST_LINES:
-                        break
-                if seen < _LAST_LINES:
+            if settled is None:
+                last_lines += [line for line in reversed(blk.lines[-_LAST_LINES:])
+                               if not isinstance(line, int)][:_LAST_LINES - len(last_lines)]
+                if len(last_lines) < _LAST_LINES:
                     continue
-                newest, profile, zone, ref = self._settle(stamps, profile, detect, mtime)
+                settled = self._settle(last_lines, profile, mtime)
+                newest, profile, stamp_of, zone, ref = settled
                 year_of_last = ref[0] if newest[0] <= ref[1] else ref[0] - 1
 
             def old_enough(line) -> bool:
-                st = _stamp(line)
+                st = stamp_of(line)
                 return st is not None and \
                     seconds_before_at_least(st, newest, zone, year_of_last) >= need_s
 
             # The block's earliest stamped line decides whether to look inside it at all.
-            earliest = next((line for line in blk.lines
-                             if not isinstance(line, int) and _stamp(line)), None)
-            if earliest is None or not old_enough(earliest):
+            earliest = next((st for st in (stamp_of(line) for line in blk.lines
+                                           if not isinstance(line, int)) if st), None)
+            if earliest is None or seconds_before_at_least(earliest, newest, zone,
+                                                           year_of_last) < need_s:
                 continue
             for offset, line in blk.backwards():
                 if old_enough(line):
                     return offset, newest, profile, ref
-        if newest is None:  # the file is shorter than the lines to detect from
-            newest, profile, zone, ref = self._settle(stamps, profile, detect, mtime)
+        if settled is None:  # the file is shorter than the lines to detect from
+            settled = self._settle(last_lines, profile, mtime)
+        newest, profile, _, _, ref = settled
         return 0, newest, profile, ref
 
     def _given_profile(self):
@@ -260,26 +262,31 @@ class LogSource:
         except ProfileError as exc:
             raise SourceError(str(exc)) from None
 
-    def _settle(self, stamps, profile, detect, mtime):
-        """The newest stamp among the last ones (threads interleave), the profile, the
-        zone and the (year, month) dating the newest line."""
+    def _settle(self, last_lines: list[bytes], profile, mtime):
+        """From the file's last lines (newest first): the newest stamp among them (threads
+        interleave), the profile, its stamp reader, the zone and the (year, month)
+        dating the newest line."""
+        skipped = self.tail.long_lines_back
+        skipped = f" ({skipped} lines over {self.max_line // 1024} KiB skipped)" if skipped else ""
+        if profile is None:
+            profile = detect_profile([line.decode("utf-8", "replace") for line in last_lines
+                                      if line.strip()])
+            if profile is None:
+                raise SourceError(f"{self.path}: no DPM log line in its last {_LAST_LINES} "
+                                  f"lines that a bundled profile recognises{skipped} "
+                                  f"(give one with --profile)")
+        stamp_of = StampReader(profile)
+        stamps = [st for st in map(stamp_of, last_lines) if st]
         if not stamps:
-            skipped = self.tail.long_lines_back
-            raise SourceError(f"{self.path}: no DPM log line with a time stamp in its last "
-                              f"{_LAST_LINES} lines" + (f" ({skipped} lines over "
-                              f"{self.max_line // 1024} KiB skipped)" if skipped else ""))
+            raise SourceError(f"{self.path}: no DPM log line with a time stamp of profile "
+                              f"{profile.name} in its last {_LAST_LINES} lines{skipped}")
         last = stamps[0]
         newest = max(stamps, key=lambda s: -_naive_seconds_before(s, last))
-        if profile is None:
-            profile = detect_profile(detect)
-            if profile is None:
-                raise SourceError(f"{self.path}: no bundled profile recognises its last lines "
-                                  f"(give one with --profile)")
         try:
             zone = load_zone(self.tz or profile.timezone)
         except ClockError as exc:
             raise SourceError(str(exc)) from None
-        return newest, profile, zone, self._ref(newest, mtime, zone)
+        return newest, profile, stamp_of, zone, self._ref(newest, mtime, zone)
 
     def _ref(self, newest, mtime: float, zone) -> tuple[int, int]:
         """(year, month) dating the newest line, as the core dates a file: --year (the

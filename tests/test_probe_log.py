@@ -221,3 +221,24 @@ def test_the_probe_runs_without_dpmstream_streams(source, long_log, tmp_path):
         assert done.returncode == 0 and done.stdout.startswith("DPM OK"), done.stdout
     else:  # nothing listens on port 9: the probe itself ran to its answer
         assert done.returncode == 3 and "cannot reach Prometheus" in done.stdout, done.stdout
+
+
+def test_an_rsyslog_written_log_gives_the_same_window_as_the_native_one(tmp_path):
+    prefix = simulate(tmp_path / "rs", "--scenario", "mixed", "--rate", "3", "--duration", "600",
+                      "--tz", TZ)
+    native = Path(f"{prefix}.log")
+    wrapped = tmp_path / "messages"
+    with open(native) as src, open(wrapped, "w") as out:
+        for text in src:  # RSYSLOG_FileFormat: RFC 3339 receive time, host, tag
+            mo, d, time_of_day = text[0:2], text[3:5], text[6:14]
+            out.write(f"2011-{mo}-{d}T{time_of_day}.500000+02:00 dpmhead01 dpm: {text}")
+    os.utime(wrapped, (native.stat().st_atime, native.stat().st_mtime))
+    rc, status, perf = check_dpm("--log", str(native), "--tz", TZ, "--window", "5m",
+                                 "--lookback", "1m", "-v")
+    rc2, status2, perf2 = check_dpm("--log", str(wrapped), "--tz", TZ, "--window", "5m",
+                                    "--lookback", "1m", "--host", "dpmhead01", "-v")
+    assert rc == rc2 == 0, (status, status2)
+    assert int(perf["requests"][0]) > 50
+    assert perf == perf2
+    offset = int(re.search(r"from byte (\d+)", status2).group(1))
+    assert offset > 0  # 5m + 1m + 2m of 10m: the start was found by the rsyslog form's stamps
