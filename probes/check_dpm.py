@@ -144,9 +144,9 @@ class DpmRequests(nagiosplugin.Resource):
             snap = self.snapshot = self.source.fetch(self.wanted)
         except SourceError as exc:
             raise nagiosplugin.CheckError(str(exc)) from None
-        # Prometheus' increase() extrapolates to the window's edges: whole numbers suffice.
         if self.max_age:
             yield Metric("age", snap.age_s, uom="s", context="age")
+        # Prometheus' increase() extrapolates to the window's edges: whole numbers suffice.
         yield Metric("requests", round(snap.requests), min=0, context="count")
         yield Metric("calls", round(snap.calls), min=0, context="count")
         if snap.empty:
