@@ -235,10 +235,8 @@ class DpmSummary(nagiosplugin.Summary):
             parts.append(f"{failed * 100:.1f}% failed")
         if snap.calls:
             parts.append(f"{round(snap.calls)} calls")
-        text = ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap)
-        if snap.long_lines:
-            text += f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)"
-        return text
+        return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap) \
+            + _skipped_text(snap)
 
     def verbose(self, results):
         resource = next((r.resource for r in results if r.resource is not None), None)
@@ -248,7 +246,8 @@ class DpmSummary(nagiosplugin.Summary):
             lines.append(f"read {source.lines_read} lines of {source.path} from byte "
                          f"{source.read_from} (of {source.tail.size}); "
                          f"{source.tail.long_lines} lines over {MAX_LINE // 1024} KiB skipped; "
-                         + ", ".join(f"{n} {result}" for result, n in source.lines.items()))
+                         + ", ".join(f"{n} {result}" for result, n in source.lines.items())
+                         + f"; {source.decode_errors} not UTF-8")
         for promql in getattr(source, "queries", ()):
             lines.append(f"query: {promql}")
         return lines
@@ -264,7 +263,9 @@ class DpmSummary(nagiosplugin.Summary):
                 texts.append(r.hint or str(r))
             else:
                 texts.append(f"{describe(r.metric)} ({r.hint})" if r.hint else describe(r.metric))
-        return "; ".join(texts)
+        resource = next((r.resource for r in results if r.resource is not None), None)
+        snap = getattr(resource, "snapshot", None)
+        return "; ".join(texts) + (_skipped_text(snap) if snap is not None else "")
 
 
 class FreshnessContext(nagiosplugin.Context):
@@ -291,6 +292,11 @@ class FreshnessContext(nagiosplugin.Context):
         value = "U" if metric.value is None else f"{metric.value:.3f}".rstrip("0").rstrip(".")
         return Performance("age", value, "" if metric.value is None else "s", "",
                            _fmt(float(self.max_age_s)), 0)
+
+
+def _skipped_text(snap) -> str:
+    """Lines of the log window skipped for their length: counted, and said."""
+    return f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)" if snap.long_lines else ""
 
 
 def _end_text(snap) -> str:

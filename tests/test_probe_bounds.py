@@ -121,6 +121,9 @@ def test_lines_over_the_bound_are_skipped_and_counted_with_the_same_result(tmp_p
     assert rc == rc2 == 0, (status, status2)
     assert perf == perf2
     assert "(2 lines over 64 KiB skipped)" in status2 and "skipped" not in status
+    rc, status, _, _ = timed_check("--log", str(polluted), "--tz", TZ, "--window", "5m",
+                                   "-c", "proc:p95=~:0.001", t=20)
+    assert rc == 2 and status.endswith("(2 lines over 64 KiB skipped)")  # said in alerts too
 
 
 # -- Prometheus over HTTP -----------------------------------------------------------------
