@@ -7,12 +7,13 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from dpmstream.parsers.records import PHASES
-from dpmstream.streams.services.process import free_port
+from dpmstream.streams.services.process import free_port, wait_for
 from tests.metrics_stack import start_live_stack
 
 CHECK_DPM = str(Path(sys.executable).with_name("check_dpm"))
@@ -103,6 +104,30 @@ def test_a_max_age_the_pipeline_meets_is_ok(stack):
                                  "--max-age", "36500d")
     assert rc == 0, status
     assert perf["age"][1] == "s" and perf["age"][3] == "3153600000"
+
+
+def test_a_pipeline_whose_log_stops_growing_ages_past_max_age(tmp_path):
+    """A live `dpmstream run` on a log written up to now, then no more lines (a hung
+    daemon): the age the probe reads keeps growing while the pipeline runs on."""
+    now = datetime.now(timezone.utc)
+    start = (now - timedelta(seconds=200)).strftime("%Y-%m-%d %H:%M:%S")
+    live = start_live_stack(tmp_path, sim_args=("--scenario", "mixed", "--rate", "3",
+                                                 "--duration", "200", "--start", start, "--tz", "UTC"),
+                            run_args=("--year", str(now.year), "--tz", "UTC"))
+    try:
+        rc, status, perf = check_dpm("--prometheus", live.prometheus.url, "--window", "10m",
+                                     "--max-age", "10m")
+        assert rc == 0, status
+        first = float(perf["age"][0])
+        assert 0 < first < 600
+        assert wait_for(lambda: float(check_dpm("--prometheus", live.prometheus.url,
+                                                "--max-age", "10m")[2]["age"][0]) > first + 3,
+                        timeout=30, interval=1)
+        rc, status, _ = check_dpm("--prometheus", live.prometheus.url, "--window", "10m",
+                                  "--max-age", f"{int(first)}s")
+        assert rc == 2 and "newest event is" in status
+    finally:
+        live.stop()
 
 
 def test_name_server_op_latency_threshold(stack):
