@@ -5,9 +5,13 @@ module only presents: metrics, thresholds, status line, perfdata, exit code.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+
+_STARTED = time.monotonic()  # -t counts from here, not from when the check begins
+
+import argparse
+import signal
+import sys
 from datetime import datetime, timezone
 
 import nagiosplugin
@@ -16,11 +20,14 @@ from nagiosplugin.state import ServiceState
 
 from dpmstream.probes import thresholds as th
 from dpmstream.probes.measurement import Snapshot, SourceError, Wanted, parse_duration
+from dpmstream.probes.tail import MAX_LINE
+
+LAG_METRIC = "dpmstream_event_lag_seconds"
 
 EPILOG = """\
 thresholds (-w/--warning, -c/--critical, repeatable; RANGE in Nagios range syntax,
 e.g. 2 = 0..2, ~:2 = up to 2, 5:10, @1:5 = alert inside 1..5):
-  PHASE:pNN=RANGE       a quantile of a request phase, seconds   -c proc:p95=~:2
+  PHASE:pNN=RANGE       a quantile of a request phase, seconds   -c 'proc:p95=~:2'
                         phases: auth request queue proc poll ready_wait transfer done total
   ns:OP:pNN=RANGE       a quantile of a name-server call op      -w ns:statg:p95=0.5
   failed_rate=RANGE     failed / finished requests (0..1)        -w failed_rate=0.05
@@ -36,10 +43,23 @@ sources:
                     window ends now.
   --log FILE        a DPM, DPNS or SRM log read directly (no pipeline needed); the window
                     ends at the latest event time in the file, never the wall clock.
-                    Requests still open at the end of the file are not counted.
+                    Requests still open at the end of the file are not counted. Only the
+                    tail is read, backwards from the end; lines over 64 KiB are skipped
+                    and counted (-v).
+
+freshness (--max-age DURATION): the newest log line (--log) or the newest event the
+pipeline has seen (--prometheus, from dpmstream_event_lag_seconds) older than this is
+--max-age-state (default critical): a log that stopped growing means a hung daemon.
+This is the one comparison with the wall clock. perfdata: age in seconds.
+
+Quote ranges with a tilde in the shell ('-c failed_rate=~:0.05'): bash expands a tilde
+after = in such a word. Or write them without one: failed_rate=0.05 (0..0.05) means the
+same for a rate, total:p95=2 for a latency.
+
+The status line names every metric out of its range, the worst state first.
 
 exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad arguments, source unreadable,
-no data, timeout).
+no data, timeout: the reason is in the status line).
 """
 
 _STATES = {"ok": Ok, "warning": Warn, "critical": Critical, "unknown": Unknown}
@@ -77,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="critical threshold SUBJECT=RANGE (repeatable, see below)")
     p.add_argument("--no-data", choices=sorted(_STATES), default="unknown",
                    help="state when the window holds no request and no call (default unknown)")
+    p.add_argument("--max-age", metavar="DURATION",
+                   help="newest line or sample older than this (e.g. 10m) is --max-age-state")
+    p.add_argument("--max-age-state", choices=("critical", "unknown", "warning"),
+                   default="critical", help="state of a too old source (default critical)")
     logopts = p.add_argument_group("--log options")
     logopts.add_argument("--profile", help="regex profile name or TOML file (default: detected)")
     logopts.add_argument("--tz", help="time zone of the log's stamps (default: the profile's)")
@@ -90,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="event-time seconds after which an open request is incomplete "
                               "(default 3600, as the pipeline)")
     p.add_argument("-t", "--timeout", type=int, default=10,
-                   help="give up (UNKNOWN) after this many seconds (default 10)")
+                   help="answer UNKNOWN, saying what was under way, this many seconds after "
+                        "starting, whatever the source does (default 10)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output (repeatable)")
     return p
 
@@ -101,8 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
 class DpmRequests(nagiosplugin.Resource):
     """The measured window as metrics: one per (phase, quantile), rates, ns ops, counts."""
 
-    def __init__(self, source, wanted: Wanted, reported: list[float], no_data: ServiceState):
+    def __init__(self, source, wanted: Wanted, reported: list[float], no_data: ServiceState,
+                 max_age: bool = False):
         self.source = source
+        self.max_age = max_age
         self.wanted = wanted
         self.reported = reported
         self.no_data = no_data
@@ -117,6 +144,8 @@ class DpmRequests(nagiosplugin.Resource):
             snap = self.snapshot = self.source.fetch(self.wanted)
         except SourceError as exc:
             raise nagiosplugin.CheckError(str(exc)) from None
+        if self.max_age:
+            yield Metric("age", snap.age_s, uom="s", context="age")
         # Prometheus' increase() extrapolates to the window's edges: whole numbers suffice.
         yield Metric("requests", round(snap.requests), min=0, context="count")
         yield Metric("calls", round(snap.calls), min=0, context="count")
@@ -206,28 +235,68 @@ class DpmSummary(nagiosplugin.Summary):
             parts.append(f"{failed * 100:.1f}% failed")
         if snap.calls:
             parts.append(f"{round(snap.calls)} calls")
-        return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap)
+        return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap) \
+            + _skipped_text(snap)
 
     def verbose(self, results):
         resource = next((r.resource for r in results if r.resource is not None), None)
         source = getattr(resource, "source", None)
         lines = []
         if hasattr(source, "lines_read"):
-            lines.append(f"read {source.lines_read} lines of {source.path} from byte {source.read_from}")
+            lines.append(f"read {source.lines_read} lines of {source.path} from byte "
+                         f"{source.read_from} (of {source.tail.size}); "
+                         f"{source.tail.long_lines} lines over {MAX_LINE // 1024} KiB skipped; "
+                         + ", ".join(f"{n} {result}" for result, n in source.lines.items())
+                         + f"; {source.decode_errors} not UTF-8")
         for promql in getattr(source, "queries", ()):
             lines.append(f"query: {promql}")
         return lines
 
     def problem(self, results):
-        worst = results.most_significant
+        """Every result that is not OK, the worst first (Nagios plugin guidelines)."""
+        bad = [r for r in results if r.state != Ok]
+        bad.sort(key=lambda r: -r.state.code)  # stable: same state keeps the check's order
         texts = []
-        for r in worst:
-            if r.metric is not None and r.metric.name == "no_data" or r.metric is None:
+        for r in bad:
+            describe = getattr(r.metric.contextobj, "describe", None) if r.metric else None
+            if describe is None or r.metric.name == "no_data":
                 texts.append(r.hint or str(r))
             else:
-                texts.append(f"{r.metric.contextobj.describe(r.metric)} ({r.hint})"
-                             if hasattr(r.metric.contextobj, "describe") else str(r))
-        return "; ".join(texts)
+                texts.append(f"{describe(r.metric)} ({r.hint})" if r.hint else describe(r.metric))
+        resource = next((r.resource for r in results if r.resource is not None), None)
+        snap = getattr(resource, "snapshot", None)
+        return "; ".join(texts) + (_skipped_text(snap) if snap is not None else "")
+
+
+class FreshnessContext(nagiosplugin.Context):
+    """The newest line or sample older than --max-age: a source that stopped moving."""
+
+    def __init__(self, max_age_s: float, state: ServiceState):
+        super().__init__("age")
+        self.max_age_s = max_age_s
+        self.state = state
+
+    def evaluate(self, metric, resource):
+        if metric.value is None:
+            return Result(self.state, f"no {LAG_METRIC} sample to tell the age of the newest "
+                                      f"event (is the pipeline scraped?)", metric)
+        if metric.value > self.max_age_s:
+            what = "line" if resource.snapshot.end_ms is not None else "event"
+            return Result(self.state, f"newest {what} is {_age(metric.value)} old, over "
+                                      f"--max-age {_window(self.max_age_s)}: the daemon or the "
+                                      f"pipeline stopped?", metric)
+        return Result(Ok, None, metric)
+
+    def performance(self, metric, resource):
+        # seconds to the millisecond: ages run to years, beyond _fmt's 6 digits
+        value = "U" if metric.value is None else f"{metric.value:.3f}".rstrip("0").rstrip(".")
+        return Performance("age", value, "" if metric.value is None else "s", "",
+                           _fmt(float(self.max_age_s)), 0)
+
+
+def _skipped_text(snap) -> str:
+    """Lines of the log window skipped for their length: counted, and said."""
+    return f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)" if snap.long_lines else ""
 
 
 def _end_text(snap) -> str:
@@ -236,6 +305,13 @@ def _end_text(snap) -> str:
         return ""
     end = datetime.fromtimestamp(snap.end_ms / 1000, tz=timezone.utc)
     return f" up to {end:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def _fmt(value) -> str:
@@ -264,10 +340,12 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
             raise th.SpecError("--quantiles names no quantile")
         limits = th.build(args.warning, args.critical)
         lookback_s = parse_duration(args.lookback)
+        max_age_s = parse_duration(args.max_age) if args.max_age else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     wanted = Wanted(tuple(limits.phase_quantiles(reported)),
-                    {op: tuple(qs) for op, qs in limits.ns_wanted().items()})
+                    {op: tuple(qs) for op, qs in limits.ns_wanted().items()},
+                    age=max_age_s is not None)
 
     if args.prometheus:
         from dpmstream.probes.sources_prometheus import PrometheusSource
@@ -277,11 +355,14 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
         from dpmstream.probes.sources_log import LogSource
         source = LogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
                            op=args.op, profile=args.profile, tz=args.tz, year=args.year,
-                           ns_daemons=args.ns_daemons, timeout_s=args.request_timeout)
+                           ns_daemons=args.ns_daemons, timeout_s=args.request_timeout,
+                           deadline=deadline)
 
-    check = nagiosplugin.Check(DpmRequests(source, wanted, reported, _STATES[args.no_data]),
-                               CountContext("count"), NoDataContext(_STATES[args.no_data]),
-                               DpmSummary())
+    check = nagiosplugin.Check(
+        DpmRequests(source, wanted, reported, _STATES[args.no_data], max_age_s is not None),
+        CountContext("count"), NoDataContext(_STATES[args.no_data]), DpmSummary())
+    if max_age_s is not None:
+        check.add(FreshnessContext(max_age_s, _STATES[args.max_age_state]))
     names = ["failed_rate", "incomplete_rate"]
     names += [th.phase_metric(p, q) for p in th.PHASE_NAMES for q in wanted.phase_quantiles]
     names += [th.ns_metric(op, q) for op, qs in wanted.ns.items() for q in qs]
@@ -295,20 +376,40 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
     return check
 
 
+class _OutOfTime(Exception):
+    pass
+
+
+def _out_of_time(signum, frame):
+    raise _OutOfTime()
+
+
 @nagiosplugin.guarded(verbose=0)
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.timeout < 1:
         print("DPM UNKNOWN - -t/--timeout must be at least 1 second")
         sys.exit(3)
-    # The guarded alarm fires at `timeout`; HTTP requests must give up before it.
-    deadline = time.monotonic() + max(0.5, args.timeout - 0.5)
+    # -t counts from the start of the process. Sources stop by themselves at `deadline`
+    # with what they were doing as the reason; the timer is the backstop for anything
+    # blocking in between (a hung NFS read, a server trickling its headers).
+    budget_end = _STARTED + args.timeout
+    deadline = max(time.monotonic() + 0.2, budget_end - 0.8)
     try:
         check = build_check(args, deadline)
     except UsageError as exc:
         print(f"DPM UNKNOWN - {exc}")
         sys.exit(3)
-    check.main(verbose=args.verbose, timeout=args.timeout)
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, max(0.05, budget_end - 0.3 - time.monotonic()))
+    try:
+        check.main(verbose=args.verbose, timeout=0)
+    except _OutOfTime:
+        source = check.resources[0].source
+        print(f"DPM UNKNOWN - timed out after {args.timeout} s (-t) while {source.progress()}")
+        sys.exit(3)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 if __name__ == "__main__":

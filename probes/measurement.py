@@ -20,6 +20,7 @@ class Wanted:
 
     phase_quantiles: tuple[float, ...]
     ns: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    age: bool = False  # also how old the newest line or sample is (--max-age)
 
 
 @dataclass
@@ -31,6 +32,9 @@ class Snapshot:
     ns: dict[tuple[str, float], float | None] = field(default_factory=dict)
     calls: float = 0.0  # synchronous calls finished in the window (any daemon)
     end_ms: int | None = None  # log source: latest event time (the window's end)
+    # Seconds from the newest line (log) or sample (Prometheus) to now; None if unknown.
+    age_s: float | None = None
+    long_lines: int = 0  # log source: lines over the length bound, skipped
 
     @property
     def requests(self) -> float:

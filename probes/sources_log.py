@@ -1,42 +1,69 @@
-"""Probe source: the last window of a DPM, DPNS or SRM log, read directly with the core.
+"""Probe source: the last window of a DPM, DPNS or SRM log, read directly with the domain.
 
 For sites without the pipeline. The window ends at the latest event time in the file
-(never the wall clock) and covers `window_s` before it. Only the tail is read: a binary
-search over byte offsets finds the line `window + lookback` before the last one (the
-lookback lets requests that end in the window be reassembled from their first line).
-The lines then go through the core (Pipeline) as in a replay, so year and month
-boundaries, daemon restarts and thread reuse are handled exactly as everywhere else.
+and covers `window_s` before it. Only the tail is read (probes/tail.py): backwards from
+the end until a line `window + lookback` older than the last one is passed (the lookback
+lets requests that end in the window be reassembled from their first line; the stamps
+are read with the profile's own envelope, detected from the last lines), then
+forwards through the domain's parser and reassembler (dpmstream.parsers), as a replay
+does, so year and month boundaries, daemon restarts and thread reuse are handled exactly
+as everywhere else. Nothing of dpmstream.streams is imported: a site installs the probe
+with the domain only.
 
 Counted: requests and calls whose `ended` falls in the window. Requests still open when
 the file ends are in progress, not incomplete: those are left out (a get already
 answered SUCCESS counts as the success it is); so are calls still open, and orphan
 requests whose first line lies before what was read.
+
+The one wall-clock reading: `age_s`, how long ago the newest line was written (for
+--max-age: a log that stopped growing means a hung daemon).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
+from collections import deque
 from datetime import datetime, timezone
 
-from dpmstream.probes.measurement import Snapshot, SourceError, Wanted, quantile
+from dpmstream.parsers.clock import ClockError, EventClock, load_zone, year_from_file_name
+from dpmstream.parsers import fastpath
+from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT, LineParser
+from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, resolve_profile
+from dpmstream.parsers.reassembly import Reassembler
 from dpmstream.parsers.records import PHASES
+from dpmstream.probes import tail
+from dpmstream.probes.measurement import Snapshot, SourceError, Wanted, quantile
 
-_STAMP = re.compile(rb"(?:^|\s)(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)")
-_READ_ALL_BELOW = 1 << 20  # small files are read whole
-_PROBE = 64 * 1024  # bytes read at each probed offset
-_MARGIN_S = 3600 + 120  # a repeated DST hour and out-of-order lines
-
-
-def _stamp(line: bytes):
-    """(month, day, hour, minute, second) of a log line (native or rsyslog-wrapped)."""
-    m = _STAMP.search(line[:160])
-    return tuple(int(g) for g in m.groups()) if m else None
+_MARGIN_S = 120       # lines of different threads written a little out of order
+# The profile is detected from the last lines (as the pipeline does from the first), and
+# the newest stamp is the latest among them (threads interleave).
+_LAST_LINES = 200
 
 
-def _seconds_before(stamp, last) -> float:
-    """How long before `last` the stamp lies, both without a year: a later month than the
-    last line's is the year before. Only differences matter, so a fixed leap year is used."""
+class StampReader:
+    """The local stamp (month, day, hour, minute, second) of a raw line, by the profile's
+    own envelope: its native form, or the form rsyslog wraps it in; None if neither."""
+
+    _GROUPS = ("month", "day", "hour", "minute", "second")
+
+    def __init__(self, profile: Profile):
+        self.forms = [re.compile(pattern.encode()) for pattern in
+                      (profile.native_envelope, profile.rsyslog_envelope + profile.native_envelope)]
+
+    def __call__(self, line: bytes):
+        for form in self.forms:
+            m = form.match(line)
+            if m is not None:
+                return tuple(map(int, m.group(*self._GROUPS)))
+        return None
+
+
+def _naive_seconds_before(stamp, last) -> float:
+    """How long before `last` the stamp lies on the wall clock of the log, both without a
+    year: a later month than the last line's is the year before. Only differences
+    matter, so a fixed leap year is used."""
     year = 2000 if stamp[:2] <= last[:2] else 1999
     try:
         t = datetime(year, *stamp)
@@ -45,62 +72,30 @@ def _seconds_before(stamp, last) -> float:
     return (datetime(2000, *last) - t).total_seconds()
 
 
-def _first_stamp_after(fh, offset: int):
-    """The first stamped whole line at or after `offset`: (line start, stamp) or None."""
-    fh.seek(offset)
-    chunk = fh.read(_PROBE)
-    pos = 0
-    if offset > 0:  # the first line is cut: skip to the next one
-        nl = chunk.find(b"\n")
-        if nl < 0:
-            return None
-        pos = nl + 1
-    while pos < len(chunk):
-        nl = chunk.find(b"\n", pos)
-        line = chunk[pos:] if nl < 0 else chunk[pos:nl]
-        st = _stamp(line)
-        if st:
-            return offset + pos, st
-        if nl < 0:
-            return None
-        pos = nl + 1
-    return None
-
-
-def _last_stamp(fh, size: int):
-    start = max(0, size - _PROBE)
-    fh.seek(start)
-    lines = fh.read().splitlines()
-    if start > 0:
-        lines = lines[1:]
-    stamps = [s for s in (_stamp(line) for line in lines[-200:]) if s]
-    # lines of different threads may be a little out of order: the latest of the tail
-    return max(stamps, key=lambda s: -_seconds_before(s, stamps[-1])) if stamps else None
-
-
-def find_start(fh, size: int, seconds: float) -> tuple[int, tuple | None]:
-    """Byte offset of a line at least `seconds` before the file's last stamp (0 when the
-    file is shorter than that), and the last stamp."""
-    last = _last_stamp(fh, size)
-    if last is None or size <= _READ_ALL_BELOW:
-        return 0, last
-    lo, hi = 0, size  # invariant: the line found from lo is old enough (or lo == 0)
-    while hi - lo > _PROBE:
-        mid = (lo + hi) // 2
-        found = _first_stamp_after(fh, mid)
-        if found is not None and _seconds_before(found[1], last) >= seconds:
-            lo = found[0]
-        else:
-            hi = mid
-    found = _first_stamp_after(fh, lo) if lo else None
-    return (found[0] if found else lo), last
+def seconds_before_at_least(stamp, last, zone, year_of_last: int) -> float:
+    """A lower bound of the real time between two local stamps of a log in `zone`: the
+    wall-clock difference, less the hour a spring-forward between them adds (taking the
+    offsets that make it smallest, so a repeated autumn hour never makes it larger)."""
+    naive = _naive_seconds_before(stamp, last)
+    if naive == float("inf"):
+        return naive
+    year = year_of_last if stamp[:2] <= last[:2] else year_of_last - 1
+    try:
+        late = datetime(year_of_last, *last, tzinfo=zone)
+        early = datetime(year, *stamp, tzinfo=zone)
+    except ValueError:  # a 02/29 in a year without one: not this year after all
+        return naive - 3600
+    late_offset = max(late.utcoffset(), late.replace(fold=1).utcoffset())
+    early_offset = min(early.utcoffset(), early.replace(fold=1).utcoffset())
+    return naive - max(0.0, (late_offset - early_offset).total_seconds())
 
 
 class LogSource:
     def __init__(self, path: str, window_s: float, *, lookback_s: float = 1800,
                  host: str | None = None, op: str | None = None, profile: str | None = None,
                  tz: str | None = None, year: int | None = None, ns_daemons: str = "dpns|lfc",
-                 timeout_s: float = 3600) -> None:
+                 timeout_s: float = 3600, deadline: float | None = None,
+                 max_line: int = tail.MAX_LINE) -> None:
         self.path = path
         self.window_s = window_s
         self.lookback_s = lookback_s
@@ -114,63 +109,201 @@ class LogSource:
         self.year = year
         self.ns_daemons = re.compile(ns_daemons)
         self.timeout_s = timeout_s
-        self.read_from = 0  # for -v and tests
-        self.lines_read = 0
+        self.deadline = deadline  # time.monotonic() by which reading must stop
+        self.max_line = max_line
+        self.tail = tail.TailStats()  # for -v, the status line and tests
+        self.lines = {PARSED: 0, UNMATCHED_RESULT: 0, MALFORMED: 0}
+        self.decode_errors = 0
 
-    def _pipeline(self, on_record):
-        from dpmstream.parsers.profiles import ProfileError, resolve_profile
-        from dpmstream.streams.pipeline import Pipeline
+    # kept for -v and the tests
+    @property
+    def read_from(self) -> int:
+        return self.tail.start
 
-        profile = None
-        if self.profile:
-            try:
-                profile = resolve_profile(self.profile)
-            except ProfileError as exc:
-                raise SourceError(str(exc)) from None
-        return Pipeline(on_record, timeout_s=self.timeout_s), profile
+    @property
+    def lines_read(self) -> int:
+        return self.tail.lines_read
+
+    def progress(self) -> str:
+        """How far reading got: the reason given when the time budget runs out."""
+        t = self.tail
+        if t.lines_read:
+            return (f"reading {self.path}: {t.lines_read} lines from byte {t.start} of "
+                    f"{t.size} parsed")
+        return f"reading {self.path}: {t.bytes_scanned_back} of {t.size} bytes scanned from the end"
 
     def fetch(self, wanted: Wanted) -> Snapshot:
         try:
-            fh = open(self.path, "rb")
+            fh = tail.open_log(self.path)
+        except tail.TailError as exc:
+            raise SourceError(str(exc)) from None
+        try:
+            with fh:
+                return self._fetch(fh, wanted)
+        except tail.DeadlineExceeded as exc:
+            raise SourceError(f"timed out: {exc} of {self.path}") from None
         except OSError as exc:
             raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        with fh:
-            st = os.fstat(fh.fileno())
-            start, last = find_start(fh, st.st_size, self.window_s + self.lookback_s + _MARGIN_S)
-            if last is None:
-                raise SourceError(f"{self.path}: no DPM log line with a time stamp in its last "
-                                  f"{_PROBE // 1024} KiB")
-            records, finishing = [], []
-            pipeline, profile = self._pipeline(lambda r: (finishing if done else records).append(r))
-            done = False
-            src = pipeline.source(self.path, host=self.host_name, path=self.path, profile=profile,
-                                  tz=self.tz, year=None, year_hint_ms=self._year_hint(last, st.st_mtime))
-            fh.seek(start)
-            self.read_from = start
-            for line in fh:
-                src.feed(line)
-                self.lines_read += 1
-            done = True
-            pipeline.finish()
-        records += [r for r in finishing if _finished_at_end(r)]
-        latest = [ms for ms in pipeline.stats.latest_event_ms.values() if ms is not None]
-        if not latest:
-            raise SourceError(f"{self.path}: no line of it could be parsed "
-                              f"(profile {self.profile or 'detection'} failed?)")
-        return self._snapshot(records, max(latest), wanted)
 
-    def _year_hint(self, last_stamp, mtime: float) -> int:
-        """The time dating the last line: with --year, that year at the last line's month
-        and day; else the file's modification time (the core's rule for files)."""
-        if self.year is None:
-            return int(mtime * 1000)
-        month, day = last_stamp[:2]
+    def _fetch(self, fh, wanted: Wanted) -> Snapshot:
+        st = os.fstat(fh.fileno())
+        size = self.tail.size = st.st_size
+        end = tail.whole_lines_end(fh, size, self.tail, deadline=self.deadline)
+        start, last, profile, ref = self._find_start(fh, end, st.st_mtime)
+        self.tail.start = start
+
+        zone_name = self.tz or profile.timezone
         try:
-            when = datetime(self.year, month, day, 12, tzinfo=timezone.utc)
-        except ValueError:
-            raise SourceError(f"--year {self.year}: the last line's date {month:02d}/{day:02d} "
-                              f"does not exist in that year") from None
-        return int(when.timestamp() * 1000)
+            clock = EventClock(zone_name, year=None, ref=ref)
+        except ClockError as exc:
+            raise SourceError(str(exc)) from None
+        parser = LineParser(profile, clock, self.host_name)
+        window_ms = int(self.window_s * 1000)
+        kept: deque = deque()
+        latest = [-1]  # latest event time parsed so far
+
+        def keep(rec):  # what ended a window or more before the latest line is out
+            ended = rec.get("ended")
+            if ended is not None and ended > latest[0] - window_ms:
+                kept.append(rec)
+
+        reassembler = Reassembler(keep, timeout_ms=int(self.timeout_s * 1000))
+        feed = reassembler.feed
+        counts = self.lines
+        # The compiled twin of parser.parse() (None without it), called straight as the
+        # replay's hot loop does: a line it leaves (None) goes to the Python parser.
+        fast = parser._fast
+        unmatched = fastpath.UNMATCHED_LINE
+        newest = -1
+        for lines in tail.blocks_forwards(fh, start, end, self.tail, deadline=self.deadline,
+                                          max_line=self.max_line):
+            for raw in lines:
+                try:
+                    line = raw.decode()
+                except UnicodeDecodeError:
+                    line = raw.decode("utf-8", "replace")  # a Latin-1 DN still parses
+                    self.decode_errors += 1
+                if line[-1:] == "\r":
+                    line = line[:-1]
+                ev = fast(line) if fast is not None else None
+                if ev is None:
+                    ev = parser.parse_python(line)
+                    if ev is None:
+                        counts[parser.result] += 1
+                        continue
+                elif ev is unmatched:
+                    counts[UNMATCHED_RESULT] += 1
+                    continue
+                counts[PARSED] += 1
+                if ev[0] > newest:
+                    newest = ev[0]
+                feed(ev)
+            # per block (1 MiB, some 9,000 lines): event-time sweep, drop what is too old
+            latest[0] = newest
+            reassembler.advance()
+            while kept and kept[0]["ended"] <= newest - window_ms:
+                kept.popleft()
+        if latest[0] < 0:
+            raise SourceError(f"{self.path}: no line of its window could be parsed "
+                              f"(profile {profile.name}; --profile to choose another)")
+        records = list(kept)
+        kept.clear()
+        reassembler.emit = lambda r: kept.append(r)
+        reassembler.finish()
+        records += [r for r in kept if _finished_at_end(r)]
+        snap = self._snapshot(records, latest[0], wanted)
+        snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
+        snap.long_lines = self.tail.long_lines
+        return snap
+
+    def _find_start(self, fh, end: int, mtime: float):
+        """(offset of the first line to read, newest stamp, profile, clock reference):
+        reading backwards, the profile is detected from the last lines, then lines are
+        passed until one lies window + lookback (and a margin) before the newest."""
+        need_s = self.window_s + self.lookback_s + _MARGIN_S
+        profile = self._given_profile()
+        last_lines: list[bytes] = []  # newest first
+        settled = None
+        for blk in tail.blocks_backwards(fh, end, self.tail, deadline=self.deadline,
+                                         max_line=self.max_line):
+            if settled is None:
+                last_lines += [line for line in reversed(blk.lines[-_LAST_LINES:])
+                               if not isinstance(line, int)][:_LAST_LINES - len(last_lines)]
+                if len(last_lines) < _LAST_LINES:
+                    continue
+                settled = self._settle(last_lines, profile, mtime)
+                newest, profile, stamp_of, zone, ref = settled
+                year_of_last = ref[0] if newest[0] <= ref[1] else ref[0] - 1
+
+            def old_enough(line) -> bool:
+                st = stamp_of(line)
+                return st is not None and \
+                    seconds_before_at_least(st, newest, zone, year_of_last) >= need_s
+
+            # The block's earliest stamped line decides whether to look inside it at all.
+            earliest = next((st for st in (stamp_of(line) for line in blk.lines
+                                           if not isinstance(line, int)) if st), None)
+            if earliest is None or seconds_before_at_least(earliest, newest, zone,
+                                                           year_of_last) < need_s:
+                continue
+            for offset, line in blk.backwards():
+                if old_enough(line):
+                    return offset, newest, profile, ref
+        if settled is None:  # the file is shorter than the lines to detect from
+            settled = self._settle(last_lines, profile, mtime)
+        newest, profile, _, _, ref = settled
+        return 0, newest, profile, ref
+
+    def _given_profile(self):
+        if not self.profile:
+            return None
+        try:
+            return resolve_profile(self.profile)
+        except ProfileError as exc:
+            raise SourceError(str(exc)) from None
+
+    def _settle(self, last_lines: list[bytes], profile, mtime):
+        """From the file's last lines (newest first): the newest stamp among them (threads
+        interleave), the profile, its stamp reader, the zone and the (year, month)
+        dating the newest line."""
+        skipped = self.tail.long_lines_back
+        skipped = f" ({skipped} lines over {self.max_line // 1024} KiB skipped)" if skipped else ""
+        if profile is None:
+            profile = detect_profile([line.decode("utf-8", "replace") for line in last_lines
+                                      if line.strip()])
+            if profile is None:
+                raise SourceError(f"{self.path}: no DPM log line in its last {_LAST_LINES} "
+                                  f"lines that a bundled profile recognises{skipped} "
+                                  f"(give one with --profile)")
+        stamp_of = StampReader(profile)
+        stamps = [st for st in map(stamp_of, last_lines) if st]
+        if not stamps:
+            raise SourceError(f"{self.path}: no DPM log line with a time stamp of profile "
+                              f"{profile.name} in its last {_LAST_LINES} lines{skipped}")
+        last = stamps[0]
+        newest = max(stamps, key=lambda s: -_naive_seconds_before(s, last))
+        try:
+            zone = load_zone(self.tz or profile.timezone)
+        except ClockError as exc:
+            raise SourceError(str(exc)) from None
+        return newest, profile, stamp_of, zone, self._ref(newest, mtime, zone)
+
+    def _ref(self, newest, mtime: float, zone) -> tuple[int, int]:
+        """(year, month) dating the newest line, as the core dates a file: --year (the
+        year of the last line), else a rotated file's name, else its modification time."""
+        month, day = newest[:2]
+        if self.year is not None:
+            try:
+                datetime(self.year, month, day)
+            except ValueError:
+                raise SourceError(f"--year {self.year}: the last line's date {month:02d}/{day:02d} "
+                                  f"does not exist in that year") from None
+            return self.year, month
+        by_name = year_from_file_name(self.path)
+        if by_name is not None:
+            return by_name
+        dt = datetime.fromtimestamp(mtime, tz=timezone.utc).astimezone(zone)
+        return dt.year, dt.month
 
     def _snapshot(self, records: list[dict], end_ms: int, wanted: Wanted) -> Snapshot:
         snap = Snapshot(window_s=self.window_s, source=os.path.basename(self.path), end_ms=end_ms)

@@ -8,16 +8,63 @@ budget (and Prometheus its own query timeout), so the probe never outlives -t.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from dpmstream.probes.measurement import Snapshot, SourceError, Wanted, prom_duration
 
 NS_DAEMONS = "dpns|lfc"
+LAG = "dpmstream_event_lag_seconds"  # exported by every pipeline (streams/metrics.py)
+MAX_BODY = 4 << 20  # bytes: a vector of a few phases is kilobytes
+_CHUNK = 64 * 1024
+
+
+class BodyTooLarge(ValueError):
+    pass
+
+
+def http_get(url: str, deadline: float, max_body: int):
+    """GET url -> (status, reason, headers, body), all within `deadline` (time.monotonic):
+    the socket timeout is what is left before each read, so neither a silent server nor
+    one trickling bytes keeps the probe past it. Redirects are returned, never followed;
+    a body over max_body bytes raises BodyTooLarge."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OSError(f"not an http(s) URL: {url}")
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = cls(parts.hostname, parts.port, timeout=_left(deadline))
+    try:
+        conn.request("GET", parts.path + ("?" + parts.query if parts.query else ""),
+                     headers={"Accept": "application/json", "Accept-Encoding": "identity"})
+        sock = conn.sock  # getresponse() hands it to the response when the server closes
+        sock.settimeout(_left(deadline))
+        resp = conn.getresponse()
+        length = resp.getheader("Content-Length")
+        if length is not None and length.isdigit() and int(length) > max_body:
+            raise BodyTooLarge(f"{max_body >> 20} MiB (Content-Length {length})")
+        chunks, got = [], 0
+        while True:
+            sock.settimeout(_left(deadline))
+            chunk = resp.read1(_CHUNK)
+            if not chunk:
+                break
+            got += len(chunk)
+            if got > max_body:
+                raise BodyTooLarge(f"{max_body >> 20} MiB")
+            chunks.append(chunk)
+        return resp.status, resp.reason, resp.headers, b"".join(chunks)
+    finally:
+        conn.close()
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("deadline passed")
+    return left
 
 
 def _matchers(**labels: str | None) -> str:
@@ -38,7 +85,7 @@ def _number(text: str) -> float | None:
 class PrometheusSource:
     def __init__(self, url: str, window_s: float, *, host: str | None = None,
                  op: str | None = None, ns_daemons: str = NS_DAEMONS,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, max_body: int = MAX_BODY) -> None:
         self.url = url.rstrip("/")
         self.window_s = window_s
         self.host = host
@@ -46,28 +93,43 @@ class PrometheusSource:
         self.ns_daemons = ns_daemons
         # time.monotonic() value by which every request must be done
         self.deadline = deadline if deadline is not None else time.monotonic() + 10.0
+        self.max_body = max_body
         self.queries: list[str] = []  # for -v output
+
+    def progress(self) -> str:
+        """What was under way: the reason given when the time budget runs out."""
+        return f"querying Prometheus at {self.url}" + (f" ({self.queries[-1]})" if self.queries else "")
 
     def query(self, promql: str) -> list[dict]:
         """Run an instant query; the result vector ([{metric: {...}, value: [t, "v"]}])."""
         left = self.deadline - time.monotonic()
         if left <= 0.05:
-            raise SourceError(f"no time left to query Prometheus at {self.url}")
+            raise SourceError(f"timed out: no time left to query Prometheus at {self.url}")
         self.queries.append(promql)
         params = urllib.parse.urlencode({"query": promql, "timeout": f"{max(int((left - 0.05) * 1000), 50)}ms"})
-        req = urllib.request.Request(f"{self.url}/api/v1/query?{params}",
-                                     headers={"Accept": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=left) as resp:
-                body = json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            raise SourceError(f"Prometheus at {self.url} refused the query: "
-                              f"HTTP {exc.code} {_error_text(exc)}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise SourceError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+            status, reason, headers, raw = http_get(f"{self.url}/api/v1/query?{params}",
+                                                    self.deadline, self.max_body)
+        except BodyTooLarge as exc:
+            raise SourceError(f"Prometheus at {self.url} sent more than {exc}: refused "
+                              f"(is this URL a Prometheus?)") from None
+        except TimeoutError:
+            raise SourceError(f"timed out waiting for Prometheus at {self.url}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise SourceError(f"cannot reach Prometheus at {self.url}: {exc}") from None
+        if 300 <= status < 400:
+            raise SourceError(f"Prometheus at {self.url} answered HTTP {status} {reason}, a "
+                              f"redirect to {headers.get('Location', '?')}: redirects are not "
+                              f"followed, give the final URL")
+        try:
+            body = json.loads(raw.decode("utf-8"))
         except ValueError:
-            raise SourceError(f"Prometheus at {self.url} sent an answer that is not JSON") from None
+            body = None
+        if status != 200:
+            error = body.get("error", "") if isinstance(body, dict) else reason
+            raise SourceError(f"Prometheus at {self.url} refused the query: HTTP {status} {error}")
+        if not isinstance(body, dict):
+            raise SourceError(f"Prometheus at {self.url} sent an answer that is not JSON")
         if body.get("status") != "success":
             raise SourceError(f"Prometheus query failed: {body.get('error', body)}")
         data = body.get("data", {})
@@ -75,10 +137,20 @@ class PrometheusSource:
             raise SourceError(f"unexpected Prometheus result type {data.get('resultType')!r}")
         return data.get("result", [])
 
+    def newest_sample_age(self) -> float | None:
+        """Seconds from the newest event the pipeline has seen to now: its event-lag gauge
+        (wall clock minus latest event time when the gauge was set) plus the gauge's age.
+        A hung daemon makes it grow; a stopped pipeline too (its last sample ages)."""
+        sel = _matchers(host=self.host)
+        rows = self.query(f"min({LAG}{sel} + time() - timestamp({LAG}{sel}))")
+        return _number(rows[0]["value"][1]) if rows else None
+
     def fetch(self, wanted: Wanted) -> Snapshot:
         w = prom_duration(self.window_s)
         req_sel = _matchers(host=self.host, op=self.op)
         snap = Snapshot(window_s=self.window_s, source=self.url)
+        if wanted.age:
+            snap.age_s = self.newest_sample_age()
 
         for row in self.query(f"sum by (status) (increase(dpm_requests_total{req_sel}[{w}]))"):
             value = _number(row["value"][1])
@@ -117,10 +189,3 @@ class PrometheusSource:
 def _filter_text(host, op) -> str:
     parts = [f"{k}=~{v}" for k, v in (("host", host), ("op", op)) if v]
     return f" ({', '.join(parts)})" if parts else ""
-
-
-def _error_text(exc: urllib.error.HTTPError) -> str:
-    try:
-        return json.loads(exc.read().decode("utf-8")).get("error", "")
-    except Exception:  # the body is only for the message
-        return exc.reason or ""

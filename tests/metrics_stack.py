@@ -77,7 +77,7 @@ def _wait_stable(metrics_url: str, above: float, timeout: float = 60.0) -> float
 
 
 def start_live_stack(workdir: Path, sim_args=("--scenario", "mixed", "--rate", "5", "--duration", "300"),
-                     junk: bool = True) -> LiveStack:
+                     junk: bool = True, run_args=("--year", "2011")) -> LiveStack:
     """Simulate, follow the growing logs with `dpmstream run`, scrape with Prometheus, and
     return once Prometheus holds both halves (the second half's scrape is the latest)."""
     prefix = simulate(workdir / "sim" / "head", *sim_args)
@@ -93,7 +93,7 @@ def start_live_stack(workdir: Path, sim_args=("--scenario", "mixed", "--rate", "
 
     port = free_port()
     proc = subprocess.Popen(
-        [DPMSTREAM, "run", "--metrics-port", str(port), "--host", HOST, "--year", "2011",
+        [DPMSTREAM, "run", "--metrics-port", str(port), "--host", HOST, *run_args,
          *map(str, live)],
         stdout=subprocess.DEVNULL, stderr=open(workdir / "run.log", "w"))
     metrics_url = f"http://127.0.0.1:{port}/metrics"

@@ -1,10 +1,11 @@
 """A private nagios4 runs check_dpm (with the shipped command definitions) against a real
-Prometheus fed by a real `dpmstream run`, and records an OK and a CRITICAL service with
-their perfdata in its status file and perfdata file.
+Prometheus fed by a real `dpmstream run`, and against a log file, and records OK and
+CRITICAL services with their perfdata in its status file and perfdata file.
 
 Nagios runs plugins as nagios_user: the probe is installed for that user outside /root
-(the package and nagiosplugin copied into a folder it can read, run by the system
-python3 through a wrapper script), in a work folder owned by that user.
+as a site would (the probe, the domain and the profiles, and nagiosplugin, copied into a
+folder it can read, without dpmstream.streams, run by the system python3 through a
+wrapper script), in a work folder owned by that user.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def install_probe(root: Path) -> Path:
     lib = root / "lib"
     pkg = lib / "dpmstream"
     shutil.copytree(REPO / "dpmstream", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    for folder, name in (("probes", "probes"), ("parsers", "parsers")):
+    # What the probe needs, and nothing of dpmstream.streams: a site installs no pipeline.
+    for folder, name in (("probes", "probes"), ("parsers", "parsers"),
+                         ("regex_profiles", "regex_profiles")):
         shutil.copytree(REPO / folder, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(Path(nagiosplugin.__file__).parent, lib / "nagiosplugin",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -52,7 +55,8 @@ def install_probe(root: Path) -> Path:
     return plugins
 
 
-def write_nagios_config(root: Path, plugins: Path, prom_url: str, user: str, group: str) -> Path:
+def write_nagios_config(root: Path, plugins: Path, prom_url: str, user: str, group: str,
+                        log: Path) -> Path:
     (root / "spool").mkdir()
     (root / "rw").mkdir()
     (root / "resource.cfg").write_text(f"$USER1$={plugins}\n")
@@ -117,6 +121,12 @@ define service {{
     host_name           dpmhead01
     service_description DPM proc CRITICAL
     check_command       check_dpm_prometheus!{prom_url}!2m!-w proc:p95=~:0.0005 -c proc:p95=~:0.001
+}}
+define service {{
+    use                 dpm-service
+    host_name           dpmhead01
+    service_description DPM log
+    check_command       check_dpm_log!{log}!5m!--tz Europe/Zurich -w failed_rate=0.9 -c total:p99=~:3600
 }}
 """)
     cfg = root / "nagios.cfg"
@@ -198,14 +208,16 @@ def nagios_root():
 def test_nagios_records_ok_and_critical_with_perfdata(stack, nagios_root):
     user, group = _nagios_user()
     plugins = install_probe(nagios_root)
-    cfg = write_nagios_config(nagios_root, plugins, stack.prometheus.url, user, group)
+    log = nagios_root / "dpm.log"
+    shutil.copy(f"{stack.sim_prefix}.log", log)
+    cfg = write_nagios_config(nagios_root, plugins, stack.prometheus.url, user, group, log)
     verify = subprocess.run([NAGIOS, "-v", str(cfg)], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout[-3000:]
 
     proc = subprocess.Popen([NAGIOS, str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         status_file = nagios_root / "status.dat"
-        wanted = {"DPM phases OK", "DPM proc CRITICAL"}
+        wanted = {"DPM phases OK", "DPM proc CRITICAL", "DPM log"}
         deadline = time.monotonic() + 90
         services = {}
         while time.monotonic() < deadline:
@@ -221,7 +233,11 @@ def test_nagios_records_ok_and_critical_with_perfdata(stack, nagios_root):
         proc.terminate()
         proc.wait(timeout=20)
 
-    ok, crit = services["DPM phases OK"], services["DPM proc CRITICAL"]
+    ok, crit, from_log = services["DPM phases OK"], services["DPM proc CRITICAL"], services["DPM log"]
+    # the site install (no dpmstream.streams) reads the log itself
+    assert from_log["current_state"] == "0", from_log["plugin_output"]
+    assert from_log["plugin_output"].startswith("DPM OK")
+    assert "total_p99=" in from_log["performance_data"]
     assert ok["current_state"] == "0", ok["plugin_output"]
     assert ok["plugin_output"].startswith("DPM OK")
     assert "proc_p95=" in ok["performance_data"] and "total_p99=" in ok["performance_data"]
@@ -231,7 +247,7 @@ def test_nagios_records_ok_and_critical_with_perfdata(stack, nagios_root):
 
     rows = [line.split("\t") for line in (nagios_root / "service-perfdata").read_text().splitlines()]
     states = {row[0]: row[1] for row in rows}
-    assert states == {"DPM phases OK": "0", "DPM proc CRITICAL": "2"}
+    assert states == {"DPM phases OK": "0", "DPM proc CRITICAL": "2", "DPM log": "0"}
     for row in rows:
         perf = dict(item.split("=", 1) for item in row[3].split())
         for phase in ("auth", "request", "queue", "proc", "poll", "ready_wait", "transfer", "done", "total"):

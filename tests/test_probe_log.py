@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -112,7 +112,9 @@ def test_a_long_file_is_read_from_near_its_end_with_the_same_result(long_log):
     args = ("--log", log, "--tz", TZ, "--window", "10m")
     rc, status, perf = check_dpm(*args, "--lookback", "5m")
     offset = int(re.search(r"from byte (\d+)", _verbose(*args, "--lookback", "5m")).group(1))
-    assert 0 < offset < os.path.getsize(log) // 2
+    # 10m + 5m + a 2m margin of a 150-minute log: about the last 11% is read
+    size = os.path.getsize(log)
+    assert 0.80 * size < offset < 0.95 * size
     rc_all, _, perf_all = check_dpm(*args, "--lookback", "4h")
     assert rc == rc_all == 0
     assert perf == perf_all
@@ -129,6 +131,15 @@ def test_thresholds_apply_to_the_log_source(long_log):
                                  "-w", "proc:p95=~:0.01", "-c", "failed_rate=0.5",
                                  "-c", "ns:getpools:p95=10")
     assert rc == 1 and "proc_p95" in status
+
+
+def test_every_range_left_is_in_the_log_source_text_the_worst_first(long_log):
+    rc, status, _ = check_dpm("--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m",
+                              "-w", "proc:p95=~:0.01", "-w", "failed_rate=0.0001",
+                              "-c", "total:p99=~:0.001", "-c", "queue:p50=~:3600")
+    assert rc == 2
+    named = [part.split(" = ")[0] for part in status.removeprefix("DPM CRITICAL - ").split("; ")]
+    assert named == ["total_p99", "failed_rate", "proc_p95"]  # critical, then the warnings
 
 
 def test_missing_file_is_unknown():
@@ -150,3 +161,84 @@ def test_no_activity_in_the_window_follows_no_data(tmp_path):
     assert rc == 3 and "no DPM request or call in the last 15m" in status
     rc, _, _ = check_dpm("--log", str(quiet), "--tz", TZ, "--no-data", "ok")
     assert rc == 0
+
+
+def _simulate_ending(tmp_path, name: str, ago: timedelta, duration_s: int = 300) -> Path:
+    """A UTC log whose last line was written `ago` before now."""
+    start = datetime.now(timezone.utc) - ago - timedelta(seconds=duration_s)
+    prefix = simulate(tmp_path / name, "--scenario", "mixed", "--rate", "3",
+                      "--duration", str(duration_s), "--start", start.strftime("%Y-%m-%d %H:%M:%S"),
+                      "--tz", "UTC")
+    return Path(f"{prefix}.log")
+
+
+def test_a_log_written_up_to_now_passes_max_age(tmp_path):
+    log = _simulate_ending(tmp_path, "fresh", timedelta(0))
+    rc, status, perf = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",
+                                 "--max-age", "10m")
+    assert rc == 0, status
+    assert 0 <= float(perf["age"][0]) < 600 and perf["age"][3] == "600"
+
+
+def test_a_log_that_stopped_growing_is_critical_or_as_configured(tmp_path):
+    log = _simulate_ending(tmp_path, "stopped", timedelta(minutes=30))
+    rc, status, perf = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",
+                                 "--max-age", "10m")
+    assert rc == 2, status
+    assert "newest line is 3" in status and "m old, over --max-age 10m" in status
+    assert float(perf["age"][0]) == pytest.approx(1800, abs=120)
+    assert int(perf["requests"][0]) > 50  # the last window is still measured and shown
+    rc, status, _ = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",
+                              "--max-age", "10m", "--max-age-state", "unknown")
+    assert rc == 3 and "over --max-age 10m" in status
+    rc, _, _ = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m")
+    assert rc == 0  # without --max-age, an old log is measured as it is
+
+
+_NO_STREAMS = """
+import sys
+
+class NoStreams:
+    def find_spec(self, name, path=None, target=None):
+        if name == "dpmstream.streams" or name.startswith("dpmstream.streams."):
+            raise ImportError(f"No module named {name!r} (blocked: a site install of the probe)")
+        return None
+
+sys.meta_path.insert(0, NoStreams())
+from dpmstream.probes.check_dpm import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("source", ["log", "prometheus"])
+def test_the_probe_runs_without_dpmstream_streams(source, long_log, tmp_path):
+    args = (["--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m"] if source == "log"
+            else ["--prometheus", "http://127.0.0.1:9", "-t", "3"])
+    done = subprocess.run([sys.executable, "-c", _NO_STREAMS, *args], capture_output=True,
+                          text=True, timeout=60)
+    assert "No module named" not in done.stdout + done.stderr
+    if source == "log":
+        assert done.returncode == 0 and done.stdout.startswith("DPM OK"), done.stdout
+    else:  # nothing listens on port 9: the probe itself ran to its answer
+        assert done.returncode == 3 and "cannot reach Prometheus" in done.stdout, done.stdout
+
+
+def test_an_rsyslog_written_log_gives_the_same_window_as_the_native_one(tmp_path):
+    prefix = simulate(tmp_path / "rs", "--scenario", "mixed", "--rate", "3", "--duration", "600",
+                      "--tz", TZ)
+    native = Path(f"{prefix}.log")
+    wrapped = tmp_path / "messages"
+    with open(native) as src, open(wrapped, "w") as out:
+        for text in src:  # RSYSLOG_FileFormat: RFC 3339 receive time, host, tag
+            mo, d, time_of_day = text[0:2], text[3:5], text[6:14]
+            out.write(f"2011-{mo}-{d}T{time_of_day}.500000+02:00 dpmhead01 dpm: {text}")
+    os.utime(wrapped, (native.stat().st_atime, native.stat().st_mtime))
+    rc, status, perf = check_dpm("--log", str(native), "--tz", TZ, "--window", "5m",
+                                 "--lookback", "1m", "-v")
+    rc2, status2, perf2 = check_dpm("--log", str(wrapped), "--tz", TZ, "--window", "5m",
+                                    "--lookback", "1m", "--host", "dpmhead01", "-v")
+    assert rc == rc2 == 0, (status, status2)
+    assert int(perf["requests"][0]) > 50
+    assert perf == perf2
+    offset = int(re.search(r"from byte (\d+)", status2).group(1))
+    assert offset > 0  # 5m + 1m + 2m of 10m: the start was found by the rsyslog form's stamps

@@ -7,12 +7,13 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from dpmstream.parsers.records import PHASES
-from dpmstream.streams.services.process import free_port
+from dpmstream.streams.services.process import free_port, wait_for
 from tests.metrics_stack import start_live_stack
 
 CHECK_DPM = str(Path(sys.executable).with_name("check_dpm"))
@@ -69,6 +70,64 @@ def test_warning_on_the_failure_rate(stack):
                               "-w", "failed_rate=0.0001", "-c", "failed_rate=0.9")
     assert rc == 1
     assert "failed_rate" in status
+
+
+def test_every_range_left_is_in_the_text_the_worst_first(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "-w", "failed_rate=0.0001", "-c", "proc:p95=~:0.001",
+                                 "-w", "total:p99=~:0.001", "-c", "total:p50=~:3600")
+    assert rc == 2
+    text = status.removeprefix("DPM CRITICAL - ")
+    named = [part.split(" = ")[0] for part in text.split("; ")]
+    assert named[0] == "proc_p95"  # the critical one first
+    assert set(named[1:]) == {"failed_rate", "total_p99"}  # then both warnings
+    assert "total_p50" not in status  # within its range: not an alert
+
+
+def test_a_pipeline_whose_newest_event_is_too_old_is_critical(stack):
+    # The stack replays a 2011 log: the newest event is years old.
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "--max-age", "10m")
+    assert rc == 2, status
+    assert "newest event is" in status and "over --max-age 10m" in status
+    age = stack.prometheus.value(
+        "min(dpmstream_event_lag_seconds + time() - timestamp(dpmstream_event_lag_seconds))")
+    assert float(perf["age"][0]) == pytest.approx(age, abs=120)
+    assert float(perf["age"][0]) > 10 * 365 * 86400
+    rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                              "--max-age", "10m", "--max-age-state", "unknown")
+    assert rc == 3 and "over --max-age 10m" in status
+
+
+def test_a_max_age_the_pipeline_meets_is_ok(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "--max-age", "36500d")
+    assert rc == 0, status
+    assert perf["age"][1] == "s" and perf["age"][3] == "3153600000"
+
+
+def test_a_pipeline_whose_log_stops_growing_ages_past_max_age(tmp_path):
+    """A live `dpmstream run` on a log written up to now, then no more lines (a hung
+    daemon): the age the probe reads keeps growing while the pipeline runs on."""
+    now = datetime.now(timezone.utc)
+    start = (now - timedelta(seconds=200)).strftime("%Y-%m-%d %H:%M:%S")
+    live = start_live_stack(tmp_path, sim_args=("--scenario", "mixed", "--rate", "3",
+                                                 "--duration", "200", "--start", start, "--tz", "UTC"),
+                            run_args=("--year", str(now.year), "--tz", "UTC"))
+    try:
+        rc, status, perf = check_dpm("--prometheus", live.prometheus.url, "--window", "10m",
+                                     "--max-age", "10m")
+        assert rc == 0, status
+        first = float(perf["age"][0])
+        assert 0 < first < 600
+        assert wait_for(lambda: float(check_dpm("--prometheus", live.prometheus.url,
+                                                "--max-age", "10m")[2]["age"][0]) > first + 3,
+                        timeout=30, interval=1)
+        rc, status, _ = check_dpm("--prometheus", live.prometheus.url, "--window", "10m",
+                                  "--max-age", f"{int(first)}s")
+        assert rc == 2 and "newest event is" in status
+    finally:
+        live.stop()
 
 
 def test_name_server_op_latency_threshold(stack):

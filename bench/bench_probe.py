@@ -1,0 +1,106 @@
+"""Probe benchmark: how long `check_dpm --log` takes on a large log, and its memory.
+
+A simulated head node's log of about 110 MB (mixed scenario, 10 requests/s over 67
+minutes) is checked over a 15-minute window (the default 30-minute lookback, so about
+the last 47 minutes are read), then over the whole file (--lookback 1d); beside them
+`LC_ALL=C grep -cE` of the envelope regex on the same file (the floor: reading and
+matching every line), and the probe on 2 GiB of NULs. Best of --runs; peak RSS of
+each run.
+
+    .venv/bin/python bench/bench_probe.py [--workdir bench/out] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
+ONE_CORE = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+BIN = Path(sys.executable).parent
+TZ = "Europe/Zurich"
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, int, int, str]:
+    """(wall seconds, CPU seconds (user + system), peak RSS of this child in MiB, exit
+    code, stdout) of one command. On a loaded machine the CPU time is the figure to
+    compare; the wall time is what Nagios waits."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+    return (time.perf_counter() - t0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024,
+            os.waitstatus_to_exitcode(status), out)
+
+
+def best(cmd: list[str], runs: int, env: dict | None = None):
+    results = [timed(ONE_CORE + cmd, env) for _ in range(runs)]
+    return min(results, key=lambda r: r[0])
+
+
+def make_log(workdir: Path) -> Path:
+    prefix = workdir / "probe-110mb"
+    log = Path(f"{prefix}.log")
+    if not log.exists():
+        t0 = time.perf_counter()
+        subprocess.run([str(BIN / "dpmstream"), "simulate", "--out", str(prefix), "--quiet",
+                        "--scenario", "mixed", "--rate", "10", "--duration", "4000", "--tz", TZ],
+                       check=True)
+        print(f"simulated {log} in {time.perf_counter() - t0:.1f} s")
+    return log
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", default="bench/out")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = make_log(workdir)
+    size_mb = log.stat().st_size / 1e6
+    with open(log, "rb") as fh:
+        lines = sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
+    print(f"log: {log} ({size_mb:.1f} MB, {lines:,} lines); load average {os.getloadavg()[0]:.1f}; "
+          f"{'pinned to core 0' if ONE_CORE else 'not pinned'}; best of {args.runs}")
+    print("| what | wall | CPU | peak RSS | answer |")
+    print("|---|---|---|---|---|")
+
+    wall, cpu, _, rc, out = best(["grep", "-cE", ENVELOPE_ERE, str(log)], args.runs, {"LC_ALL": "C"})
+    print(f"| `LC_ALL=C grep -cE` envelope regex, whole file | {wall:.2f} s | {cpu:.2f} s | - "
+          f"| {int(out):,} lines |")
+
+    check = str(BIN / "check_dpm")
+    for what, extra in (("`check_dpm --log --window 15m --lookback 5m`", ["--lookback", "5m"]),
+                        ("`check_dpm --log --window 15m` (default lookback 30m)", []),
+                        ("`check_dpm --log --window 15m --lookback 1d` (whole file)", ["--lookback", "1d"])):
+        wall, cpu, rss, rc, out = best([check, "--log", str(log), "--tz", TZ, "--window", "15m",
+                                        "-t", "120", "-v", *extra], args.runs)
+        status = out.splitlines()[0].split(" - ")[0]
+        read = next((line for line in out.splitlines() if line.startswith("read ")), "")
+        lines_read, start = read.split()[1], int(read.split("from byte ")[1].split()[0])
+        print(f"| {what} | {wall:.2f} s | {cpu:.2f} s | {rss} MiB | {status}; "
+              f"{int(lines_read):,} lines, the last {(log.stat().st_size - start) / 1e6:.1f} MB |")
+
+    nuls = workdir / "nuls-2g.log"
+    with open(nuls, "wb") as fh:
+        fh.truncate(2 << 30)  # sparse: costs no disk
+    try:
+        wall, cpu, rss, rc, out = best([check, "--log", str(nuls), "-t", "10"], 1)
+        print(f"| `check_dpm --log` on 2 GiB of NULs (sparse), `-t 10` | {wall:.2f} s | {cpu:.2f} s "
+              f"| {rss} MiB | {out.split(' - ')[0]}: no newline in the file |")
+        wall, cpu, rss, rc, out = best([check, "--log", "/dev/zero", "-t", "10"], 1)
+        print(f"| `check_dpm --log /dev/zero`, `-t 10` | {wall:.2f} s | {cpu:.2f} s | {rss} MiB "
+              f"| {out.split(' - ')[0]}: not a regular file |")
+    finally:
+        nuls.unlink()
+
+
+if __name__ == "__main__":
+    main()
