@@ -14,9 +14,9 @@ Polling (no inotify), so a test drives it deterministically by calling poll_once
 Which file is "the same": by its content, as the registries of Filebeat and fluent-bit do
 (a fingerprint), not by its size. The follower keeps the first HEAD_BYTES bytes of the
 file it reads and the last WINDOW_BYTES before its offset. A poll compares the last 64
-bytes before the offset with the file; when they differ or the file is shorter than the
-offset, the file was cut, and the longest prefix that still equals what was read says
-where (`kept`):
+bytes before the offset and its first bytes with the file; when they differ or the file is
+shorter than the offset, the file was cut, and the longest prefix that still equals what
+was read says where (`kept`):
 - kept == 0: the content was replaced from its first byte (copytruncate). The unread
   tail is then read from the rotated copy: the newest file matching `rotated` (globs next
   to the file, `{name}` the file's name; plain or gzip) whose first bytes equal ours,
@@ -63,6 +63,7 @@ WINDOW_BYTES = 1 << 20   # bytes before the offset kept to place a cut exactly
 SAVED_WINDOW = 1 << 16   # of which a checkpoint keeps this much (a cut while stopped)
 DEFAULT_ROTATED = ("{name}.1", "{name}.1.gz", "{name}-*")
 CANDIDATES = 8           # newest rotated files looked at
+COPY_WAIT_S = 10.0       # how long a copy that ends early is looked for again
 
 
 class Follower:
@@ -95,6 +96,9 @@ class Follower:
         self._window_len = 0
         self._backlog: BinaryIO | None = None  # a rotated copy finished before the file
         self._backlog_name: str | None = None
+        self._copy_wait_until: float | None = None  # a copy ended early: looking again
+        self._copy_error = ""
+        self._backlog_mtime: int | None = None
         self._resume = resume
         self._skip_existing = from_end and resume is None
         self._skip_to_newline = False
@@ -134,6 +138,8 @@ class Follower:
         out: list[bytes] = []
         self.pending = False
         budget = self.max_poll_bytes
+        if self._copy_wait_until is not None and self._retry_copy(out):
+            return out
         if self._backlog is not None:
             budget -= self._read_backlog(out, budget)
             if self._backlog is not None:
@@ -261,7 +267,7 @@ class Follower:
             self._seek_known(kept)
             return
         # Other content: rotated (renamed, or copied and truncated) while we were stopped.
-        copy = self._find_copy(head)
+        copy = self._open_copy(head, offset)
         if copy is not None:
             self._start_backlog(copy, head, window, offset)
             return
@@ -314,8 +320,12 @@ class Follower:
         # Cut and written again past our offset between two polls: the size cannot tell,
         # the bytes before the offset can (log lines carry millisecond stamps, so the same
         # 64 bytes at the same place again is no realistic coincidence).
-        tail = self._tail
-        return bool(tail) and os.pread(self._fd, len(tail), self.offset - len(tail)) != tail
+        # The first bytes too: a tail that is the end of a common message, at the same
+        # place in a refilled file, is a coincidence that lines of even length make likely.
+        tail, head = self._tail, self._head
+        if tail and os.pread(self._fd, len(tail), self.offset - len(tail)) != tail:
+            return True
+        return bool(head) and os.pread(self._fd, len(head), 0) != head
 
     def _after_cut(self, out: list[bytes]) -> None:
         size = os.fstat(self._fd).st_size
@@ -328,7 +338,7 @@ class Follower:
                                 f"below the offset; reading on at byte {kept}")
         if kept == 0:
             self.truncations += 1
-            copy = self._find_copy(self._head)
+            copy = self._open_copy(self._head, self.consumed)
             if copy is not None:
                 # The copy holds our partial line in full: it is read from there again.
                 read = window[: max(0, len(window) - len(self._partial))]
@@ -350,12 +360,60 @@ class Follower:
         self._seek_known(kept)
         self.offset = kept  # the kept part of a partial line is still in _partial
 
-    def _find_copy(self, head: bytes) -> str | None:
-        """The newest rotated file that starts with `head` (plain or gzip)."""
+    def _open_copy(self, head: bytes, offset: int) -> tuple[BinaryIO, str] | None:
+        """The rotated file that starts with `head`, opened at `offset`: plain copies
+        first (a .gz may still be being written beside its plain original), newest first."""
         if not head:
             return None
+        for full in self._candidates():
+            fh = None
+            try:
+                fh = _open_maybe_gzip(full)
+                if fh.read(len(head)) == head:
+                    fh.seek(offset)
+                    if fh.tell() == offset and (isinstance(fh, gzip.GzipFile)
+                                                or os.fstat(fh.fileno()).st_size >= offset):
+                        return fh, full
+            except (OSError, EOFError, zlib.error):
+                pass  # unreadable, or a gzip not yet complete: not this one
+            if fh is not None:
+                fh.close()
+        return None
+
+    def _newer_rotated(self, finished: str | None, head: bytes) -> tuple[BinaryIO, str] | None:
+        """The oldest rotated file modified after `finished` that is not another copy
+        of it (the same first bytes, e.g. its .gz), opened at 0."""
+        try:
+            since = os.stat(finished).st_mtime_ns if finished else None
+        except OSError:
+            since = self._backlog_mtime
+        if since is None:
+            return None
+        newer = []
+        for full in self._candidates(limit=None):
+            try:
+                mtime = os.stat(full).st_mtime_ns
+            except OSError:
+                continue
+            if mtime > since and full != finished:
+                newer.append((mtime, full))
+        for mtime, full in sorted(newer):
+            fh = None
+            try:
+                fh = _open_maybe_gzip(full)
+                if not head or fh.read(len(head)) != head:
+                    fh.seek(0)
+                    self._backlog_mtime = mtime
+                    return fh, full
+            except (OSError, EOFError, zlib.error):
+                pass
+            if fh is not None:
+                fh.close()
+        return None
+
+    def _candidates(self, limit: int | None = CANDIDATES) -> list[str]:
         folder, name = os.path.split(self.path)
-        seen: dict[str, float] = {}
+        seen: dict[str, tuple[bool, float]] = {}
         for pattern in self.rotated:
             glob = os.path.join(folder, pattern.replace("{name}", name))
             gdir, gname = os.path.split(glob)
@@ -365,32 +423,23 @@ class Follower:
                 continue
             for entry in fnmatch.filter(entries, gname):
                 full = os.path.join(gdir, entry)
-                if full == self.path:
+                if os.path.abspath(full) == os.path.abspath(self.path):
                     continue
                 try:
                     st = os.stat(full)
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    seen[full] = st.st_mtime
-        for full in sorted(seen, key=seen.get, reverse=True)[:CANDIDATES]:
-            try:
-                with _open_maybe_gzip(full) as fh:
-                    if fh.read(len(head)) == head:
-                        return full
-            except (OSError, EOFError, zlib.error):
-                continue  # unreadable, or a gzip still being written: not this one
-        return None
+                    seen[full] = (not entry.endswith(".gz"), st.st_mtime)
+        return sorted(seen, key=seen.get, reverse=True)[:limit]
 
-    def _start_backlog(self, copy: str, head: bytes, window: bytes, offset: int) -> None:
-        fh = _open_maybe_gzip(copy)
+    def _start_backlog(self, copy: tuple[BinaryIO, str], head: bytes, window: bytes,
+                       offset: int) -> None:
+        self._backlog, self._backlog_name = copy
         try:
-            fh.seek(offset)
-        except (OSError, EOFError, zlib.error) as exc:
-            fh.close()
-            self.notices.append(f"cannot read {copy} from byte {offset}: {exc}")
-            return
-        self._backlog, self._backlog_name = fh, copy
+            self._backlog_mtime = os.stat(self._backlog_name).st_mtime_ns
+        except OSError:
+            self._backlog_mtime = None
         self.copies_read += 1
         self.offset = offset
         self._head = head
@@ -399,7 +448,7 @@ class Follower:
         self._window_len = len(window)
         self._tail = window[-TAIL_BYTES:]
         self.notices.append(f"{self.path} was rotated by copy; reading its unread part "
-                            f"from {copy} first")
+                            f"from {self._backlog_name} first")
 
     def _read_backlog(self, out: list[bytes], budget: int) -> int:
         total = 0
@@ -408,21 +457,54 @@ class Follower:
             try:
                 chunk = fh.read(min(self.read_size, budget - total))
             except (OSError, EOFError, zlib.error) as exc:
-                self.notices.append(f"{self._backlog_name} ends early: {exc}")
-                chunk = b""
-            if not chunk:
-                self._flush_partial(out)
+                # A gzip copy cut short: being written still, or damaged. Look again at
+                # the next polls (its finished version), for COPY_WAIT_S at most.
                 self._close_backlog()
-                # The file at the path holds new content from its first byte.
-                self._reset_content(0)
-                self._skip_to_newline = False
-                if self._fd is not None:
-                    os.lseek(self._fd, 0, os.SEEK_SET)
+                self._copy_wait_until = time.monotonic() + COPY_WAIT_S
+                self._copy_error = str(exc)
+                return total
+            if not chunk:
+                self._end_backlog(out)
                 return total
             total += len(chunk)
             self._took(chunk)
             self._split(chunk, out)
         return total
+
+    def _retry_copy(self, out: list[bytes]) -> bool:
+        """After a copy ended early: True while still waiting for a readable one."""
+        copy = self._open_copy(self._head, self.offset)
+        if copy is not None:
+            self._copy_wait_until = None
+            self._backlog, self._backlog_name = copy
+            return False
+        if time.monotonic() < self._copy_wait_until:
+            return True
+        self._copy_wait_until = None
+        self.copies_missing += 1
+        self.notices.append(f"{self.path}: the rotated copy ends early ({self._copy_error}) "
+                            f"and no whole one appeared; going on with the file")
+        self._end_backlog(out)
+        return False
+
+    def _end_backlog(self, out: list[bytes]) -> None:
+        self._flush_partial(out)
+        finished, head = self._backlog_name, self._head
+        self._close_backlog()
+        self._reset_content(0)
+        newer = self._newer_rotated(finished, head)
+        if newer is not None:
+            # Rotated more than once while we were stopped: the files rotated after the
+            # one just finished hold the next lines, oldest first, then the file itself.
+            self._backlog, self._backlog_name = newer
+            self.copies_read += 1
+            self.notices.append(f"{self.path}: reading {self._backlog_name}, "
+                                f"rotated after {finished}, whole")
+            return
+        # The file at the path holds new content from its first byte.
+        self._skip_to_newline = False
+        if self._fd is not None:
+            os.lseek(self._fd, 0, os.SEEK_SET)
 
     def _close_backlog(self) -> None:
         if self._backlog is not None:
