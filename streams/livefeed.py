@@ -35,6 +35,8 @@ from dpmstream.streams.follow import Follower
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.summary import Summary
 
+FINISHED_GROUPS_SAVED = 16  # of 1,024 ended tokens each: what a checkpoint keeps
+
 
 class LiveFeed:
     def __init__(
@@ -182,10 +184,20 @@ class LiveFeed:
         size = self.sink.sync() if self.sink is not None else None
         return {
             "files": {f.path: f.checkpoint() for f in self.followers},
-            "pipeline": self._state,
+            "pipeline": self._saved_state(),
             "records": {"path": self.sink.path if self.sink is not None else None,
                         "size": size},
         }
+
+    def _saved_state(self) -> dict:
+        """The state without the oldest ended-token groups: the reassembler remembers
+        100,000 ended tokens to tell a late line, which would make every save megabytes;
+        late lines come seconds after the end, so the newest groups serve as well."""
+        groups = sorted(int(key[2:]) for key in self._state if key.startswith("f|"))
+        old = {f"f|{g}" for g in groups[:-FINISHED_GROUPS_SAVED]}
+        if not old:
+            return self._state
+        return {key: state for key, state in self._state.items() if key not in old}
 
     def close(self) -> None:
         for f in self.followers:

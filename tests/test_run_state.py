@@ -123,3 +123,16 @@ def test_records_made_again_after_a_crash_are_not_written_twice(tmp_path):
     sink.close()
     assert sink.replayed > 0
     assert canonical(read_records(rec)) == canonical(replayed(lines))
+
+
+def test_a_checkpoint_keeps_only_the_newest_groups_of_ended_tokens(tmp_path, monkeypatch):
+    import dpmstream.streams.livefeed as livefeed
+    monkeypatch.setattr(livefeed, "FINISHED_GROUPS_SAVED", 2)
+    log = tmp_path / "dpm.log"
+    append(log, puts(0, 4 * 1024 + 10))             # five groups of ended tokens
+    feed = LiveFeed([Follower(log)], host="head01", tz="UTC", year=2011, keep_state=True)
+    while feed.poll_once():
+        pass
+    saved = feed.checkpoint()["pipeline"]
+    feed.close()
+    assert sorted(k for k in saved if k.startswith("f|")) == ["f|3", "f|4"]
