@@ -170,10 +170,20 @@ class Follower:
                 return out
             self._flush_partial(out)
             self.rotations += 1
+            old = os.fstat(self._fd)
             self._close_fd()
+            # Rotated again before we got here (a slow poll behind a fast writer): the
+            # files rotated in between hold the next lines, oldest first.
+            newer = self._newer_rotated(old.st_mtime_ns, (old.st_dev, old.st_ino), self._head)
             if self._open(out):
+                if newer is not None:
+                    self._start_chain(newer, None)
+                    self.pending = True
+                    return out
                 self._read(out, budget)
                 self.pending = self._budget_hit
+            elif newer is not None:
+                newer[0].close()
         return out
 
     def checkpoint(self) -> dict | None:
@@ -186,8 +196,8 @@ class Follower:
                     "copy": None}  # rotated away, the new file not there yet
         end = self.consumed
         window = self._window_bytes()
-        if len(self._partial):
-            window = window[: len(window) - len(self._partial)]
+        if self._partial:
+            window = window[: max(0, len(window) - len(self._partial))]
         window = window[-SAVED_WINDOW:]
         return {"offset": end, "head": _b64(self._head[:end]), "window": _b64(window),
                 "skip_to_newline": self._skip_to_newline,
@@ -380,36 +390,39 @@ class Follower:
                 fh.close()
         return None
 
-    def _newer_rotated(self, finished: str | None, head: bytes) -> tuple[BinaryIO, str] | None:
-        """The oldest rotated file modified after `finished` that is not another copy
-        of it (the same first bytes, e.g. its .gz), opened at 0."""
-        try:
-            since = os.stat(finished).st_mtime_ns if finished else None
-        except OSError:
-            since = self._backlog_mtime
-        if since is None:
-            return None
+    def _newer_rotated(self, since: int, skip_ident: tuple[int, int] | None,
+                       head: bytes = b"") -> tuple[BinaryIO, str, int] | None:
+        """The oldest rotated file modified after `since` (ns) that is neither the file
+        just read (`skip_ident`) nor another copy of it (the same first bytes, e.g. its
+        .gz), opened at 0, with its mtime."""
         newer = []
         for full in self._candidates(limit=None):
             try:
-                mtime = os.stat(full).st_mtime_ns
+                st = os.stat(full)
             except OSError:
                 continue
-            if mtime > since and full != finished:
-                newer.append((mtime, full))
+            if st.st_mtime_ns > since and (st.st_dev, st.st_ino) != skip_ident:
+                newer.append((st.st_mtime_ns, full))
         for mtime, full in sorted(newer):
             fh = None
             try:
                 fh = _open_maybe_gzip(full)
                 if not head or fh.read(len(head)) != head:
                     fh.seek(0)
-                    self._backlog_mtime = mtime
-                    return fh, full
+                    return fh, full, mtime
             except (OSError, EOFError, zlib.error):
                 pass
             if fh is not None:
                 fh.close()
         return None
+
+    def _start_chain(self, newer: tuple[BinaryIO, str, int], after: str | None) -> None:
+        self._backlog, self._backlog_name, self._backlog_mtime = newer
+        self._reset_content(0)
+        self._skip_to_newline = False
+        self.copies_read += 1
+        self.notices.append(f"{self.path}: reading {self._backlog_name} whole, rotated after "
+                            f"{after or 'the file read before'}")
 
     def _candidates(self, limit: int | None = CANDIDATES) -> list[str]:
         folder, name = os.path.split(self.path)
@@ -489,17 +502,18 @@ class Follower:
 
     def _end_backlog(self, out: list[bytes]) -> None:
         self._flush_partial(out)
-        finished, head = self._backlog_name, self._head
+        finished, head, since = self._backlog_name, self._head, self._backlog_mtime
         self._close_backlog()
         self._reset_content(0)
-        newer = self._newer_rotated(finished, head)
+        try:
+            since = os.stat(finished).st_mtime_ns
+        except (OSError, TypeError):
+            pass  # compressed and removed since: the mtime taken when it was opened
+        newer = self._newer_rotated(since, None, head) if since is not None else None
         if newer is not None:
-            # Rotated more than once while we were stopped: the files rotated after the
-            # one just finished hold the next lines, oldest first, then the file itself.
-            self._backlog, self._backlog_name = newer
-            self.copies_read += 1
-            self.notices.append(f"{self.path}: reading {self._backlog_name}, "
-                                f"rotated after {finished}, whole")
+            # Rotated more than once while we were stopped (or behind): the files
+            # rotated after the one just finished hold the next lines, oldest first.
+            self._start_chain(newer, finished)
             return
         # The file at the path holds new content from its first byte.
         self._skip_to_newline = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from dpmstream.streams.follow import Follower, follow
 
@@ -429,3 +430,55 @@ def test_a_checkpoint_taken_while_reading_a_copy_resumes_in_the_copy(tmp_path):
             if not f.pending:
                 break
     assert got == many[:2100]
+
+
+def _later(path) -> None:
+    """Make `path` look written after everything before (coarse file-system clocks)."""
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, time.time_ns() + _later.step))
+    _later.step += 10_000_000
+
+
+_later.step = 10_000_000
+
+
+def test_two_renames_between_two_polls_read_the_middle_file_too(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(block(LINES[:3]))
+    with Follower(log) as f:
+        assert f.poll_once() == LINES[:3]
+        append(log, block(LINES[3:5]))
+        os.rename(log, tmp_path / "log.1")
+        log.write_bytes(block(LINES[5:8]))            # the middle file
+        _later(log)
+        os.rename(tmp_path / "log.1", tmp_path / "log.2")
+        os.rename(log, tmp_path / "log.1")
+        log.write_bytes(block(LINES[8:10]))
+        _later(log)
+        got = []
+        for _ in range(4):
+            got += f.poll_once()
+        assert got == LINES[3:10]
+
+
+def test_renamed_twice_while_stopped_resumes_through_every_rotated_file(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(block(LINES[:3]))
+    with Follower(log) as f:
+        assert f.poll_once() == LINES[:3]
+        saved = f.checkpoint()
+    append(log, block(LINES[3:5]))
+    os.rename(log, tmp_path / "log.1")
+    log.write_bytes(block(LINES[5:8]))
+    _later(log)
+    with open(tmp_path / "log.1", "rb") as src, gzip.open(tmp_path / "log.2.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)                  # logrotate compress: log.1 -> log.2.gz
+    os.unlink(tmp_path / "log.1")
+    os.rename(log, tmp_path / "log.1")
+    log.write_bytes(block(LINES[8:10]))
+    _later(log)
+    with Follower(log, resume=saved, rotated=["{name}.*"]) as f:
+        got = []
+        for _ in range(5):
+            got += f.poll_once()
+    assert got == LINES[3:10]
