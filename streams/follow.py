@@ -12,28 +12,35 @@
 Polling (no inotify), so a test drives it deterministically by calling poll_once().
 
 Which file is "the same": by its content, as the registries of Filebeat and fluent-bit do
-(a fingerprint), not by its size. The follower keeps the first HEAD_BYTES bytes of the
-file it reads and the last WINDOW_BYTES before its offset. A poll compares the last 64
-bytes before the offset and its first bytes with the file; when they differ or the file is
-shorter than the offset, the file was cut, and the longest prefix that still equals what
-was read says where (`kept`):
+(a fingerprint), not by its size, nor by device and inode alone (a rotated file's inode
+is soon reused by a new one). The follower keeps the first HEAD_BYTES bytes of the file
+it reads and the last WINDOW_BYTES before its offset. Each poll compares the 64 bytes
+before the offset and the first bytes with the file; when they differ or the file is
+shorter than the offset, the file was cut, and the longest run of whole lines that still
+equals what was read says where (`kept`):
 - kept == 0: the content was replaced from its first byte (copytruncate). The unread
-  tail is then read from the rotated copy: the newest file matching `rotated` (globs next
-  to the file, `{name}` the file's name; plain or gzip) whose first bytes equal ours,
-  from our offset to its end. Then the truncated file from offset 0. Without a copy, what
-  was not yet read is lost: counted in `copies_missing` and said in `notices`.
+  tail is then read from the rotated copy: a file matching `rotated` (globs next to the
+  file, `{name}` the file's name; plain preferred, else gzip; newest first) whose first
+  bytes equal ours and that reaches our offset, from there to its end; a gzip that ends
+  early (still being written) is looked for again for COPY_WAIT_S. Then the truncated
+  file from offset 0. Without a copy, what was not yet read is lost: counted in
+  `copies_missing` and said in `notices`.
 - 0 < kept: truncated to a smaller size (and maybe written again): the kept bytes are not
   read again; reading goes on at `kept`. Lines already handed out past `kept` were read
   once and are not taken back. A cut deeper than WINDOW_BYTES below the offset cannot be
-  placed exactly; reading resumes at the window's start and `unplaced_cuts` counts it.
+  placed exactly: reading resumes at the window's start (or the new end, if sooner),
+  `unplaced_cuts` counts it and `notices` says it.
 Rotation by rename (or delete and re-create): the old descriptor is read to its end
-first, then the new file from offset 0.
+first, then the new file from offset 0. If the file was rotated again before that (a
+slow poll behind a fast writer), the rotated files modified after the old one are read
+whole first, oldest first (by mtime, as logrotate's numbering and gzip keep them).
 
 A checkpoint is the offset of the end of the last complete line handed out, with the
-first bytes of the file and the bytes just before the offset. On resume, the file at the
-path is compared with them: the same content (grown or not) resumes at the offset; a cut
-resumes as above; other content means it was rotated while we were stopped, so the
-rotated file with our first bytes is finished from the offset first.
+first bytes of the file and up to SAVED_WINDOW bytes before the offset. On resume, the
+file at the path is compared with them: the same content (grown or not) resumes at the
+offset; a cut resumes as above; other content means it was rotated while we were
+stopped, so the rotated file with our first bytes is finished from the offset, then the
+files rotated after it, then the file at the path from its start.
 
 Only complete lines are returned; a partial last line waits for its newline. The writer of
 a rotated-away file will never finish it, so a partial line left there is returned as it

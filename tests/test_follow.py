@@ -482,3 +482,19 @@ def test_renamed_twice_while_stopped_resumes_through_every_rotated_file(tmp_path
         for _ in range(5):
             got += f.poll_once()
     assert got == LINES[3:10]
+
+
+def test_a_cut_deeper_than_the_window_is_said_and_counted_not_silent(tmp_path, monkeypatch):
+    import dpmstream.streams.follow as follow_module
+    monkeypatch.setattr(follow_module, "WINDOW_BYTES", 200)
+    log = tmp_path / "log"
+    log.write_bytes(block(LINES[:40]))
+    with Follower(log, read_size=100) as f:
+        assert f.poll_once() == LINES[:40]
+        with open(log, "r+b") as fh:
+            fh.truncate(len(block(LINES[:25])))       # 15 lines: far more than 200 bytes
+        append(log, block(LINES[50:55]))
+        got = f.poll_once()
+        assert f.unplaced_cuts == 1 and f.shrinks == 1
+        assert any("cut more than" in n for n in f.notices)
+        assert set(got) <= set(LINES[50:55])          # nothing kept is read again
