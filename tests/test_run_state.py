@@ -136,3 +136,15 @@ def test_a_checkpoint_keeps_only_the_newest_groups_of_ended_tokens(tmp_path, mon
     saved = feed.checkpoint()["pipeline"]
     feed.close()
     assert sorted(k for k in saved if k.startswith("f|")) == ["f|3", "f|4"]
+
+
+def test_run_refuses_a_state_with_a_damaged_file_entry(tmp_path):
+    import subprocess
+    import sys
+    state = tmp_path / "run.state"
+    Registry(state).save({"files": {str(tmp_path / "log"): {"offset": "x"}}, "pipeline": {}})
+    done = subprocess.run(
+        [sys.executable, "-m", "dpmstream", "run", "--no-metrics", "--state", str(state),
+         str(tmp_path / "log")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "damaged entries" in done.stderr and "Traceback" not in done.stderr

@@ -33,6 +33,7 @@ summary, serves the final metrics for --hold seconds and exits 0.
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import signal
 import sys
@@ -168,6 +169,11 @@ def run(args: argparse.Namespace) -> int:
         saved_files = {}
         if saved is not None:
             saved_files = saved.get("files") or {}
+            damaged = [p for p, pos in saved_files.items() if not _is_position(pos)]
+            if damaged or not isinstance(saved.get("pipeline", {}), dict):
+                _say(f"cannot use the state: {args.state}: damaged entries "
+                     f"{damaged or ['pipeline']}; move it away to start afresh")
+                return 2
             _say(f"resuming from {args.state}")
         if args.records:
             since = None
@@ -182,12 +188,17 @@ def run(args: argparse.Namespace) -> int:
         rotated = args.rotated or DEFAULT_ROTATED
         followers = [Follower(f, from_end=args.from_end, rotated=rotated,
                               resume=saved_files.get(os.path.abspath(f))) for f in args.files]
-        feed = LiveFeed(
-            followers, host=host, metrics=metrics, sink=sink, summarise=args.once,
-            profile=profile, tz=tz, year=args.year,
-            timeout_s=args.timeout, max_in_flight=args.max_in_flight, log=_say,
-            keep_state=registry is not None,
-            state=(saved or {}).get("pipeline"))
+        try:
+            feed = LiveFeed(
+                followers, host=host, metrics=metrics, sink=sink, summarise=args.once,
+                profile=profile, tz=tz, year=args.year,
+                timeout_s=args.timeout, max_in_flight=args.max_in_flight, log=_say,
+                keep_state=registry is not None,
+                state=(saved or {}).get("pipeline"))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            _say(f"cannot use the state: {args.state}: its reassembly state is damaged "
+                 f"({exc!r}); move it away to start afresh")
+            return 2
         status = _StatusLine(feed, args.status_interval) if sys.stderr.isatty() else None
 
         if args.once:
@@ -210,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
             cut = feed.checkpoint()
             cut["files"] = {os.path.abspath(p): pos for p, pos in cut["files"].items()
                             if pos is not None}
+            if cut["records"]["path"] not in (None, "-"):
+                cut["records"]["path"] = os.path.abspath(cut["records"]["path"])
             registry.save(cut)
 
         for f in followers:
@@ -245,6 +258,19 @@ def run(args: argparse.Namespace) -> int:
             sink.close()
         if server is not None:
             server.close()
+
+
+def _is_position(pos) -> bool:
+    """A file entry of the registry as Follower.checkpoint() writes it."""
+    if not (isinstance(pos, dict) and isinstance(pos.get("offset"), int) and pos["offset"] >= 0
+            and isinstance(pos.get("head"), str) and isinstance(pos.get("window"), str)):
+        return False
+    try:
+        base64.b64decode(pos["head"], validate=True)
+        base64.b64decode(pos["window"], validate=True)
+    except ValueError:
+        return False
+    return True
 
 
 def _exit_after(seconds: float, signum: int) -> None:
