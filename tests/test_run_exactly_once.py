@@ -183,6 +183,7 @@ def head_node(tmp_path, simulated):
                         "--state", str(node["state"]), "--state-interval", "0.1",
                         "--flush-on-exit", "--host", HOST, "--tz", "UTC", "--year", "2011",
                         "--interval", "0.05", str(node["dpm"]), str(node["dpns"])])
+        p.started = time.time_ns()
         procs.append(p)
         return p
 
@@ -191,6 +192,19 @@ def head_node(tmp_path, simulated):
     yield node
     for p in procs:
         p.kill()
+
+
+def saved_since(state, started_ns: int, timeout: float = 60) -> None:
+    """Until the registry was saved after `started_ns` (wall clock, ns)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.stat(state).st_mtime_ns > started_ns:
+                return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError("run never saved its state")
 
 
 def follow_through(head_node, simulated, hooks, *, restarts=()):
@@ -203,6 +217,7 @@ def follow_through(head_node, simulated, hooks, *, restarts=()):
 
     def kill():
         restarted.acquire(timeout=60)          # the previous restart is up
+        saved_since(head_node["state"], current[0].started)   # and running: it saved
         current[0].proc.kill()                 # kill -9: no chance to save anything
         current[0].proc.wait()
         due.put(time.monotonic() + 0.5)        # lines keep coming while it is down
@@ -249,7 +264,9 @@ def assert_equals_truth(records, simulated):
 def test_rename_rotations_at_20k_lines_per_second_lose_and_double_nothing(head_node, simulated):
     rotate = rename_rotation(head_node["dpm"])
     records, err, _ = follow_through(head_node, simulated, {0.33: rotate, 0.66: rotate})
-    assert err.count("was rotated") == 2, err
+    # Two rotations fall between two polls when `run` is behind (a loaded machine): then
+    # it notices one and reads the file rotated in between whole.
+    assert err.count("was rotated") in (1, 2), err
     assert_equals_truth(records, simulated)
 
 
@@ -257,7 +274,7 @@ def test_copytruncate_at_20k_lines_per_second_reads_the_unread_tail_from_the_cop
         head_node, simulated):
     rotate = copytruncate_rotation(head_node["dpm"])
     records, err, _ = follow_through(head_node, simulated, {0.33: rotate, 0.66: rotate})
-    assert err.count("was truncated") == 2, err
+    assert err.count("was truncated") in (1, 2), err
     assert_equals_truth(records, simulated)
 
 
@@ -266,7 +283,7 @@ def test_copytruncate_then_compress_at_20k_lines_per_second(head_node, simulated
     records, err, _ = follow_through(head_node, simulated, {0.33: rotate, 0.66: rotate})
     for t in rotate.threads:
         t.join(timeout=30)
-    assert err.count("was truncated") == 2, err
+    assert err.count("was truncated") in (1, 2), err
     assert sorted(os.listdir(head_node["dpm"].parent)) == [
         "dpns.log", "log", "log-20261102.gz", "log-20261103.gz"]
     assert_equals_truth(records, simulated)
@@ -286,7 +303,6 @@ def test_kill_9_and_restarts_mid_stream_with_rotations_while_down_match_the_trut
     records, err, _ = follow_through(
         head_node, simulated, {0.52: rotate, 0.82: rename_rotation(head_node["dpm"])},
         restarts=(0.2, 0.5, 0.8))
-    everything = stderr_of_all(head_node)
-    # A process killed soon after its start may not have said it yet.
-    assert everything.count("resuming from") >= 2, everything
     assert_equals_truth(records, simulated)
+    everything = stderr_of_all(head_node)
+    assert everything.count("resuming from") == 3, everything
