@@ -260,7 +260,6 @@ class Follower:
             # (created, or replacing a rotated one) holds new lines from its first byte.
             # Start after the last complete line: the rest of a half-written last line
             # belongs to the part we were asked to skip.
-            self._head = os.pread(fd, min(st.st_size, HEAD_BYTES), 0)
             self._seek_known(st.st_size)
             self._skip_to_newline = not self._tail.endswith(NEWLINE)
         self._skip_existing = False
@@ -335,10 +334,9 @@ class Follower:
         if st.st_size < self.offset:
             return True
         # Cut and written again past our offset between two polls: the size cannot tell,
-        # the bytes before the offset can (log lines carry millisecond stamps, so the same
-        # 64 bytes at the same place again is no realistic coincidence).
-        # The first bytes too: a tail that is the end of a common message, at the same
-        # place in a refilled file, is a coincidence that lines of even length make likely.
+        # the content can. The 64 bytes before the offset may be the end of a common
+        # message at the same place again (lines of even length); the first bytes carry
+        # the first lines' millisecond stamps.
         tail, head = self._tail, self._head
         if tail and os.pread(self._fd, len(tail), self.offset - len(tail)) != tail:
             return True
