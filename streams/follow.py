@@ -67,7 +67,8 @@ NEWLINE = b"\n"
 TAIL_BYTES = 64          # checked at every poll: the bytes just before the offset
 HEAD_BYTES = 1024        # the file's fingerprint: its first bytes
 WINDOW_BYTES = 1 << 20   # bytes before the offset kept to place a cut exactly
-SAVED_WINDOW = 1 << 16   # of which a checkpoint keeps this much (a cut while stopped)
+SAVED_WINDOW = 1 << 13   # of which a checkpoint keeps this much (a cut while stopped):
+                         # small, as the registry is written every second
 DEFAULT_ROTATED = ("{name}.1", "{name}.1.gz", "{name}-*")
 CANDIDATES = 8           # newest rotated files looked at
 COPY_WAIT_S = 10.0       # how long a copy that ends early is looked for again

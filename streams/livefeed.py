@@ -35,7 +35,7 @@ from dpmstream.streams.follow import Follower
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.summary import Summary
 
-FINISHED_GROUPS_SAVED = 16  # of 1,024 ended tokens each: what a checkpoint keeps
+FINISHED_GROUPS_SAVED = 4  # of 1,024 ended tokens each: what a checkpoint keeps
 
 
 class LiveFeed:
@@ -68,6 +68,7 @@ class LiveFeed:
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight)
         self._state: dict[str, dict] | None = None
+        self.state_changed = False  # the last checkpoint() found the state changed
         if keep_state:
             self.pipeline.track_changes()
             self._state = dict(state or {})
@@ -175,7 +176,9 @@ class LiveFeed:
         durable size of the records file. Call between polls."""
         if self._state is None:
             raise RuntimeError("LiveFeed(keep_state=True) keeps the state")
-        for key, state in self.pipeline.take_changes().items():
+        changes = self.pipeline.take_changes()
+        self.state_changed = bool(changes)
+        for key, state in changes.items():
             if state is None:
                 self._state.pop(key, None)
             else:

@@ -520,3 +520,25 @@ def test_sigterm_while_blocked_on_a_full_records_pipe_exits_within_5_s(tmp_path)
     assert proc.returncode == 128 + signal.SIGTERM
     assert "could not stop cleanly" in err
     assert not state.exists() or "files" in _saved(state)   # none, or a whole one
+
+
+def test_the_state_is_not_rewritten_while_the_files_are_idle(tmp_path, running):
+    log, state = tmp_path / "dpm.log", tmp_path / "run.state"
+    append(log, puts(0, 2))
+    run = running("--metrics-port", 0, "--state", state, "--state-interval", "0.05", *COMMON, log)
+    run.wait_for("dpm_requests_total", 2, status="success")
+    deadline = time.monotonic() + 30
+    while not (state.exists() and _saved(state)["files"][str(log)]["offset"] == os.path.getsize(log)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    before = os.stat(state).st_mtime_ns
+    time.sleep(1.0)                               # twenty intervals, nothing new
+    assert os.stat(state).st_mtime_ns == before
+    append(log, puts(2, 1))
+    run.wait_for("dpm_requests_total", 3, status="success")
+    deadline = time.monotonic() + 30
+    while os.stat(state).st_mtime_ns == before:   # new lines: saved again
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    rc, _, err = run.stop()
+    assert rc == 0, err

@@ -217,13 +217,19 @@ def run(args: argparse.Namespace) -> int:
             # An interrupted --once did not do its job: 128 + signal, as a shell reports it.
             return 128 + received[0] if interrupted else 0
 
+        last_saved = [None]
+
         def save_state() -> None:
             cut = feed.checkpoint()
             cut["files"] = {os.path.abspath(p): pos for p, pos in cut["files"].items()
                             if pos is not None}
             if cut["records"]["path"] not in (None, "-"):
                 cut["records"]["path"] = os.path.abspath(cut["records"]["path"])
-            registry.save(cut)
+            where = (sorted((p, pos["offset"], pos.get("copy")) for p, pos in cut["files"].items()),
+                     cut["records"]["size"])
+            if feed.state_changed or where != last_saved[0]:  # idle files: no writes
+                registry.save(cut)
+                last_saved[0] = where
 
         for f in followers:
             if not f.exists:
