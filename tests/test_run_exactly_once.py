@@ -52,7 +52,6 @@ class Writer(threading.Thread):
         self.hooks = sorted(hooks.items())
         self.error: BaseException | None = None
         self.seconds = 0.0
-        self.in_hooks = 0.0        # spent rotating, or waiting for `run` to restart
         self.written = 0
 
     def run(self) -> None:
@@ -70,9 +69,8 @@ class Writer(threading.Thread):
         while i < len(dpm) or j < len(dpns):
             while hooks and i >= hooks[0][0] * len(dpm):
                 t0 = time.monotonic()
-                hooks.pop(0)[1]()
-                self.in_hooks += time.monotonic() - t0
-                start += time.monotonic() - t0      # the pace resumes after the hook
+                hooks.pop(0)[1]()                   # rotating, or waiting for a restart:
+                start += time.monotonic() - t0      # not writing time, the pace resumes
             n_dpm = min(len(dpm) - i, round(CHUNK * len(dpm) / total) or 1)
             n_dpns = min(len(dpns) - j, CHUNK - n_dpm)
             for path, part in ((self.paths[0], dpm[i:i + n_dpm]), (self.paths[1], dpns[j:j + n_dpns])):
@@ -88,8 +86,8 @@ class Writer(threading.Thread):
 
     @property
     def rate(self) -> float:
-        """Lines per second while writing (the hooks' time left out)."""
-        return self.written / (self.seconds - self.in_hooks)
+        """Lines per second while writing (`seconds` leaves the hooks' time out)."""
+        return self.written / self.seconds
 
 
 def shift(log, suffix=".{}", keep=5) -> None:
