@@ -10,6 +10,20 @@
 Separate from the command so that a test can drive it one poll at a time. One pipeline
 source per file, created when the file first yields lines, with the file's mtime as the
 year hint. Records are handed on per poll: metrics, then the sink (one flush per batch).
+
+Exactly once across restarts (keep_state=True, `dpmstream run --state`): a line's effect
+is durable only once the record it completes is in the records file, and most lines
+complete nothing yet: they sit in requests still open. So the offsets are never saved
+alone. checkpoint() saves, as one consistent cut, the reassembly state (the open
+requests, threads and recently finished tokens: Pipeline.take_changes(), as the Kafka
+worker keeps in its changelog) after exactly the lines the followers handed out, with
+their offsets and the size of the records file once fsynced. A restart restores that
+state and reads on from those offsets, so an open request continues where it was and is
+emitted once, whole. Records written between the last checkpoint and a crash are made
+again from the same lines; the sink recognises them and does not write them twice
+(sinks.JsonLinesSink(written_since=)). The other way, resuming at the oldest line of an
+open request and suppressing what was already written, would reread up to --timeout
+(an hour) of log for one slow request; saving the state is bounded by the open requests.
 """
 
 from __future__ import annotations
@@ -20,6 +34,8 @@ from typing import Callable
 from dpmstream.streams.follow import Follower
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.summary import Summary
+
+FINISHED_GROUPS_SAVED = 4  # of 1,024 ended tokens each: what a checkpoint keeps
 
 
 class LiveFeed:
@@ -37,6 +53,8 @@ class LiveFeed:
         timeout_s: float = 3600,
         max_in_flight: int = 1_000_000,
         log: Callable[[str], None] | None = None,
+        keep_state: bool = False,
+        state: dict | None = None,
     ) -> None:
         self.followers = followers
         self.host = host
@@ -49,6 +67,13 @@ class LiveFeed:
         self._batch: list[dict] = []
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight)
+        self._state: dict[str, dict] | None = None
+        self.state_changed = False  # the last checkpoint() found the state changed
+        if keep_state:
+            self.pipeline.track_changes()
+            self._state = dict(state or {})
+            if state:
+                self.pipeline.restore(state)
         self._sources: dict[int, object] = {}
         self._seen_events: dict[int, tuple[int, int]] = {}
         self.lines_read = 0
@@ -93,29 +118,36 @@ class LiveFeed:
             src = self._sources[id(f)] = self.pipeline.source(
                 f.path, host=self.host, path=f.path, year_hint_ms=f.mtime_ms,
                 **self._source_args)
-        feed = src.feed
-        for line in lines:
-            feed(line)
+        src.feed_lines(lines)  # the compiled parser's path when it takes the line
         self.lines_read += len(lines)
 
     def _report_file_events(self, f: Follower) -> None:
-        now = (f.rotations, f.truncations, f.error)
-        before = self._seen_events.get(id(f), (0, 0, None))
+        now = (f.rotations, f.truncations, f.shrinks, f.error)
+        before = self._seen_events.get(id(f), (0, 0, 0, None))
         if now != before:
             if now[0] > before[0]:
                 self._log(f"{f.path} was rotated; following the new file")
             if now[1] > before[1]:
                 self._log(f"{f.path} was truncated; reading it again from the start")
-            if now[2] != before[2]:
-                self._log(f"cannot read {f.path}: {now[2]}; retrying" if now[2]
+            if now[2] > before[2]:
+                self._log(f"{f.path} shrank; reading on where its kept part ends")
+            if now[3] != before[3]:
+                self._log(f"cannot read {f.path}: {now[3]}; retrying" if now[3]
                           else f"{f.path} is readable again")
             self._seen_events[id(f)] = now
+        if f.notices:
+            for msg in f.notices:
+                self._log(msg)
+            f.notices.clear()
 
     # -- output -----------------------------------------------------------------------
 
     def drain(self) -> int:
         """Hand the records emitted so far to the metrics and the sink; update gauges."""
         batch, self._batch[:] = list(self._batch), []
+        if self.sink is not None and self.sink.replaying:
+            # Made again after a restart, already in the records file: not twice.
+            batch = [rec for rec in batch if not self.sink.is_replayed(rec)]
         for rec in batch:
             self.emitted[rec["kind"]] = self.emitted.get(rec["kind"], 0) + 1
             if self.metrics is not None:
@@ -137,6 +169,38 @@ class LiveFeed:
                 self._feed(f, [rest])
         self.pipeline.finish()
         self.drain()
+
+    def checkpoint(self) -> dict:
+        """What a restart needs, as one consistent cut (see the module doc): the state of
+        the pipeline after exactly the lines handed out, the followers' positions, the
+        durable size of the records file. Call between polls."""
+        if self._state is None:
+            raise RuntimeError("LiveFeed(keep_state=True) keeps the state")
+        changes = self.pipeline.take_changes()
+        self.state_changed = bool(changes)
+        for key, state in changes.items():
+            if state is None:
+                self._state.pop(key, None)
+            else:
+                self._state[key] = state
+        self.drain()  # records that take_changes() completed (profile detection settled)
+        size = self.sink.sync() if self.sink is not None else None
+        return {
+            "files": {f.path: f.checkpoint() for f in self.followers},
+            "pipeline": self._saved_state(),
+            "records": {"path": self.sink.path if self.sink is not None else None,
+                        "size": size},
+        }
+
+    def _saved_state(self) -> dict:
+        """The state without the oldest ended-token groups: the reassembler remembers
+        100,000 ended tokens to tell a late line, which would make every save megabytes;
+        late lines come seconds after the end, so the newest groups serve as well."""
+        groups = sorted(int(key[2:]) for key in self._state if key.startswith("f|"))
+        old = {f"f|{g}" for g in groups[:-FINISHED_GROUPS_SAVED]}
+        if not old:
+            return self._state
+        return {key: state for key, state in self._state.items() if key not in old}
 
     def close(self) -> None:
         for f in self.followers:

@@ -5,6 +5,13 @@
 
 Appends (a restarted `dpmstream run` adds to the same file). Times and durations are
 float seconds (parsers/records.to_json_dict); "-" writes to standard output.
+
+For exactly once across a crash (`dpmstream run --state`): sync() makes what was written
+durable and returns the file's size, which the registry keeps with the offsets. A restart
+opens the sink with `written_since=` that size: the records after it were written after
+the last checkpoint, so the restart makes them again from the saved offsets;
+is_replayed() recognises each of them once so that it is not written twice. A record cut
+short by the crash (no newline) is removed first: it is made again, whole.
 """
 
 from __future__ import annotations
@@ -12,15 +19,20 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from typing import IO, Iterable
 
 from dpmstream.parsers.records import to_json_dict
 
 
 class JsonLinesSink:
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, *, written_since: int | None = None) -> None:
         self.path = os.fspath(path)
         self.written = 0
+        self.replayed = 0          # records recognised as written before a restart
+        self._replay: Counter = Counter()
+        if self.path != "-" and written_since is not None:
+            self._replay = _lines_after(self.path, written_since)
         if self.path == "-":
             self._fh: IO[str] | None = sys.stdout
             self._owned = False
@@ -33,9 +45,41 @@ class JsonLinesSink:
 
     def write(self, record: dict) -> None:
         """One record, buffered; call flush() (or use write_batch)."""
-        self._fh.write(json.dumps(to_json_dict(record), ensure_ascii=False, separators=(",", ":")))
+        self._fh.write(_line(record))
         self._fh.write("\n")
         self.written += 1
+
+    @property
+    def replaying(self) -> bool:
+        return bool(self._replay)
+
+    @property
+    def to_replay(self) -> int:
+        return sum(self._replay.values())
+
+    def is_replayed(self, record: dict) -> bool:
+        """True, once, for a record the file already holds past the checkpoint."""
+        if not self._replay:
+            return False
+        line = _line(record)
+        if self._replay[line] <= 0:
+            return False
+        self._replay[line] -= 1
+        if not self._replay[line]:
+            del self._replay[line]
+        self.replayed += 1
+        return True
+
+    def sync(self) -> int | None:
+        """Flush and fsync; the durable size of the file (None for stdout)."""
+        if self._fh is None:
+            return None
+        self._fh.flush()
+        if not self._owned:
+            return None
+        fd = self._fh.fileno()
+        os.fsync(fd)
+        return os.fstat(fd).st_size
 
     def write_batch(self, records: Iterable[dict]) -> int:
         n = 0
@@ -62,3 +106,25 @@ class JsonLinesSink:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _line(record: dict) -> str:
+    return json.dumps(to_json_dict(record), ensure_ascii=False, separators=(",", ":"))
+
+
+def _lines_after(path: str, size: int) -> Counter:
+    """The complete lines of `path` after byte `size`; a cut last line is removed."""
+    try:
+        fh = open(path, "r+b")
+    except FileNotFoundError:
+        return Counter()
+    with fh:
+        end = os.fstat(fh.fileno()).st_size
+        if end <= size:
+            return Counter()  # nothing after the checkpoint (or the file was replaced)
+        fh.seek(size)
+        data = fh.read()
+        cut = data.rfind(b"\n") + 1
+        if cut < len(data):
+            fh.truncate(size + cut)
+        return Counter(line.decode("utf-8", "replace") for line in data[:cut].splitlines())

@@ -451,3 +451,94 @@ def test_simulated_head_node_followed_through_rotation_and_truncation_matches_it
     got = read_records(rec)
     assert _record_rows(got, "request") == truth_requests
     assert _record_rows(got, "call") == truth_calls
+
+
+# -- stopping within 5 s of SIGTERM, having saved what it could --------------------------
+
+def _saved(state) -> dict:
+    with open(state, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def test_sigterm_while_reading_a_large_backlog_stops_within_5_s_and_resumes_exactly(
+        tmp_path, running):
+    log, rec, state = tmp_path / "dpm.log", tmp_path / "records.jsonl", tmp_path / "run.state"
+    lines = puts(0, 12_000)                       # 240,000 lines to read at the start
+    append(log, lines)
+    args = ("--metrics-port", 0, "--records", rec, "--state", state, "--state-interval", "0.2",
+            *COMMON, log)
+    run = running(*args)
+    deadline = time.monotonic() + 60
+    while run.total("dpm_requests_total") < 100:     # busy reading
+        assert time.monotonic() < deadline and run.proc.poll() is None
+        time.sleep(0.02)
+    started = time.monotonic()
+    rc, _, err = run.stop(timeout=30)
+    took = time.monotonic() - started
+    assert rc == 0 and took < 5, (rc, took, err)
+    saved = _saved(state)["files"][str(log)]
+    assert 0 < saved["offset"] < os.path.getsize(log), "stopped in the middle"
+    assert "open request(s) saved in the state" in err
+
+    again = running(*args)
+    again.wait_for("dpm_requests_total", 12_000 - len(read_records(rec)), timeout=120,
+                   status="success")
+    rc, _, err = again.stop()
+    assert rc == 0, err
+    got = read_records(rec)
+    assert len(got) == 12_000
+    assert canonical(got) == canonical(replayed(lines))
+
+
+def test_sigterm_while_blocked_on_a_full_records_pipe_exits_within_5_s(tmp_path):
+    log, state = tmp_path / "dpm.log", tmp_path / "run.state"
+    append(log, puts(0, 3000))
+    # stdout is a pipe nobody reads: writing the records blocks once it is full.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpmstream", "run", "--no-metrics", "--records", "-",
+         "--state", str(state), "--state-interval", "0.2", *COMMON, str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        opened = False
+        while not opened:                      # it started and opened the log
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+            opened = any(os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(log)
+                         for fd in os.listdir(f"/proc/{proc.pid}/fd"))
+        time.sleep(2.0)                        # 1,000 records: far more than a pipe holds
+        assert proc.poll() is None, "blocked on its output"
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - started
+        err = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert took < 5, took
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "could not stop cleanly" in err
+    assert not state.exists() or "files" in _saved(state)   # none, or a whole one
+
+
+def test_the_state_is_not_rewritten_while_the_files_are_idle(tmp_path, running):
+    log, state = tmp_path / "dpm.log", tmp_path / "run.state"
+    append(log, puts(0, 2))
+    run = running("--metrics-port", 0, "--state", state, "--state-interval", "0.05", *COMMON, log)
+    run.wait_for("dpm_requests_total", 2, status="success")
+    deadline = time.monotonic() + 30
+    while not (state.exists() and _saved(state)["files"][str(log)]["offset"] == os.path.getsize(log)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    before = os.stat(state).st_mtime_ns
+    time.sleep(1.0)                               # twenty intervals, nothing new
+    assert os.stat(state).st_mtime_ns == before
+    append(log, puts(2, 1))
+    run.wait_for("dpm_requests_total", 3, status="success")
+    deadline = time.monotonic() + 30
+    while os.stat(state).st_mtime_ns == before:   # new lines: saved again
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    rc, _, err = run.stop()
+    assert rc == 0, err

@@ -1,15 +1,30 @@
 """`dpmstream run`: follow live log files (no Kafka), serve Prometheus metrics.
 
-Each FILE is followed like `tail -F` (rotation by rename and copytruncate survive) and fed
-to its own pipeline source; all sources share one reassembler, so a host's DPM and DPNS
-logs combine. Finished records go to the metrics and, with --records, to a JSON-lines
-file (appended, flushed per batch).
+Each FILE is followed like `tail -F` and fed to its own pipeline source; all sources share
+one reassembler, so a host's DPM and DPNS logs combine. Finished records go to the metrics
+and, with --records, to a JSON-lines file (appended, flushed per batch).
 
-Stopping (SIGINT/SIGTERM) in live mode finishes cleanly: records already emitted are
-flushed, and requests still open are NOT emitted, since they are not over, only unseen
-(with --flush-on-exit they are emitted as `incomplete`, like the end of a replay).
-No offsets are saved: a restart reads the files again from the start, or only new lines
-with --from-end.
+Rotation: by rename, and by copytruncate (the part not yet read when the copy was taken
+is read from the copy: the newest file next to it matching --rotated, plain or gzip,
+whose first bytes are those of the file read). A file truncated to a smaller size is
+read on where its kept part ends, not again from the start. Files are recognised by their
+content (first bytes, and the bytes before the offset), not by their size.
+
+--state FILE keeps a registry, like Filebeat's: each file's offset and fingerprint, saved
+together with the requests still open and the size of the records file, atomically
+(temporary file, fsync, rename) every --state-interval seconds and at the stop. A
+restart with the same --state reads on where the last save stopped, the open requests
+included, and does not write again the records written since that save: nothing doubled,
+nothing lost of what was written while it was down (rotations in between included).
+Without --state, a restart reads the files again from the start, or only new lines with
+--from-end (with --state, --from-end applies only to files it has no offset for yet).
+
+Stopping (SIGINT/SIGTERM) in live mode finishes cleanly within 5 s: records emitted are
+flushed, the registry saved. Requests still open are NOT emitted, since they are not
+over, only unseen (with --state they are saved and continued by the next start; with
+--flush-on-exit they are emitted as `incomplete`, like the end of a replay). If the stop
+cannot finish in 4 s (a blocked disk or pipe), the process exits at once: the last saved
+registry stands, and the records written after it are recognised at the next start.
 
 --once reads every file to its end, emits everything (pipeline.finish()), prints the
 summary, serves the final metrics for --hold seconds and exits 0.
@@ -18,6 +33,7 @@ summary, serves the final metrics for --hold seconds and exits 0.
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import signal
 import sys
@@ -26,11 +42,17 @@ import time
 
 from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, setup_logging)
+from dpmstream.streams.follow import DEFAULT_ROTATED
+
+STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
 
 EPILOG = """\
 examples:
   dpmstream run /var/log/dpm/log /var/log/dpns/log
   dpmstream run --from-end --records /var/lib/dpmstream/records.jsonl /var/log/dpm/log
+  dpmstream run --state /var/lib/dpmstream/run.state \
+      --records /var/lib/dpmstream/records.jsonl /var/log/dpm/log /var/log/dpns/log
+  dpmstream run --state run.state --rotated '{name}.1' --rotated '../old/{name}-*.gz' log
   dpmstream run --once --metrics-port 9108 --records out/demo.records.jsonl out/demo.log
 """
 
@@ -50,6 +72,15 @@ def register(subparsers, name: str, help_text: str) -> None:
     add_log_options(p)
     p.add_argument("--from-end", action="store_true",
                    help="skip what the files already hold; read only lines written from now on")
+    p.add_argument("--state", "--registry", dest="state", metavar="FILE",
+                   help="keep offsets, fingerprints and open requests in FILE; "
+                        "a restart resumes exactly there")
+    p.add_argument("--state-interval", type=float, default=1.0, metavar="S",
+                   help="seconds between saves of --state (default 1; also saved at the stop)")
+    p.add_argument("--rotated", action="append", metavar="GLOB",
+                   help="where a rotated copy of FILE goes, relative to FILE's folder, "
+                        "{name} = FILE's name (repeatable; default: "
+                        + ", ".join(DEFAULT_ROTATED) + "; .gz read as such)")
     p.add_argument("--once", action="store_true",
                    help="read every file to its end, print a summary and exit")
     p.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
@@ -84,10 +115,14 @@ def run(args: argparse.Namespace) -> int:
     from dpmstream.streams.follow import Follower
     from dpmstream.streams.livefeed import LiveFeed
     from dpmstream.streams.metrics import PipelineMetrics, serve
+    from dpmstream.streams.registry import Registry, RegistryError
     from dpmstream.streams.sinks import JsonLinesSink
 
     if args.once and args.from_end:
         _say("--once and --from-end contradict each other (nothing to read)")
+        return 2
+    if args.once and args.state:
+        _say("--once reads the files whole; --state is for following them")
         return 2
     if args.once:
         problems = [f"{f}: {why}" for f in args.files if (why := _unreadable(f))]
@@ -99,11 +134,24 @@ def run(args: argparse.Namespace) -> int:
     profile = checked_profile(args.profile)
     tz = checked_zone(args.tz)
     host = default_host(args.host)
+    registry = Registry(args.state) if args.state else None
+    saved = None
+    if registry is not None:
+        try:
+            saved = registry.load()
+        except RegistryError as exc:
+            _say(f"cannot use the state: {exc} (move it away to start afresh)")
+            return 2
 
     stop = threading.Event()
     received: list[int] = []
 
     def on_signal(signum, frame):
+        if not received:
+            # Whatever the loop is blocked in (a full pipe, a hung disk), exit in time;
+            # the registry saved last is consistent on its own.
+            threading.Thread(target=_exit_after, args=(STOP_DEADLINE_S, signum),
+                             daemon=True).start()
         received.append(signum)
         stop.set()  # the loop finishes its pass, then stops cleanly
 
@@ -118,13 +166,39 @@ def run(args: argparse.Namespace) -> int:
                 _say(f"cannot serve metrics on {args.metrics_bind}:{args.metrics_port}: {exc.strerror or exc}")
                 return 2
             _say(f"metrics on {server.url}")
+        saved_files = {}
+        if saved is not None:
+            saved_files = saved.get("files") or {}
+            damaged = [p for p, pos in saved_files.items() if not _is_position(pos)]
+            if damaged or not isinstance(saved.get("pipeline", {}), dict):
+                _say(f"cannot use the state: {args.state}: damaged entries "
+                     f"{damaged or ['pipeline']}; move it away to start afresh")
+                return 2
+            _say(f"resuming from {args.state}")
         if args.records:
-            sink = JsonLinesSink(args.records)
-        followers = [Follower(f, from_end=args.from_end) for f in args.files]
-        feed = LiveFeed(
-            followers, host=host, metrics=metrics, sink=sink, summarise=args.once,
-            profile=profile, tz=tz, year=args.year,
-            timeout_s=args.timeout, max_in_flight=args.max_in_flight, log=_say)
+            since = None
+            if saved is not None and args.records != "-":
+                rec = saved.get("records") or {}
+                if rec.get("path") and os.path.abspath(rec["path"]) == os.path.abspath(args.records):
+                    since = rec.get("size")
+            sink = JsonLinesSink(args.records, written_since=since)
+            if sink.replaying:
+                _say(f"{sink.to_replay} record(s) written after the last save "
+                     "will not be written again")
+        rotated = args.rotated or DEFAULT_ROTATED
+        followers = [Follower(f, from_end=args.from_end, rotated=rotated,
+                              resume=saved_files.get(os.path.abspath(f))) for f in args.files]
+        try:
+            feed = LiveFeed(
+                followers, host=host, metrics=metrics, sink=sink, summarise=args.once,
+                profile=profile, tz=tz, year=args.year,
+                timeout_s=args.timeout, max_in_flight=args.max_in_flight, log=_say,
+                keep_state=registry is not None,
+                state=(saved or {}).get("pipeline"))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            _say(f"cannot use the state: {args.state}: its reassembly state is damaged "
+                 f"({exc!r}); move it away to start afresh")
+            return 2
         status = _StatusLine(feed, args.status_interval) if sys.stderr.isatty() else None
 
         if args.once:
@@ -143,21 +217,43 @@ def run(args: argparse.Namespace) -> int:
             # An interrupted --once did not do its job: 128 + signal, as a shell reports it.
             return 128 + received[0] if interrupted else 0
 
+        last_saved = [None]
+
+        def save_state() -> None:
+            cut = feed.checkpoint()
+            cut["files"] = {os.path.abspath(p): pos for p, pos in cut["files"].items()
+                            if pos is not None}
+            if cut["records"]["path"] not in (None, "-"):
+                cut["records"]["path"] = os.path.abspath(cut["records"]["path"])
+            where = (sorted((p, pos["offset"], pos.get("copy")) for p, pos in cut["files"].items()),
+                     cut["records"]["size"])
+            if feed.state_changed or where != last_saved[0]:  # idle files: no writes
+                registry.save(cut)
+                last_saved[0] = where
+
         for f in followers:
             if not f.exists:
                 _say(f"waiting for {f.path} to appear")
+        next_save = time.monotonic() + args.state_interval
         while not stop.is_set():
             busy = feed.poll_once()
             if status is not None:
                 status.maybe_print()
+            if registry is not None and time.monotonic() >= next_save:
+                save_state()
+                next_save = time.monotonic() + args.state_interval
             if not busy:
                 stop.wait(args.interval)
         if args.flush_on_exit:
             feed.finish()
         else:
             feed.drain()
+        if registry is not None:
+            save_state()
         _say(f"stopped: {feed.status_text()}"
-             + ("" if args.flush_on_exit else f"; {feed.open_requests()} open request(s) not emitted"))
+             + ("" if args.flush_on_exit else
+                f"; {feed.open_requests()} open request(s) "
+                + ("saved in the state" if registry is not None else "not emitted")))
         return 0
     finally:
         for s, h in previous.items():
@@ -168,6 +264,28 @@ def run(args: argparse.Namespace) -> int:
             sink.close()
         if server is not None:
             server.close()
+
+
+def _is_position(pos) -> bool:
+    """A file entry of the registry as Follower.checkpoint() writes it."""
+    if not (isinstance(pos, dict) and isinstance(pos.get("offset"), int) and pos["offset"] >= 0
+            and isinstance(pos.get("head"), str) and isinstance(pos.get("window"), str)):
+        return False
+    try:
+        base64.b64decode(pos["head"], validate=True)
+        base64.b64decode(pos["window"], validate=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _exit_after(seconds: float, signum: int) -> None:
+    time.sleep(seconds)
+    try:
+        _say(f"could not stop cleanly within {seconds:g} s; exiting now "
+             "(the state saved last stands)")
+    finally:
+        os._exit(128 + signum)
 
 
 class _StatusLine:
