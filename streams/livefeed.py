@@ -52,6 +52,8 @@ class LiveFeed:
         year: int | None = None,
         timeout_s: float = 3600,
         max_in_flight: int = 1_000_000,
+        max_threads: int = 100_000,
+        grace_s: float = 60,
         log: Callable[[str], None] | None = None,
         keep_state: bool = False,
         state: dict | None = None,
@@ -66,7 +68,8 @@ class LiveFeed:
         self._log = log or (lambda msg: None)
         self._batch: list[dict] = []
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
-                                 max_in_flight=max_in_flight)
+                                 max_in_flight=max_in_flight, max_threads=max_threads,
+                                 grace_s=grace_s)
         self._state: dict[str, dict] | None = None
         self.state_changed = False  # the last checkpoint() found the state changed
         if keep_state:

@@ -41,7 +41,8 @@ import threading
 import time
 
 from dpmstream.commands.common import (
-    add_log_options, checked_profile, checked_zone, default_host, setup_logging)
+    add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
+    setup_logging)
 from dpmstream.streams.follow import DEFAULT_ROTATED
 
 STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             feed = LiveFeed(
                 followers, host=host, metrics=metrics, sink=sink, summarise=args.once,
                 profile=profile, tz=tz, year=args.year,
-                timeout_s=args.timeout, max_in_flight=args.max_in_flight, log=_say,
+                **pipeline_options(args), log=_say,
                 keep_state=registry is not None,
                 state=(saved or {}).get("pipeline"))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -215,7 +216,13 @@ def run(args: argparse.Namespace) -> int:
                 if hold > 0:
                     stop.wait(hold)
             # An interrupted --once did not do its job: 128 + signal, as a shell reports it.
-            return 128 + received[0] if interrupted else 0
+            if interrupted:
+                return 128 + received[0]
+            if not feed.pipeline.stats.total("parsed"):
+                _say("no DPM, DPNS or SRM line was parsed: wrong files, or a profile that "
+                     "does not fit (try `dpmstream profile check FILE`)")
+                return 1
+            return 0
 
         last_saved = [None]
 
