@@ -190,6 +190,12 @@ class Reassembler:
         self._seen: set[int] = set()
         self._seen_order: deque[int] = deque()
         self.stats = ReassemblyStats()
+        # When each counted restart happened: (first line of the new process, host, daemon).
+        self.restart_log: deque = deque(maxlen=10_000)
+        # Optional observer of every call that returned, for views of busy threads:
+        # on_span(host, daemon, pid, tid, kind, started, ended); kind is "proc" for a
+        # slow-thread processing run, "call" for anything on a fast or name-server thread.
+        self.on_span: Callable | None = None
         self.slow_queue_depth = 0
         self.latest: int | None = None
         # Change tracking for external state stores (the Kafka worker's tables).
@@ -210,6 +216,8 @@ class Reassembler:
         clock = self.clocks.get(host)
         if clock is None:
             clock = self.clocks[host] = HostClock(ts)
+            if self.latest is None or ts > self.latest:
+                self.latest = ts
         elif clock.held is not None:
             if not self._judge_held(clock, ev):
                 return
@@ -354,6 +362,7 @@ class Reassembler:
             for other in [t for t in proc.tids if t != tid]:
                 self._drop_thread((host, daemon, pid, other))
             self.stats.restarts += 1
+            self.restart_log.append((ev.ts, host, daemon))
             proc.first, proc.lines = ev.ts, 1
         return self._on_line(ev, th, key)
 
@@ -441,6 +450,8 @@ class Reassembler:
             return None
         th.call = None
         ts, rc = ev.ts, ev.rc
+        if self.on_span is not None:
+            self.on_span(*key, "proc" if call.op.startswith("proc_") else "call", call.started, ts)
         if call.kind == PLAIN or (call.kind == STEP and call.token is None):
             self._emit_call(key, th, call, ts, rc)
             return None
@@ -633,6 +644,7 @@ class Reassembler:
                 if oldest is proc and not newest.succeeded:
                     newest.succeeded = True
                     self.stats.restarts += 1
+                    self.restart_log.append((newest.first, host, daemon))
                 else:
                     self.stats.stray_processes += 1
                 for tid in list(proc.tids):

@@ -62,14 +62,17 @@ def build_page(data) -> tuple[str, object]:
 def _timeline(data, story, latency) -> dict:
     requests, calls = data.requests, data.calls
     edges = A.bin_edges(story.t0, story.t1)
-    fast_intervals = list(A.fast_calls(requests, calls))
+    spans = data.spans  # from the log itself; a replay directory holds only records
+    fast_intervals = spans["fast"] if spans else list(A.fast_calls(requests, calls))
+    slow_intervals = spans["slow"] if spans else list(A.slow_runs(requests))
+    ns_intervals = spans["ns"] if spans else list(A.ns_calls(calls))
     restarts = data.restarts if data.lines is not None else A.restarts_from_calls(calls)
     return {
         "edges": edges,
         "rate": A.rate_by_status(requests, edges),
-        "slow": A.concurrency(A.slow_runs(requests)).binned(edges),
+        "slow": A.concurrency(slow_intervals).binned(edges),
         "fast": A.concurrency(fast_intervals).binned(edges),
-        "ns_busy": A.concurrency(A.ns_calls(calls)).binned(edges) if latency else None,
+        "ns_busy": A.concurrency(ns_intervals).binned(edges) if latency else None,
         "slow_pool": story.slow_pool,
         "queue": A.concurrency(A.queue_stays(requests)).binned(edges),
         "polls": A.polls_by_bin(requests, edges),
@@ -77,7 +80,7 @@ def _timeline(data, story, latency) -> dict:
         "unparsed": _per_bin(data.unparsed, edges),
         "unparsed_known": data.lines is not None,
         "fast_ms": sum(b - a for a, b in fast_intervals),
-        "poll_ms": sum(r.get("poll_s") or 0 for r in requests),
+        "poll_ms": 0 if spans else sum(r.get("poll_s") or 0 for r in requests),
     }
 
 
@@ -99,7 +102,7 @@ def _gaps(data, has_ns: bool, has_ns_calls: bool, timeline: dict) -> list[str]:
                     "number and summed time, not when each ran. Polls were "
                     f"{pct(share)} of the fast threads' busy time.")
     gaps.append("The slow-thread pool size (NB_STHREADS) is not in the log: the report takes "
-                "the most slow threads ever busy at once.")
+                f"the most slow threads busy at once for {A.SUSTAINED_MS} ms or more.")
     if not has_ns:
         gaps.append("Processing is not split into name-server time and the rest: these request "
                     "records carry no ns_s column (it needs the DPNS log, and records that "

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
-from dpmstream.report.analysis import start_of
+from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
 from dpmstream.report.window import in_window, parse_moment
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
@@ -42,6 +42,9 @@ class Dataset:
     inputs: list = field(default_factory=list)
     failures: int = 0
     stats: object = None                           # the pipeline's counters, from logs only
+    # Busy intervals of each kind of thread, from the log itself (logs only): "slow"
+    # (processing runs), "fast" (every DPM call, status polls included), "ns".
+    spans: dict | None = None
 
 
 class WindowFilter:
@@ -118,6 +121,15 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
         keep(record)
 
     pipeline = Pipeline(emit, timeout_s=timeout_s, max_in_flight=max_in_flight)
+    spans: dict = {"slow": [], "fast": [], "ns": []}
+
+    def on_span(host, daemon, pid, tid, kind, started, ended) -> None:
+        if daemon == FAST_DAEMON:
+            spans["slow" if kind == "proc" else "fast"].append((started, ended))
+        elif daemon in NS_DAEMONS:
+            spans["ns"].append((started, ended))
+
+    pipeline.reassembler.on_span = on_span
     marks = _MarkTaker(pipeline)
     data.failures, sources = replay_inputs(
         pipeline, inputs, host=host, profile=profile, tz=tz, year=year, progress=progress,
@@ -131,36 +143,38 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     data.lines["not UTF-8"] = stats.decode_errors
     data.restarts_total = stats.reassembly.restarts
     data.stats = stats
-    data.restarts = [(t, d) for t, d in marks.restarts if in_window(t, data.since, data.until)]
+    data.restarts = [(t, d) for t, _, d in pipeline.reassembler.restart_log
+                     if in_window(t, data.since, data.until)]
+    data.spans = {kind: [(a, b) for a, b in found if _overlaps(a, b, data.since, data.until)]
+                  for kind, found in spans.items()}
     data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]
     return data
 
 
+def _overlaps(a: int, b: int, since: int | None, until: int | None) -> bool:
+    return (since is None or b >= since) and (until is None or a <= until)
+
+
 class _MarkTaker:
-    """Places the restarts and unparsed lines counted in each chunk at the latest event
-    time the source had read by then (so within REPORT_CHUNK_LINES lines of where they
-    were); counts before any dated line wait for the first date."""
+    """Places the unparsed lines counted in each chunk at the latest event time the source
+    had read by then (so within REPORT_CHUNK_LINES lines of where they were); counts
+    before any dated line wait for the first date. (Restarts carry their own time: the
+    reassembler's restart_log.)"""
 
     def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
         self.bad = 0
-        self.restarts_seen = 0
         self.undated_bad = 0
-        self.undated_restarts = 0
-        self.restarts: list = []
         self.unparsed: list = []
 
     def __call__(self, src) -> None:
         stats = self.pipeline.stats
         bad = stats.total("unmatched") + stats.total("malformed")
-        restarts = stats.reassembly.restarts
         self.undated_bad += bad - self.bad
-        self.undated_restarts += restarts - self.restarts_seen
-        self.bad, self.restarts_seen = bad, restarts
+        self.bad = bad
         when = max(src.latest_by_host.values(), default=None)
         if when is None:
             return
         if self.undated_bad:
             self.unparsed.append((when, self.undated_bad))
-        self.restarts.extend((when, "") for _ in range(self.undated_restarts))
-        self.undated_bad = self.undated_restarts = 0
+        self.undated_bad = 0

@@ -130,7 +130,7 @@ def tell(data) -> Story | None:
                 f"of a {op}'s slow-thread processing.")
 
     # 3. the slow threads
-    runs = list(A.slow_runs(requests))
+    runs = data.spans["slow"] if data.spans else list(A.slow_runs(requests))
     if runs:
         slow = A.concurrency(runs)
         story.slow_pool = pool = slow.sustained_peak()
