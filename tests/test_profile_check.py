@@ -103,8 +103,9 @@ def test_reworded_call_lines_fall_to_other_and_are_named_with_exit_1(simulated, 
                      warning)
     assert puts and int(puts.group(1)) > 100
     stray = re.search(r"stray returns: (\d+) of (\d+) `returns` lines", warning)
-    assert stray and int(stray.group(1)) >= n
-    assert re.search(r"orphans: \d+ of \d+ requests", warning)
+    # every call's returns, less at most one per thread (which a file cut mid-call shows)
+    assert stray and n - 50 <= int(stray.group(1)) <= n
+    assert re.search(r"orphans: none of \d+ requests was seen from its put/get", warning)
     # the report itself lists the catch-all shapes, marked
     assert re.search(r"\d+  other   dpm_srv_put: DP092 - put req\. from DN .*\[looks like call\]",
                      done.stdout)
@@ -124,9 +125,9 @@ def test_reworded_returns_lines_are_a_missing_role_with_exit_1(simulated, tmp_pa
 
 
 @pytest.mark.parametrize("parser", PARSERS)
-def test_only_the_put_call_reworded_shows_in_stray_returns_and_orphans(simulated, tmp_path, parser):
+def test_only_the_put_call_reworded_shows_in_stray_returns(simulated, tmp_path, parser):
     # every required role still has lines (the other calls' DP092): only the reassembly
-    # counters tell that the puts are lost
+    # tells that the puts are lost
     log = tmp_path / "reworded.log"
     n = rewritten(f"{simulated}.log", log, r"DP092 - put request by", r"DP092 - put req. from DN")
     assert n > 100
@@ -135,9 +136,71 @@ def test_only_the_put_call_reworded_shows_in_stray_returns_and_orphans(simulated
     warning = warning_block(done.stdout)
     assert "role `" not in warning
     stray = re.search(r"stray returns: (\d+) of (\d+) `returns` lines", warning)
-    assert stray and int(stray.group(1)) == n
-    orphans = re.search(r"orphans: (\d+) of (\d+) requests", warning)
-    assert orphans and int(orphans.group(1)) > 0.5 * n
+    # each put's returns, less at most one per thread (which a file cut mid-call shows)
+    assert stray and n - 20 <= int(stray.group(1)) <= n
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_put_and_get_token_lines_reworded_leave_no_request_seen_from_its_start(
+        simulated, tmp_path, parser):
+    log = tmp_path / "reworded.log"
+    n = rewritten(f"{simulated}.log", log, r"DP098 - (put|get) (\d+) ([0-9a-f-]{36})",
+                  r"DP098 - \1 token \3 files \2")
+    assert n > 250
+    done = check(log, parser=parser)
+    assert done.returncode == 1, done.stdout + done.stderr
+    warning = warning_block(done.stdout)
+    assert re.search(r"orphans: none of \d+ requests was seen from its put/get", warning)
+    assert "role `" not in warning and "stray returns" not in warning
+    # the token lines fell to the catch-all `detail`, and are listed as looking like tokens
+    assert re.search(r"\d+  detail  dpm_srv_put: DP098 - put token <UUID> files N  "
+                     r"\[looks like token\]", done.stdout)
+
+
+@pytest.fixture(scope="module")
+def long_simulated(tmp_path_factory):
+    """Two minutes of a head node at 10 requests a second: long enough to tell orphans
+    from a file that begins mid-way."""
+    prefix = tmp_path_factory.mktemp("long") / "head"
+    subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(prefix),
+                    "--rate", "10", "--duration", "120", "--get-fraction", "0.3", "--seed", "2",
+                    "--quiet"], check=True, timeout=300)
+    return prefix
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_a_slice_beginning_and_ending_mid_request_fits(long_simulated, tmp_path, parser):
+    with open(f"{long_simulated}.log", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    log = tmp_path / "slice.log"
+    log.write_text("\n".join(lines[len(lines) // 3: 2 * len(lines) // 3]) + "\n")
+    done = check(log, parser=parser)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARNING" not in done.stdout
+    # it does begin and end mid-way: all explained by the cuts
+    seen = re.search(r"orphans (\d+) \((\d+) near the start\), stray returns (\d+) \((\d+) first "
+                     r"on their thread\), calls without returns (\d+) \((\d+) at the end of input\)",
+                     done.stdout)
+    assert seen, done.stdout
+    orphans, early, stray, first, noreturn, at_end = map(int, seen.groups())
+    assert orphans > 10 and early == orphans
+    assert stray > 0 and first == stray
+    assert noreturn > 0 and at_end == noreturn
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_get_token_lines_reworded_make_orphans_all_through_a_long_log(long_simulated, tmp_path, parser):
+    log = tmp_path / "reworded.log"
+    n = rewritten(f"{long_simulated}.log", log, r"DP098 - get (\d+) ([0-9a-f-]{36})",
+                  r"DP098 - get token \2 files \1")
+    assert n > 200
+    done = check(log, parser=parser)
+    assert done.returncode == 1, done.stdout + done.stderr
+    warning = warning_block(done.stdout)
+    orphans = re.search(r"orphans: (\d+) of (\d+) requests \([\d.]+%\) were first seen after "
+                        r"their put/get, past the file's start", warning)
+    assert orphans and int(orphans.group(1)) > 0.9 * n
+    assert "role `" not in warning and "stray returns" not in warning
 
 
 @pytest.mark.parametrize("parser", PARSERS)
@@ -193,10 +256,11 @@ def test_the_real_name_server_lines_together_show_both_required_roles(tmp_path, 
     with open(log, "w", encoding="utf-8") as out:
         for path in real_files()[:-1]:
             with open(path, encoding="utf-8") as f:
-                out.write(f.read())
+                out.writelines(text + "\n" for text in f.read().splitlines())
     done = check(log, parser=parser)
     assert done.returncode == 0, done.stdout + done.stderr
     counts = re.search(r"fit of profile lcgdm-ns .*\n    required roles: call (\d+), returns (\d+)\n",
                        done.stdout)
-    assert counts and int(counts.group(1)) > 50 and int(counts.group(2)) > 50
+    assert counts and int(counts.group(1)) > 100 and int(counts.group(2)) > 100
+    assert "MISSING" not in done.stdout and "too few to judge" not in done.stdout
     assert "WARNING" not in done.stdout

@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 
 from dpmstream.parsers.fit import (
-    CATCH_ALL, MIN_LINES_TO_JUDGE, ROLE_MEANING, judge, looks_like,
+    CATCH_ALL, MIN_LINES_TO_JUDGE, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
 )
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
 from dpmstream.parsers.shapes import shape
@@ -43,12 +43,12 @@ class ProfileTally:
         self.catch_all_dropped = 0  # lines of shapes beyond MAX_SHAPES
         self.examples: dict[str, str] = {}  # shape -> first line of it
         self.cues: dict[str, tuple[str, ...]] = {}  # shape -> required roles it looks like
-        self.records = 0
-        self.pipeline = Pipeline(self._count_record, profiles=[profile])
+        self.cut = CutWatch()
+        self.noreturn_before_end = 0
+        self.pipeline = Pipeline(self.cut.on_record, profiles=[profile])
         self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
-
-    def _count_record(self, record: dict) -> None:
-        self.records += 1
+        self._reassembly = self.pipeline.stats.reassembly
+        self._orphans = 0
 
     def add(self, line: str) -> None:
         p = self.profile
@@ -60,7 +60,7 @@ class ProfileTally:
         own = p.func_regex.match(func) is not None
         if own:
             self.own += 1
-            self.source.feed(line)
+            self._feed(line)
         if alt is None:
             self._shape(self.unmatched, None, func, line[m.start(m.lastindex):], line)
             return
@@ -69,8 +69,24 @@ class ProfileTally:
         self.roles[alt.role] += 1
         if own:
             self.own_roles[alt.role] += 1
+            env = form.envelope
+            thread = (m.group(env["host"]) if "host" in env else None,
+                      m.group(env["pid"]), m.group(env["tid"]))
+            self.cut.on_role(thread, alt.role)
+            if "token" in alt.fields:
+                self.cut.on_token(m.group(alt.fields["token"]), self.pipeline.reassembler.latest)
             if alt.role in CATCH_ALL:
                 self._shape(self.catch_all, alt.role, func, line[m.start(m.lastindex):], line)
+
+    def _feed(self, line: str) -> None:
+        self.source.feed(line)
+        reassembler = self.pipeline.reassembler
+        latest = reassembler.latest
+        self.cut.on_time(latest)
+        orphans = self._reassembly.orphans
+        if orphans != self._orphans:
+            self.cut.on_orphans(orphans - self._orphans, latest)
+            self._orphans = orphans
 
     def _shape(self, counter: Counter, role, func: str, message: str, line: str) -> None:
         message_shape = shape(message)
@@ -86,6 +102,8 @@ class ProfileTally:
         counter[key] += 1
 
     def finish(self) -> None:
+        # Calls the end of input cuts are no sign of a misfit: count the others apart.
+        self.noreturn_before_end = self.pipeline.stats.reassembly.noreturn_calls
         self.pipeline.finish()
 
     @property
@@ -97,11 +115,18 @@ class ProfileTally:
         return sum(self.own_roles.values())
 
     @property
-    def stats(self) -> dict:
-        return self.pipeline.stats.reassembly.as_dict()
+    def reassembled(self) -> Reassembled:
+        s = self.pipeline.stats.reassembly
+        return Reassembled(
+            requests=s.requests, orphans=s.orphans,
+            orphans_at_start=min(s.orphans, self.cut.orphans_explained()),
+            orphans_judged=self.cut.orphans_judged, stray_returns=s.stray_returns,
+            returns_at_thread_start=self.cut.returns_at_thread_start,
+            noreturn_calls=self.noreturn_before_end,
+            noreturn_at_end=s.noreturn_calls - self.noreturn_before_end)
 
     def findings(self):
-        return judge(self.profile.required_roles, self.own, self.own_roles, self.stats)
+        return judge(self.profile.required_roles, self.own, self.own_roles, self.reassembled)
 
     def shapes_like(self, role: str, top: int) -> list[tuple[int, str, str]]:
         """(count, shape, where it fell) of catch-all and unmatched lines looking like `role`."""
@@ -178,6 +203,11 @@ def render_check(name: str, total: int, tallies: list[ProfileTally], top: int) -
     return "\n".join(out)
 
 
+def _with(n: int, cut: int, where: str) -> str:
+    """A count with how many of it a file cut mid-way explains."""
+    return f"{n} ({cut} {where})" if cut else f"{n}"
+
+
 def _present(tallies: list[ProfileTally]) -> list[ProfileTally]:
     """The profiles whose daemon has lines in the file (a role matched under its functions)."""
     return [t for t in tallies if t.own_matched]
@@ -195,10 +225,15 @@ def _render_fit(t: ProfileTally, top: int) -> list[str]:
         if not judged:
             out.append(f"    (fewer than {MIN_LINES_TO_JUDGE} lines: too few to judge a "
                        f"missing role)")
-    s = t.stats
-    out.append(f"    reassembly: {s['requests']} requests, {s['calls']} calls; orphans "
-               f"{s['orphans']}, stray returns {s['stray_returns']}, calls without returns "
-               f"{s['noreturn_calls']}, late lines {s['late_lines']}")
+    r, s = t.reassembled, t.pipeline.stats.reassembly
+    orphans = (_with(r.orphans, r.orphans_at_start, "near the start") if r.orphans_judged
+               else f"{r.orphans} (too short a file to tell them from a cut start)" if r.orphans else "0")
+    out.append(f"    reassembly: {s.requests} requests, {s.calls} calls; orphans "
+               f"{orphans}, stray returns "
+               f"{_with(r.stray_returns, min(r.stray_returns, r.returns_at_thread_start), 'first on their thread')}, "
+               f"calls without returns "
+               f"{_with(r.noreturn_calls + r.noreturn_at_end, r.noreturn_at_end, 'at the end of input')}, "
+               f"late lines {s.late_lines}")
     n_catch = sum(t.catch_all.values()) + t.catch_all_dropped
     if n_catch:
         out.append(f"    lines only a catch-all role ({', '.join(CATCH_ALL)}) matched: "
