@@ -12,9 +12,10 @@ import sys
 import pytest
 
 from dpmstream.parsers import fastpath
+from dpmstream.parsers.fit import Reassembled, judge, looks_like
 from dpmstream.parsers.profiles import ProfileError, bundled_profiles, profile_from_dict
 
-from .helpers import REAL
+from .helpers import DATA, REAL
 
 PARSERS = ["compiled", "pure"]
 
@@ -69,6 +70,30 @@ def test_a_required_role_without_a_pattern_is_rejected_when_loading():
         "native": "(?P<month>..)", "rsyslog": ""}, "roles": {"returns": "returns"}}
     with pytest.raises(ProfileError, match=r"required role\(s\) \['call'\] have no pattern"):
         profile_from_dict({**base, "required_roles": ["call", "returns"]})
+
+
+def test_catch_all_shapes_are_matched_to_the_role_they_look_like():
+    required = ("call", "returns", "token", "status", "slow_start")
+    assert looks_like("DP092 - put req. from DN <DN> (N,N) from <HOST>", required) == ("call",)
+    assert looks_like("return code N", required) == ("returns",)
+    assert looks_like("DP098 - put token <UUID> files N", required) == ("token",)
+    assert looks_like("status is SUCCESS", required) == ("status",)
+    assert looks_like("selected <HOST>:<PATH> for <URL>", required) == ()
+
+
+def test_a_missing_role_is_judged_only_in_enough_lines_of_the_daemon():
+    roles = {"call": 150, "returns": 0}
+    assert [f.role for f in judge(("call", "returns"), 300, roles, Reassembled())] == ["returns"]
+    assert judge(("call", "returns"), 150, roles, Reassembled()) == []
+
+
+def test_stray_returns_a_cut_start_explains_are_no_finding():
+    roles = {"call": 1000, "returns": 1000}
+    cut = Reassembled(stray_returns=40, returns_at_thread_start=40)
+    assert judge(("call", "returns"), 3000, roles, cut) == []
+    misfit = Reassembled(stray_returns=100, returns_at_thread_start=40)
+    (finding,) = judge(("call", "returns"), 3000, roles, misfit)
+    assert finding.message.startswith("stray returns: 60 of 1000 `returns` lines (6.0%)")
 
 
 @pytest.mark.parametrize("parser", PARSERS)
@@ -216,6 +241,31 @@ def test_a_file_mixing_dpm_and_name_server_lines_is_judged_per_daemon(simulated,
     assert "fit of profile lcgdm-dpm" in done.stdout and "fit of profile lcgdm-ns" in done.stdout
     assert done.stdout.count("orphans 0, stray returns 0, calls without returns 0") == 2
     assert "WARNING" not in done.stdout
+
+
+def reword_as_the_site_does(text):
+    """The wording tests/data/profiles/site-reworded.toml reads (see test_profiles.py)."""
+    text = re.sub(r"\[[\d.]+\] \((\S+)\): request accepted", r"connection from \1 accepted", text)
+    text = re.sub(r"request by (.*) \((\d+),[\d,]+\) from (\S+)",
+                  r"requested by \1 on behalf of uid \2 from host \3", text)
+    text = re.sub(r"processing (put|get) request", r"slow thread picked \1 request", text)
+    text = text.replace("request status DPM_", "answering ")
+    return re.sub(r"returns (-?\d+)$", r"exit code \1", text)
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_a_site_wording_fits_the_site_profile_and_not_the_bundled_one(simulated, tmp_path, parser):
+    log = tmp_path / "site.log"
+    with open(f"{simulated}.log", encoding="utf-8") as f:
+        log.write_text("".join(reword_as_the_site_does(t) + "\n" for t in f.read().splitlines()))
+    site = check(log, "--profile", f"{DATA}/profiles/site-reworded.toml", parser=parser)
+    assert site.returncode == 0, site.stdout + site.stderr
+    assert "WARNING" not in site.stdout and "fit of profile site-reworded" in site.stdout
+    bundled = check(log, "--profile", "lcgdm-dpm", parser=parser)
+    assert bundled.returncode == 1
+    warning = warning_block(bundled.stdout)
+    for role in ("call", "returns", "status", "slow_start"):
+        assert f"role `{role}`" in warning, role
 
 
 def test_a_file_without_any_daemon_line_exits_1_with_a_clear_message(tmp_path):
