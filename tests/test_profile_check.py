@@ -137,6 +137,20 @@ def test_reworded_call_lines_fall_to_other_and_are_named_with_exit_1(simulated, 
 
 
 @pytest.mark.parametrize("parser", PARSERS)
+def test_reworded_name_server_call_lines_are_named_with_exit_1(simulated, tmp_path, parser):
+    log = tmp_path / "reworded.dpns.log"
+    n = rewritten(f"{simulated}.dpns.log", log, r"NS092 - (\w+) request by", r"NS092 - \1 req. from DN")
+    assert n > 250
+    done = check(log, parser=parser)
+    assert done.returncode == 1, done.stdout + done.stderr
+    warning = warning_block(done.stdout)
+    assert "profile lcgdm-ns does not fit this dpns log" in warning
+    assert "role `call` (call opens): no line" in warning
+    assert re.search(r"\d+  Cns_srv_creat: NS092 - creat req\. from DN <DN> .*  \(fell to other\)", warning)
+    assert re.search(r"stray returns: \d+ of \d+ `returns` lines", warning)
+
+
+@pytest.mark.parametrize("parser", PARSERS)
 def test_reworded_returns_lines_are_a_missing_role_with_exit_1(simulated, tmp_path, parser):
     log = tmp_path / "reworded.log"
     n = rewritten(f"{simulated}.log", log, r"returns (-?\d+)$", r"return code \1")
