@@ -74,7 +74,7 @@ def test_a_required_role_without_a_pattern_is_rejected_when_loading():
 
 def test_catch_all_shapes_are_matched_to_the_role_they_look_like():
     required = ("call", "returns", "token", "status", "slow_start")
-    assert looks_like("DP092 - put req. from DN <DN> (N,N) from <HOST>", required) == ("call",)
+    assert looks_like("DP092 - put req. from DN <DN> (<IDS>) from <HOST>", required) == ("call",)
     assert looks_like("return code N", required) == ("returns",)
     assert looks_like("DP098 - put token <UUID> files N", required) == ("token",)
     assert looks_like("status is SUCCESS", required) == ("status",)
@@ -123,7 +123,7 @@ def test_reworded_call_lines_fall_to_other_and_are_named_with_exit_1(simulated, 
     assert "profile lcgdm-dpm does not fit" in warning
     assert "role `call` (call opens): no line" in warning
     # the catch-all lines that look like call opens, counted, with an example
-    puts = re.search(r"(\d+)  dpm_srv_put: DP092 - put req\. from DN <DN> \(N,N\) from <HOST>"
+    puts = re.search(r"(\d+)  dpm_srv_put: DP092 - put req\. from DN <DN> \(<IDS>\) from <HOST>"
                      r"  \(fell to other\)\n\s+e\.g\. .*dpm_srv_put: DP092 - put req\. from DN /",
                      warning)
     assert puts and int(puts.group(1)) > 100
