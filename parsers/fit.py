@@ -11,6 +11,7 @@ names the required roles a catch-all or unmatched line seems to carry.
 from __future__ import annotations
 
 import re
+from array import array
 from dataclasses import dataclass
 
 from .reassembly import BY_LINE
@@ -99,7 +100,8 @@ class CutWatch:
         self._tokens: dict[str, list[int]] = {}  # open request's token -> [latest token line, its longest gap]
         self._max_gap = 0  # longest gap of a request seen whole
         self.whole = 0  # requests seen whole
-        self._orphans_seen: list[int | None] = []  # event time each orphan was first seen
+        # Event time each orphan was first seen; -1: before time moved past the first line.
+        self._orphans_seen = array("q")
 
     def on_role(self, thread, role: str) -> None:
         if role in OPENING or role == "returns":
@@ -119,7 +121,7 @@ class CutWatch:
         """The reassembler's orphan count moved by `change` at event time `ts` (down when
         a put/get shows up after its request's later lines)."""
         if change > 0:
-            self._orphans_seen.extend([ts] * change)
+            self._orphans_seen.extend([-1 if ts is None else ts] * change)
         else:
             del self._orphans_seen[len(self._orphans_seen) + change:]
 
@@ -153,18 +155,13 @@ class CutWatch:
     def span_ms(self) -> int:
         return 0 if self._first is None else self._last - self._first
 
-    @property
-    def max_gap_ms(self) -> int:
-        return self._max_gap
-
     def orphans_explained(self) -> int:
         """How many orphans a file beginning mid-way explains: all of them in a file too
         short to judge, else those first seen within twice the longest gap of the start."""
         if not self.orphans_judged:
             return len(self._orphans_seen)
         horizon = self._first + 2 * self._max_gap
-        # None: seen before event time moved past the first line's stamp: the start
-        return sum(1 for ts in self._orphans_seen if ts is None or ts <= horizon)
+        return sum(1 for ts in self._orphans_seen if ts <= horizon)
 
 
 @dataclass
