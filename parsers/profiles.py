@@ -73,6 +73,8 @@ class Profile:
     # rsyslog program tags of this daemon (`dpm:`, `dpns:` ...): in a file that mixes
     # daemons (/var/log/messages) the tag says which profile reads the line.
     tags: tuple[str, ...] = ()
+    # Roles a fitting profile must produce on a real log of its daemon (`profile check`).
+    required_roles: tuple[str, ...] = ()
     native: CompiledForm = field(init=False, repr=False)
     rsyslog: CompiledForm = field(init=False, repr=False)
     func_regex: re.Pattern = field(init=False, repr=False)
@@ -82,6 +84,9 @@ class Profile:
         unknown = set(self.roles) - set(ROLES)
         if unknown:
             raise ProfileError(f"{self.source}: unknown role(s) {sorted(unknown)}; roles are {ROLES}")
+        patternless = [r for r in self.required_roles if not self.roles.get(r)]
+        if patternless:
+            raise ProfileError(f"{self.source}: required role(s) {patternless} have no pattern")
         try:
             self.native = _compile(self.native_envelope, self.roles)
             self.rsyslog = _compile(self.rsyslog_envelope + self.native_envelope, self.roles)
@@ -159,6 +164,7 @@ def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
             roles={role: _as_list(p) for role, p in data["roles"].items()},
             source=source,
             tags=tuple(_as_list(data.get("tags", [data["daemon"]]))),
+            required_roles=tuple(_as_list(data.get("required_roles", ()))),
         )
     except KeyError as exc:
         raise ProfileError(f"{source}: missing key {exc}") from exc

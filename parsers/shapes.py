@@ -10,6 +10,8 @@ import re
 _MASKS = (
     # A certificate DN: /DC=ch/DC=cern/OU=.../CN=Some One, up to " (uid,gid" or the end.
     (re.compile(r"(?:/[A-Za-z]+=[^/]*?)+(?= \(\d|$)"), "<DN>"),
+    # The caller's ids after a DN, (uid,gid[,gid...]): one shape whatever the groups.
+    (re.compile(r"\(\d+(?:,\d+)+\)"), "(<IDS>)"),
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<UUID>"),
     (re.compile(r"\b[a-z][a-z0-9+.-]*://\S+"), "<URL>"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b"), "<IP>"),

@@ -1,0 +1,276 @@
+"""`dpmstream profile check`: how well each regex profile fits a file, and whether it fits.
+
+Per profile: the share of lines matched per role and the unmatched shapes (a wording the
+profile misses). Per daemon found in the file: its required roles, the counters of the
+real reassembly run over its lines, and the catch-all lines that look like a required
+role. When a required role has no line or the reassembly shows the call lines are not
+understood, a WARNING block names why and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+from dpmstream.parsers.fit import (
+    CATCH_ALL, MIN_LINES_TO_JUDGE, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
+)
+from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
+from dpmstream.parsers.shapes import shape
+from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
+from dpmstream.streams.pipeline import Pipeline
+
+EXAMPLE_CHARS = 200
+MAX_SHAPES = 10_000  # distinct catch-all shapes kept per profile; more are counted apart
+NOT_FITTING = 1
+
+
+class ProfileTally:
+    """Counts for one profile over one file; its daemon's lines also go through the real
+    reassembly, so that lines matched only by a catch-all show as stray returns and
+    orphans."""
+
+    def __init__(self, profile, name: str):
+        self.profile = profile
+        self.roles: Counter = Counter()
+        self.unmatched: Counter = Counter()  # shape -> count
+        self.malformed = 0
+        self.foreign = 0  # envelope and role match, but FUNC is not this daemon's
+        # The daemon's own lines (FUNC is one of its functions):
+        self.own = 0
+        self.own_roles: Counter = Counter()
+        self.catch_all: Counter = Counter()  # (role, shape) -> count
+        self.catch_all_dropped = 0  # lines of shapes beyond MAX_SHAPES
+        self.examples: dict[str, str] = {}  # shape -> first line of it
+        self.cues: dict[str, tuple[str, ...]] = {}  # shape -> required roles it looks like
+        self.cut = CutWatch()
+        self.noreturn_before_end = 0
+        self.pipeline = Pipeline(self.cut.on_record, profiles=[profile])
+        self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
+        self._reassembly = self.pipeline.stats.reassembly
+        self._orphans = 0
+
+    def add(self, line: str) -> None:
+        p = self.profile
+        form, m, alt = match_line(p, line)
+        if form is None:
+            self.malformed += 1
+            return
+        func = m.group(form.envelope["func"])
+        own = p.func_regex.match(func) is not None
+        if own:
+            self.own += 1
+            self._feed(line)
+        if alt is None:
+            self._shape(self.unmatched, None, func, line[m.start(m.lastindex):], line)
+            return
+        if not own:
+            self.foreign += 1
+        self.roles[alt.role] += 1
+        if own:
+            self.own_roles[alt.role] += 1
+            env = form.envelope
+            thread = (m.group(env["host"]) if "host" in env else None,
+                      m.group(env["pid"]), m.group(env["tid"]))
+            self.cut.on_role(thread, alt.role)
+            if "token" in alt.fields:
+                self.cut.on_token(m.group(alt.fields["token"]), self.pipeline.reassembler.latest)
+            if alt.role in CATCH_ALL:
+                self._shape(self.catch_all, alt.role, func, line[m.start(m.lastindex):], line)
+
+    def _feed(self, line: str) -> None:
+        self.source.feed(line)
+        reassembler = self.pipeline.reassembler
+        latest = reassembler.latest
+        self.cut.on_time(latest)
+        orphans = self._reassembly.orphans
+        if orphans != self._orphans:
+            self.cut.on_orphans(orphans - self._orphans, latest)
+            self._orphans = orphans
+
+    def _shape(self, counter: Counter, role, func: str, message: str, line: str) -> None:
+        message_shape = shape(message)
+        text = f"{func}: {message_shape}"
+        key = text if role is None else (role, text)
+        if key not in counter:
+            if role is not None and len(counter) >= MAX_SHAPES:
+                self.catch_all_dropped += 1
+                return
+            self.examples.setdefault(text, line[:EXAMPLE_CHARS])
+            if text not in self.cues:  # cues from the message alone, not the function name
+                self.cues[text] = looks_like(message_shape, self.profile.required_roles)
+        counter[key] += 1
+
+    def finish(self) -> None:
+        # Calls the end of input cuts are no sign of a misfit: count the others apart.
+        self.noreturn_before_end = self.pipeline.stats.reassembly.noreturn_calls
+        self.pipeline.finish()
+
+    @property
+    def matched(self) -> int:
+        return sum(self.roles.values())
+
+    @property
+    def own_matched(self) -> int:
+        return sum(self.own_roles.values())
+
+    @property
+    def reassembled(self) -> Reassembled:
+        s = self.pipeline.stats.reassembly
+        return Reassembled(
+            requests=s.requests, orphans=s.orphans,
+            orphans_at_start=min(s.orphans, self.cut.orphans_explained()),
+            orphans_judged=self.cut.orphans_judged, stray_returns=s.stray_returns,
+            returns_at_thread_start=self.cut.returns_at_thread_start,
+            noreturn_calls=self.noreturn_before_end,
+            noreturn_at_end=s.noreturn_calls - self.noreturn_before_end)
+
+    def findings(self):
+        return judge(self.profile.required_roles, self.own, self.own_roles, self.reassembled)
+
+    def shapes_like(self, role: str, top: int) -> list[tuple[int, str, str]]:
+        """(count, shape, where it fell) of catch-all and unmatched lines looking like `role`."""
+        found = [(n, text, fell) for (fell, text), n in self.catch_all.items()
+                 if role in self.cues.get(text, ())]
+        found += [(n, text, "unmatched") for text, n in self.unmatched.items()
+                  if role in self.cues.get(text, ())]
+        return sorted(found, key=lambda f: -f[0])[:top]
+
+
+def run_check(args) -> int:
+    try:
+        profiles = ([resolve_profile(s) for s in args.profile] if args.profile
+                    else bundled_profiles())
+    except ProfileError as exc:
+        print(f"dpmstream profile check: {exc}", file=sys.stderr)
+        return 2
+    status = 0
+    for name in args.files:
+        try:
+            inp = describe(name)
+            stream, _ = open_binary(inp)
+        except (InputError, OSError) as exc:
+            print(f"dpmstream profile check: {exc}", file=sys.stderr)
+            status = 2
+            continue
+        tallies = [ProfileTally(p, name) for p in profiles]
+        total = 0
+        try:
+            for raw in iter_lines(stream):
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                total += 1
+                for tally in tallies:
+                    tally.add(line)
+                if args.max_lines and total >= args.max_lines:
+                    break
+        except InputError as exc:
+            print(f"dpmstream profile check: {name}: {exc}", file=sys.stderr)
+            status = 2
+        for tally in tallies:
+            tally.finish()
+        print(render_check(name, total, tallies, args.top))
+        warning = render_warning(name, total, tallies, args.top)
+        if warning:
+            print(warning)
+            status = max(status, NOT_FITTING)
+    return status
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100.0 * n / total:5.1f}%" if total else "    -"
+
+
+def render_check(name: str, total: int, tallies: list[ProfileTally], top: int) -> str:
+    out = [f"{name}: {total} lines"]
+    best = max(tallies, key=lambda t: t.matched - t.foreign, default=None)
+    for t in sorted(tallies, key=lambda t: -(t.matched - t.foreign)):
+        unmatched = sum(t.unmatched.values())
+        mark = "  <- best fit" if t is best and t.matched else ""
+        out.append(f"  profile {t.profile.name}: matched {_pct(t.matched, total)}, unmatched "
+                   f"{_pct(unmatched, total)}, no envelope {_pct(t.malformed, total)}{mark}")
+        if t.foreign:
+            out.append(f"    {t.foreign} matched lines are under functions not of "
+                       f"daemon {t.profile.daemon}")
+        for role in ROLES:
+            if t.roles[role]:
+                out.append(f"    {role:<12} {t.roles[role]:>9} {_pct(t.roles[role], total)}")
+    if best is not None and best.unmatched:
+        out.append(f"  most common unmatched shapes ({best.profile.name}):")
+        for text, count in best.unmatched.most_common(top):
+            out.append(f"    {count:>9}  {text}")
+    for t in _present(tallies):
+        out.extend(_render_fit(t, top))
+    return "\n".join(out)
+
+
+def _with(n: int, cut: int, where: str) -> str:
+    """A count with how many of it a file cut mid-way explains."""
+    return f"{n} ({cut} {where})" if cut else f"{n}"
+
+
+def _present(tallies: list[ProfileTally]) -> list[ProfileTally]:
+    """The profiles whose daemon has lines in the file (a role matched under its functions)."""
+    return [t for t in tallies if t.own_matched]
+
+
+def _render_fit(t: ProfileTally, top: int) -> list[str]:
+    p = t.profile
+    out = [f"  fit of profile {p.name} (daemon {p.daemon}): {t.own} lines under its functions"]
+    if p.required_roles:
+        judged = t.own >= MIN_LINES_TO_JUDGE
+        counts = ", ".join(f"{r} {t.own_roles[r]}" + (" MISSING" if judged and not t.own_roles[r]
+                                                      else "")
+                           for r in p.required_roles)
+        out.append(f"    required roles: {counts}")
+        if not judged:
+            out.append(f"    (fewer than {MIN_LINES_TO_JUDGE} lines: too few to judge a "
+                       f"missing role)")
+    r, s = t.reassembled, t.pipeline.stats.reassembly
+    orphans = (_with(r.orphans, r.orphans_at_start, "near the start") if r.orphans_judged
+               else f"{r.orphans} (too short a file to tell them from a cut start)" if r.orphans else "0")
+    out.append(f"    reassembly: {s.requests} requests, {s.calls} calls; orphans "
+               f"{orphans}, stray returns "
+               f"{_with(r.stray_returns, min(r.stray_returns, r.returns_at_thread_start), 'first on their thread')}, "
+               f"calls without returns "
+               f"{_with(r.noreturn_calls + r.noreturn_at_end, r.noreturn_at_end, 'at the end of input')}, "
+               f"late lines {s.late_lines}")
+    n_catch = sum(t.catch_all.values()) + t.catch_all_dropped
+    if n_catch:
+        out.append(f"    lines only a catch-all role ({', '.join(CATCH_ALL)}) matched: "
+                   f"{n_catch}; most common shapes:")
+        for (role, text), count in t.catch_all.most_common(top):
+            cue = t.cues.get(text)
+            hint = f"  [looks like {', '.join(cue)}]" if cue else ""
+            out.append(f"    {count:>9}  {role:<7} {text}{hint}")
+            out.append(f"    {'':>9}  {'e.g.':<7} {t.examples[text]}")
+    return out
+
+
+def render_warning(name: str, total: int, tallies: list[ProfileTally], top: int) -> str:
+    """The WARNING block for this file, or "" when every daemon's profile fits."""
+    present = _present(tallies)
+    if not present:
+        names = ", ".join(f"{t.profile.name} ({t.profile.daemon})" for t in tallies)
+        return (f"WARNING: {name}: no line of any daemon: none of {total} lines is a line "
+                f"that profile {names} recognises (no envelope, or no role under the "
+                f"daemon's functions). Wrong file, or a log format no profile knows.")
+    out = []
+    for t in present:
+        findings = t.findings()
+        if not findings:
+            continue
+        p = t.profile
+        out.append(f"WARNING: {name}: profile {p.name} does not fit this {p.daemon} log; "
+                   f"replay with it would lose calls and request phases:")
+        for f in findings:
+            out.append(f"  - {f.message}")
+            if f.role is not None:
+                like = t.shapes_like(f.role, top)
+                if like:
+                    out.append(f"    lines that look like {ROLE_MEANING.get(f.role, f.role)}:")
+                for count, text, fell in like:
+                    out.append(f"    {count:>9}  {text}  (fell to {fell})")
+                    out.append(f"    {'':>9}  e.g. {t.examples[text]}")
+        out.append(f"  Adapt the profile: copy {p.source}, fix the patterns named above, and "
+                   f"pass --profile FILE (README, \"Regex profiles\").")
+    return "\n".join(out)
