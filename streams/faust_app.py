@@ -304,7 +304,8 @@ def prepare_topics(config, loop) -> int:
 
 def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str = "127.0.0.1",
                      workdir: str | None = None, loglevel: str = "WARNING",
-                     on_engine=None, session_timeout_s: float = 10.0) -> int:
+                     on_engine=None, session_timeout_s: float = 10.0,
+                     max_series: int | None = None) -> int:
     """Run the Faust worker until SIGTERM/SIGINT; returns the exit code (0 after a clean stop).
 
     config: kafka_worker.WorkerConfig (bootstrap, security kwargs, topics, group_id, core
@@ -314,7 +315,8 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     (the benchmark adds a task there).
     session_timeout_s: how long the group waits for a worker that died (or, Faust's
     consumer not leaving the group on stop, for one that stopped) before its partitions
-    move on; the broker's floor is 6 s.
+    move on; the broker's floor is 6 s. max_series: the series budget of each metric
+    family (metrics.PipelineMetrics).
     """
     from dpmstream.streams.metrics import PipelineMetrics, serve
 
@@ -330,7 +332,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     except Exception as exc:  # no broker, a topic we may not create, a mismatched changelog
         log.error("worker not started: %s: %s", exc.__class__.__name__, exc)
         return 1
-    metrics = PipelineMetrics()
+    metrics = PipelineMetrics() if max_series is None else PipelineMetrics(max_series=max_series)
     server = None
     if metrics_port is not None:
         server = serve(metrics_port, metrics_bind, registry=metrics.registry)
