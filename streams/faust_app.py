@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import tempfile
 import time
 
@@ -52,6 +53,7 @@ from dpmstream.streams.faust_recovery import SelfRecoveringTables
 from dpmstream.streams.kafka_partitions import Outcome, PartitionOwners, encode_state
 from dpmstream.streams.kafka_state import PartitionState
 from dpmstream.streams.partition_metrics import PartitionReport
+from dpmstream.streams.stop_deadline import STOP_WITHIN_S, StopDeadline
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -280,10 +282,17 @@ class QuietWorker(faust.Worker):
     worker's INFO lines (a partition resumed, revoked) would be dropped, and its terminal
     spinner would write escape codes into log files."""
 
-    def __init__(self, *args, keep_handlers=(), **kwargs):
+    def __init__(self, *args, keep_handlers=(), stop_deadline=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.keep_handlers = list(keep_handlers)
         self.spinner = None
+        self.stop_deadline = stop_deadline
+
+    def _schedule_shutdown(self, signal) -> None:
+        # SIGTERM and SIGINT: Faust's stop retries for as long as the broker is away.
+        if self.stop_deadline is not None:
+            self.stop_deadline.arm()
+        super()._schedule_shutdown(signal)
 
     def on_setup_root_logger(self, logger, level: int) -> None:
         super().on_setup_root_logger(logger, level)
@@ -341,9 +350,14 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
                          session_timeout_s=session_timeout_s)
     if on_engine is not None:
         on_engine(engine)
+    cleanup = [server.close] if server is not None else []
+    if scratch is not None:
+        cleanup.append(lambda: shutil.rmtree(scratch.name, ignore_errors=True))
+    deadline = StopDeadline(STOP_WITHIN_S, log, cleanup)
     # Faust's Worker chdirs into its workdir: stay where we are.
     worker = QuietWorker(engine.app, loop=loop, loglevel=loglevel, quiet=True,
-                         workdir=os.getcwd(), keep_handlers=list(logging.root.handlers))
+                         workdir=os.getcwd(), keep_handlers=list(logging.root.handlers),
+                         stop_deadline=deadline)
     log.info("faust worker %s: %s (%d partitions) -> %s, %s on %s", config.group_id,
              config.lines_topic, partitions, config.requests_topic, config.calls_topic,
              config.bootstrap)
@@ -353,6 +367,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
+        deadline.cancel()
         if server is not None:
             server.close()
         if scratch is not None:

@@ -102,11 +102,17 @@ def run(args) -> int:
         server = serve(args.metrics_port, args.metrics_bind, registry=metrics.registry)
         log.info("metrics on %s", server.url)
     worker = Worker(config, metrics)
+    from dpmstream.streams.stop_deadline import STOP_WITHIN_S, StopDeadline
+    deadline = StopDeadline(STOP_WITHIN_S, log, [server.close] if server is not None else [])
+
+    def on_signal() -> None:
+        deadline.arm()   # the graceful stop retries for as long as the broker is away
+        worker.stop()
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.stop)
+            loop.add_signal_handler(sig, on_signal)
         log.info("worker %s: %s -> %s, %s on %s", args.group_id, args.lines_topic,
                  args.requests_topic, args.calls_topic, bootstrap)
         await worker.run()
@@ -117,6 +123,7 @@ def run(args) -> int:
         log.error("worker stopped: %s: %s", exc.__class__.__name__, exc)
         return 1
     finally:
+        deadline.cancel()
         if server is not None:
             server.close()
     log.info("worker stopped after %d records (%d lines seen before, skipped)",
