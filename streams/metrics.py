@@ -232,10 +232,6 @@ class PipelineMetrics:
         seconds = 0.0 if ms is None else max(ms, 0) / 1000.0
         self.call_seconds.observe(self._budget["calls"]((host, daemon, op, result)), seconds)
 
-    def series_count(self) -> dict[str, int]:
-        """Series admitted per budgeted family (for tests and the benchmark)."""
-        return {budget.family: budget.series for budget in self._budget.values()}
-
     # -- pipeline stats ---------------------------------------------------------------
 
     def update_from_stats(self, stats, *, source: str = "", now_ms: int | None = None) -> None:
