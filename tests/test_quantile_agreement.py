@@ -19,7 +19,7 @@ import pytest
 from dpmstream.parsers.records import CALL_MS_FIELDS, PHASES, REQUEST_MS_FIELDS
 from dpmstream.streams.services.process import free_port, tail, wait_for
 from dpmstream.streams.services.prometheus import Prometheus
-from dpmstream.streams.summary import QUANTILES, Summary
+from dpmstream.streams.summary import QUANTILES, Series, Summary
 from tests.metrics_stack import DPMSTREAM, simulate
 
 SCENARIOS = ("thesis", "heavy")
@@ -116,6 +116,20 @@ def test_phase_quantiles_from_prometheus_agree_with_the_exact_ones_within_ten_pe
                  for q in QUANTILES}
     exact_of = {key: series for key, series in summary.phases.items() if series.count >= 100}
     assert {phase for _, phase in exact_of} == {phase for _, phase in PHASES}
+    # All ops together, as check_dpm --prometheus asks: sum by (le, phase).
+    for q in QUANTILES:
+        for (phase,), got in _estimates(
+                prom, f"histogram_quantile({q}, sum by (le, phase) "
+                      f"(dpm_request_phase_seconds_bucket{{host=\"{_host(scenario)}\"}}))",
+                ("phase",)).items():
+            estimated[q][("all", phase)] = got
+    for _, phase in PHASES:
+        merged = Series()
+        for (op, p), series in summary.phases.items():
+            if p == phase:
+                for v in series.values:
+                    merged.add(v)
+        exact_of[("all", phase)] = merged
     bad, errors = _disagreements(exact_of, estimated, "phase")
     assert not bad, "\n".join(bad)
     print(f"\n{scenario}: worst error of p50/p95/p99 per op and phase: " + ", ".join(
