@@ -68,6 +68,8 @@ def test_a_worker_stops_within_five_seconds_of_sigterm_whatever_its_broker_does(
         except subprocess.TimeoutExpired:
             pytest.fail(f"still running 60 s after SIGTERM:\n{log.read_text()[-3000:]}")
         took = time.monotonic() - sent
+        print(f"\n{engine}, broker {'gone' if broker_gone else 'up'}: exit {proc.returncode} "
+              f"{took:.1f} s after SIGTERM")
         assert took <= STOP_WITHIN_S, f"stopped {took:.1f} s after SIGTERM:\n{log.read_text()[-3000:]}"
         if not broker_gone:   # nothing in the way: a clean stop
             assert proc.returncode == 0, log.read_text()[-3000:]
