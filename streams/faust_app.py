@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import tempfile
 import time
 
@@ -52,6 +53,7 @@ from dpmstream.streams.faust_recovery import SelfRecoveringTables
 from dpmstream.streams.kafka_partitions import Outcome, PartitionOwners, encode_state
 from dpmstream.streams.kafka_state import PartitionState
 from dpmstream.streams.partition_metrics import PartitionReport
+from dpmstream.streams.stop_deadline import STOP_WITHIN_S, StopDeadline
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -280,10 +282,17 @@ class QuietWorker(faust.Worker):
     worker's INFO lines (a partition resumed, revoked) would be dropped, and its terminal
     spinner would write escape codes into log files."""
 
-    def __init__(self, *args, keep_handlers=(), **kwargs):
+    def __init__(self, *args, keep_handlers=(), stop_deadline=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.keep_handlers = list(keep_handlers)
         self.spinner = None
+        self.stop_deadline = stop_deadline
+
+    def _schedule_shutdown(self, signal) -> None:
+        # SIGTERM and SIGINT: Faust's stop retries for as long as the broker is away.
+        if self.stop_deadline is not None:
+            self.stop_deadline.arm()
+        super()._schedule_shutdown(signal)
 
     def on_setup_root_logger(self, logger, level: int) -> None:
         super().on_setup_root_logger(logger, level)
@@ -304,7 +313,8 @@ def prepare_topics(config, loop) -> int:
 
 def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str = "127.0.0.1",
                      workdir: str | None = None, loglevel: str = "WARNING",
-                     on_engine=None, session_timeout_s: float = 10.0) -> int:
+                     on_engine=None, session_timeout_s: float = 10.0,
+                     max_series: int | None = None) -> int:
     """Run the Faust worker until SIGTERM/SIGINT; returns the exit code (0 after a clean stop).
 
     config: kafka_worker.WorkerConfig (bootstrap, security kwargs, topics, group_id, core
@@ -314,7 +324,8 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     (the benchmark adds a task there).
     session_timeout_s: how long the group waits for a worker that died (or, Faust's
     consumer not leaving the group on stop, for one that stopped) before its partitions
-    move on; the broker's floor is 6 s.
+    move on; the broker's floor is 6 s. max_series: the series budget of each metric
+    family (metrics.PipelineMetrics).
     """
     from dpmstream.streams.metrics import PipelineMetrics, serve
 
@@ -330,7 +341,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     except Exception as exc:  # no broker, a topic we may not create, a mismatched changelog
         log.error("worker not started: %s: %s", exc.__class__.__name__, exc)
         return 1
-    metrics = PipelineMetrics()
+    metrics = PipelineMetrics() if max_series is None else PipelineMetrics(max_series=max_series)
     server = None
     if metrics_port is not None:
         server = serve(metrics_port, metrics_bind, registry=metrics.registry)
@@ -339,9 +350,14 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
                          session_timeout_s=session_timeout_s)
     if on_engine is not None:
         on_engine(engine)
+    cleanup = [server.close] if server is not None else []
+    if scratch is not None:
+        cleanup.append(lambda: shutil.rmtree(scratch.name, ignore_errors=True))
+    deadline = StopDeadline(STOP_WITHIN_S, log, cleanup)
     # Faust's Worker chdirs into its workdir: stay where we are.
     worker = QuietWorker(engine.app, loop=loop, loglevel=loglevel, quiet=True,
-                         workdir=os.getcwd(), keep_handlers=list(logging.root.handlers))
+                         workdir=os.getcwd(), keep_handlers=list(logging.root.handlers),
+                         stop_deadline=deadline)
     log.info("faust worker %s: %s (%d partitions) -> %s, %s on %s", config.group_id,
              config.lines_topic, partitions, config.requests_topic, config.calls_topic,
              config.bootstrap)
@@ -351,6 +367,7 @@ def run_faust_worker(config, metrics_port: int | None = None, metrics_bind: str 
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
+        deadline.cancel()
         if server is not None:
             server.close()
         if scratch is not None:

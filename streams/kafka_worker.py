@@ -92,10 +92,22 @@ class Worker:
                     ready.set()
                 await self._loop()
             finally:
-                await self._consumer.stop()   # leaves the group (revokes: see _revoke)
+                await self._stop_consumer()
         finally:
             self.report.forget(list(self.parts))
             await self.owners.stop()
+
+    async def _stop_consumer(self) -> None:
+        """Leave the group (revokes: see _Rebalance). With the broker gone, aiokafka's
+        stop re-raises the cancellation of its own pending fetch: on a stop we asked
+        for, that is no reason to end with a traceback."""
+        try:
+            await self._consumer.stop()
+        except asyncio.CancelledError:
+            if not self._stopping.is_set():
+                raise
+            log.warning("consumer closed without leaving the group (broker unreachable?): "
+                        "its partitions move on after the session timeout")
 
     async def _loop(self) -> None:
         consumer = self._consumer

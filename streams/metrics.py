@@ -15,7 +15,13 @@ Label values are bounded (a label set is a time series, kept forever by Promethe
 a known op of the daemon, or one of the first `max_unknown_ops` other ops seen for that
 daemon, else "other"; host and daemon past their caps become "other" too; nothing that
 does not look like an identifier is ever used as a label (a misparse could put a DN or a
-path there).
+path there). The product of the labels is bounded too: each family has a series budget
+(`max_series`, series_budget.py), past which new label sets count under host/op/daemon
+"other" and dpmstream_series_overflow_total{metric} counts them.
+
+Histogram bounds (histogram_buckets.py) are log-spaced and dense (ratio 1.15, per phase
+over its own range), so histogram_quantile() agrees with the exact quantiles of a replay
+within 10%.
 """
 
 from __future__ import annotations
@@ -25,22 +31,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from dpmstream.parsers.records import PHASES, STATUSES
+from dpmstream.streams.histogram_buckets import CALL_BUCKETS, PHASE_BUCKETS
+from dpmstream.streams.labelled_histogram import LabelledHistogram
+from dpmstream.streams.series_budget import DEFAULT_MAX_SERIES, OTHER, SeriesBudget
 
-OTHER = "other"
-
-# Phases last from a millisecond (auth, request) to an hour (a client that transfers a
-# big file before putdone); the request timeout is 1 h by default.
-PHASE_BUCKETS = (
-    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
-    1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600,
-)
-CALL_BUCKETS = (
-    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 300,
-)
-POLL_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+POLL_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64, 128)
 
 # Ops each daemon is known to log (NS092/DP092 op word; SRM method). Other ops still get a
 # label of their own, up to a cap per daemon.
@@ -126,26 +124,29 @@ class PipelineMetrics:
         max_unknown_ops: int = 32,
         max_hosts: int = 256,
         max_daemons: int = 16,
+        max_series: int = DEFAULT_MAX_SERIES,
     ) -> None:
+        """max_series: the series budget of each labelled family (series_budget)."""
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.phase_seconds = Histogram(
+        self.phase_seconds = LabelledHistogram(
             "dpm_request_phase_seconds", "Duration of one phase of a DPM put/get request",
-            ["host", "op", "phase", "status"], buckets=PHASE_BUCKETS, registry=r)
+            ["host", "op", "phase", "status"], lambda labels: PHASE_BUCKETS[labels[2]],
+            registry=r)
         self.requests = Counter(
             "dpm_requests", "Finished DPM requests, by final status",
             ["host", "op", "status"], registry=r)
-        self.polls = Histogram(
+        self.polls = LabelledHistogram(
             "dpm_request_polls", "Status calls (polls) per finished request",
-            ["host", "op"], buckets=POLL_BUCKETS, registry=r)
+            ["host", "op"], lambda labels: POLL_BUCKETS, registry=r)
         self.in_flight = Gauge(
             "dpm_requests_in_flight", "Requests open in the reassembler", ["host"], registry=r)
         self.slow_queue = Gauge(
             "dpm_slow_queue_depth", "Requests waiting for a slow thread", ["host"], registry=r)
-        self.call_seconds = Histogram(
+        self.call_seconds = LabelledHistogram(
             "dpm_call_seconds", "Duration of synchronous calls (rc 0: ok, else error; "
             "noreturn: no returns line, counted with 0 s)",
-            ["host", "daemon", "op", "result"], buckets=CALL_BUCKETS, registry=r)
+            ["host", "daemon", "op", "result"], lambda labels: CALL_BUCKETS, registry=r)
         self.lines = Counter(
             "dpmstream_lines", "Log lines read, by parse result",
             ["host", "daemon", "result"], registry=r)
@@ -162,6 +163,24 @@ class PipelineMetrics:
         self._results = BoundedLabel(8, frozenset(("parsed", "unmatched", "malformed")))
         self._statuses = BoundedLabel(0, frozenset(STATUSES))
         self._seen: dict[str, _Seen] = {}
+        self.series_overflow = Counter(
+            "dpmstream_series_overflow", "Observations whose label set was past the series "
+            "budget of its metric family, counted under host/op/daemon \"other\"",
+            ["metric"], registry=r)
+        overflow = self.series_overflow
+        self._budget = {
+            "phase": SeriesBudget("dpm_request_phase_seconds", self.phase_seconds.labelnames,
+                                  max_series, overflow, self.phase_seconds.series_per_set),
+            # a counter's label set: its _total and _created series
+            "requests": SeriesBudget("dpm_requests_total", ("host", "op", "status"),
+                                     max_series, overflow, lambda values: 2),
+            "polls": SeriesBudget("dpm_request_polls", self.polls.labelnames, max_series,
+                                  overflow, self.polls.series_per_set),
+            "calls": SeriesBudget("dpm_call_seconds", self.call_seconds.labelnames,
+                                  max_series, overflow, self.call_seconds.series_per_set),
+            "lines": SeriesBudget("dpmstream_lines_total", ("host", "daemon", "result"),
+                                  max_series, overflow, lambda values: 2),
+        }
         # Reasons exist from the start, so an alert on them has a series to look at.
         for reason in ("cap", "timeout"):
             self.evictions.labels(reason)
@@ -192,14 +211,15 @@ class PipelineMetrics:
         host = self.host_label(rec.get("host"))
         op = self.op_label("dpm", rec.get("op"))
         status = self._statuses(rec.get("status"))
+        budget = self._budget["phase"]
         for field, phase in PHASES:
             ms = rec.get(field)
             if ms is not None:
                 # queue_s may be slightly negative (queued before the put's returns is
                 # logged); a histogram sum must not shrink, so such a wait counts as 0.
-                self.phase_seconds.labels(host, op, phase, status).observe(max(ms, 0) / 1000.0)
-        self.requests.labels(host, op, status).inc()
-        self.polls.labels(host, op).observe(rec.get("polls") or 0)
+                self.phase_seconds.observe(budget((host, op, phase, status)), max(ms, 0) / 1000.0)
+        self.requests.labels(*self._budget["requests"]((host, op, status))).inc()
+        self.polls.observe(self._budget["polls"]((host, op)), rec.get("polls") or 0)
 
     def _observe_call(self, rec: dict) -> None:
         daemon_raw = rec.get("daemon") or "none"
@@ -210,7 +230,7 @@ class PipelineMetrics:
         result = "noreturn" if rc is None else ("ok" if rc == 0 else "error")
         ms = rec.get("duration_s")
         seconds = 0.0 if ms is None else max(ms, 0) / 1000.0
-        self.call_seconds.labels(host, daemon, op, result).observe(seconds)
+        self.call_seconds.observe(self._budget["calls"]((host, daemon, op, result)), seconds)
 
     # -- pipeline stats ---------------------------------------------------------------
 
@@ -230,7 +250,8 @@ class PipelineMetrics:
             host, daemon, result = key
             delta = _delta(before.get(key, 0), value)
             if delta:
-                self.lines.labels(self.host_label(host), self._daemons(daemon), self._results(result)).inc(delta)
+                labels = (self.host_label(host), self._daemons(daemon), self._results(result))
+                self.lines.labels(*self._budget["lines"](labels)).inc(delta)
         for reason, value in (("cap", stats.evictions), ("timeout", stats.expired)):
             value = _total(value)
             delta = _delta(seen.evictions.get(reason, 0), value)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +60,19 @@ def _exported_total(metrics_url: str) -> float:
                if line.startswith("dpm_requests_total{"))
 
 
+def _latest_sample_s(prom: Prometheus) -> float:
+    """Prometheus' time of its latest scrape of the request counters."""
+    return prom.value("max(timestamp(dpm_requests_total))") or 0.0
+
+
+def _wait_scrapes(prom: Prometheus, scrapes: int = 3, timeout: float = 60.0) -> None:
+    """Until Prometheus has scraped the current values `scrapes` more times (1 s apart),
+    so that rate() over them has points on both sides."""
+    since = _latest_sample_s(prom)
+    assert wait_for(lambda: _latest_sample_s(prom) >= since + scrapes - 0.5, timeout=timeout,
+                    interval=0.5), f"Prometheus did not scrape {scrapes} more times in {timeout:.0f} s"
+
+
 def _wait_stable(metrics_url: str, above: float, timeout: float = 60.0) -> float:
     """The exported request total once it is above `above` and unchanged for a second
     (dpmstream run has read everything written so far)."""
@@ -106,14 +118,14 @@ def start_live_stack(workdir: Path, sim_args=("--scenario", "mixed", "--rate", "
             "Prometheus never scraped the first half"
         first = _wait_stable(metrics_url, above=0.0)
         assert wait_for(lambda: _scraped_total(prom) == first, timeout=30, interval=0.5)
-        time.sleep(2.5)  # a few scrapes of the first half's values, for rate()
+        _wait_scrapes(prom)  # a few scrapes of the first half's values, for rate()
         for dst, rest in halves:
             with open(dst, "a") as fh:
                 fh.writelines(rest)
         # Second half read: the exported total stops moving, and Prometheus has it.
         final = _wait_stable(metrics_url, above=first)
         assert wait_for(lambda: _scraped_total(prom) == final, timeout=30, interval=0.5)
-        time.sleep(2.5)  # more than one scrape of the final values
+        _wait_scrapes(prom)  # more than one scrape of the final values
         with open(f"{prefix}.requests.csv", newline="") as fh:
             stack.requests_truth = list(csv.DictReader(fh))
         return stack

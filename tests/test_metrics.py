@@ -62,13 +62,13 @@ def test_a_finished_request_observes_every_phase_it_has_in_seconds():
     assert value(m, "dpm_request_phase_seconds_sum", phase="auth", **lab) == 0.017
     assert value(m, "dpm_request_phase_seconds_sum", phase="proc", **lab) == 1.24
     assert value(m, "dpm_request_phase_seconds_sum", phase="total", **lab) == 1.93
-    # 1.24 s falls in the 2 s bucket, not in the 1 s one.
-    assert value(m, "dpm_request_phase_seconds_bucket", phase="proc", le="1.0", **lab) == 0
-    assert value(m, "dpm_request_phase_seconds_bucket", phase="proc", le="2.0", **lab) == 1
+    # 1.24 s falls in the bucket (1.22, 1.4], not in the one below.
+    assert value(m, "dpm_request_phase_seconds_bucket", phase="proc", le="1.22", **lab) == 0
+    assert value(m, "dpm_request_phase_seconds_bucket", phase="proc", le="1.4", **lab) == 1
     assert value(m, "dpm_requests_total", **lab) == 1
     assert value(m, "dpm_request_polls_sum", host="head01", op="put") == 3
     assert value(m, "dpm_request_polls_bucket", host="head01", op="put", le="2.0") == 0
-    assert value(m, "dpm_request_polls_bucket", host="head01", op="put", le="4.0") == 1
+    assert value(m, "dpm_request_polls_bucket", host="head01", op="put", le="3.0") == 1
 
 
 def test_phases_absent_from_a_request_create_no_observation():
@@ -90,7 +90,7 @@ def test_a_slightly_negative_queue_wait_counts_as_zero_so_the_sum_never_shrinks(
     m.observe_record(put_request(queue_s=-3))
     lab = dict(host="head01", op="put", status="success", phase="queue")
     assert value(m, "dpm_request_phase_seconds_sum", **lab) == 0
-    assert value(m, "dpm_request_phase_seconds_bucket", le="0.001", **lab) == 1
+    assert value(m, "dpm_request_phase_seconds_bucket", le="0.0", **lab) == 1
 
 
 def test_requests_are_counted_per_status():
@@ -245,3 +245,65 @@ def test_a_source_whose_pipeline_is_replaced_counts_the_new_pipelines_lines_in_f
     m.update_from_stats(stats(), source="p0")          # partition revoked: empty stats
     m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 1500}), source="p0")
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="parsed") == 2500
+
+
+def _family_series(text: str, family: str) -> int:
+    """Series of one family in the exposition text (every sample line of it)."""
+    return sum(1 for line in text.splitlines()
+               if line.startswith(family) and not line.startswith("#"))
+
+
+def test_each_phase_has_dense_log_spaced_buckets_over_its_own_range():
+    from dpmstream.streams.histogram_buckets import PHASE_BUCKETS
+
+    for phase, bounds in PHASE_BUCKETS.items():
+        assert bounds[0] == 0 and list(bounds) == sorted(set(bounds)), phase
+        steps = [hi / lo for lo, hi in zip(bounds, bounds[1:]) if lo >= 0.0105]
+        assert max(steps) <= 1.16, phase   # interpolation within a bucket: < 16% at worst
+    assert PHASE_BUCKETS["auth"][-1] >= 120 and PHASE_BUCKETS["total"][-1] >= 4 * 3600
+
+
+def test_label_sets_past_the_series_budget_fold_into_other_and_are_counted():
+    per_set = PipelineMetrics(CollectorRegistry()).call_seconds.series_per_set(
+        ("head01", "dpns", "statg", "ok"))   # each bucket, +Inf, _sum, _count
+    m = PipelineMetrics(CollectorRegistry(), max_series=10 * per_set)
+    for i in range(30):
+        m.observe_record(call(host=f"head{i:02d}", op="statg", duration_s=5))
+    hosts = {dict(k[1])["host"] for k in samples(m) if k[0] == "dpm_call_seconds_count"}
+    assert hosts == {f"head{i:02d}" for i in range(10)} | {OTHER}   # first come, kept
+    # every observation is still counted: in its own series or under "other"
+    assert value(m, "dpm_call_seconds_count", host=OTHER, daemon=OTHER, op=OTHER,
+                 result="ok") == 20
+    assert value(m, "dpmstream_series_overflow_total", metric="dpm_call_seconds") == 20
+    assert _family_series(m.exposition(), "dpm_call_seconds") == 11 * per_set
+    # a host admitted before the budget ran out keeps its own series
+    m.observe_record(call(host="head03", op="statg", duration_s=5))
+    assert value(m, "dpm_call_seconds_count", host="head03", daemon="dpns", op="statg",
+                 result="ok") == 2
+
+
+def test_the_overflow_counter_exists_at_zero_for_every_budgeted_family():
+    m = PipelineMetrics(CollectorRegistry())
+    for family in ("dpm_request_phase_seconds", "dpm_requests_total", "dpm_request_polls",
+                   "dpm_call_seconds", "dpmstream_lines_total"):
+        assert value(m, "dpmstream_series_overflow_total", metric=family) == 0
+
+
+def test_many_hosts_and_ops_keep_the_exposition_within_the_series_budget():
+    budget = 5_000
+    m = PipelineMetrics(CollectorRegistry(), max_series=budget, max_unknown_ops=64)
+    for host in range(300):
+        for op in range(40):
+            for rc in (0, 1, None):
+                m.observe_record(call(host=f"head{host:03d}", op=f"op{op:02d}", rc=rc,
+                                      duration_s=None if rc is None else 3))
+    text = m.exposition()
+    series = _family_series(text, "dpm_call_seconds")
+    per_set = m.call_seconds.series_per_set(("h", "dpns", "o", "ok"))
+    # the budget, plus the folded label sets (one per result)
+    assert series <= budget + 3 * per_set
+    # and the text with it: a series line is under 150 bytes (was 45 MB for 510 k series)
+    assert len(text.encode()) < 150 * (budget + 3 * per_set) + 200_000
+    assert value(m, "dpmstream_series_overflow_total", metric="dpm_call_seconds") > 30_000
+    total = sum(v for k, v in samples(m).items() if k[0] == "dpm_call_seconds_count")
+    assert total == 300 * 40 * 3   # nothing dropped: folded, and counted

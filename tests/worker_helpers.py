@@ -70,7 +70,7 @@ async def _partitions(consumer, topic):
     return [TopicPartition(topic, p) for p in sorted(parts)]
 
 
-async def _settled(bootstrap, committed_consumer, tps, timeout_s=30.0):
+async def _settled(bootstrap, committed_consumer, tps, timeout_s=120.0):
     """Wait until no transaction is open on these partitions: a commit returns to the
     producer before the broker has written its markers, and until then read_committed
     ends before the whole last transaction."""
@@ -143,7 +143,12 @@ def produce(bootstrap, topic, records, chunk=None, pause_s=0.0):
     asyncio.run(main())
 
 
-def wait_for_open_transaction(bootstrap, topic, proc, timeout_s=90.0):
+# How long a commit already sent may take to show (the broker writing its markers) on a
+# loaded machine, before a transaction still open is taken to be really open.
+COMMIT_LANDS_S = 2.0
+
+
+def wait_for_open_transaction(bootstrap, topic, proc, timeout_s=240.0):
     """Return with the worker process `proc` stopped (SIGSTOP) while `topic` holds records of its
     transaction not yet committed (end offset past the last stable offset), after it has
     committed at least one. A fast worker keeps a transaction open for milliseconds: so
@@ -174,8 +179,11 @@ def wait_for_open_transaction(bootstrap, topic, proc, timeout_s=90.0):
                 still_waiting()
                 if await open_now():
                     os.kill(proc.pid, signal.SIGSTOP)
-                    await asyncio.sleep(0.2)  # let a commit already on its way land
-                    if await open_now():
+                    # A commit already on its way may still land: open all along, or let go.
+                    settle = time.monotonic() + COMMIT_LANDS_S
+                    while (still_open := await open_now()) and time.monotonic() < settle:
+                        await asyncio.sleep(0.05)
+                    if still_open:
                         return
                     os.kill(proc.pid, signal.SIGCONT)
                 await asyncio.sleep(0.002)

@@ -68,6 +68,9 @@ def register(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDR",
                    help="address to serve metrics on (default 127.0.0.1)")
     p.add_argument("--no-metrics", action="store_true", help="do not serve metrics")
+    p.add_argument("--max-series", type=int, default=25_000, metavar="N",
+                   help="series budget of each metric family; label sets past it count under "
+                        "host/op/daemon \"other\" (dpmstream_series_overflow_total)")
     p.add_argument("--records", metavar="FILE",
                    help="append every finished record to FILE as JSON lines ('-': stdout)")
     add_log_options(p)
@@ -157,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         stop.set()  # the loop finishes its pass, then stops cleanly
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    metrics = PipelineMetrics(CollectorRegistry())
+    metrics = PipelineMetrics(CollectorRegistry(), max_series=max(args.max_series, 1))
     server = sink = feed = None
     try:
         if not args.no_metrics:

@@ -34,6 +34,9 @@ def register(sub, name: str, help_text: str) -> None:
                    help="serve Prometheus metrics on this port (0: any free port)")
     p.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDR",
                    help="address of the metrics endpoint")
+    p.add_argument("--max-series", type=int, default=25_000, metavar="N",
+                   help="series budget of each metric family; label sets past it count under "
+                        "host/op/daemon \"other\" (dpmstream_series_overflow_total)")
     p.add_argument("--profile", metavar="P",
                    help="regex profile for every file (default: detected per host and path)")
     p.add_argument("--tz", metavar="ZONE", help="time zone of the log stamps (default: the profile's)")
@@ -71,8 +74,9 @@ def run(args) -> int:
     except KafkaConfigError as exc:
         print(f"dpmstream worker: {exc}", file=sys.stderr)
         return 2
-    if args.partitions < 1 or args.batch < 1:
-        print("dpmstream worker: --partitions and --batch must be at least 1", file=sys.stderr)
+    if args.partitions < 1 or args.batch < 1 or args.max_series < 1:
+        print("dpmstream worker: --partitions, --batch and --max-series must be at least 1",
+              file=sys.stderr)
         return 2
 
     from dpmstream.streams.kafka_worker import Worker, WorkerConfig
@@ -87,21 +91,28 @@ def run(args) -> int:
     if args.engine == "faust":
         from dpmstream.streams.faust_app import run_faust_worker
         return run_faust_worker(config, metrics_port=args.metrics_port,
-                                metrics_bind=args.metrics_bind, workdir=args.workdir)
+                                metrics_bind=args.metrics_bind, workdir=args.workdir,
+                                max_series=args.max_series)
     if args.workdir:
         log.info("--workdir is used by --engine faust only; the aiokafka engine keeps its "
                  "state in Kafka")
-    metrics = PipelineMetrics()
+    metrics = PipelineMetrics(max_series=args.max_series)
     server = None
     if args.metrics_port is not None:
         server = serve(args.metrics_port, args.metrics_bind, registry=metrics.registry)
         log.info("metrics on %s", server.url)
     worker = Worker(config, metrics)
+    from dpmstream.streams.stop_deadline import STOP_WITHIN_S, StopDeadline
+    deadline = StopDeadline(STOP_WITHIN_S, log, [server.close] if server is not None else [])
+
+    def on_signal() -> None:
+        deadline.arm()   # the graceful stop retries for as long as the broker is away
+        worker.stop()
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.stop)
+            loop.add_signal_handler(sig, on_signal)
         log.info("worker %s: %s -> %s, %s on %s", args.group_id, args.lines_topic,
                  args.requests_topic, args.calls_topic, bootstrap)
         await worker.run()
@@ -112,6 +123,7 @@ def run(args) -> int:
         log.error("worker stopped: %s: %s", exc.__class__.__name__, exc)
         return 1
     finally:
+        deadline.cancel()
         if server is not None:
             server.close()
     log.info("worker stopped after %d records (%d lines seen before, skipped)",
