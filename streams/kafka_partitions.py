@@ -99,6 +99,7 @@ class PartitionOwners:
         self.producers[p] = producer
         states = await self._load(p)
         part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
+                              max_threads=cfg.max_threads, grace_s=cfg.grace_s,
                               profile=cfg.profile, tz=cfg.tz)
         part.restore(states)
         self.parts[p] = part

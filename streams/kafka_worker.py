@@ -47,6 +47,8 @@ class WorkerConfig:
     partitions: int = 4                  # for a lines topic that does not exist yet
     timeout_s: float = 3600.0
     max_in_flight: int = 1_000_000
+    max_threads: int = 100_000
+    grace_s: float = 60.0
     profile: object = None
     tz: str | None = None
     batch_records: int = 20_000          # records per poll (all partitions together)
