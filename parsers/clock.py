@@ -183,7 +183,3 @@ def rfc3339_to_ms(text: str) -> int:
     except ValueError as exc:
         raise ClockError(f"bad RFC 3339 time {text!r}") from exc
 
-
-def ms_to_year_month(ms: int, zone: ZoneInfo) -> tuple[int, int]:
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(zone)
-    return dt.year, dt.month

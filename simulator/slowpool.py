@@ -25,9 +25,6 @@ class SlowPool:
         self.queue: deque[Request] = deque()
         self._seq = 0
 
-    def depth(self) -> int:
-        return sum(1 for req in self.queue if req.state == QUEUED)
-
     def submit(self, req: Request) -> None:
         self._seq += 1
         req.seq = self._seq

@@ -99,7 +99,7 @@ class LiveFeed:
                 # profile decides on what it has, or live lines would wait for 200 more.
                 src = self._sources.get(id(f))
                 if src is not None and src.parser is None:
-                    src.flush_undetected()
+                    src.settle()
         self.pipeline.advance()
         self.drain()
         return busy

@@ -203,10 +203,6 @@ class PipelineMetrics:
         elif kind == "call":
             self._observe_call(record)
 
-    def observe_records(self, records) -> None:
-        for record in records:
-            self.observe_record(record)
-
     def _observe_request(self, rec: dict) -> None:
         host = self.host_label(rec.get("host"))
         op = self.op_label("dpm", rec.get("op"))

@@ -222,7 +222,7 @@ class Pipeline:
 
     def finish(self) -> None:
         for src in self.sources.values():
-            src.flush_undetected()
+            src.settle()
         self.reassembler.finish()
 
 
@@ -427,7 +427,7 @@ class Source:
         lines = [line for line, _ in self._pending]
         profile = detect_profile(lines, self.pipeline.profiles)
         if profile is None:
-            return  # keep buffering up to a bound; flush_undetected counts them
+            return  # keep buffering up to a bound; settle() counts them
         self._start(profile)
         pending, self._pending = self._pending, []
         for line, received_ms in pending:
@@ -439,14 +439,6 @@ class Source:
             self._detect()
             if self.parser is None:
                 self._count_unrecognised()
-
-    def flush_undetected(self) -> None:
-        """End of input: detect on what we have, or count the lines as not recognised."""
-        if self.parser is not None or not self._pending:
-            return
-        self._detect()
-        if self.parser is None:
-            self._count_unrecognised()
 
     def _count_unrecognised(self) -> None:
         """No profile recognises these lines: count them (and go on detecting later ones)."""

@@ -193,9 +193,3 @@ def _stats_lines(stats) -> list[str]:
             lines.append(f"    {source}:{line_no}: {reason}: {excerpt[:100]}")
     return lines
 
-
-def render_summary(records, stats=None, zone: tzinfo | None = None) -> str:
-    summary = Summary()
-    for record in records:
-        summary.add(record)
-    return summary.render(stats, zone=zone)
