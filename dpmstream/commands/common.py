@@ -11,36 +11,22 @@ from dpmstream.parsers.clock import ClockError, load_zone
 from dpmstream.parsers.profiles import ProfileError, resolve_profile
 
 
-def positive_float(text: str) -> float:
-    """An argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-    return value
+def _bounded(convert, kind: str, ok, rule: str):
+    """An argparse type: `convert` the text, then refuse values for which `ok` is false."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {rule}, not {text}")
+        return value
+    return parse
 
 
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a count >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {text}")
-    return value
+positive_float = _bounded(float, "a number", lambda v: v > 0, "> 0")
+non_negative_float = _bounded(float, "a number", lambda v: v >= 0, ">= 0")
+positive_int = _bounded(int, "a whole number", lambda v: v >= 1, ">= 1")
 
 
 def pipeline_options(args) -> dict:
@@ -60,19 +46,24 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
                         "log-YYYYMMDD, or the file's mtime)")
     p.add_argument("--host", metavar="NAME",
                    help="head-node name for records (default: rsyslog prefix, else this machine)")
+    add_reassembly_options(p, scope="")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
+
+
+def add_reassembly_options(p: argparse.ArgumentParser, scope: str) -> None:
+    """The caps and timeouts of reassembly (`scope`: e.g. " per partition")."""
     p.add_argument("--timeout", type=positive_float, default=3600.0, metavar="S",
                    help="event-time seconds after which a request with no end is emitted as "
                         "incomplete, and a silent thread is forgotten (default 3600)")
     p.add_argument("--max-in-flight", type=positive_int, default=1_000_000, metavar="N",
-                   help="cap on open requests; past it the least recently active is emitted "
-                        "and counted as evicted (default 1000000)")
+                   help=f"cap on open requests{scope}; past it the least recently active is "
+                        "emitted and counted as evicted (default 1000000)")
     p.add_argument("--max-threads", type=positive_int, default=100_000, metavar="N",
-                   help="cap on daemon threads tracked; past it the least recently active is "
-                        "dropped and counted (default 100000)")
+                   help=f"cap on daemon threads tracked{scope}; past it the least recently "
+                        "active is dropped and counted (default 100000)")
     p.add_argument("--grace", type=non_negative_float, default=60.0, metavar="S",
                    help="after a daemon restart, event-time seconds the old process may stay "
                         "silent before its unfinished calls are closed (default 60)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
 
 
 def setup_logging(verbose: int) -> None:

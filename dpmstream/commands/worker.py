@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from dpmstream.commands.common import non_negative_float, positive_float, positive_int
+from dpmstream.commands.common import add_reassembly_options
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -42,16 +42,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--profile", metavar="P",
                    help="regex profile for every file (default: detected per host and path)")
     p.add_argument("--tz", metavar="ZONE", help="time zone of the log stamps (default: the profile's)")
-    p.add_argument("--timeout", type=positive_float, default=3600.0, metavar="S",
-                   help="event-time seconds after which an open request is emitted as incomplete")
-    p.add_argument("--max-in-flight", type=positive_int, default=1_000_000, metavar="N",
-                   help="open requests per partition before the least recently active is evicted")
-    p.add_argument("--max-threads", type=positive_int, default=100_000, metavar="N",
-                   help="daemon threads tracked per partition before the least recently active "
-                        "is dropped (counted)")
-    p.add_argument("--grace", type=non_negative_float, default=60.0, metavar="S",
-                   help="after a daemon restart, event-time seconds the old process may stay "
-                        "silent before its unfinished calls are closed")
+    add_reassembly_options(p, scope=" per partition")
     p.add_argument("--batch", type=int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
     p.add_argument("--engine", choices=("faust", "aiokafka"), default="faust",
