@@ -629,19 +629,27 @@ class Reassembler:
         for (host, daemon), procs in self.processes.items():
             if len(procs) < 2:
                 continue
-            retired = []
-            for pid, proc in procs.items():
-                newer = [q for q in procs.values() if q.first > proc.first]
-                if not newer:
-                    continue
-                if (max(q.last for q in newer) > proc.last + grace_ms
-                        or (at_end and min(q.first for q in newer) > proc.last)):
+            # Oldest first; a process is judged against the newer ones after it: the
+            # latest line of any of them, and the first line of the next (sorting keeps
+            # this O(n log n) in processes, however many strays a day brings).
+            by_first = sorted(procs.items(), key=lambda item: item[1].first)
+            newer_last, retired = None, []
+            for i in range(len(by_first) - 2, -1, -1):
+                pid, proc = by_first[i]
+                later = by_first[i + 1][1]
+                newer_last = later.last if newer_last is None else max(newer_last, later.last)
+                if newer_last > proc.last + grace_ms or (at_end and later.first > proc.last):
                     retired.append(pid)
+            if not retired:
+                continue
+            newest = by_first[-1][1]
+            alive = [pid for pid, _ in by_first]  # oldest first
+            gone: set = set()
             for pid in sorted(retired, key=lambda p: procs[p].last):
                 proc = procs[pid]
-                newest = max(procs.values(), key=lambda q: q.first)
-                oldest = min(procs.values(), key=lambda q: q.first)
-                if oldest is proc and not newest.succeeded:
+                while alive[0] in gone:
+                    alive.pop(0)
+                if alive[0] == pid and not newest.succeeded:
                     newest.succeeded = True
                     self.stats.restarts += 1
                     self.restart_log.append((newest.first, host, daemon))
@@ -650,6 +658,7 @@ class Reassembler:
                 for tid in list(proc.tids):
                     self._drop_thread((host, daemon, pid, tid))
                 del procs[pid]
+                gone.add(pid)
 
     def _expire_processes(self, host: str, horizon: int) -> None:
         for procs in [p for (h, _), p in self.processes.items() if h == host]:
