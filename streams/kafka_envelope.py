@@ -12,9 +12,10 @@ when rsyslog read the line: it supplies the year and measures lag, never the eve
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import json
 from typing import NamedTuple
+
+from dpmstream.parsers.clock import rfc3339_to_ms
 
 try:   # 6x faster than json.loads on an envelope (decoding was a quarter of a worker's time)
     from orjson import JSONDecodeError as _FastJSONError
@@ -33,27 +34,6 @@ class Envelope(NamedTuple):
     offset: int
     received_ms: int | None
     line: str
-
-
-def rfc3339_to_ms(text: str) -> int:
-    """'2011-08-12T14:31:43.118402+02:00' (or ...Z) -> integer ms since the epoch (UTC)."""
-    # rsyslog's form (microseconds and an offset) takes a shortcut: its whole second is
-    # parsed once per (second, offset), since a burst of lines shares it.
-    text = text.replace("z", "Z")
-    if len(text) in (27, 32) and text[19] == "." and text[20:26].isdigit():
-        return _second_ms(text[:19] + text[26:]) + int(text[20:23])
-    return _to_ms(text)
-
-
-def _to_ms(text: str) -> int:
-    stamp = _dt.datetime.fromisoformat(text)
-    if stamp.tzinfo is None:
-        raise ValueError(f"time without an offset: {text!r}")
-    delta = stamp - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-
-
-_second_ms = functools.lru_cache(maxsize=4096)(_to_ms)
 
 
 def ms_to_rfc3339(ms: int, micros: int = 0) -> str:
