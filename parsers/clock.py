@@ -52,6 +52,19 @@ def year_from_file_name(name: str) -> tuple[int, int] | None:
     return None
 
 
+def stream_reference(path: str | None, mtime_ms: int | None, zone: ZoneInfo
+                     ) -> tuple[int, int] | None:
+    """The one rule that dates a stream without a year of its own: the (year, month) of
+    its last line, from a rotated file's name (log-YYYYMMDD), else from the file's mtime
+    read in the log's own zone (never the machine's); None if neither is known. `--year`
+    and rsyslog's receive time, where given, come before this."""
+    ref = year_from_file_name(path or "")
+    if ref is None and mtime_ms is not None:
+        local = datetime.fromtimestamp(mtime_ms / 1000, tz=timezone.utc).astimezone(zone)
+        ref = (local.year, local.month)
+    return ref
+
+
 def first_line_year(ref_year: int, ref_month: int, first_month: int) -> int:
     """Year of a file's first line when (ref_year, ref_month) dates its last line."""
     return ref_year if first_month <= ref_month else ref_year - 1

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from datetime import datetime, timezone
 
-from dpmstream.parsers.clock import ClockError, EventClock, load_zone, year_from_file_name
+from dpmstream.parsers.clock import ClockError, EventClock, load_zone, stream_reference
 from dpmstream.parsers import fastpath
 from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, resolve_profile
@@ -299,11 +299,7 @@ class LogSource:
                 raise SourceError(f"--year {self.year}: the last line's date {month:02d}/{day:02d} "
                                   f"does not exist in that year") from None
             return self.year, month
-        by_name = year_from_file_name(self.path)
-        if by_name is not None:
-            return by_name
-        dt = datetime.fromtimestamp(mtime, tz=timezone.utc).astimezone(zone)
-        return dt.year, dt.month
+        return stream_reference(self.path, int(mtime * 1000), zone)
 
     def _snapshot(self, records: list[dict], end_ms: int, wanted: Wanted) -> Snapshot:
         snap = Snapshot(window_s=self.window_s, source=os.path.basename(self.path), end_ms=end_ms)

@@ -24,42 +24,48 @@ import os
 import re
 import time
 
-from dpmstream.parsers.clock import ClockError, EventClock, rfc3339_to_ms, year_from_file_name
+from dpmstream.parsers.clock import ClockError, EventClock, rfc3339_to_ms, stream_reference
+from dpmstream.parsers.profiles import bundled_profiles
 from dpmstream.streams.kafka_envelope import encode, ms_to_rfc3339
 from dpmstream.streams.inputs import InputError, describe, open_binary
 
 log = logging.getLogger("dpmstream.replay")
 
-_DPM_STAMP = re.compile(rb"(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))? ")
-_RSYSLOG_STAMP = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 _PACE_SLICE_S = 0.05     # never sleep in smaller slices than this (wall clock)
 
 
 class LineTimes:
-    """The instant of each line of one file (epoch ms), for `received` and for pacing."""
+    """The instant of each line of one file (epoch ms), for `received` and for pacing.
 
-    def __init__(self, path: str | None, mtime_ms: int | None, year: int | None, tz: str | None):
-        ref = None
+    The stamps are read with the profile's own envelope patterns (the first bundled
+    profile unless one is given: the bundled ones share the LCGDM envelope), and the year
+    follows the rule every reader uses (parsers/clock.stream_reference)."""
+
+    def __init__(self, path: str | None, mtime_ms: int | None, year: int | None, tz: str | None,
+                 profile=None):
+        profile = profile or bundled_profiles()[0]
+        self.clock = EventClock(tz or profile.timezone, year=year)
         if year is None:
-            ref = year_from_file_name(path or "")
-            if ref is None and mtime_ms is not None:
-                lt = time.localtime(mtime_ms / 1000)
-                ref = (lt.tm_year, lt.tm_mon)
-        self.clock = EventClock(tz, year=year, ref=ref)
+            self.clock = EventClock(tz or profile.timezone, year=year,
+                                    ref=stream_reference(path, mtime_ms, self.clock.zone))
+        self._native = re.compile(profile.native_envelope.encode())
+        self._rtime = re.compile(profile.rsyslog_envelope.encode())
         self.last: int | None = None
 
     def of(self, raw: bytes) -> int | None:
-        m = _RSYSLOG_STAMP.match(raw)
+        m = self._rtime.match(raw)
         if m:  # rsyslog's own stamp (a file written by rsyslog): exactly what it received
             try:
-                self.last = rfc3339_to_ms(m.group(1).decode())
+                self.last = rfc3339_to_ms(m.group("rtime").decode())
             except ClockError:
                 pass
             return self.last
-        m = _DPM_STAMP.match(raw)
+        m = self._native.match(raw)
         if m:
-            mon, day, hh, mi, ss = (int(g) for g in m.groups()[:5])
-            ms = int(m.group(6)) if m.group(6) else 0
+            mon, day, hh, mi, ss = (int(m.group(g)) for g in ("month", "day", "hour", "minute",
+                                                                "second"))
+            frac = m.group("frac")
+            ms = int((frac.decode() + "00")[:3]) if frac else 0
             try:
                 self.last = self.clock.to_ms(mon, day, hh, mi, ss, ms)
             except (ClockError, ValueError):

@@ -21,7 +21,7 @@ from collections import Counter, deque
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
-from dpmstream.parsers.clock import EventClock, load_zone, year_from_file_name
+from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
@@ -282,11 +282,7 @@ class Source:
         zone_name = self.tz or profile.timezone
         ref = None
         if self.year is None:
-            ref = year_from_file_name(self.path)
-            if ref is None and self.year_hint_ms is not None:
-                dt = datetime.fromtimestamp(self.year_hint_ms / 1000, tz=timezone.utc)
-                dt = dt.astimezone(load_zone(zone_name))
-                ref = (dt.year, dt.month)
+            ref = stream_reference(self.path, self.year_hint_ms, load_zone(zone_name))
         clock = EventClock(zone_name, year=self.year, ref=ref)
         return LineParser(profile, clock, self.host, frozenset(self.pipeline.tag_profiles))
 
