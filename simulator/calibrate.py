@@ -1,0 +1,483 @@
+"""Calibrate the simulator on a log's records (issue 15): a SimConfig that replays the
+log's load through the model, and what was estimated, with its uncertainty.
+
+Pure: it takes the request and call records the replay core emits (times in integer
+ms, parsers/records.py) and returns a Calibration; nothing here reads files.
+
+What the records give, and how each knob of the model is set from them:
+- load: each put/get (and each put/get refused before it had a token) is replayed at its
+  own instant (its accept line, else its DP092), on its own client host;
+- service times: resampled from the measured durations (auth, the put/get call, a
+  status call, putdone/relfiles, abortreq, ping/getpools, name-server statg);
+- the name-server lock: a create that starts while no other create is in flight waits
+  for no lock, so its duration is the lock's hold time; how many locks (directories)
+  share the creates follows from how much longer a create takes per other create in
+  flight (slope = hold / directories);
+- a slow thread's own work: processing time less the name-server call, quantile by
+  quantile (the two are taken as rising together, which is what a lock queue does);
+- clients: the poll back-off (first delay, factor, cap) that best explains each
+  request's number of polls and its ready_wait; the transfer, less the putdone's
+  authentication;
+- threads: slow threads = the most processing runs seen at once (a lower bound, exact
+  once requests queued); fast and name-server threads = the highest thread id seen + 1
+  on their calls (a lower bound: request steps carry no thread id in the records).
+What no record shows (the listen backlog, refused connections, network delay, failed
+authentications) keeps the model's default, and the estimates say so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from dpmstream.simulator.config import SimConfig
+from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
+
+ZERO = Dist(0.0, 0.0)
+NET_MS = 1                      # the model's one-way network delay (not in any log)
+REQUEST_STEPS = ("put", "get")
+PLAIN_OPS = ("ping", "getpools")
+SPREAD_DIRS = 1_000_000         # every file in a directory of its own
+MIN_SAMPLES = 20
+BOOTSTRAP_ROUNDS = 200
+
+
+@dataclass
+class Estimate:
+    name: str
+    value: float
+    low: float | None = None       # 95% interval (bootstrap) or the quantiles named in `how`
+    high: float | None = None
+    unit: str = "s"
+    how: str = ""
+    n: int = 0
+
+
+@dataclass
+class Calibration:
+    config: SimConfig
+    estimates: list[Estimate] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    lock_contention: bool = False
+    resolution_ms: int = 1
+    load: str = "replay"           # "replay": the arrivals as logged; "closed": client streams
+
+
+# -- small statistics ---------------------------------------------------------------
+
+def quantile(values, q: float) -> float:
+    """Linear interpolation between order statistics; values need not be sorted."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    pos = q * (len(ordered) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def bootstrap(values, stat, rng: random.Random, rounds: int = BOOTSTRAP_ROUNDS):
+    """95% percentile-bootstrap interval of stat(values)."""
+    values = list(values)
+    if len(values) < 2:
+        return None, None
+    n = len(values)
+    draws = sorted(stat([values[int(rng.random() * n)] for _ in range(n)]) for _ in range(rounds))
+    return draws[int(0.025 * rounds)], draws[int(0.975 * rounds) - 1]
+
+
+def median(values) -> float:
+    return quantile(values, 0.5)
+
+
+def _dist_estimate(name: str, values, rng, how: str) -> Estimate:
+    """The median of a measured distribution with its bootstrap interval, in seconds."""
+    low, high = bootstrap(values, median, rng)
+    return Estimate(name, median(values) / 1000, None if low is None else low / 1000,
+                    None if high is None else high / 1000, "s", how, len(values))
+
+
+def subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[int, ...]:
+    """total - part, quantile by quantile: the i-th of n ordered totals less the part's
+    quantile at the same level (and `offset`), never below `floor`."""
+    ordered = sorted(total)
+    n = len(ordered)
+    if not part:
+        return tuple(max(floor, v - offset) for v in ordered)
+    part_sorted = sorted(part)
+    return tuple(max(floor, int(round(v - quantile(part_sorted, (i + 0.5) / n) - offset)))
+                 for i, v in enumerate(ordered))
+
+
+def max_overlap(intervals) -> int:
+    """The most intervals [start, end) open at one instant."""
+    events = []
+    for start, end in intervals:
+        events.append((start, 1))
+        events.append((end, -1))
+    events.sort(key=lambda e: (e[0], e[1]))   # an end before a start at the same instant
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+# -- the pieces -----------------------------------------------------------------------
+
+def _proc_interval(r: dict):
+    """(start, end) of the processing run of a request record, when it has one."""
+    if r["proc_s"] is None or r["queue_s"] is None or r["request_s"] is None:
+        return None
+    start = r["started"] + r["request_s"] + r["queue_s"]
+    return start, start + r["proc_s"]
+
+
+def in_flight_at_start(calls) -> list[tuple[int, int]]:
+    """(other calls in flight when each began, its duration), for (start, end) calls."""
+    ordered = sorted(calls)
+    ends: list[int] = []            # a heap of the ends of calls begun before
+    out = []
+    for start, end in ordered:
+        while ends and ends[0] <= start:
+            heapq.heappop(ends)
+        out.append((len(ends), end - start))
+        heapq.heappush(ends, end)
+    return out
+
+
+def lock_fit(creats):
+    """(hold times, how the hold was measured, (others in flight, duration) pairs) from
+    (start, end) create calls."""
+    pairs = in_flight_at_start(creats)
+    hold = [d for k, d in pairs if k == 0]
+    how = "creates that began with no other create in flight"
+    if len(hold) < MIN_SAMPLES:
+        # Hardly ever idle: the lock is the bottleneck. Taken as one lock served in
+        # turn, a create's hold is its end less the later of its start and the previous end.
+        how = "end - max(start, previous create's end): the lock taken as one queue"
+        hold, prev_end = [], None
+        for start, end in sorted(creats, key=lambda c: c[1]):
+            hold.append(max(0, end - max(start, prev_end if prev_end is not None else start)))
+            prev_end = end
+    return hold, how, pairs
+
+
+def directories(pairs, mean_hold: float):
+    """How many directories share the creates, and the slope (ms longer per other create
+    in flight): with D equally used directories a create finds (others in flight) / D of
+    them ahead of it in its own, each holding the lock a hold time, so slope = hold / D.
+    None when there is no contention to measure (more than 50 directories)."""
+    if len(pairs) < 2:
+        return None, 0.0
+    ks = [k for k, _ in pairs]
+    mk = sum(ks) / len(ks)
+    md = sum(d for _, d in pairs) / len(pairs)
+    var = sum((k - mk) ** 2 for k in ks)
+    slope = sum((k - mk) * (d - md) for k, d in pairs) / var if var else 0.0
+    if mean_hold <= 0 or slope <= mean_hold / 50:
+        return None, slope
+    return max(1.0, mean_hold / slope), slope
+
+
+def closed_loop(reqs: list[dict]):
+    """Is the load a closed loop (each client keeps N requests going, starting the next as
+    one ends), and with how many? Returns (share of requests that began within 100 ms
+    of an unmatched end of their client, streams per client, think times ms)."""
+    by_client: dict[str, list] = {}
+    for r in reqs:
+        at = r["accepted"] if r["accepted"] is not None else r["started"]
+        if r["ended"] is not None:
+            by_client.setdefault(r["client"], []).append((at, r["ended"]))
+    followed, thinks, streams = 0, [], []
+    for spans in by_client.values():
+        streams.append(max_overlap(spans))
+        ends = sorted(end for _, end in spans)
+        used = [False] * len(ends)
+        for at, _ in sorted(spans):
+            i = bisect.bisect_right(ends, at) - 1
+            while i >= 0 and used[i]:
+                i -= 1
+            if i >= 0 and at - ends[i] <= 100:
+                used[i] = True
+                followed += 1
+                thinks.append(max(0, at - ends[i] - 2 * NET_MS))
+    total = sum(len(s) for s in by_client.values())
+    streams.sort()
+    return (followed / total if total else 0.0), (streams[len(streams) // 2] if streams else 1), thinks
+
+
+def fit_backoff(samples, per_call_ms: float):
+    """The poll schedule (first delay ms, factor, cap ms) under which a request answered
+    on its n-th poll has the ready_wait measured; samples are (n, ready_wait ms).
+    Returns (first, factor, cap, median absolute error ms)."""
+    firsts = (25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2000, 3000)
+    factors = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
+    caps = (500, 1000, 2000, 4000, 8000, 16000, 60000)
+    top = max(n for n, _ in samples)
+    best = None
+    for first in firsts:
+        for factor in factors:
+            for cap in caps:
+                if cap < first:
+                    continue
+                sums, gap, total = [0.0], float(first), 0.0
+                for _ in range(top):
+                    total += gap + per_call_ms
+                    sums.append(total)
+                    gap = min(int(round(gap * factor)), cap)
+                errors = sorted(abs(sums[n] - w) for n, w in samples)
+                score = sum(errors) / len(errors)
+                if best is None or score < best[0]:
+                    best = (score, first, factor, cap, errors[len(errors) // 2])
+    _, first, factor, cap, mae = best
+    return first, factor, cap, mae
+
+
+# -- the whole calibration --------------------------------------------------------------
+
+LOADS = ("auto", "replay", "closed")
+CLOSED_SHARE = 0.6
+
+
+def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
+              load: str = "auto") -> Calibration:
+    """A SimConfig running these records' load through the model, and the estimates.
+
+    load: "replay" replays each request at its logged instant (an open load: it comes
+    whatever the head node does); "closed" runs each client as the number of concurrent
+    request streams it kept going, each starting its next request as one ends (a load
+    that comes faster when the head node answers faster, like FTS or the thesis's test
+    clients); "auto" takes "closed" when most requests began right after one of their
+    client's ended (CLOSED_SHARE)."""
+    if load not in LOADS:
+        raise ValueError(f"load must be one of {', '.join(LOADS)}, not {load!r}")
+    reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
+    if not reqs:
+        raise ValueError("no put or get request with its DP092 in the input: nothing to calibrate on")
+    rng = random.Random(seed)
+    est: list[Estimate] = []
+    warn: list[str] = []
+    dpm_calls = [c for c in calls if c.get("daemon") == "dpm"]
+    dpns_calls = [c for c in calls if c.get("daemon") == "dpns" and c.get("duration_s") is not None]
+
+    stamps = [r["started"] for r in reqs]
+    resolution = 1000 if all(t % 1000 == 0 for t in stamps) else 1
+
+    # Load: each request, and each put/get refused before its token, at its instant.
+    hosts: dict[str, int] = {}
+    arrivals = []
+    for r in reqs:
+        at = r["accepted"] if r["accepted"] is not None else r["started"]
+        arrivals.append((at, r["op"], hosts.setdefault(r["client"] or "?", len(hosts))))
+    early = [c for c in dpm_calls if c["op"] in REQUEST_STEPS and c["started"] is not None]
+    for c in early:
+        at = c["started"] - (c["auth_s"] or 0)
+        arrivals.append((at, c["op"], hosts.setdefault(c["client"] or "?", len(hosts))))
+    arrivals.sort()
+    t0 = arrivals[0][0] - 1000
+    span_s = (arrivals[-1][0] - arrivals[0][0]) / 1000
+    replay = tuple((at - t0 - NET_MS, op, client) for at, op, client in arrivals)
+    est.append(Estimate("arrivals", len(replay), unit="requests",
+                        how=f"over {span_s:.1f} s ({len(replay) / max(span_s, 1e-3):.1f}/s), "
+                            f"{len(hosts)} client hosts", n=len(replay)))
+    share, streams, thinks = closed_loop(reqs)
+    closed = share >= CLOSED_SHARE if load == "auto" else load == "closed"
+    low, high = _wilson(round(share * n_total(reqs)), n_total(reqs))
+    est.append(Estimate("began as one of its client's ended", share, low, high, "share",
+                        f"within 100 ms; load modelled as "
+                        + (f"a closed loop: {len(hosts)} clients x {streams} streams"
+                           if closed else "open: the arrivals replayed at their instants")
+                        + ("" if load == "auto" else f" (--load {load})"), n_total(reqs)))
+
+    # Mix and outcomes.
+    gets = sum(1 for r in reqs if r["op"] == "get")
+    n = len(reqs)
+    get_fraction = gets / n
+    nfiles = sorted(r["nfiles"] or 1 for r in reqs)
+    files = nfiles[len(nfiles) // 2]
+    failed_early = sum(1 for r in reqs if r["status"] == "failed" and r["queue_s"] is None
+                       and r["proc_s"] is None and not r["polls"])
+    put_fail = (failed_early + len(early)) / (n + len(early))
+    procs = [r for r in reqs if r["proc_s"] is not None]
+    proc_fail = (sum(1 for r in procs if r["status"] == "failed") / len(procs)) if procs else 0.0
+    abort = sum(1 for r in reqs if r["status"] == "aborted") / n
+    abandon = sum(1 for r in reqs if r["status"] == "incomplete") / n
+    plain = [c for c in dpm_calls if c["op"] in PLAIN_OPS]
+    plain_rate = min(1.0, len(plain) / n)
+    sync_get = gets > 0 and sum(1 for r in reqs if r["op"] == "get" and r["proc_s"] is None
+                                and r["status"] == "success") > gets / 2
+    for name, value in (("get share", get_fraction), ("put/get refused", put_fail),
+                        ("processing failed", proc_fail), ("aborted", abort),
+                        ("abandoned (incomplete)", abandon), ("ping/getpools per request", plain_rate)):
+        k = round(value * n)
+        low, high = _wilson(k, n)
+        est.append(Estimate(name, value, low, high, "share", "count / requests (Wilson 95%)", n))
+    est.append(Estimate("files per request", files, unit="files", how="median nfiles", n=n))
+    if sync_get:
+        est.append(Estimate("DPM_USE_SYNCGET", 1, unit="", how="most successful gets had no processing run"))
+
+    # Service times.
+    svc = {}
+    def measured(name, field_name, values, how, fallback_note):
+        values = [v for v in values if v is not None]
+        if len(values) >= 1:
+            svc[field_name] = Empirical(tuple(sorted(values)))
+            est.append(_dist_estimate(name, values, rng, how))
+            if len(values) < MIN_SAMPLES:
+                warn.append(f"{name}: only {len(values)} values measured")
+        else:
+            est.append(Estimate(name, getattr(ServiceTimes(), field_name).median_ms / 1000,
+                                how=f"not in this log: {fallback_note}"))
+    auth = [r["auth_s"] for r in reqs if r["auth_s"] is not None]
+    measured("auth", "auth", auth, "DP092 - accept of put/get", "the model's default")
+    measured("put/get call", "put_call", [r["request_s"] for r in reqs], "request_s", "default")
+    svc["reply"] = ZERO
+    per_poll = [int(round(r["poll_s"] / r["polls"])) for r in reqs if r["polls"]]
+    measured("status call", "status_call", per_poll, "poll_s / polls per request", "default")
+    measured("putdone/relfiles", "done_call",
+             [r["done_s"] for r in reqs if r["status"] == "success"], "done_s", "default")
+    measured("abortreq", "abort_call",
+             [r["done_s"] for r in reqs if r["status"] == "aborted"], "done_s", "default")
+    measured("ping/getpools", "plain_call", [c["duration_s"] for c in plain], "call duration", "default")
+    statg = [c["duration_s"] for c in dpns_calls if c["op"] == "statg"]
+    measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
+
+    # The name-server lock.
+    creats = [(c["started"], c["ended"]) for c in dpns_calls if c["op"] == "creat"]
+    dirs = None
+    lock_contention = False
+    if creats:
+        hold, how, pairs = lock_fit(creats)
+        mean_hold = sum(hold) / len(hold) if hold else 0.0
+        dirs_found, slope = directories(pairs, mean_hold)
+        if hold:
+            svc["dpns_creat"] = Empirical(tuple(sorted(max(1, h) for h in hold)))
+            est.append(_dist_estimate("ns creat lock hold", hold, rng, how))
+        durations = [e - s for s, e in creats]
+        est.append(_dist_estimate("ns creat (wait + hold)", durations, rng, "DPNS call duration"))
+        low = high = None
+        if len(pairs) >= MIN_SAMPLES:
+            boot = []
+            for _ in range(BOOTSTRAP_ROUNDS):
+                sample = [pairs[int(rng.random() * len(pairs))] for _ in pairs]
+                d = directories(sample, mean_hold)[0]
+                boot.append(d if d is not None else math.inf)
+            boot.sort()
+            low, high = boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]
+        if dirs_found is None:
+            dirs = SPREAD_DIRS
+            est.append(Estimate("directories sharing creates", math.inf, low, high, "dirs",
+                                f"no contention: {slope:.2f} ms longer per create in flight", len(creats)))
+        else:
+            dirs = max(1, int(round(dirs_found)))
+            lock_contention = True
+            est.append(Estimate("directories sharing creates", dirs_found, low, high, "dirs",
+                                f"lock hold / ({slope:.1f} ms longer per other create in flight)",
+                                len(creats)))
+    else:
+        svc["dpns_creat"] = ZERO
+        dirs = SPREAD_DIRS
+        warn.append("no name-server creates in the input (no DPNS log given?): the directory "
+                    "lock is not modelled and a put's processing is taken whole")
+
+    # A slow thread's own work: processing less the name-server call and its answer.
+    for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e in creats]),
+                                     ("get", "proc_get_pre", statg)):
+        runs = [r["proc_s"] for r in reqs if r["op"] == op and r["proc_s"] is not None]
+        if runs:
+            own = subtract_quantiles(runs, ns_values, offset=NET_MS if ns_values else 0, floor=1)
+            svc[pre_field] = Empirical(own)
+            est.append(_dist_estimate(f"proc_{op} own work", own, rng,
+                                      "proc_s less the name-server call, quantile by quantile"))
+    svc["proc_post"] = ZERO
+    svc["select"] = ZERO
+    svc["slow_pickup"] = ZERO
+
+    # Clients: the poll schedule and the transfer.
+    status_med = median(per_poll) if per_poll else 2
+    auth_med = median(auth) if auth else 20
+    per_call = auth_med + status_med + 2 * NET_MS
+    samples = [(r["polls"], r["ready_wait_s"]) for r in reqs
+               if r["polls"] and r["ready_wait_s"] is not None and r["polls"] <= 40]
+    first, factor, cap = 125, 2.0, 4000
+    if len(samples) >= 5:
+        first, factor, cap, mae = fit_backoff(samples, per_call)
+        est.append(Estimate("poll back-off", first / 1000, unit="s",
+                            how=f"first poll {first} ms after the reply, x{factor:g} each time, "
+                                f"at most {cap} ms apart; median error of ready_wait {mae:.0f} ms",
+                            n=len(samples)))
+    else:
+        warn.append("too few requests answered SUCCESS after polling: the model's default "
+                    "back-off (125 ms, x2, at most 4 s) is kept")
+    transfers = [r["transfer_s"] for r in reqs if r["transfer_s"] is not None]
+    if transfers:
+        own_transfer = subtract_quantiles(transfers, auth, offset=2 * NET_MS, floor=1)
+        svc["transfer"] = Empirical(own_transfer)
+        est.append(_dist_estimate("transfer", own_transfer, rng,
+                                  "transfer_s less the putdone's authentication"))
+
+    # Threads.
+    intervals = [iv for iv in (_proc_interval(r) for r in reqs) if iv is not None]
+    sthreads = max(1, max_overlap(intervals)) if intervals else 20
+    queued = sum(1 for r in reqs if (r["queue_s"] or 0) > 10)
+    est.append(Estimate("slow threads", sthreads, unit="threads",
+                        how=f"most processing runs at once ({queued} of {n} requests waited > 10 ms "
+                            f"for one: {'exact' if queued > n / 20 else 'a lower bound'})"))
+    if not intervals:
+        warn.append("no processing run measured: slow threads default to 20")
+    fast_ids = [c["thread"] for c in dpm_calls if c.get("thread") is not None and c["thread"] >= 0]
+    fthreads = max(fast_ids) + 1 if fast_ids else 20
+    est.append(Estimate("fast threads", fthreads, unit="threads",
+                        how=(f"highest thread id + 1 of {len(fast_ids)} DPM calls (a lower bound)"
+                             if fast_ids else "no DPM call with a thread id: default 20")))
+    ns_ids = [c["thread"] for c in dpns_calls if c.get("thread") is not None and c["thread"] >= 0]
+    dpns_threads = max(ns_ids) + 1 if ns_ids else 20
+    est.append(Estimate("name-server threads", dpns_threads, unit="threads",
+                        how=(f"highest thread id + 1 of {len(ns_ids)} DPNS calls (a lower bound)"
+                             if ns_ids else "no DPNS call: default 20")))
+    est.append(Estimate("listen backlog", 50, unit="connections",
+                        how="not in any log (refused connections leave no line): the model's default"))
+
+    base = ServiceTimes()
+    service = ServiceTimes(**{name: svc.get(name, getattr(base, name))
+                              for name in base.__dataclass_fields__})
+    start = datetime.fromtimestamp(t0 / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    if closed and thinks:
+        svc_think = Empirical(tuple(sorted(thinks)))
+        est.append(_dist_estimate("client think time", thinks, rng,
+                                  "a client's next request less the end of its last"))
+        service = dataclasses.replace(service, think=svc_think)
+    config = SimConfig(
+        clients=len(hosts), arrivals=None if closed else replay,
+        concurrency=max(1, streams), requests=len(replay) if closed else None, files=files, get_fraction=get_fraction,
+        plain_rate=plain_rate, fthreads=fthreads, sthreads=sthreads, dpns_threads=dpns_threads,
+        sync_get=sync_get, accept_lines=any(r["accepted"] is not None for r in reqs),
+        put_fail_rate=put_fail, proc_fail_rate=proc_fail, abort_rate=abort,
+        abandon_rate=abandon, done_fail_rate=0.0, seed=seed, start=start, tz="UTC",
+        jitter_rate=0.0, poll_first_ms=first, poll_factor=factor, poll_max_ms=cap,
+        service=service, dirs=dirs,
+    )
+    config.validate()
+    return Calibration(config, est, warn, lock_contention, resolution,
+                       "closed" if closed else "replay")
+
+
+def n_total(reqs) -> int:
+    return sum(1 for r in reqs if r["ended"] is not None)
+
+
+
+def _wilson(k: int, n: int, z: float = 1.96):
+    if n == 0:
+        return None, None
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
