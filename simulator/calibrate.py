@@ -131,11 +131,17 @@ def max_overlap(intervals) -> int:
 # -- the pieces -----------------------------------------------------------------------
 
 def _proc_interval(r: dict):
-    """(start, end) of the processing run of a request record, when it has one."""
+    """(start, end) of the processing run of a request record, when it has one, or of
+    the part of it known for sure: the most runs at once is then a lower bound."""
     if r["proc_s"] is None or r["queue_s"] is None or r["request_s"] is None:
         return None
-    start = r["started"] + r["request_s"] + r["queue_s"]
-    return start, start + r["proc_s"]
+    put_ret = r["started"] + r["request_s"]
+    if r["queue_s"] > 0:
+        start = put_ret + r["queue_s"]
+        return start, start + r["proc_s"]
+    # A queue of 0 may be a slow thread that began before the put's `returns` was
+    # logged: the run began between DP092 and `returns`; this part of it ran for sure.
+    return put_ret, max(put_ret, r["started"] + r["proc_s"])
 
 
 def in_flight_at_start(calls) -> list[tuple[int, int]]:
