@@ -5,8 +5,11 @@ Pure: it takes the request and call records the replay core emits (times in inte
 ms, parsers/records.py) and returns a Calibration; nothing here reads files.
 
 What the records give, and how each knob of the model is set from them:
-- load: each put/get (and each put/get refused before it had a token) is replayed at its
-  own instant (its accept line, else its DP092), on its own client host;
+- load: a closed loop (each client host keeps as many requests going as it was seen to,
+  starting the next a think time after one ends) when each client's count of requests
+  in flight hardly varies; otherwise each put/get (and each put/get refused before it
+  had a token) is replayed at its own instant (its accept line, else its DP092), on its
+  own client host;
 - service times: resampled from the measured durations (auth, the put/get call, a
   status call, putdone/relfiles, abortreq, ping/getpools, name-server statg);
 - the name-server lock: a create that starts while no other create is in flight waits
@@ -191,31 +194,51 @@ def directories(pairs, mean_hold: float):
     return max(1.0, mean_hold / slope), slope
 
 
+def in_flight_at_arrivals(spans) -> list[int]:
+    """For (start, end) spans sorted by start: how many are open (itself included) at
+    each start."""
+    ends: list[int] = []
+    out = []
+    for start, end in spans:
+        while ends and ends[0] <= start:
+            heapq.heappop(ends)
+        heapq.heappush(ends, end)
+        out.append(len(ends))
+    return out
+
+
 def closed_loop(reqs: list[dict]):
     """Is the load a closed loop (each client keeps N requests going, starting the next as
-    one ends), and with how many? Returns (share of requests that began within 100 ms
-    of an unmatched end of their client, streams per client, think times ms)."""
+    one ends), and with how many? Per client, the number of its requests in flight seen
+    at its arrivals (the middle 80% of the run): an open load's varies like a Poisson
+    count (variance / mean near 1 or more), a closed loop's hardly at all. Returns (the
+    clients' median variance / mean, streams per client, think times ms: a client's next
+    request less the end of the one before, when within 100 ms)."""
     by_client: dict[str, list] = {}
     for r in reqs:
         at = r["accepted"] if r["accepted"] is not None else r["started"]
         if r["ended"] is not None:
-            by_client.setdefault(r["client"], []).append((at, r["ended"]))
-    followed, thinks, streams = 0, [], []
+            by_client.setdefault(r["client"], []).append((at, max(at, r["ended"])))
+    dispersions, streams, thinks = [], [], []
     for spans in by_client.values():
-        streams.append(max_overlap(spans))
+        spans.sort()
+        counts = in_flight_at_arrivals(spans)
+        middle = counts[len(counts) // 10: max(len(counts) // 10 + 1, len(counts) * 9 // 10)]
+        mean = sum(middle) / len(middle)
+        dispersions.append(sum((c - mean) ** 2 for c in middle) / len(middle) / mean)
+        streams.append(max(1, int(round(mean))))
         ends = sorted(end for _, end in spans)
         used = [False] * len(ends)
-        for at, _ in sorted(spans):
+        for at, _ in spans:
             i = bisect.bisect_right(ends, at) - 1
             while i >= 0 and used[i]:
                 i -= 1
             if i >= 0 and at - ends[i] <= 100:
                 used[i] = True
-                followed += 1
                 thinks.append(max(0, at - ends[i] - 2 * NET_MS))
-    total = sum(len(s) for s in by_client.values())
-    streams.sort()
-    return (followed / total if total else 0.0), (streams[len(streams) // 2] if streams else 1), thinks
+    if not dispersions:
+        return math.inf, 1, thinks
+    return median(dispersions), int(round(median(streams))), thinks
 
 
 def fit_backoff(samples, per_call_ms: float):
@@ -248,7 +271,7 @@ def fit_backoff(samples, per_call_ms: float):
 # -- the whole calibration --------------------------------------------------------------
 
 LOADS = ("auto", "replay", "closed")
-CLOSED_SHARE = 0.6
+CLOSED_DISPERSION = 0.25
 
 
 def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
@@ -259,8 +282,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     whatever the head node does); "closed" runs each client as the number of concurrent
     request streams it kept going, each starting its next request as one ends (a load
     that comes faster when the head node answers faster, like FTS or the thesis's test
-    clients); "auto" takes "closed" when most requests began right after one of their
-    client's ended (CLOSED_SHARE)."""
+    clients); "auto" takes "closed" when each client's in-flight count hardly varies
+    (CLOSED_DISPERSION)."""
     if load not in LOADS:
         raise ValueError(f"load must be one of {', '.join(LOADS)}, not {load!r}")
     reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
@@ -292,14 +315,13 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     est.append(Estimate("arrivals", len(replay), unit="requests",
                         how=f"over {span_s:.1f} s ({len(replay) / max(span_s, 1e-3):.1f}/s), "
                             f"{len(hosts)} client hosts", n=len(replay)))
-    share, streams, thinks = closed_loop(reqs)
-    closed = share >= CLOSED_SHARE if load == "auto" else load == "closed"
-    low, high = _wilson(round(share * n_total(reqs)), n_total(reqs))
-    est.append(Estimate("began as one of its client's ended", share, low, high, "share",
-                        f"within 100 ms; load modelled as "
-                        + (f"a closed loop: {len(hosts)} clients x {streams} streams"
-                           if closed else "open: the arrivals replayed at their instants")
-                        + ("" if load == "auto" else f" (--load {load})"), n_total(reqs)))
+    dispersion, streams, thinks = closed_loop(reqs)
+    closed = dispersion <= CLOSED_DISPERSION if load == "auto" else load == "closed"
+    est.append(Estimate("in flight per client, var/mean", dispersion, unit="ratio",
+                        how="at its arrivals (Poisson: 1); load modelled as "
+                            + (f"a closed loop: {len(hosts)} clients x {streams} streams"
+                               if closed else "open: the arrivals replayed at their instants")
+                            + ("" if load == "auto" else f" (--load {load})"), n=n_total(reqs)))
 
     # Mix and outcomes.
     gets = sum(1 for r in reqs if r["op"] == "get")

@@ -47,8 +47,8 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--load", choices=("auto", "replay", "closed"), default="auto",
                    help="replay: each request at its logged instant (an open load); closed: each "
                         "client keeps as many requests going as it did (the load rises when the "
-                        "node answers faster); auto: closed when most requests began as one of "
-                        "their client's ended (default)")
+                        "node answers faster); auto: closed when each client's count of requests in "
+                        "flight hardly varies (default)")
     p.add_argument("--seeds", type=positive_int, default=3, metavar="K",
                    help="model runs per scenario (default 3)")
     p.set_defaults(func=run)
@@ -200,7 +200,7 @@ def _num(value, unit: str) -> str:
         return "inf"
     if unit == "s":
         return f"{value:.3f} s"
-    if unit == "share":
+    if unit in ("share", "ratio"):
         return f"{value:.3f}"
     if unit == "dirs":
         return f"{value:.1f}"
