@@ -14,8 +14,8 @@ What the records give, and how each knob of the model is set from them:
   status call, putdone/relfiles, abortreq, ping/getpools, name-server statg);
 - the name-server lock: a create that starts while no other create is in flight waits
   for no lock, so its duration is the lock's hold time; how many locks (directories)
-  share the creates follows from how much longer a create takes per other create in
-  flight (slope = hold / directories);
+  share the creates: the count under which the creates' own start instants, each holding
+  a lock for a measured hold time, wait as long on average as they did;
 - a slow thread's own work: processing time less the name-server call, quantile by
   quantile (the two are taken as rising together, which is what a lock queue does);
 - clients: the poll back-off (first delay, factor, cap) that best explains each
@@ -147,6 +147,22 @@ def _proc_interval(r: dict):
     return put_ret, max(put_ret, r["started"] + r["proc_s"])
 
 
+def fast_calls(reqs, dpm_calls) -> list[tuple[int, int]]:
+    """(start, end) of the fast-thread calls the records show: each put/get from its
+    accept to its `returns`, each closing call (its accept not recorded), each DPM call."""
+    out = []
+    for r in reqs:
+        if r["request_s"] is not None:
+            start = r["accepted"] if r["accepted"] is not None else r["started"]
+            out.append((start, r["started"] + r["request_s"]))
+        if r["done_s"] is not None and r["ended"] is not None:
+            out.append((r["ended"] - r["done_s"], r["ended"]))
+    for c in dpm_calls:
+        if c["started"] is not None and c["ended"] is not None:
+            out.append((c["started"] - (c["auth_s"] or 0), c["ended"]))
+    return out
+
+
 def in_flight_at_start(calls) -> list[tuple[int, int]]:
     """(other calls in flight when each began, its duration), for (start, end) calls."""
     ordered = sorted(calls)
@@ -177,21 +193,38 @@ def lock_fit(creats):
     return hold, how, pairs
 
 
-def directories(pairs, mean_hold: float):
-    """How many directories share the creates, and the slope (ms longer per other create
-    in flight): with D equally used directories a create finds (others in flight) / D of
-    them ahead of it in its own, each holding the lock a hold time, so slope = hold / D.
-    None when there is no contention to measure (more than 50 directories)."""
-    if len(pairs) < 2:
-        return None, 0.0
-    ks = [k for k, _ in pairs]
-    mk = sum(ks) / len(ks)
-    md = sum(d for _, d in pairs) / len(pairs)
-    var = sum((k - mk) ** 2 for k in ks)
-    slope = sum((k - mk) * (d - md) for k, d in pairs) / var if var else 0.0
-    if mean_hold <= 0 or slope <= mean_hold / 50:
-        return None, slope
-    return max(1.0, mean_hold / slope), slope
+DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)
+
+
+def simulated_lock_wait(starts, hold, dirs: int, rng: random.Random) -> float:
+    """Mean wait for the lock of creates beginning at `starts` (sorted), each in one of
+    `dirs` directories drawn at random, each holding it for a hold time drawn from `hold`,
+    served in turn per directory."""
+    free_at = [0] * dirs
+    total = 0
+    n = len(hold)
+    for start in starts:
+        d = int(rng.random() * dirs)
+        begin = max(start, free_at[d])
+        free_at[d] = begin + hold[int(rng.random() * n)]
+        total += begin - start
+    return total / len(starts)
+
+
+def lock_wait_curve(creats, hold, rng: random.Random) -> list[tuple[int, float]]:
+    """(directories, mean lock wait ms) for each candidate count, the creates' own start
+    instants replayed against the measured hold times (mean of 3 draws)."""
+    starts = sorted(s for s, _ in creats)
+    return [(d, sum(simulated_lock_wait(starts, hold, d, rng) for _ in range(3)) / 3)
+            for d in DIR_CANDIDATES]
+
+
+def directories_for(wait: float, curve) -> float | None:
+    """The directory count whose simulated wait is nearest the measured one; None when
+    the wait is under what 50 directories would give (no contention to tell apart)."""
+    if wait <= max(1.0, curve[-1][1]):
+        return None
+    return float(min(curve, key=lambda c: abs(math.log1p(c[1]) - math.log1p(wait)))[0])
 
 
 def in_flight_at_arrivals(spans) -> list[int]:
@@ -383,30 +416,34 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     if creats:
         hold, how, pairs = lock_fit(creats)
         mean_hold = sum(hold) / len(hold) if hold else 0.0
-        dirs_found, slope = directories(pairs, mean_hold)
         if hold:
             svc["dpns_creat"] = Empirical(tuple(sorted(max(1, h) for h in hold)))
             est.append(_dist_estimate("ns creat lock hold", hold, rng, how))
         durations = [e - s for s, e in creats]
         est.append(_dist_estimate("ns creat (wait + hold)", durations, rng, "DPNS call duration"))
+        # How many directories: the wait the creates had (duration less hold, on
+        # average) against the wait their own start instants would give with D locks.
+        wait = sum(durations) / len(durations) - mean_hold
+        curve = lock_wait_curve(creats, hold or [1], rng)
+        dirs_found = directories_for(wait, curve)
         low = high = None
-        if len(pairs) >= MIN_SAMPLES:
-            boot = []
-            for _ in range(BOOTSTRAP_ROUNDS):
-                sample = [pairs[int(rng.random() * len(pairs))] for _ in pairs]
-                d = directories(sample, mean_hold)[0]
-                boot.append(d if d is not None else math.inf)
-            boot.sort()
-            low, high = boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]
+        if len(durations) >= MIN_SAMPLES:
+            w_low, w_high = bootstrap(durations, lambda v: sum(v) / len(v), rng)
+            more, fewer = directories_for(w_low - mean_hold, curve), directories_for(w_high - mean_hold, curve)
+            low = fewer if fewer is not None else math.inf
+            high = more if more is not None else math.inf
+        curve_text = ", ".join(f"{d}: {w:.0f}" for d, w in curve if d in (1, 2, 3, 5, 10, 50))
         if dirs_found is None:
             dirs = SPREAD_DIRS
             est.append(Estimate("directories sharing creates", math.inf, low, high, "dirs",
-                                f"no contention: {slope:.2f} ms longer per create in flight", len(creats)))
+                                f"no contention: creates waited {wait:.1f} ms on average "
+                                f"(ms of wait by directories: {curve_text})", len(creats)))
         else:
             dirs = max(1, int(round(dirs_found)))
             lock_contention = True
             est.append(Estimate("directories sharing creates", dirs_found, low, high, "dirs",
-                                f"lock hold / ({slope:.1f} ms longer per other create in flight)",
+                                f"creates waited {wait:.1f} ms on average; their start instants "
+                                f"against the hold give (ms of wait by directories) {curve_text}",
                                 len(creats)))
     else:
         svc["dpns_creat"] = ZERO
@@ -460,10 +497,15 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     if not intervals:
         warn.append("no processing run measured: slow threads default to 20")
     fast_ids = [c["thread"] for c in dpm_calls if c.get("thread") is not None and c["thread"] >= 0]
-    fthreads = max(fast_ids) + 1 if fast_ids else 20
+    by_ids = max(fast_ids) + 1 if fast_ids else 0
+    busy = max_overlap(fast_calls(reqs, dpm_calls))
+    fthreads = max(by_ids, busy) or 20
     est.append(Estimate("fast threads", fthreads, unit="threads",
-                        how=(f"highest thread id + 1 of {len(fast_ids)} DPM calls (a lower bound)"
-                             if fast_ids else "no DPM call with a thread id: default 20")))
+                        how=(f"a lower bound: the larger of the highest thread id + 1 of "
+                             f"{len(fast_ids)} DPM calls ({by_ids}) and the most put/get, "
+                             f"closing and plain calls at once ({busy}; status calls are not "
+                             f"in the records)" if fast_ids or busy
+                             else "no DPM call measured: default 20")))
     ns_ids = [c["thread"] for c in dpns_calls if c.get("thread") is not None and c["thread"] >= 0]
     dpns_threads = max(ns_ids) + 1 if ns_ids else 20
     est.append(Estimate("name-server threads", dpns_threads, unit="threads",
