@@ -47,14 +47,14 @@ REQUEST_STEPS = ("put", "get")
 PLAIN_OPS = ("ping", "getpools")
 SPREAD_DIRS = 1_000_000         # every file in a directory of its own
 MIN_SAMPLES = 20
-BOOTSTRAP_ROUNDS = 200
+BACKOFF_SAMPLES = 5000          # requests the poll back-off is fitted on, at most
 
 
 @dataclass
 class Estimate:
     name: str
     value: float
-    low: float | None = None       # 95% interval (bootstrap) or the quantiles named in `how`
+    low: float | None = None       # 95% interval
     high: float | None = None
     unit: str = "s"
     how: str = ""
@@ -84,23 +84,36 @@ def quantile(values, q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def bootstrap(values, stat, rng: random.Random, rounds: int = BOOTSTRAP_ROUNDS):
-    """95% percentile-bootstrap interval of stat(values)."""
-    values = list(values)
-    if len(values) < 2:
+def median_interval(values, z: float = 1.96):
+    """95% interval of the median from the order statistics (distribution-free: the
+    number of values under the median is binomial(n, 1/2))."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n < 2:
         return None, None
+    half = z * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)))
+    return ordered[lo], ordered[hi]
+
+
+def mean_interval(values, z: float = 1.96):
+    """95% interval of the mean (normal approximation)."""
     n = len(values)
-    draws = sorted(stat([values[int(rng.random() * n)] for _ in range(n)]) for _ in range(rounds))
-    return draws[int(0.025 * rounds)], draws[int(0.975 * rounds) - 1]
+    if n < 2:
+        return None, None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)
 
 
 def median(values) -> float:
     return quantile(values, 0.5)
 
 
-def _dist_estimate(name: str, values, rng, how: str) -> Estimate:
-    """The median of a measured distribution with its bootstrap interval, in seconds."""
-    low, high = bootstrap(values, median, rng)
+def _dist_estimate(name: str, values, how: str) -> Estimate:
+    """The median of a measured distribution with its 95% interval, in seconds."""
+    low, high = median_interval(values)
     return Estimate(name, median(values) / 1000, None if low is None else low / 1000,
                     None if high is None else high / 1000, "s", how, len(values))
 
@@ -177,8 +190,7 @@ def in_flight_at_start(calls) -> list[tuple[int, int]]:
 
 
 def lock_fit(creats):
-    """(hold times, how the hold was measured, (others in flight, duration) pairs) from
-    (start, end) create calls."""
+    """(hold times, how the hold was measured) from (start, end) create calls."""
     pairs = in_flight_at_start(creats)
     hold = [d for k, d in pairs if k == 0]
     how = "creates that began with no other create in flight"
@@ -190,7 +202,7 @@ def lock_fit(creats):
         for start, end in sorted(creats, key=lambda c: c[1]):
             hold.append(max(0, end - max(start, prev_end if prev_end is not None else start)))
             prev_end = end
-    return hold, how, pairs
+    return hold, how
 
 
 DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)
@@ -389,7 +401,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         values = [v for v in values if v is not None]
         if len(values) >= 1:
             svc[field_name] = Empirical(tuple(sorted(values)))
-            est.append(_dist_estimate(name, values, rng, how))
+            est.append(_dist_estimate(name, values, how))
             if len(values) < MIN_SAMPLES:
                 warn.append(f"{name}: only {len(values)} values measured")
         else:
@@ -414,13 +426,13 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     dirs = None
     lock_contention = False
     if creats:
-        hold, how, pairs = lock_fit(creats)
+        hold, how = lock_fit(creats)
         mean_hold = sum(hold) / len(hold) if hold else 0.0
         if hold:
             svc["dpns_creat"] = Empirical(tuple(sorted(max(1, h) for h in hold)))
-            est.append(_dist_estimate("ns creat lock hold", hold, rng, how))
+            est.append(_dist_estimate("ns creat lock hold", hold, how))
         durations = [e - s for s, e in creats]
-        est.append(_dist_estimate("ns creat (wait + hold)", durations, rng, "DPNS call duration"))
+        est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
         # How many directories: the wait the creates had (duration less hold, on
         # average) against the wait their own start instants would give with D locks.
         wait = sum(durations) / len(durations) - mean_hold
@@ -428,7 +440,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         dirs_found = directories_for(wait, curve)
         low = high = None
         if len(durations) >= MIN_SAMPLES:
-            w_low, w_high = bootstrap(durations, lambda v: sum(v) / len(v), rng)
+            w_low, w_high = mean_interval(durations)
             more, fewer = directories_for(w_low - mean_hold, curve), directories_for(w_high - mean_hold, curve)
             low = fewer if fewer is not None else math.inf
             high = more if more is not None else math.inf
@@ -458,7 +470,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         if runs:
             own = subtract_quantiles(runs, ns_values, offset=NET_MS if ns_values else 0, floor=1)
             svc[pre_field] = Empirical(own)
-            est.append(_dist_estimate(f"proc_{op} own work", own, rng,
+            est.append(_dist_estimate(f"proc_{op} own work", own,
                                       "proc_s less the name-server call, quantile by quantile"))
     svc["proc_post"] = ZERO
     svc["select"] = ZERO
@@ -471,6 +483,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     samples = [(r["polls"], r["ready_wait_s"]) for r in reqs
                if r["polls"] and r["ready_wait_s"] is not None and r["polls"] <= 40]
     first, factor, cap = 125, 2.0, 4000
+    if len(samples) > BACKOFF_SAMPLES:
+        samples = random.Random(seed).sample(samples, BACKOFF_SAMPLES)
     if len(samples) >= 5:
         first, factor, cap, mae = fit_backoff(samples, per_call)
         est.append(Estimate("poll back-off", first / 1000, unit="s",
@@ -484,7 +498,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     if transfers:
         own_transfer = subtract_quantiles(transfers, auth, offset=2 * NET_MS, floor=1)
         svc["transfer"] = Empirical(own_transfer)
-        est.append(_dist_estimate("transfer", own_transfer, rng,
+        est.append(_dist_estimate("transfer", own_transfer,
                                   "transfer_s less the putdone's authentication"))
 
     # Threads.
@@ -520,7 +534,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     start = datetime.fromtimestamp(t0 / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     if closed and thinks:
         svc_think = Empirical(tuple(sorted(thinks)))
-        est.append(_dist_estimate("client think time", thinks, rng,
+        est.append(_dist_estimate("client think time", thinks,
                                   "a client's next request less the end of its last"))
         service = dataclasses.replace(service, think=svc_think)
     config = SimConfig(

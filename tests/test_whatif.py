@@ -180,7 +180,23 @@ def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesi
     assert cal.config.sthreads == 20 and cal.config.clients == 3
     assert cal.config.concurrency == 25
     assert (cal.config.poll_first_ms, cal.config.poll_factor) == (125, 2.0)
-    hold = lock_fit([(c["started"], c["ended"]) for c in calls if c["op"] == "creat"])[0]
+    hold, _ = lock_fit([(c["started"], c["ended"]) for c in calls if c["op"] == "creat"])
     assert 30 <= statistics.median(hold) <= 40            # the model's 35 ms
     dispersion, streams, _ = closed_loop(requests)
     assert dispersion < 0.1 and streams == cal.config.concurrency
+
+
+def test_rate_scale_packs_replayed_arrivals_closer_and_multiplies_closed_loop_streams():
+    import argparse
+
+    from dpmstream.commands.whatif import whatif_config
+    from dpmstream.simulator.calibrate import SPREAD_DIRS
+
+    args = argparse.Namespace(fthreads=None, sthreads=None, backlog=None, dirs=None,
+                              spread_dirs=True, rate_scale=2.0)
+    replayed = SimConfig(arrivals=((0, "put", 0), (1000, "get", 1), (3001, "put", 0)), dirs=1)
+    target, _ = whatif_config(replayed, args)
+    assert target.arrivals == ((0, "put", 0), (500, "get", 1), (1500, "put", 0))
+    assert target.dirs == SPREAD_DIRS
+    target, _ = whatif_config(SimConfig(concurrency=25), args)
+    assert target.concurrency == 50 and target.arrivals is None

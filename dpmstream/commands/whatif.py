@@ -51,6 +51,9 @@ def register(sub, name: str, help_text: str) -> None:
                         "flight hardly varies (default)")
     p.add_argument("--seeds", type=positive_int, default=3, metavar="K",
                    help="model runs per scenario (default 3)")
+    p.add_argument("--model-requests", type=positive_int, default=20000, metavar="N",
+                   help="requests per model run, at most (a closed loop runs N; replayed "
+                        "arrivals: the first N) (default 20000)")
     p.set_defaults(func=run)
 
 
@@ -121,6 +124,11 @@ def run(args) -> int:
         current = current.replace(fthreads=args.current_fthreads)
     if args.current_sthreads:
         current = current.replace(sthreads=args.current_sthreads)
+    if current.arrivals is not None and len(current.arrivals) > args.model_requests:
+        current = current.replace(arrivals=current.arrivals[:args.model_requests])
+        print(f"note: the model replays the first {args.model_requests} arrivals (--model-requests)")
+    elif current.requests is not None and current.requests > args.model_requests:
+        current = current.replace(requests=args.model_requests)
     target, changes = whatif_config(current, args)
     if not changes:
         print("dpmstream whatif: nothing to change: give --fthreads, --sthreads, --backlog, "
@@ -180,7 +188,8 @@ def describe_changes(changes: dict, current, rate_scale: float) -> str:
 
 
 def render_estimates(cal, config) -> str:
-    lines = ["calibrated on the log (95% intervals by bootstrap, or as stated):"]
+    lines = ["calibrated on the log (95% intervals: of a median from its order statistics, "
+             "of a share Wilson's, of the directories from the mean create wait's):"]
     for e in cal.estimates:
         value = _num(e.value, e.unit)
         interval = ""
