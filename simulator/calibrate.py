@@ -257,7 +257,8 @@ def closed_loop(reqs: list[dict]):
     one ends), and with how many? Per client, the number of its requests in flight seen
     at its arrivals (the middle 80% of the run): an open load's varies like a Poisson
     count (variance / mean near 1 or more), a closed loop's hardly at all. Returns (the
-    clients' median variance / mean, streams per client, think times ms: a client's next
+    clients' median variance / mean, streams per client (requests in flight plus the
+    pauses between one's end and the next, on average), think times ms: a client's next
     request less the end of the one before, when within 100 ms)."""
     by_client: dict[str, list] = {}
     for r in reqs:
@@ -271,16 +272,25 @@ def closed_loop(reqs: list[dict]):
         middle = counts[len(counts) // 10: max(len(counts) // 10 + 1, len(counts) * 9 // 10)]
         mean = sum(middle) / len(middle)
         dispersions.append(sum((c - mean) ** 2 for c in middle) / len(middle) / mean)
-        streams.append(max(1, int(round(mean))))
         ends = sorted(end for _, end in spans)
         used = [False] * len(ends)
+        gaps = []
         for at, _ in spans:
             i = bisect.bisect_right(ends, at) - 1
             while i >= 0 and used[i]:
                 i -= 1
             if i >= 0 and at - ends[i] <= 100:
                 used[i] = True
+                gaps.append((ends[i], at))
                 thinks.append(max(0, at - ends[i] - 2 * NET_MS))
+        # Streams: requests in flight plus streams between two requests, averaged over
+        # the middle 80% of the client's arrivals (away from the start and the drain).
+        lo, hi = spans[len(spans) // 10][0], spans[min(len(spans) - 1, len(spans) * 9 // 10)][0]
+        if hi > lo:
+            busy = sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans + gaps)
+            streams.append(max(1, int(round(busy / (hi - lo)))))
+        else:
+            streams.append(max(1, int(round(mean))))
     if not dispersions:
         return math.inf, 1, thinks
     return median(dispersions), int(round(median(streams))), thinks
@@ -409,7 +419,12 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                                 how=f"not in this log: {fallback_note}"))
     auth = [r["auth_s"] for r in reqs if r["auth_s"] is not None]
     measured("auth", "auth", auth, "DP092 - accept of put/get", "the model's default")
-    measured("put/get call", "put_call", [r["request_s"] for r in reqs], "request_s", "default")
+    # One call time for both in the model: a put's (a synchronous get's also resolves
+    # its files in the fast thread, which the model adds).
+    puts = [r for r in reqs if r["op"] == "put"]
+    calls_of = puts if sync_get and puts else reqs
+    measured("put/get call", "put_call", [r["request_s"] for r in calls_of],
+             "request_s" + (" of puts" if calls_of is puts else ""), "default")
     svc["reply"] = ZERO
     per_poll = [int(round(r["poll_s"] / r["polls"])) for r in reqs if r["polls"]]
     measured("status call", "status_call", per_poll, "poll_s / polls per request", "default")

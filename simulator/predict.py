@@ -102,8 +102,9 @@ MISS_HINTS = {
              "or the processing time is off",
     "proc": "processing: the name-server lock (directories, hold time) or the own work is off",
     "poll": "the number of polls: the fitted back-off does not match the clients",
-    "ready_wait": "the fitted poll back-off or queue+proc is off",
+    "ready_wait": "it moves in whole poll intervals: queue+proc near a poll instant (or a "
+                  "back-off fitted wrong) moves its median a whole step",
     "transfer": "the transfer is resampled: the client behaves differently",
     "done": "putdone/relfiles are resampled",
-    "total": "follows from the other phases",
+    "total": "follows from the other phases (ready_wait above all)",
 }
