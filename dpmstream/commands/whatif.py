@@ -164,6 +164,10 @@ def run(args) -> int:
         for c in misses:
             print(f"  {c.op} {c.phase}: observed {c.observed:.3f} s, modelled {c.modelled:.3f} s "
                   f"({MISS_HINTS.get(c.phase, '')})")
+    if cal.resolution_ms >= 1000:
+        print("note: whole-second stamps: phases shorter than a few seconds are not measured "
+              "to better than a second, so the fit check allows 2 s, and the load's shape "
+              "(closed loop or not) is hard to tell")
     for line in cal.warnings:
         print(f"note: {line}")
     print(f"\nwrote {out / 'prediction.csv'}")
