@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpmstream.parsers.records import PHASES
-from dpmstream.simulator.calibrate import quantile
+from dpmstream.simulator.estimators import quantile
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.run import simulate
 

@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
-from dpmstream.simulator.calibrate import calibrate, closed_loop, lock_fit
+from dpmstream.simulator.calibrate import calibrate
+from dpmstream.simulator.fits import closed_loop, lock_fit
 from dpmstream.simulator.identities import Namespace
 
 REQUESTS = 1000

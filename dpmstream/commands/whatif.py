@@ -39,7 +39,8 @@ def register(sub, name: str, help_text: str) -> None:
     dirs.add_argument("--spread-dirs", action="store_true",
                       help="what-if: every new file in a directory of its own (no shared lock)")
     p.add_argument("--rate-scale", type=positive_float, default=1.0, metavar="X",
-                   help="what-if: the same requests arriving X times as fast (default 1)")
+                   help="what-if: X times the load: replayed arrivals X times as close "
+                        "together, or a closed loop with X times the streams (default 1)")
     p.add_argument("--current-fthreads", type=positive_int, metavar="N",
                    help="the fast threads in use, when known (default: from the thread ids seen)")
     p.add_argument("--current-sthreads", type=positive_int, metavar="N",
@@ -221,7 +222,7 @@ def _num(value, unit: str) -> str:
 
 
 def render_table(observed: dict, now, then) -> str:
-    from dpmstream.simulator.calibrate import quantile
+    from dpmstream.simulator.estimators import quantile
     from dpmstream.simulator.predict import PHASE_NAMES
 
     head = (f"{'op':<4} {'phase':<11} {'observed p50':>12} {'p95':>7}   "
