@@ -28,6 +28,8 @@ CASES = [
     ("lock-bound: one dir (same_dir), 20 -> 70 slow threads", {"same_dir": True}, ["--sthreads", "70"], {"sthreads": 70}),
     ("thesis: a dir per client, 20 -> 70 slow threads", {}, ["--sthreads", "70"], {"sthreads": 70}),
     ("lock-bound: one dir -> spread over 50 dirs", {"same_dir": True}, ["--dirs", "50"], {"same_dir": False, "dirs": 50}),
+    ("thesis: twice the load (--rate-scale 2: 3 x 50 streams)", {}, ["--rate-scale", "2"], {"concurrency": 50}),
+    ("thesis: 20 -> 6 fast threads", {}, ["--fthreads", "6"], {"fthreads": 6}),
     ("open load (30/s, Poisson): 20 -> 17 slow threads", {"rate": 30.0}, ["--sthreads", "17"], {"sthreads": 17}),
     # Past saturation (load 1.1): the queue grows all run long, its p50 follows the run's
     # length and the arrivals drawn; shown for what it is, not counted in the worst error.

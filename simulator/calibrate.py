@@ -261,11 +261,17 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     if len(samples) > BACKOFF_SAMPLES:
         samples = random.Random(seed).sample(samples, BACKOFF_SAMPLES)
     if len(samples) >= 5:
-        first, factor, cap, mae = fit_backoff(samples, per_call)
+        first, factor, cap, mae, capped = fit_backoff(samples, per_call)
+        top = max(k for k, _ in samples)
+        limit = (f"at most {cap} ms apart" if capped else
+                 f"no cap reached in {top} polls (taken to grow on, up to {cap} ms)")
         est.append(Estimate("poll back-off", first / 1000, unit="s",
                             how=f"first poll {first} ms after the reply, x{factor:g} each time, "
-                                f"at most {cap} ms apart; median error of ready_wait {mae:.0f} ms",
+                                f"{limit}; median error of ready_wait {mae:.0f} ms",
                             n=len(samples)))
+        if not capped:
+            warn.append(f"the clients' poll back-off was never seen past {top} polls: a "
+                        f"what-if with longer waits assumes its growth goes on")
     else:
         warn.append("too few requests answered SUCCESS after polling: the model's default "
                     "back-off (125 ms, x2, at most 4 s) is kept")

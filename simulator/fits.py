@@ -144,10 +144,12 @@ def closed_loop(reqs: list[dict]):
 def fit_backoff(samples, per_call_ms: float):
     """The poll schedule (first delay ms, factor, cap ms) under which a request answered
     on its n-th poll has the ready_wait measured; samples are (n, ready_wait ms).
-    Returns (first, factor, cap, median absolute error ms)."""
+    Returns (first, factor, cap, median absolute error ms, whether the cap was reached
+    within the most polls seen). A cap never reached cannot be told from a larger one:
+    the largest (the growth going on) is taken."""
     firsts = (25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2000, 3000)
     factors = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
-    caps = (500, 1000, 2000, 4000, 8000, 16000, 60000)
+    caps = (60000, 16000, 8000, 4000, 2000, 1000, 500)      # ties go to the largest
     top = max(n for n, _ in samples)
     best = None
     for first in firsts:
@@ -155,14 +157,16 @@ def fit_backoff(samples, per_call_ms: float):
             for cap in caps:
                 if cap < first:
                     continue
-                sums, gap, total = [0.0], float(first), 0.0
+                sums, gap, total, capped = [0.0], float(first), 0.0, False
                 for _ in range(top):
                     total += gap + per_call_ms
                     sums.append(total)
-                    gap = min(int(round(gap * factor)), cap)
+                    grown = int(round(gap * factor))
+                    capped = capped or (grown > cap and len(sums) <= top)   # gap j+1 is used
+                    gap = min(grown, cap)
                 errors = sorted(abs(sums[n] - w) for n, w in samples)
                 score = sum(errors) / len(errors)
                 if best is None or score < best[0]:
-                    best = (score, first, factor, cap, errors[len(errors) // 2])
-    _, first, factor, cap, mae = best
-    return first, factor, cap, mae
+                    best = (score, first, factor, cap, errors[len(errors) // 2], capped)
+    _, first, factor, cap, mae, capped = best
+    return first, factor, cap, mae, capped
