@@ -115,6 +115,11 @@ def run(args) -> int:
     from dpmstream.simulator.predict import MISS_HINTS, fit_check, phase_table, predict
 
     setup_logging(args.verbose)
+    if not (args.fthreads or args.sthreads or args.backlog or args.dirs or args.spread_dirs
+            or args.rate_scale != 1.0):
+        print("dpmstream whatif: nothing to change: give --fthreads, --sthreads, --backlog, "
+              "--dirs, --spread-dirs or --rate-scale", file=sys.stderr)
+        return 2
     requests, calls, stats = read_records(args.files, args)
     if not stats.total("parsed"):
         print("dpmstream whatif: no DPM, DPNS or SRM line was parsed", file=sys.stderr)
@@ -131,10 +136,6 @@ def run(args) -> int:
     elif current.requests is not None and current.requests > args.model_requests:
         current = current.replace(requests=args.model_requests)
     target, changes = whatif_config(current, args)
-    if not changes:
-        print("dpmstream whatif: nothing to change: give --fthreads, --sthreads, --backlog, "
-              "--dirs, --spread-dirs or --rate-scale", file=sys.stderr)
-        return 2
 
     print(render_estimates(cal, current))
     seeds = tuple(range(1, args.seeds + 1))
