@@ -20,6 +20,7 @@ COMMANDS = {
     "run": ("dpmstream.commands.run", "follow live log files and serve Prometheus metrics"),
     "simulate": ("dpmstream.commands.simulate", "simulate a DPM head node: a log plus its ground truth"),
     "report": ("dpmstream.commands.report", "one self-contained HTML page of where the time goes"),
+    "whatif": ("dpmstream.commands.whatif", "calibrate the simulator on a log and predict the effect of tuning"),
     "profile": ("dpmstream.commands.profile", "inspect regex profiles against log files"),
     "worker": ("dpmstream.commands.worker", "run a Faust stream worker on Kafka"),
     "stack": ("dpmstream.commands.stack", "start or stop a local Kafka/rsyslog/worker/Prometheus stack"),

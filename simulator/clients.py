@@ -1,20 +1,19 @@
 """Client behaviour: request cycles, status polling with back-off, retries.
 
 A cycle: maybe a ping/getpools first, then a put (or get), status polls starting
-125 ms after the reply and doubling up to 4 s, the transfer once the answer is SUCCESS,
+125 ms after the reply and doubling up to 4 s (SimConfig.poll_*), the transfer once the answer is SUCCESS,
 then putdone (or relfiles). Some clients abort after a QUEUED/ACTIVE answer, some
 vanish (no polls at all, or no putdone/relfiles). A refused or failed connection is
 retried after a pause; a put/get retried after its connection died gets a new token.
 Closed loop: each client runs `concurrency` streams of back-to-back cycles. Open loop
-(`rate`): each Poisson arrival runs one cycle.
+(`rate`): each Poisson arrival runs one cycle. Replayed (`arrivals`): each arrival a log
+showed runs one cycle of its kind, at its instant, on its client.
 """
 
 from __future__ import annotations
 
 from dpmstream.simulator.model import ACTIVE, PLAIN_OPS, QUEUED, SUCCESS, Conn
 
-FIRST_POLL_MS = 125
-MAX_POLL_MS = 4000
 MAX_ATTEMPTS = 20         # per call: a client gives up the cycle after that many
 
 
@@ -43,15 +42,18 @@ class Stream:
         self.op = "put"
         self.abort = False
         self.abandon = None
-        self.backoff = FIRST_POLL_MS
+        self.backoff = sim.cfg.poll_first_ms
 
-    def cycle(self) -> bool:
-        """Start the next cycle; False when the budget is spent."""
+    def cycle(self, op: str | None = None) -> bool:
+        """Start the next cycle (a put or get as `op` says, else drawn from the mix);
+        False when the budget is spent."""
         sim = self.sim
         if not sim.budget.take():
             return False
         rng, cfg = sim.rng, sim.cfg
         self.op = "get" if rng.random() < cfg.get_fraction else "put"
+        if op is not None:     # replayed: the draw above still happens, for the others
+            self.op = op
         self.abort = rng.random() < cfg.abort_rate
         self.abandon = None
         if rng.random() < cfg.abandon_rate:
@@ -82,7 +84,7 @@ class Stream:
             if rc != 0 or self.abandon == "after_request":
                 self._next()
                 return
-            self.backoff = FIRST_POLL_MS
+            self.backoff = self.sim.cfg.poll_first_ms
             self._later(self.backoff, "status", req)
         elif kind == "status":
             req = conn.req
@@ -96,7 +98,8 @@ class Stream:
                 if self.abort:
                     self.send("abortreq", req)
                 else:
-                    self.backoff = min(self.backoff * 2, MAX_POLL_MS)
+                    cfg = self.sim.cfg
+                    self.backoff = min(int(round(self.backoff * cfg.poll_factor)), cfg.poll_max_ms)
                     self._later(self.backoff, "status", req)
             else:                                 # FAILED (or ABORTED)
                 self._next()
@@ -133,3 +136,17 @@ class Arrivals:
         sim = self.sim
         if Stream(sim, sim.rng.choice(sim.clients), one_shot=True).cycle():
             self._schedule()
+
+
+class Replayed:
+    """Replayed load: one cycle per (offset ms, op, client index), at start + offset."""
+
+    def __init__(self, sim, arrivals):
+        self.sim, self.arrivals = sim, arrivals
+
+    def start(self) -> None:
+        sim = self.sim
+        clients = sim.clients
+        for offset, op, client in self.arrivals:
+            stream = Stream(sim, clients[client % len(clients)], one_shot=True)
+            sim.eng.at(sim.start + int(offset), stream.cycle, op)

@@ -64,7 +64,17 @@ class SimConfig:
     clock_step_s: float = 30.0         # by this much (NTP)
     future_lines: int = 0              # stray DPM lines stamped `future_ahead_s` ahead
     future_ahead_s: float = 3660.0     # an hour and a minute: past the default timeout
+    # Replayed load (issue 15, `dpmstream whatif`): instead of the closed-loop streams,
+    # one cycle per (offset ms from start, "put"|"get", client index), as a log showed them.
+    arrivals: tuple | None = None
+    # Client status polls: the first this long after the put/get's reply, each next one
+    # `poll_factor` times later, at most `poll_max_ms` apart.
+    poll_first_ms: int = 125
+    poll_factor: float = 2.0
+    poll_max_ms: int = 4000
     service: ServiceTimes = field(default_factory=ServiceTimes)
+    dirs: int | None = None            # files spread over this many directories (None: one per
+                                       # client, or one with same_dir)
 
     DEFAULT_REQUESTS = 3000
 
@@ -75,6 +85,8 @@ class SimConfig:
         """Cycles to start; None means unlimited (the duration or line target stops it)."""
         if self.requests is not None:
             return self.requests
+        if self.arrivals is not None:
+            return len(self.arrivals)
         if self.duration is None and self.lines is None:
             return self.DEFAULT_REQUESTS
         return None
@@ -127,6 +139,14 @@ class SimConfig:
             (self.clock_step_s > 0, "clock-step-s must be > 0"),
             (self.future_lines >= 0, "future-lines must be >= 0"),
             (self.future_ahead_s >= 60, "future-ahead-s must be >= 60"),
+            (self.dirs is None or self.dirs >= 1, "dirs must be >= 1"),
+            (self.poll_first_ms >= 1 and self.poll_max_ms >= self.poll_first_ms,
+             "poll-first-ms must be >= 1 and <= poll-max-ms"),
+            (self.poll_factor >= 1.0, "poll-factor must be >= 1"),
+            (self.arrivals is None or all(
+                offset >= 0 and kind in ("put", "get") and client >= 0
+                for offset, kind, client in self.arrivals),
+             "arrivals must be (offset ms >= 0, put|get, client index >= 0)"),
         ]
         for name in ("get_fraction", "plain_rate", "auth_fail_rate", "put_fail_rate",
                      "proc_fail_rate", "done_fail_rate", "abort_rate", "abandon_rate",

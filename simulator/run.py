@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpmstream.parsers.records import PHASES, STATUSES
-from dpmstream.simulator.clients import Arrivals, Budget, Stream
+from dpmstream.simulator.clients import Arrivals, Budget, Replayed, Stream
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.daemon import Dpm
 from dpmstream.simulator.dpns import NameServer
@@ -92,7 +92,7 @@ class _Sim:
         self.eng = Engine(self.start, writers)
         self.truth = Truth(cfg.host)
         self.clients = make_clients(cfg.clients)
-        self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng)
+        self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng, cfg.dirs)
         self.dpns = NameServer(self.eng, self.rng, self.svc, self.dpns_log, self.truth,
                                cfg.dpns_pid, cfg.dpns_threads, cfg.host)
         self.dpm = Dpm(self.eng, self.rng, cfg, self.log, self.dpns, self.truth, self.namespace)
@@ -125,7 +125,9 @@ class _Sim:
     def run(self) -> None:
         cfg, eng = self.cfg, self.eng
         self.dpm.start()
-        if cfg.rate is not None:
+        if cfg.arrivals is not None:
+            Replayed(self, cfg.arrivals).start()
+        elif cfg.rate is not None:
             Arrivals(self, cfg.rate).start()
         else:
             for client in self.clients:

@@ -29,6 +29,25 @@ class Dist:
 
 
 @dataclass(frozen=True)
+class Empirical:
+    """A distribution measured on a log: each draw is one of the measured values, picked
+    uniformly (a resample), so nothing is assumed about its shape."""
+    values: tuple[int, ...]
+
+    def __post_init__(self):
+        if not self.values:
+            raise ValueError("an empirical distribution needs at least one value")
+
+    def draw(self, rng: random.Random) -> int:
+        return self.values[int(rng.random() * len(self.values))]
+
+    @property
+    def median_ms(self) -> float:
+        ordered = sorted(self.values)
+        return float(ordered[len(ordered) // 2])
+
+
+@dataclass(frozen=True)
 class ServiceTimes:
     net: Dist = Dist(1.0, 0.5)              # one-way client <-> head node
     auth: Dist = Dist(20.0, 0.3, 1)         # GSI handshake after accept

@@ -1,0 +1,264 @@
+"""`dpmstream whatif`: calibrate the simulator on a log and predict the effect of tuning.
+
+Reads the logs with the replay core, fits the model (simulator/calibrate.py), runs it at
+the current settings and at the requested ones with several seeds, checks that the
+current run reproduces what the log shows, and writes DIR/prediction.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from pathlib import Path
+
+from dpmstream.commands.common import (
+    add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
+    positive_float, positive_int, setup_logging,
+)
+
+CSV_COLUMNS = ("scenario", "op", "phase", "p50", "p95", "p99", "count",
+               "p50_min", "p50_max", "p95_min", "p95_max", "p99_min", "p99_max")
+
+
+def register(sub, name: str, help_text: str) -> None:
+    p = sub.add_parser(
+        name, help=help_text, description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="DPM log(s), and the DPNS log for the name-server lock")
+    add_log_options(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="write DIR/prediction.csv")
+    p.add_argument("--fthreads", type=positive_int, metavar="N", help="what-if: fast threads")
+    p.add_argument("--sthreads", type=positive_int, metavar="N", help="what-if: slow threads")
+    p.add_argument("--backlog", type=positive_int, metavar="N", help="what-if: listen backlog")
+    dirs = p.add_mutually_exclusive_group()
+    dirs.add_argument("--dirs", type=positive_int, metavar="N",
+                      help="what-if: new files spread over N directories")
+    dirs.add_argument("--spread-dirs", action="store_true",
+                      help="what-if: every new file in a directory of its own (no shared lock)")
+    p.add_argument("--rate-scale", type=positive_float, default=1.0, metavar="X",
+                   help="what-if: X times the load: replayed arrivals X times as close "
+                        "together, or a closed loop with X times the streams (default 1)")
+    p.add_argument("--current-fthreads", type=positive_int, metavar="N",
+                   help="the fast threads in use, when known (default: from the thread ids seen)")
+    p.add_argument("--current-sthreads", type=positive_int, metavar="N",
+                   help="the slow threads in use, when known (default: the most processing runs at once)")
+    p.add_argument("--load", choices=("auto", "replay", "closed"), default="auto",
+                   help="replay: each request at its logged instant (an open load); closed: each "
+                        "client keeps as many requests going as it did (the load rises when the "
+                        "node answers faster); auto: closed when each client's count of requests in "
+                        "flight hardly varies (default)")
+    p.add_argument("--seeds", type=positive_int, default=3, metavar="K",
+                   help="model runs per scenario (default 3)")
+    p.add_argument("--model-requests", type=positive_int, default=20000, metavar="N",
+                   help="requests per model run, at most (a closed loop runs N; replayed "
+                        "arrivals: the first N) (default 20000)")
+    p.set_defaults(func=run)
+
+
+def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object]:
+    """Every request and call record of the files, through the replay core."""
+    from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
+    from dpmstream.streams.pipeline import Pipeline
+
+    requests, calls = [], []
+
+    def keep(record: dict) -> None:
+        (requests if record["kind"] == "request" else calls).append(record)
+
+    pipeline = Pipeline(keep, **pipeline_options(args))
+    profile, tz = checked_profile(args.profile), checked_zone(args.tz)
+    host = default_host(args.host)
+    for name in files:
+        try:
+            inp = describe(name)
+            stream, _ = open_binary(inp)
+        except (InputError, OSError) as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
+                              year=args.year, year_hint_ms=inp.mtime_ms)
+        try:
+            for chunk in iter_chunks(stream):
+                src.feed_lines(chunk)
+        finally:
+            if not inp.is_stdin:
+                stream.close()
+    pipeline.finish()
+    return requests, calls, pipeline.stats
+
+
+def whatif_config(current, args):
+    """The current SimConfig with the requested changes."""
+    from dpmstream.simulator.calibrate import SPREAD_DIRS
+
+    changes = {}
+    for name in ("fthreads", "sthreads", "backlog"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    if args.dirs is not None:
+        changes["dirs"] = args.dirs
+    elif args.spread_dirs:
+        changes["dirs"] = SPREAD_DIRS
+    if args.rate_scale != 1.0:
+        if current.arrivals is not None:     # the same requests, X times as close together
+            changes["arrivals"] = tuple((int(round(at / args.rate_scale)), op, client)
+                                        for at, op, client in current.arrivals)
+        else:                                # a closed loop: X times as many streams
+            changes["concurrency"] = max(1, int(round(current.concurrency * args.rate_scale)))
+    return current.replace(**changes), changes
+
+
+def run(args) -> int:
+    from dpmstream.simulator.calibrate import calibrate
+    from dpmstream.simulator.predict import MISS_HINTS, fit_check, phase_table, predict
+
+    setup_logging(args.verbose)
+    if not (args.fthreads or args.sthreads or args.backlog or args.dirs or args.spread_dirs
+            or args.rate_scale != 1.0):
+        print("dpmstream whatif: nothing to change: give --fthreads, --sthreads, --backlog, "
+              "--dirs, --spread-dirs or --rate-scale", file=sys.stderr)
+        return 2
+    requests, calls, stats = read_records(args.files, args)
+    if not stats.total("parsed"):
+        print("dpmstream whatif: no DPM, DPNS or SRM line was parsed", file=sys.stderr)
+        return 1
+    cal = calibrate(requests, calls, load=args.load)
+    current = cal.config
+    if args.current_fthreads:
+        current = current.replace(fthreads=args.current_fthreads)
+    if args.current_sthreads:
+        current = current.replace(sthreads=args.current_sthreads)
+    if current.arrivals is not None and len(current.arrivals) > args.model_requests:
+        current = current.replace(arrivals=current.arrivals[:args.model_requests])
+        print(f"note: the model replays the first {args.model_requests} arrivals (--model-requests)")
+    elif current.requests is not None and current.requests > args.model_requests:
+        current = current.replace(requests=args.model_requests)
+    target, changes = whatif_config(current, args)
+
+    print(render_estimates(cal, current))
+    seeds = tuple(range(1, args.seeds + 1))
+    now = predict(current, seeds)
+    then = predict(target, seeds)
+    observed = phase_table(requests)
+    floor_s = 2 * cal.resolution_ms / 1000
+    checks = fit_check(observed, now, floor_s)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_prediction_csv(out / "prediction.csv", now, then)
+    print()
+    print(f"what-if: {describe_changes(changes, current, args.rate_scale)}; {len(seeds)} seeds each "
+          f"({now.requests // len(seeds)} requests per run)")
+    print(render_table(observed, now, then))
+    print()
+    misses = [c for c in checks if not c.ok]
+    if checks and not misses:
+        print(f"fit: the model at the current settings reproduces the observed p50 of every "
+              f"phase within 10% (or {floor_s * 1000:.0f} ms): {len(checks)} checked")
+    elif not checks:
+        print("fit: WARNING: too few requests to check the model against the log")
+    else:
+        print(f"fit: WARNING: the model does not fit this log: {len(misses)} of {len(checks)} "
+              f"phases off by more than 10% at the current settings; the what-if is "
+              f"uncertain there:")
+        for c in misses:
+            print(f"  {c.op} {c.phase}: observed {c.observed:.3f} s, modelled {c.modelled:.3f} s "
+                  f"({MISS_HINTS.get(c.phase, '')})")
+    if cal.resolution_ms >= 1000:
+        print("note: whole-second stamps: phases shorter than a few seconds are not measured "
+              "to better than a second, so the fit check allows 2 s, and the load's shape "
+              "(closed loop or not) is hard to tell")
+    for line in cal.warnings:
+        print(f"note: {line}")
+    print(f"\nwrote {out / 'prediction.csv'}")
+    return 0
+
+
+def describe_changes(changes: dict, current, rate_scale: float) -> str:
+    parts = []
+    for name, value in changes.items():
+        if name in ("arrivals", "concurrency"):
+            continue
+        before = getattr(current, name)
+        if name == "dirs":
+            from dpmstream.simulator.calibrate import SPREAD_DIRS
+            show = lambda d: "spread" if d is None or d >= SPREAD_DIRS else str(d)
+            parts.append(f"dirs {show(before)} -> {show(value)}")
+        else:
+            parts.append(f"{name} {before} -> {value}")
+    if "arrivals" in changes or "concurrency" in changes:
+        parts.append(f"arrival rate x{rate_scale:g}")
+    return ", ".join(parts)
+
+
+def render_estimates(cal, config) -> str:
+    lines = ["calibrated on the log (95% intervals: of a median from its order statistics, "
+             "of a share Wilson's, of the directories from the mean create wait's):"]
+    for e in cal.estimates:
+        value = _num(e.value, e.unit)
+        interval = ""
+        if e.low is not None and e.high is not None:
+            interval = f" [{_num(e.low, e.unit)} .. {_num(e.high, e.unit)}]"
+        count = f" n={e.n}" if e.n else ""
+        lines.append(f"  {e.name:<30} {value}{interval}{count}  {e.how}")
+    lines.append(f"  model: {config.fthreads} fast, {config.sthreads} slow, {config.dpns_threads} "
+                 f"name-server threads, backlog {config.backlog}")
+    return "\n".join(lines)
+
+
+def _num(value, unit: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if unit == "s":
+        return f"{value:.3f} s"
+    if unit in ("share", "ratio"):
+        return f"{value:.3f}"
+    if unit == "dirs":
+        return f"{value:.1f}"
+    return f"{value:g}" + (f" {unit}" if unit else "")
+
+
+def render_table(observed: dict, now, then) -> str:
+    from dpmstream.simulator.estimators import quantile
+    from dpmstream.simulator.predict import PHASE_NAMES
+
+    head = (f"{'op':<4} {'phase':<11} {'observed p50':>12} {'p95':>7}   "
+            f"{'current p50 [seeds]':>26} {'p95':>7}   {'what-if p50 [seeds]':>26} {'p95':>7}")
+    rows = [head]
+    keys = sorted({k for k in list(now.pooled) + list(then.pooled) + list(observed)},
+                  key=lambda k: (k[0], PHASE_NAMES.index(k[1])))
+    for key in keys:
+        vals = observed.get(key)
+        obs50 = f"{quantile(vals, .5) / 1000:.3f}" if vals else "-"
+        obs95 = f"{quantile(vals, .95) / 1000:.3f}" if vals else "-"
+        cells = []
+        for pred in (now, then):
+            q = pred.pooled.get(key)
+            if q is None:
+                cells.append(f"{'-':>26} {'-':>7}")
+                continue
+            lo, hi = pred.spread(key, "p50")
+            cells.append(f"{q['p50']:>10.3f} [{lo:.3f}..{hi:.3f}] {q['p95']:>7.3f}")
+        rows.append(f"{key[0]:<4} {key[1]:<11} {obs50:>12} {obs95:>7}   {cells[0]}   {cells[1]}")
+    return "\n".join(rows)
+
+
+def write_prediction_csv(path: Path, now, then) -> None:
+    from dpmstream.simulator.predict import PHASE_NAMES
+
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for scenario, pred in (("current", now), ("whatif", then)):
+            for key in sorted(pred.pooled, key=lambda k: (k[0], PHASE_NAMES.index(k[1]))):
+                q = pred.pooled[key]
+                row = [scenario, key[0], key[1]] + [f"{q[n]:.3f}" for n in ("p50", "p95", "p99")]
+                row.append(q["count"])
+                for name in ("p50", "p95", "p99"):
+                    lo, hi = pred.spread(key, name)
+                    row += [f"{lo:.3f}", f"{hi:.3f}"]
+                writer.writerow(row)

@@ -1,0 +1,340 @@
+"""Calibrate the simulator on a log's records (issue 15): a SimConfig that replays the
+log's load through the model, and what was estimated, with its uncertainty.
+
+Pure: it takes the request and call records the replay core emits (times in integer
+ms, parsers/records.py) and returns a Calibration; nothing here reads files.
+
+What the records give, and how each knob of the model is set from them:
+- load: a closed loop (each client host keeps as many requests going as it was seen to,
+  starting the next a think time after one ends) when each client's count of requests
+  in flight hardly varies; otherwise each put/get (and each put/get refused before it
+  had a token) is replayed at its own instant (its accept line, else its DP092), on its
+  own client host;
+- service times: resampled from the measured durations (auth, the put/get call, a
+  status call, putdone/relfiles, abortreq, ping/getpools, name-server statg);
+- the name-server lock: a create that starts while no other create is in flight waits
+  for no lock, so its duration is the lock's hold time; how many locks (directories)
+  share the creates: the count under which the creates' own start instants, each holding
+  a lock for a measured hold time, wait as long on average as they did;
+- a slow thread's own work: processing time less the name-server call, quantile by
+  quantile (the two are taken as rising together, which is what a lock queue does);
+- clients: the poll back-off (first delay, factor, cap) that best explains each
+  request's number of polls and its ready_wait; the transfer, less the putdone's
+  authentication;
+- threads: slow threads = the most processing runs seen at once (a lower bound, exact
+  once requests queued); fast threads = the larger of the highest thread id + 1 on DPM
+  calls and the most put/get, closing and plain calls seen at once; name-server threads
+  = the highest thread id + 1 on its calls (all lower bounds: request steps carry no
+  thread id in the records, status calls no times of their own).
+The statistics are in estimators.py, the fits of each part in fits.py.
+What no record shows (the listen backlog, refused connections, network delay, failed
+authentications) keeps the model's default, and the estimates say so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from dpmstream.simulator.config import SimConfig
+from dpmstream.simulator.estimators import (
+    max_overlap, mean_interval, median, median_interval, subtract_quantiles,
+    wilson_interval,
+)
+from dpmstream.simulator.fits import (
+    MIN_SAMPLES, NET_MS, closed_loop, directories_for, fast_calls, fit_backoff, lock_fit,
+    lock_wait_curve, proc_interval,
+)
+from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
+
+ZERO = Dist(0.0, 0.0)
+REQUEST_STEPS = ("put", "get")
+PLAIN_OPS = ("ping", "getpools")
+SPREAD_DIRS = 1_000_000         # every file in a directory of its own
+BACKOFF_SAMPLES = 5000          # requests the poll back-off is fitted on, at most
+
+
+@dataclass
+class Estimate:
+    name: str
+    value: float
+    low: float | None = None       # 95% interval
+    high: float | None = None
+    unit: str = "s"
+    how: str = ""
+    n: int = 0
+
+
+@dataclass
+class Calibration:
+    config: SimConfig
+    estimates: list[Estimate] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    lock_contention: bool = False
+    resolution_ms: int = 1
+    load: str = "replay"           # "replay": the arrivals as logged; "closed": client streams
+
+
+def _dist_estimate(name: str, values, how: str) -> Estimate:
+    """The median of a measured distribution with its 95% interval, in seconds."""
+    low, high = median_interval(values)
+    return Estimate(name, median(values) / 1000, None if low is None else low / 1000,
+                    None if high is None else high / 1000, "s", how, len(values))
+
+
+LOADS = ("auto", "replay", "closed")
+CLOSED_DISPERSION = 0.25
+
+
+def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
+              load: str = "auto") -> Calibration:
+    """A SimConfig running these records' load through the model, and the estimates.
+
+    load: "replay" replays each request at its logged instant (an open load: it comes
+    whatever the head node does); "closed" runs each client as the number of concurrent
+    request streams it kept going, each starting its next request as one ends (a load
+    that comes faster when the head node answers faster, like FTS or the thesis's test
+    clients); "auto" takes "closed" when each client's in-flight count hardly varies
+    (CLOSED_DISPERSION)."""
+    if load not in LOADS:
+        raise ValueError(f"load must be one of {', '.join(LOADS)}, not {load!r}")
+    reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
+    if not reqs:
+        raise ValueError("no put or get request with its DP092 in the input: nothing to calibrate on")
+    rng = random.Random(seed)
+    est: list[Estimate] = []
+    warn: list[str] = []
+    dpm_calls = [c for c in calls if c.get("daemon") == "dpm"]
+    dpns_calls = [c for c in calls if c.get("daemon") == "dpns" and c.get("duration_s") is not None]
+
+    stamps = [r["started"] for r in reqs]
+    resolution = 1000 if all(t % 1000 == 0 for t in stamps) else 1
+
+    # Load: each request, and each put/get refused before its token, at its instant.
+    hosts: dict[str, int] = {}
+    arrivals = []
+    for r in reqs:
+        at = r["accepted"] if r["accepted"] is not None else r["started"]
+        arrivals.append((at, r["op"], hosts.setdefault(r["client"] or "?", len(hosts))))
+    early = [c for c in dpm_calls if c["op"] in REQUEST_STEPS and c["started"] is not None]
+    for c in early:
+        at = c["started"] - (c["auth_s"] or 0)
+        arrivals.append((at, c["op"], hosts.setdefault(c["client"] or "?", len(hosts))))
+    arrivals.sort()
+    t0 = arrivals[0][0] - 1000
+    span_s = (arrivals[-1][0] - arrivals[0][0]) / 1000
+    replay = tuple((at - t0 - NET_MS, op, client) for at, op, client in arrivals)
+    est.append(Estimate("arrivals", len(replay), unit="requests",
+                        how=f"over {span_s:.1f} s ({len(replay) / max(span_s, 1e-3):.1f}/s), "
+                            f"{len(hosts)} client hosts", n=len(replay)))
+    dispersion, streams, thinks = closed_loop(reqs)
+    closed = dispersion <= CLOSED_DISPERSION if load == "auto" else load == "closed"
+    est.append(Estimate("in flight per client, var/mean", dispersion, unit="ratio",
+                        how="at its arrivals (Poisson: 1); load modelled as "
+                            + (f"a closed loop: {len(hosts)} clients x {streams} streams"
+                               if closed else "open: the arrivals replayed at their instants")
+                            + ("" if load == "auto" else f" (--load {load})"), n=n_total(reqs)))
+
+    # Mix and outcomes.
+    gets = sum(1 for r in reqs if r["op"] == "get")
+    n = len(reqs)
+    get_fraction = gets / n
+    nfiles = sorted(r["nfiles"] or 1 for r in reqs)
+    files = nfiles[len(nfiles) // 2]
+    failed_early = sum(1 for r in reqs if r["status"] == "failed" and r["queue_s"] is None
+                       and r["proc_s"] is None and not r["polls"])
+    put_fail = (failed_early + len(early)) / (n + len(early))
+    procs = [r for r in reqs if r["proc_s"] is not None]
+    proc_fail = (sum(1 for r in procs if r["status"] == "failed") / len(procs)) if procs else 0.0
+    abort = sum(1 for r in reqs if r["status"] == "aborted") / n
+    abandon = sum(1 for r in reqs if r["status"] == "incomplete") / n
+    plain = [c for c in dpm_calls if c["op"] in PLAIN_OPS]
+    plain_rate = min(1.0, len(plain) / n)
+    sync_get = gets > 0 and sum(1 for r in reqs if r["op"] == "get" and r["proc_s"] is None
+                                and r["status"] == "success") > gets / 2
+    for name, value in (("get share", get_fraction), ("put/get refused", put_fail),
+                        ("processing failed", proc_fail), ("aborted", abort),
+                        ("abandoned (incomplete)", abandon), ("ping/getpools per request", plain_rate)):
+        k = round(value * n)
+        low, high = wilson_interval(k, n)
+        est.append(Estimate(name, value, low, high, "share", "count / requests (Wilson 95%)", n))
+    est.append(Estimate("files per request", files, unit="files", how="median nfiles", n=n))
+    if sync_get:
+        est.append(Estimate("DPM_USE_SYNCGET", 1, unit="", how="most successful gets had no processing run"))
+
+    # Service times.
+    svc = {}
+    def measured(name, field_name, values, how, fallback_note):
+        values = [v for v in values if v is not None]
+        if len(values) >= 1:
+            svc[field_name] = Empirical(tuple(sorted(values)))
+            est.append(_dist_estimate(name, values, how))
+            if len(values) < MIN_SAMPLES:
+                warn.append(f"{name}: only {len(values)} values measured")
+        else:
+            est.append(Estimate(name, getattr(ServiceTimes(), field_name).median_ms / 1000,
+                                how=f"not in this log: {fallback_note}"))
+    auth = [r["auth_s"] for r in reqs if r["auth_s"] is not None]
+    measured("auth", "auth", auth, "DP092 - accept of put/get", "the model's default")
+    # One call time for both in the model: a put's (a synchronous get's also resolves
+    # its files in the fast thread, which the model adds).
+    puts = [r for r in reqs if r["op"] == "put"]
+    calls_of = puts if sync_get and puts else reqs
+    measured("put/get call", "put_call", [r["request_s"] for r in calls_of],
+             "request_s" + (" of puts" if calls_of is puts else ""), "default")
+    svc["reply"] = ZERO
+    per_poll = [int(round(r["poll_s"] / r["polls"])) for r in reqs if r["polls"]]
+    measured("status call", "status_call", per_poll, "poll_s / polls per request", "default")
+    measured("putdone/relfiles", "done_call",
+             [r["done_s"] for r in reqs if r["status"] == "success"], "done_s", "default")
+    measured("abortreq", "abort_call",
+             [r["done_s"] for r in reqs if r["status"] == "aborted"], "done_s", "default")
+    measured("ping/getpools", "plain_call", [c["duration_s"] for c in plain], "call duration", "default")
+    statg = [c["duration_s"] for c in dpns_calls if c["op"] == "statg"]
+    measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
+
+    # The name-server lock.
+    creats = [(c["started"], c["ended"]) for c in dpns_calls if c["op"] == "creat"]
+    dirs = None
+    lock_contention = False
+    if creats:
+        hold, how = lock_fit(creats)
+        mean_hold = sum(hold) / len(hold) if hold else 0.0
+        if hold:
+            svc["dpns_creat"] = Empirical(tuple(sorted(max(1, h) for h in hold)))
+            est.append(_dist_estimate("ns creat lock hold", hold, how))
+        durations = [e - s for s, e in creats]
+        est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
+        # How many directories: the wait the creates had (duration less hold, on
+        # average) against the wait their own start instants would give with D locks.
+        wait = sum(durations) / len(durations) - mean_hold
+        curve = lock_wait_curve(creats, hold or [1], rng)
+        dirs_found = directories_for(wait, curve)
+        low = high = None
+        if len(durations) >= MIN_SAMPLES:
+            w_low, w_high = mean_interval(durations)
+            more, fewer = directories_for(w_low - mean_hold, curve), directories_for(w_high - mean_hold, curve)
+            low = fewer if fewer is not None else math.inf
+            high = more if more is not None else math.inf
+        curve_text = ", ".join(f"{d}: {w:.0f}" for d, w in curve if d in (1, 2, 3, 5, 10, 50))
+        if dirs_found is None:
+            dirs = SPREAD_DIRS
+            est.append(Estimate("directories sharing creates", math.inf, low, high, "dirs",
+                                f"no contention: creates waited {wait:.1f} ms on average "
+                                f"(ms of wait by directories: {curve_text})", len(creats)))
+        else:
+            dirs = max(1, int(round(dirs_found)))
+            lock_contention = True
+            est.append(Estimate("directories sharing creates", dirs_found, low, high, "dirs",
+                                f"creates waited {wait:.1f} ms on average; their start instants "
+                                f"against the hold give (ms of wait by directories) {curve_text}",
+                                len(creats)))
+    else:
+        svc["dpns_creat"] = ZERO
+        dirs = SPREAD_DIRS
+        warn.append("no name-server creates in the input (no DPNS log given?): the directory "
+                    "lock is not modelled and a put's processing is taken whole")
+
+    # A slow thread's own work: processing less the name-server call and its answer.
+    for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e in creats]),
+                                     ("get", "proc_get_pre", statg)):
+        runs = [r["proc_s"] for r in reqs if r["op"] == op and r["proc_s"] is not None]
+        if runs:
+            own = subtract_quantiles(runs, ns_values, offset=NET_MS if ns_values else 0, floor=1)
+            svc[pre_field] = Empirical(own)
+            est.append(_dist_estimate(f"proc_{op} own work", own,
+                                      "proc_s less the name-server call, quantile by quantile"))
+    svc["proc_post"] = ZERO
+    svc["select"] = ZERO
+    svc["slow_pickup"] = ZERO
+
+    # Clients: the poll schedule and the transfer.
+    status_med = median(per_poll) if per_poll else 2
+    auth_med = median(auth) if auth else 20
+    per_call = auth_med + status_med + 2 * NET_MS
+    samples = [(r["polls"], r["ready_wait_s"]) for r in reqs
+               if r["polls"] and r["ready_wait_s"] is not None and r["polls"] <= 40]
+    first, factor, cap = 125, 2.0, 4000
+    if len(samples) > BACKOFF_SAMPLES:
+        samples = random.Random(seed).sample(samples, BACKOFF_SAMPLES)
+    if len(samples) >= 5:
+        first, factor, cap, mae, capped = fit_backoff(samples, per_call)
+        top = max(k for k, _ in samples)
+        limit = (f"at most {cap} ms apart" if capped else
+                 f"no cap reached in {top} polls (taken to grow on, up to {cap} ms)")
+        est.append(Estimate("poll back-off", first / 1000, unit="s",
+                            how=f"first poll {first} ms after the reply, x{factor:g} each time, "
+                                f"{limit}; median error of ready_wait {mae:.0f} ms",
+                            n=len(samples)))
+        if not capped:
+            warn.append(f"the clients' poll back-off was never seen past {top} polls: a "
+                        f"what-if with longer waits assumes its growth goes on")
+    else:
+        warn.append("too few requests answered SUCCESS after polling: the model's default "
+                    "back-off (125 ms, x2, at most 4 s) is kept")
+    transfers = [r["transfer_s"] for r in reqs if r["transfer_s"] is not None]
+    if transfers:
+        own_transfer = subtract_quantiles(transfers, auth, offset=2 * NET_MS, floor=1)
+        svc["transfer"] = Empirical(own_transfer)
+        est.append(_dist_estimate("transfer", own_transfer,
+                                  "transfer_s less the putdone's authentication"))
+
+    # Threads.
+    intervals = [iv for iv in (proc_interval(r) for r in reqs) if iv is not None]
+    sthreads = max(1, max_overlap(intervals)) if intervals else 20
+    queued = sum(1 for r in reqs if (r["queue_s"] or 0) > 10)
+    est.append(Estimate("slow threads", sthreads, unit="threads",
+                        how=f"most processing runs at once ({queued} of {n} requests waited > 10 ms "
+                            f"for one: {'exact' if queued > n / 20 else 'a lower bound'})"))
+    if not intervals:
+        warn.append("no processing run measured: slow threads default to 20")
+    fast_ids = [c["thread"] for c in dpm_calls if c.get("thread") is not None and c["thread"] >= 0]
+    by_ids = max(fast_ids) + 1 if fast_ids else 0
+    busy = max_overlap(fast_calls(reqs, dpm_calls))
+    fthreads = max(by_ids, busy) or 20
+    est.append(Estimate("fast threads", fthreads, unit="threads",
+                        how=(f"a lower bound: the larger of the highest thread id + 1 of "
+                             f"{len(fast_ids)} DPM calls ({by_ids}) and the most put/get, "
+                             f"closing and plain calls at once ({busy}; status calls are not "
+                             f"in the records)" if fast_ids or busy
+                             else "no DPM call measured: default 20")))
+    ns_ids = [c["thread"] for c in dpns_calls if c.get("thread") is not None and c["thread"] >= 0]
+    dpns_threads = max(ns_ids) + 1 if ns_ids else 20
+    est.append(Estimate("name-server threads", dpns_threads, unit="threads",
+                        how=(f"highest thread id + 1 of {len(ns_ids)} DPNS calls (a lower bound)"
+                             if ns_ids else "no DPNS call: default 20")))
+    est.append(Estimate("listen backlog", 50, unit="connections",
+                        how="not in any log (refused connections leave no line): the model's default"))
+
+    base = ServiceTimes()
+    service = ServiceTimes(**{name: svc.get(name, getattr(base, name))
+                              for name in base.__dataclass_fields__})
+    start = datetime.fromtimestamp(t0 / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    if closed and thinks:
+        svc_think = Empirical(tuple(sorted(thinks)))
+        est.append(_dist_estimate("client think time", thinks,
+                                  "a client's next request less the end of its last"))
+        service = dataclasses.replace(service, think=svc_think)
+    config = SimConfig(
+        clients=len(hosts), arrivals=None if closed else replay,
+        concurrency=max(1, streams), requests=len(replay) if closed else None, files=files, get_fraction=get_fraction,
+        plain_rate=plain_rate, fthreads=fthreads, sthreads=sthreads, dpns_threads=dpns_threads,
+        sync_get=sync_get, accept_lines=any(r["accepted"] is not None for r in reqs),
+        put_fail_rate=put_fail, proc_fail_rate=proc_fail, abort_rate=abort,
+        abandon_rate=abandon, done_fail_rate=0.0, seed=seed, start=start, tz="UTC",
+        jitter_rate=0.0, poll_first_ms=first, poll_factor=factor, poll_max_ms=cap,
+        service=service, dirs=dirs,
+    )
+    config.validate()
+    return Calibration(config, est, warn, lock_contention, resolution,
+                       "closed" if closed else "replay")
+
+
+def n_total(reqs) -> int:
+    return sum(1 for r in reqs if r["ended"] is not None)
+
+
+

@@ -1,0 +1,109 @@
+"""Small statistics on measured durations and intervals (integer ms), for the
+calibration (simulator/calibrate.py): quantiles and 95% intervals, quantile-by-quantile
+subtraction, and how many intervals are open at once."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+
+def quantile(values, q: float) -> float:
+    """Linear interpolation between order statistics; values need not be sorted."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    pos = q * (len(ordered) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def median_interval(values, z: float = 1.96):
+    """95% interval of the median from the order statistics (distribution-free: the
+    number of values under the median is binomial(n, 1/2))."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n < 2:
+        return None, None
+    half = z * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)))
+    return ordered[lo], ordered[hi]
+
+
+def mean_interval(values, z: float = 1.96):
+    """95% interval of the mean (normal approximation)."""
+    n = len(values)
+    if n < 2:
+        return None, None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)
+
+
+def median(values) -> float:
+    return quantile(values, 0.5)
+
+
+def subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[int, ...]:
+    """total - part, quantile by quantile: the i-th of n ordered totals less the part's
+    quantile at the same level (and `offset`), never below `floor`."""
+    ordered = sorted(total)
+    n = len(ordered)
+    if not part:
+        return tuple(max(floor, v - offset) for v in ordered)
+    part_sorted = sorted(part)
+    return tuple(max(floor, int(round(v - quantile(part_sorted, (i + 0.5) / n) - offset)))
+                 for i, v in enumerate(ordered))
+
+
+def max_overlap(intervals) -> int:
+    """The most intervals [start, end) open at one instant."""
+    events = []
+    for start, end in intervals:
+        events.append((start, 1))
+        events.append((end, -1))
+    events.sort(key=lambda e: (e[0], e[1]))   # an end before a start at the same instant
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def in_flight_at_start(calls) -> list[tuple[int, int]]:
+    """(other calls in flight when each began, its duration), for (start, end) calls."""
+    ordered = sorted(calls)
+    ends: list[int] = []            # a heap of the ends of calls begun before
+    out = []
+    for start, end in ordered:
+        while ends and ends[0] <= start:
+            heapq.heappop(ends)
+        out.append((len(ends), end - start))
+        heapq.heappush(ends, end)
+    return out
+
+
+def in_flight_at_arrivals(spans) -> list[int]:
+    """For (start, end) spans sorted by start: how many are open (itself included) at
+    each start."""
+    ends: list[int] = []
+    out = []
+    for start, end in spans:
+        while ends and ends[0] <= start:
+            heapq.heappop(ends)
+        heapq.heappush(ends, end)
+        out.append(len(ends))
+    return out
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96):
+    """95% Wilson interval of a share k / n."""
+    if n == 0:
+        return None, None
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -1,0 +1,172 @@
+"""Fits of the model's parts to request and call records (integer ms), for the
+calibration (simulator/calibrate.py): processing runs and fast-thread calls in time, the
+name-server lock (hold time, directories), the load's shape (closed loop or open) and
+the clients' poll back-off."""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+
+from dpmstream.simulator.estimators import (
+    in_flight_at_arrivals, in_flight_at_start, median,
+)
+
+NET_MS = 1                      # the model's one-way network delay (not in any log)
+MIN_SAMPLES = 20
+
+
+def proc_interval(r: dict):
+    """(start, end) of the processing run of a request record, when it has one, or of
+    the part of it known for sure: the most runs at once is then a lower bound."""
+    if r["proc_s"] is None or r["queue_s"] is None or r["request_s"] is None:
+        return None
+    put_ret = r["started"] + r["request_s"]
+    if r["queue_s"] > 0:
+        start = put_ret + r["queue_s"]
+        return start, start + r["proc_s"]
+    # A queue of 0 may be a slow thread that began before the put's `returns` was
+    # logged: the run began between DP092 and `returns`; this part of it ran for sure.
+    return put_ret, max(put_ret, r["started"] + r["proc_s"])
+
+
+def fast_calls(reqs, dpm_calls) -> list[tuple[int, int]]:
+    """(start, end) of the fast-thread calls the records show: each put/get from its
+    accept to its `returns`, each closing call (its accept not recorded), each DPM call."""
+    out = []
+    for r in reqs:
+        if r["request_s"] is not None:
+            start = r["accepted"] if r["accepted"] is not None else r["started"]
+            out.append((start, r["started"] + r["request_s"]))
+        if r["done_s"] is not None and r["ended"] is not None:
+            out.append((r["ended"] - r["done_s"], r["ended"]))
+    for c in dpm_calls:
+        if c["started"] is not None and c["ended"] is not None:
+            out.append((c["started"] - (c["auth_s"] or 0), c["ended"]))
+    return out
+
+
+def lock_fit(creats):
+    """(hold times, how the hold was measured) from (start, end) create calls."""
+    pairs = in_flight_at_start(creats)
+    hold = [d for k, d in pairs if k == 0]
+    how = "creates that began with no other create in flight"
+    if len(hold) < MIN_SAMPLES:
+        # Hardly ever idle: the lock is the bottleneck. Taken as one lock served in
+        # turn, a create's hold is its end less the later of its start and the previous end.
+        how = "end - max(start, previous create's end): the lock taken as one queue"
+        hold, prev_end = [], None
+        for start, end in sorted(creats, key=lambda c: c[1]):
+            hold.append(max(0, end - max(start, prev_end if prev_end is not None else start)))
+            prev_end = end
+    return hold, how
+
+
+DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)
+
+
+def simulated_lock_wait(starts, hold, dirs: int, rng: random.Random) -> float:
+    """Mean wait for the lock of creates beginning at `starts` (sorted), each in one of
+    `dirs` directories drawn at random, each holding it for a hold time drawn from `hold`,
+    served in turn per directory."""
+    free_at = [0] * dirs
+    total = 0
+    n = len(hold)
+    for start in starts:
+        d = int(rng.random() * dirs)
+        begin = max(start, free_at[d])
+        free_at[d] = begin + hold[int(rng.random() * n)]
+        total += begin - start
+    return total / len(starts)
+
+
+def lock_wait_curve(creats, hold, rng: random.Random) -> list[tuple[int, float]]:
+    """(directories, mean lock wait ms) for each candidate count, the creates' own start
+    instants replayed against the measured hold times (mean of 3 draws)."""
+    starts = sorted(s for s, _ in creats)
+    return [(d, sum(simulated_lock_wait(starts, hold, d, rng) for _ in range(3)) / 3)
+            for d in DIR_CANDIDATES]
+
+
+def directories_for(wait: float, curve) -> float | None:
+    """The directory count whose simulated wait is nearest the measured one; None when
+    the wait is under what 50 directories would give (no contention to tell apart)."""
+    if wait <= max(1.0, curve[-1][1]):
+        return None
+    return float(min(curve, key=lambda c: abs(math.log1p(c[1]) - math.log1p(wait)))[0])
+
+
+def closed_loop(reqs: list[dict]):
+    """Is the load a closed loop (each client keeps N requests going, starting the next as
+    one ends), and with how many? Per client, the number of its requests in flight seen
+    at its arrivals (the middle 80% of the run): an open load's varies like a Poisson
+    count (variance / mean near 1 or more), a closed loop's hardly at all. Returns (the
+    clients' median variance / mean, streams per client (requests in flight plus the
+    pauses between one's end and the next, on average), think times ms: a client's next
+    request less the end of the one before, when within 100 ms)."""
+    by_client: dict[str, list] = {}
+    for r in reqs:
+        at = r["accepted"] if r["accepted"] is not None else r["started"]
+        if r["ended"] is not None:
+            by_client.setdefault(r["client"], []).append((at, max(at, r["ended"])))
+    dispersions, streams, thinks = [], [], []
+    for spans in by_client.values():
+        spans.sort()
+        counts = in_flight_at_arrivals(spans)
+        middle = counts[len(counts) // 10: max(len(counts) // 10 + 1, len(counts) * 9 // 10)]
+        mean = sum(middle) / len(middle)
+        dispersions.append(sum((c - mean) ** 2 for c in middle) / len(middle) / mean)
+        ends = sorted(end for _, end in spans)
+        used = [False] * len(ends)
+        gaps = []
+        for at, _ in spans:
+            i = bisect.bisect_right(ends, at) - 1
+            while i >= 0 and used[i]:
+                i -= 1
+            if i >= 0 and at - ends[i] <= 100:
+                used[i] = True
+                gaps.append((ends[i], at))
+                thinks.append(max(0, at - ends[i] - 2 * NET_MS))
+        # Streams: requests in flight plus streams between two requests, averaged over
+        # the middle 80% of the client's arrivals (away from the start and the drain).
+        lo, hi = spans[len(spans) // 10][0], spans[min(len(spans) - 1, len(spans) * 9 // 10)][0]
+        if hi > lo:
+            busy = sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans + gaps)
+            streams.append(max(1, int(round(busy / (hi - lo)))))
+        else:
+            streams.append(max(1, int(round(mean))))
+    if not dispersions:
+        return math.inf, 1, thinks
+    return median(dispersions), int(round(median(streams))), thinks
+
+
+def fit_backoff(samples, per_call_ms: float):
+    """The poll schedule (first delay ms, factor, cap ms) under which a request answered
+    on its n-th poll has the ready_wait measured; samples are (n, ready_wait ms).
+    Returns (first, factor, cap, median absolute error ms, whether the cap was reached
+    within the most polls seen). A cap never reached cannot be told from a larger one:
+    the largest (the growth going on) is taken."""
+    firsts = (25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2000, 3000)
+    factors = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
+    caps = (60000, 16000, 8000, 4000, 2000, 1000, 500)      # ties go to the largest
+    top = max(n for n, _ in samples)
+    best = None
+    for first in firsts:
+        for factor in factors:
+            for cap in caps:
+                if cap < first:
+                    continue
+                sums, gap, total, capped = [0.0], float(first), 0.0, False
+                for _ in range(top):
+                    total += gap + per_call_ms
+                    sums.append(total)
+                    grown = int(round(gap * factor))
+                    capped = capped or (grown > cap and len(sums) <= top)   # gap j+1 is used
+                    gap = min(grown, cap)
+                errors = sorted(abs(sums[n] - w) for n, w in samples)
+                score = sum(errors) / len(errors)
+                if best is None or score < best[0]:
+                    best = (score, first, factor, cap, errors[len(errors) // 2], capped)
+    _, first, factor, cap, mae, capped = best
+    return first, factor, cap, mae, capped

@@ -1,0 +1,110 @@
+"""Run a calibrated model at several seeds and summarise its phases (issue 15).
+
+`phase_table` turns request records (observed, or the model's ground truth) into
+(op, phase) -> values; `predict` runs one SimConfig at each seed and pools them, keeping
+each seed's quantiles for the spread; `fit_check` says whether the model at the current
+settings reproduces the observed medians.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpmstream.parsers.records import PHASES
+from dpmstream.simulator.estimators import quantile
+from dpmstream.simulator.config import SimConfig
+from dpmstream.simulator.run import simulate
+
+QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+PHASE_NAMES = tuple(phase for _, phase in PHASES)
+FIT_TOLERANCE = 0.10
+MIN_COUNT = 20          # phases measured fewer times than this are not checked
+
+
+def phase_table(records: list[dict]) -> dict[tuple[str, str], list[int]]:
+    """(op, phase) -> the phase's values in ms, over every request record of that op."""
+    table: dict[tuple[str, str], list[int]] = {}
+    for r in records:
+        op = r.get("op")
+        if op not in ("put", "get"):
+            continue
+        for field_name, phase in PHASES:
+            value = r.get(field_name)
+            if value is not None:
+                table.setdefault((op, phase), []).append(value)
+    return table
+
+
+def summarise(values) -> dict[str, float]:
+    """p50/p95/p99 in seconds."""
+    return {name: quantile(values, q) / 1000 for name, q in QUANTILES}
+
+
+@dataclass
+class Prediction:
+    config: SimConfig
+    seeds: tuple[int, ...]
+    pooled: dict = field(default_factory=dict)     # (op, phase) -> {p50, p95, p99} over all seeds
+    by_seed: dict = field(default_factory=dict)    # (op, phase) -> [{p50, p95, p99} per seed]
+    requests: int = 0
+
+    def spread(self, key, name: str) -> tuple[float, float]:
+        values = [s[name] for s in self.by_seed.get(key, [])]
+        return (min(values), max(values)) if values else (float("nan"), float("nan"))
+
+
+def predict(config: SimConfig, seeds=(1, 2, 3), workdir: str | Path | None = None) -> Prediction:
+    """Run `config` at each seed (its logs go to a scratch directory) and pool the
+    request records of its ground truth."""
+    out = Prediction(config, tuple(seeds))
+    pooled: dict[tuple[str, str], list[int]] = {}
+    with tempfile.TemporaryDirectory(dir=workdir) as scratch:
+        for seed in seeds:
+            result = simulate(config.replace(seed=seed), Path(scratch) / f"seed{seed}")
+            out.requests += len(result.requests)
+            for key, values in phase_table(result.requests).items():
+                pooled.setdefault(key, []).extend(values)
+                out.by_seed.setdefault(key, []).append(summarise(values))
+    out.pooled = {key: dict(summarise(values), count=len(values)) for key, values in pooled.items()}
+    return out
+
+
+@dataclass
+class FitLine:
+    op: str
+    phase: str
+    observed: float       # p50, s
+    modelled: float
+    ok: bool
+
+
+def fit_check(observed: dict, modelled: Prediction, floor_s: float) -> list[FitLine]:
+    """Each (op, phase) measured at least MIN_COUNT times: does the model's p50 lie
+    within 10% of the observed one (or within `floor_s`, the stamps' resolution)?"""
+    lines = []
+    for key, values in sorted(observed.items()):
+        if len(values) < MIN_COUNT or key not in modelled.pooled:
+            continue
+        obs = quantile(values, 0.5) / 1000
+        mod = modelled.pooled[key]["p50"]
+        ok = abs(mod - obs) <= max(FIT_TOLERANCE * obs, floor_s)
+        lines.append(FitLine(key[0], key[1], obs, mod, ok))
+    return lines
+
+
+# Why a phase may miss: what in the model sets it.
+MISS_HINTS = {
+    "auth": "authentication is resampled: the fast threads or the backlog differ",
+    "request": "the put/get call is resampled: the fast threads differ",
+    "queue": "the wait for a slow thread: the slow-thread count (a lower bound from the log) "
+             "or the processing time is off",
+    "proc": "processing: the name-server lock (directories, hold time) or the own work is off",
+    "poll": "the number of polls: the fitted back-off does not match the clients",
+    "ready_wait": "it moves in whole poll intervals: queue+proc near a poll instant (or a "
+                  "back-off fitted wrong) moves its median a whole step",
+    "transfer": "the transfer is resampled: the client behaves differently",
+    "done": "putdone/relfiles are resampled",
+    "total": "follows from the other phases (ready_wait above all)",
+}
