@@ -6,7 +6,7 @@ import bisect
 
 from dpmstream.report import analysis as A
 from dpmstream.report import figures as F
-from dpmstream.report.page import Figure, numbers_table, render
+from dpmstream.report.page import Figure, numbers_table, render, whatif_section
 from dpmstream.report.story import pct, span_text, tell
 
 
@@ -55,6 +55,7 @@ def build_page(data) -> tuple[str, object]:
                               F.ns_latency(latency)))
     html = render(title=title, meta=meta, summary=story.summary, observations=story.observations,
                   figures=figures, numbers_html=numbers_table(data.summary, data, zone),
+                  whatif_html=whatif_section(data.whatif),
                   gaps=_gaps(data, has_ns, bool(latency), timeline))
     return html, story
 

@@ -60,7 +60,8 @@ ul.gaps li { margin-bottom: 4px; }
 
 
 def render(*, title: str, meta: list[str], summary: list[str], observations: list,
-           figures: list[Figure], numbers_html: str, gaps: list[str]) -> str:
+           figures: list[Figure], numbers_html: str, gaps: list[str],
+           whatif_html: str = "") -> str:
     number = {f.id: i for i, f in enumerate(figures, start=1)}
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -78,6 +79,7 @@ def render(*, title: str, meta: list[str], summary: list[str], observations: lis
                    if o.figure in number else "")
             out.append(f"<li>{escape(o.text)}{ref}</li>")
         out.append("</ol></section>")
+    out.append(whatif_html)
     out.append('<section id="figures"><h2>Figures</h2>')
     for f in figures:
         out.append(f'<figure id="{f.id}"><figcaption><b>Figure {number[f.id]}. '
@@ -132,4 +134,33 @@ def numbers_table(summary, data, zone) -> str:
         lines = ", ".join(f"{k} {v:,}" for k, v in data.lines.items())
         out.append(f'<p class="note" id="lines">Lines read (all of the input): {escape(lines)}; '
                    f"daemon restarts {data.restarts_total}.</p>")
+    return "\n".join(out)
+
+
+def whatif_section(answer) -> str:
+    """The what-if answer for doubled slow threads (report/whatif.py), or "" without one."""
+    if answer is None:
+        return ""
+    out = ['<section id="whatif"><h2>What if the slow threads were doubled?</h2>']
+    if answer.reason:
+        out.append(f"<p>No answer: {escape(answer.reason)}.</p></section>")
+        return "\n".join(out)
+    out.append(f"<p>The simulator, calibrated on these records, run with {answer.sthreads_now} "
+               f"slow threads (the most seen busy) and with {answer.sthreads_then}: medians "
+               "in seconds, as <code>dpmstream whatif --sthreads "
+               f"{answer.sthreads_then}</code> gives them.</p>")
+    out.append('<table id="whatif-table"><tr><th class="l">op</th><th class="l">phase</th>'
+               f"<th>now</th><th>{answer.sthreads_then} slow threads</th></tr>")
+    for op, phase, now, then in answer.rows:
+        out.append(f'<tr><td class="l">{escape(op)}</td><td class="l">{escape(phase)}</td>'
+                   f"<td>{now:.3f}</td><td>{then:.3f}</td></tr>")
+    out.append("</table>")
+    if answer.fits:
+        out.append('<p class="note">The model at the current settings reproduces the observed '
+                   "median of every phase within 10%.</p>")
+    else:
+        out.append('<p class="note">Warning: the model does not reproduce this log well ('
+                   f"{escape(', '.join(answer.misses) or 'too few requests to check')}); "
+                   "take the answer as a direction only.</p>")
+    out.append("</section>")
     return "\n".join(out)

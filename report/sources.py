@@ -45,6 +45,7 @@ class Dataset:
     # Busy intervals of each kind of thread, from the log itself (logs only): "slow"
     # (processing runs), "fast" (every DPM call, status polls included), "ns".
     spans: dict | None = None
+    whatif: object = None       # report/whatif.WhatIfAnswer, when asked for
 
 
 class WindowFilter:

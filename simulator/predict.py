@@ -55,6 +55,16 @@ class Prediction:
         return (min(values), max(values)) if values else (float("nan"), float("nan"))
 
 
+def limit_model(config: SimConfig, model_requests: int) -> tuple[SimConfig, bool]:
+    """The model of a whole log cut to `model_requests` requests (a long log's what-if
+    needs its shape, not its length), and whether it was cut."""
+    if config.arrivals is not None and len(config.arrivals) > model_requests:
+        return config.replace(arrivals=config.arrivals[:model_requests]), True
+    if config.requests is not None and config.requests > model_requests:
+        return config.replace(requests=model_requests), True
+    return config, False
+
+
 def predict(config: SimConfig, seeds=(1, 2, 3), workdir: str | Path | None = None) -> Prediction:
     """Run `config` at each seed (its logs go to a scratch directory) and pool the
     request records of its ground truth."""

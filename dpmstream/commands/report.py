@@ -29,6 +29,9 @@ def register(sub, name: str, help_text: str) -> None:
                    help="keep requests starting at or after T: ISO 8601, or local time of the "
                         "log ('2011-08-12 14:31', '08/12 14:31', '14:31')")
     p.add_argument("--until", metavar="T", help="keep requests starting before T (as --since)")
+    p.add_argument("--whatif", action=argparse.BooleanOptionalAction, default=True,
+                   help="add what the simulator, calibrated on these records, predicts with "
+                        "twice the slow threads (a few seconds of simulation)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: on a terminal, for long inputs)")
     add_log_options(p)
@@ -70,6 +73,9 @@ def run(args) -> int:
         print(f"dpmstream report: {exc}", file=sys.stderr)
         return 2
 
+    if args.whatif and data.requests:
+        from dpmstream.report.whatif import doubled_slow_threads
+        data.whatif = doubled_slow_threads(data.requests, data.calls)
     html, story = build_page(data)
     with open(args.out, "w", encoding="utf-8") as out:
         out.write(html)

@@ -112,7 +112,9 @@ def whatif_config(current, args):
 
 def run(args) -> int:
     from dpmstream.simulator.calibrate import calibrate
-    from dpmstream.simulator.predict import MISS_HINTS, fit_check, phase_table, predict
+    from dpmstream.simulator.predict import (
+        MISS_HINTS, fit_check, limit_model, phase_table, predict,
+    )
 
     setup_logging(args.verbose)
     if not (args.fthreads or args.sthreads or args.backlog or args.dirs or args.spread_dirs
@@ -130,11 +132,9 @@ def run(args) -> int:
         current = current.replace(fthreads=args.current_fthreads)
     if args.current_sthreads:
         current = current.replace(sthreads=args.current_sthreads)
-    if current.arrivals is not None and len(current.arrivals) > args.model_requests:
-        current = current.replace(arrivals=current.arrivals[:args.model_requests])
+    current, cut = limit_model(current, args.model_requests)
+    if cut and current.arrivals is not None:
         print(f"note: the model replays the first {args.model_requests} arrivals (--model-requests)")
-    elif current.requests is not None and current.requests > args.model_requests:
-        current = current.replace(requests=args.model_requests)
     target, changes = whatif_config(current, args)
 
     print(render_estimates(cal, current))
