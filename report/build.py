@@ -81,6 +81,7 @@ def _timeline(data, story, latency) -> dict:
         "unparsed": _per_bin(data.unparsed, edges),
         "unparsed_known": data.lines is not None,
         "fast_ms": sum(b - a for a, b in fast_intervals),
+        "polls_in_fast": bool(spans),   # the log's own calls include every status poll
         "poll_ms": 0 if spans else sum(r.get("poll_s") or 0 for r in requests),
     }
 

@@ -232,7 +232,8 @@ def timeline(t: dict, zone) -> str:
             _slow_lines(threads, mids, slow_mean, slow_peak)
         if any(fast_peak):
             threads.step(mids, fast_mean, where="mid", color="#3182bd", linewidth=1.4,
-                         label="fast: mean (polls left out)")
+                         label="fast: mean" + ("" if t.get("polls_in_fast") else
+                                               " (polls left out)"))
             threads.step(mids, fast_peak, where="mid", color="#3182bd", linewidth=0.8,
                          linestyle=":", label="fast: max")
         if t["ns_busy"] is not None:
@@ -240,7 +241,7 @@ def timeline(t: dict, zone) -> str:
                          label="name server: mean")
         if t["slow_pool"]:
             threads.axhline(t["slow_pool"], color="#e6550d", linewidth=0.8, linestyle="--")
-            threads.annotate(f"{t['slow_pool']} slow threads: the most ever busy at once",
+            threads.annotate(f"{t['slow_pool']} slow threads: the most busy at once for 50 ms",
                              xy=(0.005, t["slow_pool"]), xycoords=("axes fraction", "data"),
                              xytext=(0, 3), textcoords="offset points", fontsize=7.5,
                              color="#a63603")
