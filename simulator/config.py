@@ -55,6 +55,9 @@ class SimConfig:
     jitter_rate: float = 0.01          # share of lines written a few ms after their stamp
     jitter_ms: int = 5
     service: ServiceTimes = field(default_factory=ServiceTimes)
+    # Name-server linking (issue 13).
+    dirs: int | None = None            # files spread over N directories (default: one per client)
+    dpns_gap: tuple[float, float] | None = None  # seconds after start: DPNS lines of [a, b) lost
 
     DEFAULT_REQUESTS = 3000
 
@@ -106,6 +109,9 @@ class SimConfig:
             (0 < self.pid < 2**22 and 0 < self.dpns_pid < 2**22, "pids must be positive"),
             (self.pid != self.dpns_pid, "the DPM and DPNS pids must differ"),
             (bool(self.host) and " " not in self.host, "host must be a non-empty name"),
+            (self.dirs is None or self.dirs >= 1, "dirs must be >= 1"),
+            (self.dpns_gap is None or 0 <= self.dpns_gap[0] < self.dpns_gap[1],
+             "dpns-gap must be A:B with 0 <= A < B seconds"),
         ]
         for name in ("get_fraction", "plain_rate", "auth_fail_rate", "put_fail_rate",
                      "proc_fail_rate", "done_fail_rate", "abort_rate", "abandon_rate",

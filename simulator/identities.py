@@ -47,13 +47,14 @@ def make_uuid(rng: random.Random) -> str:
 
 class Namespace:
     """SURLs and DPNS paths of the files written, one directory per client unless
-    `same_dir`."""
+    `same_dir` (all in one) or `dirs` (spread round robin over that many)."""
 
     BASE = "/dpm/cern.ch/home/dteam/perf"
 
-    def __init__(self, head_host: str, same_dir: bool, rng: random.Random):
+    def __init__(self, head_host: str, same_dir: bool, rng: random.Random, dirs: int | None = None):
         self.head = head_host
         self.same_dir = same_dir
+        self.dirs = dirs
         self._rng = rng
         self._seq = 0
         self.written: list[str] = []          # paths of files put successfully
@@ -61,7 +62,12 @@ class Namespace:
 
     def new_path(self, client: Client) -> str:
         self._seq += 1
-        directory = "shared" if self.same_dir else client.short
+        if self.same_dir:
+            directory = "shared"
+        elif self.dirs:
+            directory = f"d{self._seq % self.dirs:04d}"
+        else:
+            directory = client.short
         return f"{self.BASE}/{directory}/f{self._seq:07d}"
 
     def existing_path(self) -> str:

@@ -66,11 +66,15 @@ class _Sim:
             "requests": Path(f"{prefix}.requests.csv"), "calls": Path(f"{prefix}.calls.csv"),
         }
         self.log = LogWriter(self.paths["log"], stamps, cfg.jitter_rate, cfg.jitter_ms, jitter_rng)
-        self.dpns_log = LogWriter(self.paths["dpns"], dpns_stamps, cfg.jitter_rate, cfg.jitter_ms, jitter_rng)
+        gap = None
+        if cfg.dpns_gap is not None:
+            gap = tuple(self.start + int(round(s * 1000)) for s in cfg.dpns_gap)
+        self.dpns_log = LogWriter(self.paths["dpns"], dpns_stamps, cfg.jitter_rate, cfg.jitter_ms,
+                                  jitter_rng, drop=gap)
         self.eng = Engine(self.start, (self.log, self.dpns_log))
         self.truth = Truth(cfg.host)
         self.clients = make_clients(cfg.clients)
-        self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng)
+        self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng, cfg.dirs)
         self.dpns = NameServer(self.eng, self.rng, self.svc, self.dpns_log, self.truth,
                                cfg.dpns_pid, cfg.dpns_threads, cfg.host)
         self.dpm = Dpm(self.eng, self.rng, cfg, self.log, self.dpns, self.truth, self.namespace)
@@ -103,6 +107,7 @@ def simulate(config: SimConfig | None = None, out: str | Path = "sim") -> SimRes
     prefix.parent.mkdir(parents=True, exist_ok=True)
     sim = _Sim(cfg, prefix)
     sim.run()
+    sim.truth.ns_read = sim.dpns_log.count > 0
     requests = sim.truth.request_records()
     calls = sim.truth.call_records()
     write_requests_csv(sim.paths["requests"], requests)

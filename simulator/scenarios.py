@@ -30,6 +30,16 @@ SCENARIOS: dict[str, tuple[str, dict]] = {
     "heavy": ("heavy load: 8 clients x 40 streams, 50 slow threads, 30% gets (>= 100k lines)",
               {"clients": 8, "concurrency": 40, "sthreads": 50, "fthreads": 40,
                "get_fraction": 0.3, "requests": 5000}),
+    # Name-server linking (issue 13).
+    "same-dir": ("the thesis's hot directory: every file in one directory, one DPNS lock",
+                 {"same_dir": True}),
+    "many-dirs": ("files spread over 50 directories", {"dirs": 50}),
+    "multi-file": ("puts and gets of 4 files each (one DPNS call per file)",
+                   {"files": 4, "get_fraction": 0.3}),
+    "gets-statg": ("mostly gets: the slow thread looks each file up with statg",
+                   {"get_fraction": 0.8}),
+    "dpns-gap": ("the DPNS log lacks the lines of 4 s to 9 s: fewer linked calls then",
+                 {"dpns_gap": (4.0, 9.0), "get_fraction": 0.3}),
 }
 
 

@@ -66,6 +66,7 @@ class SlowPool:
         truth = req.truth
         if not truth.closed and truth.first_run is None:
             truth.first_run = printed
+        truth.runs.append(dpm.truth.new_run(truth, printed, req.paths))
         pre = dpm.svc.proc_put_pre if req.op == "put" else dpm.svc.proc_get_pre
         dpm.eng.after(pre.draw(dpm.rng), self._file, tid, req, 0, printed, epoch)
 
@@ -78,7 +79,7 @@ class SlowPool:
             return
         op = "creat" if req.op == "put" else "statg"
         dpm.dpns.call(op, req.client, req.paths[i], req.guids[i],
-                      self._answered, tid, req, i, run_start, epoch)
+                      self._answered, tid, req, i, run_start, epoch, run=req.truth.runs[-1])
 
     def _answered(self, tid: int, req: Request, i: int, run_start: int, epoch: int) -> None:
         dpm = self.dpm
@@ -104,6 +105,7 @@ class SlowPool:
         truth = req.truth
         if not truth.closed:
             truth.proc = printed - run_start
+            truth.runs[-1].end = printed  # a run that counts: name-server calls link to it
         if req.state == ACTIVE:
             req.state = SUCCESS if rc == 0 else FAILED
             if rc == 0 and req.op == "put":

@@ -146,6 +146,10 @@ class PipelineMetrics:
             "dpm_call_seconds", "Duration of synchronous calls (rc 0: ok, else error; "
             "noreturn: no returns line, counted with 0 s)",
             ["host", "daemon", "op", "result"], buckets=CALL_BUCKETS, registry=r)
+        self.request_ns_seconds = Histogram(
+            "dpm_request_ns_seconds", "Name-server time linked to one DPM put/get request "
+            "(spent inside its proc phase; parsers/linking.py)",
+            ["host", "op"], buckets=PHASE_BUCKETS, registry=r)
         self.lines = Counter(
             "dpmstream_lines", "Log lines read, by parse result",
             ["host", "daemon", "result"], registry=r)
@@ -200,6 +204,9 @@ class PipelineMetrics:
                 self.phase_seconds.labels(host, op, phase, status).observe(max(ms, 0) / 1000.0)
         self.requests.labels(host, op, status).inc()
         self.polls.labels(host, op).observe(rec.get("polls") or 0)
+        ns_ms = rec.get("ns_s")
+        if ns_ms is not None:  # empty when no name-server log was read
+            self.request_ns_seconds.labels(host, op).observe(ns_ms / 1000.0)
 
     def _observe_call(self, rec: dict) -> None:
         daemon_raw = rec.get("daemon") or "none"

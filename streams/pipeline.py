@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 
 from dpmstream.parsers.clock import EventClock, load_zone, year_from_file_name
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
+from dpmstream.parsers.linking import Linker
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
@@ -122,12 +123,17 @@ class PipelineStats:
 class Pipeline:
     def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
-                 max_threads: int = 100_000, grace_s: float = 60):
+                 max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
+                 expect_ns: bool = False):
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
         self.reassembler = Reassembler(on_record, timeout_ms=int(timeout_s * 1000),
                                        max_in_flight=max_in_flight, max_threads=max_threads,
                                        grace_ms=int(grace_s * 1000))
+        # Between the reassembler and on_record: name-server calls -> their request.
+        self.linker = Linker(on_record, head_aliases)
+        self.linker.attach(self.reassembler)
+        self.linker.expect_ns = expect_ns
         self.stats = PipelineStats(self.reassembler)
         self.profiles = profiles or bundled_profiles()
         # rsyslog program tag -> the profile reading that daemon's lines in a mixed file
@@ -154,6 +160,7 @@ class Pipeline:
     def advance(self) -> None:
         self._since_advance = 0
         self.reassembler.advance()
+        self.linker.advance()
 
     # -- state for external stores (the Kafka worker's changelog-backed tables) ------
     def track_changes(self) -> None:
@@ -167,7 +174,8 @@ class Pipeline:
 
         Keys: "t|host|daemon|pid|tid" threads, "r|host|token" requests, "f|N" a group
         of ended requests' keys (so a late line stays late after a restore), "s|name"
-        sources, "m" the processes and host clocks. A key created and removed between two takes is left
+        sources, "m" the processes and host clocks, "l" what the linker holds (name-server
+        linking). A key created and removed between two takes is left
         out.
         """
         for src in self.sources.values():  # lines still buffered for detection are not state
@@ -182,6 +190,7 @@ class Pipeline:
             raw[f"f|{group}"] = keys
         meta = {f"s|{name}": src.state() for name, src in self.sources.items() if src.parser}
         meta["m"] = self.reassembler.clock_state()
+        meta["l"] = self.linker.state()  # records held for name-server linking
         for key, state in meta.items():
             if self._last_meta.get(key) != state:
                 self._last_meta[key] = state
@@ -202,6 +211,7 @@ class Pipeline:
         states = [(k, s) for k, s in (states.items() if isinstance(states, dict) else states)
                   if s is not None]
         threads, requests, clock, finished = {}, {}, {}, {}
+        linked = None
         for key, state in states:
             kind, _, rest = key.partition("|")
             if kind == "t":
@@ -216,7 +226,10 @@ class Pipeline:
                 Source.from_state(self, rest, state)
             elif kind == "m":
                 clock = state
+            elif kind == "l":
+                linked = state
         self.reassembler.restore(threads, requests, clock, finished)
+        self.linker.restore(linked)
         if self.reassembler.dirty_threads is not None:  # tracking: these keys are stored
             self._persisted.update(k for k, _ in states)
 
@@ -224,6 +237,7 @@ class Pipeline:
         for src in self.sources.values():
             src.flush_undetected()
         self.reassembler.finish()
+        self.linker.finish()
 
 
 class Source:

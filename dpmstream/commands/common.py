@@ -46,7 +46,8 @@ def positive_int(text: str) -> int:
 def pipeline_options(args) -> dict:
     """The reassembly settings of add_log_options, as Pipeline keyword arguments."""
     return {"timeout_s": args.timeout, "max_in_flight": args.max_in_flight,
-            "max_threads": args.max_threads, "grace_s": args.grace}
+            "max_threads": args.max_threads, "grace_s": args.grace,
+            "head_aliases": tuple(args.head_alias or ())}
 
 
 def add_log_options(p: argparse.ArgumentParser) -> None:
@@ -72,6 +73,9 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grace", type=non_negative_float, default=60.0, metavar="S",
                    help="after a daemon restart, event-time seconds the old process may stay "
                         "silent before its unfinished calls are closed (default 60)")
+    p.add_argument("--head-alias", action="append", metavar="NAME",
+                   help="another name of the head node as name-server clients see it (NS092 "
+                        "`from NAME`): its calls link to DPM requests too; repeatable")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
 
 

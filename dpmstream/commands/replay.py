@@ -12,6 +12,8 @@ from dpmstream.commands.common import (
 from dpmstream.streams.inputs import (
     InputError, describe, fingerprint, iter_chunks, open_binary, repeated_prefix,
 )
+from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.summary import Summary
@@ -23,8 +25,9 @@ def register(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(
         name, help=help_text, description=(
             "Reassemble archived DPM, DPNS or SRM logs into request and call records. "
-            "FILE may be plain, .gz, .bz2 or - for stdin; several files are read in the "
-            "order given (e.g. a rotated set, oldest first) and share one reassembly."),
+            "FILE may be plain, .gz, .bz2 or - for stdin; files of one daemon are read in the "
+            "order given (e.g. a rotated set, oldest first), files of different daemons side "
+            "by side in event time, and all share one reassembly."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE")
     add_log_options(p)
@@ -79,9 +82,12 @@ def run(args) -> int:
     host = default_host(args.host)
     total = sum(i.size or 0 for i in inputs) or None
     progress = Progress(total, enabled=args.progress)
-    done_before, lines, failures = 0, 0, 0
+    state = {"done_before": 0, "lines": 0, "failures": 0}
     read_before: dict[bytes, object] = {}  # content fingerprint -> the input read with it
-    for inp in inputs:
+    opened: dict[int, tuple] = {}  # id(source) -> (input, stream, raw)
+
+    def open_input(inp):
+        """(source, its lines) for one input, or None (reported, counted as a failure)."""
         src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
                               year=args.year, year_hint_ms=inp.mtime_ms)
         try:
@@ -89,32 +95,45 @@ def run(args) -> int:
             stream, raw = open_binary(inp)
         except OSError as exc:
             print(f"dpmstream replay: {inp.name}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
-        try:
-            earlier = read_before.get(digest) if digest else None
-            if earlier is not None:  # the same archive again, or a longer copy of it
-                repeated, first_new = repeated_prefix(stream, earlier)
-                pipeline.reassembler.stats.duplicate_lines += repeated
-                log.warning("%s: its first %d lines repeat %s: counted once", inp.name,
-                            repeated, earlier.name)
-                if first_new is not None:
-                    src.feed_lines([first_new])
-            elif digest:
-                read_before[digest] = inp
+            state["failures"] += 1
+            return None
+        first: list[bytes] = []
+        earlier = read_before.get(digest) if digest else None
+        if earlier is not None:  # the same archive again, or a longer copy of it
+            repeated, first_new = repeated_prefix(stream, earlier)
+            pipeline.reassembler.stats.duplicate_lines += repeated
+            log.warning("%s: its first %d lines repeat %s: counted once", inp.name,
+                        repeated, earlier.name)
+            if first_new is not None:
+                first.append(first_new)
+        elif digest:
+            read_before[digest] = inp
+        opened[id(src)] = (inp, stream, raw)
+
+        def lines():
+            yield from first
             for chunk in iter_chunks(stream):
-                src.feed_lines(chunk)
-                progress.update(done_before + (raw.tell() if not inp.is_stdin else 0),
-                                lines + src.line_no)
-            lines += src.line_no + len(src._pending)
-        except InputError as exc:
-            print(f"dpmstream replay: {inp.name}: {exc}; the lines before it are kept",
+                yield from chunk
+                progress.update(state["done_before"] + (raw.tell() if not inp.is_stdin else 0),
+                                state["lines"] + src.line_no)
+        return src, lines()
+
+    def input_end(lane, error=None) -> None:
+        inp, stream, raw = opened.pop(id(lane.src))
+        if error is not None:
+            print(f"dpmstream replay: {inp.name}: {error}; the lines before it are kept",
                   file=sys.stderr)
-            failures += 1
-        finally:
-            if not inp.is_stdin:
-                stream.close()
-        done_before += inp.size or 0
+            state["failures"] += 1
+        state["lines"] += lane.src.line_no + len(lane.src._pending)
+        if not inp.is_stdin:
+            stream.close()
+        state["done_before"] += inp.size or 0
+
+    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input)
+    # A name-server log among the inputs: every request record waits for its calls.
+    pipeline.linker.expect_ns = any(lane.name == NS_DAEMON for lane in lanes)
+    run_lanes(lanes, input_end)
+    failures = state["failures"]
     pipeline.finish()
     progress.close()
     if csv_sink:

@@ -41,6 +41,8 @@ _OPTIONS = [
     ("--dpns-pid", "dpns_pid", int, "name-server pid (default 9876)"),
     ("--jitter-rate", "jitter_rate", float, "share of lines written a few ms late, out of order (default 0.01)"),
     ("--jitter-ms", "jitter_ms", int, "most a late line lags its stamp, ms (default 5; 0: none)"),
+    ("--dirs", "dirs", int, "spread the files over N directories (default: one per client)"),
+    ("--dpns-gap", "dpns_gap", "gap", "A:B seconds after the start: the DPNS log lacks those lines"),
 ]
 _FLAGS = [
     ("--whole-seconds", "whole_seconds", True, "stamps without milliseconds (older builds)"),
@@ -48,6 +50,14 @@ _FLAGS = [
     ("--sync-get", "sync_get", True, "DPM_USE_SYNCGET: gets served in the fast thread"),
     ("--same-dir", "same_dir", True, "all files in one directory (one DPNS lock)"),
 ]
+
+
+def _gap(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected A:B (seconds)") from None
+    return a, b
 
 
 def register(subparsers, name: str, help_text: str) -> None:
@@ -63,6 +73,7 @@ def register(subparsers, name: str, help_text: str) -> None:
     parser.add_argument("--scenario", default="thesis", choices=list(SCENARIOS), metavar="NAME",
                         help=f"preset to start from (default thesis). {scenario_help}")
     for option, dest, kind, text in _OPTIONS:
+        kind = _gap if kind == "gap" else kind
         parser.add_argument(option, dest=dest, type=kind, default=None, help=text)
     for option, dest, value, text in _FLAGS:
         parser.add_argument(option, dest=dest, action="store_const", const=value, default=None, help=text)
