@@ -24,6 +24,7 @@ class Budget:
     def __init__(self, requests: int | None, lines: int | None, log):
         self.requests, self.lines, self.log = requests, lines, log
         self.started = 0
+        self.on_cycle: list = []      # callbacks run at each cycle start (strays.Sprinkle)
 
     def take(self) -> bool:
         if self.requests is not None and self.started >= self.requests:
@@ -31,6 +32,8 @@ class Budget:
         if self.lines is not None and self.log.count >= self.lines:
             return False
         self.started += 1
+        for callback in self.on_cycle:
+            callback()
         return True
 
 

@@ -54,6 +54,16 @@ class SimConfig:
     dpns_pid: int = 9876
     jitter_rate: float = 0.01          # share of lines written a few ms after their stamp
     jitter_ms: int = 5
+    # Logs shaped differently (issue 11); every one is off by default.
+    stray_lines: int = 0               # calls (1 in 3: a main-thread line) by another DPM process
+    stray_pid: int = 23456             # that process's pid (a probe's ping helper)
+    restart_overlap: float = 0.0       # the old process finishes its calls this long after the
+                                       # new one starts (0: a clean restart with downtime)
+    syslog_file: bool = False          # also PREFIX.messages: DPM + DPNS + other programs via rsyslog
+    clock_step_at: float | None = None  # seconds after start: the head node's clock steps back
+    clock_step_s: float = 30.0         # by this much (NTP)
+    future_lines: int = 0              # stray DPM lines stamped `future_ahead_s` ahead
+    future_ahead_s: float = 3660.0     # an hour and a minute: past the default timeout
     service: ServiceTimes = field(default_factory=ServiceTimes)
     # Name-server linking (issue 13).
     dirs: int | None = None            # files spread over N directories (default: one per client)
@@ -109,6 +119,17 @@ class SimConfig:
             (0 < self.pid < 2**22 and 0 < self.dpns_pid < 2**22, "pids must be positive"),
             (self.pid != self.dpns_pid, "the DPM and DPNS pids must differ"),
             (bool(self.host) and " " not in self.host, "host must be a non-empty name"),
+            (self.stray_lines >= 0, "stray-lines must be >= 0"),
+            (0 < self.stray_pid < 2**22, "pids must be positive"),
+            (self.stray_lines == 0 or self.stray_pid not in (self.pid, self.dpns_pid),
+             "the stray pid must differ from the DPM and DPNS pids"),
+            (self.restart_overlap >= 0, "restart-overlap must be >= 0"),
+            (self.restart_overlap == 0 or self.restart_at is not None,
+             "restart-overlap needs restart-at"),
+            (self.clock_step_at is None or self.clock_step_at >= 0, "clock-step-at must be >= 0"),
+            (self.clock_step_s > 0, "clock-step-s must be > 0"),
+            (self.future_lines >= 0, "future-lines must be >= 0"),
+            (self.future_ahead_s >= 60, "future-ahead-s must be >= 60"),
             (self.dirs is None or self.dirs >= 1, "dirs must be >= 1"),
             (self.dpns_gap is None or 0 <= self.dpns_gap[0] < self.dpns_gap[1],
              "dpns-gap must be A:B with 0 <= A < B seconds"),

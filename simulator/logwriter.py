@@ -5,7 +5,8 @@ A line is stamped with the simulated instant it is logged, but written at `write
 a later-stamped line of another thread. Two orders are never broken: a thread's own
 lines, and the lines of one request (its threads hand over in sequence: the put
 returns before the status call that follows, ...). A min-heap holds lines until the
-simulation clock passes their write key.
+simulation clock passes their write key. A `tap` (the rsyslog file, syslog.py) sees
+every line as it is written, with its write key.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ _FLUSH_EVERY = 4096
 
 class LogWriter:
     def __init__(self, path, stamps: StampFormatter, jitter_rate: float = 0.0,
-                 jitter_ms: int = 0, rng: random.Random | None = None,
+                 jitter_ms: int = 0, rng: random.Random | None = None, tap=None,
                  drop: tuple[int, int] | None = None):
         self.path = path
+        self._tap = tap               # tap(write key, line) for each line written
         self._fh = open(path, "w", encoding="utf-8", newline="\n")
         self._stamps = stamps
         self._jitter_rate = jitter_rate if jitter_ms > 0 else 0.0
@@ -37,15 +39,22 @@ class LogWriter:
         self.count = 0
         self.late = 0                 # lines written after their stamp
         self.last_ms = None           # latest instant stamped
+        self.max_printed = None       # latest printed instant (a clock step may go back)
 
-    def emit(self, now: int, pid: int, tid: int, func: str, msg: str, owner=None) -> int:
+    def emit(self, now: int, pid: int, tid: int, func: str, msg: str, owner=None,
+             ahead_ms: int = 0) -> int:
         """Log one line at instant `now`; returns the instant its stamp prints.
-        `owner` (anything with a `write_key` attribute) keeps a request's lines in order."""
-        printed, text = self._stamps.stamp(now)
-        self.last_ms = now
+        `owner` (anything with a `write_key` attribute) keeps a request's lines in order.
+        `ahead_ms` > 0: a stray line written now but stamped that far ahead (no jitter,
+        and it does not date the file)."""
+        printed, text = self._stamps.stamp(now + ahead_ms)
+        if not ahead_ms:
+            self.last_ms = now
+            if self.max_printed is None or printed > self.max_printed:
+                self.max_printed = printed
         head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         key = now
-        if self._jitter_rate and self._rng.random() < self._jitter_rate:
+        if not ahead_ms and self._jitter_rate and self._rng.random() < self._jitter_rate:
             key += self._rng.randint(1, self._jitter_ms)
             if not self.kept(printed):  # lost in the gap (after the draw: the other log
                 return printed          # sharing the generator stays the same)
@@ -73,21 +82,28 @@ class LogWriter:
     def flush_before(self, now: int) -> None:
         """Write every line whose write key is before `now`: nothing logged from now on
         can go before them."""
-        heap, out = self._heap, self._out
+        heap, out, tap = self._heap, self._out, self._tap
         while heap and heap[0][0] < now:
-            out.append(heapq.heappop(heap)[2])
+            key, _, text = heapq.heappop(heap)
+            out.append(text)
+            if tap is not None:
+                tap(key, text)
         if len(out) >= _FLUSH_EVERY:
             self._fh.writelines(out)
             out.clear()
 
     def close(self) -> None:
-        heap, out = self._heap, self._out
+        heap, out, tap = self._heap, self._out, self._tap
         while heap:
-            out.append(heapq.heappop(heap)[2])
+            key, _, text = heapq.heappop(heap)
+            out.append(text)
+            if tap is not None:
+                tap(key, text)
         self._fh.writelines(out)
         out.clear()
         self._fh.close()
         if self.last_ms is not None:
-            # Like a live log, the file's mtime is its last line's time: readers that
-            # take the year from the mtime get the right one.
-            os.utime(self.path, ns=(self.last_ms * 1_000_000, self.last_ms * 1_000_000))
+            # Like a live log, the file's mtime is its last line's time (as the machine's
+            # clock shows it): readers that take the year from the mtime get the right one.
+            mtime = self._stamps.clock.shows(self.last_ms) * 1_000_000
+            os.utime(self.path, ns=(mtime, mtime))

@@ -3,6 +3,11 @@
     from dpmstream.simulator import SimConfig, simulate
     result = simulate(SimConfig(sthreads=70), "out/run")
     result.log_path, result.requests     # paths, and the truth records (ms integers)
+
+Logs shaped differently (issue 11) are knobs of SimConfig: a stray process, an
+overlapping restart, one rsyslog file for both daemons (PREFIX.messages), a clock
+stepped back, lines stamped far ahead. Each has its own random generator, so turning
+one on leaves the model's run (and the truth of the real daemon) alone.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from dpmstream.simulator.dpns import NameServer
 from dpmstream.simulator.engine import Engine
 from dpmstream.simulator.identities import Namespace, make_clients
 from dpmstream.simulator.logwriter import LogWriter
-from dpmstream.simulator.stamps import StampFormatter
+from dpmstream.simulator.stamps import Clock, StampFormatter
+from dpmstream.simulator.strays import FutureLines, Sprinkle, StrayProcess
+from dpmstream.simulator.syslog import SyslogWriter
 from dpmstream.simulator.truth import Truth, write_calls_csv, write_requests_csv
 
 
@@ -45,6 +52,7 @@ class SimResult:
     killed_calls: int              # calls cut by a restart
     cycles: int                    # request cycles the clients started
     stats: dict = field(default_factory=dict)
+    messages_path: Path | None = None   # PREFIX.messages (syslog_file): both daemons via rsyslog
 
     def summary(self) -> str:
         return format_summary(self)
@@ -59,19 +67,32 @@ class _Sim:
         # Jitter has its own generator: turning it on or off leaves the model's run alone.
         jitter_rng = random.Random(f"{cfg.seed}/jitter")
         self.start = cfg.start_ms()
-        stamps = StampFormatter(cfg.tz, cfg.whole_seconds)
-        dpns_stamps = StampFormatter(cfg.tz, cfg.whole_seconds)
+        clock = Clock()
+        if cfg.clock_step_at is not None:
+            clock = Clock(self.start + int(round(cfg.clock_step_at * 1000)),
+                          int(round(cfg.clock_step_s * 1000)))
+        stamps = StampFormatter(cfg.tz, cfg.whole_seconds, clock)
+        dpns_stamps = StampFormatter(cfg.tz, cfg.whole_seconds, clock)
         self.paths = {
             "log": Path(f"{prefix}.log"), "dpns": Path(f"{prefix}.dpns.log"),
             "requests": Path(f"{prefix}.requests.csv"), "calls": Path(f"{prefix}.calls.csv"),
         }
-        self.log = LogWriter(self.paths["log"], stamps, cfg.jitter_rate, cfg.jitter_ms, jitter_rng)
+        self.syslog = None
+        taps = (None, None)
+        if cfg.syslog_file:
+            self.paths["messages"] = Path(f"{prefix}.messages")
+            self.syslog = SyslogWriter(self.paths["messages"], cfg.host, cfg.tz, clock,
+                                       random.Random(f"{cfg.seed}/syslog"))
+            taps = (self.syslog.tap("dpm"), self.syslog.tap("dpns"))
+        self.log = LogWriter(self.paths["log"], stamps, cfg.jitter_rate, cfg.jitter_ms, jitter_rng,
+                             taps[0])
         gap = None
         if cfg.dpns_gap is not None:
             gap = tuple(self.start + int(round(s * 1000)) for s in cfg.dpns_gap)
         self.dpns_log = LogWriter(self.paths["dpns"], dpns_stamps, cfg.jitter_rate, cfg.jitter_ms,
-                                  jitter_rng, drop=gap)
-        self.eng = Engine(self.start, (self.log, self.dpns_log))
+                                  jitter_rng, taps[1], drop=gap)
+        writers = (self.log, self.dpns_log) + ((self.syslog,) if self.syslog else ())
+        self.eng = Engine(self.start, writers)
         self.truth = Truth(cfg.host)
         self.clients = make_clients(cfg.clients)
         self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng, cfg.dirs)
@@ -79,6 +100,30 @@ class _Sim:
                                cfg.dpns_pid, cfg.dpns_threads, cfg.host)
         self.dpm = Dpm(self.eng, self.rng, cfg, self.log, self.dpns, self.truth, self.namespace)
         self.budget = Budget(cfg.request_budget(), cfg.lines, self.log)
+        self.strays = self.future = None
+        if cfg.stray_lines:
+            self.strays = StrayProcess(self, random.Random(f"{cfg.seed}/stray"))
+            sprinkle = Sprinkle(self, cfg.stray_lines, random.Random(f"{cfg.seed}/stray-at"),
+                                self.strays.fire)
+            self.budget.on_cycle.append(sprinkle.on_cycle)
+        if cfg.future_lines:
+            self.future = FutureLines(self, random.Random(f"{cfg.seed}/future"))
+            sprinkle = Sprinkle(self, cfg.future_lines, random.Random(f"{cfg.seed}/future-at"),
+                                self.future.fire)
+            self.budget.on_cycle.append(sprinkle.on_cycle)
+
+    def progress(self) -> float:
+        """How far the run is: the share of its request budget, duration or line target
+        used (the largest, when several bound it)."""
+        cfg, shares = self.cfg, []
+        budget = cfg.request_budget()
+        if budget:
+            shares.append(self.budget.started / budget)
+        if cfg.duration is not None:
+            shares.append((self.eng.now - self.start) / (cfg.duration * 1000))
+        if cfg.lines:
+            shares.append(self.log.count / cfg.lines)
+        return max(shares, default=1.0)
 
     def run(self) -> None:
         cfg, eng = self.cfg, self.eng
@@ -96,6 +141,8 @@ class _Sim:
         eng.run(until)
         self.log.close()
         self.dpns_log.close()
+        if self.syslog is not None:
+            self.syslog.close()
 
 
 def simulate(config: SimConfig | None = None, out: str | Path = "sim") -> SimResult:
@@ -108,7 +155,8 @@ def simulate(config: SimConfig | None = None, out: str | Path = "sim") -> SimRes
     sim = _Sim(cfg, prefix)
     sim.run()
     sim.truth.ns_read = sim.dpns_log.count > 0
-    requests = sim.truth.request_records()
+    printed = [w.max_printed for w in (sim.log, sim.dpns_log) if w.max_printed is not None]
+    requests = sim.truth.request_records(max(printed, default=None))
     calls = sim.truth.call_records()
     write_requests_csv(sim.paths["requests"], requests)
     write_calls_csv(sim.paths["calls"], calls)
@@ -122,7 +170,16 @@ def simulate(config: SimConfig | None = None, out: str | Path = "sim") -> SimRes
         start_ms=sim.start, end_ms=sim.eng.now,
         refused=sim.dpm.refused, auth_failures=sim.dpm.auth_failures,
         killed_calls=sim.dpm.killed_calls, cycles=sim.budget.started,
-        stats={"dpns_max_lock_waiters": sim.dpns.max_lock_waiters},
+        stats={
+            "dpns_max_lock_waiters": sim.dpns.max_lock_waiters,
+            "killed_runs": sim.dpm.killed_runs,
+            "stray_calls": sim.strays.calls if sim.strays else 0,
+            "stray_main_lines": sim.strays.main_lines if sim.strays else 0,
+            "future_lines": sim.future.written if sim.future else 0,
+            "syslog_lines": sim.syslog.count if sim.syslog else 0,
+            "foreign_lines": sim.syslog.foreign if sim.syslog else 0,
+        },
+        messages_path=sim.paths.get("messages"),
     )
 
 
@@ -139,6 +196,11 @@ def format_summary(result: SimResult) -> str:
         f"seed {cfg.seed}",
         f"{result.log_path}: {result.dpm_lines} lines (pids {', '.join(map(str, result.dpm_pids))})",
         f"{result.dpns_log_path}: {result.dpns_lines} lines",
+    ]
+    if result.messages_path is not None:
+        out.append(f"{result.messages_path}: {result.stats['syslog_lines']} daemon lines "
+                   f"and {result.stats['foreign_lines']} of other programs (rsyslog)")
+    out += [
         f"{result.requests_path}: {len(reqs)} requests",
         f"{result.calls_path}: {len(result.calls)} calls",
     ]
@@ -149,6 +211,16 @@ def format_summary(result: SimResult) -> str:
             out.append(f"{op}: {len(mine)} ({counts})")
     out.append(f"refused connections {result.refused}, auth failures {result.auth_failures}, "
                f"calls cut by a restart {result.killed_calls}, lines written late {result.late_lines}")
+    stats = result.stats
+    if stats.get("killed_runs"):
+        out.append(f"processing runs cut by a restart {stats['killed_runs']} (processed again)")
+    if stats.get("stray_calls") or stats.get("stray_main_lines"):
+        out.append(f"another process (pid {cfg.stray_pid}): {stats['stray_calls']} pings, "
+                   f"{stats['stray_main_lines']} main-thread lines")
+    if stats.get("future_lines"):
+        out.append(f"lines stamped {cfg.future_ahead_s:g} s ahead: {stats['future_lines']}")
+    if cfg.clock_step_at is not None:
+        out.append(f"clock stepped back {cfg.clock_step_s:g} s at {cfg.clock_step_at:g} s")
     means, medians = [], []
     for field_name, phase in PHASES:
         values = phase_values(reqs, field_name)

@@ -2,7 +2,10 @@
 
 Each one makes a feature of real logs certain to appear: no accept lines, synchronous
 gets, whole-second stamps, a year rollover, the repeated hour at the end of daylight
-saving time, a daemon restart, heavy load.
+saving time, a daemon restart, heavy load; and the logs shaped differently of issue 11:
+another process of the daemon, an overlapping restart, one rsyslog file for both
+daemons, a clock stepped back, lines stamped an hour ahead. Their features show within
+the first 600 requests (about 17 s), as the tests run them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,23 @@ SCENARIOS: dict[str, tuple[str, dict]] = {
     "heavy": ("heavy load: 8 clients x 40 streams, 50 slow threads, 30% gets (>= 100k lines)",
               {"clients": 8, "concurrency": 40, "sthreads": 50, "fthreads": 40,
                "get_fraction": 0.3, "requests": 5000}),
+    "stray-pids": ("another DPM process (pid 23456) logs 6 times: 4 probe pings on its own "
+                   "threads, 2 main-thread lines, while the real daemon runs",
+                   {"stray_lines": 6, "get_fraction": 0.3}),
+    "overlap-restart": ("a restart 6 s in where the old process finishes its calls for 4 s "
+                        "after the new pid starts; the calls still open then never return",
+                        {"restart_at": 6.0, "restart_overlap": 4.0, "requests": 2000,
+                         "get_fraction": 0.3}),
+    "mixed-syslog": ("both daemons in one rsyslog file PREFIX.messages (tags dpm, dpns) "
+                     "among other programs' lines, besides the separate logs",
+                     {"syslog_file": True, "get_fraction": 0.3}),
+    "clock-step": ("the head node's clock steps back 30 s, 8 s in (NTP): DPM and DPNS "
+                   "stamps go back",
+                   {"clock_step_at": 8.0, "clock_step_s": 30.0, "get_fraction": 0.3}),
+    "future-line": ("one DPM line stamped an hour ahead of its neighbours",
+                    {"future_lines": 1}),
+    "future-lines": ("three DPM lines stamped an hour ahead, at random points",
+                     {"future_lines": 3, "get_fraction": 0.3}),
     # Name-server linking (issue 13).
     "same-dir": ("the thesis's hot directory: every file in one directory, one DPNS lock",
                  {"same_dir": True}),

@@ -2,7 +2,9 @@
 DPM daemon prints, and the instant that printed text stands for.
 
 With whole-second stamps the printed instant is the true one truncated to the second;
-the ground truth uses the printed instant, exactly as a reader of the log must.
+the ground truth uses the printed instant, exactly as a reader of the log must. The
+head node's clock may be stepped back (NTP): from the step on, every stamp of the
+machine (DPM, DPNS, rsyslog) shows the true instant less the step.
 """
 
 from __future__ import annotations
@@ -11,10 +13,24 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 
+class Clock:
+    """The head node's clock: the instant it shows for a true instant (UTC ms)."""
+
+    def __init__(self, step_at_ms: int | None = None, step_ms: int = 0):
+        self.step_at = step_at_ms
+        self.step = step_ms
+
+    def shows(self, ms: int) -> int:
+        if self.step_at is not None and ms >= self.step_at:
+            return ms - self.step
+        return ms
+
+
 class StampFormatter:
-    def __init__(self, tz: str, whole_seconds: bool = False):
+    def __init__(self, tz: str, whole_seconds: bool = False, clock: Clock | None = None):
         self.zone = ZoneInfo(tz)
         self.whole_seconds = whole_seconds
+        self.clock = clock or Clock()
         self._sec = None
         self._text = ""
 
@@ -28,6 +44,7 @@ class StampFormatter:
 
     def stamp(self, ms: int) -> tuple[int, str]:
         """(printed instant in UTC ms, stamp text) for the true instant `ms`."""
+        ms = self.clock.shows(ms)
         sec, frac = divmod(ms, 1000)
         text = self._second_text(sec)
         if self.whole_seconds:

@@ -3,7 +3,8 @@ knows (which line belongs to which request or call) and the instants it printed.
 
 Nothing here reads the log back. Every instant is the printed one (UTC ms, truncated to
 the second with whole-second stamps), so durations are differences of what a reader of
-the log sees. Rule numbers refer to "Where the request ends" in the rules.
+the log sees, never below 0 (a clock stepped back, or a slow thread logging before the
+put's `returns`). Rule numbers refer to "Where the request ends" in the rules.
 
 Name-server linking ("Linking name-server calls" in the rules): the model knows which
 processing run asked for each name-server call. A call counts for that run's request
@@ -19,6 +20,14 @@ import csv
 from dpmstream.parsers.records import (
     CALL_COLUMNS, REQUEST_COLUMNS, call_row, request_row,
 )
+
+
+def span(later, earlier):
+    """A duration: the difference of two printed instants, never below 0; None when
+    either step did not happen."""
+    if later is None or earlier is None:
+        return None
+    return later - earlier if later > earlier else 0
 
 
 class RequestTruth:
@@ -62,34 +71,41 @@ class RequestTruth:
         if not self.closed:
             self.status, self.ended, self.closed = status, printed, True
 
-    def record(self, host: str, ns_read: bool = True) -> dict:
+    def record(self, host: str, idle_before: int | None = None, ns_read: bool = True) -> dict:
+        """`idle_before`: a request not ended by its lines whose latest line is before
+        this instant was emitted by the timeout, not at the end of the input."""
         if self.closed:
             status, ended = self.status, self.ended
         elif self.op == "get" and self.first_success is not None:
             status, ended = "success", self.first_success          # rule 5
         else:
             status, ended = "incomplete", self.last_line           # rule 6
-
-        def diff(a, b):
-            return None if a is None or b is None else a - b
-
         origin = self.accepted if self.accepted is not None else self.started
         return {
             "kind": "request", "host": host, "token": self.token, "op": self.op,
             "client": self.client, "nfiles": self.nfiles, "status": status,
             "accepted": self.accepted, "started": self.started, "ended": ended,
-            "auth_s": diff(self.started, self.accepted),
-            "request_s": diff(self.put_ret, self.started),
-            "queue_s": diff(self.first_run, self.put_ret),
+            "auth_s": span(self.started, self.accepted),
+            "request_s": span(self.put_ret, self.started),
+            "queue_s": span(self.first_run, self.put_ret),
             "proc_s": self.proc,
             "polls": self.polls, "poll_s": self.poll_ms,
-            "ready_wait_s": diff(self.first_success, self.put_ret),
-            "transfer_s": diff(self.first_done_open, self.first_success) if self.op == "put" else None,
-            "done_s": diff(self.done_ret, self.done_open),
-            "total_s": diff(ended, origin),
+            "ready_wait_s": span(self.first_success, self.put_ret),
+            "transfer_s": span(self.first_done_open, self.first_success) if self.op == "put" else None,
+            "done_s": span(self.done_ret, self.done_open),
+            "total_s": span(ended, origin),
+            "end_reason": self._end_reason(idle_before),
             "ns_calls": self.ns_calls if ns_read else None,
             "ns_s": self.ns_ms if ns_read else None,
         }
+
+    def _end_reason(self, idle_before: int | None) -> str:
+        # The simulator never fills the cap (`evicted`).
+        if self.closed:
+            return "line"
+        if idle_before is not None and self.last_line < idle_before:
+            return "timeout"
+        return "input_end"
 
 
 class RunTruth:
@@ -133,13 +149,17 @@ class CallTruth:
             "kind": "call", "host": host, "daemon": self.daemon, "pid": self.pid,
             "thread": self.thread, "op": self.op, "client": self.client,
             "started": started, "ended": ended,
-            "duration_s": None if ended is None else ended - started,
+            "duration_s": span(ended, started),
             "rc": rc,
-            "auth_s": None if self.accepted is None else started - self.accepted,
+            "auth_s": span(started, self.accepted),
             "session": None, "token": self.token,
         }
 
 
+# The reader's defaults (docs/record-rules.md, "Timeout"): requests idle this long are
+# emitted by the timeout; the watermark lags the latest event time by the allowance.
+TIMEOUT_MS = 3_600_000
+ALLOWANCE_MS = 2_000
 # How far outside a processing run a linked name-server call may lie (parsers/linking.py).
 LINK_SLACK_MS = 5
 
@@ -167,10 +187,13 @@ class Truth:
         self._calls.append(call)
         return call
 
-    def request_records(self) -> list[dict]:
-        """Sorted by (started, token); every request here has a DP092."""
+    def request_records(self, latest: int | None = None, timeout_ms: int = TIMEOUT_MS) -> list[dict]:
+        """Sorted by (started, token); every request here has a DP092. `latest`: the
+        latest instant printed in the input (lines set aside excluded): a request idle
+        for more than `timeout_ms` before the final watermark ends by the timeout."""
         self._link()
-        records = [r.record(self.host, self.ns_read) for r in self._requests]
+        idle_before = None if latest is None else latest - ALLOWANCE_MS - timeout_ms
+        records = [r.record(self.host, idle_before, self.ns_read) for r in self._requests]
         records.sort(key=lambda r: (r["started"], r["token"]))
         return records
 

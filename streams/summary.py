@@ -139,6 +139,11 @@ def _stats_lines(stats) -> list[str]:
         f", timed out {r.expired}, late lines {r.late_lines}, orphans {r.orphans}",
         f"  calls without returns {r.noreturn_calls}, stray returns {r.stray_returns}"
         f", dropped accepts {r.dropped_accepts}, daemon restarts {r.restarts}",
+        f"  lines of other programs {stats.total('foreign')}, read twice {r.duplicate_lines}"
+        f", far ahead (set aside) {r.future_lines}, clock steps back {r.clock_steps}"
+        f", stray processes {r.stray_processes}",
+        f"  threads evicted (cap) {r.thread_evictions}, silent threads forgotten"
+        f" {r.expired_threads}, sessions cut {r.expired_sessions}",
     ]
     if stats.bad_examples:
         lines.append("  first bad lines:")

@@ -5,6 +5,7 @@ the parser; here the printed logs go through `dpmstream replay` as an admin woul
 and every row of requests.csv and calls.csv must equal the truth's."""
 
 import csv
+import os
 import subprocess
 import sys
 
@@ -20,12 +21,22 @@ def rows(path):
     return data[0], sorted(map(tuple, data[1:]))
 
 
-def replay_and_compare(tmp_path, cfg):
+@pytest.fixture(params=["compiled", "pure-python"])
+def parser_env(request):
+    """The replay runs with either line parser: both must give the truth."""
+    env = dict(os.environ)
+    if request.param == "pure-python":
+        env["DPMSTREAM_PURE_PYTHON"] = "1"
+    return env
+
+
+def replay_and_compare(tmp_path, cfg, env=None, inputs=None):
     sim = simulate(cfg, tmp_path / "sim")
     out = tmp_path / "replayed"
+    files = inputs or (["sim.messages"] if cfg.syslog_file else ["sim.log", "sim.dpns.log"])
     subprocess.run([sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", cfg.tz,
                     "--host", cfg.host, "--out", str(out),
-                    str(tmp_path / "sim.log"), str(tmp_path / "sim.dpns.log")], check=True)
+                    *[str(tmp_path / f) for f in files]], check=True, env=env)
     for kind in ("requests", "calls"):
         ours_header, ours = rows(out / f"{kind}.csv")
         truth_header, truth = rows(tmp_path / f"sim.{kind}.csv")
@@ -37,8 +48,23 @@ def replay_and_compare(tmp_path, cfg):
 
 
 @pytest.mark.parametrize("name", [n for n in names() if n != "heavy"])
-def test_replay_equals_the_ground_truth_in_scenario(tmp_path, name):
-    replay_and_compare(tmp_path, scenario(name, requests=600))
+def test_replay_equals_the_ground_truth_in_scenario(tmp_path, name, parser_env):
+    replay_and_compare(tmp_path, scenario(name, requests=600), parser_env)
+
+
+def test_overlapping_archives_give_the_records_of_the_archive_read_once(tmp_path, parser_env):
+    """A rotated copy that overlaps the next file, and the same archive given twice."""
+    cfg = scenario("mixed", requests=600)
+    simulate(cfg, tmp_path / "sim")
+    lines = (tmp_path / "sim.log").read_text().splitlines(keepends=True)
+    cut = len(lines) // 2
+    (tmp_path / "log.1").write_text("".join(lines[:cut + 500]))
+    (tmp_path / "log").write_text("".join(lines[cut - 500:]))
+    mtime = os.stat(tmp_path / "sim.log").st_mtime  # like the archive: dates the year
+    for name in ("log.1", "log"):
+        os.utime(tmp_path / name, (mtime, mtime))
+    replay_and_compare(tmp_path, cfg, parser_env,
+                       inputs=["log.1", "log", "sim.dpns.log", "sim.log", "sim.dpns.log"])
 
 
 def test_replay_equals_the_ground_truth_under_heavy_load(tmp_path):

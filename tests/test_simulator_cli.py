@@ -47,3 +47,29 @@ def test_bad_settings_exit_2_with_a_clear_message(tmp_path):
     done = run_cli("--out", str(tmp_path / "x"), "--start", "yesterday")
     assert done.returncode == 2 and "--start" in done.stderr
     assert not (tmp_path / "x.log").exists()
+
+
+def test_issue11_knobs_are_options_and_scenarios(tmp_path):
+    done = run_cli("--out", str(tmp_path / "s"), "--scenario", "mixed-syslog", "--requests", "150",
+                   "--stray-lines", "3", "--stray-pid", "4444", "--future-lines", "1",
+                   "--clock-step-at", "1", "--clock-step-s", "5")
+    assert done.returncode == 0, done.stderr
+    messages = (tmp_path / "s.messages").read_text()
+    assert " dpm: " in messages and " dpns: " in messages
+    assert "  4444,0 dpm_srv_ping: DP092 - ping request by " in (tmp_path / "s.log").read_text()
+    assert f"{tmp_path / 's.messages'}:" in done.stdout
+    assert "another process (pid 4444): 2 pings, 1 main-thread lines" in done.stdout
+    assert "clock stepped back 5 s at 1 s" in done.stdout
+    with open(tmp_path / "s.requests.csv", newline="") as fh:
+        assert {r["end_reason"] for r in csv.DictReader(fh)} <= {"line", "input_end"}
+
+
+def test_an_overlap_needs_a_restart_and_a_stray_pid_its_own(tmp_path):
+    done = run_cli("--out", str(tmp_path / "x"), "--restart-overlap", "2")
+    assert done.returncode == 2 and "restart-overlap needs restart-at" in done.stderr
+    done = run_cli("--out", str(tmp_path / "x"), "--stray-lines", "2", "--stray-pid", "12345")
+    assert done.returncode == 2 and "stray pid must differ" in done.stderr
+    done = run_cli("--out", str(tmp_path / "x"), "--scenario", "overlap-restart", "--requests", "300",
+                   "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "x.messages").exists()

@@ -179,3 +179,137 @@ def test_sync_get_is_served_in_the_fast_thread(sync_run):
     assert not [m for m in lines if m["func"] == "dpm_srv_proc_get"]
     selected = [m for m in lines if m["func"] == "dpm_srv_get" and m["msg"].startswith("selected ")]
     assert selected and all(int(m["tid"]) < sync_run.config.fthreads for m in selected)
+
+
+# -- logs shaped differently (issue 11) ------------------------------------------------
+
+PROBE_DN = "/DC=ch/DC=cern/OU=computers/CN=nagios01.cern.ch"
+HOUSEKEEPING = "DP002 - dpm_pingdb error : Lost connection to MySQL server during query"
+RSYSLOG = re.compile(
+    r"^(?P<rtime>(?P<date>\d{4}-\d\d-\d\d)T(?P<hms>\d\d:\d\d:\d\d)\.(?P<us>\d{6})(?P<zone>[+-]\d\d:\d\d)) "
+    r"(?P<host>\S+) (?P<tag>[^\s:]+): (?P<msg>.*)$"
+)
+
+
+def _ms_of_day(stamp: str) -> int:
+    """`MM/DD HH:MM:SS.mmm` of one day as ms since midnight."""
+    h, m, s = stamp[6:].split(":")
+    return (int(h) * 3600 + int(m) * 60) * 1000 + int(round(float(s) * 1000))
+
+
+@pytest.fixture(scope="module")
+def strays(tmp_path_factory):
+    return simulate(scenario("stray-pids", requests=600), tmp_path_factory.mktemp("fmt") / "stray")
+
+
+def test_a_stray_process_logs_probe_pings_on_its_own_threads_and_main_thread_lines(strays):
+    lines = parse(strays.log_path)
+    other = [m for m in lines if m["pid"] == "23456"]
+    assert {m["pid"] for m in lines} == {"12345", "23456"}
+    main = [m for m in other if m["tid"] is None]
+    assert [(m["func"], m["msg"]) for m in main] == [("dpm_serv", HOUSEKEEPING)] * 2
+    calls = [m for m in other if m["tid"] is not None]
+    by_thread = {}
+    for m in calls:
+        by_thread.setdefault(m["tid"], []).append(m["msg"])
+    pings = [msgs[i:i + 3] for msgs in by_thread.values() for i in range(0, len(msgs), 3)]
+    assert len(pings) == 4
+    for accept, opened, returned in pings:
+        assert accept == "[137.138.99.10] (nagios01.cern.ch): request accepted"
+        assert opened == f"DP092 - ping request by {PROBE_DN} (0,0) from nagios01.cern.ch"
+        assert returned == "returns 0"
+    # Each stray comes while the real daemon logs on both sides of it.
+    first = lines.index(other[0])
+    last = lines.index(other[-1])
+    assert 1000 < first and last < len(lines) - 1000
+    assert not any(m["func"] == "dpm_serv" and m["msg"] == "started" for m in other)
+
+
+def test_lines_stamped_far_ahead_stand_out_from_both_neighbours(tmp_path):
+    result = simulate(scenario("future-lines", requests=600), tmp_path / "fut")
+    lines = parse(result.log_path)
+    ahead = [i for i, m in enumerate(lines)
+             if i > 0 and _ms_of_day(m["stamp"]) - _ms_of_day(lines[i - 1]["stamp"]) > 3_600_000]
+    assert len(ahead) == 3 == result.stats["future_lines"]
+    for i in ahead:
+        m = lines[i]
+        gap = _ms_of_day(m["stamp"]) - _ms_of_day(lines[i - 1]["stamp"])
+        assert 3_660_000 - 10 <= gap <= 3_660_000 + 10
+        assert abs(_ms_of_day(lines[i + 1]["stamp"]) - _ms_of_day(lines[i - 1]["stamp"])) < 1000
+        assert m["pid"] == "12345"
+    kinds = [(lines[i]["tid"] is None, lines[i]["func"], lines[i]["msg"]) for i in ahead]
+    assert kinds[0] == (False, "dpm_srv_ping", f"DP092 - ping request by {PROBE_DN} (0,0) from nagios01.cern.ch")
+    assert kinds[1] == (True, "dpm_serv", HOUSEKEEPING)
+    assert kinds[2] == kinds[0]
+    # The far-ahead DP092 lines are the only ping lines with no call record.
+    assert sum(1 for m in lines if m["func"] == "dpm_srv_ping" and m["msg"].startswith("DP092")) \
+        == 2 + sum(1 for c in result.calls if c["op"] == "ping")
+
+
+@pytest.fixture(scope="module")
+def syslog_run(tmp_path_factory):
+    return simulate(scenario("mixed-syslog", requests=600), tmp_path_factory.mktemp("fmt") / "sys")
+
+
+def test_the_rsyslog_file_holds_both_daemons_lines_in_file_order_under_their_tags(syslog_run):
+    entries = [RSYSLOG.match(line) for line in syslog_run.messages_path.read_text().splitlines()]
+    assert all(entries)
+    assert {e["host"] for e in entries} == {"dpmhead01.cern.ch"}
+    for tag, path in (("dpm", syslog_run.log_path), ("dpns", syslog_run.dpns_log_path)):
+        mine = [e["msg"] for e in entries if e["tag"] == tag]
+        assert mine == path.read_text().splitlines()
+        assert all(ENVELOPE.match(msg) for msg in mine)
+    tags = [e["tag"] for e in entries]
+    switches = sum(1 for a, b in zip(tags, tags[1:]) if a != b)
+    assert switches > 1000                     # interleaved, not one file after the other
+
+
+def test_rsyslog_stamps_are_the_read_time_a_few_ms_after_the_line_in_time_order(syslog_run):
+    entries = [RSYSLOG.match(line) for line in syslog_run.messages_path.read_text().splitlines()]
+    assert {e["zone"] for e in entries} == {"+02:00"} and {e["date"] for e in entries} == {"2011-08-12"}
+    times = [e["rtime"] for e in entries]
+    assert times == sorted(times)
+    lags = []
+    for e in entries:
+        if e["tag"] in ("dpm", "dpns"):
+            h, m, s = e["hms"].split(":")
+            read_us = ((int(h) * 60 + int(m)) * 60 + int(s)) * 1_000_000 + int(e["us"])
+            lags.append(read_us - _ms_of_day(e["msg"][:18]) * 1000)
+    assert min(lags) >= 300 and max(lags) < 50_000
+    assert len({lag % 1000 for lag in lags}) > 100      # microseconds, not whole ms
+
+
+def test_the_rsyslog_file_carries_other_programs_lines(syslog_run):
+    entries = [RSYSLOG.match(line) for line in syslog_run.messages_path.read_text().splitlines()]
+    foreign = [e for e in entries if e["tag"] not in ("dpm", "dpns")]
+    assert len(foreign) == syslog_run.stats["foreign_lines"] >= 10
+    assert {e["tag"] for e in foreign} <= {"sshd[2211]", "kernel", "CRON[99]", "systemd[1]"}
+    assert len({e["tag"] for e in foreign}) >= 3
+    assert any(e["msg"] == "Accepted publickey for root from 10.0.0.1 port 22 ssh2" for e in foreign)
+
+
+def test_a_clock_step_takes_every_stamp_of_the_machine_back_once(tmp_path):
+    result = simulate(scenario("clock-step", requests=600, syslog_file=True), tmp_path / "cs")
+    for path in (result.log_path, result.dpns_log_path):
+        stamps = [_ms_of_day(m["stamp"]) for m in parse(path)]
+        steps = [b - a for a, b in zip(stamps, stamps[1:]) if b - a < -1000]
+        assert len(steps) == 1 and -30_000 - 100 < steps[0] < -30_000 + 100
+    times = [RSYSLOG.match(line)["hms"] for line in result.messages_path.read_text().splitlines()]
+    back = [(a, b) for a, b in zip(times, times[1:]) if b < a]
+    assert back == [("14:31:47", "14:31:18")]
+
+
+def test_an_overlapping_restart_interleaves_both_pids_for_seconds(tmp_path):
+    result = simulate(scenario("overlap-restart", requests=600), tmp_path / "ov")
+    old, new = (f"{p:5d}" for p in result.dpm_pids)
+    lines = parse(result.log_path)
+    start = next(i for i, m in enumerate(lines) if m["pid"] == new)
+    assert (lines[start]["tid"], lines[start]["func"], lines[start]["msg"]) == (None, "dpm_serv", "started")
+    assert all(m["pid"] == old for m in lines[:start])
+    after_old = [m for m in lines[start:] if m["pid"] == old]
+    assert sum(1 for m in after_old if m["msg"].startswith("returns")) >= 10
+    last_old = lines.index(after_old[-1])
+    assert sum(1 for m in lines[start:last_old] if m["pid"] == new) > 100
+    span = _ms_of_day(after_old[-1]["stamp"]) - _ms_of_day(lines[start]["stamp"])
+    assert 1000 < span <= 4000
+    assert not any(m["tid"] is None for m in after_old)     # the old process logs no `started`

@@ -118,3 +118,70 @@ def test_duration_bounds_the_simulated_time(tmp_path):
     result = simulate(SimConfig(duration=10.0), tmp_path / "dur")
     assert result.end_ms == result.start_ms + 10_000
     assert max(r["ended"] for r in result.requests) <= result.end_ms
+
+
+# -- logs shaped differently (issue 11): each shows within 600 requests ----------------
+
+ISSUE11 = ("stray-pids", "overlap-restart", "mixed-syslog", "clock-step", "future-line", "future-lines")
+
+
+def pids_of(path):
+    with open(path, encoding="utf-8") as fh:
+        return [int(re.match(r"^\S+ \S+ +(\d+)", line)[1]) for line in fh]
+
+
+@pytest.mark.parametrize("name", ISSUE11)
+def test_issue11_scenarios_keep_their_defaults_off_elsewhere(name):
+    changed = set(SCENARIOS[name][1])
+    knobs = {"stray_lines", "restart_overlap", "syslog_file", "clock_step_at", "future_lines"}
+    assert changed & knobs
+    defaults = SimConfig()
+    assert all(getattr(defaults, knob) in (0, 0.0, False, None) for knob in knobs)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("issue11")
+    return {name: simulate(scenario(name, requests=600), base / name) for name in ISSUE11}
+
+
+def test_stray_pids_has_a_second_pid_with_four_call_records(runs):
+    result = runs["stray-pids"]
+    assert set(pids_of(result.log_path)) == {12345, 23456}
+    assert result.dpm_pids == [12345]
+    assert len(result.requests) == 600
+    assert sum(1 for c in result.calls if c["pid"] == 23456) == 4
+
+
+def test_overlap_restart_has_two_pids_whose_lines_interleave(runs):
+    result = runs["overlap-restart"]
+    old, new = result.dpm_pids
+    pids = pids_of(result.log_path)
+    first_new, last_old = pids.index(new), len(pids) - 1 - pids[::-1].index(old)
+    assert first_new < last_old
+    assert len(result.requests) == 600
+    assert result.killed_calls + result.stats["killed_runs"] > 0
+
+
+def test_mixed_syslog_writes_the_messages_file_with_every_daemon_line(runs):
+    result = runs["mixed-syslog"]
+    lines = result.messages_path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == result.dpm_lines + result.dpns_lines + result.stats["foreign_lines"]
+    assert sum(" dpmhead01.cern.ch dpm: " in line for line in lines) == result.dpm_lines
+    assert sum(" dpmhead01.cern.ch dpns: " in line for line in lines) == result.dpns_lines
+    assert len(result.requests) == 600
+
+
+def test_clock_step_takes_the_stamps_back_within_the_run(runs):
+    result = runs["clock-step"]
+    seconds = [int(h) * 3600 + int(m) * 60 + int(s) for _, _, h, m, s in stamps(result.log_path)]
+    assert min(b - a for a, b in zip(seconds, seconds[1:])) <= -29
+    assert any(r["ended"] < r["started"] and r["total_s"] == 0 for r in result.requests)
+
+
+@pytest.mark.parametrize("name, count", [("future-line", 1), ("future-lines", 3)])
+def test_future_line_scenarios_hold_lines_an_hour_ahead(runs, name, count):
+    result = runs[name]
+    hours = [int(s[2]) for s in stamps(result.log_path)]
+    assert sum(1 for h in hours if h == 15) == count       # the run is within 14:31..14:32
+    assert result.stats["future_lines"] == count

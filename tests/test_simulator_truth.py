@@ -60,18 +60,69 @@ def test_requests_are_sorted_by_start_then_token_and_calls_by_start_host_pid_thr
 
 
 @pytest.mark.parametrize("run", ["mixed", "cut"])
-def test_durations_are_non_negative_except_queue_and_total_spans_the_request(run, request):
+def test_durations_are_never_negative_and_total_spans_the_request(run, request):
     result = request.getfixturevalue(run)
     for r in result.requests:
         assert r["status"] in STATUSES
-        for name in DURATIONS:
+        for name in DURATIONS + ("queue_s",):
             assert r[name] is None or r[name] >= 0, (name, r)
         origin = r["accepted"] if r["accepted"] is not None else r["started"]
         assert r["total_s"] == r["ended"] - origin
         assert r["polls"] >= 0 and r["poll_s"] >= 0 and (r["polls"] > 0 or r["poll_s"] == 0)
-        assert r["queue_s"] is None or r["queue_s"] > -50      # queued just before `returns`
-    assert any(r["queue_s"] is not None and r["queue_s"] < 0 for r in result.requests)
 
+
+def _processing_stamps(result):
+    """token -> printed instant of its first `processing` line, read from the log."""
+    offset = result.start_ms - _naive_ms("08/12 14:31:40.000")     # local = UTC + offset
+    first = {}
+    for line in result.log_path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^(\S+ \S+) +\d+,\d+ dpm_srv_proc_\w+: processing \w+ request (\S+)$", line)
+        if m and m[2] not in first:
+            first[m[2]] = _naive_ms(m[1]) + offset
+    return first
+
+
+def test_queue_is_zero_when_the_slow_thread_logs_before_the_put_returns(mixed):
+    processing = _processing_stamps(mixed)
+    early = 0
+    for r in mixed.requests:
+        if r["queue_s"] is None:
+            continue
+        put_returns = r["started"] + r["request_s"]
+        if processing[r["token"]] < put_returns:          # queued just before `returns`
+            assert r["queue_s"] == 0, r
+            early += 1
+        else:
+            assert r["queue_s"] == processing[r["token"]] - put_returns, r
+    assert early > 0
+
+
+def test_end_reason_is_line_for_requests_ended_by_their_lines_and_input_end_otherwise(mixed, cut):
+    for result in (mixed, cut):
+        for r in result.requests:
+            ended_by_line = r["status"] in ("failed", "aborted") or r["done_s"] is not None
+            if ended_by_line:
+                assert r["end_reason"] == "line", r
+            elif r["status"] == "incomplete" or r["op"] == "get":
+                assert r["end_reason"] == "input_end", r
+    assert {r["end_reason"] for r in cut.requests} == {"line", "input_end"}
+    assert tuple(read_rows(cut.requests_path)[0])[-3:] == ("end_reason", "ns_calls", "ns_s")
+
+
+def test_requests_idle_longer_than_the_timeout_end_by_timeout(tmp_path):
+    cfg = SimConfig(rate=0.2, duration=3700.0, abandon_rate=0.4, sthreads=5, plain_rate=0.0)
+    result = simulate(cfg, tmp_path / "long")
+    watermark = max(max(r["ended"] for r in result.requests), max(c["started"] for c in result.calls)) - 2000
+    reasons = {"timeout": [], "input_end": []}
+    for r in result.requests:
+        if r["end_reason"] in reasons:
+            reasons[r["end_reason"]].append(r)
+    # Abandoned in the first 100 s: idle past the hour when the input ends; later: not.
+    assert reasons["timeout"] and reasons["input_end"]
+    for r in reasons["timeout"]:
+        assert watermark - r["ended"] > 3_600_000, r
+    for r in reasons["input_end"]:
+        assert watermark - r["ended"] <= 3_600_000, r
 
 def test_phases_present_match_how_each_request_ended(mixed):
     by = {}
@@ -209,3 +260,121 @@ def test_some_lines_land_after_later_stamped_lines_but_never_within_a_thread(mix
     calm = simulate(SimConfig(requests=300, jitter_rate=0.0), tmp_path / "calm")
     order, _ = _stamps_by_thread(calm.log_path)
     assert order == sorted(order)
+
+
+# -- logs shaped differently (issue 11): the truth of each shape ------------------------
+
+def _without(records, drop):
+    return [r for r in records if not drop(r)]
+
+
+def test_a_stray_process_adds_its_pings_as_call_records_and_changes_nothing_else(tmp_path):
+    plain = simulate(scenario("mixed", requests=600), tmp_path / "plain")
+    stray = simulate(scenario("mixed", requests=600, stray_lines=6), tmp_path / "stray")
+    pings = [c for c in stray.calls if c["pid"] == 23456]
+    assert len(pings) == 4 == stray.stats["stray_calls"]      # 6 events, every third a main-thread line
+    for c in pings:
+        assert (c["daemon"], c["op"], c["client"], c["rc"]) == ("dpm", "ping", "nagios01.cern.ch", 0)
+        assert c["auth_s"] > 0 and c["duration_s"] >= 0 and c["thread"] >= 0
+    assert _without(stray.calls, lambda c: c["pid"] == 23456) == plain.calls
+    assert stray.requests == plain.requests
+
+
+def test_lines_stamped_far_ahead_have_no_record_and_change_nothing_else(tmp_path):
+    plain = simulate(scenario("mixed", requests=600), tmp_path / "plain")
+    future = simulate(scenario("mixed", requests=600, future_lines=3), tmp_path / "future")
+    assert future.stats["future_lines"] == 3
+    assert future.requests == plain.requests and future.calls == plain.calls
+    assert future.log_path.read_text().count("\n") == plain.log_path.read_text().count("\n") + 3
+
+
+def test_the_rsyslog_file_changes_no_record(tmp_path):
+    plain = simulate(scenario("mixed", requests=400), tmp_path / "plain")
+    mixed = simulate(scenario("mixed", requests=400, syslog_file=True), tmp_path / "syslog")
+    assert mixed.requests == plain.requests and mixed.calls == plain.calls
+    assert mixed.log_path.read_bytes() == plain.log_path.read_bytes()
+
+
+def test_after_a_clock_step_instants_are_the_printed_ones_and_durations_stop_at_zero(tmp_path):
+    step_at, step = 8_000, 30_000
+    plain = simulate(scenario("mixed", requests=600), tmp_path / "plain")
+    stepped = simulate(scenario("mixed", requests=600, clock_step_at=8.0, clock_step_s=30.0),
+                       tmp_path / "step")
+    boundary = plain.start_ms + step_at
+    before = {r["token"]: r for r in plain.requests}
+    spanning = 0
+    assert len(stepped.requests) == len(plain.requests)
+    for r in stepped.requests:
+        p = before[r["token"]]                       # the model's run is the same
+        for name in DURATIONS + ("queue_s",):
+            assert r[name] is None or r[name] >= 0, (name, r)
+        if p["ended"] < boundary:                    # all before the step: unchanged
+            assert r == p
+        elif (p["accepted"] or p["started"]) >= boundary:     # all after: 30 s earlier
+            assert r["started"] == p["started"] - step and r["ended"] == p["ended"] - step
+            assert all(r[n] == p[n] for n in DURATIONS + ("queue_s",))
+        else:                                        # across the step: negative spans are 0
+            spanning += 1
+            assert r["started"] == p["started"] or r["started"] == p["started"] - step
+            if r["ended"] < (r["accepted"] or r["started"]):
+                assert r["total_s"] == 0
+    assert spanning > 20
+    assert any(r["total_s"] == 0 and r["ended"] < r["started"] for r in stepped.requests)
+    for c in stepped.calls:
+        assert c["duration_s"] is None or c["duration_s"] >= 0
+
+
+@pytest.fixture(scope="module")
+def overlap(tmp_path_factory):
+    return simulate(scenario("overlap-restart", requests=600, seed=3),
+                    tmp_path_factory.mktemp("truth") / "overlap")
+
+
+def _new_pid_start(result):
+    offset = result.start_ms - _naive_ms("08/12 14:31:40.000")
+    new = result.dpm_pids[1]
+    for line in result.log_path.read_text(encoding="utf-8").splitlines():
+        m = re.match(rf"^(\S+ \S+) +{new} dpm_serv: started$", line)
+        if m:
+            return _naive_ms(m[1]) + offset
+    raise AssertionError("no started line of the new pid")
+
+
+def test_an_overlapping_restart_keeps_the_old_process_calls_that_returned(overlap):
+    old, new = overlap.dpm_pids
+    switch = _new_pid_start(overlap)
+    assert switch == overlap.start_ms + 6000
+    old_calls = [c for c in overlap.calls if c["daemon"] == "dpm" and c["pid"] == old]
+    finished_late = [c for c in old_calls if c["ended"] is not None and c["ended"] > switch]
+    # The old process accepts nothing new (it may still serve what it accepted before).
+    assert all(c["started"] - c["auth_s"] < switch for c in old_calls)
+    assert all(c["ended"] is None or c["ended"] <= switch + 4000 for c in old_calls)
+    # Requests served by both processes: put under the old pid, status or done under the new.
+    both = [r for r in overlap.requests if r["started"] < switch < r["ended"]]
+    assert both and all(r["status"] in STATUSES for r in both)
+    assert sum(r["status"] == "success" for r in both) > 0.8 * len(both)
+    # Old processing runs that began before the switch and returned during the overlap.
+    spanning_runs = [r for r in overlap.requests if r["proc_s"] is not None and r["queue_s"] is not None
+                     and r["started"] + r["request_s"] + r["queue_s"] < switch
+                     < r["started"] + r["request_s"] + r["queue_s"] + r["proc_s"]]
+    assert len(spanning_runs) >= 5
+    assert all(c["rc"] is not None for c in finished_late)
+
+
+def test_an_overlapping_restart_kills_what_is_still_running_when_the_old_process_dies(overlap):
+    old, new = overlap.dpm_pids
+    assert overlap.killed_calls + overlap.stats["killed_runs"] > 0
+    killed = [c for c in overlap.calls if c["pid"] == old and c["ended"] is None]
+    assert len(killed) <= overlap.killed_calls
+    for c in killed:
+        assert c["rc"] is None and c["duration_s"] is None
+    # A killed processing run's request is processed again by the new process.
+    text = overlap.log_path.read_text(encoding="utf-8")
+    runs = {}
+    for m in re.finditer(r"^\S+ \S+ +(\d+),\d+ dpm_srv_proc_\w+: processing \w+ request (\S+)$", text, re.M):
+        runs.setdefault(m[2], []).append(int(m[1]))
+    again = {tok: pids for tok, pids in runs.items() if len(pids) > 1}
+    assert len(again) == overlap.stats["killed_runs"]
+    assert all(pids == [old, new] for pids in again.values())
+    records = {r["token"]: r for r in overlap.requests}
+    assert all(records[tok]["proc_s"] is not None for tok in again if records[tok]["status"] == "success")

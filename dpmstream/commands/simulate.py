@@ -2,6 +2,8 @@
 
 Writes PREFIX.log (DPM daemon), PREFIX.dpns.log (name server), PREFIX.requests.csv and
 PREFIX.calls.csv (the records the logs must reassemble into), and prints a summary.
+With --syslog-file, also PREFIX.messages: both daemons' lines as rsyslog writes them
+into one file, among other programs' lines (the same records).
 Options left out take the scenario's value (default: the thesis setup).
 """
 
@@ -41,6 +43,15 @@ _OPTIONS = [
     ("--dpns-pid", "dpns_pid", int, "name-server pid (default 9876)"),
     ("--jitter-rate", "jitter_rate", float, "share of lines written a few ms late, out of order (default 0.01)"),
     ("--jitter-ms", "jitter_ms", int, "most a late line lags its stamp, ms (default 5; 0: none)"),
+    ("--stray-lines", "stray_lines", int,
+     "times another DPM process logs during the run: a probe's ping, every third a main-thread line (default 0)"),
+    ("--stray-pid", "stray_pid", int, "that other process's pid (default 23456)"),
+    ("--restart-overlap", "restart_overlap", float,
+     "with --restart-at: seconds the old process goes on finishing its calls after the new one starts (default 0)"),
+    ("--clock-step-at", "clock_step_at", float, "seconds in: the head node's clock steps back (NTP)"),
+    ("--clock-step-s", "clock_step_s", float, "how far the clock steps back, seconds (default 30)"),
+    ("--future-lines", "future_lines", int, "stray DPM lines stamped --future-ahead-s ahead (default 0)"),
+    ("--future-ahead-s", "future_ahead_s", float, "how far ahead those lines are stamped, seconds (default 3660)"),
     ("--dirs", "dirs", int, "spread the files over N directories (default: one per client)"),
     ("--dpns-gap", "dpns_gap", "gap", "A:B seconds after the start: the DPNS log lacks those lines"),
 ]
@@ -49,6 +60,7 @@ _FLAGS = [
     ("--no-accept-lines", "accept_lines", False, "no `request accepted` lines"),
     ("--sync-get", "sync_get", True, "DPM_USE_SYNCGET: gets served in the fast thread"),
     ("--same-dir", "same_dir", True, "all files in one directory (one DPNS lock)"),
+    ("--syslog-file", "syslog_file", True, "also write PREFIX.messages: both daemons in one rsyslog file"),
 ]
 
 
@@ -69,7 +81,8 @@ def register(subparsers, name: str, help_text: str) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, metavar="PREFIX",
-                        help="output prefix: PREFIX.log, PREFIX.dpns.log, PREFIX.requests.csv, PREFIX.calls.csv")
+                        help="output prefix: PREFIX.log, PREFIX.dpns.log, PREFIX.requests.csv, PREFIX.calls.csv "
+                             "(and PREFIX.messages with --syslog-file)")
     parser.add_argument("--scenario", default="thesis", choices=list(SCENARIOS), metavar="NAME",
                         help=f"preset to start from (default thesis). {scenario_help}")
     for option, dest, kind, text in _OPTIONS:
