@@ -57,6 +57,7 @@ class PipelineStats:
 
     def __init__(self, reassembler: Reassembler):
         self._reassembler = reassembler
+        self._linker = None  # set by the Pipeline
         self._other_lines: Counter = Counter()   # counts not kept by a source itself
         self._sources: list = []
         self.decode_errors = 0                   # lines that were not valid UTF-8
@@ -89,6 +90,11 @@ class PipelineStats:
     @property
     def reassembly(self):
         return self._reassembler.stats
+
+    @property
+    def linking(self):
+        """Counts of the name-server linking (parsers/linking.py)."""
+        return self._linker.stats if self._linker is not None else None
 
     @property
     def evictions(self) -> int:
@@ -135,6 +141,7 @@ class Pipeline:
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
         self.stats = PipelineStats(self.reassembler)
+        self.stats._linker = self.linker
         self.profiles = profiles or bundled_profiles()
         # rsyslog program tag -> the profile reading that daemon's lines in a mixed file
         self.tag_profiles: dict[str, Profile] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from dpmstream.commands.common import (
@@ -13,6 +14,7 @@ from dpmstream.streams.inputs import (
     InputError, describe, fingerprint, iter_chunks, open_binary, repeated_prefix,
 )
 from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.streams.directories import DirectoryStats
 from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
@@ -64,7 +66,8 @@ def run(args) -> int:
         return 2
 
     summary = Summary()
-    sinks = [summary.add]
+    directories = DirectoryStats()
+    sinks = [summary.add, directories.add]
     csv_sink = None
     if args.out:
         from dpmstream.streams.csv_sink import CsvSink
@@ -138,14 +141,19 @@ def run(args) -> int:
     progress.close()
     if csv_sink:
         csv_sink.close()
+        directories.write_csv(os.path.join(args.out, "directories.csv"))
     if args.openmetrics:
         from dpmstream.streams.openmetrics import write_openmetrics
         with open(args.openmetrics, "w", encoding="utf-8") as out:
             write_openmetrics(kept_records, pipeline.stats, out)
     if not args.quiet:
         sys.stdout.write(summary.render(pipeline.stats))
+        top = directories.render()
+        if top:
+            sys.stdout.write("\n" + top)
         if args.out:
-            print(f"\nwrote {csv_sink.requests_path} and {csv_sink.calls_path}")
+            print(f"\nwrote {csv_sink.requests_path}, {csv_sink.calls_path} and "
+                  f"{os.path.join(args.out, 'directories.csv')}")
     if not pipeline.stats.total("parsed"):
         print("dpmstream replay: no DPM, DPNS or SRM line was parsed: wrong files, or a "
               "profile that does not fit (try `dpmstream profile check FILE`)", file=sys.stderr)
