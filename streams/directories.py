@@ -129,3 +129,31 @@ class DirectoryStats:
                        f" {r['creat_p50_s']:>8} {r['creat_p95_s']:>8} {share:>6}"
                        f" {r['peak_creats']:>5}  {r['directory']}")
         return "\n".join(out) + "\n"
+
+
+class DirectoriesFile:
+    """A records sink for `run`: keeps a JSON file of the top directories up to date
+    (rewritten at most every `every_s` of wall time: it is output pacing, not event
+    time), then hands the batch on to `then` (another sink) if given."""
+
+    def __init__(self, path, then=None, every_s: float = 10.0, n: int = 20,
+                 max_dirs: int = 10_000, keep_ms: int = 3_600_000):
+        import time
+        self._clock = time.monotonic
+        self.path, self.then, self.every_s, self.n = path, then, every_s, n
+        self.stats = DirectoryStats(max_dirs=max_dirs, keep_ms=keep_ms)
+        self._next = 0.0
+
+    def write_batch(self, records) -> int:
+        records = list(records)
+        for record in records:
+            self.stats.add(record)
+        if self._clock() >= self._next:
+            self._next = self._clock() + self.every_s
+            self.stats.write_json(self.path, self.n)
+        return self.then.write_batch(records) if self.then is not None else len(records)
+
+    def close(self) -> None:
+        self.stats.write_json(self.path, self.n)
+        if self.then is not None:
+            self.then.close()

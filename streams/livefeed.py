@@ -10,6 +10,12 @@
 Separate from the command so that a test can drive it one poll at a time. One pipeline
 source per file, created when the file first yields lines, with the file's mtime as the
 year hint. Records are handed on per poll: metrics, then the sink (one flush per batch).
+
+The lines of several files are fed side by side in event time (the file furthest behind
+first, up to STEP_MS past the next one), as replay does (streams/lanes.py): a DPM log and
+its DPNS log read in big chunks would otherwise be apart by a chunk, and name-server
+calls link to requests only within a few seconds of event time. A file that has caught
+up (nothing more to read now) holds no other back.
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from collections import deque
+
 from dpmstream.streams.follow import Follower
+from dpmstream.streams.lanes import STEP_MS
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.summary import Summary
 
@@ -37,6 +46,7 @@ class LiveFeed:
         timeout_s: float = 3600,
         max_in_flight: int = 1_000_000,
         log: Callable[[str], None] | None = None,
+        head_aliases: tuple = (),
     ) -> None:
         self.followers = followers
         self.host = host
@@ -48,8 +58,9 @@ class LiveFeed:
         self._log = log or (lambda msg: None)
         self._batch: list[dict] = []
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
-                                 max_in_flight=max_in_flight)
+                                 max_in_flight=max_in_flight, head_aliases=head_aliases)
         self._sources: dict[int, object] = {}
+        self._buffers: dict[int, deque] = {id(f): deque() for f in followers}
         self._seen_events: dict[int, tuple[int, int]] = {}
         self.lines_read = 0
         self.emitted = {"request": 0, "call": 0}
@@ -60,11 +71,13 @@ class LiveFeed:
         """One pass over every file; True if some file has more to read right away."""
         busy = False
         for f in self.followers:
-            lines = f.poll_once()
-            self._report_file_events(f)
-            if lines:
-                self._feed(f, lines)
-            if f.pending:
+            buffer = self._buffers[id(f)]
+            if not buffer:
+                buffer.extend(f.poll_once())
+                self._report_file_events(f)
+        self._feed_in_time_order()
+        for f in self.followers:
+            if f.pending or self._buffers[id(f)]:
                 busy = True
             else:
                 # Caught up with the file: a source still buffering lines to detect its
@@ -86,6 +99,34 @@ class LiveFeed:
             rest = f.flush_partial()
             if rest is not None:
                 self._feed(f, [rest])
+
+    def _position(self, f: Follower) -> int:
+        src = self._sources.get(id(f))
+        return -1 if src is None else src._latest
+
+    def _feed_in_time_order(self) -> None:
+        """Feed the buffered lines, the file furthest behind in event time first; stop
+        when that file's buffer is empty but it has more to read (the next poll)."""
+        buffers = self._buffers
+        while True:
+            active = [f for f in self.followers if buffers[id(f)] or f.pending]
+            if not active:
+                return
+            active.sort(key=self._position)
+            f = active[0]
+            buffer = buffers[id(f)]
+            if not buffer:
+                return
+            limit = self._position(active[1]) + STEP_MS if len(active) > 1 else None
+            if limit is None:
+                lines = list(buffer)
+                buffer.clear()
+                self._feed(f, lines)
+                continue
+            while buffer:
+                self._feed(f, [buffer.popleft()])
+                if self._position(f) > limit:
+                    break
 
     def _feed(self, f: Follower, lines: list[bytes]) -> None:
         src = self._sources.get(id(f))
@@ -131,6 +172,11 @@ class LiveFeed:
 
     def finish(self) -> None:
         """End of input: partial last lines are fed, every open request is emitted."""
+        for f in self.followers:
+            buffer = self._buffers[id(f)]
+            if buffer:
+                self._feed(f, list(buffer))
+                buffer.clear()
         for f in self.followers:
             rest = f.flush_partial()
             if rest is not None:

@@ -47,6 +47,9 @@ def register(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--no-metrics", action="store_true", help="do not serve metrics")
     p.add_argument("--records", metavar="FILE",
                    help="append every finished record to FILE as JSON lines ('-': stdout)")
+    p.add_argument("--directories", metavar="FILE",
+                   help="keep FILE (JSON) up to date with the top directories by name-server "
+                        "time (rewritten at most every 10 s, and at the end)")
     add_log_options(p)
     p.add_argument("--from-end", action="store_true",
                    help="skip what the files already hold; read only lines written from now on")
@@ -120,11 +123,15 @@ def run(args: argparse.Namespace) -> int:
             _say(f"metrics on {server.url}")
         if args.records:
             sink = JsonLinesSink(args.records)
+        if args.directories:
+            from dpmstream.streams.directories import DirectoriesFile
+            sink = DirectoriesFile(args.directories, then=sink)
         followers = [Follower(f, from_end=args.from_end) for f in args.files]
         feed = LiveFeed(
             followers, host=host, metrics=metrics, sink=sink, summarise=args.once,
             profile=profile, tz=tz, year=args.year,
-            timeout_s=args.timeout, max_in_flight=args.max_in_flight, log=_say)
+            timeout_s=args.timeout, max_in_flight=args.max_in_flight, log=_say,
+            head_aliases=tuple(args.head_alias or ()))
         status = _StatusLine(feed, args.status_interval) if sys.stderr.isatty() else None
 
         if args.once:
