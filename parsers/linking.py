@@ -21,7 +21,9 @@ of the host was read), call records carry the `token` they served.
 
 Until a host's first name-server line, its request records pass straight through with
 empty `ns_calls`/`ns_s` (a DPM log read alone is not delayed), unless the driver knows a
-name-server log is coming (`expect_ns`: replay given a DPNS file).
+name-server log is coming (`expect_ns`: replay given a DPNS file) or a source of the host
+is still buffering lines to detect its profile (`detecting`): they might be the name
+server's, so records wait for the verdict, whenever it comes.
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ class Linker:
         self.delay_ms = delay_ms
         self.slack_ms = slack_ms
         self.reassembler = None
+        # host -> whether one of its sources still buffers lines to detect its profile.
+        self.detecting: Callable[[str], bool] = lambda host: False
+        self._ns_hosts: set[str] = set()  # hosts whose name-server lines were read
         self.stats = LinkStats()
         self._runs_by_path: dict[tuple, list[Run]] = {}
         self._runs_by_token: dict[tuple, list[Run]] = {}
@@ -110,7 +115,8 @@ class Linker:
     def take(self, record: dict) -> None:
         host = record["host"]
         if record["kind"] == "request":
-            if not (self.expect_ns or self._ns_read(host)) and not self._requests.get(host):
+            if not (self.expect_ns or self._ns_read(host) or self.detecting(host)
+                    or self._requests.get(host)):
                 self._complete(record, self._runs_by_token.get((host, record["token"]), ()))
                 return
             self._requests.setdefault(host, deque()).append(record)
@@ -157,7 +163,12 @@ class Linker:
         return sum(map(len, self._calls.values())) + sum(map(len, self._requests.values()))
 
     def _ns_read(self, host: str) -> bool:
-        return self.reassembler is not None and self.reassembler.seen_daemon(host, NS_DAEMON)
+        if host in self._ns_hosts:
+            return True
+        if self.reassembler is not None and self.reassembler.seen_daemon(host, NS_DAEMON):
+            self._ns_hosts.add(host)
+            return True
+        return False
 
     # -- calls -----------------------------------------------------------------------
     def _may_link(self, record: dict) -> bool:
@@ -220,6 +231,8 @@ class Linker:
             calls.popleft()
             self._decide(held)
         requests = self._requests.get(host)
+        if horizon is not None and requests and self.detecting(host):
+            return  # the lines waiting for detection may be the name server's
         while requests:
             record = requests[0]
             runs = self._runs_by_token.get((host, record["token"]), ())
@@ -262,13 +275,17 @@ class Linker:
         calls = [[held.record, held.path, [runs[id(r)] for r in held.cands if id(r) in runs]]
                  for queue in self._calls.values() for held in queue]
         requests = [record for queue in self._requests.values() for record in queue]
-        if not (run_rows or calls or requests):
+        for host in list(self.reassembler.clocks) if self.reassembler else ():
+            self._ns_read(host)
+        if not (run_rows or calls or requests or self._ns_hosts):
             return None
-        return {"runs": run_rows, "calls": calls, "requests": requests}
+        return {"runs": run_rows, "calls": calls, "requests": requests,
+                "ns_hosts": sorted(self._ns_hosts)}
 
     def restore(self, state: dict | None) -> None:
         if not state:
             return
+        self._ns_hosts.update(state.get("ns_hosts", ()))
         runs = []
         for host, token, start, end, cut, paths, calls, ms in state["runs"]:
             run = Run(host, token, start, frozenset(paths))

@@ -140,6 +140,7 @@ class Pipeline:
         self.linker = Linker(on_record, head_aliases)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
+        self.linker.detecting = self._detecting
         self.stats = PipelineStats(self.reassembler)
         self.stats._linker = self.linker
         self.profiles = profiles or bundled_profiles()
@@ -149,6 +150,7 @@ class Pipeline:
             for tag in profile.tags:
                 self.tag_profiles.setdefault(tag, profile)
         self.sources: dict[str, Source] = {}
+        self._undetected: set[Source] = set()
         self._since_advance = 0
 
     def source(self, name: str, *, host: str, path: str | None = None,
@@ -160,7 +162,12 @@ class Pipeline:
             src = self.sources[name] = Source(self, name, host, path, profile, tz, year, year_hint_ms)
         return src
 
+    def _detecting(self, host: str) -> bool:
+        """Whether a source of `host` still buffers lines to detect its profile."""
+        return any(src._pending and src.host == host for src in self._undetected)
+
     def _register(self, src: "Source") -> None:
+        self._undetected.add(src)  # until its profile is known (Source._start)
         self.sources[src.name] = src
         self.stats._sources.append(src)
 
@@ -297,6 +304,7 @@ class Source:
 
     def _start(self, profile: Profile) -> None:
         self.parser = self._new_parser(profile)
+        self.pipeline._undetected.discard(self)
         log.info("%s: profile %s, time zone %s", self.name, profile.name, self.parser.clock.zone)
 
     def _new_parser(self, profile: Profile) -> LineParser:
