@@ -231,13 +231,19 @@ class Linker:
                 return
             horizon = wm - self.delay_ms
         calls = self._calls.get(host)
+        waiting = []  # due, but inside a run still open: the calls after them go on
         while calls:
             held = calls[0]
-            if horizon is not None and (held.record["ended"] > horizon
-                                        or any(r.open for r in held.cands)):
-                break
+            if horizon is not None:
+                if held.record["ended"] > horizon:
+                    break
+                if any(r.open for r in held.cands):
+                    waiting.append(calls.popleft())
+                    continue
             calls.popleft()
             self._decide(held)
+        if waiting:
+            calls.extendleft(reversed(waiting))
         requests = self._requests.get(host)
         if horizon is not None and requests and self.detecting(host):
             return  # the lines waiting for detection may be the name server's
