@@ -443,6 +443,11 @@ class Reassembler:
         """Whether a line of this host's daemon was ever read."""
         return (host, daemon) in self._stream_now
 
+    def stream_time(self, host: str, daemon: str) -> int | None:
+        """The current stamp of a host's daemon (a far-ahead line held or set aside
+        does not move it)."""
+        return self._stream_now.get((host, daemon))
+
     def _on_status(self, ev, th, key):
         if th.call is not None:
             th.call.state = ev.state

@@ -35,7 +35,7 @@ class Lane:
     def position(self) -> int:
         """The latest event time fed from this lane (-1 before its first line)."""
         src = self.src
-        return -1 if src is None else src._latest
+        return -1 if src is None else src.position
 
     def next_input(self) -> bool:
         while self.inputs:
@@ -55,7 +55,7 @@ class Lane:
         def bounded():
             for line in lines:
                 yield line
-                if limit is not None and src._latest > limit:
+                if limit is not None and src.position > limit:
                     return
             exhausted.append(True)
 

@@ -104,7 +104,7 @@ class LiveFeed:
 
     def _position(self, f: Follower) -> int:
         src = self._sources.get(id(f))
-        return -1 if src is None else src._latest
+        return -1 if src is None else src.position
 
     def _feed_in_time_order(self) -> None:
         """Feed the buffered lines, the file furthest behind in event time first; stop

@@ -285,6 +285,16 @@ class Source:
     def profile(self) -> Profile | None:
         return self.parser.profile if self.parser else None
 
+    @property
+    def position(self) -> int:
+        """How far in event time this source's lines have gone into the reassembly (-1
+        before the first): what reading files side by side orders them by. A far-ahead
+        line the reassembler holds or sets aside does not count."""
+        if self.parser is None:
+            return -1
+        now = self._reassembler.stream_time(self.host, self.parser.daemon)
+        return -1 if now is None else now
+
     def state(self) -> dict:
         profile = self.parser.profile
         return {"host": self.host, "path": self.path, "tz": self.tz, "year": self.year,
