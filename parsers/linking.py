@@ -158,14 +158,6 @@ class Linker:
         for host in list(self._requests.keys() | self._calls.keys()):
             self._release(host, final=True)
 
-    def caught_up(self) -> None:
-        """Every input has been read to its current end (a live follower): what waits
-        only for the delay goes now, since the lines it waits for are already written
-        (a name-server call logs its `returns` before the slow thread goes on). What
-        waits for an open run, or for a source detecting its profile, still waits."""
-        for host in list(self._requests.keys() | self._calls.keys()):
-            self._release(host, horizon=float("inf"))
-
     @property
     def held(self) -> int:
         return sum(map(len, self._calls.values())) + sum(map(len, self._requests.values()))
@@ -222,10 +214,10 @@ class Linker:
         self.emit(record)
 
     # -- release ---------------------------------------------------------------------
-    def _release(self, host: str, final: bool = False, horizon=None) -> None:
+    def _release(self, host: str, final: bool = False) -> None:
         if final:
             horizon = None
-        elif horizon is None:
+        else:
             wm = self.reassembler.watermark(host) if self.reassembler else None
             if wm is None:
                 return

@@ -86,8 +86,6 @@ class LiveFeed:
                 if src is not None and src.parser is None:
                     src.flush_undetected()
         self.pipeline.advance()
-        if not busy:  # every file read to its end: nothing written is still to come
-            self.pipeline.linker.caught_up()
         self.drain()
         return busy
 
