@@ -19,3 +19,5 @@ class Event(NamedTuple):
     nfiles: int | None = None
     state: str | None = None   # status answer: QUEUED, ACTIVE, SUCCESS, FAILED, ...
     rc: int | None = None
+    surl: str | None = None    # the file a DPM line names (DP098 `put|get <i> <surl>`)
+    path: str | None = None    # the path a name-server line names (NS098 `<op> <path>`)

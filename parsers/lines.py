@@ -115,11 +115,11 @@ class LineParser:
             self.result = UNMATCHED_RESULT
             return None
         self.result = PARSED
-        op, client, token, nfiles, state, rc = m.group(*alt.slots)
+        op, client, token, nfiles, state, rc, surl, path = m.group(*alt.slots)
         return _new_event(Event, (
             ts, host, self.daemon, int(pid), -1 if tid is None else int(tid), func, alt.role,
             op, client, token, None if nfiles is None else int(nfiles), state,
-            None if rc is None else int(rc),
+            None if rc is None else int(rc), surl, path,
         ))
 
     def _year_of(self, form, m, month: int) -> int | None:

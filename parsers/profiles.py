@@ -21,7 +21,7 @@ ROLES = (
     "slow_start", "status", "returns", "startup", "other",
 )
 # Groups a role pattern may capture; anything else is rejected when loading.
-FIELDS = ("op", "client", "token", "nfiles", "index", "surl", "state", "rc")
+FIELDS = ("op", "client", "token", "nfiles", "index", "surl", "state", "rc", "path")
 ENVELOPE_GROUPS = ("month", "day", "hour", "minute", "second", "frac", "pid", "tid", "func")
 UNMATCHED = "unmatched"
 
@@ -33,7 +33,7 @@ class ProfileError(ValueError):
 
 
 # The fields an Event carries, in order; `Alternative.slots` gives their group indices.
-EVENT_FIELDS = ("op", "client", "token", "nfiles", "state", "rc")
+EVENT_FIELDS = ("op", "client", "token", "nfiles", "state", "rc", "surl", "path")
 
 
 @dataclass

@@ -47,9 +47,11 @@ VOTES_AGAINST = 2
 class Call:
     """A call open on a thread (or a slow-thread processing run)."""
 
-    __slots__ = ("op", "client", "accepted", "started", "kind", "token", "state", "session")
+    __slots__ = ("op", "client", "accepted", "started", "kind", "token", "state", "session",
+                 "path")
 
-    def __init__(self, op, client, accepted, started, kind, token=None, state=None, session=None):
+    def __init__(self, op, client, accepted, started, kind, token=None, state=None, session=None,
+                 path=None):
         self.op = op
         self.client = client
         self.accepted = accepted
@@ -58,6 +60,7 @@ class Call:
         self.token = token
         self.state = state
         self.session = session
+        self.path = path  # the path a name-server call names (its NS098 line)
 
 
 class Thread:
@@ -100,13 +103,13 @@ class Request:
     __slots__ = (
         "host", "token", "op", "client", "nfiles", "accepted", "started", "request_ret",
         "proc_first", "proc_ms", "polls", "poll_ms", "success_end", "done_start", "done_ms",
-        "closing", "latest", "queued", "putdone_first",
+        "closing", "latest", "queued", "putdone_first", "files",
     )
 
     def __init__(self, host, token, op=None, client=None, nfiles=None, accepted=None,
                  started=None, request_ret=None, proc_first=None, proc_ms=None, polls=0,
                  poll_ms=0, success_end=None, done_start=None, done_ms=None, closing=None,
-                 latest=0, queued=False, putdone_first=None):
+                 latest=0, queued=False, putdone_first=None, files=None):
         self.host = host
         self.token = token
         self.op = op
@@ -126,6 +129,7 @@ class Request:
         self.latest = latest
         self.queued = queued
         self.putdone_first = putdone_first  # DP092 of the first putdone (a retry may follow)
+        self.files = files  # SURLs of the put/get's DP098 file lines (name-server linking)
 
 
 @dataclass
@@ -166,6 +170,8 @@ class Reassembler:
                  grace_ms: int = 60_000, jump_ms: int = 300_000,
                  duplicate_memory: int = 1 << 17):
         self.emit = emit
+        # Told when a processing run starts and ends (parsers/linking.py), or None.
+        self.runs = None
         self.timeout_ms = timeout_ms
         self.max_in_flight = max_in_flight
         self.allowance_ms = allowance_ms
@@ -207,7 +213,7 @@ class Reassembler:
             "call": self._on_call, "token": self._on_token, "slow_start": self._on_slow_start,
             "status": self._on_status, "returns": self._on_returns,
             "startup": self._on_startup,
-            "file": self._on_line, "detail": self._on_line, "other": self._on_line,
+            "file": self._on_file, "detail": self._on_detail, "other": self._on_line,
         }
 
     # -- input ---------------------------------------------------------------------------
@@ -419,9 +425,37 @@ class Reassembler:
             return None
         if req.proc_first is None:
             req.proc_first = ev.ts
+        if self.runs is not None:
+            self.runs.run_started(ev.host, ev.token, ev.ts, req.files or ())
         self._dequeue(req)
         self._touch(rkey, req, ev.ts)
         return rkey
+
+    def _on_file(self, ev, th, key):
+        """A file of a put/get (`DP098 - put <i> <surl>`): kept for name-server linking."""
+        call = th.call
+        if ev.surl is not None and call is not None and call.kind == STEP and call.op in REQUEST_OPS:
+            req = self.requests.get((ev.host, call.token)) if call.token else None
+            if req is not None:
+                if req.files is None:
+                    req.files = []
+                req.files.append(ev.surl)
+        return self._on_line(ev, th, key)
+
+    def _on_detail(self, ev, th, key):
+        call = th.call
+        if ev.path is not None and call is not None and call.kind == PLAIN and call.path is None:
+            call.path = ev.path
+        return self._on_line(ev, th, key)
+
+    def seen_daemon(self, host: str, daemon: str) -> bool:
+        """Whether a line of this host's daemon was ever read."""
+        return (host, daemon) in self._stream_now
+
+    def stream_time(self, host: str, daemon: str) -> int | None:
+        """The current stamp of a host's daemon (a far-ahead line held or set aside
+        does not move it)."""
+        return self._stream_now.get((host, daemon))
 
     def _on_status(self, ev, th, key):
         if th.call is not None:
@@ -462,11 +496,15 @@ class Reassembler:
         req = self.requests.get(rkey)
         if req is None:  # emitted meanwhile (timeout or cap)
             self.stats.late_lines += 1
+            if call.kind == PROC and self.runs is not None:
+                self.runs.run_ended(ev.host, call.token, call.started, None)
             return None
         self._touch(rkey, req, ts)
         op = call.op
         if call.kind == PROC:
             req.proc_ms = _diff(ts, call.started)
+            if self.runs is not None:
+                self.runs.run_ended(ev.host, call.token, call.started, ts)
         elif op in REQUEST_OPS:
             req.request_ret = ts
             if rc != 0:
@@ -609,6 +647,7 @@ class Reassembler:
             "thread": tid if tid >= 0 else None, "op": call.op, "client": call.client,
             "started": call.started, "ended": ended, "duration_s": _diff(ended, call.started),
             "rc": rc, "auth_s": _diff(call.started, call.accepted), "session": call.session,
+            "token": None, "path": call.path,
         })
 
     def _close_noreturn(self, key, th: Thread) -> None:
@@ -618,6 +657,8 @@ class Reassembler:
         self.stats.noreturn_calls += 1
         if call.kind == PLAIN or (call.kind == STEP and call.token is None):
             self._emit_call(key, th, call, None, None)
+        elif call.kind == PROC and self.runs is not None:
+            self.runs.run_ended(key[0], call.token, call.started, None)
 
     # -- processes -----------------------------------------------------------------------
     def _retire_processes(self, grace_ms: int, at_end: bool = False) -> None:

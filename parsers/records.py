@@ -14,6 +14,7 @@ REQUEST_COLUMNS = (
     "ready_wait_s", "transfer_s", "done_s", "total_s",
     # extra columns
     "end_reason",
+    "ns_calls", "ns_s",  # name-server calls linked to the request (parsers/linking.py)
 )
 
 # Why a request record was emitted: its own closing line (rules 1-4), the end of the
@@ -25,12 +26,13 @@ CALL_COLUMNS = (
     "duration_s", "rc", "auth_s",
     # extra columns
     "session",
+    "token",  # the request a name-server call served (parsers/linking.py)
 )
 
 # Which request columns are times or durations in milliseconds (shown as seconds).
 REQUEST_MS_FIELDS = frozenset((
     "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s",
-    "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s",
+    "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
 ))
 CALL_MS_FIELDS = frozenset(("started", "ended", "duration_s", "auth_s"))
 

@@ -75,6 +75,7 @@ class SimConfig:
     service: ServiceTimes = field(default_factory=ServiceTimes)
     dirs: int | None = None            # files spread over this many directories (None: one per
                                        # client, or one with same_dir)
+    dpns_gap: tuple[float, float] | None = None  # seconds after start: DPNS lines of [a, b) lost
 
     DEFAULT_REQUESTS = 3000
 
@@ -147,6 +148,8 @@ class SimConfig:
                 offset >= 0 and kind in ("put", "get") and client >= 0
                 for offset, kind, client in self.arrivals),
              "arrivals must be (offset ms >= 0, put|get, client index >= 0)"),
+            (self.dpns_gap is None or 0 <= self.dpns_gap[0] < self.dpns_gap[1],
+             "dpns-gap must be A:B with 0 <= A < B seconds"),
         ]
         for name in ("get_fraction", "plain_rate", "auth_fail_rate", "put_fail_rate",
                      "proc_fail_rate", "done_fail_rate", "abort_rate", "abandon_rate",

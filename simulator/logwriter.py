@@ -22,7 +22,8 @@ _FLUSH_EVERY = 4096
 
 class LogWriter:
     def __init__(self, path, stamps: StampFormatter, jitter_rate: float = 0.0,
-                 jitter_ms: int = 0, rng: random.Random | None = None, tap=None):
+                 jitter_ms: int = 0, rng: random.Random | None = None, tap=None,
+                 drop: tuple[int, int] | None = None):
         self.path = path
         self._tap = tap               # tap(write key, line) for each line written
         self._fh = open(path, "w", encoding="utf-8", newline="\n")
@@ -34,6 +35,7 @@ class LogWriter:
         self._seq = 0
         self._thread_key: dict = {}   # "pid,tid" -> write key of its last line
         self._out: list[str] = []
+        self._drop = drop             # [a, b) UTC ms: lines stamped then are lost (a log gap)
         self.count = 0
         self.late = 0                 # lines written after their stamp
         self.last_ms = None           # latest instant stamped
@@ -54,7 +56,11 @@ class LogWriter:
         key = now
         if not ahead_ms and self._jitter_rate and self._rng.random() < self._jitter_rate:
             key += self._rng.randint(1, self._jitter_ms)
+            if not self.kept(printed):  # lost in the gap (after the draw: the other log
+                return printed          # sharing the generator stays the same)
             self.late += 1
+        elif not self.kept(printed):
+            return printed
         last = self._thread_key.get(head, 0)
         if last > key:
             key = last
@@ -67,6 +73,11 @@ class LogWriter:
         self._seq += 1
         self.count += 1
         return printed
+
+    def kept(self, printed: int) -> bool:
+        """Whether a line stamped `printed` is in the file (not in the gap)."""
+        drop = self._drop
+        return drop is None or not drop[0] <= printed < drop[1]
 
     def flush_before(self, now: int) -> None:
         """Write every line whose write key is before `now`: nothing logged from now on

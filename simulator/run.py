@@ -86,8 +86,11 @@ class _Sim:
             taps = (self.syslog.tap("dpm"), self.syslog.tap("dpns"))
         self.log = LogWriter(self.paths["log"], stamps, cfg.jitter_rate, cfg.jitter_ms, jitter_rng,
                              taps[0])
+        gap = None
+        if cfg.dpns_gap is not None:
+            gap = tuple(self.start + int(round(s * 1000)) for s in cfg.dpns_gap)
         self.dpns_log = LogWriter(self.paths["dpns"], dpns_stamps, cfg.jitter_rate, cfg.jitter_ms,
-                                  jitter_rng, taps[1])
+                                  jitter_rng, taps[1], drop=gap)
         writers = (self.log, self.dpns_log) + ((self.syslog,) if self.syslog else ())
         self.eng = Engine(self.start, writers)
         self.truth = Truth(cfg.host)
@@ -153,6 +156,7 @@ def simulate(config: SimConfig | None = None, out: str | Path = "sim") -> SimRes
     prefix.parent.mkdir(parents=True, exist_ok=True)
     sim = _Sim(cfg, prefix)
     sim.run()
+    sim.truth.ns_read = sim.dpns_log.count > 0
     printed = [w.max_printed for w in (sim.log, sim.dpns_log) if w.max_printed is not None]
     requests = sim.truth.request_records(max(printed, default=None))
     calls = sim.truth.call_records()

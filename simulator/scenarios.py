@@ -50,6 +50,16 @@ SCENARIOS: dict[str, tuple[str, dict]] = {
                     {"future_lines": 1}),
     "future-lines": ("three DPM lines stamped an hour ahead, at random points",
                      {"future_lines": 3, "get_fraction": 0.3}),
+    # Name-server linking (issue 13).
+    "same-dir": ("the thesis's hot directory: every file in one directory, one DPNS lock",
+                 {"same_dir": True}),
+    "many-dirs": ("files spread over 50 directories", {"dirs": 50}),
+    "multi-file": ("puts and gets of 4 files each (one DPNS call per file)",
+                   {"files": 4, "get_fraction": 0.3}),
+    "gets-statg": ("mostly gets: the slow thread looks each file up with statg",
+                   {"get_fraction": 0.8}),
+    "dpns-gap": ("the DPNS log lacks the lines of 4 s to 9 s: fewer linked calls then",
+                 {"dpns_gap": (4.0, 9.0), "get_fraction": 0.3}),
 }
 
 

@@ -61,6 +61,7 @@ class SlowPool:
         truth = req.truth
         if not truth.closed and truth.first_run is None:
             truth.first_run = printed
+        truth.runs.append(dpm.truth.new_run(truth, printed, req.paths))
         pre = dpm.svc.proc_put_pre if req.op == "put" else dpm.svc.proc_get_pre
         dpm.later(proc, pre.draw(dpm.rng), self._file, proc, tid, req, 0, printed)
 
@@ -73,7 +74,7 @@ class SlowPool:
             return
         op = "creat" if req.op == "put" else "statg"
         dpm.dpns.call(op, req.client, req.paths[i], req.guids[i],
-                      self._answered, proc, tid, req, i, run_start)
+                      self._answered, proc, tid, req, i, run_start, run=_run_of(req, run_start))
 
     def _answered(self, proc, tid: int, req: Request, i: int, run_start: int) -> None:
         dpm = self.dpm
@@ -99,6 +100,7 @@ class SlowPool:
         truth = req.truth
         if not truth.closed:
             truth.proc = span(printed, run_start)
+            _run_of(req, run_start).end = printed  # it counts: name-server calls link to it
         if req.state == ACTIVE:
             req.state = SUCCESS if rc == 0 else FAILED
             if rc == 0 and req.op == "put":
@@ -114,3 +116,9 @@ class SlowPool:
         self.queue = deque(sorted(again + waiting, key=lambda r: r.seq))
         proc.busy_slow.clear()
         proc.free_slow = []
+
+
+def _run_of(req: Request, run_start: int):
+    """The RunTruth of the request's run that began at `run_start` (after a restart an
+    old process may still finish the run it had begun)."""
+    return next(run for run in reversed(req.truth.runs) if run.start == run_start)

@@ -5,6 +5,12 @@ Nothing here reads the log back. Every instant is the printed one (UTC ms, trunc
 the second with whole-second stamps), so durations are differences of what a reader of
 the log sees, never below 0 (a clock stepped back, or a slow thread logging before the
 put's `returns`). Rule numbers refer to "Where the request ends" in the rules.
+
+Name-server linking ("Linking name-server calls" in the rules): the model knows which
+processing run asked for each name-server call. A call counts for that run's request
+when the run returned while the request was open, the call's record as a reader sees it
+(its NS092 and `returns` lines, a gap in the DPNS log may take either) lies inside the
+run, and no run of another request naming the same file also holds it (ambiguous).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class RequestTruth:
         "token", "op", "client", "nfiles", "accepted", "started", "put_ret",
         "first_run", "proc", "polls", "poll_ms", "first_success", "first_done_open",
         "done_open", "done_ret", "status", "ended", "last_line", "closed",
+        "runs", "ns_calls", "ns_ms",
     )
 
     def __init__(self, token, op, client, nfiles, accepted, started):
@@ -50,6 +57,9 @@ class RequestTruth:
         self.ended = None
         self.last_line = started
         self.closed = False               # ended by rules 1-4: later lines change nothing
+        self.runs = []                    # its processing runs (RunTruth)
+        self.ns_calls = 0                 # name-server calls linked to it, and their ms
+        self.ns_ms = 0
 
     def line(self, printed: int) -> None:
         """A line of the request was printed (accept lines are not lines of it)."""
@@ -61,7 +71,7 @@ class RequestTruth:
         if not self.closed:
             self.status, self.ended, self.closed = status, printed, True
 
-    def record(self, host: str, idle_before: int | None = None) -> dict:
+    def record(self, host: str, idle_before: int | None = None, ns_read: bool = True) -> dict:
         """`idle_before`: a request not ended by its lines whose latest line is before
         this instant was emitted by the timeout, not at the end of the input."""
         if self.closed:
@@ -85,8 +95,9 @@ class RequestTruth:
             "done_s": span(self.done_ret, self.done_open),
             "total_s": span(ended, origin),
             "end_reason": self._end_reason(idle_before),
+            "ns_calls": self.ns_calls if ns_read else None,
+            "ns_s": self.ns_ms if ns_read else None,
         }
-
 
     def _end_reason(self, idle_before: int | None) -> str:
         # The simulator never fills the cap (`evicted`).
@@ -97,29 +108,51 @@ class RequestTruth:
         return "input_end"
 
 
+class RunTruth:
+    """A processing run: its first line, its `returns` if it counted (returned while the
+    request was open), and the paths of its files."""
+
+    __slots__ = ("request", "start", "end", "paths")
+
+    def __init__(self, request, start, paths):
+        self.request, self.start, self.paths = request, start, frozenset(paths)
+        self.end = None
+
+    def holds(self, started: int, ended: int, slack: int) -> bool:
+        return (self.end is not None and started >= self.start - slack
+                and ended <= self.end + slack)
+
+
 class CallTruth:
     """A synchronous call that is not a step of a request."""
 
-    __slots__ = ("daemon", "pid", "thread", "op", "client", "accepted", "started", "ended", "rc")
+    __slots__ = ("daemon", "pid", "thread", "op", "client", "accepted", "started", "ended", "rc",
+                 "path", "run", "open_kept", "ret_kept", "seen", "token")
 
     def __init__(self, daemon, pid, thread, op, client, accepted, started):
         self.daemon, self.pid, self.thread, self.op = daemon, pid, thread, op
         self.client, self.accepted, self.started = client, accepted, started
         self.ended = None                 # stays None when `returns` never comes
         self.rc = None
+        self.path = None                  # a name-server call's path
+        self.run = None                   # the processing run that asked for it (RunTruth)
+        self.open_kept = self.ret_kept = True  # its NS092 / returns lines are in the log
+        self.seen = None                  # (started, ended, rc) as a reader sees them
+        self.token = None                 # the request it is linked to
 
     def returned(self, printed: int, rc: int) -> None:
         self.ended, self.rc = printed, rc
 
     def record(self, host: str) -> dict:
+        started, ended, rc = self.seen if self.seen is not None else (self.started, self.ended, self.rc)
         return {
             "kind": "call", "host": host, "daemon": self.daemon, "pid": self.pid,
             "thread": self.thread, "op": self.op, "client": self.client,
-            "started": self.started, "ended": self.ended,
-            "duration_s": span(self.ended, self.started),
-            "rc": self.rc,
-            "auth_s": span(self.started, self.accepted),
-            "session": None,
+            "started": started, "ended": ended,
+            "duration_s": span(ended, started),
+            "rc": rc,
+            "auth_s": span(started, self.accepted),
+            "session": None, "token": self.token,
         }
 
 
@@ -127,6 +160,8 @@ class CallTruth:
 # emitted by the timeout; the watermark lags the latest event time by the allowance.
 TIMEOUT_MS = 3_600_000
 ALLOWANCE_MS = 2_000
+# How far outside a processing run a linked name-server call may lie (parsers/linking.py).
+LINK_SLACK_MS = 5
 
 
 class Truth:
@@ -134,7 +169,14 @@ class Truth:
         self.host = host
         self._requests: list[RequestTruth] = []
         self._calls: list[CallTruth] = []
+        self._runs: list[RunTruth] = []
+        self.ns_read = True               # the DPNS log has lines: ns_calls/ns_s not empty
+        self._linked = False
 
+    def new_run(self, *args) -> RunTruth:
+        run = RunTruth(*args)
+        self._runs.append(run)
+        return run
     def new_request(self, *args) -> RequestTruth:
         req = RequestTruth(*args)
         self._requests.append(req)
@@ -149,16 +191,65 @@ class Truth:
         """Sorted by (started, token); every request here has a DP092. `latest`: the
         latest instant printed in the input (lines set aside excluded): a request idle
         for more than `timeout_ms` before the final watermark ends by the timeout."""
+        self._link()
         idle_before = None if latest is None else latest - ALLOWANCE_MS - timeout_ms
-        records = [r.record(self.host, idle_before) for r in self._requests]
+        records = [r.record(self.host, idle_before, self.ns_read) for r in self._requests]
         records.sort(key=lambda r: (r["started"], r["token"]))
         return records
 
     def call_records(self) -> list[dict]:
         """Sorted by (started, host, pid, thread)."""
-        records = [c.record(self.host) for c in self._calls]
+        self._link()
+        records = [c.record(self.host) for c in self._calls if c.open_kept]
         records.sort(key=lambda c: (c["started"], c["host"], c["pid"], c["thread"]))
         return records
+
+
+    def _link(self) -> None:
+        """Name-server calls as a reader of the (possibly gapped) DPNS log sees them, and
+        the request each one is linked to."""
+        if self._linked:
+            return
+        self._linked = True
+        self._read_through_gap()
+        by_path: dict[str, list[RunTruth]] = {}
+        for run in self._runs:
+            if run.end is not None:
+                for path in run.paths:
+                    by_path.setdefault(path, []).append(run)
+        for call in self._calls:
+            run = call.run
+            if run is None or run.end is None or call.seen is None or call.seen[1] is None:
+                continue
+            started, ended, _ = call.seen
+            if not run.holds(started, ended, LINK_SLACK_MS):
+                continue
+            others = [r for r in by_path.get(call.path, ()) if r is not run
+                      and r.request is not run.request and r.holds(started, ended, LINK_SLACK_MS)]
+            if others:
+                continue  # ambiguous: stays unlinked
+            call.token = run.request.token
+            run.request.ns_calls += 1
+            run.request.ns_ms += ended - started
+
+    def _read_through_gap(self) -> None:
+        """`seen` of every name-server call: a `returns` closes the call open on its
+        thread, whichever that is; a new NS092 closes an open one without `returns`."""
+        threads: dict[tuple, list] = {}
+        for call in self._calls:
+            if call.daemon == "dpns":
+                threads.setdefault((call.pid, call.thread), []).append(call)
+        for calls in threads.values():
+            open_call = None  # a thread's calls follow one another: open, returns, open...
+            for call in calls:
+                if call.open_kept:
+                    if open_call is not None:
+                        open_call.seen = (open_call.started, None, None)
+                    open_call = call
+                    call.seen = (call.started, None, None)
+                if call.ended is not None and call.ret_kept and open_call is not None:
+                    open_call.seen = (open_call.started, call.ended, call.rc)
+                    open_call = None
 
 
 def write_csv(path, columns, rows) -> None:

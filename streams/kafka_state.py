@@ -34,7 +34,7 @@ def _crc(line: str) -> int:
 
 class PartitionState:
     def __init__(self, partition: int, *, timeout_s: float = 3600, max_in_flight: int = 1_000_000,
-                 max_threads: int = 100_000, grace_s: float = 60,
+                 max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
                  profile=None, tz: str | None = None):
         self.partition = partition
         self.profile = profile
@@ -42,7 +42,7 @@ class PartitionState:
         self.records: list[dict] = []
         self.pipeline = Pipeline(self.records.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight, max_threads=max_threads,
-                                 grace_s=grace_s)
+                                 grace_s=grace_s, head_aliases=head_aliases)
         self.pipeline.track_changes()
         self._sources: dict[tuple[str, str], object] = {}
         # (host, path) -> [high-water offset, first offset of this generation, its crc]

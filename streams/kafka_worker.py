@@ -49,6 +49,7 @@ class WorkerConfig:
     max_in_flight: int = 1_000_000
     max_threads: int = 100_000
     grace_s: float = 60.0
+    head_aliases: tuple = ()             # other names of head nodes as NS clients see them
     profile: object = None
     tz: str | None = None
     batch_records: int = 20_000          # records per poll (all partitions together)

@@ -31,7 +31,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from collections import deque
+
 from dpmstream.streams.follow import Follower
+from dpmstream.streams.lanes import STEP_MS
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.summary import Summary
 
@@ -57,6 +60,7 @@ class LiveFeed:
         log: Callable[[str], None] | None = None,
         keep_state: bool = False,
         state: dict | None = None,
+        head_aliases: tuple = (),
     ) -> None:
         self.followers = followers
         self.host = host
@@ -69,7 +73,7 @@ class LiveFeed:
         self._batch: list[dict] = []
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight, max_threads=max_threads,
-                                 grace_s=grace_s)
+                                 grace_s=grace_s, head_aliases=head_aliases)
         self._state: dict[str, dict] | None = None
         self.state_changed = False  # the last checkpoint() found the state changed
         if keep_state:
@@ -78,6 +82,7 @@ class LiveFeed:
             if state:
                 self.pipeline.restore(state)
         self._sources: dict[int, object] = {}
+        self._buffers: dict[int, deque] = {id(f): deque() for f in followers}
         self._seen_events: dict[int, tuple[int, int]] = {}
         self.lines_read = 0
         self.emitted = {"request": 0, "call": 0}
@@ -88,11 +93,13 @@ class LiveFeed:
         """One pass over every file; True if some file has more to read right away."""
         busy = False
         for f in self.followers:
-            lines = f.poll_once()
-            self._report_file_events(f)
-            if lines:
-                self._feed(f, lines)
-            if f.pending:
+            buffer = self._buffers[id(f)]
+            if not buffer:
+                buffer.extend(f.poll_once())
+                self._report_file_events(f)
+        self._feed_in_time_order()
+        for f in self.followers:
+            if f.pending or self._buffers[id(f)]:
                 busy = True
             else:
                 # Caught up with the file: a source still buffering lines to detect its
@@ -114,6 +121,34 @@ class LiveFeed:
             rest = f.flush_partial()
             if rest is not None:
                 self._feed(f, [rest])
+
+    def _position(self, f: Follower) -> int:
+        src = self._sources.get(id(f))
+        return -1 if src is None else src.position
+
+    def _feed_in_time_order(self) -> None:
+        """Feed the buffered lines, the file furthest behind in event time first; stop
+        when that file's buffer is empty but it has more to read (the next poll)."""
+        buffers = self._buffers
+        while True:
+            active = [f for f in self.followers if buffers[id(f)] or f.pending]
+            if not active:
+                return
+            active.sort(key=self._position)
+            f = active[0]
+            buffer = buffers[id(f)]
+            if not buffer:
+                return
+            limit = self._position(active[1]) + STEP_MS if len(active) > 1 else None
+            if limit is None:
+                lines = list(buffer)
+                buffer.clear()
+                self._feed(f, lines)
+                continue
+            while buffer:
+                self._feed(f, [buffer.popleft()])
+                if self._position(f) > limit:
+                    break
 
     def _feed(self, f: Follower, lines: list[bytes]) -> None:
         src = self._sources.get(id(f))
@@ -164,8 +199,19 @@ class LiveFeed:
             self.metrics.update_from_stats(self.pipeline.stats)
         return len(batch)
 
+    def _flush_buffers(self) -> None:
+        """Feed every line read but held back for time order, the file furthest behind
+        first: after this, what the pipeline has seen is exactly what the followers
+        handed out."""
+        for f in sorted(self.followers, key=self._position):
+            buffer = self._buffers[id(f)]
+            if buffer:
+                self._feed(f, list(buffer))
+                buffer.clear()
+
     def finish(self) -> None:
         """End of input: partial last lines are fed, every open request is emitted."""
+        self._flush_buffers()
         for f in self.followers:
             rest = f.flush_partial()
             if rest is not None:
@@ -179,6 +225,10 @@ class LiveFeed:
         durable size of the records file. Call between polls."""
         if self._state is None:
             raise RuntimeError("LiveFeed(keep_state=True) keeps the state")
+        # The followers' offsets count every line they handed out: none may stay held back.
+        # (So while catching up a backlog with --state, files drift apart by up to one
+        # poll's read at each checkpoint, where name-server calls may miss their request.)
+        self._flush_buffers()
         changes = self.pipeline.take_changes()
         self.state_changed = bool(changes)
         for key, state in changes.items():
@@ -191,7 +241,7 @@ class LiveFeed:
         return {
             "files": {f.path: f.checkpoint() for f in self.followers},
             "pipeline": self._saved_state(),
-            "records": {"path": self.sink.path if self.sink is not None else None,
+            "records": {"path": self.sink.records_path if self.sink is not None else None,
                         "size": size},
         }
 

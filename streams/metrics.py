@@ -147,6 +147,10 @@ class PipelineMetrics:
             "dpm_call_seconds", "Duration of synchronous calls (rc 0: ok, else error; "
             "noreturn: no returns line, counted with 0 s)",
             ["host", "daemon", "op", "result"], lambda labels: CALL_BUCKETS, registry=r)
+        self.request_ns_seconds = LabelledHistogram(
+            "dpm_request_ns_seconds", "Name-server time linked to one DPM put/get request "
+            "(spent inside its proc phase; parsers/linking.py)",
+            ["host", "op"], lambda labels: PHASE_BUCKETS["proc"], registry=r)
         self.lines = Counter(
             "dpmstream_lines", "Log lines read, by parse result",
             ["host", "daemon", "result"], registry=r)
@@ -180,6 +184,8 @@ class PipelineMetrics:
                                   max_series, overflow, self.call_seconds.series_per_set),
             "lines": SeriesBudget("dpmstream_lines_total", ("host", "daemon", "result"),
                                   max_series, overflow, lambda values: 2),
+            "ns": SeriesBudget("dpm_request_ns_seconds", self.request_ns_seconds.labelnames,
+                               max_series, overflow, self.request_ns_seconds.series_per_set),
         }
         # Reasons exist from the start, so an alert on them has a series to look at.
         for reason in ("cap", "timeout"):
@@ -216,6 +222,9 @@ class PipelineMetrics:
                 self.phase_seconds.observe(budget((host, op, phase, status)), max(ms, 0) / 1000.0)
         self.requests.labels(*self._budget["requests"]((host, op, status))).inc()
         self.polls.observe(self._budget["polls"]((host, op)), rec.get("polls") or 0)
+        ns_ms = rec.get("ns_s")
+        if ns_ms is not None:  # empty when no name-server log was read
+            self.request_ns_seconds.observe(self._budget["ns"]((host, op)), ns_ms / 1000.0)
 
     def _observe_call(self, rec: dict) -> None:
         daemon_raw = rec.get("daemon") or "none"

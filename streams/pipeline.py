@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
+from dpmstream.parsers.linking import Linker
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
@@ -56,6 +57,7 @@ class PipelineStats:
 
     def __init__(self, reassembler: Reassembler):
         self._reassembler = reassembler
+        self._linker = None  # set by the Pipeline
         self._other_lines: Counter = Counter()   # counts not kept by a source itself
         self._sources: list = []
         self.decode_errors = 0                   # lines that were not valid UTF-8
@@ -90,6 +92,11 @@ class PipelineStats:
         return self._reassembler.stats
 
     @property
+    def linking(self):
+        """Counts of the name-server linking (parsers/linking.py)."""
+        return self._linker.stats if self._linker is not None else None
+
+    @property
     def evictions(self) -> int:
         return self._reassembler.stats.evictions
 
@@ -122,13 +129,20 @@ class PipelineStats:
 class Pipeline:
     def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
-                 max_threads: int = 100_000, grace_s: float = 60):
+                 max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
+                 expect_ns: bool = False):
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
         self.reassembler = Reassembler(on_record, timeout_ms=int(timeout_s * 1000),
                                        max_in_flight=max_in_flight, max_threads=max_threads,
                                        grace_ms=int(grace_s * 1000))
+        # Between the reassembler and on_record: name-server calls -> their request.
+        self.linker = Linker(on_record, head_aliases)
+        self.linker.attach(self.reassembler)
+        self.linker.expect_ns = expect_ns
+        self.linker.detecting = self._detecting
         self.stats = PipelineStats(self.reassembler)
+        self.stats._linker = self.linker
         self.profiles = profiles or bundled_profiles()
         # rsyslog program tag -> the profile reading that daemon's lines in a mixed file
         self.tag_profiles: dict[str, Profile] = {}
@@ -136,6 +150,7 @@ class Pipeline:
             for tag in profile.tags:
                 self.tag_profiles.setdefault(tag, profile)
         self.sources: dict[str, Source] = {}
+        self._undetected: set[Source] = set()
         self._since_advance = 0
 
     def source(self, name: str, *, host: str, path: str | None = None,
@@ -147,13 +162,19 @@ class Pipeline:
             src = self.sources[name] = Source(self, name, host, path, profile, tz, year, year_hint_ms)
         return src
 
+    def _detecting(self, host: str) -> bool:
+        """Whether a source of `host` still buffers lines to detect its profile."""
+        return any(src._pending and src.host == host for src in self._undetected)
+
     def _register(self, src: "Source") -> None:
+        self._undetected.add(src)  # until its profile is known (Source._start)
         self.sources[src.name] = src
         self.stats._sources.append(src)
 
     def advance(self) -> None:
         self._since_advance = 0
         self.reassembler.advance()
+        self.linker.advance()
 
     # -- state for external stores (the Kafka worker's changelog-backed tables) ------
     def track_changes(self) -> None:
@@ -167,7 +188,8 @@ class Pipeline:
 
         Keys: "t|host|daemon|pid|tid" threads, "r|host|token" requests, "f|N" a group
         of ended requests' keys (so a late line stays late after a restore), "s|name"
-        sources, "m" the processes and host clocks. A key created and removed between two takes is left
+        sources, "m" the processes and host clocks, "l" what the linker holds (name-server
+        linking). A key created and removed between two takes is left
         out.
         """
         for src in self.sources.values():  # lines still buffered for detection are not state
@@ -182,6 +204,7 @@ class Pipeline:
             raw[f"f|{group}"] = keys
         meta = {f"s|{name}": src.state() for name, src in self.sources.items() if src.parser}
         meta["m"] = self.reassembler.clock_state()
+        meta["l"] = self.linker.state()  # records held for name-server linking
         for key, state in meta.items():
             if self._last_meta.get(key) != state:
                 self._last_meta[key] = state
@@ -202,6 +225,7 @@ class Pipeline:
         states = [(k, s) for k, s in (states.items() if isinstance(states, dict) else states)
                   if s is not None]
         threads, requests, clock, finished = {}, {}, {}, {}
+        linked = None
         for key, state in states:
             kind, _, rest = key.partition("|")
             if kind == "t":
@@ -216,7 +240,10 @@ class Pipeline:
                 Source.from_state(self, rest, state)
             elif kind == "m":
                 clock = state
+            elif kind == "l":
+                linked = state
         self.reassembler.restore(threads, requests, clock, finished)
+        self.linker.restore(linked)
         if self.reassembler.dirty_threads is not None:  # tracking: these keys are stored
             self._persisted.update(k for k, _ in states)
 
@@ -224,6 +251,7 @@ class Pipeline:
         for src in self.sources.values():
             src.settle()
         self.reassembler.finish()
+        self.linker.finish()
 
 
 class Source:
@@ -257,6 +285,16 @@ class Source:
     def profile(self) -> Profile | None:
         return self.parser.profile if self.parser else None
 
+    @property
+    def position(self) -> int:
+        """How far in event time this source's lines have gone into the reassembly (-1
+        before the first): what reading files side by side orders them by. A far-ahead
+        line the reassembler holds or sets aside does not count."""
+        if self.parser is None:
+            return -1
+        now = self._reassembler.stream_time(self.host, self.parser.daemon)
+        return -1 if now is None else now
+
     def state(self) -> dict:
         profile = self.parser.profile
         return {"host": self.host, "path": self.path, "tz": self.tz, "year": self.year,
@@ -276,6 +314,7 @@ class Source:
 
     def _start(self, profile: Profile) -> None:
         self.parser = self._new_parser(profile)
+        self.pipeline._undetected.discard(self)
         log.info("%s: profile %s, time zone %s", self.name, profile.name, self.parser.clock.zone)
 
     def _new_parser(self, profile: Profile) -> LineParser:

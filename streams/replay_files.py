@@ -1,4 +1,4 @@
-"""Archived files through a pipeline, in the order given: the loop `dpmstream replay` and
+"""Archived files through a pipeline: the loop `dpmstream replay` and
 `dpmstream report` share, so both read the same lines into the same records."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import logging
 import sys
 from typing import Callable
 
-from dpmstream.streams.inputs import (
-    InputError, fingerprint, iter_chunks, open_binary, repeated_prefix,
-)
+from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.streams.inputs import fingerprint, iter_chunks, open_binary, repeated_prefix
+from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.streams.pipeline import Pipeline, Source
 from dpmstream.streams.progress import Progress
 
@@ -22,13 +22,21 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
                   after_chunk: Callable[[Source], None] | None = None) -> tuple[int, list[Source]]:
     """Feeds every input (streams/inputs.describe) into `pipeline` and finishes it.
 
+    The files of different daemons are read side by side in event time, those of one
+    daemon one after another in the order given (streams/lanes.py), so that name-server
+    calls meet their requests. A file whose content begins like an earlier input's is
+    compared with it line by line, and the repeated lines are counted once.
+
     Returns (inputs that failed, the sources). A file that cannot be opened or ends early
     is reported on stderr and counted; the lines read before the damage are kept.
     `after_chunk(source)` runs after every `chunk_lines` lines (the report's time marks)."""
     sources: list[Source] = []
-    done_before, lines, failures = 0, 0, 0
+    state = {"done_before": 0, "lines": 0, "failures": 0}
     read_before: dict[bytes, object] = {}  # content fingerprint -> the input read with it
-    for inp in inputs:
+    opened: dict[int, tuple] = {}  # id(source) -> (input, stream, raw)
+
+    def open_input(inp):
+        """(source, its lines) for one input, or None (reported, counted as a failure)."""
         src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
                               year=year, year_hint_ms=inp.mtime_ms)
         sources.append(src)
@@ -37,38 +45,51 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
             stream, raw = open_binary(inp)
         except OSError as exc:
             print(f"{command}: {inp.name}: {exc}", file=sys.stderr)
-            failures += 1
-            continue
-        try:
-            earlier = read_before.get(digest) if digest else None
-            if earlier is not None:  # the same archive again, or a longer copy of it
-                repeated, first_new = repeated_prefix(stream, earlier)
-                pipeline.reassembler.stats.duplicate_lines += repeated
-                log.warning("%s: its first %d lines repeat %s: counted once", inp.name,
-                            repeated, earlier.name)
-                if first_new is not None:
-                    src.feed_lines([first_new])
-            elif digest:
-                read_before[digest] = inp
+            state["failures"] += 1
+            return None
+        first: list[bytes] = []
+        earlier = read_before.get(digest) if digest else None
+        if earlier is not None:  # the same archive again, or a longer copy of it
+            repeated, first_new = repeated_prefix(stream, earlier)
+            pipeline.reassembler.stats.duplicate_lines += repeated
+            log.warning("%s: its first %d lines repeat %s: counted once", inp.name,
+                        repeated, earlier.name)
+            if first_new is not None:
+                first.append(first_new)
+        elif digest:
+            read_before[digest] = inp
+        opened[id(src)] = (inp, stream, raw)
+
+        def lines():
+            yield from first
             for chunk in iter_chunks(stream, chunk_lines):
-                src.feed_lines(chunk)
-                progress.update(done_before + (raw.tell() if not inp.is_stdin else 0),
-                                lines + src.line_no)
+                yield from chunk
+                progress.update(state["done_before"] + (raw.tell() if not inp.is_stdin else 0),
+                                state["lines"] + src.line_no)
                 if after_chunk is not None:
                     after_chunk(src)
-            lines += src.line_no + len(src._pending)
-        except InputError as exc:
-            print(f"{command}: {inp.name}: {exc}; the lines before it are kept", file=sys.stderr)
-            failures += 1
-        finally:
-            if not inp.is_stdin:
-                stream.close()
-        done_before += inp.size or 0
+        return src, lines()
+
+    def input_end(lane, error=None) -> None:
+        inp, stream, raw = opened.pop(id(lane.src))
+        if error is not None:
+            print(f"{command}: {inp.name}: {error}; the lines before it are kept",
+                  file=sys.stderr)
+            state["failures"] += 1
+        state["lines"] += lane.src.line_no + len(lane.src._pending)
+        if not inp.is_stdin:
+            stream.close()
+        state["done_before"] += inp.size or 0
+
+    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input)
+    # A name-server log among the inputs: every request record waits for its calls.
+    pipeline.linker.expect_ns = any(lane.name == NS_DAEMON for lane in lanes)
+    run_lanes(lanes, input_end)
     pipeline.finish()
     if after_chunk is not None and sources:
         after_chunk(sources[-1])   # what the end of input settled (undetected files, timeouts)
     progress.close()
-    return failures, sources
+    return state["failures"], sources
 
 
 def zone_of(sources: list[Source]):

@@ -28,6 +28,7 @@ from dpmstream.parsers.records import to_json_dict
 class JsonLinesSink:
     def __init__(self, path: str | os.PathLike, *, written_since: int | None = None) -> None:
         self.path = os.fspath(path)
+        self.records_path = self.path   # what a restart compares (a wrapper may differ)
         self.written = 0
         self.replayed = 0          # records recognised as written before a restart
         self._replay: Counter = Counter()

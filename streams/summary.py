@@ -187,6 +187,10 @@ def _stats_lines(stats) -> list[str]:
         f"  threads evicted (cap) {r.thread_evictions}, silent threads forgotten"
         f" {r.expired_threads}, sessions cut {r.expired_sessions}",
     ]
+    link = getattr(stats, "linking", None)
+    if link is not None and (link.ns_calls_linked or link.ns_calls_ambiguous):
+        lines.append(f"  name-server calls linked to a request {link.ns_calls_linked}"
+                     f", ambiguous (in two requests' runs) {link.ns_calls_ambiguous}")
     if stats.bad_examples:
         lines.append("  first bad lines:")
         for source, line_no, reason, excerpt in list(stats.bad_examples)[:5]:

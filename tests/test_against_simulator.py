@@ -78,3 +78,41 @@ def test_replay_equals_the_ground_truth_with_every_failure_kind(tmp_path):
     with open(tmp_path / "sim.requests.csv") as f:
         statuses = {row["status"] for row in csv.DictReader(f)}
     assert statuses == {"success", "failed", "aborted", "incomplete"}
+
+
+def test_a_gap_in_the_name_server_log_loses_the_links_of_the_requests_processed_then(tmp_path):
+    """dpns-gap: the DPNS lines of 4 s to 9 s are missing. A put processed wholly inside
+    the gap has no linked call, one processed wholly outside has its creat, and linked
+    name-server time is always a part of proc time."""
+    cfg = scenario("dpns-gap", requests=600)
+    replay_and_compare(tmp_path, cfg)  # ns_calls, ns_s and token equal the truth's
+    gap = [cfg.start_ms() + int(s * 1000) for s in cfg.dpns_gap]
+    with open(tmp_path / "replayed" / "requests.csv") as f:
+        puts = [r for r in csv.DictReader(f) if r["op"] == "put" and r["proc_s"]]
+    inside = outside = 0
+    for r in puts:
+        ms = {k: round(float(r[k]) * 1000) for k in ("started", "request_s", "queue_s", "proc_s",
+                                                      "ns_s")}
+        first = ms["started"] + ms["request_s"] + ms["queue_s"]
+        last = first + ms["proc_s"]
+        assert ms["ns_s"] <= ms["proc_s"], r
+        if gap[0] <= first and last < gap[1]:
+            inside += 1
+            assert r["ns_calls"] == "0", r
+        elif last < gap[0] or first >= gap[1]:
+            outside += 1
+            assert r["ns_calls"] == r["nfiles"], r
+    assert inside > 20 and outside > 200
+
+
+@pytest.mark.parametrize("name", ["same-dir", "many-dirs", "multi-file"])
+def test_every_put_processed_links_one_creat_per_file(tmp_path, name):
+    """Puts create new files: no call is ambiguous, so each processed put links exactly
+    its files' creats, and their time is part of its proc time."""
+    replay_and_compare(tmp_path, scenario(name, requests=400))
+    with open(tmp_path / "replayed" / "requests.csv") as f:
+        puts = [r for r in csv.DictReader(f) if r["op"] == "put" and r["proc_s"]]
+    assert len(puts) > 200
+    for r in puts:
+        assert r["ns_calls"] == r["nfiles"], r
+        assert 0 < float(r["ns_s"]) <= float(r["proc_s"]), r

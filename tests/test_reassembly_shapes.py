@@ -280,6 +280,9 @@ def test_dpm_and_dpns_lines_in_one_syslog_file_give_the_records_of_the_files_apa
                "NS092 - creat request by /CN=x (1,1) from head01", pid=900),
           line("08/12 10:00:00.030", 3, "Cns_srv_creat", "returns 0", pid=900)]
     apart = reassemble(dpm)[0] + reassemble(ns)[0]
+    for rec in apart:  # read together, the DPNS log is known: nothing linked, not unknown
+        if rec["kind"] == "request":
+            rec["ns_calls"] = rec["ns_s"] = 0
 
     def wrap(tag, text):
         return f"2011-08-12T{text[6:18]}412+00:00 head01 {tag}: {text}"

@@ -42,9 +42,10 @@ def test_replay_writes_the_reference_columns_in_order(tmp_path):
     assert tuple(requests[0]) == REQUEST_COLUMNS and tuple(calls[0]) == CALL_COLUMNS
     assert requests[1] == ["head01", T1, "put", "lxfsra01.cern.ch", "1", "success", "",
                            "1313143200.000", "1313143201.001", "", "0.002", "0.098", "0.200",
-                           "1", "0.001", "0.399", "0.599", "0.001", "1.001", "line"]
+                           "1", "0.001", "0.399", "0.599", "0.001", "1.001", "line",
+                           "", ""]  # ns_calls, ns_s: no name-server log read
     assert calls[1] == ["head01", "dpm", "12345", "5", "ping", "lxfsra01.cern.ch",
-                        "1313143202.000", "1313143202.003", "0.003", "0", "", ""]
+                        "1313143202.000", "1313143202.003", "0.003", "0", "", "", ""]
 
 
 def test_gzip_bzip2_and_stdin_inputs_are_read_in_order_as_one_stream(tmp_path):

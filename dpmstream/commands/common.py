@@ -32,7 +32,8 @@ positive_int = _bounded(int, "a whole number", lambda v: v >= 1, ">= 1")
 def pipeline_options(args) -> dict:
     """The reassembly settings of add_log_options, as Pipeline keyword arguments."""
     return {"timeout_s": args.timeout, "max_in_flight": args.max_in_flight,
-            "max_threads": args.max_threads, "grace_s": args.grace}
+            "max_threads": args.max_threads, "grace_s": args.grace,
+            "head_aliases": tuple(args.head_alias or ())}
 
 
 def add_log_options(p: argparse.ArgumentParser) -> None:
@@ -64,6 +65,9 @@ def add_reassembly_options(p: argparse.ArgumentParser, scope: str) -> None:
     p.add_argument("--grace", type=non_negative_float, default=60.0, metavar="S",
                    help="after a daemon restart, event-time seconds the old process may stay "
                         "silent before its unfinished calls are closed (default 60)")
+    p.add_argument("--head-alias", action="append", metavar="NAME",
+                   help="another name of the head node as name-server clients see it (NS092 "
+                        "`from NAME`): its calls link to DPM requests too; repeatable")
 
 
 def setup_logging(verbose: int) -> None:

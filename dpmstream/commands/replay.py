@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, pipeline_options, setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
+from dpmstream.streams.directories import DirectoryStats
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs, zone_of
@@ -22,8 +24,9 @@ def register(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(
         name, help=help_text, description=(
             "Reassemble archived DPM, DPNS or SRM logs into request and call records. "
-            "FILE may be plain, .gz, .bz2 or - for stdin; several files are read in the "
-            "order given (e.g. a rotated set, oldest first) and share one reassembly."),
+            "FILE may be plain, .gz, .bz2 or - for stdin; files of one daemon are read in the "
+            "order given (e.g. a rotated set, oldest first), files of different daemons side "
+            "by side in event time, and all share one reassembly."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE")
     add_log_options(p)
@@ -60,7 +63,8 @@ def run(args) -> int:
         return 2
 
     summary = Summary()
-    sinks = [summary.add]
+    directories = DirectoryStats()
+    sinks = [summary.add, directories.add]
     csv_sink = None
     if args.out:
         from dpmstream.streams.csv_sink import CsvSink
@@ -81,14 +85,19 @@ def run(args) -> int:
                                       year=args.year, progress=progress)
     if csv_sink:
         csv_sink.close()
+        directories.write_csv(os.path.join(args.out, "directories.csv"))
     if args.openmetrics:
         from dpmstream.streams.openmetrics import write_openmetrics
         with open(args.openmetrics, "w", encoding="utf-8") as out:
             write_openmetrics(kept_records, pipeline.stats, out)
     if not args.quiet:
         sys.stdout.write(summary.render(pipeline.stats, zone=zone_of(sources)))
+        top = directories.render()
+        if top:
+            sys.stdout.write("\n" + top)
         if args.out:
-            print(f"\nwrote {csv_sink.requests_path} and {csv_sink.calls_path}")
+            print(f"\nwrote {csv_sink.requests_path}, {csv_sink.calls_path} and "
+                  f"{os.path.join(args.out, 'directories.csv')}")
     if not pipeline.stats.total("parsed"):
         print("dpmstream replay: no DPM, DPNS or SRM line was parsed: wrong files, or a "
               "profile that does not fit (try `dpmstream profile check FILE`)", file=sys.stderr)

@@ -73,6 +73,9 @@ def register(subparsers, name: str, help_text: str) -> None:
                         "host/op/daemon \"other\" (dpmstream_series_overflow_total)")
     p.add_argument("--records", metavar="FILE",
                    help="append every finished record to FILE as JSON lines ('-': stdout)")
+    p.add_argument("--directories", metavar="FILE",
+                   help="keep FILE (JSON) up to date with the top directories by name-server "
+                        "time (rewritten at most every 10 s, and at the end)")
     add_log_options(p)
     p.add_argument("--from-end", action="store_true",
                    help="skip what the files already hold; read only lines written from now on")
@@ -189,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
             if sink.replaying:
                 _say(f"{sink.to_replay} record(s) written after the last save "
                      "will not be written again")
+        if args.directories:
+            from dpmstream.streams.directories import DirectoriesFile
+            sink = DirectoriesFile(args.directories, then=sink)
         rotated = args.rotated or DEFAULT_ROTATED
         followers = [Follower(f, from_end=args.from_end, rotated=rotated,
                               resume=saved_files.get(os.path.abspath(f))) for f in args.files]

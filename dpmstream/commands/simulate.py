@@ -52,6 +52,8 @@ _OPTIONS = [
     ("--clock-step-s", "clock_step_s", float, "how far the clock steps back, seconds (default 30)"),
     ("--future-lines", "future_lines", int, "stray DPM lines stamped --future-ahead-s ahead (default 0)"),
     ("--future-ahead-s", "future_ahead_s", float, "how far ahead those lines are stamped, seconds (default 3660)"),
+    ("--dirs", "dirs", int, "spread the files over N directories (default: one per client)"),
+    ("--dpns-gap", "dpns_gap", "gap", "A:B seconds after the start: the DPNS log lacks those lines"),
 ]
 _FLAGS = [
     ("--whole-seconds", "whole_seconds", True, "stamps without milliseconds (older builds)"),
@@ -60,6 +62,14 @@ _FLAGS = [
     ("--same-dir", "same_dir", True, "all files in one directory (one DPNS lock)"),
     ("--syslog-file", "syslog_file", True, "also write PREFIX.messages: both daemons in one rsyslog file"),
 ]
+
+
+def _gap(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected A:B (seconds)") from None
+    return a, b
 
 
 def register(subparsers, name: str, help_text: str) -> None:
@@ -76,6 +86,7 @@ def register(subparsers, name: str, help_text: str) -> None:
     parser.add_argument("--scenario", default="thesis", choices=list(SCENARIOS), metavar="NAME",
                         help=f"preset to start from (default thesis). {scenario_help}")
     for option, dest, kind, text in _OPTIONS:
+        kind = _gap if kind == "gap" else kind
         parser.add_argument(option, dest=dest, type=kind, default=None, help=text)
     for option, dest, value, text in _FLAGS:
         parser.add_argument(option, dest=dest, action="store_const", const=value, default=None, help=text)

@@ -86,6 +86,7 @@ def run(args) -> int:
         requests_topic=args.requests_topic, calls_topic=args.calls_topic,
         group_id=args.group_id, partitions=args.partitions, timeout_s=args.timeout,
         max_in_flight=args.max_in_flight, max_threads=args.max_threads, grace_s=args.grace,
+        head_aliases=tuple(args.head_alias or ()),
         profile=checked_profile(args.profile),
         tz=checked_zone(args.tz), batch_records=args.batch)
     if args.engine == "faust":

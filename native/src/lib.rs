@@ -33,11 +33,16 @@ const TOKEN: usize = 2;
 const NFILES: usize = 3;
 const STATE: usize = 4;
 const RC: usize = 5;
+const SURL: usize = 6;
+const PATH: usize = 7;
+/// Fields an Event carries after the envelope (EVENT_FIELDS), and its whole length.
+const FIELDS: usize = 8;
+const EVENT_LEN: usize = 7 + FIELDS;
 
 struct Alternative {
     group: usize,
     role: Option<Py<PyString>>, // None: the catch-all `unmatched`
-    slots: [usize; 6],
+    slots: [usize; FIELDS],
 }
 
 #[pyclass(module = "dpmstream.parsers._fastlines")]
@@ -183,10 +188,10 @@ impl FastLines {
         }
         let mut alts = Vec::with_capacity(alternatives.len());
         for (group, role, fields) in alternatives {
-            if fields.len() != 6 {
-                return Err(PyValueError::new_err("an alternative needs 6 field slots"));
+            if fields.len() != FIELDS {
+                return Err(PyValueError::new_err(format!("an alternative needs {FIELDS} field slots")));
             }
-            let mut slots = [ABSENT; 6];
+            let mut slots = [ABSENT; FIELDS];
             for (i, g) in fields.into_iter().enumerate() {
                 slots[i] = slot(g);
             }
@@ -287,15 +292,17 @@ impl FastLines {
         let client = self.span_text(text, slots[CLIENT]);
         let token = self.span_text(text, slots[TOKEN]);
         let state = self.span_text(text, slots[STATE]);
+        let surl = self.span_text(text, slots[SURL]);
+        let path = self.span_text(text, slots[PATH]);
         // An Event (a NamedTuple: a tuple subclass) built the way tuple.__new__ builds one.
         unsafe {
             let tp = self.event_type.as_ptr().cast::<ffi::PyTypeObject>();
             let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
-            let ev = alloc(tp, 13);
+            let ev = alloc(tp, EVENT_LEN as ffi::Py_ssize_t);
             if ev.is_null() {
                 return Err(PyErr::fetch(py));
             }
-            let items: [*mut ffi::PyObject; 13] = [
+            let items: [*mut ffi::PyObject; EVENT_LEN] = [
                 new_int(base + ms),
                 self.host.clone_ref(py).into_ptr(),
                 self.daemon.clone_ref(py).into_ptr(),
@@ -309,6 +316,8 @@ impl FastLines {
                 nfiles.map_or_else(|| new_none(), |v| new_int(v)),
                 self.opt_interned(py, state),
                 rc.map_or_else(|| new_none(), |v| new_int(v)),
+                surl.map_or_else(|| new_none(), |t| new_str(t)),
+                path.map_or_else(|| new_none(), |t| new_str(t)),
             ];
             let mut failed = false;
             for (i, item) in items.into_iter().enumerate() {

@@ -1,0 +1,313 @@
+"""Linking name-server calls to the DPM request they served (docs/record-rules.md,
+"Linking name-server calls").
+
+A name-server call is linked to a request when
+  (a) its client (NS092 `from <host>`) is the head node: the record's host, or an alias;
+  (b) its path (NS098) is one of the request's files (the path of a SURL of its DP098
+      `put|get <i> <surl>` lines);
+  (c) it lies inside a processing run of the request that returned: NS092 no earlier than
+      the run's first line less `slack_ms`, `returns` no later than the run's `returns`
+      plus `slack_ms`;
+and exactly one run qualifies (a call inside the runs of two requests naming its file is
+ambiguous and stays unlinked, counted).
+
+The DPM and DPNS lines of a head node interleave with some disorder, so the Linker sits
+between the reassembler and the sinks and holds records for a short event-time delay:
+a name-server call record until its host's watermark is `delay_ms` past its `returns`
+and no run that may hold it is still open; a request record until the watermark is
+`delay_ms` past its end and its runs' ends, and every call that may link to it is
+decided. Request records then carry `ns_calls` and `ns_s` (empty when no name-server line
+of the host was read), call records carry the `token` they served.
+
+Until a host's first name-server line, its request records pass straight through with
+empty `ns_calls`/`ns_s` (a DPM log read alone is not delayed), unless the driver knows a
+name-server log is coming (`expect_ns`: replay given a DPNS file) or a source of the host
+is still buffering lines to detect its profile (`detecting`): they might be the name
+server's, so records wait for the verdict, whenever it comes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, fields as dc_fields
+from typing import Callable
+
+NS_DAEMON = "dpns"  # the daemon name of the name-server profile (DPNS, LFC)
+
+
+def surl_path(surl: str) -> str:
+    """The name-server path of a SURL: after `?SFN=` if present, else after the host
+    (`srm://head:8446/srm/managerv2?SFN=/dpm/x` and `srm://head/dpm/x` -> `/dpm/x`)."""
+    head, sep, sfn = surl.partition("?SFN=")
+    if sep:
+        return sfn
+    scheme, sep, rest = surl.partition("://")
+    if not sep:
+        return surl
+    slash = rest.find("/")
+    return rest[slash:] if slash >= 0 else "/"
+
+
+def directory_of(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+class Run:
+    """One processing run of a request: its window and files, and the calls linked to it."""
+
+    __slots__ = ("host", "token", "start", "end", "cut", "paths", "pending", "calls", "ms")
+
+    def __init__(self, host, token, start, paths):
+        self.host, self.token, self.start, self.paths = host, token, start, paths
+        self.end = None        # its `returns`; None while open
+        self.cut = False       # ended without `returns`: links nothing
+        self.pending = 0       # held calls that may still link to it
+        self.calls = 0
+        self.ms = 0
+
+    @property
+    def open(self) -> bool:
+        return self.end is None and not self.cut
+
+
+class HeldCall:
+    __slots__ = ("record", "path", "cands")
+
+    def __init__(self, record, path):
+        self.record, self.path, self.cands = record, path, []
+
+
+@dataclass
+class LinkStats:
+    ns_calls_linked: int = 0     # name-server calls linked to a request
+    ns_calls_ambiguous: int = 0  # inside the runs of several requests naming their file
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dc_fields(self)}
+
+
+class Linker:
+    def __init__(self, emit: Callable[[dict], None], head_aliases=(), delay_ms: int = 3000,
+                 slack_ms: int = 5, expect_ns: bool = False):
+        self.emit = emit
+        self.expect_ns = expect_ns
+        self.aliases = frozenset(a.lower() for a in head_aliases)
+        self.delay_ms = delay_ms
+        self.slack_ms = slack_ms
+        self.reassembler = None
+        # host -> whether one of its sources still buffers lines to detect its profile.
+        self.detecting: Callable[[str], bool] = lambda host: False
+        self._ns_hosts: set[str] = set()  # hosts whose name-server lines were read
+        self.stats = LinkStats()
+        self._runs_by_path: dict[tuple, list[Run]] = {}
+        self._runs_by_token: dict[tuple, list[Run]] = {}
+        self._calls: dict[str, deque[HeldCall]] = {}
+        self._calls_by_path: dict[tuple, list[HeldCall]] = {}
+        self._requests: dict[str, deque[dict]] = {}
+
+    def attach(self, reassembler) -> None:
+        """Sit behind this reassembler: take its records, hear of its processing runs."""
+        self.reassembler = reassembler
+        reassembler.emit = self.take
+        reassembler.runs = self
+
+    # -- from the reassembler -------------------------------------------------------
+    def take(self, record: dict) -> None:
+        host = record["host"]
+        if record["kind"] == "request":
+            if not (self.expect_ns or self._ns_read(host) or self.detecting(host)
+                    or self._requests.get(host)):
+                self._complete(record, self._runs_by_token.get((host, record["token"]), ()))
+                return
+            self._requests.setdefault(host, deque()).append(record)
+        elif self._may_link(record):
+            self._hold_call(record)
+        else:
+            self.emit(record)
+        self._release(host)  # any record is a chance to let out what waited long enough
+
+    def run_started(self, host: str, token: str, start: int, surls) -> None:
+        paths = frozenset(surl_path(s) for s in surls)
+        run = Run(host, token, start, paths)
+        self._runs_by_token.setdefault((host, token), []).append(run)
+        lo = start - self.slack_ms
+        for path in paths:
+            self._runs_by_path.setdefault((host, path), []).append(run)
+            for held in self._calls_by_path.get((host, path), ()):
+                if held.record["started"] >= lo:
+                    held.cands.append(run)
+                    run.pending += 1
+
+    def run_ended(self, host: str, token: str, start: int, end: int | None) -> None:
+        for run in self._runs_by_token.get((host, token), ()):
+            if run.start == start and run.open:
+                if end is None:
+                    run.cut = True
+                else:
+                    run.end = end
+                break
+        self._release(host)
+
+    # -- time ------------------------------------------------------------------------
+    def advance(self) -> None:
+        for host in list(self._requests.keys() | self._calls.keys()):
+            self._release(host)
+
+    def finish(self) -> None:
+        """End of input (after the reassembler's finish): decide and emit everything."""
+        for host in list(self._requests.keys() | self._calls.keys()):
+            self._release(host, final=True)
+
+    @property
+    def held(self) -> int:
+        return sum(map(len, self._calls.values())) + sum(map(len, self._requests.values()))
+
+    def _ns_read(self, host: str) -> bool:
+        if host in self._ns_hosts:
+            return True
+        if self.reassembler is not None and self.reassembler.seen_daemon(host, NS_DAEMON):
+            self._ns_hosts.add(host)
+            return True
+        return False
+
+    # -- calls -----------------------------------------------------------------------
+    def _may_link(self, record: dict) -> bool:
+        if record["daemon"] != NS_DAEMON or not record.get("path") or record["ended"] is None:
+            return False
+        client = (record["client"] or "").lower()
+        return client == record["host"].lower() or client in self.aliases
+
+    def _hold_call(self, record: dict) -> None:
+        host, path = record["host"], record["path"]
+        held = HeldCall(record, path)
+        started, ended, slack = record["started"], record["ended"], self.slack_ms
+        for run in self._runs_by_path.get((host, path), ()):
+            if run.cut or run.start - slack > started:
+                continue
+            if run.end is not None and ended > run.end + slack:
+                continue
+            held.cands.append(run)
+            run.pending += 1
+        self._calls.setdefault(host, deque()).append(held)
+        self._calls_by_path.setdefault((host, path), []).append(held)
+
+    def _decide(self, held: HeldCall) -> None:
+        record, slack = held.record, self.slack_ms
+        inside = []
+        for run in held.cands:
+            run.pending -= 1
+            if run.end is not None and not run.cut and record["ended"] <= run.end + slack:
+                inside.append(run)
+        if len(inside) == 1:
+            run = inside[0]
+            run.calls += 1
+            run.ms += record["ended"] - record["started"]
+            record["token"] = run.token
+            self.stats.ns_calls_linked += 1
+        elif inside:
+            self.stats.ns_calls_ambiguous += 1
+        key = (record["host"], held.path)
+        same = self._calls_by_path[key]
+        same.remove(held)
+        if not same:
+            del self._calls_by_path[key]
+        self.emit(record)
+
+    # -- release ---------------------------------------------------------------------
+    def _release(self, host: str, final: bool = False) -> None:
+        if final:
+            horizon = None
+        else:
+            wm = self.reassembler.watermark(host) if self.reassembler else None
+            if wm is None:
+                return
+            horizon = wm - self.delay_ms
+        calls = self._calls.get(host)
+        waiting = []  # due, but inside a run still open: the calls after them go on
+        while calls:
+            held = calls[0]
+            if horizon is not None:
+                if held.record["ended"] > horizon:
+                    break
+                if any(r.open for r in held.cands):
+                    waiting.append(calls.popleft())
+                    continue
+            calls.popleft()
+            self._decide(held)
+        if waiting:
+            calls.extendleft(reversed(waiting))
+        requests = self._requests.get(host)
+        if horizon is not None and requests and self.detecting(host):
+            return  # the lines waiting for detection may be the name server's
+        while requests:
+            record = requests[0]
+            runs = self._runs_by_token.get((host, record["token"]), ())
+            if horizon is not None:
+                due = max([record["ended"] or 0] + [r.end + self.slack_ms for r in runs
+                                                     if r.end is not None])
+                if due > horizon or any(r.open or r.pending for r in runs):
+                    break
+            requests.popleft()
+            self._complete(record, runs)
+
+    def _complete(self, record: dict, runs) -> None:
+        host = record["host"]
+        self._runs_by_token.pop((host, record["token"]), None)
+        for run in runs:
+            for path in run.paths:
+                same = self._runs_by_path.get((host, path))
+                if same is not None:
+                    same.remove(run)
+                    if not same:
+                        del self._runs_by_path[(host, path)]
+        if self.expect_ns or self._ns_read(host):
+            record["ns_calls"] = sum(r.calls for r in runs if r.end is not None)
+            record["ns_s"] = sum(r.ms for r in runs if r.end is not None)
+        else:  # no name-server log read: unknown, not zero
+            record["ns_calls"] = record["ns_s"] = None
+        self.emit(record)
+
+    # -- state for external stores (the Kafka worker) -------------------------------
+    def state(self) -> dict | None:
+        """Everything held, JSON-safe (None when nothing is): runs of requests not yet
+        emitted, held call and request records."""
+        runs: dict[int, int] = {}
+        run_rows = []
+        for group in self._runs_by_token.values():
+            for run in group:
+                runs[id(run)] = len(run_rows)
+                run_rows.append([run.host, run.token, run.start, run.end, run.cut,
+                                 sorted(run.paths), run.calls, run.ms])
+        calls = [[held.record, held.path, [runs[id(r)] for r in held.cands if id(r) in runs]]
+                 for queue in self._calls.values() for held in queue]
+        requests = [record for queue in self._requests.values() for record in queue]
+        for host in list(self.reassembler.clocks) if self.reassembler else ():
+            self._ns_read(host)
+        if not (run_rows or calls or requests or self._ns_hosts):
+            return None
+        return {"runs": run_rows, "calls": calls, "requests": requests,
+                "ns_hosts": sorted(self._ns_hosts)}
+
+    def restore(self, state: dict | None) -> None:
+        if not state:
+            return
+        self._ns_hosts.update(state.get("ns_hosts", ()))
+        runs = []
+        for host, token, start, end, cut, paths, calls, ms in state["runs"]:
+            run = Run(host, token, start, frozenset(paths))
+            run.end, run.cut, run.calls, run.ms = end, cut, calls, ms
+            runs.append(run)
+            self._runs_by_token.setdefault((host, token), []).append(run)
+            if not cut:
+                for path in run.paths:
+                    self._runs_by_path.setdefault((host, path), []).append(run)
+        for record, path, cands in state["calls"]:
+            held = HeldCall(record, path)
+            for i in cands:
+                held.cands.append(runs[i])
+                runs[i].pending += 1
+            host = record["host"]
+            self._calls.setdefault(host, deque()).append(held)
+            self._calls_by_path.setdefault((host, path), []).append(held)
+        for record in state["requests"]:
+            self._requests.setdefault(record["host"], deque()).append(record)

@@ -1,0 +1,129 @@
+"""Replay's reading order: the files of different daemons side by side, in event time.
+
+The name-server calls of a DPM request are joined to it within a few seconds of event
+time (parsers/linking.py), so a DPNS log read after the whole DPM log would come too
+late. Inputs are grouped into lanes, one per daemon (detected from a file's first lines);
+the files of a lane are read one after another, in the order given. The lane whose
+latest event time is earliest is fed next, up to `STEP_MS` past the next lane's time,
+so the lanes never drift further apart than that.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from dpmstream.parsers.profiles import Profile, detect_profile
+from dpmstream.streams.inputs import InputError, open_binary
+
+STEP_MS = 500          # how far one lane runs ahead of the others per turn
+DETECT_LINES = 200
+
+
+class Lane:
+    """One daemon's inputs. `open_input(inp)` -> (source, iterator of lines) or None
+    (the input could not be opened: reported by the caller, the lane goes on)."""
+
+    def __init__(self, name: str, inputs: list, open_input: Callable):
+        self.name = name
+        self.inputs = list(inputs)
+        self.open_input = open_input
+        self.src = None
+        self.lines: Iterator | None = None
+        self.done = False
+
+    @property
+    def position(self) -> int:
+        """The latest event time fed from this lane (-1 before its first line)."""
+        src = self.src
+        return -1 if src is None else src.position
+
+    def next_input(self) -> bool:
+        while self.inputs:
+            opened = self.open_input(self.inputs.pop(0))
+            if opened is not None:
+                self.src, self.lines = opened
+                return True
+        self.done = True
+        return False
+
+    def feed_until(self, limit: int | None) -> bool:
+        """Feed lines until the lane's time passes `limit` (None: to the end of the
+        current input). False when the current input is exhausted."""
+        src, lines = self.src, self.lines
+        exhausted = []
+
+        def bounded():
+            for line in lines:
+                yield line
+                if limit is not None and src.position > limit:
+                    return
+            exhausted.append(True)
+
+        src.feed_lines(bounded())
+        return not exhausted
+
+
+def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced: Profile | None) -> str:
+    """The daemon of an input from its first lines ("?" when no profile recognises them)."""
+    if forced is not None:
+        return forced.daemon
+    text = [line.decode("utf-8", "replace").rstrip("\r\n") for line in first_lines]
+    profile = detect_profile(text, profiles)
+    return profile.daemon if profile is not None else "?"
+
+
+def lanes_of(inputs: list, profiles: list[Profile], forced: Profile | None,
+             open_input: Callable) -> list[Lane]:
+    """One lane per daemon, its inputs in the order given; stdin is a lane of its own
+    (it cannot be read twice to detect its daemon)."""
+    lanes: dict[str, Lane] = {}
+    for inp in inputs:
+        name = "-" if inp.is_stdin else daemon_of(_first_lines(inp), profiles, forced)
+        lane = lanes.get(name)
+        if lane is None:
+            lane = lanes[name] = Lane(name, [], open_input)
+        lane.inputs.append(inp)
+    return list(lanes.values())
+
+
+def _first_lines(inp) -> list[bytes]:
+    lines: list[bytes] = []
+    try:
+        stream, raw = open_binary(inp)
+    except OSError:
+        return lines  # reported when the input is opened for reading
+    try:
+        for line in stream:
+            lines.append(line)
+            if len(lines) >= DETECT_LINES:
+                break
+    except (EOFError, OSError, ValueError):
+        pass
+    finally:
+        stream.close()
+        raw.close()
+    return lines
+
+
+def run_lanes(lanes: list[Lane], on_input_end: Callable) -> None:
+    """Feed every lane to its end, the one furthest behind in event time first.
+    `on_input_end(lane, error=None)` is told when an input ends, or ends early (an
+    InputError: the lines before it are kept, the lane goes on with its next input)."""
+    active = [lane for lane in lanes if lane.next_input()]
+    while active:
+        active.sort(key=lambda lane: lane.position)
+        lane = active[0]
+        # Up to a little past the next lane (a lane not started yet stops it at its first
+        # parsed line, so that every lane starts before any runs ahead).
+        limit = active[1].position + STEP_MS if len(active) > 1 else None
+        try:
+            more = lane.feed_until(limit)
+        except InputError as exc:
+            on_input_end(lane, exc)
+            more = None
+        else:
+            if not more:
+                on_input_end(lane)
+        if not more:
+            if not lane.next_input():
+                active.remove(lane)
