@@ -53,6 +53,12 @@ def build_page(data) -> tuple[str, object]:
         figures.append(Figure("fig-ns", "Name-server call latency by op.",
                               "The busiest name-server ops, from the DPNS log's call records.",
                               F.ns_latency(latency)))
+    if data.directories:
+        figures.append(Figure(
+            "fig-dirs", "Hot directories.",
+            "The directories where the name server spent most time (creats wait on their "
+            "parent directory's lock: many at once means they queued); directories.csv has "
+            "the numbers.", F.hot_directories(data.directories)))
     html = render(title=title, meta=meta, summary=story.summary, observations=story.observations,
                   figures=figures, numbers_html=numbers_table(data.summary, data, zone),
                   whatif_html=whatif_section(data.whatif),
@@ -112,7 +118,9 @@ def _gaps(data, has_ns: bool, has_ns_calls: bool, timeline: dict) -> list[str]:
     if not has_ns_calls:
         gaps.append("No name-server calls in the records: give the DPNS log too to see their "
                     "latency.")
-    gaps.append("Hot directories cannot be shown: call records carry no path.")
+    if not data.directories:
+        gaps.append("Hot directories cannot be shown: no name-server call with its path (give "
+                    "the DPNS log, or a replay directory with directories.csv).")
     if data.lines is None:
         gaps.append("A replay's output directory holds no line counts, so unparsed lines are not "
                     "marked; daemon restarts are taken from new pids in the call records.")

@@ -325,3 +325,31 @@ def ns_latency(latency: dict[str, list[int]]) -> str:
         ax.grid(axis="y", visible=False)
         fig.tight_layout()
         return to_svg(fig, "ns")
+
+
+def hot_directories(rows: list[dict]) -> str:
+    """The top directories by name-server time, with their creats' peak concurrency."""
+    rows = rows[::-1]
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(WIDTH, 0.9 + 0.34 * len(rows)))
+        seconds = [float(r["ns_s"] or 0) for r in rows]
+        ax.barh(range(len(rows)), seconds, color="#9e9ac8", edgecolor="#54278f")
+        ax.set_yticks(range(len(rows)), [_short_path(r["directory"]) for r in rows])
+        for i, r in enumerate(rows):
+            note = f" {int(r['creats'] or 0):,} creats"
+            if r.get("creat_p50_s"):
+                note += f", p50 {float(r['creat_p50_s']):.3f} s"
+            if int(r.get("peak_creats") or 0) > 1:
+                note += f", up to {r['peak_creats']} at once"
+            ax.annotate(note, xy=(seconds[i], i), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=7.5, color="#3f007d")
+        ax.set_xlim(0, max(seconds) * 1.6 if max(seconds) > 0 else 1)
+        ax.set_xlabel("name-server time in the directory (s)")
+        ax.set_title("Hot directories: name-server time, creats and their peak concurrency")
+        ax.grid(axis="y", visible=False)
+        fig.tight_layout()
+        return to_svg(fig, "dirs")
+
+
+def _short_path(path: str, width: int = 48) -> str:
+    return path if len(path) <= width else "..." + path[-(width - 3):]

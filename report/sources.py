@@ -12,6 +12,7 @@ from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
 from dpmstream.report.window import in_window, parse_moment
+from dpmstream.streams.directories import DirectoryStats
 from dpmstream.streams.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs, zone_of
@@ -19,6 +20,7 @@ from dpmstream.streams.summary import Summary
 
 INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
 MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS | {"ns_s"}
+TOP_DIRECTORIES = 10
 REPORT_CHUNK_LINES = 512   # lines between time marks of unparsed lines and restarts
 
 
@@ -46,6 +48,9 @@ class Dataset:
     # (processing runs), "fast" (every DPM call, status polls included), "ns".
     spans: dict | None = None
     whatif: object = None       # report/whatif.WhatIfAnswer, when asked for
+    # The top directories by name-server time (streams/directories.py rows), when the
+    # name-server calls carry their paths (logs) or the replay wrote directories.csv.
+    directories: list | None = None
 
 
 class WindowFilter:
@@ -89,6 +94,10 @@ def from_replay_dir(path: str, zone_name: str | None, since: str | None,
                 keep(_record(kind, row, file_path, line_no))
     if not keep.resolved:
         keep.resolve(None)
+    dirs_path = os.path.join(path, "directories.csv")
+    if os.path.exists(dirs_path):  # the whole replay's, not the window's
+        with open(dirs_path, newline="", encoding="utf-8") as f:
+            data.directories = list(csv.DictReader(f))[:TOP_DIRECTORIES]
     return data
 
 
@@ -148,6 +157,10 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
                      if in_window(t, data.since, data.until)]
     data.spans = {kind: [(a, b) for a, b in found if _overlaps(a, b, data.since, data.until)]
                   for kind, found in spans.items()}
+    directories = DirectoryStats()
+    for record in data.requests + data.calls:
+        directories.add(record)
+    data.directories = directories.top(TOP_DIRECTORIES) or None
     data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]
     return data
 

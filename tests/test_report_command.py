@@ -3,6 +3,7 @@ replay's own line counts and restarts carried onto the page."""
 
 from __future__ import annotations
 
+import csv
 import subprocess
 import sys
 
@@ -109,3 +110,24 @@ def test_a_damaged_replay_csv_is_a_clear_error(tmp_path):
     (tmp_path / "requests.csv").write_text("host,token,total_s\nhead01,t1,abc\n")
     res = dpmstream("report", "--out", str(tmp_path / "w.html"), str(tmp_path))
     assert res.returncode == 2 and "requests.csv:2: not a record row" in res.stderr
+
+
+def test_hot_directories_are_drawn_with_the_replays_own_numbers(tmp_path):
+    prefix = str(tmp_path / "sd")
+    assert dpmstream("simulate", "--out", prefix, "--same-dir", "--requests", "300",
+                     "--quiet").returncode == 0
+    logs = [prefix + ".log", prefix + ".dpns.log"]
+    common = ("--tz", "Europe/Zurich", "--host", "dpmhead01.cern.ch")
+    assert dpmstream("replay", *common, "--quiet", "--out", str(tmp_path / "r"), *logs).returncode == 0
+    with open(tmp_path / "r" / "directories.csv", newline="") as f:
+        (hot,) = list(csv.DictReader(f))          # the thesis's one shared directory
+    assert dpmstream("report", *common, "--no-whatif", "--out", str(tmp_path / "p.html"),
+                     *logs).returncode == 0
+    html = (tmp_path / "p.html").read_text()
+    assert 'id="fig-dirs"' in html and "Hot directories cannot be shown" not in html
+    assert f"{int(hot['creats']):,} creats, p50 {float(hot['creat_p50_s']):.3f} s" in html
+    assert f"up to {hot['peak_creats']} at once" in html and int(hot["peak_creats"]) > 1
+    # From the replay's directory too (its directories.csv).
+    assert dpmstream("report", "--tz", "Europe/Zurich", "--out", str(tmp_path / "d.html"),
+                     str(tmp_path / "r")).returncode == 0
+    assert 'id="fig-dirs"' in (tmp_path / "d.html").read_text()
