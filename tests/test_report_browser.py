@@ -96,7 +96,7 @@ def test_the_page_logs_no_console_error_and_fetches_nothing(thesis):
 def test_every_figure_has_drawn_pixels_inside_its_box(thesis):
     page = thesis["pages"]["page"]
     ids = [f["id"] for f in page["figures"]]
-    assert ids == ["fig-phases", "fig-scatter", "fig-dists", "fig-timeline", "fig-ns"]
+    assert ids == ["fig-phases", "fig-scatter", "fig-dists", "fig-timeline", "fig-ns", "fig-dirs"]
     shot = Image.open(io.BytesIO(page["png"])).convert("RGB")
     for fig in page["figures"]:
         box = (round(fig["x"]), round(fig["y"]), round(fig["x"] + fig["w"]), round(fig["y"] + fig["h"]))
