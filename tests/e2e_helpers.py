@@ -54,6 +54,26 @@ def ordered_lines(sim, dpm_file: Path, dpns_file: Path) -> list[tuple[Path, byte
                             key=lambda item: _stamp(item[1])))
 
 
+# The client of the call that ends a test's log (end_tick): not part of the truth.
+TICK_CLIENT = "end-of-test.invalid"
+
+
+def end_tick(lines: list[tuple[Path, bytes]], dpm_file: Path, seconds: int = 10,
+             pid: int = 12345) -> list[tuple[Path, bytes]]:
+    """A ping `seconds` after the last line. A head node never stops logging; a test's
+    log does, and records wait (for name-server linking) until event time has moved a few
+    seconds past them: this line moves it on, as the daemon's next call would."""
+    last = datetime.strptime("2000/" + _stamp(lines[-1][1]).decode(), "%Y/%m/%d %H:%M:%S.%f")
+    stamp = (last + timedelta(seconds=seconds)).strftime("%m/%d %H:%M:%S.%f")[:18].encode()
+    head = b"%s %5d,0 dpm_srv_ping: " % (stamp, pid)
+    return [(dpm_file, head + b"DP092 - ping request by /CN=tick (0,0) from " + TICK_CLIENT.encode()),
+            (dpm_file, head + b"returns 0")]
+
+
+def without_tick(records: list[dict]) -> list[dict]:
+    return [r for r in records if r.get("client") != TICK_CLIENT]
+
+
 class AppendingWriter(threading.Thread):
     """Appends lines to their files in order, in chunks every `chunk_s` spread evenly over
     `duration_s`, flushing each chunk as a daemon's log would be. `written` is the progress.
