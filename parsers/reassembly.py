@@ -227,9 +227,15 @@ class Reassembler:
         elif clock.held is not None:
             if not self._judge_held(clock, ev):
                 return
-        elif ts > clock.latest + self.jump_ms:
-            clock.held = [ev]  # far ahead of its host: wait for the next lines' verdict
-            clock.votes = 0
+        elif ts > clock.latest:
+            if ts > clock.latest + self.jump_ms:
+                clock.held = [ev]  # far ahead of its host: wait for the next lines' verdict
+                clock.votes = 0
+                return
+            clock.latest = ts  # the common line: _accept_event inlined (the hot path)
+            if ts > self.latest:
+                self.latest = ts
+            self._process(ev)
             return
         self._accept_event(clock, ev)
 
@@ -267,14 +273,19 @@ class Reassembler:
         key = (host, daemon, pid, tid)
         th = self.threads.get(key)
         digest = hash(ev)
-        if digest in self._seen:
+        seen = self._seen
+        if digest in seen:
             # The same line again, not moving its thread on: input read twice. (With
             # whole-second stamps, same-second repeats may be genuine: only earlier ones.)
             if th is not None and (ts < th.latest or (ts == th.latest and ts % 1000)):
                 self.stats.duplicate_lines += 1
                 return
-        else:
-            self._remember_seen(digest)
+        else:  # remembered among the last `duplicate_memory` lines
+            seen.add(digest)
+            order = self._seen_order
+            order.append(digest)
+            if len(order) > self.duplicate_memory:
+                seen.discard(order.popleft())
         stream = (host, daemon)
         now = self._stream_now.get(stream)
         if now is None or ts > now:
@@ -296,13 +307,6 @@ class Reassembler:
             self.dirty_threads.add(key)
             if rkey is not None:
                 self.dirty_requests.add(rkey)
-
-    def _remember_seen(self, digest: int) -> None:
-        self._seen.add(digest)
-        order = self._seen_order
-        order.append(digest)
-        if len(order) > self.duplicate_memory:
-            self._seen.discard(order.popleft())
 
     def _new_thread(self, key: tuple, daemon: str, ts: int) -> Thread:
         host, _, pid, tid = key
