@@ -705,16 +705,14 @@ class Reassembler:
                 del procs[pid]
                 gone.add(pid)
 
-    def _expire_processes(self, host: str, horizon: int) -> None:
-        for procs in [p for (h, _), p in self.processes.items() if h == host]:
+    def _expire_processes(self, horizons: dict[str, int]) -> None:
+        """Forget the processes with no thread left, silent since their host's horizon."""
+        for (host, _), procs in self.processes.items():
+            horizon = horizons.get(host)
+            if horizon is None:  # a host restored without its clock: nothing to judge by
+                continue
             for pid in [pid for pid, proc in procs.items() if proc.last < horizon and not proc.tids]:
                 del procs[pid]
-
-    @property
-    def pids(self) -> dict:
-        """(host, daemon) -> the pid of its main process (the one that logged the most)."""
-        return {k: max(procs, key=lambda p: procs[p].lines)
-                for k, procs in self.processes.items() if procs}
 
     # -- event time ----------------------------------------------------------------------
     def watermark(self, host: str | None = None) -> int | None:
@@ -724,8 +722,9 @@ class Reassembler:
     def advance(self) -> None:
         """Emit what has seen no line for `timeout_ms` of its host's event time before the
         host's watermark; end processes replaced by newer ones. Walks only what expires."""
+        horizons = {}
         for host, clock in self.clocks.items():
-            horizon = clock.latest - self.allowance_ms - self.timeout_ms
+            horizon = horizons[host] = clock.latest - self.allowance_ms - self.timeout_ms
             order = self._request_order.get(host)
             while order:
                 rkey, req = next(iter(order.items()))
@@ -742,7 +741,7 @@ class Reassembler:
                     break
                 self.stats.expired_threads += 1
                 self._drop_thread(key)
-            self._expire_processes(host, horizon)
+        self._expire_processes(horizons)
         self._retire_processes(self.grace_ms)
 
     def finish(self) -> None:
