@@ -326,12 +326,8 @@ class Reassembler:
 
     def _evict_thread(self) -> None:
         """The thread cap is reached: drop the least recently active thread of any host."""
-        oldest = None
-        for order in self._thread_order.values():
-            if order:
-                key = next(iter(order))
-                if oldest is None or self.threads[key].latest < self.threads[oldest].latest:
-                    oldest = key
+        threads = self.threads
+        oldest = least_recent(self._thread_order, lambda key: threads[key].latest)
         self.stats.thread_evictions += 1
         self._drop_thread(oldest)
 
@@ -542,13 +538,9 @@ class Reassembler:
 
     def _evict_request(self) -> None:
         """The cap is reached: emit the least recently active open request of any host."""
-        oldest = None
-        for order in self._request_order.values():
-            if order:
-                first = next(iter(order.values()))
-                if oldest is None or first.latest < oldest.latest:
-                    oldest = first
-        rkey = (oldest.host, oldest.token)
+        requests = self.requests
+        rkey = least_recent(self._request_order, lambda key: requests[key].latest)
+        oldest = requests[rkey]
         self._forget(rkey)
         self.stats.evictions += 1
         self._expire(rkey, oldest, BY_EVICTION)
@@ -835,6 +827,19 @@ class Reassembler:
                 clock_of_host.latest = req.latest
             if self.latest is None or req.latest > self.latest:
                 self.latest = req.latest
+
+
+def least_recent(orders: dict, latest_of: Callable):
+    """The key, of any host, least recently active: per-host activity orders hold their
+    least recent first, so only the fronts are compared."""
+    oldest, oldest_latest = None, None
+    for order in orders.values():
+        if order:
+            key = next(iter(order))
+            latest = latest_of(key)
+            if oldest is None or latest < oldest_latest:
+                oldest, oldest_latest = key, latest
+    return oldest
 
 
 def request_state(req: Request | None) -> dict | None:
