@@ -71,7 +71,7 @@ def simulated_lines(workdir: Path, total: int, dpm_file: Path, dpns_file: Path):
 
 def ending_lines(lines, host: str) -> dict[str, int]:
     """token -> index of the line whose feeding emits the request's record (core Pipeline)."""
-    from dpmstream.streams.pipeline import Pipeline
+    from dpmstream.parsers.pipeline import Pipeline
 
     emitted: list[dict] = []
     pipeline = Pipeline(emitted.append)
@@ -165,7 +165,7 @@ class Consumer(threading.Thread):
     async def _run(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        from dpmstream.streams.kafka_envelope import rfc3339_to_ms
+        from dpmstream.streams.kafka.envelope import rfc3339_to_ms
 
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
                                     isolation_level="read_committed", enable_auto_commit=False,
@@ -238,9 +238,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the run directory (logs, broker data)")
     args = ap.parse_args()
 
-    from dpmstream.streams.services.kafka import KafkaBroker
-    from dpmstream.streams.services.rsyslog import RsyslogShipper
-    from dpmstream.streams.services.worker_process import WorkerProcess
+    from dpmstream.commands.stack.kafka import KafkaBroker
+    from dpmstream.commands.stack.rsyslog import RsyslogShipper
+    from dpmstream.commands.stack.worker_process import WorkerProcess
 
     run = Path(args.workdir).resolve() / f"e2e-latency-{os.getpid()}"
     dpm_file, dpns_file = run / "logs" / "dpm" / "log", run / "logs" / "dpns" / "log"

@@ -53,9 +53,9 @@ def main() -> int:
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
 
-    from dpmstream.streams.faust_app import run_faust_worker
-    from dpmstream.streams.kafka_config import parse_broker
-    from dpmstream.streams.kafka_worker import WorkerConfig
+    from dpmstream.streams.kafka.faust_app import run_faust_worker
+    from dpmstream.streams.kafka.config import parse_broker
+    from dpmstream.streams.kafka.worker import WorkerConfig
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-faust-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -63,7 +63,7 @@ def main() -> int:
     if args.broker:
         bootstrap = parse_broker(args.broker)
     else:
-        from dpmstream.streams.services.kafka import KafkaBroker
+        from dpmstream.commands.stack.kafka import KafkaBroker
         broker = KafkaBroker(workdir / "kafka")
         broker.start()
         bootstrap = broker.bootstrap

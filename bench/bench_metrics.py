@@ -18,8 +18,8 @@ import urllib.request
 from prometheus_client import CollectorRegistry
 
 from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS
-from dpmstream.streams.metrics import PipelineMetrics, serve
-from dpmstream.streams.series_budget import DEFAULT_MAX_SERIES
+from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
+from dpmstream.streams.metrics.series_budget import DEFAULT_MAX_SERIES
 
 
 def _records(hosts: int, ops: int):

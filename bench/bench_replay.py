@@ -57,7 +57,7 @@ def in_flight_memory(n: int) -> str:
     """RSS of a pipeline holding n open put requests (put called, never finished)."""
     code = f"""
 import resource, uuid
-from dpmstream.streams.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 p = Pipeline(lambda r: None, max_in_flight={n} + 1)
 src = p.source("b", host="head01", tz="UTC", year=2011)

@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 
-from dpmstream.streams.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline
 
 ENVELOPE_RE = r"^[0-9]{2}/[0-9]{2} [0-9:.]+ +[0-9]+(,[0-9]+)? [^ :]+: "
 DN = "/DC=ch/DC=cern/CN=bench (1,1)"

@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 
 def core_alone(records) -> float:
     """lines/s of the core Pipeline on the same lines (decode + parse + reassemble)."""
-    from dpmstream.streams.kafka_state import PartitionState
+    from dpmstream.streams.kafka.state import PartitionState
     parts: dict[bytes, PartitionState] = {}
     t0 = time.perf_counter()
     for key, value in records:
@@ -45,8 +45,8 @@ def core_alone(records) -> float:
 
 def run_worker(bootstrap: str, topic: str, total: int, batch: int) -> None:
     """Child process: one worker until `total` records are fed; prints JSON figures."""
-    from dpmstream.streams.kafka_worker import Worker, WorkerConfig
-    from dpmstream.streams.metrics import PipelineMetrics
+    from dpmstream.streams.kafka.worker import Worker, WorkerConfig
+    from dpmstream.streams.metrics.exporter import PipelineMetrics
 
     tag = topic.rsplit("-", 1)[-1]
     cfg = WorkerConfig(bootstrap=bootstrap, lines_topic=topic, requests_topic=f"bench-req-{tag}",
@@ -88,14 +88,14 @@ def main() -> int:
         run_worker(args.child[0], args.child[1], int(args.child[2]), args.batch)
         return 0
 
-    from dpmstream.streams.kafka_config import parse_broker
+    from dpmstream.streams.kafka.config import parse_broker
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     broker = None
     if args.broker:
         bootstrap = parse_broker(args.broker)
     else:
-        from dpmstream.streams.services.kafka import KafkaBroker
+        from dpmstream.commands.stack.kafka import KafkaBroker
         broker = KafkaBroker(workdir / f"kafka-bench-{os.getpid()}", heap="1g")
         print(f"starting a private broker ({broker.start():.1f} s)")
         bootstrap = broker.bootstrap

@@ -18,7 +18,7 @@ def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, byt
     """
     from dpmstream.simulator import simulate
     from dpmstream.simulator.scenarios import scenario
-    from dpmstream.streams.kafka_envelope import encode
+    from dpmstream.streams.kafka.envelope import encode
 
     per_host = lines // hosts
     prefix = workdir / f"worker-{per_host}"

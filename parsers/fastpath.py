@@ -2,7 +2,7 @@
 
 It takes the common line off Python's hands: printable ASCII, native envelope, a second
 already seen. Everything else falls back to LineParser's Python code, which stays the
-reference: tests/test_fastpath.py checks the two agree line for line. Without the
+reference: tests/parsers/test_fastpath.py checks the two agree line for line. Without the
 extension (no Rust toolchain at install time), with a profile pattern PCRE2 cannot
 compile or reads differently, or with DPMSTREAM_PURE_PYTHON=1, the Python path does all
 the work.

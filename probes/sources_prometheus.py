@@ -17,7 +17,7 @@ import urllib.parse
 from dpmstream.probes.measurement import Snapshot, SourceError, Wanted, prom_duration
 
 NS_DAEMONS = "dpns|lfc"
-LAG = "dpmstream_event_lag_seconds"  # exported by every pipeline (streams/metrics.py)
+LAG = "dpmstream_event_lag_seconds"  # exported by every pipeline (streams/metrics/exporter.py)
 MAX_BODY = 4 << 20  # bytes: a vector of a few phases is kilobytes
 _CHUNK = 64 * 1024
 

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dpmstream.parsers.records import STATUSES
-from dpmstream.streams.summary import Series
+from dpmstream.streams.sinks.summary import Series
 
 # The stacked breakdown of a request's time, in the order the steps happen. They do not
 # overlap, and for every request they add up to total_s ("between" takes the rest).

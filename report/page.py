@@ -12,7 +12,7 @@ from html import escape
 
 from dpmstream import __version__
 from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
-from dpmstream.streams.summary import QUANTILES, time_range_text
+from dpmstream.streams.sinks.summary import QUANTILES, time_range_text
 
 
 @dataclass
@@ -98,7 +98,7 @@ def render(*, title: str, meta: list[str], summary: list[str], observations: lis
 
 
 def numbers_table(summary, data, zone) -> str:
-    """The replay's summary (streams/summary.py) as tables: the same numbers."""
+    """The replay's summary (streams/sinks/summary.py) as tables: the same numbers."""
     ops = sorted({op for op, _ in summary.statuses})
     out = []
     if summary.first_ms is not None:

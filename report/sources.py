@@ -12,11 +12,11 @@ from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
 from dpmstream.report.window import in_window, parse_moment
-from dpmstream.streams.directories import DirectoryStats
-from dpmstream.streams.pipeline import Pipeline
+from dpmstream.streams.sinks.directories import DirectoryStats
+from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs, zone_of
-from dpmstream.streams.summary import Summary
+from dpmstream.streams.sinks.summary import Summary
 
 INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
 MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS | {"ns_s"}
@@ -48,7 +48,7 @@ class Dataset:
     # (processing runs), "fast" (every DPM call, status polls included), "ns".
     spans: dict | None = None
     whatif: object = None       # report/whatif.WhatIfAnswer, when asked for
-    # The top directories by name-server time (streams/directories.py rows), when the
+    # The top directories by name-server time (streams/sinks/directories.py rows), when the
     # name-server calls carry their paths (logs) or the replay wrote directories.csv.
     directories: list | None = None
 

@@ -13,7 +13,7 @@ import os
 
 from PIL import Image
 
-from dpmstream.streams.services.chromium import Chromium
+from dpmstream.report.chromium import Chromium
 
 
 def main() -> int:

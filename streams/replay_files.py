@@ -10,7 +10,7 @@ from typing import Callable
 from dpmstream.parsers.linking import NS_DAEMON
 from dpmstream.streams.inputs import fingerprint, iter_chunks, open_binary, repeated_prefix
 from dpmstream.streams.lanes import lanes_of, run_lanes
-from dpmstream.streams.pipeline import Pipeline, Source
+from dpmstream.parsers.pipeline import Pipeline, Source
 from dpmstream.streams.progress import Progress
 
 log = logging.getLogger("dpmstream.replay")

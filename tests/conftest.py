@@ -24,9 +24,9 @@ import uuid
 
 import pytest
 
-from dpmstream.streams.services.kafka import KafkaBroker
-from dpmstream.streams.services.prometheus import Prometheus
-from dpmstream.streams.services.rsyslog import RsyslogShipper
+from dpmstream.commands.stack.kafka import KafkaBroker
+from dpmstream.commands.stack.prometheus import Prometheus
+from dpmstream.commands.stack.rsyslog import RsyslogShipper
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from dpmstream.parsers.records import (
     CALL_MS_FIELDS, REQUEST_MS_FIELDS, call_row, request_row,
 )
 from dpmstream.simulator import SimConfig
-from dpmstream.streams.services.process import tail
+from dpmstream.commands.stack.process import tail
 from tests.worker_helpers import committed_offsets, end_offsets, read_topic
 
 SIM_TZ = "Europe/Zurich"

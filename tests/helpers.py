@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import os
 
-from dpmstream.streams.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")

@@ -14,8 +14,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpmstream.streams.services.process import free_port, wait_for
-from dpmstream.streams.services.prometheus import Prometheus
+from dpmstream.commands.stack.process import free_port, wait_for
+from dpmstream.commands.stack.prometheus import Prometheus
 
 DPMSTREAM = str(Path(sys.executable).with_name("dpmstream"))
 HOST = "dpmhead01.cern.ch"

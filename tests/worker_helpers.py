@@ -10,8 +10,8 @@ import os
 import signal
 import time
 
-from dpmstream.streams.kafka_envelope import decode, encode
-from dpmstream.streams.pipeline import Pipeline
+from dpmstream.streams.kafka.envelope import decode, encode
+from dpmstream.parsers.pipeline import Pipeline
 
 RECEIVED_2011 = "2011-08-12T14:00:00.000000+02:00"
 

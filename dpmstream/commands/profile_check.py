@@ -18,7 +18,7 @@ from dpmstream.parsers.fit import (
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
 from dpmstream.parsers.shapes import shape
 from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
-from dpmstream.streams.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline
 
 EXAMPLE_CHARS = 200
 MAX_SHAPES = 10_000  # distinct catch-all shapes kept per profile; more are counted apart

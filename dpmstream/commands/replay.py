@@ -11,11 +11,11 @@ from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, pipeline_options, setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
-from dpmstream.streams.directories import DirectoryStats
-from dpmstream.streams.pipeline import Pipeline
+from dpmstream.streams.sinks.directories import DirectoryStats
+from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs, zone_of
-from dpmstream.streams.summary import Summary
+from dpmstream.streams.sinks.summary import Summary
 
 log = logging.getLogger("dpmstream.replay")
 
@@ -49,7 +49,7 @@ def register(sub, name: str, help_text: str) -> None:
 def run(args) -> int:
     setup_logging(args.verbose)
     if args.to_kafka:
-        from dpmstream.streams.kafka_replay import publish_from_args
+        from dpmstream.streams.kafka.replay import publish_from_args
         return publish_from_args(args)
     profile = checked_profile(args.profile)
     tz = checked_zone(args.tz)
@@ -67,7 +67,7 @@ def run(args) -> int:
     sinks = [summary.add, directories.add]
     csv_sink = None
     if args.out:
-        from dpmstream.streams.csv_sink import CsvSink
+        from dpmstream.streams.sinks.csv import CsvSink
         csv_sink = CsvSink(args.out)
         sinks.append(csv_sink)
     kept_records = [] if args.openmetrics else None
@@ -87,7 +87,7 @@ def run(args) -> int:
         csv_sink.close()
         directories.write_csv(os.path.join(args.out, "directories.csv"))
     if args.openmetrics:
-        from dpmstream.streams.openmetrics import write_openmetrics
+        from dpmstream.streams.sinks.openmetrics import write_openmetrics
         with open(args.openmetrics, "w", encoding="utf-8") as out:
             write_openmetrics(kept_records, pipeline.stats, out)
     if not args.quiet:

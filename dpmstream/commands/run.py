@@ -43,7 +43,7 @@ import time
 from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
     setup_logging)
-from dpmstream.streams.follow import DEFAULT_ROTATED
+from dpmstream.streams.live.follow import DEFAULT_ROTATED
 
 STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
 
@@ -119,11 +119,11 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
-    from dpmstream.streams.follow import Follower
-    from dpmstream.streams.livefeed import LiveFeed
-    from dpmstream.streams.metrics import PipelineMetrics, serve
-    from dpmstream.streams.registry import Registry, RegistryError
-    from dpmstream.streams.sinks import JsonLinesSink
+    from dpmstream.streams.live.follow import Follower
+    from dpmstream.streams.live.feed import LiveFeed
+    from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
+    from dpmstream.streams.live.registry import Registry, RegistryError
+    from dpmstream.streams.sinks.jsonlines import JsonLinesSink
 
     if args.once and args.from_end:
         _say("--once and --from-end contradict each other (nothing to read)")
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                 _say(f"{sink.to_replay} record(s) written after the last save "
                      "will not be written again")
         if args.directories:
-            from dpmstream.streams.directories import DirectoriesFile
+            from dpmstream.streams.sinks.directories import DirectoriesFile
             sink = DirectoriesFile(args.directories, then=sink)
         rotated = args.rotated or DEFAULT_ROTATED
         followers = [Follower(f, from_end=args.from_end, rotated=rotated,

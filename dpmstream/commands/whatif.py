@@ -61,7 +61,7 @@ def register(sub, name: str, help_text: str) -> None:
 def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object]:
     """Every request and call record of the files, through the replay core."""
     from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
-    from dpmstream.streams.pipeline import Pipeline
+    from dpmstream.parsers.pipeline import Pipeline
 
     requests, calls = [], []
 

@@ -12,7 +12,7 @@ log = logging.getLogger("dpmstream.worker")
 
 
 def register(sub, name: str, help_text: str) -> None:
-    from dpmstream.streams.kafka_config import add_kafka_arguments
+    from dpmstream.streams.kafka.config import add_kafka_arguments
 
     p = sub.add_parser(
         name, help=help_text, description=(
@@ -62,7 +62,7 @@ def run(args) -> int:
     import signal
 
     from dpmstream.commands.common import checked_profile, checked_zone, setup_logging
-    from dpmstream.streams.kafka_config import KafkaConfigError, parse_broker, security_from_args
+    from dpmstream.streams.kafka.config import KafkaConfigError, parse_broker, security_from_args
 
     setup_logging(args.verbose)
     if args.verbose == 0:
@@ -78,8 +78,8 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
 
-    from dpmstream.streams.kafka_worker import Worker, WorkerConfig
-    from dpmstream.streams.metrics import PipelineMetrics, serve
+    from dpmstream.streams.kafka.worker import Worker, WorkerConfig
+    from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
 
     config = WorkerConfig(
         bootstrap=bootstrap, security=security, lines_topic=args.lines_topic,
@@ -90,7 +90,7 @@ def run(args) -> int:
         profile=checked_profile(args.profile),
         tz=checked_zone(args.tz), batch_records=args.batch)
     if args.engine == "faust":
-        from dpmstream.streams.faust_app import run_faust_worker
+        from dpmstream.streams.kafka.faust_app import run_faust_worker
         return run_faust_worker(config, metrics_port=args.metrics_port,
                                 metrics_bind=args.metrics_bind, workdir=args.workdir,
                                 max_series=args.max_series)
@@ -103,7 +103,7 @@ def run(args) -> int:
         server = serve(args.metrics_port, args.metrics_bind, registry=metrics.registry)
         log.info("metrics on %s", server.url)
     worker = Worker(config, metrics)
-    from dpmstream.streams.stop_deadline import STOP_WITHIN_S, StopDeadline
+    from dpmstream.streams.live.stop_deadline import STOP_WITHIN_S, StopDeadline
     deadline = StopDeadline(STOP_WITHIN_S, log, [server.close] if server is not None else [])
 
     def on_signal() -> None:

@@ -1,0 +1,191 @@
+"""The input partitions a worker owns, each with its transactional producer and its state.
+
+    owners = PartitionOwners(config, state_topic)       # both engines use this
+    await owners.start()
+    part = await owners.take(p)          # fence p's previous owner, read p's state
+    part.feed_batch(messages)
+    records, changes = part.checkpoint()
+    outcome = await owners.commit(part, records, changes)   # COMMITTED, FENCED or FAILED
+    await owners.drop([p]); await owners.stop()
+
+Exactly once rests on three facts, all kept here:
+  - one transaction of p's producer holds, atomically, the records a batch of p finished,
+    its net state changes (to partition p of the state topic) and p's consumer offset;
+  - p's producer has a fixed transactional.id, so starting it fences any earlier owner of
+    p (a worker killed, or one that has not yet noticed a rebalance) and aborts its open
+    transaction; the fenced one can commit nothing more;
+  - p's state is read, read_committed, only after that: it is final, and it is exactly
+    what the committed records and offsets say.
+So whoever owns p (a restart, a rebalanced worker, the same worker after an error)
+carries on from the last committed batch. The engines differ in how they learn of
+partitions (aiokafka's rebalance listener, Faust's signals), not in this.
+
+key_prefix: state keys are stored as "<p>|<key>" (a Faust table's keys span all
+partitions) instead of "<key>".
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from dpmstream.streams.kafka.state import PartitionState
+from dpmstream.streams.kafka.record_topics import output_message
+
+log = logging.getLogger("dpmstream.worker")
+
+
+class Outcome(enum.Enum):
+    COMMITTED = "committed"
+    FENCED = "fenced"      # another worker owns p now: p is dropped here
+    FAILED = "failed"      # the transaction was aborted: p is dropped, take it again
+
+
+def transactional_id(group_id: str, lines_topic: str, p: int) -> str:
+    return f"{group_id}-{lines_topic}-{p}"
+
+
+def encode_state(state) -> bytes | None:
+    return None if state is None else json.dumps(state, separators=(",", ":")).encode()
+
+
+class PartitionOwners:
+    def __init__(self, config, state_topic: str, *, key_prefix: bool = False):
+        self.cfg = config
+        self.state_topic = state_topic
+        self.key_prefix = key_prefix
+        self.parts: dict[int, PartitionState] = {}
+        self.producers: dict[int, AIOKafkaProducer] = {}
+        self._loader: AIOKafkaConsumer | None = None
+
+    def prefix(self, p: int) -> str:
+        return f"{p}|" if self.key_prefix else ""
+
+    async def start(self) -> None:
+        """Start the state loader (again: nothing to do)."""
+        if self._loader is not None:
+            return
+        cfg = self.cfg
+        self._loader = AIOKafkaConsumer(
+            bootstrap_servers=cfg.bootstrap, group_id=None, enable_auto_commit=False,
+            isolation_level="read_committed", client_id="dpmstream-state-loader",
+            max_partition_fetch_bytes=8 << 20, **cfg.security)
+        await self._loader.start()
+
+    async def stop(self) -> None:
+        await self.drop(list(self.producers))
+        loader, self._loader = self._loader, None
+        if loader is not None:
+            await loader.stop()
+
+    # -- ownership -------------------------------------------------------------------------
+    async def take(self, p: int) -> tuple[PartitionState, dict[str, object]]:
+        """Own p: start its producer (fencing the previous owner), then read its state.
+        Returns the PartitionState and the state it was restored from."""
+        cfg = self.cfg
+        await self.drop([p])
+        producer = AIOKafkaProducer(
+            bootstrap_servers=cfg.bootstrap, client_id=f"dpmstream-worker-p{p}",
+            transactional_id=transactional_id(cfg.group_id, cfg.lines_topic, p),
+            enable_idempotence=True, acks="all", linger_ms=5,
+            max_batch_size=1 << 20, max_request_size=8 << 20, **cfg.security)
+        # Starting it fences p's previous owner and aborts its open transaction, so the
+        # state read next is complete and final.
+        await producer.start()
+        self.producers[p] = producer
+        states = await self._load(p)
+        part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
+                              max_threads=cfg.max_threads, grace_s=cfg.grace_s,
+                              head_aliases=cfg.head_aliases,
+                              profile=cfg.profile, tz=cfg.tz)
+        part.restore(states)
+        self.parts[p] = part
+        return part, states
+
+    async def _load(self, p: int) -> dict[str, object]:
+        """p's latest state per key (committed transactions only)."""
+        tp = TopicPartition(self.state_topic, p)
+        loader = self._loader
+        loader.assign([tp])
+        await loader.seek_to_beginning(tp)
+        end = (await loader.end_offsets([tp]))[tp]   # read_committed: the stable offset
+        prefix = self.prefix(p)
+        states: dict[str, object] = {}
+        while await loader.position(tp) < end:
+            batch = await loader.getmany(tp, timeout_ms=1000, max_records=50_000)
+            for msg in batch.get(tp, ()):
+                key = msg.key.decode()
+                if not key.startswith(prefix):
+                    continue
+                key = key[len(prefix):]
+                if msg.value is None:
+                    states.pop(key, None)
+                else:
+                    states[key] = json.loads(msg.value)
+        return states
+
+    async def drop(self, partitions) -> None:
+        """Forget p (revoked, fenced, or failed): its uncommitted work is redone by
+        whoever takes it next."""
+        for p in list(partitions):
+            self.parts.pop(p, None)
+            producer = self.producers.pop(p, None)
+            if producer is not None:
+                try:
+                    await producer.stop()
+                except Exception as exc:  # stopping a fenced producer may complain
+                    log.debug("partition %d: producer stop: %r", p, exc)
+
+    # -- one transaction -------------------------------------------------------------------
+    async def commit(self, part: PartitionState, records: list[dict],
+                     changes: dict[str, object]) -> Outcome:
+        """records, changes (from part.checkpoint()) and p's next offset, in one transaction."""
+        p, cfg = part.partition, self.cfg
+        producer = self.producers.get(p)
+        if producer is None or self.parts.get(p) is not part:
+            return Outcome.FENCED   # dropped while the batch was processed
+        prefix = self.prefix(p)
+        sent = []   # delivery futures: commit_transaction waits for them all
+        try:
+            await producer.begin_transaction()
+            send = producer.send
+            for rec in records:
+                topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
+                sent.append(await send(topic, value, key=key))
+            for key, state in changes.items():
+                sent.append(await send(self.state_topic, encode_state(state),
+                                       key=(prefix + key).encode(), partition=p))
+            await producer.send_offsets_to_transaction(
+                {TopicPartition(cfg.lines_topic, p): part.next_offset}, cfg.group_id)
+            await producer.commit_transaction()
+        except ProducerFenced:
+            _settle(sent)
+            log.warning("partition %d: taken over by another worker (fenced)", p)
+            await self.drop([p])
+            return Outcome.FENCED
+        except (KafkaError, OSError) as exc:
+            _settle(sent)
+            log.error("partition %d: transaction failed (%s); its state is read again", p,
+                      exc.__class__.__name__)
+            try:
+                await producer.abort_transaction()
+            except Exception:  # the producer may be unusable; take() makes a new one
+                pass
+            await self.drop([p])
+            return Outcome.FAILED
+        return Outcome.COMMITTED
+
+
+def _settle(futures) -> None:
+    """The deliveries of an aborted transaction fail with it: take their errors (the
+    transaction's error says it all) instead of leaving asyncio to log each one."""
+    for fut in futures:
+        if fut.done():
+            if not fut.cancelled():
+                fut.exception()
+        else:
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())

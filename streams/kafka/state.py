@@ -1,0 +1,188 @@
+"""One partition of the raw-lines topic: its pipeline, its duplicate filter, its state.
+
+No Kafka here: the worker hands in decoded records and writes out what take_changes()
+returns, so this is tested without a broker.
+
+Duplicates. A line is (host, path, offset) with offset its byte offset in the file
+(imfile). Lines of one file reach us in offset order (one host's lines share a partition),
+so a per-(host, path) high-water offset recognises a line seen before, whether Kafka or
+rsyslog delivered it twice. A rotated or truncated file starts again at a low offset: a
+line at or below the first offset seen for the file whose text differs from that first
+line starts a new generation of the file instead of being taken for a duplicate.
+
+State keys (on top of the pipeline's "t|", "r|", "s|", "m"): "w|<host>|<path>" the
+duplicate filter of a file, "k" the next Kafka offset of the partition to read.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+
+from dpmstream.streams.kafka.envelope import Envelope, EnvelopeError, decode
+from dpmstream.parsers.pipeline import Pipeline
+
+UNKNOWN_HOST = "unknown"
+UNKNOWN_DAEMON = "unknown"
+NEXT_OFFSET_KEY = "k"
+MARK_PREFIX = "w|"
+
+
+def _crc(line: str) -> int:
+    return zlib.crc32(line.encode("utf-8", "surrogateescape"))
+
+
+class PartitionState:
+    def __init__(self, partition: int, *, timeout_s: float = 3600, max_in_flight: int = 1_000_000,
+                 max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
+                 profile=None, tz: str | None = None):
+        self.partition = partition
+        self.profile = profile
+        self.tz = tz
+        self.records: list[dict] = []
+        self.pipeline = Pipeline(self.records.append, timeout_s=timeout_s,
+                                 max_in_flight=max_in_flight, max_threads=max_threads,
+                                 grace_s=grace_s, head_aliases=head_aliases)
+        self.pipeline.track_changes()
+        self._sources: dict[tuple[str, str], object] = {}
+        # (host, path) -> [high-water offset, first offset of this generation, its crc]
+        self.marks: dict[tuple[str, str], list[int]] = {}
+        self._dirty_marks: set[tuple[str, str]] = set()
+        self.next_offset: int | None = None
+        self._offset_dirty = False
+        self.duplicates: Counter = Counter()      # host -> lines skipped as seen before
+        self.rotations: Counter = Counter()       # host -> files that started over
+        self.bad_records = 0
+        self.bad_envelopes: Counter = Counter()   # (host, daemon, result) -> records
+        self.last_bad_reason: str | None = None
+
+    # -- input ---------------------------------------------------------------------------
+    def feed_record(self, key: bytes | None, value: bytes | None) -> None:
+        """One record of the lines topic. Never raises on bad input: counts it."""
+        try:
+            env = decode(value)
+        except EnvelopeError as exc:
+            # Counted with the parse results (see .stats), so it shows in
+            # dpmstream_lines_total{result="malformed"}.
+            self.bad_envelopes[(_host_of(key), UNKNOWN_DAEMON, "malformed")] += 1
+            self.bad_records += 1
+            self.last_bad_reason = str(exc)
+            return
+        if not self._admit(env):
+            self.duplicates[env.host] += 1
+            return
+        src = self._sources.get((env.host, env.path))
+        if src is None:
+            src = self._source(env)
+        src.feed(env.line, received_ms=env.received_ms)
+
+    @property
+    def stats(self) -> "StatsView":
+        """The pipeline's stats, with the records that were not envelopes in `lines`."""
+        return StatsView(self.pipeline.stats, self.bad_envelopes)
+
+    def feed_batch(self, messages) -> None:
+        """One batch of this partition, in offset order (anything with .key, .value and
+        .offset, e.g. Kafka messages): fed, marked consumed, then event-time timeouts run."""
+        feed = self.feed_record
+        for msg in messages:
+            feed(msg.key, msg.value)
+        self.consumed(messages[-1].offset + 1)
+        self.advance()
+
+    def consumed(self, next_offset: int) -> None:
+        """The records before Kafka offset `next_offset` have been fed."""
+        self.next_offset = next_offset
+        self._offset_dirty = True
+
+    def _source(self, env: Envelope):
+        name = f"{env.host}|{env.path}"
+        src = self.pipeline.source(name, host=env.host, path=env.path, profile=self.profile,
+                                   tz=self.tz, year_hint_ms=env.received_ms)
+        self._sources[(env.host, env.path)] = src
+        return src
+
+    def _admit(self, env: Envelope) -> bool:
+        """False for a line seen before (same host, path and offset)."""
+        key = (env.host, env.path)
+        mark = self.marks.get(key)
+        offset = env.offset
+        if mark is None:
+            self.marks[key] = [offset, offset, _crc(env.line)]
+        elif offset > mark[0]:
+            mark[0] = offset
+        elif offset <= mark[1] and _crc(env.line) != mark[2]:
+            self.marks[key] = [offset, offset, _crc(env.line)]  # a new file under this path
+            self.rotations[env.host] += 1
+        else:
+            return False
+        self._dirty_marks.add(key)
+        return True
+
+    # -- event time ------------------------------------------------------------------------
+    def advance(self) -> None:
+        self.pipeline.advance()
+
+    # -- state ---------------------------------------------------------------------------
+    def checkpoint(self) -> tuple[list[dict], dict[str, object]]:
+        """(records finished since the last checkpoint, net state changes since then).
+
+        Changes are {key: JSON-safe value, or None for a key gone}. Taking the changes
+        settles profile detection, which may finish records: so changes come first.
+        """
+        changes = self.pipeline.take_changes()
+        for host, path in self._dirty_marks:
+            changes[f"{MARK_PREFIX}{host}|{path}"] = self.marks[(host, path)]
+        self._dirty_marks.clear()
+        if self._offset_dirty:
+            changes[NEXT_OFFSET_KEY] = self.next_offset
+            self._offset_dirty = False
+        records = self.records[:]
+        self.records.clear()
+        return records, changes
+
+    def restore(self, states: dict[str, object]) -> None:
+        """Rebuild from the latest value of every key (a fresh PartitionState only)."""
+        core = {}
+        for key, value in states.items():
+            if value is None:
+                continue
+            if key == NEXT_OFFSET_KEY:
+                self.next_offset = int(value)
+            elif key.startswith(MARK_PREFIX):
+                host, _, path = key[len(MARK_PREFIX):].partition("|")
+                self.marks[(host, path)] = list(value)
+            else:
+                core[key] = value
+        self.pipeline.restore(core)
+        for src in self.pipeline.sources.values():
+            self._sources[(src.host, src.path)] = src
+
+
+class StatsView:
+    """PipelineStats plus counts kept outside the pipeline (what metrics read)."""
+
+    def __init__(self, stats, extra_lines: Counter):
+        self._stats = stats
+        self._extra = extra_lines
+
+    @property
+    def lines(self) -> Counter:
+        merged = Counter(self._stats.lines)
+        merged.update(self._extra)
+        return merged
+
+    def __getattr__(self, name):
+        return getattr(self._stats, name)
+
+
+def _host_of(key: bytes | None) -> str:
+    """The record key names the host; a key that is not a plausible host name is not used."""
+    if not key:
+        return UNKNOWN_HOST
+    try:
+        text = key.decode("ascii")
+    except UnicodeDecodeError:
+        return UNKNOWN_HOST
+    ok = 0 < len(text) <= 253 and all(c.isalnum() or c in "-._" for c in text)
+    return text if ok else UNKNOWN_HOST

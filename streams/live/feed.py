@@ -1,0 +1,291 @@
+"""Followed files -> one Pipeline -> metrics and a records sink: the loop of `dpmstream run`.
+
+    feed = LiveFeed([Follower(p) for p in paths], host="head01", metrics=PipelineMetrics())
+    while running:
+        busy = feed.poll_once()       # read what was appended, feed it, emit, update metrics
+        if not busy:
+            time.sleep(0.25)
+    feed.finish()                     # or feed.drain() to leave open requests unemitted
+
+Separate from the command so that a test can drive it one poll at a time. One pipeline
+source per file, created when the file first yields lines, with the file's mtime as the
+year hint. Records are handed on per poll: metrics, then the sink (one flush per batch).
+
+Exactly once across restarts (keep_state=True, `dpmstream run --state`): a line's effect
+is durable only once the record it completes is in the records file, and most lines
+complete nothing yet: they sit in requests still open. So the offsets are never saved
+alone. checkpoint() saves, as one consistent cut, the reassembly state (the open
+requests, threads and recently finished tokens: Pipeline.take_changes(), as the Kafka
+worker keeps in its changelog) after exactly the lines the followers handed out, with
+their offsets and the size of the records file once fsynced. A restart restores that
+state and reads on from those offsets, so an open request continues where it was and is
+emitted once, whole. Records written between the last checkpoint and a crash are made
+again from the same lines; the sink recognises them and does not write them twice
+(sinks.JsonLinesSink(written_since=)). The other way, resuming at the oldest line of an
+open request and suppressing what was already written, would reread up to --timeout
+(an hour) of log for one slow request; saving the state is bounded by the open requests.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from collections import deque
+
+from dpmstream.streams.live.follow import Follower
+from dpmstream.streams.lanes import STEP_MS
+from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.streams.sinks.summary import Summary
+
+FINISHED_GROUPS_SAVED = 4  # of 1,024 ended tokens each: what a checkpoint keeps
+
+
+class LiveFeed:
+    def __init__(
+        self,
+        followers: list[Follower],
+        *,
+        host: str,
+        metrics=None,
+        sink=None,
+        summarise: bool = False,
+        profile=None,
+        tz: str | None = None,
+        year: int | None = None,
+        timeout_s: float = 3600,
+        max_in_flight: int = 1_000_000,
+        max_threads: int = 100_000,
+        grace_s: float = 60,
+        log: Callable[[str], None] | None = None,
+        keep_state: bool = False,
+        state: dict | None = None,
+        head_aliases: tuple = (),
+    ) -> None:
+        self.followers = followers
+        self.host = host
+        self.metrics = metrics
+        self.sink = sink
+        # Incremental: quantiles from bounded reservoirs, not a list of every record.
+        self._summary = Summary() if summarise else None
+        self._source_args = dict(profile=profile, tz=tz, year=year)
+        self._log = log or (lambda msg: None)
+        self._batch: list[dict] = []
+        self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
+                                 max_in_flight=max_in_flight, max_threads=max_threads,
+                                 grace_s=grace_s, head_aliases=head_aliases)
+        self._state: dict[str, dict] | None = None
+        self.state_changed = False  # the last checkpoint() found the state changed
+        if keep_state:
+            self.pipeline.track_changes()
+            self._state = dict(state or {})
+            if state:
+                self.pipeline.restore(state)
+        self._sources: dict[int, object] = {}
+        self._buffers: dict[int, deque] = {id(f): deque() for f in followers}
+        self._seen_events: dict[int, tuple[int, int]] = {}
+        self.lines_read = 0
+        self.emitted = {"request": 0, "call": 0}
+
+    # -- reading ----------------------------------------------------------------------
+
+    def poll_once(self) -> bool:
+        """One pass over every file; True if some file has more to read right away."""
+        busy = False
+        for f in self.followers:
+            buffer = self._buffers[id(f)]
+            if not buffer:
+                buffer.extend(f.poll_once())
+                self._report_file_events(f)
+        self._feed_in_time_order()
+        for f in self.followers:
+            if f.pending or self._buffers[id(f)]:
+                busy = True
+            else:
+                # Caught up with the file: a source still buffering lines to detect its
+                # profile decides on what it has, or live lines would wait for 200 more.
+                src = self._sources.get(id(f))
+                if src is not None and src.parser is None:
+                    src.settle()
+        self.pipeline.advance()
+        self.drain()
+        return busy
+
+    def read_to_end(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        """Read every file to its current end, the unterminated last line included."""
+        while self.poll_once() and not should_stop():
+            pass
+        if should_stop():
+            return
+        for f in self.followers:
+            rest = f.flush_partial()
+            if rest is not None:
+                self._feed(f, [rest])
+
+    def _position(self, f: Follower) -> int:
+        src = self._sources.get(id(f))
+        return -1 if src is None else src.position
+
+    def _feed_in_time_order(self) -> None:
+        """Feed the buffered lines, the file furthest behind in event time first; stop
+        when that file's buffer is empty but it has more to read (the next poll)."""
+        buffers = self._buffers
+        while True:
+            active = [f for f in self.followers if buffers[id(f)] or f.pending]
+            if not active:
+                return
+            active.sort(key=self._position)
+            f = active[0]
+            buffer = buffers[id(f)]
+            if not buffer:
+                return
+            limit = self._position(active[1]) + STEP_MS if len(active) > 1 else None
+            if limit is None:
+                lines = list(buffer)
+                buffer.clear()
+                self._feed(f, lines)
+                continue
+            while buffer:
+                self._feed(f, [buffer.popleft()])
+                if self._position(f) > limit:
+                    break
+
+    def _feed(self, f: Follower, lines: list[bytes]) -> None:
+        src = self._sources.get(id(f))
+        if src is None:
+            src = self._sources[id(f)] = self.pipeline.source(
+                f.path, host=self.host, path=f.path, year_hint_ms=f.mtime_ms,
+                **self._source_args)
+        src.feed_lines(lines)  # the compiled parser's path when it takes the line
+        self.lines_read += len(lines)
+
+    def _report_file_events(self, f: Follower) -> None:
+        now = (f.rotations, f.truncations, f.shrinks, f.error)
+        before = self._seen_events.get(id(f), (0, 0, 0, None))
+        if now != before:
+            if now[0] > before[0]:
+                self._log(f"{f.path} was rotated; following the new file")
+            if now[1] > before[1]:
+                self._log(f"{f.path} was truncated; reading it again from the start")
+            if now[2] > before[2]:
+                self._log(f"{f.path} shrank; reading on where its kept part ends")
+            if now[3] != before[3]:
+                self._log(f"cannot read {f.path}: {now[3]}; retrying" if now[3]
+                          else f"{f.path} is readable again")
+            self._seen_events[id(f)] = now
+        if f.notices:
+            for msg in f.notices:
+                self._log(msg)
+            f.notices.clear()
+
+    # -- output -----------------------------------------------------------------------
+
+    def drain(self) -> int:
+        """Hand the records emitted so far to the metrics and the sink; update gauges."""
+        batch, self._batch[:] = list(self._batch), []
+        if self.sink is not None and self.sink.replaying:
+            # Made again after a restart, already in the records file: not twice.
+            batch = [rec for rec in batch if not self.sink.is_replayed(rec)]
+        for rec in batch:
+            self.emitted[rec["kind"]] = self.emitted.get(rec["kind"], 0) + 1
+            if self.metrics is not None:
+                self.metrics.observe_record(rec)
+        if self.sink is not None and batch:
+            self.sink.write_batch(batch)
+        if self._summary is not None:
+            for rec in batch:
+                self._summary.add(rec)
+        if self.metrics is not None:
+            self.metrics.update_from_stats(self.pipeline.stats)
+        return len(batch)
+
+    def _flush_buffers(self) -> None:
+        """Feed every line read but held back for time order, the file furthest behind
+        first: after this, what the pipeline has seen is exactly what the followers
+        handed out."""
+        for f in sorted(self.followers, key=self._position):
+            buffer = self._buffers[id(f)]
+            if buffer:
+                self._feed(f, list(buffer))
+                buffer.clear()
+
+    def finish(self) -> None:
+        """End of input: partial last lines are fed, every open request is emitted."""
+        self._flush_buffers()
+        for f in self.followers:
+            rest = f.flush_partial()
+            if rest is not None:
+                self._feed(f, [rest])
+        self.pipeline.finish()
+        self.drain()
+
+    def checkpoint(self) -> dict:
+        """What a restart needs, as one consistent cut (see the module doc): the state of
+        the pipeline after exactly the lines handed out, the followers' positions, the
+        durable size of the records file. Call between polls."""
+        if self._state is None:
+            raise RuntimeError("LiveFeed(keep_state=True) keeps the state")
+        # The followers' offsets count every line they handed out: none may stay held back.
+        # (So while catching up a backlog with --state, files drift apart by up to one
+        # poll's read at each checkpoint, where name-server calls may miss their request.)
+        self._flush_buffers()
+        changes = self.pipeline.take_changes()
+        self.state_changed = bool(changes)
+        for key, state in changes.items():
+            if state is None:
+                self._state.pop(key, None)
+            else:
+                self._state[key] = state
+        self.drain()  # records that take_changes() completed (profile detection settled)
+        size = self.sink.sync() if self.sink is not None else None
+        return {
+            "files": {f.path: f.checkpoint() for f in self.followers},
+            "pipeline": self._saved_state(),
+            "records": {"path": self.sink.records_path if self.sink is not None else None,
+                        "size": size},
+        }
+
+    def _saved_state(self) -> dict:
+        """The state without the oldest ended-token groups: the reassembler remembers
+        100,000 ended tokens to tell a late line, which would make every save megabytes;
+        late lines come seconds after the end, so the newest groups serve as well."""
+        groups = sorted(int(key[2:]) for key in self._state if key.startswith("f|"))
+        old = {f"f|{g}" for g in groups[:-FINISHED_GROUPS_SAVED]}
+        if not old:
+            return self._state
+        return {key: state for key, state in self._state.items() if key not in old}
+
+    def close(self) -> None:
+        for f in self.followers:
+            f.close()
+
+    # -- reporting --------------------------------------------------------------------
+
+    def open_requests(self) -> int:
+        return self.pipeline.stats.in_flight
+
+    def status_text(self) -> str:
+        stats = self.pipeline.stats
+        parts = [f"{self.lines_read} lines"]
+        by_result = {r: stats.total(r) for r in ("parsed", "unmatched", "malformed")}
+        parts[0] += " (" + ", ".join(f"{n} {r}" for r, n in by_result.items()) + ")"
+        parts.append(f"{self.emitted['request']} requests, {self.emitted['call']} calls emitted")
+        parts.append(f"{stats.in_flight} in flight")
+        if stats.latest_event_ms:
+            lag = time.time() - max(stats.latest_event_ms.values()) / 1000.0
+            parts.append(f"event lag {_duration(lag)}")
+        return ", ".join(parts)
+
+    def summary(self) -> str:
+        """The terminal summary of what was read (needs summarise=True)."""
+        if self._summary is None:
+            raise RuntimeError("LiveFeed(summarise=True) keeps the summary")
+        return self._summary.render(self.pipeline.stats)
+
+
+def _duration(seconds: float) -> str:
+    if abs(seconds) < 120:
+        return f"{seconds:.1f} s"
+    if abs(seconds) < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

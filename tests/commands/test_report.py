@@ -1,0 +1,133 @@
+"""`dpmstream report` on the command line: windows, inputs, clear errors, and the
+replay's own line counts and restarts carried onto the page."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+from dpmstream.report.build import build_page
+from dpmstream.report.sources import from_logs, from_replay_dir
+from dpmstream.streams.inputs import describe
+from dpmstream.streams.progress import Progress
+
+from tests.dpmlog import T1, T2, call, closing, proc, put, status
+
+FIRST = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
+         + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1)
+         + status("08/12 10:00:00.400", "08/12 10:00:00.401", 4, T1, "SUCCESS")
+         + closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1))
+SECOND = (put("08/12 10:05:00.000", 3, T2, end="08/12 10:05:00.004")
+          + proc("08/12 10:05:00.100", "08/12 10:05:00.900", 21, T2)
+          + status("08/12 10:05:01.000", "08/12 10:05:01.001", 4, T2, "SUCCESS")
+          + closing("08/12 10:05:02.000", "08/12 10:05:02.001", 6, "putdone", T2))
+# The daemon comes back with a new pid; one line no profile pattern knows.
+RESTARTED = (["08/12 10:06:00.000 23456 dpm_serv: started", "08/12 10:06:00.500 23456,1 dpm_srv_x: odd words"]
+             + call("08/12 10:06:01.000", 5, "ping", end="08/12 10:06:01.003", pid=23456))
+BASE = ("--tz", "UTC", "--year", "2011", "--host", "head01")
+
+
+def dpmstream(*args):
+    return subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
+                          text=True, check=False)
+
+
+def write(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_since_and_until_keep_the_requests_that_start_in_the_window(tmp_path):
+    log = write(tmp_path / "log", FIRST + SECOND)
+    res = dpmstream("report", *BASE, "--since", "10:03", "--until", "2011-08-12T10:10:00Z",
+                    "--out", str(tmp_path / "w.html"), log)
+    assert res.returncode == 0, res.stderr
+    assert "1 request (1 put) between 10:03:00 and 10:10:00 on 2011-08-12 (UTC)" in res.stdout
+    page = (tmp_path / "w.html").read_text()
+    assert "Window: 2011-08-12 10:03:00 UTC to 2011-08-12 10:10:00 UTC" in page
+
+
+def test_the_window_may_be_given_as_the_logs_own_stamp(tmp_path):
+    log = write(tmp_path / "log", FIRST + SECOND)
+    res = dpmstream("report", *BASE, "--until", "08/12 10:03", "--out", str(tmp_path / "w.html"), log)
+    assert res.returncode == 0, res.stderr
+    assert "1 request (1 put) between 10:00:00 and 10:03:00" in res.stdout
+
+
+def test_an_unreadable_window_is_a_clear_error_with_exit_status_2(tmp_path):
+    log = write(tmp_path / "log", FIRST)
+    res = dpmstream("report", *BASE, "--since", "last tuesday", "--out", str(tmp_path / "w.html"), log)
+    assert res.returncode == 2 and "cannot read 'last tuesday'" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_an_empty_window_still_writes_a_page_that_says_so(tmp_path):
+    log = write(tmp_path / "log", FIRST)
+    res = dpmstream("report", *BASE, "--since", "11:00", "--out", str(tmp_path / "w.html"), log)
+    assert res.returncode == 0 and "no records in the window" in res.stderr
+    assert "No records in this window." in (tmp_path / "w.html").read_text()
+
+
+def test_a_directory_that_is_no_replay_output_is_a_clear_error(tmp_path):
+    res = dpmstream("report", "--out", str(tmp_path / "w.html"), str(tmp_path))
+    assert res.returncode == 2 and "no requests.csv" in res.stderr
+
+
+def test_a_replay_directory_and_log_files_together_are_refused(tmp_path):
+    log = write(tmp_path / "log", FIRST)
+    res = dpmstream("report", "--out", str(tmp_path / "w.html"), str(tmp_path), log)
+    assert res.returncode == 2 and "one replay output directory" in res.stderr
+
+
+def test_unparsed_lines_and_restarts_are_placed_in_event_time_and_all_counted(tmp_path):
+    log = write(tmp_path / "log", FIRST + SECOND + ["garbage line"] + RESTARTED)
+    data = from_logs([describe(log)], host="head01", profile=None, tz="UTC", year=2011,
+                     timeout_s=3600, max_in_flight=1000, since=None, until=None,
+                     progress=Progress(None, enabled=False))
+    assert data.lines["unmatched"] + data.lines["malformed"] == 2
+    assert sum(n for _, n in data.unparsed) == 2
+    assert data.restarts_total == 1 and len(data.restarts) == 1
+    first_ms = data.requests[0]["started"]
+    assert all(first_ms <= t <= first_ms + 400_000 for t, _ in data.unparsed + data.restarts)
+
+
+def test_a_replay_directory_with_name_server_time_splits_processing(tmp_path):
+    out = tmp_path / "replay"
+    assert dpmstream("replay", *BASE, "--out", str(out), write(tmp_path / "log", FIRST)).returncode == 0
+    html, _ = build_page(from_replay_dir(str(out), "UTC", None, None))
+    assert "carry no ns_s column" in html
+    # A later reassembler adds ns_calls/ns_s after the reference columns.
+    lines = (out / "requests.csv").read_text().splitlines()
+    (out / "requests.csv").write_text(lines[0] + ",ns_calls,ns_s\n" + lines[1] + ",2,0.120\n")
+    data = from_replay_dir(str(out), "UTC", None, None)
+    assert data.requests[0]["ns_s"] == 120 and data.requests[0]["ns_calls"] == 2
+    html, _ = build_page(data)
+    assert "carry no ns_s column" not in html
+
+
+def test_a_damaged_replay_csv_is_a_clear_error(tmp_path):
+    (tmp_path / "requests.csv").write_text("host,token,total_s\nhead01,t1,abc\n")
+    res = dpmstream("report", "--out", str(tmp_path / "w.html"), str(tmp_path))
+    assert res.returncode == 2 and "requests.csv:2: not a record row" in res.stderr
+
+
+def test_hot_directories_are_drawn_with_the_replays_own_numbers(tmp_path):
+    prefix = str(tmp_path / "sd")
+    assert dpmstream("simulate", "--out", prefix, "--same-dir", "--requests", "300",
+                     "--quiet").returncode == 0
+    logs = [prefix + ".log", prefix + ".dpns.log"]
+    common = ("--tz", "Europe/Zurich", "--host", "dpmhead01.cern.ch")
+    assert dpmstream("replay", *common, "--quiet", "--out", str(tmp_path / "r"), *logs).returncode == 0
+    with open(tmp_path / "r" / "directories.csv", newline="") as f:
+        (hot,) = list(csv.DictReader(f))          # the thesis's one shared directory
+    assert dpmstream("report", *common, "--no-whatif", "--out", str(tmp_path / "p.html"),
+                     *logs).returncode == 0
+    html = (tmp_path / "p.html").read_text()
+    assert 'id="fig-dirs"' in html and "Hot directories cannot be shown" not in html
+    assert f"{int(hot['creats']):,} creats, p50 {float(hot['creat_p50_s']):.3f} s" in html
+    assert f"up to {hot['peak_creats']} at once" in html and int(hot["peak_creats"]) > 1
+    # From the replay's directory too (its directories.csv).
+    assert dpmstream("report", "--tz", "Europe/Zurich", "--out", str(tmp_path / "d.html"),
+                     str(tmp_path / "r")).returncode == 0
+    assert 'id="fig-dirs"' in (tmp_path / "d.html").read_text()

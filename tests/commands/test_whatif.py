@@ -1,0 +1,203 @@
+"""`dpmstream whatif` (issue 15): the simulator calibrated on a log predicts a tuning.
+
+The ground truth is the simulator itself: a log generated at one setting is calibrated
+on, another setting is predicted, and the prediction is compared with a simulation of
+that setting run with another seed. Runs are short (1000 requests) to keep this quick.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from dpmstream.simulator import SimConfig, simulate
+from dpmstream.simulator.calibrate import calibrate
+from dpmstream.simulator.fits import closed_loop, lock_fit
+from dpmstream.simulator.identities import Namespace
+
+REQUESTS = 1000
+LOG_SEED, TRUTH_SEED = 11, 12
+TOLERANCE, FLOOR_S = 0.25, 0.020      # within 25%, or 20 ms for a phase near 0
+CHECKED = ("queue", "proc", "ready_wait", "total")
+
+
+def run_whatif(*args):
+    return subprocess.run([sys.executable, "-m", "dpmstream", "whatif", "--host", "head01",
+                           *args], capture_output=True, text=True, timeout=600)
+
+
+def p50s(records, op="put") -> dict[str, float]:
+    out = {}
+    for phase in CHECKED:
+        values = [r[f"{phase}_s"] for r in records if r["op"] == op and r[f"{phase}_s"] is not None]
+        out[phase] = statistics.median(values) / 1000
+    return out
+
+
+def prediction(path) -> dict[tuple[str, str, str], dict]:
+    with open(path, newline="") as fh:
+        return {(r["scenario"], r["op"], r["phase"]): r for r in csv.DictReader(fh)}
+
+
+def close_enough(predicted: float, truth: float) -> bool:
+    return abs(predicted - truth) <= max(TOLERANCE * truth, FLOOR_S)
+
+
+@pytest.fixture(scope="module")
+def thread_bound(tmp_path_factory):
+    """Slow threads saturated, files over 50 directories: predict 70 slow threads."""
+    return _case(tmp_path_factory.mktemp("thread"), {"dirs": 50}, ["--sthreads", "70"],
+                 {"sthreads": 70})
+
+
+@pytest.fixture(scope="module")
+def lock_bound(tmp_path_factory):
+    """Every file in one directory (the thesis's same_dir): predict 70 slow threads."""
+    return _case(tmp_path_factory.mktemp("lock"), {"same_dir": True}, ["--sthreads", "70"],
+                 {"sthreads": 70})
+
+
+def _case(tmp, base: dict, options: list[str], changes: dict):
+    log = simulate(SimConfig(requests=REQUESTS, seed=LOG_SEED, **base), tmp / "log")
+    done = run_whatif(*options, "--seeds", "2", "--out", str(tmp / "out"),
+                      str(log.log_path), str(log.dpns_log_path))
+    truth = simulate(SimConfig(requests=REQUESTS, seed=TRUTH_SEED, **base, **changes), tmp / "truth")
+    return {"log": log, "done": done, "csv": tmp / "out" / "prediction.csv",
+            "truth": p50s(truth.requests), "observed": p50s(log.requests)}
+
+
+def test_prediction_csv_has_the_columns_and_every_phase_of_both_scenarios(thread_bound):
+    done = thread_bound["done"]
+    assert done.returncode == 0, done.stderr
+    with open(thread_bound["csv"], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0])[:6] == ["scenario", "op", "phase", "p50", "p95", "p99"]
+    assert {"p50_min", "p50_max"} <= set(rows[0])
+    phases = {"auth", "request", "queue", "proc", "poll", "ready_wait", "transfer", "done", "total"}
+    for scenario in ("current", "whatif"):
+        assert {r["phase"] for r in rows if r["scenario"] == scenario and r["op"] == "put"} == phases
+    for r in rows:
+        # The pooled median lies between the seeds' medians.
+        assert float(r["p50_min"]) <= float(r["p50"]) <= float(r["p50_max"])
+        assert float(r["p50"]) <= float(r["p95"]) <= float(r["p99"])
+
+
+def test_calibration_prints_its_estimates_with_intervals(thread_bound):
+    out = thread_bound["done"].stdout
+    assert "calibrated on the log" in out
+    assert "slow threads                   20 threads" in out
+    assert "closed loop: 3 clients x" in out
+    assert "ns creat lock hold" in out and " .. " in out
+    assert "observed p50" in out and "what-if p50" in out
+
+
+def test_the_model_at_the_current_settings_fits_the_log_it_was_calibrated_on(thread_bound, lock_bound):
+    for case in (thread_bound, lock_bound):
+        out = case["done"].stdout
+        assert "reproduces the observed p50 of every phase within 10%" in out, out
+        rows = prediction(case["csv"])
+        for phase, observed in case["observed"].items():
+            modelled = float(rows[("current", "put", phase)]["p50"])
+            assert abs(modelled - observed) <= max(0.10 * observed, 0.002), (phase, modelled, observed)
+
+
+def test_thread_bound_more_slow_threads_predicted_within_25_percent(thread_bound):
+    rows = prediction(thread_bound["csv"])
+    for phase, truth in thread_bound["truth"].items():
+        predicted = float(rows[("whatif", "put", phase)]["p50"])
+        assert close_enough(predicted, truth), (phase, predicted, truth)
+    # The wait for a slow thread goes away and the total halves, as in the thesis.
+    assert float(rows[("whatif", "put", "queue")]["p50"]) < 0.05 < thread_bound["observed"]["queue"]
+    assert float(rows[("whatif", "put", "total")]["p50"]) < 0.7 * thread_bound["observed"]["total"]
+
+
+def test_lock_bound_more_slow_threads_lengthen_proc_and_barely_shorten_total(lock_bound):
+    rows = prediction(lock_bound["csv"])
+    for phase, truth in lock_bound["truth"].items():
+        predicted = float(rows[("whatif", "put", phase)]["p50"])
+        assert close_enough(predicted, truth), (phase, predicted, truth)
+    assert float(rows[("whatif", "put", "proc")]["p50"]) > 1.5 * lock_bound["observed"]["proc"]
+    assert float(rows[("whatif", "put", "total")]["p50"]) > 0.9 * lock_bound["observed"]["total"]
+
+
+def test_a_model_that_does_not_fit_the_log_says_so(tmp_path):
+    # The thesis's clients keep 25 requests each going; replayed as an open load at the
+    # rate the slow threads just sustain, the queue wanders off what the log shows.
+    log = simulate(SimConfig(requests=600, seed=5), tmp_path / "log")
+    done = run_whatif("--load", "replay", "--sthreads", "30", "--seeds", "1", "--out",
+                      str(tmp_path / "out"), str(log.log_path), str(log.dpns_log_path))
+    assert done.returncode == 0, done.stderr
+    assert "WARNING: the model does not fit this log" in done.stdout
+    assert "put queue: observed" in done.stdout
+
+
+def test_whatif_without_a_change_or_with_a_bad_option_is_refused(tmp_path):
+    log = simulate(SimConfig(requests=50, seed=3), tmp_path / "log")
+    done = run_whatif("--out", str(tmp_path / "o"), str(log.log_path))
+    assert done.returncode == 2 and "nothing to change" in done.stderr
+    done = run_whatif("--dirs", "0", "--out", str(tmp_path / "o"), str(log.log_path))
+    assert done.returncode == 2 and "must be >= 1" in done.stderr
+    done = run_whatif("--sthreads", "30", "--out", str(tmp_path / "o"), str(tmp_path / "missing.log"))
+    assert done.returncode == 2 and "missing.log" in done.stderr
+
+
+def test_replayed_arrivals_start_one_request_each_at_its_instant_on_its_client(tmp_path):
+    arrivals = ((0, "put", 0), (400, "get", 1), (900, "put", 1), (2500, "get", 0))
+    cfg = SimConfig(clients=2, arrivals=arrivals, plain_rate=0.0, auth_fail_rate=0.0,
+                    put_fail_rate=0.0, abort_rate=0.0, abandon_rate=0.0, jitter_rate=0.0)
+    result = simulate(cfg, tmp_path / "r")
+    records = sorted(result.requests, key=lambda r: r["accepted"])
+    assert [(r["op"], r["client"].split(".")[0]) for r in records] == [
+        ("put", "lxfsra01"), ("get", "lxfsra02"), ("put", "lxfsra02"), ("get", "lxfsra01")]
+    for r, (offset, _, _) in zip(records, arrivals):
+        assert 0 <= r["accepted"] - (result.start_ms + offset) <= 5   # the network's delay
+
+
+def test_dirs_spread_new_files_over_that_many_directories(tmp_path):
+    result = simulate(SimConfig(requests=80, dirs=4, seed=2), tmp_path / "r")
+    creats = [line.split()[-4] for line in result.dpns_log_path.read_text().splitlines()
+              if "NS098 - creat" in line]
+    assert {Namespace.directory(p).rsplit("/", 1)[1] for p in creats} == {f"d{k:05d}" for k in range(4)}
+
+
+def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesis_log(tmp_path):
+    from dpmstream.parsers.pipeline import Pipeline
+
+    log = simulate(SimConfig(requests=600, seed=7, same_dir=True), tmp_path / "log")
+    records = []
+    pipeline = Pipeline(records.append)
+    for path in (log.log_path, log.dpns_log_path):
+        src = pipeline.source(str(path), host="head01", path=str(path), year=2011)
+        src.feed_lines(path.read_bytes().splitlines())
+    pipeline.finish()
+    requests = [r for r in records if r["kind"] == "request"]
+    calls = [r for r in records if r["kind"] == "call"]
+    cal = calibrate(requests, calls)
+    assert cal.load == "closed" and cal.config.dirs == 1 and cal.lock_contention
+    assert cal.config.sthreads == 20 and cal.config.clients == 3
+    assert cal.config.concurrency == 25
+    assert (cal.config.poll_first_ms, cal.config.poll_factor) == (125, 2.0)
+    hold, _ = lock_fit([(c["started"], c["ended"]) for c in calls if c["op"] == "creat"])
+    assert 30 <= statistics.median(hold) <= 40            # the model's 35 ms
+    dispersion, streams, _ = closed_loop(requests)
+    assert dispersion < 0.1 and streams == cal.config.concurrency
+
+
+def test_rate_scale_packs_replayed_arrivals_closer_and_multiplies_closed_loop_streams():
+    import argparse
+
+    from dpmstream.commands.whatif import whatif_config
+    from dpmstream.simulator.calibrate import SPREAD_DIRS
+
+    args = argparse.Namespace(fthreads=None, sthreads=None, backlog=None, dirs=None,
+                              spread_dirs=True, rate_scale=2.0)
+    replayed = SimConfig(arrivals=((0, "put", 0), (1000, "get", 1), (3001, "put", 0)), dirs=1)
+    target, _ = whatif_config(replayed, args)
+    assert target.arrivals == ((0, "put", 0), (500, "get", 1), (1500, "put", 0))
+    assert target.dirs == SPREAD_DIRS
+    target, _ = whatif_config(SimConfig(concurrency=25), args)
+    assert target.concurrency == 50 and target.arrivals is None

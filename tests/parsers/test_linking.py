@@ -1,0 +1,169 @@
+"""Linking name-server calls to DPM requests (docs/record-rules.md, "Linking name-server
+calls"), on hand-built DPM and DPNS lines fed side by side as `run` and the worker do."""
+
+import pytest
+
+from dpmstream.parsers.linking import surl_path
+from dpmstream.parsers.profiles import resolve_profile
+from dpmstream.parsers.pipeline import Pipeline
+
+from tests.dpmlog import DN, T1, T2, call, closing, line, put, status
+from tests.helpers import calls_of, requests_of
+
+HEAD = "dpmhead01.cern.ch"
+F1 = "/dpm/cern.ch/home/dteam/a/f1"
+F2 = "/dpm/cern.ch/home/dteam/a/f2"
+DPM, NS = resolve_profile("lcgdm-dpm"), resolve_profile("lcgdm-ns")
+
+
+def ns_call(start, end, tid, op, path, client=HEAD, pid=9876):
+    func = f"Cns_srv_{op}"
+    return [line(start, tid, func, f"NS092 - {op} request by {DN} (1001,1001) from {client}", pid),
+            line(start, tid, func, f"NS098 - {op} {path} 0b9f0f2e-1111 664 22", pid),
+            line(end, tid, func, "returns 0", pid)]
+
+
+def proc_run(start, end, tid, token, surls, op="put"):
+    out = [line(start, tid, f"dpm_srv_proc_{op}", f"processing {op} request {token}")]
+    out += [line(end, tid, f"dpm_srv_proc_{op}", f"selected disk01:/srv/dpm/01 for {s}") for s in surls]
+    out.append(line(end, tid, f"dpm_srv_proc_{op}", "returns 0"))
+    return out
+
+
+def a_put(token, surls, t0, tids=(3, 27, 5, 9), done="10:00:09.000"):
+    """A put at 10:00:0t0 whose processing run lasts from .100 to .900 of the next second."""
+    fast, slow, poll, close = tids
+    dpm = (put(f"08/12 10:00:0{t0}.000", fast, token, surls=surls, end=f"08/12 10:00:0{t0}.010")
+           + proc_run(f"08/12 10:00:0{t0}.100", f"08/12 10:00:0{t0 + 1}.900", slow, token, surls)
+           + status(f"08/12 10:00:0{t0 + 2}.000", f"08/12 10:00:0{t0 + 2}.001", poll, token, "SUCCESS")
+           + closing(f"08/12 {done}", f"08/12 {done[:-3]}010", close, "putdone", token))
+    return dpm
+
+
+def link(dpm_lines, dpns_lines, host=HEAD, **kw):
+    """Both logs through one pipeline, line by line in stamp order (as they interleave)."""
+    records: list[dict] = []
+    pipeline = Pipeline(records.append, **kw)
+    dpm = pipeline.source("dpm", host=host, tz="UTC", year=2011, profile=DPM)
+    ns = (pipeline.source("dpns", host=host, tz="UTC", year=2011, profile=NS)
+          if dpns_lines is not None else None)
+    tagged = [(l[:18], 0, l, dpm) for l in dpm_lines] + [(l[:18], 1, l, ns) for l in dpns_lines or ()]
+    for _, _, text, src in sorted(tagged, key=lambda t: (t[0], t[1])):
+        src.feed(text)
+    pipeline.finish()
+    return requests_of(records), calls_of(records)
+
+
+def test_the_path_of_a_surl_is_after_the_host_or_after_sfn():
+    assert surl_path(f"srm://{HEAD}{F1}") == F1
+    assert surl_path(f"srm://{HEAD}:8446/srm/managerv2?SFN={F1}") == F1
+    assert surl_path(F1) == F1
+
+
+def test_a_creat_from_the_head_node_on_a_file_of_the_request_inside_its_run_is_linked():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
+    dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
+    (req,), (creat,) = link(dpm, dpns)
+    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+    assert creat["token"] == T1
+
+
+def test_every_call_of_a_multi_file_request_counts_once():
+    surls = [f"srm://{HEAD}{F1}", f"srm://{HEAD}:8446/srm/managerv2?SFN={F2}"]
+    dpm = a_put(T1, surls, 1)
+    dpns = (ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+            + ns_call("08/12 10:00:01.400", "08/12 10:00:01.700", 2, "creat", F2))
+    (req,), calls = link(dpm, dpns)
+    assert (req["ns_calls"], req["ns_s"]) == (2, 400)
+    assert [c["token"] for c in calls] == [T1, T1]
+
+
+@pytest.mark.parametrize("why, call", [
+    ("another client", ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1,
+                               client="wn37.example.org")),
+    ("another file", ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F2)),
+    ("before the run", ns_call("08/12 10:00:01.050", "08/12 10:00:01.300", 2, "creat", F1)),
+    ("after the run", ns_call("08/12 10:00:02.800", "08/12 10:00:02.950", 2, "creat", F1)),
+])
+def test_a_call_is_not_linked_from(why, call):
+    (req,), (ns,) = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call)
+    assert (req["ns_calls"], req["ns_s"], ns["token"]) == (0, 0, None), why
+
+
+def test_a_few_ms_outside_the_run_still_count():
+    call = ns_call("08/12 10:00:01.097", "08/12 10:00:02.903", 2, "creat", F1)
+    (req,), (ns,) = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call)
+    assert (req["ns_calls"], ns["token"]) == (1, T1)
+
+
+def test_an_alias_of_the_head_node_is_the_head_node():
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1, client="localhost")
+    (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, head_aliases=("localhost",))
+    assert req["ns_calls"] == 1
+
+
+def test_a_call_inside_the_runs_of_two_requests_naming_its_file_is_linked_to_neither():
+    surls = [f"srm://{HEAD}{F1}"]
+    dpm = a_put(T1, surls, 1) + a_put(T2, surls, 1, tids=(4, 28, 6, 10))
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "statg", F1)
+    reqs, (ns,) = link(dpm, call)
+    assert [r["ns_calls"] for r in reqs] == [0, 0] and ns["token"] is None
+
+
+def test_without_a_name_server_log_ns_fields_are_empty():
+    (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), None)
+    assert req.get("ns_calls") is None and req.get("ns_s") is None
+
+
+def test_name_server_lines_arriving_after_the_request_ended_still_link():
+    """The creat's lines come in after the request's last DPM line (within the delay)."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
+        n.feed(text)
+    for text in dpm:
+        d.feed(text)
+    assert not requests_of(records)  # held for the name server's lines
+    for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        n.feed(text)
+    pipeline.finish()
+    (req,) = requests_of(records)
+    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+
+
+def test_a_request_record_waits_only_a_few_seconds_of_event_time():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    later = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
+        n.feed(text)
+    for text in dpm:
+        d.feed(text)
+    assert not requests_of(records)
+    for text in later:  # 10:00:09: the request's delay (3 s past the 2 s allowance) is over
+        d.feed(text)
+    assert [r["token"] for r in requests_of(records)] == [T1]
+
+
+def test_linked_name_server_time_is_a_histogram_by_host_and_op_only():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from dpmstream.streams.metrics.exporter import PipelineMetrics
+
+    metrics = PipelineMetrics(CollectorRegistry())
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
+    dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
+    (req,), calls = link(dpm, dpns)
+    for record in (req, *calls):
+        metrics.observe_record(record)
+    metrics.observe_record({**req, "token": T2, "ns_calls": None, "ns_s": None})  # no DPNS log
+    text = generate_latest(metrics.registry).decode()
+    assert 'dpm_request_ns_seconds_count{host="dpmhead01.cern.ch",op="put"} 1.0' in text
+    assert 'dpm_request_ns_seconds_sum{host="dpmhead01.cern.ch",op="put"} 0.25' in text
+    assert T1 not in text and "/dpm/" not in text  # neither tokens nor paths become labels

@@ -1,0 +1,84 @@
+"""Regex profiles are data: bundled ones load and are detected; a site's rewording needs
+only a new profile file."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from dpmstream.parsers.profiles import (
+    ProfileError, bundled_profiles, detect_profile, load_profile, profile_from_dict, resolve_profile,
+)
+
+from tests.helpers import DATA, reassemble, requests_of
+from tests.parsers.test_reassembly import REFERENCE_PUT
+
+REWORDED = f"{DATA}/profiles/site-reworded.toml"
+
+
+def reword(text: str) -> str:
+    text = re.sub(r"\[[\d.]+\] \((\S+)\): request accepted", r"connection from \1 accepted", text)
+    text = re.sub(r"request by (.*) \((\d+),\d+\) from (\S+)", r"requested by \1 on behalf of uid \2 from host \3", text)
+    text = text.replace("processing put request", "slow thread picked put request")
+    text = text.replace("request status DPM_", "answering ")
+    return re.sub(r"returns (-?\d+)$", r"exit code \1", text)
+
+
+def test_the_three_bundled_profiles_load():
+    assert {p.name: p.daemon for p in bundled_profiles()} == {
+        "lcgdm-dpm": "dpm", "lcgdm-ns": "dpns", "lcgdm-srm": "srmv2.2"}
+
+
+def test_a_dpm_log_is_detected_as_the_dpm_profile():
+    assert detect_profile(REFERENCE_PUT).name == "lcgdm-dpm"
+
+
+def test_a_reworded_site_log_reassembles_identically_with_its_own_profile_file():
+    reworded = [reword(text) for text in REFERENCE_PUT]
+    assert reworded != REFERENCE_PUT and "exit code 0" in reworded[-1]
+    standard, _ = reassemble(REFERENCE_PUT)
+    site_profile = load_profile(REWORDED)
+    site, pipeline = reassemble(reworded, profile=site_profile)
+    assert requests_of(site) == requests_of(standard)
+    assert pipeline.stats.total("unmatched") == 0
+
+
+def test_the_bundled_profile_does_not_understand_the_reworded_log():
+    reworded = [reword(text) for text in REFERENCE_PUT]
+    records, pipeline = reassemble(reworded, profile=resolve_profile("lcgdm-dpm"))
+    assert pipeline.stats.total("unmatched") > 0
+    assert all(r["status"] == "incomplete" for r in requests_of(records))
+
+
+def test_detection_picks_a_site_profile_among_candidates():
+    reworded = [reword(text) for text in REFERENCE_PUT]
+    candidates = bundled_profiles() + [load_profile(REWORDED)]
+    assert detect_profile(reworded, candidates).name == "site-reworded"
+
+
+def test_a_profile_with_an_unknown_role_or_group_is_rejected_with_the_reason():
+    base = {"name": "x", "daemon": "dpm", "envelope": {"native": "(?P<month>..)", "rsyslog": ""}}
+    with pytest.raises(ProfileError, match="unknown role"):
+        profile_from_dict({**base, "roles": {"acept": "x"}})
+    with pytest.raises(ProfileError, match="unknown group"):
+        profile_from_dict({**base, "roles": {"call": "(?P<dn>.*)"}})
+    with pytest.raises(ProfileError, match="missing key"):
+        profile_from_dict({"name": "x"})
+
+
+def test_profile_check_reports_role_shares_and_masked_unmatched_shapes(tmp_path):
+    log = tmp_path / "dpm.log"
+    lines = REFERENCE_PUT + [
+        "08/12 14:31:46.000 12345,3 dpm_srv_put: quota exceeded for /dpm/cern.ch/home/atlas/f1 by 1234 bytes",
+        "08/12 14:31:46.100 12345,4 dpm_srv_put: quota exceeded for /dpm/cern.ch/home/cms/f9 by 99 bytes",
+        "not a log line at all",
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", str(log)],
+                         capture_output=True, text=True, check=True).stdout
+    assert len(REFERENCE_PUT) == 20
+    assert "profile lcgdm-dpm: matched  87.0%" in out  # 20 of 23 lines
+    assert "best fit" in out.splitlines()[1]
+    assert "        2  dpm_srv_put: quota exceeded for <PATH> by N bytes" in out
+    assert re.search(r"slow_start\s+1\s+4\.3%", out)

@@ -1,0 +1,171 @@
+"""check_dpm --prometheus against a real Prometheus scraping a real `dpmstream run`."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from dpmstream.parsers.records import PHASES
+from dpmstream.commands.stack.process import free_port, wait_for
+from tests.metrics_stack import start_live_stack
+
+CHECK_DPM = str(Path(sys.executable).with_name("check_dpm"))
+PERF = re.compile(r"'?([\w.]+)'?=([-\d.eE+]+|U)(s?)(?:;([^;\s]*))?(?:;([^;\s]*))?")
+
+
+def check_dpm(*args: str, timeout: float = 30) -> tuple[int, str, dict[str, tuple[str, str, str, str]]]:
+    done = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=timeout)
+    out = done.stdout
+    status, _, perf = out.partition("|")
+    perfdata = {m.group(1): m.group(2, 3, 4, 5) for m in PERF.finditer(perf)}
+    return done.returncode, status.strip(), perfdata
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    live = start_live_stack(tmp_path_factory.mktemp("probe"))
+    yield live
+    live.stop()
+
+
+def test_ok_reports_every_phase_quantile_in_seconds(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "-c", "total:p99=~:3600")
+    assert rc == 0, status
+    assert status.startswith("DPM OK")
+    for _, phase in PHASES:
+        for q in ("p50", "p95", "p99"):
+            value, uom, _, _ = perf[f"{phase}_{q}"]
+            assert value == "U" or (uom == "s" and float(value) >= 0), (phase, q, value, uom)
+    assert float(perf["total_p95"][0]) > 0 and perf["total_p99"][3] == "~:3600"
+    assert float(perf["requests"][0]) > 0
+    assert 0 < float(perf["failed_rate"][0]) < 1  # the mixed scenario fails some requests
+
+
+def test_probe_quantile_is_prometheus_histogram_quantile(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m")
+    direct = stack.prometheus.value(
+        "histogram_quantile(0.95, sum by (le) (rate(dpm_request_phase_seconds_bucket{phase=\"proc\"}[120s])))")
+    assert rc == 0
+    assert float(perf["proc_p95"][0]) == pytest.approx(direct, rel=1e-3)
+
+
+def test_critical_when_a_phase_quantile_leaves_its_range(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "-w", "proc:p95=~:100", "-c", "proc:p95=~:0.001")
+    assert rc == 2
+    assert status.startswith("DPM CRITICAL") and "proc_p95" in status
+    assert perf["proc_p95"][2:] == ("~:100", "~:0.001")
+
+
+def test_warning_on_the_failure_rate(stack):
+    rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                              "-w", "failed_rate=0.0001", "-c", "failed_rate=0.9")
+    assert rc == 1
+    assert "failed_rate" in status
+
+
+def test_every_range_left_is_in_the_text_the_worst_first(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "-w", "failed_rate=0.0001", "-c", "proc:p95=~:0.001",
+                                 "-w", "total:p99=~:0.001", "-c", "total:p50=~:3600")
+    assert rc == 2
+    text = status.removeprefix("DPM CRITICAL - ")
+    named = [part.split(" = ")[0] for part in text.split("; ")]
+    assert named[0] == "proc_p95"  # the critical one first
+    assert set(named[1:]) == {"failed_rate", "total_p99"}  # then both warnings
+    assert "total_p50" not in status  # within its range: not an alert
+
+
+def test_a_pipeline_whose_newest_event_is_too_old_is_critical(stack):
+    # The stack replays a 2011 log: the newest event is years old.
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "--max-age", "10m")
+    assert rc == 2, status
+    assert "newest event is" in status and "over --max-age 10m" in status
+    age = stack.prometheus.value(
+        "min(dpmstream_event_lag_seconds + time() - timestamp(dpmstream_event_lag_seconds))")
+    assert float(perf["age"][0]) == pytest.approx(age, abs=120)
+    assert float(perf["age"][0]) > 10 * 365 * 86400
+    rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                              "--max-age", "10m", "--max-age-state", "unknown")
+    assert rc == 3 and "over --max-age 10m" in status
+
+
+def test_a_max_age_the_pipeline_meets_is_ok(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "--max-age", "36500d")
+    assert rc == 0, status
+    assert perf["age"][1] == "s" and perf["age"][3] == "3153600000"
+
+
+def test_a_pipeline_whose_log_stops_growing_ages_past_max_age(tmp_path):
+    """A live `dpmstream run` on a log written up to now, then no more lines (a hung
+    daemon): the age the probe reads keeps growing while the pipeline runs on."""
+    now = datetime.now(timezone.utc)
+    start = (now - timedelta(seconds=200)).strftime("%Y-%m-%d %H:%M:%S")
+    live = start_live_stack(tmp_path, sim_args=("--scenario", "mixed", "--rate", "3",
+                                                 "--duration", "200", "--start", start, "--tz", "UTC"),
+                            run_args=("--year", str(now.year), "--tz", "UTC"))
+    try:
+        rc, status, perf = check_dpm("--prometheus", live.prometheus.url, "--window", "10m",
+                                     "--max-age", "10m")
+        assert rc == 0, status
+        first = float(perf["age"][0])
+        assert 0 < first < 600
+        assert wait_for(lambda: float(check_dpm("--prometheus", live.prometheus.url,
+                                                "--max-age", "10m")[2]["age"][0]) > first + 3,
+                        timeout=30, interval=1)
+        rc, status, _ = check_dpm("--prometheus", live.prometheus.url, "--window", "10m",
+                                  "--max-age", f"{int(first)}s")
+        assert rc == 2 and "newest event is" in status
+    finally:
+        live.stop()
+
+
+def test_name_server_op_latency_threshold(stack):
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
+                                 "-c", "ns:statg:p95=~:0.0000001")
+    assert "ns_statg_p95" in perf
+    assert rc == 2 and "ns_statg_p95" in status
+
+
+def test_host_and_op_filters_narrow_the_data(stack):
+    rc, _, perf_put = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m", "--op", "put")
+    rc2, _, perf_all = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m")
+    assert rc == rc2 == 0
+    assert 0 < float(perf_put["requests"][0]) < float(perf_all["requests"][0])
+    rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--host", "no-such-host")
+    assert rc == 3 and "no dpm_requests_total" in status
+
+
+def test_unknown_when_prometheus_is_down():
+    rc, status, _ = check_dpm("--prometheus", f"http://127.0.0.1:{free_port()}")
+    assert rc == 3
+    assert status.startswith("DPM UNKNOWN") and "cannot reach Prometheus" in status
+
+
+def test_timeout_is_honoured_against_a_server_that_never_answers():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(5)  # accepts connections, never answers a byte
+        port = server.getsockname()[1]
+        started = time.monotonic()
+        rc, status, _ = check_dpm("--prometheus", f"http://127.0.0.1:{port}", "-t", "2")
+        took = time.monotonic() - started
+    assert rc == 3 and "UNKNOWN" in status
+    assert took < 2.9
+
+
+@pytest.mark.parametrize("bad", ["proc:p95", "nosuch:p95=1", "proc:q95=1", "proc:p95=5:1", "failed=0.1"])
+def test_bad_threshold_is_unknown_with_the_reason(bad):
+    rc, status, _ = check_dpm("--prometheus", "http://127.0.0.1:9", "-w", bad)
+    assert rc == 3
+    assert "UNKNOWN" in status

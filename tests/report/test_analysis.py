@@ -1,0 +1,159 @@
+"""What the report derives from records, on records written out by hand."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from dpmstream.report import analysis as A
+from dpmstream.report.sources import Dataset
+from dpmstream.report.story import tell
+from dpmstream.report.window import WindowError, parse_moment
+from dpmstream.streams.sinks.summary import Summary
+
+T0 = 1_313_152_300_000   # 2011-08-12 14:31:40 CEST
+ZURICH = ZoneInfo("Europe/Zurich")
+
+
+def put(start, *, request=5, queue=600, proc=500, ready=None, polls=3, poll=9,
+        transfer=80, done=6, status="success", client="lxfsra01.cern.ch", auth=20, ns=None,
+        op="put"):
+    accepted = start - auth
+    ready = ready if ready is not None else queue + proc + 300
+    total = auth + request + ready + transfer + done
+    r = {"kind": "request", "host": "dpmhead01", "token": f"t{start}", "op": op,
+         "client": client, "nfiles": 1, "status": status, "accepted": accepted,
+         "started": start, "ended": accepted + total, "auth_s": auth, "request_s": request,
+         "queue_s": queue, "proc_s": proc, "polls": polls, "poll_s": poll,
+         "ready_wait_s": ready, "transfer_s": transfer, "done_s": done, "total_s": total}
+    if ns is not None:
+        r["ns_s"] = ns
+    return r
+
+
+def call(start, duration, op="statg", daemon="dpns", pid=20713, thread=3):
+    return {"kind": "call", "host": "dpmhead01", "daemon": daemon, "pid": pid, "thread": thread,
+            "op": op, "client": "wn01", "started": start, "ended": start + duration,
+            "duration_s": duration, "rc": 0, "auth_s": None, "session": None}
+
+
+def dataset(requests, calls=()):
+    data = Dataset(requests=list(requests), calls=list(calls), zone=ZURICH)
+    for r in (*requests, *calls):
+        data.summary.add(r)
+    return data
+
+
+def test_a_requests_segments_do_not_overlap_and_add_up_to_its_total():
+    r = put(T0)
+    seg = A.segments_of(r)
+    assert sum(seg.values()) == r["total_s"]
+    assert seg["queue"] == 600 and seg["proc"] == 500 and seg["after_proc"] == 300
+    assert seg["between"] == 0
+
+
+def test_a_slightly_negative_queue_counts_as_none_and_the_total_still_adds_up():
+    r = put(T0, queue=-1)
+    seg = A.segments_of(r)
+    assert seg["queue"] == 0 and sum(seg.values()) == r["total_s"]
+
+
+def test_name_server_time_is_cut_out_of_processing_only_when_the_record_has_it():
+    assert A.segments_of(put(T0))["proc_ns"] == 0
+    seg = A.segments_of(put(T0, ns=120))
+    assert seg["proc_ns"] == 120 and seg["proc"] == 380
+
+
+def test_the_share_of_a_phase_is_its_summed_time_over_the_summed_total_as_the_replay_says():
+    requests = [put(T0), put(T0 + 1000, queue=100), put(T0 + 2000, op="get", transfer=0)]
+    summary = Summary()
+    for r in requests:
+        summary.add(r)
+    assert A.phase_share(requests, "put", "queue_s") == pytest.approx(summary.share("put", "queue"))
+    assert A.dominant_phase(requests, "put")[0] == "proc_s"   # 1000 ms against 700 queued
+
+
+def test_concurrency_counts_open_intervals_and_the_time_spent_at_a_level():
+    steps = A.concurrency([(0, 10), (5, 20), (5, 8)])
+    assert steps.peak == 3
+    assert steps.time_at_least(3, 0, 20) == 3
+    assert steps.time_at_least(1, 0, 20) == 20
+    assert steps.time_at_least(2, 0, 20) == 5
+
+
+def test_binned_levels_are_time_weighted_means_and_maxima():
+    steps = A.concurrency([(0, 10), (5, 20)])
+    means, peaks = steps.binned([0, 10, 20])
+    assert means == [1.5, 1.0] and peaks == [2, 1]
+
+
+def test_a_slow_run_starts_at_the_puts_returns_plus_the_queue_wait():
+    assert list(A.slow_runs([put(T0)])) == [(T0 + 5 + 600, T0 + 5 + 600 + 500)]
+
+
+def test_a_new_pid_in_the_call_records_is_a_restart_at_its_first_call():
+    calls = [call(T0, 2, pid=1), call(T0 + 10, 2, pid=1), call(T0 + 50, 2, pid=2)]
+    assert A.restarts_from_calls(calls) == [(T0 + 50, "dpns")]
+
+
+def test_time_bins_are_round_and_cover_the_span():
+    edges = A.bin_edges(T0 + 123, T0 + 600_000)
+    assert edges[0] <= T0 + 123 and edges[-1] >= T0 + 600_000
+    assert len(edges) - 1 <= 90 and (edges[1] - edges[0]) % 1000 == 0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2011-08-12T14:35:00+02:00", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
+    ("2011-08-12T12:35Z", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
+    ("2011-08-12 14:35", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
+    ("08/12 14:35:30.5", datetime(2011, 8, 12, 14, 35, 30, 500_000, tzinfo=ZURICH)),
+    ("14:35", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
+])
+def test_a_window_end_is_iso_8601_or_local_time_of_the_log(text, expected):
+    assert parse_moment(text, ZURICH, T0) == round(expected.timestamp() * 1000)
+
+
+def test_an_unreadable_window_end_is_a_clear_error():
+    with pytest.raises(WindowError, match="ISO 8601"):
+        parse_moment("yesterday", ZURICH, T0)
+
+
+def test_the_summary_names_the_largest_phase_and_the_full_slow_pool():
+    # 4 requests, one slow thread each, running at once for 500 ms: the pool is 4.
+    requests = [put(T0 + i) for i in range(4)]
+    story = tell(dataset(requests))
+    text = " ".join(story.summary)
+    assert "4 requests (4 puts)" in text and "all succeeded" in text
+    assert "Waiting for a slow thread is " in text
+    assert story.slow_pool == 4
+    assert "All 4 slow threads were busy" in text
+
+
+def test_observations_are_at_most_three_each_naming_a_figure():
+    requests = [put(T0 + 100 * i, client=f"c{i % 2}", queue=600 + 3000 * (i % 2),
+                    status="failed" if i % 7 == 0 else "success") for i in range(40)]
+    story = tell(dataset(requests, [call(T0 + i, 30) for i in range(20)]))
+    assert 1 <= len(story.observations) <= 3
+    assert all(o.figure.startswith("fig-") for o in story.observations)
+    scores = [o.score for o in story.observations]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_slow_client_host_is_an_observation():
+    requests = [put(T0 + 100 * i, client=f"c{i % 2}", queue=600 + 3000 * (i % 2))
+                for i in range(40)]
+    story = tell(dataset(requests))
+    assert any("Requests from c1" in o.text for o in story.observations)
+
+
+def test_no_records_tell_no_story():
+    assert tell(dataset([])) is None
+
+
+def test_name_server_time_gets_a_sentence_only_when_the_records_carry_it():
+    plain = " ".join(tell(dataset([put(T0)])).summary)
+    assert "Name-server calls" not in plain
+    linked = " ".join(tell(dataset([put(T0, ns=125), put(T0 + 10, ns=375)])).summary)
+    assert "Name-server calls are 50% of a put's slow-thread processing." in linked

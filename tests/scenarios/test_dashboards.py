@@ -1,0 +1,129 @@
+"""The Grafana dashboards: stable uid, host/op template variables, valid PromQL (promtool),
+and every panel query answering data from a real Prometheus fed by a real pipeline run."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.metrics_stack import start_live_stack
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
+RATE_INTERVAL = "2m"  # what Grafana's $__rate_interval stands for in the test
+
+
+def panels(dashboard: dict):
+    for panel in dashboard["panels"]:
+        yield panel
+        yield from panel.get("panels", [])  # collapsed rows
+
+
+def targets(dashboard: dict):
+    for panel in panels(dashboard):
+        for target in panel.get("targets", []):
+            yield panel, target
+
+
+def variables(dashboard: dict) -> dict[str, dict]:
+    return {v["name"]: v for v in dashboard["templating"]["list"]}
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    expr = expr.replace("$__rate_interval", RATE_INTERVAL).replace("$__interval", "15s")
+    expr = expr.replace("$__range", "1h")
+    for name in sorted(values, key=len, reverse=True):
+        expr = expr.replace("${" + name + "}", values[name]).replace("$" + name, values[name])
+    assert "$" not in expr, f"unresolved variable in {expr}"
+    return expr
+
+
+def test_there_is_a_dashboard():
+    assert [p.name for p in DASHBOARDS] == ["dpm-overview.json"]
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_has_stable_uid_and_host_op_variables(path):
+    dash = json.loads(path.read_text())
+    assert dash["uid"] == "dpmstream-overview"
+    vars_ = variables(dash)
+    for name, metric_label in (("host", "host"), ("op", "op")):
+        query = vars_[name]["query"]["query"]
+        assert re.fullmatch(rf"label_values\(dpm_\w+(\{{.*\}})?, {metric_label}\)", query), query
+        assert vars_[name]["multi"] and vars_[name]["includeAll"]
+    ids = [p["id"] for p in panels(dash)]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_covers_the_required_panels(path):
+    dash = json.loads(path.read_text())
+    exprs = " ".join(t["expr"] for _, t in targets(dash))
+    kinds = {p["type"] for p in panels(dash)}
+    assert "heatmap" in kinds
+    for needle in ("dpm_request_phase_seconds_bucket", "dpm_requests_total", "dpm_requests_in_flight",
+                   "dpm_slow_queue_depth", "dpm_request_polls", "dpm_call_seconds_bucket",
+                   "dpmstream_lines_total", "dpmstream_event_lag_seconds"):
+        assert needle in exprs, f"no panel queries {needle}"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    live = start_live_stack(tmp_path_factory.mktemp("dash"))
+    yield live
+    live.stop()
+
+
+def _label_values(prom_url: str, query: str, resolved: dict[str, str]) -> list[str]:
+    """Grafana's label_values(metric{sel}, label) through the Prometheus series API."""
+    m = re.fullmatch(r"label_values\((.+), (\w+)\)", query)
+    assert m, query
+    selector, label = substitute(m.group(1), resolved), m.group(2)
+    url = f"{prom_url}/api/v1/series?" + urllib.parse.urlencode({"match[]": selector})
+    series = json.loads(urllib.request.urlopen(url, timeout=10).read())["data"]
+    return sorted({s[label] for s in series if label in s})
+
+
+def _resolve_variables(prom_url: str, dash: dict) -> dict[str, str]:
+    """Each query variable as Grafana sends 'All' of a multi-value: (v1|v2|...)."""
+    resolved: dict[str, str] = {}
+    for var in dash["templating"]["list"]:
+        if var["type"] != "query":
+            continue
+        values = _label_values(prom_url, var["query"]["query"], resolved)
+        assert values, f"template variable {var['name']} has no values"
+        # regex-escaped, then escaped again for the PromQL string literal (as Grafana does)
+        resolved[var["name"]] = "(" + "|".join(re.escape(v).replace("\\", "\\\\") for v in values) + ")"
+    return resolved
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_every_panel_query_is_valid_promql_and_returns_data(stack, path, tmp_path):
+    dash = json.loads(path.read_text())
+    resolved = _resolve_variables(stack.prometheus.url, dash)
+    assert "dpmhead01" in resolved["host"]
+    assert resolved["op"] == "(get|put)"
+
+    queries = [(panel["title"], target["refId"], substitute(target["expr"], resolved))
+               for panel, target in targets(dash)]
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:query_{i}", "expr": expr} for i, (_, _, expr) in enumerate(queries)]}]}
+    rule_file = tmp_path / "dashboard-rules.yml"
+    rule_file.write_text(json.dumps(rules, indent=1))  # JSON is YAML
+    check = subprocess.run(["promtool", "check", "rules", str(rule_file)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    empty = []
+    for title, ref, expr in queries:
+        rows = stack.prometheus.query(expr)
+        values = [float(r["value"][1]) for r in rows]
+        if not any(not math.isnan(v) for v in values):
+            empty.append(f"{title} [{ref}]: {expr} -> {values}")
+    assert not empty, "panels without data:\n" + "\n".join(empty)

@@ -1,0 +1,249 @@
+"""check_dpm is bounded whatever its input: -t is never exceeded (a big log, NULs,
+/dev/zero, a FIFO, a Prometheus that never answers, trickles, redirects or sends a
+huge body), memory stays bounded, and every give-up is UNKNOWN with the reason.
+
+Timing bounds are generous (the machine is loaded): -t N must be answered within
+N + 1.5 s, counted from the start of the process."""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.metrics_stack import simulate
+from tests.probes.test_sources_prometheus import CHECK_DPM, PERF
+
+TZ = "Europe/Zurich"
+SLACK_S = 1.5
+MEMORY_LIMIT = 1 << 30  # address space the probe gets: far below any file tried here
+
+
+def _limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def timed_check(*args: str, t: int):
+    """(exit code, status line, perfdata, seconds taken) of check_dpm -t t, run with its
+    address space limited, so that reading a huge input whole would fail."""
+    started = time.monotonic()
+    done = subprocess.run([CHECK_DPM, *args, "-t", str(t)], capture_output=True, text=True,
+                          timeout=t + 30, preexec_fn=_limit_memory)
+    took = time.monotonic() - started
+    status, _, perf = done.stdout.partition("|")
+    return done.returncode, status.strip(), {m.group(1): m.group(2) for m in PERF.finditer(perf)}, took
+
+
+# -- files ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory) -> Path:
+    """A simulated head node's log of about 110 MB over 67 minutes."""
+    prefix = simulate(tmp_path_factory.mktemp("big") / "big", "--scenario", "mixed",
+                      "--rate", "10", "--duration", "4000", "--tz", TZ)
+    log = Path(f"{prefix}.log")
+    assert log.stat().st_size > 100 << 20
+    return log
+
+
+def test_a_110_mb_log_is_read_from_its_tail_within_t(big_log):
+    rc, status, perf, took = timed_check("--log", str(big_log), "--tz", TZ, "--window", "15m",
+                                         "-v", t=60)
+    assert rc == 0, status
+    assert int(perf["requests"]) > 1000
+    assert took < 60
+    # 15m + 30m lookback + 2m margin of a 67-minute log: the first quarter is never read
+    offset = int(re.search(r"from byte (\d+)", status).group(1))  # -v's second line
+    assert 0.2 * big_log.stat().st_size < offset < 0.4 * big_log.stat().st_size
+
+
+def test_a_log_too_big_to_read_in_time_is_unknown_saying_how_far_it_got(big_log):
+    # a lookback of 100 days makes the probe read the whole file through the parser
+    rc, status, _, took = timed_check("--log", str(big_log), "--tz", TZ, "--lookback", "100d", t=2)
+    assert rc == 3, status
+    assert status.startswith("DPM UNKNOWN") and "timed out" in status and str(big_log) in status
+    assert took < 2 + SLACK_S
+
+
+def test_a_gigabyte_of_nuls_is_unknown_in_time_and_memory(tmp_path):
+    nuls = tmp_path / "nuls.log"
+    with open(nuls, "wb") as fh:
+        fh.truncate(2 << 30)  # sparse: 2 GiB of NUL bytes, not one newline
+    rc, status, _, took = timed_check("--log", str(nuls), t=5)
+    assert rc == 3, status
+    assert "UNKNOWN" in status and ("no DPM log line" in status or "timed out" in status)
+    assert "MemoryError" not in status
+    assert took < 5 + SLACK_S
+
+
+def test_nul_lines_are_counted_as_bad_lines_not_parsed(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(b"\0" * 1000 + b"\n" + b"08/12 14:31:43.101 12345 dpm_serv: started\n")
+    rc, status, _, took = timed_check("--log", str(log), "--tz", TZ, t=5)
+    assert rc == 3 and "no DPM request or call" in status
+    assert took < 5 + SLACK_S
+
+
+def test_dev_zero_is_refused_at_once():
+    rc, status, _, took = timed_check("--log", "/dev/zero", t=3)
+    assert rc == 3 and "/dev/zero is a character device, not a regular file" in status
+    assert took < 3 + SLACK_S
+
+
+def test_a_fifo_that_never_writes_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+    rc, status, _, took = timed_check("--log", str(fifo), t=3)
+    assert rc == 3 and "is a FIFO, not a regular file" in status
+    assert took < 3 + SLACK_S
+
+
+def test_lines_over_the_bound_are_skipped_and_counted_with_the_same_result(tmp_path):
+    prefix = simulate(tmp_path / "long", "--scenario", "mixed", "--rate", "3", "--duration", "600",
+                      "--tz", TZ)
+    log = Path(f"{prefix}.log")
+    lines = log.read_bytes().splitlines(keepends=True)
+    polluted = tmp_path / "polluted.log"
+    middle = len(lines) // 2
+    polluted.write_bytes(b"".join(lines[:middle]) + b"A" * 200_000 + b"\n"
+                         + b"".join(lines[middle:]) + b"\0" * 100_000 + b"\n")
+    os.utime(polluted, (log.stat().st_atime, log.stat().st_mtime))
+    rc, status, perf, _ = timed_check("--log", str(log), "--tz", TZ, "--window", "5m", t=20)
+    rc2, status2, perf2, _ = timed_check("--log", str(polluted), "--tz", TZ, "--window", "5m", t=20)
+    assert rc == rc2 == 0, (status, status2)
+    assert perf == perf2
+    assert "(2 lines over 64 KiB skipped)" in status2 and "skipped" not in status
+    rc, status, _, _ = timed_check("--log", str(polluted), "--tz", TZ, "--window", "5m",
+                                   "-c", "proc:p95=~:0.001", t=20)
+    assert rc == 2 and status.endswith("(2 lines over 64 KiB skipped)")  # said in alerts too
+
+
+# -- Prometheus over HTTP -----------------------------------------------------------------
+
+
+class _Server:
+    """A local HTTP server whose GET handler is given: redirects, huge or slow bodies."""
+
+    def __init__(self, handle):
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                try:
+                    handle(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the probe hung up, as it should
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server(request):
+    servers = []
+
+    def start(handle):
+        servers.append(_Server(handle))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def test_a_redirect_is_refused_and_said(server):
+    hits = []
+
+    def redirect(h):
+        hits.append(h.path)
+        h.send_response(302)
+        h.send_header("Location", "http://127.0.0.1:9/elsewhere")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    srv = server(redirect)
+    rc, status, _, took = timed_check("--prometheus", srv.url, t=5)
+    assert rc == 3 and "HTTP 302" in status and "redirects are not followed" in status
+    assert "http://127.0.0.1:9/elsewhere" in status
+    assert len(hits) == 1
+
+
+def test_a_huge_body_is_refused_before_it_is_read_whole(server):
+    sent = []
+
+    def huge(h):  # 1 GiB announced without Content-Length: only reading tells the size
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        chunk = b" " * (1 << 20)
+        for _ in range(1024):
+            h.wfile.write(chunk)
+            sent.append(len(chunk))
+
+    srv = server(huge)
+    rc, status, _, took = timed_check("--prometheus", srv.url, t=10)
+    assert rc == 3 and "sent more than 4 MiB" in status, status
+    assert took < 10 + SLACK_S
+    assert sum(sent) < 512 << 20  # it hung up long before the end
+
+
+def test_a_huge_content_length_is_refused_without_reading(server):
+    def announced(h):
+        h.send_response(200)
+        h.send_header("Content-Length", str(3 << 30))
+        h.end_headers()
+        h.wfile.write(b"{")
+
+    srv = server(announced)
+    rc, status, _, _ = timed_check("--prometheus", srv.url, t=5)
+    assert rc == 3 and "sent more than 4 MiB (Content-Length 3221225472)" in status
+
+
+def test_a_trickling_answer_gives_up_within_t(server):
+    def trickle(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        for _ in range(600):
+            h.wfile.write(b" ")
+            h.wfile.flush()
+            time.sleep(0.1)
+
+    srv = server(trickle)
+    rc, status, _, took = timed_check("--prometheus", srv.url, t=3)
+    assert rc == 3 and "timed out" in status, status
+    assert took < 3 + SLACK_S
+
+
+def test_trickled_headers_give_up_within_t(server):
+    def slow_headers(h):
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for i in range(600):
+            h.wfile.write(b"X-Slow-%d: 1\r\n" % i)
+            h.wfile.flush()
+            time.sleep(0.1)
+
+    srv = server(slow_headers)
+    rc, status, _, took = timed_check("--prometheus", srv.url, t=3)
+    assert rc == 3 and "timed out" in status, status
+    assert took < 3 + SLACK_S

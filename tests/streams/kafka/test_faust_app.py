@@ -1,0 +1,343 @@
+"""The Faust engine of the worker against a real broker, as real worker processes:
+same records as the core, metrics, and exactly once across SIGTERM and kill -9 restarts."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter
+
+import pytest
+
+from dpmstream.simulator import SimConfig, simulate
+from dpmstream.streams.kafka.replay import publish_files
+from dpmstream.commands.stack.process import free_port
+from tests.worker_helpers import (
+    as_json, canonical, committed_offsets, core_records, envelopes, produce, read_topic,
+    wait_for_open_transaction,
+)
+
+pytestmark = pytest.mark.services
+
+DPM, DPNS = "/var/log/dpm/log", "/var/log/dpns/log"
+
+# A worker process running the Faust engine (`dpmstream worker --engine faust` calls the
+# same function). Session timeout at the broker's floor: a killed worker's partitions
+# move on after 6 s.
+_WORKER = """
+import logging, sys
+logging.basicConfig(level=logging.INFO)
+from dpmstream.streams.kafka.worker import WorkerConfig
+from dpmstream.streams.kafka.faust_app import run_faust_worker
+bootstrap, lines, requests, calls, group, batch, port = sys.argv[1:8]
+cfg = WorkerConfig(bootstrap=bootstrap, lines_topic=lines, requests_topic=requests,
+                   calls_topic=calls, group_id=group, batch_records=int(batch))
+sys.exit(run_faust_worker(cfg, int(port) if port != "-" else None, "127.0.0.1",
+                          workdir=sys.argv[8], loglevel="INFO", session_timeout_s=6.0))
+"""
+
+
+def topics(prefix):
+    tag = uuid.uuid4().hex[:8]
+    return {"lines": f"{prefix}-lines-{tag}", "requests": f"{prefix}-req-{tag}",
+            "calls": f"{prefix}-calls-{tag}", "group": f"{prefix}-group-{tag}"}
+
+
+def spawn(broker, t, tmp_path, log, *, batch=1000, port=None):
+    return subprocess.Popen(
+        [sys.executable, "-c", _WORKER, broker.bootstrap, t["lines"], t["requests"], t["calls"],
+         t["group"], str(batch), "-" if port is None else str(port), str(tmp_path / "faust-data")],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def wait_for(cond, timeout, what, proc=None, log_path=None):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            tail = log_path.read_text()[-3000:] if log_path else ""
+            raise AssertionError(f"worker exited ({proc.returncode}) waiting for {what}:\n{tail}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def consumed(broker, group):
+    """Lines whose offsets the group committed (0 before its first commit)."""
+    try:
+        return sum(committed_offsets(broker.bootstrap, group).values())
+    except Exception:  # no coordinator for a group that never committed
+        return 0
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=60)
+
+
+def worker_output(broker, t):
+    """Request and call records, read_committed, with their keys checked."""
+    recs = read_topic(broker.bootstrap, t["requests"]) + read_topic(broker.bootstrap, t["calls"])
+    for key, value in recs:
+        assert key.decode() == (value["token"] if value["kind"] == "request" else value["host"])
+    return [value for _key, value in recs]
+
+
+def assert_same_records(got, want):
+    got_c, want_c = Counter(canonical(got)), Counter(canonical(want))
+    lost, doubled = sum((want_c - got_c).values()), sum((got_c - want_c).values())
+    assert (lost, doubled) == (0, 0), f"{lost} records lost, {doubled} extra or doubled"
+
+
+def trickled(recs):
+    """(head, rest) of two hosts' records: a fifth of each host's lines, then the rest
+    with the hosts interleaved (head01 -> partition 0, head02 -> 1), each host in order."""
+    by_host = [[r for r in recs if r[0] == h] for h in (b"head01", b"head02")]
+    head = [r for part in by_host for r in part[: len(part) // 5]]
+    rest = [r for pair in itertools.zip_longest(*(p[len(p) // 5:] for p in by_host))
+            for r in pair if r]
+    return head, rest
+
+
+def trickle_feeder(broker, topic, recs):
+    """Publish the head of `trickled(recs)` now; the returned thread (not started)
+    publishes the rest in chunks of 1,500 a quarter of a second apart."""
+    head, rest = trickled(recs)
+    produce(broker.bootstrap, topic, head)
+    return threading.Thread(target=produce, args=(broker.bootstrap, topic, rest),
+                            kwargs={"chunk": 1500, "pause_s": 0.25})
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory):
+    """Two hosts' logs on a 2-partition topic (head01 -> 0, head02 -> 1)."""
+    sim = simulate(SimConfig(requests=1200, seed=11), tmp_path_factory.mktemp("faust-big") / "big")
+    recs = {h: envelopes(sim.log_path, h, DPM) + envelopes(sim.dpns_log_path, h, DPNS)
+            for h in ("head01", "head02")}
+    want = as_json(core_records(recs["head01"])) + as_json(core_records(recs["head02"]))
+    return recs["head01"] + recs["head02"], want
+
+
+def test_faust_worker_records_and_metrics_equal_the_core_replay_of_the_same_logs(
+        kafka_broker, tmp_path):
+    sims = {"head01": simulate(SimConfig(requests=300, seed=3), tmp_path / "a"),
+            "head02": simulate(SimConfig(requests=200, seed=4, get_fraction=0.3), tmp_path / "b")}
+    t = topics("faust")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    total, want = 0, []
+    for host, sim in sims.items():
+        total += publish_files([sim.log_path, sim.dpns_log_path], kafka_broker.url,
+                               topic=t["lines"], host=host, year=2011)
+        want += as_json(core_records(envelopes(sim.log_path, host, DPM)
+                                     + envelopes(sim.dpns_log_path, host, DPNS)))
+    assert sum(1 for r in want if r["kind"] == "request") > 400
+    port = free_port()
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "ab") as log:
+        proc = spawn(kafka_broker, t, tmp_path, log, port=port)
+        try:
+            wait_for(lambda: consumed(kafka_broker, t["group"]) >= total, 300,
+                     "the worker to reach the end of the lines", proc, log_path)
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        finally:
+            assert stop(proc) == 0
+    got = worker_output(kafka_broker, t)
+    assert_same_records(got, want)
+    finished = sum(1 for r in want if r["kind"] == "request" and r["host"] == "head01")
+    served = sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                 if line.startswith("dpm_requests_total{") and 'host="head01"' in line)
+    assert served == finished
+    lines_parsed = sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                       if line.startswith("dpmstream_lines_total{") and 'result="parsed"' in line)
+    assert lines_parsed == total
+
+
+def test_faust_engine_takes_each_offset_once_reading_the_records_faust_skipped_from_the_topic(
+        kafka_broker, tmp_path):
+    """Faust may skip a record or hand one in twice (seen right after a restore); the
+    engine feeds every offset from the state's next one exactly once, in order."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from dpmstream.streams.kafka.faust_app import FaustEngine
+    from dpmstream.streams.kafka.state import PartitionState
+    from dpmstream.streams.kafka.worker import WorkerConfig
+
+    sim = simulate(SimConfig(requests=10, seed=5), tmp_path / "s")
+    recs = envelopes(sim.log_path, "head01", DPM)[:60]
+    t = topics("fgap")
+    kafka_broker.create_topics([t["lines"]], partitions=1)
+    produce(kafka_broker.bootstrap, t["lines"], recs)
+    # What Faust delivered: 0..4 again (the state already holds them), 17 and 40..42
+    # skipped, 30 twice.
+    delivered = [n for n in range(60) if n != 17 and not 40 <= n <= 42] + [30]
+    delivered.sort()
+    messages = [SimpleNamespace(offset=n, key=recs[n][0], value=recs[n][1]) for n in delivered]
+    part = PartitionState(0)
+    part.next_offset = 5
+    loop = asyncio.new_event_loop()
+    try:
+        engine = FaustEngine(WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
+                                          group_id=t["group"]), 1, loop=loop,
+                             datadir=str(tmp_path / "faust"))
+        try:
+            got = loop.run_until_complete(engine._in_order(0, part, messages))
+        finally:
+            loop.run_until_complete(engine._shutdown(engine.app))
+    finally:
+        loop.close()
+    assert [m.offset for m in got] == list(range(5, 60))
+    assert [(m.key, m.value) for m in got] == recs[5:]
+    assert (engine.redelivered, engine.refetched) == (5 + 1, 4)
+
+
+def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing_lost_or_doubled(
+        kafka_broker, tmp_path, big_log):
+    recs, want = big_log
+    t = topics("fterm")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    # A fifth now, the rest trickling in: a worker this fast would otherwise be done with
+    # a pre-filled topic before the test could stop it.
+    feeder = trickle_feeder(kafka_broker, t["lines"], recs)
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "ab") as log:
+        proc = spawn(kafka_broker, t, tmp_path, log)
+        try:
+            wait_for(lambda: consumed(kafka_broker, t["group"]) > 5000, 180,
+                     "the first worker's progress", proc, log_path)
+            feeder.start()
+        finally:
+            assert stop(proc) == 0
+        stopped_at = consumed(kafka_broker, t["group"])
+        assert stopped_at < len(recs), "the first worker finished before it was stopped"
+        proc = spawn(kafka_broker, t, tmp_path, log)
+        feeder.join()
+        try:
+            wait_for(lambda: consumed(kafka_broker, t["group"]) >= len(recs), 300,
+                     "the restarted worker to reach the end", proc, log_path)
+        finally:
+            assert stop(proc) == 0
+    restarted = log_path.read_text().split("Worker ready")[-1]
+    resumed = r"partition \d: resumed at offset [1-9]\d* with \d+ open requests \([1-9]\d* state entries"
+    assert re.search(resumed, restarted), "the restarted worker did not restore the state"
+    assert_same_records(worker_output(kafka_broker, t), want)
+
+
+def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
+        kafka_broker, tmp_path, big_log):
+    recs, want = big_log
+    t = topics("fkill")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    # A fifth now, the rest trickling in: on a busy machine a pre-filled topic could be
+    # done with before an open transaction is seen.
+    feeder = trickle_feeder(kafka_broker, t["lines"], recs)
+    changelog = f"{t['group']}-state-changelog"
+    log_path = tmp_path / "worker.log"
+    kills = 0
+    try:
+        with open(log_path, "ab") as log:
+            for _round in range(2):
+                proc = spawn(kafka_broker, t, tmp_path, log)
+                try:
+                    if _round == 0:
+                        feeder.start()
+                    # Stopped (SIGSTOP) while a transaction of this worker holds state
+                    # changes (written, not committed), after it committed one of its own.
+                    wait_for_open_transaction(kafka_broker.bootstrap, changelog, proc)
+                finally:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                kills += 1
+            assert consumed(kafka_broker, t["group"]) < len(recs), "finished before it could be killed"
+            feeder.join()
+            proc = spawn(kafka_broker, t, tmp_path, log)
+            try:
+                wait_for(lambda: consumed(kafka_broker, t["group"]) >= len(recs), 300,
+                         "the restarted worker to reach the end", proc, log_path)
+            finally:
+                assert stop(proc) == 0
+    finally:
+        if feeder.is_alive():
+            feeder.join()
+    assert kills == 2
+    assert_same_records(worker_output(kafka_broker, t), want)
+    # The killed transactions did write state: only read_committed hides it.
+    raw = read_topic(kafka_broker.bootstrap, changelog, "read_uncommitted")
+    assert len(raw) > len(read_topic(kafka_broker.bootstrap, changelog))
+
+
+@pytest.mark.parametrize("engine", ["aiokafka", "faust"])
+def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
+        kafka_broker_factory, tmp_path, engine):
+    """`dpmstream worker` as the compose file runs it: SASL_PLAINTEXT, PLAIN, the
+    password from the environment; a broker that checks it (a wrong one: a clear error)."""
+    broker = kafka_broker_factory(sasl_users={"dpmstream": "s3cret-pw"})
+    sim = simulate(SimConfig(requests=80, seed=3), tmp_path / "s")
+    recs = envelopes(sim.log_path, "head01", DPM) + envelopes(sim.dpns_log_path, "head01", DPNS)
+    want = as_json(core_records(recs))
+    t = topics("fsasl")
+    broker.create_topics([t["lines"]], partitions=1)
+    produce(broker.bootstrap, t["lines"], recs)
+    command = [sys.executable, "-m", "dpmstream", "worker", "--engine", engine,
+               "--broker", broker.sasl_url,
+               "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
+               "--sasl-username", "dpmstream", "--lines-topic", t["lines"],
+               "--requests-topic", t["requests"], "--calls-topic", t["calls"],
+               "--group-id", t["group"], "--workdir", str(tmp_path / "faust-data"), "-v"]
+
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, DPMSTREAM_KAFKA_PASSWORD="wrong-pw"))
+    assert refused.returncode == 1
+    assert "Authentication failed" in refused.stderr and "wrong-pw" not in refused.stderr
+
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL,
+                                env=dict(os.environ, DPMSTREAM_KAFKA_PASSWORD="s3cret-pw"))
+        try:
+            wait_for(lambda: consumed(broker, t["group"]) >= len(recs), 300,
+                     "the worker to commit every line", proc, log_path)
+        finally:
+            assert stop(proc) == 0
+    assert_same_records(worker_output(broker, t), want)
+    assert "s3cret-pw" not in log_path.read_text()
+
+
+def test_a_second_faust_worker_takes_over_a_partition_mid_stream_with_nothing_lost_or_doubled(
+        kafka_broker, tmp_path, big_log):
+    """A rebalance: worker B joins while A is working and lines keep coming; B restores
+    its partition's state from the changelog and carries on where A stopped."""
+    recs, want = big_log
+    t = topics("freb")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    feeder = trickle_feeder(kafka_broker, t["lines"], recs)
+    logs = {w: tmp_path / f"worker-{w}.log" for w in "ab"}
+    procs = {}
+    try:
+        with open(logs["a"], "ab") as log:
+            procs["a"] = spawn(kafka_broker, t, tmp_path / "a", log)
+        wait_for(lambda: consumed(kafka_broker, t["group"]) > 0, 180,
+                 "worker A to commit", procs["a"], logs["a"])
+        feeder.start()
+        with open(logs["b"], "ab") as log:
+            procs["b"] = spawn(kafka_broker, t, tmp_path / "b", log)
+        wait_for(lambda: "resumed at offset" in logs["b"].read_text(), 180,
+                 "worker B to take a partition", procs["b"], logs["b"])
+        feeder.join()
+        wait_for(lambda: consumed(kafka_broker, t["group"]) >= len(recs), 300,
+                 "the two workers to reach the end", procs["b"], logs["b"])
+    finally:
+        if feeder.is_alive():
+            feeder.join()
+        codes = {w: stop(p) for w, p in procs.items()}
+    assert codes == {"a": 0, "b": 0}
+    taken = re.findall(r"partition (\d): resumed at offset (\d+)", logs["b"].read_text())
+    assert any(int(offset) > 0 for _p, offset in taken), taken   # mid-stream, from state
+    assert_same_records(worker_output(kafka_broker, t), want)

@@ -1,0 +1,321 @@
+"""The Kafka worker against a real broker: same records as the core, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from dpmstream.simulator import SimConfig, simulate
+from dpmstream.streams.kafka.replay import publish_files
+from dpmstream.streams.kafka.worker import Worker, WorkerConfig
+from dpmstream.streams.metrics.exporter import PipelineMetrics
+from dpmstream.commands.stack.process import free_port
+from tests.worker_helpers import (
+    as_json, canonical, committed_offsets, committed_offsets_async, core_records, end_offsets, envelopes, produce,
+    read_topic, wait_for_open_transaction,
+)
+
+pytestmark = pytest.mark.services
+
+DPM, DPNS = "/var/log/dpm/log", "/var/log/dpns/log"
+
+
+@pytest.fixture(scope="module")
+def sims(tmp_path_factory):
+    base = tmp_path_factory.mktemp("worker-sims")
+    return {
+        "head01": simulate(SimConfig(requests=300, seed=3), base / "a"),
+        "head02": simulate(SimConfig(requests=200, seed=4, get_fraction=0.3), base / "b"),
+    }
+
+
+def topics(prefix="w"):
+    tag = uuid.uuid4().hex[:8]
+    return {"lines": f"{prefix}-lines-{tag}", "requests": f"{prefix}-req-{tag}",
+            "calls": f"{prefix}-calls-{tag}", "group": f"{prefix}-group-{tag}"}
+
+
+def host_records(sim, host):
+    """A host's DPM then DPNS log, as `replay --to-kafka` publishes them (file by file)."""
+    return envelopes(sim.log_path, host, DPM) + envelopes(sim.dpns_log_path, host, DPNS)
+
+
+def expected(sims):
+    out = []
+    for host, sim in sims.items():
+        out += as_json(core_records(host_records(sim, host)))
+    return out
+
+
+def worker_output(broker, t):
+    recs = read_topic(broker.bootstrap, t["requests"]) + read_topic(broker.bootstrap, t["calls"])
+    for key, value in recs:  # requests keyed by token, calls by host
+        assert key.decode() == (value["token"] if value["kind"] == "request" else value["host"])
+    return [value for _key, value in recs]
+
+
+def run_worker(broker, t, total_lines, *, metrics=None, partitions=4, timeout=240.0, **kw):
+    """Run a worker in this process until it has fed `total_lines` records, then stop it
+    (its last batch is committed before run() returns)."""
+    cfg = WorkerConfig(bootstrap=broker.bootstrap, lines_topic=t["lines"],
+                       requests_topic=t["requests"], calls_topic=t["calls"],
+                       group_id=t["group"], partitions=partitions, **kw)
+    worker = Worker(cfg, metrics)
+
+    async def main():
+        task = asyncio.ensure_future(worker.run())
+        deadline = time.monotonic() + timeout
+        while worker.lines_seen < total_lines and not task.done():
+            assert time.monotonic() < deadline, f"worker fed {worker.lines_seen}/{total_lines}"
+            await asyncio.sleep(0.05)
+        worker.stop()
+        await task
+
+    asyncio.run(main())
+    return worker
+
+
+def sample(metrics, name, **labels):
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0 if value is None else value
+
+
+def test_records_on_the_output_topics_equal_the_core_replay_of_the_same_logs(kafka_broker, sims):
+    t = topics()
+    kafka_broker.create_topics([t["lines"]], partitions=4)
+    n = 0
+    for host, sim in sims.items():
+        n += publish_files([sim.log_path, sim.dpns_log_path], kafka_broker.url, topic=t["lines"],
+                           host=host, year=2011)
+    want = expected(sims)
+    assert sum(1 for r in want if r["kind"] == "request") > 400
+    metrics = PipelineMetrics()
+    run_worker(kafka_broker, t, n, metrics=metrics)
+    got = worker_output(kafka_broker, t)
+    assert len(got) == len(want)
+    assert canonical(got) == canonical(want)
+    finished = sum(1 for r in want if r["kind"] == "request" and r["host"] == "head01")
+    assert sum(sample(metrics, "dpm_requests_total", host="head01", op="put", status=s)
+               for s in ("success", "failed", "aborted", "incomplete")) == finished
+
+
+def test_lines_delivered_twice_are_counted_once(kafka_broker, sims):
+    t = topics("dup")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    recs = host_records(sims["head01"], "head01")
+    # rsyslog resends: a stretch in the middle arrives again, then everything again.
+    produce(kafka_broker.bootstrap, t["lines"], recs[:5000] + recs[3000:] + recs)
+    metrics = PipelineMetrics()
+    run_worker(kafka_broker, t, len(recs) * 2 + 2000, metrics=metrics)
+    got = worker_output(kafka_broker, t)
+    assert canonical(got) == canonical(as_json(core_records(recs)))
+    assert sample(metrics, "dpmstream_duplicate_lines_total", host="head01") == len(recs) + 2000
+    parsed = sum(sample(metrics, "dpmstream_lines_total", host="head01", daemon=d, result="parsed")
+                 for d in ("dpm", "dpns"))
+    assert parsed == len(recs)
+
+
+def test_bad_records_are_counted_as_malformed_and_do_not_stop_the_worker(kafka_broker, sims):
+    t = topics("bad")
+    kafka_broker.create_topics([t["lines"]], partitions=1)
+    recs = host_records(sims["head02"], "head02")
+    bad = [(b"head02", b"{not json"), (b"head02", b'{"host": "head02"}'), (b"head02", b"[]"),
+           (b"head02", None)]
+    # A line that is no DPM line, at an offset between two real ones.
+    between = json.loads(recs[100][1])["offset"] - 1
+    garbage_line = json.dumps({"host": "head02", "path": DPM, "offset": between,
+                               "received": "2011-08-12T14:00:00Z", "line": "\x00garbage"}).encode()
+    produce(kafka_broker.bootstrap, t["lines"], bad + recs[:100] + [(b"head02", garbage_line)] + recs[100:])
+    metrics = PipelineMetrics()
+    run_worker(kafka_broker, t, len(recs) + len(bad) + 1, metrics=metrics)
+    assert sample(metrics, "dpmstream_lines_total", host="head02", daemon="unknown",
+                  result="malformed") == len(bad)
+    malformed = sum(sample(metrics, "dpmstream_lines_total", host="head02", daemon=d, result="malformed")
+                    for d in ("dpm", "unknown"))
+    assert malformed == len(bad) + 1
+    good = as_json(core_records(recs))
+    assert canonical(worker_output(kafka_broker, t)) == canonical(good)
+
+
+def test_a_second_worker_takes_over_partitions_without_losing_or_doubling_records(kafka_broker, sims):
+    t = topics("rebal")
+    kafka_broker.create_topics([t["lines"]], partitions=4)
+    recs = {h: host_records(sim, h) for h, sim in sims.items()}
+    # Four hosts over four partitions (head01 -> 2, head02 -> 3, head04 -> 1, head09 -> 0).
+    recs["head04"] = [(b"head04", v.replace(b'"host":"head02"', b'"host":"head04"')) for _k, v in recs["head02"]]
+    recs["head09"] = [(b"head09", v.replace(b'"host":"head01"', b'"host":"head09"')) for _k, v in recs["head01"]]
+    # Half of each host's lines now, the rest once the second worker holds partitions: on
+    # a busy machine the first worker could otherwise finish before the second joins.
+    for host_recs in recs.values():
+        produce(kafka_broker.bootstrap, t["lines"], host_recs[:len(host_recs) // 2])
+    total = sum(len(r) for r in recs.values())
+    want = [r for host_recs in recs.values() for r in as_json(core_records(host_recs))]
+
+    def make():
+        return Worker(WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
+                                   requests_topic=t["requests"], calls_topic=t["calls"],
+                                   group_id=t["group"], batch_records=200))
+
+    first, second = make(), make()
+
+    async def main():
+        a = asyncio.ensure_future(first.run())
+        while first.lines_seen == 0:
+            assert not a.done(), a.result()
+            await asyncio.sleep(0.02)
+        b = asyncio.ensure_future(second.run())   # joins: the group rebalances
+        deadline = time.monotonic() + 180
+        while not second.parts:
+            assert not b.done(), b.result()
+            assert time.monotonic() < deadline, "the second worker was never given a partition"
+            await asyncio.sleep(0.05)
+        for host_recs in recs.values():
+            await asyncio.to_thread(produce, kafka_broker.bootstrap, t["lines"],
+                                    host_recs[len(host_recs) // 2:])
+        deadline = time.monotonic() + 300
+        while True:
+            done = await committed_offsets_async(kafka_broker.bootstrap, t["group"])
+            if sum(done.values()) >= total:
+                break
+            assert time.monotonic() < deadline, f"stuck at {done}"
+            await asyncio.sleep(0.2)
+        first.stop()
+        second.stop()
+        await asyncio.gather(a, b)
+
+    asyncio.run(main())
+    assert second.lines_seen > 0, "the second worker never got a partition"
+    got = worker_output(kafka_broker, t)
+    assert len(got) == len(want)
+    assert canonical(got) == canonical(want)
+
+
+def _spawn_worker(broker, t, metrics_port, log):
+    return subprocess.Popen(
+        [sys.executable, "-m", "dpmstream", "worker", "--engine", "aiokafka", "--broker", broker.url,
+         "--lines-topic", t["lines"], "--requests-topic", t["requests"],
+         "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", "400",
+         "--metrics-port", str(metrics_port)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _wait(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(kafka_broker, tmp_path):
+    sim = simulate(SimConfig(requests=1200, seed=11), tmp_path / "big")
+    t = topics("kill")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    recs = host_records(sim, "head01")
+    # Two hosts, so both partitions carry lines (head01 -> 0, head02 -> 1 of 2).
+    recs2 = host_records(sim, "head02")
+    total = len(recs) + len(recs2)
+    want = as_json(core_records(recs)) + as_json(core_records(recs2))
+    # A fifth of the lines first, the rest keeps arriving while the worker is killed: a
+    # worker this fast would otherwise be done with a pre-filled topic before its kill.
+    head, head2 = len(recs) // 5, len(recs2) // 5
+    produce(kafka_broker.bootstrap, t["lines"], recs[:head] + recs2[:head2])
+    rest = [r for pair in itertools.zip_longest(recs[head:], recs2[head2:]) for r in pair if r]
+    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
+                              kwargs={"chunk": 1500, "pause_s": 0.25})
+    feeder.start()
+    state_topic = f"{t['group']}-state"
+    log = open(tmp_path / "worker.log", "ab")
+    port = free_port()
+    kills_mid_transaction = 0
+    try:
+        for _round in range(2):
+            proc = _spawn_worker(kafka_broker, t, port, log)
+            try:
+                # Kill while a transaction of this worker is open (records and state
+                # written, not committed), after it committed at least one of its own.
+                wait_for_open_transaction(kafka_broker.bootstrap, state_topic, proc)
+            finally:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+            kills_mid_transaction += 1
+        done = committed_offsets(kafka_broker.bootstrap, t["group"])
+        assert sum(done.values()) < total, "the worker finished before it could be killed"
+        # A last worker finishes the topic; it serves the metrics meanwhile.
+        feeder.join()
+        proc = _spawn_worker(kafka_broker, t, port, log)
+        try:
+            _wait(lambda: sum(committed_offsets(kafka_broker.bootstrap, t["group"]).values()) >= total,
+                  300, "the restarted worker to reach the end of the lines")
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            assert 'dpmstream_lines_total{daemon="dpm",host="head01",result="parsed"}' in body
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+    finally:
+        feeder.join()
+        log.close()
+    got = worker_output(kafka_broker, t)
+    assert kills_mid_transaction == 2
+    assert len(got) == len(want), "records lost or doubled"
+    assert canonical(got) == canonical(want)
+    # The aborted transactions did write records: only read_committed hides them.
+    raw = read_topic(kafka_broker.bootstrap, state_topic, "read_uncommitted")
+    assert len(raw) > len(read_topic(kafka_broker.bootstrap, state_topic))
+
+
+def test_replay_to_kafka_publishes_envelopes_with_byte_offsets_keyed_by_host(kafka_broker, tmp_path, sims):
+    src = sims["head02"].log_path
+    archive = tmp_path / "log-20110812.gz"
+    data = src.read_bytes()
+    archive.write_bytes(gzip.compress(data))
+    topic = f"replay-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topics([topic], partitions=1)
+    n = publish_files([str(archive)], kafka_broker.url, topic=topic, host="head02")
+    lines = data.split(b"\n")[:-1]
+    assert n == len(lines)
+    got = read_topic(kafka_broker.bootstrap, topic)
+    assert len(got) == n
+    offsets = [0]
+    for line in lines[:-1]:
+        offsets.append(offsets[-1] + len(line) + 1)
+    assert [v["offset"] for _k, v in got] == offsets
+    assert [v["line"] for _k, v in got] == [line.decode() for line in lines]
+    assert {k for k, _v in got} == {b"head02"}
+    assert {v["path"] for _k, v in got} == {str(archive)}
+    # The year comes from the rotated file's name, as `dpmstream replay` dates it.
+    assert all(v["received"].startswith("2011-08-12T") for _k, v in got)
+
+
+def _seconds_of_day(line):
+    hh, mm, ss = line[6:18].split(":")
+    return int(hh) * 3600 + int(mm) * 60 + float(ss)
+
+
+def test_paced_replay_follows_event_time_at_the_given_speed(kafka_broker, tmp_path, sims):
+    lines = sims["head02"].log_path.read_text().splitlines()
+    t0 = _seconds_of_day(lines[0])
+    cut = [ln for ln in lines if _seconds_of_day(ln) <= t0 + 6.0]
+    span_s = _seconds_of_day(cut[-1]) - t0
+    assert span_s > 5.0
+    path = tmp_path / "slice.log"
+    path.write_text("\n".join(cut) + "\n")
+    topic = f"paced-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topics([topic], partitions=1)
+    started = time.monotonic()
+    publish_files([str(path)], kafka_broker.url, topic=topic, host="h", speed=4.0, year=2011)
+    elapsed = time.monotonic() - started
+    # 6 s of event time at 4x: 1.5 s of wall time, plus connecting and flushing.
+    assert span_s / 4.0 * 0.9 <= elapsed <= span_s / 4.0 + 2.0
+    assert len(read_topic(kafka_broker.bootstrap, topic)) == len(cut)
