@@ -1,1 +1,2 @@
-"""streams/metrics"""
+"""The Prometheus metric contract: record histograms, counters read from pipeline stats,
+bounded label sets and bucket bounds fit for paging."""
