@@ -58,7 +58,10 @@ def test_a_sink_that_fails_to_close_does_not_keep_the_others_open():
     assert a.closed and b.closed and c.closed
 
 
-def test_the_record_sinks_share_the_shape(tmp_path):
+def test_the_record_sinks_of_replay_and_run_take_the_same_record_through_one_fan_out(tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    from dpmstream.parsers.records import CALL_COLUMNS
     from dpmstream.streams.metrics.exporter import PipelineMetrics
     from dpmstream.streams.sinks.csv import CsvSink
     from dpmstream.streams.sinks.directories import DirectoriesFile, DirectoryStats
@@ -66,10 +69,24 @@ def test_the_record_sinks_share_the_shape(tmp_path):
     from dpmstream.streams.sinks.openmetrics import OpenMetricsFile
     from dpmstream.streams.sinks.summary import Summary
 
-    sinks = [CsvSink(tmp_path / "csv"), JsonLinesSink(tmp_path / "r.jsonl"), Summary(),
-             DirectoryStats(), DirectoriesFile(tmp_path / "d.json"), PipelineMetrics(),
-             OpenMetricsFile(tmp_path / "om.txt")]
-    for sink in sinks:
-        assert callable(sink.write) and callable(sink.close), type(sink).__name__
-    FanOut(sinks).close()
-    assert (tmp_path / "om.txt").read_text() == "# EOF\n"
+    record = dict.fromkeys(CALL_COLUMNS)
+    record.update(kind="call", host="head01", daemon="dpns", pid=1, thread=2, op="creat",
+                  path="/dpm/cern.ch/home/f1", started=1313152303101, ended=1313152303104,
+                  duration_s=3, rc=0)
+    summary, metrics = Summary(), PipelineMetrics(CollectorRegistry())
+    directories = DirectoryStats(csv_path=tmp_path / "directories.csv")
+    out = FanOut([CsvSink(tmp_path / "csv"), JsonLinesSink(tmp_path / "r.jsonl"), summary,
+                  directories, DirectoriesFile(tmp_path / "d.json"), metrics,
+                  OpenMetricsFile(tmp_path / "om.txt")])
+    out.write(record)
+    out.flush()
+    out.close()
+    assert (tmp_path / "csv" / "calls.csv").read_text().count("\n") == 2   # header, record
+    assert (tmp_path / "r.jsonl").read_text().count("\n") == 1
+    assert summary.calls[("dpns", "creat")].count == 1
+    assert "/dpm/cern.ch/home" in (tmp_path / "directories.csv").read_text()
+    assert "/dpm/cern.ch/home" in (tmp_path / "d.json").read_text()
+    assert metrics.registry.get_sample_value(
+        "dpm_call_seconds_count",
+        {"host": "head01", "daemon": "dpns", "op": "creat", "result": "ok"}) == 1
+    assert "dpm_call_seconds_count" in (tmp_path / "om.txt").read_text()
