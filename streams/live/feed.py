@@ -32,7 +32,7 @@ open request and suppressing what was already written, would reread up to --time
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from collections import deque
 
@@ -53,7 +53,7 @@ class LiveFeed:
         host: str,
         metrics=None,
         records=None,
-        sinks: list[Sink] = (),
+        sinks: Sequence[Sink] = (),
         summarise: bool = False,
         profile=None,
         tz: str | None = None,
