@@ -15,7 +15,9 @@ collect() reads that reference once, so a scrape never sees counters mid-update,
 source both retired and still published. Sources (the Kafka worker runs one pipeline per
 partition) are summed. Counters never go down: a retired source's counts stay in the
 totals, and so do a source's last counts when they go down (its pipeline was replaced).
-Label values are bounded when published (in the owner's thread: the bounds keep state).
+Label values are bounded when published (in the owner's thread: the bounds keep state),
+once per label set of the stats: dpmstream_series_overflow_total{metric="dpmstream_lines_total"}
+counts the folded label sets, not the lines in them.
 """
 
 from __future__ import annotations
