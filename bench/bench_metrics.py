@@ -46,7 +46,7 @@ def measure(max_series: int, hosts: int, ops: int) -> tuple[int, float, float]:
     metrics = PipelineMetrics(CollectorRegistry(), max_series=max_series,
                               max_hosts=hosts + 1, max_unknown_ops=ops + 1)
     for rec in _records(hosts, ops):
-        metrics.observe_record(rec)
+        metrics.write(rec)
     server = serve(0, registry=metrics.registry)
     try:
         best, body = float("inf"), b""

@@ -49,17 +49,6 @@ class Snapshot:
         return self.requests <= 0 and self.calls <= 0
 
 
-def quantile(sorted_values: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (the usual 'type 7' definition)."""
-    n = len(sorted_values)
-    if n == 0:
-        return None
-    pos = (n - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 def parse_duration(text: str) -> float:
     """`15m` -> 900.0; units s, m, h, d; a bare number is seconds."""
     text = text.strip()

@@ -34,7 +34,8 @@ from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, re
 from dpmstream.parsers.reassembly import Reassembler
 from dpmstream.parsers.records import PHASES
 from dpmstream.probes import tail
-from dpmstream.probes.measurement import Snapshot, SourceError, Wanted, quantile
+from dpmstream.parsers.quantiles import nearest_rank
+from dpmstream.probes.measurement import Snapshot, SourceError, Wanted
 
 _MARGIN_S = 120       # lines of different threads written a little out of order
 # The profile is detected from the last lines (as the pipeline does from the first), and
@@ -330,11 +331,11 @@ class LogSource:
         for phase, values in phase_values.items():
             values.sort()
             for q in wanted.phase_quantiles:
-                snap.phases[(phase, q)] = quantile(values, q)
+                snap.phases[(phase, q)] = nearest_rank(values, q)
         for op, values in ns_values.items():
             values.sort()
             for q in wanted.ns[op]:
-                snap.ns[(op, q)] = quantile(values, q)
+                snap.ns[(op, q)] = nearest_rank(values, q)
         return snap
 
 

@@ -18,6 +18,7 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
+from dpmstream.parsers.quantiles import nearest_rank  # noqa: E402
 from dpmstream.report import analysis as A  # noqa: E402
 
 COLOURS = {
@@ -303,7 +304,7 @@ def ns_latency(latency: dict[str, list[int]]) -> str:
     ops = list(latency)[::-1]
     data = [[v / 1000 for v in latency[op]] for op in ops]
     every = sorted(v for vs in data for v in vs)
-    low, high = every[int(0.05 * (len(every) - 1))], every[int(0.95 * (len(every) - 1))]
+    low, high = nearest_rank(every, 0.05), nearest_rank(every, 0.95)
     log_axis = high / max(low, 0.0005) > 20   # only where the durations span decades
     if log_axis:
         data = [[max(v, 0.0005) for v in vs] for vs in data]   # 0 ms drawn at 0.5 ms

@@ -68,7 +68,7 @@ class WindowFilter:
             return
         if record["kind"] == "request" and not record.get("op"):
             record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
-        self.data.summary.add(record)
+        self.data.summary.write(record)
         (self.data.requests if record["kind"] == "request" else self.data.calls).append(record)
 
     def resolve(self, first_ms: int | None) -> None:
@@ -159,7 +159,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
                   for kind, found in spans.items()}
     directories = DirectoryStats()
     for record in data.requests + data.calls:
-        directories.add(record)
+        directories.write(record)
     data.directories = directories.top(TOP_DIRECTORIES) or None
     data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]
     return data

@@ -15,6 +15,7 @@ from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs, zone_of
+from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
 
 log = logging.getLogger("dpmstream.replay")
@@ -63,33 +64,23 @@ def run(args) -> int:
         return 2
 
     summary = Summary()
-    directories = DirectoryStats()
-    sinks = [summary.add, directories.add]
-    csv_sink = None
+    directories = DirectoryStats(
+        csv_path=os.path.join(args.out, "directories.csv") if args.out else None)
+    sinks = FanOut([summary, directories])
     if args.out:
         from dpmstream.streams.sinks.csv import CsvSink
         csv_sink = CsvSink(args.out)
-        sinks.append(csv_sink)
-    kept_records = [] if args.openmetrics else None
-    if kept_records is not None:
-        sinks.append(kept_records.append)
+        sinks.sinks.append(csv_sink)
+    if args.openmetrics:
+        from dpmstream.streams.sinks.openmetrics import OpenMetricsFile
+        sinks.sinks.append(OpenMetricsFile(args.openmetrics, stats=lambda: pipeline.stats))
 
-    def emit(record: dict) -> None:
-        for sink in sinks:
-            sink(record)
-
-    pipeline = Pipeline(emit, **pipeline_options(args))
+    pipeline = Pipeline(sinks.write, **pipeline_options(args))
     host = default_host(args.host)
     progress = Progress(sum(i.size or 0 for i in inputs) or None, enabled=args.progress)
     failures, sources = replay_inputs(pipeline, inputs, host=host, profile=profile, tz=tz,
                                       year=args.year, progress=progress)
-    if csv_sink:
-        csv_sink.close()
-        directories.write_csv(os.path.join(args.out, "directories.csv"))
-    if args.openmetrics:
-        from dpmstream.streams.sinks.openmetrics import write_openmetrics
-        with open(args.openmetrics, "w", encoding="utf-8") as out:
-            write_openmetrics(kept_records, pipeline.stats, out)
+    sinks.close()
     if not args.quiet:
         sys.stdout.write(summary.render(pipeline.stats, zone=zone_of(sources)))
         top = directories.render()
@@ -97,7 +88,7 @@ def run(args) -> int:
             sys.stdout.write("\n" + top)
         if args.out:
             print(f"\nwrote {csv_sink.requests_path}, {csv_sink.calls_path} and "
-                  f"{os.path.join(args.out, 'directories.csv')}")
+                  f"{directories.csv_path}")
     if not pipeline.stats.total("parsed"):
         print("dpmstream replay: no DPM, DPNS or SRM line was parsed: wrong files, or a "
               "profile that does not fit (try `dpmstream profile check FILE`)", file=sys.stderr)

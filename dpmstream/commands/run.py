@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from dpmstream.streams.live.feed import LiveFeed
     from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
     from dpmstream.streams.live.registry import Registry, RegistryError
+    from dpmstream.streams.sinks.fan_out import FanOut
     from dpmstream.streams.sinks.jsonlines import JsonLinesSink
 
     if args.once and args.from_end:
@@ -164,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     metrics = PipelineMetrics(CollectorRegistry(), max_series=max(args.max_series, 1))
-    server = sink = feed = None
+    server = records = feed = None
+    sinks = []
     try:
         if not args.no_metrics:
             try:
@@ -188,19 +190,20 @@ def run(args: argparse.Namespace) -> int:
                 rec = saved.get("records") or {}
                 if rec.get("path") and os.path.abspath(rec["path"]) == os.path.abspath(args.records):
                     since = rec.get("size")
-            sink = JsonLinesSink(args.records, written_since=since)
-            if sink.replaying:
-                _say(f"{sink.to_replay} record(s) written after the last save "
+            records = JsonLinesSink(args.records, written_since=since)
+            if records.replaying:
+                _say(f"{records.to_replay} record(s) written after the last save "
                      "will not be written again")
         if args.directories:
             from dpmstream.streams.sinks.directories import DirectoriesFile
-            sink = DirectoriesFile(args.directories, then=sink)
+            sinks.append(DirectoriesFile(args.directories))
         rotated = args.rotated or DEFAULT_ROTATED
         followers = [Follower(f, from_end=args.from_end, rotated=rotated,
                               resume=saved_files.get(os.path.abspath(f))) for f in args.files]
         try:
             feed = LiveFeed(
-                followers, host=host, metrics=metrics, sink=sink, summarise=args.once,
+                followers, host=host, metrics=metrics, records=records, sinks=sinks,
+                summarise=args.once,
                 profile=profile, tz=tz, year=args.year,
                 **pipeline_options(args), log=_say,
                 keep_state=registry is not None,
@@ -276,8 +279,7 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, h)
         if feed is not None:
             feed.close()
-        if sink is not None:
-            sink.close()
+        FanOut([s for s in (records, *sinks) if s is not None]).close()
         if server is not None:
             server.close()
 

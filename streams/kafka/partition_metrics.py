@@ -37,16 +37,15 @@ class PartitionReport:
         self.duplicates += sum(part.duplicates.values())
         if self.metrics is not None:
             for rec in records:
-                self.metrics.observe_record(rec)
-            self.metrics.update_from_stats(part.stats, source=f"p{p}")
+                self.metrics.write(rec)
+            self.metrics.publish(part.stats, source=f"p{p}")
             for host, n in part.duplicates.items():
                 self._duplicates_counter.labels(host).inc(n)
         part.duplicates.clear()
 
     def forget(self, partitions) -> None:
-        """Zero the gauges of these partitions' pipelines (their counters stay)."""
+        """Drop the gauges of these partitions' pipelines (their counters stay)."""
         for p in partitions:
             self._reported_bad.pop(p, None)
             if self.metrics is not None:
-                from dpmstream.parsers.pipeline import Pipeline
-                self.metrics.update_from_stats(Pipeline(lambda r: None).stats, source=f"p{p}")
+                self.metrics.retire(f"p{p}")

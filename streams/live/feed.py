@@ -1,15 +1,18 @@
-"""Followed files -> one Pipeline -> metrics and a records sink: the loop of `dpmstream run`.
+"""Followed files -> one Pipeline -> record sinks: the loop of `dpmstream run`.
 
-    feed = LiveFeed([Follower(p) for p in paths], host="head01", metrics=PipelineMetrics())
+    feed = LiveFeed([Follower(p) for p in paths], host="head01", metrics=PipelineMetrics(),
+                    records=JsonLinesSink(path), sinks=[DirectoriesFile(other_path)])
     while running:
-        busy = feed.poll_once()       # read what was appended, feed it, emit, update metrics
+        busy = feed.poll_once()       # read what was appended, feed it, emit, publish stats
         if not busy:
             time.sleep(0.25)
     feed.finish()                     # or feed.drain() to leave open requests unemitted
 
 Separate from the command so that a test can drive it one poll at a time. One pipeline
 source per file, created when the file first yields lines, with the file's mtime as the
-year hint. Records are handed on per poll: metrics, then the sink (one flush per batch).
+year hint. Records are handed on per poll to every sink (streams/sinks/fan_out.py: the
+metrics, the records file, the other sinks, the summary), then flushed once; then the
+pipeline's stats are published to the metrics. The sinks are the caller's to close.
 
 Exactly once across restarts (keep_state=True, `dpmstream run --state`): a line's effect
 is durable only once the record it completes is in the records file, and most lines
@@ -21,7 +24,7 @@ their offsets and the size of the records file once fsynced. A restart restores 
 state and reads on from those offsets, so an open request continues where it was and is
 emitted once, whole. Records written between the last checkpoint and a crash are made
 again from the same lines; the sink recognises them and does not write them twice
-(sinks.JsonLinesSink(written_since=)). The other way, resuming at the oldest line of an
+(`records`, a sinks/jsonlines.JsonLinesSink(written_since=)). The other way, resuming at the oldest line of an
 open request and suppressing what was already written, would reread up to --timeout
 (an hour) of log for one slow request; saving the state is bounded by the open requests.
 """
@@ -29,13 +32,14 @@ open request and suppressing what was already written, would reread up to --time
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from collections import deque
 
 from dpmstream.streams.live.follow import Follower
 from dpmstream.streams.lanes import STEP_MS
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.streams.sinks.fan_out import FanOut, Sink
 from dpmstream.streams.sinks.summary import Summary
 
 FINISHED_GROUPS_SAVED = 4  # of 1,024 ended tokens each: what a checkpoint keeps
@@ -48,7 +52,8 @@ class LiveFeed:
         *,
         host: str,
         metrics=None,
-        sink=None,
+        records=None,
+        sinks: Sequence[Sink] = (),
         summarise: bool = False,
         profile=None,
         tz: str | None = None,
@@ -64,10 +69,11 @@ class LiveFeed:
     ) -> None:
         self.followers = followers
         self.host = host
-        self.metrics = metrics
-        self.sink = sink
+        self.metrics = metrics      # PipelineMetrics: a sink, and the stats published
+        self.records = records      # the records file: exactly once across restarts
         # Incremental: quantiles from bounded reservoirs, not a list of every record.
         self._summary = Summary() if summarise else None
+        self._out = FanOut(s for s in (metrics, records, *sinks, self._summary) if s is not None)
         self._source_args = dict(profile=profile, tz=tz, year=year)
         self._log = log or (lambda msg: None)
         self._batch: list[dict] = []
@@ -181,22 +187,18 @@ class LiveFeed:
     # -- output -----------------------------------------------------------------------
 
     def drain(self) -> int:
-        """Hand the records emitted so far to the metrics and the sink; update gauges."""
+        """Hand the records emitted so far to the sinks; publish the pipeline's stats."""
         batch, self._batch[:] = list(self._batch), []
-        if self.sink is not None and self.sink.replaying:
+        if self.records is not None and self.records.replaying:
             # Made again after a restart, already in the records file: not twice.
-            batch = [rec for rec in batch if not self.sink.is_replayed(rec)]
+            batch = [rec for rec in batch if not self.records.is_replayed(rec)]
         for rec in batch:
             self.emitted[rec["kind"]] = self.emitted.get(rec["kind"], 0) + 1
-            if self.metrics is not None:
-                self.metrics.observe_record(rec)
-        if self.sink is not None and batch:
-            self.sink.write_batch(batch)
-        if self._summary is not None:
-            for rec in batch:
-                self._summary.add(rec)
+            self._out.write(rec)
+        if batch:
+            self._out.flush()
         if self.metrics is not None:
-            self.metrics.update_from_stats(self.pipeline.stats)
+            self.metrics.publish(self.pipeline.stats)
         return len(batch)
 
     def _flush_buffers(self) -> None:
@@ -237,11 +239,11 @@ class LiveFeed:
             else:
                 self._state[key] = state
         self.drain()  # records that take_changes() completed (profile detection settled)
-        size = self.sink.sync() if self.sink is not None else None
+        size = self.records.sync() if self.records is not None else None
         return {
             "files": {f.path: f.checkpoint() for f in self.followers},
             "pipeline": self._saved_state(),
-            "records": {"path": self.sink.records_path if self.sink is not None else None,
+            "records": {"path": self.records.path if self.records is not None else None,
                         "size": size},
         }
 

@@ -2,14 +2,16 @@
 
     registry = CollectorRegistry()
     metrics = PipelineMetrics(registry)
-    pipeline = Pipeline(on_record=metrics.observe_record)
+    pipeline = Pipeline(on_record=metrics.write)    # a record sink (streams/sinks/fan_out.py)
     ...
-    metrics.update_from_stats(pipeline.stats)      # after each batch of lines
+    metrics.publish(pipeline.stats)                 # after each batch of lines
     server = serve(9108, registry=registry)         # http://127.0.0.1:9108/metrics
 
 Driver-independent: `dpmstream run`, the Kafka worker and the OpenMetrics exporter all
-feed records and pipeline stats the same way. A private registry, never the global one,
-so several pipelines (and tests) can live in one process.
+feed records and pipeline stats the same way. Records are counted as they come; the
+stats' counters and gauges are read at scrape time from the snapshot published last
+(stats_collector.py). A private registry, never the global one, so several pipelines
+(and tests) can live in one process.
 
 Label values are bounded (a label set is a time series, kept forever by Prometheus): op is
 a known op of the daemon, or one of the first `max_unknown_ops` other ops seen for that
@@ -28,15 +30,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from dpmstream.parsers.records import PHASES, STATUSES
 from dpmstream.streams.metrics.buckets import CALL_BUCKETS, PHASE_BUCKETS
 from dpmstream.streams.metrics.labelled_histogram import LabelledHistogram
 from dpmstream.streams.metrics.series_budget import DEFAULT_MAX_SERIES, OTHER, SeriesBudget
+from dpmstream.streams.metrics.stats_collector import StatsCollector, StatsSnapshot
 
 POLL_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64, 128)
 
@@ -103,17 +106,6 @@ class BoundedLabel:
         return OTHER
 
 
-@dataclass
-class _Seen:
-    """What one stats source already contributed (counters only ever grow)."""
-
-    lines: dict
-    evictions: dict
-    in_flight: dict
-    slow_queue: dict
-    latest_event_ms: dict
-
-
 class PipelineMetrics:
     """Turns records and pipeline stats into the metric contract, on `registry`."""
 
@@ -125,8 +117,10 @@ class PipelineMetrics:
         max_hosts: int = 256,
         max_daemons: int = 16,
         max_series: int = DEFAULT_MAX_SERIES,
+        clock_ms: Callable[[], float] = lambda: time.time() * 1000,
     ) -> None:
-        """max_series: the series budget of each labelled family (series_budget)."""
+        """max_series: the series budget of each labelled family (series_budget);
+        clock_ms: wall time at a scrape (dpmstream_event_lag_seconds)."""
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.phase_seconds = LabelledHistogram(
@@ -139,10 +133,6 @@ class PipelineMetrics:
         self.polls = LabelledHistogram(
             "dpm_request_polls", "Status calls (polls) per finished request",
             ["host", "op"], lambda labels: POLL_BUCKETS, registry=r)
-        self.in_flight = Gauge(
-            "dpm_requests_in_flight", "Requests open in the reassembler", ["host"], registry=r)
-        self.slow_queue = Gauge(
-            "dpm_slow_queue_depth", "Requests waiting for a slow thread", ["host"], registry=r)
         self.call_seconds = LabelledHistogram(
             "dpm_call_seconds", "Duration of synchronous calls (rc 0: ok, else error; "
             "noreturn: no returns line, counted with 0 s)",
@@ -151,22 +141,12 @@ class PipelineMetrics:
             "dpm_request_ns_seconds", "Name-server time linked to one DPM put/get request "
             "(spent inside its proc phase; parsers/linking.py)",
             ["host", "op"], lambda labels: PHASE_BUCKETS["proc"], registry=r)
-        self.lines = Counter(
-            "dpmstream_lines", "Log lines read, by parse result",
-            ["host", "daemon", "result"], registry=r)
-        self.evictions = Counter(
-            "dpmstream_evictions", "Requests emitted before their end was seen",
-            ["reason"], registry=r)
-        self.event_lag = Gauge(
-            "dpmstream_event_lag_seconds", "Wall clock now minus the latest event time seen",
-            ["host"], registry=r)
         self._max_unknown_ops = max_unknown_ops
         self._ops: dict[str, BoundedLabel] = {}
         self.host_label = BoundedLabel(max_hosts)  # public: the OpenMetrics exporter uses it too
         self._daemons = BoundedLabel(max_daemons, frozenset(KNOWN_OPS))
         self._results = BoundedLabel(8, frozenset(("parsed", "unmatched", "malformed")))
         self._statuses = BoundedLabel(0, frozenset(STATUSES))
-        self._seen: dict[str, _Seen] = {}
         self.series_overflow = Counter(
             "dpmstream_series_overflow", "Observations whose label set was past the series "
             "budget of its metric family, counted under host/op/daemon \"other\"",
@@ -187,9 +167,9 @@ class PipelineMetrics:
             "ns": SeriesBudget("dpm_request_ns_seconds", self.request_ns_seconds.labelnames,
                                max_series, overflow, self.request_ns_seconds.series_per_set),
         }
-        # Reasons exist from the start, so an alert on them has a series to look at.
-        for reason in ("cap", "timeout"):
-            self.evictions.labels(reason)
+        # Lines, evictions and the gauges: from the published stats, read at scrape time.
+        self.stats = StatsCollector(self._line_labels, self.host_label, clock_ms)
+        r.register(self.stats)
 
     # -- labels -----------------------------------------------------------------------
 
@@ -200,9 +180,14 @@ class PipelineMetrics:
                 self._max_unknown_ops, KNOWN_OPS.get(daemon, frozenset()))
         return bounded(op)
 
-    # -- records ----------------------------------------------------------------------
+    def _line_labels(self, key: tuple) -> tuple:
+        host, daemon, result = key
+        labels = (self.host_label(host), self._daemons(daemon), self._results(result))
+        return self._budget["lines"](labels)
 
-    def observe_record(self, record: dict) -> None:
+    # -- records: the sink protocol (streams/sinks/fan_out.py) ------------------------
+
+    def write(self, record: dict) -> None:
         kind = record.get("kind")
         if kind == "request":
             self._observe_request(record)
@@ -237,90 +222,27 @@ class PipelineMetrics:
         seconds = 0.0 if ms is None else max(ms, 0) / 1000.0
         self.call_seconds.observe(self._budget["calls"]((host, daemon, op, result)), seconds)
 
+    def close(self) -> None:
+        """Nothing to release: the registry outlives the run (`run --once --hold`)."""
+
     # -- pipeline stats ---------------------------------------------------------------
 
-    def update_from_stats(self, stats, *, source: str = "", now_ms: int | None = None) -> None:
-        """Bring counters and gauges up to date with a pipeline's cumulative stats.
+    def publish(self, stats, *, source: str = "") -> None:
+        """Expose a snapshot of a pipeline's cumulative stats (until the next publish).
 
-        `source` names the stats object when one process runs several pipelines (the
-        Kafka worker, one per partition): each source's counters are tracked apart and
-        gauges are summed over sources. `now_ms` (wall clock) is for tests.
-        """
-        seen = self._seen.get(source)
-        if seen is None:
-            seen = self._seen[source] = _Seen({}, {}, {}, {}, {})
-        # Cumulative stats: a key missing now counts 0 (the source's pipeline was replaced).
-        before, seen.lines = seen.lines, dict(stats.lines)
-        for key, value in seen.lines.items():
-            host, daemon, result = key
-            delta = _delta(before.get(key, 0), value)
-            if delta:
-                labels = (self.host_label(host), self._daemons(daemon), self._results(result))
-                self.lines.labels(*self._budget["lines"](labels)).inc(delta)
-        for reason, value in (("cap", stats.evictions), ("timeout", stats.expired)):
-            value = _total(value)
-            delta = _delta(seen.evictions.get(reason, 0), value)
-            seen.evictions[reason] = value
-            if delta:
-                self.evictions.labels(reason).inc(delta)
+        `source` names the pipeline when one process runs several (the Kafka worker, one
+        per partition): their stats are summed."""
+        self.stats.publish(StatsSnapshot.of(stats), source)
 
-        seen.latest_event_ms = dict(stats.latest_event_ms)
-        hosts = set(seen.latest_event_ms) | {key[0] for key in seen.lines}
-        seen.in_flight = _per_host(getattr(stats, "in_flight_by_host", stats.in_flight), hosts)
-        seen.slow_queue = _per_host(getattr(stats, "slow_queue_by_host", stats.slow_queue_depth), hosts)
-        self._set_gauges(now_ms if now_ms is not None else int(time.time() * 1000))
-
-    def _set_gauges(self, now_ms: int) -> None:
-        in_flight: dict[str, int] = {}
-        slow: dict[str, int] = {}
-        latest: dict[str, int] = {}
-        for s in self._seen.values():
-            for host, v in s.in_flight.items():
-                in_flight[host] = in_flight.get(host, 0) + v
-            for host, v in s.slow_queue.items():
-                slow[host] = slow.get(host, 0) + v
-            for host, v in s.latest_event_ms.items():
-                if v is not None and v > latest.get(host, v - 1):
-                    latest[host] = v
-        # A host that drops out of the stats has nothing in flight any more: 0, not stale.
-        for gauge, values, attr in ((self.in_flight, in_flight, "_gauge_hosts_if"),
-                                    (self.slow_queue, slow, "_gauge_hosts_sq")):
-            previous = getattr(self, attr, set())
-            for host in previous - values.keys():
-                gauge.labels(self.host_label(host)).set(0)
-            for host, v in values.items():
-                gauge.labels(self.host_label(host)).set(v)
-            setattr(self, attr, set(values))
-        for host, ms in latest.items():
-            self.event_lag.labels(self.host_label(host)).set((now_ms - ms) / 1000.0)
+    def retire(self, source: str) -> None:
+        """That pipeline is gone: its counters stay, its gauges go (hosts at 0)."""
+        self.stats.retire(source)
 
     # -- output -----------------------------------------------------------------------
 
     def exposition(self) -> str:
         """The registry in the Prometheus text format (what /metrics serves)."""
         return generate_latest(self.registry).decode("utf-8")
-
-
-def _delta(before: int, value: int) -> int:
-    """How much to add to a counter for a cumulative value; a value that went down means
-    the stats were reset, and everything since the reset is new."""
-    return value - before if value >= before else value
-
-
-def _total(value) -> int:
-    if isinstance(value, Mapping):
-        return sum(value.values())
-    return int(value or 0)
-
-
-def _per_host(value, hosts: set) -> dict:
-    """A gauge's value per host. A pipeline that counts for all its hosts together (one
-    int) is attributed to its host when it has one, else to host "all"."""
-    if isinstance(value, Mapping):
-        return {h: int(v) for h, v in value.items()}
-    if not hosts:
-        return {}
-    return {next(iter(hosts)) if len(hosts) == 1 else "all": int(value or 0)}
 
 
 @dataclass

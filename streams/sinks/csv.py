@@ -1,4 +1,4 @@
-"""Writes records as they finish into DIR/requests.csv and DIR/calls.csv."""
+"""A record sink (fan_out.py): records as they finish into DIR/requests.csv and DIR/calls.csv."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class CsvSink:
         self._requests.writerow(REQUEST_COLUMNS)
         self._calls.writerow(CALL_COLUMNS)
 
-    def __call__(self, record: dict) -> None:
+    def write(self, record: dict) -> None:
         if record["kind"] == "request":
             self._requests.writerow(request_row(record))
         else:

@@ -5,7 +5,8 @@ Per directory: name-server calls and their summed time, creats with p50/p95 dura
 the share of all proc time spent in linked calls on that directory, and the peak number
 of creats running at once (a create holds its parent directory's lock: many at once
 means they queue). Directory names are data here, never metric labels: the top N go to
-`directories.csv` (replay) or a JSON file (run).
+`directories.csv` (replay: DirectoryStats(csv_path=)) or a JSON file (run: DirectoriesFile).
+Both are record sinks (fan_out.py).
 """
 
 from __future__ import annotations
@@ -45,14 +46,17 @@ class Directory:
 
 
 class DirectoryStats:
-    def __init__(self, max_dirs: int = 100_000, keep_ms: int | None = None):
+    def __init__(self, max_dirs: int = 100_000, keep_ms: int | None = None,
+                 csv_path: str | os.PathLike | None = None):
+        """csv_path: where close() writes the top directories (None: nowhere)."""
+        self.csv_path = csv_path
         self.dirs: dict[str, Directory] = {}
         self.proc_ms = 0            # proc time of every request record
         self.max_dirs = max_dirs    # memory bound: past it the least costly go (counted)
         self.keep_ms = keep_ms      # live: creat intervals older than this are dropped
         self.dropped_dirs = 0
 
-    def add(self, record: dict) -> None:
+    def write(self, record: dict) -> None:
         if record["kind"] == "request":
             self.proc_ms += record.get("proc_s") or 0
             return
@@ -76,6 +80,10 @@ class DirectoryStats:
             d.ends.append(record["ended"])
             if self.keep_ms is not None and d.ends[0] < record["ended"] - 2 * self.keep_ms:
                 self._forget_old(d, record["ended"] - self.keep_ms)
+
+    def close(self) -> None:
+        if self.csv_path is not None:
+            self.write_csv(self.csv_path)
 
     def _forget_old(self, d: Directory, before: int) -> None:
         kept = [(s, e) for s, e in zip(d.starts, d.ends) if e >= before]
@@ -132,44 +140,25 @@ class DirectoryStats:
 
 
 class DirectoriesFile:
-    """A records sink for `run`: keeps a JSON file of the top directories up to date
-    (rewritten at most every `every_s` of wall time: it is output pacing, not event
-    time), then hands the batch on to `then` (another sink) if given."""
+    """A records sink for `run`: keeps a JSON file of the top directories up to date,
+    rewritten on flush() at most every `every_s` of wall time (output pacing, not event
+    time), and at close()."""
 
-    def __init__(self, path, then=None, every_s: float = 10.0, n: int = 20,
+    def __init__(self, path, every_s: float = 10.0, n: int = 20,
                  max_dirs: int = 10_000, keep_ms: int = 3_600_000):
         import time
         self._clock = time.monotonic
-        self.path, self.then, self.every_s, self.n = path, then, every_s, n
+        self.path, self.every_s, self.n = path, every_s, n
         self.stats = DirectoryStats(max_dirs=max_dirs, keep_ms=keep_ms)
         self._next = 0.0
 
-    def write_batch(self, records) -> int:
-        records = list(records)
-        for record in records:
-            self.stats.add(record)
+    def write(self, record: dict) -> None:
+        self.stats.write(record)
+
+    def flush(self) -> None:
         if self._clock() >= self._next:
             self._next = self._clock() + self.every_s
             self.stats.write_json(self.path, self.n)
-        return self.then.write_batch(records) if self.then is not None else len(records)
 
     def close(self) -> None:
         self.stats.write_json(self.path, self.n)
-        if self.then is not None:
-            self.then.close()
-
-    # The rest of the records-sink protocol (streams/sinks/jsonlines.py) is the wrapped sink's: the
-    # directories file itself is rebuilt from the records of this run only.
-    @property
-    def replaying(self) -> bool:
-        return self.then is not None and self.then.replaying
-
-    def is_replayed(self, record: dict) -> bool:
-        return self.then.is_replayed(record)
-
-    def sync(self) -> int | None:
-        return self.then.sync() if self.then is not None else None
-
-    @property
-    def records_path(self):
-        return self.then.path if self.then is not None else None

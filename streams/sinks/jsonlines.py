@@ -1,7 +1,8 @@
-"""Record sinks for live drivers: finished records appended as JSON lines.
+"""A record sink (fan_out.py) for live drivers: finished records appended as JSON lines.
 
     with JsonLinesSink("out/records.jsonl") as sink:
-        sink.write_batch(records)        # one JSON object per line, flushed per batch
+        sink.write(record)               # one JSON object per line, buffered
+        sink.flush()                     # after each batch
 
 Appends (a restarted `dpmstream run` adds to the same file). Times and durations are
 float seconds (parsers/records.to_json_dict); "-" writes to standard output.
@@ -20,7 +21,7 @@ import json
 import os
 import sys
 from collections import Counter
-from typing import IO, Iterable
+from typing import IO
 
 from dpmstream.parsers.records import to_json_dict
 
@@ -28,7 +29,6 @@ from dpmstream.parsers.records import to_json_dict
 class JsonLinesSink:
     def __init__(self, path: str | os.PathLike, *, written_since: int | None = None) -> None:
         self.path = os.fspath(path)
-        self.records_path = self.path   # what a restart compares (a wrapper may differ)
         self.written = 0
         self.replayed = 0          # records recognised as written before a restart
         self._replay: Counter = Counter()
@@ -45,7 +45,7 @@ class JsonLinesSink:
             self._owned = True
 
     def write(self, record: dict) -> None:
-        """One record, buffered; call flush() (or use write_batch)."""
+        """One record, buffered; flush() after a batch."""
         self._fh.write(_line(record))
         self._fh.write("\n")
         self.written += 1
@@ -81,15 +81,6 @@ class JsonLinesSink:
         fd = self._fh.fileno()
         os.fsync(fd)
         return os.fstat(fd).st_size
-
-    def write_batch(self, records: Iterable[dict]) -> int:
-        n = 0
-        for record in records:
-            self.write(record)
-            n += 1
-        if n:
-            self.flush()
-        return n
 
     def flush(self) -> None:
         if self._fh is not None:

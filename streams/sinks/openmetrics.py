@@ -3,6 +3,10 @@
     from dpmstream.streams.sinks.openmetrics import write_openmetrics
     summary = write_openmetrics(records, pipeline.stats, out, step_s=60)
 
+    sink = OpenMetricsFile(path, stats=lambda: pipeline.stats)   # the same, as a record
+    pipeline = Pipeline(on_record=sink.write)                    # sink (fan_out.py) that
+    ...; sink.close()                                            # writes at close()
+
 `records`: the request and call records of a replay (any iterable, any order: it is
 sorted by event time here). `stats`: the pipeline's final PipelineStats, or None.
 `out`: a text file. The file is ready for
@@ -28,13 +32,14 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from dpmstream.parsers.records import ms_to_text
 from dpmstream.streams.metrics.exporter import PipelineMetrics
+from dpmstream.streams.metrics.stats_collector import StatsSnapshot
 
 # A step is sampled while an event lies within this much before it: Prometheus' default
 # lookback (5 min), so that queries see every series continuously while the log is busy.
@@ -183,26 +188,25 @@ def write_openmetrics(records, stats, out, step_s: int = 60) -> ExportSummary:
         families.copy_to(out)
         return summary
 
-    gauges = {"in_flight": metrics.in_flight, "slow_queue": metrics.slow_queue}
-    levels: dict[tuple[str, str], int] = defaultdict(int)
+    levels: dict[str, dict[str, int]] = {"in_flight": defaultdict(int), "slow_queue": defaultdict(int)}
     ri = gi = 0
     steps = _active_steps([t for t, _, _ in timed] + [e[0] for e in gauge_events], step_ms)
     last_step = steps[-1]
     for step in steps:
         boundary = step * step_ms
         while ri < len(timed) and timed[ri][0] <= boundary:
-            metrics.observe_record(timed[ri][2])
+            metrics.write(timed[ri][2])
             ri += 1
         while gi < len(gauge_events) and gauge_events[gi][0] <= boundary:
             when, gauge, delta, host = gauge_events[gi]
-            levels[(gauge, host)] += delta
-            gauges[gauge].labels(metrics.host_label(host)).set(levels[(gauge, host)])
+            levels[gauge][host] += delta
             gi += 1
         final = step == last_step
-        if final and stats is not None:
-            metrics.update_from_stats(stats, now_ms=boundary)
-            for (gauge, host), level in levels.items():  # stats' end-of-input gauges are not event time
-                gauges[gauge].labels(metrics.host_label(host)).set(level)
+        # The gauges are the event-time levels; the final stats add the line and
+        # eviction totals (their end-of-input gauges are not event time).
+        end = StatsSnapshot.of(stats) if final and stats is not None else StatsSnapshot()
+        metrics.stats.publish(replace(end, in_flight=dict(levels["in_flight"]),
+                                      slow_queue=dict(levels["slow_queue"]), latest_event_ms={}))
         summary.samples += families.write(
             metrics.registry, ms_to_text(boundary), None,
             _SKIPPED if final else _SKIPPED | _FINAL_ONLY)
@@ -212,3 +216,20 @@ def write_openmetrics(records, stats, out, step_s: int = 60) -> ExportSummary:
     summary.last_ms = last_step * step_ms
     families.copy_to(out)
     return summary
+
+
+class OpenMetricsFile:
+    """A record sink that keeps the records and writes them with write_openmetrics() to
+    `path` at close(), with the stats `stats()` returns then (the pipeline's, finished)."""
+
+    def __init__(self, path, stats=lambda: None, step_s: int = 60) -> None:
+        self.path, self._stats, self.step_s = path, stats, step_s
+        self._records: list[dict] = []
+
+    def write(self, record: dict) -> None:
+        self._records.append(record)
+
+    def close(self) -> None:
+        with open(self.path, "w", encoding="utf-8") as out:
+            write_openmetrics(self._records, self._stats(), out, self.step_s)
+        self._records = []

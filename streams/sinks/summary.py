@@ -1,4 +1,4 @@
-"""The terminal summary of a run: per op and phase, count, quantiles and share of the
+"""A record sink (fan_out.py) for the terminal summary of a run: per op and phase, count, quantiles and share of the
 op's total time, the time range the records cover, and the counts of lines that were not
 parsed, evicted or late.
 
@@ -8,11 +8,11 @@ sampling with a fixed seed), so a month of logs still summarises in bounded memo
 
 from __future__ import annotations
 
-import math
 import random
 from collections import Counter, defaultdict
 from datetime import datetime, timezone, tzinfo
 
+from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
 
 RESERVOIR = 200_000
@@ -50,13 +50,11 @@ class Series:
         return self.count > len(self.values)
 
     def quantile(self, q: float) -> int:
-        """Nearest-rank quantile (a value that was observed)."""
+        """The quantile of parsers/quantiles.py (nearest rank) over the values kept."""
         if self._sorted_len != len(self.values) or self._sorted is None:
             self._sorted = sorted(self.values)
             self._sorted_len = len(self.values)
-        ordered = self._sorted
-        rank = max(1, math.ceil(q * len(ordered) - 1e-9))
-        return ordered[min(rank, len(ordered)) - 1]
+        return nearest_rank(self._sorted, q)
 
 
 class Summary:
@@ -69,7 +67,7 @@ class Summary:
         self.first_ms: int | None = None   # earliest time a record names
         self.last_ms: int | None = None    # latest end a record names
 
-    def add(self, record: dict) -> None:
+    def write(self, record: dict) -> None:
         self._cover(record.get("accepted"), record.get("started"), record.get("ended"))
         if record["kind"] == "request":
             op = record["op"] or "?"
@@ -85,6 +83,9 @@ class Summary:
                 self.calls[key].add(record["duration_s"])
             if record["rc"] != 0:
                 self.call_errors[key] += 1
+
+    def close(self) -> None:
+        """Nothing to release: render() reads the summary after the run."""
 
     def _cover(self, *times) -> None:
         for t in times:

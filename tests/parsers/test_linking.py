@@ -161,8 +161,8 @@ def test_linked_name_server_time_is_a_histogram_by_host_and_op_only():
     dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
     (req,), calls = link(dpm, dpns)
     for record in (req, *calls):
-        metrics.observe_record(record)
-    metrics.observe_record({**req, "token": T2, "ns_calls": None, "ns_s": None})  # no DPNS log
+        metrics.write(record)
+    metrics.write({**req, "token": T2, "ns_calls": None, "ns_s": None})  # no DPNS log
     text = generate_latest(metrics.registry).decode()
     assert 'dpm_request_ns_seconds_count{host="dpmhead01.cern.ch",op="put"} 1.0' in text
     assert 'dpm_request_ns_seconds_sum{host="dpmhead01.cern.ch",op="put"} 0.25' in text

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from dpmstream.parsers.records import PHASES, text_to_ms
-from dpmstream.probes.measurement import quantile
+from dpmstream.parsers.quantiles import nearest_rank
 from tests.metrics_stack import simulate
 from tests.probes.test_sources_prometheus import check_dpm
 
@@ -69,7 +69,7 @@ def assert_probe_matches_truth(prefix: Path, window: str, window_s: float, year_
         values = sorted(text_to_ms(r[field]) / 1000 for r in reqs if r[field] != "")
         for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
             got = perf[f"{phase}_{label}"][0]
-            expected = quantile(values, q)
+            expected = nearest_rank(values, q)
             if expected is None:
                 assert got == "U", (phase, label)
             else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dpmstream.probes import thresholds as th
-from dpmstream.probes.measurement import parse_duration, quantile
+from dpmstream.probes.measurement import parse_duration
 
 
 @pytest.mark.parametrize("text, metric, kind, q", [
@@ -57,13 +57,6 @@ def test_thresholded_quantiles_and_ops_are_measured():
 def test_quantile_labels_round_trip():
     for text in ("p50", "p95", "p99", "p99.9", "p1"):
         assert th.quantile_label(th.parse_quantile(text)) == text
-
-
-def test_quantile_interpolates_between_ranks():
-    assert quantile([], 0.5) is None
-    assert quantile([3.0], 0.99) == 3.0
-    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
-    assert quantile([0.0, 10.0], 0.95) == pytest.approx(9.5)
 
 
 def test_durations():

@@ -42,7 +42,7 @@ def call(start, duration, op="statg", daemon="dpns", pid=20713, thread=3):
 def dataset(requests, calls=()):
     data = Dataset(requests=list(requests), calls=list(calls), zone=ZURICH)
     for r in (*requests, *calls):
-        data.summary.add(r)
+        data.summary.write(r)
     return data
 
 
@@ -70,7 +70,7 @@ def test_the_share_of_a_phase_is_its_summed_time_over_the_summed_total_as_the_re
     requests = [put(T0), put(T0 + 1000, queue=100), put(T0 + 2000, op="get", transfer=0)]
     summary = Summary()
     for r in requests:
-        summary.add(r)
+        summary.write(r)
     assert A.phase_share(requests, "put", "queue_s") == pytest.approx(summary.share("put", "queue"))
     assert A.dominant_phase(requests, "put")[0] == "proc_s"   # 1000 ms against 700 queued
 

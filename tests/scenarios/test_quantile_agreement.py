@@ -58,7 +58,7 @@ def scraped(tmp_path_factory):
             summary = Summary()
             with open(work / scenario / "records.jsonl") as fh:
                 for line in fh:
-                    summary.add(_in_ms(json.loads(line)))
+                    summary.write(_in_ms(json.loads(line)))
             summaries[scenario] = summary
         prom = Prometheus(work / "prometheus", targets, scrape_interval="1s")
         prom.start()

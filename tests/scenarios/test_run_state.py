@@ -62,9 +62,11 @@ def test_sink_recognises_each_record_written_after_the_checkpoint_once(tmp_path)
     path = tmp_path / "records.jsonl"
     calls = _calls(4)
     with JsonLinesSink(path) as sink:
-        sink.write_batch(calls[:1])
+        sink.write(calls[0])
         size = sink.sync()
-        sink.write_batch(calls[1:3])
+        for record in calls[1:3]:
+            sink.write(record)
+        sink.flush()
     with open(path, "ab") as fh:
         fh.write(b'{"kind":"call","ho')                      # cut by the crash
     with JsonLinesSink(path, written_since=size) as sink:
@@ -82,7 +84,7 @@ def test_a_checkpoint_carries_open_requests_into_the_next_process(tmp_path):
     append(log, first)
     opts = dict(host="head01", tz="UTC", year=2011, keep_state=True)
     sink = JsonLinesSink(rec)
-    feed = LiveFeed([Follower(log)], sink=sink, **opts)
+    feed = LiveFeed([Follower(log)], records=sink, **opts)
     feed.poll_once()
     assert feed.open_requests() > 0
     saved = json.loads(json.dumps(feed.checkpoint()))      # as the registry stores it
@@ -91,7 +93,7 @@ def test_a_checkpoint_carries_open_requests_into_the_next_process(tmp_path):
     sink.close()
     append(log, rest)
     sink = JsonLinesSink(rec, written_since=saved["records"]["size"])
-    feed = LiveFeed([Follower(log, resume=saved["files"][str(log)])], sink=sink,
+    feed = LiveFeed([Follower(log, resume=saved["files"][str(log)])], records=sink,
                     state=saved["pipeline"], **opts)
     feed.poll_once()
     feed.finish()
@@ -106,7 +108,7 @@ def test_records_made_again_after_a_crash_are_not_written_twice(tmp_path):
     append(log, lines[:30])
     opts = dict(host="head01", tz="UTC", year=2011, keep_state=True)
     sink = JsonLinesSink(rec)
-    feed = LiveFeed([Follower(log)], sink=sink, **opts)
+    feed = LiveFeed([Follower(log)], records=sink, **opts)
     feed.poll_once()
     saved = json.loads(json.dumps(feed.checkpoint()))
     saved_count = len(read_records(rec))
@@ -116,7 +118,7 @@ def test_records_made_again_after_a_crash_are_not_written_twice(tmp_path):
     sink.close()
     sink = JsonLinesSink(rec, written_since=saved["records"]["size"])
     assert sink.to_replay == len(read_records(rec)) - saved_count > 0
-    feed = LiveFeed([Follower(log, resume=saved["files"][str(log)])], sink=sink,
+    feed = LiveFeed([Follower(log, resume=saved["files"][str(log)])], records=sink,
                     state=saved["pipeline"], **opts)
     feed.poll_once()
     feed.finish()

@@ -48,7 +48,7 @@ def call(**over) -> dict:
 
 
 def stats(lines=None, evictions=0, expired=0, in_flight=None, slow=None, latest=None):
-    """The attributes of Pipeline.stats that update_from_stats reads (cumulative)."""
+    """The attributes of Pipeline.stats that publish() reads (cumulative)."""
     return SimpleNamespace(lines=lines or {}, evictions=evictions, expired=expired,
                            in_flight=in_flight or {}, slow_queue_depth=slow or {},
                            latest_event_ms=latest or {})
@@ -56,7 +56,7 @@ def stats(lines=None, evictions=0, expired=0, in_flight=None, slow=None, latest=
 
 def test_a_finished_request_observes_every_phase_it_has_in_seconds():
     m = PipelineMetrics(CollectorRegistry())
-    m.observe_record(put_request())
+    m.write(put_request())
     lab = dict(host="head01", op="put", status="success")
     assert value(m, "dpm_request_phase_seconds_count", phase="auth", **lab) == 1
     assert value(m, "dpm_request_phase_seconds_sum", phase="auth", **lab) == 0.017
@@ -73,7 +73,7 @@ def test_a_finished_request_observes_every_phase_it_has_in_seconds():
 
 def test_phases_absent_from_a_request_create_no_observation():
     m = PipelineMetrics(CollectorRegistry())
-    m.observe_record(put_request(status="incomplete", accepted=None, auth_s=None, proc_s=None,
+    m.write(put_request(status="incomplete", accepted=None, auth_s=None, proc_s=None,
                                  ready_wait_s=None, transfer_s=None, done_s=None, polls=0,
                                  poll_s=0, total_s=500))
     lab = dict(host="head01", op="put", status="incomplete")
@@ -87,7 +87,7 @@ def test_phases_absent_from_a_request_create_no_observation():
 
 def test_a_slightly_negative_queue_wait_counts_as_zero_so_the_sum_never_shrinks():
     m = PipelineMetrics(CollectorRegistry())
-    m.observe_record(put_request(queue_s=-3))
+    m.write(put_request(queue_s=-3))
     lab = dict(host="head01", op="put", status="success", phase="queue")
     assert value(m, "dpm_request_phase_seconds_sum", **lab) == 0
     assert value(m, "dpm_request_phase_seconds_bucket", le="0.0", **lab) == 1
@@ -96,8 +96,8 @@ def test_a_slightly_negative_queue_wait_counts_as_zero_so_the_sum_never_shrinks(
 def test_requests_are_counted_per_status():
     m = PipelineMetrics(CollectorRegistry())
     for status in ("success", "success", "failed", "aborted"):
-        m.observe_record(put_request(status=status))
-    m.observe_record(put_request(op="get", status="success"))
+        m.write(put_request(status=status))
+    m.write(put_request(op="get", status="success"))
     assert value(m, "dpm_requests_total", host="head01", op="put", status="success") == 2
     assert value(m, "dpm_requests_total", host="head01", op="put", status="failed") == 1
     assert value(m, "dpm_requests_total", host="head01", op="put", status="aborted") == 1
@@ -106,10 +106,10 @@ def test_requests_are_counted_per_status():
 
 def test_calls_are_ok_error_or_noreturn_by_their_rc():
     m = PipelineMetrics(CollectorRegistry())
-    m.observe_record(call(duration_s=2, rc=0))
-    m.observe_record(call(duration_s=5, rc=2))
-    m.observe_record(call(duration_s=7, rc=1001))
-    m.observe_record(call(ended=None, duration_s=None, rc=None))
+    m.write(call(duration_s=2, rc=0))
+    m.write(call(duration_s=5, rc=2))
+    m.write(call(duration_s=7, rc=1001))
+    m.write(call(ended=None, duration_s=None, rc=None))
     lab = dict(host="head01", daemon="dpns", op="statg")
     assert value(m, "dpm_call_seconds_count", result="ok", **lab) == 1
     assert value(m, "dpm_call_seconds_sum", result="ok", **lab) == 0.002
@@ -122,7 +122,7 @@ def test_calls_are_ok_error_or_noreturn_by_their_rc():
 def test_op_label_is_bounded_known_ops_then_first_unknown_then_other():
     m = PipelineMetrics(CollectorRegistry(), max_unknown_ops=2)
     for op in ("statg", "newop1", "newop2", "newop3", "newop4", "getreplica"):
-        m.observe_record(call(op=op))
+        m.write(call(op=op))
     ops = {dict(k[1]).get("op") for k in samples(m) if k[0] == "dpm_call_seconds_count"}
     assert ops == {"statg", "newop1", "newop2", OTHER, "getreplica"}
     assert value(m, "dpm_call_seconds_count", host="head01", daemon="dpns", op=OTHER,
@@ -131,9 +131,9 @@ def test_op_label_is_bounded_known_ops_then_first_unknown_then_other():
 
 def test_unknown_op_caps_are_per_daemon():
     m = PipelineMetrics(CollectorRegistry(), max_unknown_ops=1)
-    m.observe_record(call(daemon="dpns", op="brandnew"))
-    m.observe_record(call(daemon="dpm", op="brandnew"))
-    m.observe_record(call(daemon="dpm", op="another"))
+    m.write(call(daemon="dpns", op="brandnew"))
+    m.write(call(daemon="dpm", op="brandnew"))
+    m.write(call(daemon="dpm", op="another"))
     assert m.op_label("dpns", "brandnew") == "brandnew"
     assert m.op_label("dpm", "brandnew") == "brandnew"
     assert m.op_label("dpm", "another") == OTHER
@@ -141,8 +141,8 @@ def test_unknown_op_caps_are_per_daemon():
 
 def test_a_dn_or_path_never_becomes_a_label_value():
     m = PipelineMetrics(CollectorRegistry())
-    m.observe_record(call(op="/DC=es/DC=irisgrid/O=ugr/CN=Grid User 003"))
-    m.observe_record(call(op="/grid/auger/prod/DAT571058.tar.gz"))
+    m.write(call(op="/DC=es/DC=irisgrid/O=ugr/CN=Grid User 003"))
+    m.write(call(op="/grid/auger/prod/DAT571058.tar.gz"))
     text = m.exposition()
     assert "irisgrid" not in text and "auger" not in text
     assert value(m, "dpm_call_seconds_count", host="head01", daemon="dpns", op=OTHER,
@@ -151,27 +151,28 @@ def test_a_dn_or_path_never_becomes_a_label_value():
 
 def test_lines_counters_follow_cumulative_stats_and_never_go_down():
     m = PipelineMetrics(CollectorRegistry())
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 10,
-                                     ("head01", "dpm", "unmatched"): 1}))
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 25,
-                                     ("head01", "dpm", "unmatched"): 1,
-                                     ("head01", "dpns", "malformed"): 2}))
+    m.publish(stats(lines={("head01", "dpm", "parsed"): 10,
+                           ("head01", "dpm", "unmatched"): 1}))
+    first = {("head01", "dpm", "parsed"): 25, ("head01", "dpm", "unmatched"): 1,
+             ("head01", "dpns", "malformed"): 2}
+    m.publish(stats(lines=first))
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="parsed") == 25
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="unmatched") == 1
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpns", result="malformed") == 2
-    # The same cumulative value again adds nothing.
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 25}))
+    # The same cumulative stats again add nothing.
+    m.publish(stats(lines=first))
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="parsed") == 25
-    # A stats object that was reset: the counter still only grows.
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 4}))
+    # Stats that went down come from a new pipeline: the counter still only grows.
+    m.publish(stats(lines={("head01", "dpm", "parsed"): 4}))
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="parsed") == 29
+    assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="unmatched") == 1
 
 
 def test_two_pipelines_in_one_process_add_up_when_named_as_sources():
     m = PipelineMetrics(CollectorRegistry())
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 10}, in_flight={"head01": 3}),
+    m.publish(stats(lines={("head01", "dpm", "parsed"): 10}, in_flight={"head01": 3}),
                         source="p0")
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 7}, in_flight={"head01": 2}),
+    m.publish(stats(lines={("head01", "dpm", "parsed"): 7}, in_flight={"head01": 2}),
                         source="p1")
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="parsed") == 17
     assert value(m, "dpm_requests_in_flight", host="head01") == 5
@@ -181,33 +182,33 @@ def test_evictions_by_cap_and_timeout_are_counters_present_from_the_start():
     m = PipelineMetrics(CollectorRegistry())
     assert value(m, "dpmstream_evictions_total", reason="cap") == 0
     assert value(m, "dpmstream_evictions_total", reason="timeout") == 0
-    m.update_from_stats(stats(evictions=3, expired=1))
-    m.update_from_stats(stats(evictions=5, expired=1))
+    m.publish(stats(evictions=3, expired=1))
+    m.publish(stats(evictions=5, expired=1))
     assert value(m, "dpmstream_evictions_total", reason="cap") == 5
     assert value(m, "dpmstream_evictions_total", reason="timeout") == 1
 
 
 def test_gauges_show_the_latest_stats_and_drop_to_zero_for_a_vanished_host():
     m = PipelineMetrics(CollectorRegistry())
-    m.update_from_stats(stats(in_flight={"head01": 12, "head02": 4}, slow={"head01": 3}))
+    m.publish(stats(in_flight={"head01": 12, "head02": 4}, slow={"head01": 3}))
     assert value(m, "dpm_requests_in_flight", host="head01") == 12
     assert value(m, "dpm_slow_queue_depth", host="head01") == 3
-    m.update_from_stats(stats(in_flight={"head01": 7}, slow={"head01": 0}))
+    m.publish(stats(in_flight={"head01": 7}, slow={"head01": 0}))
     assert value(m, "dpm_requests_in_flight", host="head01") == 7
     assert value(m, "dpm_requests_in_flight", host="head02") == 0
     assert value(m, "dpm_slow_queue_depth", host="head01") == 0
 
 
 def test_event_lag_is_wall_clock_minus_the_latest_event_time_per_host():
-    m = PipelineMetrics(CollectorRegistry())
-    m.update_from_stats(stats(latest={"head01": T0, "head02": T0 - 60_000}), now_ms=T0 + 2500)
+    m = PipelineMetrics(CollectorRegistry(), clock_ms=lambda: T0 + 2500)
+    m.publish(stats(latest={"head01": T0, "head02": T0 - 60_000}))
     assert value(m, "dpmstream_event_lag_seconds", host="head01") == 2.5
     assert value(m, "dpmstream_event_lag_seconds", host="head02") == 62.5
 
 
 def test_each_metrics_object_has_its_own_registry():
     a, b = PipelineMetrics(CollectorRegistry()), PipelineMetrics(CollectorRegistry())
-    a.observe_record(put_request())
+    a.write(put_request())
     assert value(a, "dpm_requests_total", host="head01", op="put", status="success") == 1
     assert value(b, "dpm_requests_total", host="head01", op="put", status="success") is None
 
@@ -218,7 +219,7 @@ def test_serve_exposes_the_registry_over_http_on_loopback():
     from dpmstream.streams.metrics.exporter import serve
 
     m = PipelineMetrics(CollectorRegistry())
-    m.observe_record(put_request(status="failed"))
+    m.write(put_request(status="failed"))
     server = serve(0, registry=m.registry)
     try:
         assert server.url.startswith("http://127.0.0.1:")
@@ -231,19 +232,22 @@ def test_serve_exposes_the_registry_over_http_on_loopback():
 
 
 def test_an_in_flight_count_for_a_single_host_pipeline_is_labelled_with_that_host():
-    m = PipelineMetrics(CollectorRegistry())
-    m.update_from_stats(SimpleNamespace(
+    m = PipelineMetrics(CollectorRegistry(), clock_ms=lambda: T0)
+    m.publish(SimpleNamespace(
         lines={("head01", "dpm", "parsed"): 4}, evictions=0, expired=0, in_flight=3,
-        slow_queue_depth=1, latest_event_ms={"head01": T0}), now_ms=T0)
+        slow_queue_depth=1, latest_event_ms={"head01": T0}))
     assert value(m, "dpm_requests_in_flight", host="head01") == 3
     assert value(m, "dpm_slow_queue_depth", host="head01") == 1
 
 
-def test_a_source_whose_pipeline_is_replaced_counts_the_new_pipelines_lines_in_full():
+def test_a_retired_source_keeps_its_counts_when_a_new_pipeline_takes_its_name():
     m = PipelineMetrics(CollectorRegistry())
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 1000}), source="p0")
-    m.update_from_stats(stats(), source="p0")          # partition revoked: empty stats
-    m.update_from_stats(stats(lines={("head01", "dpm", "parsed"): 1500}), source="p0")
+    m.publish(stats(lines={("head01", "dpm", "parsed"): 1000}, in_flight={"head01": 3}),
+              source="p0")
+    m.retire("p0")                            # partition revoked
+    assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="parsed") == 1000
+    assert value(m, "dpm_requests_in_flight", host="head01") == 0
+    m.publish(stats(lines={("head01", "dpm", "parsed"): 1500}), source="p0")
     assert value(m, "dpmstream_lines_total", host="head01", daemon="dpm", result="parsed") == 2500
 
 
@@ -268,7 +272,7 @@ def test_label_sets_past_the_series_budget_fold_into_other_and_are_counted():
         ("head01", "dpns", "statg", "ok"))   # each bucket, +Inf, _sum, _count
     m = PipelineMetrics(CollectorRegistry(), max_series=10 * per_set)
     for i in range(30):
-        m.observe_record(call(host=f"head{i:02d}", op="statg", duration_s=5))
+        m.write(call(host=f"head{i:02d}", op="statg", duration_s=5))
     hosts = {dict(k[1])["host"] for k in samples(m) if k[0] == "dpm_call_seconds_count"}
     assert hosts == {f"head{i:02d}" for i in range(10)} | {OTHER}   # first come, kept
     # every observation is still counted: in its own series or under "other"
@@ -277,7 +281,7 @@ def test_label_sets_past_the_series_budget_fold_into_other_and_are_counted():
     assert value(m, "dpmstream_series_overflow_total", metric="dpm_call_seconds") == 20
     assert _family_series(m.exposition(), "dpm_call_seconds") == 11 * per_set
     # a host admitted before the budget ran out keeps its own series
-    m.observe_record(call(host="head03", op="statg", duration_s=5))
+    m.write(call(host="head03", op="statg", duration_s=5))
     assert value(m, "dpm_call_seconds_count", host="head03", daemon="dpns", op="statg",
                  result="ok") == 2
 
@@ -295,7 +299,7 @@ def test_many_hosts_and_ops_keep_the_exposition_within_the_series_budget():
     for host in range(300):
         for op in range(40):
             for rc in (0, 1, None):
-                m.observe_record(call(host=f"head{host:03d}", op=f"op{op:02d}", rc=rc,
+                m.write(call(host=f"head{host:03d}", op=f"op{op:02d}", rc=rc,
                                       duration_s=None if rc is None else 3))
     text = m.exposition()
     series = _family_series(text, "dpm_call_seconds")

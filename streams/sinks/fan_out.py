@@ -1,0 +1,51 @@
+"""The one shape of a record sink, and the fan-out of a pipeline's records to several.
+
+    out = FanOut([summary, CsvSink("out"), metrics])
+    pipeline = Pipeline(on_record=out.write)
+    ...
+    out.flush()          # after a batch: what the sinks buffered becomes visible
+    out.close()          # at the end: files complete and closed
+
+A sink takes finished records (parsers/records.py dicts) one at a time with write(),
+releases what it holds with close(), and may have flush() when it buffers. CSV, JSON
+lines, the summary, the directories, OpenMetrics and the Prometheus metrics are sinks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+
+class Sink(Protocol):
+    def write(self, record: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FanOut:
+    """Every record to every sink, in the order given; itself a sink."""
+
+    def __init__(self, sinks: Iterable[Sink] = ()) -> None:
+        self.sinks = list(sinks)
+
+    def write(self, record: dict) -> None:
+        for sink in self.sinks:
+            sink.write(record)
+
+    def flush(self) -> None:
+        for sink in self.sinks:
+            flush = getattr(sink, "flush", None)
+            if flush is not None:
+                flush()
+
+    def close(self) -> None:
+        """Close every sink, even when one fails (the first failure is raised after)."""
+        failure = None
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:  # noqa: BLE001 - the others must still close
+                failure = failure or exc
+        if failure is not None:
+            raise failure
