@@ -158,3 +158,27 @@ def test_a_restored_pipeline_takes_its_changes_against_the_restored_state():
         restored.sources["dpm"].feed(line)
     changes = restored.take_changes()
     assert set(changes.requests) == {RequestKey("h", T2)} and changes.clock is not None
+
+
+_DOMAIN_ONLY = """
+import sys
+
+class EdgesBlocked:
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if (name.startswith(("dpmstream.streams", "dpmstream.probes", "dpmstream.commands"))
+                or top in ("faust", "aiokafka", "kafka", "prometheus_client")):
+            raise ImportError(f"the domain imported {name}")
+        return None
+
+sys.meta_path.insert(0, EdgesBlocked())
+import dpmstream.parsers.pipeline
+"""
+
+
+def test_the_pipeline_imports_only_the_domain():
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", _DOMAIN_ONLY], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
