@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Callable, Iterable
 
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
@@ -28,7 +29,7 @@ from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
 )
-from dpmstream.parsers.reassembly import Reassembler
+from dpmstream.parsers.reassembly import Reassembler, RequestKey, ThreadKey
 
 log = logging.getLogger(__name__)
 
@@ -176,82 +177,108 @@ class Pipeline:
         self.reassembler.advance()
         self.linker.advance()
 
-    # -- state for external stores (the Kafka worker's changelog-backed tables) ------
+    # -- state, for a restart ------------------------------------------------------------
     def track_changes(self) -> None:
         """From now on, take_changes() returns the net changes of the state."""
         self.reassembler.track_changes()
-        self._persisted: set[str] = set()
-        self._last_meta: dict[str, object] = {}
+        self._stored: dict[str, set] = {"threads": set(), "requests": set(), "finished": set()}
+        self._last_sources: dict[str, dict] = {}
+        self._last_clock: dict | None = None
+        self._last_linker: dict = {}  # a new linker holds nothing
 
-    def take_changes(self) -> dict[str, dict | None]:
-        """{key: JSON-safe state, or None for a key gone since it was last taken}.
-
-        Keys: "t|host|daemon|pid|tid" threads, "r|host|token" requests, "f|N" a group
-        of ended requests' keys (so a late line stays late after a restore), "s|name"
-        sources, "m" the processes and host clocks, "l" what the linker holds (name-server
-        linking). A key created and removed between two takes is left
-        out.
-        """
+    def take_changes(self) -> "StateChanges":
+        """What changed since the last take (everything, the first time). A thread,
+        request or ended group gone is None, and only if an earlier take reported it: one
+        created and gone between two takes is left out."""
         for src in self.sources.values():  # lines still buffered for detection are not state
             src.settle()
-        threads, requests, finished = self.reassembler.take_changes()
-        raw: dict[str, dict | None] = {}
-        for (host, daemon, pid, tid), state in threads.items():
-            raw[f"t|{host}|{daemon}|{pid}|{tid}"] = state
-        for (host, token), state in requests.items():
-            raw[f"r|{host}|{token}"] = state
-        for group, keys in finished.items():
-            raw[f"f|{group}"] = keys
-        meta = {f"s|{name}": src.state() for name, src in self.sources.items() if src.parser}
-        meta["m"] = self.reassembler.clock_state()
-        meta["l"] = self.linker.state()  # records held for name-server linking
-        for key, state in meta.items():
-            if self._last_meta.get(key) != state:
-                self._last_meta[key] = state
-                raw[key] = state
+        core = self.reassembler.take_changes()
+        changes = StateChanges(threads=self._net(core.threads, "threads"),
+                               requests=self._net(core.requests, "requests"),
+                               finished=self._net(core.finished, "finished"))
+        for name, src in self.sources.items():
+            if src.parser is not None:
+                state = src.state()
+                if self._last_sources.get(name) != state:
+                    self._last_sources[name] = changes.sources[name] = state
+        clock = self.reassembler.clock_state()
+        if clock != self._last_clock:
+            self._last_clock = changes.clock = clock
+        linked = self.linker.state() or {}  # records held for name-server linking
+        if linked != self._last_linker:
+            self._last_linker = changes.linker = linked
+        return changes
+
+    def _net(self, changed: dict, kind: str) -> dict:
+        stored = self._stored[kind]
         out = {}
-        for key, state in raw.items():
-            if state is None:
-                if key in self._persisted:
-                    self._persisted.discard(key)
-                    out[key] = None
-            else:
-                self._persisted.add(key)
+        for key, state in changed.items():
+            if state is not None:
+                stored.add(key)
                 out[key] = state
+            elif key in stored:
+                stored.discard(key)
+                out[key] = None
         return out
 
-    def restore(self, states) -> None:
-        """Rebuild a fresh pipeline from (key, state) pairs saved by take_changes()."""
-        states = [(k, s) for k, s in (states.items() if isinstance(states, dict) else states)
-                  if s is not None]
-        threads, requests, clock, finished = {}, {}, {}, {}
-        linked = None
-        for key, state in states:
-            kind, _, rest = key.partition("|")
-            if kind == "t":
-                host, daemon, pid, tid = rest.rsplit("|", 3)
-                threads[(host, daemon, int(pid), int(tid))] = state
-            elif kind == "r":
-                host, token = rest.rsplit("|", 1)
-                requests[(host, token)] = state
-            elif kind == "f":
-                finished[int(rest)] = state
-            elif kind == "s":
-                Source.from_state(self, rest, state)
-            elif kind == "m":
-                clock = state
-            elif kind == "l":
-                linked = state
-        self.reassembler.restore(threads, requests, clock, finished)
-        self.linker.restore(linked)
-        if self.reassembler.dirty_threads is not None:  # tracking: these keys are stored
-            self._persisted.update(k for k, _ in states)
+    def restore(self, state: "StateChanges") -> None:
+        """Rebuild a fresh pipeline from its whole state: every change taken, merged."""
+        for name, src_state in state.sources.items():
+            if src_state is not None:
+                Source.from_state(self, name, src_state)
+        whole = {kind: {k: s for k, s in getattr(state, kind).items() if s is not None}
+                 for kind in ("threads", "requests", "finished")}
+        self.reassembler.restore(whole["threads"], whole["requests"], state.clock,
+                                 whole["finished"])
+        self.linker.restore(state.linker)
+        if self.reassembler.tracking:  # what is stored now: changes are taken against it
+            for kind, states in whole.items():
+                self._stored[kind].update(states)
+            self._last_sources.update((k, s) for k, s in state.sources.items() if s is not None)
+            self._last_clock = state.clock
+            self._last_linker = state.linker or {}
 
     def finish(self) -> None:
         for src in self.sources.values():
             src.settle()
         self.reassembler.finish()
         self.linker.finish()
+
+
+@dataclass
+class StateChanges:
+    """Net changes of a pipeline's state (Pipeline.take_changes), or, merged, its whole
+    state (Pipeline.restore). JSON-safe values; how they are stored is the edge's choice.
+
+    threads, requests: the reassembly's open threads and requests (None: gone);
+    finished: groups of ended requests' keys, so a late line stays late after a restore;
+    sources: each stream's profile and clock; clock: the processes and host clocks;
+    linker: what name-server linking holds. clock and linker are None when unchanged.
+    """
+    threads: dict[ThreadKey, dict | None] = field(default_factory=dict)
+    requests: dict[RequestKey, dict | None] = field(default_factory=dict)
+    finished: dict[int, list[RequestKey] | None] = field(default_factory=dict)
+    sources: dict[str, dict | None] = field(default_factory=dict)
+    clock: dict | None = None
+    linker: dict | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.threads or self.requests or self.finished or self.sources
+                    or self.clock is not None or self.linker is not None)
+
+    def merge(self, later: "StateChanges") -> None:
+        """Apply changes taken after these: what a store of the whole state does."""
+        for kind in ("threads", "requests", "finished", "sources"):
+            mine = getattr(self, kind)
+            for key, state in getattr(later, kind).items():
+                if state is None:
+                    mine.pop(key, None)
+                else:
+                    mine[key] = state
+        if later.clock is not None:
+            self.clock = later.clock
+        if later.linker is not None:
+            self.linker = later.linker
 
 
 class Source:

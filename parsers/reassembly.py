@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, fields as dc_fields
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .events import Event
 
@@ -42,6 +42,28 @@ FINISHED_GROUP = 1024
 MAX_HELD = 8
 # Lines back at the old time that set a held far-ahead line aside.
 VOTES_AGAINST = 2
+
+
+class ThreadKey(NamedTuple):
+    """Which thread a line is from (plain tuples of these four are used inside)."""
+    host: str
+    daemon: str
+    pid: int
+    tid: int
+
+
+class RequestKey(NamedTuple):
+    """Which request a line belongs to."""
+    host: str
+    token: str
+
+
+class ReassemblyChanges(NamedTuple):
+    """What changed since the last take: a thread's or request's state, or None for one
+    gone; a group of ended requests' keys (None: the group is forgotten)."""
+    threads: dict[ThreadKey, dict | None]
+    requests: dict[RequestKey, dict | None]
+    finished: dict[int, list[RequestKey] | None]
 
 
 class Call:
@@ -204,10 +226,10 @@ class Reassembler:
         self.on_span: Callable | None = None
         self.slow_queue_depth = 0
         self.latest: int | None = None
-        # Change tracking for external state stores (the Kafka worker's tables).
-        self.dirty_threads: set | None = None
-        self.dirty_requests: set | None = None
-        self.dirty_groups: set | None = None
+        # What changed since the last take_changes(), once track_changes() was called.
+        self._changed_threads: set | None = None
+        self._changed_requests: set | None = None
+        self._changed_groups: set | None = None
         self._handlers = {
             "accept": self._on_accept, "conn_failure": self._on_conn_failure,
             "call": self._on_call, "token": self._on_token, "slow_start": self._on_slow_start,
@@ -303,10 +325,10 @@ class Reassembler:
         if ts > proc.last:
             proc.last = ts
         rkey = self._handlers[role](ev, th, key)
-        if self.dirty_threads is not None:
-            self.dirty_threads.add(key)
+        if self._changed_threads is not None:
+            self._changed_threads.add(key)
             if rkey is not None:
-                self.dirty_requests.add(rkey)
+                self._changed_requests.add(rkey)
 
     def _new_thread(self, key: tuple, daemon: str, ts: int) -> Thread:
         host, _, pid, tid = key
@@ -345,8 +367,8 @@ class Reassembler:
         proc = procs.get(key[2]) if procs else None
         if proc is not None:
             proc.tids.discard(key[3])
-        if self.dirty_threads is not None:
-            self.dirty_threads.add(key)
+        if self._changed_threads is not None:
+            self._changed_threads.add(key)
 
     def _on_accept(self, ev, th, key):
         if th.accept is not None:
@@ -575,8 +597,8 @@ class Reassembler:
         self._dequeue(req)
         self._remember_finished(rkey)
         self.emit(self._request_record(req, status, ended, BY_LINE))
-        if self.dirty_requests is not None:
-            self.dirty_requests.add(rkey)
+        if self._changed_requests is not None:
+            self._changed_requests.add(rkey)
 
     def _remember_finished(self, rkey) -> None:
         group = self._group
@@ -585,17 +607,17 @@ class Reassembler:
         self.finished[rkey] = group
         if len(members) >= FINISHED_GROUP:
             self._group += 1
-        dirty = self.dirty_groups
-        if dirty is not None:
-            dirty.add(group)
+        changed = self._changed_groups
+        if changed is not None:
+            changed.add(group)
         if len(self.finished) > self.finished_memory:
             old_key, old_group = self.finished.popitem(last=False)
             members = self.finished_groups[old_group]
             del members[old_key]
             if not members:
                 del self.finished_groups[old_group]
-            if dirty is not None:
-                dirty.add(old_group)
+            if changed is not None:
+                changed.add(old_group)
 
     def _expire(self, rkey, req: Request, reason: str) -> None:
         """Emit a request that saw no end (rules 5 and 6 of the record rules); its token
@@ -608,8 +630,8 @@ class Reassembler:
         else:
             record = self._request_record(req, "incomplete", req.latest, reason)
         self.emit(record)
-        if self.dirty_requests is not None:
-            self.dirty_requests.add(rkey)
+        if self._changed_requests is not None:
+            self._changed_requests.add(rkey)
 
     def _request_record(self, req: Request, status: str, ended: int, reason: str) -> dict:
         self.stats.requests += 1
@@ -761,23 +783,28 @@ class Reassembler:
     def in_flight(self) -> int:
         return len(self.requests)
 
-    # -- state for external stores (Kafka worker tables) ------------------------------
-    def track_changes(self) -> None:
-        self.dirty_threads, self.dirty_requests, self.dirty_groups = set(), set(), set()
+    # -- state, for a restart -------------------------------------------------------
+    @property
+    def tracking(self) -> bool:
+        return self._changed_threads is not None
 
-    def take_changes(self) -> tuple[dict, dict, dict]:
-        """({thread key: state or None}, {request key: state or None},
-        {finished group: [request keys] or None}) changed since the last take. The
-        finished groups carry the finished-token memory, so that a restored reassembler
-        still knows a late line for one when it sees it."""
-        threads = {k: thread_state(self.threads.get(k)) for k in self.dirty_threads}
-        requests = {k: request_state(self.requests.get(k)) for k in self.dirty_requests}
-        groups = {g: [list(k) for k in self.finished_groups[g]] if g in self.finished_groups
-                  else None for g in self.dirty_groups}
-        self.dirty_threads.clear()
-        self.dirty_requests.clear()
-        self.dirty_groups.clear()
-        return threads, requests, groups
+    def track_changes(self) -> None:
+        """From now on, take_changes() returns what changed since its last call."""
+        self._changed_threads, self._changed_requests, self._changed_groups = set(), set(), set()
+
+    def take_changes(self) -> ReassemblyChanges:
+        """The threads, requests and groups of ended requests changed since the last
+        take. The ended groups carry the finished-token memory, so that a restored
+        reassembler still knows a late line for one when it sees it."""
+        threads = {ThreadKey(*k): thread_state(self.threads.get(k)) for k in self._changed_threads}
+        requests = {RequestKey(*k): request_state(self.requests.get(k))
+                    for k in self._changed_requests}
+        groups = {g: [RequestKey(*k) for k in self.finished_groups[g]]
+                  if g in self.finished_groups else None for g in self._changed_groups}
+        self._changed_threads.clear()
+        self._changed_requests.clear()
+        self._changed_groups.clear()
+        return ReassemblyChanges(threads, requests, groups)
 
     def clock_state(self) -> dict:
         """Processes and host clocks, small enough to store whole at every checkpoint."""

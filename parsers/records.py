@@ -17,10 +17,6 @@ REQUEST_COLUMNS = (
     "ns_calls", "ns_s",  # name-server calls linked to the request (parsers/linking.py)
 )
 
-# Why a request record was emitted: its own closing line (rules 1-4), the end of the
-# input, the request timeout, or the memory cap (rules 5 and 6 in the last three).
-END_REASONS = ("line", "input_end", "timeout", "evicted")
-
 CALL_COLUMNS = (
     "host", "daemon", "pid", "thread", "op", "client", "started", "ended",
     "duration_s", "rc", "auth_s",

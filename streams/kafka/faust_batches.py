@@ -22,8 +22,8 @@ Pacing: like a plain consume loop, the consumer fetches again only once the agen
 done with the batches it was handed (all but one small one, or all but four large
 ones; at most one fetch timeout later), so lines that arrive meanwhile come as one
 larger batch instead of a queue of small ones; and the broker
-holds an empty fetch 100 ms instead of Faust's 1.5 s. Both were measured end to end
-(streams of 5,000 lines/s from rsyslog: p99 1.8 s -> 1.1 s -> 0.3 s).
+holds an empty fetch 100 ms instead of Faust's 1.5 s. Both shorten the end-to-end
+latency of a steady rsyslog stream (bench/RESULTS.md).
 
 Offsets the app commits itself: for the topics named in the app's
 `self_committed_topics` (the worker commits its input offsets in its own Kafka
@@ -73,9 +73,8 @@ class BatchingConsumer(faust_aiokafka.Consumer):
         arrived meanwhile comes as one batch. Without this wait every small fetch became
         a batch (and a transaction) of its own, and when a transaction took longer than
         rsyslog's interval between sends, the batches queued up until Faust's stream
-        buffer was full, which stops its fetching for a whole fetch timeout (measured:
-        p99 1.1 s end to end at 5,000 lines/s). Large batches may queue a few deep:
-        waiting for each cost a catch-up 10 - 15% of its rate."""
+        buffer was full, which stops its fetching for a whole fetch timeout. Large
+        batches may queue a few deep: waiting for each would slow a catch-up."""
         pending = self._pending
         deadline = monotonic() + timeout
         while pending:
@@ -171,7 +170,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         # out only for partitions with nothing buffered, so one can hold only partitions
         # that never get records (Faust's leader topic, the changelog the worker does
         # not read); the next fetch of the lines topic then waits behind it, and lines
-        # arrive up to 1.5 s late (measured: p99 1.8 s end to end at 5,000 lines/s).
+        # arrive up to 1.5 s late.
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
         return consumer
 

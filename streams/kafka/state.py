@@ -1,6 +1,6 @@
 """One partition of the raw-lines topic: its pipeline, its duplicate filter, its state.
 
-No Kafka here: the worker hands in decoded records and writes out what take_changes()
+No Kafka here: the worker hands in decoded records and writes out what checkpoint()
 returns, so this is tested without a broker.
 
 Duplicates. A line is (host, path, offset) with offset its byte offset in the file
@@ -10,7 +10,7 @@ rsyslog delivered it twice. A rotated or truncated file starts again at a low of
 line at or below the first offset seen for the file whose text differs from that first
 line starts a new generation of the file instead of being taken for a duplicate.
 
-State keys (on top of the pipeline's "t|", "r|", "s|", "m"): "w|<host>|<path>" the
+State keys (beside the pipeline's, streams/state_keys.py): "w|<host>|<path>" the
 duplicate filter of a file, "k" the next Kafka offset of the partition to read.
 """
 
@@ -21,6 +21,7 @@ from collections import Counter
 
 from dpmstream.streams.kafka.envelope import Envelope, EnvelopeError, decode
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.streams import state_keys
 
 UNKNOWN_HOST = "unknown"
 UNKNOWN_DAEMON = "unknown"
@@ -130,7 +131,7 @@ class PartitionState:
         Changes are {key: JSON-safe value, or None for a key gone}. Taking the changes
         settles profile detection, which may finish records: so changes come first.
         """
-        changes = self.pipeline.take_changes()
+        changes = state_keys.encode(self.pipeline.take_changes())
         for host, path in self._dirty_marks:
             changes[f"{MARK_PREFIX}{host}|{path}"] = self.marks[(host, path)]
         self._dirty_marks.clear()
@@ -154,7 +155,7 @@ class PartitionState:
                 self.marks[(host, path)] = list(value)
             else:
                 core[key] = value
-        self.pipeline.restore(core)
+        self.pipeline.restore(state_keys.decode(core))
         for src in self.pipeline.sources.values():
             self._sources[(src.host, src.path)] = src
 

@@ -32,13 +32,14 @@ open request and suppressing what was already written, would reread up to --time
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
-
 from collections import deque
+from dataclasses import replace
+from typing import Callable, Sequence
 
 from dpmstream.streams.live.follow import Follower
 from dpmstream.streams.lanes import STEP_MS
-from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.streams import state_keys
 from dpmstream.streams.sinks.fan_out import FanOut, Sink
 from dpmstream.streams.sinks.summary import Summary
 
@@ -80,13 +81,13 @@ class LiveFeed:
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight, max_threads=max_threads,
                                  grace_s=grace_s, head_aliases=head_aliases)
-        self._state: dict[str, dict] | None = None
+        self._state: StateChanges | None = None  # the whole state, as of the last checkpoint
         self.state_changed = False  # the last checkpoint() found the state changed
         if keep_state:
             self.pipeline.track_changes()
-            self._state = dict(state or {})
+            self._state = state_keys.decode(state or {})
             if state:
-                self.pipeline.restore(state)
+                self.pipeline.restore(self._state)
         self._sources: dict[int, object] = {}
         self._buffers: dict[int, deque] = {id(f): deque() for f in followers}
         self._seen_events: dict[int, tuple[int, int]] = {}
@@ -233,11 +234,7 @@ class LiveFeed:
         self._flush_buffers()
         changes = self.pipeline.take_changes()
         self.state_changed = bool(changes)
-        for key, state in changes.items():
-            if state is None:
-                self._state.pop(key, None)
-            else:
-                self._state[key] = state
+        self._state.merge(changes)
         self.drain()  # records that take_changes() completed (profile detection settled)
         size = self.records.sync() if self.records is not None else None
         return {
@@ -248,14 +245,16 @@ class LiveFeed:
         }
 
     def _saved_state(self) -> dict:
-        """The state without the oldest ended-token groups: the reassembler remembers
-        100,000 ended tokens to tell a late line, which would make every save megabytes;
-        late lines come seconds after the end, so the newest groups serve as well."""
-        groups = sorted(int(key[2:]) for key in self._state if key.startswith("f|"))
-        old = {f"f|{g}" for g in groups[:-FINISHED_GROUPS_SAVED]}
-        if not old:
-            return self._state
-        return {key: state for key, state in self._state.items() if key not in old}
+        """The state, as the state file keeps it (streams/state_keys.py), without the
+        oldest ended-token groups: the reassembler remembers 100,000 ended tokens to tell
+        a late line, which would make every save megabytes; late lines come seconds after
+        the end, so the newest groups serve as well."""
+        whole = self._state
+        kept = sorted(whole.finished)[-FINISHED_GROUPS_SAVED:]
+        if len(kept) < len(whole.finished):
+            whole = replace(whole, finished={g: whole.finished[g] for g in kept})
+        return {key: value for key, value in state_keys.encode(whole).items()
+                if value is not None}
 
     def close(self) -> None:
         for f in self.followers:

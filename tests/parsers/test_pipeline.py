@@ -1,13 +1,15 @@
 """Saving the pipeline's state every K lines and restoring it into a fresh pipeline gives
 exactly the records of one uninterrupted pipeline (what the Kafka worker relies on)."""
 
+import dataclasses
 import json
 
 import pytest
 
 from dpmstream.simulator import simulate
 from dpmstream.simulator.scenarios import scenario
-from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.parsers.reassembly import RequestKey, ThreadKey
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,14 @@ def new_pipeline(records, cfg):
     return pipeline
 
 
+def stored(changes: StateChanges) -> StateChanges:
+    """The changes as a store gives them back: every value through JSON."""
+    return StateChanges(**{f.name: json.loads(json.dumps(getattr(changes, f.name)))
+                           if f.name in ("clock", "linker") else
+                           {k: json.loads(json.dumps(v)) for k, v in getattr(changes, f.name).items()}
+                           for f in dataclasses.fields(StateChanges)})
+
+
 def feed(pipeline, cfg, name, line):
     src = pipeline.sources.get(name) or pipeline.source(name, host=cfg.host, tz=cfg.tz, year=2011)
     src.feed(line)
@@ -46,16 +56,12 @@ def test_state_saved_every_k_lines_and_restored_gives_the_same_records(sim, ever
         feed(straight, cfg, name, line)
     straight.finish()
 
-    records, store = [], {}
+    records, store = [], StateChanges()
     pipeline = new_pipeline(records, cfg)
     for i, (name, line) in enumerate(lines, 1):
         feed(pipeline, cfg, name, line)
         if i % every == 0:
-            for key, state in pipeline.take_changes().items():
-                if state is None:
-                    del store[key]
-                else:
-                    store[key] = json.loads(json.dumps(state))  # as a table would keep it
+            store.merge(stored(pipeline.take_changes()))
             pipeline = new_pipeline(records, cfg)
             pipeline.restore(store)
     pipeline.finish()
@@ -71,12 +77,31 @@ def test_take_changes_omits_keys_created_and_removed_between_takes(sim):
     for name, line in lines[:2000]:
         feed(pipeline, cfg, name, line)
     first = pipeline.take_changes()
-    assert first and all(state is not None for state in first.values())
+    assert first.threads and first.requests and first.sources and first.clock
+    for kind in ("threads", "requests", "finished"):
+        assert all(state is not None for state in getattr(first, kind).values())
     for name, line in lines[2000:4000]:
         feed(pipeline, cfg, name, line)
     second = pipeline.take_changes()
-    gone = [key for key, state in second.items() if state is None]
-    assert gone and set(gone) <= set(first)
+    gone = {kind: {key for key, state in getattr(second, kind).items() if state is None}
+            for kind in ("threads", "requests", "finished")}
+    assert any(gone.values())
+    assert all(gone[kind] <= set(getattr(first, kind)) for kind in gone)
+
+
+def test_changes_name_threads_and_requests_by_typed_keys():
+    from tests.dpmlog import T1, put
+    pipeline = Pipeline(lambda r: None)
+    pipeline.track_changes()
+    src = pipeline.source("dpm", host="h", tz="UTC", year=2011)
+    for line in put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002"):
+        src.feed(line)
+    changes = pipeline.take_changes()
+    assert list(changes.requests) == [RequestKey("h", T1)]
+    assert all(isinstance(key, ThreadKey) and key.host == "h" and key.daemon == "dpm"
+               for key in changes.threads)
+    assert set(changes.sources) == {"dpm"} and changes.clock["hosts"][0][0] == "h"
+    assert not pipeline.take_changes()  # nothing happened since
 
 
 def test_a_late_line_after_a_restore_is_known_late_not_a_new_orphan_request():
@@ -90,9 +115,8 @@ def test_a_late_line_after_a_restore_is_known_late_not_a_new_orphan_request():
     src = pipeline.source("dpm", host="h", tz="UTC", year=2011)
     for line in lines:
         src.feed(line)
-    store = {k: v for k, v in pipeline.take_changes().items() if v is not None}
     restored = Pipeline(records.append)
-    restored.restore(json.loads(json.dumps(store)))
+    restored.restore(stored(pipeline.take_changes()))
     for line in late:
         restored.sources["dpm"].feed(line)
     restored.finish()
@@ -107,17 +131,54 @@ def test_the_finished_memory_is_bounded_in_the_store_too():
     pipeline.reassembler.finished_memory = 2
     pipeline.track_changes()
     src = pipeline.source("dpm", host="h", tz="UTC", year=2011)
-    store = {}
+    store = StateChanges()
     tokens = [f"{i:08x}-0000-0000-0000-000000000000" for i in range(5)]
     for i, token in enumerate(tokens):
         for line in (put(f"08/12 10:00:0{i}.000", 3, token, end=f"08/12 10:00:0{i}.002")
                      + closing(f"08/12 10:00:0{i}.100", f"08/12 10:00:0{i}.101", 6, "putdone", token)):
             src.feed(line)
-        for key, state in pipeline.take_changes().items():
-            if state is None:
-                del store[key]
-            else:
-                store[key] = state
-    assert not [k for k in store if k.startswith("r|")]  # none open
-    remembered = sorted(token for k, keys in store.items() if k.startswith("f|") for _, token in keys)
+        store.merge(pipeline.take_changes())
+    assert not store.requests  # none open
+    remembered = sorted(token for keys in store.finished.values() for _, token in keys)
     assert remembered == tokens[-2:]
+
+
+def test_a_restored_pipeline_takes_its_changes_against_the_restored_state():
+    from tests.dpmlog import T1, T2, put
+    pipeline = Pipeline(lambda r: None)
+    pipeline.track_changes()
+    src = pipeline.source("dpm", host="h", tz="UTC", year=2011)
+    for line in put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002"):
+        src.feed(line)
+    restored = Pipeline(lambda r: None)
+    restored.track_changes()
+    restored.restore(stored(pipeline.take_changes()))
+    assert not restored.take_changes()  # nothing happened since: nothing to store again
+    for line in put("08/12 10:00:01.000", 4, T2, end="08/12 10:00:01.002"):
+        restored.sources["dpm"].feed(line)
+    changes = restored.take_changes()
+    assert set(changes.requests) == {RequestKey("h", T2)} and changes.clock is not None
+
+
+_DOMAIN_ONLY = """
+import sys
+
+class EdgesBlocked:
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if (name.startswith(("dpmstream.streams", "dpmstream.probes", "dpmstream.commands"))
+                or top in ("faust", "aiokafka", "kafka", "prometheus_client")):
+            raise ImportError(f"the domain imported {name}")
+        return None
+
+sys.meta_path.insert(0, EdgesBlocked())
+import dpmstream.parsers.pipeline
+"""
+
+
+def test_the_pipeline_imports_only_the_domain():
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", _DOMAIN_ONLY], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr

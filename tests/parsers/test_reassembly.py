@@ -304,3 +304,25 @@ def test_in_flight_and_slow_queue_are_counted_per_host():
     src.settle()
     assert pipeline.stats.in_flight_by_host == {"head01": 1, "head02": 2}
     assert pipeline.stats.slow_queue_by_host == {"head01": 1, "head02": 1}
+
+
+def test_changes_are_typed_snapshots_of_what_a_line_touched():
+    from dpmstream.parsers.pipeline import Pipeline
+    from dpmstream.parsers.reassembly import RequestKey, ThreadKey
+    pipeline = Pipeline(lambda r: None)
+    reassembler = pipeline.reassembler
+    reassembler.track_changes()
+    src = pipeline.source("test", host="h", tz="UTC", year=2011)
+    for ln in put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002"):
+        src.feed(ln)
+    src.settle()  # the profile is detected: the lines reach the reassembler
+    changes = reassembler.take_changes()
+    assert list(changes.threads) == [ThreadKey("h", "dpm", 12345, 3)]
+    assert changes.threads[ThreadKey("h", "dpm", 12345, 3)]["call"] is None  # it returned
+    assert changes.requests[RequestKey("h", T1)]["op"] == "put" and not changes.finished
+    for ln in closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1):
+        src.feed(ln)
+    changes = reassembler.take_changes()
+    assert changes.requests == {RequestKey("h", T1): None}       # ended: gone
+    assert changes.finished == {0: [RequestKey("h", T1)]}          # and remembered
+    assert not any(reassembler.take_changes())                     # nothing since
