@@ -510,6 +510,17 @@ def test_sigterm_while_reading_a_large_backlog_stops_within_5_s_and_resumes_exac
     assert canonical(got) == canonical(replayed(lines))
 
 
+def _open_files(pid: int) -> set[str]:
+    """The paths a process has open; an fd closed while we look is simply not there."""
+    paths = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            paths.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:
+            pass
+    return paths
+
+
 def test_sigterm_while_blocked_on_a_full_records_pipe_exits_within_5_s(tmp_path):
     log, state = tmp_path / "dpm.log", tmp_path / "run.state"
     append(log, puts(0, 3000))
@@ -524,8 +535,7 @@ def test_sigterm_while_blocked_on_a_full_records_pipe_exits_within_5_s(tmp_path)
         while not opened:                      # it started and opened the log
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-            opened = any(os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(log)
-                         for fd in os.listdir(f"/proc/{proc.pid}/fd"))
+            opened = str(log) in _open_files(proc.pid)
         time.sleep(2.0)                        # 1,000 records: far more than a pipe holds
         assert proc.poll() is None, "blocked on its output"
         started = time.monotonic()
