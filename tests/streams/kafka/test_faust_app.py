@@ -1,6 +1,7 @@
 """The worker process (`dpmstream worker`: the Kafka engine hosted by a Faust app) against
 a real broker: same records as the core, metrics, exactly once across SIGTERM and kill -9
-restarts and a second worker joining, and Faust itself making no Kafka traffic."""
+restarts and a second worker joining, and Faust itself making no Kafka traffic; and,
+without a broker, an engine that fails or ends taking the process down with it."""
 
 from __future__ import annotations
 
@@ -26,8 +27,6 @@ from tests.worker_helpers import (
     as_json, canonical, committed_offsets, core_records, envelopes, produce, read_topic,
     wait_for_open_transaction,
 )
-
-pytestmark = pytest.mark.services
 
 DPM, DPNS = "/var/log/dpm/log", "/var/log/dpns/log"
 RESUMED = r"partition (\d): resumed at offset (\d+) with \d+ open requests"
@@ -134,6 +133,7 @@ def big_log(tmp_path_factory):
     return recs["head01"] + recs["head02"], want
 
 
+@pytest.mark.services
 def test_worker_records_and_metrics_equal_the_core_replay_and_faust_joins_no_group(
         kafka_broker, tmp_path):
     sims = {"head01": simulate(SimConfig(requests=300, seed=3), tmp_path / "a"),
@@ -172,6 +172,7 @@ def test_worker_records_and_metrics_equal_the_core_replay_and_faust_joins_no_gro
     assert lines_parsed == total
 
 
+@pytest.mark.services
 def test_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     recs, want = big_log
@@ -204,6 +205,7 @@ def test_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing_lost_
     assert_same_records(worker_output(kafka_broker, t), want)
 
 
+@pytest.mark.services
 def test_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     recs, want = big_log
@@ -247,6 +249,7 @@ def test_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
     assert len(raw) > len(read_topic(kafka_broker.bootstrap, state_topic))
 
 
+@pytest.mark.services
 def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
         kafka_broker_factory, tmp_path):
     """`dpmstream worker` as the compose file runs it: SASL_PLAINTEXT, PLAIN, the
@@ -281,6 +284,7 @@ def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
     assert "s3cret-pw" not in log_path.read_text()
 
 
+@pytest.mark.services
 def test_a_second_worker_takes_over_a_partition_mid_stream_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     """A rebalance: worker B joins while A is working and lines keep coming; B restores
@@ -312,3 +316,58 @@ def test_a_second_worker_takes_over_a_partition_mid_stream_with_nothing_lost_or_
     taken = re.findall(RESUMED, logs["b"].read_text())
     assert any(int(offset) > 0 for _p, offset in taken), taken   # mid-stream, from state
     assert_same_records(worker_output(kafka_broker, t), want)
+
+
+# The engine stand-in of the next test: fails, ends, or runs until stopped.
+_HOSTED = """
+import asyncio, logging, os, sys, tempfile
+from types import SimpleNamespace
+logging.basicConfig(level=logging.INFO)
+from dpmstream.streams.kafka.faust_app import EngineWorker, host_app
+
+class Engine:
+    cfg = SimpleNamespace(group_id="g", bootstrap="127.0.0.1:1")
+    stopping = asyncio.Event()
+    async def run(self):
+        await asyncio.sleep(0.2)
+        if sys.argv[1] == "fails":
+            raise ConnectionError("the broker refused us")
+        if sys.argv[1] == "runs":
+            await self.stopping.wait()
+            logging.warning("engine stopped")
+    def stop(self):
+        logging.warning("engine asked to stop")
+        self.stopping.set()
+
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)
+app = host_app(Engine(), datadir=tempfile.mkdtemp(), loop=loop)
+EngineWorker(app, loop=loop, quiet=True, workdir=os.getcwd(),
+             keep_handlers=list(logging.root.handlers)).execute_from_commandline()
+"""
+
+
+@pytest.mark.parametrize("engine", ["fails", "ends"])
+def test_an_engine_that_fails_or_ends_by_itself_ends_the_process_with_a_failure_code(engine):
+    done = subprocess.run([sys.executable, "-c", _HOSTED, engine], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "engine asked to stop" in done.stderr
+    if engine == "fails":
+        assert "worker stopped: ConnectionError: the broker refused us" in done.stderr
+
+
+def test_sigterm_stops_the_hosted_engine_and_ends_the_process_cleanly():
+    proc = subprocess.Popen([sys.executable, "-c", _HOSTED, "runs"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(3.0)   # a moment to start: SIGTERM before Faust's handlers would just kill it
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert "engine asked to stop" in err and "engine stopped" in err
