@@ -74,6 +74,7 @@ def host_app(worker: Worker, deadline: StopDeadline | None = None, *, datadir: s
              loop=None) -> faust.App:
     """The Faust app whose one service is the engine."""
     cfg = worker.cfg
+    # The broker is named for Faust's own reports only: EngineOnly never connects to it.
     app = HostApp(cfg.group_id, broker=f"kafka://{cfg.bootstrap.split(',')[0]}",
                   datadir=datadir, web_enabled=False, web_bind="127.0.0.1",
                   autodiscover=False, loop=loop)

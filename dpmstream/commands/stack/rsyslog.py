@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dpmstream.commands.stack.process import ManagedProcess, ServiceError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TEMPLATE = REPO / "rsyslog" / "dpmstream.conf.in"
 SHIPPED = REPO / "rsyslog" / "dpmstream.conf"
 
