@@ -101,11 +101,12 @@ class EngineWorker(faust.Worker):
 
 
 def run_worker(config, metrics_port: int | None = None, metrics_bind: str = "127.0.0.1",
-               loglevel: str = "WARNING", max_series: int | None = None,
+               loglevel: str | int | None = None, max_series: int | None = None,
                on_worker=None) -> int:
     """Run the worker until SIGTERM/SIGINT; returns the exit code (0 after a clean stop).
 
-    config: worker.WorkerConfig. metrics_port None: no /metrics endpoint. max_series:
+    config: worker.WorkerConfig. metrics_port None: no /metrics endpoint. loglevel:
+    the root logger's level under Faust (default: the level it has now). max_series:
     the series budget of each metric family (metrics.PipelineMetrics). on_worker: called
     with the engine (worker.Worker) and the app before the process starts (the benchmark
     adds a task there)."""
@@ -137,6 +138,8 @@ def run_worker(config, metrics_port: int | None = None, metrics_bind: str = "127
     if on_worker is not None:
         on_worker(engine, app)
     # Faust's Worker would chdir into its workdir: stay where we are.
+    if loglevel is None:
+        loglevel = logging.root.level or logging.WARNING
     process = EngineWorker(app, loop=loop, loglevel=loglevel, quiet=True,
                            workdir=os.getcwd(), keep_handlers=list(logging.root.handlers))
     log.info("worker %s: %s -> %s, %s on %s (state in %s)", config.group_id,
