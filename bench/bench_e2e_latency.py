@@ -1,7 +1,7 @@
 """End-to-end latency: a log line appended to a file -> its request record on dpm.requests.
 
-A private broker, rsyslog (the shipped config) and one `dpmstream worker` (default
-engine) are started; the lines of a simulated head node (DPM + DPNS logs, merged by
+A private broker, rsyslog (the shipped config) and one `dpmstream worker` are
+started; the lines of a simulated head node (DPM + DPNS logs, merged by
 stamp) are appended to two files at --rate lines/s for --warmup + --seconds, in chunks
 every --chunk-ms, each chunk flushed. A consumer reads the requests topic (read_committed).
 Only requests ending after the warm-up are measured: a fresh broker creates its internal
@@ -164,8 +164,17 @@ class Consumer(threading.Thread):
 
     async def _run(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka.admin import AIOKafkaAdminClient
 
         from dpmstream.streams.kafka.envelope import rfc3339_to_ms
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="bench-e2e")
+        await admin.start()
+        try:   # all topics: naming one could auto-create it
+            partitions = {t["topic"]: [p["partition"] for p in t["partitions"]]
+                          for t in await admin.describe_topics()}
+        finally:
+            await admin.close()
 
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
                                     isolation_level="read_committed", enable_auto_commit=False,
@@ -174,9 +183,7 @@ class Consumer(threading.Thread):
         try:
             tps = []
             for topic in (self.requests_topic, self.lines_topic):
-                await consumer._client.force_metadata_update()
-                parts = consumer.partitions_for_topic(topic) or {0}
-                tps += [TopicPartition(topic, p) for p in parts]
+                tps += [TopicPartition(topic, p) for p in partitions.get(topic) or [0]]
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             self.ready.set()

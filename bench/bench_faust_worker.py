@@ -1,11 +1,12 @@
-"""Faust engine benchmark: lines/s through `dpmstream worker --engine faust` from a
-pre-filled topic, in one process.
+"""Worker process benchmark: lines/s through the engine hosted by its Faust app, as
+`dpmstream worker` runs it (streams/kafka/faust_app.run_worker), from a pre-filled
+topic, in one process (bench_worker.py measures the engine alone, as a subprocess).
 
 A simulated head-node log (scenario "heavy") is published under --hosts host names to a
-fresh lines topic with --hosts partitions; then one Faust worker (a transaction per
-partition batch: records, state changelog and offsets) reads it all. Prints its
-lines/s from the first batch to the batch that reached the end, the time to start (Faust
-app start, group join, table recovery), peak RSS, and what it wrote.
+fresh lines topic with --hosts partitions; then one worker (a transaction per partition
+batch: records, state and offsets) reads it all. Prints its lines/s from the first
+batch to the batch that reached the end, the time to start (Faust app start, group
+join, state read), peak RSS, and what it wrote.
 
     .venv/bin/python bench/bench_faust_worker.py [--lines 200000] [--hosts 4] [--batch 20000]
                                                  [--broker kafka://H:P]
@@ -53,7 +54,7 @@ def main() -> int:
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
 
-    from dpmstream.streams.kafka.faust_app import run_faust_worker
+    from dpmstream.streams.kafka.faust_app import run_worker
     from dpmstream.streams.kafka.config import parse_broker
     from dpmstream.streams.kafka.worker import WorkerConfig
 
@@ -84,8 +85,8 @@ def main() -> int:
                            group_id=f"bench-fgroup-{tag}", batch_records=args.batch)
         marks: dict[str, float] = {}
 
-        def on_engine(engine):
-            @engine.app.task
+        def on_worker(engine, app):
+            @app.task
             async def watch():
                 while engine.lines_seen == 0:
                     await asyncio.sleep(0.005)
@@ -97,14 +98,14 @@ def main() -> int:
                 os.kill(os.getpid(), signal.SIGTERM)   # graceful stop: final commit
 
         t0 = time.monotonic()
-        code = run_faust_worker(cfg, workdir=str(workdir / f"faust-{tag}"), on_engine=on_engine)
+        code = run_worker(cfg, on_worker=on_worker)
         stopped = time.monotonic()
         if "last" not in marks:
             print(f"worker exited ({code}) before reaching the end", file=sys.stderr)
             return 1
         span = marks["last"] - marks["first"]
         rss = peak_rss_mib()
-        print(f"faust worker: {total:,} lines in {span:.2f} s = {total / span:,.0f} lines/s "
+        print(f"worker (Faust-hosted): {total:,} lines in {span:.2f} s = {total / span:,.0f} lines/s "
               f"(first batch -> last batch sent, {marks['batches']} batches of <= {args.batch})")
         print(f"start to first batch {marks['first'] - t0:.1f} s; stop {stopped - marks['last']:.1f} s; "
               f"exit code {code}")

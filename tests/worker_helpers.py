@@ -59,14 +59,19 @@ def as_json(records):
     return [to_json_dict(r) for r in records]
 
 
-async def _partitions(consumer, topic):
-    """The topic's partitions, sorted (metadata refreshed once if the topic is new to
-    the consumer); [] while the topic does not exist."""
+async def _partitions(bootstrap, topic):
+    """The topic's partitions, sorted, as the broker has them now; [] while the topic does
+    not exist (a consumer's own metadata would lag a topic created after its start)."""
     from aiokafka import TopicPartition
-    parts = consumer.partitions_for_topic(topic)
-    if not parts:
-        await consumer._client.force_metadata_update()
-        parts = consumer.partitions_for_topic(topic) or set()
+    from aiokafka.admin import AIOKafkaAdminClient
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-partitions")
+    await admin.start()
+    try:
+        described = await admin.describe_topics()   # all: naming it could auto-create it
+    finally:
+        await admin.close()
+    parts = [p["partition"] for t in described if t["topic"] == topic and not t["error_code"]
+             for p in t["partitions"]]
     return [TopicPartition(topic, p) for p in sorted(parts)]
 
 
@@ -96,7 +101,7 @@ async def _read_topic(bootstrap, topic, isolation="read_committed"):
                                 enable_auto_commit=False)
     await consumer.start()
     try:
-        tps = await _partitions(consumer, topic)
+        tps = await _partitions(bootstrap, topic)
         if not tps:
             return []
         consumer.assign(tps)
@@ -171,7 +176,7 @@ def wait_for_open_transaction(bootstrap, topic, proc, timeout_s=240.0):
             return sum(lso.values()) > before and any(hw[tp] > lso[tp] for tp in tps)
 
         try:
-            while not (tps := await _partitions(uncommitted, topic)):  # the worker creates it
+            while not (tps := await _partitions(bootstrap, topic)):  # the worker creates it
                 still_waiting()
                 await asyncio.sleep(0.05)
             before = sum((await committed.end_offsets(tps)).values())
@@ -215,7 +220,7 @@ def end_offsets(bootstrap, topic, isolation="read_uncommitted"):
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
         await consumer.start()
         try:
-            tps = await _partitions(consumer, topic)
+            tps = await _partitions(bootstrap, topic)
             return {tp.partition: off for tp, off in (await consumer.end_offsets(tps)).items()}
         finally:
             await consumer.stop()

@@ -28,8 +28,8 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--requests-topic", default="dpm.requests", help="request records (output)")
     p.add_argument("--calls-topic", default="dpm.calls", help="call records (output)")
     p.add_argument("--group-id", default="dpmstream",
-                   help="consumer group; also names the state topic (<group-id>-state-changelog, "
-                        "<group-id>-state with --engine aiokafka) and the transactional ids")
+                   help="consumer group; also names the state topic (<group-id>-state) and the "
+                        "transactional ids")
     p.add_argument("--partitions", type=int, default=4, metavar="N",
                    help="partitions for topics the worker has to create")
     p.add_argument("--metrics-port", type=int, default=None, metavar="P",
@@ -45,22 +45,11 @@ def register(sub, name: str, help_text: str) -> None:
     add_reassembly_options(p, scope=" per partition")
     p.add_argument("--batch", type=int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
-    p.add_argument("--engine", choices=("faust", "aiokafka"), default="faust",
-                   help="faust: a Faust app, its agent fed whole partition batches, the state "
-                        "in a changelog-backed Faust table; aiokafka: the same processing "
-                        "and transactions as a plain aiokafka loop, its state in a compacted "
-                        "topic (docs/kafka-worker.md)")
-    p.add_argument("--workdir", metavar="DIR",
-                   help="with --engine faust: Faust's data directory (default: a temporary "
-                        "one, removed at exit); the aiokafka engine keeps no local state")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    import asyncio
-    import signal
-
     from dpmstream.commands.common import checked_profile, checked_zone, setup_logging
     from dpmstream.streams.kafka.config import KafkaConfigError, parse_broker, security_from_args
 
@@ -78,8 +67,8 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
 
-    from dpmstream.streams.kafka.worker import Worker, WorkerConfig
-    from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
+    from dpmstream.streams.kafka.faust_app import run_worker
+    from dpmstream.streams.kafka.worker import WorkerConfig
 
     config = WorkerConfig(
         bootstrap=bootstrap, security=security, lines_topic=args.lines_topic,
@@ -89,44 +78,5 @@ def run(args) -> int:
         head_aliases=tuple(args.head_alias or ()),
         profile=checked_profile(args.profile),
         tz=checked_zone(args.tz), batch_records=args.batch)
-    if args.engine == "faust":
-        from dpmstream.streams.kafka.faust_app import run_faust_worker
-        return run_faust_worker(config, metrics_port=args.metrics_port,
-                                metrics_bind=args.metrics_bind, workdir=args.workdir,
-                                max_series=args.max_series)
-    if args.workdir:
-        log.info("--workdir is used by --engine faust only; the aiokafka engine keeps its "
-                 "state in Kafka")
-    metrics = PipelineMetrics(max_series=args.max_series)
-    server = None
-    if args.metrics_port is not None:
-        server = serve(args.metrics_port, args.metrics_bind, registry=metrics.registry)
-        log.info("metrics on %s", server.url)
-    worker = Worker(config, metrics)
-    from dpmstream.streams.live.stop_deadline import STOP_WITHIN_S, StopDeadline
-    deadline = StopDeadline(STOP_WITHIN_S, log, [server.close] if server is not None else [])
-
-    def on_signal() -> None:
-        deadline.arm()   # the graceful stop retries for as long as the broker is away
-        worker.stop()
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal)
-        log.info("worker %s: %s -> %s, %s on %s", args.group_id, args.lines_topic,
-                 args.requests_topic, args.calls_topic, bootstrap)
-        await worker.run()
-
-    try:
-        asyncio.run(main())
-    except Exception as exc:  # a broker that never answers, a topic we may not create
-        log.error("worker stopped: %s: %s", exc.__class__.__name__, exc)
-        return 1
-    finally:
-        deadline.cancel()
-        if server is not None:
-            server.close()
-    log.info("worker stopped after %d records (%d lines seen before, skipped)",
-             worker.lines_seen, worker.duplicates)
-    return 0
+    return run_worker(config, metrics_port=args.metrics_port, metrics_bind=args.metrics_bind,
+                      max_series=args.max_series)

@@ -1,4 +1,4 @@
-"""What a worker reports after a partition's batch is committed (both worker engines).
+"""What a worker reports after a partition's batch is committed.
 
     report = PartitionReport(metrics)      # metrics: PipelineMetrics, or None
     report.committed(part, records)        # after each committed batch of a PartitionState

@@ -1,6 +1,6 @@
 """The input partitions a worker owns, each with its transactional producer and its state.
 
-    owners = PartitionOwners(config, state_topic)       # both engines use this
+    owners = PartitionOwners(config, state_topic)       # the worker's (worker.py)
     await owners.start()
     part = await owners.take(p)          # fence p's previous owner, read p's state
     part.feed_batch(messages)
@@ -17,11 +17,7 @@ Exactly once rests on three facts, all kept here:
   - p's state is read, read_committed, only after that: it is final, and it is exactly
     what the committed records and offsets say.
 So whoever owns p (a restart, a rebalanced worker, the same worker after an error)
-carries on from the last committed batch. The engines differ in how they learn of
-partitions (aiokafka's rebalance listener, Faust's signals), not in this.
-
-key_prefix: state keys are stored as "<p>|<key>" (a Faust table's keys span all
-partitions) instead of "<key>".
+carries on from the last committed batch.
 """
 
 from __future__ import annotations
@@ -54,16 +50,12 @@ def encode_state(state) -> bytes | None:
 
 
 class PartitionOwners:
-    def __init__(self, config, state_topic: str, *, key_prefix: bool = False):
+    def __init__(self, config, state_topic: str):
         self.cfg = config
         self.state_topic = state_topic
-        self.key_prefix = key_prefix
         self.parts: dict[int, PartitionState] = {}
         self.producers: dict[int, AIOKafkaProducer] = {}
         self._loader: AIOKafkaConsumer | None = None
-
-    def prefix(self, p: int) -> str:
-        return f"{p}|" if self.key_prefix else ""
 
     async def start(self) -> None:
         """Start the state loader (again: nothing to do)."""
@@ -113,15 +105,11 @@ class PartitionOwners:
         loader.assign([tp])
         await loader.seek_to_beginning(tp)
         end = (await loader.end_offsets([tp]))[tp]   # read_committed: the stable offset
-        prefix = self.prefix(p)
         states: dict[str, object] = {}
         while await loader.position(tp) < end:
             batch = await loader.getmany(tp, timeout_ms=1000, max_records=50_000)
             for msg in batch.get(tp, ()):
                 key = msg.key.decode()
-                if not key.startswith(prefix):
-                    continue
-                key = key[len(prefix):]
                 if msg.value is None:
                     states.pop(key, None)
                 else:
@@ -148,7 +136,6 @@ class PartitionOwners:
         producer = self.producers.get(p)
         if producer is None or self.parts.get(p) is not part:
             return Outcome.FENCED   # dropped while the batch was processed
-        prefix = self.prefix(p)
         sent = []   # delivery futures: commit_transaction waits for them all
         try:
             await producer.begin_transaction()
@@ -158,7 +145,7 @@ class PartitionOwners:
                 sent.append(await send(topic, value, key=key))
             for key, state in changes.items():
                 sent.append(await send(self.state_topic, encode_state(state),
-                                       key=(prefix + key).encode(), partition=p))
+                                       key=key.encode(), partition=p))
             await producer.send_offsets_to_transaction(
                 {TopicPartition(cfg.lines_topic, p): part.next_offset}, cfg.group_id)
             await producer.commit_transaction()

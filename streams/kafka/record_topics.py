@@ -1,4 +1,4 @@
-"""Where a finished record goes on Kafka, and as what bytes (both worker engines use this).
+"""Where a finished record goes on Kafka, and as what bytes.
 
     topic, key, value = output_message(record, requests_topic, calls_topic)
 

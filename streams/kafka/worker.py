@@ -13,9 +13,10 @@ p's producer first, which fences the old one and aborts its open transaction, th
 p's state (read_committed) and resumes at the offset stored with it. Lines delivered
 twice anyway (rsyslog resending) are recognised by (host, path, offset).
 
-The partitions, their producers and transactions are kafka_partitions.PartitionOwners,
-shared with the default engine, the Faust app of faust_app.py. This one
-(`--engine aiokafka`) needs no Faust: a plain aiokafka loop. See docs/kafka-worker.md.
+The partitions, their producers and transactions are partitions.PartitionOwners; this
+module is the consumer loop and the rebalance listener around them. It is the only
+engine: `dpmstream worker` runs it hosted by a Faust app (faust_app.py), tests and the
+benchmark also run it bare (`await Worker(config).run()`). See docs/kafka-worker.md.
 """
 
 from __future__ import annotations
@@ -181,6 +182,18 @@ class Worker:
     def duplicates(self) -> int:   # lines seen before (host, path, offset), skipped
         return self.report.duplicates
 
+    async def assign(self, partitions) -> None:
+        """Take these partitions (fence their last owner, read their state), once the
+        batch in hand is committed."""
+        async with self._lock:
+            await self._assign(sorted(partitions))
+
+    async def revoke(self, partitions) -> None:
+        """Give these partitions up once the batch in hand is committed (work not
+        committed would be redone by their next owner anyway)."""
+        async with self._lock:
+            await self._drop(list(partitions))
+
     async def _drop(self, partitions) -> None:
         await self.owners.drop(partitions)
         self.report.forget(partitions)
@@ -191,12 +204,9 @@ class _Rebalance(ConsumerRebalanceListener):
         self.worker = worker
 
     async def on_partitions_revoked(self, revoked):
-        # Wait for the batch in hand to commit; uncommitted work would be redone anyway.
         if revoked:
             log.info("partitions revoked: %s", sorted(tp.partition for tp in revoked))
-        async with self.worker._lock:
-            await self.worker._drop([tp.partition for tp in revoked])
+        await self.worker.revoke(tp.partition for tp in revoked)
 
     async def on_partitions_assigned(self, assigned):
-        async with self.worker._lock:
-            await self.worker._assign(sorted(tp.partition for tp in assigned))
+        await self.worker.assign(tp.partition for tp in assigned)

@@ -1,8 +1,11 @@
-"""The Faust engine of the worker against a real broker, as real worker processes:
-same records as the core, metrics, and exactly once across SIGTERM and kill -9 restarts."""
+"""The worker process (`dpmstream worker`: the Kafka engine hosted by a Faust app) against
+a real broker: same records as the core, metrics, exactly once across SIGTERM and kill -9
+restarts and a second worker joining, and Faust itself making no Kafka traffic; and,
+without a broker, an engine that fails or ends taking the process down with it."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import re
@@ -25,24 +28,8 @@ from tests.worker_helpers import (
     wait_for_open_transaction,
 )
 
-pytestmark = pytest.mark.services
-
 DPM, DPNS = "/var/log/dpm/log", "/var/log/dpns/log"
-
-# A worker process running the Faust engine (`dpmstream worker --engine faust` calls the
-# same function). Session timeout at the broker's floor: a killed worker's partitions
-# move on after 6 s.
-_WORKER = """
-import logging, sys
-logging.basicConfig(level=logging.INFO)
-from dpmstream.streams.kafka.worker import WorkerConfig
-from dpmstream.streams.kafka.faust_app import run_faust_worker
-bootstrap, lines, requests, calls, group, batch, port = sys.argv[1:8]
-cfg = WorkerConfig(bootstrap=bootstrap, lines_topic=lines, requests_topic=requests,
-                   calls_topic=calls, group_id=group, batch_records=int(batch))
-sys.exit(run_faust_worker(cfg, int(port) if port != "-" else None, "127.0.0.1",
-                          workdir=sys.argv[8], loglevel="INFO", session_timeout_s=6.0))
-"""
+RESUMED = r"partition (\d): resumed at offset (\d+) with \d+ open requests"
 
 
 def topics(prefix):
@@ -51,11 +38,16 @@ def topics(prefix):
             "calls": f"{prefix}-calls-{tag}", "group": f"{prefix}-group-{tag}"}
 
 
-def spawn(broker, t, tmp_path, log, *, batch=1000, port=None):
-    return subprocess.Popen(
-        [sys.executable, "-c", _WORKER, broker.bootstrap, t["lines"], t["requests"], t["calls"],
-         t["group"], str(batch), "-" if port is None else str(port), str(tmp_path / "faust-data")],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+def worker_command(broker_url, t, *, batch=1000, port=None):
+    command = [sys.executable, "-m", "dpmstream", "worker", "--broker", broker_url,
+               "--lines-topic", t["lines"], "--requests-topic", t["requests"],
+               "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", str(batch)]
+    return command + ([] if port is None else ["--metrics-port", str(port)])
+
+
+def spawn(broker, t, log, **kw):
+    return subprocess.Popen(worker_command(broker.url, t, **kw), stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def wait_for(cond, timeout, what, proc=None, log_path=None):
@@ -74,6 +66,23 @@ def consumed(broker, group):
         return sum(committed_offsets(broker.bootstrap, group).values())
     except Exception:  # no coordinator for a group that never committed
         return 0
+
+
+def group_members(bootstrap, group):
+    """client ids of the group's members, and the names of all groups on the broker."""
+    async def main():
+        from aiokafka.admin import AIOKafkaAdminClient
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-groups")
+        await admin.start()
+        try:
+            described = await admin.describe_consumer_groups([group])
+            listed = await admin.list_consumer_groups()
+        finally:
+            await admin.close()
+        members = [m["client_id"] for resp in described
+                   for g in resp.to_object()["groups"] for m in g["members"]]
+        return members, sorted(g[0] for g in listed)
+    return asyncio.run(main())
 
 
 def stop(proc):
@@ -124,7 +133,8 @@ def big_log(tmp_path_factory):
     return recs["head01"] + recs["head02"], want
 
 
-def test_faust_worker_records_and_metrics_equal_the_core_replay_of_the_same_logs(
+@pytest.mark.services
+def test_worker_records_and_metrics_equal_the_core_replay_and_faust_joins_no_group(
         kafka_broker, tmp_path):
     sims = {"head01": simulate(SimConfig(requests=300, seed=3), tmp_path / "a"),
             "head02": simulate(SimConfig(requests=200, seed=4, get_fraction=0.3), tmp_path / "b")}
@@ -140,13 +150,17 @@ def test_faust_worker_records_and_metrics_equal_the_core_replay_of_the_same_logs
     port = free_port()
     log_path = tmp_path / "worker.log"
     with open(log_path, "ab") as log:
-        proc = spawn(kafka_broker, t, tmp_path, log, port=port)
+        proc = spawn(kafka_broker, t, log, port=port)
         try:
             wait_for(lambda: consumed(kafka_broker, t["group"]) >= total, 300,
                      "the worker to reach the end of the lines", proc, log_path)
             body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            members, groups = group_members(kafka_broker.bootstrap, t["group"])
         finally:
             assert stop(proc) == 0
+    # One member, the engine's consumer: Faust's own consumer never joined.
+    assert members == ["dpmstream-worker"]
+    assert [g for g in groups if t["group"] in g] == [t["group"]]
     got = worker_output(kafka_broker, t)
     assert_same_records(got, want)
     finished = sum(1 for r in want if r["kind"] == "request" and r["host"] == "head01")
@@ -158,46 +172,8 @@ def test_faust_worker_records_and_metrics_equal_the_core_replay_of_the_same_logs
     assert lines_parsed == total
 
 
-def test_faust_engine_takes_each_offset_once_reading_the_records_faust_skipped_from_the_topic(
-        kafka_broker, tmp_path):
-    """Faust may skip a record or hand one in twice (seen right after a restore); the
-    engine feeds every offset from the state's next one exactly once, in order."""
-    import asyncio
-    from types import SimpleNamespace
-
-    from dpmstream.streams.kafka.faust_app import FaustEngine
-    from dpmstream.streams.kafka.state import PartitionState
-    from dpmstream.streams.kafka.worker import WorkerConfig
-
-    sim = simulate(SimConfig(requests=10, seed=5), tmp_path / "s")
-    recs = envelopes(sim.log_path, "head01", DPM)[:60]
-    t = topics("fgap")
-    kafka_broker.create_topics([t["lines"]], partitions=1)
-    produce(kafka_broker.bootstrap, t["lines"], recs)
-    # What Faust delivered: 0..4 again (the state already holds them), 17 and 40..42
-    # skipped, 30 twice.
-    delivered = [n for n in range(60) if n != 17 and not 40 <= n <= 42] + [30]
-    delivered.sort()
-    messages = [SimpleNamespace(offset=n, key=recs[n][0], value=recs[n][1]) for n in delivered]
-    part = PartitionState(0)
-    part.next_offset = 5
-    loop = asyncio.new_event_loop()
-    try:
-        engine = FaustEngine(WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
-                                          group_id=t["group"]), 1, loop=loop,
-                             datadir=str(tmp_path / "faust"))
-        try:
-            got = loop.run_until_complete(engine._in_order(0, part, messages))
-        finally:
-            loop.run_until_complete(engine._shutdown(engine.app))
-    finally:
-        loop.close()
-    assert [m.offset for m in got] == list(range(5, 60))
-    assert [(m.key, m.value) for m in got] == recs[5:]
-    assert (engine.redelivered, engine.refetched) == (5 + 1, 4)
-
-
-def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing_lost_or_doubled(
+@pytest.mark.services
+def test_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     recs, want = big_log
     t = topics("fterm")
@@ -205,31 +181,32 @@ def test_faust_worker_stopped_with_sigterm_and_restarted_carries_on_with_nothing
     # A fifth now, the rest trickling in: a worker this fast would otherwise be done with
     # a pre-filled topic before the test could stop it.
     feeder = trickle_feeder(kafka_broker, t["lines"], recs)
-    log_path = tmp_path / "worker.log"
-    with open(log_path, "ab") as log:
-        proc = spawn(kafka_broker, t, tmp_path, log)
+    logs = [tmp_path / "first.log", tmp_path / "restarted.log"]
+    with open(logs[0], "ab") as log:
+        proc = spawn(kafka_broker, t, log)
         try:
             wait_for(lambda: consumed(kafka_broker, t["group"]) > 5000, 180,
-                     "the first worker's progress", proc, log_path)
+                     "the first worker's progress", proc, logs[0])
             feeder.start()
         finally:
             assert stop(proc) == 0
-        stopped_at = consumed(kafka_broker, t["group"])
-        assert stopped_at < len(recs), "the first worker finished before it was stopped"
-        proc = spawn(kafka_broker, t, tmp_path, log)
+    stopped_at = consumed(kafka_broker, t["group"])
+    assert stopped_at < len(recs), "the first worker finished before it was stopped"
+    with open(logs[1], "ab") as log:
+        proc = spawn(kafka_broker, t, log)
         feeder.join()
         try:
             wait_for(lambda: consumed(kafka_broker, t["group"]) >= len(recs), 300,
-                     "the restarted worker to reach the end", proc, log_path)
+                     "the restarted worker to reach the end", proc, logs[1])
         finally:
             assert stop(proc) == 0
-    restarted = log_path.read_text().split("Worker ready")[-1]
-    resumed = r"partition \d: resumed at offset [1-9]\d* with \d+ open requests \([1-9]\d* state entries"
-    assert re.search(resumed, restarted), "the restarted worker did not restore the state"
+    resumed = re.findall(RESUMED, logs[1].read_text())
+    assert any(int(offset) > 0 for _p, offset in resumed), "the restarted worker did not restore the state"
     assert_same_records(worker_output(kafka_broker, t), want)
 
 
-def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
+@pytest.mark.services
+def test_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     recs, want = big_log
     t = topics("fkill")
@@ -237,26 +214,26 @@ def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_double
     # A fifth now, the rest trickling in: on a busy machine a pre-filled topic could be
     # done with before an open transaction is seen.
     feeder = trickle_feeder(kafka_broker, t["lines"], recs)
-    changelog = f"{t['group']}-state-changelog"
+    state_topic = f"{t['group']}-state"
     log_path = tmp_path / "worker.log"
     kills = 0
     try:
         with open(log_path, "ab") as log:
             for _round in range(2):
-                proc = spawn(kafka_broker, t, tmp_path, log)
+                proc = spawn(kafka_broker, t, log)
                 try:
                     if _round == 0:
                         feeder.start()
                     # Stopped (SIGSTOP) while a transaction of this worker holds state
                     # changes (written, not committed), after it committed one of its own.
-                    wait_for_open_transaction(kafka_broker.bootstrap, changelog, proc)
+                    wait_for_open_transaction(kafka_broker.bootstrap, state_topic, proc)
                 finally:
                     os.kill(proc.pid, signal.SIGKILL)
                     proc.wait()
                 kills += 1
             assert consumed(kafka_broker, t["group"]) < len(recs), "finished before it could be killed"
             feeder.join()
-            proc = spawn(kafka_broker, t, tmp_path, log)
+            proc = spawn(kafka_broker, t, log)
             try:
                 wait_for(lambda: consumed(kafka_broker, t["group"]) >= len(recs), 300,
                          "the restarted worker to reach the end", proc, log_path)
@@ -268,13 +245,13 @@ def test_faust_worker_killed_mid_transaction_resumes_with_nothing_lost_or_double
     assert kills == 2
     assert_same_records(worker_output(kafka_broker, t), want)
     # The killed transactions did write state: only read_committed hides it.
-    raw = read_topic(kafka_broker.bootstrap, changelog, "read_uncommitted")
-    assert len(raw) > len(read_topic(kafka_broker.bootstrap, changelog))
+    raw = read_topic(kafka_broker.bootstrap, state_topic, "read_uncommitted")
+    assert len(raw) > len(read_topic(kafka_broker.bootstrap, state_topic))
 
 
-@pytest.mark.parametrize("engine", ["aiokafka", "faust"])
+@pytest.mark.services
 def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
-        kafka_broker_factory, tmp_path, engine):
+        kafka_broker_factory, tmp_path):
     """`dpmstream worker` as the compose file runs it: SASL_PLAINTEXT, PLAIN, the
     password from the environment; a broker that checks it (a wrong one: a clear error)."""
     broker = kafka_broker_factory(sasl_users={"dpmstream": "s3cret-pw"})
@@ -284,12 +261,9 @@ def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
     t = topics("fsasl")
     broker.create_topics([t["lines"]], partitions=1)
     produce(broker.bootstrap, t["lines"], recs)
-    command = [sys.executable, "-m", "dpmstream", "worker", "--engine", engine,
-               "--broker", broker.sasl_url,
-               "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
-               "--sasl-username", "dpmstream", "--lines-topic", t["lines"],
-               "--requests-topic", t["requests"], "--calls-topic", t["calls"],
-               "--group-id", t["group"], "--workdir", str(tmp_path / "faust-data"), "-v"]
+    command = worker_command(broker.sasl_url, t) + [
+        "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
+        "--sasl-username", "dpmstream", "-v"]
 
     refused = subprocess.run(command, capture_output=True, text=True, timeout=120,
                              env=dict(os.environ, DPMSTREAM_KAFKA_PASSWORD="wrong-pw"))
@@ -310,10 +284,11 @@ def test_the_worker_logs_in_with_sasl_plain_and_never_shows_the_password(
     assert "s3cret-pw" not in log_path.read_text()
 
 
-def test_a_second_faust_worker_takes_over_a_partition_mid_stream_with_nothing_lost_or_doubled(
+@pytest.mark.services
+def test_a_second_worker_takes_over_a_partition_mid_stream_with_nothing_lost_or_doubled(
         kafka_broker, tmp_path, big_log):
     """A rebalance: worker B joins while A is working and lines keep coming; B restores
-    its partition's state from the changelog and carries on where A stopped."""
+    its partition's state from the state topic and carries on where A stopped."""
     recs, want = big_log
     t = topics("freb")
     kafka_broker.create_topics([t["lines"]], partitions=2)
@@ -322,12 +297,12 @@ def test_a_second_faust_worker_takes_over_a_partition_mid_stream_with_nothing_lo
     procs = {}
     try:
         with open(logs["a"], "ab") as log:
-            procs["a"] = spawn(kafka_broker, t, tmp_path / "a", log)
+            procs["a"] = spawn(kafka_broker, t, log)
         wait_for(lambda: consumed(kafka_broker, t["group"]) > 0, 180,
                  "worker A to commit", procs["a"], logs["a"])
         feeder.start()
         with open(logs["b"], "ab") as log:
-            procs["b"] = spawn(kafka_broker, t, tmp_path / "b", log)
+            procs["b"] = spawn(kafka_broker, t, log)
         wait_for(lambda: "resumed at offset" in logs["b"].read_text(), 180,
                  "worker B to take a partition", procs["b"], logs["b"])
         feeder.join()
@@ -338,6 +313,61 @@ def test_a_second_faust_worker_takes_over_a_partition_mid_stream_with_nothing_lo
             feeder.join()
         codes = {w: stop(p) for w, p in procs.items()}
     assert codes == {"a": 0, "b": 0}
-    taken = re.findall(r"partition (\d): resumed at offset (\d+)", logs["b"].read_text())
+    taken = re.findall(RESUMED, logs["b"].read_text())
     assert any(int(offset) > 0 for _p, offset in taken), taken   # mid-stream, from state
     assert_same_records(worker_output(kafka_broker, t), want)
+
+
+# The engine stand-in of the next test: fails, ends, or runs until stopped.
+_HOSTED = """
+import asyncio, logging, os, sys, tempfile
+from types import SimpleNamespace
+logging.basicConfig(level=logging.INFO)
+from dpmstream.streams.kafka.faust_app import EngineWorker, host_app
+
+class Engine:
+    cfg = SimpleNamespace(group_id="g", bootstrap="127.0.0.1:1")
+    stopping = asyncio.Event()
+    async def run(self):
+        await asyncio.sleep(0.2)
+        if sys.argv[1] == "fails":
+            raise ConnectionError("the broker refused us")
+        if sys.argv[1] == "runs":
+            await self.stopping.wait()
+            logging.warning("engine stopped")
+    def stop(self):
+        logging.warning("engine asked to stop")
+        self.stopping.set()
+
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)
+app = host_app(Engine(), datadir=tempfile.mkdtemp(), loop=loop)
+EngineWorker(app, loop=loop, quiet=True, workdir=os.getcwd(),
+             keep_handlers=list(logging.root.handlers)).execute_from_commandline()
+"""
+
+
+@pytest.mark.parametrize("engine", ["fails", "ends"])
+def test_an_engine_that_fails_or_ends_by_itself_ends_the_process_with_a_failure_code(engine):
+    done = subprocess.run([sys.executable, "-c", _HOSTED, engine], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "engine asked to stop" in done.stderr
+    if engine == "fails":
+        assert "worker stopped: ConnectionError: the broker refused us" in done.stderr
+
+
+def test_sigterm_stops_the_hosted_engine_and_ends_the_process_cleanly():
+    proc = subprocess.Popen([sys.executable, "-c", _HOSTED, "runs"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(3.0)   # a moment to start: SIGTERM before Faust's handlers would just kill it
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert "engine asked to stop" in err and "engine stopped" in err

@@ -1,4 +1,4 @@
-"""What a worker reports for a partition's committed batch (both engines share it)."""
+"""What a worker reports for a partition's committed batch."""
 
 from __future__ import annotations
 

@@ -59,15 +59,14 @@ def output(cfg):
             + read_topic(cfg.bootstrap, cfg.calls_topic)]
 
 
-@pytest.mark.parametrize("key_prefix", [False, True])
-def test_the_next_owner_resumes_from_the_last_committed_batch(kafka_broker, lines, key_prefix):
+def test_the_next_owner_resumes_from_the_last_committed_batch(kafka_broker, lines):
     cfg = config(kafka_broker)
     state_topic = f"{cfg.group_id}-state"
     half = len(lines) // 2
 
     async def main():
         await _topics(cfg, state_topic)
-        first = PartitionOwners(cfg, state_topic, key_prefix=key_prefix)
+        first = PartitionOwners(cfg, state_topic)
         await first.start()
         part, states = await first.take(0)
         assert (part.next_offset, states) == (None, {})
@@ -76,7 +75,7 @@ def test_the_next_owner_resumes_from_the_last_committed_batch(kafka_broker, line
         open_requests = part.pipeline.stats.in_flight
         await first.stop()
 
-        second = PartitionOwners(cfg, state_topic, key_prefix=key_prefix)
+        second = PartitionOwners(cfg, state_topic)
         await second.start()
         part, _ = await second.take(0)
         assert part.next_offset == half
@@ -90,8 +89,7 @@ def test_the_next_owner_resumes_from_the_last_committed_batch(kafka_broker, line
     assert canonical(output(cfg)) == canonical(as_json(committed))
     assert committed_offsets(cfg.bootstrap, cfg.group_id) == {0: len(lines)}
     assert canonical(committed) == canonical(in_one_pipeline(lines))
-    keys = {k.decode() for k, _v in read_topic(cfg.bootstrap, state_topic)}
-    assert keys and all(k.startswith("0|") for k in keys) is key_prefix
+    assert read_topic(cfg.bootstrap, state_topic), "no state was committed"
 
 
 def test_taking_a_partition_fences_its_previous_owner(kafka_broker, lines):

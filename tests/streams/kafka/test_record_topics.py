@@ -1,4 +1,4 @@
-"""Where a finished record goes on Kafka: topic, key and JSON value (both worker engines)."""
+"""Where a finished record goes on Kafka: topic, key and JSON value."""
 
 import json
 

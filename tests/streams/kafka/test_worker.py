@@ -204,7 +204,7 @@ def test_a_second_worker_takes_over_partitions_without_losing_or_doubling_record
 
 def _spawn_worker(broker, t, metrics_port, log):
     return subprocess.Popen(
-        [sys.executable, "-m", "dpmstream", "worker", "--engine", "aiokafka", "--broker", broker.url,
+        [sys.executable, "-m", "dpmstream", "worker", "--broker", broker.url,
          "--lines-topic", t["lines"], "--requests-topic", t["requests"],
          "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", "400",
          "--metrics-port", str(metrics_port)],
