@@ -30,7 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from dpmstream.streams.kafka.state import PartitionState
-from dpmstream.streams.kafka.record_topics import output_message
+from dpmstream.streams.kafka.record_topics import RecordTopics
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -140,8 +140,10 @@ class PartitionOwners:
         try:
             await producer.begin_transaction()
             send = producer.send
+            out = RecordTopics(cfg.requests_topic, cfg.calls_topic)
             for rec in records:
-                topic, key, value = output_message(rec, cfg.requests_topic, cfg.calls_topic)
+                out.write(rec)
+            for topic, key, value in out.take():
                 sent.append(await send(topic, value, key=key))
             for key, state in changes.items():
                 sent.append(await send(self.state_topic, encode_state(state),

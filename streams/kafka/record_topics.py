@@ -1,10 +1,14 @@
 """Where a finished record goes on Kafka, and as what bytes.
 
-    topic, key, value = output_message(record, requests_topic, calls_topic)
+    out = RecordTopics(requests_topic, calls_topic)    # a record sink (streams/sinks/fan_out)
+    out.write(record)                                   # encoded now ...
+    for topic, key, value in out.take(): ...            # ... sent inside the batch's transaction
 
 Requests are keyed by token (one request's records stay together), calls by host; the
 value is the record's JSON form (parsers/records.to_json_dict), compact. A missing key is
-sent as the empty key.
+sent as the empty key. The sink only encodes and holds: the worker's transaction
+(streams/kafka/partitions.py) sends what it holds, so a record reaches its topic exactly
+when the state and offsets that produced it are committed.
 """
 
 from __future__ import annotations
@@ -21,3 +25,22 @@ def output_message(record: dict, requests_topic: str, calls_topic: str) -> tuple
         topic, key = calls_topic, record["host"]
     value = json.dumps(to_json_dict(record), separators=(",", ":")).encode()
     return topic, (key or "").encode(), value
+
+
+class RecordTopics:
+    """The records and calls topics as a record sink: (topic, key, value) held for sending."""
+
+    def __init__(self, requests_topic: str, calls_topic: str) -> None:
+        self.requests_topic, self.calls_topic = requests_topic, calls_topic
+        self._held: list[tuple[str, bytes, bytes]] = []
+
+    def write(self, record: dict) -> None:
+        self._held.append(output_message(record, self.requests_topic, self.calls_topic))
+
+    def take(self) -> list[tuple[str, bytes, bytes]]:
+        held, self._held = self._held, []
+        return held
+
+    def close(self) -> None:
+        """Nothing to release: what was not taken belongs to a transaction never begun."""
+        self._held.clear()

@@ -8,7 +8,8 @@
 
 A sink takes finished records (parsers/records.py dicts) one at a time with write(),
 releases what it holds with close(), and may have flush() when it buffers. CSV, JSON
-lines, the summary, the directories, OpenMetrics and the Prometheus metrics are sinks.
+lines, the summary, the directories, OpenMetrics, the Prometheus metrics and the Kafka
+record topics (streams/kafka/record_topics.RecordTopics) are sinks.
 """
 
 from __future__ import annotations

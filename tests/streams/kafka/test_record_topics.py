@@ -2,7 +2,8 @@
 
 import json
 
-from dpmstream.streams.kafka.record_topics import output_message
+from dpmstream.streams.kafka.record_topics import RecordTopics, output_message
+from dpmstream.streams.sinks.fan_out import FanOut
 
 
 def test_a_request_goes_to_the_requests_topic_keyed_by_its_token_in_seconds():
@@ -25,3 +26,23 @@ def test_a_call_goes_to_the_calls_topic_keyed_by_its_host():
 def test_a_request_without_a_token_gets_the_empty_key_not_a_crash():
     topic, key, _ = output_message({"kind": "request", "token": None}, "req", "calls")
     assert (topic, key) == ("req", b"")
+
+
+def test_the_topics_sink_holds_encoded_records_in_order_until_the_transaction_takes_them():
+    out = RecordTopics("req", "calls")
+    out.write({"kind": "call", "host": "h1", "op": "stat"})
+    out.write({"kind": "request", "host": "h1", "token": "t1", "op": "get"})
+    held = out.take()
+    assert [(topic, key) for topic, key, _ in held] == [("calls", b"h1"), ("req", b"t1")]
+    assert json.loads(held[1][2])["op"] == "get"
+    assert out.take() == [], "taken once: a second transaction does not send them again"
+
+
+def test_the_topics_sink_is_a_record_sink_of_the_fan_out():
+    out = RecordTopics("req", "calls")
+    fan = FanOut([out])
+    fan.write({"kind": "call", "host": "h2", "op": "stat"})
+    assert [key for _, key, _ in out.take()] == [b"h2"]
+    fan.write({"kind": "call", "host": "h3", "op": "stat"})
+    fan.close()
+    assert out.take() == [], "closing drops what no transaction took"
