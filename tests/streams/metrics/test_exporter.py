@@ -306,7 +306,7 @@ def test_many_hosts_and_ops_keep_the_exposition_within_the_series_budget():
     per_set = m.call_seconds.series_per_set(("h", "dpns", "o", "ok"))
     # the budget, plus the folded label sets (one per result)
     assert series <= budget + 3 * per_set
-    # and the text with it: a series line is under 150 bytes (was 45 MB for 510 k series)
+    # and the text with it: a series line is under 150 bytes (bench/RESULTS.md, series budget)
     assert len(text.encode()) < 150 * (budget + 3 * per_set) + 200_000
     assert value(m, "dpmstream_series_overflow_total", metric="dpm_call_seconds") > 30_000
     total = sum(v for k, v in samples(m).items() if k[0] == "dpm_call_seconds_count")
