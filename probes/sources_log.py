@@ -32,6 +32,7 @@ from dpmstream.parsers import fastpath
 from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, resolve_profile
 from dpmstream.parsers.reassembly import Reassembler
+from dpmstream.parsers.stamps import LineStamps
 from dpmstream.parsers.records import PHASES
 from dpmstream.probes import tail
 from dpmstream.parsers.quantiles import nearest_rank
@@ -45,20 +46,15 @@ _LAST_LINES = 200
 
 class StampReader:
     """The local stamp (month, day, hour, minute, second) of a raw line, by the profile's
-    own envelope: its native form, or the form rsyslog wraps it in; None if neither."""
-
-    _GROUPS = ("month", "day", "hour", "minute", "second")
+    own envelope (parsers/stamps.py): its native form, or the form rsyslog wraps it in;
+    None if neither. Whole seconds: the window is found to the second."""
 
     def __init__(self, profile: Profile):
-        self.forms = [re.compile(pattern.encode()) for pattern in
-                      (profile.native_envelope, profile.rsyslog_envelope + profile.native_envelope)]
+        self.local = LineStamps(profile).local
 
     def __call__(self, line: bytes):
-        for form in self.forms:
-            m = form.match(line)
-            if m is not None:
-                return tuple(map(int, m.group(*self._GROUPS)))
-        return None
+        st = self.local(line)
+        return None if st is None else st.to_second
 
 
 def _naive_seconds_before(stamp, last) -> float:

@@ -21,11 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import time
 
-from dpmstream.parsers.clock import ClockError, EventClock, rfc3339_to_ms, stream_reference
+from dpmstream.parsers.clock import ClockError, EventClock, stream_reference
 from dpmstream.parsers.profiles import bundled_profiles
+from dpmstream.parsers.stamps import LineStamps
 from dpmstream.streams.kafka.envelope import encode, ms_to_rfc3339
 from dpmstream.streams.inputs import InputError, describe, open_binary
 
@@ -48,26 +48,21 @@ class LineTimes:
         if year is None:
             self.clock = EventClock(tz or profile.timezone, year=year,
                                     ref=stream_reference(path, mtime_ms, self.clock.zone))
-        self._native = re.compile(profile.native_envelope.encode())
-        self._rtime = re.compile(profile.rsyslog_envelope.encode())
+        self.stamps = LineStamps(profile)
         self.last: int | None = None
 
     def of(self, raw: bytes) -> int | None:
-        m = self._rtime.match(raw)
-        if m:  # rsyslog's own stamp (a file written by rsyslog): exactly what it received
-            try:
-                self.last = rfc3339_to_ms(m.group("rtime").decode())
-            except ClockError:
-                pass
+        try:
+            received = self.stamps.received_ms(raw)
+        except ClockError:   # an rsyslog line whose own time does not read: keep the last
             return self.last
-        m = self._native.match(raw)
-        if m:
-            mon, day, hh, mi, ss = (int(m.group(g)) for g in ("month", "day", "hour", "minute",
-                                                                "second"))
-            frac = m.group("frac")
-            ms = int((frac.decode() + "00")[:3]) if frac else 0
+        if received is not None:   # a file rsyslog wrote: exactly what it received
+            self.last = received
+            return received
+        st = self.stamps.local(raw)
+        if st is not None:
             try:
-                self.last = self.clock.to_ms(mon, day, hh, mi, ss, ms)
+                self.last = self.clock.to_ms(*st)
             except (ClockError, ValueError):
                 pass
         return self.last
