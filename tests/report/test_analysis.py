@@ -94,5 +94,3 @@ def test_time_bins_are_round_and_cover_the_span():
     edges = A.bin_edges(T0 + 123, T0 + 600_000)
     assert edges[0] <= T0 + 123 and edges[-1] >= T0 + 600_000
     assert len(edges) - 1 <= 90 and (edges[1] - edges[0]) % 1000 == 0
-
-

@@ -5,7 +5,6 @@ times, the counts of the simulator's ground truth."""
 from __future__ import annotations
 
 import csv
-import io
 import json
 import subprocess
 import urllib.parse
@@ -15,7 +14,6 @@ from collections import Counter
 import pytest
 
 from dpmstream.parsers.records import text_to_ms
-from dpmstream.streams.sinks.openmetrics import write_openmetrics
 from dpmstream.commands.stack.prometheus import Prometheus
 from tests.metrics_stack import DPMSTREAM, simulate
 
@@ -106,20 +104,3 @@ def test_phase_histograms_hold_every_observed_phase(backfilled):
            query_at(prom.url, "sum by (phase) (dpm_request_phase_seconds_count)", at).items()}
     assert got["proc"] == sum(1 for r in requests if r["proc_s"])
     assert got["total"] == sum(1 for r in requests if r["total_s"])
-
-
-def test_empty_input_writes_only_eof():
-    out = io.StringIO()
-    summary = write_openmetrics([], None, out)
-    assert out.getvalue() == "# EOF\n" and summary.steps == 0
-
-
-def test_quiet_gaps_cost_no_samples():
-    base = 1_313_152_300_000
-    calls = [{"kind": "call", "host": "h", "daemon": "dpns", "pid": 1, "thread": 0, "op": "statg",
-              "client": "c", "started": t, "ended": t + 2, "duration_s": 2, "rc": 0, "auth_s": None}
-             for t in (base, base + 30 * 86_400_000)]  # a month apart
-    out = io.StringIO()
-    summary = write_openmetrics(calls, None, out, step_s=60)
-    assert summary.steps <= 12  # 5 min after each event, not 43 200 steps
-    assert out.getvalue().endswith("# EOF\n")

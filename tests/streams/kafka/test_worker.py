@@ -272,5 +272,3 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
     # The aborted transactions did write records: only read_committed hides them.
     raw = read_topic(kafka_broker.bootstrap, state_topic, "read_uncommitted")
     assert len(raw) > len(read_topic(kafka_broker.bootstrap, state_topic))
-
-
