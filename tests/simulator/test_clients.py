@@ -1,4 +1,5 @@
-"""simulator/clients.py: how the simulated clients start their requests."""
+"""simulator/clients.py: how the simulated clients start their requests: replayed
+arrivals at their instants, or open-loop arrivals at a rate."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ def test_replayed_arrivals_start_one_request_each_at_its_instant_on_its_client(t
         ("put", "lxfsra01"), ("get", "lxfsra02"), ("put", "lxfsra02"), ("get", "lxfsra01")]
     for r, (offset, _, _) in zip(records, arrivals):
         assert 0 <= r["accepted"] - (result.start_ms + offset) <= 5   # the network's delay
+
+
+def test_open_loop_arrivals_follow_the_rate(tmp_path):
+    result = simulate(SimConfig(rate=20.0, requests=600, sthreads=70), tmp_path / "rate")
+    first = min(r["started"] for r in result.requests)
+    last = max(r["started"] for r in result.requests)
+    per_s = (len(result.requests) - 1) / ((last - first) / 1000)
+    assert 16 < per_s < 24

@@ -27,3 +27,12 @@ def test_dirs_spreads_the_files_over_that_many_directories(tmp_path):
     assert len(creat_dirs(simulate(SimConfig(requests=200, dirs=7), tmp_path / "a"))) == 7
     assert len(creat_dirs(simulate(SimConfig(requests=200), tmp_path / "b"))) == 3  # per client
     assert len(creat_dirs(simulate(scenario("same-dir", requests=200), tmp_path / "c"))) == 1
+
+
+def test_same_dir_puts_every_file_in_one_directory(tmp_path):
+    result = simulate(SimConfig(requests=200, same_dir=True), tmp_path / "sd")
+    dirs = set(re.findall(r"NS098 - creat (\S+)/f\d+ ", result.dpns_log_path.read_text()))
+    assert dirs == {"/dpm/cern.ch/home/dteam/perf/shared"}
+    default = simulate(SimConfig(requests=200), tmp_path / "d")
+    dirs = set(re.findall(r"NS098 - creat (\S+)/f\d+ ", default.dpns_log_path.read_text()))
+    assert len(dirs) == 3            # one per client
