@@ -12,10 +12,9 @@ import sys
 import pytest
 
 from dpmstream.parsers import fastpath
-from dpmstream.parsers.fit import Reassembled, judge, looks_like
-from dpmstream.parsers.profiles import ProfileError, bundled_profiles, profile_from_dict
 
 from tests.helpers import DATA, REAL
+from tests.parsers.test_reassembly import REFERENCE_PUT
 
 PARSERS = ["compiled", "pure"]
 
@@ -55,45 +54,6 @@ def rewritten(src, dst, pattern, replacement):
 def warning_block(stdout):
     assert "WARNING" in stdout
     return stdout[stdout.index("WARNING"):]
-
-
-def test_the_bundled_profiles_name_the_roles_a_fitting_profile_must_produce():
-    assert {p.name: p.required_roles for p in bundled_profiles()} == {
-        "lcgdm-dpm": ("call", "returns", "token", "status", "slow_start"),
-        "lcgdm-ns": ("call", "returns"),
-        "lcgdm-srm": ("call", "returns"),
-    }
-
-
-def test_a_required_role_without_a_pattern_is_rejected_when_loading():
-    base = {"name": "x", "daemon": "dpm", "envelope": {
-        "native": "(?P<month>..)", "rsyslog": ""}, "roles": {"returns": "returns"}}
-    with pytest.raises(ProfileError, match=r"required role\(s\) \['call'\] have no pattern"):
-        profile_from_dict({**base, "required_roles": ["call", "returns"]})
-
-
-def test_catch_all_shapes_are_matched_to_the_role_they_look_like():
-    required = ("call", "returns", "token", "status", "slow_start")
-    assert looks_like("DP092 - put req. from DN <DN> (<IDS>) from <HOST>", required) == ("call",)
-    assert looks_like("return code N", required) == ("returns",)
-    assert looks_like("DP098 - put token <UUID> files N", required) == ("token",)
-    assert looks_like("status is SUCCESS", required) == ("status",)
-    assert looks_like("selected <HOST>:<PATH> for <URL>", required) == ()
-
-
-def test_a_missing_role_is_judged_only_in_enough_lines_of_the_daemon():
-    roles = {"call": 150, "returns": 0}
-    assert [f.role for f in judge(("call", "returns"), 300, roles, Reassembled())] == ["returns"]
-    assert judge(("call", "returns"), 150, roles, Reassembled()) == []
-
-
-def test_stray_returns_a_cut_start_explains_are_no_finding():
-    roles = {"call": 1000, "returns": 1000}
-    cut = Reassembled(stray_returns=40, returns_at_thread_start=40)
-    assert judge(("call", "returns"), 3000, roles, cut) == []
-    misfit = Reassembled(stray_returns=100, returns_at_thread_start=40)
-    (finding,) = judge(("call", "returns"), 3000, roles, misfit)
-    assert finding.message.startswith("stray returns: 60 of 1000 `returns` lines (6.0%)")
 
 
 @pytest.mark.parametrize("parser", PARSERS)
@@ -328,3 +288,20 @@ def test_the_real_name_server_lines_together_show_both_required_roles(tmp_path, 
     assert counts and int(counts.group(1)) > 100 and int(counts.group(2)) > 100
     assert "MISSING" not in done.stdout and "too few to judge" not in done.stdout
     assert "WARNING" not in done.stdout
+
+
+def test_profile_check_reports_role_shares_and_masked_unmatched_shapes(tmp_path):
+    log = tmp_path / "dpm.log"
+    lines = REFERENCE_PUT + [
+        "08/12 14:31:46.000 12345,3 dpm_srv_put: quota exceeded for /dpm/cern.ch/home/atlas/f1 by 1234 bytes",
+        "08/12 14:31:46.100 12345,4 dpm_srv_put: quota exceeded for /dpm/cern.ch/home/cms/f9 by 99 bytes",
+        "not a log line at all",
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", str(log)],
+                         capture_output=True, text=True, check=True).stdout
+    assert len(REFERENCE_PUT) == 20
+    assert "profile lcgdm-dpm: matched  87.0%" in out  # 20 of 23 lines
+    assert "best fit" in out.splitlines()[1]
+    assert "        2  dpm_srv_put: quota exceeded for <PATH> by N bytes" in out
+    assert re.search(r"slow_start\s+1\s+4\.3%", out)

@@ -114,13 +114,6 @@ def test_real_name_server_files_replay_with_a_forced_profile(tmp_path):
     assert [c[4] for c in calls[1:]] == ["mkdir", "startsess", "statg", "getreplica", "endsess"]
 
 
-def test_every_subcommand_has_help():
-    for command in ("replay", "run", "simulate", "profile", "worker", "stack"):
-        out = dpmstream(command, "--help").stdout.decode()
-        assert out.startswith("usage: dpmstream " + command), command
-    assert b"profile" in dpmstream("--help").stdout
-
-
 def one_line_error(proc_) -> str:
     err = proc_.stderr.decode()
     assert "Traceback" not in err, err

@@ -1,5 +1,5 @@
 """`dpmstream report` on the command line: windows, inputs, clear errors, and the
-replay's own line counts and restarts carried onto the page."""
+replay's name-server time and hot directories carried onto the page."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import subprocess
 import sys
 
 from dpmstream.report.build import build_page
-from dpmstream.report.sources import from_logs, from_replay_dir
-from dpmstream.streams.inputs import describe
-from dpmstream.streams.progress import Progress
+from dpmstream.report.sources import from_replay_dir
 
-from tests.dpmlog import T1, T2, call, closing, proc, put, status
+from tests.dpmlog import T1, T2, closing, proc, put, status
 
 FIRST = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
          + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1)
@@ -22,9 +20,6 @@ SECOND = (put("08/12 10:05:00.000", 3, T2, end="08/12 10:05:00.004")
           + proc("08/12 10:05:00.100", "08/12 10:05:00.900", 21, T2)
           + status("08/12 10:05:01.000", "08/12 10:05:01.001", 4, T2, "SUCCESS")
           + closing("08/12 10:05:02.000", "08/12 10:05:02.001", 6, "putdone", T2))
-# The daemon comes back with a new pid; one line no profile pattern knows.
-RESTARTED = (["08/12 10:06:00.000 23456 dpm_serv: started", "08/12 10:06:00.500 23456,1 dpm_srv_x: odd words"]
-             + call("08/12 10:06:01.000", 5, "ping", end="08/12 10:06:01.003", pid=23456))
 BASE = ("--tz", "UTC", "--year", "2011", "--host", "head01")
 
 
@@ -78,18 +73,6 @@ def test_a_replay_directory_and_log_files_together_are_refused(tmp_path):
     log = write(tmp_path / "log", FIRST)
     res = dpmstream("report", "--out", str(tmp_path / "w.html"), str(tmp_path), log)
     assert res.returncode == 2 and "one replay output directory" in res.stderr
-
-
-def test_unparsed_lines_and_restarts_are_placed_in_event_time_and_all_counted(tmp_path):
-    log = write(tmp_path / "log", FIRST + SECOND + ["garbage line"] + RESTARTED)
-    data = from_logs([describe(log)], host="head01", profile=None, tz="UTC", year=2011,
-                     timeout_s=3600, max_in_flight=1000, since=None, until=None,
-                     progress=Progress(None, enabled=False))
-    assert data.lines["unmatched"] + data.lines["malformed"] == 2
-    assert sum(n for _, n in data.unparsed) == 2
-    assert data.restarts_total == 1 and len(data.restarts) == 1
-    first_ms = data.requests[0]["started"]
-    assert all(first_ms <= t <= first_ms + 400_000 for t, _ in data.unparsed + data.restarts)
 
 
 def test_a_replay_directory_with_name_server_time_splits_processing(tmp_path):

@@ -15,9 +15,6 @@ import sys
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
-from dpmstream.simulator.calibrate import calibrate
-from dpmstream.simulator.fits import closed_loop, lock_fit
-from dpmstream.simulator.identities import Namespace
 
 REQUESTS = 1000
 LOG_SEED, TRUTH_SEED = 11, 12
@@ -143,48 +140,6 @@ def test_whatif_without_a_change_or_with_a_bad_option_is_refused(tmp_path):
     assert done.returncode == 2 and "must be >= 1" in done.stderr
     done = run_whatif("--sthreads", "30", "--out", str(tmp_path / "o"), str(tmp_path / "missing.log"))
     assert done.returncode == 2 and "missing.log" in done.stderr
-
-
-def test_replayed_arrivals_start_one_request_each_at_its_instant_on_its_client(tmp_path):
-    arrivals = ((0, "put", 0), (400, "get", 1), (900, "put", 1), (2500, "get", 0))
-    cfg = SimConfig(clients=2, arrivals=arrivals, plain_rate=0.0, auth_fail_rate=0.0,
-                    put_fail_rate=0.0, abort_rate=0.0, abandon_rate=0.0, jitter_rate=0.0)
-    result = simulate(cfg, tmp_path / "r")
-    records = sorted(result.requests, key=lambda r: r["accepted"])
-    assert [(r["op"], r["client"].split(".")[0]) for r in records] == [
-        ("put", "lxfsra01"), ("get", "lxfsra02"), ("put", "lxfsra02"), ("get", "lxfsra01")]
-    for r, (offset, _, _) in zip(records, arrivals):
-        assert 0 <= r["accepted"] - (result.start_ms + offset) <= 5   # the network's delay
-
-
-def test_dirs_spread_new_files_over_that_many_directories(tmp_path):
-    result = simulate(SimConfig(requests=80, dirs=4, seed=2), tmp_path / "r")
-    creats = [line.split()[-4] for line in result.dpns_log_path.read_text().splitlines()
-              if "NS098 - creat" in line]
-    assert {Namespace.directory(p).rsplit("/", 1)[1] for p in creats} == {f"d{k:05d}" for k in range(4)}
-
-
-def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesis_log(tmp_path):
-    from dpmstream.parsers.pipeline import Pipeline
-
-    log = simulate(SimConfig(requests=600, seed=7, same_dir=True), tmp_path / "log")
-    records = []
-    pipeline = Pipeline(records.append)
-    for path in (log.log_path, log.dpns_log_path):
-        src = pipeline.source(str(path), host="head01", path=str(path), year=2011)
-        src.feed_lines(path.read_bytes().splitlines())
-    pipeline.finish()
-    requests = [r for r in records if r["kind"] == "request"]
-    calls = [r for r in records if r["kind"] == "call"]
-    cal = calibrate(requests, calls)
-    assert cal.load == "closed" and cal.config.dirs == 1 and cal.lock_contention
-    assert cal.config.sthreads == 20 and cal.config.clients == 3
-    assert cal.config.concurrency == 25
-    assert (cal.config.poll_first_ms, cal.config.poll_factor) == (125, 2.0)
-    hold, _ = lock_fit([(c["started"], c["ended"]) for c in calls if c["op"] == "creat"])
-    assert 30 <= statistics.median(hold) <= 40            # the model's 35 ms
-    dispersion, streams, _ = closed_loop(requests)
-    assert dispersion < 0.1 and streams == cal.config.concurrency
 
 
 def test_rate_scale_packs_replayed_arrivals_closer_and_multiplies_closed_loop_streams():

@@ -160,18 +160,6 @@ def run_pipeline(lines, chunked):
     return records, dict(pipeline.stats.lines), pipeline.stats.bad_examples
 
 
-def test_feed_lines_gives_the_records_and_counts_of_feeding_line_by_line(tmp_path):
-    cfg, paths = scenario_logs(tmp_path, "mixed")
-    lines = paths[0].read_bytes().splitlines(keepends=True)
-    rng = random.Random(3)
-    for i in range(40):  # bad input scattered through it
-        lines.insert(rng.randrange(len(lines)), rng.choice([b"\xff\xfe garbage\n", b"\x00\x01\n", b"12/3\n"]))
-    by_line = run_pipeline(lines, chunked=False)
-    chunked = run_pipeline(lines, chunked=True)
-    assert by_line[1] == chunked[1] and by_line[2] == chunked[2]
-    assert by_line[0] == chunked[0] and by_line[0]
-
-
 def test_pure_python_and_compiled_pipelines_give_the_same_records(tmp_path, monkeypatch):
     cfg, paths = scenario_logs(tmp_path, "restart")
     lines = paths[0].read_bytes().splitlines()

@@ -151,19 +151,3 @@ def test_a_request_record_waits_only_a_few_seconds_of_event_time():
     assert [r["token"] for r in requests_of(records)] == [T1]
 
 
-def test_linked_name_server_time_is_a_histogram_by_host_and_op_only():
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    from dpmstream.streams.metrics.exporter import PipelineMetrics
-
-    metrics = PipelineMetrics(CollectorRegistry())
-    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
-    dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
-    (req,), calls = link(dpm, dpns)
-    for record in (req, *calls):
-        metrics.write(record)
-    metrics.write({**req, "token": T2, "ns_calls": None, "ns_s": None})  # no DPNS log
-    text = generate_latest(metrics.registry).decode()
-    assert 'dpm_request_ns_seconds_count{host="dpmhead01.cern.ch",op="put"} 1.0' in text
-    assert 'dpm_request_ns_seconds_sum{host="dpmhead01.cern.ch",op="put"} 0.25' in text
-    assert T1 not in text and "/dpm/" not in text  # neither tokens nor paths become labels

@@ -1,8 +1,11 @@
-"""Saving the pipeline's state every K lines and restoring it into a fresh pipeline gives
-exactly the records of one uninterrupted pipeline (what the Kafka worker relies on)."""
+"""parsers/pipeline.py: saving the pipeline's state every K lines and restoring it into a
+fresh pipeline gives exactly the records of one uninterrupted pipeline (what the Kafka
+worker relies on); lines fed in chunks give what they give fed one by one; the pipeline
+imports only the domain."""
 
 import dataclasses
 import json
+import random
 
 import pytest
 
@@ -10,6 +13,7 @@ from dpmstream.simulator import simulate
 from dpmstream.simulator.scenarios import scenario
 from dpmstream.parsers.pipeline import Pipeline, StateChanges
 from dpmstream.parsers.reassembly import RequestKey, ThreadKey
+from tests.parsers.test_fastpath import run_pipeline, scenario_logs
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +186,15 @@ def test_the_pipeline_imports_only_the_domain():
     done = subprocess.run([sys.executable, "-c", _DOMAIN_ONLY], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_feed_lines_gives_the_records_and_counts_of_feeding_line_by_line(tmp_path):
+    cfg, paths = scenario_logs(tmp_path, "mixed")
+    lines = paths[0].read_bytes().splitlines(keepends=True)
+    rng = random.Random(3)
+    for i in range(40):  # bad input scattered through it
+        lines.insert(rng.randrange(len(lines)), rng.choice([b"\xff\xfe garbage\n", b"\x00\x01\n", b"12/3\n"]))
+    by_line = run_pipeline(lines, chunked=False)
+    chunked = run_pipeline(lines, chunked=True)
+    assert by_line[1] == chunked[1] and by_line[2] == chunked[2]
+    assert by_line[0] == chunked[0] and by_line[0]

@@ -1,9 +1,8 @@
-"""Regex profiles are data: bundled ones load and are detected; a site's rewording needs
-only a new profile file."""
+"""parsers/profiles.py: regex profiles are data: bundled ones load, name the roles a
+fitting profile must produce, and are detected; a site's rewording needs only a new
+profile file."""
 
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -67,18 +66,16 @@ def test_a_profile_with_an_unknown_role_or_group_is_rejected_with_the_reason():
         profile_from_dict({"name": "x"})
 
 
-def test_profile_check_reports_role_shares_and_masked_unmatched_shapes(tmp_path):
-    log = tmp_path / "dpm.log"
-    lines = REFERENCE_PUT + [
-        "08/12 14:31:46.000 12345,3 dpm_srv_put: quota exceeded for /dpm/cern.ch/home/atlas/f1 by 1234 bytes",
-        "08/12 14:31:46.100 12345,4 dpm_srv_put: quota exceeded for /dpm/cern.ch/home/cms/f9 by 99 bytes",
-        "not a log line at all",
-    ]
-    log.write_text("\n".join(lines) + "\n")
-    out = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", str(log)],
-                         capture_output=True, text=True, check=True).stdout
-    assert len(REFERENCE_PUT) == 20
-    assert "profile lcgdm-dpm: matched  87.0%" in out  # 20 of 23 lines
-    assert "best fit" in out.splitlines()[1]
-    assert "        2  dpm_srv_put: quota exceeded for <PATH> by N bytes" in out
-    assert re.search(r"slow_start\s+1\s+4\.3%", out)
+def test_the_bundled_profiles_name_the_roles_a_fitting_profile_must_produce():
+    assert {p.name: p.required_roles for p in bundled_profiles()} == {
+        "lcgdm-dpm": ("call", "returns", "token", "status", "slow_start"),
+        "lcgdm-ns": ("call", "returns"),
+        "lcgdm-srm": ("call", "returns"),
+    }
+
+
+def test_a_required_role_without_a_pattern_is_rejected_when_loading():
+    base = {"name": "x", "daemon": "dpm", "envelope": {
+        "native": "(?P<month>..)", "rsyslog": ""}, "roles": {"returns": "returns"}}
+    with pytest.raises(ProfileError, match=r"required role\(s\) \['call'\] have no pattern"):
+        profile_from_dict({**base, "required_roles": ["call", "returns"]})

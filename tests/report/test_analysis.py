@@ -1,16 +1,15 @@
-"""What the report derives from records, on records written out by hand."""
+"""report/analysis.py: what the report derives from records, on records written out by hand.
+
+put() and call() write those records; test_story and test_window use them too.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from dpmstream.report import analysis as A
-from dpmstream.report.sources import Dataset
-from dpmstream.report.story import tell
-from dpmstream.report.window import WindowError, parse_moment
 from dpmstream.streams.sinks.summary import Summary
 
 T0 = 1_313_152_300_000   # 2011-08-12 14:31:40 CEST
@@ -37,13 +36,6 @@ def call(start, duration, op="statg", daemon="dpns", pid=20713, thread=3):
     return {"kind": "call", "host": "dpmhead01", "daemon": daemon, "pid": pid, "thread": thread,
             "op": op, "client": "wn01", "started": start, "ended": start + duration,
             "duration_s": duration, "rc": 0, "auth_s": None, "session": None}
-
-
-def dataset(requests, calls=()):
-    data = Dataset(requests=list(requests), calls=list(calls), zone=ZURICH)
-    for r in (*requests, *calls):
-        data.summary.write(r)
-    return data
 
 
 def test_a_requests_segments_do_not_overlap_and_add_up_to_its_total():
@@ -102,58 +94,3 @@ def test_time_bins_are_round_and_cover_the_span():
     edges = A.bin_edges(T0 + 123, T0 + 600_000)
     assert edges[0] <= T0 + 123 and edges[-1] >= T0 + 600_000
     assert len(edges) - 1 <= 90 and (edges[1] - edges[0]) % 1000 == 0
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("2011-08-12T14:35:00+02:00", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
-    ("2011-08-12T12:35Z", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
-    ("2011-08-12 14:35", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
-    ("08/12 14:35:30.5", datetime(2011, 8, 12, 14, 35, 30, 500_000, tzinfo=ZURICH)),
-    ("14:35", datetime(2011, 8, 12, 14, 35, tzinfo=ZURICH)),
-])
-def test_a_window_end_is_iso_8601_or_local_time_of_the_log(text, expected):
-    assert parse_moment(text, ZURICH, T0) == round(expected.timestamp() * 1000)
-
-
-def test_an_unreadable_window_end_is_a_clear_error():
-    with pytest.raises(WindowError, match="ISO 8601"):
-        parse_moment("yesterday", ZURICH, T0)
-
-
-def test_the_summary_names_the_largest_phase_and_the_full_slow_pool():
-    # 4 requests, one slow thread each, running at once for 500 ms: the pool is 4.
-    requests = [put(T0 + i) for i in range(4)]
-    story = tell(dataset(requests))
-    text = " ".join(story.summary)
-    assert "4 requests (4 puts)" in text and "all succeeded" in text
-    assert "Waiting for a slow thread is " in text
-    assert story.slow_pool == 4
-    assert "All 4 slow threads were busy" in text
-
-
-def test_observations_are_at_most_three_each_naming_a_figure():
-    requests = [put(T0 + 100 * i, client=f"c{i % 2}", queue=600 + 3000 * (i % 2),
-                    status="failed" if i % 7 == 0 else "success") for i in range(40)]
-    story = tell(dataset(requests, [call(T0 + i, 30) for i in range(20)]))
-    assert 1 <= len(story.observations) <= 3
-    assert all(o.figure.startswith("fig-") for o in story.observations)
-    scores = [o.score for o in story.observations]
-    assert scores == sorted(scores, reverse=True)
-
-
-def test_a_slow_client_host_is_an_observation():
-    requests = [put(T0 + 100 * i, client=f"c{i % 2}", queue=600 + 3000 * (i % 2))
-                for i in range(40)]
-    story = tell(dataset(requests))
-    assert any("Requests from c1" in o.text for o in story.observations)
-
-
-def test_no_records_tell_no_story():
-    assert tell(dataset([])) is None
-
-
-def test_name_server_time_gets_a_sentence_only_when_the_records_carry_it():
-    plain = " ".join(tell(dataset([put(T0)])).summary)
-    assert "Name-server calls" not in plain
-    linked = " ".join(tell(dataset([put(T0, ns=125), put(T0 + 10, ns=375)])).summary)
-    assert "Name-server calls are 50% of a put's slow-thread processing." in linked

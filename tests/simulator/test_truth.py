@@ -378,3 +378,21 @@ def test_an_overlapping_restart_kills_what_is_still_running_when_the_old_process
     assert all(pids == [old, new] for pids in again.values())
     records = {r["token"]: r for r in overlap.requests}
     assert all(records[tok]["proc_s"] is not None for tok in again if records[tok]["status"] == "success")
+
+
+# -- name-server linking: which call served which request ------------------------------
+
+def test_the_truth_links_each_put_to_its_own_creats(tmp_path):
+    result = simulate(scenario("multi-file", requests=300, get_fraction=0.0), tmp_path / "s")
+    processed = [r for r in result.requests if r["proc_s"] is not None]
+    assert processed and all(r["ns_calls"] == 4 for r in processed)
+    assert all(0 < r["ns_s"] <= r["proc_s"] for r in processed)
+    linked = [c for c in result.calls if c["token"]]
+    assert len(linked) == 4 * len(processed)
+    assert {c["token"] for c in linked} == {r["token"] for r in processed}
+
+
+def test_the_truth_leaves_ns_fields_empty_without_name_server_lines(tmp_path):
+    result = simulate(SimConfig(requests=50, dpns_gap=(0.0, 3600.0)), tmp_path / "s")
+    assert result.dpns_lines == 0
+    assert all(r["ns_calls"] is None and r["ns_s"] is None for r in result.requests)

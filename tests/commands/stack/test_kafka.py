@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from dpmstream.commands.stack.kafka import consume
-from dpmstream.commands.stack.process import ManagedProcess, port_open
+from dpmstream.commands.stack.process import port_open
 
 pytestmark = pytest.mark.services
 
@@ -57,21 +53,6 @@ def test_broker_keeps_its_records_across_a_stop_and_restart(kafka_broker_factory
 
     assert broker.port == port
     assert [r.value for r in consume(broker.bootstrap, "kept", 1, timeout=20)] == [b"before the restart"]
-
-
-def test_stop_ignores_a_pid_file_naming_a_process_that_is_not_ours(tmp_path):
-    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        pid_file = tmp_path / "kafka.pid"
-        pid_file.write_text(f"{stranger.pid}\n")
-        proc = ManagedProcess("kafka", pid_file, tmp_path / "log", marker=str(tmp_path / "server.properties"))
-
-        assert proc.pid() is None
-        assert proc.stop() is False
-        assert stranger.poll() is None
-    finally:
-        stranger.send_signal(signal.SIGKILL)
-        stranger.wait()
 
 
 def test_broker_start_without_installed_jars_says_how_to_install(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The Kafka worker's pieces that need no broker: envelopes, duplicates, state round trips."""
+"""streams/kafka/state.py: one partition's pipeline without a broker: duplicates, bad records, state round trips."""
 
 from __future__ import annotations
 
@@ -7,10 +7,6 @@ import json
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
-from dpmstream.streams.kafka.config import (
-    KafkaConfigError, KafkaSecurity, parse_broker, security_from_args,
-)
-from dpmstream.streams.kafka.envelope import EnvelopeError, decode, encode, ms_to_rfc3339, rfc3339_to_ms
 from dpmstream.streams.kafka.state import PartitionState
 from tests.worker_helpers import canonical, core_records, interleaved
 from tests.worker_helpers import envelopes as _envelopes
@@ -26,96 +22,6 @@ def sim(tmp_path_factory):
 
 def envelopes(path, host=HOST, log_path=PATH):
     return _envelopes(path, host, log_path)
-
-
-# -- envelope ------------------------------------------------------------------------------
-
-def test_envelope_round_trips_and_received_gives_epoch_milliseconds():
-    raw = encode("h1", "/var/log/dpm/log", 42, "2011-08-12T14:31:43.118402+02:00", "08/12 line")
-    env = decode(raw)
-    assert (env.host, env.path, env.offset, env.line) == ("h1", "/var/log/dpm/log", 42, "08/12 line")
-    assert env.received_ms == 1313152303118
-    assert ms_to_rfc3339(1313152303118) == "2011-08-12T12:31:43.118000Z"
-    assert rfc3339_to_ms(ms_to_rfc3339(1313152303118)) == 1313152303118
-
-
-@pytest.mark.parametrize("raw, reason", [
-    (b"not json", "not JSON"),
-    (b"[1, 2]", "not a JSON object"),
-    (b'{"path": "/p", "offset": 1, "line": "x"}', "missing host"),
-    (b'{"host": "h", "offset": 1, "line": "x"}', "missing path"),
-    (b'{"host": "h", "path": "/p", "offset": -1, "line": "x"}', "offset"),
-    (b'{"host": "h", "path": "/p", "offset": 1}', "missing line"),
-    (None, "empty"),
-])
-def test_envelope_that_cannot_be_used_is_rejected_with_its_reason(raw, reason):
-    with pytest.raises(EnvelopeError, match=reason):
-        decode(raw)
-
-
-@pytest.mark.parametrize("stamp", [
-    "2011-08-12T14:31:43.118402+02:00", "2011-08-12T14:31:43.999999-05:30",
-    "2011-08-12T14:31:43.000999Z", "2011-08-12T14:31:43.118402z",   # rsyslog's forms
-    "2011-08-12T14:31:43Z", "2011-08-12T14:31:43.1+02:00", "2011-08-12T14:31:43.118+00:00",
-])
-def test_received_times_in_every_rfc3339_form_give_the_same_milliseconds_as_a_full_parse(stamp):
-    import datetime as dt
-    full = dt.datetime.fromisoformat(stamp.replace("z", "Z"))
-    assert rfc3339_to_ms(stamp) == int(full.timestamp()) * 1000 + full.microsecond // 1000
-    assert rfc3339_to_ms(stamp) == rfc3339_to_ms(stamp)   # again, from the cached second
-
-
-@pytest.mark.parametrize("stamp", ["2011-08-12T14:31:43", "2011-08-12T14:31:43.11840x+02:00",
-                                   "2011-08-12T14:31:43.118402+0200x", "yesterday"])
-def test_received_times_without_an_offset_or_malformed_are_refused(stamp):
-    with pytest.raises(ValueError):
-        rfc3339_to_ms(stamp)
-
-
-def test_envelope_with_an_escaped_lone_surrogate_is_still_decoded():
-    env = decode(b'{"host":"h","path":"/p","offset":1,"line":"a\\ud800b"}')
-    assert env.line == "a\ud800b"
-
-
-def test_envelope_with_a_bad_received_time_keeps_the_line():
-    env = decode(b'{"host":"h","path":"/p","offset":"7","received":"yesterday","line":"x"}')
-    assert env.offset == 7 and env.received_ms is None and env.line == "x"
-
-
-# -- configuration -----------------------------------------------------------------------
-
-def test_broker_urls_become_a_bootstrap_list():
-    assert parse_broker("kafka://a:9092") == "a:9092"
-    assert parse_broker("kafka://a:9092,kafka://b:9093;c:1") == "a:9092,b:9093,c:1"
-    for bad in ("", "http://a:9092", "kafka://a", "kafka://:9092"):
-        with pytest.raises(KafkaConfigError):
-            parse_broker(bad)
-
-
-def test_sasl_password_comes_from_a_file_or_the_environment_and_is_never_shown(tmp_path):
-    pw = tmp_path / "pw"
-    pw.write_text("s3cret\n")
-
-    class Args:
-        security_protocol = "SASL_PLAINTEXT"
-        sasl_mechanism = "SCRAM-SHA-512"
-        sasl_username = "dpm"
-        sasl_password_file = str(pw)
-        ssl_cafile = None
-
-    sec = security_from_args(Args, environ={})
-    assert sec.password == "s3cret"
-    assert "s3cret" not in repr(sec) and "s3cret" not in str(sec)
-    assert sec.client_kwargs()["sasl_plain_password"] == "s3cret"
-    Args.sasl_password_file = None
-    sec = security_from_args(Args, environ={"DPMSTREAM_KAFKA_PASSWORD": "envpw"})
-    assert sec.password == "envpw"
-    with pytest.raises(KafkaConfigError, match="password"):
-        security_from_args(Args, environ={})
-
-
-def test_plaintext_needs_no_credentials():
-    assert KafkaSecurity().client_kwargs() == {"security_protocol": "PLAINTEXT"}
 
 
 # -- duplicates ------------------------------------------------------------------------------

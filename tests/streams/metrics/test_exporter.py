@@ -9,6 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dpmstream.parsers.records import REQUEST_COLUMNS, CALL_COLUMNS
 from dpmstream.streams.metrics.exporter import OTHER, PipelineMetrics
+from tests.dpmlog import T1, T2
+from tests.parsers.test_linking import F1, HEAD, a_put, link, ns_call
 
 T0 = 1313152303101  # 2011-08-12 12:31:43.101 UTC, in ms
 
@@ -257,16 +259,6 @@ def _family_series(text: str, family: str) -> int:
                if line.startswith(family) and not line.startswith("#"))
 
 
-def test_each_phase_has_dense_log_spaced_buckets_over_its_own_range():
-    from dpmstream.streams.metrics.buckets import PHASE_BUCKETS
-
-    for phase, bounds in PHASE_BUCKETS.items():
-        assert bounds[0] == 0 and list(bounds) == sorted(set(bounds)), phase
-        steps = [hi / lo for lo, hi in zip(bounds, bounds[1:]) if lo >= 0.0105]
-        assert max(steps) <= 1.16, phase   # interpolation within a bucket: < 16% at worst
-    assert PHASE_BUCKETS["auth"][-1] >= 120 and PHASE_BUCKETS["total"][-1] >= 4 * 3600
-
-
 def test_label_sets_past_the_series_budget_fold_into_other_and_are_counted():
     per_set = PipelineMetrics(CollectorRegistry()).call_seconds.series_per_set(
         ("head01", "dpns", "statg", "ok"))   # each bucket, +Inf, _sum, _count
@@ -311,3 +303,21 @@ def test_many_hosts_and_ops_keep_the_exposition_within_the_series_budget():
     assert value(m, "dpmstream_series_overflow_total", metric="dpm_call_seconds") > 30_000
     total = sum(v for k, v in samples(m).items() if k[0] == "dpm_call_seconds_count")
     assert total == 300 * 40 * 3   # nothing dropped: folded, and counted
+
+
+def test_linked_name_server_time_is_a_histogram_by_host_and_op_only():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from dpmstream.streams.metrics.exporter import PipelineMetrics
+
+    metrics = PipelineMetrics(CollectorRegistry())
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
+    dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
+    (req,), calls = link(dpm, dpns)
+    for record in (req, *calls):
+        metrics.write(record)
+    metrics.write({**req, "token": T2, "ns_calls": None, "ns_s": None})  # no DPNS log
+    text = generate_latest(metrics.registry).decode()
+    assert 'dpm_request_ns_seconds_count{host="dpmhead01.cern.ch",op="put"} 1.0' in text
+    assert 'dpm_request_ns_seconds_sum{host="dpmhead01.cern.ch",op="put"} 0.25' in text
+    assert T1 not in text and "/dpm/" not in text  # neither tokens nor paths become labels

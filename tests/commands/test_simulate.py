@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from dpmstream.parsers.records import REQUEST_COLUMNS
+from tests.simulator.test_identities import CREAT
 
 
 def run_cli(*args):
@@ -73,3 +74,14 @@ def test_an_overlap_needs_a_restart_and_a_stray_pid_its_own(tmp_path):
                    "--quiet")
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "x.messages").exists()
+
+
+def test_simulate_takes_dirs_and_a_dpns_gap_on_the_command_line(tmp_path):
+    subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--quiet", "--out",
+                    str(tmp_path / "s"), "--requests", "100", "--dirs", "5",
+                    "--dpns-gap", "2:4"], check=True)
+    text = (tmp_path / "s.dpns.log").read_text()
+    assert len(set(CREAT.findall(text))) == 5
+    bad = subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out",
+                          str(tmp_path / "t"), "--dpns-gap", "4:2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "dpns-gap" in bad.stderr

@@ -1,4 +1,5 @@
-"""The report's what-if section: doubled slow threads, the same answer as `dpmstream whatif`."""
+"""`dpmstream report`'s what-if section (report/whatif.py) answers for doubled slow threads
+what `dpmstream whatif` answers, end to end through both commands."""
 
 import csv
 import re

@@ -1,4 +1,6 @@
-"""The simulated logs read like the reference: envelope, messages, threads, pids."""
+"""The simulated logs read like the reference: envelope, messages, threads, pids, and the
+shapes of issue 11 (stray processes, lines far ahead, the rsyslog file, a clock step, an
+overlapping restart). What the simulator's writers print together, read from its files."""
 
 from __future__ import annotations
 

@@ -1,0 +1,59 @@
+"""streams/kafka/envelope.py: a log line as it travels on the lines topic, and its received time."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpmstream.streams.kafka.envelope import EnvelopeError, decode, encode, ms_to_rfc3339, rfc3339_to_ms
+
+
+def test_envelope_round_trips_and_received_gives_epoch_milliseconds():
+    raw = encode("h1", "/var/log/dpm/log", 42, "2011-08-12T14:31:43.118402+02:00", "08/12 line")
+    env = decode(raw)
+    assert (env.host, env.path, env.offset, env.line) == ("h1", "/var/log/dpm/log", 42, "08/12 line")
+    assert env.received_ms == 1313152303118
+    assert ms_to_rfc3339(1313152303118) == "2011-08-12T12:31:43.118000Z"
+    assert rfc3339_to_ms(ms_to_rfc3339(1313152303118)) == 1313152303118
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b"not json", "not JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"path": "/p", "offset": 1, "line": "x"}', "missing host"),
+    (b'{"host": "h", "offset": 1, "line": "x"}', "missing path"),
+    (b'{"host": "h", "path": "/p", "offset": -1, "line": "x"}', "offset"),
+    (b'{"host": "h", "path": "/p", "offset": 1}', "missing line"),
+    (None, "empty"),
+])
+def test_envelope_that_cannot_be_used_is_rejected_with_its_reason(raw, reason):
+    with pytest.raises(EnvelopeError, match=reason):
+        decode(raw)
+
+
+@pytest.mark.parametrize("stamp", [
+    "2011-08-12T14:31:43.118402+02:00", "2011-08-12T14:31:43.999999-05:30",
+    "2011-08-12T14:31:43.000999Z", "2011-08-12T14:31:43.118402z",   # rsyslog's forms
+    "2011-08-12T14:31:43Z", "2011-08-12T14:31:43.1+02:00", "2011-08-12T14:31:43.118+00:00",
+])
+def test_received_times_in_every_rfc3339_form_give_the_same_milliseconds_as_a_full_parse(stamp):
+    import datetime as dt
+    full = dt.datetime.fromisoformat(stamp.replace("z", "Z"))
+    assert rfc3339_to_ms(stamp) == int(full.timestamp()) * 1000 + full.microsecond // 1000
+    assert rfc3339_to_ms(stamp) == rfc3339_to_ms(stamp)   # again, from the cached second
+
+
+@pytest.mark.parametrize("stamp", ["2011-08-12T14:31:43", "2011-08-12T14:31:43.11840x+02:00",
+                                   "2011-08-12T14:31:43.118402+0200x", "yesterday"])
+def test_received_times_without_an_offset_or_malformed_are_refused(stamp):
+    with pytest.raises(ValueError):
+        rfc3339_to_ms(stamp)
+
+
+def test_envelope_with_an_escaped_lone_surrogate_is_still_decoded():
+    env = decode(b'{"host":"h","path":"/p","offset":1,"line":"a\\ud800b"}')
+    assert env.line == "a\ud800b"
+
+
+def test_envelope_with_a_bad_received_time_keeps_the_line():
+    env = decode(b'{"host":"h","path":"/p","offset":"7","received":"yesterday","line":"x"}')
+    assert env.offset == 7 and env.received_ms is None and env.line == "x"
