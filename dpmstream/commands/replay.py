@@ -66,14 +66,15 @@ def run(args) -> int:
     summary = Summary()
     directories = DirectoryStats(
         csv_path=os.path.join(args.out, "directories.csv") if args.out else None)
-    sinks = FanOut([summary, directories])
+    outputs = [summary, directories]
     if args.out:
         from dpmstream.streams.sinks.csv import CsvSink
         csv_sink = CsvSink(args.out)
-        sinks.sinks.append(csv_sink)
+        outputs.append(csv_sink)
     if args.openmetrics:
         from dpmstream.streams.sinks.openmetrics import OpenMetricsFile
-        sinks.sinks.append(OpenMetricsFile(args.openmetrics, stats=lambda: pipeline.stats))
+        outputs.append(OpenMetricsFile(args.openmetrics, stats=lambda: pipeline.stats))
+    sinks = FanOut(outputs)
 
     pipeline = Pipeline(sinks.write, **pipeline_options(args))
     host = default_host(args.host)
