@@ -1,0 +1,114 @@
+"""simulator/estimators.py: small statistics for the calibration, checked against values
+worked out by hand (and, for the Wilson interval, the published table values)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpmstream.simulator.estimators import (
+    in_flight_at_arrivals, in_flight_at_start, max_overlap, mean_interval, median,
+    median_interval, quantile, subtract_quantiles, wilson_interval)
+
+
+# -- quantiles ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("q, expected", [(0.0, 10), (0.25, 17.5), (0.5, 25), (1.0, 40)])
+def test_a_quantile_interpolates_linearly_between_order_statistics_of_unsorted_values(q, expected):
+    # sorted 10 20 30 40: q=0.25 sits at position 0.75 -> 10 + 0.75 * 10
+    assert quantile([40, 10, 30, 20], q) == expected
+
+
+def test_the_quantile_of_a_single_value_is_that_value_and_of_none_is_nan():
+    assert quantile([7], 0.9) == 7
+    assert math.isnan(quantile([], 0.5))
+
+
+def test_the_median_is_the_middle_value_or_the_mean_of_the_two_middle_ones():
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 3, 2]) == 2.5
+
+
+# -- intervals ---------------------------------------------------------------------------
+
+def test_the_median_interval_takes_the_order_statistics_around_n_over_2():
+    # n = 100: half-width 1.96 * 10 / 2 = 9.8 -> order statistics 40 and 60 (0-based)
+    assert median_interval(list(range(99, -1, -1))) == (40, 60)
+    # n = 10: half-width 3.099 -> floor(1.90) = 1 and ceil(8.10) = 9
+    assert median_interval([10, 3, 7, 1, 5, 2, 8, 4, 9, 6]) == (2, 10)
+
+
+def test_the_median_interval_of_few_values_is_clamped_to_the_extremes():
+    # n = 3: half-width 1.70 -> floor(-0.2) and ceil(3.2), clamped to 0 and 2
+    assert median_interval([5, 1, 9]) == (1, 9)
+    assert median_interval([5]) == (None, None)
+
+
+def test_the_mean_interval_uses_the_sample_standard_deviation():
+    # mean 2, sample sd sqrt(2), standard error sqrt(2) / sqrt(2) = 1
+    lo, hi = mean_interval([1, 3])
+    assert lo == pytest.approx(2 - 1.96) and hi == pytest.approx(2 + 1.96)
+    assert mean_interval([4]) == (None, None)
+
+
+@pytest.mark.parametrize("k, n, expected", [
+    (5, 10, (0.2366, 0.7634)),
+    (0, 10, (0.0, 0.2775)),
+    (10, 10, (0.7225, 1.0)),
+])
+def test_the_wilson_interval_of_a_share_matches_the_published_values(k, n, expected):
+    lo, hi = wilson_interval(k, n)
+    assert lo == pytest.approx(expected[0], abs=1e-4)
+    assert hi == pytest.approx(expected[1], abs=1e-4)
+
+
+def test_the_wilson_interval_stays_within_zero_and_one_and_is_none_without_trials():
+    # at k = 0 and k = n the bound is 0 or 1 exactly in theory; in floating point
+    # 0/10 and 5/5 come out a few 1e-17 outside it unless clamped
+    lo, _ = wilson_interval(0, 10)
+    _, hi = wilson_interval(5, 5)
+    assert lo == 0.0 and hi == 1.0
+    assert wilson_interval(0, 0) == (None, None)
+
+
+# -- subtraction quantile by quantile ----------------------------------------------------
+
+def test_subtracting_a_part_takes_its_quantile_at_each_total_level():
+    # totals 100 200 300 sit at levels 1/6, 1/2, 5/6; the part 10..50 has there
+    # 16.67, 30 and 43.33
+    assert subtract_quantiles([300, 100, 200], [50, 10, 40, 20, 30]) == (83, 170, 257)
+
+
+def test_the_difference_less_the_offset_never_falls_below_the_floor():
+    assert subtract_quantiles([300, 100, 200], [50, 10, 40, 20, 30], offset=100) == (0, 70, 157)
+    assert subtract_quantiles([300, 100, 200], [50, 10, 40, 20, 30], offset=100,
+                              floor=80) == (80, 80, 157)
+
+
+def test_without_a_part_only_the_offset_and_floor_apply_to_the_sorted_totals():
+    assert subtract_quantiles([30, 10, 20], [], offset=5, floor=8) == (8, 15, 25)
+
+
+# -- concurrency -------------------------------------------------------------------------
+
+def test_the_most_intervals_open_at_once_counts_nested_ones():
+    assert max_overlap([(0, 10), (1, 9), (2, 8)]) == 3
+    assert max_overlap([]) == 0
+
+
+def test_an_interval_ending_as_another_starts_does_not_overlap_it():
+    assert max_overlap([(0, 10), (5, 15), (10, 20)]) == 2
+    assert max_overlap([(10, 20), (0, 10)]) == 1
+
+
+def test_each_call_in_start_order_gets_the_calls_in_flight_when_it_began_and_its_duration():
+    calls = [(10, 30), (0, 20), (20, 25), (40, 50), (2, 4)]
+    # (0,20) alone; (2,4) meets it; (10,30) meets (0,20) only, (2,4) having ended;
+    # (20,25) meets only (10,30), as (0,20) ended at 20; (40,50) alone
+    assert in_flight_at_start(calls) == [(0, 20), (1, 2), (1, 20), (1, 5), (0, 10)]
+
+
+def test_each_arrival_counts_the_spans_open_at_its_start_itself_included():
+    spans = [(0, 20), (10, 30), (20, 25), (40, 50)]
+    assert in_flight_at_arrivals(spans) == [1, 2, 2, 1]
