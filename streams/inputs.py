@@ -110,7 +110,9 @@ def repeated_prefix(stream: BinaryIO, earlier: Input) -> tuple[int, bytes | None
     other, raw = open_binary(earlier)
     repeated = 0
     try:
-        for line, old in zip(stream, other):
+        # `other` first: when it ends, zip stops before taking a line of `stream`, so the
+        # first new line of a longer copy is still there for readline().
+        for old, line in zip(other, stream):
             if line != old:
                 return repeated, line
             repeated += 1

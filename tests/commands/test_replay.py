@@ -129,6 +129,23 @@ def test_an_unusable_out_directory_is_one_clear_line_not_a_traceback(tmp_path):
         assert proc_.returncode == 2 and err.startswith("dpmstream replay: ") and out in err
 
 
+def test_a_longer_copy_of_a_large_archive_adds_exactly_its_new_calls(tmp_path):
+    """Past 64 KiB an input that starts like an earlier one is compared line by line
+    (streams/inputs.repeated_prefix): the first line after the shared part is read too."""
+    pings = [ln for i in range(1200)
+             for ln in call(f"08/12 10:{i // 60:02d}:{i % 60:02d}.000", 5, "ping",
+                            end=f"08/12 10:{i // 60:02d}:{i % 60:02d}.002")]
+    extra = call("08/12 11:00:00.000", 6, "getpools", end="08/12 11:00:00.004")
+    log = write(tmp_path / "log", pings)
+    assert os.path.getsize(log) > 64 * 1024
+    longer = write(tmp_path / "log.longer", pings + extra)
+    common = ("replay", "--quiet", "--tz", "UTC", "--year", "2011", "--host", "head01")
+    dpmstream(*common, "--out", str(tmp_path / "out"), log, longer)
+    ops = [row[4] for row in read_csv(tmp_path / "out" / "calls.csv")[1:]]
+    assert ops.count("ping") == 1200 and ops.count("getpools") == 1, \
+        "the longer copy's first new line (the getpools call) was lost"
+
+
 def test_impossible_options_are_refused_with_the_option_named(tmp_path):
     log = write(tmp_path / "log", LOG)
     for option, value in (("--timeout", "-5"), ("--max-in-flight", "0"), ("--max-threads", "0")):
