@@ -116,6 +116,21 @@ def test_a_real_name_server_detail_line_carries_the_path():
     assert (ev.role, ev.path) == ("detail", "/grid/voce/ludacka2")
 
 
+@pytest.mark.parametrize("message, path", [
+    ("NS098 - lstat 0 /grid/voce/ludacka2", "/grid/voce/ludacka2"),
+    ("NS098 - access 6 /grid/voce/ludacka/text_file.txt", "/grid/voce/ludacka/text_file.txt"),
+    ("NS098 - statg /grid/voce/f1 6f2b", "/grid/voce/f1"),
+    ("NS098 - chdir ..", None),
+    ("NS098 - getlinks  08043bf1-37e7-4f53-b642-cb474db58f90", None),
+])
+def test_a_name_server_detail_line_carries_the_path_after_the_op_or_after_its_number(message, path):
+    """Real LFC wording: access and lstat put a number (the mode, a file id) before the path."""
+    p = parser(NS, tz="Europe/Prague", year=2013)
+    ev = p.parse_python(f"07/10 19:28:38.919 20713,5 Cns_srv_x: {message}")
+    assert p.result == PARSED
+    assert (ev.role, ev.path) == ("detail", path)
+
+
 def test_a_real_name_server_returns_line_carries_its_rc():
     ev = parser(NS, tz="Europe/Prague", year=2013).parse_python(real_line("lfc/lfc-ls-2.log", 2))
     assert (ev.role, ev.rc, ev.func) == ("returns", 2, "Cns_srv_lstat")
