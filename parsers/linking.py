@@ -281,7 +281,7 @@ class Linker:
         calls = [[held.record, held.path, [runs[id(r)] for r in held.cands if id(r) in runs]]
                  for queue in self._calls.values() for held in queue]
         requests = [record for queue in self._requests.values() for record in queue]
-        for host in list(self.reassembler.clocks) if self.reassembler else ():
+        for host in self.reassembler.hosts() if self.reassembler else ():
             self._ns_read(host)
         if not (run_rows or calls or requests or self._ns_hosts):
             return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterable
 
+from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
 from dpmstream.parsers.linking import Linker
@@ -116,12 +117,12 @@ class PipelineStats:
     @property
     def in_flight_by_host(self) -> dict[str, int]:
         """Open requests per host (computed on demand: O(open requests))."""
-        return dict(Counter(host for host, _ in self._reassembler.requests))
+        return self._reassembler.in_flight_by_host()
 
     @property
     def slow_queue_by_host(self) -> dict[str, int]:
         """Requests waiting for a slow thread, per host (computed on demand)."""
-        return dict(Counter(r.host for r in self._reassembler.requests.values() if r.queued))
+        return self._reassembler.slow_queue_by_host()
 
     def total(self, result: str | None = None) -> int:
         return sum(n for (_, _, r), n in self.lines.items() if result is None or r == result)
@@ -131,12 +132,14 @@ class Pipeline:
     def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
                  max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
-                 expect_ns: bool = False):
+                 expect_ns: bool = False, engine: str | None = None):
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
-        self.reassembler = Reassembler(on_record, timeout_ms=int(timeout_s * 1000),
-                                       max_in_flight=max_in_flight, max_threads=max_threads,
-                                       grace_ms=int(grace_s * 1000))
+        # parsers/engines.py: the Python reference, or its compiled twin where built.
+        self.engine = engines.choose(engine)
+        self.reassembler = engines.new_reassembler(
+            self.engine, on_record, timeout_ms=int(timeout_s * 1000),
+            max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000))
         # Between the reassembler and on_record: name-server calls -> their request.
         self.linker = Linker(on_record, head_aliases)
         self.linker.attach(self.reassembler)

@@ -783,6 +783,29 @@ class Reassembler:
     def in_flight(self) -> int:
         return len(self.requests)
 
+    def in_flight_by_host(self) -> dict[str, int]:
+        """Open requests per host (O(open requests): for the metrics, not per line)."""
+        counts: dict[str, int] = {}
+        for host, _ in self.requests:
+            counts[host] = counts.get(host, 0) + 1
+        return counts
+
+    def slow_queue_by_host(self) -> dict[str, int]:
+        """Requests waiting for a slow thread, per host."""
+        counts: dict[str, int] = {}
+        for req in self.requests.values():
+            if req.queued:
+                counts[req.host] = counts.get(req.host, 0) + 1
+        return counts
+
+    def hosts(self) -> list[str]:
+        """The hosts whose event time is known, in the order they were first seen."""
+        return list(self.clocks)
+
+    def count_duplicates(self, n: int) -> None:
+        """Lines found repeated before they reached the reassembler (a re-read archive)."""
+        self.stats.duplicate_lines += n
+
     # -- state, for a restart -------------------------------------------------------
     @property
     def tracking(self) -> bool:

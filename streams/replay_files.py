@@ -51,7 +51,7 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
         earlier = read_before.get(digest) if digest else None
         if earlier is not None:  # the same archive again, or a longer copy of it
             repeated, first_new = repeated_prefix(stream, earlier)
-            pipeline.reassembler.stats.duplicate_lines += repeated
+            pipeline.reassembler.count_duplicates(repeated)
             log.warning("%s: its first %d lines repeat %s: counted once", inp.name,
                         repeated, earlier.name)
             if first_new is not None:
