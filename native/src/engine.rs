@@ -12,9 +12,8 @@
 //! from the state a line is changing.
 
 use std::cell::RefCell;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::rc::Rc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -24,6 +23,81 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::{FastLines, Scan};
 
 pub type Sym = u32;
+
+/// The multiply-rotate hash rustc uses for its own tables: the keys here are small
+/// (ints, interned ids, tokens) and nobody chooses them to collide.
+#[derive(Default, Clone, Copy)]
+pub struct Fx(u64);
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
+    }
+}
+
+impl Hasher for Fx {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(buf));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_i64(&mut self, i: i64) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
+
+/// A u64 already spread over its bits (the duplicate digests): hashed as is.
+#[derive(Default, Clone, Copy)]
+pub struct Identity(u64);
+
+impl Hasher for Identity {
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys")
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 // Names every engine knows by number (Names::new interns them in this order).
 const EMPTY: Sym = 0;
@@ -53,14 +127,14 @@ const RESTART_LOG: usize = 10_000;
 
 /// Interned names (hosts, daemons, functions, ops, states) and their Python strings.
 pub struct Names {
-    index: HashMap<Box<str>, Sym>,
+    index: FxMap<Box<str>, Sym>,
     texts: Vec<Box<str>>,
     strings: Vec<Option<Py<PyString>>>,
 }
 
 impl Names {
     fn new() -> Self {
-        let mut names = Names { index: HashMap::new(), texts: Vec::new(), strings: Vec::new() };
+        let mut names = Names { index: FxMap::default(), texts: Vec::new(), strings: Vec::new() };
         for text in KNOWN {
             names.intern(text);
         }
@@ -189,10 +263,14 @@ impl Ev<'_> {
 
     /// What recognises a line read twice (Python: hash of the whole Event).
     fn digest(&self) -> u64 {
-        let mut h = DefaultHasher::new();
+        let mut h = Fx::default();
         (self.ts, self.host, self.daemon, self.pid, self.tid, self.func, self.role).hash(&mut h);
         (self.op, self.client, self.token, self.nfiles, self.state, self.rc, self.surl, self.path).hash(&mut h);
-        h.finish()
+        // splitmix64's finalizer: every input bit reaches every output bit
+        let mut z = h.finish();
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 }
 
@@ -365,18 +443,18 @@ struct Settings {
 
 #[derive(Default)]
 struct Changed {
-    threads: HashSet<TKey>,
-    requests: HashSet<RKey>,
-    groups: HashSet<u64>,
+    threads: FxSet<TKey>,
+    requests: FxSet<RKey>,
+    groups: FxSet<u64>,
 }
 
 /// Event time: per host, and per (host, daemon) stream. Read back by callbacks.
 #[derive(Default)]
 struct Clocks {
-    hosts: HashMap<Sym, HostClock>,
+    hosts: FxMap<Sym, HostClock>,
     order: Vec<Sym>,
     latest: Option<i64>,
-    stream_now: HashMap<(Sym, Sym), i64>,
+    stream_now: FxMap<(Sym, Sym), i64>,
 }
 
 impl Clocks {
@@ -400,12 +478,12 @@ struct Callbacks {
 
 /// Record keys, made once.
 struct Keys {
-    k: HashMap<&'static str, Py<PyString>>,
+    k: FxMap<&'static str, Py<PyString>>,
 }
 
 impl Keys {
     fn new(py: Python<'_>) -> Self {
-        let mut k = HashMap::new();
+        let mut k = FxMap::default();
         for name in [
             "kind", "host", "token", "op", "client", "nfiles", "status", "accepted", "started",
             "ended", "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
@@ -425,20 +503,20 @@ impl Keys {
 
 struct State {
     set: Settings,
-    threads: HashMap<TKey, Thread>,
-    thread_order: HashMap<Sym, BTreeMap<u64, TKey>>,
+    threads: FxMap<TKey, Thread>,
+    thread_order: FxMap<Sym, BTreeMap<u64, TKey>>,
     thread_order_hosts: Vec<Sym>,
-    requests: HashMap<Sym, HashMap<Text, Request>>,
+    requests: FxMap<Sym, FxMap<Text, Request>>,
     n_requests: usize,
-    request_order: HashMap<Sym, BTreeMap<u64, Text>>,
+    request_order: FxMap<Sym, BTreeMap<u64, Text>>,
     request_order_hosts: Vec<Sym>,
-    finished: HashMap<Sym, HashMap<Text, u64>>,
+    finished: FxMap<Sym, FxMap<Text, u64>>,
     finished_order: VecDeque<RKey>,
-    finished_groups: HashMap<u64, Vec<RKey>>,
+    finished_groups: FxMap<u64, Vec<RKey>>,
     group: u64,
-    processes: HashMap<(Sym, Sym), HashMap<i64, Process>>,
+    processes: FxMap<(Sym, Sym), FxMap<i64, Process>>,
     process_streams: Vec<(Sym, Sym)>,
-    seen: HashSet<u64>,
+    seen: HashSet<u64, BuildHasherDefault<Identity>>,
     seen_order: VecDeque<u64>,
     stats: [i64; 17],
     restart_log: VecDeque<(i64, Sym, Sym)>,
@@ -707,7 +785,7 @@ impl State {
     fn new_thread(&mut self, cx: &Cx, key: TKey, daemon: Sym, ts: i64) -> PyResult<()> {
         let (host, _, pid, tid) = key;
         if !self.processes.contains_key(&(host, daemon)) {
-            self.processes.insert((host, daemon), HashMap::new());
+            self.processes.insert((host, daemon), FxMap::default());
             self.process_streams.push((host, daemon));
         }
         let seq = self.next_seq();
@@ -1328,8 +1406,8 @@ impl State {
             }
             let newest = by_first.last().unwrap().0;
             let mut alive: VecDeque<i64> = by_first.iter().map(|p| p.0).collect();
-            let mut gone: HashSet<i64> = HashSet::new();
-            let lasts: HashMap<i64, i64> = by_first.iter().map(|p| (p.0, p.2)).collect();
+            let mut gone: FxSet<i64> = FxSet::default();
+            let lasts: FxMap<i64, i64> = by_first.iter().map(|p| (p.0, p.2)).collect();
             retired.sort_by_key(|pid| lasts[pid]); // stable, as Python's sorted()
             for pid in retired {
                 while alive.front().is_some_and(|p| gone.contains(p)) {
@@ -1357,7 +1435,7 @@ impl State {
         Ok(())
     }
 
-    fn expire_processes(&mut self, horizons: &HashMap<Sym, i64>) {
+    fn expire_processes(&mut self, horizons: &FxMap<Sym, i64>) {
         for ((host, _), procs) in self.processes.iter_mut() {
             let Some(&horizon) = horizons.get(host) else { continue };
             procs.retain(|_, p| !(p.last < horizon && p.tids.is_empty()));
@@ -1370,7 +1448,7 @@ impl State {
             let clk = cx.clk.borrow();
             clk.order.iter().map(|h| (*h, clk.hosts[h].latest)).collect()
         };
-        let mut horizons = HashMap::new();
+        let mut horizons = FxMap::default();
         for (host, latest) in hosts {
             let horizon = latest - self.set.allowance_ms - self.set.timeout_ms;
             horizons.insert(host, horizon);
@@ -1530,20 +1608,20 @@ impl Core {
         Core {
             st: RefCell::new(State {
                 set,
-                threads: HashMap::new(),
-                thread_order: HashMap::new(),
+                threads: FxMap::default(),
+                thread_order: FxMap::default(),
                 thread_order_hosts: Vec::new(),
-                requests: HashMap::new(),
+                requests: FxMap::default(),
                 n_requests: 0,
-                request_order: HashMap::new(),
+                request_order: FxMap::default(),
                 request_order_hosts: Vec::new(),
-                finished: HashMap::new(),
+                finished: FxMap::default(),
                 finished_order: VecDeque::new(),
-                finished_groups: HashMap::new(),
+                finished_groups: FxMap::default(),
                 group: 0,
-                processes: HashMap::new(),
+                processes: FxMap::default(),
                 process_streams: Vec::new(),
-                seen: HashSet::new(),
+                seen: HashSet::default(),
                 seen_order: VecDeque::new(),
                 stats: [0; 17],
                 restart_log: VecDeque::new(),
@@ -1874,7 +1952,7 @@ impl Core {
                     let (host, daemon, pid, first, last, lines): (String, String, i64, i64, i64, i64) = row?.extract()?;
                     let stream = (names.intern(&host), names.intern(&daemon));
                     if !st.processes.contains_key(&stream) {
-                        st.processes.insert(stream, HashMap::new());
+                        st.processes.insert(stream, FxMap::default());
                         st.process_streams.push(stream);
                     }
                     let born = st.next_seq();
@@ -1944,7 +2022,7 @@ impl Core {
             }
             st.thread_order.get_mut(&host).unwrap().insert(seq, key);
             if !st.processes.contains_key(&(host, daemon)) {
-                st.processes.insert((host, daemon), HashMap::new());
+                st.processes.insert((host, daemon), FxMap::default());
                 st.process_streams.push((host, daemon));
             }
             let born = st.next_seq();
