@@ -697,7 +697,9 @@ impl State {
         let (ts, host, daemon, pid, tid) = (ev.ts, ev.host, ev.daemon, ev.pid, ev.tid);
         let key: TKey = (host, daemon, pid, tid);
         let digest = ev.digest();
-        if self.seen.contains(&digest) {
+        // One probe: the set is large and its misses are most of this function's time.
+        if !self.seen.insert(digest) {
+            // The same line again, not moving its thread on: input read twice.
             if let Some(th) = self.threads.get(&key) {
                 if ts < th.latest || (ts == th.latest && ts.rem_euclid(1000) != 0) {
                     self.stats[DUPLICATE_LINES] += 1;
@@ -705,7 +707,6 @@ impl State {
                 }
             }
         } else {
-            self.seen.insert(digest);
             self.seen_order.push_back(digest);
             if self.seen_order.len() > self.set.duplicate_memory {
                 if let Some(old) = self.seen_order.pop_front() {
@@ -728,20 +729,22 @@ impl State {
                 Some(_) => {}
             }
         }
-        let mut th = if self.threads.contains_key(&key) {
-            let seq = self.next_seq();
-            let th = self.threads.get_mut(&key).unwrap();
-            let order = self.thread_order.get_mut(&host).unwrap();
-            order.remove(&th.order);
-            order.insert(seq, key);
-            th.order = seq;
-            self.threads.remove(&key).unwrap()
-        } else {
-            self.new_thread(cx, key, daemon, ts)?;
-            // The cap may have dropped the new thread itself: it is then handled detached.
-            match self.threads.remove(&key) {
-                Some(th) => th,
-                None => Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order: 0, born: 0 },
+        let mut th = match self.threads.remove(&key) {
+            Some(mut th) => {
+                let seq = self.next_seq();
+                let order = self.thread_order.get_mut(&host).unwrap();
+                order.remove(&th.order);
+                order.insert(seq, key);
+                th.order = seq;
+                th
+            }
+            None => {
+                self.new_thread(cx, key, daemon, ts)?;
+                // The cap may have dropped the new thread itself: it is then handled detached.
+                match self.threads.remove(&key) {
+                    Some(th) => th,
+                    None => Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order: 0, born: 0 },
+                }
             }
         };
         let attached = th.order != 0;
