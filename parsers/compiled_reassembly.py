@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 
 from ._fastlines import Core
+from .linking import LinkStats
 from .reassembly import ReassemblyChanges, ReassemblyStats, RequestKey, ThreadKey
 
 # Why Core.feed_lines stopped (native/src/engine.rs).
@@ -48,3 +49,66 @@ class CompiledReassembler(Core):
                         {tuple(k): v for k, v in requests.items()}, clock,
                         {int(g): [tuple(k) for k in keys]
                          for g, keys in (finished or {}).items() if keys is not None})
+
+
+class CompiledLinker:
+    """parsers/linking.Linker's twin, run inside the compiled engine it is attached to:
+    records and processing runs reach it without Python. The same interface and state."""
+
+    def __init__(self, emit, head_aliases=(), delay_ms: int = 3000, slack_ms: int = 5,
+                 expect_ns: bool = False):
+        self._emit = emit
+        self._aliases = [a.lower() for a in head_aliases]
+        self._delay_ms, self._slack_ms = delay_ms, slack_ms
+        self._expect_ns = expect_ns
+        self._detecting = None
+        self.reassembler: CompiledReassembler | None = None
+
+    def attach(self, reassembler: CompiledReassembler) -> None:
+        self.reassembler = reassembler
+        reassembler.attach_linker(self._emit, self._aliases, self._delay_ms, self._slack_ms)
+        reassembler.link_expect_ns = self._expect_ns
+        if self._detecting is not None:
+            reassembler.link_detecting = self._detecting
+
+    @property
+    def expect_ns(self) -> bool:
+        return self.reassembler.link_expect_ns if self.reassembler else self._expect_ns
+
+    @expect_ns.setter
+    def expect_ns(self, value: bool) -> None:
+        self._expect_ns = bool(value)
+        if self.reassembler is not None:
+            self.reassembler.link_expect_ns = self._expect_ns
+
+    @property
+    def detecting(self):
+        return self._detecting
+
+    @detecting.setter
+    def detecting(self, f) -> None:
+        self._detecting = f
+        if self.reassembler is not None:
+            self.reassembler.link_detecting = f
+
+    @property
+    def stats(self) -> LinkStats:
+        linked, ambiguous = self.reassembler.link_stats()
+        return LinkStats(ns_calls_linked=linked, ns_calls_ambiguous=ambiguous)
+
+    @property
+    def held(self) -> int:
+        return self.reassembler.link_held()
+
+    def advance(self) -> None:
+        self.reassembler.link_advance()
+
+    def finish(self) -> None:
+        self.reassembler.link_finish()
+
+    def state(self) -> dict | None:
+        return self.reassembler.link_state()
+
+    def restore(self, state: dict | None) -> None:
+        if state:
+            self.reassembler.link_restore(state)

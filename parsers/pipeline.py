@@ -29,7 +29,7 @@ except ImportError:  # not built: the Python engine only
     compiled_reassembly = None
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
-from dpmstream.parsers.linking import Linker
+
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
@@ -145,7 +145,7 @@ class Pipeline:
             self.engine, on_record, timeout_ms=int(timeout_s * 1000),
             max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000))
         # Between the reassembler and on_record: name-server calls -> their request.
-        self.linker = Linker(on_record, head_aliases)
+        self.linker = engines.new_linker(self.engine, on_record, head_aliases)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
         self.linker.detecting = self._detecting

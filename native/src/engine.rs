@@ -20,6 +20,7 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::linking::{Ctx, Linker, Meta};
 use crate::{FastLines, Scan};
 
 pub type Sym = u32;
@@ -78,8 +79,8 @@ impl Hasher for Fx {
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
-type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
+pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+pub type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
 
 /// A u64 already spread over its bits (the duplicate digests): hashed as is.
 #[derive(Default, Clone, Copy)]
@@ -121,6 +122,8 @@ const KNOWN: [&str; 15] = [
 ];
 
 const FINISHED_GROUP: usize = 1024;
+/// The daemon name of the name-server profile (parsers/linking.py NS_DAEMON).
+const NS_DAEMON: &str = "dpns";
 const MAX_HELD: usize = 8;
 const VOTES_AGAINST: u32 = 2;
 const RESTART_LOG: usize = 10_000;
@@ -160,7 +163,11 @@ impl Names {
         &self.texts[s as usize]
     }
 
-    fn py(&mut self, py: Python<'_>, s: Sym) -> PyObject {
+    pub fn text_of(&self, s: Sym) -> &str {
+        &self.texts[s as usize]
+    }
+
+    pub fn py(&mut self, py: Python<'_>, s: Sym) -> PyObject {
         let slot = &mut self.strings[s as usize];
         if slot.is_none() {
             *slot = Some(PyString::intern(py, &self.texts[s as usize]).unbind());
@@ -531,6 +538,23 @@ struct Cx<'a, 'py> {
     names: &'a RefCell<Names>,
     cb: &'a Callbacks,
     keys: &'a Keys,
+    lk: &'a RefCell<Option<Linker>>,
+    allowance_ms: i64,
+    ns_daemon: Sym,
+}
+
+impl Cx<'_, '_> {
+    /// The linker, if the engine has one, with what it reads of the engine.
+    fn link<R>(&self, f: impl FnOnce(&mut Linker, &Ctx) -> PyResult<R>) -> Option<PyResult<R>> {
+        let mut lk = self.lk.try_borrow_mut().ok()?;
+        let linker = lk.as_mut()?;
+        let clk = self.clk;
+        let allowance = self.allowance_ms;
+        let watermark = move |host: Sym| clk.borrow().hosts.get(&host).map(|c| c.latest - allowance);
+        let seen = move |host: Sym, daemon: Sym| clk.borrow().stream_now.contains_key(&(host, daemon));
+        let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, ns_daemon: self.ns_daemon };
+        Some(f(linker, &ctx))
+    }
 }
 
 fn diff(a: Option<i64>, b: Option<i64>) -> Option<i64> {
@@ -1021,7 +1045,13 @@ impl State {
             req.proc_first = Some(ev.ts);
         }
         let files: Vec<Text> = req.files.clone().unwrap_or_default();
-        if let Some(runs) = &cx.cb.runs {
+        let linked = cx.link(|lk, _| {
+            lk.run_started(host, &token, ev.ts, &files);
+            Ok(())
+        });
+        if let Some(result) = linked {
+            result?;
+        } else if let Some(runs) = &cx.cb.runs {
             let py = cx.py;
             let host_py = cx.names.borrow_mut().py(py, host);
             let files = PyTuple::new(py, files.iter().map(|f| &**f))?;
@@ -1148,6 +1178,10 @@ impl State {
     }
 
     fn run_ended(&self, cx: &Cx, host: Sym, token: &str, started: i64, ended: Option<i64>) -> PyResult<()> {
+        let token_text: Text = token.into();
+        if let Some(result) = cx.link(|lk, ctx| lk.run_ended(ctx, host, &token_text, started, ended)) {
+            return result;
+        }
         if let Some(runs) = &cx.cb.runs {
             let host_py = cx.names.borrow_mut().py(cx.py, host);
             runs.call_method1(cx.py, "run_ended", (host_py, token, started, ended))?;
@@ -1242,7 +1276,7 @@ impl State {
         self.remember_finished(rkey.clone());
         let record = self.request_record(cx, &req, status, Some(ended), "line")?;
         self.mark_request(&rkey);
-        self.emit(cx, record)
+        self.emit(cx, record, Meta::Request { host, token: token.clone(), ended: Some(ended) })
     }
 
     fn remember_finished(&mut self, rkey: RKey) {
@@ -1283,17 +1317,21 @@ impl State {
         }
         let rkey = (host, token);
         self.remember_finished(rkey.clone());
-        let record = if req.op == Some(GET) && req.success_end.is_some() {
-            self.request_record(cx, &req, "success", req.success_end, reason)?
-        } else {
-            self.request_record(cx, &req, "incomplete", Some(req.latest), reason)?
-        };
+        let ended = if req.op == Some(GET) && req.success_end.is_some() { req.success_end } else { Some(req.latest) };
+        let status = if req.op == Some(GET) && req.success_end.is_some() { "success" } else { "incomplete" };
+        let record = self.request_record(cx, &req, status, ended, reason)?;
         self.mark_request(&rkey);
-        self.emit(cx, record)
+        self.emit(cx, record, Meta::Request { host: rkey.0, token: rkey.1, ended })
     }
 
-    fn emit(&self, cx: &Cx, record: Bound<'_, PyDict>) -> PyResult<()> {
-        cx.cb.emit.call1(cx.py, (record,))?;
+    /// A record out: to the linker when the engine has one, else to Python's emit.
+    fn emit(&self, cx: &Cx, record: Bound<'_, PyDict>, meta: Meta) -> PyResult<()> {
+        let mut record = Some(record);
+        let mut meta = Some(meta);
+        if let Some(result) = cx.link(|lk, ctx| lk.take(ctx, record.take().unwrap(), meta.take().unwrap())) {
+            return result;
+        }
+        cx.cb.emit.call1(cx.py, (record.unwrap(),))?;
         Ok(())
     }
 
@@ -1366,7 +1404,8 @@ impl State {
             d.set_item(k("token"), py.None())?;
             d.set_item(k("path"), call.path.as_deref())?;
         }
-        self.emit(cx, d)
+        let meta = Meta::Call { host, daemon, path: call.path.clone(), client: call.client.clone(), started: call.started, ended };
+        self.emit(cx, d, meta)
     }
 
     fn close_noreturn(&mut self, cx: &Cx, key: TKey, th: &mut Thread) -> PyResult<()> {
@@ -1530,6 +1569,7 @@ pub struct Core {
     cb: RefCell<Callbacks>,
     keys: Keys,
     allowance_ms: i64, // read by callbacks while the state is borrowed
+    lk: RefCell<Option<Linker>>,
 }
 
 fn opt_text(v: &Bound<'_, PyAny>) -> PyResult<Option<Text>> {
@@ -1550,7 +1590,8 @@ impl Core {
             let cb = self.cb.borrow();
             Callbacks { emit: cb.emit.clone_ref(py), runs: cb.runs.as_ref().map(|r| r.clone_ref(py)), on_span: cb.on_span.as_ref().map(|r| r.clone_ref(py)) }
         };
-        let cx = Cx { py, clk: &self.clk, names: &self.names, cb: &cb, keys: &self.keys };
+        let ns_daemon = self.names.borrow_mut().intern(NS_DAEMON);
+        let cx = Cx { py, clk: &self.clk, names: &self.names, cb: &cb, keys: &self.keys, lk: &self.lk, allowance_ms: self.allowance_ms, ns_daemon };
         let mut st = self.st.try_borrow_mut().map_err(|_| PyValueError::new_err("the reassembler was fed from inside one of its own callbacks"))?;
         f(&mut st, &cx)
     }
@@ -1637,6 +1678,7 @@ impl Core {
             cb: RefCell::new(Callbacks { emit, runs: None, on_span: None }),
             keys: Keys::new(py),
             allowance_ms,
+            lk: RefCell::new(None),
         }
     }
 
@@ -1779,6 +1821,59 @@ impl Core {
 
     fn finish(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, |st, cx| st.finish(cx))
+    }
+
+    // -- the name-server linker inside the engine (parsers/linking.py's twin) -----------
+    /// From now on records and processing runs go to the linker, and what it lets out to
+    /// `emit`.
+    #[pyo3(signature = (emit, aliases, delay_ms=3000, slack_ms=5))]
+    fn attach_linker(&self, emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64) {
+        *self.lk.borrow_mut() = Some(Linker::new(emit, aliases, delay_ms, slack_ms));
+    }
+
+    #[getter]
+    fn get_link_expect_ns(&self) -> bool {
+        self.lk.borrow().as_ref().is_some_and(|l| l.expect_ns)
+    }
+    #[setter]
+    fn set_link_expect_ns(&self, value: bool) {
+        if let Some(l) = self.lk.borrow_mut().as_mut() {
+            l.expect_ns = value;
+        }
+    }
+    #[setter]
+    fn set_link_detecting(&self, py: Python<'_>, f: PyObject) {
+        if let Some(l) = self.lk.borrow_mut().as_mut() {
+            l.detecting = if f.is_none(py) { None } else { Some(f) };
+        }
+    }
+
+    /// (calls linked, calls ambiguous)
+    fn link_stats(&self) -> (i64, i64) {
+        self.lk.borrow().as_ref().map_or((0, 0), |l| (l.linked, l.ambiguous))
+    }
+
+    fn link_held(&self) -> usize {
+        self.lk.borrow().as_ref().map_or(0, |l| l.held())
+    }
+
+    fn link_advance(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |_, cx| cx.link(|lk, ctx| lk.advance(ctx)).unwrap_or(Ok(())))
+    }
+
+    fn link_finish(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |_, cx| cx.link(|lk, ctx| lk.finish(ctx)).unwrap_or(Ok(())))
+    }
+
+    fn link_state(&self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        let hosts: Vec<Sym> = self.clk.borrow().order.clone();
+        self.with(py, |_, cx| {
+            cx.link(|lk, ctx| Ok(lk.state(ctx, &hosts)?.map(|d| d.into_any().unbind()))).unwrap_or(Ok(None))
+        })
+    }
+
+    fn link_restore(&self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.with(py, |_, cx| cx.link(|lk, ctx| lk.restore(ctx, state)).unwrap_or(Ok(())))
     }
 
     // -- reading -----------------------------------------------------------------------

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 mod engine;
+mod linking;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
