@@ -300,8 +300,9 @@ def _sequence_differences(what: str, a: list[str], b: list[str], limit: int) -> 
         return []
     out = [f"{what}: {len(a)} wanted, {len(b)} got"]
     first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    out.append(f"{what}: first difference at #{first}: wanted "
-               f"{a[first] if first < len(a) else '(end)'} got {b[first] if first < len(b) else '(end)'}")
+    wanted = a[first] if first < len(a) else "(end)"
+    got = b[first] if first < len(b) else "(end)"
+    out.append(f"{what}: first difference at #{first}: wanted {wanted} got {got}")
     missing, extra = Counter(a) - Counter(b), Counter(b) - Counter(a)
     out += [f"{what}: missing {x} (x{n})" for x, n in list(missing.items())[:limit]]
     out += [f"{what}: extra {x} (x{n})" for x, n in list(extra.items())[:limit]]

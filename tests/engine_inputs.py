@@ -100,19 +100,21 @@ def bad_input(directory: Path) -> LogInput:
 
     blobs = [bytes(rng.randrange(256) for _ in range(200)) for _ in range(3)]
     middle = dpm[at(0.5)]
-    weave = {
-        at(0.05): [b"hello world", b"", b"   ", b"}{ json? ", b"\t"],               # garbage
-        at(0.10): blobs + [put[:18] + b" 12345,3 dpm_srv_put: \x00\x01\x02 returns 0"],  # binary
-        at(0.15): [put[:k] for k in (5, 17, 30, 45, len(put) - 10)],               # truncated
-        at(0.20): [put + b"x" * 300_000],                                           # over-long
+    stray = middle[:18] + b" 31337,"  # a process of its own (a probe's helper)
+    weave = {  # position -> lines inserted before it
+        at(0.05): [b"hello world", b"", b"   ", b"}{ json? ", b"\t"],           # garbage
+        at(0.10): blobs + [put[:18] + b" 12345,3 dpm_srv_put: \x00\x01 returns 0"],  # binary
+        at(0.15): [put[:k] for k in (5, 17, 30, 45, len(put) - 10)],           # truncated
+        at(0.20): [put + b"x" * 300_000],                                       # over-long
         at(0.25): _odd_variants(put),
-        at(0.30): [_shift(middle, timedelta(days=3))],                              # far ahead, alone
+        at(0.30): [_shift(middle, timedelta(days=3))],                # a lone line far ahead
+        # eight lines two hours ahead (as many as are held): time jumps
         at(0.45): [_shift(line, timedelta(hours=2)) for line in dpm[at(0.45):at(0.45) + 8]],
-        at(0.55): dpm[at(0.55) - 400:at(0.55)],                                     # a chunk twice
-        at(0.60): [middle[:18] + b" 31337,0 dpm_serv: [10.1.1.1] (probe01): request accepted",
-                   middle[:18] + b" 31337,0 dpm_srv_ping: DP092 - ping request by /CN=p (0,0) from probe01",
-                   middle[:18] + b" 31337,5 dpm_srv_ping: returns 0"],              # a stray pid
-        at(0.80): [middle[:18] + b" 31337,0 dpm_srv_ping: returns 0"],              # its late return
+        at(0.55): dpm[at(0.55) - 400:at(0.55)],                       # a chunk read twice
+        at(0.60): [stray + b"0 dpm_serv: [10.1.1.1] (probe01): request accepted",  # a stray pid
+                   stray + b"0 dpm_srv_ping: DP092 - ping request by /CN=p (0,0) from probe01",
+                   stray + b"5 dpm_srv_ping: returns 0"],
+        at(0.80): [stray + b"0 dpm_srv_ping: returns 0"],             # its late return
     }
     woven = []
     for i, line in enumerate(dpm):

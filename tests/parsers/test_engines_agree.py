@@ -296,14 +296,15 @@ def test_a_python_stand_in_agrees_everywhere_the_compiled_engine_is_held_to(monk
     # across a cut, and the run saw something to compare.
     serve_compiled_by(monkeypatch, Reassembler)
     for mode in ("replay", "lines", "chunks"):
-        found = differences(run_engine(PYTHON, small, mode=mode), run_engine(COMPILED, small, mode=mode))
+        found = differences(run_engine(PYTHON, small, mode=mode),
+                            run_engine(COMPILED, small, mode=mode))
         assert not found, explain(found)
     for first, second in ((PYTHON, COMPILED), (COMPILED, PYTHON)):
         assert not differences(reference(SMALL, how="cross"),
                                cross_engines(first, second, small))
     want = reference(SMALL)
     assert len(want.records) > 300 and want.snapshots and want.spans
-    assert want.counters["reassembly"]["late_lines"] >= 0 and want.counters["linking"]["ns_calls_linked"]
+    assert want.counters["linking"]["ns_calls_linked"] and want.counters["in_flight"] == 0
     crossed = reference(SMALL, how="cross")
     assert len(crossed.states) >= 4 and any(take for take in crossed.states)
 
