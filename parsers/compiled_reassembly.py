@@ -32,6 +32,9 @@ class CompiledReassembler(Core):
     def restart_log(self) -> deque:
         return deque(self.restarts(), maxlen=10_000)
 
+    def thread_keys(self) -> list[ThreadKey]:
+        return [ThreadKey(*k) for k in self.thread_keys_raw()]
+
     def take_changes(self) -> ReassemblyChanges:
         threads, requests, groups = self.take_changes_raw()
         return ReassemblyChanges(

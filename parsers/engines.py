@@ -53,9 +53,19 @@ def new_reassembler(engine: str, emit, **settings):
     return Reassembler(emit, **settings)
 
 
-def new_linker(engine: str, emit, head_aliases=()):
-    """The name-server linker of `engine`: the compiled one runs inside the compiled
-    reassembler it is attached to."""
-    if engine == COMPILED:
+# The extension's class itself (tests may serve "compiled" by another class).
+_NATIVE = CompiledReassembler
+
+
+def is_compiled(reassembler) -> bool:
+    """Whether `reassembler` is the extension's: it then takes whole chunks of lines and
+    has its own linker inside."""
+    return _NATIVE is not None and isinstance(reassembler, _NATIVE)
+
+
+def new_linker(reassembler, emit, head_aliases=()):
+    """The name-server linker for `reassembler`: a compiled reassembler has its own inside,
+    fed without Python; any other takes the Python one."""
+    if is_compiled(reassembler):
         return CompiledLinker(emit, head_aliases)
     return Linker(emit, head_aliases)

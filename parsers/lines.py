@@ -23,6 +23,9 @@ ROUTED, FOREIGN = "routed", "foreign"
 # Real lines are well under 4 KiB (a DN, a SURL); a longer one is garbage, and matching
 # patterns with `.*` against megabytes would only burn time.
 MAX_LINE_CHARS = 65536
+# A pid, thread, file count or return code has a few digits; one of more than 18 would not
+# fit the compiled engine's 64-bit integers, and is garbage in any case.
+MAX_DIGITS = 18
 
 
 class LineParser:
@@ -114,8 +117,10 @@ class LineParser:
         if alt.role == UNMATCHED:
             self.result = UNMATCHED_RESULT
             return None
-        self.result = PARSED
         op, client, token, nfiles, state, rc, surl, path = m.group(*alt.slots)
+        if max(len(pid), len(tid or ""), len(nfiles or ""), len((rc or "").lstrip("-"))) > MAX_DIGITS:
+            return self._malformed(f"a number longer than {MAX_DIGITS} digits")
+        self.result = PARSED
         return _new_event(Event, (
             ts, host, self.daemon, int(pid), -1 if tid is None else int(tid), func, alt.role,
             op, client, token, None if nfiles is None else int(nfiles), state,

@@ -145,7 +145,7 @@ class Pipeline:
             self.engine, on_record, timeout_ms=int(timeout_s * 1000),
             max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000))
         # Between the reassembler and on_record: name-server calls -> their request.
-        self.linker = engines.new_linker(self.engine, on_record, head_aliases)
+        self.linker = engines.new_linker(self.reassembler, on_record, head_aliases)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
         self.linker.detecting = self._detecting
@@ -309,7 +309,7 @@ class Source:
         self.latest_by_host: dict[str, int] = {}
         self._latest = -1
         self._reassembler = pipeline.reassembler
-        self._compiled_engine = pipeline.engine == engines.COMPILED
+        self._compiled_engine = engines.is_compiled(pipeline.reassembler)
         pipeline._register(self)
         self._received_cache: tuple[int, tuple[int, int]] | None = None
         self._routed: dict[str, LineParser] = {}

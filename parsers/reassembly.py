@@ -802,6 +802,15 @@ class Reassembler:
         """The hosts whose event time is known, in the order they were first seen."""
         return list(self.clocks)
 
+    def thread_keys(self) -> list[ThreadKey]:
+        """The threads open now."""
+        return [ThreadKey(*k) for k in self.threads]
+
+    @property
+    def remembered_ended(self) -> int:
+        """How many ended requests' tokens are remembered (their late lines stay late)."""
+        return len(self.finished)
+
     def count_duplicates(self, n: int) -> None:
         """Lines found repeated before they reached the reassembler (a re-read archive)."""
         self.stats.duplicate_lines += n

@@ -47,7 +47,6 @@ class ProfileTally:
         self.noreturn_before_end = 0
         self.pipeline = Pipeline(self.cut.on_record, profiles=[profile])
         self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
-        self._reassembly = self.pipeline.stats.reassembly
         self._orphans = 0
 
     def add(self, line: str) -> None:
@@ -83,7 +82,7 @@ class ProfileTally:
         reassembler = self.pipeline.reassembler
         latest = reassembler.latest
         self.cut.on_time(latest)
-        orphans = self._reassembly.orphans
+        orphans = self.pipeline.stats.reassembly.orphans  # a snapshot with the compiled engine
         if orphans != self._orphans:
             self.cut.on_orphans(orphans - self._orphans, latest)
             self._orphans = orphans

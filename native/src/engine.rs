@@ -1942,6 +1942,17 @@ impl Core {
         out
     }
 
+    fn thread_keys_raw(&self) -> Vec<(String, String, i64, i64)> {
+        let st = self.st.borrow();
+        let names = self.names.borrow();
+        st.threads.keys().map(|k| (names.text(k.0).to_string(), names.text(k.1).to_string(), k.2, k.3)).collect()
+    }
+
+    #[getter]
+    fn remembered_ended(&self) -> usize {
+        self.st.borrow().finished_order.len()
+    }
+
     fn count_duplicates(&self, n: i64) {
         self.st.borrow_mut().stats[DUPLICATE_LINES] += n;
     }

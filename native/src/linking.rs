@@ -71,6 +71,12 @@ pub struct Linker {
     pub ambiguous: i64,
     runs_by_path: FxMap<(Sym, Text), Vec<RunRef>>,
     runs_by_token: FxMap<(Sym, Text), Vec<RunRef>>,
+    // When each token's runs were first listed, and the hosts in the order they were
+    // first held: state() lists them in Python's dict order.
+    token_seq: FxMap<(Sym, Text), u64>,
+    seq: u64,
+    call_hosts: Vec<Sym>,
+    request_hosts: Vec<Sym>,
     calls: FxMap<Sym, VecDeque<CallRef>>,
     calls_by_path: FxMap<(Sym, Text), Vec<CallRef>>,
     requests: FxMap<Sym, VecDeque<HeldRequest>>,
@@ -113,10 +119,37 @@ impl Linker {
             ambiguous: 0,
             runs_by_path: FxMap::default(),
             runs_by_token: FxMap::default(),
+            token_seq: FxMap::default(),
+            seq: 0,
+            call_hosts: Vec::new(),
+            request_hosts: Vec::new(),
             calls: FxMap::default(),
             calls_by_path: FxMap::default(),
             requests: FxMap::default(),
         }
+    }
+
+    fn list_run(&mut self, host: Sym, token: Text, run: RunRef) {
+        let key = (host, token);
+        if !self.runs_by_token.contains_key(&key) {
+            self.seq += 1;
+            self.token_seq.insert(key.clone(), self.seq);
+        }
+        self.runs_by_token.entry(key).or_default().push(run);
+    }
+
+    fn calls_of(&mut self, host: Sym) -> &mut VecDeque<CallRef> {
+        if !self.calls.contains_key(&host) {
+            self.call_hosts.push(host);
+        }
+        self.calls.entry(host).or_default()
+    }
+
+    fn requests_of(&mut self, host: Sym) -> &mut VecDeque<HeldRequest> {
+        if !self.requests.contains_key(&host) {
+            self.request_hosts.push(host);
+        }
+        self.requests.entry(host).or_default()
     }
 
     fn ns_read(&mut self, cx: &Ctx, host: Sym) -> bool {
@@ -155,7 +188,7 @@ impl Linker {
                     let runs = self.runs_by_token.get(&(host, token.clone())).cloned().unwrap_or_default();
                     return self.complete(cx, &record, host, &token, &runs);
                 }
-                self.requests.entry(host).or_default().push_back(HeldRequest { record, token, ended });
+                self.requests_of(host).push_back(HeldRequest { record, token, ended });
                 host
             }
             Meta::Call { host, daemon, path, client, started, ended } => {
@@ -186,7 +219,7 @@ impl Linker {
             }
         }
         let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: paths.clone(), pending: 0, calls: 0, ms: 0 }));
-        self.runs_by_token.entry((host, token.clone())).or_default().push(run.clone());
+        self.list_run(host, token.clone(), run.clone());
         let lo = start - self.slack_ms;
         for path in paths {
             if let Some(held) = self.calls_by_path.get(&(host, path.clone())) {
@@ -265,7 +298,7 @@ impl Linker {
             }
         }
         let held = Rc::new(RefCell::new(HeldCall { record, host, path: path.clone(), started, ended, cands }));
-        self.calls.entry(host).or_default().push_back(held.clone());
+        self.calls_of(host).push_back(held.clone());
         self.calls_by_path.entry((host, path)).or_default().push(held);
     }
 
@@ -364,6 +397,7 @@ impl Linker {
 
     fn complete(&mut self, cx: &Ctx, record: &Py<PyDict>, host: Sym, token: &Text, runs: &[RunRef]) -> PyResult<()> {
         self.runs_by_token.remove(&(host, token.clone()));
+        self.token_seq.remove(&(host, token.clone()));
         for run in runs {
             for path in run.borrow().paths.iter() {
                 let key = (host, path.clone());
@@ -401,7 +435,9 @@ impl Linker {
         let py = cx.py;
         let mut index: Vec<(RunRef, usize)> = Vec::new();
         let run_rows = PyList::empty(py);
-        for group in self.runs_by_token.values() {
+        let mut groups: Vec<(&u64, &Vec<RunRef>)> = self.runs_by_token.iter().map(|(k, v)| (&self.token_seq[k], v)).collect();
+        groups.sort_unstable_by_key(|g| *g.0);
+        for (_, group) in groups {
             for run in group {
                 let r = run.borrow();
                 let mut paths: Vec<&str> = r.paths.iter().map(|p| &**p).collect();
@@ -413,8 +449,8 @@ impl Linker {
             }
         }
         let calls = PyList::empty(py);
-        for queue in self.calls.values() {
-            for held in queue {
+        for host in &self.call_hosts {
+            for held in &self.calls[host] {
                 let h = held.borrow();
                 let cands: Vec<usize> = h.cands.iter().filter_map(|c| index.iter().find(|(r, _)| Rc::ptr_eq(r, c)).map(|(_, i)| *i)).collect();
                 let row: [PyObject; 3] = [h.record.clone_ref(py).into_any(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind()];
@@ -422,8 +458,8 @@ impl Linker {
             }
         }
         let requests = PyList::empty(py);
-        for queue in self.requests.values() {
-            for held in queue {
+        for host in &self.request_hosts {
+            for held in &self.requests[host] {
                 requests.append(held.record.clone_ref(py))?;
             }
         }
@@ -477,12 +513,10 @@ impl Linker {
                     calls: row.get_item(6)?.extract()?,
                     ms: row.get_item(7)?.extract()?,
                 }));
-                let cut = run.borrow().cut;
-                self.runs_by_token.entry((host, token)).or_default().push(run.clone());
-                if !cut {
-                    for p in distinct {
-                        self.runs_by_path.entry((host, p)).or_default().push(run.clone());
-                    }
+                self.list_run(host, token, run.clone());
+                // Cut runs too, as before the save: completing the request removes them.
+                for p in distinct {
+                    self.runs_by_path.entry((host, p)).or_default().push(run.clone());
                 }
                 runs.push(run);
             }
@@ -506,7 +540,7 @@ impl Linker {
                 }
                 let path: Text = path.into();
                 let held = Rc::new(RefCell::new(HeldCall { record: record.unbind(), host, path: path.clone(), started, ended, cands }));
-                self.calls.entry(host).or_default().push_back(held.clone());
+                self.calls_of(host).push_back(held.clone());
                 self.calls_by_path.entry((host, path)).or_default().push(held);
             }
         }
@@ -517,7 +551,7 @@ impl Linker {
                 let token: String = record.get_item("token")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let ended: Option<i64> = record.get_item("ended")?.map(|v| v.extract()).transpose()?.flatten();
                 let host = names.intern(&host_name);
-                self.requests.entry(host).or_default().push_back(HeldRequest { record: record.unbind(), token: token.into(), ended });
+                self.requests_of(host).push_back(HeldRequest { record: record.unbind(), token: token.into(), ended });
             }
         }
         Ok(())

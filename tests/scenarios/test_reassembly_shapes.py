@@ -259,7 +259,7 @@ def test_a_session_silent_past_the_timeout_is_cut_and_counted():
     pipeline.advance()
     stats = pipeline.stats.reassembly
     assert (stats.expired_sessions, stats.expired_threads) == (1, 1)
-    assert ("head01", "dpns", 900, 3) not in pipeline.reassembler.threads
+    assert ("head01", "dpns", 900, 3) not in pipeline.reassembler.thread_keys()
 
 
 @pytest.mark.parametrize("bad", [{"timeout_s": -5}, {"max_in_flight": 0}, {"max_threads": 0}])

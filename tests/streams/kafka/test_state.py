@@ -127,4 +127,4 @@ def test_tombstones_leave_only_open_state_in_the_store(sim):
     open_requests = sum(1 for k in store if k.startswith("r|"))
     assert open_requests == part.pipeline.stats.in_flight
     remembered = [key for k, keys in store.items() if k.startswith("f|") for key in keys]
-    assert remembered and len(remembered) == len(part.pipeline.reassembler.finished)
+    assert remembered and len(remembered) == part.pipeline.reassembler.remembered_ended
