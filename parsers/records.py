@@ -7,6 +7,18 @@ seconds with three decimals; None is an empty cell.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import os
+
+try:  # the compiled formatting (native/src/records.rs); the functions below are the reference
+    from ._fastlines import record_csv_line as _compiled_csv, record_json as _compiled_json
+except ImportError:  # not built
+    _compiled_csv = _compiled_json = None
+if os.environ.get("DPMSTREAM_PURE_PYTHON"):
+    _compiled_csv = _compiled_json = None
+
 REQUEST_COLUMNS = (
     "host", "token", "op", "client", "nfiles", "status",
     "accepted", "started", "ended",
@@ -92,3 +104,32 @@ def to_json_dict(record: dict) -> dict:
             value = value / 1000.0
         out[col] = value
     return out
+
+
+def csv_line(record: dict) -> str:
+    """The record's CSV row as Python's csv writer writes it (excel dialect, "\r\n")."""
+    if _compiled_csv is not None:
+        line = _compiled_csv(record)
+        if line is not None:
+            return line
+    return python_csv_line(record)
+
+
+def python_csv_line(record: dict) -> str:
+    row = request_row(record) if record["kind"] == "request" else call_row(record)
+    buf = io.StringIO()
+    csv.writer(buf).writerow(row)
+    return buf.getvalue()
+
+
+def json_text(record: dict, *, ensure_ascii: bool) -> str:
+    """json.dumps(to_json_dict(record)) without spaces, as the sinks write it."""
+    if _compiled_json is not None:
+        text = _compiled_json(record, ensure_ascii)
+        if text is not None:
+            return text
+    return python_json_text(record, ensure_ascii=ensure_ascii)
+
+
+def python_json_text(record: dict, *, ensure_ascii: bool) -> str:
+    return json.dumps(to_json_dict(record), ensure_ascii=ensure_ascii, separators=(",", ":"))

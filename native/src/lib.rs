@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 mod engine;
 mod linking;
+mod records;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -411,5 +412,7 @@ impl FastLines {
 fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FastLines>()?;
     m.add_class::<engine::Core>()?;
+    m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
+    m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     Ok(())
 }

@@ -13,9 +13,8 @@ when the state and offsets that produced it are committed.
 
 from __future__ import annotations
 
-import json
 
-from dpmstream.parsers.records import to_json_dict
+from dpmstream.parsers.records import json_text
 
 
 def output_message(record: dict, requests_topic: str, calls_topic: str) -> tuple[str, bytes, bytes]:
@@ -23,7 +22,7 @@ def output_message(record: dict, requests_topic: str, calls_topic: str) -> tuple
         topic, key = requests_topic, record["token"]
     else:
         topic, key = calls_topic, record["host"]
-    value = json.dumps(to_json_dict(record), separators=(",", ":")).encode()
+    value = json_text(record, ensure_ascii=True).encode()
     return topic, (key or "").encode(), value
 
 

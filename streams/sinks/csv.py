@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import os
 
-from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, call_row, request_row
+from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, csv_line
 
 
 class CsvSink:
@@ -20,10 +20,7 @@ class CsvSink:
         self._calls.writerow(CALL_COLUMNS)
 
     def write(self, record: dict) -> None:
-        if record["kind"] == "request":
-            self._requests.writerow(request_row(record))
-        else:
-            self._calls.writerow(call_row(record))
+        self._files[0 if record["kind"] == "request" else 1].write(csv_line(record))
 
     def close(self) -> None:
         for f in self._files:

@@ -17,13 +17,12 @@ short by the crash (no newline) is removed first: it is made again, whole.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections import Counter
 from typing import IO
 
-from dpmstream.parsers.records import to_json_dict
+from dpmstream.parsers.records import json_text
 
 
 class JsonLinesSink:
@@ -101,7 +100,7 @@ class JsonLinesSink:
 
 
 def _line(record: dict) -> str:
-    return json.dumps(to_json_dict(record), ensure_ascii=False, separators=(",", ":"))
+    return json_text(record, ensure_ascii=False)
 
 
 def _lines_after(path: str, size: int) -> Counter:

@@ -1,5 +1,7 @@
 """parsers/records.py: column order, cell formatting and the JSON form of records."""
 
+import os
+
 import pytest
 
 from dpmstream.parsers.records import (
@@ -154,3 +156,86 @@ def test_to_json_dict_of_a_call_uses_the_call_columns():
 def test_to_json_dict_needs_a_kind():
     with pytest.raises(KeyError):
         to_json_dict({"host": "dpm1"})
+
+
+# -- the compiled formatting (native/src/records.rs) against the Python reference -------
+
+from dpmstream.parsers import records as records_module  # noqa: E402
+
+needs_compiled_formatting = pytest.mark.skipif(
+    records_module._compiled_csv is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    reason="the compiled formatting is not built (no Rust toolchain at install time)")
+
+AWKWARD_TEXTS = [
+    "plain", "", "with,comma", 'with "quotes"', "line\nbreak", "carriage\rreturn",
+    " leading space", "tab\there", "/DC=ch/DC=cern/CN=Jos\u00e9 Pe\u00f1a", "\u4e2d\u6587",
+    "emoji \U0001F600", "control \x01\x1f", "back\\slash", "del\x7f", "nul?", "a;b|c",
+]
+
+
+def awkward_records():
+    """Records of both kinds with every value shape a record field can hold."""
+    out = []
+    for i, text in enumerate(AWKWARD_TEXTS):
+        out.append({
+            "kind": "request", "host": "head01", "token": f"tok-{i}", "op": "put",
+            "client": text, "nfiles": None if i % 2 else i, "status": "success",
+            "accepted": None if i % 3 == 0 else 1313152300000 + i, "started": 1313152300001,
+            "ended": 1313152301999 + 7 * i, "auth_s": 0, "request_s": i, "queue_s": None,
+            "proc_s": 10 ** i, "polls": i, "poll_s": 999, "ready_wait_s": 1000,
+            "transfer_s": 1001, "done_s": None, "total_s": 123456789012, "end_reason": "line",
+            "ns_calls": None if i % 2 else i, "ns_s": None if i % 2 else 5 * i,
+        })
+        out.append({
+            "kind": "call", "host": text or "h", "daemon": "dpns", "pid": 12345 + i,
+            "thread": None if i % 2 else i, "op": "creat", "client": text,
+            "started": 1313152300000 + i, "ended": None if i % 4 == 3 else 1313152300100,
+            "duration_s": None if i % 4 == 3 else 100 - i, "rc": -i if i % 2 else 0,
+            "auth_s": None, "session": None if i % 2 else "sess", "token": None if i % 3 else text,
+            "path": "/dpm/x",
+        })
+    out.append({"kind": "request", "host": "h"})  # keys missing: empty cells, nulls
+    return out
+
+
+def simulated_records(tmp_path):
+    from dpmstream.parsers.pipeline import Pipeline
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+    cfg = scenario("mixed", requests=300)
+    simulate(cfg, tmp_path / "sim")
+    kept = []
+    pipeline = Pipeline(kept.append)
+    for name in ("sim.log", "sim.dpns.log"):
+        src = pipeline.source(name, host=cfg.host, tz=cfg.tz)
+        src.feed_lines((tmp_path / name).read_bytes().splitlines(keepends=True))
+    pipeline.finish()
+    return kept
+
+
+@needs_compiled_formatting
+def test_compiled_csv_lines_are_what_the_csv_module_writes(tmp_path):
+    records = awkward_records() + simulated_records(tmp_path)
+    assert len(records) > 600
+    for record in records:
+        assert records_module._compiled_csv(record) == records_module.python_csv_line(record), record
+
+
+@needs_compiled_formatting
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_compiled_json_is_what_json_dumps_writes(tmp_path, ensure_ascii):
+    records = awkward_records() + simulated_records(tmp_path)
+    for record in records:
+        got = records_module._compiled_json(record, ensure_ascii)
+        assert got == records_module.python_json_text(record, ensure_ascii=ensure_ascii), record
+
+
+@needs_compiled_formatting
+def test_a_value_no_record_holds_is_left_to_python():
+    odd = dict(awkward_records()[0], nfiles=1.5)   # a float
+    assert records_module._compiled_csv(odd) is None
+    assert records_module._compiled_json(odd, True) is None
+    assert records_module.csv_line(odd) == records_module.python_csv_line(odd)
+    huge = dict(awkward_records()[0], polls=10 ** 30)  # past 64 bits
+    assert records_module.json_text(huge, ensure_ascii=False) == records_module.python_json_text(
+        huge, ensure_ascii=False)
