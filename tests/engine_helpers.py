@@ -100,20 +100,22 @@ def line_parser(pure: bool):
             os.environ[PURE_VAR] = before
 
 
-def new_pipeline(engine: str, outcome: Outcome, inp: LogInput) -> Pipeline:
+def new_pipeline(engine: str, outcome: Outcome, inp: LogInput, settings: dict | None = None) -> Pipeline:
     pipeline = Pipeline(outcome.records.append, engine=engine,
-                        expect_ns=any(".dpns" in p.name for p in inp.paths))
+                        expect_ns=any(".dpns" in p.name for p in inp.paths), **(settings or {}))
     pipeline.reassembler.on_span = lambda *span: outcome.spans.append(span)
     return pipeline
 
 
-def run_engine(engine: str, inp: LogInput, *, pure: bool = False, mode: str = "replay") -> Outcome:
-    """One uninterrupted run of `inp` through a pipeline of `engine`."""
+def run_engine(engine: str, inp: LogInput, *, pure: bool = False, mode: str = "replay",
+               settings: dict | None = None) -> Outcome:
+    """One uninterrupted run of `inp` through a pipeline of `engine` (Pipeline `settings`:
+    caps, timeout, grace)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     outcome = Outcome()
     with line_parser(pure):
-        pipeline = new_pipeline(engine, outcome, inp)
+        pipeline = new_pipeline(engine, outcome, inp, settings)
         if mode == "replay":
             replay_inputs(pipeline, [describe(str(p)) for p in inp.paths], host=inp.host,
                           profile=None, tz=inp.tz, year=inp.year,

@@ -191,6 +191,34 @@ def test_both_engines_give_the_same_records_and_counters(made, reference, compil
     assert not found, explain(found)
 
 
+# Settings that make the bounds bite on small inputs: the in-flight cap evicts, the thread
+# cap drops threads, the timeout expires requests, threads and sessions, the grace retires
+# processes early.
+TIGHT = {
+    "in-flight-cap": {"max_in_flight": 25},
+    "thread-cap": {"max_threads": 12},
+    "short-timeout": {"timeout_s": 1.5},
+    "short-grace": {"grace_s": 0.5},
+}
+
+
+@needs_compiled
+@pytest.mark.parametrize("tight", sorted(TIGHT))
+@pytest.mark.parametrize("name", ["scenario:mixed", "scenario:stray-pids", "scenario:restart",
+                                  "scenario:same-dir", "bad-input"])
+def test_both_engines_agree_where_caps_timeouts_and_grace_bite(made, compiled, name, tight):
+    inp = made(name)
+    settings = TIGHT[tight]
+    got = run_engine(compiled, inp, mode="replay", settings=settings)
+    want = run_engine(PYTHON, inp, mode="replay", settings=settings)
+    bit = {k: v for k, v in want.counters["reassembly"].items()
+           if k in ("evictions", "thread_evictions", "expired", "expired_threads",
+                    "stray_processes", "restarts") and v}
+    assert bit or tight == "short-grace", f"{tight} changed nothing on {name}: {want.counters}"
+    found = agreement(want, got, lambda: run_engine(PYTHON, inp, mode="replay", settings=settings))
+    assert not found, explain(found)
+
+
 @needs_compiled
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(REAL))
