@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,18 +22,28 @@ ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[
 ONE_CORE = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
 
+def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, int, int, str, str]:
+    """(wall seconds, peak RSS of this child in MiB, exit code, stdout, stderr) of one command."""
+    with tempfile.TemporaryFile("w+") as errfile:  # a file: reading two pipes could block
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile, text=True,
+                                env={**os.environ, **(env or {})})
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not the max so far
+        wall = time.perf_counter() - t0
+        proc.stdout.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        errfile.seek(0)
+        return wall, usage.ru_maxrss // 1024, proc.returncode, out, errfile.read()
+
+
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int, str]:
     """(wall seconds, peak RSS of this child in MiB, stdout) of one command."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not the max so far
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise subprocess.CalledProcessError(proc.returncode, cmd)
-    return wall, usage.ru_maxrss // 1024, out
+    wall, rss, rc, out, err = run_measured(cmd, env)
+    if rc:
+        sys.stderr.write(err)
+        raise subprocess.CalledProcessError(rc, cmd)
+    return wall, rss, out
 
 
 def make_log(workdir: Path, lines: int) -> tuple[Path, Path, str, str]:
