@@ -16,7 +16,7 @@ and window, then with -t 600 to see what the read costs without the limit; grep 
 The first run of each is reported on its own (the file may not be in the page cache;
 nothing is dropped), then the best of --runs.
 
-    .venv/bin/python bench/bench_probe.py --big [--workdir /tmp/bench17] [--runs 3]
+    .venv/bin/python bench/bench_probe.py --big [--workdir /tmp/bench17] [--runs 3] [--log FILE]
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ def check_row(what: str, log: Path, result) -> str:
     return f"| {what} | {wall:.2f} s | {cpu:.2f} s | {rss} MiB | {answer} |"
 
 
-def main_big(workdir: Path, runs: int) -> None:
-    """The 1 GB log of issue 17, against the default -t (10 s)."""
-    log = make_log(workdir, big=True)
+def main_big(workdir: Path, runs: int, log: Path | None = None) -> None:
+    """The 1 GB log of issue 17 (or `log`), against the default -t (10 s)."""
+    log = log or make_log(workdir, big=True)
     size_mb = log.stat().st_size / 1e6
     with open(log, "rb") as fh:
         lines = sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
@@ -116,11 +116,13 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="bench/out (/tmp/bench17 with --big)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--big", action="store_true", help="the 1 GB log of issue 17 (see above)")
+    ap.add_argument("--log", type=Path, help="with --big: check this log (stamps in "
+                                              f"{TZ}) instead of building one")
     args = ap.parse_args()
     workdir = Path(args.workdir or ("/tmp/bench17" if args.big else "bench/out"))
     workdir.mkdir(parents=True, exist_ok=True)
     if args.big:
-        main_big(workdir, args.runs)
+        main_big(workdir, args.runs, args.log)
         return
     log = make_log(workdir)
     size_mb = log.stat().st_size / 1e6
