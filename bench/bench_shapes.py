@@ -5,6 +5,7 @@ same files in the same run, so a figure never stands without the machine's floor
 
     .venv/bin/python bench/bench_shapes.py [--shapes light,polling,...] [--quick]
                                            [--workdir /tmp/bench17] [--runs 2]
+                                           [--variants pure,python,compiled]
 
 Shapes (all simulated; generated once per size into --workdir and reused):
   light       scenario `thesis` (3 clients x 25 streams, 20 + 20 threads)
@@ -15,7 +16,7 @@ Shapes (all simulated; generated once per size into --workdir and reused):
   multi-file  scenario `multi-file` (4 files per request), DPM + DPNS logs in one replay
   10m         scenario `heavy` with --lines 10000000 (see make_10m for how it is built)
 
-Every shape but multi-file is replayed with its DPNS log too (replay reads the daemons
+Every shape is replayed with its DPNS log too (replay reads the daemons
 side by side, as a site would). Variants of replay, each skipped with the reason when its
 environment makes replay exit with an error:
   pure Python   DPMSTREAM_ENGINE=python DPMSTREAM_PURE_PYTHON=1
@@ -68,11 +69,11 @@ SHAPES = {
     )
 }
 
-VARIANTS = (
-    ("pure Python", {"DPMSTREAM_ENGINE": "python", "DPMSTREAM_PURE_PYTHON": "1"}),
-    ("python engine + compiled parser", {"DPMSTREAM_ENGINE": "python"}),
-    ("compiled engine", {"DPMSTREAM_ENGINE": "compiled"}),
-)
+VARIANTS = {  # --variants name -> (label, environment of replay)
+    "pure": ("pure Python", {"DPMSTREAM_ENGINE": "python", "DPMSTREAM_PURE_PYTHON": "1"}),
+    "python": ("python engine + compiled parser", {"DPMSTREAM_ENGINE": "python"}),
+    "compiled": ("compiled engine", {"DPMSTREAM_ENGINE": "compiled"}),
+}
 
 
 def simulate_shape(shape: Shape, lines: int, workdir: Path):
@@ -125,7 +126,8 @@ def best(cmd, runs: int, env: dict) -> Timing:
     return Timing(wall, cpu, max(r for _, _, r in results))
 
 
-def measure(shape: Shape, files, tz: str, host: str, runs: int, out_dir: Path | None):
+def measure(shape: Shape, files, tz: str, host: str, runs: int, out_dir: Path | None,
+            variants: list[str]):
     lines = sum(count_lines(f) for f in files)
     size_mb = sum(f.stat().st_size for f in files) / 1e6
     grep = ONE_CORE + ["grep", "-cE", ENVELOPE_ERE, *map(str, files)]
@@ -134,7 +136,7 @@ def measure(shape: Shape, files, tz: str, host: str, runs: int, out_dir: Path | 
     if out_dir is not None:
         replay += ["--out", str(out_dir)]
     rows = []
-    for label, env in VARIANTS:
+    for label, env in (VARIANTS[v] for v in variants):
         floor = best(grep, runs, {"LC_ALL": "C"})  # the floor, right before each variant
         if floor.error:
             raise SystemExit(f"grep failed: {floor.error}")
@@ -160,6 +162,8 @@ def main() -> int:
     ap.add_argument("--workdir", default="/tmp/bench17")
     ap.add_argument("--write-records", action="store_true",
                     help="replay with --out (requests.csv and calls.csv written), as a site runs it")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"replay variants, comma-separated, of: {', '.join(VARIANTS)}")
     ap.add_argument("--generate-only", action="store_true",
                     help="simulate the logs missing from --workdir, measure nothing")
     args = ap.parse_args()
@@ -167,6 +171,9 @@ def main() -> int:
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
         ap.error(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if unknown := [v for v in variants if v not in VARIANTS]:
+        ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"one core: {'taskset -c 0' if ONE_CORE else 'taskset missing: not pinned'}; cpus "
@@ -182,7 +189,7 @@ def main() -> int:
             continue
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             out_dir = Path(tmp) if args.write_records else None
-            n, size_mb, rows = measure(shape, files, tz, host, runs, out_dir)
+            n, size_mb, rows = measure(shape, files, tz, host, runs, out_dir, variants)
         table.append((shape, n, size_mb, polls, runs, rows))
 
     if args.generate_only:
