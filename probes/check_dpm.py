@@ -247,7 +247,7 @@ class DpmSummary(nagiosplugin.Summary):
                          f"{source.read_from} (of {source.tail.size}); "
                          f"{source.tail.long_lines} lines over {MAX_LINE // 1024} KiB skipped; "
                          + ", ".join(f"{n} {result}" for result, n in source.lines.items())
-                         + f"; {source.decode_errors} not UTF-8")
+                         + f"; {source.decode_errors} not UTF-8; {source.engine} engine")
         for promql in getattr(source, "queries", ()):
             lines.append(f"query: {promql}")
         return lines

@@ -7,7 +7,9 @@ lets requests that end in the window be reassembled from their first line; the s
 are read with the profile's own envelope, detected from the last lines), then
 forwards through the domain's parser and reassembler (dpmstream.parsers), as a replay
 does, so year and month boundaries, daemon restarts and thread reuse are handled exactly
-as everywhere else. Nothing of dpmstream.streams is imported: a site installs the probe
+as everywhere else. The reassembly engine is replay's (parsers/engines.py): the compiled
+one where built, whole blocks of lines without Python per line; DPMSTREAM_ENGINE=python
+chooses the reference. Nothing of dpmstream.streams is imported: a site installs the probe
 with the domain only.
 
 Counted: requests and calls whose `ended` falls in the window. Requests still open when
@@ -28,10 +30,9 @@ from collections import deque
 from datetime import datetime, timezone
 
 from dpmstream.parsers.clock import ClockError, EventClock, load_zone, stream_reference
-from dpmstream.parsers import fastpath
+from dpmstream.parsers import engines, fastpath
 from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, resolve_profile
-from dpmstream.parsers.reassembly import Reassembler
 from dpmstream.parsers.stamps import LineStamps
 from dpmstream.parsers.records import PHASES
 from dpmstream.probes import tail
@@ -111,6 +112,7 @@ class LogSource:
         self.tail = tail.TailStats()  # for -v, the status line and tests
         self.lines = {PARSED: 0, UNMATCHED_RESULT: 0, MALFORMED: 0}
         self.decode_errors = 0
+        self.engine: str | None = None  # the reassembly engine that read the window
 
     # kept for -v and the tests
     @property
@@ -164,16 +166,56 @@ class LogSource:
             if ended is not None and ended > latest[0] - window_ms:
                 kept.append(rec)
 
-        reassembler = Reassembler(keep, timeout_ms=int(self.timeout_s * 1000))
-        feed = reassembler.feed
+        emit = [keep]  # what the reassembler's records go to; all of them at the end
+        try:
+            self.engine = engines.choose(None)  # DPMSTREAM_ENGINE, else compiled where built
+        except ValueError as exc:
+            raise SourceError(str(exc)) from None
+        if parser._compiled is None:
+            self.engine = engines.PYTHON  # the compiled engine parses with the compiled parser
+        reassembler = engines.new_reassembler(self.engine, lambda rec: emit[0](rec),
+                                              timeout_ms=int(self.timeout_s * 1000))
         counts = self.lines
+        newest = -1
+        if self.engine == engines.COMPILED:
+            read_block = self._compiled_block(parser, reassembler)
+        else:
+            read_block = self._python_block(parser, reassembler)
+        for lines in tail.blocks_forwards(fh, start, end, self.tail, deadline=self.deadline,
+                                          max_line=self.max_line):
+            block_newest = read_block(lines)
+            if block_newest > newest:
+                newest = block_newest
+            # per block (1 MiB, some 9,000 lines): event-time sweep, drop what is too old
+            latest[0] = newest
+            reassembler.advance()
+            while kept and kept[0]["ended"] <= newest - window_ms:
+                kept.popleft()
+        if latest[0] < 0:
+            raise SourceError(f"{self.path}: no line of its window could be parsed "
+                              f"(profile {profile.name}; --profile to choose another)")
+        records = list(kept)
+        kept.clear()
+        emit[0] = kept.append
+        reassembler.finish()
+        records += [r for r in kept if _finished_at_end(r)]
+        snap = self._snapshot(records, latest[0], wanted)
+        snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
+        snap.long_lines = self.tail.long_lines
+        return snap
+
+    def _python_block(self, parser: LineParser, reassembler):
+        """A block's lines -> the Python engine, one event at a time; returns the newest
+        event time parsed (-1: none)."""
         # The compiled twin of parser.parse() (None without it), called straight as the
         # replay's hot loop does: a line it leaves (None) goes to the Python parser.
         fast = parser._fast
         unmatched = fastpath.UNMATCHED_LINE
-        newest = -1
-        for lines in tail.blocks_forwards(fh, start, end, self.tail, deadline=self.deadline,
-                                          max_line=self.max_line):
+        feed = reassembler.feed
+        counts = self.lines
+
+        def read_block(lines: list[bytes]) -> int:
+            newest = -1
             for raw in lines:
                 try:
                     line = raw.decode()
@@ -195,23 +237,36 @@ class LogSource:
                 if ev[0] > newest:
                     newest = ev[0]
                 feed(ev)
-            # per block (1 MiB, some 9,000 lines): event-time sweep, drop what is too old
-            latest[0] = newest
-            reassembler.advance()
-            while kept and kept[0]["ended"] <= newest - window_ms:
-                kept.popleft()
-        if latest[0] < 0:
-            raise SourceError(f"{self.path}: no line of its window could be parsed "
-                              f"(profile {profile.name}; --profile to choose another)")
-        records = list(kept)
-        kept.clear()
-        reassembler.emit = lambda r: kept.append(r)
-        reassembler.finish()
-        records += [r for r in kept if _finished_at_end(r)]
-        snap = self._snapshot(records, latest[0], wanted)
-        snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
-        snap.long_lines = self.tail.long_lines
-        return snap
+            return newest
+
+        return read_block
+
+    def _compiled_block(self, parser: LineParser, reassembler):
+        """A block's lines -> the compiled engine, parsed and reassembled without Python
+        per line (as replay's Source.feed_chunk does); a line its parser leaves (not
+        printable ASCII, a stamp it does not know) takes the Python path alone."""
+        from dpmstream.parsers.compiled_reassembly import SLOW  # built: engines chose it
+
+        one_line = self._python_block(parser, reassembler)
+        compiled, feed_lines = parser._compiled, reassembler.feed_lines
+        counts = self.lines
+
+        def read_block(lines: list[bytes]) -> int:
+            newest, i, n = -1, 0, len(lines)
+            while i < n:
+                i, parsed, unmatched, latest, why = feed_lines(compiled, lines, i, None, n)
+                counts[PARSED] += parsed
+                counts[UNMATCHED_RESULT] += unmatched
+                if latest > newest:
+                    newest = latest
+                if why == SLOW:
+                    latest = one_line(lines[i:i + 1])
+                    if latest > newest:
+                        newest = latest
+                    i += 1
+            return newest
+
+        return read_block
 
     def _find_start(self, fh, end: int, mtime: float):
         """(offset of the first line to read, newest stamp, profile, clock reference):

@@ -52,6 +52,9 @@ _OPTIONS = [
     ("--clock-step-s", "clock_step_s", float, "how far the clock steps back, seconds (default 30)"),
     ("--future-lines", "future_lines", int, "stray DPM lines stamped --future-ahead-s ahead (default 0)"),
     ("--future-ahead-s", "future_ahead_s", float, "how far ahead those lines are stamped, seconds (default 3660)"),
+    ("--poll-first-ms", "poll_first_ms", int, "a client's first status poll this long after the reply (default 125)"),
+    ("--poll-factor", "poll_factor", float, "each next poll this many times later (default 2; 1: a fixed interval)"),
+    ("--poll-max-ms", "poll_max_ms", int, "polls at most this far apart (default 4000)"),
     ("--dirs", "dirs", int, "spread the files over N directories (default: one per client)"),
     ("--dpns-gap", "dpns_gap", "gap", "A:B seconds after the start: the DPNS log lacks those lines"),
 ]

@@ -85,3 +85,20 @@ def test_simulate_takes_dirs_and_a_dpns_gap_on_the_command_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out",
                           str(tmp_path / "t"), "--dpns-gap", "4:2"], capture_output=True, text=True)
     assert bad.returncode == 2 and "dpns-gap" in bad.stderr
+
+
+def _mean_polls(requests_csv) -> float:
+    with open(requests_csv, newline="") as fh:
+        polls = [int(r["polls"]) for r in csv.DictReader(fh) if r["polls"]]
+    return sum(polls) / len(polls)
+
+
+def test_clients_poll_faster_with_the_poll_options(tmp_path):
+    common = ("--quiet", "--requests", "300", "--scenario", "heavy")
+    assert run_cli("--out", str(tmp_path / "backoff"), *common).returncode == 0
+    fast = run_cli("--out", str(tmp_path / "fast"), *common, "--poll-first-ms", "25",
+                   "--poll-factor", "1", "--poll-max-ms", "25")
+    assert fast.returncode == 0, fast.stderr
+    assert _mean_polls(tmp_path / "fast.requests.csv") > 2 * _mean_polls(tmp_path / "backoff.requests.csv")
+    bad = run_cli("--out", str(tmp_path / "x"), "--poll-factor", "0.5")
+    assert bad.returncode == 2 and "poll-factor must be >= 1" in bad.stderr

@@ -214,3 +214,42 @@ def test_an_rsyslog_written_log_gives_the_same_window_as_the_native_one(tmp_path
     assert perf == perf2
     offset = int(re.search(r"from byte (\d+)", status2).group(1))
     assert offset > 0  # 5m + 1m + 2m of 10m: the start was found by the rsyslog form's stamps
+
+
+def _compiled_or_skip(engine: str) -> None:
+    from dpmstream.parsers import engines
+
+    if engine == "compiled" and not engines.compiled_available():
+        pytest.skip("the compiled engine is not built here")
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_each_reassembly_engine_reads_the_window_as_the_truth(tmp_path, monkeypatch, engine):
+    _compiled_or_skip(engine)
+    monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
+    prefix = simulate(tmp_path / "e", "--scenario", "mixed", "--rate", "3", "--duration", "600",
+                      "--tz", TZ)
+    assert_probe_matches_truth(prefix, "5m", 300, 2011)
+    assert f"; {engine} engine" in _verbose("--log", f"{prefix}.log", "--tz", TZ, "--window", "5m")
+
+
+def test_the_engines_agree_on_lines_the_compiled_parser_leaves_to_python(tmp_path, monkeypatch):
+    """Latin-1 DNs (not UTF-8, not ASCII) in the window: the compiled engine hands each such
+    line to the Python parser and carries on; answer and counts are the Python engine's."""
+    _compiled_or_skip("compiled")
+    prefix = simulate(tmp_path / "l1", "--scenario", "mixed", "--rate", "3", "--duration", "600",
+                      "--tz", TZ)
+    log = Path(f"{prefix}.log")
+    data = log.read_bytes()
+    cut = len(data) * 3 // 4
+    tail_part = data[cut:].replace(b"/CN=", b"/CN=Jos\xe9 ")
+    assert tail_part.count(b"\xe9") > 20
+    log.write_bytes(data[:cut] + tail_part)
+    args = ("--log", str(log), "--tz", TZ, "--window", "5m")
+    answers = {}
+    for engine in ("python", "compiled"):
+        monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
+        answers[engine] = (check_dpm(*args), _verbose(*args).replace(f"; {engine} engine", ""))
+    assert answers["python"][0][0] == 0
+    assert answers["compiled"] == answers["python"]
+    assert " not UTF-8" in answers["python"][1] and "; 0 not UTF-8" not in answers["python"][1]
