@@ -122,13 +122,16 @@ class PartitionState:
                 if src.parser is None:
                     src.feed(line, received_ms=received_ms)
                     continue
-            # The reference feed(line, received_ms) would set: the same tuple while cached.
-            ref = None if received_ms is None else src._ref_of(received_ms)
-            if src is not run_src or ref is not run_ref:
-                if run:
-                    run_src.feed_received(run, run_ms)
-                    run = []
-                run_src, run_ref = src, ref
+            if src is not run_src or received_ms != run_ms:
+                # The reference feed(line, received_ms) would set (the same tuple while
+                # Source._ref_of has it cached); asked once per line, as feed() does, so
+                # its cache moves as it would line by line. The same time again: the same.
+                ref = None if received_ms is None else src._ref_of(received_ms)
+                if src is not run_src or ref is not run_ref:
+                    if run:
+                        run_src.feed_received(run, run_ms)
+                        run = []
+                    run_src, run_ref = src, ref
             run.append(line)
             run_ms = received_ms
         if run:
