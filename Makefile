@@ -8,16 +8,16 @@ PORT   ?= 9108
 
 .PHONY: run test install install-system install-kafka check-env clean
 
-# rustup installs cargo here; the optional compiled line parser (native/) needs it.
+# rustup installs cargo here; the optional compiled parser and engine (native/) need it.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 HAVE_CARGO := $(shell command -v cargo >/dev/null 2>&1 && echo 1)
 
-$(BIN)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
+$(BIN)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[kafka,report,test]'
 	@$(BIN)/python -c "from dpmstream.parsers import fastpath; \
-		print('compiled line parser:', 'built' if fastpath.available() else 'not built (pure Python)')"
+		print('compiled line parser and engine:', 'built' if fastpath.available() else 'not built (pure Python)')"
 	touch $@
 
 install: $(BIN)/.installed

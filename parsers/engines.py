@@ -3,8 +3,8 @@
     reassembler = new_reassembler(choose(None), emit, timeout_ms=...)
 
 - "python": parsers/reassembly.Reassembler, the reference; always there.
-- "compiled": the same rules in native/ (Rust), fed whole chunks of lines by
-  Source.feed_lines so that no Python runs per line. Built where a Rust toolchain existed
+- "compiled": the same rules in native/ (Rust: reassembly and name-server linking), fed
+  whole chunks of lines by Source.feed_chunk so that no Python runs per line. Built where a Rust toolchain existed
   at install time; DPMSTREAM_PURE_PYTHON=1 turns it off like the compiled line parser.
 
 tests/parsers/test_engines_agree.py feeds both the same inputs and requires the same
@@ -16,15 +16,16 @@ from __future__ import annotations
 import os
 
 from . import fastpath
+from .linking import Linker
 from .reassembly import Reassembler
 
 PYTHON, COMPILED = "python", "compiled"
 ENGINES = (PYTHON, COMPILED)
 
 try:
-    from .compiled_reassembly import CompiledReassembler
+    from .compiled_reassembly import CompiledLinker, CompiledReassembler
 except ImportError:  # not built: pure Python
-    CompiledReassembler = None
+    CompiledReassembler = CompiledLinker = None
 
 
 def compiled_available() -> bool:
@@ -50,3 +51,11 @@ def new_reassembler(engine: str, emit, **settings):
     if engine == COMPILED:
         return CompiledReassembler(emit, **settings)
     return Reassembler(emit, **settings)
+
+
+def new_linker(engine: str, emit, head_aliases=()):
+    """The name-server linker of `engine`: the compiled one runs inside the compiled
+    reassembler it is attached to."""
+    if engine == COMPILED:
+        return CompiledLinker(emit, head_aliases)
+    return Linker(emit, head_aliases)

@@ -298,9 +298,9 @@ class Linker:
             run.end, run.cut, run.calls, run.ms = end, cut, calls, ms
             runs.append(run)
             self._runs_by_token.setdefault((host, token), []).append(run)
-            if not cut:
-                for path in run.paths:
-                    self._runs_by_path.setdefault((host, path), []).append(run)
+            # Cut runs too, as before the save: completing the request removes them.
+            for path in run.paths:
+                self._runs_by_path.setdefault((host, path), []).append(run)
         for record, path, cands in state["calls"]:
             held = HeldCall(record, path)
             for i in cands:

@@ -23,9 +23,13 @@ from datetime import datetime
 from typing import Callable, Iterable
 
 from dpmstream.parsers import engines
+try:
+    from dpmstream.parsers import compiled_reassembly
+except ImportError:  # not built: the Python engine only
+    compiled_reassembly = None
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
-from dpmstream.parsers.linking import Linker
+
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
@@ -141,7 +145,7 @@ class Pipeline:
             self.engine, on_record, timeout_ms=int(timeout_s * 1000),
             max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000))
         # Between the reassembler and on_record: name-server calls -> their request.
-        self.linker = Linker(on_record, head_aliases)
+        self.linker = engines.new_linker(self.engine, on_record, head_aliases)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
         self.linker.detecting = self._detecting
@@ -305,6 +309,7 @@ class Source:
         self.latest_by_host: dict[str, int] = {}
         self._latest = -1
         self._reassembler = pipeline.reassembler
+        self._compiled_engine = pipeline.engine == engines.COMPILED
         pipeline._register(self)
         self._received_cache: tuple[int, tuple[int, int]] | None = None
         self._routed: dict[str, LineParser] = {}
@@ -384,46 +389,87 @@ class Source:
         self._parse(line, received_ms)
 
     def feed_lines(self, lines: Iterable[bytes | str]) -> None:
-        """feed() for many lines without receive times: the replay and follow hot loop.
+        """feed() for many lines without receive times: the replay and follow hot loop."""
+        self.feed_chunk(lines if isinstance(lines, list) else list(lines))
 
-        Lines the compiled parser takes (parsers/fastpath.py) go straight to the
-        reassembler; any other line takes feed()'s path, so the counts and the records are
-        the same either way."""
-        it = iter(lines)
-        fast = None
-        for line in it:  # line by line until the profile is known
-            self.feed(line)
-            parser = self.parser
-            if parser is not None and parser._fast is not None:
-                fast = parser._fast
-                break
-        if fast is None:
-            return
+    def feed_chunk(self, lines: list, start: int = 0, limit: int | None = None) -> int:
+        """feed() for lines[start:], stopping after the first line that takes this source
+        past `limit` in event time (its position: replay's lanes). Returns the index after
+        the last line fed (len(lines) when every one was).
+
+        With the compiled engine, the lines its parser takes (parsers/fastpath.py) are
+        parsed and reassembled without Python; with the Python engine they go straight
+        from the compiled parser to the reassembler. Any other line takes feed()'s path,
+        so the counts and the records are the same either way."""
+        n, i = len(lines), start
+        while i < n and (self.parser is None or self.parser._fast is None):
+            self.feed(lines[i])  # line by line until the profile is known
+            i += 1
+            if limit is not None and self.position > limit:
+                return i
+        if i >= n:
+            return i
+        if self._compiled_engine:
+            return self._feed_compiled(lines, i, limit)
+        return self._feed_events(lines, i, limit)
+
+    def _feed_compiled(self, lines: list, i: int, limit: int | None) -> int:
+        core, pipeline, parser = self._reassembler, self.pipeline, self.parser
+        compiled, n = parser._compiled, len(lines)
+        while i < n:
+            budget = max(1, ADVANCE_EVERY - pipeline._since_advance)
+            nxt, parsed, unmatched, latest, why = core.feed_lines(compiled, lines, i, limit, budget)
+            self.line_no += nxt - i
+            self.n_parsed += parsed
+            self.n_unmatched += unmatched
+            if latest > self._latest:
+                self._latest = self.latest_by_host[self.host] = latest
+            pipeline._since_advance += nxt - i
+            if pipeline._since_advance >= ADVANCE_EVERY:
+                pipeline.advance()
+            i = nxt
+            if why == compiled_reassembly.LIMIT:
+                return i
+            if why == compiled_reassembly.SLOW:  # a line the compiled parser leaves to Python
+                self.feed(lines[i])
+                i += 1
+                if limit is not None and self.position > limit:
+                    return i
+        return i
+
+    def _feed_events(self, lines: list, i: int, limit: int | None) -> int:
+        fast = self.parser._fast
         unmatched = UNMATCHED_LINE
         feed_event, pipeline, host = self._reassembler.feed, self.pipeline, self.host
-        slow = self.feed
-        for line in it:
+        n = len(lines)
+        while i < n:
+            line = lines[i]
+            i += 1
             try:
                 text = (line.decode() if isinstance(line, bytes) else line).rstrip("\r\n")
             except UnicodeDecodeError:
-                slow(line)
-                continue
-            ev = fast(text)
-            if ev is None:  # the compiled parser leaves this line to Python
-                self._parse(text, None)
-                continue
-            self.line_no += 1
-            if ev is unmatched:
-                self.n_unmatched += 1
-            else:
-                self.n_parsed += 1
-                ts = ev[0]
-                if ts > self._latest:
-                    self._latest = self.latest_by_host[host] = ts
-                feed_event(ev)
-            pipeline._since_advance += 1
-            if pipeline._since_advance >= ADVANCE_EVERY:
-                pipeline.advance()
+                self.feed(line)
+                text = None
+            if text is not None:
+                ev = fast(text)
+                if ev is None:  # the compiled parser leaves this line to Python
+                    self._parse(text, None)
+                else:
+                    self.line_no += 1
+                    if ev is unmatched:
+                        self.n_unmatched += 1
+                    else:
+                        self.n_parsed += 1
+                        ts = ev[0]
+                        if ts > self._latest:
+                            self._latest = self.latest_by_host[host] = ts
+                        feed_event(ev)
+                    pipeline._since_advance += 1
+                    if pipeline._since_advance >= ADVANCE_EVERY:
+                        pipeline.advance()
+            if limit is not None and self.position > limit:
+                return i
+        return i
 
     def _parse(self, line: str, received_ms: int | None) -> None:
         self.line_no += 1

@@ -20,7 +20,7 @@ DETECT_LINES = 200
 
 
 class Lane:
-    """One daemon's inputs. `open_input(inp)` -> (source, iterator of lines) or None
+    """One daemon's inputs. `open_input(inp)` -> (source, iterator of lists of lines) or None
     (the input could not be opened: reported by the caller, the lane goes on)."""
 
     def __init__(self, name: str, inputs: list, open_input: Callable):
@@ -28,7 +28,9 @@ class Lane:
         self.inputs = list(inputs)
         self.open_input = open_input
         self.src = None
-        self.lines: Iterator | None = None
+        self.lines: Iterator[list] | None = None  # the current input's chunks of lines
+        self.chunk: list | None = None   # the chunk being fed, from index `at`
+        self.at = 0
         self.done = False
 
     @property
@@ -42,6 +44,7 @@ class Lane:
             opened = self.open_input(self.inputs.pop(0))
             if opened is not None:
                 self.src, self.lines = opened
+                self.chunk, self.at = None, 0
                 return True
         self.done = True
         return False
@@ -49,18 +52,15 @@ class Lane:
     def feed_until(self, limit: int | None) -> bool:
         """Feed lines until the lane's time passes `limit` (None: to the end of the
         current input). False when the current input is exhausted."""
-        src, lines = self.src, self.lines
-        exhausted = []
-
-        def bounded():
-            for line in lines:
-                yield line
-                if limit is not None and src.position > limit:
-                    return
-            exhausted.append(True)
-
-        src.feed_lines(bounded())
-        return not exhausted
+        src = self.src
+        while True:
+            if self.chunk is None or self.at >= len(self.chunk):
+                self.chunk, self.at = next(self.lines, None), 0
+                if self.chunk is None:
+                    return False
+            self.at = src.feed_chunk(self.chunk, self.at, limit)
+            if limit is not None and src.position > limit:
+                return True
 
 
 def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced: Profile | None) -> str:

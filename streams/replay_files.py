@@ -60,15 +60,16 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
             read_before[digest] = inp
         opened[id(src)] = (inp, stream, raw)
 
-        def lines():
-            yield from first
+        def chunks():
+            if first:
+                yield first
             for chunk in iter_chunks(stream, chunk_lines):
-                yield from chunk
+                yield chunk
                 progress.update(state["done_before"] + (raw.tell() if not inp.is_stdin else 0),
                                 state["lines"] + src.line_no)
                 if after_chunk is not None:
                     after_chunk(src)
-        return src, lines()
+        return src, chunks()
 
     def input_end(lane, error=None) -> None:
         inp, stream, raw = opened.pop(id(lane.src))

@@ -10,6 +10,9 @@
 
 use std::collections::HashMap;
 
+mod engine;
+mod linking;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -42,11 +45,19 @@ const EVENT_LEN: usize = 7 + FIELDS;
 struct Alternative {
     group: usize,
     role: Option<Py<PyString>>, // None: the catch-all `unmatched`
+    code: Option<engine::Role>,   // the engine's handler; None: unmatched, or a role it lacks
     slots: [usize; FIELDS],
 }
 
+/// What scan() made of a line: ask Python, no role, or a role with its numbers.
+pub(crate) enum Scan {
+    Python,
+    Unmatched,
+    Parsed { alt: usize, ts: i64, pid: i64, tid: i64, nfiles: Option<i64>, rc: Option<i64> },
+}
+
 #[pyclass(module = "dpmstream.parsers._fastlines")]
-struct FastLines {
+pub(crate) struct FastLines {
     regex: Regex,
     locs: CaptureLocations,
     envelope: [usize; 9],
@@ -117,6 +128,112 @@ unsafe fn new_str(text: &str) -> *mut ffi::PyObject {
 }
 
 impl FastLines {
+    /// The common line, read without Python: printable ASCII (where Python's and PCRE2's
+    /// \d \w \s agree exactly), the native envelope, a second Python already converted.
+    pub(crate) fn scan(&mut self, bytes: &[u8]) -> Scan {
+        if bytes.len() > self.max_bytes || bytes.iter().any(|&c| !((0x20..0x7f).contains(&c) || c == b'\t')) {
+            return Scan::Python;
+        }
+        // SAFETY: printable ASCII and tab only, checked just above: valid UTF-8.
+        let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+        if !matches!(self.regex.captures_read(&mut self.locs, bytes), Ok(Some(_))) {
+            return Scan::Python;
+        }
+        let Some(alt) = self.alternatives.iter().position(|a| self.locs.get(a.group).is_some()) else {
+            return Scan::Python;
+        };
+        let mut stamp = [0u64; 5];
+        for (i, part) in stamp.iter_mut().enumerate() {
+            // Two digits each, as Python remembers them: one key per stamp text.
+            match self.span_text(text, self.envelope[MONTH + i]).filter(|t| t.len() == 2).and_then(digits) {
+                Some(v) => *part = v,
+                None => return Scan::Python,
+            }
+        }
+        let Some(base) = second_key(stamp).and_then(|k| self.seconds.get(&k).copied()) else {
+            return Scan::Python;
+        };
+        let mut ms = 0i64;
+        if let Some(frac) = self.span_text(text, self.envelope[FRAC]) {
+            if !frac.is_empty() {
+                let f = frac.as_bytes();
+                for i in 0..3 {
+                    let d = match f.get(i) {
+                        Some(c) if c.is_ascii_digit() => i64::from(c - b'0'),
+                        Some(_) => return Scan::Python,
+                        None => 0,
+                    };
+                    ms = ms * 10 + d;
+                }
+            }
+        }
+        if self.alternatives[alt].role.is_none() {
+            return Scan::Unmatched;
+        }
+        let Some(pid) = self.span_text(text, self.envelope[PID]).and_then(digits) else {
+            return Scan::Python;
+        };
+        let tid = match self.span_text(text, self.envelope[TID]) {
+            None => -1,
+            Some(t) => match digits(t) {
+                Some(v) => v as i64,
+                None => return Scan::Python,
+            },
+        };
+        let slots = self.alternatives[alt].slots;
+        let nfiles = match self.span_text(text, slots[NFILES]) {
+            None => None,
+            Some(t) => match digits(t) {
+                Some(v) => Some(v as i64),
+                None => return Scan::Python,
+            },
+        };
+        let rc = match self.span_text(text, slots[RC]) {
+            None => None,
+            Some(t) => match signed(t) {
+                Some(v) => Some(v),
+                None => return Scan::Python,
+            },
+        };
+        Scan::Parsed { alt, ts: base + ms, pid: pid as i64, tid, nfiles, rc }
+    }
+
+    /// The engine's event of a line scan() parsed (None: a role the engine lacks).
+    pub(crate) fn event<'a>(
+        &self,
+        names: &mut engine::Names,
+        text: &'a str,
+        host: engine::Sym,
+        daemon: engine::Sym,
+        parsed: (usize, i64, i64, i64, Option<i64>, Option<i64>),
+    ) -> Option<engine::Ev<'a>> {
+        let (alt, ts, pid, tid, nfiles, rc) = parsed;
+        let a = &self.alternatives[alt];
+        let role = a.code?;
+        let slots = a.slots;
+        Some(engine::Ev {
+            ts,
+            host,
+            daemon,
+            pid,
+            tid,
+            func: names.intern(self.span_text(text, self.envelope[FUNC]).unwrap_or("")),
+            role,
+            op: self.span_text(text, slots[OP]).map(|t| names.intern(t)),
+            client: self.span_text(text, slots[CLIENT]),
+            token: self.span_text(text, slots[TOKEN]),
+            nfiles,
+            state: self.span_text(text, slots[STATE]).map(|t| names.intern(t)),
+            rc,
+            surl: self.span_text(text, slots[SURL]),
+            path: self.span_text(text, slots[PATH]),
+        })
+    }
+
+    pub(crate) fn host_daemon<'py>(&self, py: Python<'py>) -> (Bound<'py, PyAny>, Bound<'py, PyAny>) {
+        (self.host.bind(py).clone(), self.daemon.bind(py).clone())
+    }
+
     fn span_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
         if group == ABSENT {
             return None;
@@ -197,6 +314,7 @@ impl FastLines {
             }
             alts.push(Alternative {
                 group: slot(group),
+                code: role.as_deref().and_then(engine::Role::from_name),
                 role: role.map(|r| PyString::intern(py, &r).unbind()),
                 slots,
             });
@@ -222,71 +340,12 @@ impl FastLines {
         let Ok(text) = line.to_str() else {
             return Ok(py.None());
         };
-        let bytes = text.as_bytes();
-        // Byte length bounds the character count; printable ASCII and tab only, where
-        // Python's and PCRE2's \d \w \s agree exactly.
-        if bytes.len() > self.max_bytes || bytes.iter().any(|&c| !((0x20..0x7f).contains(&c) || c == b'\t')) {
-            return Ok(py.None());
-        }
-        if !matches!(self.regex.captures_read(&mut self.locs, bytes), Ok(Some(_))) {
-            return Ok(py.None());
-        }
-        let Some(alt_index) = self.alternatives.iter().position(|a| self.locs.get(a.group).is_some()) else {
-            return Ok(py.None());
-        };
-        let mut stamp = [0u64; 5];
-        for (i, part) in stamp.iter_mut().enumerate() {
-            // Two digits each, as Python remembers them: one key per stamp text.
-            match self.span_text(text, self.envelope[MONTH + i]).filter(|t| t.len() == 2).and_then(digits) {
-                Some(v) => *part = v,
-                None => return Ok(py.None()),
-            }
-        }
-        let Some(base) = second_key(stamp).and_then(|k| self.seconds.get(&k).copied()) else {
-            return Ok(py.None());
-        };
-        let mut ms = 0i64;
-        if let Some(frac) = self.span_text(text, self.envelope[FRAC]) {
-            if !frac.is_empty() {
-                let f = frac.as_bytes();
-                for i in 0..3 {
-                    let d = match f.get(i) {
-                        Some(c) if c.is_ascii_digit() => i64::from(c - b'0'),
-                        Some(_) => return Ok(py.None()),
-                        None => 0,
-                    };
-                    ms = ms * 10 + d;
-                }
-            }
-        }
-        if self.alternatives[alt_index].role.is_none() {
-            return Ok(self.unmatched.clone_ref(py));
-        }
-        let Some(pid) = self.span_text(text, self.envelope[PID]).and_then(digits) else {
-            return Ok(py.None());
-        };
-        let tid = match self.span_text(text, self.envelope[TID]) {
-            None => -1,
-            Some(t) => match digits(t) {
-                Some(v) => v as i64,
-                None => return Ok(py.None()),
-            },
+        let (alt_index, ts, pid, tid, nfiles, rc) = match self.scan(text.as_bytes()) {
+            Scan::Python => return Ok(py.None()),
+            Scan::Unmatched => return Ok(self.unmatched.clone_ref(py)),
+            Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => (alt, ts, pid, tid, nfiles, rc),
         };
         let slots = self.alternatives[alt_index].slots;
-        let nfiles = match self.span_text(text, slots[NFILES]) {
-            None => None,
-            Some(t) => match digits(t) {
-                Some(v) => Some(v as i64),
-                None => return Ok(py.None()),
-            },
-        };
-        let rc = match self.span_text(text, slots[RC]) {
-            None => None,
-            Some(t) => match signed(t) {
-                Some(v) => Some(v),
-                None => return Ok(py.None()),
-            },
-        };
         let func = self.span_text(text, self.envelope[FUNC]).unwrap_or("");
         let op = self.span_text(text, slots[OP]);
         let client = self.span_text(text, slots[CLIENT]);
@@ -303,10 +362,10 @@ impl FastLines {
                 return Err(PyErr::fetch(py));
             }
             let items: [*mut ffi::PyObject; EVENT_LEN] = [
-                new_int(base + ms),
+                new_int(ts),
                 self.host.clone_ref(py).into_ptr(),
                 self.daemon.clone_ref(py).into_ptr(),
-                new_int(pid as i64),
+                new_int(pid),
                 new_int(tid),
                 self.interned(py, func),
                 self.alternatives[alt_index].role.as_ref().map_or_else(|| new_none(), |r| r.clone_ref(py).into_ptr()),
@@ -351,5 +410,6 @@ impl FastLines {
 #[pymodule]
 fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FastLines>()?;
+    m.add_class::<engine::Core>()?;
     Ok(())
 }

@@ -1,9 +1,11 @@
 """Linking name-server calls to DPM requests (docs/record-rules.md, "Linking name-server
 calls"), on hand-built DPM and DPNS lines fed side by side as `run` and the worker do."""
 
+import json
+
 import pytest
 
-from dpmstream.parsers.linking import surl_path
+from dpmstream.parsers.linking import Linker, surl_path
 from dpmstream.parsers.profiles import resolve_profile
 from dpmstream.parsers.pipeline import Pipeline
 
@@ -151,3 +153,26 @@ def test_a_request_record_waits_only_a_few_seconds_of_event_time():
     assert [r["token"] for r in requests_of(records)] == [T1]
 
 
+
+
+def test_a_restored_cut_run_beside_a_run_of_the_same_path_completes_like_before_the_save():
+    # A request processed again after a restart: its first run was cut, the second one
+    # names the same file. Its record must complete after a restore as without one.
+    def drive(restart: bool):
+        records: list[dict] = []
+        linker = Linker(records.append, expect_ns=True)
+        linker.run_started(HEAD, T1, 1000, [f"srm://{HEAD}{F1}"])
+        linker.run_ended(HEAD, T1, 1000, None)
+        linker.run_started(HEAD, T2, 2000, [f"srm://{HEAD}{F1}"])
+        if restart:
+            state = json.loads(json.dumps(linker.state()))
+            linker = Linker(records.append, expect_ns=True)
+            linker.restore(state)
+        linker.take({"kind": "request", "host": HEAD, "token": T1, "ended": 3000})
+        linker.run_ended(HEAD, T2, 2000, 2500)
+        linker.take({"kind": "request", "host": HEAD, "token": T2, "ended": 3000})
+        linker.finish()
+        return records
+
+    assert drive(restart=True) == drive(restart=False)
+    assert [r["ns_calls"] for r in drive(restart=False)] == [0, 0]

@@ -23,10 +23,14 @@ class FakeSource:
         self.name, self.fed = name, fed
         self.position = -1
 
-    def feed_lines(self, lines):
-        for offset in lines:
-            self.fed.append((self.name, offset))
-            self.position = max(self.position, T + offset)
+    def feed_chunk(self, lines, start=0, limit=None):
+        """Source.feed_chunk's contract: stop after the first line past `limit`."""
+        for i in range(start, len(lines)):
+            self.fed.append((self.name, lines[i]))
+            self.position = max(self.position, T + lines[i])
+            if limit is not None and self.position > limit:
+                return i + 1
+        return len(lines)
 
 
 def opener(fed: list, files: dict):
@@ -37,12 +41,20 @@ def opener(fed: list, files: dict):
         if content is None:
             return None
 
-        def lines():
+        def chunks():  # two lines a chunk: a lane may stop inside one and resume there
+            chunk = []
             for item in content:
                 if isinstance(item, Exception):
+                    if chunk:
+                        yield chunk
                     raise item
-                yield item
-        return FakeSource(name, fed), lines()
+                chunk.append(item)
+                if len(chunk) == 2:
+                    yield chunk
+                    chunk = []
+            if chunk:
+                yield chunk
+        return FakeSource(name, fed), chunks()
     return open_input
 
 

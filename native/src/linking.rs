@@ -1,0 +1,525 @@
+//! The compiled twin of `parsers/linking.py` (its rules and comments are there): the
+//! engine hands it records and processing runs directly, with no Python in between.
+//!
+//! Held records stay the Python dicts the engine made, so `state()` gives exactly what the
+//! Python linker gives, and either restores the other's. What the rules read of a record
+//! (host, token, times, path, client) is kept beside it as plain values.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use crate::engine::{FxMap, FxSet, Names, Sym};
+
+type Text = Rc<str>;
+
+pub struct Run {
+    host: Sym,
+    token: Text,
+    start: i64,
+    end: Option<i64>,
+    cut: bool,
+    paths: Vec<Text>, // distinct
+    pending: i64,
+    calls: i64,
+    ms: i64,
+}
+
+impl Run {
+    fn open(&self) -> bool {
+        self.end.is_none() && !self.cut
+    }
+}
+
+type RunRef = Rc<RefCell<Run>>;
+
+struct HeldCall {
+    record: Py<PyDict>,
+    host: Sym,
+    path: Text,
+    started: i64,
+    ended: i64,
+    cands: Vec<RunRef>,
+}
+
+type CallRef = Rc<RefCell<HeldCall>>;
+
+struct HeldRequest {
+    record: Py<PyDict>,
+    token: Text,
+    ended: Option<i64>,
+}
+
+/// What the linker reads of a record the engine made.
+pub enum Meta {
+    Request { host: Sym, token: Text, ended: Option<i64> },
+    Call { host: Sym, daemon: Sym, path: Option<Text>, client: Option<Text>, started: i64, ended: Option<i64> },
+}
+
+pub struct Linker {
+    pub emit: PyObject,
+    pub expect_ns: bool,
+    pub detecting: Option<PyObject>,
+    aliases: FxSet<String>,
+    delay_ms: i64,
+    slack_ms: i64,
+    ns_hosts: FxSet<Sym>,
+    pub linked: i64,
+    pub ambiguous: i64,
+    runs_by_path: FxMap<(Sym, Text), Vec<RunRef>>,
+    runs_by_token: FxMap<(Sym, Text), Vec<RunRef>>,
+    calls: FxMap<Sym, VecDeque<CallRef>>,
+    calls_by_path: FxMap<(Sym, Text), Vec<CallRef>>,
+    requests: FxMap<Sym, VecDeque<HeldRequest>>,
+}
+
+/// What the linker needs of the engine around it.
+pub struct Ctx<'a, 'py> {
+    pub py: Python<'py>,
+    pub names: &'a RefCell<Names>,
+    /// host -> its watermark (latest less the allowance), None before its first line
+    pub watermark: &'a dyn Fn(Sym) -> Option<i64>,
+    /// whether a line of (host, daemon) was ever read
+    pub seen: &'a dyn Fn(Sym, Sym) -> bool,
+    pub ns_daemon: Sym,
+}
+
+pub fn surl_path(surl: &str) -> &str {
+    if let Some(i) = surl.find("?SFN=") {
+        return &surl[i + 5..];
+    }
+    let Some(i) = surl.find("://") else { return surl };
+    let rest = &surl[i + 3..];
+    match rest.find('/') {
+        Some(slash) => &rest[slash..],
+        None => "/",
+    }
+}
+
+impl Linker {
+    pub fn new(emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64) -> Self {
+        Linker {
+            emit,
+            expect_ns: false,
+            detecting: None,
+            aliases: aliases.into_iter().map(|a| a.to_lowercase()).collect(),
+            delay_ms,
+            slack_ms,
+            ns_hosts: FxSet::default(),
+            linked: 0,
+            ambiguous: 0,
+            runs_by_path: FxMap::default(),
+            runs_by_token: FxMap::default(),
+            calls: FxMap::default(),
+            calls_by_path: FxMap::default(),
+            requests: FxMap::default(),
+        }
+    }
+
+    fn ns_read(&mut self, cx: &Ctx, host: Sym) -> bool {
+        if self.ns_hosts.contains(&host) {
+            return true;
+        }
+        if (cx.seen)(host, cx.ns_daemon) {
+            self.ns_hosts.insert(host);
+            return true;
+        }
+        false
+    }
+
+    fn detecting(&self, cx: &Ctx, host: Sym) -> PyResult<bool> {
+        match &self.detecting {
+            None => Ok(false),
+            Some(f) => {
+                let name = cx.names.borrow_mut().py(cx.py, host);
+                f.call1(cx.py, (name,))?.extract(cx.py)
+            }
+        }
+    }
+
+    fn emit(&self, cx: &Ctx, record: &Py<PyDict>) -> PyResult<()> {
+        self.emit.call1(cx.py, (record.clone_ref(cx.py),))?;
+        Ok(())
+    }
+
+    // -- from the reassembler --------------------------------------------------------
+    pub fn take(&mut self, cx: &Ctx, record: Bound<'_, PyDict>, meta: Meta) -> PyResult<()> {
+        let record = record.unbind();
+        let host = match meta {
+            Meta::Request { host, token, ended } => {
+                let queued = self.requests.get(&host).is_some_and(|q| !q.is_empty());
+                if !(self.expect_ns || self.ns_read(cx, host) || self.detecting(cx, host)? || queued) {
+                    let runs = self.runs_by_token.get(&(host, token.clone())).cloned().unwrap_or_default();
+                    return self.complete(cx, &record, host, &token, &runs);
+                }
+                self.requests.entry(host).or_default().push_back(HeldRequest { record, token, ended });
+                host
+            }
+            Meta::Call { host, daemon, path, client, started, ended } => {
+                let linkable = match (&path, ended) {
+                    (Some(p), Some(ended)) if daemon == cx.ns_daemon && !p.is_empty() => {
+                        let client = client.as_deref().unwrap_or("").to_lowercase();
+                        let host_name = cx.names.borrow().text_of(host).to_lowercase();
+                        (client == host_name || self.aliases.contains(&client)).then_some(ended)
+                    }
+                    _ => None,
+                };
+                match linkable {
+                    Some(ended) => self.hold_call(record, host, path.unwrap(), started, ended),
+                    None => self.emit(cx, &record)?,
+                }
+                host
+            }
+        };
+        self.release(cx, host, false)
+    }
+
+    pub fn run_started(&mut self, host: Sym, token: &Text, start: i64, surls: &[Text]) {
+        let mut paths: Vec<Text> = Vec::new();
+        for s in surls {
+            let p = surl_path(s);
+            if !paths.iter().any(|q| &**q == p) {
+                paths.push(p.into());
+            }
+        }
+        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: paths.clone(), pending: 0, calls: 0, ms: 0 }));
+        self.runs_by_token.entry((host, token.clone())).or_default().push(run.clone());
+        let lo = start - self.slack_ms;
+        for path in paths {
+            if let Some(held) = self.calls_by_path.get(&(host, path.clone())) {
+                for h in held {
+                    let mut h = h.borrow_mut();
+                    if h.started >= lo {
+                        h.cands.push(run.clone());
+                        run.borrow_mut().pending += 1;
+                    }
+                }
+            }
+            self.runs_by_path.entry((host, path)).or_default().push(run.clone());
+        }
+    }
+
+    pub fn run_ended(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, end: Option<i64>) -> PyResult<()> {
+        if let Some(runs) = self.runs_by_token.get(&(host, token.clone())) {
+            for run in runs {
+                let mut r = run.borrow_mut();
+                if r.start == start && r.open() {
+                    match end {
+                        None => r.cut = true,
+                        Some(e) => r.end = Some(e),
+                    }
+                    break;
+                }
+            }
+        }
+        self.release(cx, host, false)
+    }
+
+    // -- time ------------------------------------------------------------------------
+    fn held_hosts(&self) -> Vec<Sym> {
+        let mut hosts: Vec<Sym> = self.requests.keys().copied().collect();
+        for h in self.calls.keys() {
+            if !hosts.contains(h) {
+                hosts.push(*h);
+            }
+        }
+        hosts
+    }
+
+    pub fn advance(&mut self, cx: &Ctx) -> PyResult<()> {
+        for host in self.held_hosts() {
+            self.release(cx, host, false)?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(&mut self, cx: &Ctx) -> PyResult<()> {
+        for host in self.held_hosts() {
+            self.release(cx, host, true)?;
+        }
+        Ok(())
+    }
+
+    pub fn held(&self) -> usize {
+        self.calls.values().map(VecDeque::len).sum::<usize>() + self.requests.values().map(VecDeque::len).sum::<usize>()
+    }
+
+    // -- calls -----------------------------------------------------------------------
+    fn hold_call(&mut self, record: Py<PyDict>, host: Sym, path: Text, started: i64, ended: i64) {
+        let slack = self.slack_ms;
+        let mut cands = Vec::new();
+        if let Some(runs) = self.runs_by_path.get(&(host, path.clone())) {
+            for run in runs {
+                let mut r = run.borrow_mut();
+                if r.cut || r.start - slack > started {
+                    continue;
+                }
+                if r.end.is_some_and(|e| ended > e + slack) {
+                    continue;
+                }
+                r.pending += 1;
+                cands.push(run.clone());
+            }
+        }
+        let held = Rc::new(RefCell::new(HeldCall { record, host, path: path.clone(), started, ended, cands }));
+        self.calls.entry(host).or_default().push_back(held.clone());
+        self.calls_by_path.entry((host, path)).or_default().push(held);
+    }
+
+    fn decide(&mut self, cx: &Ctx, held: &CallRef) -> PyResult<()> {
+        let h = held.borrow();
+        let slack = self.slack_ms;
+        let mut inside: Vec<&RunRef> = Vec::new();
+        for run in &h.cands {
+            let mut r = run.borrow_mut();
+            r.pending -= 1;
+            if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) {
+                inside.push(run);
+            }
+        }
+        if inside.len() == 1 {
+            let mut r = inside[0].borrow_mut();
+            r.calls += 1;
+            r.ms += h.ended - h.started;
+            h.record.bind(cx.py).set_item("token", &*r.token)?;
+            self.linked += 1;
+        } else if !inside.is_empty() {
+            self.ambiguous += 1;
+        }
+        let key = (h.host, h.path.clone());
+        if let Some(same) = self.calls_by_path.get_mut(&key) {
+            if let Some(i) = same.iter().position(|c| Rc::ptr_eq(c, held)) {
+                same.remove(i);
+            }
+            if same.is_empty() {
+                self.calls_by_path.remove(&key);
+            }
+        }
+        self.emit(cx, &h.record)
+    }
+
+    // -- release -----------------------------------------------------------------------
+    fn release(&mut self, cx: &Ctx, host: Sym, fin: bool) -> PyResult<()> {
+        let horizon = if fin {
+            None
+        } else {
+            match (cx.watermark)(host) {
+                None => return Ok(()),
+                Some(wm) => Some(wm - self.delay_ms),
+            }
+        };
+        let mut waiting: Vec<CallRef> = Vec::new();
+        loop {
+            let Some(held) = self.calls.get(&host).and_then(|q| q.front()).cloned() else { break };
+            if let Some(horizon) = horizon {
+                let h = held.borrow();
+                if h.ended > horizon {
+                    break;
+                }
+                if h.cands.iter().any(|r| r.borrow().open()) {
+                    drop(h);
+                    waiting.push(self.calls.get_mut(&host).unwrap().pop_front().unwrap());
+                    continue;
+                }
+            }
+            self.calls.get_mut(&host).unwrap().pop_front();
+            self.decide(cx, &held)?;
+        }
+        if !waiting.is_empty() {
+            let queue = self.calls.entry(host).or_default();
+            for held in waiting.into_iter().rev() {
+                queue.push_front(held);
+            }
+        }
+        let has_requests = self.requests.get(&host).is_some_and(|q| !q.is_empty());
+        if horizon.is_some() && has_requests && self.detecting(cx, host)? {
+            return Ok(());
+        }
+        loop {
+            let Some(front) = self.requests.get(&host).and_then(|q| q.front()) else { break };
+            let token = front.token.clone();
+            let runs = self.runs_by_token.get(&(host, token.clone())).cloned().unwrap_or_default();
+            if let Some(horizon) = horizon {
+                let mut due = front.ended.unwrap_or(0);
+                for r in &runs {
+                    if let Some(e) = r.borrow().end {
+                        due = due.max(e + self.slack_ms);
+                    }
+                }
+                if due > horizon || runs.iter().any(|r| {
+                    let r = r.borrow();
+                    r.open() || r.pending != 0
+                }) {
+                    break;
+                }
+            }
+            let held = self.requests.get_mut(&host).unwrap().pop_front().unwrap();
+            self.complete(cx, &held.record, host, &token, &runs)?;
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, cx: &Ctx, record: &Py<PyDict>, host: Sym, token: &Text, runs: &[RunRef]) -> PyResult<()> {
+        self.runs_by_token.remove(&(host, token.clone()));
+        for run in runs {
+            for path in run.borrow().paths.iter() {
+                let key = (host, path.clone());
+                if let Some(same) = self.runs_by_path.get_mut(&key) {
+                    if let Some(i) = same.iter().position(|r| Rc::ptr_eq(r, run)) {
+                        same.remove(i);
+                    }
+                    if same.is_empty() {
+                        self.runs_by_path.remove(&key);
+                    }
+                }
+            }
+        }
+        let d = record.bind(cx.py);
+        if self.expect_ns || self.ns_read(cx, host) {
+            let (mut calls, mut ms) = (0i64, 0i64);
+            for r in runs {
+                let r = r.borrow();
+                if r.end.is_some() {
+                    calls += r.calls;
+                    ms += r.ms;
+                }
+            }
+            d.set_item("ns_calls", calls)?;
+            d.set_item("ns_s", ms)?;
+        } else {
+            d.set_item("ns_calls", cx.py.None())?;
+            d.set_item("ns_s", cx.py.None())?;
+        }
+        self.emit(cx, record)
+    }
+
+    // -- state, as parsers/linking.py writes it ------------------------------------------
+    pub fn state<'py>(&mut self, cx: &Ctx<'_, 'py>, hosts: &[Sym]) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let py = cx.py;
+        let mut index: Vec<(RunRef, usize)> = Vec::new();
+        let run_rows = PyList::empty(py);
+        for group in self.runs_by_token.values() {
+            for run in group {
+                let r = run.borrow();
+                let mut paths: Vec<&str> = r.paths.iter().map(|p| &**p).collect();
+                paths.sort_unstable();
+                let host = cx.names.borrow_mut().py(py, r.host);
+                let row = (host, &*r.token, r.start, r.end, r.cut, PyList::new(py, paths)?, r.calls, r.ms);
+                index.push((run.clone(), run_rows.len()));
+                run_rows.append(row)?;
+            }
+        }
+        let calls = PyList::empty(py);
+        for queue in self.calls.values() {
+            for held in queue {
+                let h = held.borrow();
+                let cands: Vec<usize> = h.cands.iter().filter_map(|c| index.iter().find(|(r, _)| Rc::ptr_eq(r, c)).map(|(_, i)| *i)).collect();
+                let row: [PyObject; 3] = [h.record.clone_ref(py).into_any(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind()];
+                calls.append(PyList::new(py, row)?)?;
+            }
+        }
+        let requests = PyList::empty(py);
+        for queue in self.requests.values() {
+            for held in queue {
+                requests.append(held.record.clone_ref(py))?;
+            }
+        }
+        for host in hosts {
+            self.ns_read(cx, *host);
+        }
+        if run_rows.is_empty() && calls.is_empty() && requests.is_empty() && self.ns_hosts.is_empty() {
+            return Ok(None);
+        }
+        let mut ns: Vec<String> = self.ns_hosts.iter().map(|h| cx.names.borrow().text_of(*h).to_string()).collect();
+        ns.sort();
+        let d = PyDict::new(py);
+        d.set_item("runs", run_rows)?;
+        d.set_item("calls", calls)?;
+        d.set_item("requests", requests)?;
+        d.set_item("ns_hosts", ns)?;
+        Ok(Some(d))
+    }
+
+    pub fn restore(&mut self, cx: &Ctx, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let mut names = cx.names.borrow_mut();
+        if let Some(ns) = state.get_item("ns_hosts")? {
+            for h in ns.try_iter()? {
+                let h: String = h?.extract()?;
+                self.ns_hosts.insert(names.intern(&h));
+            }
+        }
+        let mut runs: Vec<RunRef> = Vec::new();
+        if let Some(rows) = state.get_item("runs")? {
+            for row in rows.try_iter()? {
+                let row = row?;
+                let host: String = row.get_item(0)?.extract()?;
+                let token: String = row.get_item(1)?.extract()?;
+                let paths: Vec<String> = row.get_item(5)?.extract()?;
+                let host = names.intern(&host);
+                let token: Text = token.into();
+                let mut distinct: Vec<Text> = Vec::new();
+                for p in paths {
+                    if !distinct.iter().any(|q| **q == *p) {
+                        distinct.push(p.into());
+                    }
+                }
+                let run = Rc::new(RefCell::new(Run {
+                    host,
+                    token: token.clone(),
+                    start: row.get_item(2)?.extract()?,
+                    end: row.get_item(3)?.extract()?,
+                    cut: row.get_item(4)?.extract()?,
+                    paths: distinct.clone(),
+                    pending: 0,
+                    calls: row.get_item(6)?.extract()?,
+                    ms: row.get_item(7)?.extract()?,
+                }));
+                let cut = run.borrow().cut;
+                self.runs_by_token.entry((host, token)).or_default().push(run.clone());
+                if !cut {
+                    for p in distinct {
+                        self.runs_by_path.entry((host, p)).or_default().push(run.clone());
+                    }
+                }
+                runs.push(run);
+            }
+        }
+        if let Some(rows) = state.get_item("calls")? {
+            for row in rows.try_iter()? {
+                let row = row?;
+                let record = row.get_item(0)?.downcast_into::<PyDict>()?;
+                let path: String = row.get_item(1)?.extract()?;
+                let cand_ix: Vec<usize> = row.get_item(2)?.extract()?;
+                let host_name: String = record.get_item("host")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
+                let host = names.intern(&host_name);
+                let started: i64 = record.get_item("started")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
+                let ended: i64 = record.get_item("ended")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
+                let mut cands = Vec::new();
+                for i in cand_ix {
+                    if let Some(run) = runs.get(i) {
+                        run.borrow_mut().pending += 1;
+                        cands.push(run.clone());
+                    }
+                }
+                let path: Text = path.into();
+                let held = Rc::new(RefCell::new(HeldCall { record: record.unbind(), host, path: path.clone(), started, ended, cands }));
+                self.calls.entry(host).or_default().push_back(held.clone());
+                self.calls_by_path.entry((host, path)).or_default().push(held);
+            }
+        }
+        if let Some(rows) = state.get_item("requests")? {
+            for record in rows.try_iter()? {
+                let record = record?.downcast_into::<PyDict>()?;
+                let host_name: String = record.get_item("host")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
+                let token: String = record.get_item("token")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
+                let ended: Option<i64> = record.get_item("ended")?.map(|v| v.extract()).transpose()?.flatten();
+                let host = names.intern(&host_name);
+                self.requests.entry(host).or_default().push_back(HeldRequest { record: record.unbind(), token: token.into(), ended });
+            }
+        }
+        Ok(())
+    }
+}
