@@ -563,3 +563,28 @@ class Source:
                 self._remember_bad("no envelope (no profile recognises these lines)", line)
         log.warning("%s: no profile recognises %d lines", self.name, len(self._pending))
         self._pending = []
+
+    def feed_received(self, lines: list[str], received_ms: int | None) -> None:
+        """feed_lines() for lines received when feed(line, received_ms) gives them one
+        (year, month) reference (Kafka: the worker groups them; received_ms is the last
+        line's). Dated, counted and reassembled as feed() would; latest_received_ms takes
+        received_ms for each host the lines gave events (feed(): that host's last one)."""
+        if received_ms is None:
+            self.feed_lines(lines)
+            return
+        if self.parser is None:  # detection keeps each line's time: feed() one by one
+            for line in lines:
+                self.feed(line, received_ms)
+            return
+        ref = self._ref_of(received_ms)
+        for parser in (self.parser, *self._routed.values()):
+            parser.line_ref = ref
+        others = self.other_counts
+        before = self.n_parsed, +others
+        self.feed_lines(lines)
+        latest = self.pipeline.stats.latest_received_ms
+        if self.n_parsed > before[0]:
+            latest[self.host] = received_ms
+        for (host, _daemon, result), n in others.items():
+            if result == "parsed" and n > before[1][(host, _daemon, result)]:
+                latest[host] = received_ms

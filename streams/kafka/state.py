@@ -19,7 +19,7 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 
-from dpmstream.streams.kafka.envelope import Envelope, EnvelopeError, decode
+from dpmstream.streams.kafka.envelope import EnvelopeError, decode_fields
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams import state_keys
 
@@ -59,23 +59,27 @@ class PartitionState:
 
     # -- input ---------------------------------------------------------------------------
     def feed_record(self, key: bytes | None, value: bytes | None) -> None:
-        """One record of the lines topic. Never raises on bad input: counts it."""
+        """One record of the lines topic, fed line by line (the reference of feed_batch).
+        Never raises on bad input: counts it."""
         try:
-            env = decode(value)
+            host, path, offset, received_ms, line = decode_fields(value)
         except EnvelopeError as exc:
-            # Counted with the parse results (see .stats), so it shows in
-            # dpmstream_lines_total{result="malformed"}.
-            self.bad_envelopes[(_host_of(key), UNKNOWN_DAEMON, "malformed")] += 1
-            self.bad_records += 1
-            self.last_bad_reason = str(exc)
+            self._bad_envelope(key, exc)
             return
-        if not self._admit(env):
-            self.duplicates[env.host] += 1
+        if not self._admit(host, path, offset, line):
+            self.duplicates[host] += 1
             return
-        src = self._sources.get((env.host, env.path))
+        src = self._sources.get((host, path))
         if src is None:
-            src = self._source(env)
-        src.feed(env.line, received_ms=env.received_ms)
+            src = self._source(host, path, received_ms)
+        src.feed(line, received_ms=received_ms)
+
+    def _bad_envelope(self, key: bytes | None, exc: EnvelopeError) -> None:
+        # Counted with the parse results (see .stats), so it shows in
+        # dpmstream_lines_total{result="malformed"}.
+        self.bad_envelopes[(_host_of(key), UNKNOWN_DAEMON, "malformed")] += 1
+        self.bad_records += 1
+        self.last_bad_reason = str(exc)
 
     @property
     def stats(self) -> "StatsView":
@@ -84,10 +88,54 @@ class PartitionState:
 
     def feed_batch(self, messages) -> None:
         """One batch of this partition, in offset order (anything with .key, .value and
-        .offset, e.g. Kafka messages): fed, marked consumed, then event-time timeouts run."""
-        feed = self.feed_record
+        .offset, e.g. Kafka messages): fed, marked consumed, then event-time timeouts run.
+
+        The same as feed_record() for each message, but a run of consecutive lines of one
+        source that its receive times date alike (the same (year, month) reference, see
+        Source._ref_of) goes to the source in one feed_received() call. A source still
+        detecting its profile takes its lines one by one, each with its own receive time."""
+        sources, marks, dirty = self._sources, self.marks, self._dirty_marks
+        run: list[str] = []          # lines of `run_src` dated by `run_ref`
+        run_src = run_ref = run_ms = None
         for msg in messages:
-            feed(msg.key, msg.value)
+            try:
+                host, path, offset, received_ms, line = decode_fields(msg.value)
+            except EnvelopeError as exc:
+                self._bad_envelope(msg.key, exc)
+                continue
+            key = (host, path)
+            mark = marks.get(key)
+            if mark is not None and offset > mark[0]:   # the common case of _admit, inline
+                mark[0] = offset
+                dirty.add(key)
+            elif not self._admit(host, path, offset, line):
+                self.duplicates[host] += 1
+                continue
+            src = sources.get(key)
+            if src is None or src.parser is None:
+                if run:
+                    run_src.feed_received(run, run_ms)
+                    run = []
+                run_src = None
+                if src is None:
+                    src = self._source(host, path, received_ms)
+                if src.parser is None:
+                    src.feed(line, received_ms=received_ms)
+                    continue
+            if src is not run_src or received_ms != run_ms:
+                # The reference feed(line, received_ms) would set (the same tuple while
+                # Source._ref_of has it cached); asked once per line, as feed() does, so
+                # its cache moves as it would line by line. The same time again: the same.
+                ref = None if received_ms is None else src._ref_of(received_ms)
+                if src is not run_src or ref is not run_ref:
+                    if run:
+                        run_src.feed_received(run, run_ms)
+                        run = []
+                    run_src, run_ref = src, ref
+            run.append(line)
+            run_ms = received_ms
+        if run:
+            run_src.feed_received(run, run_ms)
         self.consumed(messages[-1].offset + 1)
         self.advance()
 
@@ -96,25 +144,23 @@ class PartitionState:
         self.next_offset = next_offset
         self._offset_dirty = True
 
-    def _source(self, env: Envelope):
-        name = f"{env.host}|{env.path}"
-        src = self.pipeline.source(name, host=env.host, path=env.path, profile=self.profile,
-                                   tz=self.tz, year_hint_ms=env.received_ms)
-        self._sources[(env.host, env.path)] = src
+    def _source(self, host: str, path: str, received_ms: int | None):
+        src = self.pipeline.source(f"{host}|{path}", host=host, path=path, profile=self.profile,
+                                   tz=self.tz, year_hint_ms=received_ms)
+        self._sources[(host, path)] = src
         return src
 
-    def _admit(self, env: Envelope) -> bool:
+    def _admit(self, host: str, path: str, offset: int, line: str) -> bool:
         """False for a line seen before (same host, path and offset)."""
-        key = (env.host, env.path)
+        key = (host, path)
         mark = self.marks.get(key)
-        offset = env.offset
         if mark is None:
-            self.marks[key] = [offset, offset, _crc(env.line)]
+            self.marks[key] = [offset, offset, _crc(line)]
         elif offset > mark[0]:
             mark[0] = offset
-        elif offset <= mark[1] and _crc(env.line) != mark[2]:
-            self.marks[key] = [offset, offset, _crc(env.line)]  # a new file under this path
-            self.rotations[env.host] += 1
+        elif offset <= mark[1] and _crc(line) != mark[2]:
+            self.marks[key] = [offset, offset, _crc(line)]  # a new file under this path
+            self.rotations[host] += 1
         else:
             return False
         self._dirty_marks.add(key)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dpmstream.streams.kafka.envelope import EnvelopeError, decode, encode, ms_to_rfc3339, rfc3339_to_ms
+from dpmstream.streams.kafka.envelope import (
+    EnvelopeError, decode, decode_fields, encode, ms_to_rfc3339, received_to_ms, rfc3339_to_ms,
+)
 
 
 def test_envelope_round_trips_and_received_gives_epoch_milliseconds():
@@ -57,3 +59,26 @@ def test_envelope_with_an_escaped_lone_surrogate_is_still_decoded():
 def test_envelope_with_a_bad_received_time_keeps_the_line():
     env = decode(b'{"host":"h","path":"/p","offset":"7","received":"yesterday","line":"x"}')
     assert env.offset == 7 and env.received_ms is None and env.line == "x"
+
+
+@pytest.mark.parametrize("stamps", [
+    ["2011-08-12T14:31:43.118402+02:00", "2011-08-12T14:31:43.999999+02:00",
+     "2011-08-12T14:31:43.000001-05:30", "2011-08-12T14:31:43.118402Z", "2011-08-12T14:31:43.118402z"],
+    ["2011-08-12T14:31:43.11840x+02:00", "2011-08-12T14:31:43.118402+0200x", "yesterday",
+     "2011-08-12T14:31:43Z", "2011-08-12T14:31:43.1+02:00", "2011-08-12T14:31:61.118402+02:00"],
+])
+def test_received_times_read_through_the_per_second_cache_match_a_full_parse(stamps):
+    """Same second, other offsets or fractions, refused forms: the cache never answers
+    for a stamp the full parse reads otherwise."""
+    def full(stamp):
+        try:
+            return rfc3339_to_ms(stamp)
+        except ValueError:
+            return None
+    for _ in range(2):   # the second time from the cache
+        assert [received_to_ms(s) for s in stamps] == [full(s) for s in stamps]
+
+
+def test_envelope_fields_are_the_envelope_as_a_plain_tuple():
+    raw = encode("h1", "/p", 42, "2011-08-12T14:31:43.118402+02:00", "08/12 line\r\n")
+    assert decode_fields(raw) == tuple(decode(raw)) == ("h1", "/p", 42, 1313152303118, "08/12 line")

@@ -128,3 +128,61 @@ def test_tombstones_leave_only_open_state_in_the_store(sim):
     assert open_requests == part.pipeline.stats.in_flight
     remembered = [key for k, keys in store.items() if k.startswith("f|") for key in keys]
     assert remembered and len(remembered) == part.pipeline.reassembler.remembered_ended
+
+
+# -- a batch fed in runs is fed as line by line ------------------------------------------------
+
+def _restamped(recs, start_ms, end_ms):
+    """The records with distinct receive times from start_ms to end_ms, as rsyslog stamps
+    them (microseconds); every 50th has none, every 333rd an unreadable one."""
+    from dpmstream.streams.kafka.envelope import ms_to_rfc3339
+    out = []
+    for i, (key, value) in enumerate(recs):
+        env = json.loads(value)
+        ms = start_ms + (end_ms - start_ms) * i // len(recs)
+        env["received"] = ms_to_rfc3339(ms, micros=i % 997)
+        if i % 50 == 0:
+            del env["received"]
+        elif i % 333 == 0:
+            env["received"] = "yesterday"
+        out.append((key, json.dumps(env).encode()))
+    return out
+
+
+def _messages(sim):
+    """Two hosts' DPM and DPNS files in one partition, a stretch delivered again, records
+    that are not envelopes, and receive times crossing hours and the end of February 2012:
+    the (year, month) they give dates the August lines in 2011 before it, in 2012 after."""
+    from collections import namedtuple
+    Message = namedtuple("Message", "key value offset")
+    one = interleaved(envelopes(sim.log_path), envelopes(sim.dpns_log_path, log_path="/var/log/dpns/log"))
+    two = envelopes(sim.log_path, host="dpmhead02")[:3000]
+    hour, month_end = 3_600_000, 1330559400000   # 2012-02-29T23:50:00Z
+    recs = (_restamped(one, month_end - 3 * hour, month_end + 3 * hour)
+            + _restamped(two, month_end - hour // 2, month_end + hour // 2))
+    recs = recs[:2500] + recs[2000:2300] + [(b"head07", b"{garbage"), (None, None)] + recs[2500:]
+    mixed = recs[:4000] + [r for pair in zip(recs[4000:5000], recs[-1000:]) for r in pair] + recs[5000:-1000]
+    return [Message(k, v, i) for i, (k, v) in enumerate(mixed)]
+
+
+@pytest.mark.parametrize("batch", [1, 7, 500, 20_000])
+def test_a_batch_fed_in_runs_gives_exactly_what_line_by_line_feeding_gives(sim, batch):
+    messages = _messages(sim)
+    by_line, by_batch = PartitionState(0), PartitionState(0)
+    for start in range(0, len(messages), batch):
+        chunk = messages[start:start + batch]
+        for msg in chunk:
+            by_line.feed_record(msg.key, msg.value)
+        by_line.consumed(chunk[-1].offset + 1)
+        by_line.advance()
+        by_batch.feed_batch(chunk)
+        records, changes = by_batch.checkpoint()
+        assert (records, changes) == by_line.checkpoint()
+    assert by_batch.stats.lines == by_line.stats.lines
+    assert sum(by_batch.stats.lines.values()) == len(messages) - 300
+    assert by_batch.duplicates == by_line.duplicates and sum(by_batch.duplicates.values()) == 300
+    assert by_batch.rotations == by_line.rotations
+    assert (by_batch.bad_records, by_batch.last_bad_reason) == (by_line.bad_records, by_line.last_bad_reason)
+    assert by_batch.stats.latest_event_ms == by_line.stats.latest_event_ms
+    assert by_batch.stats.latest_received_ms == by_line.stats.latest_received_ms
+    assert by_batch.next_offset == by_line.next_offset == len(messages)
