@@ -12,7 +12,7 @@
 //! from the state a line is changing.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::rc::Rc;
 
@@ -303,6 +303,103 @@ impl OwnedEv {
     }
 }
 
+
+/// A least-recently-active order: a doubly linked list in a slab, so that moving a key
+/// to the back (every line moves its thread and request) costs O(1), not a tree's
+/// O(log n) with its allocations. Handles stay valid until their key is removed.
+const NIL: u32 = u32::MAX;
+
+struct LruNode<K> {
+    key: Option<K>,
+    prev: u32,
+    next: u32,
+}
+
+pub struct Lru<K> {
+    nodes: Vec<LruNode<K>>,
+    free: Vec<u32>,
+    head: u32,
+    tail: u32,
+}
+
+impl<K> Default for Lru<K> {
+    fn default() -> Self {
+        Lru { nodes: Vec::new(), free: Vec::new(), head: NIL, tail: NIL }
+    }
+}
+
+impl<K> Lru<K> {
+    fn link_back(&mut self, h: u32) {
+        let node = &mut self.nodes[h as usize];
+        node.prev = self.tail;
+        node.next = NIL;
+        if self.tail != NIL {
+            self.nodes[self.tail as usize].next = h;
+        } else {
+            self.head = h;
+        }
+        self.tail = h;
+    }
+
+    fn unlink(&mut self, h: u32) {
+        let (prev, next) = {
+            let node = &self.nodes[h as usize];
+            (node.prev, node.next)
+        };
+        if prev != NIL {
+            self.nodes[prev as usize].next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.nodes[next as usize].prev = prev;
+        } else {
+            self.tail = prev;
+        }
+    }
+
+    /// Appends `key` as the most recent; its handle.
+    fn push_back(&mut self, key: K) -> u32 {
+        let h = match self.free.pop() {
+            Some(h) => {
+                self.nodes[h as usize].key = Some(key);
+                h
+            }
+            None => {
+                self.nodes.push(LruNode { key: Some(key), prev: NIL, next: NIL });
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.link_back(h);
+        h
+    }
+
+    fn move_back(&mut self, h: u32) {
+        if h == NIL || self.tail == h || self.nodes.get(h as usize).map_or(true, |n| n.key.is_none()) {
+            return;
+        }
+        self.unlink(h);
+        self.link_back(h);
+    }
+
+    fn remove(&mut self, h: u32) -> Option<K> {
+        if h == NIL || self.nodes.get(h as usize).map_or(true, |n| n.key.is_none()) {
+            return None;
+        }
+        self.unlink(h);
+        self.free.push(h);
+        self.nodes[h as usize].key.take()
+    }
+
+    /// The least recent key, with its handle.
+    fn first_key_value(&self) -> Option<(u32, &K)> {
+        if self.head == NIL {
+            return None;
+        }
+        self.nodes[self.head as usize].key.as_ref().map(|k| (self.head, k))
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Plain,
@@ -369,7 +466,7 @@ struct Thread {
     sess: bool,
     trans: bool,
     latest: i64,
-    order: u64, // its place in its host's activity order
+    order: u32, // its handle in its host's activity order (NIL: not in one)
     born: u64,  // when it was created: Python's dict order
 }
 
@@ -410,7 +507,7 @@ struct Request {
     queued: bool,
     putdone_first: Option<i64>,
     files: Option<Vec<Text>>,
-    order: u64,
+    order: u32,
 }
 
 const STAT_NAMES: [&str; 17] = [
@@ -511,11 +608,11 @@ impl Keys {
 struct State {
     set: Settings,
     threads: FxMap<TKey, Thread>,
-    thread_order: FxMap<Sym, BTreeMap<u64, TKey>>,
+    thread_order: FxMap<Sym, Lru<TKey>>,
     thread_order_hosts: Vec<Sym>,
     requests: FxMap<Sym, FxMap<Text, Request>>,
     n_requests: usize,
-    request_order: FxMap<Sym, BTreeMap<u64, Text>>,
+    request_order: FxMap<Sym, Lru<Text>>,
     request_order_hosts: Vec<Sym>,
     finished: FxMap<Sym, FxMap<Text, u64>>,
     finished_order: VecDeque<RKey>,
@@ -754,12 +851,8 @@ impl State {
             }
         }
         let mut th = match self.threads.remove(&key) {
-            Some(mut th) => {
-                let seq = self.next_seq();
-                let order = self.thread_order.get_mut(&host).unwrap();
-                order.remove(&th.order);
-                order.insert(seq, key);
-                th.order = seq;
+            Some(th) => {
+                self.thread_order.get_mut(&host).unwrap().move_back(th.order);
                 th
             }
             None => {
@@ -767,11 +860,11 @@ impl State {
                 // The cap may have dropped the new thread itself: it is then handled detached.
                 match self.threads.remove(&key) {
                     Some(th) => th,
-                    None => Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order: 0, born: 0 },
+                    None => Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order: NIL, born: 0 },
                 }
             }
         };
-        let attached = th.order != 0;
+        let attached = th.order != NIL;
         th.latest = ts;
         let proc = self
             .processes
@@ -821,12 +914,12 @@ impl State {
             .entry(pid)
             .or_insert_with(|| Process { first: ts, last: ts, lines: 0, tids: BTreeSet::new(), succeeded: false, born: seq });
         proc.tids.insert(tid);
-        self.threads.insert(key, Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order: seq, born: seq });
         if !self.thread_order.contains_key(&host) {
-            self.thread_order.insert(host, BTreeMap::new());
+            self.thread_order.insert(host, Lru::default());
             self.thread_order_hosts.push(host);
         }
-        self.thread_order.get_mut(&host).unwrap().insert(seq, key);
+        let order = self.thread_order.get_mut(&host).unwrap().push_back(key);
+        self.threads.insert(key, Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order, born: seq });
         if self.threads.len() > self.set.max_threads {
             self.evict_thread(cx)?;
         }
@@ -859,7 +952,7 @@ impl State {
             return Ok(());
         };
         if let Some(order) = self.thread_order.get_mut(&key.0) {
-            order.remove(&th.order);
+            order.remove(th.order);
         }
         let mut result = Ok(());
         if th.call.is_some() {
@@ -1203,15 +1296,13 @@ impl State {
     }
 
     fn admit_uncapped(&mut self, host: Sym, token: Text, mut req: Request) {
-        let seq = self.next_seq();
-        req.order = seq;
-        self.requests.entry(host).or_default().insert(token.clone(), req);
-        self.n_requests += 1;
         if !self.request_order.contains_key(&host) {
-            self.request_order.insert(host, BTreeMap::new());
+            self.request_order.insert(host, Lru::default());
             self.request_order_hosts.push(host);
         }
-        self.request_order.get_mut(&host).unwrap().insert(seq, token);
+        req.order = self.request_order.get_mut(&host).unwrap().push_back(token.clone());
+        self.requests.entry(host).or_default().insert(token, req);
+        self.n_requests += 1;
     }
 
     fn least_recent_request(&self) -> Option<RKey> {
@@ -1231,7 +1322,7 @@ impl State {
         let req = self.requests.get_mut(&host)?.remove(token)?;
         self.n_requests -= 1;
         if let Some(order) = self.request_order.get_mut(&host) {
-            order.remove(&req.order);
+            order.remove(req.order);
         }
         Some(req)
     }
@@ -1252,18 +1343,13 @@ impl State {
     }
 
     fn touch(&mut self, host: Sym, token: &str, ts: i64) {
-        let seq = self.next_seq();
         let Some(req) = self.requests.get_mut(&host).and_then(|m| m.get_mut(token)) else {
             return;
         };
         if ts > req.latest {
             req.latest = ts;
         }
-        let order = self.request_order.get_mut(&host).unwrap();
-        if let Some(t) = order.remove(&req.order) {
-            order.insert(seq, t);
-        }
-        req.order = seq;
+        self.request_order.get_mut(&host).unwrap().move_back(req.order);
     }
 
     fn finish_request(&mut self, cx: &Cx, host: Sym, token: &Text, status: &str, ended: i64) -> PyResult<()> {
@@ -2122,14 +2208,15 @@ impl Core {
                 sess: item(&v, "sess")?.extract()?,
                 trans: item(&v, "trans")?.extract()?,
                 latest,
-                order: seq,
+                order: NIL,
                 born: seq,
             });
             if !st.thread_order.contains_key(&host) {
-                st.thread_order.insert(host, BTreeMap::new());
+                st.thread_order.insert(host, Lru::default());
                 st.thread_order_hosts.push(host);
             }
-            st.thread_order.get_mut(&host).unwrap().insert(seq, key);
+            let handle = st.thread_order.get_mut(&host).unwrap().push_back(key);
+            st.threads.get_mut(&key).unwrap().order = handle;
             if !st.processes.contains_key(&(host, daemon)) {
                 st.processes.insert((host, daemon), FxMap::default());
                 st.process_streams.push((host, daemon));
@@ -2202,7 +2289,7 @@ impl Core {
                 queued: item(&v, "queued")?.extract()?,
                 putdone_first: item(&v, "putdone_first")?.extract()?,
                 files,
-                order: 0,
+                order: NIL,
             };
             if req.queued {
                 st.slow_queue_depth += 1;
