@@ -96,7 +96,8 @@ class Linker:
         self.slack_ms = slack_ms
         self.reassembler = None
         # host -> whether one of its sources still buffers lines to detect its profile.
-        self.detecting: Callable[[str], bool] = lambda host: False
+        # None while no source is detecting (most of a run): nothing to ask per record.
+        self.detecting: Callable[[str], bool] | None = None
         self._ns_hosts: set[str] = set()  # hosts whose name-server lines were read
         self.stats = LinkStats()
         self._runs_by_path: dict[tuple, list[Run]] = {}
@@ -115,7 +116,7 @@ class Linker:
     def take(self, record: dict) -> None:
         host = record["host"]
         if record["kind"] == "request":
-            if not (self.expect_ns or self._ns_read(host) or self.detecting(host)
+            if not (self.expect_ns or self._ns_read(host) or self._is_detecting(host)
                     or self._requests.get(host)):
                 self._complete(record, self._runs_by_token.get((host, record["token"]), ()))
                 return
@@ -161,6 +162,9 @@ class Linker:
     @property
     def held(self) -> int:
         return sum(map(len, self._calls.values())) + sum(map(len, self._requests.values()))
+
+    def _is_detecting(self, host: str) -> bool:
+        return self.detecting is not None and self.detecting(host)
 
     def _ns_read(self, host: str) -> bool:
         if host in self._ns_hosts:
@@ -237,7 +241,7 @@ class Linker:
         if waiting:
             calls.extendleft(reversed(waiting))
         requests = self._requests.get(host)
-        if horizon is not None and requests and self.detecting(host):
+        if horizon is not None and requests and self._is_detecting(host):
             return  # the lines waiting for detection may be the name server's
         while requests:
             record = requests[0]

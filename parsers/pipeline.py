@@ -148,7 +148,7 @@ class Pipeline:
         self.linker = engines.new_linker(self.reassembler, on_record, head_aliases)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
-        self.linker.detecting = self._detecting
+        self.linker.detecting = None  # until a source detects its profile (_register)
         self.stats = PipelineStats(self.reassembler)
         self.stats._linker = self.linker
         self.profiles = profiles or bundled_profiles()
@@ -176,6 +176,7 @@ class Pipeline:
 
     def _register(self, src: "Source") -> None:
         self._undetected.add(src)  # until its profile is known (Source._start)
+        self.linker.detecting = self._detecting
         self.sources[src.name] = src
         self.stats._sources.append(src)
 
@@ -350,6 +351,8 @@ class Source:
     def _start(self, profile: Profile) -> None:
         self.parser = self._new_parser(profile)
         self.pipeline._undetected.discard(self)
+        if not self.pipeline._undetected:  # no one detects: the linker need not ask
+            self.pipeline.linker.detecting = None
         log.info("%s: profile %s, time zone %s", self.name, profile.name, self.parser.clock.zone)
 
     def _new_parser(self, profile: Profile) -> LineParser:

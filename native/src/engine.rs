@@ -159,11 +159,7 @@ impl Names {
         self.index.get(text).copied()
     }
 
-    fn text(&self, s: Sym) -> &str {
-        &self.texts[s as usize]
-    }
-
-    pub fn text_of(&self, s: Sym) -> &str {
+    pub fn text(&self, s: Sym) -> &str {
         &self.texts[s as usize]
     }
 
@@ -594,7 +590,6 @@ impl Keys {
             "ready_wait_s", "transfer_s", "done_s", "total_s", "end_reason", "daemon", "pid",
             "thread", "duration_s", "rc", "session", "path", "request", "call", "line",
             "timeout", "evicted", "input_end", "success", "incomplete", "failed", "aborted",
-            "proc", "run_started", "run_ended",
         ] {
             k.insert(name, PyString::intern(py, name).unbind());
         }

@@ -195,7 +195,7 @@ impl Linker {
                 let linkable = match (&path, ended) {
                     (Some(p), Some(ended)) if daemon == cx.ns_daemon && !p.is_empty() => {
                         let client = client.as_deref().unwrap_or("").to_lowercase();
-                        let host_name = cx.names.borrow().text_of(host).to_lowercase();
+                        let host_name = cx.names.borrow().text(host).to_lowercase();
                         (client == host_name || self.aliases.contains(&client)).then_some(ended)
                     }
                     _ => None,
@@ -469,7 +469,7 @@ impl Linker {
         if run_rows.is_empty() && calls.is_empty() && requests.is_empty() && self.ns_hosts.is_empty() {
             return Ok(None);
         }
-        let mut ns: Vec<String> = self.ns_hosts.iter().map(|h| cx.names.borrow().text_of(*h).to_string()).collect();
+        let mut ns: Vec<String> = self.ns_hosts.iter().map(|h| cx.names.borrow().text(*h).to_string()).collect();
         ns.sort();
         let d = PyDict::new(py);
         d.set_item("runs", run_rows)?;
