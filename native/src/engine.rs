@@ -1642,7 +1642,7 @@ impl State {
 }
 
 /// The compiled reassembler (wrapped by parsers/compiled_reassembly.py).
-#[pyclass(module = "dpmstream.parsers._fastlines", unsendable, subclass)]
+#[pyclass(module = "dpmstream.parsers._fastlines", subclass)]
 pub struct Core {
     st: RefCell<State>,
     clk: RefCell<Clocks>,
@@ -1652,6 +1652,15 @@ pub struct Core {
     allowance_ms: i64, // read by callbacks while the state is borrowed
     lk: RefCell<Option<Linker>>,
 }
+
+// SAFETY: the parts that are neither Send nor Sync (Rc counts, RefCells) are reached only
+// through Core's methods, and every one of them runs with the GIL held (they are Python
+// methods; Python 3.11 has no free-threaded build), as does its drop: no two threads ever
+// touch them at once. Python's cyclic GC may free a pipeline on any thread that allocates
+// (a Kafka client's own thread); marked unsendable, the object was then leaked with an
+// error instead of freed.
+unsafe impl Send for Core {}
+unsafe impl Sync for Core {}
 
 fn opt_text(v: &Bound<'_, PyAny>) -> PyResult<Option<Text>> {
     if v.is_none() {
