@@ -15,9 +15,6 @@ from ._fastlines import Core
 from .linking import LinkStats
 from .reassembly import ReassemblyChanges, ReassemblyStats, RequestKey, ThreadKey
 
-# Why Core.feed_lines stopped (native/src/engine.rs).
-DONE, SLOW, LIMIT, BUDGET = 0, 1, 2, 3
-
 
 class CompiledReassembler(Core):
     """Reassembler's twin: the same constructor, methods and state."""

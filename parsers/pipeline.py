@@ -23,13 +23,8 @@ from datetime import datetime
 from typing import Callable, Iterable
 
 from dpmstream.parsers import engines
-try:
-    from dpmstream.parsers import compiled_reassembly
-except ImportError:  # not built: the Python engine only
-    compiled_reassembly = None
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
-
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
@@ -431,9 +426,9 @@ class Source:
             if pipeline._since_advance >= ADVANCE_EVERY:
                 pipeline.advance()
             i = nxt
-            if why == compiled_reassembly.LIMIT:
+            if why == engines.LIMIT:
                 return i
-            if why == compiled_reassembly.SLOW:  # a line the compiled parser leaves to Python
+            if why == engines.SLOW:  # a line the compiled parser leaves to Python
                 self.feed(lines[i])
                 i += 1
                 if limit is not None and self.position > limit:

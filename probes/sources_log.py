@@ -245,8 +245,6 @@ class LogSource:
         """A block's lines -> the compiled engine, parsed and reassembled without Python
         per line (as replay's Source.feed_chunk does); a line its parser leaves (not
         printable ASCII, a stamp it does not know) takes the Python path alone."""
-        from dpmstream.parsers.compiled_reassembly import SLOW  # built: engines chose it
-
         one_line = self._python_block(parser, reassembler)
         compiled, feed_lines = parser._compiled, reassembler.feed_lines
         counts = self.lines
@@ -259,7 +257,7 @@ class LogSource:
                 counts[UNMATCHED_RESULT] += unmatched
                 if latest > newest:
                     newest = latest
-                if why == SLOW:
+                if why == engines.SLOW:
                     latest = one_line(lines[i:i + 1])
                     if latest > newest:
                         newest = latest

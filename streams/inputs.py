@@ -82,19 +82,21 @@ def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
         try:
             more = stream.readlines(READ_HINT)
         except (EOFError, OSError, ValueError) as exc:
-            for at in range(0, len(pending), size):
-                yield pending[at:at + size]
+            yield from _slices(pending, size, len(pending))
             raise InputError(f"input ends early: {exc}") from exc
         if not more:
             break
         pending += more
-        if len(pending) >= size:
-            whole = len(pending) - len(pending) % size
-            for at in range(0, whole, size):
-                yield pending[at:at + size]
-            del pending[:whole]
-    for at in range(0, len(pending), size):
-        yield pending[at:at + size]
+        whole = len(pending) - len(pending) % size
+        yield from _slices(pending, size, whole)
+        del pending[:whole]
+    yield from _slices(pending, size, len(pending))
+
+
+def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:
+    """lines[:end] in lists of `size` (the last one shorter)."""
+    for at in range(0, end, size):
+        yield lines[at:at + size]
 
 
 def _chunks_line_by_line(stream: BinaryIO, size: int) -> Iterator[list[bytes]]:

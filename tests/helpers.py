@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import os
+import subprocess
+import sys
 
 from dpmstream.parsers.pipeline import Pipeline
 
@@ -34,3 +36,11 @@ def calls_of(records):
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.reader(f))
+
+
+def dpmstream(*args) -> str:
+    """`python -m dpmstream ARGS` as a user runs it; its standard output. It must succeed."""
+    res = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
+                         text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    return res.stdout

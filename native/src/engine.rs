@@ -1805,26 +1805,6 @@ impl Core {
     fn set_finished_memory(&self, n: usize) {
         self.st.borrow_mut().set.finished_memory = n;
     }
-    #[getter]
-    fn get_timeout_ms(&self) -> i64 {
-        self.st.borrow().set.timeout_ms
-    }
-    #[getter]
-    fn get_allowance_ms(&self) -> i64 {
-        self.st.borrow().set.allowance_ms
-    }
-    #[getter]
-    fn get_grace_ms(&self) -> i64 {
-        self.st.borrow().set.grace_ms
-    }
-    #[getter]
-    fn get_max_in_flight(&self) -> usize {
-        self.st.borrow().set.max_in_flight
-    }
-    #[getter]
-    fn get_max_threads(&self) -> usize {
-        self.st.borrow().set.max_threads
-    }
 
     // -- input -----------------------------------------------------------------------
     /// One Event (parsers/events.py), as Reassembler.feed takes it.

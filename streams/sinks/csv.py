@@ -14,10 +14,8 @@ class CsvSink:
         self.requests_path = os.path.join(out_dir, "requests.csv")
         self.calls_path = os.path.join(out_dir, "calls.csv")
         self._files = [open(self.requests_path, "w", newline=""), open(self.calls_path, "w", newline="")]
-        self._requests = csv.writer(self._files[0])
-        self._calls = csv.writer(self._files[1])
-        self._requests.writerow(REQUEST_COLUMNS)
-        self._calls.writerow(CALL_COLUMNS)
+        for f, columns in zip(self._files, (REQUEST_COLUMNS, CALL_COLUMNS)):
+            csv.writer(f).writerow(columns)
 
     def write(self, record: dict) -> None:
         self._files[0 if record["kind"] == "request" else 1].write(csv_line(record))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -17,15 +15,9 @@ from PIL import Image
 
 from dpmstream.parsers.records import text_to_ms
 from dpmstream.report.chromium import Chromium
+from tests.helpers import dpmstream
 
 TZ = "Europe/Zurich"
-
-
-def dpmstream(*args):
-    res = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
-                         text=True, check=False)
-    assert res.returncode == 0, res.stderr
-    return res.stdout
 
 
 @pytest.fixture(scope="module")

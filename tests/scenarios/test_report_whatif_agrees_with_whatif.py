@@ -3,19 +3,12 @@ what `dpmstream whatif` answers, end to end through both commands."""
 
 import csv
 import re
-import subprocess
-import sys
 
 import pytest
 
+from tests.helpers import dpmstream
+
 TZ = "Europe/Zurich"
-
-
-def dpmstream(*args):
-    res = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
-                         text=True, check=False)
-    assert res.returncode == 0, res.stderr
-    return res.stdout
 
 
 @pytest.fixture(scope="module")
