@@ -40,7 +40,9 @@ run: install
 		--records out/demo.records.jsonl out/demo.log out/demo.dpns.log
 
 # Where cargo exists the compiled parser must have been built: a failed build fails a test.
+# The extension's own unit tests (native/src: e.g. its twin of Python's random) run first.
 test: install install-system install-kafka
+	if [ -n "$(HAVE_CARGO)" ]; then cd native && cargo test --release --locked --quiet; fi
 	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -ra
 
 clean:

@@ -12,11 +12,13 @@ from dpmstream.commands.common import (
 )
 from dpmstream.streams.inputs import InputError, describe
 from dpmstream.streams.sinks.directories import DirectoryStats
+from dpmstream.parsers import engines
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs, zone_of
 from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
+from dpmstream.streams.sinks.tally import Aggregates
 
 log = logging.getLogger("dpmstream.replay")
 
@@ -66,7 +68,9 @@ def run(args) -> int:
     summary = Summary()
     directories = DirectoryStats(
         csv_path=os.path.join(args.out, "directories.csv") if args.out else None)
-    outputs = [summary, directories]
+    options = pipeline_options(args)
+    aggregates = Aggregates(summary, directories, compiled=engines.choose() == engines.COMPILED)
+    outputs = []
     if args.out:
         from dpmstream.streams.sinks.csv import CsvSink
         csv_sink = CsvSink(args.out)
@@ -74,9 +78,10 @@ def run(args) -> int:
     if args.openmetrics:
         from dpmstream.streams.sinks.openmetrics import OpenMetricsFile
         outputs.append(OpenMetricsFile(args.openmetrics, stats=lambda: pipeline.stats))
-    sinks = FanOut(outputs)
+    others = FanOut(outputs)
+    sinks = FanOut([aggregates, *outputs])
 
-    pipeline = Pipeline(sinks.write, **pipeline_options(args))
+    pipeline = Pipeline(aggregates.on_record(others), **options)
     host = default_host(args.host)
     progress = Progress(sum(i.size or 0 for i in inputs) or None, enabled=args.progress)
     failures, sources = replay_inputs(pipeline, inputs, host=host, profile=profile, tz=tz,

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 mod engine;
 mod linking;
 mod records;
+mod tally;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -412,6 +413,7 @@ impl FastLines {
 fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FastLines>()?;
     m.add_class::<engine::Core>()?;
+    m.add_class::<tally::Tally>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     Ok(())

@@ -85,6 +85,17 @@ class DirectoryStats:
         if self.csv_path is not None:
             self.write_csv(self.csv_path)
 
+    def load(self, state: dict) -> None:
+        """Take the figures a Tally gathered from a run's records
+        (Tally.directories_state()): the same as write() given each of those records."""
+        self.proc_ms, self.dropped_dirs = state["proc_ms"], state["dropped_dirs"]
+        self.dirs = {}
+        for name, calls, ms, linked_ms, creats, starts, ends in state["dirs"]:
+            d = self.dirs[name] = Directory()
+            d.calls, d.ms, d.linked_ms = calls, ms, linked_ms
+            d.creats = Series.restored(*creats)
+            d.starts, d.ends = array("q", starts), array("q", ends)
+
     def _forget_old(self, d: Directory, before: int) -> None:
         kept = [(s, e) for s, e in zip(d.starts, d.ends) if e >= before]
         d.starts = array("q", (s for s, _ in kept))

@@ -45,6 +45,18 @@ class Series:
         if j < RESERVOIR:
             self.values[j] = value
 
+    @classmethod
+    def restored(cls, count: int, total: int, top: int | None, values: list[int],
+                 rng_state: tuple | None) -> Series:
+        """A series from another's figures (the extension's tally, native/src/tally.rs):
+        rng_state is Random.getstate()'s internal state, so sampling goes on as it would."""
+        series = cls()
+        series.count, series.sum, series.max, series.values = count, total, top, values
+        if rng_state is not None:
+            series._rng = random.Random()
+            series._rng.setstate((3, rng_state, None))
+        return series
+
     @property
     def sampled(self) -> bool:
         return self.count > len(self.values)
@@ -86,6 +98,17 @@ class Summary:
 
     def close(self) -> None:
         """Nothing to release: render() reads the summary after the run."""
+
+    def load(self, state: dict) -> None:
+        """Take the figures a Tally gathered from a run's records (Tally.summary_state()):
+        the same as write() given each of those records."""
+        self.first_ms, self.last_ms = state["first_ms"], state["last_ms"]
+        self.statuses = Counter(dict(state["statuses"]))
+        for target, series in ((self.phases, state["phases"]), (self.polls, state["polls"]),
+                               (self.calls, state["calls"])):
+            target.clear()
+            target.update((key, Series.restored(*args)) for key, args in series)
+        self.call_errors = Counter(dict(state["call_errors"]))
 
     def _cover(self, *times) -> None:
         for t in times:

@@ -1,0 +1,472 @@
+//! The run's aggregates gathered in the extension: what streams/sinks/summary.Summary and
+//! streams/sinks/directories.DirectoryStats keep, from the same records, by the same rules,
+//! in the same order and with the same reservoir sample (CPython's Mersenne Twister seeded
+//! as `random.Random(1)`), so that a replay that only summarises runs no Python per record.
+//! The Python sinks stay the reference: they load this state when the run ends
+//! (streams/sinks/tally.py), and tests/streams/test_tally.py requires the same summary and
+//! directory table from both.
+
+use std::hash::Hash;
+
+use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::engine::FxMap;
+
+// -- random.Random(1), as CPython's _random module runs it --------------------------------
+const N: usize = 624;
+const M: usize = 397;
+
+struct Mt {
+    mt: [u32; N],
+    index: usize,
+}
+
+impl Mt {
+    /// init_by_array([seed]) after init_genrand(19650218): CPython's seeding of a small int.
+    fn seeded(seed: u32) -> Mt {
+        let mut mt = [0u32; N];
+        mt[0] = 19_650_218;
+        for i in 1..N {
+            mt[i] = 1_812_433_253u32.wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_add(i as u32);
+        }
+        let (mut i, mut j) = (1usize, 0u32);
+        for _ in 0..N {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_664_525))
+                .wrapping_add(seed)
+                .wrapping_add(j);
+            i += 1;
+            j = 0; // the key has one word
+            if i >= N {
+                mt[0] = mt[N - 1];
+                i = 1;
+            }
+        }
+        for _ in 0..N - 1 {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
+            i += 1;
+            if i >= N {
+                mt[0] = mt[N - 1];
+                i = 1;
+            }
+        }
+        mt[0] = 0x8000_0000;
+        Mt { mt, index: N }
+    }
+
+    fn twist(&mut self) {
+        let mt = &mut self.mt;
+        for k in 0..N {
+            let y = (mt[k] & 0x8000_0000) | (mt[(k + 1) % N] & 0x7fff_ffff);
+            let mag = if y & 1 == 1 { 0x9908_b0df } else { 0 };
+            mt[k] = mt[(k + M) % N] ^ (y >> 1) ^ mag;
+        }
+        self.index = 0;
+    }
+
+    fn next_u32(&mut self) -> u32 {
+        if self.index >= N {
+            self.twist();
+        }
+        let mut y = self.mt[self.index];
+        self.index += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+
+    /// getrandbits(k), 1 <= k <= 64: the low word first, the high word's top bits.
+    fn bits(&mut self, k: u32) -> u64 {
+        if k <= 32 {
+            return u64::from(self.next_u32() >> (32 - k));
+        }
+        let low = u64::from(self.next_u32());
+        let high = u64::from(self.next_u32() >> (64 - k));
+        low | (high << 32)
+    }
+
+    /// randrange(n), n >= 1: _randbelow_with_getrandbits.
+    fn below(&mut self, n: u64) -> u64 {
+        let k = 64 - n.leading_zeros();
+        loop {
+            let r = self.bits(k);
+            if r < n {
+                return r;
+            }
+        }
+    }
+
+    /// Random.getstate()[1]: the 624 words and the index, for Random.setstate.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let mut words: Vec<u64> = self.mt.iter().map(|&w| u64::from(w)).collect();
+        words.push(self.index as u64);
+        PyTuple::new(py, words)
+    }
+}
+
+// -- Series (summary.Series) ------------------------------------------------------------
+#[derive(Default)]
+struct Series {
+    count: u64,
+    sum: i128,
+    max: Option<i64>,
+    values: Vec<i64>,
+    rng: Option<Box<Mt>>,
+}
+
+impl Series {
+    fn add(&mut self, value: i64, reservoir: usize) {
+        self.count += 1;
+        self.sum += i128::from(value);
+        if self.max.map_or(true, |m| value > m) {
+            self.max = Some(value);
+        }
+        if self.values.len() < reservoir {
+            self.values.push(value);
+            return;
+        }
+        let rng = self.rng.get_or_insert_with(|| Box::new(Mt::seeded(1)));
+        let j = rng.below(self.count) as usize;
+        if j < reservoir {
+            self.values[j] = value;
+        }
+    }
+
+    /// (count, sum, max, values, random state or None): Series.restored's arguments.
+    fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let rng = match &self.rng {
+            Some(r) => r.state(py)?.into_any(),
+            None => py.None().into_bound(py),
+        };
+        let values = PyList::new(py, &self.values)?;
+        (self.count, self.sum, self.max, values, rng).into_pyobject(py)
+    }
+}
+
+/// A dict in insertion order (the Python sinks' dicts are; ties in their sorts keep it).
+struct Ordered<K, V> {
+    index: FxMap<K, usize>,
+    entries: Vec<(K, V)>,
+}
+
+impl<K: Hash + Eq + Clone, V: Default> Ordered<K, V> {
+    fn new() -> Self {
+        Ordered { index: FxMap::default(), entries: Vec::new() }
+    }
+
+    fn entry(&mut self, key: K) -> &mut V {
+        let n = self.entries.len();
+        let i = *self.index.entry(key.clone()).or_insert(n);
+        if i == n {
+            self.entries.push((key, V::default()));
+        }
+        &mut self.entries[i].1
+    }
+}
+
+/// directories.Directory.
+#[derive(Default)]
+struct Dir {
+    calls: u64,
+    ms: i128,
+    linked_ms: i128,
+    creats: Series,
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+}
+
+type Name = u32; // an interned string; NONE is Python's None
+const NONE: Name = 0;
+
+/// summary.PHASES: (record field, phase), in the order the summary renders them.
+const PHASES: [(&str, &str); 9] = [
+    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
+    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
+    ("done_s", "done"), ("total_s", "total"),
+];
+
+#[pyclass(module = "dpmstream.parsers._fastlines")]
+pub struct Tally {
+    reservoir: usize,
+    max_dirs: usize,
+    ns_daemon: String,
+    /// Called with each record after it is tallied (the run's other sinks), or None.
+    #[pyo3(get, set)]
+    forward: Option<PyObject>,
+    index: FxMap<Box<str>, Name>,
+    texts: Vec<Option<Py<PyString>>>,
+    // Summary
+    first_ms: Option<i64>,
+    last_ms: Option<i64>,
+    statuses: Ordered<(Name, Name), u64>,
+    phases: Ordered<(Name, usize), Series>,
+    polls: Ordered<Name, Series>,
+    calls: Ordered<(Name, Name), Series>,
+    call_errors: Ordered<(Name, Name), u64>,
+    // DirectoryStats
+    proc_ms: i128,
+    dirs: Ordered<Box<str>, Dir>,
+    dropped_dirs: u64,
+}
+
+fn need<'py>(record: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+    record.get_item(key)?.ok_or_else(|| PyKeyError::new_err(key.clone().unbind()))
+}
+
+fn get<'py>(record: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(record.get_item(key)?.filter(|v| !v.is_none()))
+}
+
+fn int(v: Option<Bound<'_, PyAny>>) -> PyResult<Option<i64>> {
+    v.map(|v| v.extract::<i64>()).transpose()
+}
+
+fn truthy_text(v: &Option<Bound<'_, PyAny>>) -> PyResult<bool> {
+    match v {
+        None => Ok(false),
+        Some(v) => v.is_truthy(),
+    }
+}
+
+/// linking.directory_of: the path up to its last slash, "/" for a top-level entry.
+fn directory_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) => "/",
+        Some(i) => &path[..i],
+        None => path,
+    }
+}
+
+impl Tally {
+    fn name(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<Name> {
+        let Some(v) = v.filter(|v| !v.is_none()) else {
+            return Ok(NONE);
+        };
+        let s = v.downcast::<PyString>().map_err(|_| PyTypeError::new_err("a record's name is not a str"))?;
+        let text = s.to_str()?;
+        if let Some(&n) = self.index.get(text) {
+            return Ok(n);
+        }
+        let n = self.texts.len() as Name;
+        self.index.insert(text.into(), n);
+        self.texts.push(Some(s.clone().unbind()));
+        Ok(n)
+    }
+
+    fn py_name<'py>(&self, py: Python<'py>, n: Name) -> Bound<'py, PyAny> {
+        match &self.texts[n as usize] {
+            Some(s) => s.bind(py).clone().into_any(),
+            None => py.None().into_bound(py),
+        }
+    }
+
+    fn cover(&mut self, t: Option<i64>) {
+        if let Some(t) = t {
+            if self.first_ms.map_or(true, |f| t < f) {
+                self.first_ms = Some(t);
+            }
+            if self.last_ms.map_or(true, |l| t > l) {
+                self.last_ms = Some(t);
+            }
+        }
+    }
+
+    /// Summary.write and DirectoryStats.write, one after the other.
+    fn tally(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
+        let py = record.py();
+        for key in [intern!(py, "accepted"), intern!(py, "started"), intern!(py, "ended")] {
+            let t = int(get(record, key)?)?;
+            self.cover(t);
+        }
+        let reservoir = self.reservoir;
+        let kind = need(record, intern!(py, "kind"))?;
+        if kind.eq(intern!(py, "request"))? {
+            let op = need(record, intern!(py, "op"))?;
+            let op = if op.is_truthy()? { self.name(Some(&op))? } else { self.name(Some(intern!(py, "?")))? };
+            let status = self.name(Some(&need(record, intern!(py, "status"))?))?;
+            *self.statuses.entry((op, status)) += 1;
+            for (i, (field, _)) in PHASES.iter().enumerate() {
+                if let Some(v) = int(get(record, &PyString::intern(py, field))?)? {
+                    self.phases.entry((op, i)).add(v, reservoir);
+                }
+            }
+            let polls: i64 = need(record, intern!(py, "polls"))?.extract()?;
+            self.polls.entry(op).add(polls, reservoir);
+            let proc_ms = int(get(record, intern!(py, "proc_s"))?)?;
+            self.proc_ms += i128::from(proc_ms.unwrap_or(0));
+            return Ok(());
+        }
+        let daemon = need(record, intern!(py, "daemon"))?;
+        let key = (self.name(Some(&daemon))?, self.name(Some(&need(record, intern!(py, "op"))?))?);
+        if let Some(d) = int(get(record, intern!(py, "duration_s"))?)? {
+            self.calls.entry(key).add(d, reservoir);
+        }
+        let rc = int(get(record, intern!(py, "rc"))?)?;
+        if rc != Some(0) {
+            *self.call_errors.entry(key) += 1;
+        }
+        self.directory(record, &daemon)
+    }
+
+    fn directory(&mut self, record: &Bound<'_, PyDict>, daemon: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = record.py();
+        let path = get(record, intern!(py, "path"))?;
+        if !daemon.eq(&self.ns_daemon)? || !truthy_text(&path)? {
+            return Ok(());
+        }
+        let Some(ended) = int(get(record, intern!(py, "ended"))?)? else {
+            return Ok(());
+        };
+        let started: i64 = need(record, intern!(py, "started"))?.extract()?;
+        let path = path.unwrap();
+        let path = path.downcast::<PyString>().map_err(|_| PyTypeError::new_err("a record's path is not a str"))?;
+        let name = directory_of(path.to_str()?);
+        if !self.dirs.index.contains_key(name) && self.dirs.entries.len() >= self.max_dirs + self.max_dirs / 10 {
+            self.shrink();
+        }
+        let linked = truthy_text(&get(record, intern!(py, "token"))?)?;
+        let creat = need(record, intern!(py, "op"))?.eq(intern!(py, "creat"))?;
+        let ms = ended.saturating_sub(started).max(0);
+        let reservoir = self.reservoir;
+        let d = self.dirs.entry(name.into());
+        d.calls += 1;
+        d.ms += i128::from(ms);
+        if linked {
+            d.linked_ms += i128::from(ms);
+        }
+        if creat {
+            d.creats.add(ms, reservoir);
+            d.starts.push(started);
+            d.ends.push(ended);
+        }
+        Ok(())
+    }
+
+    /// DirectoryStats._shrink: the max_dirs costliest stay (a stable sort: ties keep order).
+    fn shrink(&mut self) {
+        let mut entries = std::mem::take(&mut self.dirs.entries);
+        entries.sort_by_key(|(_, d)| std::cmp::Reverse(d.ms));
+        self.dropped_dirs += entries.len().saturating_sub(self.max_dirs) as u64;
+        entries.truncate(self.max_dirs);
+        self.dirs.index = entries.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
+        self.dirs.entries = entries;
+    }
+}
+
+#[pymethods]
+impl Tally {
+    #[new]
+    #[pyo3(signature = (reservoir, max_dirs, ns_daemon, forward=None))]
+    fn new(reservoir: usize, max_dirs: usize, ns_daemon: String, forward: Option<PyObject>) -> Self {
+        Tally {
+            reservoir,
+            max_dirs,
+            ns_daemon,
+            forward,
+            index: FxMap::default(),
+            texts: vec![None],
+            first_ms: None,
+            last_ms: None,
+            statuses: Ordered::new(),
+            phases: Ordered::new(),
+            polls: Ordered::new(),
+            calls: Ordered::new(),
+            call_errors: Ordered::new(),
+            proc_ms: 0,
+            dirs: Ordered::new(),
+            dropped_dirs: 0,
+        }
+    }
+
+    /// Tally a record (and no more).
+    fn write(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.tally(record)
+    }
+
+    /// Tally a record, then hand it to `forward` (a pipeline's on_record).
+    fn __call__(slf: &Bound<'_, Self>, record: &Bound<'_, PyDict>) -> PyResult<()> {
+        let forward = {
+            let mut me = slf.borrow_mut();
+            me.tally(record)?;
+            me.forward.as_ref().map(|f| f.clone_ref(slf.py()))
+        };
+        if let Some(f) = forward {
+            f.call1(slf.py(), (record,))?;
+        }
+        Ok(())
+    }
+
+    /// Summary's state: first_ms, last_ms, and (key, value) lists in insertion order of
+    /// statuses, phases, polls, calls and call_errors (series as Series.restored's args).
+    fn summary_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("first_ms", self.first_ms)?;
+        out.set_item("last_ms", self.last_ms)?;
+        let pair = |a: Name, b: Name| (self.py_name(py, a), self.py_name(py, b));
+        let statuses = PyList::empty(py);
+        for ((op, status), n) in &self.statuses.entries {
+            statuses.append((pair(*op, *status), n))?;
+        }
+        let phases = PyList::empty(py);
+        for ((op, i), s) in &self.phases.entries {
+            phases.append(((self.py_name(py, *op), PHASES[*i].1), s.to_py(py)?))?;
+        }
+        let polls = PyList::empty(py);
+        for (op, s) in &self.polls.entries {
+            polls.append((self.py_name(py, *op), s.to_py(py)?))?;
+        }
+        let calls = PyList::empty(py);
+        for ((daemon, op), s) in &self.calls.entries {
+            calls.append((pair(*daemon, *op), s.to_py(py)?))?;
+        }
+        let errors = PyList::empty(py);
+        for ((daemon, op), n) in &self.call_errors.entries {
+            errors.append((pair(*daemon, *op), n))?;
+        }
+        out.set_item("statuses", statuses)?;
+        out.set_item("phases", phases)?;
+        out.set_item("polls", polls)?;
+        out.set_item("calls", calls)?;
+        out.set_item("call_errors", errors)?;
+        Ok(out)
+    }
+
+    /// DirectoryStats' state: proc_ms, dropped_dirs, and per directory in insertion order
+    /// (name, calls, ms, linked_ms, creats as Series.restored's args, starts, ends).
+    fn directories_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("proc_ms", self.proc_ms)?;
+        out.set_item("dropped_dirs", self.dropped_dirs)?;
+        let dirs = PyList::empty(py);
+        for (name, d) in &self.dirs.entries {
+            dirs.append((&**name, d.calls, d.ms, d.linked_ms, d.creats.to_py(py)?,
+                         PyList::new(py, &d.starts)?, PyList::new(py, &d.ends)?))?;
+        }
+        out.set_item("dirs", dirs)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mt;
+
+    #[test]
+    fn the_twister_seeded_with_one_gives_cpythons_first_words() {
+        // random.Random(1).getrandbits(32), three times, in CPython 3.11
+        let mut mt = Mt::seeded(1);
+        assert_eq!([mt.next_u32(), mt.next_u32(), mt.next_u32()], [577_090_037, 2_444_712_010, 3_639_700_191]);
+    }
+
+    #[test]
+    fn wide_draws_take_the_low_word_first_as_cpython_does() {
+        // r = random.Random(1); r.getrandbits(40), r.getrandbits(64), r.randrange(10**12)
+        let mut mt = Mt::seeded(1);
+        assert_eq!(mt.bits(40), 623_347_347_957);
+        assert_eq!(mt.bits(64), 14_799_178_230_035_213_023);
+        assert_eq!(mt.below(1_000_000_000_000), 71_999_863_748);
+    }
+}

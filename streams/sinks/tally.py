@@ -1,0 +1,65 @@
+"""The summary and the directory table of a run, gathered by the extension's Tally
+(native/src/tally.rs) instead of by Python per record:
+
+    aggregates = Aggregates(summary, directories, compiled=True)
+    pipeline = Pipeline(aggregates.on_record(FanOut(other_sinks)))
+    ...
+    FanOut([aggregates, *other_sinks]).close()   # summary and directories hold the run
+
+The Tally applies Summary.write's and DirectoryStats.write's rules to the same records in
+the same order, with the same reservoir sample, then hands each record to the other sinks
+(none in a replay without --out: no Python per record at all). The Python sinks stay the
+reference and the fallback (no extension, the Python engine, a live directory window).
+"""
+
+from __future__ import annotations
+
+from dpmstream.parsers import fastpath
+from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.streams.sinks import summary as summary_module
+from dpmstream.streams.sinks.directories import DirectoryStats
+from dpmstream.streams.sinks.fan_out import FanOut
+from dpmstream.streams.sinks.summary import Summary
+
+try:
+    from dpmstream.parsers._fastlines import Tally
+except ImportError:  # not built: pure Python
+    Tally = None
+
+
+class Aggregates:
+    """A sink: Summary and DirectoryStats, tallied in the extension when `compiled`."""
+
+    def __init__(self, summary: Summary, directories: DirectoryStats, compiled: bool):
+        self.summary, self.directories = summary, directories
+        self.tally = None
+        # keep_ms (run's sliding window of creats) is Python's alone
+        if compiled and Tally is not None and fastpath.available() and directories.keep_ms is None:
+            self.tally = Tally(summary_module.RESERVOIR, directories.max_dirs, NS_DAEMON)
+
+    @property
+    def compiled(self) -> bool:
+        return self.tally is not None
+
+    def on_record(self, others: FanOut):
+        """The callable a pipeline hands each record: the tally (forwarding to `others`),
+        or a FanOut of the Python sinks and `others`."""
+        if self.tally is None:
+            return FanOut([self.summary, self.directories, *others.sinks]).write
+        self.tally.forward = others.write if others.sinks else None
+        return self.tally
+
+    def write(self, record: dict) -> None:
+        if self.tally is None:
+            self.summary.write(record)
+            self.directories.write(record)
+        else:
+            self.tally.write(record)
+
+    def close(self) -> None:
+        """The tally's figures into the Python sinks, then close them (directories.csv)."""
+        if self.tally is not None:
+            self.summary.load(self.tally.summary_state())
+            self.directories.load(self.tally.directories_state())
+        self.summary.close()
+        self.directories.close()

@@ -1,0 +1,185 @@
+"""streams/sinks/tally.py and native/src/tally.rs: the summary and the directory table
+gathered in the extension are the ones the Python sinks (the reference) gather from the
+same records: the same figures, the same order, the same reservoir sample."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from dpmstream.parsers import engines
+from dpmstream.streams.sinks import summary as summary_module
+from dpmstream.streams.sinks import tally as tally_module
+from dpmstream.streams.sinks.directories import DirectoryStats
+from dpmstream.streams.sinks.fan_out import FanOut
+from dpmstream.streams.sinks.summary import Summary
+from dpmstream.streams.sinks.tally import Aggregates
+
+from tests.engine_helpers import run_engine
+from tests.engine_inputs import make_input
+
+pytestmark = pytest.mark.skipif(
+    tally_module.Tally is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    reason="the extension is not built here")
+
+
+def python_sinks(records, max_dirs=100_000):
+    summary, directories = Summary(), DirectoryStats(max_dirs=max_dirs)
+    for record in records:
+        summary.write(record)
+        directories.write(record)
+    return summary, directories
+
+
+def tallied_sinks(records, max_dirs=100_000):
+    summary, directories = Summary(), DirectoryStats(max_dirs=max_dirs)
+    aggregates = Aggregates(summary, directories, compiled=True)
+    assert aggregates.compiled
+    for record in records:
+        aggregates.write(record)
+    aggregates.close()
+    return summary, directories
+
+
+def series_state(series):
+    rng = series._rng.getstate() if series._rng is not None else None
+    return (series.count, series.sum, series.max, list(series.values), rng)
+
+
+def state_of(summary: Summary, directories: DirectoryStats) -> dict:
+    """Everything both sinks hold, in their dicts' order."""
+    return {
+        "cover": (summary.first_ms, summary.last_ms),
+        "statuses": dict(summary.statuses),
+        "phases": [(k, series_state(s)) for k, s in summary.phases.items()],
+        "polls": [(k, series_state(s)) for k, s in summary.polls.items()],
+        "calls": [(k, series_state(s)) for k, s in summary.calls.items()],
+        "call_errors": dict(summary.call_errors),
+        "proc_ms": directories.proc_ms,
+        "dropped": directories.dropped_dirs,
+        "dirs": [(name, d.calls, d.ms, d.linked_ms, series_state(d.creats), list(d.starts),
+                  list(d.ends)) for name, d in directories.dirs.items()],
+    }
+
+
+@pytest.fixture(scope="module")
+def simulated_records(tmp_path_factory):
+    """Requests and name-server calls of two scenarios (one with its DPNS log linked)."""
+    records = []
+    for name in ("scenario:thesis", "scenario:multi-file", "bad-input"):
+        inp = make_input(tmp_path_factory.mktemp("tally"), name)
+        records += run_engine(engines.PYTHON, inp).records
+    assert {r["kind"] for r in records} == {"request", "call"}
+    assert any(r["daemon"] == "dpns" and r.get("token") for r in records if r["kind"] == "call")
+    return records
+
+
+def test_simulated_records_give_the_same_summary_and_directories(simulated_records):
+    want, got = python_sinks(simulated_records), tallied_sinks(simulated_records)
+    assert state_of(*got) == state_of(*want)
+    assert got[0].render() == want[0].render()
+    assert got[1].render() == want[1].render() and got[1].top(50) == want[1].top(50)
+
+
+def test_past_the_reservoir_the_sample_is_pythons_and_goes_on_after_loading(
+        simulated_records, monkeypatch):
+    monkeypatch.setattr(summary_module, "RESERVOIR", 7)
+    half = len(simulated_records) // 2
+    want, got = python_sinks(simulated_records[:half]), tallied_sinks(simulated_records[:half])
+    assert any(s.sampled for s in want[0].phases.values())
+    assert state_of(*got) == state_of(*want)
+    # the loaded series draw on from where the tally's twister stopped
+    for record in simulated_records[half:]:
+        for summary, directories in (want, got):
+            summary.write(record)
+            directories.write(record)
+    assert state_of(*got) == state_of(*want)
+    assert got[0].render() == want[0].render()
+
+
+def test_past_the_directory_cap_the_same_directories_are_dropped(simulated_records):
+    want = python_sinks(simulated_records + ODD_RECORDS, max_dirs=1)
+    got = tallied_sinks(simulated_records + ODD_RECORDS, max_dirs=1)
+    assert want[1].dropped_dirs > 0
+    assert state_of(*got) == state_of(*want)
+
+
+def ns_call(path, started, ended, **extra):
+    record = {"kind": "call", "host": "h", "daemon": "dpns", "op": "creat", "path": path,
+              "started": started, "ended": ended, "duration_s": ended and ended - started,
+              "rc": 0, "token": None}
+    record.update(extra)
+    return record
+
+
+ODD_RECORDS = [
+    {"kind": "request", "op": None, "status": "incomplete", "accepted": None, "started": 5,
+     "ended": 9, "total_s": 4, "polls": 0, "proc_s": None},
+    {"kind": "request", "op": "", "status": "failed", "started": 1, "ended": 2, "polls": 3,
+     "auth_s": 0, "proc_s": 7},
+    ns_call("top-level-name", 10, 20),
+    ns_call("/", 10, 20),
+    ns_call("/f", 10, 30, token="t"),
+    ns_call("/d/f", 30, 10),                     # ends before it starts: 0 ms
+    ns_call("/d/g", 10, None, rc=None),          # no return: no directory, an error
+    ns_call("", 10, 20),                         # no path: no directory
+    ns_call("/d/h", 10, 20, daemon="dpm", op="dpm_get"),
+    ns_call("/d/i", 10, 20, op="stat", token=""),
+    ns_call("/d/j", 10, 20, rc=2, duration_s=None),
+]
+
+
+def test_odd_records_are_counted_as_the_python_sinks_count_them():
+    want, got = python_sinks(ODD_RECORDS), tallied_sinks(ODD_RECORDS)
+    assert state_of(*got) == state_of(*want)
+    assert ("?", "incomplete") in got[0].statuses and ("?", "failed") in got[0].statuses
+    assert [name for name, *_ in state_of(*got)["dirs"]] == ["top-level-name", "/", "/d"]
+
+
+def test_a_record_without_its_kind_is_an_error_in_both():
+    summary, directories = Summary(), DirectoryStats()
+    with pytest.raises(KeyError):
+        summary.write({"op": "put"})
+    aggregates = Aggregates(Summary(), DirectoryStats(), compiled=True)
+    with pytest.raises(KeyError):
+        aggregates.write({"op": "put"})
+
+
+def test_the_tally_forwards_each_record_to_the_other_sinks_after_counting_it():
+    seen = []
+
+    class Recorder:
+        def write(self, record):
+            seen.append(record)
+
+        def close(self):
+            pass
+
+    aggregates = Aggregates(Summary(), DirectoryStats(), compiled=True)
+    on_record = aggregates.on_record(FanOut([Recorder()]))
+    for record in ODD_RECORDS:
+        on_record(record)
+    aggregates.close()
+    assert seen == ODD_RECORDS
+    assert sum(aggregates.summary.statuses.values()) == 2
+
+
+def test_without_the_extension_or_with_a_live_window_the_python_sinks_do_it():
+    assert not Aggregates(Summary(), DirectoryStats(), compiled=False).compiled
+    assert not Aggregates(Summary(), DirectoryStats(keep_ms=60_000), compiled=True).compiled
+    summary = Summary()
+    python = Aggregates(summary, DirectoryStats(), compiled=False)
+    python.on_record(FanOut([]))(ODD_RECORDS[0])
+    assert summary.statuses[("?", "incomplete")] == 1
+
+
+def test_a_restored_series_samples_on_as_the_original():
+    original = summary_module.Series()
+    rng = random.Random(1)
+    for _ in range(3):
+        rng.random()
+    original._rng = rng
+    copy = summary_module.Series.restored(0, 0, None, [], rng.getstate()[1])
+    assert copy._rng.getstate() == original._rng.getstate()
