@@ -20,6 +20,7 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::block::LineBlock;
 use crate::linking::{Ctx, Linker, Meta};
 use crate::{FastLines, Scan};
 
@@ -1822,31 +1823,46 @@ impl Core {
     /// lines were taken (BUDGET: an event-time sweep is due).
     /// Returns (next, parsed, unmatched, latest event time parsed or -1, why).
     #[pyo3(signature = (parser, lines, start, limit, budget))]
-    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyList>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8)> {
+    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8)> {
+        // A block of lines over one buffer (replay's plain files) or a list of bytes / str.
+        let block = lines.downcast::<LineBlock>().ok().map(|b| b.get());
+        let block_data = block.map(|b| b.data(py));
+        let list = match block {
+            Some(_) => None,
+            None => Some(lines.downcast::<PyList>()?),
+        };
         let mut parser = parser.borrow_mut();
         let (host_py, daemon_py) = parser.host_daemon(py);
         let (host, daemon) = {
             let mut names = self.names.borrow_mut();
             (names.intern(host_py.downcast::<PyString>()?.to_str()?), names.intern(daemon_py.downcast::<PyString>()?.to_str()?))
         };
-        let n = lines.len();
+        let n = match (block, list) {
+            (Some(b), _) => b.len(),
+            (None, Some(l)) => l.len(),
+            (None, None) => 0,
+        };
         let (mut parsed, mut unmatched, mut latest) = (0usize, 0usize, -1i64);
         let mut i = start;
         let why = self.with(py, |st, cx| {
             while i < n {
-                let item = lines.get_item(i)?;
-                let raw: &[u8] = if let Ok(b) = item.downcast::<PyBytes>() {
-                    b.as_bytes()
-                } else if let Ok(s) = item.downcast::<PyString>() {
-                    match s.to_str() {
-                        Ok(t) => t.as_bytes(),
-                        Err(_) => return Ok(SLOW),
-                    }
+                let raw: &[u8] = if let (Some(b), Some(data)) = (block, block_data) {
+                    b.line(data, i)
                 } else {
-                    return Ok(SLOW);
+                    let item = list.unwrap().get_item(i)?;
+                    let raw: &[u8] = if let Ok(b) = item.downcast::<PyBytes>() {
+                        b.as_bytes()
+                    } else if let Ok(s) = item.downcast::<PyString>() {
+                        match s.to_str() {
+                            Ok(t) => t.as_bytes(),
+                            Err(_) => return Ok(SLOW),
+                        }
+                    } else {
+                        return Ok(SLOW);
+                    };
+                    // SAFETY: the list keeps the item alive for this iteration
+                    unsafe { std::slice::from_raw_parts(raw.as_ptr(), raw.len()) }
                 };
-                // SAFETY: `item` keeps the bytes alive for this iteration (the list holds them)
-                let raw: &[u8] = unsafe { std::slice::from_raw_parts(raw.as_ptr(), raw.len()) };
                 let mut end = raw.len();
                 while end > 0 && (raw[end - 1] == b'\n' || raw[end - 1] == b'\r') {
                     end -= 1;

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+mod block;
 mod engine;
 mod linking;
 mod records;
@@ -414,6 +415,7 @@ fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FastLines>()?;
     m.add_class::<engine::Core>()?;
     m.add_class::<tally::Tally>()?;
+    m.add_class::<block::LineBlock>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     Ok(())

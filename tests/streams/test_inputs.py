@@ -13,6 +13,7 @@ import types
 
 import pytest
 
+from dpmstream.streams import inputs as inputs_module
 from dpmstream.streams.inputs import (
     FINGERPRINT_BYTES, Input, InputError, describe, fingerprint, iter_chunks, iter_lines,
     open_binary, repeated_prefix,
@@ -166,6 +167,89 @@ def test_a_truncated_bzip2_raises_an_input_error_not_eof(tmp_path):
     with pytest.raises(InputError):
         list(iter_lines(stream))
     raw.close()
+
+
+# -- blocks of lines (the extension's LineBlock) -------------------------------------------
+
+needs_blocks = pytest.mark.skipif(inputs_module.LineBlock is None, reason="extension not built")
+
+AWKWARD = (b"first\n" + b"\n" + b"crlf\r\n" + b"x" * 3000 + b"\n" + b"\x00\xff binary\n"
+           + b"".join(b"line %d\n" % i for i in range(50)) + b"no newline at the end")
+
+
+def chunks_as_lists(data: bytes, size: int, pure: bool, monkeypatch) -> list[list[bytes]]:
+    monkeypatch.setattr(inputs_module, "READ_HINT", 64)   # many reads, lines across them
+    if pure:
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    return [list(chunk) for chunk in iter_chunks(io.BytesIO(data), size)]
+
+
+@needs_blocks
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+@pytest.mark.parametrize("data", [AWKWARD, AWKWARD + b"\n", b"", b"\n", b"one"])
+def test_blocks_hold_the_lines_and_chunks_readlines_gives(data, size, monkeypatch):
+    want = chunks_as_lists(data, size, True, monkeypatch)
+    assert [type(c) for c in iter_chunks(io.BytesIO(data), size)] == [list] * len(want)
+    got = chunks_as_lists(data, size, False, monkeypatch)
+    assert got == want
+    assert b"".join(line for chunk in got for line in chunk) == data
+
+
+@needs_blocks
+def test_a_block_is_a_sequence_of_bytes_lines_like_a_list():
+    (block,), rest = inputs_module.LineBlock.split(b"a\nbb\nccc\nd", 10, True)
+    lines = [b"a\n", b"bb\n", b"ccc\n", b"d"]
+    assert rest == len(b"a\nbb\nccc\nd")
+    assert len(block) == 4 and list(block) == lines and block == lines
+    assert [block[i] for i in (0, 3, -1, -4)] == [lines[i] for i in (0, 3, -1, -4)]
+    for s in (slice(1, 3), slice(2, None), slice(None, -1), slice(5, 9), slice(None, None, -2)):
+        assert block[s] == lines[s]
+    with pytest.raises(IndexError):
+        block[4]
+    with pytest.raises(IndexError):
+        block[-5]
+
+
+@needs_blocks
+def test_without_the_end_an_unfinished_line_is_left_for_the_next_read():
+    blocks, rest = inputs_module.LineBlock.split(b"a\nb\nc\npart", 2, False)
+    assert [list(b) for b in blocks] == [[b"a\n", b"b\n"]]
+    assert rest == 4   # c and the unfinished line: fewer than a chunk, read again with more
+
+
+class FailingDisk(io.RawIOBase):
+    """A plain file whose disk fails after `good` bytes."""
+
+    def __init__(self, data: bytes, good: int):
+        self.data, self.good, self.at = data, good, 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self.at >= self.good:
+            raise OSError(5, "Input/output error")
+        n = min(len(buffer), self.good - self.at)
+        buffer[:n] = self.data[self.at:self.at + n]
+        self.at += n
+        return n
+
+
+@needs_blocks
+def test_a_read_error_keeps_every_whole_line_read_before_it(monkeypatch):
+    monkeypatch.setattr(inputs_module, "READ_HINT", 100)
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    lines = [b"line %05d\n" % i for i in range(100)]
+    stream = io.BufferedReader(FailingDisk(b"".join(lines), 555), buffer_size=64)
+    got = []
+    with pytest.raises(InputError, match="input ends early"):
+        for chunk in iter_chunks(stream, 7):
+            got.extend(chunk)
+    # Five reads of 100 bytes succeed (the failing one's bytes are lost in the buffered
+    # reader): 45 whole lines, and the 46th, cut, is not a line.
+    assert got == lines[:45]
 
 
 # -- fingerprint --------------------------------------------------------------------------

@@ -1,0 +1,146 @@
+//! Lines split in the extension: replay reads a plain file a megabyte at a time and hands
+//! the engine blocks of lines over that buffer (streams/inputs.iter_chunks), not lists of
+//! bytes objects, one allocated and freed per line. A block is a read-only sequence of
+//! bytes lines (len, index, slice, iteration, equality with a list of bytes), so the
+//! Python code that takes lines one at a time (the slow path, the Python engine) takes it
+//! as it takes a list.
+
+use pyo3::exceptions::PyIndexError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PySlice};
+
+#[pyclass(module = "dpmstream.parsers._fastlines", sequence, frozen)]
+pub struct LineBlock {
+    buf: Py<PyBytes>,
+    /// Line i is buf[bounds[i]..bounds[i + 1]], its newline included.
+    bounds: Vec<usize>,
+}
+
+/// The first b'\n' in `s`, eight bytes at a time (no memchr crate here).
+fn find_newline(s: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const NL: u64 = LO * b'\n' as u64;
+    let mut i = 0;
+    while i + 8 <= s.len() {
+        let w = u64::from_le_bytes(s[i..i + 8].try_into().unwrap()) ^ NL;
+        let zero = w.wrapping_sub(LO) & !w & HI; // the lowest set bit is the first match
+        if zero != 0 {
+            return Some(i + (zero.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    s[i..].iter().position(|&b| b == b'\n').map(|p| i + p)
+}
+
+impl LineBlock {
+    pub fn len(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    /// Line i (no bounds check beyond the slice's) of the buffer's bytes `data`.
+    pub fn line<'a>(&self, data: &'a [u8], i: usize) -> &'a [u8] {
+        &data[self.bounds[i]..self.bounds[i + 1]]
+    }
+
+    pub fn data<'py>(&self, py: Python<'py>) -> &[u8] {
+        // SAFETY: the block holds `buf` (immutable bytes) for as long as it lives, and
+        // callers use the slice while they hold the block.
+        let b = self.buf.bind(py).as_bytes();
+        unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) }
+    }
+
+    fn to_list<'py>(&self, py: Python<'py>, from: usize, to: usize) -> PyResult<Bound<'py, PyList>> {
+        let data = self.data(py);
+        PyList::new(py, (from..to).map(|i| PyBytes::new(py, self.line(data, i))))
+    }
+}
+
+#[pymethods]
+impl LineBlock {
+    /// `data`'s whole lines in blocks of `size`, and the offset of what is left: fewer
+    /// than `size` lines, or an unfinished one. With `last` (the input ended), what is
+    /// left is a block too (its final line may lack a newline) and the offset is len(data).
+    #[staticmethod]
+    fn split(data: Bound<'_, PyBytes>, size: usize, last: bool) -> PyResult<(Vec<LineBlock>, usize)> {
+        let size = size.max(1);
+        let bytes = data.as_bytes();
+        let mut blocks = Vec::new();
+        let mut bounds = vec![0usize];
+        let mut at = 0usize;
+        while let Some(p) = find_newline(&bytes[at..]) {
+            at += p + 1;
+            bounds.push(at);
+            if bounds.len() > size {
+                let next = vec![at];
+                blocks.push(LineBlock { buf: data.clone().unbind(), bounds: std::mem::replace(&mut bounds, next) });
+            }
+        }
+        if !last {
+            return Ok((blocks, bounds[0]));
+        }
+        let end = bytes.len();
+        if at < end {
+            bounds.push(end);
+        }
+        if bounds.len() > 1 {
+            blocks.push(LineBlock { buf: data.clone().unbind(), bounds });
+        }
+        Ok((blocks, end))
+    }
+
+    fn __len__(&self) -> usize {
+        self.len()
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, index: &Bound<'py, PyAny>) -> PyResult<PyObject> {
+        let n = self.len();
+        if let Ok(slice) = index.downcast::<PySlice>() {
+            let s = slice.indices(n as isize)?;
+            if s.step == 1 {
+                let to = s.stop.max(s.start) as usize;
+                return Ok(self.to_list(py, s.start as usize, to)?.into_any().unbind());
+            }
+            // any other step: as a list slices
+            return Ok(self.to_list(py, 0, n)?.as_any().get_item(index)?.unbind());
+        }
+        let i: isize = index.extract()?;
+        let i = if i < 0 { i + n as isize } else { i };
+        if i < 0 || i as usize >= n {
+            return Err(PyIndexError::new_err("line index out of range"));
+        }
+        Ok(PyBytes::new(py, self.line(self.data(py), i as usize)).into_any().unbind())
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.to_list(py, 0, self.len())?.try_iter().map(Bound::into_any)
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.to_list(py, 0, self.len())?.as_any().eq(other)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<LineBlock of {} lines>", self.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_newline;
+
+    #[test]
+    fn the_first_newline_is_found_wherever_it_falls_in_a_word() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut s = vec![b'x'; len];
+                s[at] = b'\n';
+                if at + 1 < len {
+                    s[len - 1] = b'\n';
+                }
+                assert_eq!(find_newline(&s), Some(at), "len {len}, at {at}");
+            }
+            assert_eq!(find_newline(&vec![0x8a_u8; len]), None);
+        }
+    }
+}
