@@ -17,6 +17,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::rc::Rc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
@@ -577,7 +578,8 @@ struct Callbacks {
     on_span: Option<PyObject>,
 }
 
-/// Record keys, made once.
+/// The record values chosen at run time (status, end reason), made once; the keys are
+/// pyo3 `intern!`s at their call sites.
 struct Keys {
     k: FxMap<&'static str, Py<PyString>>,
 }
@@ -585,13 +587,7 @@ struct Keys {
 impl Keys {
     fn new(py: Python<'_>) -> Self {
         let mut k = FxMap::default();
-        for name in [
-            "kind", "host", "token", "op", "client", "nfiles", "status", "accepted", "started",
-            "ended", "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
-            "ready_wait_s", "transfer_s", "done_s", "total_s", "end_reason", "daemon", "pid",
-            "thread", "duration_s", "rc", "session", "path", "request", "call", "line",
-            "timeout", "evicted", "input_end", "success", "incomplete", "failed", "aborted",
-        ] {
+        for name in ["line", "timeout", "evicted", "input_end", "success", "incomplete", "failed", "aborted"] {
             k.insert(name, PyString::intern(py, name).unbind());
         }
         Keys { k }
@@ -1424,28 +1420,28 @@ impl State {
         let start = req.accepted.or(req.started);
         let d = PyDict::new(py);
         let mut names = cx.names.borrow_mut();
-        d.set_item(k("kind"), k("request"))?;
-        d.set_item(k("host"), names.py(py, req.host))?;
-        d.set_item(k("token"), req.token.as_deref())?;
-        d.set_item(k("op"), req.op.map(|o| names.py(py, o)))?;
-        d.set_item(k("client"), req.client.as_deref())?;
-        d.set_item(k("nfiles"), req.nfiles)?;
-        d.set_item(k("status"), k(status))?;
-        d.set_item(k("accepted"), req.accepted)?;
-        d.set_item(k("started"), req.started)?;
-        d.set_item(k("ended"), ended)?;
-        d.set_item(k("auth_s"), diff(req.started, req.accepted))?;
-        d.set_item(k("request_s"), diff(req.request_ret, req.started))?;
-        d.set_item(k("queue_s"), diff(req.proc_first, req.request_ret))?;
-        d.set_item(k("proc_s"), req.proc_ms)?;
-        d.set_item(k("polls"), req.polls)?;
-        d.set_item(k("poll_s"), req.poll_ms)?;
-        d.set_item(k("ready_wait_s"), diff(req.success_end, req.request_ret))?;
+        d.set_item(intern!(py, "kind"), intern!(py, "request"))?;
+        d.set_item(intern!(py, "host"), names.py(py, req.host))?;
+        d.set_item(intern!(py, "token"), req.token.as_deref())?;
+        d.set_item(intern!(py, "op"), req.op.map(|o| names.py(py, o)))?;
+        d.set_item(intern!(py, "client"), req.client.as_deref())?;
+        d.set_item(intern!(py, "nfiles"), req.nfiles)?;
+        d.set_item(intern!(py, "status"), k(status))?;
+        d.set_item(intern!(py, "accepted"), req.accepted)?;
+        d.set_item(intern!(py, "started"), req.started)?;
+        d.set_item(intern!(py, "ended"), ended)?;
+        d.set_item(intern!(py, "auth_s"), diff(req.started, req.accepted))?;
+        d.set_item(intern!(py, "request_s"), diff(req.request_ret, req.started))?;
+        d.set_item(intern!(py, "queue_s"), diff(req.proc_first, req.request_ret))?;
+        d.set_item(intern!(py, "proc_s"), req.proc_ms)?;
+        d.set_item(intern!(py, "polls"), req.polls)?;
+        d.set_item(intern!(py, "poll_s"), req.poll_ms)?;
+        d.set_item(intern!(py, "ready_wait_s"), diff(req.success_end, req.request_ret))?;
         let transfer = if req.closing == Some(PUTDONE) { diff(req.putdone_first, req.success_end) } else { None };
-        d.set_item(k("transfer_s"), transfer)?;
-        d.set_item(k("done_s"), req.done_ms)?;
-        d.set_item(k("total_s"), diff(ended, start))?;
-        d.set_item(k("end_reason"), k(reason))?;
+        d.set_item(intern!(py, "transfer_s"), transfer)?;
+        d.set_item(intern!(py, "done_s"), req.done_ms)?;
+        d.set_item(intern!(py, "total_s"), diff(ended, start))?;
+        d.set_item(intern!(py, "end_reason"), k(reason))?;
         Ok(d)
     }
 
@@ -1465,26 +1461,25 @@ impl State {
         }
         self.stats[CALLS] += 1;
         let py = cx.py;
-        let k = |n: &str| cx.keys.get(py, n);
         let (host, daemon, pid, tid) = key;
         let d = PyDict::new(py);
         {
             let mut names = cx.names.borrow_mut();
-            d.set_item(k("kind"), k("call"))?;
-            d.set_item(k("host"), names.py(py, host))?;
-            d.set_item(k("daemon"), names.py(py, daemon))?;
-            d.set_item(k("pid"), pid)?;
-            d.set_item(k("thread"), if tid >= 0 { Some(tid) } else { None })?;
-            d.set_item(k("op"), names.py(py, call.op))?;
-            d.set_item(k("client"), call.client.as_deref())?;
-            d.set_item(k("started"), call.started)?;
-            d.set_item(k("ended"), ended)?;
-            d.set_item(k("duration_s"), diff(ended, Some(call.started)))?;
-            d.set_item(k("rc"), rc)?;
-            d.set_item(k("auth_s"), diff(Some(call.started), call.accepted))?;
-            d.set_item(k("session"), call.session.map(Session::name))?;
-            d.set_item(k("token"), py.None())?;
-            d.set_item(k("path"), call.path.as_deref())?;
+            d.set_item(intern!(py, "kind"), intern!(py, "call"))?;
+            d.set_item(intern!(py, "host"), names.py(py, host))?;
+            d.set_item(intern!(py, "daemon"), names.py(py, daemon))?;
+            d.set_item(intern!(py, "pid"), pid)?;
+            d.set_item(intern!(py, "thread"), if tid >= 0 { Some(tid) } else { None })?;
+            d.set_item(intern!(py, "op"), names.py(py, call.op))?;
+            d.set_item(intern!(py, "client"), call.client.as_deref())?;
+            d.set_item(intern!(py, "started"), call.started)?;
+            d.set_item(intern!(py, "ended"), ended)?;
+            d.set_item(intern!(py, "duration_s"), diff(ended, Some(call.started)))?;
+            d.set_item(intern!(py, "rc"), rc)?;
+            d.set_item(intern!(py, "auth_s"), diff(Some(call.started), call.accepted))?;
+            d.set_item(intern!(py, "session"), call.session.map(Session::name))?;
+            d.set_item(intern!(py, "token"), py.None())?;
+            d.set_item(intern!(py, "path"), call.path.as_deref())?;
         }
         let meta = Meta::Call { host, daemon, path: call.path.clone(), client: call.client.clone(), started: call.started, ended };
         self.emit(cx, d, meta)

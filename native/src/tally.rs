@@ -198,6 +198,7 @@ pub struct Tally {
     forward: Option<PyObject>,
     index: FxMap<Box<str>, Name>,
     texts: Vec<Option<Py<PyString>>>,
+    phase_keys: Vec<Py<PyString>>,
     // Summary
     first_ms: Option<i64>,
     last_ms: Option<i64>,
@@ -288,8 +289,8 @@ impl Tally {
             let op = if op.is_truthy()? { self.name(Some(&op))? } else { self.name(Some(intern!(py, "?")))? };
             let status = self.name(Some(&need(record, intern!(py, "status"))?))?;
             *self.statuses.entry((op, status)) += 1;
-            for (i, (field, _)) in PHASES.iter().enumerate() {
-                if let Some(v) = int(get(record, &PyString::intern(py, field))?)? {
+            for i in 0..PHASES.len() {
+                if let Some(v) = int(get(record, self.phase_keys[i].bind(py))?)? {
                     self.phases.entry((op, i)).add(v, reservoir);
                 }
             }
@@ -360,8 +361,9 @@ impl Tally {
 impl Tally {
     #[new]
     #[pyo3(signature = (reservoir, max_dirs, ns_daemon, forward=None))]
-    fn new(reservoir: usize, max_dirs: usize, ns_daemon: String, forward: Option<PyObject>) -> Self {
+    fn new(py: Python<'_>, reservoir: usize, max_dirs: usize, ns_daemon: String, forward: Option<PyObject>) -> Self {
         Tally {
+            phase_keys: PHASES.iter().map(|(field, _)| PyString::intern(py, field).unbind()).collect(),
             reservoir,
             max_dirs,
             ns_daemon,
