@@ -29,6 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_replay import ensure_bytecode  # noqa: E402
+
 ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
 ONE_CORE = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 BIN = Path(sys.executable).parent
@@ -92,6 +95,7 @@ def main_big(workdir: Path, runs: int, log: Path | None = None) -> None:
     print(f"log: {log} ({size_mb:,.1f} MB, {lines:,} lines); load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"{'pinned to core 0' if ONE_CORE else 'not pinned'}; first run, then best of {runs}")
+    print(ensure_bytecode())
     print("| what | wall | CPU | peak RSS | answer |")
     print("|---|---|---|---|---|")
     check = [str(BIN / "check_dpm"), "--log", str(log), "--tz", TZ, "-v"]
@@ -130,6 +134,7 @@ def main() -> None:
         lines = sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
     print(f"log: {log} ({size_mb:.1f} MB, {lines:,} lines); load average {os.getloadavg()[0]:.1f}; "
           f"{'pinned to core 0' if ONE_CORE else 'not pinned'}; best of {args.runs}")
+    print(ensure_bytecode())
     print("| what | wall | CPU | peak RSS | answer |")
     print("|---|---|---|---|---|")
 

@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_replay import ENVELOPE_ERE, ONE_CORE, count_lines, run_measured  # noqa: E402
+from bench_replay import (  # noqa: E402
+    ENVELOPE_ERE, ONE_CORE, count_lines, ensure_bytecode, run_measured,
+)
 
 TARGET_RATIO = 4.0
 
@@ -178,6 +180,7 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"one core: {'taskset -c 0' if ONE_CORE else 'taskset missing: not pinned'}; cpus "
           f"{os.cpu_count()}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(ensure_bytecode(), flush=True)
 
     table = []
     for name in names:
