@@ -387,8 +387,10 @@ class Source:
         self._parse(line, received_ms)
 
     def feed_lines(self, lines: Iterable[bytes | str]) -> None:
-        """feed() for many lines without receive times: the replay and follow hot loop."""
-        self.feed_chunk(lines if isinstance(lines, list) else list(lines))
+        """feed() for many lines without receive times: the replay and follow hot loop.
+        A list or any indexable sequence of lines (iter_chunks' LineBlock) is fed as it is."""
+        indexable = hasattr(lines, "__getitem__") and hasattr(lines, "__len__")
+        self.feed_chunk(lines if indexable else list(lines))
 
     def feed_chunk(self, lines: list, start: int = 0, limit: int | None = None) -> int:
         """feed() for lines[start:], stopping after the first line that takes this source
