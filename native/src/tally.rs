@@ -11,7 +11,7 @@ use std::hash::Hash;
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::engine::FxMap;
 
@@ -125,7 +125,7 @@ impl Series {
             self.max = Some(value);
         }
         if self.values.len() < reservoir {
-            self.values.push(value);
+            push_gently(&mut self.values, value, reservoir);
             return;
         }
         let rng = self.rng.get_or_insert_with(|| Box::new(Mt::seeded(1)));
@@ -135,15 +135,32 @@ impl Series {
         }
     }
 
-    /// (count, sum, max, values, random state or None): Series.restored's arguments.
-    fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    /// (count, sum, max, values, random state or None): Series.restored's arguments, the
+    /// values as the bytes of an array('q'); the series' memory is freed as it goes.
+    fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
         let rng = match &self.rng {
             Some(r) => r.state(py)?.into_any(),
             None => py.None().into_bound(py),
         };
-        let values = PyList::new(py, &self.values)?;
-        (self.count, self.sum, self.max, values, rng).into_pyobject(py)
+        (self.count, self.sum, self.max, int64_bytes(py, self.values), rng).into_pyobject(py)
     }
+}
+
+/// The bytes of an array('q') holding `values` (machine order), the Vec freed after.
+fn int64_bytes(py: Python<'_>, values: Vec<i64>) -> Bound<'_, PyBytes> {
+    // SAFETY: i64 has no padding; the slice lives while the bytes are copied.
+    let raw = unsafe { std::slice::from_raw_parts(values.as_ptr() as *const u8, values.len() * 8) };
+    PyBytes::new(py, raw)
+}
+
+/// Vec::push growing by an eighth (as Python's lists and arrays do), never past `cap`:
+/// doubling left up to half of a long series' memory unused (16 MiB on a 10 M-line log).
+fn push_gently(v: &mut Vec<i64>, value: i64, cap: usize) {
+    if v.len() == v.capacity() {
+        let more = (v.len() / 8).max(16).min(cap.saturating_sub(v.len()).max(1));
+        v.reserve_exact(more);
+    }
+    v.push(value);
 }
 
 /// A dict in insertion order (the Python sinks' dicts are; ties in their sorts keep it).
@@ -340,8 +357,8 @@ impl Tally {
         }
         if creat {
             d.creats.add(ms, reservoir);
-            d.starts.push(started);
-            d.ends.push(ended);
+            push_gently(&mut d.starts, started, usize::MAX);
+            push_gently(&mut d.ends, ended, usize::MAX);
         }
         Ok(())
     }
@@ -401,32 +418,34 @@ impl Tally {
         Ok(())
     }
 
-    /// Summary's state: first_ms, last_ms, and (key, value) lists in insertion order of
-    /// statuses, phases, polls, calls and call_errors (series as Series.restored's args).
-    fn summary_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// Summary's state, taken (the tally keeps none of it): first_ms, last_ms, and
+    /// (key, value) lists in insertion order of statuses, phases, polls, calls and
+    /// call_errors, series as Series.restored's arguments. Taken rather than copied: a long
+    /// run's series are tens of megabytes, and a copy beside them set the peak memory.
+    fn take_summary_state<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        out.set_item("first_ms", self.first_ms)?;
-        out.set_item("last_ms", self.last_ms)?;
-        let pair = |a: Name, b: Name| (self.py_name(py, a), self.py_name(py, b));
+        out.set_item("first_ms", self.first_ms.take())?;
+        out.set_item("last_ms", self.last_ms.take())?;
+        let pair = |me: &Self, a: Name, b: Name| (me.py_name(py, a), me.py_name(py, b));
         let statuses = PyList::empty(py);
-        for ((op, status), n) in &self.statuses.entries {
-            statuses.append((pair(*op, *status), n))?;
+        for ((op, status), n) in std::mem::replace(&mut self.statuses, Ordered::new()).entries {
+            statuses.append((pair(self, op, status), n))?;
         }
         let phases = PyList::empty(py);
-        for ((op, i), s) in &self.phases.entries {
-            phases.append(((self.py_name(py, *op), PHASES[*i].1), s.to_py(py)?))?;
+        for ((op, i), s) in std::mem::replace(&mut self.phases, Ordered::new()).entries {
+            phases.append(((self.py_name(py, op), PHASES[i].1), s.into_py(py)?))?;
         }
         let polls = PyList::empty(py);
-        for (op, s) in &self.polls.entries {
-            polls.append((self.py_name(py, *op), s.to_py(py)?))?;
+        for (op, s) in std::mem::replace(&mut self.polls, Ordered::new()).entries {
+            polls.append((self.py_name(py, op), s.into_py(py)?))?;
         }
         let calls = PyList::empty(py);
-        for ((daemon, op), s) in &self.calls.entries {
-            calls.append((pair(*daemon, *op), s.to_py(py)?))?;
+        for ((daemon, op), s) in std::mem::replace(&mut self.calls, Ordered::new()).entries {
+            calls.append((pair(self, daemon, op), s.into_py(py)?))?;
         }
         let errors = PyList::empty(py);
-        for ((daemon, op), n) in &self.call_errors.entries {
-            errors.append((pair(*daemon, *op), n))?;
+        for ((daemon, op), n) in std::mem::replace(&mut self.call_errors, Ordered::new()).entries {
+            errors.append((pair(self, daemon, op), n))?;
         }
         out.set_item("statuses", statuses)?;
         out.set_item("phases", phases)?;
@@ -436,16 +455,17 @@ impl Tally {
         Ok(out)
     }
 
-    /// DirectoryStats' state: proc_ms, dropped_dirs, and per directory in insertion order
-    /// (name, calls, ms, linked_ms, creats as Series.restored's args, starts, ends).
-    fn directories_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// DirectoryStats' state, taken: proc_ms, dropped_dirs, and per directory in insertion
+    /// order (name, calls, ms, linked_ms, creats as Series.restored's arguments, and the
+    /// bytes of array('q')s of the creats' starts and ends).
+    fn take_directories_state<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        out.set_item("proc_ms", self.proc_ms)?;
-        out.set_item("dropped_dirs", self.dropped_dirs)?;
+        out.set_item("proc_ms", std::mem::take(&mut self.proc_ms))?;
+        out.set_item("dropped_dirs", std::mem::take(&mut self.dropped_dirs))?;
         let dirs = PyList::empty(py);
-        for (name, d) in &self.dirs.entries {
-            dirs.append((&**name, d.calls, d.ms, d.linked_ms, d.creats.to_py(py)?,
-                         PyList::new(py, &d.starts)?, PyList::new(py, &d.ends)?))?;
+        for (name, d) in std::mem::replace(&mut self.dirs, Ordered::new()).entries {
+            dirs.append((&*name, d.calls, d.ms, d.linked_ms, d.creats.into_py(py)?,
+                         int64_bytes(py, d.starts), int64_bytes(py, d.ends)))?;
         }
         out.set_item("dirs", dirs)?;
         Ok(out)

@@ -18,7 +18,7 @@ from array import array
 
 from dpmstream.parsers.linking import NS_DAEMON, directory_of
 from dpmstream.parsers.records import ms_to_text
-from dpmstream.streams.sinks.summary import Series
+from dpmstream.streams.sinks.summary import Series, int64_array
 
 COLUMNS = ("directory", "ns_calls", "ns_s", "creats", "creat_p50_s", "creat_p95_s",
            "proc_share", "peak_creats")
@@ -87,14 +87,14 @@ class DirectoryStats:
 
     def load(self, state: dict) -> None:
         """Take the figures a Tally gathered from a run's records
-        (Tally.directories_state()): the same as write() given each of those records."""
+        (Tally.take_directories_state()): the same as write() given each of those records."""
         self.proc_ms, self.dropped_dirs = state["proc_ms"], state["dropped_dirs"]
         self.dirs = {}
         for name, calls, ms, linked_ms, creats, starts, ends in state["dirs"]:
             d = self.dirs[name] = Directory()
             d.calls, d.ms, d.linked_ms = calls, ms, linked_ms
             d.creats = Series.restored(*creats)
-            d.starts, d.ends = array("q", starts), array("q", ends)
+            d.starts, d.ends = int64_array(starts), int64_array(ends)
 
     def _forget_old(self, d: Directory, before: int) -> None:
         kept = [(s, e) for s, e in zip(d.starts, d.ends) if e >= before]

@@ -9,6 +9,7 @@ sampling with a fixed seed), so a month of logs still summarises in bounded memo
 from __future__ import annotations
 
 import random
+from array import array
 from collections import Counter, defaultdict
 from datetime import datetime, timezone, tzinfo
 
@@ -17,6 +18,13 @@ from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
 
 RESERVOIR = 200_000
 QUANTILES = (0.50, 0.95, 0.99)
+
+
+def int64_array(raw: bytes) -> array:
+    """An array('q') of the machine-order 64-bit ints in `raw`."""
+    values = array("q")
+    values.frombytes(raw)
+    return values
 
 
 class Series:
@@ -46,12 +54,15 @@ class Series:
             self.values[j] = value
 
     @classmethod
-    def restored(cls, count: int, total: int, top: int | None, values: list[int],
-                 rng_state: tuple | None) -> Series:
+    def restored(cls, count: int, total: int, top: int | None, values, rng_state: tuple | None
+                 ) -> Series:
         """A series from another's figures (the extension's tally, native/src/tally.rs):
-        rng_state is Random.getstate()'s internal state, so sampling goes on as it would."""
+        values a sequence of ints or the bytes of an array('q') (8 bytes a value where a
+        list of ints takes up to 40), rng_state Random.getstate()'s internal state, so
+        sampling goes on as it would have."""
         series = cls()
-        series.count, series.sum, series.max, series.values = count, total, top, values
+        series.count, series.sum, series.max = count, total, top
+        series.values = int64_array(values) if isinstance(values, bytes) else values
         if rng_state is not None:
             series._rng = random.Random()
             series._rng.setstate((3, rng_state, None))
@@ -100,7 +111,7 @@ class Summary:
         """Nothing to release: render() reads the summary after the run."""
 
     def load(self, state: dict) -> None:
-        """Take the figures a Tally gathered from a run's records (Tally.summary_state()):
+        """Take the figures a Tally gathered from a run's records (Tally.take_summary_state()):
         the same as write() given each of those records."""
         self.first_ms, self.last_ms = state["first_ms"], state["last_ms"]
         self.statuses = Counter(dict(state["statuses"]))

@@ -33,6 +33,7 @@ class Aggregates:
     def __init__(self, summary: Summary, directories: DirectoryStats, compiled: bool):
         self.summary, self.directories = summary, directories
         self.tally = None
+        self._loaded = False
         # keep_ms (run's sliding window of creats) is Python's alone
         if compiled and Tally is not None and fastpath.available() and directories.keep_ms is None:
             self.tally = Tally(summary_module.RESERVOIR, directories.max_dirs, NS_DAEMON)
@@ -58,8 +59,9 @@ class Aggregates:
 
     def close(self) -> None:
         """The tally's figures into the Python sinks, then close them (directories.csv)."""
-        if self.tally is not None:
-            self.summary.load(self.tally.summary_state())
-            self.directories.load(self.tally.directories_state())
+        if self.tally is not None and not self._loaded:  # taken once: the tally is then empty
+            self.summary.load(self.tally.take_summary_state())
+            self.directories.load(self.tally.take_directories_state())
+            self._loaded = True
         self.summary.close()
         self.directories.close()

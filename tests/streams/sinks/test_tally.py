@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+from array import array
 
 import pytest
 
@@ -129,6 +130,17 @@ ODD_RECORDS = [
     ns_call("/d/i", 10, 20, op="stat", token=""),
     ns_call("/d/j", 10, 20, rc=2, duration_s=None),
 ]
+
+
+def test_closing_twice_keeps_the_figures_and_the_values_are_compact_arrays(simulated_records):
+    summary, directories = Summary(), DirectoryStats()
+    aggregates = Aggregates(summary, directories, compiled=True)
+    for record in simulated_records:
+        aggregates.write(record)
+    aggregates.close()
+    aggregates.close()
+    assert state_of(summary, directories) == state_of(*python_sinks(simulated_records))
+    assert all(isinstance(s.values, array) for s in summary.phases.values())
 
 
 def test_odd_records_are_counted_as_the_python_sinks_count_them():
