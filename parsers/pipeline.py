@@ -131,14 +131,20 @@ class Pipeline:
     def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
                  max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
-                 expect_ns: bool = False, engine: str | None = None):
+                 expect_ns: bool = False, engine: str | None = None,
+                 duplicate_memory: int = 1 << 17):
+        """duplicate_memory: how many of the latest distinct lines a line read twice is
+        recognised among (overlapping archives)."""
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
+        if duplicate_memory < 1:
+            raise ValueError(f"duplicate memory must be >= 1 line, not {duplicate_memory}")
         # parsers/engines.py: the Python reference, or its compiled twin where built.
         self.engine = engines.choose(engine)
         self.reassembler = engines.new_reassembler(
             self.engine, on_record, timeout_ms=int(timeout_s * 1000),
-            max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000))
+            max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000),
+            duplicate_memory=duplicate_memory)
         # Between the reassembler and on_record: name-server calls -> their request.
         self.linker = engines.new_linker(self.reassembler, on_record, head_aliases)
         self.linker.attach(self.reassembler)
