@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 mod block;
 mod engine;
+mod envelope;
 mod linking;
 mod records;
 mod tally;
@@ -429,6 +430,7 @@ fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tally::Tally>()?;
     m.add_class::<block::LineBlock>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
+    m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     Ok(())
 }

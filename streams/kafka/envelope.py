@@ -15,6 +15,7 @@ import datetime as _dt
 import json
 from typing import NamedTuple
 
+from dpmstream.parsers import fastpath
 from dpmstream.parsers.clock import rfc3339_to_ms
 
 try:   # decoding envelopes is a large share of a worker's time; orjson does it fastest
@@ -22,6 +23,14 @@ try:   # decoding envelopes is a large share of a worker's time; orjson does it 
     from orjson import loads as _fast_loads
 except ImportError:   # pragma: no cover - the kafka extra installs it
     _fast_loads, _FastJSONError = json.loads, ValueError
+
+
+try:   # rsyslog's form decoded in the extension (native/src/envelope.rs); None for the rest
+    from dpmstream.parsers._fastlines import decode_envelope as _compiled_decode
+except ImportError:   # not built: Python decodes every record
+    _compiled_decode = None
+if not fastpath.available():   # DPMSTREAM_PURE_PYTHON
+    _compiled_decode = None
 
 
 class EnvelopeError(ValueError):
@@ -64,7 +73,17 @@ def decode(raw: bytes | str | None) -> Envelope:
 
 def decode_fields(raw: bytes | str | None) -> tuple[str, str, int, int | None, str]:
     """decode() as a plain (host, path, offset, received_ms, line) tuple: the worker's
-    per-record call, so it builds nothing it does not need."""
+    per-record call, so it builds nothing it does not need. The extension decodes the
+    form rsyslog writes; what it leaves (None) is decoded here, the reference."""
+    if _compiled_decode is not None:
+        fields = _compiled_decode(raw)
+        if fields is not None:
+            return fields
+    return python_decode_fields(raw)
+
+
+def python_decode_fields(raw: bytes | str | None) -> tuple[str, str, int, int | None, str]:
+    """decode_fields in Python alone: any record, errors with their reasons."""
     if raw is None:
         raise EnvelopeError("empty record")
     try:

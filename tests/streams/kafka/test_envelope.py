@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from dpmstream.streams.kafka import envelope as envelope_module
 from dpmstream.streams.kafka.envelope import (
     EnvelopeError, decode, decode_fields, encode, ms_to_rfc3339, received_to_ms, rfc3339_to_ms,
 )
@@ -82,3 +85,86 @@ def test_received_times_read_through_the_per_second_cache_match_a_full_parse(sta
 def test_envelope_fields_are_the_envelope_as_a_plain_tuple():
     raw = encode("h1", "/p", 42, "2011-08-12T14:31:43.118402+02:00", "08/12 line\r\n")
     assert decode_fields(raw) == tuple(decode(raw)) == ("h1", "/p", 42, 1313152303118, "08/12 line")
+
+
+# -- the extension's decoder (native/src/envelope.rs) against python_decode_fields ----------
+
+compiled_decode = envelope_module._compiled_decode
+needs_compiled = pytest.mark.skipif(
+    compiled_decode is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    reason="the extension is not built here")
+
+RSYSLOG_FORM = [   # what rsyslog writes: the extension must take every one of these
+    encode("h1", "/var/log/dpm/log", 42, "2011-08-12T14:31:43.118402+02:00", "08/12 line\r\n"),
+    encode("h1", "/p", 0, "2012-02-29T23:59:59.999999Z", "leap day"),
+    encode("h1", "/p", 7, "1969-12-31T23:59:59.000500-05:30", "before the epoch"),
+    encode("héad", "/p/ü", 9, "2011-08-12T14:31:43.118402z", 'quote " backslash \\ tab \t é ✓ 𝄞'),
+    b'{ "line" : "x\\u00e9\\ud834\\udd1e\\n" , "offset":5,"path":"/p","host":"h",'
+    b'"received":"2011-08-12T14:31:43.118402+14:00" }',
+    b'{"host":"h","path":"/p","offset":1,"line":"no received time"}',
+    b'{"host":"h","path":"/p","offset":123456789012345678,"received":'
+    b'"9999-12-31T23:59:59.999999-23:59","line":"\\/\\b\\f\\r\\r\\n"}',
+]
+ELSEWHERE = [   # valid or not, Python's to decode (and to report)
+    None, "a str", b"", b"[]", b"{}", b"not json", b'{"host":"h"}',
+    b'{"host":"h","path":"/p","offset":"7","received":"2011-08-12T14:31:43.118402Z","line":"x"}',
+    b'{"host":"h","path":"/p","offset":-1,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":1.0,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":1e3,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":007,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":1234567890123456789012,"line":"x"}',
+    b'{"host":"","path":"/p","offset":1,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"line":"x","extra":1}',
+    b'{"host":"h","host":"g","path":"/p","offset":1,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"line":"lone \\ud800 surrogate"}',
+    b'{"host":"h","path":"/p","offset":1,"line":"raw\tcontrol"}',
+    b'{"host":"h","path":"/p","offset":1,"line":"bad utf-8 \xff"}',
+    b'{"host":"h","path":"/p","offset":1,"line":"x"} trailing',
+    b'{"host":"h","path":"/p","offset":1,"line":null}',
+    b'{"host":"h","path":"/p","offset":1,"received":null,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12T14:31:43Z","line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12 14:31:43.118402Z","line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"received":"2011-02-29T14:31:43.118402Z","line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12T24:31:43.118402Z","line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12T14:31:43.118402+24:00","line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12T14:31:43.11840\xd9\xa9Z","line":"x"}',
+]
+
+
+def reference(raw):
+    try:
+        return envelope_module.python_decode_fields(raw)
+    except EnvelopeError as exc:
+        return ("error", str(exc))
+
+
+@needs_compiled
+@pytest.mark.parametrize("raw", RSYSLOG_FORM)
+def test_the_extension_decodes_rsyslogs_form_exactly_as_python_does(raw):
+    assert compiled_decode(raw) is not None, "left to Python"
+    assert compiled_decode(raw) == reference(raw)
+    assert decode_fields(raw) == reference(raw)
+
+
+@needs_compiled
+@pytest.mark.parametrize("raw", ELSEWHERE)
+def test_the_extension_leaves_every_other_record_to_python(raw):
+    assert compiled_decode(raw) is None
+    if reference(raw)[0] == "error":
+        with pytest.raises(EnvelopeError):
+            decode_fields(raw)
+    else:
+        assert decode_fields(raw) == reference(raw)
+
+
+@needs_compiled
+def test_simulated_envelopes_decode_alike_whichever_decoder_takes_them():
+    from random import Random
+    rng = Random(17)
+    stamps = ["2011-08-12T14:31:43.118402+02:00", "2011-12-31T23:59:59.999999Z",
+              "2016-02-29T00:00:00.000000-08:00", "2011-08-12T14:31:43.1184+02:00"]
+    for i in range(2000):
+        line = "".join(rng.choice('ab "\\\t\r\néü𝄞/{}:,') for _ in range(rng.randrange(40)))
+        raw = encode(f"h{i % 3}", "/var/log/dpm/log", rng.randrange(1 << 40),
+                     rng.choice(stamps), line)
+        assert decode_fields(raw) == reference(raw)

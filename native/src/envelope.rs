@@ -1,0 +1,272 @@
+//! The JSON envelope of a raw-lines record (streams/kafka/envelope.py), decoded without
+//! Python for the form rsyslog writes: one object of the five members host, path, offset,
+//! received and line (any order, each once), strings with JSON's escapes, a non-negative
+//! integer offset, and `received` in rsyslog's own RFC 3339 form. Anything else, well
+//! formed or not, gives None, and Python's decode_fields (the reference, with its error
+//! messages) takes the record: tests/streams/kafka/test_envelope.py holds both to the same
+//! results.
+
+use std::borrow::Cow;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+struct Json<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Json<'a> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.s.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.s.get(self.at) == Some(&c)).then(|| self.at += 1)
+    }
+
+    /// A string, the opening quote next; None for what JSON or UTF-8 forbids, and for a
+    /// lone surrogate (Python keeps those; it decodes such a record itself).
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.at;
+        loop {
+            match *self.s.get(self.at)? {
+                b'"' => {
+                    // no escapes (the common case): the text as it lies in the record
+                    let text = std::str::from_utf8(&self.s[start..self.at]).ok()?;
+                    self.at += 1;
+                    return Some(Cow::Borrowed(text));
+                }
+                b'\\' => break,
+                c if c < 0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+        let mut out = std::str::from_utf8(&self.s[start..self.at]).ok()?.to_owned();
+        loop {
+            match *self.s.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(Cow::Owned(out));
+                }
+                b'\\' => {
+                    let e = *self.s.get(self.at + 1)?;
+                    self.at += 2;
+                    out.push(match e {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            if (0xd800..0xdc00).contains(&hi) {
+                                if self.s.get(self.at..self.at + 2)? != b"\\u" {
+                                    return None;
+                                }
+                                self.at += 2;
+                                let lo = self.hex4()?;
+                                if !(0xdc00..0xe000).contains(&lo) {
+                                    return None;
+                                }
+                                char::from_u32(0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00))?
+                            } else {
+                                char::from_u32(hi)? // a lone low surrogate: None
+                            }
+                        }
+                        _ => return None,
+                    });
+                }
+                c if c < 0x20 => return None,
+                _ => {
+                    let run = self.at;
+                    while let Some(&c) = self.s.get(self.at) {
+                        if c == b'"' || c == b'\\' || c < 0x20 {
+                            break;
+                        }
+                        self.at += 1;
+                    }
+                    out.push_str(std::str::from_utf8(&self.s[run..self.at]).ok()?);
+                }
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let h = std::str::from_utf8(self.s.get(self.at..self.at + 4)?).ok()?;
+        if !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        self.at += 4;
+        u32::from_str_radix(h, 16).ok()
+    }
+
+    /// A non-negative integer that fits 63 bits (no sign, fraction or exponent).
+    fn offset(&mut self) -> Option<i64> {
+        self.ws();
+        let start = self.at;
+        while self.s.get(self.at).is_some_and(u8::is_ascii_digit) {
+            self.at += 1;
+        }
+        let digits = &self.s[start..self.at];
+        if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') || digits.len() > 18 {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.s.get(self.at) {
+            return None;
+        }
+        std::str::from_utf8(digits).ok()?.parse().ok()
+    }
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// envelope.received_to_ms for rsyslog's form only, 'YYYY-MM-DDThh:mm:ss.ffffff' and 'Z'
+/// or '+hh:mm' / '-hh:mm' (ms truncated, as Python's); None for any other text.
+fn received_ms(t: &str) -> Option<i64> {
+    let b = t.as_bytes();
+    if !(b.len() == 27 || b.len() == 32) {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<i64> {
+        let part = b.get(from..to)?;
+        part.iter().all(u8::is_ascii_digit).then(|| part.iter().fold(0i64, |n, &c| n * 10 + i64::from(c - b'0')))
+    };
+    let at = |i: usize, c: u8| b[i] == c;
+    if !(at(4, b'-') && at(7, b'-') && at(10, b'T') && at(13, b':') && at(16, b':') && at(19, b'.')) {
+        return None;
+    }
+    let (y, mo, d, h, mi, s) = (num(0, 4)?, num(5, 7)?, num(8, 10)?, num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    let frac_ms = num(20, 23)?;
+    num(23, 26)?;
+    if y < 1 || !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59 {
+        return None;
+    }
+    let offset = if b.len() == 27 {
+        if !(at(26, b'Z') || at(26, b'z')) {
+            return None;
+        }
+        0
+    } else {
+        let sign = match b[26] {
+            b'+' => 1,
+            b'-' => -1,
+            _ => return None,
+        };
+        if !at(29, b':') {
+            return None;
+        }
+        let (oh, om) = (num(27, 29)?, num(30, 32)?);
+        if oh > 23 || om > 59 {
+            return None;
+        }
+        sign * (oh * 3600 + om * 60)
+    };
+    let seconds = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset;
+    Some(seconds * 1000 + frac_ms)
+}
+
+/// (host, path, offset, received_ms, line) of an envelope in rsyslog's form, as
+/// envelope.decode_fields gives them; None: Python decodes this one.
+#[pyfunction]
+pub fn decode_envelope<'py>(raw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let py = raw.py();
+    let Ok(raw) = raw.downcast::<PyBytes>() else {
+        return Ok(None);
+    };
+    let Some((host, path, offset, received, line)) = members(raw.as_bytes()) else {
+        return Ok(None);
+    };
+    let received = match received {
+        None => None,
+        Some(text) => match received_ms(&text) {
+            Some(ms) => Some(ms),
+            None => return Ok(None),
+        },
+    };
+    let line = line.trim_end_matches(['\r', '\n']);
+    Ok(Some((host, path, offset, received, line).into_pyobject(py)?))
+}
+
+type Members<'a> = (Cow<'a, str>, Cow<'a, str>, i64, Option<Cow<'a, str>>, Cow<'a, str>);
+
+fn members(s: &[u8]) -> Option<Members<'_>> {
+    let mut j = Json { s, at: 0 };
+    j.eat(b'{')?;
+    let (mut host, mut path, mut offset, mut received, mut line) = (None, None, None, None, None);
+    loop {
+        let key = j.string()?;
+        j.eat(b':')?;
+        let slot_taken = match &*key {
+            "host" => host.replace(j.string()?).is_some(),
+            "path" => path.replace(j.string()?).is_some(),
+            "received" => received.replace(j.string()?).is_some(),
+            "line" => line.replace(j.string()?).is_some(),
+            "offset" => offset.replace(j.offset()?).is_some(),
+            _ => return None,
+        };
+        if slot_taken {
+            return None; // a member twice: JSON parsers disagree on which wins
+        }
+        j.ws();
+        match j.s.get(j.at)? {
+            b',' => j.at += 1,
+            b'}' => {
+                j.at += 1;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    j.ws();
+    if j.at != s.len() {
+        return None;
+    }
+    let (host, path) = (host.filter(|h| !h.is_empty())?, path.filter(|p| !p.is_empty())?);
+    Some((host, path, offset?, received, line?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{days_from_civil, received_ms};
+
+    #[test]
+    fn civil_days_count_from_the_epoch_across_leap_years() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
+    }
+
+    #[test]
+    fn rsyslog_times_are_read_to_the_millisecond_with_their_offset() {
+        // python: rfc3339_to_ms("2011-08-12T14:31:43.118402+02:00") == 1313152303118
+        assert_eq!(received_ms("2011-08-12T14:31:43.118402+02:00"), Some(1_313_152_303_118));
+        assert_eq!(received_ms("2011-08-12T12:31:43.118999Z"), Some(1_313_152_303_118));
+        assert_eq!(received_ms("2011-02-29T12:31:43.118999Z"), None);
+        assert_eq!(received_ms("2011-08-12 12:31:43.118999Z"), None);
+    }
+}
