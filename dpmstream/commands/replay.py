@@ -68,7 +68,6 @@ def run(args) -> int:
     summary = Summary()
     directories = DirectoryStats(
         csv_path=os.path.join(args.out, "directories.csv") if args.out else None)
-    options = pipeline_options(args)
     aggregates = Aggregates(summary, directories, compiled=engines.choose() == engines.COMPILED)
     outputs = []
     if args.out:
@@ -81,7 +80,7 @@ def run(args) -> int:
     others = FanOut(outputs)
     sinks = FanOut([aggregates, *outputs])
 
-    pipeline = Pipeline(aggregates.on_record(others), **options)
+    pipeline = Pipeline(aggregates.on_record(others), **pipeline_options(args))
     host = default_host(args.host)
     progress = Progress(sum(i.size or 0 for i in inputs) or None, enabled=args.progress)
     failures, sources = replay_inputs(pipeline, inputs, host=host, profile=profile, tz=tz,

@@ -1640,6 +1640,48 @@ impl State {
 }
 
 /// The compiled reassembler (wrapped by parsers/compiled_reassembly.py).
+/// The lines feed_lines takes: a block over one read buffer (replay's plain files), or a
+/// list of bytes or str (everything else).
+enum Chunk<'a, 'py> {
+    Block(&'a LineBlock, &'a [u8]),
+    List(&'a Bound<'py, PyList>),
+}
+
+impl<'py> Chunk<'_, 'py> {
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Block(b, _) => b.len(),
+            Chunk::List(l) => l.len(),
+        }
+    }
+
+    /// Line i's bytes, and the list item that holds them (None in a block, whose buffer
+    /// outlives the call): the caller keeps it while it uses the bytes, since records it
+    /// emits meanwhile run Python. None for a line neither bytes nor UTF-8 text (Python's).
+    fn line(&self, i: usize) -> PyResult<Option<(&'static [u8], Option<Bound<'py, PyAny>>)>> {
+        let (ptr, len, item) = match self {
+            Chunk::Block(b, data) => {
+                let raw = b.line(data, i);
+                (raw.as_ptr(), raw.len(), None)
+            }
+            Chunk::List(l) => {
+                let item = l.get_item(i)?;
+                let raw = if let Ok(b) = item.downcast::<PyBytes>() {
+                    b.as_bytes()
+                } else if let Ok(Ok(t)) = item.downcast::<PyString>().map(|s| s.to_str()) {
+                    t.as_bytes()
+                } else {
+                    return Ok(None);
+                };
+                (raw.as_ptr(), raw.len(), Some(item))
+            }
+        };
+        // SAFETY: the bytes live as long as what holds them: the block (for the call) or
+        // the item returned beside them, which the caller keeps while it uses them.
+        Ok(Some((unsafe { std::slice::from_raw_parts(ptr, len) }, item)))
+    }
+}
+
 #[pyclass(module = "dpmstream.parsers._fastlines", subclass)]
 pub struct Core {
     st: RefCell<State>,
@@ -1821,12 +1863,9 @@ impl Core {
     /// Returns (next, parsed, unmatched, latest event time parsed or -1, why).
     #[pyo3(signature = (parser, lines, start, limit, budget))]
     fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8)> {
-        // A block of lines over one buffer (replay's plain files) or a list of bytes / str.
-        let block = lines.downcast::<LineBlock>().ok().map(|b| b.get());
-        let block_data = block.map(|b| b.data(py));
-        let list = match block {
-            Some(_) => None,
-            None => Some(lines.downcast::<PyList>()?),
+        let chunk = match lines.downcast::<LineBlock>() {
+            Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+            Err(_) => Chunk::List(lines.downcast::<PyList>()?),
         };
         let mut parser = parser.borrow_mut();
         let (host_py, daemon_py) = parser.host_daemon(py);
@@ -1834,32 +1873,12 @@ impl Core {
             let mut names = self.names.borrow_mut();
             (names.intern(host_py.downcast::<PyString>()?.to_str()?), names.intern(daemon_py.downcast::<PyString>()?.to_str()?))
         };
-        let n = match (block, list) {
-            (Some(b), _) => b.len(),
-            (None, Some(l)) => l.len(),
-            (None, None) => 0,
-        };
+        let n = chunk.len();
         let (mut parsed, mut unmatched, mut latest) = (0usize, 0usize, -1i64);
         let mut i = start;
         let why = self.with(py, |st, cx| {
             while i < n {
-                let raw: &[u8] = if let (Some(b), Some(data)) = (block, block_data) {
-                    b.line(data, i)
-                } else {
-                    let item = list.unwrap().get_item(i)?;
-                    let raw: &[u8] = if let Ok(b) = item.downcast::<PyBytes>() {
-                        b.as_bytes()
-                    } else if let Ok(s) = item.downcast::<PyString>() {
-                        match s.to_str() {
-                            Ok(t) => t.as_bytes(),
-                            Err(_) => return Ok(SLOW),
-                        }
-                    } else {
-                        return Ok(SLOW);
-                    };
-                    // SAFETY: the list keeps the item alive for this iteration
-                    unsafe { std::slice::from_raw_parts(raw.as_ptr(), raw.len()) }
-                };
+                let Some((raw, _holder)) = chunk.line(i)? else { return Ok(SLOW) };
                 let mut end = raw.len();
                 while end > 0 && (raw[end - 1] == b'\n' || raw[end - 1] == b'\r') {
                     end -= 1;

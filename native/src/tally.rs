@@ -198,6 +198,8 @@ struct Dir {
 type Name = u32; // an interned string; NONE is Python's None
 const NONE: Name = 0;
 
+/// PHASES' index of proc_s, which DirectoryStats also sums.
+const PROC: usize = 3;
 /// summary.PHASES: (record field, phase), in the order the summary renders them.
 const PHASES: [(&str, &str); 9] = [
     ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
@@ -259,10 +261,10 @@ fn directory_of(path: &str) -> &str {
 }
 
 impl Tally {
-    fn name(&mut self, v: Option<&Bound<'_, PyAny>>) -> PyResult<Name> {
-        let Some(v) = v.filter(|v| !v.is_none()) else {
+    fn name(&mut self, v: &Bound<'_, PyAny>) -> PyResult<Name> {
+        if v.is_none() {
             return Ok(NONE);
-        };
+        }
         let s = v.downcast::<PyString>().map_err(|_| PyTypeError::new_err("a record's name is not a str"))?;
         let text = s.to_str()?;
         if let Some(&n) = self.index.get(text) {
@@ -295,30 +297,31 @@ impl Tally {
     /// Summary.write and DirectoryStats.write, one after the other.
     fn tally(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
         let py = record.py();
-        for key in [intern!(py, "accepted"), intern!(py, "started"), intern!(py, "ended")] {
-            let t = int(get(record, key)?)?;
+        let ended = int(get(record, intern!(py, "ended"))?)?;
+        for t in [int(get(record, intern!(py, "accepted"))?)?, int(get(record, intern!(py, "started"))?)?, ended] {
             self.cover(t);
         }
         let reservoir = self.reservoir;
         let kind = need(record, intern!(py, "kind"))?;
         if kind.eq(intern!(py, "request"))? {
             let op = need(record, intern!(py, "op"))?;
-            let op = if op.is_truthy()? { self.name(Some(&op))? } else { self.name(Some(intern!(py, "?")))? };
-            let status = self.name(Some(&need(record, intern!(py, "status"))?))?;
+            let op = if op.is_truthy()? { self.name(&op)? } else { self.name(intern!(py, "?"))? };
+            let status = self.name(&need(record, intern!(py, "status"))?)?;
             *self.statuses.entry((op, status)) += 1;
             for i in 0..PHASES.len() {
                 if let Some(v) = int(get(record, self.phase_keys[i].bind(py))?)? {
                     self.phases.entry((op, i)).add(v, reservoir);
+                    if i == PROC {
+                        self.proc_ms += i128::from(v); // DirectoryStats' proc time
+                    }
                 }
             }
             let polls: i64 = need(record, intern!(py, "polls"))?.extract()?;
             self.polls.entry(op).add(polls, reservoir);
-            let proc_ms = int(get(record, intern!(py, "proc_s"))?)?;
-            self.proc_ms += i128::from(proc_ms.unwrap_or(0));
             return Ok(());
         }
         let daemon = need(record, intern!(py, "daemon"))?;
-        let key = (self.name(Some(&daemon))?, self.name(Some(&need(record, intern!(py, "op"))?))?);
+        let key = (self.name(&daemon)?, self.name(&need(record, intern!(py, "op"))?)?);
         if let Some(d) = int(get(record, intern!(py, "duration_s"))?)? {
             self.calls.entry(key).add(d, reservoir);
         }
@@ -326,16 +329,16 @@ impl Tally {
         if rc != Some(0) {
             *self.call_errors.entry(key) += 1;
         }
-        self.directory(record, &daemon)
+        self.directory(record, &daemon, ended)
     }
 
-    fn directory(&mut self, record: &Bound<'_, PyDict>, daemon: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn directory(&mut self, record: &Bound<'_, PyDict>, daemon: &Bound<'_, PyAny>, ended: Option<i64>) -> PyResult<()> {
         let py = record.py();
         let path = get(record, intern!(py, "path"))?;
         if !daemon.eq(&self.ns_daemon)? || !truthy_text(&path)? {
             return Ok(());
         }
-        let Some(ended) = int(get(record, intern!(py, "ended"))?)? else {
+        let Some(ended) = ended else {
             return Ok(());
         };
         let started: i64 = need(record, intern!(py, "started"))?.extract()?;
@@ -481,6 +484,11 @@ mod tests {
         // random.Random(1).getrandbits(32), three times, in CPython 3.11
         let mut mt = Mt::seeded(1);
         assert_eq!([mt.next_u32(), mt.next_u32(), mt.next_u32()], [577_090_037, 2_444_712_010, 3_639_700_191]);
+    }
+
+    #[test]
+    fn the_proc_phase_is_the_one_directory_stats_sums() {
+        assert_eq!(super::PHASES[super::PROC].0, "proc_s");
     }
 
     #[test]

@@ -54,15 +54,15 @@ class Series:
             self.values[j] = value
 
     @classmethod
-    def restored(cls, count: int, total: int, top: int | None, values, rng_state: tuple | None
-                 ) -> Series:
+    def restored(cls, count: int, total: int, top: int | None, values: bytes,
+                 rng_state: tuple | None) -> Series:
         """A series from another's figures (the extension's tally, native/src/tally.rs):
-        values a sequence of ints or the bytes of an array('q') (8 bytes a value where a
-        list of ints takes up to 40), rng_state Random.getstate()'s internal state, so
-        sampling goes on as it would have."""
+        values the bytes of an array('q') (8 bytes a value where a list of ints takes up
+        to 40), rng_state Random.getstate()'s internal state, so sampling goes on as it
+        would have."""
         series = cls()
         series.count, series.sum, series.max = count, total, top
-        series.values = int64_array(values) if isinstance(values, bytes) else values
+        series.values = int64_array(values)
         if rng_state is not None:
             series._rng = random.Random()
             series._rng.setstate((3, rng_state, None))

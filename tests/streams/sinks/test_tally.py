@@ -193,5 +193,5 @@ def test_a_restored_series_samples_on_as_the_original():
     for _ in range(3):
         rng.random()
     original._rng = rng
-    copy = summary_module.Series.restored(0, 0, None, [], rng.getstate()[1])
+    copy = summary_module.Series.restored(0, 0, None, b"", rng.getstate()[1])
     assert copy._rng.getstate() == original._rng.getstate()
