@@ -70,7 +70,9 @@ pub(crate) struct FastLines {
     host: PyObject,
     daemon: PyObject,
     unmatched: PyObject,
-    seconds: HashMap<u64, i64>,
+    seconds: engine::FxMap<u64, i64>,
+    /// The last second looked up (key, epoch ms): consecutive lines mostly share it.
+    last_second: Option<(u64, i64)>,
     max_bytes: usize,
     interned: HashMap<Box<str>, Py<PyString>>,
 }
@@ -144,6 +146,18 @@ fn printable_ascii(bytes: &[u8]) -> bool {
 }
 
 impl FastLines {
+    /// The epoch ms Python worked out for this second, if it has.
+    fn second_ms(&mut self, key: u64) -> Option<i64> {
+        if let Some((k, ms)) = self.last_second {
+            if k == key {
+                return Some(ms);
+            }
+        }
+        let ms = self.seconds.get(&key).copied()?;
+        self.last_second = Some((key, ms));
+        Some(ms)
+    }
+
     /// The common line, read without Python: printable ASCII (where Python's and PCRE2's
     /// \d \w \s agree exactly), the native envelope, a second Python already converted.
     pub(crate) fn scan(&mut self, bytes: &[u8]) -> Scan {
@@ -166,7 +180,7 @@ impl FastLines {
                 None => return Scan::Python,
             }
         }
-        let Some(base) = second_key(stamp).and_then(|k| self.seconds.get(&k).copied()) else {
+        let Some(base) = second_key(stamp).and_then(|k| self.second_ms(k)) else {
             return Scan::Python;
         };
         let mut ms = 0i64;
@@ -345,7 +359,8 @@ impl FastLines {
             host,
             daemon,
             unmatched,
-            seconds: HashMap::new(),
+            seconds: engine::FxMap::default(),
+            last_second: None,
             max_bytes: max_chars,
             interned: HashMap::new(),
         })
@@ -411,11 +426,13 @@ impl FastLines {
     /// Python worked out the epoch ms of a whole second (LineParser.second_key).
     fn remember(&mut self, key: u64, base_ms: i64) {
         self.seconds.insert(key, base_ms);
+        self.last_second = None;
     }
 
     /// The clock's year moved, or the cache is full: every second is worked out again.
     fn forget(&mut self) {
         self.seconds.clear();
+        self.last_second = None;
     }
 
     fn __len__(&self) -> usize {
