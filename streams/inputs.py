@@ -107,6 +107,9 @@ def _blocks(stream: BinaryIO, size: int) -> Iterator:
     """iter_chunks of a plain file as the extension's LineBlocks: a megabyte read at once and
     split without a bytes object per line (sequences of bytes lines, as the lists are)."""
     rest = b""
+    # A regular file re-reads its cut last line with the next read: joining it to the next
+    # megabyte copied every byte once more. A pipe, or a line longer than a read, joins.
+    rewind = _seekable(stream)
     while True:
         try:
             data = stream.read(READ_HINT)
@@ -119,7 +122,17 @@ def _blocks(stream: BinaryIO, size: int) -> Iterator:
         blocks, at = LineBlock.split(data, size, False)
         yield from blocks
         rest = data[at:]
+        if rest and at and rewind:
+            stream.seek(-len(rest), io.SEEK_CUR)
+            rest = b""
     yield from LineBlock.split(rest, size, True)[0]
+
+
+def _seekable(stream: BinaryIO) -> bool:
+    try:
+        return stream.seekable()
+    except (OSError, ValueError):
+        return False
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:

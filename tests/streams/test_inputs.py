@@ -177,22 +177,35 @@ AWKWARD = (b"first\n" + b"\n" + b"crlf\r\n" + b"x" * 3000 + b"\n" + b"\x00\xff b
            + b"".join(b"line %d\n" % i for i in range(50)) + b"no newline at the end")
 
 
-def chunks_as_lists(data: bytes, size: int, pure: bool, monkeypatch) -> list[list[bytes]]:
+class Pipe(io.BytesIO):
+    """Bytes that cannot be sought back in, as from a pipe."""
+
+    def seekable(self):
+        return False
+
+    def seek(self, *args):
+        raise io.UnsupportedOperation("seek")
+
+
+def chunks_as_lists(data: bytes, size: int, pure: bool, monkeypatch, stream=io.BytesIO):
     monkeypatch.setattr(inputs_module, "READ_HINT", 64)   # many reads, lines across them
     if pure:
         monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
     else:
         monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
-    return [list(chunk) for chunk in iter_chunks(io.BytesIO(data), size)]
+    return [list(chunk) for chunk in iter_chunks(stream(data), size)]
 
 
 @needs_blocks
+@pytest.mark.parametrize("stream", [io.BytesIO, Pipe], ids=["file, re-read", "pipe, joined"])
 @pytest.mark.parametrize("size", [1, 3, 7, 1000])
 @pytest.mark.parametrize("data", [AWKWARD, AWKWARD + b"\n", b"", b"\n", b"one"])
-def test_blocks_hold_the_lines_and_chunks_readlines_gives(data, size, monkeypatch):
+def test_blocks_hold_the_lines_and_chunks_readlines_gives(data, size, stream, monkeypatch):
+    """A line cut by a read is read again with the next one (a file) or joined to it (a
+    pipe, or a line longer than a read): either way the lines come out whole, once."""
     want = chunks_as_lists(data, size, True, monkeypatch)
     assert [type(c) for c in iter_chunks(io.BytesIO(data), size)] == [list] * len(want)
-    got = chunks_as_lists(data, size, False, monkeypatch)
+    got = chunks_as_lists(data, size, False, monkeypatch, stream)
     assert got == want
     assert b"".join(line for chunk in got for line in chunk) == data
 
