@@ -127,6 +127,11 @@ class PipelineStats:
         return sum(n for (_, _, r), n in self.lines.items() if result is None or r == result)
 
 
+# The compiled engine's window holds a ring position in 32 bits (native/src/window.rs);
+# the Python engine keeps the same bound, so a setting means the same in both.
+MAX_DUPLICATE_MEMORY = 1 << 31
+
+
 class Pipeline:
     def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
@@ -137,8 +142,9 @@ class Pipeline:
         recognised among (overlapping archives)."""
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
-        if duplicate_memory < 1:
-            raise ValueError(f"duplicate memory must be >= 1 line, not {duplicate_memory}")
+        if not 1 <= duplicate_memory <= MAX_DUPLICATE_MEMORY:
+            raise ValueError(f"duplicate memory must be 1 to {MAX_DUPLICATE_MEMORY} lines, "
+                             f"not {duplicate_memory}")
         # parsers/engines.py: the Python reference, or its compiled twin where built.
         self.engine = engines.choose(engine)
         self.reassembler = engines.new_reassembler(

@@ -14,6 +14,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+use crate::window::DigestWindow;
 use std::rc::Rc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -84,23 +86,8 @@ impl Hasher for Fx {
 pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 pub type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
 
-/// A u64 already spread over its bits (the duplicate digests): hashed as is.
-#[derive(Default, Clone, Copy)]
-pub struct Identity(u64);
-
-impl Hasher for Identity {
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 keys")
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.0 = i;
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// The largest duplicate memory (lines): the window's entries hold a ring position in 32 bits.
+pub const MAX_DUPLICATE_MEMORY: usize = 1 << 31;
 
 // Names every engine knows by number (Names::new interns them in this order).
 const EMPTY: Sym = 0;
@@ -540,7 +527,6 @@ struct Settings {
     max_threads: usize,
     grace_ms: i64,
     jump_ms: i64,
-    duplicate_memory: usize,
 }
 
 #[derive(Default)]
@@ -614,8 +600,7 @@ struct State {
     group: u64,
     processes: FxMap<(Sym, Sym), FxMap<i64, Process>>,
     process_streams: Vec<(Sym, Sym)>,
-    seen: HashSet<u64, BuildHasherDefault<Identity>>,
-    seen_order: VecDeque<u64>,
+    seen: DigestWindow,
     stats: [i64; 17],
     restart_log: VecDeque<(i64, Sym, Sym)>,
     slow_queue_depth: i64,
@@ -812,20 +797,12 @@ impl State {
         let (ts, host, daemon, pid, tid) = (ev.ts, ev.host, ev.daemon, ev.pid, ev.tid);
         let key: TKey = (host, daemon, pid, tid);
         let digest = ev.digest();
-        // One probe: the set is large and its misses are most of this function's time.
         if !self.seen.insert(digest) {
             // The same line again, not moving its thread on: input read twice.
             if let Some(th) = self.threads.get(&key) {
                 if ts < th.latest || (ts == th.latest && ts.rem_euclid(1000) != 0) {
                     self.stats[DUPLICATE_LINES] += 1;
                     return Ok(());
-                }
-            }
-        } else {
-            self.seen_order.push_back(digest);
-            if self.seen_order.len() > self.set.duplicate_memory {
-                if let Some(old) = self.seen_order.pop_front() {
-                    self.seen.remove(&old);
                 }
             }
         }
@@ -1777,9 +1754,12 @@ impl Core {
     #[new]
     #[pyo3(signature = (emit, timeout_ms=3_600_000, max_in_flight=1_000_000, allowance_ms=2_000, finished_memory=100_000, max_threads=100_000, grace_ms=60_000, jump_ms=300_000, duplicate_memory=1 << 17))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, emit: PyObject, timeout_ms: i64, max_in_flight: usize, allowance_ms: i64, finished_memory: usize, max_threads: usize, grace_ms: i64, jump_ms: i64, duplicate_memory: usize) -> Self {
-        let set = Settings { timeout_ms, max_in_flight, allowance_ms, finished_memory, max_threads, grace_ms, jump_ms, duplicate_memory };
-        Core {
+    fn new(py: Python<'_>, emit: PyObject, timeout_ms: i64, max_in_flight: usize, allowance_ms: i64, finished_memory: usize, max_threads: usize, grace_ms: i64, jump_ms: i64, duplicate_memory: usize) -> PyResult<Self> {
+        if !(1..=MAX_DUPLICATE_MEMORY).contains(&duplicate_memory) {
+            return Err(PyValueError::new_err(format!("duplicate memory must be 1 to {MAX_DUPLICATE_MEMORY} lines, not {duplicate_memory}")));
+        }
+        let set = Settings { timeout_ms, max_in_flight, allowance_ms, finished_memory, max_threads, grace_ms, jump_ms };
+        Ok(Core {
             st: RefCell::new(State {
                 set,
                 threads: FxMap::default(),
@@ -1795,8 +1775,7 @@ impl Core {
                 group: 0,
                 processes: FxMap::default(),
                 process_streams: Vec::new(),
-                seen: HashSet::default(),
-                seen_order: VecDeque::new(),
+                seen: DigestWindow::new(duplicate_memory),
                 stats: [0; 17],
                 restart_log: VecDeque::new(),
                 slow_queue_depth: 0,
@@ -1809,7 +1788,7 @@ impl Core {
             keys: Keys::new(py),
             allowance_ms,
             lk: RefCell::new(None),
-        }
+        })
     }
 
     // -- callbacks and settings --------------------------------------------------------

@@ -16,6 +16,7 @@ mod envelope;
 mod linking;
 mod records;
 mod tally;
+mod window;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;

@@ -11,7 +11,8 @@ import pytest
 
 from dpmstream.simulator import simulate
 from dpmstream.simulator.scenarios import scenario
-from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.parsers import engines
+from dpmstream.parsers.pipeline import MAX_DUPLICATE_MEMORY, Pipeline, StateChanges
 from dpmstream.parsers.reassembly import RequestKey, ThreadKey
 from tests.parsers.test_fastpath import run_pipeline, scenario_logs
 
@@ -198,3 +199,22 @@ def test_feed_lines_gives_the_records_and_counts_of_feeding_line_by_line(tmp_pat
     chunked = run_pipeline(lines, chunked=True)
     assert by_line[1] == chunked[1] and by_line[2] == chunked[2]
     assert by_line[0] == chunked[0] and by_line[0]
+
+
+@pytest.mark.parametrize("engine", [e for e in engines.ENGINES
+                                    if e == engines.PYTHON or engines.compiled_available()])
+@pytest.mark.parametrize("memory", [0, -1, MAX_DUPLICATE_MEMORY + 1])
+def test_a_duplicate_memory_out_of_range_is_refused_by_either_engine(engine, memory):
+    want = f"duplicate memory must be 1 to {MAX_DUPLICATE_MEMORY} lines, not {memory}"
+    with pytest.raises(ValueError, match=want):
+        Pipeline(lambda record: None, engine=engine, duplicate_memory=memory)
+
+
+@pytest.mark.skipif(not engines.compiled_available(), reason="extension not built")
+def test_the_compiled_engine_refuses_an_out_of_range_memory_itself():
+    # Its window holds ring positions in 32 bits: a larger memory would wrap them.
+    from dpmstream.parsers._fastlines import Core
+    with pytest.raises(ValueError, match="duplicate memory must be 1 to"):
+        Core(lambda record: None, duplicate_memory=MAX_DUPLICATE_MEMORY + 1)
+    with pytest.raises(ValueError, match="duplicate memory must be 1 to"):
+        Core(lambda record: None, duplicate_memory=0)
