@@ -19,12 +19,12 @@ use crate::window::DigestWindow;
 use std::rc::Rc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::block::LineBlock;
 use crate::linking::{Ctx, Linker, Meta};
+use crate::rec::{deliver, CallRec, Rec, RequestRec};
 use crate::{FastLines, Scan};
 
 pub type Sym = u32;
@@ -1331,7 +1331,7 @@ impl State {
         }
         let rkey = (host, token.clone());
         self.remember_finished(rkey.clone());
-        let record = self.request_record(cx, &req, status, Some(ended), "line")?;
+        let record = self.request_record(cx, &req, status, Some(ended), "line");
         self.mark_request(&rkey);
         self.emit(cx, record, Meta::Request { host, token: token.clone(), ended: Some(ended) })
     }
@@ -1376,52 +1376,50 @@ impl State {
         self.remember_finished(rkey.clone());
         let ended = if req.op == Some(GET) && req.success_end.is_some() { req.success_end } else { Some(req.latest) };
         let status = if req.op == Some(GET) && req.success_end.is_some() { "success" } else { "incomplete" };
-        let record = self.request_record(cx, &req, status, ended, reason)?;
+        let record = self.request_record(cx, &req, status, ended, reason);
         self.mark_request(&rkey);
         self.emit(cx, record, Meta::Request { host: rkey.0, token: rkey.1, ended })
     }
 
     /// A record out: to the linker when the engine has one, else to Python's emit.
-    fn emit(&self, cx: &Cx, record: Bound<'_, PyDict>, meta: Meta) -> PyResult<()> {
+    fn emit(&self, cx: &Cx, record: Rec, meta: Meta) -> PyResult<()> {
         let mut record = Some(record);
         let mut meta = Some(meta);
         if let Some(result) = cx.link(|lk, ctx| lk.take(ctx, record.take().unwrap(), meta.take().unwrap())) {
             return result;
         }
-        cx.cb.emit.call1(cx.py, (record.unwrap(),))?;
-        Ok(())
+        deliver(cx.py, &cx.cb.emit, &record.unwrap(), cx.names)
     }
 
-    fn request_record<'py>(&mut self, cx: &Cx<'_, 'py>, req: &Request, status: &str, ended: Option<i64>, reason: &str) -> PyResult<Bound<'py, PyDict>> {
+    fn request_record(&mut self, cx: &Cx, req: &Request, status: &str, ended: Option<i64>, reason: &str) -> Rec {
         self.stats[REQUESTS] += 1;
         let py = cx.py;
-        let k = |n: &str| cx.keys.get(py, n);
+        let key = |n: &str| cx.keys.get(py, n).clone().unbind();
         let start = req.accepted.or(req.started);
-        let d = PyDict::new(py);
-        let mut names = cx.names.borrow_mut();
-        d.set_item(intern!(py, "kind"), intern!(py, "request"))?;
-        d.set_item(intern!(py, "host"), names.py(py, req.host))?;
-        d.set_item(intern!(py, "token"), req.token.as_deref())?;
-        d.set_item(intern!(py, "op"), req.op.map(|o| names.py(py, o)))?;
-        d.set_item(intern!(py, "client"), req.client.as_deref())?;
-        d.set_item(intern!(py, "nfiles"), req.nfiles)?;
-        d.set_item(intern!(py, "status"), k(status))?;
-        d.set_item(intern!(py, "accepted"), req.accepted)?;
-        d.set_item(intern!(py, "started"), req.started)?;
-        d.set_item(intern!(py, "ended"), ended)?;
-        d.set_item(intern!(py, "auth_s"), diff(req.started, req.accepted))?;
-        d.set_item(intern!(py, "request_s"), diff(req.request_ret, req.started))?;
-        d.set_item(intern!(py, "queue_s"), diff(req.proc_first, req.request_ret))?;
-        d.set_item(intern!(py, "proc_s"), req.proc_ms)?;
-        d.set_item(intern!(py, "polls"), req.polls)?;
-        d.set_item(intern!(py, "poll_s"), req.poll_ms)?;
-        d.set_item(intern!(py, "ready_wait_s"), diff(req.success_end, req.request_ret))?;
         let transfer = if req.closing == Some(PUTDONE) { diff(req.putdone_first, req.success_end) } else { None };
-        d.set_item(intern!(py, "transfer_s"), transfer)?;
-        d.set_item(intern!(py, "done_s"), req.done_ms)?;
-        d.set_item(intern!(py, "total_s"), diff(ended, start))?;
-        d.set_item(intern!(py, "end_reason"), k(reason))?;
-        Ok(d)
+        Rec::Request(Box::new(RequestRec {
+            host: req.host,
+            token: req.token.clone(),
+            op: req.op,
+            client: req.client.clone(),
+            nfiles: req.nfiles,
+            status: key(status),
+            accepted: req.accepted,
+            started: req.started,
+            ended,
+            auth_s: diff(req.started, req.accepted),
+            request_s: diff(req.request_ret, req.started),
+            queue_s: diff(req.proc_first, req.request_ret),
+            proc_s: req.proc_ms,
+            polls: req.polls,
+            poll_s: req.poll_ms,
+            ready_wait_s: diff(req.success_end, req.request_ret),
+            transfer_s: transfer,
+            done_s: req.done_ms,
+            total_s: diff(ended, start),
+            end_reason: key(reason),
+            ns: None,
+        }))
     }
 
     // -- calls -----------------------------------------------------------------------
@@ -1439,29 +1437,25 @@ impl State {
             None => {}
         }
         self.stats[CALLS] += 1;
-        let py = cx.py;
         let (host, daemon, pid, tid) = key;
-        let d = PyDict::new(py);
-        {
-            let mut names = cx.names.borrow_mut();
-            d.set_item(intern!(py, "kind"), intern!(py, "call"))?;
-            d.set_item(intern!(py, "host"), names.py(py, host))?;
-            d.set_item(intern!(py, "daemon"), names.py(py, daemon))?;
-            d.set_item(intern!(py, "pid"), pid)?;
-            d.set_item(intern!(py, "thread"), if tid >= 0 { Some(tid) } else { None })?;
-            d.set_item(intern!(py, "op"), names.py(py, call.op))?;
-            d.set_item(intern!(py, "client"), call.client.as_deref())?;
-            d.set_item(intern!(py, "started"), call.started)?;
-            d.set_item(intern!(py, "ended"), ended)?;
-            d.set_item(intern!(py, "duration_s"), diff(ended, Some(call.started)))?;
-            d.set_item(intern!(py, "rc"), rc)?;
-            d.set_item(intern!(py, "auth_s"), diff(Some(call.started), call.accepted))?;
-            d.set_item(intern!(py, "session"), call.session.map(Session::name))?;
-            d.set_item(intern!(py, "token"), py.None())?;
-            d.set_item(intern!(py, "path"), call.path.as_deref())?;
-        }
+        let record = Rec::Call(Box::new(CallRec {
+            host,
+            daemon,
+            pid,
+            thread: if tid >= 0 { Some(tid) } else { None },
+            op: call.op,
+            client: call.client.clone(),
+            started: call.started,
+            ended,
+            duration_s: diff(ended, Some(call.started)),
+            rc,
+            auth_s: diff(Some(call.started), call.accepted),
+            session: call.session.map(Session::name),
+            token: None,
+            path: call.path.clone(),
+        }));
         let meta = Meta::Call { host, daemon, path: call.path.clone(), client: call.client.clone(), started: call.started, ended };
-        self.emit(cx, d, meta)
+        self.emit(cx, record, meta)
     }
 
     fn close_noreturn(&mut self, cx: &Cx, key: TKey, th: &mut Thread) -> PyResult<()> {

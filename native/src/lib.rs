@@ -14,6 +14,7 @@ mod block;
 mod engine;
 mod envelope;
 mod linking;
+mod rec;
 mod records;
 mod tally;
 mod window;

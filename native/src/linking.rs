@@ -1,9 +1,9 @@
 //! The compiled twin of `parsers/linking.py` (its rules and comments are there): the
 //! engine hands it records and processing runs directly, with no Python in between.
 //!
-//! Held records stay the Python dicts the engine made, so `state()` gives exactly what the
-//! Python linker gives, and either restores the other's. What the rules read of a record
-//! (host, token, times, path, client) is kept beside it as plain values.
+//! Held records are the engine's own (rec.rs): `state()` gives their dicts, exactly what
+//! the Python linker gives, and either restores the other's (restored ones stay dicts).
+//! What the rules read of a record (host, token, times, path, client) is kept beside it.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::engine::{FxMap, FxSet, Names, Sym};
+use crate::rec::{deliver, Rec};
 
 type Text = Rc<str>;
 
@@ -37,7 +38,7 @@ impl Run {
 type RunRef = Rc<RefCell<Run>>;
 
 struct HeldCall {
-    record: Py<PyDict>,
+    record: Rec,
     host: Sym,
     path: Text,
     started: i64,
@@ -48,7 +49,7 @@ struct HeldCall {
 type CallRef = Rc<RefCell<HeldCall>>;
 
 struct HeldRequest {
-    record: Py<PyDict>,
+    record: Rec,
     token: Text,
     ended: Option<i64>,
 }
@@ -173,20 +174,18 @@ impl Linker {
         }
     }
 
-    fn emit(&self, cx: &Ctx, record: &Py<PyDict>) -> PyResult<()> {
-        self.emit.call1(cx.py, (record.clone_ref(cx.py),))?;
-        Ok(())
+    fn emit(&self, cx: &Ctx, record: &Rec) -> PyResult<()> {
+        deliver(cx.py, &self.emit, record, cx.names)
     }
 
     // -- from the reassembler --------------------------------------------------------
-    pub fn take(&mut self, cx: &Ctx, record: Bound<'_, PyDict>, meta: Meta) -> PyResult<()> {
-        let record = record.unbind();
+    pub fn take(&mut self, cx: &Ctx, record: Rec, meta: Meta) -> PyResult<()> {
         let host = match meta {
             Meta::Request { host, token, ended } => {
                 let queued = self.requests.get(&host).is_some_and(|q| !q.is_empty());
                 if !(self.expect_ns || self.ns_read(cx, host) || self.detecting(cx, host)? || queued) {
                     let runs = self.runs_by_token.get(&(host, token.clone())).cloned().unwrap_or_default();
-                    return self.complete(cx, &record, host, &token, &runs);
+                    return self.complete(cx, record, host, &token, &runs);
                 }
                 self.requests_of(host).push_back(HeldRequest { record, token, ended });
                 host
@@ -281,7 +280,7 @@ impl Linker {
     }
 
     // -- calls -----------------------------------------------------------------------
-    fn hold_call(&mut self, record: Py<PyDict>, host: Sym, path: Text, started: i64, ended: i64) {
+    fn hold_call(&mut self, record: Rec, host: Sym, path: Text, started: i64, ended: i64) {
         let slack = self.slack_ms;
         let mut cands = Vec::new();
         if let Some(runs) = self.runs_by_path.get(&(host, path.clone())) {
@@ -303,25 +302,34 @@ impl Linker {
     }
 
     fn decide(&mut self, cx: &Ctx, held: &CallRef) -> PyResult<()> {
-        let h = held.borrow();
-        let slack = self.slack_ms;
-        let mut inside: Vec<&RunRef> = Vec::new();
-        for run in &h.cands {
-            let mut r = run.borrow_mut();
-            r.pending -= 1;
-            if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) {
-                inside.push(run);
+        let linked_to = {
+            let h = held.borrow();
+            let slack = self.slack_ms;
+            let mut inside: Vec<&RunRef> = Vec::new();
+            for run in &h.cands {
+                let mut r = run.borrow_mut();
+                r.pending -= 1;
+                if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) {
+                    inside.push(run);
+                }
             }
-        }
-        if inside.len() == 1 {
-            let mut r = inside[0].borrow_mut();
-            r.calls += 1;
-            r.ms += h.ended - h.started;
-            h.record.bind(cx.py).set_item("token", &*r.token)?;
+            if inside.len() == 1 {
+                let mut r = inside[0].borrow_mut();
+                r.calls += 1;
+                r.ms += h.ended - h.started;
+                Some(r.token.clone())
+            } else {
+                if !inside.is_empty() {
+                    self.ambiguous += 1;
+                }
+                None
+            }
+        };
+        if let Some(token) = linked_to {
+            held.borrow_mut().record.set_token(cx.py, &token)?;
             self.linked += 1;
-        } else if !inside.is_empty() {
-            self.ambiguous += 1;
         }
+        let h = held.borrow();
         let key = (h.host, h.path.clone());
         if let Some(same) = self.calls_by_path.get_mut(&key) {
             if let Some(i) = same.iter().position(|c| Rc::ptr_eq(c, held)) {
@@ -390,12 +398,12 @@ impl Linker {
                 }
             }
             let held = self.requests.get_mut(&host).unwrap().pop_front().unwrap();
-            self.complete(cx, &held.record, host, &token, &runs)?;
+            self.complete(cx, held.record, host, &token, &runs)?;
         }
         Ok(())
     }
 
-    fn complete(&mut self, cx: &Ctx, record: &Py<PyDict>, host: Sym, token: &Text, runs: &[RunRef]) -> PyResult<()> {
+    fn complete(&mut self, cx: &Ctx, mut record: Rec, host: Sym, token: &Text, runs: &[RunRef]) -> PyResult<()> {
         self.runs_by_token.remove(&(host, token.clone()));
         self.token_seq.remove(&(host, token.clone()));
         for run in runs {
@@ -411,7 +419,6 @@ impl Linker {
                 }
             }
         }
-        let d = record.bind(cx.py);
         if self.expect_ns || self.ns_read(cx, host) {
             let (mut calls, mut ms) = (0i64, 0i64);
             for r in runs {
@@ -421,13 +428,11 @@ impl Linker {
                     ms += r.ms;
                 }
             }
-            d.set_item("ns_calls", calls)?;
-            d.set_item("ns_s", ms)?;
+            record.set_ns(cx.py, Some(calls), Some(ms))?;
         } else {
-            d.set_item("ns_calls", cx.py.None())?;
-            d.set_item("ns_s", cx.py.None())?;
+            record.set_ns(cx.py, None, None)?;
         }
-        self.emit(cx, record)
+        self.emit(cx, &record)
     }
 
     // -- state, as parsers/linking.py writes it ------------------------------------------
@@ -453,14 +458,14 @@ impl Linker {
             for held in &self.calls[host] {
                 let h = held.borrow();
                 let cands: Vec<usize> = h.cands.iter().filter_map(|c| index.iter().find(|(r, _)| Rc::ptr_eq(r, c)).map(|(_, i)| *i)).collect();
-                let row: [PyObject; 3] = [h.record.clone_ref(py).into_any(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind()];
+                let row: [PyObject; 3] = [h.record.to_dict(py, cx.names)?.into_any().unbind(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind()];
                 calls.append(PyList::new(py, row)?)?;
             }
         }
         let requests = PyList::empty(py);
         for host in &self.request_hosts {
             for held in &self.requests[host] {
-                requests.append(held.record.clone_ref(py))?;
+                requests.append(held.record.to_dict(py, cx.names)?)?;
             }
         }
         for host in hosts {
@@ -539,7 +544,7 @@ impl Linker {
                     }
                 }
                 let path: Text = path.into();
-                let held = Rc::new(RefCell::new(HeldCall { record: record.unbind(), host, path: path.clone(), started, ended, cands }));
+                let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), host, path: path.clone(), started, ended, cands }));
                 self.calls_of(host).push_back(held.clone());
                 self.calls_by_path.entry((host, path)).or_default().push(held);
             }
@@ -551,7 +556,7 @@ impl Linker {
                 let token: String = record.get_item("token")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let ended: Option<i64> = record.get_item("ended")?.map(|v| v.extract()).transpose()?.flatten();
                 let host = names.intern(&host_name);
-                self.requests_of(host).push_back(HeldRequest { record: record.unbind(), token: token.into(), ended });
+                self.requests_of(host).push_back(HeldRequest { record: Rec::Dict(record.unbind()), token: token.into(), ended });
             }
         }
         Ok(())

@@ -13,7 +13,10 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::engine::FxMap;
+use std::cell::RefCell;
+
+use crate::engine::{FxMap, Names};
+use crate::rec::Rec;
 
 // -- random.Random(1), as CPython's _random module runs it --------------------------------
 const N: usize = 624;
@@ -214,7 +217,10 @@ pub struct Tally {
     ns_daemon: String,
     /// Called with each record after it is tallied (the run's other sinks), or None.
     #[pyo3(get, set)]
-    forward: Option<PyObject>,
+    pub(crate) forward: Option<PyObject>,
+    /// Records the engine handed over as they are (no dict made): rec.rs's deliver.
+    #[pyo3(get)]
+    engine_records: u64,
     index: FxMap<Box<str>, Name>,
     texts: Vec<Option<Py<PyString>>>,
     phase_keys: Vec<Py<PyString>>,
@@ -248,6 +254,175 @@ fn truthy_text(v: &Option<Bound<'_, PyAny>>) -> PyResult<bool> {
     match v {
         None => Ok(false),
         Some(v) => v.is_truthy(),
+    }
+}
+
+/// The fields the tally reads.
+#[derive(Clone, Copy)]
+enum Field {
+    Accepted,
+    Started,
+    Ended,
+    Op,
+    Status,
+    Phase(usize),
+    Polls,
+    Daemon,
+    DurationS,
+    Rc,
+    Path,
+    Token,
+}
+
+/// What the tally reads of a record: its dict (the reference: `record.get(...)`,
+/// `record[...]`), or the engine's record before any dict is made of it.
+trait Record<'py> {
+    fn py(&self) -> Python<'py>;
+    fn is_request(&self) -> PyResult<bool>;
+    /// An int field, None when absent or None (`record.get`).
+    fn int(&self, f: Field) -> PyResult<Option<i64>>;
+    /// An int field that must be there (`record[...]`).
+    fn need_int(&self, f: Field) -> PyResult<i64>;
+    /// A name field that must be there: a str, or None.
+    fn name(&self, f: Field) -> PyResult<Bound<'py, PyAny>>;
+    /// A text field, None when absent or None.
+    fn text(&self, f: Field) -> PyResult<Option<Bound<'py, PyAny>>>;
+}
+
+struct DictRecord<'a, 'py> {
+    d: &'a Bound<'py, PyDict>,
+    phase_keys: &'a [Py<PyString>],
+}
+
+impl<'py> DictRecord<'_, 'py> {
+    fn key(&self, f: Field) -> Bound<'py, PyString> {
+        let py = self.d.py();
+        match f {
+            Field::Accepted => intern!(py, "accepted").clone(),
+            Field::Started => intern!(py, "started").clone(),
+            Field::Ended => intern!(py, "ended").clone(),
+            Field::Op => intern!(py, "op").clone(),
+            Field::Status => intern!(py, "status").clone(),
+            Field::Phase(i) => self.phase_keys[i].bind(py).clone(),
+            Field::Polls => intern!(py, "polls").clone(),
+            Field::Daemon => intern!(py, "daemon").clone(),
+            Field::DurationS => intern!(py, "duration_s").clone(),
+            Field::Rc => intern!(py, "rc").clone(),
+            Field::Path => intern!(py, "path").clone(),
+            Field::Token => intern!(py, "token").clone(),
+        }
+    }
+}
+
+impl<'py> Record<'py> for DictRecord<'_, 'py> {
+    fn py(&self) -> Python<'py> {
+        self.d.py()
+    }
+    fn is_request(&self) -> PyResult<bool> {
+        let py = self.d.py();
+        need(self.d, intern!(py, "kind"))?.eq(intern!(py, "request"))
+    }
+    fn int(&self, f: Field) -> PyResult<Option<i64>> {
+        int(get(self.d, &self.key(f))?)
+    }
+    fn need_int(&self, f: Field) -> PyResult<i64> {
+        need(self.d, &self.key(f))?.extract()
+    }
+    fn name(&self, f: Field) -> PyResult<Bound<'py, PyAny>> {
+        need(self.d, &self.key(f))
+    }
+    fn text(&self, f: Field) -> PyResult<Option<Bound<'py, PyAny>>> {
+        get(self.d, &self.key(f))
+    }
+}
+
+struct EngineRecord<'a, 'py> {
+    py: Python<'py>,
+    rec: &'a Rec,
+    names: &'a RefCell<Names>,
+}
+
+impl<'py> EngineRecord<'_, 'py> {
+    fn missing(&self, f: Field) -> PyErr {
+        PyKeyError::new_err(format!("the engine's record has no field {}", field_name(f)))
+    }
+}
+
+fn field_name(f: Field) -> &'static str {
+    match f {
+        Field::Accepted => "accepted",
+        Field::Started => "started",
+        Field::Ended => "ended",
+        Field::Op => "op",
+        Field::Status => "status",
+        Field::Phase(i) => PHASES[i].0,
+        Field::Polls => "polls",
+        Field::Daemon => "daemon",
+        Field::DurationS => "duration_s",
+        Field::Rc => "rc",
+        Field::Path => "path",
+        Field::Token => "token",
+    }
+}
+
+impl<'py> Record<'py> for EngineRecord<'_, 'py> {
+    fn py(&self) -> Python<'py> {
+        self.py
+    }
+    fn is_request(&self) -> PyResult<bool> {
+        Ok(matches!(self.rec, Rec::Request(_)))
+    }
+    fn int(&self, f: Field) -> PyResult<Option<i64>> {
+        Ok(match (self.rec, f) {
+            (Rec::Request(r), Field::Accepted) => r.accepted,
+            (Rec::Request(r), Field::Started) => r.started,
+            (Rec::Request(r), Field::Ended) => r.ended,
+            (Rec::Request(r), Field::Polls) => Some(r.polls),
+            (Rec::Request(r), Field::Phase(i)) => match PHASES[i].0 {
+                "auth_s" => r.auth_s,
+                "request_s" => r.request_s,
+                "queue_s" => r.queue_s,
+                "proc_s" => r.proc_s,
+                "poll_s" => Some(r.poll_s),
+                "ready_wait_s" => r.ready_wait_s,
+                "transfer_s" => r.transfer_s,
+                "done_s" => r.done_s,
+                "total_s" => r.total_s,
+                _ => None,
+            },
+            (Rec::Call(c), Field::Started) => Some(c.started),
+            (Rec::Call(c), Field::Ended) => c.ended,
+            (Rec::Call(c), Field::DurationS) => c.duration_s,
+            (Rec::Call(c), Field::Rc) => c.rc,
+            _ => None, // absent from that kind of record (a call has no `accepted`)
+        })
+    }
+    fn need_int(&self, f: Field) -> PyResult<i64> {
+        self.int(f)?.ok_or_else(|| self.missing(f))
+    }
+    fn name(&self, f: Field) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        let mut names = self.names.borrow_mut();
+        let sym = match (self.rec, f) {
+            (Rec::Request(r), Field::Op) => r.op,
+            (Rec::Request(r), Field::Status) => return Ok(r.status.bind(py).clone().into_any()),
+            (Rec::Call(c), Field::Op) => Some(c.op),
+            (Rec::Call(c), Field::Daemon) => Some(c.daemon),
+            _ => return Err(self.missing(f)),
+        };
+        Ok(match sym {
+            Some(s) => names.py(py, s).into_bound(py),
+            None => py.None().into_bound(py),
+        })
+    }
+    fn text(&self, f: Field) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let text = match (self.rec, f) {
+            (Rec::Call(c), Field::Path) => c.path.as_deref(),
+            (Rec::Call(c), Field::Token) => c.token.as_deref(),
+            (Rec::Request(r), Field::Token) => r.token.as_deref(),
+            _ => None,
+        };
+        Ok(text.map(|t| PyString::new(self.py, t).into_any()))
     }
 }
 
@@ -295,61 +470,60 @@ impl Tally {
     }
 
     /// Summary.write and DirectoryStats.write, one after the other.
-    fn tally(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
+    fn tally<'py>(&mut self, record: &impl Record<'py>) -> PyResult<()> {
         let py = record.py();
-        let ended = int(get(record, intern!(py, "ended"))?)?;
-        for t in [int(get(record, intern!(py, "accepted"))?)?, int(get(record, intern!(py, "started"))?)?, ended] {
+        let ended = record.int(Field::Ended)?;
+        for t in [record.int(Field::Accepted)?, record.int(Field::Started)?, ended] {
             self.cover(t);
         }
         let reservoir = self.reservoir;
-        let kind = need(record, intern!(py, "kind"))?;
-        if kind.eq(intern!(py, "request"))? {
-            let op = need(record, intern!(py, "op"))?;
+        if record.is_request()? {
+            let op = record.name(Field::Op)?;
             let op = if op.is_truthy()? { self.name(&op)? } else { self.name(intern!(py, "?"))? };
-            let status = self.name(&need(record, intern!(py, "status"))?)?;
+            let status = self.name(&record.name(Field::Status)?)?;
             *self.statuses.entry((op, status)) += 1;
             for i in 0..PHASES.len() {
-                if let Some(v) = int(get(record, self.phase_keys[i].bind(py))?)? {
+                if let Some(v) = record.int(Field::Phase(i))? {
                     self.phases.entry((op, i)).add(v, reservoir);
                     if i == PROC {
                         self.proc_ms += i128::from(v); // DirectoryStats' proc time
                     }
                 }
             }
-            let polls: i64 = need(record, intern!(py, "polls"))?.extract()?;
+            let polls = record.need_int(Field::Polls)?;
             self.polls.entry(op).add(polls, reservoir);
             return Ok(());
         }
-        let daemon = need(record, intern!(py, "daemon"))?;
-        let key = (self.name(&daemon)?, self.name(&need(record, intern!(py, "op"))?)?);
-        if let Some(d) = int(get(record, intern!(py, "duration_s"))?)? {
+        let daemon = record.name(Field::Daemon)?;
+        let key = (self.name(&daemon)?, self.name(&record.name(Field::Op)?)?);
+        if let Some(d) = record.int(Field::DurationS)? {
             self.calls.entry(key).add(d, reservoir);
         }
-        let rc = int(get(record, intern!(py, "rc"))?)?;
+        let rc = record.int(Field::Rc)?;
         if rc != Some(0) {
             *self.call_errors.entry(key) += 1;
         }
         self.directory(record, &daemon, ended)
     }
 
-    fn directory(&mut self, record: &Bound<'_, PyDict>, daemon: &Bound<'_, PyAny>, ended: Option<i64>) -> PyResult<()> {
+    fn directory<'py>(&mut self, record: &impl Record<'py>, daemon: &Bound<'py, PyAny>, ended: Option<i64>) -> PyResult<()> {
         let py = record.py();
-        let path = get(record, intern!(py, "path"))?;
+        let path = record.text(Field::Path)?;
         if !daemon.eq(&self.ns_daemon)? || !truthy_text(&path)? {
             return Ok(());
         }
         let Some(ended) = ended else {
             return Ok(());
         };
-        let started: i64 = need(record, intern!(py, "started"))?.extract()?;
+        let started = record.need_int(Field::Started)?;
         let path = path.unwrap();
         let path = path.downcast::<PyString>().map_err(|_| PyTypeError::new_err("a record's path is not a str"))?;
         let name = directory_of(path.to_str()?);
         if !self.dirs.index.contains_key(name) && self.dirs.entries.len() >= self.max_dirs + self.max_dirs / 10 {
             self.shrink();
         }
-        let linked = truthy_text(&get(record, intern!(py, "token"))?)?;
-        let creat = need(record, intern!(py, "op"))?.eq(intern!(py, "creat"))?;
+        let linked = truthy_text(&record.text(Field::Token)?)?;
+        let creat = record.name(Field::Op)?.eq(intern!(py, "creat"))?;
         let ms = ended.saturating_sub(started).max(0);
         let reservoir = self.reservoir;
         let d = self.dirs.entry(name.into());
@@ -364,6 +538,24 @@ impl Tally {
             push_gently(&mut d.ends, ended, usize::MAX);
         }
         Ok(())
+    }
+
+    fn tally_dict(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
+        let keys = std::mem::take(&mut self.phase_keys);
+        let result = self.tally(&DictRecord { d: record, phase_keys: &keys });
+        self.phase_keys = keys;
+        result
+    }
+
+    /// A record the engine made (rec.rs), tallied as its dict would be.
+    pub(crate) fn tally_rec(&mut self, py: Python<'_>, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
+        match rec {
+            Rec::Dict(d) => self.tally_dict(d.bind(py)),
+            _ => {
+                self.engine_records += 1;
+                self.tally(&EngineRecord { py, rec, names })
+            }
+        }
     }
 
     /// DirectoryStats._shrink: the max_dirs costliest stay (a stable sort: ties keep order).
@@ -388,6 +580,7 @@ impl Tally {
             max_dirs,
             ns_daemon,
             forward,
+            engine_records: 0,
             index: FxMap::default(),
             texts: vec![None],
             first_ms: None,
@@ -405,14 +598,14 @@ impl Tally {
 
     /// Tally a record (and no more).
     fn write(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
-        self.tally(record)
+        self.tally_dict(record)
     }
 
     /// Tally a record, then hand it to `forward` (a pipeline's on_record).
     fn __call__(slf: &Bound<'_, Self>, record: &Bound<'_, PyDict>) -> PyResult<()> {
         let forward = {
             let mut me = slf.borrow_mut();
-            me.tally(record)?;
+            me.tally_dict(record)?;
             me.forward.as_ref().map(|f| f.clone_ref(slf.py()))
         };
         if let Some(f) = forward {

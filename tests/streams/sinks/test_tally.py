@@ -18,8 +18,13 @@ from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
 from dpmstream.streams.sinks.tally import Aggregates
 
-from tests.engine_helpers import run_engine
-from tests.engine_inputs import make_input
+from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.streams.inputs import describe
+from dpmstream.streams.progress import Progress
+from dpmstream.streams.replay_files import replay_inputs
+
+from tests.engine_helpers import CHUNK_LINES, run_engine
+from tests.engine_inputs import make_input, real_inputs
 
 pytestmark = pytest.mark.skipif(
     tally_module.Tally is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
@@ -82,6 +87,38 @@ def test_simulated_records_give_the_same_summary_and_directories(simulated_recor
     assert state_of(*got) == state_of(*want)
     assert got[0].render() == want[0].render()
     assert got[1].render() == want[1].render() and got[1].top(50) == want[1].top(50)
+
+
+def replayed_into_the_tally(inp):
+    """A replay as `dpmstream replay` without --out runs it: the compiled engine hands its
+    records straight to the tally, which forwards them nowhere (no dict is made)."""
+    summary, directories = Summary(), DirectoryStats(max_dirs=100_000)
+    aggregates = Aggregates(summary, directories, compiled=True)
+    pipeline = Pipeline(aggregates.on_record(FanOut([])), engine=engines.COMPILED,
+                        expect_ns=any(".dpns" in p.name for p in inp.paths))
+    replay_inputs(pipeline, [describe(str(p)) for p in inp.paths], host=inp.host, profile=None,
+                  tz=inp.tz, year=inp.year, progress=Progress(None, enabled=False),
+                  chunk_lines=CHUNK_LINES)
+    handed = aggregates.tally.engine_records
+    aggregates.close()
+    return summary, directories, handed
+
+
+@pytest.mark.skipif(not engines.compiled_available(), reason="the compiled engine is not built")
+@pytest.mark.parametrize("name", ["scenario:thesis", "scenario:multi-file", "bad-input", "real"])
+def test_records_the_engine_hands_over_undicted_are_tallied_as_their_dicts(name, tmp_path):
+    inputs = real_inputs() if name == "real" else [make_input(tmp_path, name)]
+    total = 0
+    for inp in inputs:
+        want_records = run_engine(engines.PYTHON, inp).records
+        want = python_sinks(want_records)
+        summary, directories, handed = replayed_into_the_tally(inp)
+        assert handed == len(want_records), inp.name
+        assert state_of(summary, directories) == state_of(*want), inp.name
+        assert summary.render() == want[0].render()
+        assert directories.top(50) == want[1].top(50)
+        total += handed
+    assert total > 0, "no records: nothing was compared"
 
 
 def test_past_the_reservoir_the_sample_is_pythons_and_goes_on_after_loading(

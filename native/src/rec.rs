@@ -1,0 +1,164 @@
+//! The engine's finished records as Rust values, made into the dicts of
+//! `parsers/reassembly.py` only when Python receives them.
+//!
+//! A replay that prints only its summary hands every record to the extension's Tally
+//! (`tally.rs`): there the dict was built, read back field by field and dropped, for
+//! nothing. `deliver` gives the Tally the record itself and anyone else its dict, built
+//! here in one place, with the keys in the order Python's records have them.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use crate::engine::{Names, Sym};
+use crate::tally::Tally;
+
+type Text = Rc<str>;
+
+pub struct RequestRec {
+    pub host: Sym,
+    pub token: Option<Text>,
+    pub op: Option<Sym>,
+    pub client: Option<Text>,
+    pub nfiles: Option<i64>,
+    pub status: Py<PyString>,
+    pub accepted: Option<i64>,
+    pub started: Option<i64>,
+    pub ended: Option<i64>,
+    pub auth_s: Option<i64>,
+    pub request_s: Option<i64>,
+    pub queue_s: Option<i64>,
+    pub proc_s: Option<i64>,
+    pub polls: i64,
+    pub poll_s: i64,
+    pub ready_wait_s: Option<i64>,
+    pub transfer_s: Option<i64>,
+    pub done_s: Option<i64>,
+    pub total_s: Option<i64>,
+    pub end_reason: Py<PyString>,
+    /// (ns_calls, ns_s) once the linker has decided them; absent keys before.
+    pub ns: Option<(Option<i64>, Option<i64>)>,
+}
+
+pub struct CallRec {
+    pub host: Sym,
+    pub daemon: Sym,
+    pub pid: i64,
+    pub thread: Option<i64>,
+    pub op: Sym,
+    pub client: Option<Text>,
+    pub started: i64,
+    pub ended: Option<i64>,
+    pub duration_s: Option<i64>,
+    pub rc: Option<i64>,
+    pub auth_s: Option<i64>,
+    pub session: Option<&'static str>,
+    pub token: Option<Text>,
+    pub path: Option<Text>,
+}
+
+pub enum Rec {
+    Request(Box<RequestRec>),
+    Call(Box<CallRec>),
+    /// A record restored from saved state: a dict already.
+    Dict(Py<PyDict>),
+}
+
+impl Rec {
+    /// The linker found the call's request (linking.py sets record["token"]).
+    pub fn set_token(&mut self, py: Python<'_>, token: &Text) -> PyResult<()> {
+        match self {
+            Rec::Call(c) => c.token = Some(token.clone()),
+            Rec::Request(r) => r.token = Some(token.clone()),
+            Rec::Dict(d) => d.bind(py).set_item(intern!(py, "token"), &**token)?,
+        }
+        Ok(())
+    }
+
+    /// The request's name-server calls and time (None, None: the log had none to read).
+    pub fn set_ns(&mut self, py: Python<'_>, calls: Option<i64>, ms: Option<i64>) -> PyResult<()> {
+        match self {
+            Rec::Request(r) => r.ns = Some((calls, ms)),
+            Rec::Call(_) => unreachable!("only requests carry name-server totals"),
+            Rec::Dict(d) => {
+                let d = d.bind(py);
+                d.set_item(intern!(py, "ns_calls"), calls)?;
+                d.set_item(intern!(py, "ns_s"), ms)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The record as Python has it (a new dict; a restored one is shared as it was).
+    pub fn to_dict<'py>(&self, py: Python<'py>, names: &RefCell<Names>) -> PyResult<Bound<'py, PyDict>> {
+        let mut names = names.borrow_mut();
+        let d = PyDict::new(py);
+        match self {
+            Rec::Dict(dict) => return Ok(dict.bind(py).clone()),
+            Rec::Request(r) => {
+                d.set_item(intern!(py, "kind"), intern!(py, "request"))?;
+                d.set_item(intern!(py, "host"), names.py(py, r.host))?;
+                d.set_item(intern!(py, "token"), r.token.as_deref())?;
+                d.set_item(intern!(py, "op"), r.op.map(|o| names.py(py, o)))?;
+                d.set_item(intern!(py, "client"), r.client.as_deref())?;
+                d.set_item(intern!(py, "nfiles"), r.nfiles)?;
+                d.set_item(intern!(py, "status"), r.status.bind(py))?;
+                d.set_item(intern!(py, "accepted"), r.accepted)?;
+                d.set_item(intern!(py, "started"), r.started)?;
+                d.set_item(intern!(py, "ended"), r.ended)?;
+                d.set_item(intern!(py, "auth_s"), r.auth_s)?;
+                d.set_item(intern!(py, "request_s"), r.request_s)?;
+                d.set_item(intern!(py, "queue_s"), r.queue_s)?;
+                d.set_item(intern!(py, "proc_s"), r.proc_s)?;
+                d.set_item(intern!(py, "polls"), r.polls)?;
+                d.set_item(intern!(py, "poll_s"), r.poll_s)?;
+                d.set_item(intern!(py, "ready_wait_s"), r.ready_wait_s)?;
+                d.set_item(intern!(py, "transfer_s"), r.transfer_s)?;
+                d.set_item(intern!(py, "done_s"), r.done_s)?;
+                d.set_item(intern!(py, "total_s"), r.total_s)?;
+                d.set_item(intern!(py, "end_reason"), r.end_reason.bind(py))?;
+                if let Some((calls, ms)) = r.ns {
+                    d.set_item(intern!(py, "ns_calls"), calls)?;
+                    d.set_item(intern!(py, "ns_s"), ms)?;
+                }
+            }
+            Rec::Call(c) => {
+                d.set_item(intern!(py, "kind"), intern!(py, "call"))?;
+                d.set_item(intern!(py, "host"), names.py(py, c.host))?;
+                d.set_item(intern!(py, "daemon"), names.py(py, c.daemon))?;
+                d.set_item(intern!(py, "pid"), c.pid)?;
+                d.set_item(intern!(py, "thread"), c.thread)?;
+                d.set_item(intern!(py, "op"), names.py(py, c.op))?;
+                d.set_item(intern!(py, "client"), c.client.as_deref())?;
+                d.set_item(intern!(py, "started"), c.started)?;
+                d.set_item(intern!(py, "ended"), c.ended)?;
+                d.set_item(intern!(py, "duration_s"), c.duration_s)?;
+                d.set_item(intern!(py, "rc"), c.rc)?;
+                d.set_item(intern!(py, "auth_s"), c.auth_s)?;
+                d.set_item(intern!(py, "session"), c.session)?;
+                d.set_item(intern!(py, "token"), c.token.as_deref())?;
+                d.set_item(intern!(py, "path"), c.path.as_deref())?;
+            }
+        }
+        Ok(d)
+    }
+}
+
+/// A finished record to `emit`: to a Tally that forwards nothing, as it is (no dict is
+/// made); to anything else, as its dict.
+pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
+    if !matches!(rec, Rec::Dict(_)) {
+        if let Ok(tally) = emit.bind(py).downcast::<Tally>() {
+            if let Ok(mut tally) = tally.try_borrow_mut() {
+                if tally.forward.is_none() {
+                    return tally.tally_rec(py, rec, names);
+                }
+            }
+        }
+    }
+    emit.call1(py, (rec.to_dict(py, names)?,))?;
+    Ok(())
+}
