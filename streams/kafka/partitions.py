@@ -29,6 +29,7 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from dpmstream.streams.kafka.key_partitioner import KeyPartitioner
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.record_topics import RecordTopics
 
@@ -84,7 +85,8 @@ class PartitionOwners:
             bootstrap_servers=cfg.bootstrap, client_id=f"dpmstream-worker-p{p}",
             transactional_id=transactional_id(cfg.group_id, cfg.lines_topic, p),
             enable_idempotence=True, acks="all", linger_ms=5,
-            max_batch_size=1 << 20, max_request_size=8 << 20, **cfg.security)
+            max_batch_size=1 << 20, max_request_size=8 << 20,
+            partitioner=KeyPartitioner(), **cfg.security)
         # Starting it fences p's previous owner and aborts its open transaction, so the
         # state read next is complete and final.
         await producer.start()
