@@ -12,6 +12,9 @@
 //! A digest's home bucket takes it while it has room; past that it goes to a second
 //! bucket (and the home bucket counts it), and where both are full to a small stash, so
 //! no entry is ever lost. Answers are exact: a match is checked on the whole digest.
+//!
+//! Memory follows the lines seen, as Python's set does: the buckets start small and are
+//! doubled, and refilled from the ring, as it fills (a large `cap` costs nothing upfront).
 
 use crate::engine::FxMap;
 
@@ -19,6 +22,8 @@ const SLOTS: usize = 15; // entries per bucket; the 16th word counts those sent 
 const META: usize = 15;
 /// Entries per bucket on average (of SLOTS): room to spare, so few go elsewhere.
 const LOAD: usize = 10;
+/// Buckets before the first doubling.
+const FIRST_BUCKETS: usize = 64;
 
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Default)]
@@ -42,7 +47,7 @@ impl DigestWindow {
             cap,
             ring: Vec::new(),
             next: 0,
-            buckets: vec![Bucket::default(); cap.div_ceil(LOAD)],
+            buckets: vec![Bucket::default(); cap.div_ceil(LOAD).min(FIRST_BUCKETS)],
             pos_bits,
             stash: FxMap::default(),
         }
@@ -129,23 +134,42 @@ impl DigestWindow {
             return false;
         }
         let pos = self.next;
+        self.next = if pos + 1 == self.cap { 0 } else { pos + 1 };
         if self.ring.len() == self.cap {
             self.forget(pos);
             self.ring[pos] = digest;
         } else {
             self.ring.push(digest);
+            if self.ring.len() > self.buckets.len() * LOAD {
+                self.grow(); // places every digest of the ring, this one too
+                return true;
+            }
         }
-        self.next = if pos + 1 == self.cap { 0 } else { pos + 1 };
+        self.place(digest, pos);
+        true
+    }
+
+    fn place(&mut self, digest: u64, pos: usize) {
         let entry = self.entry(digest, pos);
         let (first, second) = self.home(digest);
         if self.put(first, entry) {
-            return true;
+            return;
         }
         self.buckets[first].0[META] += 1;
         if !self.put(second, entry) {
             self.stash.insert(digest, pos);
         }
-        true
+    }
+
+    /// Twice the buckets (at most what `cap` needs), refilled from the ring: it is not full
+    /// yet, so its positions are those of its digests, oldest first.
+    fn grow(&mut self) {
+        let buckets = (self.buckets.len() * 2).min(self.cap.div_ceil(LOAD));
+        self.buckets = vec![Bucket::default(); buckets];
+        self.stash.clear();
+        for pos in 0..self.ring.len() {
+            self.place(self.ring[pos], pos);
+        }
     }
 
     fn put(&mut self, b: usize, entry: u32) -> bool {
@@ -244,7 +268,7 @@ mod tests {
 
     #[test]
     fn it_remembers_exactly_the_latest_distinct_digests_whatever_the_size() {
-        for cap in [1, 2, 3, 7, 15, 16, 31, 100, 1000] {
+        for cap in [1, 2, 3, 7, 15, 16, 31, 100, 1000, 5000] {
             for distinct in [2, cap as u64, cap as u64 * 2 + 1, 5000] {
                 agree(cap, distinct.max(1), 20_000, u64::MAX);
             }
@@ -265,6 +289,24 @@ mod tests {
         // The low 22 bits of the low word (the tag, for 1000 lines) are zero: every
         // entry carries one tag.
         agree(1000, 3000, 50_000, 0xffff_ffff_ffc0_0000);
+    }
+
+    #[test]
+    fn its_buckets_grow_with_the_lines_it_holds_not_with_its_size() {
+        let mut w = DigestWindow::new(1 << 31);
+        assert!(w.buckets.len() <= 64);
+        let mut rng = 11u64;
+        for _ in 0..5000 {
+            w.insert(splitmix(&mut rng));
+        }
+        assert_eq!(w.len(), 5000);
+        assert!(w.buckets.len() * 10 >= 5000 && w.buckets.len() <= 1024, "{} buckets", w.buckets.len());
+        // and the full memory of the default size stops at what it needs
+        let mut w = DigestWindow::new(131_072);
+        for _ in 0..300_000 {
+            w.insert(splitmix(&mut rng));
+        }
+        assert_eq!(w.buckets.len(), 131_072usize.div_ceil(10));
     }
 
     #[test]
