@@ -3,8 +3,10 @@
 //! in the same order and with the same reservoir sample (CPython's Mersenne Twister seeded
 //! as `random.Random(1)`), so that a replay that only summarises runs no Python per record.
 //! The Python sinks stay the reference: they load this state when the run ends
-//! (streams/sinks/tally.py), and tests/streams/test_tally.py requires the same summary and
-//! directory table from both.
+//! (streams/sinks/tally.py), and tests/streams/sinks/test_tally.py requires the same
+//! summary and directory table from both. A record comes as its dict (`write`, `__call__`)
+//! or, from the compiled engine, as the engine's own value (rec.rs: no dict made); the
+//! rules are written once, over a `Record` view of either.
 
 use std::hash::Hash;
 
