@@ -246,15 +246,23 @@ def block(lines) -> bytes:
     return b"".join(x + b"\n" for x in lines)
 
 
+def gzip_file(path, gz) -> None:
+    """logrotate's compress, as gzip(1) does it: the .gz keeps the file's mtime (so the
+    order of the rotated files by mtime does not depend on how long compressing took)."""
+    with open(path, "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    st = os.stat(path)
+    os.utime(gz, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.unlink(path)
+
+
 def copytruncate(log, copy, *, compress=False) -> None:
     """logrotate's copytruncate (and compress): copy, truncate, then gzip the copy."""
     shutil.copyfile(log, copy)
     with open(log, "r+b") as fh:
         fh.truncate(0)
     if compress:
-        with open(copy, "rb") as src, gzip.open(f"{copy}.gz", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.unlink(copy)
+        gzip_file(copy, f"{copy}.gz")
 
 
 def test_copytruncate_reads_the_unread_tail_from_the_copy_before_the_new_lines(tmp_path):
@@ -471,9 +479,7 @@ def test_renamed_twice_while_stopped_resumes_through_every_rotated_file(tmp_path
     os.rename(log, tmp_path / "log.1")
     log.write_bytes(block(LINES[5:8]))
     _later(log)
-    with open(tmp_path / "log.1", "rb") as src, gzip.open(tmp_path / "log.2.gz", "wb") as dst:
-        shutil.copyfileobj(src, dst)                  # logrotate compress: log.1 -> log.2.gz
-    os.unlink(tmp_path / "log.1")
+    gzip_file(tmp_path / "log.1", tmp_path / "log.2.gz")   # logrotate: log.1 -> log.2.gz
     os.rename(log, tmp_path / "log.1")
     log.write_bytes(block(LINES[8:10]))
     _later(log)
