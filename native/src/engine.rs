@@ -14,8 +14,6 @@
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-
-use crate::window::DigestWindow;
 use std::rc::Rc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -25,6 +23,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::block::LineBlock;
 use crate::linking::{Ctx, Linker, Meta};
 use crate::rec::{deliver, CallRec, Rec, RequestRec};
+use crate::window::DigestWindow;
 use crate::{FastLines, Scan};
 
 pub type Sym = u32;
@@ -1610,7 +1609,6 @@ impl State {
     }
 }
 
-/// The compiled reassembler (wrapped by parsers/compiled_reassembly.py).
 /// The lines feed_lines takes: a block over one read buffer (replay's plain files), or a
 /// list of bytes or str (everything else).
 enum Chunk<'a, 'py> {
@@ -1653,6 +1651,7 @@ impl<'py> Chunk<'_, 'py> {
     }
 }
 
+/// The compiled reassembler (wrapped by parsers/compiled_reassembly.py).
 #[pyclass(module = "dpmstream.parsers._fastlines", subclass)]
 pub struct Core {
     st: RefCell<State>,

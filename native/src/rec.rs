@@ -94,68 +94,71 @@ impl Rec {
 
     /// The record as Python has it (a new dict; a restored one is shared as it was).
     pub fn to_dict<'py>(&self, py: Python<'py>, names: &RefCell<Names>) -> PyResult<Bound<'py, PyDict>> {
-        let mut names = names.borrow_mut();
-        let d = PyDict::new(py);
         match self {
-            Rec::Dict(dict) => return Ok(dict.bind(py).clone()),
-            Rec::Request(r) => {
-                d.set_item(intern!(py, "kind"), intern!(py, "request"))?;
-                d.set_item(intern!(py, "host"), names.py(py, r.host))?;
-                d.set_item(intern!(py, "token"), r.token.as_deref())?;
-                d.set_item(intern!(py, "op"), r.op.map(|o| names.py(py, o)))?;
-                d.set_item(intern!(py, "client"), r.client.as_deref())?;
-                d.set_item(intern!(py, "nfiles"), r.nfiles)?;
-                d.set_item(intern!(py, "status"), r.status.bind(py))?;
-                d.set_item(intern!(py, "accepted"), r.accepted)?;
-                d.set_item(intern!(py, "started"), r.started)?;
-                d.set_item(intern!(py, "ended"), r.ended)?;
-                d.set_item(intern!(py, "auth_s"), r.auth_s)?;
-                d.set_item(intern!(py, "request_s"), r.request_s)?;
-                d.set_item(intern!(py, "queue_s"), r.queue_s)?;
-                d.set_item(intern!(py, "proc_s"), r.proc_s)?;
-                d.set_item(intern!(py, "polls"), r.polls)?;
-                d.set_item(intern!(py, "poll_s"), r.poll_s)?;
-                d.set_item(intern!(py, "ready_wait_s"), r.ready_wait_s)?;
-                d.set_item(intern!(py, "transfer_s"), r.transfer_s)?;
-                d.set_item(intern!(py, "done_s"), r.done_s)?;
-                d.set_item(intern!(py, "total_s"), r.total_s)?;
-                d.set_item(intern!(py, "end_reason"), r.end_reason.bind(py))?;
-                if let Some((calls, ms)) = r.ns {
-                    d.set_item(intern!(py, "ns_calls"), calls)?;
-                    d.set_item(intern!(py, "ns_s"), ms)?;
-                }
-            }
-            Rec::Call(c) => {
-                d.set_item(intern!(py, "kind"), intern!(py, "call"))?;
-                d.set_item(intern!(py, "host"), names.py(py, c.host))?;
-                d.set_item(intern!(py, "daemon"), names.py(py, c.daemon))?;
-                d.set_item(intern!(py, "pid"), c.pid)?;
-                d.set_item(intern!(py, "thread"), c.thread)?;
-                d.set_item(intern!(py, "op"), names.py(py, c.op))?;
-                d.set_item(intern!(py, "client"), c.client.as_deref())?;
-                d.set_item(intern!(py, "started"), c.started)?;
-                d.set_item(intern!(py, "ended"), c.ended)?;
-                d.set_item(intern!(py, "duration_s"), c.duration_s)?;
-                d.set_item(intern!(py, "rc"), c.rc)?;
-                d.set_item(intern!(py, "auth_s"), c.auth_s)?;
-                d.set_item(intern!(py, "session"), c.session)?;
-                d.set_item(intern!(py, "token"), c.token.as_deref())?;
-                d.set_item(intern!(py, "path"), c.path.as_deref())?;
-            }
+            Rec::Dict(dict) => Ok(dict.bind(py).clone()),
+            Rec::Request(r) => request_dict(py, r, &mut names.borrow_mut()),
+            Rec::Call(c) => call_dict(py, c, &mut names.borrow_mut()),
         }
-        Ok(d)
     }
+}
+
+fn request_dict<'py>(py: Python<'py>, r: &RequestRec, names: &mut Names) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "kind"), intern!(py, "request"))?;
+    d.set_item(intern!(py, "host"), names.py(py, r.host))?;
+    d.set_item(intern!(py, "token"), r.token.as_deref())?;
+    d.set_item(intern!(py, "op"), r.op.map(|o| names.py(py, o)))?;
+    d.set_item(intern!(py, "client"), r.client.as_deref())?;
+    d.set_item(intern!(py, "nfiles"), r.nfiles)?;
+    d.set_item(intern!(py, "status"), r.status.bind(py))?;
+    d.set_item(intern!(py, "accepted"), r.accepted)?;
+    d.set_item(intern!(py, "started"), r.started)?;
+    d.set_item(intern!(py, "ended"), r.ended)?;
+    d.set_item(intern!(py, "auth_s"), r.auth_s)?;
+    d.set_item(intern!(py, "request_s"), r.request_s)?;
+    d.set_item(intern!(py, "queue_s"), r.queue_s)?;
+    d.set_item(intern!(py, "proc_s"), r.proc_s)?;
+    d.set_item(intern!(py, "polls"), r.polls)?;
+    d.set_item(intern!(py, "poll_s"), r.poll_s)?;
+    d.set_item(intern!(py, "ready_wait_s"), r.ready_wait_s)?;
+    d.set_item(intern!(py, "transfer_s"), r.transfer_s)?;
+    d.set_item(intern!(py, "done_s"), r.done_s)?;
+    d.set_item(intern!(py, "total_s"), r.total_s)?;
+    d.set_item(intern!(py, "end_reason"), r.end_reason.bind(py))?;
+    if let Some((calls, ms)) = r.ns {
+        d.set_item(intern!(py, "ns_calls"), calls)?;
+        d.set_item(intern!(py, "ns_s"), ms)?;
+    }
+    Ok(d)
+}
+
+fn call_dict<'py>(py: Python<'py>, c: &CallRec, names: &mut Names) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "kind"), intern!(py, "call"))?;
+    d.set_item(intern!(py, "host"), names.py(py, c.host))?;
+    d.set_item(intern!(py, "daemon"), names.py(py, c.daemon))?;
+    d.set_item(intern!(py, "pid"), c.pid)?;
+    d.set_item(intern!(py, "thread"), c.thread)?;
+    d.set_item(intern!(py, "op"), names.py(py, c.op))?;
+    d.set_item(intern!(py, "client"), c.client.as_deref())?;
+    d.set_item(intern!(py, "started"), c.started)?;
+    d.set_item(intern!(py, "ended"), c.ended)?;
+    d.set_item(intern!(py, "duration_s"), c.duration_s)?;
+    d.set_item(intern!(py, "rc"), c.rc)?;
+    d.set_item(intern!(py, "auth_s"), c.auth_s)?;
+    d.set_item(intern!(py, "session"), c.session)?;
+    d.set_item(intern!(py, "token"), c.token.as_deref())?;
+    d.set_item(intern!(py, "path"), c.path.as_deref())?;
+    Ok(d)
 }
 
 /// A finished record to `emit`: to a Tally that forwards nothing, as it is (no dict is
 /// made); to anything else, as its dict.
 pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
-    if !matches!(rec, Rec::Dict(_)) {
-        if let Ok(tally) = emit.bind(py).downcast::<Tally>() {
-            if let Ok(mut tally) = tally.try_borrow_mut() {
-                if tally.forward.is_none() {
-                    return tally.tally_rec(py, rec, names);
-                }
+    if let Ok(tally) = emit.bind(py).downcast::<Tally>() {
+        if let Ok(mut tally) = tally.try_borrow_mut() {
+            if tally.forward.is_none() {
+                return tally.tally_rec(py, rec, names);
             }
         }
     }

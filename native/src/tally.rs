@@ -549,7 +549,8 @@ impl Tally {
         result
     }
 
-    /// A record the engine made (rec.rs), tallied as its dict would be.
+    /// A record the engine hands over (rec.rs): its own value tallied as its dict would be,
+    /// or a restored record's dict.
     pub(crate) fn tally_rec(&mut self, py: Python<'_>, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
         match rec {
             Rec::Dict(d) => self.tally_dict(d.bind(py)),
