@@ -178,8 +178,8 @@ class PartitionState:
         settles profile detection, which may finish records: so changes come first.
         """
         changes = state_keys.encode(self.pipeline.take_changes())
-        for host, path in self._dirty_marks:
-            changes[f"{MARK_PREFIX}{host}|{path}"] = self.marks[(host, path)]
+        for host, path in self._dirty_marks:   # a copy: feeding moves the mark in place
+            changes[f"{MARK_PREFIX}{host}|{path}"] = self.marks[(host, path)][:]
         self._dirty_marks.clear()
         if self._offset_dirty:
             changes[NEXT_OFFSET_KEY] = self.next_offset

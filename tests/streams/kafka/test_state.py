@@ -53,6 +53,27 @@ def test_a_batch_is_fed_in_order_and_marks_the_next_kafka_offset(sim):
     assert canonical(batched.checkpoint()[0]) == canonical(one_by_one.checkpoint()[0])
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_a_checkpoints_changes_stay_as_taken_while_the_next_batch_is_fed(sim, engine, monkeypatch):
+    """The worker commits a checkpoint while it feeds the next batch: nothing the
+    checkpoint returned may move with the partition (a duplicate mark that did made a
+    retaken partition skip the lines of the failed batch as seen before)."""
+    from collections import namedtuple
+    from dpmstream.parsers import engines
+    if engine == "compiled" and not engines.compiled_available():
+        pytest.skip("the compiled extension is not built")
+    monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
+    Message = namedtuple("Message", "key value offset")
+    recs = envelopes(sim.log_path)[:1200]
+    part = PartitionState(0)
+    part.feed_batch([Message(k, v, i) for i, (k, v) in enumerate(recs[:600])])
+    records, changes = part.checkpoint()
+    taken = json.dumps([records, changes], sort_keys=True)
+    part.feed_batch([Message(k, v, 600 + i) for i, (k, v) in enumerate(recs[600:])])
+    part.checkpoint()
+    assert json.dumps([records, changes], sort_keys=True) == taken
+
+
 def test_a_rotated_file_starting_again_at_offset_zero_is_not_taken_for_duplicates(sim):
     recs = envelopes(sim.log_path)
     part = PartitionState(0)
