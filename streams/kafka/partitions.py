@@ -5,7 +5,8 @@
     part = await owners.take(p)          # fence p's previous owner, read p's state
     part.feed_batch(messages)
     records, changes = part.checkpoint()
-    outcome = await owners.commit(part, records, changes)   # COMMITTED, FENCED or FAILED
+    outcome = await owners.commit(part, records, encode_changes(changes), part.next_offset)
+    # -> COMMITTED, FENCED or FAILED
     await owners.drop([p]); await owners.stop()
 
 Exactly once rests on three facts, all kept here:
@@ -29,6 +30,7 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from dpmstream.streams.kafka.batch_send import send_batched
 from dpmstream.streams.kafka.key_partitioner import KeyPartitioner
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.record_topics import RecordTopics
@@ -50,6 +52,13 @@ def encode_state(state) -> bytes | None:
     return None if state is None else json.dumps(state, separators=(",", ":")).encode()
 
 
+def encode_changes(changes: dict[str, object]) -> dict[str, bytes | None]:
+    """A checkpoint's state changes as the bytes of their state-topic records. Encoded at
+    the checkpoint: the worker feeds the next batch while these are committed, and that
+    must not change what this batch commits."""
+    return {key: encode_state(value) for key, value in changes.items()}
+
+
 class PartitionOwners:
     def __init__(self, config, state_topic: str):
         self.cfg = config
@@ -57,6 +66,7 @@ class PartitionOwners:
         self.parts: dict[int, PartitionState] = {}
         self.producers: dict[int, AIOKafkaProducer] = {}
         self._loader: AIOKafkaConsumer | None = None
+        self.partitioner = KeyPartitioner()   # every producer's; send_batched's too
 
     async def start(self) -> None:
         """Start the state loader (again: nothing to do)."""
@@ -84,9 +94,9 @@ class PartitionOwners:
         producer = AIOKafkaProducer(
             bootstrap_servers=cfg.bootstrap, client_id=f"dpmstream-worker-p{p}",
             transactional_id=transactional_id(cfg.group_id, cfg.lines_topic, p),
-            enable_idempotence=True, acks="all", linger_ms=5,
+            enable_idempotence=True, acks="all", linger_ms=5, retry_backoff_ms=20,
             max_batch_size=1 << 20, max_request_size=8 << 20,
-            partitioner=KeyPartitioner(), **cfg.security)
+            partitioner=self.partitioner, **cfg.security)
         # Starting it fences p's previous owner and aborts its open transaction, so the
         # state read next is complete and final.
         await producer.start()
@@ -132,8 +142,11 @@ class PartitionOwners:
 
     # -- one transaction -------------------------------------------------------------------
     async def commit(self, part: PartitionState, records: list[dict],
-                     changes: dict[str, object]) -> Outcome:
-        """records, changes (from part.checkpoint()) and p's next offset, in one transaction."""
+                     changes: dict[str, bytes | None], next_offset: int) -> Outcome:
+        """records and changes (from part.checkpoint(), the changes through
+        encode_changes()) and p's next offset as of that checkpoint, in one transaction.
+        (The worker feeds the next batch while this one commits: part.next_offset may be
+        past it already.)"""
         p, cfg = part.partition, self.cfg
         producer = self.producers.get(p)
         if producer is None or self.parts.get(p) is not part:
@@ -141,17 +154,15 @@ class PartitionOwners:
         sent = []   # delivery futures: commit_transaction waits for them all
         try:
             await producer.begin_transaction()
-            send = producer.send
             out = RecordTopics(cfg.requests_topic, cfg.calls_topic)
             for rec in records:
                 out.write(rec)
-            for topic, key, value in out.take():
-                sent.append(await send(topic, value, key=key))
-            for key, state in changes.items():
-                sent.append(await send(self.state_topic, encode_state(state),
-                                       key=key.encode(), partition=p))
+            messages = [(topic, key, value, None) for topic, key, value in out.take()]
+            state = self.state_topic
+            messages += [(state, key.encode(), value, p) for key, value in changes.items()]
+            await send_batched(producer, self.partitioner, messages, sent)
             await producer.send_offsets_to_transaction(
-                {TopicPartition(cfg.lines_topic, p): part.next_offset}, cfg.group_id)
+                {TopicPartition(cfg.lines_topic, p): next_offset}, cfg.group_id)
             await producer.commit_transaction()
         except ProducerFenced:
             _settle(sent)

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
-from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners
+from dpmstream.streams.kafka.gc_pace import relaxed_gc
+from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.topics import ensure_topics
 from dpmstream.streams.kafka.partition_metrics import PartitionReport
@@ -67,10 +68,12 @@ class Worker:
         self.metrics = metrics
         self.owners = PartitionOwners(config, config.state)
         self._lock = asyncio.Lock()          # a batch and a rebalance never overlap
+        self._committing: asyncio.Future | None = None   # the last batch's transactions
+        self._seeks: dict[int, int] = {}     # partition -> times the consumer was sought to its state
         self._stopping = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
         self.lines_seen = 0                  # records fed, all partitions (bench, tests)
-        self.batches = 0
+        self.batches = 0                     # batches committed
         self.report = PartitionReport(metrics)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -94,7 +97,8 @@ class Worker:
             try:
                 if ready is not None:
                     ready.set()
-                await self._loop()
+                with relaxed_gc():
+                    await self._loop()
             finally:
                 await self._stop_consumer()
         finally:
@@ -114,47 +118,70 @@ class Worker:
                         "its partitions move on after the session timeout")
 
     async def _loop(self) -> None:
-        consumer = self._consumer
         stop_wait = asyncio.ensure_future(self._stopping.wait())
         try:
             while not self._stopping.is_set():
-                fetch = asyncio.ensure_future(
-                    consumer.getmany(timeout_ms=self.cfg.poll_ms, max_records=self.cfg.batch_records))
+                fetch = asyncio.ensure_future(self._fetch())
                 await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if not fetch.done():
                     fetch.cancel()
                     break
-                batch = fetch.result()
+                batch, seeks = fetch.result()
                 if batch:
                     async with self._lock:
-                        await self._process(batch)
+                        await self._process(batch, seeks)
         finally:
             stop_wait.cancel()
+            async with self._lock:
+                await self._settle()
+
+    async def _fetch(self) -> tuple[dict, dict[int, int]]:
+        """A batch, and each partition's seek number when it was fetched, taken in the
+        same step of the event loop. A partition taken since (a rebalance, a failed
+        commit; the batch may wait for a transaction in flight) was sought to its stored
+        offset after these lines were read: they are not its to feed."""
+        batch = await self._consumer.getmany(timeout_ms=self.cfg.poll_ms,
+                                             max_records=self.cfg.batch_records)
+        return batch, dict(self._seeks)
 
     # -- one batch ---------------------------------------------------------------------
-    async def _process(self, batch: dict) -> None:
-        touched = []
+    async def _process(self, batch: dict, seeks: dict[int, int]) -> None:
+        """Feed the batch, then commit it in the background: the next batch is fetched
+        and fed while these transactions travel (each producer still has one open
+        transaction at a time: _settle() first)."""
+        work = []
         for tp, messages in batch.items():
-            part = self.parts.get(tp.partition)
-            if part is None or not messages:
-                continue  # revoked while we polled: its new owner reads these again
-            if part.next_offset is not None and messages[0].offset < part.next_offset:
-                # Fetched before our seek to the stored offset (a rebalance ran while
-                # this batch waited for the lock): these records are in the state already.
-                messages = [m for m in messages if m.offset >= part.next_offset]
-                if not messages:
-                    continue
+            p = tp.partition
+            part = self.parts.get(p)
+            if part is None or seeks.get(p) != self._seeks.get(p) or not messages:
+                # Revoked, or (re)taken since the fetch: its take sought the consumer back
+                # to the partition's stored offset, from where these lines come again.
+                continue
             part.feed_batch(messages)
             self.lines_seen += len(messages)
-            touched.append(part)
-        if touched:
-            await asyncio.gather(*(self._commit(part) for part in touched))
-            self.batches += 1
+            records, changes = part.checkpoint()
+            work.append((part, records, encode_changes(changes), part.next_offset))
+            await asyncio.sleep(0)   # let the transactions in flight take their next step
+        await self._settle()
+        if work:
+            self._committing = asyncio.ensure_future(self._commit_all(work))
 
-    async def _commit(self, part: PartitionState) -> None:
+    async def _settle(self) -> None:
+        """Wait for the transactions in flight (a failed one has its partition taken
+        again before this returns)."""
+        committing, self._committing = self._committing, None
+        if committing is not None:
+            await committing
+
+    async def _commit_all(self, work) -> None:
+        await asyncio.gather(*(self._commit(*item) for item in work))
+        self.batches += 1
+
+    async def _commit(self, part: PartitionState, records, changes, next_offset) -> None:
         p = part.partition
-        records, changes = part.checkpoint()
-        outcome = await self.owners.commit(part, records, changes)
+        if self.parts.get(p) is not part:
+            return   # dropped or taken again while an earlier transaction failed
+        outcome = await self.owners.commit(part, records, changes, next_offset)
         if outcome is Outcome.COMMITTED:
             self.report.committed(part, records)
             return
@@ -173,8 +200,16 @@ class Worker:
                 continue
             started = time.monotonic()
             part, _states = await self.owners.take(p)
-            if part.next_offset is not None:
-                self._consumer.seek(TopicPartition(self.cfg.lines_topic, p), part.next_offset)
+            tp = TopicPartition(self.cfg.lines_topic, p)
+            start = part.next_offset
+            if start is None:   # nothing committed with a state: where the group would start
+                start = await self._consumer.committed(tp)
+                if start is None:
+                    start = (await self._consumer.beginning_offsets([tp]))[tp]
+            # Lines fetched before this seek (from wherever the consumer was) are not
+            # this owner's: the new seek number tells _process so (see _fetch).
+            self._consumer.seek(tp, start)
+            self._seeks[p] = self._seeks.get(p, 0) + 1
             log.info("partition %d: resumed at offset %s with %d open requests (%.2f s)",
                      p, part.next_offset, part.pipeline.stats.in_flight, time.monotonic() - started)
 
@@ -186,12 +221,14 @@ class Worker:
         """Take these partitions (fence their last owner, read their state), once the
         batch in hand is committed."""
         async with self._lock:
+            await self._settle()
             await self._assign(sorted(partitions))
 
     async def revoke(self, partitions) -> None:
         """Give these partitions up once the batch in hand is committed (work not
         committed would be redone by their next owner anyway)."""
         async with self._lock:
+            await self._settle()
             await self._drop(list(partitions))
 
     async def _drop(self, partitions) -> None:

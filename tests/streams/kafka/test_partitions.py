@@ -11,7 +11,7 @@ from collections import namedtuple
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
-from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners
+from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.topics import ensure_topics
 from dpmstream.streams.kafka.worker import WorkerConfig
@@ -45,7 +45,7 @@ async def _topics(cfg, state_topic):
 async def _batch(owners, part, messages):
     part.feed_batch(messages)
     records, changes = part.checkpoint()
-    return await owners.commit(part, records, changes), records
+    return await owners.commit(part, records, encode_changes(changes), part.next_offset), records
 
 
 def in_one_pipeline(messages):

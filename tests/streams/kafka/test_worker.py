@@ -15,9 +15,11 @@ import urllib.request
 import uuid
 
 import pytest
+from aiokafka.errors import KafkaConnectionError
 
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.streams.kafka.replay import publish_files
+from dpmstream.streams.kafka.partitions import PartitionOwners
 from dpmstream.streams.kafka.worker import Worker, WorkerConfig
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from dpmstream.commands.stack.process import free_port
@@ -272,3 +274,67 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
     # The aborted transactions did write records: only read_committed hides them.
     raw = read_topic(kafka_broker.bootstrap, state_topic, "read_uncommitted")
     assert len(raw) > len(read_topic(kafka_broker.bootstrap, state_topic))
+
+
+class _CommitsThatFail(PartitionOwners):
+    """The real owners, whose producers' commits fail when their count is in `failing`
+    (as when the broker connection drops at the commit): the transaction is aborted on the
+    broker, and the worker must take the partition again from its last committed state."""
+
+    def __init__(self, config, state_topic, failing):
+        super().__init__(config, state_topic)
+        self.failing = set(failing)
+        self.commits = 0
+        self.failed = 0
+
+    async def take(self, p):
+        part, states = await super().take(p)
+        producer = self.producers[p]
+        commit = producer.commit_transaction
+
+        async def commit_or_fail():
+            self.commits += 1
+            if self.commits in self.failing:
+                self.failed += 1
+                raise KafkaConnectionError("connection dropped at commit (injected)")
+            return await commit()
+
+        producer.commit_transaction = commit_or_fail
+        return part, states
+
+
+def test_a_transaction_that_fails_to_commit_is_redone_with_no_record_lost_or_doubled(kafka_broker, sims):
+    t = topics("fail")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    recs = {h: host_records(sim, h) for h, sim in sims.items()}
+    for host_recs in recs.values():
+        produce(kafka_broker.bootstrap, t["lines"], host_recs)
+    total = sum(len(r) for r in recs.values())
+    cfg = WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
+                       requests_topic=t["requests"], calls_topic=t["calls"],
+                       group_id=t["group"], batch_records=300)
+    worker = Worker(cfg)
+    # Early, middle and back to back: a failed commit while the next batch is in hand.
+    worker.owners = owners = _CommitsThatFail(cfg, cfg.state, failing={2, 9, 10, 17})
+
+    async def main():
+        task = asyncio.ensure_future(worker.run())
+        deadline = time.monotonic() + 240
+        while worker.batches == 0:   # the group exists once a batch is committed
+            assert not task.done(), task.result()
+            assert time.monotonic() < deadline, "the worker never committed a batch"
+            await asyncio.sleep(0.05)
+        while sum((await committed_offsets_async(kafka_broker.bootstrap, t["group"])).values()) < total:
+            assert not task.done(), task.result()
+            assert time.monotonic() < deadline, "the worker never committed every line"
+            await asyncio.sleep(0.1)
+        worker.stop()
+        await task
+
+    asyncio.run(main())
+    assert owners.failed == 4
+    assert worker.lines_seen > total, "no batch was fed twice: no commit failed mid-stream"
+    got = worker_output(kafka_broker, t)
+    want = expected(sims)
+    assert len(got) == len(want), "records lost or doubled"
+    assert canonical(got) == canonical(want)
