@@ -7,9 +7,37 @@
 //! results.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyString, PyTuple};
+
+/// Host and path texts recently handed to Python, with their str objects. A partition's
+/// records name a handful of files, so nearly every record reuses both strings: no
+/// allocation, and the hash the worker's dict lookups need is already in them.
+const NAMES_KEPT: usize = 16;
+
+thread_local! {
+    static NAMES: RefCell<Vec<(String, Py<PyString>)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn name<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+    NAMES.with(|names| {
+        let mut names = names.borrow_mut();
+        if let Some(i) = names.iter().position(|(t, _)| t == text) {
+            if i > 0 {
+                names.swap(i, i - 1); // the names in use drift to the front
+            }
+            return names[i.saturating_sub(1)].1.clone_ref(py).into_bound(py);
+        }
+        let made = PyString::new(py, text);
+        if names.len() == NAMES_KEPT {
+            names.pop();
+        }
+        names.push((text.to_owned(), made.clone().unbind()));
+        made
+    })
+}
 
 struct Json<'a> {
     s: &'a [u8],
@@ -209,6 +237,7 @@ pub fn decode_envelope<'py>(raw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
         },
     };
     let line = line.trim_end_matches(['\r', '\n']);
+    let (host, path) = (name(py, &host), name(py, &path));
     Ok(Some((host, path, offset, received, line).into_pyobject(py)?))
 }
 

@@ -71,6 +71,11 @@ def decode(raw: bytes | str | None) -> Envelope:
     return Envelope(*decode_fields(raw))
 
 
+# The extension's decoder alone (None where not built): callers with a loop of their own
+# (PartitionState.feed_batch) call it first and decode_fields' Python half on None.
+compiled_decode_fields = _compiled_decode
+
+
 def decode_fields(raw: bytes | str | None) -> tuple[str, str, int, int | None, str]:
     """decode() as a plain (host, path, offset, received_ms, line) tuple: the worker's
     per-record call, so it builds nothing it does not need. The extension decodes the

@@ -19,7 +19,8 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 
-from dpmstream.streams.kafka.envelope import EnvelopeError, decode_fields
+from dpmstream.streams.kafka.envelope import (
+    EnvelopeError, compiled_decode_fields, decode_fields, python_decode_fields)
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams import state_keys
 
@@ -97,12 +98,16 @@ class PartitionState:
         sources, marks, dirty = self._sources, self.marks, self._dirty_marks
         run: list[str] = []          # lines of `run_src` dated by `run_ref`
         run_src = run_ref = run_ms = None
+        compiled_decode = compiled_decode_fields   # decode_fields, one call a record
         for msg in messages:
-            try:
-                host, path, offset, received_ms, line = decode_fields(msg.value)
-            except EnvelopeError as exc:
-                self._bad_envelope(msg.key, exc)
-                continue
+            fields = None if compiled_decode is None else compiled_decode(msg.value)
+            if fields is None:
+                try:
+                    fields = python_decode_fields(msg.value)
+                except EnvelopeError as exc:
+                    self._bad_envelope(msg.key, exc)
+                    continue
+            host, path, offset, received_ms, line = fields
             key = (host, path)
             mark = marks.get(key)
             if mark is not None and offset > mark[0]:   # the common case of _admit, inline

@@ -168,3 +168,19 @@ def test_simulated_envelopes_decode_alike_whichever_decoder_takes_them():
         raw = encode(f"h{i % 3}", "/var/log/dpm/log", rng.randrange(1 << 40),
                      rng.choice(stamps), line)
         assert decode_fields(raw) == reference(raw)
+
+
+@needs_compiled
+def test_host_and_path_stay_right_when_more_files_interleave_than_the_extension_keeps_named():
+    """The extension hands out the str objects of the host and path names it decoded
+    lately (16 of them): the cycles below go past that, reuse names, and evict them."""
+    from random import Random
+    rng = Random(5)
+    files = [(f"head{n % 7:02d}.example.org", f"/var/log/{'dpm' if n % 2 else 'dpns'}/log.{n}")
+             for n in range(40)]
+    runs = [files[:3]] * 50 + [files] * 5 + [files[::-1]] * 5
+    runs += [[rng.choice(files) for _ in range(300)]]
+    for run in runs:
+        for host, path in run:
+            raw = encode(host, path, rng.randrange(1 << 30), "2011-08-12T14:31:43.118402+02:00", "x")
+            assert compiled_decode(raw)[:2] == (host, path)
