@@ -24,11 +24,11 @@ def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, byt
     prefix = workdir / f"worker-{per_host}"
     if not Path(f"{prefix}.log").exists():
         simulate(scenario("heavy", requests=None, lines=per_host), prefix)
+    dpm, dpns = log_files(workdir, lines, hosts)
     out = []
     for h in range(hosts):
         host = f"head{h:02d}"
-        for path, log_path in ((f"{prefix}.log", "/var/log/dpm/log"),
-                               (f"{prefix}.dpns.log", "/var/log/dpns/log")):
+        for path, log_path in ((dpm, "/var/log/dpm/log"), (dpns, "/var/log/dpns/log")):
             offset = 0
             with open(path, "rb") as fh:
                 for raw in fh:
@@ -37,6 +37,12 @@ def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, byt
                                                       raw.decode().rstrip("\n"))))
                     offset += len(raw)
     return out
+
+
+def log_files(workdir: Path, lines: int, hosts: int) -> tuple[Path, Path]:
+    """The DPM and DPNS logs make_records reads (each host's records are both, whole)."""
+    prefix = workdir / f"worker-{lines // hosts}"
+    return Path(f"{prefix}.log"), Path(f"{prefix}.dpns.log")
 
 
 async def fill_topic(bootstrap: str, topic: str, partitions: int, records) -> None:
