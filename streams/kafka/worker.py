@@ -93,7 +93,7 @@ class Worker:
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap, group_id=cfg.group_id, enable_auto_commit=False,
             isolation_level="read_committed", auto_offset_reset="earliest",
-            client_id="dpmstream-worker", max_partition_fetch_bytes=4 << 20,
+            client_id="dpmstream-worker", max_partition_fetch_bytes=2 << 20,
             fetch_max_bytes=32 << 20, fetch_max_wait_ms=FETCH_MAX_WAIT_MS, **cfg.security)
         await self.owners.start()
         try:
