@@ -1,19 +1,36 @@
 """What a worker reports after a partition's batch is committed.
 
     report = PartitionReport(metrics)      # metrics: PipelineMetrics, or None
-    report.committed(part, records)        # after each committed batch of a PartitionState
+    figures = report.take(part)            # at the batch's checkpoint
+    report.committed(figures, records)     # once the batch's transaction is committed
     report.forget([p])                     # p revoked or dropped: its hosts are not ours now
     report.duplicates                      # lines skipped as delivered before, so far
 
 Only committed batches are reported, so a batch that is read again after a crash or a
-rebalance is never counted twice.
+rebalance is never counted twice. The figures are taken at the checkpoint, not at the
+commit: the worker feeds the next batch while one commits, and should that next batch's
+partition be taken again (its commit failed), its lines are fed and counted anew.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from dataclasses import dataclass
+
+from dpmstream.streams.metrics.stats_collector import StatsSnapshot
 
 log = logging.getLogger("dpmstream.worker")
+
+
+@dataclass(frozen=True)
+class BatchFigures:
+    """A partition's figures as of one checkpoint."""
+    partition: int
+    stats: StatsSnapshot | None        # None: no metrics to publish them to
+    duplicates: Counter                # host -> lines skipped since the last checkpoint
+    bad_records: int                   # records that were not envelopes, so far
+    last_bad_reason: str | None
 
 
 class PartitionReport:
@@ -23,25 +40,32 @@ class PartitionReport:
         self._reported_bad: dict[int, int] = {}   # p -> bad records already logged
         self._duplicates_counter = None
         if metrics is not None:
-            from prometheus_client import Counter
-            self._duplicates_counter = Counter(
+            from prometheus_client import Counter as PromCounter
+            self._duplicates_counter = PromCounter(
                 "dpmstream_duplicate_lines", "Lines skipped because they were delivered before",
                 ["host"], registry=metrics.registry)
 
-    def committed(self, part, records: list[dict]) -> None:
-        p = part.partition
-        if part.bad_records > self._reported_bad.get(p, 0):
+    def take(self, part) -> BatchFigures:
+        """The partition's figures now (its duplicates since the last take: cleared)."""
+        figures = BatchFigures(part.partition,
+                               None if self.metrics is None else StatsSnapshot.of(part.stats),
+                               Counter(part.duplicates), part.bad_records, part.last_bad_reason)
+        part.duplicates.clear()
+        return figures
+
+    def committed(self, figures: BatchFigures, records: list[dict]) -> None:
+        p = figures.partition
+        if figures.bad_records > self._reported_bad.get(p, 0):
             log.warning("partition %d: %d records that are not line envelopes so far (last: %s)",
-                        p, part.bad_records, part.last_bad_reason)
-            self._reported_bad[p] = part.bad_records
-        self.duplicates += sum(part.duplicates.values())
+                        p, figures.bad_records, figures.last_bad_reason)
+            self._reported_bad[p] = figures.bad_records
+        self.duplicates += sum(figures.duplicates.values())
         if self.metrics is not None:
             for rec in records:
                 self.metrics.write(rec)
-            self.metrics.publish(part.stats, source=f"p{p}")
-            for host, n in part.duplicates.items():
+            self.metrics.publish(figures.stats, source=f"p{p}")
+            for host, n in figures.duplicates.items():
                 self._duplicates_counter.labels(host).inc(n)
-        part.duplicates.clear()
 
     def forget(self, partitions) -> None:
         """Drop the gauges of these partitions' pipelines (their counters stay)."""

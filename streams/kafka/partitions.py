@@ -98,9 +98,10 @@ class PartitionOwners:
             max_batch_size=1 << 20, max_request_size=8 << 20,
             partitioner=self.partitioner, **cfg.security)
         # Starting it fences p's previous owner and aborts its open transaction, so the
-        # state read next is complete and final.
-        await producer.start()
+        # state read next is complete and final. Registered first: should starting it or
+        # reading the state fail (the broker away), drop(p) stops it.
         self.producers[p] = producer
+        await producer.start()
         states = await self._load(p)
         part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
                               max_threads=cfg.max_threads, grace_s=cfg.grace_s,

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
 
 from dpmstream.streams.kafka.gc_pace import relaxed_gc
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
@@ -40,6 +41,9 @@ log = logging.getLogger("dpmstream.worker")
 # a partition with nothing new up to this long: a partition that has reached its end so
 # stalls the refill of the others (500 ms, the default, was 15 % of bench_worker's time).
 FETCH_MAX_WAIT_MS = 100
+# Taking a partition again after its transaction failed: retried while the broker is away.
+RETAKE_FIRST_DELAY_S = 0.5
+RETAKE_MAX_DELAY_S = 10.0
 
 
 @dataclass
@@ -165,7 +169,8 @@ class Worker:
             part.feed_batch(messages)
             self.lines_seen += len(messages)
             records, changes = part.checkpoint()
-            work.append((part, records, encode_changes(changes), part.next_offset))
+            work.append((part, records, encode_changes(changes), part.next_offset,
+                         self.report.take(part)))
             await asyncio.sleep(0)   # let the transactions in flight take their next step
         await self._settle()
         if work:
@@ -182,17 +187,38 @@ class Worker:
         await asyncio.gather(*(self._commit(*item) for item in work))
         self.batches += 1
 
-    async def _commit(self, part: PartitionState, records, changes, next_offset) -> None:
+    async def _commit(self, part: PartitionState, records, changes, next_offset,
+                      figures) -> None:
         p = part.partition
         if self.parts.get(p) is not part:
             return   # dropped or taken again while an earlier transaction failed
         outcome = await self.owners.commit(part, records, changes, next_offset)
         if outcome is Outcome.COMMITTED:
-            self.report.committed(part, records)
+            self.report.committed(figures, records)
             return
         self.report.forget([p])
         if outcome is Outcome.FAILED:   # still ours: read its state again
-            await self._assign([p])
+            await self._take_again(p)
+
+    async def _take_again(self, p: int) -> None:
+        """Take p again after its transaction failed (its state read anew, the consumer
+        sought back), retrying while the broker cannot be reached: a failed commit is
+        most often the broker going away. Ends when p is taken, when the consumer no
+        longer holds p (a rebalance gave it on: its next owner takes it), or on stop()."""
+        delay = RETAKE_FIRST_DELAY_S
+        tp = TopicPartition(self.cfg.lines_topic, p)
+        while not self._stopping.is_set() and tp in self._consumer.assignment():
+            try:
+                await self._assign([p])
+                return
+            except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+                await self.owners.drop([p])
+                log.warning("partition %d: taking it again failed (%s: %s); next try in %.1f s",
+                            p, exc.__class__.__name__, exc, delay)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), delay)
+            except asyncio.TimeoutError:
+                delay = min(2 * delay, RETAKE_MAX_DELAY_S)
 
     # -- partitions ---------------------------------------------------------------------
     @property

@@ -231,8 +231,10 @@ class PipelineMetrics:
         """Expose a snapshot of a pipeline's cumulative stats (until the next publish).
 
         `source` names the pipeline when one process runs several (the Kafka worker, one
-        per partition): their stats are summed."""
-        self.stats.publish(StatsSnapshot.of(stats), source)
+        per partition): their stats are summed. A StatsSnapshot already taken is
+        published as it is."""
+        snapshot = stats if isinstance(stats, StatsSnapshot) else StatsSnapshot.of(stats)
+        self.stats.publish(snapshot, source)
 
     def retire(self, source: str) -> None:
         """That pipeline is gone: its counters stay, its gauges go (hosts at 0)."""

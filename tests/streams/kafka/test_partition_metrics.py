@@ -38,7 +38,7 @@ def test_a_committed_batch_counts_its_records_lines_and_duplicates(recs):
     report = PartitionReport(metrics)
     part = fed(0, recs + recs[:25])            # 25 lines delivered twice
     records, _changes = part.checkpoint()
-    report.committed(part, records)
+    report.committed(report.take(part), records)
     assert report.duplicates == 25 and not part.duplicates   # counted once, then cleared
     assert sample(metrics, "dpmstream_duplicate_lines_total", host=HOST) == 25
     assert sample(metrics, "dpmstream_lines_total", host=HOST, daemon="dpm",
@@ -56,8 +56,8 @@ def test_records_that_are_not_envelopes_are_logged_once_per_new_count_and_partit
     with caplog.at_level(logging.WARNING, logger="dpmstream.worker"):
         for p in (0, 1, 0):
             parts[p].feed_record(b"h", b"not json")
-            report.committed(parts[p], [])
-        report.committed(parts[0], [])           # nothing new: no line
+            report.committed(report.take(parts[p]), [])
+        report.committed(report.take(parts[0]), [])           # nothing new: no line
     lines = [r.getMessage() for r in caplog.records]
     assert lines == ["partition 0: 1 records that are not line envelopes so far (last: not JSON: JSONDecodeError)",
                      "partition 1: 1 records that are not line envelopes so far (last: not JSON: JSONDecodeError)",
@@ -68,7 +68,7 @@ def test_a_forgotten_partition_leaves_its_counters_and_zeroes_its_gauges(recs):
     metrics = PipelineMetrics()
     report = PartitionReport(metrics)
     part = fed(0, recs[: len(recs) // 2])      # requests still open
-    report.committed(part, part.checkpoint()[0])
+    report.committed(report.take(part), part.checkpoint()[0])
     parsed = sample(metrics, "dpmstream_lines_total", host=HOST, daemon="dpm", result="parsed")
     assert sample(metrics, "dpm_requests_in_flight", host=HOST) > 0
     report.forget([0])

@@ -313,7 +313,8 @@ def test_a_transaction_that_fails_to_commit_is_redone_with_no_record_lost_or_dou
     cfg = WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
                        requests_topic=t["requests"], calls_topic=t["calls"],
                        group_id=t["group"], batch_records=300)
-    worker = Worker(cfg)
+    metrics = PipelineMetrics()
+    worker = Worker(cfg, metrics)
     # Early, middle and back to back: a failed commit while the next batch is in hand.
     worker.owners = owners = _CommitsThatFail(cfg, cfg.state, failing={2, 9, 10, 17})
 
@@ -334,6 +335,70 @@ def test_a_transaction_that_fails_to_commit_is_redone_with_no_record_lost_or_dou
     asyncio.run(main())
     assert owners.failed == 4
     assert worker.lines_seen > total, "no batch was fed twice: no commit failed mid-stream"
+    got = worker_output(kafka_broker, t)
+    want = expected(sims)
+    assert len(got) == len(want), "records lost or doubled"
+    assert canonical(got) == canonical(want)
+    # The metrics count only committed batches: the lines of the batch fed while the
+    # failed one was committing are counted once, when fed again.
+    for host, sim in sims.items():
+        parsed = sum(sample(metrics, "dpmstream_lines_total", host=host, daemon=d, result="parsed")
+                     for d in ("dpm", "dpns"))
+        assert parsed == len(host_records(sim, host))
+    counted = sum(smp.value for family in metrics.registry.collect()
+                  for smp in family.samples if smp.name == "dpm_requests_total")
+    assert counted == sum(1 for r in want if r["kind"] == "request")
+
+
+class _BrokerAwayAtTheRetake(_CommitsThatFail):
+    """Commits that fail, and the takes numbered in `failing_takes` failing as a broker
+    that cannot be reached fails them: the worker must retry the take, not end."""
+
+    def __init__(self, config, state_topic, failing, failing_takes):
+        super().__init__(config, state_topic, failing)
+        self.failing_takes = set(failing_takes)
+        self.takes = 0
+        self.failed_takes = 0
+
+    async def take(self, p):
+        self.takes += 1
+        if self.takes in self.failing_takes:
+            self.failed_takes += 1
+            raise KafkaConnectionError("Unable to bootstrap from 127.0.0.1 (injected)")
+        return await super().take(p)
+
+
+def test_a_partition_whose_retake_fails_while_the_broker_is_away_is_taken_again_later(kafka_broker, sims):
+    t = topics("retake")
+    kafka_broker.create_topics([t["lines"]], partitions=2)
+    recs = {h: host_records(sim, h) for h, sim in sims.items()}
+    for host_recs in recs.values():
+        produce(kafka_broker.bootstrap, t["lines"], host_recs)
+    total = sum(len(r) for r in recs.values())
+    cfg = WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
+                       requests_topic=t["requests"], calls_topic=t["calls"],
+                       group_id=t["group"], batch_records=300)
+    worker = Worker(cfg)
+    # Takes 1 and 2 are the assignment's; commit 3 fails, and the two takes after it too.
+    worker.owners = owners = _BrokerAwayAtTheRetake(cfg, cfg.state, failing={3},
+                                                    failing_takes={3, 4})
+
+    async def main():
+        task = asyncio.ensure_future(worker.run())
+        deadline = time.monotonic() + 240
+        while worker.batches == 0:
+            assert not task.done(), task.result()
+            assert time.monotonic() < deadline, "the worker never committed a batch"
+            await asyncio.sleep(0.05)
+        while sum((await committed_offsets_async(kafka_broker.bootstrap, t["group"])).values()) < total:
+            assert not task.done(), task.result()
+            assert time.monotonic() < deadline, "the worker never committed every line"
+            await asyncio.sleep(0.1)
+        worker.stop()
+        await task
+
+    asyncio.run(main())
+    assert (owners.failed, owners.failed_takes) == (1, 2)
     got = worker_output(kafka_broker, t)
     want = expected(sims)
     assert len(got) == len(want), "records lost or doubled"
