@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from urllib.request import urlopen
 
-ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
-ONE_CORE = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+from bench_replay import ONE_CORE, grep_seconds
+
 CHUNK = 1 << 20
 
 
@@ -83,19 +83,6 @@ def follow_once(source: Path, workdir: Path, tz: str, host: str, state: bool) ->
     _, status, usage = os.wait4(proc.pid, 0)
     return {"lines": total, "mb": len(data) / 1e6, "written": written, "followed": followed,
             "rss": usage.ru_maxrss // 1024, "cpu": usage.ru_utime + usage.ru_stime}
-
-
-def grep_seconds(path: Path) -> float:
-    cmd = [*ONE_CORE, "grep", "-cE", ENVELOPE_ERE, str(path)]
-    best = None
-    for _ in range(3):
-        t0 = time.perf_counter()
-        # Into a pipe: GNU grep stops at the first match when its output is /dev/null.
-        subprocess.run(cmd, env={**os.environ, "LC_ALL": "C"}, stdout=subprocess.PIPE,
-                       check=True)
-        wall = time.perf_counter() - t0
-        best = wall if best is None else min(best, wall)
-    return best
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_replay import ENVELOPE_ERE, ONE_CORE
+from bench_replay import grep_seconds
 from topic_fill import fill_topic, log_files, make_records
 
 HERE = Path(__file__).resolve().parent
@@ -118,20 +118,6 @@ def run_consumer(bootstrap: str, topic: str, total: int, batch: int) -> None:
     print(json.dumps(asyncio.run(main())))
 
 
-def grep_seconds(files: list[Path]) -> float:
-    """Best of three: `LC_ALL=C grep -cE` with the envelope regex on the same lines, one
-    core (the machine's yardstick: machines differ by 3x, this ratio much less)."""
-    cmd = [*ONE_CORE, "grep", "-cE", ENVELOPE_ERE, *map(str, files)]
-    best = None
-    for _ in range(3):
-        t0 = time.perf_counter()
-        # Into a pipe: GNU grep stops at the first match when its output is /dev/null.
-        subprocess.run(cmd, env={**os.environ, "LC_ALL": "C"}, stdout=subprocess.PIPE, check=True)
-        wall = time.perf_counter() - t0
-        best = wall if best is None else min(best, wall)
-    return best
-
-
 def worker_child(batch: int, bootstrap: str, topic: str, total: int) -> dict:
     out = subprocess.run([sys.executable, __file__, "--batch", str(batch),
                           "--child", bootstrap, topic, str(total)],
@@ -199,7 +185,7 @@ def main() -> int:
         print(f"aiokafka consumer alone: {bare['lines'] / bare['wall']:,.0f} lines/s, "
               f"{bare['cpu'] / bare['lines'] * 1e6:.2f} us CPU a record")
         print(f"worker peak RSS: {fig['peak_rss_mib']:.0f} MiB")
-        grep = grep_seconds(list(log_files(workdir, args.lines, args.hosts)) * args.hosts)
+        grep = grep_seconds(*log_files(workdir, args.lines, args.hosts) * args.hosts)
         print(f"LC_ALL=C grep -cE envelope on the same {total:,} lines (the logs once per host): "
               f"{grep:.2f} s = {total / grep:,.0f} lines/s; the worker took "
               f"{fig['wall'] * total / fig['lines'] / grep:.1f}x grep's time")
