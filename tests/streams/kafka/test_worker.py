@@ -303,20 +303,21 @@ class _CommitsThatFail(PartitionOwners):
         return part, states
 
 
-def test_a_transaction_that_fails_to_commit_is_redone_with_no_record_lost_or_doubled(kafka_broker, sims):
-    t = topics("fail")
-    kafka_broker.create_topics([t["lines"]], partitions=2)
+def run_with_owners(broker, sims, prefix, make_owners, metrics=None):
+    """Both simulated hosts' lines on a 2-partition topic, then one worker whose
+    PartitionOwners make_owners(config, state topic) gives, until every line is committed.
+    Returns the worker, its owners, and the topics."""
+    t = topics(prefix)
+    broker.create_topics([t["lines"]], partitions=2)
     recs = {h: host_records(sim, h) for h, sim in sims.items()}
     for host_recs in recs.values():
-        produce(kafka_broker.bootstrap, t["lines"], host_recs)
+        produce(broker.bootstrap, t["lines"], host_recs)
     total = sum(len(r) for r in recs.values())
-    cfg = WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
+    cfg = WorkerConfig(bootstrap=broker.bootstrap, lines_topic=t["lines"],
                        requests_topic=t["requests"], calls_topic=t["calls"],
                        group_id=t["group"], batch_records=300)
-    metrics = PipelineMetrics()
     worker = Worker(cfg, metrics)
-    # Early, middle and back to back: a failed commit while the next batch is in hand.
-    worker.owners = owners = _CommitsThatFail(cfg, cfg.state, failing={2, 9, 10, 17})
+    worker.owners = owners = make_owners(cfg, cfg.state)
 
     async def main():
         task = asyncio.ensure_future(worker.run())
@@ -325,7 +326,7 @@ def test_a_transaction_that_fails_to_commit_is_redone_with_no_record_lost_or_dou
             assert not task.done(), task.result()
             assert time.monotonic() < deadline, "the worker never committed a batch"
             await asyncio.sleep(0.05)
-        while sum((await committed_offsets_async(kafka_broker.bootstrap, t["group"])).values()) < total:
+        while sum((await committed_offsets_async(broker.bootstrap, t["group"])).values()) < total:
             assert not task.done(), task.result()
             assert time.monotonic() < deadline, "the worker never committed every line"
             await asyncio.sleep(0.1)
@@ -333,6 +334,16 @@ def test_a_transaction_that_fails_to_commit_is_redone_with_no_record_lost_or_dou
         await task
 
     asyncio.run(main())
+    return worker, owners, t
+
+
+def test_a_transaction_that_fails_to_commit_is_redone_with_no_record_lost_or_doubled(kafka_broker, sims):
+    metrics = PipelineMetrics()
+    # Early, middle and back to back: a failed commit while the next batch is in hand.
+    worker, owners, t = run_with_owners(
+        kafka_broker, sims, "fail", lambda cfg, state: _CommitsThatFail(cfg, state, failing={2, 9, 10, 17}),
+        metrics)
+    total = sum(len(host_records(sim, h)) for h, sim in sims.items())
     assert owners.failed == 4
     assert worker.lines_seen > total, "no batch was fed twice: no commit failed mid-stream"
     got = worker_output(kafka_broker, t)
@@ -369,35 +380,10 @@ class _BrokerAwayAtTheRetake(_CommitsThatFail):
 
 
 def test_a_partition_whose_retake_fails_while_the_broker_is_away_is_taken_again_later(kafka_broker, sims):
-    t = topics("retake")
-    kafka_broker.create_topics([t["lines"]], partitions=2)
-    recs = {h: host_records(sim, h) for h, sim in sims.items()}
-    for host_recs in recs.values():
-        produce(kafka_broker.bootstrap, t["lines"], host_recs)
-    total = sum(len(r) for r in recs.values())
-    cfg = WorkerConfig(bootstrap=kafka_broker.bootstrap, lines_topic=t["lines"],
-                       requests_topic=t["requests"], calls_topic=t["calls"],
-                       group_id=t["group"], batch_records=300)
-    worker = Worker(cfg)
     # Takes 1 and 2 are the assignment's; commit 3 fails, and the two takes after it too.
-    worker.owners = owners = _BrokerAwayAtTheRetake(cfg, cfg.state, failing={3},
-                                                    failing_takes={3, 4})
-
-    async def main():
-        task = asyncio.ensure_future(worker.run())
-        deadline = time.monotonic() + 240
-        while worker.batches == 0:
-            assert not task.done(), task.result()
-            assert time.monotonic() < deadline, "the worker never committed a batch"
-            await asyncio.sleep(0.05)
-        while sum((await committed_offsets_async(kafka_broker.bootstrap, t["group"])).values()) < total:
-            assert not task.done(), task.result()
-            assert time.monotonic() < deadline, "the worker never committed every line"
-            await asyncio.sleep(0.1)
-        worker.stop()
-        await task
-
-    asyncio.run(main())
+    _worker, owners, t = run_with_owners(
+        kafka_broker, sims, "retake",
+        lambda cfg, state: _BrokerAwayAtTheRetake(cfg, state, failing={3}, failing_takes={3, 4}))
     assert (owners.failed, owners.failed_takes) == (1, 2)
     got = worker_output(kafka_broker, t)
     want = expected(sims)
