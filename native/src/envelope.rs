@@ -275,7 +275,11 @@ fn members(s: &[u8]) -> Option<Members<'_>> {
     if j.at != s.len() {
         return None;
     }
-    let (host, path) = (host.filter(|h| !h.is_empty())?, path.filter(|p| !p.is_empty())?);
+    // envelope.MAX_HOST_CHARS and MAX_PATH_CHARS (in characters): longer, Python refuses it
+    let (host, path) = (
+        host.filter(|h| !h.is_empty() && h.chars().count() <= 253)?,
+        path.filter(|p| !p.is_empty() && p.chars().count() <= 4096)?,
+    );
     Some((host, path, offset?, received, line?))
 }
 

@@ -207,3 +207,61 @@ def test_a_batch_fed_in_runs_gives_exactly_what_line_by_line_feeding_gives(sim, 
     assert by_batch.stats.latest_event_ms == by_line.stats.latest_event_ms
     assert by_batch.stats.latest_received_ms == by_line.stats.latest_received_ms
     assert by_batch.next_offset == by_line.next_offset == len(messages)
+
+
+# -- implausible offsets (issue 26) -------------------------------------------------------------
+
+def _at(recs, offsets):
+    """The records with their offsets replaced by `offsets` (one per record)."""
+    return [(k, json.dumps({**json.loads(v), "offset": o}).encode()) for (k, v), o in zip(recs, offsets)]
+
+
+def _parsed(part):
+    return sum(n for (_h, _d, r), n in part.stats.lines.items() if r == "parsed")
+
+
+def test_one_line_far_past_its_files_mark_is_skipped_and_the_lines_after_it_are_fed(sim):
+    recs = envelopes(sim.log_path)[:400]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    bogus = _at([recs[200]], [100_000_000_000])
+    part = PartitionState(0)
+    for i, (key, value) in enumerate(recs[:201] + bogus + recs[201:]):
+        part.feed_record(key, value, i)
+    assert part.bad_reasons == {"offset_jump": 1}
+    assert part.bad_places[0][:2] == (201, "offset_jump")
+    assert not part.duplicates and _parsed(part) == 400
+    assert part.marks[(HOST, PATH)][0] == offsets[-1]
+
+
+def test_a_file_that_really_skipped_ahead_loses_only_the_first_line_after_the_gap(sim):
+    """rsyslog may drop lines (its queue full during an outage): a jump that the next
+    line confirms is believed, so the file is not stuck behind its old mark."""
+    recs = envelopes(sim.log_path)[:400]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    gap = 50 << 20
+    moved = recs[:200] + _at(recs[200:], [o + gap for o in offsets[200:]])
+    part = PartitionState(0)
+    for i, (key, value) in enumerate(moved):
+        part.feed_record(key, value, i)
+    assert part.bad_reasons == {"offset_jump": 1} and part.bad_places[0][0] == 200
+    assert not part.duplicates and _parsed(part) == 399
+    # The jumping line delivered again is a duplicate, not a second bad record.
+    part.feed_record(*moved[200], 400)
+    assert part.duplicates[HOST] == 1 and part.bad_reasons == {"offset_jump": 1}
+
+
+def test_a_pending_jump_is_kept_in_the_state_so_a_restart_judges_the_next_line_alike(sim):
+    recs = envelopes(sim.log_path)[:300]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    gap = 50 << 20
+    moved = recs[:100] + _at(recs[100:], [o + gap for o in offsets[100:]])
+    part = PartitionState(0)
+    for key, value in moved[:101]:
+        part.feed_record(key, value)
+    _records, changes = part.checkpoint()
+    restarted = PartitionState(0)
+    restarted.restore(changes)
+    for key, value in moved[101:]:
+        restarted.feed_record(key, value)
+    assert not restarted.bad_reasons and not restarted.duplicates
+    assert restarted.marks[(HOST, PATH)][0] == offsets[-1] + gap
