@@ -107,7 +107,8 @@ class RepeatFilter(logging.Filter):
             if kind.held_total:
                 log.warning("%s: no more of %r since %.0f s (it lasted %.0f s; %d more like "
                             "it were held back)", name, msg[:120], self.pace.clock() - kind.last_seen,
-                            kind.last_seen - kind.first, kind.held_total)
+                            kind.last_seen - kind.first, kind.held_total,
+                            extra={"_paced": True})   # one per kind and run: never held
 
 
 _installed: list[RepeatFilter] = []

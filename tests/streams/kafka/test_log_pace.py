@@ -44,6 +44,7 @@ def test_an_error_repeated_through_an_outage_is_written_first_then_every_ten_sec
         for tick in range(210):                  # 21 s, ten errors a second
             now[0] = tick / 10
             conn.error("Unable connect to node with id %s: %s", 1, "Connect call failed")
+            conn.error("Unable to update metadata from %s", [1])
             quiet.flush()
         logging.getLogger("dpmstream.worker").info("partition %d: resumed", 0)   # INFO: never held
         now[0] = 31.0
@@ -53,13 +54,21 @@ def test_an_error_repeated_through_an_outage_is_written_first_then_every_ten_sec
         _detach(out)
     assert out.lines == [
         "ERROR aiokafka.conn: Unable connect to node with id 1: Connect call failed",
+        "ERROR aiokafka.conn: Unable to update metadata from [1]",
         "ERROR aiokafka.conn: Unable connect to node with id 1: Connect call failed "
+        "[and 99 more like it held back; this for 10 s]",
+        "ERROR aiokafka.conn: Unable to update metadata from [1] "
         "[and 99 more like it held back; this for 10 s]",
         "ERROR aiokafka.conn: Unable connect to node with id 1: Connect call failed "
         "[and 99 more like it held back; this for 20 s]",
+        "ERROR aiokafka.conn: Unable to update metadata from [1] "
+        "[and 99 more like it held back; this for 20 s]",
         "INFO dpmstream.worker: partition 0: resumed",
+        # Both kinds end at the same flush: neither line holds the other back.
         "WARNING dpmstream.worker: aiokafka.conn: no more of 'Unable connect to node with id "
         "%s: %s' since 10 s (it lasted 21 s; 207 more like it were held back)",
+        "WARNING dpmstream.worker: aiokafka.conn: no more of 'Unable to update metadata from "
+        "%s' since 10 s (it lasted 21 s; 207 more like it were held back)",
     ]
 
 
