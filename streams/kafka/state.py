@@ -32,7 +32,7 @@ import zlib
 from collections import Counter
 
 from dpmstream.streams.kafka.envelope import (
-    EnvelopeError, compiled_decode_fields, decode_fields, python_decode_fields)
+    EnvelopeError, compiled_decode_fields, decode_fields)
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams import state_keys
 

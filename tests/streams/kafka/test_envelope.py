@@ -167,6 +167,7 @@ ELSEWHERE = [   # valid or not, Python's to decode (and to report)
     encode("é" * 254, "/p", 1, "2011-08-12T14:31:43.118402Z", "x"),
     encode("h", "/" * 4097, 1, "2011-08-12T14:31:43.118402Z", "x"),
     b'{"host":"\\ud800","path":"/p","offset":1,"line":"x"}',
+    encode("h", "/p", 1, "2011-08-12T14:31:43.118402Z", "x" * (1 << 20)),   # too large
 ]
 
 

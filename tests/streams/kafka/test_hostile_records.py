@@ -16,7 +16,7 @@ from dpmstream.streams.kafka import envelope as envelope_module
 from dpmstream.streams.kafka import state as state_module
 from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
 from tests.streams.kafka.test_worker import host_records, run_worker, sample, topics, worker_output
-from tests.worker_helpers import as_json, canonical, committed_offsets, core_records, end_offsets, produce
+from tests.worker_helpers import as_json, canonical, committed_offsets, core_records, produce
 
 pytestmark = pytest.mark.services
 
