@@ -172,7 +172,7 @@ def _restamped(recs, start_ms, end_ms):
 
 def _messages(sim):
     """Two hosts' DPM and DPNS files in one partition, a stretch delivered again, records
-    that are not envelopes, and receive times crossing hours and the end of February 2012:
+    that are not envelopes, a line far past its file's mark, and receive times crossing hours and the end of February 2012:
     the (year, month) they give dates the August lines in 2011 before it, in 2012 after."""
     from collections import namedtuple
     Message = namedtuple("Message", "key value offset")
@@ -181,7 +181,9 @@ def _messages(sim):
     hour, month_end = 3_600_000, 1330559400000   # 2012-02-29T23:50:00Z
     recs = (_restamped(one, month_end - 3 * hour, month_end + 3 * hour)
             + _restamped(two, month_end - hour // 2, month_end + hour // 2))
-    recs = recs[:2500] + recs[2000:2300] + [(b"head07", b"{garbage"), (None, None)] + recs[2500:]
+    jump = [(k, json.dumps({**json.loads(v), "offset": 10**11}).encode()) for k, v in recs[2400:2401]]
+    recs = (recs[:2500] + recs[2000:2300] + [(b"head07", b"{garbage"), (None, None)] + jump
+            + recs[2500:])
     mixed = recs[:4000] + [r for pair in zip(recs[4000:5000], recs[-1000:]) for r in pair] + recs[5000:-1000]
     return [Message(k, v, i) for i, (k, v) in enumerate(mixed)]
 
@@ -204,6 +206,8 @@ def test_a_batch_fed_in_runs_gives_exactly_what_line_by_line_feeding_gives(sim, 
     assert by_batch.duplicates == by_line.duplicates and sum(by_batch.duplicates.values()) == 300
     assert by_batch.rotations == by_line.rotations
     assert (by_batch.bad_records, by_batch.last_bad_reason) == (by_line.bad_records, by_line.last_bad_reason)
+    assert by_batch.bad_reasons == by_line.bad_reasons
+    assert by_batch.bad_reasons["offset_jump"] == 1 and by_batch.bad_records == 3
     assert by_batch.stats.latest_event_ms == by_line.stats.latest_event_ms
     assert by_batch.stats.latest_received_ms == by_line.stats.latest_received_ms
     assert by_batch.next_offset == by_line.next_offset == len(messages)
