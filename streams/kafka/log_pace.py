@@ -115,10 +115,12 @@ _installed: list[RepeatFilter] = []
 
 
 def install(handlers, every_s: float = EVERY_S) -> RepeatFilter:
-    """Put one RepeatFilter on these log handlers (the process's)."""
+    """Put one RepeatFilter on these log handlers (the process's); a handler that has
+    one already keeps it (a second worker run in the same process)."""
     quiet = RepeatFilter(every_s)
     for handler in handlers:
-        handler.addFilter(quiet)
+        if not any(isinstance(f, RepeatFilter) for f in handler.filters):
+            handler.addFilter(quiet)
     _installed.append(quiet)
     return quiet
 

@@ -89,3 +89,11 @@ def test_other_kinds_of_warning_are_paced_apart_and_a_record_is_judged_once_for_
         _detach(out)
     assert out.lines == second.lines == ["WARNING aiokafka.conn: metadata of t failed",
                                          "WARNING aiokafka.conn: fetch from 1 failed"]
+
+
+def test_installing_twice_leaves_one_filter_on_a_handler():
+    from dpmstream.streams.kafka.log_pace import install
+    out = _Lines()
+    install([out])
+    install([out])
+    assert sum(isinstance(f, RepeatFilter) for f in out.filters) == 1
