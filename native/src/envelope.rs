@@ -17,6 +17,9 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 /// allocation, and the hash the worker's dict lookups need is already in them.
 const NAMES_KEPT: usize = 16;
 
+/// envelope.MAX_RECORD_BYTES: a record longer than this is no line of rsyslog's.
+const MAX_RECORD_BYTES: usize = 1 << 20;
+
 thread_local! {
     static NAMES: RefCell<Vec<(String, Py<PyString>)>> = const { RefCell::new(Vec::new()) };
 }
@@ -226,6 +229,9 @@ pub fn decode_envelope<'py>(raw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
     let Ok(raw) = raw.downcast::<PyBytes>() else {
         return Ok(None);
     };
+    if raw.as_bytes().len() > MAX_RECORD_BYTES {
+        return Ok(None); // Python refuses it, unparsed (too_large)
+    }
     let Some((host, path, offset, received, line)) = members(raw.as_bytes()) else {
         return Ok(None);
     };
@@ -275,7 +281,11 @@ fn members(s: &[u8]) -> Option<Members<'_>> {
     if j.at != s.len() {
         return None;
     }
-    let (host, path) = (host.filter(|h| !h.is_empty())?, path.filter(|p| !p.is_empty())?);
+    // envelope.MAX_HOST_CHARS and MAX_PATH_CHARS (in characters): longer, Python refuses it
+    let (host, path) = (
+        host.filter(|h| !h.is_empty() && h.chars().count() <= 253)?,
+        path.filter(|p| !p.is_empty() && p.chars().count() <= 4096)?,
+    );
     Some((host, path, offset?, received, line?))
 }
 

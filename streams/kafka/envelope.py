@@ -33,8 +33,29 @@ if not fastpath.available():   # DPMSTREAM_PURE_PYTHON
     _compiled_decode = None
 
 
+# Why a record was skipped: the `reason` label of dpmstream_bad_records_total, so a fixed
+# set (a bounded label), each with the text its log line gives.
+BAD_REASONS = ("no_value", "too_large", "not_utf8", "not_json", "too_deep", "not_object",
+               "bad_host", "bad_path", "bad_offset", "bad_line", "offset_jump", "failed")
+
+# The largest record decoded. rsyslog's lines are at most its maxMessageSize (8 KiB by
+# default, 64 KiB on DPM heads); a record this big is no line of theirs, and is not parsed.
+MAX_RECORD_BYTES = 1 << 20
+# imfile offsets are int64 (and the extension's, 18 digits at most).
+MAX_OFFSET = (1 << 63) - 1
+# A host is a DNS name (253 characters at most), a path at most PATH_MAX: longer ones are
+# no rsyslog's, and would end up in logs, state keys and (host) labels.
+MAX_HOST_CHARS = 253
+MAX_PATH_CHARS = 4096
+
+
 class EnvelopeError(ValueError):
-    """A record on the lines topic that is not a valid envelope (counted, never fatal)."""
+    """A record on the lines topic that is not a valid envelope (counted, never fatal).
+    `reason` is one of BAD_REASONS; the message says more (never the record itself)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class Envelope(NamedTuple):
@@ -89,19 +110,29 @@ def decode_fields(raw: bytes | str | None) -> tuple[str, str, int, int | None, s
 
 def python_decode_fields(raw: bytes | str | None) -> tuple[str, str, int, int | None, str]:
     """decode_fields in Python alone: any record, errors with their reasons."""
-    if raw is None:
-        raise EnvelopeError("empty record")
+    if raw is None or len(raw) == 0:
+        raise EnvelopeError("no_value", "empty record (no value)")
+    if len(raw) > MAX_RECORD_BYTES:
+        raise EnvelopeError("too_large", f"record of {len(raw)} bytes (at most {MAX_RECORD_BYTES})")
+    lenient = False
     try:
         try:
             obj = _fast_loads(raw)
         except _FastJSONError:   # e.g. an escaped lone surrogate: the stdlib takes those
+            lenient = True
             obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise EnvelopeError(f"not JSON: {exc.__class__.__name__}") from None
+    except UnicodeDecodeError:
+        raise EnvelopeError("not_utf8", "not UTF-8") from None
+    except RecursionError:   # nesting deeper than Python's stack: stdlib json's own limit
+        raise EnvelopeError("too_deep", "JSON nested too deep") from None
+    except ValueError as exc:
+        raise EnvelopeError("not_json", f"not JSON: {exc.__class__.__name__}") from None
     try:   # the envelope as rsyslog writes it, in as few steps as it takes
         host, path, offset, line = obj["host"], obj["path"], obj["offset"], obj["line"]
         fine = (host.__class__ is str and path.__class__ is str and offset.__class__ is int
-                and line.__class__ is str and offset >= 0 and host and path)
+                and line.__class__ is str and 0 <= offset <= MAX_OFFSET
+                and 0 < len(host) <= MAX_HOST_CHARS and 0 < len(path) <= MAX_PATH_CHARS
+                and not lenient)
     except (KeyError, TypeError):
         fine = False
     if not fine:
@@ -114,19 +145,36 @@ def python_decode_fields(raw: bytes | str | None) -> tuple[str, str, int, int | 
 def _checked(obj) -> tuple[str, str, int, str]:
     """(host, path, offset, line) of an envelope off the common form, or EnvelopeError."""
     if not isinstance(obj, dict):
-        raise EnvelopeError("not a JSON object")
+        raise EnvelopeError("not_object", "not a JSON object")
     host, path, offset, line = obj.get("host"), obj.get("path"), obj.get("offset"), obj.get("line")
     if not isinstance(host, str) or not host:
-        raise EnvelopeError("missing host")
+        raise EnvelopeError("bad_host", "missing host (or not a text)")
+    if len(host) > MAX_HOST_CHARS or not _encodes(host):
+        raise EnvelopeError("bad_host", f"host of {len(host)} characters (at most "
+                                        f"{MAX_HOST_CHARS}) or not UTF-8")
     if not isinstance(path, str) or not path:
-        raise EnvelopeError("missing path")
-    if isinstance(offset, str) and offset.isdigit():  # rsyslog templates may quote numbers
-        offset = int(offset)
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise EnvelopeError("missing or bad offset")
+        raise EnvelopeError("bad_path", "missing path (or not a text)")
+    if len(path) > MAX_PATH_CHARS or not _encodes(path):
+        raise EnvelopeError("bad_path", f"path of {len(path)} characters (at most "
+                                        f"{MAX_PATH_CHARS}) or not UTF-8")
+    if isinstance(offset, str) and offset.isascii() and offset.isdigit() and len(offset) <= 19:
+        offset = int(offset)   # rsyslog templates may quote numbers
+    if (not isinstance(offset, int) or isinstance(offset, bool)
+            or not 0 <= offset <= MAX_OFFSET):
+        raise EnvelopeError("bad_offset", "missing or bad offset (a byte offset, 0 to 2^63-1)")
     if not isinstance(line, str):
-        raise EnvelopeError("missing line")
+        raise EnvelopeError("bad_line", "missing line (or not a text)")
     return host, path, offset, line
+
+
+def _encodes(text: str) -> bool:
+    """False for a text with a lone surrogate (an escape the stdlib decodes): as a record
+    key or a state key it could not be written."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # rsyslog's `received` form, 'YYYY-MM-DDThh:mm:ss.ffffff' + 'Z' or '+hh:mm': its whole

@@ -26,6 +26,7 @@ import faust
 from faust.app.base import BootStrategy
 from mode import Service
 
+from dpmstream.streams.kafka import log_pace
 from dpmstream.streams.kafka.worker import Worker
 from dpmstream.streams.live.stop_deadline import STOP_WITHIN_S, StopDeadline
 
@@ -140,8 +141,12 @@ def run_worker(config, metrics_port: int | None = None, metrics_bind: str = "127
     # Faust's Worker would chdir into its workdir: stay where we are.
     if loglevel is None:
         loglevel = logging.root.level or logging.WARNING
+    handlers = list(logging.root.handlers)
+    # A broker outage would have aiokafka (and the engine) log the same error many times a
+    # second: each kind of warning at most once per log_pace.EVERY_S, with a count.
+    log_pace.install(handlers)
     process = EngineWorker(app, loop=loop, loglevel=loglevel, quiet=True,
-                           workdir=os.getcwd(), keep_handlers=list(logging.root.handlers))
+                           workdir=os.getcwd(), keep_handlers=handlers)
     log.info("worker %s: %s -> %s, %s on %s (state in %s)", config.group_id,
              config.lines_topic, config.requests_topic, config.calls_topic,
              config.bootstrap, config.state)

@@ -1,6 +1,6 @@
 """What a worker reports after a partition's batch is committed.
 
-    report = PartitionReport(metrics)      # metrics: PipelineMetrics, or None
+    report = PartitionReport(metrics, topic)   # metrics: PipelineMetrics, or None
     figures = report.take(part)            # at the batch's checkpoint
     report.committed(figures, records)     # once the batch's transaction is committed
     report.forget([p])                     # p revoked or dropped: its hosts are not ours now
@@ -10,6 +10,11 @@ Only committed batches are reported, so a batch that is read again after a crash
 rebalance is never counted twice. The figures are taken at the checkpoint, not at the
 commit: the worker feeds the next batch while one commits, and should that next batch's
 partition be taken again (its commit failed), its lines are fed and counted anew.
+
+A record skipped as bad is counted in dpmstream_bad_records_total{reason} (reason from
+envelope.BAD_REASONS, every one present at 0) and logged with its place (topic, partition,
+Kafka offset) and reason, never its content: at most one line per reason every
+log_pace.EVERY_S, which says how many were skipped unlogged meanwhile.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
+from dpmstream.streams.kafka.envelope import BAD_REASONS
+from dpmstream.streams.kafka.log_pace import Pace
 from dpmstream.streams.metrics.stats_collector import StatsSnapshot
 
 log = logging.getLogger("dpmstream.worker")
@@ -29,47 +36,71 @@ class BatchFigures:
     partition: int
     stats: StatsSnapshot | None        # None: no metrics to publish them to
     duplicates: Counter                # host -> lines skipped since the last checkpoint
-    bad_records: int                   # records that were not envelopes, so far
-    last_bad_reason: str | None
+    bad_reasons: Counter               # reason -> records skipped since the last checkpoint
+    bad_places: list                   # (Kafka offset, reason, message) of the first of them
 
 
 class PartitionReport:
-    def __init__(self, metrics=None):
+    def __init__(self, metrics=None, topic: str = "?", pace: Pace | None = None):
         self.metrics = metrics
+        self.topic = topic
         self.duplicates = 0
-        self._reported_bad: dict[int, int] = {}   # p -> bad records already logged
-        self._duplicates_counter = None
+        self.bad_records = 0
+        self._pace = Pace() if pace is None else pace   # bad-record log lines, per reason
+        self._duplicates_counter = self._bad_counter = None
         if metrics is not None:
             from prometheus_client import Counter as PromCounter
             self._duplicates_counter = PromCounter(
                 "dpmstream_duplicate_lines", "Lines skipped because they were delivered before",
                 ["host"], registry=metrics.registry)
+            self._bad_counter = PromCounter(
+                "dpmstream_bad_records", "Records of the lines topic skipped as unusable, by reason",
+                ["reason"], registry=metrics.registry)
+            for reason in BAD_REASONS:
+                self._bad_counter.labels(reason)
 
     def take(self, part) -> BatchFigures:
-        """The partition's figures now (its duplicates since the last take: cleared)."""
+        """The partition's figures now (its duplicates and bad records since the last
+        take: cleared)."""
         figures = BatchFigures(part.partition,
                                None if self.metrics is None else StatsSnapshot.of(part.stats),
-                               Counter(part.duplicates), part.bad_records, part.last_bad_reason)
+                               Counter(part.duplicates), Counter(part.bad_reasons),
+                               part.bad_places[:])
         part.duplicates.clear()
+        part.bad_reasons.clear()
+        part.bad_places.clear()
         return figures
 
     def committed(self, figures: BatchFigures, records: list[dict]) -> None:
         p = figures.partition
-        if figures.bad_records > self._reported_bad.get(p, 0):
-            log.warning("partition %d: %d records that are not line envelopes so far (last: %s)",
-                        p, figures.bad_records, figures.last_bad_reason)
-            self._reported_bad[p] = figures.bad_records
+        self._log_bad(figures)
         self.duplicates += sum(figures.duplicates.values())
+        self.bad_records += sum(figures.bad_reasons.values())
         if self.metrics is not None:
             for rec in records:
                 self.metrics.write(rec)
             self.metrics.publish(figures.stats, source=f"p{p}")
+            host_label = self.metrics.host_label   # the host cap and form of every family
             for host, n in figures.duplicates.items():
-                self._duplicates_counter.labels(host).inc(n)
+                self._duplicates_counter.labels(host_label(host)).inc(n)
+            for reason, n in figures.bad_reasons.items():
+                self._bad_counter.labels(reason).inc(n)
+
+    def _log_bad(self, figures: BatchFigures) -> None:
+        unlisted = Counter(figures.bad_reasons)   # skipped beyond the places kept
+        for kafka_offset, reason, message in figures.bad_places:
+            unlisted[reason] -= 1
+            held = self._pace.admit(reason)
+            if held is None:
+                continue
+            more = f"; {held} more {reason} records skipped unlogged before it" if held else ""
+            log.warning("bad record skipped: %s partition %d offset %s: %s (%s)%s",
+                        self.topic, figures.partition, kafka_offset, reason, message, more)
+        for reason, n in unlisted.items():   # so the next line of each says so
+            self._pace.hold(reason, n)
 
     def forget(self, partitions) -> None:
         """Drop the gauges of these partitions' pipelines (their counters stay)."""
         for p in partitions:
-            self._reported_bad.pop(p, None)
             if self.metrics is not None:
                 self.metrics.retire(f"p{p}")

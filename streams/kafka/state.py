@@ -10,6 +10,18 @@ rsyslog delivered it twice. A rotated or truncated file starts again at a low of
 line at or below the first offset seen for the file whose text differs from that first
 line starts a new generation of the file instead of being taken for a duplicate.
 
+One implausible offset must not move the mark (every later line of the file would be
+taken for a duplicate): a line more than MAX_OFFSET_JUMP bytes past the mark is skipped
+and counted (reason "offset_jump"), and its offset kept as the file's pending jump. The
+mark moves past a jump only when the next line confirms it (it follows the pending jump
+within MAX_OFFSET_JUMP): the file did skip ahead (lines rsyslog never sent). A line that
+follows the mark instead drops the pending jump. docs/kafka-worker.md states the rule.
+
+A record that cannot be used (not an envelope, an implausible offset, or one whose
+processing fails) is counted by reason (envelope.BAD_REASONS), kept with its Kafka offset
+for the worker's log, and skipped; the partition's next offset moves past it all the same,
+so it is committed with the batch and never met again.
+
 State keys (beside the pipeline's, streams/state_keys.py): "w|<host>|<path>" the
 duplicate filter of a file, "k" the next Kafka offset of the partition to read.
 """
@@ -20,7 +32,7 @@ import zlib
 from collections import Counter
 
 from dpmstream.streams.kafka.envelope import (
-    EnvelopeError, compiled_decode_fields, decode_fields, python_decode_fields)
+    EnvelopeError, compiled_decode_fields, decode_fields)
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams import state_keys
 
@@ -28,10 +40,20 @@ UNKNOWN_HOST = "unknown"
 UNKNOWN_DAEMON = "unknown"
 NEXT_OFFSET_KEY = "k"
 MARK_PREFIX = "w|"
+# How far past a file's high-water offset the next line may plausibly start. Lines of one
+# file arrive in order, each well under rsyslog's maxMessageSize (64 KiB at most on DPM
+# heads): a longer jump is a gap (rsyslog dropped lines) or a bad offset, and is only
+# believed once the next line confirms it.
+MAX_OFFSET_JUMP = 1 << 20
+NO_JUMP = -1            # a mark's pending jump when there is none
+BAD_PLACES_KEPT = 4     # bad records of each reason kept with their place between two takes
 
 
 def _crc(line: str) -> int:
-    return zlib.crc32(line.encode("utf-8", "surrogateescape"))
+    try:
+        return zlib.crc32(line.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:   # a lone surrogate surrogateescape cannot map back
+        return zlib.crc32(line.encode("utf-8", "surrogatepass"))
 
 
 class PartitionState:
@@ -57,30 +79,46 @@ class PartitionState:
         self.bad_records = 0
         self.bad_envelopes: Counter = Counter()   # (host, daemon, result) -> records
         self.last_bad_reason: str | None = None
+        self.bad_reasons: Counter = Counter()     # reason -> records skipped (the worker takes it)
+        # (Kafka offset, reason, message) of the first bad records of each reason since
+        # the worker took them
+        self.bad_places: list[tuple[int | None, str, str]] = []
 
     # -- input ---------------------------------------------------------------------------
-    def feed_record(self, key: bytes | None, value: bytes | None) -> None:
+    def feed_record(self, key: bytes | None, value: bytes | None,
+                    kafka_offset: int | None = None) -> None:
         """One record of the lines topic, fed line by line (the reference of feed_batch).
         Never raises on bad input: counts it."""
-        try:
-            host, path, offset, received_ms, line = decode_fields(value)
-        except EnvelopeError as exc:
-            self._bad_envelope(key, exc)
+        fields = self._decoded(key, value, kafka_offset)
+        if fields is None:
             return
-        if not self._admit(host, path, offset, line):
-            self.duplicates[host] += 1
+        host, path, offset, received_ms, line = fields
+        if not self._admit(host, path, offset, line, key, kafka_offset):
             return
         src = self._sources.get((host, path))
         if src is None:
             src = self._source(host, path, received_ms)
         src.feed(line, received_ms=received_ms)
 
-    def _bad_envelope(self, key: bytes | None, exc: EnvelopeError) -> None:
-        # Counted with the parse results (see .stats), so it shows in
-        # dpmstream_lines_total{result="malformed"}.
+    def _decoded(self, key, value, kafka_offset):
+        """decode_fields(value), or None for a record counted as bad."""
+        try:
+            return decode_fields(value)
+        except EnvelopeError as exc:
+            self._bad(key, kafka_offset, exc.reason, str(exc))
+        except Exception as exc:  # noqa: BLE001 - no record may stop the partition
+            self._bad(key, kafka_offset, "failed", f"undecodable: {exc.__class__.__name__}")
+        return None
+
+    def _bad(self, key: bytes | None, kafka_offset: int | None, reason: str, message: str) -> None:
+        """A record skipped. Counted with the parse results too (see .stats), so it shows
+        in dpmstream_lines_total{result="malformed"}."""
         self.bad_envelopes[(_host_of(key), UNKNOWN_DAEMON, "malformed")] += 1
         self.bad_records += 1
-        self.last_bad_reason = str(exc)
+        self.last_bad_reason = message
+        self.bad_reasons[reason] += 1
+        if self.bad_reasons[reason] <= BAD_PLACES_KEPT:
+            self.bad_places.append((kafka_offset, reason, message))
 
     @property
     def stats(self) -> "StatsView":
@@ -102,19 +140,18 @@ class PartitionState:
         for msg in messages:
             fields = None if compiled_decode is None else compiled_decode(msg.value)
             if fields is None:
-                try:
-                    fields = python_decode_fields(msg.value)
-                except EnvelopeError as exc:
-                    self._bad_envelope(msg.key, exc)
+                fields = self._decoded(msg.key, msg.value, msg.offset)
+                if fields is None:
                     continue
             host, path, offset, received_ms, line = fields
             key = (host, path)
             mark = marks.get(key)
-            if mark is not None and offset > mark[0]:   # the common case of _admit, inline
-                mark[0] = offset
+            if mark is not None and 0 < offset - mark[0] <= MAX_OFFSET_JUMP:
+                mark[0] = offset   # the common case of _admit, inline
+                if len(mark) > 3:
+                    del mark[3:]   # a pending jump the file did not take
                 dirty.add(key)
-            elif not self._admit(host, path, offset, line):
-                self.duplicates[host] += 1
+            elif not self._admit(host, path, offset, line, msg.key, msg.offset):
                 continue
             src = sources.get(key)
             if src is None or src.parser is None:
@@ -144,6 +181,20 @@ class PartitionState:
         self.consumed(messages[-1].offset + 1)
         self.advance()
 
+    def feed_one_by_one(self, messages) -> None:
+        """feed_batch's slow twin, for a batch whose feeding raised (a record the pipeline
+        could not process; the worker took the partition again, its state as committed):
+        each record fed on its own, and one whose processing raises is counted
+        ("failed") and skipped. What that record changed before it failed stays."""
+        for msg in messages:
+            try:
+                self.feed_record(msg.key, msg.value, msg.offset)
+            except Exception as exc:  # noqa: BLE001 - no record may stop the partition
+                self._bad(msg.key, msg.offset, "failed",
+                          f"processing failed: {exc.__class__.__name__}")
+        self.consumed(messages[-1].offset + 1)
+        self.advance()
+
     def consumed(self, next_offset: int) -> None:
         """The records before Kafka offset `next_offset` have been fed."""
         self.next_offset = next_offset
@@ -155,18 +206,39 @@ class PartitionState:
         self._sources[(host, path)] = src
         return src
 
-    def _admit(self, host: str, path: str, offset: int, line: str) -> bool:
-        """False for a line seen before (same host, path and offset)."""
+    def _admit(self, host: str, path: str, offset: int, line: str, record_key: bytes | None = None,
+               kafka_offset: int | None = None) -> bool:
+        """False for a line not to feed: seen before (same host, path and offset; counted
+        as a duplicate), or too far past the file's mark (counted as a bad record).
+
+        A mark is [high-water offset, first offset of this generation, its crc] and, while
+        a jump waits for its confirmation, that jump's offset."""
         key = (host, path)
         mark = self.marks.get(key)
         if mark is None:
             self.marks[key] = [offset, offset, _crc(line)]
         elif offset > mark[0]:
+            pending = mark[3] if len(mark) > 3 else NO_JUMP
+            if offset - mark[0] <= MAX_OFFSET_JUMP:
+                del mark[3:]             # the file goes on from its mark: no jump
+            elif pending != NO_JUMP and 0 < offset - pending <= MAX_OFFSET_JUMP:
+                del mark[3:]             # confirmed: the file did skip ahead
+            else:
+                if offset == pending:    # the same jumping line again: already counted
+                    self.duplicates[host] += 1
+                    return False
+                mark[3:] = [offset]
+                self._dirty_marks.add(key)
+                self._bad(record_key, kafka_offset, "offset_jump",
+                          f"offset {offset} of {host}:{path} is {offset - mark[0]} bytes past "
+                          f"the last line's (at most {MAX_OFFSET_JUMP} unless the next confirms it)")
+                return False
             mark[0] = offset
         elif offset <= mark[1] and _crc(line) != mark[2]:
             self.marks[key] = [offset, offset, _crc(line)]  # a new file under this path
             self.rotations[host] += 1
         else:
+            self.duplicates[host] += 1
             return False
         self._dirty_marks.add(key)
         return True

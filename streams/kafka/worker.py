@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from dpmstream.streams.kafka.gc_pace import relaxed_gc
+from dpmstream.streams.kafka.log_pace import flush_installed
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.topics import ensure_topics
@@ -79,11 +80,12 @@ class Worker:
         self._lock = asyncio.Lock()          # a batch and a rebalance never overlap
         self._committing: asyncio.Future | None = None   # the last batch's transactions
         self._seeks: dict[int, int] = {}     # partition -> times the consumer was sought to its state
+        self._one_by_one: dict[int, int] = {}   # partition -> fed record by record up to this offset
         self._stopping = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
         self.lines_seen = 0                  # records fed, all partitions (bench, tests)
         self.batches = 0                     # batches committed
-        self.report = PartitionReport(metrics)
+        self.report = PartitionReport(metrics, config.lines_topic)
 
     # -- life cycle ---------------------------------------------------------------------
     def stop(self) -> None:
@@ -130,6 +132,7 @@ class Worker:
         stop_wait = asyncio.ensure_future(self._stopping.wait())
         try:
             while not self._stopping.is_set():
+                flush_installed()   # "no more of ..." once a repeated warning has stopped
                 fetch = asyncio.ensure_future(self._fetch())
                 await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if not fetch.done():
@@ -158,7 +161,7 @@ class Worker:
         """Feed the batch, then commit it in the background: the next batch is fetched
         and fed while these transactions travel (each producer still has one open
         transaction at a time: _settle() first)."""
-        work = []
+        work, broken = [], []
         for tp, messages in batch.items():
             p = tp.partition
             part = self.parts.get(p)
@@ -166,7 +169,9 @@ class Worker:
                 # Revoked, or (re)taken since the fetch: its take sought the consumer back
                 # to the partition's stored offset, from where these lines come again.
                 continue
-            part.feed_batch(messages)
+            if not self._feed(part, messages):
+                broken.append(p)
+                continue
             self.lines_seen += len(messages)
             records, changes = part.checkpoint()
             work.append((part, records, encode_changes(changes), part.next_offset,
@@ -175,6 +180,32 @@ class Worker:
         await self._settle()
         if work:
             self._committing = asyncio.ensure_future(self._commit_all(work))
+        for p in broken:
+            await self._settle()
+            await self._drop([p])
+            await self._take_again(p)
+
+    def _feed(self, part: PartitionState, messages) -> bool:
+        """Feed a batch; False if it raised. Then the partition is taken again (its state
+        as committed, the consumer sought back) and this batch comes again, to be fed
+        one record at a time (PartitionState.feed_one_by_one): the record that raised is
+        counted, logged and skipped, and committed past with the others."""
+        p = part.partition
+        if self._one_by_one.get(p, -1) > messages[0].offset:
+            part.feed_one_by_one(messages)
+            if part.next_offset >= self._one_by_one[p]:
+                del self._one_by_one[p]
+            return True
+        try:
+            part.feed_batch(messages)
+        except Exception as exc:  # noqa: BLE001 - a record the pipeline cannot process
+            log.error("partition %d: a batch at offsets %d-%d failed (%s: %s); the partition "
+                      "is taken again and the batch fed record by record", p,
+                      messages[0].offset, messages[-1].offset, exc.__class__.__name__,
+                      str(exc)[:200])
+            self._one_by_one[p] = messages[-1].offset + 1
+            return False
+        return True
 
     async def _settle(self) -> None:
         """Wait for the transactions in flight (a failed one has its partition taken

@@ -35,6 +35,39 @@ def test_envelope_that_cannot_be_used_is_rejected_with_its_reason(raw, reason):
         decode(raw)
 
 
+@pytest.mark.parametrize("raw, reason", [
+    (b'{"host":"h","path":"/p","offset":' + b"[" * 1100 + b"]" * 1100 + b',"line":"x"}', "too_deep"),
+    (b"[" * 1100 + b"]" * 1100, "too_deep"),
+    (b"{" * 1100, "not_json"),
+    (b'{"host":"h\xff","path":"/p","offset":1,"line":"x"}', "not_utf8"),
+    (b"", "no_value"),
+    (None, "no_value"),
+    (b"null", "not_object"),
+    (b'"a text"', "not_object"),
+    (b'{"host":null,"path":"/p","offset":1,"line":"x"}', "bad_host"),
+    (encode("h" * 254, "/p", 1, "2011-08-12T14:31:43.118402Z", "x"), "bad_host"),
+    (b'{"host":"\\ud800","path":"/p","offset":1,"line":"x"}', "bad_host"),
+    (encode("h", "/" * 4097, 1, "2011-08-12T14:31:43.118402Z", "x"), "bad_path"),
+    (b'{"host":"h","path":"/p","offset":true,"line":"x"}', "bad_offset"),
+    (b'{"host":"h","path":"/p","offset":9223372036854775808,"line":"x"}', "bad_offset"),
+    (b'{"host":"h","path":"/p","offset":"' + b"9" * 5000 + b'","line":"x"}', "bad_offset"),
+    (b'{"host":"h","path":"/p","offset":NaN,"line":"x"}', "bad_offset"),
+    (b'{"host":"h","path":"/p","offset":1,"line":7}', "bad_line"),
+    (b"x" * ((1 << 20) + 1), "too_large"),
+])
+def test_hostile_records_are_refused_with_a_reason_from_the_bounded_set(raw, reason):
+    with pytest.raises(EnvelopeError) as refused:
+        decode_fields(raw)
+    assert refused.value.reason == reason
+    assert reason in envelope_module.BAD_REASONS
+    assert len(str(refused.value)) < 200   # says why, never repeats the record
+
+
+def test_the_longest_host_and_path_rsyslog_can_send_are_taken():
+    raw = encode("h" * 253, "/" * 4096, 9223372036854775807, "2011-08-12T14:31:43.118402Z", "x")
+    assert decode_fields(raw)[:3] == ("h" * 253, "/" * 4096, 9223372036854775807)
+
+
 @pytest.mark.parametrize("stamp", [
     "2011-08-12T14:31:43.118402+02:00", "2011-08-12T14:31:43.999999-05:30",
     "2011-08-12T14:31:43.000999Z", "2011-08-12T14:31:43.118402z",   # rsyslog's forms
@@ -128,6 +161,13 @@ ELSEWHERE = [   # valid or not, Python's to decode (and to report)
     b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12T24:31:43.118402Z","line":"x"}',
     b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12T14:31:43.118402+24:00","line":"x"}',
     b'{"host":"h","path":"/p","offset":1,"received":"2011-08-12T14:31:43.11840\xd9\xa9Z","line":"x"}',
+    # hostile (issue 26): nested, too long a host or path, a host no key can carry
+    b'{"host":"h","path":"/p","offset":' + b"[" * 1100 + b"]" * 1100 + b',"line":"x"}',
+    encode("h" * 254, "/p", 1, "2011-08-12T14:31:43.118402Z", "x"),
+    encode("é" * 254, "/p", 1, "2011-08-12T14:31:43.118402Z", "x"),
+    encode("h", "/" * 4097, 1, "2011-08-12T14:31:43.118402Z", "x"),
+    b'{"host":"\\ud800","path":"/p","offset":1,"line":"x"}',
+    encode("h", "/p", 1, "2011-08-12T14:31:43.118402Z", "x" * (1 << 20)),   # too large
 ]
 
 

@@ -9,6 +9,7 @@ import pytest
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.metrics.exporter import PipelineMetrics
+from dpmstream.streams.kafka.log_pace import Pace
 from dpmstream.streams.kafka.partition_metrics import PartitionReport
 from tests.worker_helpers import envelopes
 
@@ -50,18 +51,43 @@ def test_a_committed_batch_counts_its_records_lines_and_duplicates(recs):
         for op in ("put", "get") for status in ("success", "failed")) == len(requests)
 
 
-def test_records_that_are_not_envelopes_are_logged_once_per_new_count_and_partition(caplog):
-    report = PartitionReport()
+def test_records_skipped_as_bad_are_logged_with_their_place_at_most_once_per_reason_and_interval(caplog):
+    now = [0.0]
+    report = PartitionReport(topic="dpm.lines", pace=Pace(10.0, clock=lambda: now[0]))
     parts = {p: PartitionState(p) for p in (0, 1)}
     with caplog.at_level(logging.WARNING, logger="dpmstream.worker"):
-        for p in (0, 1, 0):
-            parts[p].feed_record(b"h", b"not json")
-            report.committed(report.take(parts[p]), [])
+        for offset in (5, 6, 7):
+            parts[0].feed_record(b"h", b"not json", offset)
+        parts[0].feed_record(b"h", None, 8)
+        report.committed(report.take(parts[0]), [])
+        parts[1].feed_record(b"h", b"{", 40)                  # the same reason, 1 s later
+        now[0] = 1.0
+        report.committed(report.take(parts[1]), [])
         report.committed(report.take(parts[0]), [])           # nothing new: no line
+        now[0] = 11.0
+        parts[1].feed_record(b"h", b"[", 41)
+        report.committed(report.take(parts[1]), [])
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["partition 0: 1 records that are not line envelopes so far (last: not JSON: JSONDecodeError)",
-                     "partition 1: 1 records that are not line envelopes so far (last: not JSON: JSONDecodeError)",
-                     "partition 0: 2 records that are not line envelopes so far (last: not JSON: JSONDecodeError)"]
+    assert lines == [
+        "bad record skipped: dpm.lines partition 0 offset 5: not_json (not JSON: JSONDecodeError)",
+        "bad record skipped: dpm.lines partition 0 offset 8: no_value (empty record (no value))",
+        "bad record skipped: dpm.lines partition 1 offset 41: not_json (not JSON: JSONDecodeError); "
+        "3 more not_json records skipped unlogged before it"]
+    assert report.bad_records == 6
+
+
+def test_bad_records_are_counted_by_reason_every_reason_present_from_the_start():
+    metrics = PipelineMetrics()
+    report = PartitionReport(metrics)
+    part = PartitionState(0)
+    for value in (b"{", b"{", b"[[1]]", None):
+        part.feed_record(b"h", value)
+    report.committed(report.take(part), [])
+    assert sample(metrics, "dpmstream_bad_records_total", reason="not_json") == 2
+    assert sample(metrics, "dpmstream_bad_records_total", reason="not_object") == 1
+    assert sample(metrics, "dpmstream_bad_records_total", reason="no_value") == 1
+    assert metrics.registry.get_sample_value("dpmstream_bad_records_total",
+                                             {"reason": "offset_jump"}) == 0
 
 
 def test_a_forgotten_partition_leaves_its_counters_and_zeroes_its_gauges(recs):

@@ -172,7 +172,7 @@ def _restamped(recs, start_ms, end_ms):
 
 def _messages(sim):
     """Two hosts' DPM and DPNS files in one partition, a stretch delivered again, records
-    that are not envelopes, and receive times crossing hours and the end of February 2012:
+    that are not envelopes, a line far past its file's mark, and receive times crossing hours and the end of February 2012:
     the (year, month) they give dates the August lines in 2011 before it, in 2012 after."""
     from collections import namedtuple
     Message = namedtuple("Message", "key value offset")
@@ -181,7 +181,9 @@ def _messages(sim):
     hour, month_end = 3_600_000, 1330559400000   # 2012-02-29T23:50:00Z
     recs = (_restamped(one, month_end - 3 * hour, month_end + 3 * hour)
             + _restamped(two, month_end - hour // 2, month_end + hour // 2))
-    recs = recs[:2500] + recs[2000:2300] + [(b"head07", b"{garbage"), (None, None)] + recs[2500:]
+    jump = [(k, json.dumps({**json.loads(v), "offset": 10**11}).encode()) for k, v in recs[2400:2401]]
+    recs = (recs[:2500] + recs[2000:2300] + [(b"head07", b"{garbage"), (None, None)] + jump
+            + recs[2500:])
     mixed = recs[:4000] + [r for pair in zip(recs[4000:5000], recs[-1000:]) for r in pair] + recs[5000:-1000]
     return [Message(k, v, i) for i, (k, v) in enumerate(mixed)]
 
@@ -204,6 +206,66 @@ def test_a_batch_fed_in_runs_gives_exactly_what_line_by_line_feeding_gives(sim, 
     assert by_batch.duplicates == by_line.duplicates and sum(by_batch.duplicates.values()) == 300
     assert by_batch.rotations == by_line.rotations
     assert (by_batch.bad_records, by_batch.last_bad_reason) == (by_line.bad_records, by_line.last_bad_reason)
+    assert by_batch.bad_reasons == by_line.bad_reasons
+    assert by_batch.bad_reasons["offset_jump"] == 1 and by_batch.bad_records == 3
     assert by_batch.stats.latest_event_ms == by_line.stats.latest_event_ms
     assert by_batch.stats.latest_received_ms == by_line.stats.latest_received_ms
     assert by_batch.next_offset == by_line.next_offset == len(messages)
+
+
+# -- implausible offsets (issue 26) -------------------------------------------------------------
+
+def _at(recs, offsets):
+    """The records with their offsets replaced by `offsets` (one per record)."""
+    return [(k, json.dumps({**json.loads(v), "offset": o}).encode()) for (k, v), o in zip(recs, offsets)]
+
+
+def _parsed(part):
+    return sum(n for (_h, _d, r), n in part.stats.lines.items() if r == "parsed")
+
+
+def test_one_line_far_past_its_files_mark_is_skipped_and_the_lines_after_it_are_fed(sim):
+    recs = envelopes(sim.log_path)[:400]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    bogus = _at([recs[200]], [100_000_000_000])
+    part = PartitionState(0)
+    for i, (key, value) in enumerate(recs[:201] + bogus + recs[201:]):
+        part.feed_record(key, value, i)
+    assert part.bad_reasons == {"offset_jump": 1}
+    assert part.bad_places[0][:2] == (201, "offset_jump")
+    assert not part.duplicates and _parsed(part) == 400
+    assert part.marks[(HOST, PATH)][0] == offsets[-1]
+
+
+def test_a_file_that_really_skipped_ahead_loses_only_the_first_line_after_the_gap(sim):
+    """rsyslog may drop lines (its queue full during an outage): a jump that the next
+    line confirms is believed, so the file is not stuck behind its old mark."""
+    recs = envelopes(sim.log_path)[:400]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    gap = 50 << 20
+    moved = recs[:200] + _at(recs[200:], [o + gap for o in offsets[200:]])
+    part = PartitionState(0)
+    for i, (key, value) in enumerate(moved):
+        part.feed_record(key, value, i)
+    assert part.bad_reasons == {"offset_jump": 1} and part.bad_places[0][0] == 200
+    assert not part.duplicates and _parsed(part) == 399
+    # The jumping line delivered again is a duplicate, not a second bad record.
+    part.feed_record(*moved[200], 400)
+    assert part.duplicates[HOST] == 1 and part.bad_reasons == {"offset_jump": 1}
+
+
+def test_a_pending_jump_is_kept_in_the_state_so_a_restart_judges_the_next_line_alike(sim):
+    recs = envelopes(sim.log_path)[:300]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    gap = 50 << 20
+    moved = recs[:100] + _at(recs[100:], [o + gap for o in offsets[100:]])
+    part = PartitionState(0)
+    for key, value in moved[:101]:
+        part.feed_record(key, value)
+    _records, changes = part.checkpoint()
+    restarted = PartitionState(0)
+    restarted.restore(changes)
+    for key, value in moved[101:]:
+        restarted.feed_record(key, value)
+    assert not restarted.bad_reasons and not restarted.duplicates
+    assert restarted.marks[(HOST, PATH)][0] == offsets[-1] + gap
