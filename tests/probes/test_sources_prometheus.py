@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -30,7 +32,9 @@ def check_dpm(*args: str, timeout: float = 30) -> tuple[int, str, dict[str, tupl
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    live = start_live_stack(tmp_path_factory.mktemp("probe"))
+    work = tmp_path_factory.mktemp("probe")
+    live = start_live_stack(work, run_args=("--year", "2011", "--records", str(work / "records.jsonl")))
+    live.records_file = work / "records.jsonl"
     yield live
     live.stop()
 
@@ -89,14 +93,50 @@ def test_a_pipeline_whose_newest_event_is_too_old_is_critical(stack):
     rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
                                  "--max-age", "10m")
     assert rc == 2, status
-    assert "newest event is" in status and "over --max-age 10m" in status
-    age = stack.prometheus.value(
-        "min(dpmstream_event_lag_seconds + time() - timestamp(dpmstream_event_lag_seconds))")
+    assert status.startswith("DPM CRITICAL - stale source: newest event is"), status
+    assert "None" not in status and "over --max-age 10m" in status
+    ages = []  # read directly; a scrape the loaded machine failed leaves no instant value
+    assert wait_for(lambda: ages.append(stack.prometheus.value(
+        "min(dpmstream_event_lag_seconds + time() - timestamp(dpmstream_event_lag_seconds))"))
+        or ages[-1] is not None, timeout=20, interval=0.2)
+    age = ages[-1]
     assert float(perf["age"][0]) == pytest.approx(age, abs=120)
     assert float(perf["age"][0]) > 10 * 365 * 86400
     rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
                               "--max-age", "10m", "--max-age-state", "unknown")
     assert rc == 3 and "over --max-age 10m" in status
+
+
+def test_request_and_call_counts_are_the_records_the_pipeline_wrote(stack):
+    """Counts a user can check: the counters' samples at the window's edges, not
+    increase()'s extrapolation (which gave 3,247 or 3,267 requests for 2,794 records).
+    The window (1 h) holds the whole run: every record the pipeline wrote is in it."""
+    records = [json.loads(line) for line in stack.records_file.read_text().splitlines()]
+    requests = Counter(r["status"] for r in records if r["kind"] == "request")
+    calls = sum(1 for r in records if r["kind"] == "call")
+    assert sum(requests.values()) > 1000 and calls > 100
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "1h")
+    assert rc == 0, status
+    assert int(perf["requests"][0]) == sum(requests.values())
+    assert int(perf["calls"][0]) == calls
+    assert f"{sum(requests.values())} requests" in status and f"{calls} calls" in status
+    failed = requests["failed"] / sum(requests.values())
+    assert float(perf["failed_rate"][0]) == pytest.approx(failed, rel=1e-5)
+    extrapolated = stack.prometheus.value("sum(increase(dpm_requests_total[1h]))")
+    assert extrapolated != sum(requests.values())  # what the probe used to print
+
+
+def test_a_hung_daemon_with_an_empty_window_is_critical_not_unknown(stack):
+    """The stack's log stopped (a hung daemon); the pipeline runs on and is scraped, its
+    counters still: the last seconds hold no request. --max-age is for this case."""
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "5s",
+                                 "--max-age", "10m")
+    assert rc == 2, status
+    assert status.startswith("DPM CRITICAL - stale source: newest event is"), status
+    assert "over --max-age 10m, and no DPM request or call in the last 5s" in status
+    assert "None" not in status and perf["requests"][0] == "0"
+    rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "5s")
+    assert rc == 3 and "no DPM request or call in the last 5s" in status  # no --max-age
 
 
 def test_a_max_age_the_pipeline_meets_is_ok(stack):

@@ -7,6 +7,7 @@ N + 1.5 s, counted from the start of the process."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -261,3 +262,31 @@ def test_trickled_headers_give_up_within_t(server):
     rc, status, _, took = timed_check("--prometheus", srv.url, t=3)
     assert rc == 3 and "timed out" in status, status
     assert took < 3 + SLACK_S
+
+
+def _answering(result: list) -> callable:
+    """A handler answering every query with this vector, as Prometheus' API frames it."""
+    def handle(h):
+        body = json.dumps({"status": "success",
+                           "data": {"resultType": "vector", "result": result}}).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+    return handle
+
+
+@pytest.mark.parametrize("sample, named", [
+    ({"metric": {}, "value": [1795600000, "many"]}, "sent a sample that 'many' is not a number"),
+    ({"metric": {}, "value": [1795600000, None]}, "sent a sample that None is not a number"),
+    ({"metric": {}}, "sent a sample that has no 'value'"),
+    ({"value": [1795600000, "1"]}, "sent a sample that has no 'metric'"),
+    ({"metric": {}, "value": "1"}, "sent a sample that is malformed"),
+])
+def test_a_sample_that_is_no_number_is_one_unknown_line_naming_it(server, sample, named):
+    srv = server(_answering([sample]))
+    for extra in ([], ["--max-age", "10m"]):  # the counts' query, the age's query
+        rc, status, _, _ = timed_check("--prometheus", srv.url, *extra, t=5)
+        assert rc == 3 and status.startswith(f"DPM UNKNOWN - Prometheus at {srv.url} {named}: "), status
+        assert "\n" not in status and "Error" not in status
