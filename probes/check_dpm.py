@@ -53,7 +53,10 @@ sources:
                     ends at the latest event time in the file, never the wall clock.
                     Requests still open at the end of the file are not counted. Only the
                     tail is read, backwards from the end; lines over 64 KiB are skipped
-                    and counted (-v).
+                    and counted (-v). Under -t the end comes first: the last 4 MiB, then
+                    as much more as the pace allows; when not all of window and lookback
+                    could be read, the answer is on what was, and says so: "(partial:
+                    read only the last 12.3m of the log, 140.0 MiB of its 1.1 GiB)".
 
 freshness (--max-age DURATION): a source is stale when its newest event is older than
 this, against the wall clock now (the one comparison with it): for --log the newest
@@ -317,7 +320,7 @@ class DpmSummary(nagiosplugin.Summary):
         if snap.calls:
             parts.append(f"{round(snap.calls)} calls")
         return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap) \
-            + _skipped_text(snap)
+            + _notes(snap)
 
     def verbose(self, results):
         resource = next((r.resource for r in results if r.resource is not None), None)
@@ -348,7 +351,7 @@ class DpmSummary(nagiosplugin.Summary):
                 texts.append(f"{described} ({r.hint})" if r.hint else described)
         resource = next((r.resource for r in results if r.resource is not None), None)
         snap = getattr(resource, "snapshot", None)
-        return "; ".join(texts) + (_skipped_text(snap) if snap is not None else "")
+        return "; ".join(texts) + (_notes(snap) if snap is not None else "")
 
 
 class FreshnessContext(nagiosplugin.Context):
@@ -379,9 +382,11 @@ class FreshnessContext(nagiosplugin.Context):
                            _fmt(float(self.max_age_s)), 0)
 
 
-def _skipped_text(snap) -> str:
-    """Lines of the log window skipped for their length: counted, and said."""
-    return f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)" if snap.long_lines else ""
+def _notes(snap) -> str:
+    """What the status line must own up to: lines of the log window skipped for their
+    length (counted), and a read that -t cut short (what it covered)."""
+    notes = f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)" if snap.long_lines else ""
+    return notes + (f" ({snap.partial})" if snap.partial else "")
 
 
 def _end_text(snap) -> str:
