@@ -42,9 +42,9 @@ the source is stale (--max-age): then the staleness decides.
 
 counts (requests, calls): --log counts the records ending in the window; --prometheus
 counts from the counters' samples at the window's edges, per series the last sample in
-the window less the last one before it (0 for a series first seen in the window; a drop,
-a restarted pipeline, counts what follows it), summed: no increase() extrapolation, so
-the count is the records' count, to the scrape.
+the window less the last one before it (0 for a series first seen in the window; a
+restarted pipeline, told by a drop or a new _created time, counts from its raw samples),
+summed: no increase() extrapolation, so the count is the records' count, to the scrape.
 
 sources:
   --prometheus URL  the dpmstream metrics (dpmstream run / worker) in Prometheus; the

@@ -7,9 +7,9 @@ Counts (requests by status, calls) are what a user can check against the counter
 samples, never increase()'s extrapolation (which gave 3,247 requests for 2,794 records):
 per series, the last sample in the window minus the last sample at or before the window's
 start (0 for a series with none there: dpmstream creates a label set at its first count,
-so a series first seen in the window was born in it), summed. A target whose counters
-dropped in the window (or since that baseline sample: a restarted pipeline) is counted
-from its raw samples, a drop counting the value after it. All queries are evaluated at
+so a series first seen in the window was born in it), summed. A target that restarted in
+the window (or since that baseline sample: a counter dropped, or its _created sample
+changed) is counted from its raw samples, a restart counting the value after it. All queries are evaluated at
 one instant, the probe's start.
 
 Every HTTP request gets what is left of the probe's time budget (and Prometheus its own
@@ -105,13 +105,19 @@ def _series_key(labels: dict) -> tuple:
     return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
 
 
-def counted_increase(baseline: float, values: list[float]) -> float:
-    """What a counter counted from `baseline` through `values`: each rise, and after a
-    drop (a restart from zero) the value it dropped to."""
-    total, previous = 0.0, baseline
-    for value in values:
-        total += value - previous if value >= previous else value
-        previous = value
+def counted_increase(baseline: tuple[float, float | None],
+                     samples: list[tuple[float, float | None]]) -> float:
+    """What a counter counted from its `baseline` through its `samples`, each a (value,
+    created) pair (created: its _created sample, the process' start of the counter, None
+    where not exported): each rise, and after a restart the value it restarted to. A
+    restart is a drop, or a new created time (a new process that counted past the old
+    value before its first scrape shows no drop)."""
+    total, (previous, born) = 0.0, baseline
+    for value, created in samples:
+        restarted = value < previous or (created is not None and born is not None
+                                         and created != born)
+        total += value if restarted else value - previous
+        previous, born = value, created if created is not None else born
     return total
 
 
@@ -193,8 +199,8 @@ class PrometheusSource:
                 raise SourceError(self._bad_sample(row, promql, exc)) from None
         return out
 
-    def series(self, promql: str) -> list[tuple[dict, list[float]]]:
-        """(labels, values oldest first) of each series of a range vector."""
+    def series(self, promql: str) -> list[tuple[dict, list[tuple[float, float]]]]:
+        """(labels, [(time, value)] oldest first) of each series of a range vector."""
         out = []
         for row in self.query(promql, kind="matrix"):
             try:
@@ -202,8 +208,8 @@ class PrometheusSource:
                 if not isinstance(labels, dict) or not isinstance(pairs, list) or \
                         not all(isinstance(p, list) and len(p) == 2 for p in pairs):
                     raise TypeError
-                values = [_number(text) for _, text in pairs]
-                out.append((labels, [v for v in values if v is not None]))
+                values = [(float(t), _number(text)) for t, text in pairs]
+                out.append((labels, [(t, v) for t, v in values if v is not None]))
             except (KeyError, TypeError, ValueError) as exc:
                 raise SourceError(self._bad_sample(row, promql, exc)) from None
         return out
@@ -215,14 +221,17 @@ class PrometheusSource:
         text = text if len(text) <= 200 else text[:200] + "..."
         return f"Prometheus at {self.url} sent a sample that {what}: {text} (query {promql})"
 
-    def count_in_window(self, metric: str, sel: str, by: str | None = None) -> dict[str, float]:
+    def count_in_window(self, metric: str, created: str, sel: str,
+                        by: str | None = None) -> dict[str, float]:
         """How much the counter `metric`{sel} counted in the window, summed by the label
-        `by` (or in all: key ""), from its samples at the window's edges (module doc)."""
+        `by` (or in all: key ""), from its samples at the window's edges (module doc);
+        `created` names its _created series, which tells a restart apart."""
         w = prom_duration(self.window_s)
         # a baseline sample lies up to Prometheus' lookback (5 min) before the window
         reach = prom_duration(self.window_s + STALENESS_S)
         sel_series = f"{metric}{sel}"
-        restarted = f"(resets({sel_series}[{reach}]) > 0)"
+        restarted = (f"((resets({sel_series}[{reach}]) > 0) or "
+                     f"(changes({created}{sel}[{reach}]) > 0))")
         group = f" by ({by})" if by else ""
         # range functions skip the staleness markers a failed scrape leaves
         baseline = f"last_over_time({sel_series}[{STALENESS_S}s] offset {w})"
@@ -236,14 +245,22 @@ class PrometheusSource:
             raise SourceError(f"{len(targets)} targets of {metric} restarted in the window (more "
                               f"than {MAX_RESTARTED}): counting them from raw samples is refused")
         for target in targets:
-            tsel = sel[:-1] + ("," if sel != "{}" else "") + ",".join(
-                f'{k}="{_escape(target.get(k, ""))}"' for k in ("job", "instance")) + "}"
-            base = {_series_key(labels): value for labels, value
-                    in self.rows(f"last_over_time({metric}{tsel}[{STALENESS_S}s] offset {w})")}
-            for labels, values in self.series(f"{metric}{tsel}[{w}]"):
-                key = labels.get(by, "")
-                counts[key] = counts.get(key, 0.0) + counted_increase(
-                    base.get(_series_key(labels)) or 0.0, values)
+            tsel = _with_target(sel, target)
+            starts = {}  # series -> {sample time: created}
+            for labels, samples in self.series(f"{created}{tsel}[{w}]"):
+                starts[_series_key(labels)] = dict(samples)
+            base = {}
+            for name in (metric, created):
+                for labels, value in self.rows(
+                        f"last_over_time({name}{tsel}[{STALENESS_S}s] offset {w})"):
+                    base.setdefault(_series_key(labels), {})[name] = value
+            for labels, samples in self.series(f"{metric}{tsel}[{w}]"):
+                key = _series_key(labels)
+                born = starts.get(key, {})
+                before = base.get(key, {})
+                counts[labels.get(by, "")] = counts.get(labels.get(by, ""), 0.0) + counted_increase(
+                    (before.get(metric) or 0.0, before.get(created)),
+                    [(value, born.get(t)) for t, value in samples])
         return counts
 
     def newest_sample_age(self) -> float | None:
@@ -265,9 +282,11 @@ class PrometheusSource:
         if wanted.age:
             snap.age_s = self.newest_sample_age()
 
-        snap.by_status = self.count_in_window("dpm_requests_total", req_sel, by="status")
+        snap.by_status = self.count_in_window("dpm_requests_total", "dpm_requests_created",
+                                              req_sel, by="status")
         call_sel = _matchers(host=self.host)
-        snap.calls = self.count_in_window("dpm_call_seconds_count", call_sel).get("", 0.0)
+        snap.calls = self.count_in_window("dpm_call_seconds_count", "dpm_call_seconds_created",
+                                          call_sel).get("", 0.0)
 
         if not snap.by_status and not snap.calls:
             reach = prom_duration(self.window_s + STALENESS_S)
@@ -295,6 +314,12 @@ class PrometheusSource:
                 for labels, value in self.rows(expr):
                     snap.ns[(labels.get("op", ""), q)] = value
         return snap
+
+
+def _with_target(sel: str, target: dict) -> str:
+    """The selector `sel` narrowed to one scrape target (its job and instance)."""
+    exact = ",".join(f'{k}="{_escape(target.get(k, ""))}"' for k in ("job", "instance"))
+    return "{" + ",".join(part for part in (sel[1:-1], exact) if part) + "}"
 
 
 def _filter_text(host, op) -> str:
