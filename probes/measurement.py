@@ -37,7 +37,7 @@ class Snapshot:
     long_lines: int = 0  # log source: lines over the length bound, skipped
     # log source: event seconds from the first line read to the newest; what was read
     # when -t allowed only the end of the window's lines ("" when all was read)
-    read_s: float = 0.0
+    read_s: float | None = None
     partial: str = ""
 
     @property

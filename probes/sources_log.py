@@ -34,7 +34,7 @@ import os
 import re
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from dpmstream.parsers.clock import ClockError, EventClock, load_zone, stream_reference
@@ -207,35 +207,23 @@ class LogSource:
                 if best is None:
                     raise
                 break
-            best = (snap, seg_start, self._tally())
+            # what -v says is what the answer was measured on: this segment's counts
+            best = (snap, replace(self.tail), dict(self.lines), self.decode_errors, self.engine)
             if seg_start <= start:
                 break
             took = max(time.monotonic() - began, 1e-3)
             left = self.deadline - time.monotonic()
             affordable = int((end - seg_start) / took * left * PACE_SAFETY)
-            if affordable < 1.5 * (end - seg_start):
+            if end - affordable > start and affordable < 1.5 * (end - seg_start):
                 break  # no time to read meaningfully more
             seg_start = start if end - affordable <= start else \
                 tail.next_line_start(fh, end - affordable, end)
-        snap, seg_start, tally = best
-        self._restore(tally)
-        self.tail.start = seg_start
-        if seg_start > start or not found.whole:
-            snap.partial = (f"partial: read only the last {_minutes(snap.read_s)} of the log, "
-                            f"{tail.mib(end - seg_start)} of its {tail.mib(size)}, within -t")
+        snap, self.tail, self.lines, self.decode_errors, self.engine = best
+        if self.tail.start > start or not found.whole:
+            span = "" if snap.read_s is None else f"the last {_minutes(snap.read_s)} of the log, "
+            snap.partial = (f"partial: read only {span}{tail.mib(end - self.tail.start)} of its "
+                            f"{tail.mib(size)}, within -t")
         return snap
-
-    def _tally(self) -> tuple:
-        t = self.tail
-        return (t.lines_read, t.long_lines, t.partial_last_line, dict(self.lines),
-                self.decode_errors, self.engine)
-
-    def _restore(self, tally: tuple) -> None:
-        """The counts of the segment answered from (-v, the status line)."""
-        t = self.tail
-        t.lines_read, t.long_lines, t.partial_last_line, lines, self.decode_errors, \
-            self.engine = tally
-        self.lines.update(lines)
 
     def _read(self, fh, start: int, end: int, found: "_Start", wanted: Wanted) -> Snapshot:
         """The window measured from the lines between `start` and `end`, forwards."""
@@ -297,7 +285,7 @@ class LogSource:
         snap = self._snapshot(records, latest[0], wanted)
         snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
         snap.long_lines = t.long_lines
-        snap.read_s = read_s or 0.0
+        snap.read_s = read_s
         return snap
 
     def _python_block(self, parser: LineParser, reassembler):
