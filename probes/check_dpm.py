@@ -225,7 +225,7 @@ class DpmRequests(nagiosplugin.Resource):
             raise nagiosplugin.CheckError(str(exc)) from None
         if self.max_age_s is not None:
             yield Metric("age", snap.age_s, uom="s", context="age")
-        # Prometheus' increase() extrapolates to the window's edges: whole numbers suffice.
+        # whole counts: records (--log) or differences of counter samples (--prometheus)
         yield Metric("requests", round(snap.requests), min=0, context="count")
         yield Metric("calls", round(snap.calls), min=0, context="count")
         if snap.empty:
@@ -332,6 +332,10 @@ class DpmSummary(nagiosplugin.Summary):
                          f"{source.tail.long_lines} lines over {MAX_LINE // 1024} KiB skipped; "
                          + ", ".join(f"{n} {result}" for result, n in source.lines.items())
                          + f"; {source.decode_errors} not UTF-8; {source.engine} engine")
+        if hasattr(source, "queries"):
+            lines.append("requests and calls: per series the last sample in the window less "
+                         "the last before it, restarts counted across, summed (no "
+                         "extrapolation)")
         for promql in getattr(source, "queries", ()):
             lines.append(f"query: {promql}")
         return lines

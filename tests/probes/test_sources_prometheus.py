@@ -278,6 +278,7 @@ def test_counts_run_across_a_pipeline_restart_in_the_window(tmp_path, prometheus
         rc, status, perf = check_dpm("--prometheus", prom.url, "--window", "1h", "-v")
         assert rc == 0, status
         assert int(perf["requests"][0]) == len(written)
+        assert "requests and calls: per series the last sample in the window less" in status
         # -v lists the queries: the restarted target was counted from its raw samples
         assert re.search(r'query: dpm_requests_total\{job="[^"]+",instance="[^"]+"\}\[3600s\]',
                          status), status
