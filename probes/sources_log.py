@@ -439,8 +439,9 @@ class LogSource:
             ended = rec.get("ended")
             if ended is None or not begin_ms < ended <= end_ms:
                 continue
-            if self.host and not self.host.fullmatch(str(rec.get("host"))):
-                continue
+            host = rec.get("host")
+            if self.host and host != self.host_name and not self.host.fullmatch(str(host)):
+                continue  # (a native line's host is --host's text itself: it is selected)
             if rec["kind"] == "call":
                 snap.calls += 1
                 op = rec.get("op")

@@ -142,6 +142,16 @@ def test_every_range_left_is_in_the_log_source_text_the_worst_first(long_log):
     assert named == ["total_p99", "failed_rate", "proc_p95"]  # critical, then the warnings
 
 
+def test_a_host_regex_selects_a_native_log_whose_lines_name_no_host(long_log):
+    """Native lines carry no host: --host names them, and, a regex, must still select
+    them (it once counted nothing for 'dpmhead0[12]': the text did not match itself)."""
+    args = ("--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m")
+    _, _, plain = check_dpm(*args)
+    for host in ("dpmhead01", "dpmhead0[12]", "dpmhead.*"):
+        rc, status, perf = check_dpm(*args, "--host", host)
+        assert rc == 0 and perf == plain, (host, status)
+
+
 def test_missing_file_is_unknown():
     rc, status, _ = check_dpm("--log", "/nonexistent/dpm/log")
     assert rc == 3 and "cannot read /nonexistent/dpm/log" in status
