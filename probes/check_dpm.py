@@ -62,8 +62,8 @@ freshness (--max-age DURATION): a source is stale when its newest event is older
 this, against the wall clock now (the one comparison with it): for --log the newest
 stamp among the file's last 200 lines; for --prometheus the newest event the pipeline
 has seen (its samples of dpmstream_event_lag_seconds over the last 5 minutes: sample
-time less lag; the freshest selected host counts). No such sample: "no sample to tell",
-also --max-age-state. A stale source is --max-age-state (default critical) whatever
+time less lag; the freshest selected host counts); no such sample (a pipeline no longer
+scraped) is stale too. A stale source is --max-age-state (default critical) whatever
 the window holds, an empty window included: a log that stopped growing means a hung
 daemon. perfdata: age in seconds.
 
@@ -213,10 +213,13 @@ class DpmRequests(nagiosplugin.Resource):
 
     @property
     def stale(self) -> bool:
-        """The source's newest event is older than --max-age: what a hung daemon (or a
-        stopped pipeline) looks like. Its empty window is then no mystery but the symptom."""
-        age = self.snapshot.age_s if self.snapshot is not None else None
-        return self.max_age_s is not None and age is not None and age > self.max_age_s
+        """The source's newest event is older than --max-age, or its age cannot be told (no
+        event-lag sample: a pipeline no longer scraped): what a hung daemon or a stopped
+        pipeline looks like. Its empty window is then no mystery but the symptom."""
+        if self.max_age_s is None or self.snapshot is None:
+            return False
+        age = self.snapshot.age_s
+        return age is None or age > self.max_age_s
 
     def probe(self):
         try:
@@ -367,17 +370,18 @@ class FreshnessContext(nagiosplugin.Context):
         self.state = state
 
     def evaluate(self, metric, resource):
+        if not resource.stale:
+            return Result(Ok, None, metric)
+        snap = resource.snapshot
+        empty = f", and {_nothing_text(snap)}" if snap.empty else ""
         if metric.value is None:
-            return Result(self.state, f"no {LAG_METRIC} sample to tell the age of the newest "
-                                      f"event (is the pipeline scraped?)", metric)
-        if resource.stale:
-            snap = resource.snapshot
-            what = "line" if snap.end_ms is not None else "event"
-            empty = f", and {_nothing_text(snap)}" if snap.empty else ""
-            return Result(self.state, f"stale source: newest {what} is {_age(metric.value)} old, "
-                                      f"over --max-age {_window(self.max_age_s)}{empty}: the "
-                                      f"daemon or the pipeline stopped?", metric)
-        return Result(Ok, None, metric)
+            return Result(self.state, f"no {LAG_METRIC} sample in the last 5 minutes to tell "
+                                      f"the age of the newest event{empty}: is the pipeline "
+                                      f"scraped?", metric)
+        what = "line" if snap.end_ms is not None else "event"
+        return Result(self.state, f"stale source: newest {what} is {_age(metric.value)} old, "
+                                  f"over --max-age {_window(self.max_age_s)}{empty}: the "
+                                  f"daemon or the pipeline stopped?", metric)
 
     def performance(self, metric, resource):
         # seconds to the millisecond: ages run to years, beyond _fmt's 6 digits

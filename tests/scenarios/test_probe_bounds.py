@@ -14,6 +14,7 @@ import resource
 import subprocess
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -293,3 +294,22 @@ def test_a_sample_that_is_no_number_is_one_unknown_line_naming_it(server, sample
         rc, status, _, _ = timed_check("--prometheus", srv.url, *extra, t=5)
         assert rc == 3 and status.startswith(f"DPM UNKNOWN - Prometheus at {srv.url} {named}: "), status
         assert "\n" not in status and "Error" not in status
+
+
+def test_no_lag_sample_and_an_empty_window_is_the_max_age_state_not_no_data(server):
+    """A pipeline no longer scraped: series in the window, no event-lag sample for 5
+    minutes, nothing counted. Its age cannot be told: stale, not "no data"."""
+    def answer(h):
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(h.path).query)["query"][0]
+        series = [{"metric": {}, "value": [1795600000, "6"]}] if query.startswith("count(") else []
+        _answering(series)(h)
+
+    srv = server(answer)
+    rc, status, _, _ = timed_check("--prometheus", srv.url, "--window", "5m", "--max-age", "10m",
+                                   t=5)
+    assert rc == 2, status
+    assert status.startswith("DPM CRITICAL - no dpmstream_event_lag_seconds sample in the last "
+                             "5 minutes to tell the age of the newest event, and no DPM request "
+                             "or call in the last 5m"), status
+    rc, status, _, _ = timed_check("--prometheus", srv.url, "--window", "5m", t=5)
+    assert rc == 3 and "no DPM request or call in the last 5m" in status  # no --max-age
