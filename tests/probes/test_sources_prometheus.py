@@ -131,8 +131,12 @@ def test_request_and_call_counts_are_the_records_the_pipeline_wrote(stack):
 def test_a_hung_daemon_with_an_empty_window_is_critical_not_unknown(stack):
     """The stack's log stopped (a hung daemon); the pipeline runs on and is scraped, its
     counters still: the last seconds hold no request. --max-age is for this case."""
-    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "5s",
-                                 "--max-age", "10m")
+    answers = []  # until the stack's last counts have left the 5 s window
+    assert wait_for(lambda: answers.append(check_dpm(
+        "--prometheus", stack.prometheus.url, "--window", "5s", "--max-age", "10m"))
+        or all(answers[-1][2].get(n, ("",))[0] == "0" for n in ("requests", "calls")),
+        timeout=60, interval=1), answers[-1]
+    rc, status, perf = answers[-1]
     assert rc == 2, status
     assert status.startswith("DPM CRITICAL - stale source: newest event is"), status
     assert "over --max-age 10m, and no DPM request or call in the last 5s" in status
