@@ -10,6 +10,7 @@ import time
 _STARTED = time.monotonic()  # -t counts from here, not from when the check begins
 
 import argparse
+import re
 import signal
 import sys
 from datetime import datetime, timezone
@@ -36,7 +37,14 @@ e.g. 2 = 0..2, ~:2 = up to 2, 5:10, @1:5 = alert inside 1..5):
 perfdata: PHASE_pNN in seconds for every phase and every --quantiles value (U when the
 window holds none), ns_OP_pNN for thresholded ops, requests, calls, failed_rate,
 incomplete_rate. A phase with no value in the window is OK ("no data") even if
-thresholded; a window with no request and no call at all is --no-data (UNKNOWN).
+thresholded; a window with no request and no call at all is --no-data (UNKNOWN), unless
+the source is stale (--max-age): then the staleness decides.
+
+counts (requests, calls): --log counts the records ending in the window; --prometheus
+counts from the counters' samples at the window's edges, per series the last sample in
+the window less the last one before it (0 for a series first seen in the window; a
+restarted pipeline, told by a drop or a new _created time, counts from its raw samples),
+summed: no increase() extrapolation, so the count is the records' count, to the scrape.
 
 sources:
   --prometheus URL  the dpmstream metrics (dpmstream run / worker) in Prometheus; the
@@ -45,12 +53,22 @@ sources:
                     ends at the latest event time in the file, never the wall clock.
                     Requests still open at the end of the file are not counted. Only the
                     tail is read, backwards from the end; lines over 64 KiB are skipped
-                    and counted (-v).
+                    and counted (-v). Under -t the end comes first: the last 4 MiB, then
+                    as much more as the pace allows; when not all of window and lookback
+                    could be read, the answer is on what was, and says so: "(partial:
+                    read only the last 12.3m of the log, 140.0 MiB of its 1.1 GiB)".
 
-freshness (--max-age DURATION): the newest log line (--log) or the newest event the
-pipeline has seen (--prometheus, from dpmstream_event_lag_seconds) older than this is
---max-age-state (default critical): a log that stopped growing means a hung daemon.
-This is the one comparison with the wall clock. perfdata: age in seconds.
+freshness (--max-age DURATION): a source is stale when its newest event is older than
+this, against the wall clock now (the one comparison with it): for --log the newest
+stamp among the file's last 200 lines; for --prometheus the newest event the pipeline
+has seen (its samples of dpmstream_event_lag_seconds over the last 5 minutes: sample
+time less lag; the freshest selected host counts); no such sample (a pipeline no longer
+scraped) is stale too. A stale source is --max-age-state (default critical) whatever
+the window holds, an empty window included: a log that stopped growing means a hung
+daemon. perfdata: age in seconds.
+
+bounds: --window and --lookback at most 366d, --incomplete-after at most 366d, --max-age
+at most 36500d, -t 1 to 3600 s. Regexes (--host, --op, --ns-daemons) must compile.
 
 Quote ranges with a tilde in the shell ('-c failed_rate=~:0.05'): bash expands a tilde
 after = in such a word. Or write them without one: failed_rate=0.05 (0..0.05) means the
@@ -59,7 +77,7 @@ same for a rate, total:p95=2 for a latency.
 The status line names every metric out of its range, the worst state first.
 
 exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad arguments, source unreadable,
-no data, timeout: the reason is in the status line).
+no data, timeout: the reason is in the status line, one line).
 """
 
 _STATES = {"ok": Ok, "warning": Warn, "critical": Critical, "unknown": Unknown}
@@ -76,6 +94,50 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(3)
 
 
+# Bounds a user can see in --help: a window or a lookback over a year is no paging
+# question (and no Prometheus keeps that much by default); an age is measured up to a
+# century (a log of 2011 is 15 years old).
+MAX_SPAN = "366d"
+MAX_AGE = "36500d"
+MAX_TIMEOUT_S = 3600
+
+
+def _duration(option: str, maximum: str):
+    """An argparse type: a duration (90s, 15m, 2h, 1d; a bare number is seconds) of at
+    most `maximum`; argparse names the option in the error."""
+    limit = parse_duration(maximum)
+
+    def parse(text: str) -> float:
+        try:
+            value = parse_duration(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"{text!r} is longer than {option}'s bound of {maximum}")
+        return value
+    return parse
+
+
+def _regex(text: str) -> str:
+    """An argparse type: a regex that compiles (Python's syntax; Prometheus' RE2 takes the
+    same for what a host, op or daemon name needs). Kept as text: Prometheus gets it."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"bad regex {text!r}: {exc}") from None
+    return text
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if not 1 <= value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_TIMEOUT_S} seconds, not {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="check_dpm", description=(
         "Nagios plugin: per-phase latency quantiles, failure and incomplete rates of DPM "
@@ -84,38 +146,48 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
     src.add_argument("--log", metavar="FILE", help="DPM/DPNS/SRM log file to read the last window of")
-    p.add_argument("--window", default="15m", help="window to measure over: 90s, 15m, 2h (default 15m)")
-    p.add_argument("--host", help="only this host (regex, anchored)")
-    p.add_argument("--op", help="only requests of this op (regex, anchored): put, get")
+    p.add_argument("--window", default="15m", type=_duration("--window", MAX_SPAN),
+                   metavar="DURATION",
+                   help=f"window to measure over: 90s, 15m, 2h (default 15m, at most {MAX_SPAN})")
+    p.add_argument("--host", type=_regex, help="only this host (regex, anchored)")
+    p.add_argument("--op", type=_regex, help="only requests of this op (regex, anchored): put, get")
     p.add_argument("--quantiles", default="p50,p95,p99",
                    help="quantiles reported as perfdata for every phase (default p50,p95,p99)")
-    p.add_argument("--ns-daemons", default="dpns|lfc",
+    p.add_argument("--ns-daemons", default="dpns|lfc", type=_regex,
                    help="daemon label(s) of the name server, regex (default dpns|lfc)")
     p.add_argument("-w", "--warning", action="append", default=[], metavar="SPEC",
                    help="warning threshold SUBJECT=RANGE (repeatable, see below)")
     p.add_argument("-c", "--critical", action="append", default=[], metavar="SPEC",
                    help="critical threshold SUBJECT=RANGE (repeatable, see below)")
     p.add_argument("--no-data", choices=sorted(_STATES), default="unknown",
-                   help="state when the window holds no request and no call (default unknown)")
-    p.add_argument("--max-age", metavar="DURATION",
-                   help="newest line or sample older than this (e.g. 10m) is --max-age-state")
+                   help="state when the window holds no request and no call, the source "
+                        "being fresh (default unknown)")
+    p.add_argument("--max-age", metavar="DURATION", type=_duration("--max-age", MAX_AGE),
+                   help="a source whose newest event is older than this (e.g. 10m) is stale: "
+                        f"--max-age-state (at most {MAX_AGE})")
     p.add_argument("--max-age-state", choices=("critical", "unknown", "warning"),
-                   default="critical", help="state of a too old source (default critical)")
+                   default="critical", help="state of a stale source (default critical)")
     logopts = p.add_argument_group("--log options")
     logopts.add_argument("--profile", help="regex profile name or TOML file (default: detected)")
     logopts.add_argument("--tz", help="time zone of the log's stamps (default: the profile's)")
     logopts.add_argument("--year", type=int,
                          help="year of the file's last line (default: from the rsyslog prefix "
                               "or the file's modification time)")
-    logopts.add_argument("--lookback", default="30m",
+    logopts.add_argument("--lookback", default="30m", type=_duration("--lookback", MAX_SPAN),
+                         metavar="DURATION",
                          help="read this much log before the window too, so that requests "
-                              "ending in the window are whole (default 30m)")
-    logopts.add_argument("--request-timeout", type=float, default=3600, metavar="S",
-                         help="event-time seconds after which an open request is incomplete "
-                              "(default 3600, as the pipeline)")
-    p.add_argument("-t", "--timeout", type=int, default=10,
+                              f"ending in the window are whole (default 30m, at most {MAX_SPAN})")
+    # The reassembly's request timeout: named for what it does, apart from -t (the
+    # plugin's own time limit, as every Nagios plugin has it).
+    logopts.add_argument("--incomplete-after", type=_duration("--incomplete-after", MAX_SPAN),
+                         default=3600.0, metavar="DURATION",
+                         help="event time after which a request with no end counts as "
+                              f"incomplete (default 1h, as the pipeline; at most {MAX_SPAN})")
+    logopts.add_argument("--request-timeout", dest="incomplete_after", default=argparse.SUPPRESS,
+                         type=_duration("--request-timeout", MAX_SPAN), help=argparse.SUPPRESS)
+    p.add_argument("-t", "--timeout", type=_seconds, default=10,
                    help="answer UNKNOWN, saying what was under way, this many seconds after "
-                        "starting, whatever the source does (default 10)")
+                        f"starting, whatever the source does (default 10, at most {MAX_TIMEOUT_S})")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more output (repeatable)")
     return p
 
@@ -127,9 +199,9 @@ class DpmRequests(nagiosplugin.Resource):
     """The measured window as metrics: one per (phase, quantile), rates, ns ops, counts."""
 
     def __init__(self, source, wanted: Wanted, reported: list[float], no_data: ServiceState,
-                 max_age: bool = False):
+                 max_age_s: float | None = None):
         self.source = source
-        self.max_age = max_age
+        self.max_age_s = max_age_s
         self.wanted = wanted
         self.reported = reported
         self.no_data = no_data
@@ -139,14 +211,24 @@ class DpmRequests(nagiosplugin.Resource):
     def name(self):
         return "DPM"
 
+    @property
+    def stale(self) -> bool:
+        """The source's newest event is older than --max-age, or its age cannot be told (no
+        event-lag sample: a pipeline no longer scraped): what a hung daemon or a stopped
+        pipeline looks like. Its empty window is then no mystery but the symptom."""
+        if self.max_age_s is None or self.snapshot is None:
+            return False
+        age = self.snapshot.age_s
+        return age is None or age > self.max_age_s
+
     def probe(self):
         try:
             snap = self.snapshot = self.source.fetch(self.wanted)
         except SourceError as exc:
             raise nagiosplugin.CheckError(str(exc)) from None
-        if self.max_age:
+        if self.max_age_s is not None:
             yield Metric("age", snap.age_s, uom="s", context="age")
-        # Prometheus' increase() extrapolates to the window's edges: whole numbers suffice.
+        # whole counts: records (--log) or differences of counter samples (--prometheus)
         yield Metric("requests", round(snap.requests), min=0, context="count")
         yield Metric("calls", round(snap.calls), min=0, context="count")
         if snap.empty:
@@ -212,9 +294,14 @@ class NoDataContext(nagiosplugin.Context):
         self.state = state
 
     def evaluate(self, metric, resource):
-        snap = resource.snapshot
-        return Result(self.state, f"no DPM request or call in the last {_window(snap.window_s)} "
-                                  f"of {snap.source}{_end_text(snap)}", metric)
+        if resource.stale:  # the stale source's state and words (FreshnessContext) say it
+            return Result(Ok, None, metric)
+        return Result(self.state, _nothing_text(resource.snapshot), metric)
+
+
+def _nothing_text(snap) -> str:
+    return (f"no DPM request or call in the last {_window(snap.window_s)} of "
+            f"{snap.source}{_end_text(snap)}")
 
 
 class DpmSummary(nagiosplugin.Summary):
@@ -236,7 +323,7 @@ class DpmSummary(nagiosplugin.Summary):
         if snap.calls:
             parts.append(f"{round(snap.calls)} calls")
         return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap) \
-            + _skipped_text(snap)
+            + _notes(snap)
 
     def verbose(self, results):
         resource = next((r.resource for r in results if r.resource is not None), None)
@@ -248,6 +335,10 @@ class DpmSummary(nagiosplugin.Summary):
                          f"{source.tail.long_lines} lines over {MAX_LINE // 1024} KiB skipped; "
                          + ", ".join(f"{n} {result}" for result, n in source.lines.items())
                          + f"; {source.decode_errors} not UTF-8; {source.engine} engine")
+        if hasattr(source, "queries"):
+            lines.append("requests and calls: per series the last sample in the window less "
+                         "the last before it, restarts counted across, summed (no "
+                         "extrapolation)")
         for promql in getattr(source, "queries", ()):
             lines.append(f"query: {promql}")
         return lines
@@ -258,14 +349,16 @@ class DpmSummary(nagiosplugin.Summary):
         bad.sort(key=lambda r: -r.state.code)  # stable: same state keeps the check's order
         texts = []
         for r in bad:
-            describe = getattr(r.metric.contextobj, "describe", None) if r.metric else None
-            if describe is None or r.metric.name == "no_data":
+            # a range's metric is named with its value; any other result is its hint alone
+            described = r.metric.contextobj.describe(r.metric) \
+                if r.metric and isinstance(r.metric.contextobj, RangeContext) else None
+            if described is None:
                 texts.append(r.hint or str(r))
             else:
-                texts.append(f"{describe(r.metric)} ({r.hint})" if r.hint else describe(r.metric))
+                texts.append(f"{described} ({r.hint})" if r.hint else described)
         resource = next((r.resource for r in results if r.resource is not None), None)
         snap = getattr(resource, "snapshot", None)
-        return "; ".join(texts) + (_skipped_text(snap) if snap is not None else "")
+        return "; ".join(texts) + (_notes(snap) if snap is not None else "")
 
 
 class FreshnessContext(nagiosplugin.Context):
@@ -277,15 +370,18 @@ class FreshnessContext(nagiosplugin.Context):
         self.state = state
 
     def evaluate(self, metric, resource):
+        if not resource.stale:
+            return Result(Ok, None, metric)
+        snap = resource.snapshot
+        empty = f", and {_nothing_text(snap)}" if snap.empty else ""
         if metric.value is None:
-            return Result(self.state, f"no {LAG_METRIC} sample to tell the age of the newest "
-                                      f"event (is the pipeline scraped?)", metric)
-        if metric.value > self.max_age_s:
-            what = "line" if resource.snapshot.end_ms is not None else "event"
-            return Result(self.state, f"newest {what} is {_age(metric.value)} old, over "
-                                      f"--max-age {_window(self.max_age_s)}: the daemon or the "
-                                      f"pipeline stopped?", metric)
-        return Result(Ok, None, metric)
+            return Result(self.state, f"no {LAG_METRIC} sample in the last 5 minutes to tell "
+                                      f"the age of the newest event{empty}: is the pipeline "
+                                      f"scraped?", metric)
+        what = "line" if snap.end_ms is not None else "event"
+        return Result(self.state, f"stale source: newest {what} is {_age(metric.value)} old, "
+                                  f"over --max-age {_window(self.max_age_s)}{empty}: the "
+                                  f"daemon or the pipeline stopped?", metric)
 
     def performance(self, metric, resource):
         # seconds to the millisecond: ages run to years, beyond _fmt's 6 digits
@@ -294,9 +390,11 @@ class FreshnessContext(nagiosplugin.Context):
                            _fmt(float(self.max_age_s)), 0)
 
 
-def _skipped_text(snap) -> str:
-    """Lines of the log window skipped for their length: counted, and said."""
-    return f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)" if snap.long_lines else ""
+def _notes(snap) -> str:
+    """What the status line must own up to: lines of the log window skipped for their
+    length (counted), and a read that -t cut short (what it covered)."""
+    notes = f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)" if snap.long_lines else ""
+    return notes + (f" ({snap.partial})" if snap.partial else "")
 
 
 def _end_text(snap) -> str:
@@ -333,14 +431,12 @@ def _window(seconds: float) -> str:
 
 
 def build_check(args, deadline: float) -> nagiosplugin.Check:
+    window_s, lookback_s, max_age_s = args.window, args.lookback, args.max_age
     try:
-        window_s = parse_duration(args.window)
         reported = [th.parse_quantile(q.strip()) for q in args.quantiles.split(",") if q.strip()]
         if not reported:
             raise th.SpecError("--quantiles names no quantile")
         limits = th.build(args.warning, args.critical)
-        lookback_s = parse_duration(args.lookback)
-        max_age_s = parse_duration(args.max_age) if args.max_age else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     wanted = Wanted(tuple(limits.phase_quantiles(reported)),
@@ -355,11 +451,11 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
         from dpmstream.probes.sources_log import LogSource
         source = LogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
                            op=args.op, profile=args.profile, tz=args.tz, year=args.year,
-                           ns_daemons=args.ns_daemons, timeout_s=args.request_timeout,
+                           ns_daemons=args.ns_daemons, timeout_s=args.incomplete_after,
                            deadline=deadline)
 
     check = nagiosplugin.Check(
-        DpmRequests(source, wanted, reported, _STATES[args.no_data], max_age_s is not None),
+        DpmRequests(source, wanted, reported, _STATES[args.no_data], max_age_s),
         CountContext("count"), NoDataContext(_STATES[args.no_data]), DpmSummary())
     if max_age_s is not None:
         check.add(FreshnessContext(max_age_s, _STATES[args.max_age_state]))
@@ -387,9 +483,6 @@ def _out_of_time(signum, frame):
 @nagiosplugin.guarded(verbose=0)
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.timeout < 1:
-        print("DPM UNKNOWN - -t/--timeout must be at least 1 second")
-        sys.exit(3)
     # -t counts from the start of the process. Sources stop by themselves at `deadline`
     # with what they were doing as the reason; the timer is the backstop for anything
     # blocking in between (a hung NFS read, a server trickling its headers).

@@ -35,6 +35,10 @@ class Snapshot:
     # Seconds from the newest line (log) or sample (Prometheus) to now; None if unknown.
     age_s: float | None = None
     long_lines: int = 0  # log source: lines over the length bound, skipped
+    # log source: event seconds from the first line read to the newest; what was read
+    # when -t allowed only the end of the window's lines ("" when all was read)
+    read_s: float | None = None
+    partial: str = ""
 
     @property
     def requests(self) -> float:

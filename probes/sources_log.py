@@ -17,6 +17,13 @@ the file ends are in progress, not incomplete: those are left out (a get already
 answered SUCCESS counts as the success it is); so are calls still open, and orphan
 requests whose first line lies before what was read.
 
+Under -t (`deadline`): the backward scan may take 30% of the time left (it stops where
+it got); the forwards reading starts with the last 4 MiB, then reads again from as far
+back as the pace measured on them lets it finish in time (the whole span if it fits).
+When time runs out, the last segment read whole is the answer, its Snapshot.partial
+saying how much of the log it covers; only when not even the first one could be read is
+the answer a time-out (UNKNOWN).
+
 The one wall-clock reading: `age_s`, how long ago the newest line was written (for
 --max-age: a log that stopped growing means a hung daemon).
 """
@@ -27,6 +34,7 @@ import os
 import re
 import time
 from collections import deque
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from dpmstream.parsers.clock import ClockError, EventClock, load_zone, stream_reference
@@ -40,6 +48,12 @@ from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.probes.measurement import Snapshot, SourceError, Wanted
 
 _MARGIN_S = 120       # lines of different threads written a little out of order
+# Under -t: the share of the time left that the backward scan for the window's start may
+# take; the size of the first segment read forwards (the last lines, whatever the window);
+# the share of the pace measured on it that the next segment may count on.
+SCAN_SHARE = 0.3
+FIRST_SEGMENT = 4 << 20
+PACE_SAFETY = 0.6
 # The profile is detected from the last lines (as the pipeline does from the first), and
 # the newest stamp is the latest among them (threads interleave).
 _LAST_LINES = 200
@@ -86,6 +100,33 @@ def seconds_before_at_least(stamp, last, zone, year_of_last: int) -> float:
     late_offset = max(late.utcoffset(), late.replace(fold=1).utcoffset())
     early_offset = min(early.utcoffset(), early.replace(fold=1).utcoffset())
     return naive - max(0.0, (late_offset - early_offset).total_seconds())
+
+
+@dataclass
+class _Start:
+    """What the last lines settle: the newest stamp, the profile and its stamp reader,
+    the zone, the (year, month) dating the newest line; `whole`: the scan for the
+    window's start got there (else -t stopped it)."""
+
+    newest: tuple
+    profile: Profile
+    stamp_of: StampReader
+    zone: object
+    ref: tuple[int, int]
+    whole: bool = True
+
+    def seconds_before(self, stamp) -> float:
+        year_of_last = self.ref[0] if self.newest[0] <= self.ref[1] else self.ref[0] - 1
+        return seconds_before_at_least(stamp, self.newest, self.zone, year_of_last)
+
+    def seconds_before_newest(self, lines: list[bytes]) -> float | None:
+        """How far before the newest line the first stamped one of `lines` lies."""
+        st = next((st for st in map(self.stamp_of, lines[:_LAST_LINES]) if st), None)
+        return None if st is None else self.seconds_before(st)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 3600:.1f}h" if seconds >= 5400 else f"{seconds / 60:.1f}m"
 
 
 class LogSource:
@@ -148,12 +189,52 @@ class LogSource:
         st = os.fstat(fh.fileno())
         size = self.tail.size = st.st_size
         end = tail.whole_lines_end(fh, size, self.tail, deadline=self.deadline)
-        start, last, profile, ref = self._find_start(fh, end, st.st_mtime)
-        self.tail.start = start
+        scan_deadline = None if self.deadline is None else \
+            time.monotonic() + SCAN_SHARE * max(0.0, self.deadline - time.monotonic())
+        start, found = self._find_start(fh, end, st.st_mtime, scan_deadline)
+        # The window is read forwards, but under -t its end matters most: a segment of the
+        # last lines first, then, at the pace it was read, as much more as the time left
+        # allows (the whole span if it fits). Should time run out, the last segment read
+        # whole is the answer, and says so.
+        seg_start = start if self.deadline is None or end - start <= FIRST_SEGMENT \
+            else tail.next_line_start(fh, end - FIRST_SEGMENT, end)
+        best = None
+        while True:
+            began = time.monotonic()
+            try:
+                snap = self._read(fh, seg_start, end, found, wanted)
+            except tail.DeadlineExceeded:
+                if best is None:
+                    raise
+                break
+            # what -v says is what the answer was measured on: this segment's counts
+            best = (snap, replace(self.tail), dict(self.lines), self.decode_errors, self.engine)
+            if seg_start <= start:
+                break
+            took = max(time.monotonic() - began, 1e-3)
+            left = self.deadline - time.monotonic()
+            affordable = int((end - seg_start) / took * left * PACE_SAFETY)
+            if end - affordable > start and affordable < 1.5 * (end - seg_start):
+                break  # no time to read meaningfully more
+            seg_start = start if end - affordable <= start else \
+                tail.next_line_start(fh, end - affordable, end)
+        snap, self.tail, self.lines, self.decode_errors, self.engine = best
+        if self.tail.start > start or not found.whole:
+            span = "" if snap.read_s is None else f"the last {_minutes(snap.read_s)} of the log, "
+            snap.partial = (f"partial: read only {span}{tail.mib(end - self.tail.start)} of its "
+                            f"{tail.mib(size)}, within -t")
+        return snap
 
+    def _read(self, fh, start: int, end: int, found: "_Start", wanted: Wanted) -> Snapshot:
+        """The window measured from the lines between `start` and `end`, forwards."""
+        t = self.tail
+        t.start, t.lines_read, t.long_lines, t.partial_last_line = start, 0, 0, False
+        self.lines.update({key: 0 for key in self.lines})
+        self.decode_errors = 0
+        profile = found.profile
         zone_name = self.tz or profile.timezone
         try:
-            clock = EventClock(zone_name, year=None, ref=ref)
+            clock = EventClock(zone_name, year=None, ref=found.ref)
         except ClockError as exc:
             raise SourceError(str(exc)) from None
         parser = LineParser(profile, clock, self.host_name)
@@ -175,14 +256,16 @@ class LogSource:
             self.engine = engines.PYTHON  # the compiled engine parses with the compiled parser
         reassembler = engines.new_reassembler(self.engine, lambda rec: emit[0](rec),
                                               timeout_ms=int(self.timeout_s * 1000))
-        counts = self.lines
         newest = -1
+        read_s = None  # event time from the first stamped line read to the newest
         if self.engine == engines.COMPILED:
             read_block = self._compiled_block(parser, reassembler)
         else:
             read_block = self._python_block(parser, reassembler)
-        for lines in tail.blocks_forwards(fh, start, end, self.tail, deadline=self.deadline,
+        for lines in tail.blocks_forwards(fh, start, end, t, deadline=self.deadline,
                                           max_line=self.max_line):
+            if read_s is None:
+                read_s = found.seconds_before_newest(lines)
             block_newest = read_block(lines)
             if block_newest > newest:
                 newest = block_newest
@@ -201,7 +284,8 @@ class LogSource:
         records += [r for r in kept if _finished_at_end(r)]
         snap = self._snapshot(records, latest[0], wanted)
         snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
-        snap.long_lines = self.tail.long_lines
+        snap.long_lines = t.long_lines
+        snap.read_s = read_s
         return snap
 
     def _python_block(self, parser: LineParser, reassembler):
@@ -266,43 +350,38 @@ class LogSource:
 
         return read_block
 
-    def _find_start(self, fh, end: int, mtime: float):
-        """(offset of the first line to read, newest stamp, profile, clock reference):
-        reading backwards, the profile is detected from the last lines, then lines are
-        passed until one lies window + lookback (and a margin) before the newest."""
+    def _find_start(self, fh, end: int, mtime: float, scan_deadline: float | None):
+        """(offset of the first line to read, _Start): reading backwards, the profile is
+        detected from the last lines, then lines are passed until one lies window +
+        lookback (and a margin) before the newest. At `scan_deadline` the scan stops where
+        it got (the start of the last block it read): `whole` is then False."""
         need_s = self.window_s + self.lookback_s + _MARGIN_S
         profile = self._given_profile()
         last_lines: list[bytes] = []  # newest first
-        settled = None
+        found = None
         for blk in tail.blocks_backwards(fh, end, self.tail, deadline=self.deadline,
                                          max_line=self.max_line):
-            if settled is None:
+            if found is None:
                 last_lines += [line for line in reversed(blk.lines[-_LAST_LINES:])
                                if not isinstance(line, int)][:_LAST_LINES - len(last_lines)]
                 if len(last_lines) < _LAST_LINES:
                     continue
-                settled = self._settle(last_lines, profile, mtime)
-                newest, profile, stamp_of, zone, ref = settled
-                year_of_last = ref[0] if newest[0] <= ref[1] else ref[0] - 1
-
-            def old_enough(line) -> bool:
-                st = stamp_of(line)
-                return st is not None and \
-                    seconds_before_at_least(st, newest, zone, year_of_last) >= need_s
+                found = self._settle(last_lines, profile, mtime)
 
             # The block's earliest stamped line decides whether to look inside it at all.
-            earliest = next((st for st in (stamp_of(line) for line in blk.lines
-                                           if not isinstance(line, int)) if st), None)
-            if earliest is None or seconds_before_at_least(earliest, newest, zone,
-                                                           year_of_last) < need_s:
-                continue
-            for offset, line in blk.backwards():
-                if old_enough(line):
-                    return offset, newest, profile, ref
-        if settled is None:  # the file is shorter than the lines to detect from
-            settled = self._settle(last_lines, profile, mtime)
-        newest, profile, _, _, ref = settled
-        return 0, newest, profile, ref
+            earliest = next((st for st in map(found.stamp_of, (
+                line for line in blk.lines if not isinstance(line, int))) if st), None)
+            if earliest is not None and found.seconds_before(earliest) >= need_s:
+                for offset, line in blk.backwards():
+                    st = found.stamp_of(line)
+                    if st is not None and found.seconds_before(st) >= need_s:
+                        return offset, found
+            if scan_deadline is not None and time.monotonic() >= scan_deadline:
+                found.whole = False
+                return blk.offset, found
+        if found is None:  # the file is shorter than the lines to detect from
+            found = self._settle(last_lines, profile, mtime)
+        return 0, found
 
     def _given_profile(self):
         if not self.profile:
@@ -336,7 +415,7 @@ class LogSource:
             zone = load_zone(self.tz or profile.timezone)
         except ClockError as exc:
             raise SourceError(str(exc)) from None
-        return newest, profile, stamp_of, zone, self._ref(newest, mtime, zone)
+        return _Start(newest, profile, stamp_of, zone, self._ref(newest, mtime, zone))
 
     def _ref(self, newest, mtime: float, zone) -> tuple[int, int]:
         """(year, month) dating the newest line, as the core dates a file: --year (the
@@ -360,8 +439,9 @@ class LogSource:
             ended = rec.get("ended")
             if ended is None or not begin_ms < ended <= end_ms:
                 continue
-            if self.host and not self.host.fullmatch(str(rec.get("host"))):
-                continue
+            host = rec.get("host")
+            if self.host and host != self.host_name and not self.host.fullmatch(str(host)):
+                continue  # (a native line's host is --host's text itself: it is selected)
             if rec["kind"] == "call":
                 snap.calls += 1
                 op = rec.get("op")

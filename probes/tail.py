@@ -239,5 +239,24 @@ def _read_exactly(fh, n: int) -> bytes:
     return b"".join(chunks)
 
 
+def next_line_start(fh, pos: int, end: int, block: int = 64 * 1024) -> int:
+    """The offset of the first line starting after byte `pos` (`end` if none does)."""
+    while pos < end:
+        fh.seek(pos)
+        data = _read_exactly(fh, min(block, end - pos))
+        if not data:
+            break
+        nl = data.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1
+        pos += len(data)
+    return end
+
+
+def mib(n: int) -> str:
+    """A size for people: 140.0 MiB, 1.1 GiB."""
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else _mib(n)
+
+
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.probes.test_sources_log import TZ, long_log  # noqa: F401 (a fixture)
+from tests.probes.test_sources_prometheus import CHECK_DPM, check_dpm
 
 
 _NO_STREAMS = """
@@ -37,3 +38,43 @@ def test_the_probe_runs_without_dpmstream_streams(source, long_log, tmp_path):
         assert done.returncode == 0 and done.stdout.startswith("DPM OK"), done.stdout
     else:  # nothing listens on port 9: the probe itself ran to its answer
         assert done.returncode == 3 and "cannot reach Prometheus" in done.stdout, done.stdout
+
+
+def _usage_error(*args: str) -> tuple[int, list[str]]:
+    done = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--request-timeout", "-1"], "argument --request-timeout: bad duration '-1': must be positive"),
+    (["--incomplete-after", "0"], "argument --incomplete-after: bad duration '0': must be positive"),
+    (["--window", "99999999999h"], "argument --window: '99999999999h' is longer than --window's bound of 366d"),
+    (["--lookback", "400d"], "argument --lookback: '400d' is longer than --lookback's bound of 366d"),
+    (["--max-age", "1e9d"], "argument --max-age: '1e9d' is longer than --max-age's bound of 36500d"),
+    (["--window", "soon"], "argument --window: bad duration 'soon'"),
+    (["-t", "0"], "argument -t/--timeout: must be 1 to 3600 seconds, not 0"),
+    (["-t", "99999"], "argument -t/--timeout: must be 1 to 3600 seconds, not 99999"),
+    (["--host", "("], "argument --host: bad regex '(': missing ), unterminated subpattern"),
+    (["--op", "put["], "argument --op: bad regex 'put[': unterminated character set"),
+    (["--ns-daemons", "*"], "argument --ns-daemons: bad regex '*': nothing to repeat"),
+])
+@pytest.mark.parametrize("source", ["--log", "--prometheus"])
+def test_a_bad_option_value_is_one_unknown_line_naming_it(args, named, source, tmp_path):
+    target = str(tmp_path / "log") if source == "--log" else "http://127.0.0.1:9"
+    rc, lines = _usage_error(source, target, *args)
+    assert rc == 3 and len(lines) == 1, lines
+    assert lines[0].startswith(f"DPM UNKNOWN - {named}"), lines
+    assert "Error" not in lines[0] and "Traceback" not in lines[0]
+
+
+def test_the_incomplete_after_option_and_its_old_spelling_do_the_same(long_log):  # noqa: F811
+    log = ["--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m"]
+    rc, _, default = check_dpm(*log)
+    rc_new, _, new = check_dpm(*log, "--incomplete-after", "1s")
+    rc_old, _, old = check_dpm(*log, "--request-timeout", "1")
+    assert rc == rc_new == rc_old == 0
+    assert new == old
+    # one second of event time: requests waiting longer are incomplete, unlike by default
+    assert float(new["incomplete_rate"][0]) > float(default["incomplete_rate"][0])
+    assert "--request-timeout" not in subprocess.run([CHECK_DPM, "--help"], capture_output=True,
+                                                     text=True).stdout

@@ -142,6 +142,16 @@ def test_every_range_left_is_in_the_log_source_text_the_worst_first(long_log):
     assert named == ["total_p99", "failed_rate", "proc_p95"]  # critical, then the warnings
 
 
+def test_a_host_regex_selects_a_native_log_whose_lines_name_no_host(long_log):
+    """Native lines carry no host: --host names them, and, a regex, must still select
+    them (it once counted nothing for 'dpmhead0[12]': the text did not match itself)."""
+    args = ("--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m")
+    _, _, plain = check_dpm(*args)
+    for host in ("dpmhead01", "dpmhead0[12]", "dpmhead.*"):
+        rc, status, perf = check_dpm(*args, "--host", host)
+        assert rc == 0 and perf == plain, (host, status)
+
+
 def test_missing_file_is_unknown():
     rc, status, _ = check_dpm("--log", "/nonexistent/dpm/log")
     assert rc == 3 and "cannot read /nonexistent/dpm/log" in status
@@ -161,6 +171,24 @@ def test_no_activity_in_the_window_follows_no_data(tmp_path):
     assert rc == 3 and "no DPM request or call in the last 15m" in status
     rc, _, _ = check_dpm("--log", str(quiet), "--tz", TZ, "--no-data", "ok")
     assert rc == 0
+
+
+def test_a_stale_log_with_no_request_in_its_window_is_critical_not_unknown(tmp_path):
+    """A hung daemon: its log stopped long ago, the window before its last line holds no
+    request. That is what --max-age is for: the staleness decides, not --no-data."""
+    quiet = tmp_path / "log"
+    quiet.write_text("08/12 14:31:43.101 12345 dpm_serv: started\n")
+    os.utime(quiet, (datetime(2026, 8, 12, 13).timestamp(),) * 2)  # dates the line: 2026
+    rc, status, perf = check_dpm("--log", str(quiet), "--tz", "UTC", "--max-age", "10m")
+    assert rc == 2, status
+    assert status.startswith("DPM CRITICAL - stale source: newest line is"), status
+    assert "over --max-age 10m, and no DPM request or call in the last 15m" in status
+    assert "None" not in status and perf["requests"][0] == "0"
+    rc, status, _ = check_dpm("--log", str(quiet), "--tz", "UTC", "--max-age", "10m",
+                              "--max-age-state", "warning")
+    assert rc == 1 and "stale source" in status
+    rc, status, _ = check_dpm("--log", str(quiet), "--tz", "UTC", "--max-age", "36500d")
+    assert rc == 3 and status.startswith("DPM UNKNOWN - no DPM request or call")  # fresh: --no-data
 
 
 def _simulate_ending(tmp_path, name: str, ago: timedelta, duration_s: int = 300) -> Path:
@@ -185,7 +213,9 @@ def test_a_log_that_stopped_growing_is_critical_or_as_configured(tmp_path):
     rc, status, perf = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",
                                  "--max-age", "10m")
     assert rc == 2, status
-    assert "newest line is 3" in status and "m old, over --max-age 10m" in status
+    # the summary names what is wrong (it once read "DPM CRITICAL - None (newest line ...")
+    assert status.startswith("DPM CRITICAL - stale source: newest line is 3"), status
+    assert "None" not in status and "m old, over --max-age 10m" in status
     assert float(perf["age"][0]) == pytest.approx(1800, abs=120)
     assert int(perf["requests"][0]) > 50  # the last window is still measured and shown
     rc, status, _ = check_dpm("--log", str(log), "--tz", "UTC", "--window", "5m",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -14,7 +17,8 @@ import pytest
 
 from dpmstream.parsers.records import PHASES
 from dpmstream.commands.stack.process import free_port, wait_for
-from tests.metrics_stack import start_live_stack
+from dpmstream.probes.sources_prometheus import counted_increase
+from tests.metrics_stack import DPMSTREAM, HOST, simulate, start_live_stack
 
 CHECK_DPM = str(Path(sys.executable).with_name("check_dpm"))
 PERF = re.compile(r"'?([\w.]+)'?=([-\d.eE+]+|U)(s?)(?:;([^;\s]*))?(?:;([^;\s]*))?")
@@ -30,7 +34,9 @@ def check_dpm(*args: str, timeout: float = 30) -> tuple[int, str, dict[str, tupl
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    live = start_live_stack(tmp_path_factory.mktemp("probe"))
+    work = tmp_path_factory.mktemp("probe")
+    live = start_live_stack(work, run_args=("--year", "2011", "--records", str(work / "records.jsonl")))
+    live.records_file = work / "records.jsonl"
     yield live
     live.stop()
 
@@ -89,14 +95,54 @@ def test_a_pipeline_whose_newest_event_is_too_old_is_critical(stack):
     rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
                                  "--max-age", "10m")
     assert rc == 2, status
-    assert "newest event is" in status and "over --max-age 10m" in status
-    age = stack.prometheus.value(
-        "min(dpmstream_event_lag_seconds + time() - timestamp(dpmstream_event_lag_seconds))")
+    assert status.startswith("DPM CRITICAL - stale source: newest event is"), status
+    assert "None" not in status and "over --max-age 10m" in status
+    ages = []  # read directly; a scrape the loaded machine failed leaves no instant value
+    assert wait_for(lambda: ages.append(stack.prometheus.value(
+        "min(dpmstream_event_lag_seconds + time() - timestamp(dpmstream_event_lag_seconds))"))
+        or ages[-1] is not None, timeout=20, interval=0.2)
+    age = ages[-1]
     assert float(perf["age"][0]) == pytest.approx(age, abs=120)
     assert float(perf["age"][0]) > 10 * 365 * 86400
     rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "2m",
                               "--max-age", "10m", "--max-age-state", "unknown")
     assert rc == 3 and "over --max-age 10m" in status
+
+
+def test_request_and_call_counts_are_the_records_the_pipeline_wrote(stack):
+    """Counts a user can check: the counters' samples at the window's edges, not
+    increase()'s extrapolation (which gave 3,247 or 3,267 requests for 2,794 records).
+    The window (1 h) holds the whole run: every record the pipeline wrote is in it."""
+    records = [json.loads(line) for line in stack.records_file.read_text().splitlines()]
+    requests = Counter(r["status"] for r in records if r["kind"] == "request")
+    calls = sum(1 for r in records if r["kind"] == "call")
+    assert sum(requests.values()) > 1000 and calls > 100
+    rc, status, perf = check_dpm("--prometheus", stack.prometheus.url, "--window", "1h")
+    assert rc == 0, status
+    assert int(perf["requests"][0]) == sum(requests.values())
+    assert int(perf["calls"][0]) == calls
+    assert f"{sum(requests.values())} requests" in status and f"{calls} calls" in status
+    failed = requests["failed"] / sum(requests.values())
+    assert float(perf["failed_rate"][0]) == pytest.approx(failed, rel=1e-5)
+    extrapolated = stack.prometheus.value("sum(increase(dpm_requests_total[1h]))")
+    assert extrapolated != sum(requests.values())  # what the probe used to print
+
+
+def test_a_hung_daemon_with_an_empty_window_is_critical_not_unknown(stack):
+    """The stack's log stopped (a hung daemon); the pipeline runs on and is scraped, its
+    counters still: the last seconds hold no request. --max-age is for this case."""
+    answers = []  # until the stack's last counts have left the 5 s window
+    assert wait_for(lambda: answers.append(check_dpm(
+        "--prometheus", stack.prometheus.url, "--window", "5s", "--max-age", "10m"))
+        or all(answers[-1][2].get(n, ("",))[0] == "0" for n in ("requests", "calls")),
+        timeout=60, interval=1), answers[-1]
+    rc, status, perf = answers[-1]
+    assert rc == 2, status
+    assert status.startswith("DPM CRITICAL - stale source: newest event is"), status
+    assert "over --max-age 10m, and no DPM request or call in the last 5s" in status
+    assert "None" not in status and perf["requests"][0] == "0"
+    rc, status, _ = check_dpm("--prometheus", stack.prometheus.url, "--window", "5s")
+    assert rc == 3 and "no DPM request or call in the last 5s" in status  # no --max-age
 
 
 def test_a_max_age_the_pipeline_meets_is_ok(stack):
@@ -169,3 +215,84 @@ def test_bad_threshold_is_unknown_with_the_reason(bad):
     rc, status, _ = check_dpm("--prometheus", "http://127.0.0.1:9", "-w", bad)
     assert rc == 3
     assert "UNKNOWN" in status
+
+
+def test_counted_increase_counts_each_rise_and_after_a_restart_what_follows():
+    def c(*values, created=1.0):
+        return [(v, created) for v in values]
+    assert counted_increase((10, 1.0), c(10, 12, 15)) == 5
+    assert counted_increase((0, None), c(3, 3, 4)) == 4  # born in the window: from 0
+    assert counted_increase((10, 1.0), c(12, 2, 5)) == 2 + 2 + 3  # dropped to 2: restarted
+    assert counted_increase((10, 1.0), c(4)) == 4  # restarted before the window's first sample
+    # a new process counted past the old value before its first scrape: no drop, a new
+    # created time
+    assert counted_increase((10, 1.0), c(12) + c(30, 31, created=2.0)) == 2 + 30 + 1
+    assert counted_increase((10, None), [(12, None), (15, None)]) == 5  # no _created exported
+    assert counted_increase((10, 1.0), []) == 0
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.services
+def test_counts_run_across_a_pipeline_restart_in_the_window(tmp_path, prometheus_factory):
+    """`dpmstream run` stopped and started again on the same port within the window: its
+    counters drop to zero; the probe counts what each process wrote, from the raw
+    samples (increase() would extrapolate, a plain difference of the edges would be
+    short by the first process' counts)."""
+    prefix = simulate(tmp_path / "sim" / "head", "--scenario", "mixed", "--rate", "5",
+                      "--duration", "300")
+    lines = Path(f"{prefix}.log").read_text().splitlines(keepends=True)
+    log = tmp_path / "live" / "dpm.log"
+    log.parent.mkdir()
+    log.write_text("".join(lines[:len(lines) // 2]))
+    port = free_port()
+    prom = prometheus_factory([f"127.0.0.1:{port}"])
+    metrics = f"http://127.0.0.1:{port}/metrics"
+
+    def run(records: Path, *extra: str) -> subprocess.Popen:
+        return subprocess.Popen([DPMSTREAM, "run", "--metrics-port", str(port), "--host", HOST,
+                                 "--year", "2011", "--records", str(records), *extra, str(log)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def scraped(count: int) -> bool:  # Prometheus holds this process' final count
+        return prom.value("sum(dpm_requests_total)") == count
+
+    first_records, second_records = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first = run(first_records)
+    try:
+        assert wait_for(lambda: len(_records(first_records)) > 100 and scraped(
+            sum(r["kind"] == "request" for r in _records(first_records))), timeout=90, interval=1)
+    finally:
+        first.terminate()
+        first.wait(timeout=20)
+    second = run(second_records, "--from-end")  # the same target, counting from zero
+    try:
+        assert wait_for(lambda: _exported_ready(metrics), timeout=60, interval=0.5)
+        with open(log, "a") as fh:
+            fh.writelines(lines[len(lines) // 2:])
+        assert wait_for(lambda: len(_records(second_records)) > 100 and scraped(
+            sum(r["kind"] == "request" for r in _records(second_records))), timeout=90, interval=1)
+        # it did restart: a new created time (often without a drop: the new process
+        # counted past the old value before its first scrape)
+        assert prom.value("max(changes(dpm_requests_created[1h]))") >= 1
+        written = [r for r in _records(first_records) + _records(second_records)
+                   if r["kind"] == "request"]
+        rc, status, perf = check_dpm("--prometheus", prom.url, "--window", "1h", "-v")
+        assert rc == 0, status
+        assert int(perf["requests"][0]) == len(written)
+        assert "requests and calls: per series the last sample in the window less" in status
+        # -v lists the queries: the restarted target was counted from its raw samples
+        assert re.search(r'query: dpm_requests_total\{job="[^"]+",instance="[^"]+"\}\[3600s\]',
+                         status), status
+    finally:
+        second.terminate()
+        second.wait(timeout=20)
+
+
+def _exported_ready(metrics_url: str) -> bool:
+    try:
+        return b"dpmstream_lines_total" in urllib.request.urlopen(metrics_url, timeout=2).read()
+    except OSError:
+        return False
