@@ -15,8 +15,8 @@ from dpmstream.report.window import in_window, parse_moment
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
-from dpmstream.streams.replay_files import replay_inputs, zone_of
-from dpmstream.streams.sinks.summary import Summary
+from dpmstream.streams.replay_files import replay_inputs
+from dpmstream.streams.sinks.summary import Summary, label_zone
 
 INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
 MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS | {"ns_s"}
@@ -127,7 +127,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
 
     def emit(record: dict) -> None:
         if data.zone is None:   # the zone the first file's profile reads stamps in
-            data.zone = zone_of(list(pipeline.sources.values())) or load_zone(None)
+            data.zone = label_zone(pipeline.sources.values())
         keep(record)
 
     pipeline = Pipeline(emit, timeout_s=timeout_s, max_in_flight=max_in_flight)
@@ -145,7 +145,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
         pipeline, inputs, host=host, profile=profile, tz=tz, year=year, progress=progress,
         command="dpmstream report", chunk_lines=REPORT_CHUNK_LINES, after_chunk=marks)
     if data.zone is None:
-        data.zone = zone_of(sources) or load_zone(None)
+        data.zone = label_zone(sources)
     if not keep.resolved:
         keep.resolve(None)
     stats = pipeline.stats

@@ -92,10 +92,3 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
     progress.close()
     return state["failures"], sources
 
-
-def zone_of(sources: list[Source]):
-    """The time zone the first source with a known profile reads its stamps in, or None."""
-    for src in sources:
-        if src.parser is not None:
-            return src.parser.clock.zone
-    return None
