@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from datetime import datetime, timezone
 from typing import Callable
 
 from dpmstream.parsers.linking import NS_DAEMON
@@ -87,8 +88,36 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
     pipeline.linker.expect_ns = any(lane.name == NS_DAEMON for lane in lanes)
     run_lanes(lanes, input_end)
     pipeline.finish()
+    warn_about_years(sources)
     if after_chunk is not None and sources:
         after_chunk(sources[-1])   # what the end of input settled (undetected files, timeouts)
     progress.close()
     return state["failures"], sources
 
+
+YEAR_APART_MS = 183 * 86_400_000   # logs of different daemons read side by side, this far apart
+
+
+def warn_about_years(sources: list[Source]) -> None:
+    """One line for each input whose year was guessed from this machine's clock (no year
+    in its stamps, no --year, no file date: stdin), and one when the inputs of different
+    daemons, which a replay reads side by side, end half a year or more apart."""
+    ends = []   # (latest event time, daemon, name)
+    for src in sources:
+        if src.parser is None:
+            continue
+        if src.parser.clock.year_guessed:
+            log.warning("%s: no year in its stamps and no file date: read as %d, this "
+                        "machine's year (give --year)", src.name, src.parser.clock.year)
+        latest = src.latest_by_host.get(src.host)
+        if latest is not None:
+            ends.append((latest, src.parser.daemon, src.name))
+    if len({daemon for _, daemon, _ in ends}) > 1:
+        first, last = min(ends), max(ends)
+        if last[0] - first[0] >= YEAR_APART_MS and first[1] != last[1]:
+            log.warning("the inputs disagree on the year: %s ends %s, %s ends %s (give --year, "
+                        "or inputs of one time)", first[2], _day(first[0]), last[2], _day(last[0]))
+
+
+def _day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
@@ -56,3 +57,28 @@ def test_one_abbreviation_when_both_ends_share_it():
     january = 1294839100000   # 2011-01-12 14:31:40 CET
     assert time_range_text(january, july, zurich) == \
         "2011-01-12 14:31:40 CET to 2011-07-12 14:31:40 CEST"
+
+
+def test_stdin_warns_once_that_its_year_is_a_guess_and_that_the_inputs_disagree(summer):
+    """`cat t20.log | dpmstream replay - t20.dpns.log`: stdin has no file date, so its
+    year is this machine's, a year the DPNS log (dated by its mtime) does not share."""
+    with open(summer + ".log", "rb") as stdin:
+        res = dpmstream("replay", "--tz", "Europe/Zurich", "-", summer + ".dpns.log",
+                        stdin=stdin)
+    warnings = [line for line in res.stderr.splitlines() if "WARNING" in line]
+    this_year = datetime.now(timezone.utc).year
+    assert len(warnings) == 2, res.stderr
+    assert f"-: no year in its stamps and no file date: read as {this_year}" in warnings[0]
+    assert "give --year" in warnings[0]
+    assert (f"the inputs disagree on the year: {summer}.dpns.log ends "
+            f"2011-08-12, - ends {this_year}-08-12") in warnings[1]
+
+
+def test_files_dated_by_their_mtime_or_a_given_year_warn_nothing(summer):
+    res = dpmstream("replay", "--tz", "Europe/Zurich", summer + ".log", summer + ".dpns.log")
+    assert res.returncode == 0 and "WARNING" not in res.stderr, res.stderr
+    with open(summer + ".log", "rb") as stdin:
+        res = dpmstream("replay", "--tz", "Europe/Zurich", "--year", "2011", "-",
+                        summer + ".dpns.log", stdin=stdin)
+    assert res.returncode == 0 and "WARNING" not in res.stderr, res.stderr
+    assert "Records from 2011-08-12 14:31:40 to " in res.stdout
