@@ -8,7 +8,7 @@ from dpmstream.report import analysis as A
 from dpmstream.report import figures as F
 from dpmstream.report.page import Figure, numbers_table, render, whatif_section
 from dpmstream.report.story import pct, span_text, tell
-from dpmstream.streams.sinks.summary import moment
+from dpmstream.streams.sinks.summary import moment_text
 
 
 def build_page(data) -> tuple[str, object]:
@@ -20,7 +20,7 @@ def build_page(data) -> tuple[str, object]:
     meta = [f"From {data.origin}: {', '.join(data.inputs)}"]
     if data.since is not None or data.until is not None:
         meta.append("Window: " + " to ".join(
-            moment(t, zone).strftime("%Y-%m-%d %H:%M:%S %Z") if t is not None else "open"
+            moment_text(t, zone) if t is not None else "open"
             for t in (data.since, data.until)))
     if story is None:
         return render(title=title, meta=meta, summary=["No records in this window."],

@@ -204,6 +204,12 @@ def moment(ms: int, zone: tzinfo | None) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=zone or timezone.utc)
 
 
+def moment_text(ms: int, zone: tzinfo | None) -> str:
+    """`2011-08-12 14:31:43 CEST`: one time with the abbreviation valid at that instant."""
+    t = moment(ms, zone)
+    return f"{t:%Y-%m-%d %H:%M:%S} {t.tzname() or ''}".rstrip()
+
+
 def time_range_text(first_ms: int, last_ms: int, zone: tzinfo | None = None) -> str:
     """`2011-08-12 14:31:43 to 14:40:02 CEST`: the date once when both ends share it, the
     abbreviation once when both ends share it, else each end's own (CET to CEST)."""

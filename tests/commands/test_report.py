@@ -114,3 +114,39 @@ def test_hot_directories_are_drawn_with_the_replays_own_numbers(tmp_path):
     assert dpmstream("report", "--tz", "Europe/Zurich", "--out", str(tmp_path / "d.html"),
                      str(tmp_path / "r")).returncode == 0
     assert 'id="fig-dirs"' in (tmp_path / "d.html").read_text()
+
+
+def test_an_output_path_in_a_missing_directory_is_refused_before_any_work(tmp_path):
+    log = write(tmp_path / "log", FIRST)
+    res = dpmstream("report", *BASE, "--out", str(tmp_path / "nodir" / "x.html"), log)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"dpmstream report: --out {tmp_path / 'nodir' / 'x.html'}: no directory "
+        f"{tmp_path / 'nodir'} to write it in"]
+    assert res.stdout == ""   # refused before reading: no summary printed
+
+
+def test_an_output_path_that_is_a_directory_is_refused(tmp_path):
+    log = write(tmp_path / "log", FIRST)
+    res = dpmstream("report", *BASE, "--out", str(tmp_path), log)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        f"dpmstream report: --out {tmp_path}: is a directory, not a file"]
+
+
+def test_a_file_with_no_dpm_line_is_an_error_and_writes_no_page(tmp_path):
+    other = write(tmp_path / "dpkg.log", [
+        f"2026-11-25 21:57:{s:02d} status installed libfoo:amd64 1.{s}" for s in range(50)])
+    res = dpmstream("report", *BASE, "--out", str(tmp_path / "w.html"), other)
+    assert res.returncode == 2, res.stderr
+    assert "no DPM, DPNS or SRM line was parsed" in res.stderr
+    assert not (tmp_path / "w.html").exists()
+
+
+def test_since_after_until_is_an_error_and_writes_no_page(tmp_path):
+    log = write(tmp_path / "log", FIRST + SECOND)
+    res = dpmstream("report", *BASE, "--since", "10:06", "--until", "10:03",
+                    "--out", str(tmp_path / "w.html"), log)
+    assert res.returncode == 2
+    assert "--since 10:06 (2011-08-12 10:06:00 UTC) is not before --until 10:03" in res.stderr
+    assert not (tmp_path / "w.html").exists()
