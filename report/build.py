@@ -8,7 +8,7 @@ from dpmstream.report import analysis as A
 from dpmstream.report import figures as F
 from dpmstream.report.page import Figure, numbers_table, render, whatif_section
 from dpmstream.report.story import pct, span_text, tell
-from dpmstream.streams.sinks.summary import moment_text
+from dpmstream.streams.sinks.summary import moment_text, time_range_text
 
 
 def build_page(data) -> tuple[str, object]:
@@ -18,8 +18,13 @@ def build_page(data) -> tuple[str, object]:
     hosts = sorted({r["host"] for r in requests} | {c["host"] for c in calls} - {None})
     title = f"Where {', '.join(hosts) if hosts else 'the head node'} spends its time"
     meta = [f"From {data.origin}: {', '.join(data.inputs)}"]
-    if data.since is not None or data.until is not None:
-        meta.append("Window: " + " to ".join(
+    windowed = data.since is not None or data.until is not None
+    if story is not None:
+        meta.append(f"Every figure covers the data's span{' within the window' if windowed else ''}: "
+                    f"{time_range_text(story.t0, story.t1, zone)} (the first record's start to "
+                    "the last record's end); shares of time are of that span.")
+    if windowed:
+        meta.append("Window asked for: " + " to ".join(
             moment_text(t, zone) if t is not None else "open"
             for t in (data.since, data.until)))
     if story is None:
@@ -61,7 +66,7 @@ def build_page(data) -> tuple[str, object]:
             "parent directory's lock: many at once means they queued); directories.csv has "
             "the numbers.", F.hot_directories(data.directories)))
     html = render(title=title, meta=meta, summary=story.summary, observations=story.observations,
-                  figures=figures, numbers_html=numbers_table(data.summary, data, zone),
+                  figures=figures, numbers_html=numbers_table(data.summary, data, zone, (story.t0, story.t1)),
                   whatif_html=whatif_section(data.whatif),
                   gaps=_gaps(data, has_ns, bool(latency), timeline))
     return html, story

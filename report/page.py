@@ -97,13 +97,12 @@ def render(*, title: str, meta: list[str], summary: list[str], observations: lis
     return "\n".join(out) + "\n"
 
 
-def numbers_table(summary, data, zone) -> str:
-    """The replay's summary (streams/sinks/summary.py) as tables: the same numbers."""
+def numbers_table(summary, data, zone, span: tuple[int, int]) -> str:
+    """The replay's summary (streams/sinks/summary.py) as tables: the same numbers, of the
+    records that start in the page's one range `span`."""
     ops = sorted({op for op, _ in summary.statuses})
-    out = []
-    if summary.first_ms is not None:
-        out.append(f'<p class="note">Records from '
-                   f"{escape(time_range_text(summary.first_ms, summary.last_ms, zone))}.</p>")
+    out = [f'<p class="note">The records that start in {escape(time_range_text(*span, zone))}'
+           ", the page's range.</p>"]
     if ops:
         out.append('<table id="requests-table"><tr><th class="l">op</th><th>total</th>'
                    + "".join(f"<th>{s}</th>" for s in STATUSES) + "</tr>")

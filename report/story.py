@@ -64,15 +64,21 @@ def plural(n: int, word: str) -> str:
 
 
 def time_span(data) -> tuple[int, int] | None:
-    """The window asked for, else from the first record's start to the last record's end."""
+    """The one range every sentence and figure of the page covers (docs/report.md): the
+    data's span, from the first record's start to the last record's end, within the window
+    asked for. An admin's utilisation is over the time the log has data, not over the
+    empty minutes of a wide window."""
     starts = [A.start_of(r) for r in data.requests] + [c["started"] for c in data.calls]
     ends = [r.get("ended") for r in data.requests] + [c.get("ended") for c in data.calls]
     starts = [t for t in starts if t is not None]
     ends = [t for t in ends if t is not None] or starts
     if not starts:
         return None
-    t0 = data.since if data.since is not None else min(starts)
-    t1 = data.until if data.until is not None else max(ends)
+    t0, t1 = min(starts), max(ends)
+    if data.since is not None:
+        t0 = max(t0, data.since)
+    if data.until is not None:
+        t1 = min(t1, data.until)
     return t0, max(t1, t0 + 1)
 
 
