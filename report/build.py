@@ -37,8 +37,10 @@ def build_page(data) -> tuple[str, object]:
         figures.append(Figure(
             "fig-phases", "Where a request's time goes, per op.",
             "Each bar cuts the requests' total time (accept to end) into the steps in the "
-            "order they happen; \"ready wait: until the next poll\" is the time from the end "
-            "of processing to the status call that reports SUCCESS. The hatched bar is the "
+            "order they happen; \"after processing: until the client's next poll\" is the "
+            "time from the end of processing to the status call that reports SUCCESS. The "
+            "record's ready_wait in the table is longer: from the put/get's reply to that "
+            "status call, it holds the queue and the processing too. The hatched bar is the "
             "time spent in status polls, which overlap the wait.",
             F.phase_breakdown(A.breakdowns(requests), has_ns)))
         figures.append(Figure(

@@ -163,7 +163,8 @@ class Summary:
                                f" {polls.quantile(0.5):>9} {polls.quantile(0.95):>9}"
                                f" {polls.quantile(0.99):>9} {polls.max:>9}")
             out.append("  (share: the phase's summed time over the op's summed total time;"
-                       " status polls overlap the wait)")
+                       " queue, proc and poll lie within ready_wait, so the shares add up"
+                       " past 100%)")
             out.append("")
         if self.calls:
             out.append("Calls (seconds)")

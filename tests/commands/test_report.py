@@ -187,3 +187,28 @@ def test_a_wide_window_measures_utilisation_over_the_datas_span_and_says_so(thes
     # The numbers table states the same range, not one of its own.
     ranges = re.findall(r"2011-08-12 14:31:40 to 14:31:\d\d(?:\.\d+)? CEST", page)
     assert len(ranges) >= 2 and len(set(ranges)) == 1, ranges
+
+
+def test_the_wait_for_a_poll_and_the_records_ready_wait_have_different_names(thesis_logs, tmp_path):
+    """Figure 1's part after processing (31% of a put) is not the record's ready_wait (92%,
+    from the put's reply to the SUCCESS answer): two names, and the page says why the
+    table's shares add up past 100% (its phases overlap; one denominator for all)."""
+    res = dpmstream("report", "--tz", "Europe/Zurich", "--no-whatif",
+                    "--out", str(tmp_path / "p.html"), *thesis_logs)
+    assert res.returncode == 0, res.stderr
+    page = html.unescape((tmp_path / "p.html").read_text())
+    caption = re.search(r"<b>Figure 1\..*?</figcaption>", page, re.S).group(0)
+    assert '"after processing: until the client\'s next poll"' in caption
+    assert "ready wait" not in caption.replace("ready_wait", "")
+    assert "ready_wait in the table is longer" in caption
+    assert ("The shares add up past 100% because phases overlap: queue, proc and the wait "
+            "after processing (Figure 1) make up ready_wait, and poll falls within it") in page
+    # ... which holds for these records: each phase's share is of one total, and the
+    # phases that do not overlap add up to at most 100%.
+    share = {phase: float(value) for phase, value in re.findall(
+        r'<tr><td class="l">put</td><td class="l">(\w+)</td>.*?<td>([\d.]+)%</td></tr>', page)}
+    assert len(share) == 9, share
+    del share["total"]
+    assert sum(share.values()) > 100
+    assert share["queue"] + share["proc"] <= share["ready_wait"]
+    assert sum(share[p] for p in ("auth", "request", "ready_wait", "transfer", "done")) <= 100.05
