@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 from datetime import datetime, timezone
 from typing import Callable
 
+from dpmstream.parsers.clock import ClockError
 from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.parsers.stamps import LineStamps
 from dpmstream.streams.inputs import fingerprint, iter_chunks, open_binary, repeated_prefix
 from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.parsers.pipeline import Pipeline, Source
@@ -64,8 +67,14 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
         def chunks():
             if first:
                 yield first
+            zone_checked = False
             for chunk in iter_chunks(stream, chunk_lines):
                 yield chunk
+                if not zone_checked and src.parser is not None:
+                    zone_checked = True   # once an input, on its first chunk
+                    warning = zone_disagreement(chunk, src.parser.profile, src.parser.clock.zone)
+                    if warning:
+                        log.warning("%s: %s", inp.name, warning)
                 progress.update(state["done_before"] + (raw.tell() if not inp.is_stdin else 0),
                                 state["lines"] + src.line_no)
                 if after_chunk is not None:
@@ -121,3 +130,36 @@ def warn_about_years(sources: list[Source]) -> None:
 
 def _day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+ZONE_CHECK_LINES = 100
+ZONE_APART_MS = 30 * 60_000
+
+
+def zone_disagreement(lines, profile, zone) -> str | None:
+    """Why the zone `zone` the stamps are read in is not the one the lines carry (an
+    rsyslog prefix with its offset, 14:31:40+02:00, before a stamp read as 14:31:40 UTC),
+    from the first such line among `lines`; None when they agree or no line tells."""
+    stamps = LineStamps(profile)
+    for raw in itertools.islice(lines, ZONE_CHECK_LINES):
+        line = raw if isinstance(raw, bytes) else raw.encode()
+        local = stamps.local(line)
+        try:
+            received = stamps.received_ms(line)
+        except ClockError:
+            continue
+        if local is None or received is None:
+            continue
+        at = datetime.fromtimestamp(received / 1000, tz=zone)
+        try:
+            read = datetime(at.year, *local[:5], tzinfo=zone)
+        except ValueError:
+            return None
+        if abs(read.timestamp() * 1000 - received) < ZONE_APART_MS:
+            return None
+        carried = profile.rsyslog_prefix.match(line.decode("utf-8", "replace")).group("rtime")
+        name = "this machine's zone" if str(zone) == "localtime" else str(zone)
+        return (f"its rsyslog times carry {carried[-6:] if carried[-1] != 'Z' else 'UTC'} "
+                f"but its stamps are read in {name} ({at:%Z}): give --tz with the head "
+                "node's zone")
+    return None

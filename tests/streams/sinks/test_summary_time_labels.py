@@ -4,6 +4,7 @@ stamps are read in, each time with the abbreviation valid at that instant."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -82,3 +83,23 @@ def test_files_dated_by_their_mtime_or_a_given_year_warn_nothing(summer):
                         summer + ".dpns.log", stdin=stdin)
     assert res.returncode == 0 and "WARNING" not in res.stderr, res.stderr
     assert "Records from 2011-08-12 14:31:40 to " in res.stdout
+
+
+def test_an_rsyslog_file_whose_offset_is_not_the_zone_its_stamps_are_read_in_warns(tmp_path):
+    """rsyslog wrote 14:31:40+02:00 before each stamp: read in UTC (no --tz, this machine's
+    zone UTC), the stamps would be labelled UTC and two hours off. One warning per input
+    says so; with --tz the stamps are read and labelled in the head node's zone."""
+    prefix = str(tmp_path / "t20")
+    assert dpmstream("simulate", "--out", prefix, "--requests", "60", "--syslog-file",
+                     "--quiet").returncode == 0
+    env = {**os.environ, "TZ": "UTC"}
+    res = subprocess.run([sys.executable, "-m", "dpmstream", "replay", prefix + ".messages"],
+                         capture_output=True, text=True, check=False, env=env)
+    warnings = [line for line in res.stderr.splitlines() if "WARNING" in line]
+    assert warnings == [f"dpmstream: WARNING: {prefix}.messages: its rsyslog times carry "
+                        "+02:00 but its stamps are read in UTC (UTC): give --tz with the head "
+                        "node's zone"], res.stderr
+    res = dpmstream("replay", "--tz", "Europe/Zurich", prefix + ".messages")
+    assert "WARNING" not in res.stderr, res.stderr
+    assert records_line(res.stdout).startswith("Records from 2011-08-12 14:31:40 to ")
+    assert records_line(res.stdout).endswith(" CEST")
