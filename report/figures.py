@@ -54,10 +54,15 @@ def to_svg(fig, salt: str) -> str:
     return text[text.index("<svg"):]   # drop the XML prolog and DOCTYPE: inlined in HTML
 
 
+# The date under a time axis, with the abbreviation valid then (docs/report.md, "Time labels").
+OFFSET_FORMATS = ["%Z", "%Y %Z", "%Y-%b %Z", "%Y-%b-%d %Z", "%Y-%b-%d %Z", "%Y-%b-%d %H:%M %Z"]
+
+
 def _time_axis(ax, zone) -> None:
     locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=10)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone,
+                                                             offset_formats=OFFSET_FORMATS))
 
 
 def _legend(ax, ncol: int, empty_note: str) -> None:
