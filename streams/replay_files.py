@@ -118,7 +118,7 @@ def warn_about_years(sources: list[Source]) -> None:
         if src.parser.clock.year_guessed:
             log.warning("%s: no year in its stamps and no file date: read as %d, this "
                         "machine's year (give --year)", src.name, src.parser.clock.year)
-        latest = src.latest_by_host.get(src.host)
+        latest = max(src.latest_by_host.values(), default=None)   # rsyslog: the lines' hosts
         if latest is not None:
             ends.append((latest, src.parser.daemon, src.name))
     if len({daemon for _, daemon, _ in ends}) > 1:
