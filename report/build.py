@@ -20,7 +20,8 @@ def build_page(data) -> tuple[str, object]:
     meta = [f"From {data.origin}: {', '.join(data.inputs)}"]
     windowed = data.since is not None or data.until is not None
     if story is not None:
-        meta.append(f"Every figure covers the data's span{' within the window' if windowed else ''}: "
+        within = " within the window" if windowed else ""
+        meta.append(f"Every figure covers the data's span{within}: "
                     f"{time_range_text(story.t0, story.t1, zone)} (the first record's start to "
                     "the last record's end); shares of time are of that span.")
     if windowed:
@@ -68,7 +69,8 @@ def build_page(data) -> tuple[str, object]:
             "parent directory's lock: many at once means they queued); directories.csv has "
             "the numbers.", F.hot_directories(data.directories)))
     html = render(title=title, meta=meta, summary=story.summary, observations=story.observations,
-                  figures=figures, numbers_html=numbers_table(data.summary, data, zone, (story.t0, story.t1)),
+                  figures=figures,
+                  numbers_html=numbers_table(data.summary, data, zone, (story.t0, story.t1)),
                   whatif_html=whatif_section(data.whatif),
                   gaps=_gaps(data, has_ns, bool(latency), timeline))
     return html, story
