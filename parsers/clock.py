@@ -92,6 +92,9 @@ class EventClock:
         self.zone = load_zone(tz)
         self.year = year
         self.ref = ref
+        # True when nothing dated the stream and its year is this machine's current one:
+        # the edge warns (docs/record-rules.md, "Time").
+        self.year_guessed = False
         self._last_month: int | None = None
         self._cache: dict[tuple, int] = {}
         # Repeated-hour state: (year, month, day, hour) -> latest local ms seen, and the
@@ -107,6 +110,7 @@ class EventClock:
             else:
                 # Nothing dates this stream: the current year is the only guess left.
                 self.year = datetime.now(self.zone).year
+                self.year_guessed = True
             self._last_month = month
             return self.year
         last = self._last_month

@@ -17,7 +17,7 @@ same host, or rotated files, combine. Records are dicts (see parsers/records.py)
 from __future__ import annotations
 
 import logging
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterable
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 DETECT_LINES = 200        # lines buffered to detect a file's profile
 ADVANCE_EVERY = 4096      # lines between event-time timeout sweeps
-EXAMPLES_KEPT = 20        # bad lines kept (truncated) for the report
+EXAMPLES_KEPT = 20        # the first bad lines kept (truncated) for the summary
 UNKNOWN_DAEMON = "unknown"
 OTHER_PROGRAM = "other"   # the daemon label of syslog lines of programs no profile knows
 
@@ -62,7 +62,8 @@ class PipelineStats:
         self._other_lines: Counter = Counter()   # counts not kept by a source itself
         self._sources: list = []
         self.decode_errors = 0                   # lines that were not valid UTF-8
-        self.bad_examples: deque = deque(maxlen=EXAMPLES_KEPT)  # (source, line no, reason, excerpt)
+        # The first EXAMPLES_KEPT bad lines: (source, line no, reason, excerpt)
+        self.bad_examples: list = []
         self.latest_received_ms: dict[str, int] = {}
 
     @property
@@ -256,6 +257,9 @@ class Pipeline:
     def finish(self) -> None:
         for src in self.sources.values():
             src.settle()
+            if src.n_unrecognised:
+                log.warning("%s: no profile recognises %d of its lines (counted, not parsed)",
+                            src.name, src.n_unrecognised)
         self.reassembler.finish()
         self.linker.finish()
 
@@ -313,6 +317,7 @@ class Source:
         # Line counts of this source's own host and daemon are plain ints (the hot path);
         # other (host, daemon, result) keys, e.g. rsyslog lines of other hosts, go here.
         self.n_parsed = self.n_unmatched = self.n_malformed = 0
+        self.n_unrecognised = 0   # lines no profile recognised: warned about once, at finish
         self.other_counts: Counter = Counter()
         self.latest_by_host: dict[str, int] = {}
         self._latest = -1
@@ -541,8 +546,10 @@ class Source:
         return ref
 
     def _remember_bad(self, reason: str, line: str) -> None:
-        excerpt = line[:160].encode("unicode_escape").decode("ascii")
-        self.pipeline.stats.bad_examples.append((self.name, self.line_no, reason, excerpt))
+        examples = self.pipeline.stats.bad_examples
+        if len(examples) < EXAMPLES_KEPT:
+            excerpt = line[:160].encode("unicode_escape").decode("ascii")
+            examples.append((self.name, self.line_no, reason, excerpt))
         log.debug("%s:%d: %s", self.name, self.line_no, reason)
 
     # -- profile detection ------------------------------------------------------------
@@ -573,7 +580,7 @@ class Source:
             self.other_counts[(self.host, UNKNOWN_DAEMON, result)] += 1
             if result == MALFORMED:
                 self._remember_bad("no envelope (no profile recognises these lines)", line)
-        log.warning("%s: no profile recognises %d lines", self.name, len(self._pending))
+        self.n_unrecognised += len(self._pending)
         self._pending = []
 
     def feed_received(self, lines: list[str], received_ms: int | None) -> None:

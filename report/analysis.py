@@ -22,7 +22,7 @@ SEGMENTS = (
     ("queue", "waiting for a slow thread"),
     ("proc_ns", "processing: name server"),
     ("proc", "processing"),
-    ("after_proc", "ready wait: until the next poll"),
+    ("after_proc", "after processing: until the client's next poll"),
     ("transfer", "transfer"),
     ("done", "putdone/relfiles/abortreq"),
     ("between", "between steps (client side)"),

@@ -8,6 +8,7 @@ from dpmstream.report import analysis as A
 from dpmstream.report import figures as F
 from dpmstream.report.page import Figure, numbers_table, render, whatif_section
 from dpmstream.report.story import pct, span_text, tell
+from dpmstream.streams.sinks.summary import moment_text, time_range_text
 
 
 def build_page(data) -> tuple[str, object]:
@@ -17,9 +18,15 @@ def build_page(data) -> tuple[str, object]:
     hosts = sorted({r["host"] for r in requests} | {c["host"] for c in calls} - {None})
     title = f"Where {', '.join(hosts) if hosts else 'the head node'} spends its time"
     meta = [f"From {data.origin}: {', '.join(data.inputs)}"]
-    if data.since is not None or data.until is not None:
-        meta.append("Window: " + " to ".join(
-            F._dt(t, zone).strftime("%Y-%m-%d %H:%M:%S %Z") if t is not None else "open"
+    windowed = data.since is not None or data.until is not None
+    if story is not None:
+        within = " within the window" if windowed else ""
+        meta.append(f"Every figure covers the data's span{within}: "
+                    f"{time_range_text(story.t0, story.t1, zone)} (the first record's start to "
+                    "the last record's end); shares of time are of that span.")
+    if windowed:
+        meta.append("Window asked for: " + " to ".join(
+            moment_text(t, zone) if t is not None else "open"
             for t in (data.since, data.until)))
     if story is None:
         return render(title=title, meta=meta, summary=["No records in this window."],
@@ -31,8 +38,10 @@ def build_page(data) -> tuple[str, object]:
         figures.append(Figure(
             "fig-phases", "Where a request's time goes, per op.",
             "Each bar cuts the requests' total time (accept to end) into the steps in the "
-            "order they happen; \"ready wait: until the next poll\" is the time from the end "
-            "of processing to the status call that reports SUCCESS. The hatched bar is the "
+            "order they happen; \"after processing: until the client's next poll\" is the "
+            "time from the end of processing to the status call that reports SUCCESS. The "
+            "record's ready_wait in the table is longer: from the put/get's reply to that "
+            "status call, it holds the queue and the processing too. The hatched bar is the "
             "time spent in status polls, which overlap the wait.",
             F.phase_breakdown(A.breakdowns(requests), has_ns)))
         figures.append(Figure(
@@ -60,7 +69,8 @@ def build_page(data) -> tuple[str, object]:
             "parent directory's lock: many at once means they queued); directories.csv has "
             "the numbers.", F.hot_directories(data.directories)))
     html = render(title=title, meta=meta, summary=story.summary, observations=story.observations,
-                  figures=figures, numbers_html=numbers_table(data.summary, data, zone),
+                  figures=figures,
+                  numbers_html=numbers_table(data.summary, data, zone, (story.t0, story.t1)),
                   whatif_html=whatif_section(data.whatif),
                   gaps=_gaps(data, has_ns, bool(latency), timeline))
     return html, story

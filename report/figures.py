@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import math
-from datetime import datetime
 
 import matplotlib
 
@@ -20,6 +19,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from dpmstream.parsers.quantiles import nearest_rank  # noqa: E402
 from dpmstream.report import analysis as A  # noqa: E402
+from dpmstream.streams.sinks.summary import moment  # noqa: E402
 
 COLOURS = {
     "auth": "#b3a7d6", "request": "#6a51a3", "queue": "#e6550d", "proc_ns": "#08519c",
@@ -54,14 +54,15 @@ def to_svg(fig, salt: str) -> str:
     return text[text.index("<svg"):]   # drop the XML prolog and DOCTYPE: inlined in HTML
 
 
-def _dt(ms: int, zone) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=zone)
+# The date under a time axis, with the abbreviation valid then (docs/report.md, "Time labels").
+OFFSET_FORMATS = ["%Z", "%Y %Z", "%Y-%b %Z", "%Y-%b-%d %Z", "%Y-%b-%d %Z", "%Y-%b-%d %H:%M %Z"]
 
 
 def _time_axis(ax, zone) -> None:
     locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=10)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone,
+                                                             offset_formats=OFFSET_FORMATS))
 
 
 def _legend(ax, ncol: int, empty_note: str) -> None:
@@ -141,7 +142,7 @@ def duration_scatter(requests: list, zone) -> str:
                         or (group == "other hosts" and (r.get("client") or "?") not in top))]
             if not pts:
                 continue
-            ax.scatter([_dt(t, zone) for t, _ in pts], [v / 1000 for _, v in pts], s=7,
+            ax.scatter([moment(t, zone) for t, _ in pts], [v / 1000 for _, v in pts], s=7,
                        alpha=0.6, linewidths=0, rasterized=raster,
                        color=CLIENT_COLOURS[i] if group != "other hosts" else "#aaaaaa",
                        label=f"{group} ({len(pts):,})")
@@ -212,7 +213,7 @@ def timeline(t: dict, zone) -> str:
     """t: edges, rate (status -> per s), fast/slow (means, peaks), slow_pool, queue (means,
     peaks), polls (op -> mean per request), restarts [(ms, daemon)], unparsed [(ms, n)]."""
     edges = t["edges"]
-    mids = [_dt((a + b) // 2, zone) for a, b in zip(edges, edges[1:])]
+    mids = [moment((a + b) // 2, zone) for a, b in zip(edges, edges[1:])]
     width_days = (edges[1] - edges[0]) / 86_400_000
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(5, 1, figsize=(WIDTH, 9.2), sharex=True,
@@ -273,7 +274,7 @@ def timeline(t: dict, zone) -> str:
         polls.set_title("d. Status polls per request (mean, by start time)")
         _legend(polls, 2, "no put/get requests")
 
-        bad_times = [_dt(ms, zone) for ms, _ in t["unparsed"]]
+        bad_times = [moment(ms, zone) for ms, _ in t["unparsed"]]
         if bad_times:
             health.bar(bad_times, [n for _, n in t["unparsed"]], width=width_days * 0.8,
                        color="#636363", label="unparsed lines")
@@ -284,14 +285,14 @@ def timeline(t: dict, zone) -> str:
                          + ("" if t["unparsed_known"] else " (line counts: only when reading logs)"))
         for ax in axes:
             for ms, _daemon in t["restarts"]:
-                ax.axvline(_dt(ms, zone), color=MARK_COLOUR, linewidth=1.0, linestyle="--")
+                ax.axvline(moment(ms, zone), color=MARK_COLOUR, linewidth=1.0, linestyle="--")
         for ms, daemon in t["restarts"]:
-            health.annotate(f"restart {daemon}".strip(), xy=(_dt(ms, zone), 1), xycoords=("data", "axes fraction"),
+            health.annotate(f"restart {daemon}".strip(), xy=(moment(ms, zone), 1), xycoords=("data", "axes fraction"),
                             xytext=(3, -10), textcoords="offset points", fontsize=7, color=MARK_COLOUR)
         if not bad_times and not t["restarts"]:
             health.text(0.5, 0.5, "no unparsed lines, no restarts", transform=health.transAxes,
                         ha="center", va="center", fontsize=8, color="#31a354")
-        health.set_xlim(_dt(edges[0], zone), _dt(edges[-1], zone))
+        health.set_xlim(moment(edges[0], zone), moment(edges[-1], zone))
         _time_axis(health, zone)
         fig.align_ylabels(axes)
         fig.tight_layout(h_pad=0.6)

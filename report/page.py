@@ -97,13 +97,12 @@ def render(*, title: str, meta: list[str], summary: list[str], observations: lis
     return "\n".join(out) + "\n"
 
 
-def numbers_table(summary, data, zone) -> str:
-    """The replay's summary (streams/sinks/summary.py) as tables: the same numbers."""
+def numbers_table(summary, data, zone, span: tuple[int, int]) -> str:
+    """The replay's summary (streams/sinks/summary.py) as tables: the same numbers, of the
+    records that start in the page's one range `span`."""
     ops = sorted({op for op, _ in summary.statuses})
-    out = []
-    if summary.first_ms is not None:
-        out.append(f'<p class="note">Records from '
-                   f"{escape(time_range_text(summary.first_ms, summary.last_ms, zone))}.</p>")
+    out = [f'<p class="note">The records that start in {escape(time_range_text(*span, zone))}'
+           ", the page's range.</p>"]
     if ops:
         out.append('<table id="requests-table"><tr><th class="l">op</th><th>total</th>'
                    + "".join(f"<th>{s}</th>" for s in STATUSES) + "</tr>")
@@ -128,8 +127,12 @@ def numbers_table(summary, data, zone) -> str:
                            + f"<td>{'' if share is None else f'{share * 100:.1f}%'}</td></tr>")
         out.append("</table>")
         out.append('<p class="note">share: the phase\'s summed time over the op\'s summed '
-                   "total time, as in <code>dpmstream replay</code>; status polls overlap the "
-                   "wait.</p>")
+                   "total time, as in <code>dpmstream replay</code>: one denominator for every "
+                   "phase. ready_wait is the record's: from the put/get's reply to the status "
+                   "call answering SUCCESS. The shares add up past 100% because phases overlap: "
+                   "queue, proc and the wait after processing (Figure 1) make up ready_wait, "
+                   "and poll falls within it. auth, request, ready_wait, transfer and done do "
+                   "not overlap; what they leave of 100% is time between steps.</p>")
     if data.lines is not None:
         lines = ", ".join(f"{k} {v:,}" for k, v in data.lines.items())
         out.append(f'<p class="note" id="lines">Lines read (all of the input): {escape(lines)}; '

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
-from dpmstream.report.window import in_window, parse_moment
+from dpmstream.report.window import WindowError, in_window, parse_moment
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
-from dpmstream.streams.replay_files import replay_inputs, zone_of
-from dpmstream.streams.sinks.summary import Summary
+from dpmstream.streams.replay_files import replay_inputs
+from dpmstream.streams.sinks.summary import Summary, label_zone, moment_text
 
 INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
 MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS | {"ns_s"}
@@ -77,6 +77,10 @@ class WindowFilter:
         self.data.since = parse_moment(since, zone, first_ms) if since else None
         self.data.until = parse_moment(until, zone, first_ms) if until else None
         self.resolved = True
+        if None not in (self.data.since, self.data.until) and self.data.since >= self.data.until:
+            raise WindowError(
+                f"--since {since} ({moment_text(self.data.since, zone)}) is not before "
+                f"--until {until} ({moment_text(self.data.until, zone)}): nothing to report")
 
 
 def from_replay_dir(path: str, zone_name: str | None, since: str | None,
@@ -127,7 +131,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
 
     def emit(record: dict) -> None:
         if data.zone is None:   # the zone the first file's profile reads stamps in
-            data.zone = zone_of(list(pipeline.sources.values())) or load_zone(None)
+            data.zone = label_zone(pipeline.sources.values())
         keep(record)
 
     pipeline = Pipeline(emit, timeout_s=timeout_s, max_in_flight=max_in_flight)
@@ -145,10 +149,14 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
         pipeline, inputs, host=host, profile=profile, tz=tz, year=year, progress=progress,
         command="dpmstream report", chunk_lines=REPORT_CHUNK_LINES, after_chunk=marks)
     if data.zone is None:
-        data.zone = zone_of(sources) or load_zone(None)
+        data.zone = label_zone(sources)
     if not keep.resolved:
         keep.resolve(None)
     stats = pipeline.stats
+    if not stats.total("parsed"):
+        raise SourceError(f"no DPM, DPNS or SRM line was parsed in {', '.join(data.inputs)}: "
+                          "wrong files, or a profile that does not fit (try `dpmstream "
+                          "profile check FILE`); no page written")
     data.lines = {r: stats.total(r) for r in ("parsed", "unmatched", "malformed")}
     data.lines["not UTF-8"] = stats.decode_errors
     data.restarts_total = stats.reassembly.restarts

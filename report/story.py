@@ -10,10 +10,10 @@ total_s (the replay table's share column).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from dpmstream.parsers.records import STATUSES, ms_to_text
 from dpmstream.report import analysis as A
+from dpmstream.streams.sinks.summary import moment
 
 # A wait for a slow thread longer than this means the pool was full at that moment.
 QUEUED_MS = 100
@@ -39,14 +39,17 @@ class Story:
 
 
 def clock(ms: int, zone, with_date: bool = False) -> str:
-    dt = datetime.fromtimestamp(ms / 1000, tz=zone)
-    return dt.strftime("%Y-%m-%d %H:%M" if with_date else "%H:%M")
+    return moment(ms, zone).strftime("%Y-%m-%d %H:%M" if with_date else "%H:%M")
 
 
 def span_text(t0: int, t1: int, zone) -> str:
-    a = datetime.fromtimestamp(t0 / 1000, tz=zone)
-    b = datetime.fromtimestamp(t1 / 1000, tz=zone)
+    """The span in words, each time labelled as time_range_text labels it (the
+    abbreviation valid at that instant: once when both ends share it)."""
+    a, b = moment(t0, zone), moment(t1, zone)
     form = "%H:%M:%S" if t1 - t0 < 3_600_000 else "%H:%M"   # minutes alone blur a short window
+    if a.tzname() != b.tzname():
+        return (f"{a:%Y-%m-%d} {a.strftime(form)} {a.tzname()} and "
+                f"{b:%Y-%m-%d} {b.strftime(form)} {b.tzname()}")
     if a.date() == b.date():
         return f"{a.strftime(form)} and {b.strftime(form)} on {a:%Y-%m-%d} ({b.tzname()})"
     return f"{a:%Y-%m-%d} {a.strftime(form)} and {b:%Y-%m-%d} {b.strftime(form)} ({b.tzname()})"
@@ -61,15 +64,21 @@ def plural(n: int, word: str) -> str:
 
 
 def time_span(data) -> tuple[int, int] | None:
-    """The window asked for, else from the first record's start to the last record's end."""
+    """The one range every sentence and figure of the page covers (docs/report.md): the
+    data's span, from the first record's start to the last record's end, within the window
+    asked for. An admin's utilisation is over the time the log has data, not over the
+    empty minutes of a wide window."""
     starts = [A.start_of(r) for r in data.requests] + [c["started"] for c in data.calls]
     ends = [r.get("ended") for r in data.requests] + [c.get("ended") for c in data.calls]
     starts = [t for t in starts if t is not None]
     ends = [t for t in ends if t is not None] or starts
     if not starts:
         return None
-    t0 = data.since if data.since is not None else min(starts)
-    t1 = data.until if data.until is not None else max(ends)
+    t0, t1 = min(starts), max(ends)
+    if data.since is not None:
+        t0 = max(t0, data.since)
+    if data.until is not None:
+        t1 = min(t1, data.until)
     return t0, max(t1, t0 + 1)
 
 

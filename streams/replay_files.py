@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
+from datetime import datetime, timezone
 from typing import Callable
 
+from dpmstream.parsers.clock import ClockError
 from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.parsers.stamps import LineStamps
 from dpmstream.streams.inputs import fingerprint, iter_chunks, open_binary, repeated_prefix
 from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.parsers.pipeline import Pipeline, Source
@@ -63,8 +67,14 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
         def chunks():
             if first:
                 yield first
+            zone_checked = False
             for chunk in iter_chunks(stream, chunk_lines):
                 yield chunk
+                if not zone_checked and src.parser is not None:
+                    zone_checked = True   # once an input, on its first chunk
+                    warning = zone_disagreement(chunk, src.parser.profile, src.parser.clock.zone)
+                    if warning:
+                        log.warning("%s: %s", inp.name, warning)
                 progress.update(state["done_before"] + (raw.tell() if not inp.is_stdin else 0),
                                 state["lines"] + src.line_no)
                 if after_chunk is not None:
@@ -87,15 +97,69 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
     pipeline.linker.expect_ns = any(lane.name == NS_DAEMON for lane in lanes)
     run_lanes(lanes, input_end)
     pipeline.finish()
+    warn_about_years(sources)
     if after_chunk is not None and sources:
         after_chunk(sources[-1])   # what the end of input settled (undetected files, timeouts)
     progress.close()
     return state["failures"], sources
 
 
-def zone_of(sources: list[Source]):
-    """The time zone the first source with a known profile reads its stamps in, or None."""
+YEAR_APART_MS = 183 * 86_400_000   # logs of different daemons read side by side, this far apart
+
+
+def warn_about_years(sources: list[Source]) -> None:
+    """One line for each input whose year was guessed from this machine's clock (no year
+    in its stamps, no --year, no file date: stdin), and one when the inputs of different
+    daemons, which a replay reads side by side, end half a year or more apart."""
+    ends = []   # (latest event time, daemon, name)
     for src in sources:
-        if src.parser is not None:
-            return src.parser.clock.zone
+        if src.parser is None:
+            continue
+        if src.parser.clock.year_guessed:
+            log.warning("%s: no year in its stamps and no file date: read as %d, this "
+                        "machine's year (give --year)", src.name, src.parser.clock.year)
+        latest = max(src.latest_by_host.values(), default=None)   # rsyslog: the lines' hosts
+        if latest is not None:
+            ends.append((latest, src.parser.daemon, src.name))
+    if len({daemon for _, daemon, _ in ends}) > 1:
+        first, last = min(ends), max(ends)
+        if last[0] - first[0] >= YEAR_APART_MS and first[1] != last[1]:
+            log.warning("the inputs disagree on the year: %s ends %s, %s ends %s (give --year, "
+                        "or inputs of one time)", first[2], _day(first[0]), last[2], _day(last[0]))
+
+
+def _day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+ZONE_CHECK_LINES = 100
+ZONE_APART_MS = 30 * 60_000
+
+
+def zone_disagreement(lines, profile, zone) -> str | None:
+    """Why the zone `zone` the stamps are read in is not the one the lines carry (an
+    rsyslog prefix with its offset, 14:31:40+02:00, before a stamp read as 14:31:40 UTC),
+    from the first such line among `lines`; None when they agree or no line tells."""
+    stamps = LineStamps(profile)
+    for raw in itertools.islice(lines, ZONE_CHECK_LINES):
+        line = raw if isinstance(raw, bytes) else raw.encode()
+        local = stamps.local(line)
+        try:
+            received = stamps.received_ms(line)
+        except ClockError:
+            continue
+        if local is None or received is None:
+            continue
+        at = datetime.fromtimestamp(received / 1000, tz=zone)
+        try:
+            read = datetime(at.year, *local[:5], tzinfo=zone)
+        except ValueError:
+            return None
+        if abs(read.timestamp() * 1000 - received) < ZONE_APART_MS:
+            return None
+        carried = profile.rsyslog_prefix.match(line.decode("utf-8", "replace")).group("rtime")
+        name = "this machine's zone" if str(zone) == "localtime" else str(zone)
+        return (f"its rsyslog times carry {carried[-6:] if carried[-1] != 'Z' else 'UTC'} "
+                f"but its stamps are read in {name} ({at:%Z}): give --tz with the head "
+                "node's zone")
     return None

@@ -15,9 +15,9 @@ from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers import engines
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
-from dpmstream.streams.replay_files import replay_inputs, zone_of
+from dpmstream.streams.replay_files import replay_inputs
 from dpmstream.streams.sinks.fan_out import FanOut
-from dpmstream.streams.sinks.summary import Summary
+from dpmstream.streams.sinks.summary import Summary, label_zone
 from dpmstream.streams.sinks.tally import Aggregates
 
 log = logging.getLogger("dpmstream.replay")
@@ -87,7 +87,7 @@ def run(args) -> int:
                                       year=args.year, progress=progress)
     sinks.close()
     if not args.quiet:
-        sys.stdout.write(summary.render(pipeline.stats, zone=zone_of(sources)))
+        sys.stdout.write(summary.render(pipeline.stats, zone=label_zone(sources)))
         top = directories.render()
         if top:
             sys.stdout.write("\n" + top)

@@ -38,8 +38,24 @@ def register(sub, name: str, help_text: str) -> None:
     p.set_defaults(func=run)
 
 
+def output_problem(path: str) -> str | None:
+    """Why the page cannot be written to `path`, checked before the work; None if it can."""
+    if os.path.isdir(path):
+        return f"--out {path}: is a directory, not a file"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"--out {path}: no directory {folder} to write it in"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--out {path}: the directory {folder} is not writable"
+    return None
+
+
 def run(args) -> int:
     setup_logging(args.verbose)
+    problem = output_problem(args.out)
+    if problem is not None:
+        print(f"dpmstream report: {problem}", file=sys.stderr)
+        return 2
     try:
         from dpmstream.report.build import build_page
     except ImportError as exc:
@@ -77,8 +93,12 @@ def run(args) -> int:
         from dpmstream.report.whatif import doubled_slow_threads
         data.whatif = doubled_slow_threads(data.requests, data.calls)
     html, story = build_page(data)
-    with open(args.out, "w", encoding="utf-8") as out:
-        out.write(html)
+    try:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(html)
+    except OSError as exc:
+        print(f"dpmstream report: --out {args.out}: {exc.strerror}", file=sys.stderr)
+        return 2
     if story is None:
         print(f"dpmstream report: no records in the window; wrote {args.out} anyway",
               file=sys.stderr)

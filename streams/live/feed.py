@@ -41,7 +41,7 @@ from dpmstream.streams.lanes import STEP_MS
 from dpmstream.parsers.pipeline import Pipeline, StateChanges
 from dpmstream.streams import state_keys
 from dpmstream.streams.sinks.fan_out import FanOut, Sink
-from dpmstream.streams.sinks.summary import Summary
+from dpmstream.streams.sinks.summary import Summary, label_zone
 
 FINISHED_GROUPS_SAVED = 4  # of 1,024 ended tokens each: what a checkpoint keeps
 
@@ -281,7 +281,8 @@ class LiveFeed:
         """The terminal summary of what was read (needs summarise=True)."""
         if self._summary is None:
             raise RuntimeError("LiveFeed(summarise=True) keeps the summary")
-        return self._summary.render(self.pipeline.stats)
+        return self._summary.render(self.pipeline.stats,
+                                    zone=label_zone(self.pipeline.sources.values()))
 
 
 def _duration(seconds: float) -> str:

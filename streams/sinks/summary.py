@@ -163,7 +163,8 @@ class Summary:
                                f" {polls.quantile(0.5):>9} {polls.quantile(0.95):>9}"
                                f" {polls.quantile(0.99):>9} {polls.max:>9}")
             out.append("  (share: the phase's summed time over the op's summed total time;"
-                       " status polls overlap the wait)")
+                       " queue, proc and poll lie within ready_wait, so the shares add up"
+                       " past 100%)")
             out.append("")
         if self.calls:
             out.append("Calls (seconds)")
@@ -190,13 +191,35 @@ def _share_cell(share: float | None) -> str:
     return f" {'':>6}" if share is None else f" {share * 100:>5.1f}%"
 
 
+def label_zone(sources) -> tzinfo:
+    """The zone every time label is shown in (docs/report.md, "Time labels"): the one
+    the stamps are read in (--tz when given, else the profile's; "local" is this
+    machine's), taken from the first source whose profile is known; else UTC."""
+    for src in sources:
+        if src.parser is not None:
+            return src.parser.clock.zone
+    return timezone.utc
+
+
+def moment(ms: int, zone: tzinfo | None) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=zone or timezone.utc)
+
+
+def moment_text(ms: int, zone: tzinfo | None) -> str:
+    """`2011-08-12 14:31:43 CEST`: one time with the abbreviation valid at that instant."""
+    t = moment(ms, zone)
+    return f"{t:%Y-%m-%d %H:%M:%S} {t.tzname() or ''}".rstrip()
+
+
 def time_range_text(first_ms: int, last_ms: int, zone: tzinfo | None = None) -> str:
-    """`2011-08-12 14:31:43 to 14:40:02 CEST`: the date once when both ends share it."""
-    zone = zone or timezone.utc
-    a = datetime.fromtimestamp(first_ms / 1000, tz=zone)
-    b = datetime.fromtimestamp(last_ms / 1000, tz=zone)
+    """`2011-08-12 14:31:43 to 14:40:02 CEST`: the date once when both ends share it, the
+    abbreviation once when both ends share it, else each end's own (CET to CEST)."""
+    a, b = moment(first_ms, zone), moment(last_ms, zone)
     end = b.strftime("%H:%M:%S") if a.date() == b.date() else b.strftime("%Y-%m-%d %H:%M:%S")
-    return f"{a:%Y-%m-%d %H:%M:%S} to {end} {b.tzname() or ''}".rstrip()
+    start = f"{a:%Y-%m-%d %H:%M:%S}"
+    if a.tzname() != b.tzname():
+        start += f" {a.tzname()}"
+    return f"{start} to {end} {b.tzname() or ''}".rstrip()
 
 
 def _table_row(a: str, b: str, series: Series) -> str:

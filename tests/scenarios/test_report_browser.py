@@ -70,6 +70,8 @@ def _load(browser, path):
             " f.querySelector('svg').getBoundingClientRect(); return {id: f.id, x: r.x,"
             " y: r.y + window.scrollY, w: r.width, h: r.height}; })"),
         "summary": page.evaluate("document.getElementById('summary').innerText"),
+        "header": page.evaluate("document.querySelector('header').innerText"),
+        "numbers": page.evaluate("document.getElementById('numbers').innerText"),
         "phase_rows": page.evaluate(
             "[...document.querySelectorAll('#phases-table tr')].slice(1)"
             ".map(r => [...r.cells].map(c => c.innerText))"),
@@ -161,6 +163,14 @@ def test_the_slow_thread_sentence_is_derived_from_the_log(thesis):
     summary = thesis["pages"]["page"]["summary"]
     assert peak == 20
     assert f"All 20 slow threads were busy {round(100 * full / (t1 - t0))}% of the time" in summary
+
+
+def test_the_page_states_one_range_the_replays_and_its_table_name_too(thesis):
+    records_from = re.search(r"^Records from (.*)$", thesis["replay"], re.M).group(1)
+    assert records_from.endswith(" CEST")
+    page = thesis["pages"]["page"]
+    assert f"Every figure covers the data's span: {records_from} (" in page["header"]
+    assert f"The records that start in {records_from}, the page's range." in page["numbers"]
 
 
 def test_the_numbers_table_is_the_replay_summary(thesis):
