@@ -150,7 +150,16 @@ def load_profile(path: str | Path) -> Profile:
     return profile_from_dict(data, source=str(path))
 
 
+# The profile family this module reads; another family's file (`family = "dome"`:
+# parsers/dome_profiles.py) shares regex_profiles/ but not this format.
+FAMILY = "dpm"
+
+
 def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
+    family = data.get("family", FAMILY)
+    if family != FAMILY:
+        raise ProfileError(f"{source}: a {family!r} profile, not a DPM daemon's: "
+                           f"the DPM commands cannot read its logs yet (docs/dome.md)")
     try:
         envelope = data["envelope"]
         return Profile(
@@ -181,6 +190,8 @@ _BUNDLED: dict[str, Profile] = {}
 def bundled_profiles() -> list[Profile]:
     if not _BUNDLED:
         for path in bundled_profile_paths():
+            if tomllib.loads(path.read_text(encoding="utf-8")).get("family", FAMILY) != FAMILY:
+                continue  # another family's profile (parsers/dome_profiles.py)
             profile = load_profile(path)
             _BUNDLED[profile.name] = profile
     return list(_BUNDLED.values())

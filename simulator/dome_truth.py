@@ -1,0 +1,152 @@
+"""The records a simulated DOME site's logs must give, from the lines that reached them.
+
+The rules (docs/dome.md, "The records"), applied to the kept lines only:
+
+- A call is keyed by (host, pid, TID). It opens at its `Accepted connection` line, or at
+  its `clientdn` line when that is missing; a call with neither kept gives no record (its
+  `Exiting` line, if kept, is a stray end). Its end is its `Exiting: code: N` line; without
+  it the call is cut (no end, no code). Caller and remote client come from the `clientdn`
+  line, the command from the `req:` line, when kept.
+- A put is the head's `dome_put` call: its time is that of the first kept of its
+  `Entering` and `Selected fs` lines. It joins the putdones whose PFN is
+  SELECTED_FS/.../BASENAME.N.EPOCH on the selected server, with EPOCH within a second of
+  the put (the head reads its clock after logging `Selected fs`) and the putdone within
+  the timeout; without its `Selected fs` line nothing can join it. Status: `refused` (its
+  dome_put answered != 200), `done` / `putdone_failed` (the head's putdone code, else the
+  disk's relayed code), `unknown` (a putdone seen, neither code kept), `incomplete` (no
+  putdone within the timeout), `open` (the log ends before the timeout has passed).
+- Every time is the instant the stamp prints: whole seconds under the traditional stamp.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+
+from dpmstream.simulator.dome_model import Line, Put, Site
+
+CALL_COLUMNS = ("host", "pid", "tid", "role", "command", "http_code", "caller", "remote_client",
+                "start", "end", "duration", "cut")
+PUT_COLUMNS = ("head", "lfn", "put_time", "server", "fs", "pfn", "size", "putdone_disk_time",
+               "putdone_head_time", "put_to_putdone", "status")
+CAPACITY_COLUMNS = ("time", "host", "fs", "phys", "free")
+FS_EVENT_COLUMNS = ("time", "host", "server", "fs", "event", "transition")
+# How far EPOCH may be after the put's first line's second (the head logs, then reads time(0)).
+EPOCH_SLACK_S = 1
+
+
+class DomeTruth:
+    def __init__(self, site: Site, whole_seconds: bool):
+        self.site = site
+        self.whole = whole_seconds
+        self.counts: Counter = Counter()
+        self.calls = self._calls()
+        self.puts = self._puts()
+        self.capacity = [
+            {"time": self.shows(ln.t), "host": ln.node.host, **ln.fields}
+            for ln in self._kept() if ln.role == "capacity"]
+        self.fs_events = self._fs_events()
+
+    def shows(self, t: int) -> int:
+        """The instant a stamp of true instant t prints (UTC ms)."""
+        return t - t % 1000 if self.whole else t
+
+    def _kept(self) -> list[Line]:
+        return sorted((ln for ln in self.site.lines if ln.kept), key=lambda ln: ln.t)
+
+    def _calls(self) -> list[dict]:
+        tid_logged = self.site.cfg.generation == "tid"
+        out = []
+        for c in self.site.calls:
+            opener = next((ln for ln in c.open_lines if ln.kept), None)
+            exit_kept = c.exit_line.kept
+            if opener is None:
+                if exit_kept:
+                    self.counts["stray_call_ends"] += 1
+                continue
+            start = self.shows(opener.t)
+            end = self.shows(c.exit_line.t) if exit_kept else None
+            who = c.caller_line.kept
+            out.append({
+                "host": c.node.host, "pid": c.life.pid, "tid": c.tid if tid_logged else -1,
+                "role": c.node.role, "command": c.command if c.command_line.kept else None,
+                "http_code": c.code if exit_kept else None,
+                "caller": c.caller.fqdn if who else None,
+                "remote_client": c.remote_host if who else None,
+                "start": start, "end": end, "duration": None if end is None else end - start,
+                "cut": 0 if exit_kept else 1,
+            })
+        out.sort(key=lambda r: (r["start"], r["host"], r["pid"], r["tid"]))
+        return out
+
+    def _puts(self) -> list[dict]:
+        site = self.site
+        timeout = int(site.cfg.timeout * 1000)
+        head_kept = [ln.t for ln in site.lines if ln.kept and ln.node is site.head]
+        log_end = self.shows(max(head_kept)) if head_kept else site.t0
+        out = []
+        for p in site.puts:
+            first = next((ln for ln in (p.entering, p.selected) if ln is not None and ln.kept), None)
+            if first is None:
+                self.counts["puts_without_lines"] += 1
+                self._orphans(p)
+                continue
+            put_time = self.shows(first.t)
+            row = {"head": site.head.host, "lfn": p.lfn, "put_time": put_time,
+                   "server": None, "fs": None, "pfn": None, "size": None,
+                   "putdone_disk_time": None, "putdone_head_time": None, "put_to_putdone": None}
+            exit_line = p.call.exit_line if p.call is not None else None
+            if exit_line is not None and exit_line.kept and p.call.code != 200:
+                out.append({**row, "status": "refused"})
+                continue
+            joined = p.selected is not None and p.selected.kept
+            if joined:
+                row["server"], row["fs"] = p.server, p.fs
+            seen = [ln for ln in (p.putdone_disk, p.putdone_head)
+                    if ln is not None and ln.kept and self.shows(ln.t) - put_time <= timeout]
+            if not joined or not seen:
+                self._orphans(p)
+                row["status"] = "incomplete" if put_time + timeout <= log_end else "open"
+                out.append(row)
+                continue
+            row["pfn"], row["size"] = p.pfn, p.size
+            for ln, col in ((p.putdone_disk, "putdone_disk_time"), (p.putdone_head, "putdone_head_time")):
+                if ln in seen:
+                    row[col] = self.shows(ln.t)
+            self._orphans(p, seen)
+            row["put_to_putdone"] = (row["putdone_head_time"] or row["putdone_disk_time"]) - put_time
+            code = next((c.code for c in (p.head_call, p.disk_call)
+                         if c is not None and c.exit_line.kept), None)
+            row["status"] = ("unknown" if code is None else "done" if code == 200
+                             else "putdone_failed")
+            out.append(row)
+        out.sort(key=lambda r: (r["put_time"], r["lfn"]))
+        return out
+
+    def _orphans(self, p: Put, joined: list = ()) -> None:
+        """Count the putdone lines kept that no put record joins."""
+        for ln in (p.putdone_disk, p.putdone_head):
+            if ln is not None and ln.kept and ln not in joined:
+                self.counts["orphan_putdones"] += 1
+
+    def _fs_events(self) -> list[dict]:
+        state: dict = {}
+        out = []
+        for ln in self._kept():
+            if ln.role not in ("fs_enabled", "fs_disabled"):
+                continue
+            key = (ln.fields["server"], ln.fields["fs"])
+            enabled = ln.role == "fs_enabled"
+            out.append({"time": self.shows(ln.t), "host": ln.node.host, **ln.fields,
+                        "event": "enabled" if enabled else "disabled",
+                        "transition": int(state.get(key, True) != enabled)})
+            state[key] = enabled
+        return out
+
+
+def write_csv(path, columns, rows) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
