@@ -219,6 +219,7 @@ def build(cfg: DomeConfig) -> Site:
     _startups(site)
     enabled = _space_checks(site)
     _puts(site, enabled)
+    _cut_by_death(site)
     _capacity(site)
     _assign_threads(site)
     _losses(site)
@@ -382,6 +383,19 @@ def _checksum(site, rng, put: Put, disk: Node, tc: int, frontend: Node, user) ->
         if finished:
             return
         poll += CHKSUM_POLL_S * 1000
+
+
+def _cut_by_death(site: Site) -> None:
+    """A slow call in flight when each process dies (the head's restart, a disk node going
+    down), so that the log certainly holds calls cut without their `Exiting` line."""
+    rng = random.Random(f"{site.cfg.seed}/cut")
+    for node in [site.head, *site.disks]:
+        for life in node.lives:
+            if life.end is not None:
+                caller = site.disks[0] if node is site.head else site.head
+                command = "dome_getdirspaces" if node is site.head else "dome_statpfn"
+                site.call(node, life.end - rng.randint(500, 1500), 5000, "GET", command, 200,
+                          caller, rng.choice(site.users))
 
 
 def _line_of(call: Call | None, role: str) -> Line | None:
