@@ -46,7 +46,7 @@ class DomeConfig:
     chksum_fail_rate: float = 0.05
     disk_down_at: float | None = 200.0   # seconds in: the first disk node's DOME goes down ...
     disk_down_s: float = 150.0           # ... for this long (then back with a new pid)
-    restart_at: float | None = 400.0     # seconds in: the head's DOME restarts (PUTCOUNT -> 0)
+    restart_at: float | None = 400.0     # seconds in: the head's DOME restarts (PUTCOUNT starts again from 1)
     restart_downtime: float = 3.0
     gap_at: float | None = 300.0         # seconds in: journald drops the head's lines ...
     gap_s: float = 4.0                   # ... for this long (rate limit)

@@ -4,7 +4,7 @@ Everything is generated up front from the configuration and one seeded generator
 concern, so a run is a function of its DomeConfig:
 
 - each node runs one DOME process at a time (a `Life`: pid, from, until); the first disk
-  node goes down and comes back with a new pid, the head restarts (its PUTCOUNT back to 0);
+  node goes down and comes back with a new pid, the head restarts (its PUTCOUNT starts again: the first PFN has 1);
 - a put is a chain of calls: a frontend's `dome_put` on the head, the client's transfer
   (not logged), `dome_putdone` on the target disk node forwarded to the head, and, for a
   share of puts, the frontend's `dome_chksum` polls with the head's `dome_dochksum` to the
@@ -45,7 +45,7 @@ class Life:
     end: int | None                  # ms it dies; None: runs past the end
     main_tid: int
     checker_tid: int
-    putcount: int = 0                # the head's PUTCOUNT (in memory: 0 at each start)
+    putcount: int = 0                # the head's PUTCOUNT (in memory: 0 at each start, 1 the first put)
 
     def alive(self, t: int) -> bool:
         return self.begin <= t and (self.end is None or t < self.end)
@@ -270,30 +270,31 @@ def _enabled_at(changes: list, t: int) -> bool:
 
 
 def _puts(site: Site, enabled: dict) -> None:
-    cfg, head = site.cfg, site.head
+    """Draw every put, then run them in the order their `Selected fs` line would come,
+    which is the order the head's counter numbers them in."""
+    cfg = site.cfg
     rng = random.Random(f"{cfg.seed}/puts")
-    t, n = site.t0, 0
+    t, n, drawn = site.t0, 0, []
     while True:
         t += max(1, int(rng.expovariate(cfg.rate) * 1000))
         if t >= site.t_end:
-            return
+            break
         n += 1
-        frontend = rng.choice(site.disks)
-        user = rng.choice(site.users)
         vo = rng.choice(VOS)
         base = f"file{n:06d}.root" if rng.random() > 0.05 else "AOD.pool.root"
         lfn = f"/dpm/{DOMAIN}/home/{vo}/data/run{n % 17:03d}/{base}"
-        _one_put(site, rng, enabled, t, frontend, user, lfn, vo, base)
+        drawn.append((t, rng.randint(4, 40), rng.choice(site.disks), rng.choice(site.users), lfn, vo, base))
+    for t, duration, frontend, user, lfn, vo, base in sorted(drawn, key=lambda d: (d[0] + d[1], d[0])):
+        _one_put(site, rng, enabled, t, duration, frontend, user, lfn, vo, base)
 
 
-def _one_put(site, rng, enabled, t, frontend, user, lfn, vo, base) -> None:
+def _one_put(site, rng, enabled, t, duration, frontend, user, lfn, vo, base) -> None:
     cfg, head = site.cfg, site.head
     life = head.life_at(t)
     if life is None:
         site.not_logged += 1
         return
     choices = [(d, fs) for d in site.disks if _enabled_at(enabled[d.host], t) for fs in d.filesystems]
-    duration = rng.randint(4, 40)
     entering = (1, 1, "dome_put", f"Entering. lfn: '{lfn}' addreplica: 0 pool: '' host: '' fs: ''",
                 "put", {"lfn": lfn})
     if not choices or rng.random() < cfg.put_fail_rate:
@@ -308,9 +309,10 @@ def _one_put(site, rng, enabled, t, frontend, user, lfn, vo, base) -> None:
                           "put_selected", {"server": disk.fqdn, "fs": fs, "matchings": len(choices),
                                            "lfn": lfn})]
     call = site.call(head, t, duration, "POST", "dome_put", 200, frontend, user, handler)
-    # PFN = FS/VO/YYYY-MM-DD/BASENAME.PUTCOUNT.EPOCH, the head's counter and clock
-    pfn = f"{fs}/{vo}/{site.local_date(at)}/{base}.{life.putcount}.{at // 1000}"
+    # PFN = FS/VO/YYYY-MM-DD/BASENAME.PUTCOUNT.EPOCH, the head's counter and clock: the
+    # counter is incremented, then read, once per `Selected fs` line (DomeStatus.cpp:114)
     life.putcount += 1
+    pfn = f"{fs}/{vo}/{site.local_date(at)}/{base}.{life.putcount}.{at // 1000}"
     put = Put(lfn, call, _line_of(call, "put"), _line_of(call, "put_selected"), disk.fqdn, fs, pfn)
     site.puts.append(put)
     if not life.alive(call.end) or rng.random() < cfg.abandon_rate:

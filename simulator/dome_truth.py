@@ -11,10 +11,12 @@ The rules (docs/dome.md, "The records"), applied to the kept lines only:
   `Entering` and `Selected fs` lines. It joins the putdones whose PFN is
   SELECTED_FS/.../BASENAME.N.EPOCH on the selected server, with EPOCH within a second of
   the put (the head reads its clock after logging `Selected fs`) and the putdone within
-  the timeout; without its `Selected fs` line nothing can join it. Status: `refused` (its
-  dome_put answered != 200), `done` / `putdone_failed` (the head's putdone code, else the
-  disk's relayed code), `unknown` (a putdone seen, neither code kept), `incomplete` (no
-  putdone within the timeout), `open` (the log ends before the timeout has passed).
+  the timeout; without its `Selected fs` line nothing can join it. Status, as a DPM
+  request's (docs/record-rules.md): `failed` when its dome_put answered != 200; else a
+  putdone ends it: `failed` when a putdone code (the head's, or the disk's relaying it)
+  is not 200 or the head logged a putdone error, `success` otherwise (end_reason `line`);
+  no putdone within the timeout: `incomplete`, end_reason `timeout`, or `input_end` when
+  the log ends before the timeout has passed (ended: its latest line).
 - Every time is the instant the stamp prints: whole seconds under the traditional stamp.
 """
 
@@ -27,8 +29,9 @@ from dpmstream.simulator.dome_model import Line, Put, Site
 
 CALL_COLUMNS = ("host", "pid", "tid", "role", "command", "http_code", "caller", "remote_client",
                 "start", "end", "duration", "cut")
-PUT_COLUMNS = ("head", "lfn", "put_time", "server", "fs", "pfn", "size", "putdone_disk_time",
-               "putdone_head_time", "put_to_putdone", "status")
+PUT_COLUMNS = ("head", "lfn", "put_time", "put_code", "server", "fs", "pfn", "size",
+               "putdone_disk_time", "putdone_head_time", "putdone_code", "put_to_putdone",
+               "status", "end_reason", "ended")
 CAPACITY_COLUMNS = ("time", "host", "fs", "phys", "free")
 FS_EVENT_COLUMNS = ("time", "host", "server", "fs", "event", "transition")
 # How far EPOCH may be after the put's first line's second (the head logs, then reads time(0)).
@@ -92,12 +95,16 @@ class DomeTruth:
                 self._orphans(p)
                 continue
             put_time = self.shows(first.t)
-            row = {"head": site.head.host, "lfn": p.lfn, "put_time": put_time,
+            exit_line = p.call.exit_line
+            put_code = p.call.code if exit_line.kept else None
+            own = [ln for ln in (p.entering, p.selected, exit_line) if ln is not None and ln.kept]
+            row = {"head": site.head.host, "lfn": p.lfn, "put_time": put_time, "put_code": put_code,
                    "server": None, "fs": None, "pfn": None, "size": None,
-                   "putdone_disk_time": None, "putdone_head_time": None, "put_to_putdone": None}
-            exit_line = p.call.exit_line if p.call is not None else None
-            if exit_line is not None and exit_line.kept and p.call.code != 200:
-                out.append({**row, "status": "refused"})
+                   "putdone_disk_time": None, "putdone_head_time": None, "putdone_code": None,
+                   "put_to_putdone": None}
+            if put_code is not None and put_code != 200:
+                out.append({**row, "status": "failed", "end_reason": "line",
+                            "ended": self.shows(exit_line.t)})
                 continue
             joined = p.selected is not None and p.selected.kept
             if joined:
@@ -106,20 +113,24 @@ class DomeTruth:
                     if ln is not None and ln.kept and self.shows(ln.t) - put_time <= timeout]
             if not joined or not seen:
                 self._orphans(p)
-                row["status"] = "incomplete" if put_time + timeout <= log_end else "open"
-                out.append(row)
+                latest = self.shows(max(ln.t for ln in own))
+                timed_out = put_time + timeout <= log_end
+                out.append({**row, "status": "incomplete",
+                            "end_reason": "timeout" if timed_out else "input_end", "ended": latest})
                 continue
+            self._orphans(p, seen)
             row["pfn"], row["size"] = p.pfn, p.size
             for ln, col in ((p.putdone_disk, "putdone_disk_time"), (p.putdone_head, "putdone_head_time")):
                 if ln in seen:
                     row[col] = self.shows(ln.t)
-            self._orphans(p, seen)
             row["put_to_putdone"] = (row["putdone_head_time"] or row["putdone_disk_time"]) - put_time
-            code = next((c.code for c in (p.head_call, p.disk_call)
-                         if c is not None and c.exit_line.kept), None)
-            row["status"] = ("unknown" if code is None else "done" if code == 200
-                             else "putdone_failed")
-            out.append(row)
+            codes = [c.code for c in (p.head_call, p.disk_call) if c is not None and c.exit_line.kept]
+            row["putdone_code"] = codes[0] if codes else None
+            error = p.head_call is not None and any(
+                ln.kept and ln.role == "putdone_error" for ln in p.head_call.lines)
+            failed = error or any(code != 200 for code in codes)
+            out.append({**row, "status": "failed" if failed else "success", "end_reason": "line",
+                        "ended": put_time + row["put_to_putdone"]})
         out.sort(key=lambda r: (r["put_time"], r["lfn"]))
         return out
 

@@ -1,6 +1,6 @@
 """simulator/dome_*.py: a simulated DOME site (head + disk nodes) and its truth: deterministic
 by seed, and self-consistent: puts before their putdones, the PFN naming the put's second
-and the head's PUTCOUNT (back to 0 after a restart), one call at a time per thread,
+and the head's PUTCOUNT (from 1 again after a restart), one call at a time per thread,
 whole-second times under the traditional stamp, a disk node down disabling its
 filesystems, journald's gap counted, puts without putdone `incomplete` after the timeout."""
 
@@ -61,7 +61,10 @@ def test_every_joined_put_has_its_putdones_after_it_and_a_pfn_naming_its_second(
         fs, base, count, epoch = re.fullmatch(r"(/srv/dpm/\d\d)/\w+/\d{4}-\d\d-\d\d/(.+)\.(\d+)\.(\d+)", p["pfn"]).groups()
         assert (fs, base) == (p["fs"], p["lfn"].rsplit("/", 1)[1])
         assert 0 <= int(epoch) - p["put_time"] // 1000 <= EPOCH_SLACK_S
-        assert p["status"] in ("done", "putdone_failed", "unknown")
+        assert (p["status"], p["end_reason"], p["ended"]) in (
+            ("success", "line", p["put_time"] + p["put_to_putdone"]),
+            ("failed", "line", p["put_time"] + p["put_to_putdone"]))
+        assert (p["status"] == "success") == (p["putdone_code"] in (200, None))
 
 
 def test_the_head_restart_sets_putcount_back_to_zero(traditional):
@@ -72,8 +75,9 @@ def test_the_head_restart_sets_putcount_back_to_zero(traditional):
     for put in site.puts:
         if put.pfn is not None:
             by_life[put.call.life.pid].append(int(put.pfn.rsplit(".", 2)[1]))
-    assert by_life[old.pid] == list(range(len(by_life[old.pid])))
-    assert by_life[new.pid] == list(range(len(by_life[new.pid]))) and by_life[new.pid]
+    # the counter is incremented before it is read: a process's first PFN has 1
+    assert by_life[old.pid] == list(range(1, len(by_life[old.pid]) + 1))
+    assert by_life[new.pid] == list(range(1, len(by_life[new.pid]) + 1)) and by_life[new.pid]
     assert any(c["cut"] for c in traditional.truth.calls if c["pid"] == old.pid)
 
 
@@ -86,7 +90,8 @@ def test_one_call_at_a_time_per_thread_and_cut_calls_have_no_end(traditional):
         else:
             assert c["duration"] == c["end"] - c["start"] >= 0
     for calls in spans.values():
-        calls.sort(key=lambda c: c["start"])
+        # (whole seconds: calls of one second on a thread tie on start; the earlier ended first)
+        calls.sort(key=lambda c: (c["start"], float("inf") if c["end"] is None else c["end"]))
         for a, b in zip(calls, calls[1:]):
             assert a["end"] is None or a["end"] <= b["start"]
     cut = [c for c in traditional.truth.calls if c["cut"]]
@@ -146,15 +151,19 @@ def test_journalds_gap_is_counted_and_announced_and_no_line_of_it_is_written(tra
     assert not [ln for ln in site.lines if ln.kept and ln.node is site.head and a <= ln.t < b]
 
 
-def test_puts_without_a_putdone_are_incomplete_after_the_timeout_and_open_before_it(traditional):
+def test_puts_without_a_putdone_are_incomplete_by_the_timeout_or_the_end_of_input(traditional):
     puts, timeout = traditional.truth.puts, 45_000
     head_end = max(ln.t for ln in traditional.site.lines if ln.kept and ln.node is traditional.site.head)
-    statuses = {p["status"] for p in puts}
-    assert {"done", "incomplete", "open", "refused", "putdone_failed"} <= statuses
+    ends = {(p["status"], p["end_reason"]) for p in puts}
+    assert ends == {("success", "line"), ("failed", "line"), ("incomplete", "timeout"), ("incomplete", "input_end")}
+    refused = [p for p in puts if p["put_code"] not in (200, None)]
+    assert refused and all(p["status"] == "failed" and p["putdone_code"] is None for p in refused)
+    assert [p for p in puts if p["putdone_code"] not in (200, None) and p["status"] == "failed"]
     for p in puts:
-        if p["status"] in ("incomplete", "open"):
+        if p["status"] == "incomplete":
             assert p["putdone_head_time"] is None and p["putdone_disk_time"] is None
-            assert (p["put_time"] + timeout <= head_end - head_end % 1000) == (p["status"] == "incomplete")
+            assert p["put_time"] <= p["ended"] <= p["put_time"] + 1000
+            assert (p["put_time"] + timeout <= head_end - head_end % 1000) == (p["end_reason"] == "timeout")
 
 
 def test_checksums_are_polled_with_202_until_done(traditional):
@@ -186,3 +195,23 @@ def test_the_command_line_writes_a_dome_site_and_refuses_options_of_the_other_si
                           (["--dome", "--envelope", "syslog"], "--envelope 'syslog': expected one of")):
         bad = run(*args)
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_puts_sharing_a_join_key_are_told_apart_by_the_count_of_selected_lines(tmp_path):
+    """(server, fs, basename) and the PFN's EPOCH within a second of the put can match
+    several puts (a common file name written twice in a second); the head's PUTCOUNT is
+    the rank of the put's `Selected fs` line in its process, so the putdone's PFN names
+    exactly one of them."""
+    busy = simulate_dome(DomeConfig(rate=8.0, duration=150.0, disk_down_at=None, restart_at=None,
+                                    gap_at=None), tmp_path / "busy")
+    selected = [ln for ln in busy.written["dpmhead01"] if ln is not None and ln.role == "put_selected"]
+    rank = {id(ln): i for i, ln in enumerate(selected, 1)}
+    joined = [p for p in busy.site.puts if p.pfn is not None]
+    assert all(int(p.pfn.rsplit(".", 2)[1]) == rank[id(p.selected)] for p in joined)
+
+    def key(p):
+        return p.server, p.fs, p.lfn.rsplit("/", 1)[1]
+    ambiguous = [p for p in joined if sum(
+        1 for q in joined if key(q) == key(p)
+        and 0 <= int(p.pfn.rsplit(".", 1)[1]) - busy.truth.shows(q.entering.t) // 1000 <= EPOCH_SLACK_S) > 1]
+    assert ambiguous
