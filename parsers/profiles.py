@@ -155,11 +155,15 @@ def load_profile(path: str | Path) -> Profile:
 FAMILY = "dpm"
 
 
+def _other_family(what: str, family: str) -> ProfileError:
+    return ProfileError(f"{what}: a {family!r} profile, not a DPM daemon's: "
+                        f"the DPM commands cannot read its logs yet (docs/dome.md)")
+
+
 def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
     family = data.get("family", FAMILY)
     if family != FAMILY:
-        raise ProfileError(f"{source}: a {family!r} profile, not a DPM daemon's: "
-                           f"the DPM commands cannot read its logs yet (docs/dome.md)")
+        raise _other_family(source, family)
     try:
         envelope = data["envelope"]
         return Profile(
@@ -185,13 +189,16 @@ def bundled_profile_paths() -> list[Path]:
 
 
 _BUNDLED: dict[str, Profile] = {}
+_BUNDLED_OTHER: dict[str, str] = {}  # bundled profiles of another family: name -> family
 
 
 def bundled_profiles() -> list[Profile]:
     if not _BUNDLED:
         for path in bundled_profile_paths():
-            if tomllib.loads(path.read_text(encoding="utf-8")).get("family", FAMILY) != FAMILY:
-                continue  # another family's profile (parsers/dome_profiles.py)
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            if data.get("family", FAMILY) != FAMILY:  # parsers/dome_profiles.py reads it
+                _BUNDLED_OTHER[data.get("name", path.stem)] = data["family"]
+                continue
             profile = load_profile(path)
             _BUNDLED[profile.name] = profile
     return list(_BUNDLED.values())
@@ -202,6 +209,8 @@ def resolve_profile(spec: str) -> Profile:
     for profile in bundled_profiles():
         if profile.name == spec:
             return profile
+    if spec in _BUNDLED_OTHER:
+        raise _other_family(spec, _BUNDLED_OTHER[spec])
     path = Path(spec)
     if path.exists():
         return load_profile(path)

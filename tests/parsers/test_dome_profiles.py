@@ -10,7 +10,7 @@ from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import bundled_dome_profiles, dome_profile_from_dict, resolve_dome_profile
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, PARSED, UNMATCHED_RESULT
-from dpmstream.parsers.profiles import ProfileError, bundled_profiles, load_profile
+from dpmstream.parsers.profiles import ProfileError, bundled_profiles, load_profile, resolve_profile
 from dpmstream.simulator.dome_config import ENVELOPES, DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.streams.kafka.envelope import decode
@@ -137,11 +137,13 @@ def test_other_programs_are_foreign_and_broken_lines_malformed(line, result):
     assert p.result == result and p.reason
 
 
-def test_the_dpm_loader_refuses_a_dome_profile_and_the_bundled_sets_do_not_mix():
+def test_the_dpm_loader_refuses_a_dome_profile_by_file_or_name_and_the_bundled_sets_do_not_mix():
     assert {p.name for p in bundled_dome_profiles()} == {"dmlite-dome", "dmlite-dome-notid"}
     assert "dmlite-dome" not in {p.name for p in bundled_profiles()}
-    with pytest.raises(ProfileError, match="'dome' profile"):
+    with pytest.raises(ProfileError, match="'dome' profile, not a DPM daemon's"):
         load_profile(resolve_dome_profile("dmlite-dome").source)
+    with pytest.raises(ProfileError, match="^dmlite-dome-notid: a 'dome' profile, not a DPM daemon's"):
+        resolve_profile("dmlite-dome-notid")
 
 
 @pytest.mark.parametrize("key, change, message", [
