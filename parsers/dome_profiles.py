@@ -18,12 +18,12 @@ as in parsers/profiles.py.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
-from .profiles import UNMATCHED, ProfileError
+from .profiles import (
+    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_profile_file, role_patterns,
+)
 
 FAMILY = "dome"
 # Roles, in the order their patterns are tried: specific wording first, catch-alls last.
@@ -46,8 +46,6 @@ FORM_GROUPS = {
     "rfc3339": ("rtime", "host", "tag", "pid"),
 }
 MESSAGE_GROUPS = ("level", "error")  # `tid` too, in a generation that logs it
-
-_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
 
 
 @dataclass
@@ -101,29 +99,15 @@ class DomeProfile:
 
 
 def _compile(name: str, envelope: str, message: str, roles: dict[str, list[str]]) -> DomeForm:
-    parts, order = [], []
-    for role in ROLES:
-        for pattern in roles.get(role, ()):
-            names = _NAMED_GROUP.findall(pattern)
-            bad = [n for n in names if n not in FIELDS]
-            if bad:
-                raise ProfileError(f"role {role!r}: unknown group(s) {bad}; allowed {FIELDS}")
-            i = len(order)
-            renamed = _NAMED_GROUP.sub(lambda m, i=i: f"(?P<a{i}_{m.group(1)}>", pattern)
-            parts.append(f"(?P<a{i}>{renamed})")
-            order.append((role, names))
+    parts, order = role_patterns(roles, ROLES, FIELDS)
     parts.append(fr"(?P<{UNMATCHED}>.*)")
     regex = re.compile(f"(?:{envelope})(?:{message})(?:{'|'.join(parts)})\\s*\\Z", re.DOTALL)
     index = regex.groupindex
     wrapped = {index[f"a{i}"]: (role, {n: index[f"a{i}_{n}"] for n in names})
                for i, (role, names) in enumerate(order)}
     wrapped[index[UNMATCHED]] = (UNMATCHED, {})
-    groups = {n: index[n] for n in _NAMED_GROUP.findall(envelope + message)}
+    groups = {n: index[n] for n in re.compile(envelope + message).groupindex}
     return DomeForm(name, regex, groups, wrapped, re.compile(envelope))
-
-
-def _as_list(value) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)
 
 
 def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:
@@ -136,11 +120,11 @@ def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:
             name=data["name"],
             description=data.get("description", ""),
             timezone=data.get("timezone", "local"),
-            tags=tuple(_as_list(data["tags"])),
+            tags=tuple(as_list(data["tags"])),
             envelopes={f: envelope[f] for f in FORMS if f in envelope},
             message=envelope["message"],
-            roles={role: _as_list(p) for role, p in data["roles"].items()},
-            required_roles=tuple(_as_list(data.get("required_roles", ()))),
+            roles={role: as_list(p) for role, p in data["roles"].items()},
+            required_roles=tuple(as_list(data.get("required_roles", ()))),
             source=source,
         )
     except KeyError as exc:
@@ -148,21 +132,15 @@ def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:
 
 
 def load_dome_profile(path: str | Path) -> DomeProfile:
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: {exc}") from exc
-    return dome_profile_from_dict(data, source=str(path))
+    return dome_profile_from_dict(read_profile_file(path), source=str(path))
 
 
 def bundled_dome_profiles() -> list[DomeProfile]:
-    folder = resources.files("dpmstream.regex_profiles")
     found = []
-    for p in sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml")):
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    for path in bundled_profile_paths():
+        data = read_profile_file(path)
         if data.get("family") == FAMILY:
-            found.append(dome_profile_from_dict(data, source=str(p)))
+            found.append(dome_profile_from_dict(data, source=str(path)))
     return found
 
 
