@@ -76,3 +76,15 @@ def test_a_dome_profile_check_of_a_dpm_log_names_the_dome_profile(tmp_path):
     log.write_text("08/12 14:31:43.101 12345,3 dpm_srv_ping: DP092 - ping request by /CN=x (1,2) from h\n")
     done = check(log, "--profile", "dmlite-dome")
     assert done.returncode == 1 and "dmlite-dome (DOME)" in done.stdout
+
+
+def test_profile_list_and_show_name_the_dome_profiles():
+    listed = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "list"],
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0
+    assert re.search(r"^dmlite-dome +family=dome ", listed.stdout, re.M)
+    assert re.search(r"^dmlite-dome-notid +family=dome ", listed.stdout, re.M)
+    shown = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "show", "dmlite-dome"],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and "family: dome" in shown.stdout
+    assert "envelope (traditional): " in shown.stdout and "  put_selected " in shown.stdout

@@ -203,3 +203,11 @@ def test_every_simulated_line_reads_as_the_role_and_fields_it_was_written_for(tm
                 "putdone_head", "putdone_size", "capacity", "fs_count", "fs_enabled", "fs_disabled", "startup"}
     assert expected <= roles
     assert ("accept" in roles) == (generation == "tid" and stamp == "traditional")
+
+
+def test_dome_inside_xrootd_logs_under_the_xrootd_program_name(tmp_path):
+    result = simulate_dome(DomeConfig(program="xrootd", duration=60.0, disk_down_at=None, restart_at=None,
+                                      gap_at=None), tmp_path / "x")
+    p = parser()
+    events = [p.parse(text) for text in result.logs["dpmhead01"].read_text().splitlines()]
+    assert events and all(ev is not None and ev.program == "xrootd" for ev in events)

@@ -215,3 +215,18 @@ def test_puts_sharing_a_join_key_are_told_apart_by_the_count_of_selected_lines(t
         1 for q in joined if key(q) == key(p)
         and 0 <= int(p.pfn.rsplit(".", 1)[1]) - busy.truth.shows(q.entering.t) // 1000 <= EPOCH_SLACK_S) > 1]
     assert ambiguous
+
+
+def test_kafka_envelopes_carry_dmlite_log_lines_with_their_byte_offsets(tmp_path):
+    from dpmstream.streams.kafka.envelope import decode
+
+    result = simulate_dome(DomeConfig(envelope="kafka", duration=60.0, disk_down_at=None, restart_at=None,
+                                      gap_at=None), tmp_path / "k")
+    for host, path in result.logs.items():
+        offset = 0
+        for raw in path.read_bytes().splitlines():
+            env = decode(raw)
+            assert (env.host, env.path, env.offset) == (host, "/var/log/dmlite/dmlite.log", offset)
+            assert env.received_ms is not None and " dmlite " in env.line
+            offset += len(env.line.encode("utf-8")) + 1
+        assert offset > 0
