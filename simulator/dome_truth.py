@@ -18,6 +18,8 @@ The rules (docs/dome.md, "The records"), applied to the kept lines only:
   no putdone within the timeout: `incomplete`, end_reason `timeout`, or `input_end` when
   the log ends before the timeout has passed (ended: its latest line).
 - Every time is the instant the stamp prints: whole seconds under the traditional stamp.
+- Without {TID} (dmlite < 0.8.4): no call records, and no code for a put or a putdone
+  (only a putdone error line, which names the PFN, makes a put `failed`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class DomeTruth:
     def __init__(self, site: Site, whole_seconds: bool):
         self.site = site
         self.whole = whole_seconds
+        # Without {TID} a process's threads interleave with nothing to tell them apart:
+        # no call records, and no HTTP code can be tied to a put or putdone.
+        self.framed = site.cfg.generation == "tid"
         self.counts: Counter = Counter()
         self.calls = self._calls()
         self.puts = self._puts()
@@ -58,7 +63,8 @@ class DomeTruth:
         return sorted((ln for ln in self.site.lines if ln.kept), key=lambda ln: ln.t)
 
     def _calls(self) -> list[dict]:
-        tid_logged = self.site.cfg.generation == "tid"
+        if not self.framed:
+            return []
         out = []
         for c in self.site.calls:
             opener = next((ln for ln in c.open_lines if ln.kept), None)
@@ -71,7 +77,7 @@ class DomeTruth:
             end = self.shows(c.exit_line.t) if exit_kept else None
             who = c.caller_line.kept
             out.append({
-                "host": c.node.host, "pid": c.life.pid, "tid": c.tid if tid_logged else -1,
+                "host": c.node.host, "pid": c.life.pid, "tid": c.tid,
                 "role": c.node.role, "command": c.command if c.command_line.kept else None,
                 "http_code": c.code if exit_kept else None,
                 "caller": c.caller.fqdn if who else None,
@@ -96,8 +102,9 @@ class DomeTruth:
                 continue
             put_time = self.shows(first.t)
             exit_line = p.call.exit_line
-            put_code = p.call.code if exit_line.kept else None
-            own = [ln for ln in (p.entering, p.selected, exit_line) if ln is not None and ln.kept]
+            put_code = p.call.code if exit_line.kept and self.framed else None
+            framing = (exit_line,) if self.framed else ()
+            own = [ln for ln in (p.entering, p.selected, *framing) if ln is not None and ln.kept]
             row = {"head": site.head.host, "lfn": p.lfn, "put_time": put_time, "put_code": put_code,
                    "server": None, "fs": None, "pfn": None, "size": None,
                    "putdone_disk_time": None, "putdone_head_time": None, "putdone_code": None,
@@ -124,7 +131,8 @@ class DomeTruth:
                 if ln in seen:
                     row[col] = self.shows(ln.t)
             row["put_to_putdone"] = (row["putdone_head_time"] or row["putdone_disk_time"]) - put_time
-            codes = [c.code for c in (p.head_call, p.disk_call) if c is not None and c.exit_line.kept]
+            codes = [c.code for c in (p.head_call, p.disk_call)
+                     if c is not None and c.exit_line.kept and self.framed]
             row["putdone_code"] = codes[0] if codes else None
             error = p.head_call is not None and any(
                 ln.kept and ln.role == "putdone_error" for ln in p.head_call.lines)

@@ -230,3 +230,15 @@ def test_kafka_envelopes_carry_dmlite_log_lines_with_their_byte_offsets(tmp_path
             assert env.received_ms is not None and " dmlite " in env.line
             offset += len(env.line.encode("utf-8")) + 1
         assert offset > 0
+
+
+def test_without_thread_ids_the_truth_has_no_calls_and_no_codes(tmp_path):
+    """dmlite < 0.8.4: a process's threads interleave with nothing to tell them apart."""
+    old = simulate_dome(DomeConfig(generation="notid", **SITE), tmp_path / "old")
+    assert old.truth.calls == [] and old.summary["calls"] == 0
+    puts = old.truth.puts
+    assert puts and all(p["put_code"] is None and p["putdone_code"] is None for p in puts)
+    failed = [p for p in puts if p["status"] == "failed"]
+    # only the head's putdone error line, which names the PFN, tells a failure
+    assert failed and all(p["pfn"] is not None for p in failed)
+    assert {p["status"] for p in puts} == {"success", "failed", "incomplete"}
