@@ -16,7 +16,8 @@ DOME_OPTIONS = [
     ("--filesystems", "filesystems", int, "DOME: filesystems per disk node (default 2)"),
     ("--threads", "threads", int, "DOME: worker threads per process (default 64)"),
     ("--program", "program", str, "DOME: syslog program name, dome or xrootd (default dome)"),
-    ("--stamp", "stamp", str, "DOME: syslog stamp, traditional (no year, whole seconds) or rfc3339 (default traditional)"),
+    ("--stamp", "stamp", str, "DOME: syslog stamp, traditional (no year, whole seconds) or rfc3339 (default traditional; "
+     "the journal envelope always has microseconds)"),
     ("--envelope", "envelope", str,
      "DOME: dmlite-log, messages (among other programs), journal (journalctl -q -o short-iso-precise) "
      "or kafka (JSON envelopes) (default dmlite-log)"),
