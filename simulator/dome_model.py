@@ -312,7 +312,8 @@ def _one_put(site, rng, enabled, t, duration, frontend, user, lfn, vo, base) -> 
     # PFN = FS/VO/YYYY-MM-DD/BASENAME.PUTCOUNT.EPOCH, the head's counter and clock: the
     # counter is incremented, then read, once per `Selected fs` line (DomeStatus.cpp:114)
     life.putcount += 1
-    pfn = f"{fs}/{vo}/{site.local_date(at)}/{base}.{life.putcount}.{at // 1000}"
+    now = at + rng.randint(0, 3)   # time(0), read just after the line: maybe the next second
+    pfn = f"{fs}/{vo}/{site.local_date(now)}/{base}.{life.putcount}.{now // 1000}"
     put = Put(lfn, call, _line_of(call, "put"), _line_of(call, "put_selected"), disk.fqdn, fs, pfn)
     site.puts.append(put)
     if not life.alive(call.end) or rng.random() < cfg.abandon_rate:

@@ -10,7 +10,7 @@ The rules (docs/dome.md, "The records"), applied to the kept lines only:
 - A put is the head's `dome_put` call: its time is that of the first kept of its
   `Entering` and `Selected fs` lines. It joins the putdones whose PFN is
   SELECTED_FS/.../BASENAME.N.EPOCH on the selected server, with EPOCH within a second of
-  the put (the head reads its clock after logging `Selected fs`) and the putdone within
+  its `Selected fs` line (the head reads its clock after logging it) and the putdone within
   the timeout; without its `Selected fs` line nothing can join it. Status, as a DPM
   request's (docs/record-rules.md): `failed` when its dome_put answered != 200; else a
   putdone ends it: `failed` when a putdone code (the head's, or the disk's relaying it)
@@ -36,7 +36,7 @@ PUT_COLUMNS = ("head", "lfn", "put_time", "put_code", "server", "fs", "pfn", "si
                "status", "end_reason", "ended")
 CAPACITY_COLUMNS = ("time", "host", "fs", "phys", "free")
 FS_EVENT_COLUMNS = ("time", "host", "server", "fs", "event", "transition")
-# How far EPOCH may be after the put's first line's second (the head logs, then reads time(0)).
+# How far EPOCH may be after the `Selected fs` line's second (the head logs, then reads time(0)).
 EPOCH_SLACK_S = 1
 
 

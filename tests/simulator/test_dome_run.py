@@ -60,7 +60,7 @@ def test_every_joined_put_has_its_putdones_after_it_and_a_pfn_naming_its_second(
         assert p["put_to_putdone"] == (p["putdone_head_time"] or p["putdone_disk_time"]) - p["put_time"] >= 0
         fs, base, count, epoch = re.fullmatch(r"(/srv/dpm/\d\d)/\w+/\d{4}-\d\d-\d\d/(.+)\.(\d+)\.(\d+)", p["pfn"]).groups()
         assert (fs, base) == (p["fs"], p["lfn"].rsplit("/", 1)[1])
-        assert 0 <= int(epoch) - p["put_time"] // 1000 <= EPOCH_SLACK_S
+        assert 0 <= int(epoch) - p["put_time"] // 1000 <= EPOCH_SLACK_S  # dome_put takes ms here
         assert (p["status"], p["end_reason"], p["ended"]) in (
             ("success", "line", p["put_time"] + p["put_to_putdone"]),
             ("failed", "line", p["put_time"] + p["put_to_putdone"]))
@@ -198,7 +198,7 @@ def test_the_command_line_writes_a_dome_site_and_refuses_options_of_the_other_si
 
 
 def test_puts_sharing_a_join_key_are_told_apart_by_the_count_of_selected_lines(tmp_path):
-    """(server, fs, basename) and the PFN's EPOCH within a second of the put can match
+    """(server, fs, basename) and the PFN's EPOCH within a second of `Selected fs` can match
     several puts (a common file name written twice in a second); the head's PUTCOUNT is
     the rank of the put's `Selected fs` line in its process, so the putdone's PFN names
     exactly one of them."""
@@ -213,7 +213,7 @@ def test_puts_sharing_a_join_key_are_told_apart_by_the_count_of_selected_lines(t
         return p.server, p.fs, p.lfn.rsplit("/", 1)[1]
     ambiguous = [p for p in joined if sum(
         1 for q in joined if key(q) == key(p)
-        and 0 <= int(p.pfn.rsplit(".", 1)[1]) - busy.truth.shows(q.entering.t) // 1000 <= EPOCH_SLACK_S) > 1]
+        and 0 <= int(p.pfn.rsplit(".", 1)[1]) - busy.truth.shows(q.selected.t) // 1000 <= EPOCH_SLACK_S) > 1]
     assert ambiguous
 
 
