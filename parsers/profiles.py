@@ -211,7 +211,7 @@ def bundled_profiles() -> list[Profile]:
             if data.get("family", FAMILY) != FAMILY:  # parsers/dome_profiles.py reads it
                 _BUNDLED_OTHER[data.get("name", path.stem)] = data["family"]
                 continue
-            profile = load_profile(path)
+            profile = profile_from_dict(data, source=str(path))
             _BUNDLED[profile.name] = profile
     return list(_BUNDLED.values())
 

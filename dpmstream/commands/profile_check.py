@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
+from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
 from dpmstream.parsers.fit import (
     CATCH_ALL, MIN_LINES_TO_JUDGE, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
 )
-from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
 from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_dome_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
 from dpmstream.parsers.shapes import shape
