@@ -242,3 +242,10 @@ def test_without_thread_ids_the_truth_has_no_calls_and_no_codes(tmp_path):
     # only the head's putdone error line, which names the PFN, tells a failure
     assert failed and all(p["pfn"] is not None for p in failed)
     assert {p["status"] for p in puts} == {"success", "failed", "incomplete"}
+
+
+def test_each_log_is_dated_by_its_last_line_like_a_live_file(traditional):
+    """Traditional stamps have no year: a reader takes it from the file's mtime."""
+    for host, path in traditional.logs.items():
+        last = max(ln.t for ln in traditional.written[host] if ln is not None)
+        assert path.stat().st_mtime_ns == last * 1_000_000
