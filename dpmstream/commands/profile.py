@@ -65,10 +65,7 @@ def run_show(args) -> int:
     print(f"required roles: {', '.join(profile.required_roles) or '-'}")
     print(f"envelope (native): {profile.native_envelope}")
     print(f"envelope (rsyslog prefix): {profile.rsyslog_envelope}")
-    for role in ROLES:
-        for pattern in profile.roles.get(role, ()):
-            print(f"  {role:<12} {pattern}")
-    return 0
+    return _show_roles(profile, ROLES, 12)
 
 
 def show_dome(profile) -> int:
@@ -78,7 +75,12 @@ def show_dome(profile) -> int:
     for form, pattern in profile.envelopes.items():
         print(f"envelope ({form}): {pattern}")
     print(f"message: {profile.message}")
-    for role in DOME_ROLES:
+    return _show_roles(profile, DOME_ROLES, 16)
+
+
+def _show_roles(profile, roles, width: int) -> int:
+    """Every role's patterns, in matching order."""
+    for role in roles:
         for pattern in profile.roles.get(role, ()):
-            print(f"  {role:<16} {pattern}")
+            print(f"  {role:<{width}} {pattern}")
     return 0
