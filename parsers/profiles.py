@@ -104,19 +104,28 @@ class Profile:
             raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
 
 
-def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
-    parts = []
+def role_patterns(roles: dict[str, list[str]], role_order, fields) -> tuple[list[str], list]:
+    """Every role's patterns in `role_order`, each wrapped in a group `a<i>` with its own
+    groups renamed `a<i>_<field>` (so that one alternation holds them all), and
+    (role, field names) per wrapper. Raises ProfileError on a group not in `fields`."""
+    parts: list[str] = []
     order: list[tuple[str, list[str]]] = []
-    for role in ROLES:  # fixed role order: token before file, file before detail
+    for role in role_order:
         for pattern in roles.get(role, ()):
             names = _NAMED_GROUP.findall(pattern)
-            bad = [n for n in names if n not in FIELDS]
+            bad = [n for n in names if n not in fields]
             if bad:
-                raise ProfileError(f"role {role!r}: unknown group(s) {bad}; allowed {FIELDS}")
+                raise ProfileError(f"role {role!r}: unknown group(s) {bad}; allowed {fields}")
             i = len(order)
             renamed = _NAMED_GROUP.sub(lambda m, i=i: f"(?P<a{i}_{m.group(1)}>", pattern)
             parts.append(f"(?P<a{i}>{renamed})")
             order.append((role, names))
+    return parts, order
+
+
+def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
+    # fixed role order: token before file, file before detail
+    parts, order = role_patterns(roles, ROLES, FIELDS)
     parts.append(r"(?P<unmatched>.*)")
     # `never` cannot match, so it never participates: m.group(never) is always None.
     # (One combined regex measured faster than dispatching role patterns one by one.)
@@ -137,20 +146,36 @@ def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
                         portable=r"(?s)\A" + body + r"\z")
 
 
-def _as_list(value) -> list[str]:
+def as_list(value) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def load_profile(path: str | Path) -> Profile:
-    path = Path(path)
+def read_profile_file(path: str | Path) -> dict:
+    """A profile file's TOML, whatever its family; ProfileError when it cannot be read."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: {exc}") from exc
-    return profile_from_dict(data, source=str(path))
+
+
+def load_profile(path: str | Path) -> Profile:
+    return profile_from_dict(read_profile_file(path), source=str(path))
+
+
+# The profile family this module reads; another family's file (`family = "dome"`:
+# parsers/dome_profiles.py) shares regex_profiles/ but not this format.
+FAMILY = "dpm"
+
+
+def _other_family(what: str, family: str) -> ProfileError:
+    return ProfileError(f"{what}: a {family!r} profile, not a DPM daemon's: "
+                        f"the DPM commands cannot read its logs yet (docs/dome.md)")
 
 
 def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
+    family = data.get("family", FAMILY)
+    if family != FAMILY:
+        raise _other_family(source, family)
     try:
         envelope = data["envelope"]
         return Profile(
@@ -161,10 +186,10 @@ def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
             func=data.get("func", r"\S+"),
             native_envelope=envelope["native"],
             rsyslog_envelope=envelope["rsyslog"],
-            roles={role: _as_list(p) for role, p in data["roles"].items()},
+            roles={role: as_list(p) for role, p in data["roles"].items()},
             source=source,
-            tags=tuple(_as_list(data.get("tags", [data["daemon"]]))),
-            required_roles=tuple(_as_list(data.get("required_roles", ()))),
+            tags=tuple(as_list(data.get("tags", [data["daemon"]]))),
+            required_roles=tuple(as_list(data.get("required_roles", ()))),
         )
     except KeyError as exc:
         raise ProfileError(f"{source}: missing key {exc}") from exc
@@ -176,12 +201,17 @@ def bundled_profile_paths() -> list[Path]:
 
 
 _BUNDLED: dict[str, Profile] = {}
+_BUNDLED_OTHER: dict[str, str] = {}  # bundled profiles of another family: name -> family
 
 
 def bundled_profiles() -> list[Profile]:
     if not _BUNDLED:
         for path in bundled_profile_paths():
-            profile = load_profile(path)
+            data = read_profile_file(path)
+            if data.get("family", FAMILY) != FAMILY:  # parsers/dome_profiles.py reads it
+                _BUNDLED_OTHER[data.get("name", path.stem)] = data["family"]
+                continue
+            profile = profile_from_dict(data, source=str(path))
             _BUNDLED[profile.name] = profile
     return list(_BUNDLED.values())
 
@@ -191,6 +221,8 @@ def resolve_profile(spec: str) -> Profile:
     for profile in bundled_profiles():
         if profile.name == spec:
             return profile
+    if spec in _BUNDLED_OTHER:
+        raise _other_family(spec, _BUNDLED_OTHER[spec])
     path = Path(spec)
     if path.exists():
         return load_profile(path)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 
 from dpmstream.commands.profile_check import run_check
+from dpmstream.parsers.dome_profiles import ROLES as DOME_ROLES
+from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_dome_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, resolve_profile
 
 
@@ -43,6 +45,9 @@ def run_list(args) -> int:
     for profile in bundled_profiles():
         print(f"{profile.name:<12} daemon={profile.daemon:<8} {profile.description}")
         print(f"{'':<12} {profile.source}")
+    for dome in bundled_dome_profiles():
+        print(f"{dome.name:<12} family=dome {dome.description}")
+        print(f"{'':<12} {dome.source}")
     return 0
 
 
@@ -50,14 +55,32 @@ def run_show(args) -> int:
     try:
         profile = resolve_profile(args.profile)
     except ProfileError as exc:
-        print(f"dpmstream profile: {exc}", file=sys.stderr)
-        return 2
+        try:
+            return show_dome(resolve_dome_profile(args.profile))
+        except ProfileError:
+            print(f"dpmstream profile: {exc}", file=sys.stderr)
+            return 2
     print(f"name: {profile.name}\ndaemon: {profile.daemon}\ntimezone: {profile.timezone}")
     print(f"file: {profile.source}\nfunc: {profile.func}")
     print(f"required roles: {', '.join(profile.required_roles) or '-'}")
     print(f"envelope (native): {profile.native_envelope}")
     print(f"envelope (rsyslog prefix): {profile.rsyslog_envelope}")
-    for role in ROLES:
+    return _show_roles(profile, ROLES, 12)
+
+
+def show_dome(profile) -> int:
+    print(f"name: {profile.name}\nfamily: dome\ntimezone: {profile.timezone}")
+    print(f"file: {profile.source}\nprograms: {', '.join(profile.tags)}")
+    print(f"required roles: {', '.join(profile.required_roles) or '-'}")
+    for form, pattern in profile.envelopes.items():
+        print(f"envelope ({form}): {pattern}")
+    print(f"message: {profile.message}")
+    return _show_roles(profile, DOME_ROLES, 16)
+
+
+def _show_roles(profile, roles, width: int) -> int:
+    """Every role's patterns, in matching order."""
+    for role in roles:
         for pattern in profile.roles.get(role, ()):
-            print(f"  {role:<12} {pattern}")
+            print(f"  {role:<{width}} {pattern}")
     return 0

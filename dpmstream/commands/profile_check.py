@@ -12,9 +12,11 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
+from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
 from dpmstream.parsers.fit import (
     CATCH_ALL, MIN_LINES_TO_JUDGE, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
 )
+from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_dome_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
 from dpmstream.parsers.shapes import shape
 from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
@@ -136,10 +138,25 @@ class ProfileTally:
         return sorted(found, key=lambda f: -f[0])[:top]
 
 
+def _profiles(specs) -> tuple[list, list]:
+    """(DPM profiles, DOME profiles) named by --profile, or all the bundled ones."""
+    if not specs:
+        return bundled_profiles(), bundled_dome_profiles()
+    dpm, dome = [], []
+    for spec in specs:
+        try:
+            dpm.append(resolve_profile(spec))
+        except ProfileError as exc:
+            try:
+                dome.append(resolve_dome_profile(spec))
+            except ProfileError:
+                raise exc from None
+    return dpm, dome
+
+
 def run_check(args) -> int:
     try:
-        profiles = ([resolve_profile(s) for s in args.profile] if args.profile
-                    else bundled_profiles())
+        profiles, dome_profiles = _profiles(args.profile)
     except ProfileError as exc:
         print(f"dpmstream profile check: {exc}", file=sys.stderr)
         return 2
@@ -153,6 +170,7 @@ def run_check(args) -> int:
             status = 2
             continue
         tallies = [ProfileTally(p, name) for p in profiles]
+        dome_tallies = [DomeTally(p) for p in dome_profiles]
         total = 0
         try:
             for raw in iter_lines(stream):
@@ -160,6 +178,8 @@ def run_check(args) -> int:
                 total += 1
                 for tally in tallies:
                     tally.add(line)
+                for dome in dome_tallies:
+                    dome.add(line)
                 if args.max_lines and total >= args.max_lines:
                     break
         except InputError as exc:
@@ -167,8 +187,10 @@ def run_check(args) -> int:
             status = 2
         for tally in tallies:
             tally.finish()
-        print(render_check(name, total, tallies, args.top))
-        warning = render_warning(name, total, tallies, args.top)
+        print("\n".join([render_check(name, total, tallies, args.top)]
+                        + [text for d in dome_tallies for text in render_dome(total, d, args.top)]))
+        warning = "\n".join(w for w in [render_warning(name, total, tallies, args.top, dome_tallies)]
+                            + [render_dome_warning(name, d) for d in dome_tallies] if w)
         if warning:
             print(warning)
             status = max(status, NOT_FITTING)
@@ -245,11 +267,16 @@ def _render_fit(t: ProfileTally, top: int) -> list[str]:
     return out
 
 
-def render_warning(name: str, total: int, tallies: list[ProfileTally], top: int) -> str:
-    """The WARNING block for this file, or "" when every daemon's profile fits."""
+def render_warning(name: str, total: int, tallies: list[ProfileTally], top: int,
+                   dome: tuple = ()) -> str:
+    """The WARNING block for this file, or "" when every daemon's profile fits (`dome`:
+    the DOME tallies, judged apart, whose lines count as a daemon's here)."""
     present = _present(tallies)
+    if not present and any(d.own for d in dome):
+        return ""
     if not present:
-        names = ", ".join(f"{t.profile.name} ({t.profile.daemon})" for t in tallies)
+        names = ", ".join([f"{t.profile.name} ({t.profile.daemon})" for t in tallies]
+                          + [f"{d.profile.name} (DOME)" for d in dome])
         return (f"WARNING: {name}: no line of any daemon: none of {total} lines is a line "
                 f"that profile {names} recognises (no envelope, or no role under the "
                 f"daemon's functions). Wrong file, or a log format no profile knows.")

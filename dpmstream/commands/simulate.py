@@ -76,6 +76,7 @@ def _gap(text: str) -> tuple[float, float]:
 
 
 def register(subparsers, name: str, help_text: str) -> None:
+    from dpmstream.commands.simulate_dome import add_dome_options
     from dpmstream.simulator.scenarios import SCENARIOS
 
     scenario_help = "; ".join(f"{n}: {d}" for n, (d, _) in SCENARIOS.items()).replace("%", "%%")
@@ -94,11 +95,21 @@ def register(subparsers, name: str, help_text: str) -> None:
     for option, dest, value, text in _FLAGS:
         parser.add_argument(option, dest=dest, action="store_const", const=value, default=None, help=text)
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
+    add_dome_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from dpmstream.commands.simulate_dome import misplaced, run_dome
     from dpmstream.simulator import scenario, simulate
+
+    wrong = misplaced(args, _OPTIONS, _FLAGS)
+    if wrong:
+        kind = "a DOME site (--dome)" if args.dome else "the DPM head node (no --dome)"
+        print(f"dpmstream simulate: {', '.join(wrong)}: not an option of {kind}", file=sys.stderr)
+        return 2
+    if args.dome:
+        return run_dome(args)
 
     overrides = {dest: getattr(args, dest) for _, dest, *_ in _OPTIONS + _FLAGS
                  if getattr(args, dest) is not None}

@@ -1,0 +1,123 @@
+"""`dpmstream profile check` for DOME profiles (family "dome", parsers/dome_profiles.py).
+
+Per DOME profile: the share of lines per role, the foreign lines (other programs in
+/var/log/messages or the journal) apart, the unmatched dmlite shapes; and whether it fits:
+its required roles, and, per worker thread (host, pid, TID), `Exiting` lines closing no
+open call (stray ends) and calls opened again before their `Exiting` (calls without an
+end), judged by the same rules as a DPM daemon's stray returns (parsers/fit.py). The
+generation without a thread id has no threads to watch: its roles alone are judged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from dpmstream.parsers.clock import EventClock
+from dpmstream.parsers.dome_lines import DomeLineParser
+from dpmstream.parsers.dome_profiles import ROLES
+from dpmstream.parsers.fit import MIN_LINES_TO_JUDGE, Reassembled, judge
+from dpmstream.parsers.lines import FOREIGN, MALFORMED, PARSED, UNMATCHED_RESULT
+from dpmstream.parsers.shapes import shape
+
+EXAMPLE_CHARS = 200
+MAX_SHAPES = 10_000   # distinct unmatched shapes kept; more are counted apart
+OPENERS = ("accept", "call")
+
+
+class DomeTally:
+    def __init__(self, profile):
+        self.profile = profile
+        # The year does not matter to counting: a fixed one keeps the check off the wall clock.
+        self.parser = DomeLineParser(profile, EventClock(profile.timezone, year=2017))
+        self.roles: Counter = Counter()
+        self.results: Counter = Counter()
+        self.unmatched: Counter = Counter()
+        self.unmatched_dropped = 0
+        self.examples: dict[str, str] = {}
+        self._threads: dict[tuple, str] = {}   # (host, pid, tid) -> the last framing role
+        self.opens = self.stray_ends = self.ends_first_on_thread = self.no_end = 0
+
+    @property
+    def own(self) -> int:
+        """dmlite lines: parsed or unmatched."""
+        return self.results[PARSED] + self.results[UNMATCHED_RESULT]
+
+    def add(self, line: str) -> None:
+        ev = self.parser.parse(line)
+        result = self.parser.result
+        self.results[result] += 1
+        if result == UNMATCHED_RESULT:
+            self._unmatched(line)
+        if ev is None:
+            return
+        self.roles[ev.role] += 1
+        if ev.tid >= 0 and ev.role in (*OPENERS, "returns"):
+            self._frame((ev.host, ev.pid, ev.tid), ev.role)
+
+    def _frame(self, thread, role: str) -> None:
+        last = self._threads.get(thread)
+        if role == "returns":
+            if last is None:
+                self.ends_first_on_thread += 1
+            if last in (None, "returns"):
+                self.stray_ends += 1
+        elif not (role == "call" and last == "accept"):   # accept then clientdn: one call
+            self.opens += 1
+            if last in OPENERS:
+                self.no_end += 1
+        self._threads[thread] = role
+
+    def _unmatched(self, line: str) -> None:
+        text = shape(line.split(" dmlite ", 1)[-1])
+        if text not in self.unmatched and len(self.unmatched) >= MAX_SHAPES:
+            self.unmatched_dropped += 1
+            return
+        self.examples.setdefault(text, line[:EXAMPLE_CHARS])
+        self.unmatched[text] += 1
+
+    def findings(self):
+        seen = Reassembled(stray_returns=self.stray_ends,
+                           returns_at_thread_start=self.ends_first_on_thread,
+                           noreturn_calls=self.no_end)
+        return judge(self.profile.required_roles, self.own, self.roles, seen)
+
+
+def render_dome(total: int, t: DomeTally, top: int) -> list[str]:
+    """The lines of one DOME profile's report; none when the file has no dmlite line."""
+    if not t.own:
+        return []
+    r = t.results
+    p = t.profile
+
+    def pct(n: int) -> str:
+        return f"{100.0 * n / total:5.1f}%" if total else "    -"
+    out = [f"  profile {p.name} (DOME): matched {pct(r[PARSED])}, unmatched {pct(r[UNMATCHED_RESULT])}, "
+           f"foreign {pct(r[FOREIGN])}, no envelope {pct(r[MALFORMED])}"]
+    out += [f"    {role:<16} {t.roles[role]:>9} {pct(t.roles[role])}" for role in ROLES if t.roles[role]]
+    if t.unmatched:
+        out.append(f"  most common unmatched shapes ({p.name}):")
+        for text, count in t.unmatched.most_common(top):
+            out.append(f"    {count:>9}  {text}")
+            out.append(f"    {'':>9}  e.g. {t.examples[text]}")
+    out.append(f"  fit of profile {p.name}: {t.own} dmlite lines, {r[FOREIGN]} lines of other programs")
+    if p.required_roles:
+        judged = t.own >= MIN_LINES_TO_JUDGE
+        out.append("    required roles: " + ", ".join(
+            f"{role} {t.roles[role]}" + (" MISSING" if judged and not t.roles[role] else "")
+            for role in p.required_roles))
+    if p.has_tid:
+        out.append(f"    calls: {t.opens} opens, stray ends {t.stray_ends} ({t.ends_first_on_thread} first "
+                   f"on their thread), calls opened again before their Exiting {t.no_end}")
+    return out
+
+
+def render_dome_warning(name: str, t: DomeTally) -> str:
+    findings = t.findings() if t.own else []
+    if not findings:
+        return ""
+    out = [f"WARNING: {name}: profile {t.profile.name} does not fit this DOME log; its calls "
+           f"and puts would be lost:"]
+    out += [f"  - {f.message}" for f in findings]
+    out.append(f"  Adapt the profile: copy {t.profile.source}, fix the patterns named above, and "
+               f"pass --profile FILE (docs/dome.md).")
+    return "\n".join(out)

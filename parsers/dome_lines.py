@@ -1,0 +1,112 @@
+"""One DOME syslog line -> a DomeEvent, with the line's result (as parsers/lines.py names
+them): parsed, unmatched (a dmlite message no role pattern knows), malformed (no syslog
+envelope, a bad date, binary data, too long) or foreign (another program's line in a
+mixed syslog file, or a line of a dmlite program that is not a dmlite message).
+
+The event time is the syslog envelope's stamp: the traditional form has no year (the
+EventClock supplies it, as for the DPM daemons' stamps) and whole seconds; the RFC 3339
+form has both. `whole_seconds` says which, because a duration between two whole-second
+stamps is only good to a second.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .clock import ClockError, EventClock, rfc3339_to_ms
+from .dome_profiles import DomeProfile
+from .lines import FOREIGN, MALFORMED, MAX_DIGITS, MAX_LINE_CHARS, PARSED, UNMATCHED_RESULT
+from .profiles import UNMATCHED
+
+MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+# Fields read as integers (HTTP code, byte counts, counts, seconds).
+INT_FIELDS = frozenset(("code", "size", "matchings", "timeout", "phys", "free", "count"))
+
+
+class DomeEvent(NamedTuple):
+    ts: int                  # epoch ms of the stamp
+    host: str
+    program: str             # the syslog tag: dome, httpd, xrootd, ...
+    pid: int
+    tid: int                 # the worker thread (pthread_self); -1 in a generation without it
+    level: int               # dmlite level 0-5; -1 on an Err (`!!!`) line
+    error: bool
+    role: str
+    fields: dict             # the role pattern's groups; INT_FIELDS as int
+    whole_seconds: bool      # the stamp has no fraction of a second
+
+
+class DomeLineParser:
+    """Parses the lines of one stream (one file, or one host's lines on Kafka)."""
+
+    def __init__(self, profile: DomeProfile, clock: EventClock):
+        self.profile = profile
+        self.clock = clock
+        self.tags = frozenset(profile.tags)
+        self.result = PARSED
+        self.reason = ""  # why the last line was malformed or foreign
+        self._forms = tuple(profile.forms.values())
+
+    def parse(self, line: str) -> DomeEvent | None:
+        """The event of a parsed line; None (with .result/.reason set) otherwise."""
+        line = line.rstrip("\r\n")
+        if len(line) > MAX_LINE_CHARS:
+            return self._fail(MALFORMED, f"line longer than {MAX_LINE_CHARS} characters")
+        if "\x00" in line:
+            return self._fail(MALFORMED, "binary data (NUL byte)")
+        for form in self._forms:
+            m = form.regex.match(line)
+            if m is not None:
+                break
+        else:
+            return self._not_dmlite(line)
+        g = form.groups
+        tag = m.group(g["tag"])
+        if tag not in self.tags:
+            return self._fail(FOREIGN, f"program {tag!r}")
+        role, fields = form.roles[m.lastindex]
+        if role == UNMATCHED:
+            return self._fail(UNMATCHED_RESULT, "no role")
+        pid, tid = m.group(g["pid"]), m.group(g["tid"]) if "tid" in g else None
+        if pid is None:  # dmlite opens syslog with LOG_PID: its calls are keyed by it
+            return self._fail(MALFORMED, "a dmlite line without the program's pid")
+        values = {name: m.group(i) for name, i in fields.items()}
+        if max(len(pid), len(tid or ""), *(len(values[f] or "") for f in INT_FIELDS & values.keys())) > MAX_DIGITS:
+            return self._fail(MALFORMED, f"a number longer than {MAX_DIGITS} digits")
+        for name in INT_FIELDS & values.keys():
+            if values[name] is not None:
+                values[name] = int(values[name])
+        try:
+            ts, whole = self._time(form.name, m, g)
+        except (ClockError, ValueError) as exc:
+            return self._fail(MALFORMED, str(exc))
+        level = m.group(g["level"])
+        self.result = PARSED
+        return DomeEvent(ts, m.group(g["host"]), tag, int(pid), -1 if tid is None else int(tid),
+                         -1 if level is None else int(level), m.group(g["error"]) is not None,
+                         role, values, whole)
+
+    def _time(self, form: str, m, g) -> tuple[int, bool]:
+        if form == "rfc3339":
+            rtime = m.group(g["rtime"])
+            return rfc3339_to_ms(rtime), len(rtime) < 20 or rtime[19] != "."
+        month = MONTHS[m.group(g["mon"])]
+        ms = self.clock.to_ms(month, int(m.group(g["day"])), int(m.group(g["hour"])),
+                              int(m.group(g["minute"])), int(m.group(g["second"])), 0)
+        return ms, True
+
+    def _not_dmlite(self, line: str) -> None:
+        """No full match: another program's line, a dmlite program's other line, or garbage."""
+        for form in self._forms:
+            prefix = form.prefix.match(line)
+            if prefix is not None:
+                tag = prefix.group("tag")
+                why = "not a dmlite message" if tag in self.tags else f"program {tag!r}"
+                return self._fail(FOREIGN, why)
+        return self._fail(MALFORMED, "no syslog envelope")
+
+    def _fail(self, result: str, reason: str) -> None:
+        self.result = result
+        self.reason = reason
+        return None

@@ -1,0 +1,155 @@
+"""DOME regex profiles (family "dome"): the wording of dmlite's syslog messages, as data.
+
+A DOME profile (regex_profiles/dmlite-dome*.toml, `family = "dome"`) differs from a DPM
+daemon's (parsers/profiles.py) in where the time is and what a line says:
+
+- the stamp is the syslog envelope's, in one of two forms: `traditional` (`May 30
+  08:44:05 host dome[2345]: `, no year, whole seconds, local time) or `rfc3339` (the year,
+  microseconds, an offset); both give host, program tag and pid;
+- then dmlite's own prefix, `message` (`{TID}[LVL] dmlite ` or `{TID}!!! dmlite `; the
+  generation without a thread id has its own profile), giving tid, level and error;
+- then one pattern per DOME role (ROLES), against `WHERE FUNC : TEXT`.
+
+Each form compiles into one regular expression (envelope, message prefix, an alternation
+of the role patterns, a catch-all marking the line `unmatched`), so a line costs one match,
+as in parsers/profiles.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .profiles import (
+    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_profile_file, role_patterns,
+)
+
+FAMILY = "dome"
+# Roles, in the order their patterns are tried: specific wording first, catch-alls last.
+ROLES = (
+    "accept", "call", "command", "returns",
+    "put", "put_selected", "putdone_disk", "putdone_forward", "putdone_head", "putdone_size",
+    "putdone_error", "chksum_failed", "queue_timeout",
+    "capacity", "fs_count", "fs_enabled", "fs_disabled", "startup", "other",
+)
+# Groups a role pattern may capture; anything else is rejected when loading.
+FIELDS = (
+    "client_dn", "client_host", "remote_dn", "remote_host", "method", "op", "query", "code",
+    "lfn", "server", "fs", "pfn", "size", "matchings", "reason", "key", "timeout",
+    "phys", "free", "count",
+)
+FORMS = ("traditional", "rfc3339")
+# Groups each envelope form must have (besides its stamp), and the message prefix's.
+FORM_GROUPS = {
+    "traditional": ("mon", "day", "hour", "minute", "second", "host", "tag", "pid"),
+    "rfc3339": ("rtime", "host", "tag", "pid"),
+}
+MESSAGE_GROUPS = ("level", "error")  # `tid` too, in a generation that logs it
+
+
+@dataclass
+class DomeForm:
+    """One envelope form compiled with the message prefix and every role."""
+
+    name: str
+    regex: re.Pattern
+    groups: dict[str, int]             # envelope and message group -> index
+    roles: dict[int, tuple[str, dict[str, int]]]   # wrapper group -> (role, field -> group)
+    prefix: re.Pattern                 # the syslog envelope alone: host, tag, pid
+
+
+@dataclass
+class DomeProfile:
+    name: str
+    description: str
+    timezone: str
+    tags: tuple[str, ...]
+    envelopes: dict[str, str]
+    message: str
+    roles: dict[str, list[str]]
+    required_roles: tuple[str, ...] = ()
+    source: str = "<memory>"
+    forms: dict[str, DomeForm] = field(init=False, repr=False)
+
+    @property
+    def has_tid(self) -> bool:
+        """Whether this generation's lines carry the worker thread's id."""
+        return "(?P<tid>" in self.message
+
+    def __post_init__(self) -> None:
+        unknown = set(self.roles) - set(ROLES)
+        if unknown:
+            raise ProfileError(f"{self.source}: unknown role(s) {sorted(unknown)}; DOME roles are {ROLES}")
+        patternless = [r for r in self.required_roles if not self.roles.get(r)]
+        if patternless:
+            raise ProfileError(f"{self.source}: required role(s) {patternless} have no pattern")
+        missing_forms = [f for f in FORMS if f not in self.envelopes]
+        if missing_forms:
+            raise ProfileError(f"{self.source}: [envelope] lacks form(s) {missing_forms}")
+        try:
+            self.forms = {name: _compile(name, self.envelopes[name], self.message, self.roles)
+                          for name in FORMS}
+        except re.error as exc:
+            raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
+        for name, form in self.forms.items():
+            lacking = [g for g in FORM_GROUPS[name] + MESSAGE_GROUPS if g not in form.groups]
+            if lacking:
+                raise ProfileError(f"{self.source}: envelope {name!r} or message lacks group(s) {lacking}")
+
+
+def _compile(name: str, envelope: str, message: str, roles: dict[str, list[str]]) -> DomeForm:
+    parts, order = role_patterns(roles, ROLES, FIELDS)
+    parts.append(fr"(?P<{UNMATCHED}>.*)")
+    regex = re.compile(f"(?:{envelope})(?:{message})(?:{'|'.join(parts)})\\s*\\Z", re.DOTALL)
+    index = regex.groupindex
+    wrapped = {index[f"a{i}"]: (role, {n: index[f"a{i}_{n}"] for n in names})
+               for i, (role, names) in enumerate(order)}
+    wrapped[index[UNMATCHED]] = (UNMATCHED, {})
+    groups = {n: index[n] for n in re.compile(envelope + message).groupindex}
+    return DomeForm(name, regex, groups, wrapped, re.compile(envelope))
+
+
+def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:
+    family = data.get("family")
+    if family != FAMILY:
+        raise ProfileError(f"{source}: not a DOME profile (family {family!r}, expected {FAMILY!r})")
+    try:
+        envelope = data["envelope"]
+        return DomeProfile(
+            name=data["name"],
+            description=data.get("description", ""),
+            timezone=data.get("timezone", "local"),
+            tags=tuple(as_list(data["tags"])),
+            envelopes={f: envelope[f] for f in FORMS if f in envelope},
+            message=envelope["message"],
+            roles={role: as_list(p) for role, p in data["roles"].items()},
+            required_roles=tuple(as_list(data.get("required_roles", ()))),
+            source=source,
+        )
+    except KeyError as exc:
+        raise ProfileError(f"{source}: missing key {exc}") from exc
+
+
+def load_dome_profile(path: str | Path) -> DomeProfile:
+    return dome_profile_from_dict(read_profile_file(path), source=str(path))
+
+
+def bundled_dome_profiles() -> list[DomeProfile]:
+    found = []
+    for path in bundled_profile_paths():
+        data = read_profile_file(path)
+        if data.get("family") == FAMILY:
+            found.append(dome_profile_from_dict(data, source=str(path)))
+    return found
+
+
+def resolve_dome_profile(spec: str) -> DomeProfile:
+    """A bundled DOME profile by name, or a DOME profile file by path."""
+    for profile in bundled_dome_profiles():
+        if profile.name == spec:
+            return profile
+    if Path(spec).exists():
+        return load_dome_profile(spec)
+    names = ", ".join(p.name for p in bundled_dome_profiles())
+    raise ProfileError(f"no DOME profile {spec!r}: not a bundled name ({names}) nor a file")

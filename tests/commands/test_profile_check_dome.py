@@ -1,0 +1,90 @@
+"""`dpmstream profile check` judges DOME logs like the DPM daemons' (docs/dome.md): a
+simulated DOME log fits its profile (exit 0), other programs' lines counted apart; a
+reworded `Exiting` line is a missing required role, a reworded call start makes every
+`Exiting` a stray end: WARNING and exit 1."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from dpmstream.simulator.dome_config import DomeConfig
+from dpmstream.simulator.dome_run import simulate_dome
+
+
+def check(*args):
+    return subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module", params=["tid", "notid"])
+def site(request, tmp_path_factory):
+    cfg = DomeConfig(envelope="messages", generation=request.param, duration=240.0, disk_down_at=60.0,
+                     disk_down_s=70.0, restart_at=None, gap_at=None)
+    return simulate_dome(cfg, tmp_path_factory.mktemp("dome") / "site")
+
+
+def reworded(src, dst, pattern, replacement) -> int:
+    text = src.read_text(encoding="utf-8")
+    new, n = re.subn(pattern, replacement, text)
+    dst.write_text(new, encoding="utf-8")
+    return n
+
+
+def test_a_simulated_dome_log_fits_its_profile_with_exit_0(site):
+    head = site.logs["dpmhead01"]
+    done = check(head)
+    assert done.returncode == 0, done.stdout + done.stderr
+    name = "dmlite-dome" if site.config.generation == "tid" else "dmlite-dome-notid"
+    assert f"profile {name} (DOME): matched" in done.stdout and "WARNING" not in done.stdout
+    foreign = site.summary["foreign_lines"]["dpmhead01"]
+    assert foreign and f"lines, {foreign} lines of other programs" in done.stdout
+    assert "required roles: call " in done.stdout
+    if site.config.generation == "tid":
+        assert "stray ends 0 (0 first on their thread), calls opened again before their Exiting 0" in done.stdout
+
+
+def test_a_reworded_exiting_line_is_a_missing_required_role(site, tmp_path):
+    log = tmp_path / "head.log"
+    assert reworded(site.logs["dpmhead01"], log, r"Exiting: code: (\d+)", r"Leaving with HTTP \1") > 200
+    done = check(log)
+    assert done.returncode == 1
+    warning = done.stdout[done.stdout.index("WARNING"):]
+    assert "does not fit this DOME log" in warning and "role `returns` (call ends): no line" in warning
+
+
+def test_a_reworded_call_start_makes_every_exiting_a_stray_end(tmp_path):
+    result = simulate_dome(DomeConfig(duration=120.0, disk_down_at=None, restart_at=None, gap_at=None,
+                                      accept_lines=False), tmp_path / "site")
+    log = tmp_path / "head.log"
+    assert reworded(result.logs["dpmhead01"], log, r"clientdn: '", "caller: '") > 200
+    done = check(log, "--profile", "dmlite-dome")
+    assert done.returncode == 1
+    assert re.search(r"stray returns: \d+ of \d+ `returns` lines", done.stdout)
+
+
+def test_a_dpm_profile_check_of_a_dome_log_without_dome_profiles_finds_no_daemon(site):
+    done = check(site.logs["dpmhead01"], "--profile", "lcgdm-dpm")
+    assert done.returncode == 1 and "no line of any daemon" in done.stdout
+
+
+def test_a_dome_profile_check_of_a_dpm_log_names_the_dome_profile(tmp_path):
+    log = tmp_path / "dpm.log"
+    log.write_text("08/12 14:31:43.101 12345,3 dpm_srv_ping: DP092 - ping request by /CN=x (1,2) from h\n")
+    done = check(log, "--profile", "dmlite-dome")
+    assert done.returncode == 1 and "dmlite-dome (DOME)" in done.stdout
+
+
+def test_profile_list_and_show_name_the_dome_profiles():
+    listed = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "list"],
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0
+    assert re.search(r"^dmlite-dome +family=dome ", listed.stdout, re.M)
+    assert re.search(r"^dmlite-dome-notid +family=dome ", listed.stdout, re.M)
+    shown = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "show", "dmlite-dome"],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and "family: dome" in shown.stdout
+    assert "envelope (traditional): " in shown.stdout and "  put_selected " in shown.stdout
