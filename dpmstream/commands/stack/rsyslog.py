@@ -139,20 +139,23 @@ class RsyslogShipper:
     machine's name as rsyslog sees it. resume_interval: seconds between retries of a
     broker that is down (tests use 1). extra_conf_params: more librdkafka settings.
     syslog_copies: syslog messages to copy to files and follow (a DOME node's dmlite lines).
-    syslog_socket: a private socket standing in for the system's /dev/log (imuxsock); it
-    keeps each message's own stamp (`ignoreTimestamp="off"`), so a test knows the time it
-    sent, where a node's /dev/log stamps with the receive time's microseconds.
+    syslog_socket: a private socket standing in for the system's /dev/log (imuxsock, no
+    rate limit). keep_sent_stamps: take each message's own stamp (`ignoreTimestamp="off"`),
+    so a test knows the time it sent; False: imuxsock's defaults, as on a node's /dev/log,
+    the receive time with microseconds (syslog(3)'s own stamp has whole seconds).
     """
 
     def __init__(self, workdir: Path | str, files: Iterable[Path | str], brokers: Sequence[str] | str,
                  topic: str = DEFAULT_TOPIC, hostname: str | None = None, resume_interval: int = 1,
                  conf_params: Sequence[str] = DEFAULT_CONF_PARAMS,
                  extra_conf_params: Sequence[str] = ("reconnect.backoff.max.ms=1000",),
-                 syslog_copies: Sequence[SyslogCopy] = (), syslog_socket: Path | str | None = None):
+                 syslog_copies: Sequence[SyslogCopy] = (), syslog_socket: Path | str | None = None,
+                 keep_sent_stamps: bool = True):
         self.workdir = Path(workdir).resolve()
         self.files = [Path(f).resolve() for f in files]
         self.syslog_copies = [c._replace(file=str(Path(c.file).resolve())) for c in syslog_copies]
         self.syslog_socket = None if syslog_socket is None else Path(syslog_socket).resolve()
+        self.keep_sent_stamps = keep_sent_stamps
         self.brokers = [brokers] if isinstance(brokers, str) else list(brokers)
         self.topic = topic
         self.hostname = hostname
@@ -182,10 +185,11 @@ class RsyslogShipper:
             queue_max_disk="256m", failed_msg_file=str(self.failed_msg_file),
             conf_params=self.conf_params, syslog_copies=self.syslog_copies))
         host = f' localHostname={_quoted(self.hostname, "host name")}' if self.hostname else ""
+        stamps = ' ignoreTimestamp="off" useSysTimeStamp="off"' if self.keep_sent_stamps else ""
         socket = "" if self.syslog_socket is None else (
             'module(load="imuxsock" sysSock.use="off")\n'
-            f'input(type="imuxsock" socket={_quoted(str(self.syslog_socket), "socket")}'
-            ' ignoreTimestamp="off" useSysTimeStamp="off" rateLimit.interval="0")\n')
+            f'input(type="imuxsock" socket={_quoted(str(self.syslog_socket), "socket")}{stamps}'
+            ' rateLimit.interval="0")\n')
         # The main config stands in for /etc/rsyslog.conf: private work directory, no
         # system inputs (the private socket instead, if any), rsyslogd's own messages to a
         # file (not to the journal), then the drop-in.

@@ -87,14 +87,35 @@ def stamp_ms(line: str) -> int:
     return (dt.datetime.fromisoformat(line.split(" ", 1)[0]) - EPOCH) // dt.timedelta(milliseconds=1)
 
 
+def simulated_site(tmp_path, generation="tid"):
+    """A head and a disk node's /var/log/messages: dmlite's lines among other programs'."""
+    cfg = DomeConfig(seed=7, duration=40, rate=1.0, disks=1, envelope="messages", stamp="rfc3339",
+                     generation=generation, disk_down_at=None, restart_at=None, gap_at=None,
+                     foreign_rate=0.3)
+    return cfg, simulate_dome(cfg, tmp_path / "sim")
+
+
+def dome_node(rsyslog_factory, tmp_path, host, topic, **kwargs):
+    """A private rsyslogd of a DOME node: the DOME copy into its own directory, and a
+    socket in place of /dev/log. Returns it, its socket and its copy file."""
+    node = tmp_path / host
+    copy = node / "dmlite-rfc3339.log"
+    shipper = rsyslog_factory([], topic, hostname=host, syslog_socket=node / "log.sock",
+                              syslog_copies=[SyslogCopy(DOME_COPY.contains, str(copy))], **kwargs)
+    return shipper, node / "log.sock", copy
+
+
+def send(sock_path, datagrams):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        for datagram in datagrams:
+            sock.sendto(datagram, str(sock_path))
+
+
 @pytest.mark.services
 @pytest.mark.parametrize("generation", ["tid", "notid"])
 def test_dome_nodes_ship_each_dmlite_message_once_keyed_by_host_with_its_microsecond_stamp(
         kafka_broker, kafka_topic, rsyslog_factory, tmp_path, generation):
-    cfg = DomeConfig(seed=7, duration=40, rate=1.0, disks=1, envelope="messages", stamp="rfc3339",
-                     generation=generation, disk_down_at=None, restart_at=None, gap_at=None,
-                     foreign_rate=0.3)
-    site = simulate_dome(cfg, tmp_path / "sim")
+    cfg, site = simulated_site(tmp_path, generation)
     parser = DomeLineParser(resolve_dome_profile(PROFILES[generation]), EventClock(cfg.tz))
     topic = kafka_topic(partitions=2)
     sent, copies = {}, {}
@@ -107,13 +128,8 @@ def test_dome_nodes_ship_each_dmlite_message_once_keyed_by_host_with_its_microse
         assert FOREIGN in results and PARSED in results  # both kinds are sent
         sent[host] = [(line, ln) for line, ln, r in zip(lines, site.written[host], results)
                       if r == PARSED]
-        node = tmp_path / host
-        copies[host] = node / "dmlite-rfc3339.log"
-        rsyslog_factory([], topic, hostname=host, syslog_socket=node / "log.sock",
-                        syslog_copies=[SyslogCopy(DOME_COPY.contains, str(copies[host]))])
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            for line in lines:  # every program's lines, as /dev/log gets them
-                sock.sendto(as_datagram(line), str(node / "log.sock"))
+        _, sock, copies[host] = dome_node(rsyslog_factory, tmp_path, host, topic)
+        send(sock, map(as_datagram, lines))  # every program's lines, as /dev/log gets them
 
     records = kafka_broker.consume(topic, sum(map(len, sent.values())), timeout=60)
 
@@ -138,3 +154,47 @@ def test_dome_nodes_ship_each_dmlite_message_once_keyed_by_host_with_its_microse
             assert event.ts == stamp_ms(line) == model_line.t
             assert event.host == host
     assert len(records) == sum(map(len, sent.values()))
+
+
+@pytest.mark.services
+def test_dome_lines_shipped_before_rsyslog_restarts_are_not_shipped_again(
+        kafka_broker, kafka_topic, rsyslog_factory, tmp_path):
+    cfg, site = simulated_site(tmp_path)
+    head = cfg.head
+    lines = [line for line in site.logs[head].read_text().splitlines() if " dmlite " in line]
+    first, second = lines[: len(lines) // 2], lines[len(lines) // 2:]
+    topic = kafka_topic()
+    shipper, sock, copy = dome_node(rsyslog_factory, tmp_path, head, topic)
+    send(sock, map(as_datagram, first))
+    assert len(kafka_broker.consume(topic, len(first), timeout=60)) == len(first)
+
+    shipper.restart()  # imfile resumes the copy where its state file says
+    send(sock, map(as_datagram, second))
+
+    got = [json.loads(r.value) for r in kafka_broker.consume(topic, len(lines), timeout=60)]
+    # Each line once, in order: the first half was not read again from the copy's start.
+    assert [env["line"] for env in got] == lines
+    assert [env["offset"] for env in got] == line_offsets(copy)
+
+
+@pytest.mark.services
+def test_a_whole_second_syslog3_stamp_ships_with_the_receive_time_in_microseconds(
+        kafka_broker, kafka_topic, rsyslog_factory, tmp_path):
+    """glibc's syslog(3) stamps whole seconds (`May 30 08:44:05`): rsyslog's socket input,
+    left at its defaults as on a node, stamps the receive time with microseconds."""
+    topic = kafka_topic()
+    _, sock, _ = dome_node(rsyslog_factory, tmp_path, "dpmhead01", topic, keep_sent_stamps=False)
+    message = "dome[2345]: {140580123482689}[1] dmlite dome SendSimpleResp : Exiting: code: 200"
+    before = dt.datetime.now(dt.timezone.utc)
+    send(sock, [f"<11>May 30 08:44:05 {message}".encode()])
+
+    [record] = kafka_broker.consume(topic, 1, timeout=60)
+    after = dt.datetime.now(dt.timezone.utc)
+    line = json.loads(record.value)["line"]
+    parser = DomeLineParser(resolve_dome_profile("dmlite-dome"), EventClock("UTC"))
+    event = parser.parse(line)
+    assert parser.result == PARSED and event.role == "returns" and not event.whole_seconds
+    assert line.endswith(f" dpmhead01 {message}")
+    stamped = dt.datetime.fromisoformat(line.split(" ", 1)[0])
+    assert before <= stamped <= after
+    assert re.match(r"\S+T\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d ", line)
