@@ -6,6 +6,11 @@ shipped rsyslog/dpmstream.conf is its rendering with the head-node defaults):
     python -m dpmstream.commands.stack.rsyslog --broker kafka01:9092 \\
         > /etc/rsyslog.d/dpmstream.conf
 
+A DOME node (`--dome`, rsyslog/dpmstream-dome.conf) logs through syslog(3), not to files
+of its own: the same template then also copies dmlite's syslog messages to a file of
+RFC 3339 microsecond stamps (a `SyslogCopy`), and follows that file like any other, so
+each line keeps a path and offset (docs/dome.md, "Shipping a DOME node to Kafka").
+
 `RsyslogShipper` runs a private rsyslogd with that same drop-in, following given files:
 its own config, work directory (imfile state, disk queue), pid file and log, and no
 system input (no /dev/log socket, no kernel log).
@@ -19,12 +24,14 @@ import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from dpmstream.commands.stack.process import ManagedProcess, ServiceError
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATE = REPO / "rsyslog" / "dpmstream.conf.in"
 SHIPPED = REPO / "rsyslog" / "dpmstream.conf"
+SHIPPED_DOME = REPO / "rsyslog" / "dpmstream-dome.conf"
 
 HEAD_NODE_FILES = ("/var/log/dpm/log", "/var/log/dpns/log", "/var/log/srmv2.2/log")
 DEFAULT_TOPIC = "dpm.lines"
@@ -35,6 +42,20 @@ DEFAULT_TOPIC = "dpm.lines"
 # outage lasts, instead of failing them back to rsyslog's queue behind newer ones.
 DEFAULT_CONF_PARAMS = ("compression.codec=lz4", "socket.keepalive.enable=true",
                        "enable.idempotence=true", "message.timeout.ms=0")
+
+
+class SyslogCopy(NamedTuple):
+    """Syslog messages whose text holds `contains`, written by rsyslog to `file` with
+    RSYSLOG_FileFormat (RFC 3339 stamp with microseconds and the year), then followed like
+    any log file: the file gives each line the path and offset that let the worker drop a
+    line delivered twice, which a message from a socket has not."""
+    contains: str
+    file: str
+
+
+# dmlite's messages, selected as its packaged rsyslog snippet (20-log-dmlite.conf) selects
+# them for /var/log/dmlite/dmlite.log, into a file of their own beside it.
+DOME_COPY = SyslogCopy(" dmlite ", "/var/log/dmlite/dmlite-rfc3339.log")
 
 
 def _tag(path: str) -> str:
@@ -50,12 +71,32 @@ def _quoted(value: str, what: str) -> str:
     return f'"{value}"'
 
 
+def _copy_actions(copies: Sequence[SyslogCopy]) -> str:
+    """The default ruleset's actions writing each copy (where the system's syslog
+    messages arrive); they do not stop the message, so the site's own rules still see it."""
+    if not copies:
+        return ""
+    blocks = [
+        f'if ($msg contains {_quoted(c.contains, "message filter")}) then {{\n'
+        f'    action(type="omfile" name="dpmstream_copy_{i}" file={_quoted(c.file, "copy file")}\n'
+        f'           template="RSYSLOG_FileFormat")\n'
+        f'}}\n'
+        for i, c in enumerate(copies, 1)
+    ]
+    return ("# Syslog messages copied to files with RFC 3339 microsecond stamps (timereported:\n"
+            "# the time rsyslog's system input stamped, microseconds under imuxsock and\n"
+            "# imjournal), each file followed below like any log: path and offset name a line.\n"
+            + "".join(blocks) + "\n")
+
+
 def render_config(files: Sequence[str] = HEAD_NODE_FILES, brokers: Sequence[str] = ("localhost:9092",),
                   topic: str = DEFAULT_TOPIC, resume_interval: int = 10,
                   queue_max_disk: str = "1g",
                   failed_msg_file: str = "/var/spool/rsyslog/dpmstream-kafka-failed.data",
-                  conf_params: Sequence[str] = DEFAULT_CONF_PARAMS) -> str:
-    """The drop-in config for these files, brokers and topic."""
+                  conf_params: Sequence[str] = DEFAULT_CONF_PARAMS,
+                  syslog_copies: Sequence[SyslogCopy] = ()) -> str:
+    """The drop-in config for these files (and the files of `syslog_copies`), brokers and topic."""
+    files = [*files, *(c.file for c in syslog_copies)]
     if not files:
         raise ValueError("no log file to follow")
     if not brokers:
@@ -67,6 +108,7 @@ def render_config(files: Sequence[str] = HEAD_NODE_FILES, brokers: Sequence[str]
         for f in files
     )
     values = {
+        "@SYSLOG_COPIES@\n": _copy_actions(syslog_copies),
         "@INPUTS@": inputs,
         "@BROKERS@": ", ".join(_quoted(b, "broker") for b in brokers),
         "@TOPIC@": topic,
@@ -96,14 +138,24 @@ class RsyslogShipper:
     hostname: the `host` field and message key (rsyslog's localHostname); default the
     machine's name as rsyslog sees it. resume_interval: seconds between retries of a
     broker that is down (tests use 1). extra_conf_params: more librdkafka settings.
+    syslog_copies: syslog messages to copy to files and follow (a DOME node's dmlite lines).
+    syslog_socket: a private socket standing in for the system's /dev/log (imuxsock, no
+    rate limit). keep_sent_stamps: take each message's own stamp (`ignoreTimestamp="off"`),
+    so a test knows the time it sent; False: imuxsock's defaults, as on a node's /dev/log,
+    the receive time with microseconds (syslog(3)'s own stamp has whole seconds).
     """
 
     def __init__(self, workdir: Path | str, files: Iterable[Path | str], brokers: Sequence[str] | str,
                  topic: str = DEFAULT_TOPIC, hostname: str | None = None, resume_interval: int = 1,
                  conf_params: Sequence[str] = DEFAULT_CONF_PARAMS,
-                 extra_conf_params: Sequence[str] = ("reconnect.backoff.max.ms=1000",)):
+                 extra_conf_params: Sequence[str] = ("reconnect.backoff.max.ms=1000",),
+                 syslog_copies: Sequence[SyslogCopy] = (), syslog_socket: Path | str | None = None,
+                 keep_sent_stamps: bool = True):
         self.workdir = Path(workdir).resolve()
         self.files = [Path(f).resolve() for f in files]
+        self.syslog_copies = [c._replace(file=str(Path(c.file).resolve())) for c in syslog_copies]
+        self.syslog_socket = None if syslog_socket is None else Path(syslog_socket).resolve()
+        self.keep_sent_stamps = keep_sent_stamps
         self.brokers = [brokers] if isinstance(brokers, str) else list(brokers)
         self.topic = topic
         self.hostname = hostname
@@ -131,13 +183,19 @@ class RsyslogShipper:
         self.dropin.write_text(render_config(
             [str(f) for f in self.files], self.brokers, self.topic, self.resume_interval,
             queue_max_disk="256m", failed_msg_file=str(self.failed_msg_file),
-            conf_params=self.conf_params))
+            conf_params=self.conf_params, syslog_copies=self.syslog_copies))
         host = f' localHostname={_quoted(self.hostname, "host name")}' if self.hostname else ""
+        stamps = ' ignoreTimestamp="off" useSysTimeStamp="off"' if self.keep_sent_stamps else ""
+        socket = "" if self.syslog_socket is None else (
+            'module(load="imuxsock" sysSock.use="off")\n'
+            f'input(type="imuxsock" socket={_quoted(str(self.syslog_socket), "socket")}{stamps}'
+            ' rateLimit.interval="0")\n')
         # The main config stands in for /etc/rsyslog.conf: private work directory, no
-        # system inputs, rsyslogd's own messages to a file (not to the journal), then
-        # the drop-in.
+        # system inputs (the private socket instead, if any), rsyslogd's own messages to a
+        # file (not to the journal), then the drop-in.
         self.main_conf.write_text(
             f'global(workDirectory="{self.spool}" processInternalMessages="on"{host})\n'
+            f'{socket}'
             f'*.* action(type="omfile" file="{self.daemon_log}")\n'
             f'include(file="{self.dropin}")\n'
         )
@@ -146,7 +204,7 @@ class RsyslogShipper:
         """Validate the config, start rsyslogd; ready once it logged its start."""
         if self.running:
             return 0.0
-        for f in self.files:
+        for f in [*self.files, *(Path(c.file) for c in self.syslog_copies)]:
             # imfile watches a file's directory for it to appear: the directory must exist.
             f.parent.mkdir(parents=True, exist_ok=True)
         self.write_config()
@@ -182,7 +240,7 @@ class RsyslogShipper:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the head-node drop-in for the given brokers, topic and files."""
+    """Print the drop-in (a DPM head node's, or a DOME node's) for the given brokers, topic and files."""
     parser = argparse.ArgumentParser(
         prog="python -m dpmstream.commands.stack.rsyslog",
         description="Print dpmstream's rsyslog drop-in (imfile -> omkafka) for a head node.")
@@ -190,7 +248,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="Kafka bootstrap broker (repeatable; default localhost:9092)")
     parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic (default {DEFAULT_TOPIC})")
     parser.add_argument("--file", action="append", dest="files", metavar="PATH",
-                        help="log file to follow (repeatable; default the DPM, DPNS and SRM logs)")
+                        help="log file to follow (repeatable; default the DPM, DPNS and SRM logs, "
+                             "none with --dome)")
+    parser.add_argument("--dome", action="store_true",
+                        help="a DOME node: copy dmlite's syslog messages (those holding "
+                             f"'{DOME_COPY.contains.strip()}') to {DOME_COPY.file} with microsecond "
+                             "stamps, and follow it")
     parser.add_argument("--resume-interval", type=int, default=10,
                         help="seconds between retries while Kafka is down (default 10)")
     parser.add_argument("--queue-max-disk", default="1g",
@@ -202,9 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         sys.stdout.write(render_config(
-            args.files or HEAD_NODE_FILES, args.brokers or ["localhost:9092"], args.topic,
-            args.resume_interval, args.queue_max_disk, args.failed_msg_file,
-            [*DEFAULT_CONF_PARAMS, *(args.conf_params or ())]))
+            args.files or (() if args.dome else HEAD_NODE_FILES), args.brokers or ["localhost:9092"],
+            args.topic, args.resume_interval, args.queue_max_disk, args.failed_msg_file,
+            [*DEFAULT_CONF_PARAMS, *(args.conf_params or ())],
+            syslog_copies=(DOME_COPY,) if args.dome else ()))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
