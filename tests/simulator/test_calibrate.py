@@ -6,7 +6,7 @@ import statistics
 
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.simulator.calibrate import calibrate
-from dpmstream.simulator.fits import closed_loop, lock_fit
+from dpmstream.simulator.fits import closed_loop, directory_locks, lock_fit, lock_holds
 
 
 def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesis_log(tmp_path):
@@ -22,7 +22,9 @@ def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesi
     requests = [r for r in records if r["kind"] == "request"]
     calls = [r for r in records if r["kind"] == "call"]
     cal = calibrate(requests, calls)
-    assert cal.load == "closed" and cal.config.dirs == 1 and cal.lock_contention
+    assert cal.load == "closed" and cal.lock_contention
+    assert cal.config.dirs is None and len(cal.config.dir_shares) == 1
+    assert cal.directories == ["/dpm/cern.ch/home/dteam/perf/shared"]
     assert cal.config.sthreads == 20 and cal.config.clients == 3
     assert cal.config.concurrency == 25
     assert (cal.config.poll_first_ms, cal.config.poll_factor) == (125, 2.0)
@@ -30,3 +32,36 @@ def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesi
     assert 30 <= statistics.median(hold) <= 40            # the model's 35 ms
     dispersion, streams, _ = closed_loop(requests)
     assert dispersion < 0.1 and streams == cal.config.concurrency
+
+
+def test_a_lock_hold_is_its_end_less_the_later_of_its_start_and_the_previous_end():
+    # Idle, then a queue: the second waits for the first, the third comes after both.
+    creats = [(0, 30), (10, 55), (100, 120)]
+    assert lock_holds(creats) == [30, 25, 20]
+
+
+def test_creates_are_grouped_by_parent_directory_and_each_queue_read_on_its_own():
+    # Two directories whose creates overlap: read as one queue they would seem to hold
+    # the lock 5 ms; per directory each holds it 30 ms.
+    creats = [(0, 30, "/d/a/f1"), (5, 35, "/d/b/f2"), (0, 60, "/d/a/f3"), (5, 65, "/d/b/f4"),
+              (200, 230, None)]
+    locks, pathless = directory_locks(creats)
+    assert pathless == 1
+    assert [(lock.name, lock.holds) for lock in locks] == [("/d/a", [30, 30]), ("/d/b", [30, 30])]
+    assert lock_holds([(s, e) for s, e, p in creats if p]) == [30, 5, 25, 5]
+
+
+def test_without_a_dpns_log_the_lock_is_said_not_to_be_calibrated_and_what_is_assumed(tmp_path):
+    from dpmstream.parsers.pipeline import Pipeline
+
+    log = simulate(SimConfig(requests=200, seed=3), tmp_path / "log")
+    records = []
+    pipeline = Pipeline(records.append)
+    src = pipeline.source(str(log.log_path), host="head01", path=str(log.log_path), year=2011)
+    src.feed_lines(log.log_path.read_bytes().splitlines())
+    pipeline.finish()
+    cal = calibrate([r for r in records if r["kind"] == "request"],
+                    [r for r in records if r["kind"] == "call"])
+    note = next(w for w in cal.warnings if "lock" in w)
+    assert "cannot be calibrated" in note and "assumes no lock" in note
+    assert cal.config.dir_shares is None and cal.config.service.dpns_creat.median_ms == 0
