@@ -96,7 +96,7 @@ CLOSED_DISPERSION = 0.25
 
 
 def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
-              load: str = "auto") -> Calibration:
+              load: str = "auto", fast_thread_ids=()) -> Calibration:
     """A SimConfig running these records' load through the model, and the estimates.
 
     load: "replay" replays each request at its logged instant (an open load: it comes
@@ -104,7 +104,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     request streams it kept going, each starting its next request as one ends (a load
     that comes faster when the head node answers faster, like FTS or the thesis's test
     clients); "auto" takes "closed" when each client's in-flight count hardly varies
-    (CLOSED_DISPERSION)."""
+    (CLOSED_DISPERSION). fast_thread_ids: the thread of every call the DPM's fast threads
+    served, when the reader saw them (the records keep none for status calls)."""
     if load not in LOADS:
         raise ValueError(f"load must be one of {', '.join(LOADS)}, not {load!r}")
     reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
@@ -276,17 +277,20 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         warn.append("no processing run measured: slow threads default to 20")
     fast_ids = [c["thread"] for c in dpm_calls if c.get("thread") is not None and c["thread"] >= 0]
     by_ids = max(fast_ids) + 1 if fast_ids else 0
+    if fast_thread_ids:           # every fast-thread call, status calls included
+        by_ids = max(by_ids, max(fast_thread_ids) + 1)
     busy = max_overlap(fast_calls(reqs, dpm_calls))
-    # Status calls are not in the records, so the bound seen may lie far under the pool:
-    # a pool smaller than the DPM's default is taken only when the thread ids show it.
-    fthreads = max(by_ids, busy) if by_ids else max(busy, DEFAULT_FTHREADS)
+    # The ids seen bound the pool from below only: a pool the log never filled is taken at
+    # least as large as the DPM default, else a what-if with more calls starves it.
+    fthreads = max(by_ids, busy, DEFAULT_FTHREADS)
     est.append(Estimate("fast threads", fthreads, unit="threads",
-                        how=(f"the larger of the highest thread id + 1 of {len(fast_ids)} DPM "
-                             f"calls ({by_ids}) and the most put/get, closing and plain calls "
-                             f"at once ({busy}; status calls are not in the records)"
-                             + ("" if by_ids else f", at least the DPM default "
-                                                  f"{DEFAULT_FTHREADS} (no call's thread id seen)")
-                             + "; --current-fthreads sets it")))
+                        how=(f"the larger of the highest thread id + 1 seen on the fast "
+                             f"threads ({by_ids}"
+                             + (", status calls included" if fast_thread_ids else
+                                ", of plain calls only: status calls are not in the records")
+                             + f") and the most put/get, closing and plain calls at once "
+                               f"({busy}), at least the DPM default {DEFAULT_FTHREADS}; "
+                               f"--current-fthreads sets it")))
     ns_ids = [c["thread"] for c in dpns_calls if c.get("thread") is not None and c["thread"] >= 0]
     # The ids seen bound the pool from below only: a pool the log never filled is taken at
     # least as large as the DPNS default, else a what-if with more callers starves it.

@@ -21,6 +21,7 @@ from dpmstream.simulator.run import simulate
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
 FIT_TOLERANCE = 0.10
+FIT_FLOOR_S = 0.010     # a phase near 0 (no queue) fits within 10 ms: 0 against 8 ms is no miss
 MIN_COUNT = 20          # phases measured fewer times than this are not checked
 
 
@@ -99,7 +100,9 @@ class FitLine:
 
 def fit_check(observed: dict, modelled: Prediction, floor_s: float) -> list[FitLine]:
     """Each (op, phase) measured at least MIN_COUNT times: does the model's p50 lie
-    within 10% of the observed one (or within `floor_s`, the stamps' resolution)?"""
+    within 10% of the observed one (or within `floor_s`, twice the stamps' resolution,
+    and at least FIT_FLOOR_S)?"""
+    floor_s = max(floor_s, FIT_FLOOR_S)
     lines = []
     for key, values in sorted(observed.items()):
         if len(values) < MIN_COUNT or key not in modelled.pooled:

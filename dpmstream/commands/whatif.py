@@ -68,9 +68,10 @@ def register(sub, name: str, help_text: str) -> None:
     p.set_defaults(func=run)
 
 
-def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object]:
+def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object, list[int]]:
     """Every request and call record of the files, through the replay loop: the DPM and
-    DPNS logs side by side in event time, so that name-server calls link to requests."""
+    DPNS logs side by side in event time, so that name-server calls link to requests;
+    and the thread of every call the DPM's fast threads served."""
     from dpmstream.parsers.pipeline import Pipeline
     from dpmstream.streams.inputs import InputError, describe
     from dpmstream.streams.progress import Progress
@@ -86,13 +87,20 @@ def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object
     except InputError as exc:
         raise ValueError(str(exc)) from None
     pipeline = Pipeline(keep, **pipeline_options(args))
+    fast_ids = set()
+
+    def on_span(host, daemon, pid, tid, kind, started, ended) -> None:
+        if daemon == "dpm" and kind == "call" and tid is not None and tid >= 0:
+            fast_ids.add(tid)
+
+    pipeline.reassembler.on_span = on_span
     failures, _ = replay_inputs(
         pipeline, inputs, host=default_host(args.host), profile=checked_profile(args.profile),
         tz=checked_zone(args.tz), year=args.year, progress=Progress(None, enabled=False),
         command="dpmstream whatif")
     if failures:
         raise ValueError(f"{failures} of {len(inputs)} inputs could not be read whole")
-    return requests, calls, pipeline.stats
+    return requests, calls, pipeline.stats, sorted(fast_ids)
 
 
 def whatif_config(current, args):
@@ -125,7 +133,9 @@ def whatif_config(current, args):
 def run(args) -> int:
     from dpmstream.simulator.calibrate import SHOWN_DIRS, calibrate
     from dpmstream.simulator.observe import compare, measure_all, observations
-    from dpmstream.simulator.predict import fit_check, limit_model, phase_table, predict
+    from dpmstream.simulator.predict import (
+        FIT_FLOOR_S, fit_check, limit_model, phase_table, predict,
+    )
 
     setup_logging(args.verbose)
     if not (args.fthreads or args.sthreads or args.backlog or args.dirs or args.spread_dirs
@@ -141,11 +151,11 @@ def run(args) -> int:
     if problem:
         print(f"dpmstream whatif: {problem}", file=sys.stderr)
         return 2
-    requests, calls, stats = read_records(args.files, args)
+    requests, calls, stats, fast_ids = read_records(args.files, args)
     if not stats.total("parsed"):
         print("dpmstream whatif: no DPM, DPNS or SRM line was parsed", file=sys.stderr)
         return 1
-    cal = calibrate(requests, calls, load=args.load)
+    cal = calibrate(requests, calls, load=args.load, fast_thread_ids=fast_ids)
     current = cal.config
     if args.current_fthreads:
         current = current.replace(fthreads=args.current_fthreads)
@@ -162,7 +172,7 @@ def run(args) -> int:
     now = predict(current, seeds, observations=obs)
     then = predict(target, seeds)
     observed = phase_table(requests)
-    floor_s = 2 * cal.resolution_ms / 1000
+    floor_s = max(2 * cal.resolution_ms / 1000, FIT_FLOOR_S)
     checks = fit_check(observed, now, floor_s)
     params = compare(obs, measure_all(obs, requests, calls), now.observed,
                      max(2.0, 2 * cal.resolution_ms))
