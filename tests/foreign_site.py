@@ -396,12 +396,17 @@ class Outcome:
     current: dict          # phase -> the model's p50 at the logged setting
     logged: dict           # phase -> the log's true p50
 
-    def error(self, phase: str, floor_s: float = 0.020) -> float:
-        """Relative error of the prediction, or 0 within `floor_s` of a truth near 0."""
+    def error(self, phase: str) -> float:
+        """Relative error of the prediction (inf against a truth of 0 it misses)."""
         want, got = self.truth[phase], self.predicted[phase]
-        if abs(got - want) <= floor_s:
-            return 0.0
+        if want == 0:
+            return 0.0 if got == 0 else float("inf")
         return abs(got - want) / want
+
+    def holds(self, phase: str, tolerance: float, floor_s: float = 0.020) -> bool:
+        """Within `tolerance` of the truth, or within `floor_s` of it (a p50 near 0)."""
+        want, got = self.truth[phase], self.predicted[phase]
+        return abs(got - want) <= max(tolerance * want, floor_s)
 
 
 def whatif_case(name: str, workdir: Path, requests: int, seeds: int = 3,

@@ -74,7 +74,7 @@ def check(outcome, must_fit: bool = True):
     assert outcome.exit_code in ((0,) if must_fit else (0, 3)), (
         outcome.stdout[-3000:] + outcome.stderr)
     for phase in PHASES:
-        assert outcome.error(phase) <= TOLERANCE, (
+        assert outcome.holds(phase, TOLERANCE), (
             phase, outcome.predicted[phase], outcome.truth[phase])
 
 
