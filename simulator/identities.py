@@ -40,14 +40,14 @@ def make_clients(count: int) -> list[Client]:
     return clients
 
 
-BAG_SIZE = 1000     # a bag of directories holds about this many files, at least
+BAG_SIZE = 1000     # a bag dealt from shares that are not whole counts holds about this many
 
 
 def _bag_counts(shares) -> list[int]:
-    """Files per directory in one bag: the shares scaled to BAG_SIZE or more (whole
-    counts, as a log's are, stay as they are), every directory with a share in it."""
+    """Files per directory in one bag: whole counts (a log's) as they are, other shares
+    scaled to BAG_SIZE; every directory with a share has a file in it."""
     total = sum(shares)
-    scale = max(1.0, BAG_SIZE / total)
+    scale = 1.0 if all(float(w).is_integer() for w in shares) else BAG_SIZE / total
     return [max(1, int(round(w * scale))) if w > 0 else 0 for w in shares]
 
 

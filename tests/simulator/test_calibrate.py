@@ -65,3 +65,43 @@ def test_without_a_dpns_log_the_lock_is_said_not_to_be_calibrated_and_what_is_as
     note = next(w for w in cal.warnings if "lock" in w)
     assert "cannot be calibrated" in note and "assumes no lock" in note
     assert cal.config.dir_shares is None and cal.config.service.dpns_creat.median_ms == 0
+
+
+def test_the_model_deals_files_to_the_logged_directories_each_holding_its_lock_its_own_time(tmp_path):
+    from dpmstream.parsers.linking import directory_of
+    from dpmstream.simulator.identities import Namespace
+    from dpmstream.simulator.service import Dist, ServiceTimes
+
+    svc = ServiceTimes(dpns_creat_dirs=(Dist(40.0, 0.0), Dist(10.0, 0.0)))
+    result = simulate(SimConfig(requests=400, seed=4, dir_shares=(300.0, 100.0), service=svc,
+                                put_fail_rate=0.0, auth_fail_rate=0.0), tmp_path / "run")
+    by_dir: dict = {}
+    for c in result.calls:
+        if c["op"] == "creat" and c["ended"] is not None:
+            by_dir.setdefault(directory_of(c["path"]), []).append((c["started"], c["ended"]))
+    hot, cold = Namespace.weighted_dir(0), Namespace.weighted_dir(1)
+    assert set(by_dir) == {hot, cold}
+    # Its logged count of creates to each directory, dealt from a bag in random order.
+    assert (len(by_dir[hot]), len(by_dir[cold])) == (300, 100)
+    first = sorted((start, name) for name, spans in by_dir.items() for start, _ in spans)[:40]
+    assert {name for _, name in first} == {hot, cold}
+    assert set(lock_holds(by_dir[hot])) == {40} and set(lock_holds(by_dir[cold])) == {10}
+
+
+def test_thread_pools_never_seen_full_are_taken_at_least_at_the_daemons_defaults(tmp_path):
+    from dpmstream.parsers.pipeline import Pipeline
+
+    log = simulate(SimConfig(requests=300, seed=9, dirs=50), tmp_path / "log")
+    records = []
+    pipeline = Pipeline(records.append)
+    for path in (log.log_path, log.dpns_log_path):
+        src = pipeline.source(str(path), host="head01", path=str(path), year=2011)
+        src.feed_lines(path.read_bytes().splitlines())
+    pipeline.finish()
+    requests = [r for r in records if r["kind"] == "request"]
+    calls = [r for r in records if r["kind"] == "call"]
+    cal = calibrate(requests, calls)
+    assert cal.config.fthreads == 20 and cal.config.dpns_threads >= 20
+    # The ids of every fast-thread call (status calls included) bound the pool from below.
+    cal = calibrate(requests, calls, fast_thread_ids=list(range(34)))
+    assert cal.config.fthreads == 34
