@@ -46,7 +46,7 @@ from dpmstream.simulator.estimators import (
 )
 from dpmstream.simulator.fits import (
     MIN_SAMPLES, NET_MS, closed_loop, directories_for, directory_locks, fast_calls,
-    fit_backoff, lock_fit, lock_wait_curve, proc_interval,
+    fit_backoff, get_gap, lock_fit, lock_wait_curve, proc_interval,
 )
 from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
 
@@ -265,6 +265,16 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         svc["transfer"] = Empirical(own_transfer)
         est.append(_dist_estimate("transfer", own_transfer,
                                   "transfer_s less the putdone's authentication"))
+    # A get has no transfer_s: its pause before relfiles is what its total leaves.
+    gaps = [g for g in map(get_gap, reqs) if g is not None]
+    if gaps:
+        own_gap = subtract_quantiles(gaps, auth, offset=2 * NET_MS, floor=1)
+        svc["get_transfer"] = Empirical(own_gap)
+        est.append(_dist_estimate("get: SUCCESS -> relfiles", own_gap,
+                                  "total_s - auth - request - ready_wait - done, less the "
+                                  "relfiles' authentication"))
+    elif transfers:
+        svc["get_transfer"] = svc["transfer"]
 
     # Threads.
     intervals = [iv for iv in (proc_interval(r) for r in reqs) if iv is not None]

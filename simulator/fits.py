@@ -34,6 +34,16 @@ def proc_interval(r: dict):
     return put_ret, max(put_ret, r["started"] + r["proc_s"])
 
 
+def get_gap(r: dict):
+    """A successful get's pause between its SUCCESS answer and its relfiles (with that
+    call's authentication), ms: what its total leaves of the other phases (a get has no
+    transfer_s); None when a phase is missing."""
+    if r["op"] != "get" or r["status"] != "success" or None in (
+            r["total_s"], r["request_s"], r["ready_wait_s"], r["done_s"]):
+        return None
+    return r["total_s"] - (r["auth_s"] or 0) - r["request_s"] - r["ready_wait_s"] - r["done_s"]
+
+
 def fast_calls(reqs, dpm_calls) -> list[tuple[int, int]]:
     """(start, end) of the fast-thread calls the records show: each put/get from its
     accept to its `returns`, each closing call (its accept not recorded), each DPM call."""

@@ -17,7 +17,9 @@ from typing import Callable
 
 from dpmstream.parsers.linking import directory_of
 from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
-from dpmstream.simulator.fits import NET_MS, directory_locks, lock_holds, proc_interval
+from dpmstream.simulator.fits import (
+    NET_MS, directory_locks, get_gap, lock_holds, proc_interval,
+)
 from dpmstream.simulator.identities import Namespace
 
 TOLERANCE = 0.10
@@ -115,6 +117,7 @@ def observations(directories: list[str], shown: int) -> list[Observation]:
         Observation("putdone/relfiles", "done_s p50 of successes", lambda rq, c: _p50(
             r["done_s"] for r in _reqs(rq) if r["status"] == "success")),
         Observation("transfer", "transfer_s p50", lambda rq, c: _p50(r["transfer_s"] for r in _reqs(rq))),
+        Observation("get: SUCCESS -> relfiles", "total - the other phases p50 of gets", lambda rq, c: _p50(map(get_gap, _reqs(rq, "get")))),
         Observation("proc_put own work", "proc_s - ns_s p50 of puts", _own_work("put")),
         Observation("proc_get own work", "proc_s - ns_s p50 of gets", _own_work("get")),
         Observation("ns statg", "statg duration p50", lambda rq, c: _p50(

@@ -68,6 +68,7 @@ class ServiceTimes:
     dpns_statg: Dist = Dist(3.0, 0.4, 1)
     dpns_reply: Dist = Dist(1.0, 0.5)
     transfer: Dist = Dist(60.0, 0.5, 1)         # client-side data transfer
+    get_transfer: Dist = Dist(60.0, 0.5, 1)     # a get's: SUCCESS answered -> relfiles sent
     think: Dist = Dist(10.0, 0.5)               # client pause between cycles
     retry: Dist = Dist(300.0, 0.5, 20)          # refused / failed connection -> retry
     restart_retry: Dist = Dist(1500.0, 0.3, 100)
