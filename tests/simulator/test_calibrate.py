@@ -9,18 +9,23 @@ from dpmstream.simulator.calibrate import calibrate
 from dpmstream.simulator.fits import closed_loop, directory_locks, lock_fit, lock_holds
 
 
-def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesis_log(tmp_path):
+def records_of(*paths) -> tuple[list[dict], list[dict]]:
+    """(request records, call records) of the logs, read one after the other."""
     from dpmstream.parsers.pipeline import Pipeline
 
-    log = simulate(SimConfig(requests=600, seed=7, same_dir=True), tmp_path / "log")
     records = []
     pipeline = Pipeline(records.append)
-    for path in (log.log_path, log.dpns_log_path):
+    for path in paths:
         src = pipeline.source(str(path), host="head01", path=str(path), year=2011)
         src.feed_lines(path.read_bytes().splitlines())
     pipeline.finish()
-    requests = [r for r in records if r["kind"] == "request"]
-    calls = [r for r in records if r["kind"] == "call"]
+    return ([r for r in records if r["kind"] == "request"],
+            [r for r in records if r["kind"] == "call"])
+
+
+def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesis_log(tmp_path):
+    log = simulate(SimConfig(requests=600, seed=7, same_dir=True), tmp_path / "log")
+    requests, calls = records_of(log.log_path, log.dpns_log_path)
     cal = calibrate(requests, calls)
     assert cal.load == "closed" and cal.lock_contention
     assert cal.config.dirs is None and len(cal.config.dir_shares) == 1
@@ -52,16 +57,8 @@ def test_creates_are_grouped_by_parent_directory_and_each_queue_read_on_its_own(
 
 
 def test_without_a_dpns_log_the_lock_is_said_not_to_be_calibrated_and_what_is_assumed(tmp_path):
-    from dpmstream.parsers.pipeline import Pipeline
-
     log = simulate(SimConfig(requests=200, seed=3), tmp_path / "log")
-    records = []
-    pipeline = Pipeline(records.append)
-    src = pipeline.source(str(log.log_path), host="head01", path=str(log.log_path), year=2011)
-    src.feed_lines(log.log_path.read_bytes().splitlines())
-    pipeline.finish()
-    cal = calibrate([r for r in records if r["kind"] == "request"],
-                    [r for r in records if r["kind"] == "call"])
+    cal = calibrate(*records_of(log.log_path))
     note = next(w for w in cal.warnings if "lock" in w)
     assert "cannot be calibrated" in note and "assumes no lock" in note
     assert cal.config.dir_shares is None and cal.config.service.dpns_creat.median_ms == 0
@@ -89,17 +86,8 @@ def test_the_model_deals_files_to_the_logged_directories_each_holding_its_lock_i
 
 
 def test_thread_pools_never_seen_full_are_taken_at_least_at_the_daemons_defaults(tmp_path):
-    from dpmstream.parsers.pipeline import Pipeline
-
     log = simulate(SimConfig(requests=300, seed=9, dirs=50), tmp_path / "log")
-    records = []
-    pipeline = Pipeline(records.append)
-    for path in (log.log_path, log.dpns_log_path):
-        src = pipeline.source(str(path), host="head01", path=str(path), year=2011)
-        src.feed_lines(path.read_bytes().splitlines())
-    pipeline.finish()
-    requests = [r for r in records if r["kind"] == "request"]
-    calls = [r for r in records if r["kind"] == "call"]
+    requests, calls = records_of(log.log_path, log.dpns_log_path)
     cal = calibrate(requests, calls)
     assert cal.config.fthreads == 20 and cal.config.dpns_threads >= 20
     # The ids of every fast-thread call (status calls included) bound the pool from below.
