@@ -45,8 +45,8 @@ from dpmstream.simulator.estimators import (
     wilson_interval,
 )
 from dpmstream.simulator.fits import (
-    MIN_SAMPLES, NET_MS, closed_loop, directories_for, fast_calls, fit_backoff, lock_fit,
-    lock_wait_curve, proc_interval,
+    MIN_SAMPLES, NET_MS, closed_loop, directories_for, directory_locks, fast_calls,
+    fit_backoff, get_gap, lock_fit, lock_wait_curve, proc_interval,
 )
 from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
 
@@ -54,6 +54,11 @@ ZERO = Dist(0.0, 0.0)
 REQUEST_STEPS = ("put", "get")
 PLAIN_OPS = ("ping", "getpools")
 SPREAD_DIRS = 1_000_000         # every file in a directory of its own
+MODEL_DIRS = 500                # directories modelled each with its share and hold, at most
+LINKED_SHARE = 0.8              # runs whose name-server calls are linked, for per-request own work
+DEFAULT_FTHREADS = 20           # NB_FTHREADS of a DPM installed with its defaults
+DEFAULT_DPNS_THREADS = 20       # NB_THREADS of a DPNS installed with its defaults
+SHOWN_DIRS = 8                  # directories listed one by one in the estimates
 BACKOFF_SAMPLES = 5000          # requests the poll back-off is fitted on, at most
 
 
@@ -76,6 +81,7 @@ class Calibration:
     lock_contention: bool = False
     resolution_ms: int = 1
     load: str = "replay"           # "replay": the arrivals as logged; "closed": client streams
+    directories: list = field(default_factory=list)   # the log's directories, in dir_shares' order
 
 
 def _dist_estimate(name: str, values, how: str) -> Estimate:
@@ -90,7 +96,7 @@ CLOSED_DISPERSION = 0.25
 
 
 def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
-              load: str = "auto") -> Calibration:
+              load: str = "auto", fast_thread_ids=()) -> Calibration:
     """A SimConfig running these records' load through the model, and the estimates.
 
     load: "replay" replays each request at its logged instant (an open load: it comes
@@ -98,7 +104,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     request streams it kept going, each starting its next request as one ends (a load
     that comes faster when the head node answers faster, like FTS or the thesis's test
     clients); "auto" takes "closed" when each client's in-flight count hardly varies
-    (CLOSED_DISPERSION)."""
+    (CLOSED_DISPERSION). fast_thread_ids: the thread of every call the DPM's fast threads
+    served, when the reader saw them (the records keep none for status calls)."""
     if load not in LOADS:
         raise ValueError(f"load must be one of {', '.join(LOADS)}, not {load!r}")
     reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
@@ -196,57 +203,34 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     statg = [c["duration_s"] for c in dpns_calls if c["op"] == "statg"]
     measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
 
-    # The name-server lock.
-    creats = [(c["started"], c["ended"]) for c in dpns_calls if c["op"] == "creat"]
-    dirs = None
-    lock_contention = False
-    if creats:
-        hold, how = lock_fit(creats)
-        mean_hold = sum(hold) / len(hold) if hold else 0.0
-        if hold:
-            svc["dpns_creat"] = Empirical(tuple(sorted(max(1, h) for h in hold)))
-            est.append(_dist_estimate("ns creat lock hold", hold, how))
-        durations = [e - s for s, e in creats]
-        est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
-        # How many directories: the wait the creates had (duration less hold, on
-        # average) against the wait their own start instants would give with D locks.
-        wait = sum(durations) / len(durations) - mean_hold
-        curve = lock_wait_curve(creats, hold or [1], rng)
-        dirs_found = directories_for(wait, curve)
-        low = high = None
-        if len(durations) >= MIN_SAMPLES:
-            w_low, w_high = mean_interval(durations)
-            more, fewer = directories_for(w_low - mean_hold, curve), directories_for(w_high - mean_hold, curve)
-            low = fewer if fewer is not None else math.inf
-            high = more if more is not None else math.inf
-        curve_text = ", ".join(f"{d}: {w:.0f}" for d, w in curve if d in (1, 2, 3, 5, 10, 50))
-        if dirs_found is None:
-            dirs = SPREAD_DIRS
-            est.append(Estimate("directories sharing creates", math.inf, low, high, "dirs",
-                                f"no contention: creates waited {wait:.1f} ms on average "
-                                f"(ms of wait by directories: {curve_text})", len(creats)))
-        else:
-            dirs = max(1, int(round(dirs_found)))
-            lock_contention = True
-            est.append(Estimate("directories sharing creates", dirs_found, low, high, "dirs",
-                                f"creates waited {wait:.1f} ms on average; their start instants "
-                                f"against the hold give (ms of wait by directories) {curve_text}",
-                                len(creats)))
-    else:
-        svc["dpns_creat"] = ZERO
-        dirs = SPREAD_DIRS
-        warn.append("no name-server creates in the input (no DPNS log given?): the directory "
-                    "lock is not modelled and a put's processing is taken whole")
+    # The name-server lock: one per directory, each read from its own creates.
+    creat_calls = [c for c in dpns_calls if c["op"] == "creat" and c["ended"] is not None]
+    creats = [(c["started"], c["ended"]) for c in creat_calls]
+    lock = _calibrate_locks(creat_calls, svc, est, warn, rng)
 
-    # A slow thread's own work: processing less the name-server call and its answer.
+    # A slow thread's own work: processing less the name-server calls and their answers,
+    # request by request where the calls are linked to it (ns_s), else quantile by quantile.
     for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e in creats]),
                                      ("get", "proc_get_pre", statg)):
-        runs = [r["proc_s"] for r in reqs if r["op"] == op and r["proc_s"] is not None]
-        if runs:
-            own = subtract_quantiles(runs, ns_values, offset=NET_MS if ns_values else 0, floor=1)
-            svc[pre_field] = Empirical(own)
-            est.append(_dist_estimate(f"proc_{op} own work", own,
-                                      "proc_s less the name-server call, quantile by quantile"))
+        recs = [r for r in reqs if r["op"] == op and r["proc_s"] is not None]
+        if not recs:
+            continue
+        linked = [r for r in recs if r.get("ns_s") is not None
+                  and (r.get("ns_calls") or 0) >= (r["nfiles"] or 1)]
+        if len(linked) >= LINKED_SHARE * len(recs):
+            own = tuple(sorted(max(1, r["proc_s"] - r["ns_s"] - NET_MS * r["ns_calls"])
+                               for r in linked))
+            how = "proc_s less its own linked name-server calls (ns_s), request by request"
+        else:
+            own = subtract_quantiles([r["proc_s"] for r in recs], ns_values,
+                                     offset=NET_MS if ns_values else 0, floor=1)
+            how = "proc_s less the name-server call, quantile by quantile (calls not linked)"
+            if ns_values:
+                warn.append(f"only {len(linked)} of {len(recs)} {op} runs have their name-server "
+                            f"calls linked (is --host the name the name server sees, or give "
+                            f"--head-alias?): their own work is taken quantile by quantile")
+        svc[pre_field] = Empirical(own)
+        est.append(_dist_estimate(f"proc_{op} own work", own, how))
     svc["proc_post"] = ZERO
     svc["select"] = ZERO
     svc["slow_pickup"] = ZERO
@@ -281,6 +265,16 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         svc["transfer"] = Empirical(own_transfer)
         est.append(_dist_estimate("transfer", own_transfer,
                                   "transfer_s less the putdone's authentication"))
+    # A get has no transfer_s: its pause before relfiles is what its total leaves.
+    gaps = [g for g in map(get_gap, reqs) if g is not None]
+    if gaps:
+        own_gap = subtract_quantiles(gaps, auth, offset=2 * NET_MS, floor=1)
+        svc["get_transfer"] = Empirical(own_gap)
+        est.append(_dist_estimate("get: SUCCESS -> relfiles", own_gap,
+                                  "total_s - auth - request - ready_wait - done, less the "
+                                  "relfiles' authentication"))
+    elif transfers:
+        svc["get_transfer"] = svc["transfer"]
 
     # Threads.
     intervals = [iv for iv in (proc_interval(r) for r in reqs) if iv is not None]
@@ -293,19 +287,28 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         warn.append("no processing run measured: slow threads default to 20")
     fast_ids = [c["thread"] for c in dpm_calls if c.get("thread") is not None and c["thread"] >= 0]
     by_ids = max(fast_ids) + 1 if fast_ids else 0
+    if fast_thread_ids:           # every fast-thread call, status calls included
+        by_ids = max(by_ids, max(fast_thread_ids) + 1)
     busy = max_overlap(fast_calls(reqs, dpm_calls))
-    fthreads = max(by_ids, busy) or 20
+    # The ids seen bound the pool from below only: a pool the log never filled is taken at
+    # least as large as the DPM default, else a what-if with more calls starves it.
+    fthreads = max(by_ids, busy, DEFAULT_FTHREADS)
     est.append(Estimate("fast threads", fthreads, unit="threads",
-                        how=(f"a lower bound: the larger of the highest thread id + 1 of "
-                             f"{len(fast_ids)} DPM calls ({by_ids}) and the most put/get, "
-                             f"closing and plain calls at once ({busy}; status calls are not "
-                             f"in the records)" if fast_ids or busy
-                             else "no DPM call measured: default 20")))
+                        how=(f"the larger of the highest thread id + 1 seen on the fast "
+                             f"threads ({by_ids}"
+                             + (", status calls included" if fast_thread_ids else
+                                ", of plain calls only: status calls are not in the records")
+                             + f") and the most put/get, closing and plain calls at once "
+                               f"({busy}), at least the DPM default {DEFAULT_FTHREADS}; "
+                               f"--current-fthreads sets it")))
     ns_ids = [c["thread"] for c in dpns_calls if c.get("thread") is not None and c["thread"] >= 0]
-    dpns_threads = max(ns_ids) + 1 if ns_ids else 20
+    # The ids seen bound the pool from below only: a pool the log never filled is taken at
+    # least as large as the DPNS default, else a what-if with more callers starves it.
+    dpns_threads = max(max(ns_ids) + 1 if ns_ids else 0, DEFAULT_DPNS_THREADS)
     est.append(Estimate("name-server threads", dpns_threads, unit="threads",
-                        how=(f"highest thread id + 1 of {len(ns_ids)} DPNS calls (a lower bound)"
-                             if ns_ids else "no DPNS call: default 20")))
+                        how=(f"the highest thread id + 1 of {len(ns_ids)} DPNS calls "
+                             f"({max(ns_ids) + 1 if ns_ids else 0}: a lower bound), at least "
+                             f"the DPNS default {DEFAULT_DPNS_THREADS}")))
     est.append(Estimate("listen backlog", 50, unit="connections",
                         how="not in any log (refused connections leave no line): the model's default"))
 
@@ -326,11 +329,120 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         put_fail_rate=put_fail, proc_fail_rate=proc_fail, abort_rate=abort,
         abandon_rate=abandon, done_fail_rate=0.0, seed=seed, start=start, tz="UTC",
         jitter_rate=0.0, poll_first_ms=first, poll_factor=factor, poll_max_ms=cap,
-        service=service, dirs=dirs,
+        service=dataclasses.replace(service, dpns_creat_dirs=lock.holds), dirs=lock.dirs,
+        dir_shares=lock.shares,
     )
     config.validate()
-    return Calibration(config, est, warn, lock_contention, resolution,
-                       "closed" if closed else "replay")
+    return Calibration(config, est, warn, lock.contention, resolution,
+                       "closed" if closed else "replay", lock.directories)
+
+
+@dataclass
+class LockFit:
+    dirs: int | None = None                 # SimConfig.dirs
+    shares: tuple | None = None             # SimConfig.dir_shares
+    holds: tuple = ()                       # ServiceTimes.dpns_creat_dirs
+    directories: list = field(default_factory=list)
+    contention: bool = False
+
+
+NO_LOCK_ASSUMED = ("the prediction then assumes no lock: a put's processing is taken whole "
+                   "as measured, whatever the number of slow threads running at once (a "
+                   "what-if adding slow threads where a lock is the bottleneck is optimistic)")
+
+
+def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> LockFit:
+    """A lock per directory named by the creates' paths, each with its own hold time read
+    from its own queue (fits.lock_holds) and its share of the creates."""
+    if not creat_calls:
+        svc["dpns_creat"] = ZERO
+        warn.append("the name-server lock cannot be calibrated: no create in the input (no "
+                    "DPNS log given?), so no path names a directory; " + NO_LOCK_ASSUMED)
+        est.append(Estimate("ns creat lock", math.nan, unit="",
+                            how="not calibrated: no name-server create in the input"))
+        return LockFit(dirs=SPREAD_DIRS)
+    locks, pathless = directory_locks([(c["started"], c["ended"], c.get("path"))
+                                       for c in creat_calls])
+    if not locks:
+        warn.append("the name-server creates name no path (no NS098 line?): the lock cannot "
+                    "be calibrated per directory; the prediction assumes the creates share "
+                    "the number of locks that best explains their waits (one queue's hold)")
+        return _single_queue_lock([(c["started"], c["ended"]) for c in creat_calls],
+                                  svc, est, rng)
+    if pathless:
+        warn.append(f"{pathless} of {len(creat_calls)} name-server creates named no path: "
+                    f"left out of the lock fit")
+    pooled = [max(1, h) for lock in locks for h in lock.holds]
+    svc["dpns_creat"] = Empirical(tuple(sorted(pooled)))
+    est.append(_dist_estimate("ns creat lock hold", pooled,
+                              f"over {len(locks)} directories, each create's hold from its own "
+                              f"directory's queue: end - max(start, previous end there)"))
+    durations = [d for lock in locks for d in lock.durations]
+    est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
+    rho = [lock.utilisation() for lock in locks]
+    fit = LockFit(contention=max(rho) >= 0.5)
+    if len(locks) <= MODEL_DIRS:
+        fit.shares = tuple(float(len(lock.creats)) for lock in locks)
+        fit.holds = tuple(Empirical(tuple(sorted(max(1, h) for h in lock.holds)))
+                          if len(lock.holds) >= MIN_SAMPLES else svc["dpns_creat"]
+                          for lock in locks)
+        fit.directories = [lock.name for lock in locks]
+        how = "each modelled with its share of the creates and its own hold"
+    else:
+        fit.dirs = len(locks)
+        how = (f"more than {MODEL_DIRS}: modelled as {len(locks)} directories taken in turn, "
+               f"all with the pooled hold")
+    est.append(Estimate("directories with creates", len(locks), unit="dirs", how=how,
+                        n=len(creat_calls)))
+    for lock, load in list(zip(locks, rho))[:SHOWN_DIRS]:
+        low, high = median_interval(lock.holds)
+        est.append(Estimate(f"lock {lock.name}", median(lock.holds) / 1000,
+                            None if low is None else low / 1000,
+                            None if high is None else high / 1000, "s",
+                            f"hold p50 from its own queue; {len(lock.creats)} creates "
+                            f"({len(lock.creats) / len(creat_calls):.0%}), wait + hold p50 "
+                            f"{median(lock.durations):.0f} ms, offered load {load:.2f}",
+                            len(lock.holds)))
+    if len(locks) > SHOWN_DIRS:
+        est.append(Estimate("other directories", len(locks) - SHOWN_DIRS, unit="dirs",
+                            how=f"offered load at most {max(rho[SHOWN_DIRS:]):.2f}"))
+    for lock, load in zip(locks, rho):
+        if load >= 1.0:
+            warn.append(f"directory {lock.name}: creates came faster than its lock serves "
+                        f"them (offered load {load:.2f}): its queue grew while they did")
+    return fit
+
+
+def _single_queue_lock(creats, svc: dict, est: list, rng) -> LockFit:
+    """Creates with no path: the hold as if one queue served them all, and the number of
+    directories under which their start instants wait as long as they did."""
+    hold, how = lock_fit(creats)
+    mean_hold = sum(hold) / len(hold) if hold else 0.0
+    if hold:
+        svc["dpns_creat"] = Empirical(tuple(sorted(max(1, h) for h in hold)))
+        est.append(_dist_estimate("ns creat lock hold", hold, how))
+    durations = [e - s for s, e in creats]
+    est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
+    wait = sum(durations) / len(durations) - mean_hold
+    curve = lock_wait_curve(creats, hold or [1], rng)
+    dirs_found = directories_for(wait, curve)
+    low = high = None
+    if len(durations) >= MIN_SAMPLES:
+        w_low, w_high = mean_interval(durations)
+        more, fewer = directories_for(w_low - mean_hold, curve), directories_for(w_high - mean_hold, curve)
+        low = fewer if fewer is not None else math.inf
+        high = more if more is not None else math.inf
+    curve_text = ", ".join(f"{d}: {w:.0f}" for d, w in curve if d in (1, 2, 3, 5, 10, 50))
+    if dirs_found is None:
+        est.append(Estimate("directories sharing creates", math.inf, low, high, "dirs",
+                            f"no contention: creates waited {wait:.1f} ms on average "
+                            f"(ms of wait by directories: {curve_text})", len(creats)))
+        return LockFit(dirs=SPREAD_DIRS)
+    est.append(Estimate("directories sharing creates", dirs_found, low, high, "dirs",
+                        f"creates waited {wait:.1f} ms on average; their start instants "
+                        f"against the hold give (ms of wait by directories) {curve_text}",
+                        len(creats)))
+    return LockFit(dirs=max(1, int(round(dirs_found))), contention=True)
 
 
 def n_total(reqs) -> int:

@@ -93,7 +93,8 @@ class Stream:
                     self._next()
                     return
                 closing = "putdone" if req.op == "put" else "relfiles"
-                self._later(svc.transfer.draw(rng), closing, req)
+                pause = svc.transfer if req.op == "put" else svc.get_transfer
+                self._later(pause.draw(rng), closing, req)
             elif result in (QUEUED, ACTIVE):
                 if self.abort:
                     self.send("abortreq", req)

@@ -75,6 +75,9 @@ class SimConfig:
     service: ServiceTimes = field(default_factory=ServiceTimes)
     dirs: int | None = None            # files spread over this many directories (None: one per
                                        # client, or one with same_dir)
+    # Each new file in directory k with probability dir_shares[k] (a log's directories, as
+    # `whatif` calibrates them; each may hold its lock for its own time, service.dpns_creat_dirs).
+    dir_shares: tuple[float, ...] | None = None
     dpns_gap: tuple[float, float] | None = None  # seconds after start: DPNS lines of [a, b) lost
 
     DEFAULT_REQUESTS = 3000
@@ -141,6 +144,10 @@ class SimConfig:
             (self.future_lines >= 0, "future-lines must be >= 0"),
             (self.future_ahead_s >= 60, "future-ahead-s must be >= 60"),
             (self.dirs is None or self.dirs >= 1, "dirs must be >= 1"),
+            (self.dir_shares is None or (self.dir_shares and all(w >= 0 for w in self.dir_shares)
+                                         and sum(self.dir_shares) > 0),
+             "dir-shares must be non-negative with a positive sum"),
+            (self.dir_shares is None or self.dirs is None, "give dirs or dir-shares, not both"),
             (self.poll_first_ms >= 1 and self.poll_max_ms >= self.poll_first_ms,
              "poll-first-ms must be >= 1 and <= poll-max-ms"),
             (self.poll_factor >= 1.0, "poll-factor must be >= 1"),

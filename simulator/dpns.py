@@ -22,13 +22,15 @@ from dpmstream.simulator.truth import Truth
 
 class NameServer:
     def __init__(self, eng: Engine, rng: random.Random, svc: ServiceTimes, log: LogWriter,
-                 truth: Truth, pid: int, threads: int, head_host: str):
+                 truth: Truth, pid: int, threads: int, head_host: str,
+                 holds: dict | None = None):
         self.eng, self.rng, self.svc, self.log, self.truth = eng, rng, svc, log, truth
         self.pid = pid
         self.head = head_host
         self._free = list(range(threads))
         self._waiting: deque = deque()
         self._locks: dict[str, deque] = {}     # directory -> creates waiting for its lock
+        self._holds = holds or {}              # directory -> its own hold time, if it has one
         self._fileid = 37336000
         self.calls = 0
         self.max_lock_waiters = 0
@@ -63,10 +65,13 @@ class NameServer:
         waiters = self._locks.get(directory)
         if waiters is None:
             self._locks[directory] = deque()
-            self.eng.after(self.svc.dpns_creat.draw(self.rng), self._created, directory, item)
+            self.eng.after(self._hold(directory), self._created, directory, item)
         else:
             waiters.append(item)
             self.max_lock_waiters = max(self.max_lock_waiters, len(waiters))
+
+    def _hold(self, directory: str) -> int:
+        return self._holds.get(directory, self.svc.dpns_creat).draw(self.rng)
 
     def _created(self, directory: str, item) -> None:
         tid, job, call = item
@@ -83,7 +88,7 @@ class NameServer:
             waiters = self._locks[directory]
             if waiters:
                 nxt = waiters.popleft()
-                self.eng.after(self.svc.dpns_creat.draw(self.rng), self._created, directory, nxt)
+                self.eng.after(self._hold(directory), self._created, directory, nxt)
             else:
                 del self._locks[directory]
         heapq.heappush(self._free, tid)

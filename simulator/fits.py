@@ -8,6 +8,9 @@ from __future__ import annotations
 import bisect
 import math
 import random
+from dataclasses import dataclass
+
+from dpmstream.parsers.linking import directory_of
 
 from dpmstream.simulator.estimators import (
     in_flight_at_arrivals, in_flight_at_start, median,
@@ -29,6 +32,16 @@ def proc_interval(r: dict):
     # A queue of 0 may be a slow thread that began before the put's `returns` was
     # logged: the run began between DP092 and `returns`; this part of it ran for sure.
     return put_ret, max(put_ret, r["started"] + r["proc_s"])
+
+
+def get_gap(r: dict):
+    """A successful get's pause between its SUCCESS answer and its relfiles (with that
+    call's authentication), ms: what its total leaves of the other phases (a get has no
+    transfer_s); None when a phase is missing."""
+    if r["op"] != "get" or r["status"] != "success" or None in (
+            r["total_s"], r["request_s"], r["ready_wait_s"], r["done_s"]):
+        return None
+    return r["total_s"] - (r["auth_s"] or 0) - r["request_s"] - r["ready_wait_s"] - r["done_s"]
 
 
 def fast_calls(reqs, dpm_calls) -> list[tuple[int, int]]:
@@ -53,14 +66,54 @@ def lock_fit(creats):
     hold = [d for k, d in pairs if k == 0]
     how = "creates that began with no other create in flight"
     if len(hold) < MIN_SAMPLES:
-        # Hardly ever idle: the lock is the bottleneck. Taken as one lock served in
-        # turn, a create's hold is its end less the later of its start and the previous end.
+        # Hardly ever idle: the lock is the bottleneck. Taken as one lock served in turn.
         how = "end - max(start, previous create's end): the lock taken as one queue"
-        hold, prev_end = [], None
-        for start, end in sorted(creats, key=lambda c: c[1]):
-            hold.append(max(0, end - max(start, prev_end if prev_end is not None else start)))
-            prev_end = end
+        hold = lock_holds(creats)
     return hold, how
+
+
+def lock_holds(creats) -> list[int]:
+    """The hold times of one lock from its (start, end) create calls: taken in the order
+    they ended, each began holding at the later of its start and the previous end. Exact
+    for any lock served one at a time that is never idle while a create waits, whatever
+    the load (idle, or a queue that never empties)."""
+    hold, prev_end = [], None
+    for start, end in sorted(creats, key=lambda c: (c[1], c[0])):
+        hold.append(max(0, end - (start if prev_end is None else max(start, prev_end))))
+        prev_end = end
+    return hold
+
+
+@dataclass
+class DirectoryLock:
+    """One directory's lock as its creates show it."""
+    name: str
+    creats: list          # (start, end) ms
+    holds: list           # ms, lock_holds of its creates
+
+    @property
+    def durations(self) -> list[int]:
+        return [e - s for s, e in self.creats]
+
+    def utilisation(self) -> float:
+        """Offered load: its creates per ms over the log's span times the mean hold."""
+        span = max(1, max(e for _, e in self.creats) - min(s for s, _ in self.creats))
+        return len(self.creats) / span * (sum(self.holds) / len(self.holds))
+
+
+def directory_locks(creats) -> tuple[list[DirectoryLock], int]:
+    """(start, end, path) creates grouped by parent directory, most creates first, and
+    how many named no path (they cannot be placed under a lock)."""
+    groups: dict[str, list] = {}
+    pathless = 0
+    for start, end, path in creats:
+        if not path:
+            pathless += 1
+            continue
+        groups.setdefault(directory_of(path), []).append((start, end))
+    locks = [DirectoryLock(name, calls, lock_holds(calls)) for name, calls in groups.items()]
+    locks.sort(key=lambda lock: (-len(lock.creats), lock.name))
+    return locks, pathless
 
 
 DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)

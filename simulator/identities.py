@@ -40,6 +40,17 @@ def make_clients(count: int) -> list[Client]:
     return clients
 
 
+BAG_SIZE = 1000     # a bag dealt from shares that are not whole counts holds about this many
+
+
+def _bag_counts(shares) -> list[int]:
+    """Files per directory in one bag: whole counts (a log's) as they are, other shares
+    scaled to BAG_SIZE; every directory with a share has a file in it."""
+    total = sum(shares)
+    scale = 1.0 if all(float(w).is_integer() for w in shares) else BAG_SIZE / total
+    return [max(1, int(round(w * scale))) if w > 0 else 0 for w in shares]
+
+
 def make_uuid(rng: random.Random) -> str:
     """A random (version 4) UUID from the run's generator: 36 characters."""
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
@@ -47,27 +58,44 @@ def make_uuid(rng: random.Random) -> str:
 
 class Namespace:
     """SURLs and DPNS paths of the files written, one directory per client unless
-    `same_dir`, or spread in turn over `dirs` directories when given."""
+    `same_dir`, or spread in turn over `dirs` directories when given, or each file in
+    directory k with probability `shares[k]` (`weighted` names them in that order)."""
 
     BASE = "/dpm/cern.ch/home/dteam/perf"
 
     def __init__(self, head_host: str, same_dir: bool, rng: random.Random,
-                 dirs: int | None = None):
+                 dirs: int | None = None, shares: tuple[float, ...] | None = None):
         self.head = head_host
         self.same_dir = same_dir
         self.dirs = dirs
         self._rng = rng
         self._seq = 0
+        self.weighted = [self.weighted_dir(k) for k in range(len(shares or ()))]
+        # Directories are dealt from a shuffled bag holding each in proportion to its share
+        # (a log's counts of creates): a run as long as the log gives each its count, as
+        # the log did, instead of drawing the counts at random a second time.
+        self._bag_counts = _bag_counts(shares) if shares else None
+        self._bag: list[int] = []
         self.written: list[str] = []          # paths of files put successfully
         self.disks = [f"disk{k:02d}.cern.ch:/srv/dpm/{m:02d}" for k in range(1, 9) for m in (1, 2)]
 
     def new_path(self, client: Client) -> str:
         self._seq += 1
+        if self._bag_counts is not None:
+            if not self._bag:
+                self._bag = [k for k, n in enumerate(self._bag_counts) for _ in range(n)]
+                self._rng.shuffle(self._bag)
+            return f"{self.weighted[self._bag.pop()]}/f{self._seq:07d}"
         if self.dirs is not None:
             directory = f"d{self._seq % self.dirs:05d}"
         else:
             directory = "shared" if self.same_dir else client.short
         return f"{self.BASE}/{directory}/f{self._seq:07d}"
+
+    @classmethod
+    def weighted_dir(cls, k: int) -> str:
+        """The directory of `shares[k]`."""
+        return f"{cls.BASE}/w{k:05d}"
 
     def existing_path(self) -> str:
         if self.written:

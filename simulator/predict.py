@@ -15,11 +15,13 @@ from pathlib import Path
 from dpmstream.parsers.records import PHASES
 from dpmstream.simulator.estimators import quantile
 from dpmstream.simulator.config import SimConfig
+from dpmstream.simulator.observe import growth, measure_all
 from dpmstream.simulator.run import simulate
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
 FIT_TOLERANCE = 0.10
+FIT_FLOOR_S = 0.010     # a phase near 0 (no queue) fits within 10 ms: 0 against 8 ms is no miss
 MIN_COUNT = 20          # phases measured fewer times than this are not checked
 
 
@@ -49,6 +51,8 @@ class Prediction:
     pooled: dict = field(default_factory=dict)     # (op, phase) -> {p50, p95, p99} over all seeds
     by_seed: dict = field(default_factory=dict)    # (op, phase) -> [{p50, p95, p99} per seed]
     requests: int = 0
+    observed: list = field(default_factory=list)   # per seed: the observations asked for
+    growth: list = field(default_factory=list)     # per seed: observe.growth of its run
 
     def spread(self, key, name: str) -> tuple[float, float]:
         values = [s[name] for s in self.by_seed.get(key, [])]
@@ -65,15 +69,19 @@ def limit_model(config: SimConfig, model_requests: int) -> tuple[SimConfig, bool
     return config, False
 
 
-def predict(config: SimConfig, seeds=(1, 2, 3), workdir: str | Path | None = None) -> Prediction:
+def predict(config: SimConfig, seeds=(1, 2, 3), workdir: str | Path | None = None,
+            observations=()) -> Prediction:
     """Run `config` at each seed (its logs go to a scratch directory) and pool the
-    request records of its ground truth."""
+    request records of its ground truth; measure `observations` (observe.py) and the
+    queues' growth on each seed's run."""
     out = Prediction(config, tuple(seeds))
     pooled: dict[tuple[str, str], list[int]] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as scratch:
         for seed in seeds:
             result = simulate(config.replace(seed=seed), Path(scratch) / f"seed{seed}")
             out.requests += len(result.requests)
+            out.observed.append(measure_all(list(observations), result.requests, result.calls))
+            out.growth.append(growth(result.requests, result.calls))
             for key, values in phase_table(result.requests).items():
                 pooled.setdefault(key, []).extend(values)
                 out.by_seed.setdefault(key, []).append(summarise(values))
@@ -92,7 +100,9 @@ class FitLine:
 
 def fit_check(observed: dict, modelled: Prediction, floor_s: float) -> list[FitLine]:
     """Each (op, phase) measured at least MIN_COUNT times: does the model's p50 lie
-    within 10% of the observed one (or within `floor_s`, the stamps' resolution)?"""
+    within 10% of the observed one (or within `floor_s`, twice the stamps' resolution,
+    and at least FIT_FLOOR_S)?"""
+    floor_s = max(floor_s, FIT_FLOOR_S)
     lines = []
     for key, values in sorted(observed.items()):
         if len(values) < MIN_COUNT or key not in modelled.pooled:

@@ -63,9 +63,12 @@ class ServiceTimes:
     proc_post: Dist = Dist(150.0, 0.25, 1)      # after the last file: status updates
     select: Dist = Dist(2.0, 0.5)               # filesystem/replica choice per file
     dpns_creat: Dist = Dist(35.0, 0.25, 1)      # held under the parent directory's lock
+    dpns_creat_dirs: tuple = ()                 # the hold of each directory of SimConfig.dir_shares
+                                                # (in order; dpns_creat where none is given)
     dpns_statg: Dist = Dist(3.0, 0.4, 1)
     dpns_reply: Dist = Dist(1.0, 0.5)
     transfer: Dist = Dist(60.0, 0.5, 1)         # client-side data transfer
+    get_transfer: Dist = Dist(60.0, 0.5, 1)     # a get's: SUCCESS answered -> relfiles sent
     think: Dist = Dist(10.0, 0.5)               # client pause between cycles
     retry: Dist = Dist(300.0, 0.5, 20)          # refused / failed connection -> retry
     restart_retry: Dist = Dist(1500.0, 0.3, 100)

@@ -152,7 +152,7 @@ class CallTruth:
             "duration_s": span(ended, started),
             "rc": rc,
             "auth_s": span(started, self.accepted),
-            "session": None, "token": self.token,
+            "session": None, "token": self.token, "path": self.path,
         }
 
 

@@ -3,12 +3,17 @@
 Reads the logs with the replay core, fits the model (simulator/calibrate.py), runs it at
 the current settings and at the requested ones with several seeds, checks that the
 current run reproduces what the log shows, and writes DIR/prediction.csv.
+
+Exit status: 0 when the model at the current settings reproduces every observed p50 it
+was fitted to within 10%; 3 when it misses one (the prediction is still written, but
+is uncertain); 2 for bad options; 1 when nothing could be read.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -17,6 +22,10 @@ from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
     positive_float, positive_int, setup_logging,
 )
+
+RATE_SCALE = (1e-3, 1e3)        # --rate-scale within these: the model's events stay bounded
+MAX_STREAMS = 100_000           # client streams of a closed-loop model, at most
+EXIT_MISFIT = 3                 # the current model misses an observed p50 by over 10%
 
 CSV_COLUMNS = ("scenario", "op", "phase", "p50", "p95", "p99", "count",
                "p50_min", "p50_max", "p95_min", "p95_max", "p99_min", "p99_max")
@@ -40,7 +49,8 @@ def register(sub, name: str, help_text: str) -> None:
                       help="what-if: every new file in a directory of its own (no shared lock)")
     p.add_argument("--rate-scale", type=positive_float, default=1.0, metavar="X",
                    help="what-if: X times the load: replayed arrivals X times as close "
-                        "together, or a closed loop with X times the streams (default 1)")
+                        "together, or a closed loop with X times the streams (default 1; "
+                        f"within {RATE_SCALE[0]:g}..{RATE_SCALE[1]:g})")
     p.add_argument("--current-fthreads", type=positive_int, metavar="N",
                    help="the fast threads in use, when known (default: from the thread ids seen)")
     p.add_argument("--current-sthreads", type=positive_int, metavar="N",
@@ -58,35 +68,39 @@ def register(sub, name: str, help_text: str) -> None:
     p.set_defaults(func=run)
 
 
-def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object]:
-    """Every request and call record of the files, through the replay core."""
-    from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
+def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object, list[int]]:
+    """Every request and call record of the files, through the replay loop: the DPM and
+    DPNS logs side by side in event time, so that name-server calls link to requests;
+    and the thread of every call the DPM's fast threads served."""
     from dpmstream.parsers.pipeline import Pipeline
+    from dpmstream.streams.inputs import InputError, describe
+    from dpmstream.streams.progress import Progress
+    from dpmstream.streams.replay_files import replay_inputs
 
     requests, calls = [], []
 
     def keep(record: dict) -> None:
         (requests if record["kind"] == "request" else calls).append(record)
 
+    try:
+        inputs = [describe(name) for name in files]
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
     pipeline = Pipeline(keep, **pipeline_options(args))
-    profile, tz = checked_profile(args.profile), checked_zone(args.tz)
-    host = default_host(args.host)
-    for name in files:
-        try:
-            inp = describe(name)
-            stream, _ = open_binary(inp)
-        except (InputError, OSError) as exc:
-            raise ValueError(f"{name}: {exc}") from None
-        src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
-                              year=args.year, year_hint_ms=inp.mtime_ms)
-        try:
-            for chunk in iter_chunks(stream):
-                src.feed_lines(chunk)
-        finally:
-            if not inp.is_stdin:
-                stream.close()
-    pipeline.finish()
-    return requests, calls, pipeline.stats
+    fast_ids = set()
+
+    def on_span(host, daemon, pid, tid, kind, started, ended) -> None:
+        if daemon == "dpm" and kind == "call" and tid is not None and tid >= 0:
+            fast_ids.add(tid)
+
+    pipeline.reassembler.on_span = on_span
+    failures, _ = replay_inputs(
+        pipeline, inputs, host=default_host(args.host), profile=checked_profile(args.profile),
+        tz=checked_zone(args.tz), year=args.year, progress=Progress(None, enabled=False),
+        command="dpmstream whatif")
+    if failures:
+        raise ValueError(f"{failures} of {len(inputs)} inputs could not be read whole")
+    return requests, calls, pipeline.stats, sorted(fast_ids)
 
 
 def whatif_config(current, args):
@@ -97,23 +111,30 @@ def whatif_config(current, args):
     for name in ("fthreads", "sthreads", "backlog"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
-    if args.dirs is not None:
-        changes["dirs"] = args.dirs
-    elif args.spread_dirs:
-        changes["dirs"] = SPREAD_DIRS
+    if args.dirs is not None or args.spread_dirs:
+        # The log's directories give way to new ones, each with the pooled hold.
+        changes["dirs"] = args.dirs if args.dirs is not None else SPREAD_DIRS
+        changes["dir_shares"] = None
+        changes["service"] = dataclasses.replace(current.service, dpns_creat_dirs=())
     if args.rate_scale != 1.0:
         if current.arrivals is not None:     # the same requests, X times as close together
             changes["arrivals"] = tuple((int(round(at / args.rate_scale)), op, client)
                                         for at, op, client in current.arrivals)
         else:                                # a closed loop: X times as many streams
             changes["concurrency"] = max(1, int(round(current.concurrency * args.rate_scale)))
+            if changes["concurrency"] * current.clients > MAX_STREAMS:
+                raise ValueError(
+                    f"--rate-scale {args.rate_scale:g}: {current.clients} clients x "
+                    f"{changes['concurrency']} streams is more than the model runs "
+                    f"({MAX_STREAMS} streams at most)")
     return current.replace(**changes), changes
 
 
 def run(args) -> int:
-    from dpmstream.simulator.calibrate import calibrate
+    from dpmstream.simulator.calibrate import SHOWN_DIRS, calibrate
+    from dpmstream.simulator.observe import compare, measure_all, observations
     from dpmstream.simulator.predict import (
-        MISS_HINTS, fit_check, limit_model, phase_table, predict,
+        FIT_FLOOR_S, fit_check, limit_model, phase_table, predict,
     )
 
     setup_logging(args.verbose)
@@ -122,11 +143,19 @@ def run(args) -> int:
         print("dpmstream whatif: nothing to change: give --fthreads, --sthreads, --backlog, "
               "--dirs, --spread-dirs or --rate-scale", file=sys.stderr)
         return 2
-    requests, calls, stats = read_records(args.files, args)
+    if not RATE_SCALE[0] <= args.rate_scale <= RATE_SCALE[1]:
+        print(f"dpmstream whatif: --rate-scale must be within {RATE_SCALE[0]:g}..{RATE_SCALE[1]:g}, "
+              f"not {args.rate_scale:g}", file=sys.stderr)
+        return 2
+    problem = bad_log_option(args)
+    if problem:
+        print(f"dpmstream whatif: {problem}", file=sys.stderr)
+        return 2
+    requests, calls, stats, fast_ids = read_records(args.files, args)
     if not stats.total("parsed"):
         print("dpmstream whatif: no DPM, DPNS or SRM line was parsed", file=sys.stderr)
         return 1
-    cal = calibrate(requests, calls, load=args.load)
+    cal = calibrate(requests, calls, load=args.load, fast_thread_ids=fast_ids)
     current = cal.config
     if args.current_fthreads:
         current = current.replace(fthreads=args.current_fthreads)
@@ -139,33 +168,28 @@ def run(args) -> int:
 
     print(render_estimates(cal, current))
     seeds = tuple(range(1, args.seeds + 1))
-    now = predict(current, seeds)
+    obs = observations(cal.directories, SHOWN_DIRS)
+    now = predict(current, seeds, observations=obs)
     then = predict(target, seeds)
     observed = phase_table(requests)
-    floor_s = 2 * cal.resolution_ms / 1000
+    floor_s = max(2 * cal.resolution_ms / 1000, FIT_FLOOR_S)
     checks = fit_check(observed, now, floor_s)
+    params = compare(obs, measure_all(obs, requests, calls), now.observed,
+                     max(2.0, 2 * cal.resolution_ms))
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_prediction_csv(out / "prediction.csv", now, then)
     print()
+    print(render_parameters(params))
+    print()
     print(f"what-if: {describe_changes(changes, current, args.rate_scale)}; {len(seeds)} seeds each "
           f"({now.requests // len(seeds)} requests per run)")
     print(render_table(observed, now, then))
     print()
-    misses = [c for c in checks if not c.ok]
-    if checks and not misses:
-        print(f"fit: the model at the current settings reproduces the observed p50 of every "
-              f"phase within 10% (or {floor_s * 1000:.0f} ms): {len(checks)} checked")
-    elif not checks:
-        print("fit: WARNING: too few requests to check the model against the log")
-    else:
-        print(f"fit: WARNING: the model does not fit this log: {len(misses)} of {len(checks)} "
-              f"phases off by more than 10% at the current settings; the what-if is "
-              f"uncertain there:")
-        for c in misses:
-            print(f"  {c.op} {c.phase}: observed {c.observed:.3f} s, modelled {c.modelled:.3f} s "
-                  f"({MISS_HINTS.get(c.phase, '')})")
+    print(render_growth(requests, calls, now, then))
+    print()
+    misfit = report_fit(checks, params, floor_s)
     if cal.resolution_ms >= 1000:
         print("note: whole-second stamps: phases shorter than a few seconds are not measured "
               "to better than a second, so the fit check allows 2 s, and the load's shape "
@@ -173,19 +197,126 @@ def run(args) -> int:
     for line in cal.warnings:
         print(f"note: {line}")
     print(f"\nwrote {out / 'prediction.csv'}")
+    if misfit:
+        print(f"dpmstream whatif: the model at the current settings misses {misfit} observed "
+              f"p50(s) by more than 10%: the prediction in {out / 'prediction.csv'} is "
+              f"uncertain (exit {EXIT_MISFIT})", file=sys.stderr)
+        return EXIT_MISFIT
     return 0
+
+
+def bad_log_option(args) -> str | None:
+    """A --tz or --profile that cannot be used, as one line (None when both are fine)."""
+    from dpmstream.parsers.clock import ClockError, load_zone
+    from dpmstream.parsers.profiles import ProfileError, resolve_profile
+
+    try:
+        if args.tz is not None:
+            load_zone(args.tz)
+        if args.profile is not None:
+            resolve_profile(args.profile)
+    except (ClockError, ProfileError) as exc:
+        return str(exc)
+    return None
+
+
+def report_fit(checks, params, floor_s: float) -> int:
+    """Print whether the current model reproduces the log; the number of p50s it misses."""
+    from dpmstream.simulator.predict import MISS_HINTS
+
+    misses = [c for c in checks if not c.ok]
+    param_misses = [p for p in params if not p.ok]
+    if checks and not misses and not param_misses:
+        print(f"fit: the model at the current settings reproduces the observed p50 of every "
+              f"phase within 10% (or {floor_s * 1000:.0f} ms): {len(checks)} checked, and "
+              f"every parameter's observation above")
+    elif not checks:
+        print("fit: WARNING: too few requests to check the model against the log")
+    else:
+        print(f"fit: WARNING: the model does not fit this log: {len(misses)} of {len(checks)} "
+              f"phases and {len(param_misses)} of {sum(p.obs.checked for p in params)} "
+              f"parameter observations off by more than 10% at the current settings; the "
+              f"what-if is uncertain there:")
+        for c in misses:
+            print(f"  {c.op} {c.phase}: observed {c.observed:.3f} s, modelled {c.modelled:.3f} s "
+                  f"({MISS_HINTS.get(c.phase, '')})")
+        for p in param_misses:
+            print(f"  {p.obs.parameter}: {p.obs.what}: observed {_obs_num(p.logged, p.obs.unit)}, "
+                  f"modelled {_obs_num(p.modelled, p.obs.unit)}")
+    return len(misses) + len(param_misses)
+
+
+def render_parameters(params) -> str:
+    width = max([9] + [len(p.obs.parameter) for p in params])
+    lines = ["each fitted parameter: what it was fitted to, in the log and in the model at "
+             "the current settings (median over seeds):",
+             f"  {'parameter':<{width}}  {'observation':<38}  {'log':>10}  {'model':>10}"]
+    for p in params:
+        mark = "" if p.ok else "  MISS (> 10%)"
+        if not p.obs.checked:
+            mark = "  (not checked)"
+        lines.append(f"  {p.obs.parameter:<{width}}  {p.obs.what:<38}  "
+                     f"{_obs_num(p.logged, p.obs.unit):>10}  {_obs_num(p.modelled, p.obs.unit):>10}{mark}")
+    return "\n".join(lines)
+
+
+def _obs_num(value, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value / 1000:.3f} s"
+    if unit == "share":
+        return f"{value:.3f}"
+    if unit == "/s":
+        return f"{value:.1f}/s"
+    return f"{value:g}"
+
+
+def render_growth(requests, calls, now, then) -> str:
+    """Does a queue grow over the run (arrivals outrunning a resource), in the log, the
+    current model and the what-if?"""
+    from dpmstream.simulator.estimators import median
+    from dpmstream.simulator.observe import growth, grows
+
+    logged = growth(requests, calls)
+
+    def cell(pair) -> str:
+        if pair is None:
+            return f"{'-':<24}"
+        first, last = pair
+        word = "grows" if grows(first, last) else "steady"
+        return f"{first / 1000:>7.3f} -> {last / 1000:>7.3f} {word:<6}"
+
+    def pooled(pred, phase):
+        pairs = [g[phase] for g in pred.growth if phase in g]
+        return (median([a for a, _ in pairs]), median([b for _, b in pairs])) if pairs else None
+
+    lines = ["queues over the run: p50 (s) in the first quarter of the arrivals -> the last "
+             "(a queue that grows: arrivals outran a resource)",
+             f"  {'phase':<9} {'log':<24} {'current model':<24} {'what-if':<24}"]
+    for phase, resource in (("queue", "slow threads"), ("proc", "locks, name server"),
+                            ("ns creat", "directory locks")):
+        if phase not in logged:          # e.g. no DPNS log: the model's creates are no news
+            continue
+        lines.append(f"  {phase:<9} {cell(logged.get(phase))} {cell(pooled(now, phase))} "
+                     f"{cell(pooled(then, phase))}  ({resource})")
+    return "\n".join(lines)
 
 
 def describe_changes(changes: dict, current, rate_scale: float) -> str:
     parts = []
     for name, value in changes.items():
-        if name in ("arrivals", "concurrency"):
+        if name in ("arrivals", "concurrency", "dir_shares", "service"):
             continue
         before = getattr(current, name)
         if name == "dirs":
             from dpmstream.simulator.calibrate import SPREAD_DIRS
             show = lambda d: "spread" if d is None or d >= SPREAD_DIRS else str(d)
-            parts.append(f"dirs {show(before)} -> {show(value)}")
+            if current.dir_shares is not None:
+                before = f"the log's {len(current.dir_shares)}"
+            else:
+                before = show(before)
+            parts.append(f"dirs {before} -> {show(value)}")
         else:
             parts.append(f"{name} {before} -> {value}")
     if "arrivals" in changes or "concurrency" in changes:

@@ -8,6 +8,7 @@ that setting run with another seed. Runs are short (1000 requests) to keep this 
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 import subprocess
 import sys
@@ -23,7 +24,7 @@ CHECKED = ("queue", "proc", "ready_wait", "total")
 
 
 def run_whatif(*args):
-    return subprocess.run([sys.executable, "-m", "dpmstream", "whatif", "--host", "head01",
+    return subprocess.run([sys.executable, "-m", "dpmstream", "whatif", "--host", "dpmhead01.cern.ch",
                            *args], capture_output=True, text=True, timeout=600)
 
 
@@ -121,15 +122,42 @@ def test_lock_bound_more_slow_threads_lengthen_proc_and_barely_shorten_total(loc
     assert float(rows[("whatif", "put", "total")]["p50"]) > 0.9 * lock_bound["observed"]["total"]
 
 
-def test_a_model_that_does_not_fit_the_log_says_so(tmp_path):
-    # The thesis's clients keep 25 requests each going; replayed as an open load at the
-    # rate the slow threads just sustain, the queue wanders off what the log shows.
+def test_a_model_that_does_not_fit_the_log_fails_with_exit_3_and_still_writes_the_prediction(tmp_path):
+    # The thesis's 75 streams wait for 20 slow threads; told that 40 are in use, the model
+    # at the current settings shows no such wait.
     log = simulate(SimConfig(requests=600, seed=5), tmp_path / "log")
-    done = run_whatif("--load", "replay", "--sthreads", "30", "--seeds", "1", "--out",
+    done = run_whatif("--current-sthreads", "40", "--sthreads", "60", "--seeds", "1", "--out",
                       str(tmp_path / "out"), str(log.log_path), str(log.dpns_log_path))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr
     assert "WARNING: the model does not fit this log" in done.stdout
     assert "put queue: observed" in done.stdout
+    assert "misses" in done.stderr and "(exit 3)" in done.stderr
+    rows = prediction(tmp_path / "out" / "prediction.csv")
+    assert ("whatif", "put", "queue") in rows and ("current", "put", "queue") in rows
+
+
+def test_each_fitted_parameter_is_printed_beside_what_the_model_makes_of_it(thread_bound):
+    out = thread_bound["done"].stdout
+    table = out[out.index("each fitted parameter"):out.index("what-if:")]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in table.strip().splitlines()[2:]]
+    rows = {f"{c[0]}|{c[1]}": c for c in cells}
+    assert "ns creat lock hold|hold p50, each directory's own queue" in rows
+    assert "slow threads|most processing runs at once" in rows
+    # 50 directories: the first 8 one by one (hold, share, wait + hold), the log's and the model's.
+    assert sum(1 for key in rows if key.startswith("lock /dpm/cern.ch/home/dteam/perf/d")) == 24
+    for parameter, what, log, model, *mark in cells:
+        assert "MISS (> 10%)" not in mark, (parameter, what, log, model)
+        # Every observation the log has, the model has too (this log has no gets).
+        assert (log == "-") == (model == "-") or "get" in what, (parameter, what, log, model)
+
+
+def test_the_queues_growth_is_shown_for_the_log_the_model_and_the_what_if(thread_bound):
+    out = thread_bound["done"].stdout
+    growth = out[out.index("queues over the run"):].splitlines()
+    queue = next(line for line in growth if line.startswith("  queue "))
+    # 20 slow threads behind 75 closed-loop streams: a steady queue (the clients wait),
+    # and 70 slow threads leave none.
+    assert queue.count("steady") == 3, queue
 
 
 def test_whatif_without_a_change_or_with_a_bad_option_is_refused(tmp_path):
@@ -142,6 +170,31 @@ def test_whatif_without_a_change_or_with_a_bad_option_is_refused(tmp_path):
     assert done.returncode == 2 and "missing.log" in done.stderr
 
 
+@pytest.mark.parametrize("option, value, named", [
+    ("--tz", "Mars/Olympus", "Mars/Olympus"),
+    ("--profile", "no-such-profile", "no-such-profile"),
+    ("--rate-scale", "1e9", "--rate-scale must be within"),
+    ("--rate-scale", "1e-9", "--rate-scale must be within"),
+])
+def test_a_bad_zone_profile_or_absurd_rate_scale_exits_2_with_one_line(tmp_path, option, value, named):
+    log = simulate(SimConfig(requests=50, seed=3), tmp_path / "log")
+    done = run_whatif(option, value, "--sthreads", "30", "--out", str(tmp_path / "o"),
+                      str(log.log_path))
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert named in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_closed_loop_scaled_past_the_models_stream_bound_is_refused_not_run():
+    import argparse
+
+    from dpmstream.commands.whatif import MAX_STREAMS, whatif_config
+
+    args = argparse.Namespace(fthreads=None, sthreads=None, backlog=None, dirs=None,
+                              spread_dirs=False, rate_scale=1000.0)
+    with pytest.raises(ValueError, match=f"{MAX_STREAMS} streams at most"):
+        whatif_config(SimConfig(clients=3, concurrency=25 * 2), args)
+
+
 def test_rate_scale_packs_replayed_arrivals_closer_and_multiplies_closed_loop_streams():
     import argparse
 
@@ -150,9 +203,15 @@ def test_rate_scale_packs_replayed_arrivals_closer_and_multiplies_closed_loop_st
 
     args = argparse.Namespace(fthreads=None, sthreads=None, backlog=None, dirs=None,
                               spread_dirs=True, rate_scale=2.0)
-    replayed = SimConfig(arrivals=((0, "put", 0), (1000, "get", 1), (3001, "put", 0)), dirs=1)
+    from dpmstream.simulator.service import Dist, ServiceTimes
+
+    holds = ServiceTimes(dpns_creat_dirs=(Dist(30.0), Dist(10.0)))
+    replayed = SimConfig(arrivals=((0, "put", 0), (1000, "get", 1), (3001, "put", 0)),
+                         dir_shares=(3.0, 1.0), service=holds)
     target, _ = whatif_config(replayed, args)
     assert target.arrivals == ((0, "put", 0), (500, "get", 1), (1500, "put", 0))
-    assert target.dirs == SPREAD_DIRS
+    # The log's directories, each with its hold, give way to new ones with the pooled hold.
+    assert target.dirs == SPREAD_DIRS and target.dir_shares is None
+    assert target.service.dpns_creat_dirs == () and target.service.dpns_creat == holds.dpns_creat
     target, _ = whatif_config(SimConfig(concurrency=25), args)
     assert target.concurrency == 50 and target.arrivals is None

@@ -6,23 +6,30 @@ import statistics
 
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.simulator.calibrate import calibrate
-from dpmstream.simulator.fits import closed_loop, lock_fit
+from dpmstream.simulator.fits import closed_loop, directory_locks, lock_fit, lock_holds
 
 
-def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesis_log(tmp_path):
+def records_of(*paths) -> tuple[list[dict], list[dict]]:
+    """(request records, call records) of the logs, read one after the other."""
     from dpmstream.parsers.pipeline import Pipeline
 
-    log = simulate(SimConfig(requests=600, seed=7, same_dir=True), tmp_path / "log")
     records = []
     pipeline = Pipeline(records.append)
-    for path in (log.log_path, log.dpns_log_path):
+    for path in paths:
         src = pipeline.source(str(path), host="head01", path=str(path), year=2011)
         src.feed_lines(path.read_bytes().splitlines())
     pipeline.finish()
-    requests = [r for r in records if r["kind"] == "request"]
-    calls = [r for r in records if r["kind"] == "call"]
+    return ([r for r in records if r["kind"] == "request"],
+            [r for r in records if r["kind"] == "call"])
+
+
+def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesis_log(tmp_path):
+    log = simulate(SimConfig(requests=600, seed=7, same_dir=True), tmp_path / "log")
+    requests, calls = records_of(log.log_path, log.dpns_log_path)
     cal = calibrate(requests, calls)
-    assert cal.load == "closed" and cal.config.dirs == 1 and cal.lock_contention
+    assert cal.load == "closed" and cal.lock_contention
+    assert cal.config.dirs is None and len(cal.config.dir_shares) == 1
+    assert cal.directories == ["/dpm/cern.ch/home/dteam/perf/shared"]
     assert cal.config.sthreads == 20 and cal.config.clients == 3
     assert cal.config.concurrency == 25
     assert (cal.config.poll_first_ms, cal.config.poll_factor) == (125, 2.0)
@@ -30,3 +37,59 @@ def test_calibration_finds_one_directory_and_a_closed_loop_in_the_same_dir_thesi
     assert 30 <= statistics.median(hold) <= 40            # the model's 35 ms
     dispersion, streams, _ = closed_loop(requests)
     assert dispersion < 0.1 and streams == cal.config.concurrency
+
+
+def test_a_lock_hold_is_its_end_less_the_later_of_its_start_and_the_previous_end():
+    # Idle, then a queue: the second waits for the first, the third comes after both.
+    creats = [(0, 30), (10, 55), (100, 120)]
+    assert lock_holds(creats) == [30, 25, 20]
+
+
+def test_creates_are_grouped_by_parent_directory_and_each_queue_read_on_its_own():
+    # Two directories whose creates overlap: read as one queue they would seem to hold
+    # the lock 5 ms; per directory each holds it 30 ms.
+    creats = [(0, 30, "/d/a/f1"), (5, 35, "/d/b/f2"), (0, 60, "/d/a/f3"), (5, 65, "/d/b/f4"),
+              (200, 230, None)]
+    locks, pathless = directory_locks(creats)
+    assert pathless == 1
+    assert [(lock.name, lock.holds) for lock in locks] == [("/d/a", [30, 30]), ("/d/b", [30, 30])]
+    assert lock_holds([(s, e) for s, e, p in creats if p]) == [30, 5, 25, 5]
+
+
+def test_without_a_dpns_log_the_lock_is_said_not_to_be_calibrated_and_what_is_assumed(tmp_path):
+    log = simulate(SimConfig(requests=200, seed=3), tmp_path / "log")
+    cal = calibrate(*records_of(log.log_path))
+    note = next(w for w in cal.warnings if "lock" in w)
+    assert "cannot be calibrated" in note and "assumes no lock" in note
+    assert cal.config.dir_shares is None and cal.config.service.dpns_creat.median_ms == 0
+
+
+def test_the_model_deals_files_to_the_logged_directories_each_holding_its_lock_its_own_time(tmp_path):
+    from dpmstream.parsers.linking import directory_of
+    from dpmstream.simulator.identities import Namespace
+    from dpmstream.simulator.service import Dist, ServiceTimes
+
+    svc = ServiceTimes(dpns_creat_dirs=(Dist(40.0, 0.0), Dist(10.0, 0.0)))
+    result = simulate(SimConfig(requests=400, seed=4, dir_shares=(300.0, 100.0), service=svc,
+                                put_fail_rate=0.0, auth_fail_rate=0.0), tmp_path / "run")
+    by_dir: dict = {}
+    for c in result.calls:
+        if c["op"] == "creat" and c["ended"] is not None:
+            by_dir.setdefault(directory_of(c["path"]), []).append((c["started"], c["ended"]))
+    hot, cold = Namespace.weighted_dir(0), Namespace.weighted_dir(1)
+    assert set(by_dir) == {hot, cold}
+    # Its logged count of creates to each directory, dealt from a bag in random order.
+    assert (len(by_dir[hot]), len(by_dir[cold])) == (300, 100)
+    first = sorted((start, name) for name, spans in by_dir.items() for start, _ in spans)[:40]
+    assert {name for _, name in first} == {hot, cold}
+    assert set(lock_holds(by_dir[hot])) == {40} and set(lock_holds(by_dir[cold])) == {10}
+
+
+def test_thread_pools_never_seen_full_are_taken_at_least_at_the_daemons_defaults(tmp_path):
+    log = simulate(SimConfig(requests=300, seed=9, dirs=50), tmp_path / "log")
+    requests, calls = records_of(log.log_path, log.dpns_log_path)
+    cal = calibrate(requests, calls)
+    assert cal.config.fthreads == 20 and cal.config.dpns_threads >= 20
+    # The ids of every fast-thread call (status calls included) bound the pool from below.
+    cal = calibrate(requests, calls, fast_thread_ids=list(range(34)))
+    assert cal.config.fthreads == 34

@@ -1,0 +1,192 @@
+"""What each fitted parameter was fitted to, measured the same way on the log and on the
+model (issue 29): `dpmstream whatif` prints the two side by side, so that a parameter the
+model does not reproduce shows, and fails the run when a median misses by over 10%.
+
+An Observation is a function of (request records, call records) in integer ms, applied
+unchanged to the records read from the log and to the model's ground truth at the
+current settings. A checked one gives the values whose median is compared: the model
+misses when it is more than 10% off the log's median and outside that median's 95%
+interval (a directory's few creates have a wide one). `growth` tells whether a queue grows over a run: the p50 of a phase in
+the first quarter of the arrivals against the last quarter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from dpmstream.parsers.linking import directory_of
+from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
+from dpmstream.simulator.fits import (
+    NET_MS, directory_locks, get_gap, lock_holds, proc_interval,
+)
+from dpmstream.simulator.identities import Namespace
+
+TOLERANCE = 0.10
+GROWS = 1.5             # last quarter's p50 at least this times the first's ...
+GROWS_BY_MS = 100       # ... and at least this much longer: the queue grows
+
+
+@dataclass(frozen=True)
+class Observation:
+    parameter: str                       # what the calibration set from it
+    what: str                            # what is observed
+    measure: Callable[[list, list], object]   # values (checked), else one number or None
+    unit: str = "ms"
+    checked: bool = True                 # a median: the model must reproduce it within 10%
+
+    def summary(self, measured) -> float | None:
+        if not self.checked:
+            return measured
+        return median(measured) if measured else None
+
+
+@dataclass
+class ObservationLine:
+    obs: Observation
+    logged: float | None
+    modelled: float | None
+    ok: bool
+
+
+def _p50(values) -> list:
+    """The values a median is taken of (those known)."""
+    return [v for v in values if v is not None]
+
+
+def _reqs(requests, op=None):
+    return [r for r in requests if r.get("op") in ("put", "get") and (op is None or r["op"] == op)]
+
+
+def _creats(calls):
+    return [c for c in calls if c.get("daemon") == "dpns" and c.get("op") == "creat"
+            and c.get("ended") is not None and c.get("started") is not None]
+
+
+def _own_work(op):
+    def measure(requests, calls):
+        return _p50(r["proc_s"] - r["ns_s"] - NET_MS * r["ns_calls"] for r in _reqs(requests, op)
+                    if r["proc_s"] is not None and r.get("ns_s") is not None and r.get("ns_calls"))
+    return measure
+
+
+def _arrival_rate(requests, calls):
+    stamps = [r["started"] for r in _reqs(requests) if r["started"] is not None]
+    if len(stamps) < 2:
+        return None
+    return len(stamps) / max(1e-3, (max(stamps) - min(stamps)) / 1000)
+
+
+def _pooled_hold(requests, calls):
+    locks, _ = directory_locks([(c["started"], c["ended"], c.get("path")) for c in _creats(calls)])
+    return _p50(h for lock in locks for h in lock.holds)
+
+
+def _directory(names: tuple[str, ...], what: str):
+    """The creates under one directory (the log's name or the model's for it): their
+    holds (values), their share of all creates, or their wait + hold p50."""
+    def measure(requests, calls):
+        creats = _creats(calls)
+        mine = [(c["started"], c["ended"]) for c in creats
+                if c.get("path") and directory_of(c["path"]) in names]
+        if what == "hold":
+            return lock_holds(mine)
+        if what == "share":
+            return len(mine) / len(creats) if creats else None
+        return median([e - s for s, e in mine]) if mine else None
+    return measure
+
+
+def _most_runs(requests, calls):
+    intervals = [iv for iv in (proc_interval(r) for r in _reqs(requests)) if iv is not None]
+    return float(max_overlap(intervals)) if intervals else None
+
+
+def observations(directories: list[str], shown: int) -> list[Observation]:
+    """The observations of a calibration whose lock per directory k is `directories[k]`."""
+    out = [
+        Observation("arrivals", "put/get requests per s", _arrival_rate, "/s", checked=False),
+        Observation("get share", "share of gets", lambda rq, c: (
+            sum(1 for r in _reqs(rq) if r["op"] == "get") / max(1, len(_reqs(rq)))),
+            "share", checked=False),
+        Observation("auth", "auth_s p50", lambda rq, c: _p50(r["auth_s"] for r in _reqs(rq))),
+        Observation("put/get call", "request_s p50",
+                    lambda rq, c: _p50(r["request_s"] for r in _reqs(rq))),
+        Observation("status call", "poll_s / polls p50", lambda rq, c: _p50(
+            r["poll_s"] / r["polls"] for r in _reqs(rq) if r["polls"])),
+        Observation("putdone/relfiles", "done_s p50 of successes", lambda rq, c: _p50(
+            r["done_s"] for r in _reqs(rq) if r["status"] == "success")),
+        Observation("transfer", "transfer_s p50", lambda rq, c: _p50(r["transfer_s"] for r in _reqs(rq))),
+        Observation("get: SUCCESS -> relfiles", "total - the other phases p50 of gets", lambda rq, c: _p50(map(get_gap, _reqs(rq, "get")))),
+        Observation("proc_put own work", "proc_s - ns_s p50 of puts", _own_work("put")),
+        Observation("proc_get own work", "proc_s - ns_s p50 of gets", _own_work("get")),
+        Observation("ns statg", "statg duration p50", lambda rq, c: _p50(
+            x["duration_s"] for x in c if x.get("daemon") == "dpns" and x.get("op") == "statg")),
+        Observation("ns creat lock hold", "hold p50, each directory's own queue", _pooled_hold),
+    ]
+    out.append(Observation("directories' locks", "creates' wait + hold p50, all directories",
+                           lambda rq, c: [x["ended"] - x["started"] for x in _creats(c)]))
+    for k, name in enumerate(directories[:shown]):
+        names = (name, Namespace.weighted_dir(k))
+        out.append(Observation(f"lock {name}", "its creates' hold p50", _directory(names, "hold")))
+        out.append(Observation(f"lock {name}", "its share of the creates",
+                               _directory(names, "share"), "share", checked=False))
+        # Its wait alone swings with the few creates one directory has: shown, and
+        # checked over all directories above.
+        out.append(Observation(f"lock {name}", "its creates' wait + hold p50",
+                               _directory(names, "wait"), checked=False))
+    out += [
+        Observation("slow threads", "most processing runs at once", _most_runs, "threads",
+                    checked=False),
+        Observation("poll back-off", "polls per request p50", lambda rq, c: _p50(
+            r["polls"] for r in _reqs(rq) if r["ready_wait_s"] is not None), "polls"),
+    ]
+    return out
+
+
+def measure_all(obs: list[Observation], requests, calls) -> list:
+    return [o.measure(requests, calls) for o in obs]
+
+
+def compare(obs: list[Observation], logged: list, modelled_by_seed: list[list],
+            floor_ms: float) -> list[ObservationLine]:
+    """Each observation on the log beside the model's (the median over its seeds); a
+    checked one is ok within 10% (or `floor_ms`), or inside the 95% interval of the
+    log's median."""
+    lines = []
+    for i, o in enumerate(obs):
+        seeds = [o.summary(seed[i]) for seed in modelled_by_seed]
+        seeds = [v for v in seeds if v is not None]
+        modelled = median(seeds) if seeds else None
+        value = o.summary(logged[i])
+        ok = True
+        if o.checked and value is not None:
+            floor = floor_ms if o.unit == "ms" else 0.0
+            low, high = median_interval(logged[i])
+            ok = modelled is not None and (
+                abs(modelled - value) <= max(TOLERANCE * abs(value), floor)
+                or (low is not None and low <= modelled <= high))
+        lines.append(ObservationLine(o, value, modelled, ok))
+    return lines
+
+
+def growth(requests: list[dict], calls: list[dict]) -> dict[str, tuple[float, float]]:
+    """Per queue-bearing phase, (p50 in the first quarter of the arrivals, p50 in the
+    last), ms: a queue that grows over the run shows as a last quarter far above the first."""
+    reqs = sorted((r for r in _reqs(requests) if r["started"] is not None), key=lambda r: r["started"])
+    out = {}
+    for phase in ("queue", "proc"):
+        values = [r[f"{phase}_s"] for r in reqs if r[f"{phase}_s"] is not None]
+        if len(values) >= 8:
+            q = len(values) // 4
+            out[phase] = (quantile(values[:q], 0.5), quantile(values[-q:], 0.5))
+    creats = sorted((c["started"], c["ended"] - c["started"]) for c in _creats(calls))
+    if len(creats) >= 8:
+        q = len(creats) // 4
+        out["ns creat"] = (quantile([d for _, d in creats[:q]], 0.5),
+                           quantile([d for _, d in creats[-q:]], 0.5))
+    return out
+
+
+def grows(first: float, last: float) -> bool:
+    return last >= GROWS * first and last - first >= GROWS_BY_MS
