@@ -12,7 +12,8 @@ content (first bytes, and the bytes before the offset), not by their size.
 
 --state FILE keeps a registry, like Filebeat's: each file's offset and fingerprint, saved
 together with the requests still open and the size of the records file, atomically
-(temporary file, fsync, rename) every --state-interval seconds and at the stop. A
+(temporary file, fsync, rename) at the start, every --state-interval seconds and at the
+stop. One process per FILE (a lock on FILE.lock); a save that fails stops it (exit 2). A
 restart with the same --state reads on where the last save stopped, the open requests
 included, and does not write again the records written since that save: nothing doubled,
 nothing lost of what was written while it was down (rotations in between included).
@@ -42,7 +43,7 @@ import time
 
 from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
-    setup_logging)
+    positive_float, setup_logging)
 from dpmstream.streams.live.follow import DEFAULT_ROTATED
 
 STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
@@ -94,7 +95,7 @@ def register(subparsers, name: str, help_text: str) -> None:
                    help="with --once: keep serving the final metrics this long before exiting")
     p.add_argument("--flush-on-exit", action="store_true",
                    help="on SIGINT/SIGTERM, emit requests still open as incomplete")
-    p.add_argument("--interval", type=float, default=0.25, metavar="S",
+    p.add_argument("--interval", type=positive_float, default=0.25, metavar="S",
                    help="poll interval when the files are idle (default 0.25)")
     p.add_argument("--status-interval", type=float, default=10.0, metavar="S",
                    help="seconds between status lines on stderr (only when it is a terminal)")
@@ -132,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
     if args.once and args.state:
         _say("--once reads the files whole; --state is for following them")
         return 2
+    if not args.no_metrics and not 0 <= args.metrics_port <= 65535:
+        _say(f"--metrics-port must be 0-65535 (0: any free port), not {args.metrics_port}")
+        return 2
     if args.once:
         problems = [f"{f}: {why}" for f in args.files if (why := _unreadable(f))]
         if problems:
@@ -146,8 +150,14 @@ def run(args: argparse.Namespace) -> int:
     saved = None
     if registry is not None:
         try:
+            registry.lock()
+        except RegistryError as exc:
+            _say(str(exc))
+            return 2
+        try:
             saved = registry.load()
         except RegistryError as exc:
+            registry.unlock()
             _say(f"cannot use the state: {exc} (move it away to start afresh)")
             return 2
 
@@ -253,22 +263,33 @@ def run(args: argparse.Namespace) -> int:
         for f in followers:
             if not f.exists:
                 _say(f"waiting for {f.path} to appear")
-        next_save = time.monotonic() + args.state_interval
-        while not stop.is_set():
-            busy = feed.poll_once()
-            if status is not None:
-                status.maybe_print()
-            if registry is not None and time.monotonic() >= next_save:
+        try:
+            if registry is not None:
+                # Saved before the first record is written: a kill before the first
+                # periodic save then resumes here and recognises those records.
+                feed.open_files()
                 save_state()
-                next_save = time.monotonic() + args.state_interval
-            if not busy:
-                stop.wait(args.interval)
-        if args.flush_on_exit:
-            feed.finish()
-        else:
-            feed.drain()
-        if registry is not None:
-            save_state()
+            next_save = time.monotonic() + args.state_interval
+            while not stop.is_set():
+                busy = feed.poll_once()
+                if status is not None:
+                    status.maybe_print()
+                if registry is not None and time.monotonic() >= next_save:
+                    save_state()
+                    next_save = time.monotonic() + args.state_interval
+                if not busy:
+                    stop.wait(args.interval)
+            if args.flush_on_exit:
+                feed.finish()
+            else:
+                feed.drain()
+            if registry is not None:
+                save_state()
+        except RegistryError as exc:
+            # The state saved last stands, and the records written since are recognised
+            # at the next start: stopping loses nothing; running on unsaved would grow that.
+            _say(f"{exc}; stopping (the state saved before stands)")
+            return 2
         _say(f"stopped: {feed.status_text()}"
              + ("" if args.flush_on_exit else
                 f"; {feed.open_requests()} open request(s) "
@@ -282,6 +303,8 @@ def run(args: argparse.Namespace) -> int:
         FanOut([s for s in (records, *sinks) if s is not None]).close()
         if server is not None:
             server.close()
+        if registry is not None:
+            registry.unlock()
 
 
 def _is_position(pos) -> bool:

@@ -137,6 +137,20 @@ class Follower:
         return os.path.exists(self.path)
 
     @property
+    def waiting_for_copy(self) -> bool:
+        """A rotated copy that ended early is looked for again (its unread part is due)."""
+        return self._copy_wait_until is not None
+
+    def open(self) -> None:
+        """Open the file now if it is there, as the next poll would, reading nothing."""
+        if self._fd is None and self._backlog is None and self._copy_wait_until is None:
+            out: list[bytes] = []
+            self._open(out)
+            assert not out, "opening hands out no line"
+            if self._fd is None:
+                self._skip_existing = False
+
+    @property
     def consumed(self) -> int:
         """Offset of the end of the last complete line handed out."""
         return self.offset - len(self._partial)
