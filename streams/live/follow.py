@@ -45,6 +45,11 @@ files rotated after it, then the file at the path from its start.
 Only complete lines are returned; a partial last line waits for its newline. The writer of
 a rotated-away file will never finish it, so a partial line left there is returned as it
 is (the parser counts it as malformed; nothing is dropped silently).
+Bounds: a line longer than MAX_LINE_BYTES (256 KiB) is handed on cut to that length, the
+rest skipped as it is read (never buffered), so the parser counts it as ONE malformed line
+(longer than parsers.lines.MAX_LINE_CHARS, 65,536 characters) at its place. A run of NUL
+bytes (the hole a crashed writer leaves) ends the line before it, is skipped and handed on
+as one short NUL line (one malformed line); the line after it is read on its own.
 Limits: lines written after logrotate's copy and before its truncation are lost by
 copytruncate itself; a writer that keeps appending to a renamed file after we switched
 (no HUP/reopen) is not read. The DPM daemons open, append and close per line.
@@ -63,7 +68,16 @@ import zlib
 from collections import deque
 from typing import BinaryIO, Callable, Iterator
 
+from dpmstream.parsers.lines import MAX_LINE_CHARS
+
 NEWLINE = b"\n"
+NUL = b"\0"
+NUL_BLOCK = b"\0" * 16  # what a NUL block is handed on as: one line the parser counts bad
+# Longest line handed on whole, in bytes. The parser counts a line of more than
+# MAX_LINE_CHARS characters as malformed; a UTF-8 character is at most 4 bytes, so the
+# first MAX_LINE_BYTES bytes of a longer line are still more than MAX_LINE_CHARS
+# characters: one malformed line, whatever its length, and at most this much of it held.
+MAX_LINE_BYTES = 4 * MAX_LINE_CHARS + 4
 TAIL_BYTES = 64          # checked at every poll: the bytes just before the offset
 HEAD_BYTES = 1024        # the file's fingerprint: its first bytes
 WINDOW_BYTES = 1 << 20   # bytes before the offset kept to place a cut exactly
@@ -86,7 +100,7 @@ class Follower:
         rotated: tuple[str, ...] | list[str] = DEFAULT_ROTATED,
         read_size: int = 1 << 16,
         max_poll_bytes: int = 1 << 22,
-        max_line_bytes: int = 1 << 20,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self.path = os.fspath(path)
         self.from_end = from_end
@@ -109,7 +123,8 @@ class Follower:
         self._backlog_mtime: int | None = None
         self._resume = resume
         self._skip_existing = from_end and resume is None
-        self._skip_to_newline = False
+        self._skip_to_newline = False  # the rest of a line is not to be handed out
+        self._in_nuls = False          # inside a run of NUL bytes
         self._budget_hit = False
         self.pending = False        # the last poll stopped at its byte budget
         # Counters for status lines and tests.
@@ -121,7 +136,8 @@ class Follower:
         self.copies_missing = 0     # truncated or rotated away, and no copy found
         self.unplaced_cuts = 0      # cuts deeper than the window
         self.partials_flushed = 0   # partial lines returned without their newline
-        self.oversized = 0          # lines longer than max_line_bytes, returned in pieces
+        self.oversized = 0          # lines longer than max_line_bytes, cut to it
+        self.nul_blocks = 0         # runs of NUL bytes skipped
         self.mtime_ms: int | None = None  # mtime of the file when it was (last) opened
         self.error: str | None = None     # why an existing path cannot be read, if so
         self.notices: list[str] = []      # what happened to the file, for the driver's log
@@ -222,7 +238,7 @@ class Follower:
             window = window[: max(0, len(window) - len(self._partial))]
         window = window[-SAVED_WINDOW:]
         return {"offset": end, "head": _b64(self._head[:end]), "window": _b64(window),
-                "skip_to_newline": self._skip_to_newline,
+                "skip_to_newline": self._skip_to_newline, "in_nuls": self._in_nuls,
                 "copy": self._backlog_name}
 
     def flush_partial(self) -> bytes | None:
@@ -266,7 +282,7 @@ class Follower:
         self.mtime_ms = st.st_mtime_ns // 1_000_000
         self.opens += 1
         self._reset_content(0)
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         if self._resume is not None:
             saved, self._resume = self._resume, None
             self._resume_from(saved, st.st_size, out)
@@ -287,6 +303,7 @@ class Follower:
         if kept == offset:
             self._seek_known(offset)
             self._skip_to_newline = bool(saved.get("skip_to_newline"))
+            self._in_nuls = bool(saved.get("in_nuls"))
             return
         if kept != 0:
             self.shrinks += 1
@@ -379,14 +396,14 @@ class Follower:
             self.copies_missing += 1
             self.notices.append(f"{self.path} was truncated and no rotated copy starts with "
                                 f"its bytes: lines written since the last read are lost")
-            self._skip_to_newline = False
+            self._skip_to_newline = self._in_nuls = False
             self._reset_content(0)
             os.lseek(self._fd, 0, os.SEEK_SET)
             return
         self.shrinks += 1
         consumed = self.consumed
         self._partial = self._partial[: kept - consumed] if kept >= consumed else b""
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         self._seek_known(kept)
         self.offset = kept  # the kept part of a partial line is still in _partial
 
@@ -439,7 +456,7 @@ class Follower:
     def _start_chain(self, newer: tuple[BinaryIO, str, int], after: str | None) -> None:
         self._backlog, self._backlog_name, self._backlog_mtime = newer
         self._reset_content(0)
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         self.copies_read += 1
         self.notices.append(f"{self.path}: reading {self._backlog_name} whole, rotated after "
                             f"{after or 'the file read before'}")
@@ -536,7 +553,7 @@ class Follower:
             self._start_chain(newer, finished)
             return
         # The file at the path holds new content from its first byte.
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         if self._fd is not None:
             os.lseek(self._fd, 0, os.SEEK_SET)
 
@@ -579,42 +596,93 @@ class Follower:
 
     def _split(self, chunk: bytes, out: list[bytes]) -> None:
         data = self._partial + chunk if self._partial else chunk
+        self._partial = b""
         start = 0
-        if self._skip_to_newline:
-            end = data.find(NEWLINE)
-            if end < 0:
+        if self._in_nuls or self._skip_to_newline or NUL in chunk:
+            start = self._split_slowly(data, out)
+            if start is None:
                 return
-            start = end + 1
-            self._skip_to_newline = False
         cap = self.max_line_bytes
         while True:
             end = data.find(NEWLINE, start)
             if end < 0:
                 break
             if end - start > cap:
-                start = self._pieces(data, start, end, out)
-            out.append(data[start:end])
+                self._cut_line(data[start:start + cap], out)
+            else:
+                out.append(data[start:end])
             start = end + 1
-        # A "line" with no newline for a megabyte is not a log line (binary file, wrong
-        # path): hand it on in pieces of max_line_bytes rather than grow without bound.
-        if len(data) - start > cap:
-            start = self._pieces(data, start, len(data), out)
-        self._partial = data[start:]
+        self._keep_partial(data, start, out)
 
-    def _pieces(self, data: bytes, start: int, end: int, out: list[bytes]) -> int:
-        """Emit whole max_line_bytes pieces of data[start:end]; return where the rest starts."""
+    def _split_slowly(self, data: bytes, out: list[bytes]) -> int | None:
+        """_split of data with NUL bytes in it, or while skipping (the rest of a line too
+        long, or a NUL block): up to its last line break; where the rest starts, or None
+        when nothing is left. NUL bytes are no log's: a run of them (a crashed writer's
+        hole) ends the line before it, and counts as one bad line; the next line is read
+        on its own."""
         cap = self.max_line_bytes
-        while end - start > cap:
-            out.append(data[start:start + cap])
-            start += cap
-            self.oversized += 1
-        return start
+        start, n = 0, len(data)
+        while start < n:
+            if self._in_nuls:
+                rest = data[start:].lstrip(NUL)
+                if not rest:
+                    return None
+                start = n - len(rest)
+                self._in_nuls = False
+                if rest[:1] == NEWLINE:
+                    start += 1       # the NUL block's own line break
+                continue
+            if self._skip_to_newline:
+                end = _find_break(data, start)
+                if end < 0:
+                    return None
+                self._skip_to_newline = False
+                start = end + 1 if data[end:end + 1] == NEWLINE else end
+                continue
+            if data.find(NUL, start) < 0:
+                return start         # no more NULs: the fast loop takes the rest
+            end = _find_break(data, start)
+            if end < 0:
+                break
+            if end - start > cap:
+                self._cut_line(data[start:start + cap], out)
+            elif end > start or data[end:end + 1] == NEWLINE:
+                out.append(data[start:end])
+            if data[end:end + 1] == NUL:
+                out.append(NUL_BLOCK)  # one bad line for the whole block
+                self.nul_blocks += 1
+                self._in_nuls = True
+                start = end
+            else:
+                start = end + 1
+        self._keep_partial(data, start, out)
+        return None
+
+    def _keep_partial(self, data: bytes, start: int, out: list[bytes]) -> None:
+        """Keep data[start:] for the next read, or, past max_line_bytes without a line
+        break, hand on its first max_line_bytes and skip the rest to the next break."""
+        if len(data) - start > self.max_line_bytes:
+            self._cut_line(data[start:start + self.max_line_bytes], out)
+            self._skip_to_newline = True
+        else:
+            self._partial = data[start:]
+
+    def _cut_line(self, head: bytes, out: list[bytes]) -> None:
+        """A line longer than max_line_bytes: its first max_line_bytes only, one line."""
+        out.append(head)
+        self.oversized += 1
 
     def _flush_partial(self, out: list[bytes]) -> None:
         if self._partial:
             out.append(self._partial)
             self._partial = b""
             self.partials_flushed += 1
+
+
+def _find_break(data: bytes, start: int) -> int:
+    """Index of the first line break or NUL byte at or after `start`, -1 if none."""
+    nl, nul = data.find(NEWLINE, start), data.find(NUL, start)
+    return nl if nul < 0 else nul if nl < 0 else min(nl, nul)
 
 
 def _kept(fd: int, size: int, head: bytes, window: bytes, offset: int) -> int:

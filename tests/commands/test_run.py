@@ -396,6 +396,50 @@ def test_once_keeps_serving_the_final_metrics_while_holding(tmp_path, running):
     assert "served for 60 s more" in out
 
 
+def _peak_rss_mib_of_once(tmp_path, log) -> tuple[float, str]:
+    """Peak resident memory (VmHWM, from /proc) of `run --once` over `log`, taken while it
+    holds its final metrics; and its stdout."""
+    run = RunProcess(["--once", "--hold", "60", "--metrics-port", "0", *COMMON, str(log)])
+    try:
+        deadline = time.monotonic() + 300
+        while not any(line.startswith("Metrics:") for line in run.stdout_seen):
+            assert time.monotonic() < deadline and run.proc.poll() is None, run.stderr_seen
+            time.sleep(0.05)
+        with open(f"/proc/{run.proc.pid}/status") as fh:
+            peak_kib = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+        rc, out, err = run.stop()
+        assert rc == 0, err
+    finally:
+        run.kill()
+    return peak_kib / 1024, out
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_once_skips_a_100_mb_line_and_a_100_mb_nul_hole_as_one_bad_line_each_in_bounded_memory(
+        tmp_path, engine, monkeypatch):
+    if engine == "python":
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")     # the line bound is the parser's
+    small, big = tmp_path / "small.log", tmp_path / "big.log"
+    append(small, puts(0, 6))
+    append(big, puts(0, 2))
+    with open(big, "ab") as fh:                       # a runaway line, 100 MB
+        for _ in range(100):
+            fh.write(b"x" * (1 << 20))
+        fh.write(b"\n")
+    append(big, puts(2, 2))
+    with open(big, "r+b") as fh:                      # a crashed writer's hole: 100 MB of NULs
+        fh.truncate(os.path.getsize(big) + 100 * (1 << 20))
+    append(big, puts(4, 2))                           # written after the restart, no newline before
+    baseline, _ = _peak_rss_mib_of_once(tmp_path, small)
+    peak, out = _peak_rss_mib_of_once(tmp_path, big)
+    n = len(puts(0, 6))
+    assert f"parsed {n}, unmatched 0, malformed 2" in out, out
+    assert re.search(r"^\s+put\s+6\s+6\s", out, re.M), out      # all six, whole
+    assert "longer than 65536 characters" in out                  # the runaway line's place
+    print(f"peak RSS {peak:.0f} MiB, {baseline:.0f} MiB on the small log")
+    assert peak - baseline < 40, (peak, baseline)                 # not the 100 MB line
+
+
 def test_once_with_a_missing_file_is_a_clear_error(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "dpmstream", "run", "--once", "--no-metrics",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from dpmstream.streams.live.follow import Follower, follow
+from dpmstream.streams.live.follow import NUL_BLOCK, Follower, follow
 
 L1 = b"07/09 16:12:11.803 20713,3 Cns_srv_startsess: returns 0"
 L2 = b"07/09 16:12:11.830 20713,3 Cns_srv_statg: NS098 - statg /grid/auger/f1"
@@ -164,12 +164,45 @@ def test_a_byte_budget_splits_a_large_backlog_across_polls_without_losing_lines(
     assert polls > 5
 
 
-def test_a_runaway_line_without_newline_is_handed_on_in_bounded_pieces(tmp_path):
+def test_a_line_longer_than_the_bound_is_handed_on_once_cut_and_the_rest_skipped(tmp_path):
     log = tmp_path / "log"
     log.write_bytes(b"x" * 2500 + b"\n" + L1 + b"\n")
     with Follower(log, max_line_bytes=1000) as f:
-        assert f.poll_once() == [b"x" * 1000, b"x" * 1000, b"x" * 500, L1]
-        assert f.oversized == 2
+        assert f.poll_once() == [b"x" * 1000, L1]
+        assert f.oversized == 1
+
+
+def test_a_runaway_line_still_without_newline_is_not_buffered_past_the_bound(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(b"x" * 2500)
+    with Follower(log, max_line_bytes=1000, read_size=300) as f:
+        assert f.poll_once() == [b"x" * 1000]
+        append(log, b"y" * 5000)
+        assert f.poll_once() == []                 # the same line goes on: skipped
+        append(log, b"z\n" + L1 + b"\n")
+        assert f.poll_once() == [L1]
+        assert f.oversized == 1
+        assert f.checkpoint()["offset"] == os.path.getsize(log)
+
+
+def test_a_block_of_nuls_is_one_bad_line_and_the_next_line_is_not_glued_to_it(tmp_path):
+    log = tmp_path / "log"
+    # A crashed writer: a line cut short, a hole of NULs, then the next writes.
+    log.write_bytes(L1 + b"\n" + L2[:20] + b"\0" * 100_000)
+    with Follower(log, read_size=4096) as f:
+        assert f.poll_once() == [L1, L2[:20], NUL_BLOCK]
+        append(log, L3 + b"\n")
+        assert f.poll_once() == [L3]
+        append(log, b"\0" * 10 + b"\n" + L4 + b"\n")
+        assert f.poll_once() == [NUL_BLOCK, L4]
+        assert f.nul_blocks == 2
+
+
+def test_a_nul_block_with_its_line_break_within_one_read(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(b"\0" * 50 + b"\n" + L1 + b"\n" + L2 + b"\0\0" + L3 + b"\n")
+    with Follower(log) as f:
+        assert f.poll_once() == [NUL_BLOCK, L1, L2, NUL_BLOCK, L3]
 
 
 def test_follow_generator_polls_all_files_until_told_to_stop(tmp_path):
@@ -191,11 +224,11 @@ def test_follow_generator_polls_all_files_until_told_to_stop(tmp_path):
         f.close()
 
 
-def test_a_runaway_line_arriving_in_small_reads_is_cut_at_the_same_places(tmp_path):
+def test_a_runaway_line_arriving_in_small_reads_is_cut_at_the_same_place(tmp_path):
     log = tmp_path / "log"
     log.write_bytes(b"x" * 2500 + b"\n" + L1 + b"\n")
     with Follower(log, max_line_bytes=1000, read_size=300) as f:
-        assert f.poll_once() == [b"x" * 1000, b"x" * 1000, b"x" * 500, L1]
+        assert f.poll_once() == [b"x" * 1000, L1]
 
 
 def test_copytruncate_refilled_past_the_old_offset_between_polls_is_still_noticed(tmp_path):
