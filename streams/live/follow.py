@@ -101,8 +101,11 @@ class Follower:
         read_size: int = 1 << 16,
         max_poll_bytes: int = 1 << 22,
         max_line_bytes: int = MAX_LINE_BYTES,
+        until_eof: bool = False,
     ) -> None:
         self.path = os.fspath(path)
+        self.until_eof = until_eof  # a FIFO: wait for a writer, read until it closes
+        self.is_stream = False      # a FIFO: no offsets, no rotation, read as it comes
         self.from_end = from_end
         self.rotated = tuple(rotated)
         self.read_size = read_size
@@ -189,6 +192,10 @@ class Follower:
         if self._backlog is not None:  # resumed into a rotated copy
             self.pending = True
             return out
+        if self.is_stream:
+            self._read(out, budget)
+            self.pending = self._budget_hit
+            return out
         current = self._stat_path()
         if current is not None and self._same_file(current) and self._cut(current):
             self._after_cut(out)
@@ -226,7 +233,10 @@ class Follower:
 
     def checkpoint(self) -> dict | None:
         """Where the lines handed out end, with the fingerprint to find the file again.
-        None before anything was opened (a resume then starts as a first start would)."""
+        None before anything was opened (a resume then starts as a first start would),
+        and for a FIFO (what was read from it is gone: nothing to resume)."""
+        if self.is_stream:
+            return None
         if self._fd is None and self._backlog is None:
             if self._resume is not None or self.opens == 0:
                 return self._resume  # not reopened yet: the saved position still stands
@@ -263,8 +273,13 @@ class Follower:
     # -- opening ------------------------------------------------------------------------
 
     def _open(self, out: list[bytes]) -> bool:
+        flags = os.O_RDONLY | os.O_CLOEXEC
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # A FIFO opened blocking waits for a writer: only --once wants that (it reads
+            # until the writers close it); following, it is opened without waiting.
+            if not (self.until_eof and stat.S_ISFIFO(os.stat(self.path).st_mode)):
+                flags |= os.O_NONBLOCK
+            fd = os.open(self.path, flags)
         except OSError as exc:
             # Missing: wait for it. Unreadable: also wait (permissions get fixed, a
             # directory gets replaced), but say why in `error` for the driver to log.
@@ -272,10 +287,16 @@ class Follower:
                 exc.strerror or str(exc))
             return False
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
+        why = not_followable(st.st_mode)
+        if why is not None:
             os.close(fd)
-            self.error = "is a directory"
+            self.error = why
             return False
+        self.is_stream = stat.S_ISFIFO(st.st_mode)
+        if self.is_stream:
+            os.set_blocking(fd, self.until_eof)
+            self._resume = None  # a pipe has no offsets to go back to
+            self._skip_existing = False
         self.error = None
         self._fd = fd
         self._ident = (st.st_dev, st.st_ino)
@@ -569,7 +590,10 @@ class Follower:
         total = 0
         self._budget_hit = False
         while total < budget:
-            chunk = os.read(self._fd, min(self.read_size, budget - total))
+            try:
+                chunk = os.read(self._fd, min(self.read_size, budget - total))
+            except BlockingIOError:
+                return total  # a FIFO with a writer and nothing written yet
             if not chunk:
                 return total
             total += len(chunk)
@@ -677,6 +701,18 @@ class Follower:
             out.append(self._partial)
             self._partial = b""
             self.partials_flushed += 1
+
+
+def not_followable(mode: int) -> str | None:
+    """Why a file of this st_mode is not followed (None: a regular file or a FIFO)."""
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    kind = ("a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    return f"is {kind}, not a log file (regular files and FIFOs are read)"
 
 
 def _find_break(data: bytes, start: int) -> int:

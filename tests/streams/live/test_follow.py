@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from dpmstream.streams.live.follow import NUL_BLOCK, Follower, follow
@@ -537,3 +538,47 @@ def test_a_cut_deeper_than_the_window_is_said_and_counted_not_silent(tmp_path, m
         assert f.unplaced_cuts == 1 and f.shrinks == 1
         assert any("cut more than" in n for n in f.notices)
         assert set(got) <= set(LINES[50:55])          # nothing kept is read again
+
+
+def test_a_fifo_is_read_as_a_stream_from_every_writer_in_turn(tmp_path):
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+    with Follower(fifo) as f:
+        assert f.poll_once() == []                  # no writer yet: not waiting for one
+        assert f.is_open and f.is_stream
+        for line in (L1, L2):                       # one writer after another
+            fd = os.open(fifo, os.O_WRONLY)
+            os.write(fd, line + b"\n")
+            assert f.poll_once() == [line]
+            os.close(fd)
+        assert f.poll_once() == []
+        assert f.checkpoint() is None               # nothing in a pipe to go back to
+        assert f.rotations == f.truncations == 0
+
+
+def test_a_fifo_read_until_eof_ends_when_its_writer_closes(tmp_path):
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "wb") as fh:
+            fh.write(L1 + b"\n" + L2 + b"\n" + L3)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with Follower(fifo, until_eof=True) as f:
+        got = []
+        while True:
+            got += f.poll_once()
+            if not f.pending:
+                break
+        got.append(f.flush_partial())
+    writer.join()
+    assert got == [L1, L2, L3]
+
+
+def test_a_character_device_is_not_followed(tmp_path):
+    with Follower("/dev/zero") as f:
+        assert f.poll_once() == []
+        assert not f.is_open
+        assert f.error.startswith("is a character device")
