@@ -247,7 +247,9 @@ class Follower:
         if self._partial:
             window = window[: max(0, len(window) - len(self._partial))]
         window = window[-SAVED_WINDOW:]
+        ident = None if self._backlog is not None else self._ident
         return {"offset": end, "head": _b64(self._head[:end]), "window": _b64(window),
+                "ident": list(ident) if ident else None,
                 "skip_to_newline": self._skip_to_newline, "in_nuls": self._in_nuls,
                 "copy": self._backlog_name}
 
@@ -320,6 +322,15 @@ class Follower:
     def _resume_from(self, saved: dict, size: int, out: list[bytes]) -> None:
         offset, head = int(saved["offset"]), _unb64(saved["head"])
         window = _unb64(saved["window"])
+        ident = tuple(saved["ident"]) if saved.get("ident") else None
+        if ident is not None and ident != self._ident:
+            # Another file at the path, and the one read before still next to it (same
+            # device, inode and first bytes): rotated while we were stopped, whatever the
+            # new file's first bytes are. Its unread part first, then the new file.
+            copy = self._open_copy(head, offset, ident=ident)
+            if copy is not None:
+                self._start_backlog(copy, head, window, offset)
+                return
         kept = _kept(self._fd, size, head, window, offset)
         if kept == offset:
             self._seek_known(offset)
@@ -428,12 +439,13 @@ class Follower:
         self._seek_known(kept)
         self.offset = kept  # the kept part of a partial line is still in _partial
 
-    def _open_copy(self, head: bytes, offset: int) -> tuple[BinaryIO, str] | None:
+    def _open_copy(self, head: bytes, offset: int,
+                   ident: tuple[int, int] | None = None) -> tuple[BinaryIO, str] | None:
         """The rotated file that starts with `head`, opened at `offset`: plain copies
         first (a .gz may still be being written beside its plain original), newest first."""
         if not head:
             return None
-        for full in self._candidates():
+        for full in self._candidates(ident=ident):
             fh = None
             try:
                 fh = _open_maybe_gzip(full)
@@ -482,8 +494,15 @@ class Follower:
         self.notices.append(f"{self.path}: reading {self._backlog_name} whole, rotated after "
                             f"{after or 'the file read before'}")
 
-    def _candidates(self, limit: int | None = CANDIDATES) -> list[str]:
+    def _candidates(self, limit: int | None = CANDIDATES,
+                    ident: tuple[int, int] | None = None) -> list[str]:
+        """Rotated files next to the path (plain first, newest first); only the one that
+        is `ident` (device, inode) if given. Never the file at the path itself, under
+        whatever name it also has (a symlink's target, another hard link: `log` -> log-2
+        matches {name}-*, and reading it as rotated too would read it twice)."""
         folder, name = os.path.split(self.path)
+        current = self._stat_path()
+        at_path = None if current is None else (current.st_dev, current.st_ino)
         seen: dict[str, tuple[bool, float]] = {}
         for pattern in self.rotated:
             glob = os.path.join(folder, pattern.replace("{name}", name))
@@ -500,7 +519,8 @@ class Follower:
                     st = os.stat(full)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode):
+                this = (st.st_dev, st.st_ino)
+                if stat.S_ISREG(st.st_mode) and this != at_path and ident in (None, this):
                     seen[full] = (not entry.endswith(".gz"), st.st_mtime)
         return sorted(seen, key=seen.get, reverse=True)[:limit]
 

@@ -265,3 +265,29 @@ def test_a_full_disk_while_saving_the_state_stops_with_one_line_and_doubles_noth
     rc, _, err = again.stop()
     assert rc == 0, err
     assert canonical(read_records(rec)) == canonical(replayed(lines))
+
+
+# -- rotation while it was down, by a swapped symlink ---------------------------------------
+
+def test_a_symlink_swapped_to_a_new_daily_file_while_down_doubles_nothing(tmp_path):
+    day1, day2, log = tmp_path / "log-20261101", tmp_path / "log-20261102", tmp_path / "log"
+    rec, state = tmp_path / "records.jsonl", tmp_path / "run.state"
+    # More lines than the reassembler remembers to tell a line read twice (131,072).
+    first, second = puts(0, 100), puts(100, 7000)
+    append(day1, first[:1000])
+    os.symlink(day1.name, log)
+    args = ["--metrics-port", "0", "--records", str(rec), "--state", str(state),
+            "--flush-on-exit", *COMMON, str(log)]
+    run = RunProcess(args)
+    wait_caught_up(state, [log], proc=run)
+    rc, _, err = run.stop()                         # open requests emitted as incomplete
+    assert rc == 0, err
+    append(day1, first[1000:])                      # the rest of day 1, written while down
+    append(day2, second)
+    os.symlink(day2.name, f"{log}.new")
+    os.replace(f"{log}.new", log)                   # the swap: log -> log-20261102
+    again = RunProcess(args)
+    wait_caught_up(state, [log], proc=again)
+    rc, _, err = again.stop()
+    assert rc == 0, err
+    assert canonical(read_records(rec)) == canonical(replayed(first + second))

@@ -582,3 +582,68 @@ def test_a_character_device_is_not_followed(tmp_path):
         assert f.poll_once() == []
         assert not f.is_open
         assert f.error.startswith("is a character device")
+
+
+def _read_all(f) -> list[bytes]:
+    got = []
+    while True:
+        got += f.poll_once()
+        if not f.pending:
+            return got
+
+
+def _swap_symlink(link, target) -> None:
+    tmp = f"{link}.new"
+    os.symlink(os.path.basename(target), tmp)
+    os.replace(tmp, link)                  # atomic, as a deploy tool swaps it
+
+
+def test_a_symlink_swapped_while_stopped_reads_the_old_file_to_its_end_then_the_new_once(
+        tmp_path):
+    # Daily files, `log` a symlink to today's: log-1, then log-2. The new file matches
+    # the rotated glob {name}-*; it is the file at the path, not a rotated one to read too.
+    old, new, log = tmp_path / "log-1", tmp_path / "log-2", tmp_path / "log"
+    old.write_bytes(L1 + b"\n" + L2 + b"\n")
+    _swap_symlink(log, old)
+    with Follower(log) as f:
+        assert _read_all(f) == [L1, L2]
+        saved = f.checkpoint()
+    append(old, L3 + b"\n")                # written before the swap, while we were down
+    new.write_bytes(L4 + b"\n")
+    _swap_symlink(log, new)
+    with Follower(log, resume=saved) as f:
+        assert _read_all(f) == [L3, L4]
+        append(new, L1 + b"\n")
+        assert _read_all(f) == [L1]
+
+
+def test_a_name_relinked_to_the_newest_file_while_stopped_is_read_once(tmp_path):
+    # Delete and re-create the name: `log` is made again as a hard link to log-2.
+    old, new, log = tmp_path / "log-1", tmp_path / "log-2", tmp_path / "log"
+    old.write_bytes(L1 + b"\n" + L2 + b"\n")
+    os.link(old, log)
+    with Follower(log) as f:
+        assert _read_all(f) == [L1, L2]
+        saved = f.checkpoint()
+    append(old, L3 + b"\n")
+    new.write_bytes(L4 + b"\n")
+    os.unlink(log)
+    os.link(new, log)
+    with Follower(log, resume=saved) as f:
+        assert _read_all(f) == [L3, L4]
+
+
+def test_a_rotation_while_stopped_is_known_by_inode_even_when_the_new_file_starts_alike(
+        tmp_path):
+    # A writer that starts each file with the same lines: by content alone the new file
+    # looks like the old one grown, and its first lines and the old file's tail were lost.
+    log = tmp_path / "log"
+    log.write_bytes(L1 + b"\n" + L2 + b"\n")
+    with Follower(log) as f:
+        assert _read_all(f) == [L1, L2]
+        saved = f.checkpoint()
+    append(log, L3 + b"\n")
+    os.rename(log, tmp_path / "log.1")
+    log.write_bytes(L1 + b"\n" + L2 + b"\n" + L4 + b"\n")
+    with Follower(log, resume=saved) as f:
+        assert _read_all(f) == [L3, L1, L2, L4]
