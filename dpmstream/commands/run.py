@@ -290,9 +290,10 @@ def run(args: argparse.Namespace) -> int:
             if not f.exists:
                 _say(f"waiting for {f.path} to appear")
         try:
-            if registry is not None:
-                # Saved before the first record is written: a kill before the first
-                # periodic save then resumes here and recognises those records.
+            if registry is not None and saved is None:
+                # A first start saves before the first record is written: a kill before
+                # the first periodic save then resumes here and recognises those records.
+                # (A restart has its saved state already, which stands until it saves.)
                 feed.open_files()
                 save_state()
             next_save = time.monotonic() + args.state_interval

@@ -36,11 +36,21 @@ slow poll behind a fast writer), the rotated files modified after the old one ar
 whole first, oldest first (by mtime, as logrotate's numbering and gzip keep them).
 
 A checkpoint is the offset of the end of the last complete line handed out, with the
-first bytes of the file and up to SAVED_WINDOW bytes before the offset. On resume, the
-file at the path is compared with them: the same content (grown or not) resumes at the
-offset; a cut resumes as above; other content means it was rotated while we were
-stopped, so the rotated file with our first bytes is finished from the offset, then the
-files rotated after it, then the file at the path from its start.
+first bytes of the file, up to SAVED_WINDOW bytes before the offset, and the file's device
+and inode. On resume, if another file is at the path and the one read before (the same
+device, inode and first bytes: identity and fingerprint together, as an inode alone is
+soon reused) lies next to it under a rotated name, it was rotated while we were stopped,
+whatever the new file holds: it is finished from the offset, then the files rotated after
+it, then the file at the path from its start. Otherwise the file at the path is compared
+with the saved bytes: the same content (grown or not) resumes at the offset; a cut
+resumes as above; other content is a rotation, the old file looked for by its first bytes.
+The file at the path is never taken for a rotated file under another of its names (a
+symlink swapped to log-2, or a hard link, matches {name}-*): it would be read twice.
+
+A FIFO is read as a stream: no offset, no rotation, nothing to resume; following, it is
+opened without waiting for a writer and read from each writer in turn; with until_eof
+(`run --once`) it waits for a writer and ends when the writers close it. Devices and
+sockets are not followed (`error` says why).
 
 Only complete lines are returned; a partial last line waits for its newline. The writer of
 a rotated-away file will never finish it, so a partial line left there is returned as it
