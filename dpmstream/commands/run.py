@@ -12,7 +12,8 @@ content (first bytes, and the bytes before the offset), not by their size.
 
 --state FILE keeps a registry, like Filebeat's: each file's offset and fingerprint, saved
 together with the requests still open and the size of the records file, atomically
-(temporary file, fsync, rename) every --state-interval seconds and at the stop. A
+(temporary file, fsync, rename) at the start, every --state-interval seconds and at the
+stop. One process per FILE (a lock on FILE.lock); a save that fails stops it (exit 2). A
 restart with the same --state reads on where the last save stopped, the open requests
 included, and does not write again the records written since that save: nothing doubled,
 nothing lost of what was written while it was down (rotations in between included).
@@ -28,6 +29,14 @@ registry stands, and the records written after it are recognised at the next sta
 
 --once reads every file to its end, emits everything (pipeline.finish()), prints the
 summary, serves the final metrics for --hold seconds and exits 0.
+
+A FIFO is read as a stream: following, whatever its writers write, one after another
+(there is no offset to save: --state keeps only the open requests for it); with --once,
+until its writers close it (it waits for the first, as cat does, and says so). Devices,
+sockets and directories are refused at the start (exit 2), as is a file that exists but
+cannot be read; a file that does not exist yet is waited for (not with --once).
+Lines longer than 256 KiB are cut there and the rest skipped unbuffered (one malformed
+line); a run of NUL bytes is one malformed line and ends the line before it.
 """
 
 from __future__ import annotations
@@ -36,14 +45,15 @@ import argparse
 import base64
 import os
 import signal
+import stat
 import sys
 import threading
 import time
 
 from dpmstream.commands.common import (
     add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
-    setup_logging)
-from dpmstream.streams.live.follow import DEFAULT_ROTATED
+    positive_float, setup_logging)
+from dpmstream.streams.live.follow import DEFAULT_ROTATED, not_followable
 
 STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
 
@@ -94,21 +104,35 @@ def register(subparsers, name: str, help_text: str) -> None:
                    help="with --once: keep serving the final metrics this long before exiting")
     p.add_argument("--flush-on-exit", action="store_true",
                    help="on SIGINT/SIGTERM, emit requests still open as incomplete")
-    p.add_argument("--interval", type=float, default=0.25, metavar="S",
+    p.add_argument("--interval", type=positive_float, default=0.25, metavar="S",
                    help="poll interval when the files are idle (default 0.25)")
     p.add_argument("--status-interval", type=float, default=10.0, metavar="S",
                    help="seconds between status lines on stderr (only when it is a terminal)")
     p.set_defaults(func=run)
 
 
-def _unreadable(path: str) -> str | None:
-    """Why --once cannot read `path` (None if it can): there is nothing to wait for."""
-    if not os.path.exists(path):
-        return "no such file"
-    if os.path.isdir(path):
-        return "is a directory"
-    if not os.access(path, os.R_OK):
-        return "permission denied"
+def _unusable(path: str, once: bool) -> str | None:
+    """Why `path` cannot be read (None if it can, or, following, if it is not there yet):
+    said at the start, one line, exit 2, rather than retried for ever or read as empty."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "no such file" if once else None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    why = not_followable(st.st_mode)
+    if why is not None or stat.S_ISFIFO(st.st_mode):
+        return why  # a FIFO is read as a stream; opening it would wait for a writer
+    try:
+        # Opened and read, not os.access(): root passes access() for files it cannot
+        # open (/proc/1/mem) and a file can open but not read (EIO).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.read(fd, 1)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
     return None
 
 
@@ -132,12 +156,14 @@ def run(args: argparse.Namespace) -> int:
     if args.once and args.state:
         _say("--once reads the files whole; --state is for following them")
         return 2
-    if args.once:
-        problems = [f"{f}: {why}" for f in args.files if (why := _unreadable(f))]
-        if problems:
-            for p in problems:
-                _say(p)
-            return 2
+    if not args.no_metrics and not 0 <= args.metrics_port <= 65535:
+        _say(f"--metrics-port must be 0-65535 (0: any free port), not {args.metrics_port}")
+        return 2
+    problems = [f"{f}: {why}" for f in args.files if (why := _unusable(f, args.once))]
+    if problems:
+        for p in problems:
+            _say(p)
+        return 2
     setup_logging(args.verbose)
     profile = checked_profile(args.profile)
     tz = checked_zone(args.tz)
@@ -146,8 +172,14 @@ def run(args: argparse.Namespace) -> int:
     saved = None
     if registry is not None:
         try:
+            registry.lock()
+        except RegistryError as exc:
+            _say(str(exc))
+            return 2
+        try:
             saved = registry.load()
         except RegistryError as exc:
+            registry.unlock()
             _say(f"cannot use the state: {exc} (move it away to start afresh)")
             return 2
 
@@ -198,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
             from dpmstream.streams.sinks.directories import DirectoriesFile
             sinks.append(DirectoriesFile(args.directories))
         rotated = args.rotated or DEFAULT_ROTATED
-        followers = [Follower(f, from_end=args.from_end, rotated=rotated,
+        followers = [Follower(f, from_end=args.from_end, rotated=rotated, until_eof=args.once,
                               resume=saved_files.get(os.path.abspath(f))) for f in args.files]
         try:
             feed = LiveFeed(
@@ -215,6 +247,10 @@ def run(args: argparse.Namespace) -> int:
         status = _StatusLine(feed, args.status_interval) if sys.stderr.isatty() else None
 
         if args.once:
+            for f in args.files:
+                if stat.S_ISFIFO(os.stat(f).st_mode):
+                    _say(f"{f} is a FIFO: reading until its writers close it "
+                         "(waiting for the first one, as cat does)")
             feed.read_to_end(should_stop=stop.is_set)
             interrupted = stop.is_set()
             if interrupted:
@@ -253,22 +289,34 @@ def run(args: argparse.Namespace) -> int:
         for f in followers:
             if not f.exists:
                 _say(f"waiting for {f.path} to appear")
-        next_save = time.monotonic() + args.state_interval
-        while not stop.is_set():
-            busy = feed.poll_once()
-            if status is not None:
-                status.maybe_print()
-            if registry is not None and time.monotonic() >= next_save:
+        try:
+            if registry is not None and saved is None:
+                # A first start saves before the first record is written: a kill before
+                # the first periodic save then resumes here and recognises those records.
+                # (A restart has its saved state already, which stands until it saves.)
+                feed.open_files()
                 save_state()
-                next_save = time.monotonic() + args.state_interval
-            if not busy:
-                stop.wait(args.interval)
-        if args.flush_on_exit:
-            feed.finish()
-        else:
-            feed.drain()
-        if registry is not None:
-            save_state()
+            next_save = time.monotonic() + args.state_interval
+            while not stop.is_set():
+                busy = feed.poll_once()
+                if status is not None:
+                    status.maybe_print()
+                if registry is not None and time.monotonic() >= next_save:
+                    save_state()
+                    next_save = time.monotonic() + args.state_interval
+                if not busy:
+                    stop.wait(args.interval)
+            if args.flush_on_exit:
+                feed.finish()
+            else:
+                feed.drain()
+            if registry is not None:
+                save_state()
+        except RegistryError as exc:
+            # The state saved last stands, and the records written since are recognised
+            # at the next start: stopping loses nothing; running on unsaved would grow that.
+            _say(f"{exc}; stopping (the state saved before stands)")
+            return 2
         _say(f"stopped: {feed.status_text()}"
              + ("" if args.flush_on_exit else
                 f"; {feed.open_requests()} open request(s) "
@@ -282,6 +330,8 @@ def run(args: argparse.Namespace) -> int:
         FanOut([s for s in (records, *sinks) if s is not None]).close()
         if server is not None:
             server.close()
+        if registry is not None:
+            registry.unlock()
 
 
 def _is_position(pos) -> bool:

@@ -116,7 +116,21 @@ class LiveFeed:
                     src.settle()
         self.pipeline.advance()
         self.drain()
+        if not busy and self.records is not None and self.records.replaying and not any(
+                f.waiting_for_copy for f in self.followers):
+            # Every line read before the crash has been read again: what was not made
+            # again came from lines rotated away while it was down; it stays, once.
+            left = self.records.end_replay()
+            self._log(f"{left} record(s) written before the restart were not made again "
+                      "(their lines were not found again); they stay written once")
         return busy
+
+    def open_files(self) -> None:
+        """Open every file that can be, reading nothing yet (a checkpoint then holds where
+        each starts: a --from-end start keeps its place)."""
+        for f in self.followers:
+            f.open()
+            self._report_file_events(f)
 
     def read_to_end(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Read every file to its current end, the unterminated last line included."""

@@ -36,15 +36,30 @@ slow poll behind a fast writer), the rotated files modified after the old one ar
 whole first, oldest first (by mtime, as logrotate's numbering and gzip keep them).
 
 A checkpoint is the offset of the end of the last complete line handed out, with the
-first bytes of the file and up to SAVED_WINDOW bytes before the offset. On resume, the
-file at the path is compared with them: the same content (grown or not) resumes at the
-offset; a cut resumes as above; other content means it was rotated while we were
-stopped, so the rotated file with our first bytes is finished from the offset, then the
-files rotated after it, then the file at the path from its start.
+first bytes of the file, up to SAVED_WINDOW bytes before the offset, and the file's device
+and inode. On resume, if another file is at the path and the one read before (the same
+device, inode and first bytes: identity and fingerprint together, as an inode alone is
+soon reused) lies next to it under a rotated name, it was rotated while we were stopped,
+whatever the new file holds: it is finished from the offset, then the files rotated after
+it, then the file at the path from its start. Otherwise the file at the path is compared
+with the saved bytes: the same content (grown or not) resumes at the offset; a cut
+resumes as above; other content is a rotation, the old file looked for by its first bytes.
+The file at the path is never taken for a rotated file under another of its names (a
+symlink swapped to log-2, or a hard link, matches {name}-*): it would be read twice.
+
+A FIFO is read as a stream: no offset, no rotation, nothing to resume; following, it is
+opened without waiting for a writer and read from each writer in turn; with until_eof
+(`run --once`) it waits for a writer and ends when the writers close it. Devices and
+sockets are not followed (`error` says why).
 
 Only complete lines are returned; a partial last line waits for its newline. The writer of
 a rotated-away file will never finish it, so a partial line left there is returned as it
 is (the parser counts it as malformed; nothing is dropped silently).
+Bounds: a line longer than MAX_LINE_BYTES (256 KiB) is handed on cut to that length, the
+rest skipped as it is read (never buffered), so the parser counts it as ONE malformed line
+(longer than parsers.lines.MAX_LINE_CHARS, 65,536 characters) at its place. A run of NUL
+bytes (the hole a crashed writer leaves) ends the line before it, is skipped and handed on
+as one short NUL line (one malformed line); the line after it is read on its own.
 Limits: lines written after logrotate's copy and before its truncation are lost by
 copytruncate itself; a writer that keeps appending to a renamed file after we switched
 (no HUP/reopen) is not read. The DPM daemons open, append and close per line.
@@ -63,7 +78,16 @@ import zlib
 from collections import deque
 from typing import BinaryIO, Callable, Iterator
 
+from dpmstream.parsers.lines import MAX_LINE_CHARS
+
 NEWLINE = b"\n"
+NUL = b"\0"
+NUL_BLOCK = b"\0" * 16  # what a NUL block is handed on as: one line the parser counts bad
+# Longest line handed on whole, in bytes. The parser counts a line of more than
+# MAX_LINE_CHARS characters as malformed; a UTF-8 character is at most 4 bytes, so the
+# first MAX_LINE_BYTES bytes of a longer line are still more than MAX_LINE_CHARS
+# characters: one malformed line, whatever its length, and at most this much of it held.
+MAX_LINE_BYTES = 4 * MAX_LINE_CHARS + 4
 TAIL_BYTES = 64          # checked at every poll: the bytes just before the offset
 HEAD_BYTES = 1024        # the file's fingerprint: its first bytes
 WINDOW_BYTES = 1 << 20   # bytes before the offset kept to place a cut exactly
@@ -86,9 +110,12 @@ class Follower:
         rotated: tuple[str, ...] | list[str] = DEFAULT_ROTATED,
         read_size: int = 1 << 16,
         max_poll_bytes: int = 1 << 22,
-        max_line_bytes: int = 1 << 20,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        until_eof: bool = False,
     ) -> None:
         self.path = os.fspath(path)
+        self.until_eof = until_eof  # a FIFO: wait for a writer, read until it closes
+        self.is_stream = False      # a FIFO: no offsets, no rotation, read as it comes
         self.from_end = from_end
         self.rotated = tuple(rotated)
         self.read_size = read_size
@@ -109,7 +136,8 @@ class Follower:
         self._backlog_mtime: int | None = None
         self._resume = resume
         self._skip_existing = from_end and resume is None
-        self._skip_to_newline = False
+        self._skip_to_newline = False  # the rest of a line is not to be handed out
+        self._in_nuls = False          # inside a run of NUL bytes
         self._budget_hit = False
         self.pending = False        # the last poll stopped at its byte budget
         # Counters for status lines and tests.
@@ -121,7 +149,8 @@ class Follower:
         self.copies_missing = 0     # truncated or rotated away, and no copy found
         self.unplaced_cuts = 0      # cuts deeper than the window
         self.partials_flushed = 0   # partial lines returned without their newline
-        self.oversized = 0          # lines longer than max_line_bytes, returned in pieces
+        self.oversized = 0          # lines longer than max_line_bytes, cut to it
+        self.nul_blocks = 0         # runs of NUL bytes skipped
         self.mtime_ms: int | None = None  # mtime of the file when it was (last) opened
         self.error: str | None = None     # why an existing path cannot be read, if so
         self.notices: list[str] = []      # what happened to the file, for the driver's log
@@ -135,6 +164,20 @@ class Follower:
     @property
     def exists(self) -> bool:
         return os.path.exists(self.path)
+
+    @property
+    def waiting_for_copy(self) -> bool:
+        """A rotated copy that ended early is looked for again (its unread part is due)."""
+        return self._copy_wait_until is not None
+
+    def open(self) -> None:
+        """Open the file now if it is there, as the next poll would, reading nothing."""
+        if self._fd is None and self._backlog is None and self._copy_wait_until is None:
+            out: list[bytes] = []
+            self._open(out)
+            assert not out, "opening hands out no line"
+            if self._fd is None:
+                self._skip_existing = False
 
     @property
     def consumed(self) -> int:
@@ -158,6 +201,10 @@ class Follower:
             return out
         if self._backlog is not None:  # resumed into a rotated copy
             self.pending = True
+            return out
+        if self.is_stream:
+            self._read(out, budget)
+            self.pending = self._budget_hit
             return out
         current = self._stat_path()
         if current is not None and self._same_file(current) and self._cut(current):
@@ -196,7 +243,10 @@ class Follower:
 
     def checkpoint(self) -> dict | None:
         """Where the lines handed out end, with the fingerprint to find the file again.
-        None before anything was opened (a resume then starts as a first start would)."""
+        None before anything was opened (a resume then starts as a first start would),
+        and for a FIFO (what was read from it is gone: nothing to resume)."""
+        if self.is_stream:
+            return None
         if self._fd is None and self._backlog is None:
             if self._resume is not None or self.opens == 0:
                 return self._resume  # not reopened yet: the saved position still stands
@@ -207,8 +257,10 @@ class Follower:
         if self._partial:
             window = window[: max(0, len(window) - len(self._partial))]
         window = window[-SAVED_WINDOW:]
+        ident = None if self._backlog is not None else self._ident
         return {"offset": end, "head": _b64(self._head[:end]), "window": _b64(window),
-                "skip_to_newline": self._skip_to_newline,
+                "ident": list(ident) if ident else None,
+                "skip_to_newline": self._skip_to_newline, "in_nuls": self._in_nuls,
                 "copy": self._backlog_name}
 
     def flush_partial(self) -> bytes | None:
@@ -233,8 +285,13 @@ class Follower:
     # -- opening ------------------------------------------------------------------------
 
     def _open(self, out: list[bytes]) -> bool:
+        flags = os.O_RDONLY | os.O_CLOEXEC
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # A FIFO opened blocking waits for a writer: only --once wants that (it reads
+            # until the writers close it); following, it is opened without waiting.
+            if not (self.until_eof and stat.S_ISFIFO(os.stat(self.path).st_mode)):
+                flags |= os.O_NONBLOCK
+            fd = os.open(self.path, flags)
         except OSError as exc:
             # Missing: wait for it. Unreadable: also wait (permissions get fixed, a
             # directory gets replaced), but say why in `error` for the driver to log.
@@ -242,17 +299,23 @@ class Follower:
                 exc.strerror or str(exc))
             return False
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
+        why = not_followable(st.st_mode)
+        if why is not None:
             os.close(fd)
-            self.error = "is a directory"
+            self.error = why
             return False
+        self.is_stream = stat.S_ISFIFO(st.st_mode)
+        if self.is_stream:
+            os.set_blocking(fd, self.until_eof)
+            self._resume = None  # a pipe has no offsets to go back to
+            self._skip_existing = False
         self.error = None
         self._fd = fd
         self._ident = (st.st_dev, st.st_ino)
         self.mtime_ms = st.st_mtime_ns // 1_000_000
         self.opens += 1
         self._reset_content(0)
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         if self._resume is not None:
             saved, self._resume = self._resume, None
             self._resume_from(saved, st.st_size, out)
@@ -269,10 +332,20 @@ class Follower:
     def _resume_from(self, saved: dict, size: int, out: list[bytes]) -> None:
         offset, head = int(saved["offset"]), _unb64(saved["head"])
         window = _unb64(saved["window"])
+        ident = tuple(saved["ident"]) if saved.get("ident") else None
+        if ident is not None and ident != self._ident:
+            # Another file at the path, and the one read before still next to it (same
+            # device, inode and first bytes): rotated while we were stopped, whatever the
+            # new file's first bytes are. Its unread part first, then the new file.
+            copy = self._open_copy(head, offset, ident=ident)
+            if copy is not None:
+                self._start_backlog(copy, head, window, offset)
+                return
         kept = _kept(self._fd, size, head, window, offset)
         if kept == offset:
             self._seek_known(offset)
             self._skip_to_newline = bool(saved.get("skip_to_newline"))
+            self._in_nuls = bool(saved.get("in_nuls"))
             return
         if kept != 0:
             self.shrinks += 1
@@ -365,23 +438,24 @@ class Follower:
             self.copies_missing += 1
             self.notices.append(f"{self.path} was truncated and no rotated copy starts with "
                                 f"its bytes: lines written since the last read are lost")
-            self._skip_to_newline = False
+            self._skip_to_newline = self._in_nuls = False
             self._reset_content(0)
             os.lseek(self._fd, 0, os.SEEK_SET)
             return
         self.shrinks += 1
         consumed = self.consumed
         self._partial = self._partial[: kept - consumed] if kept >= consumed else b""
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         self._seek_known(kept)
         self.offset = kept  # the kept part of a partial line is still in _partial
 
-    def _open_copy(self, head: bytes, offset: int) -> tuple[BinaryIO, str] | None:
+    def _open_copy(self, head: bytes, offset: int,
+                   ident: tuple[int, int] | None = None) -> tuple[BinaryIO, str] | None:
         """The rotated file that starts with `head`, opened at `offset`: plain copies
         first (a .gz may still be being written beside its plain original), newest first."""
         if not head:
             return None
-        for full in self._candidates():
+        for full in self._candidates(ident=ident):
             fh = None
             try:
                 fh = _open_maybe_gzip(full)
@@ -425,13 +499,20 @@ class Follower:
     def _start_chain(self, newer: tuple[BinaryIO, str, int], after: str | None) -> None:
         self._backlog, self._backlog_name, self._backlog_mtime = newer
         self._reset_content(0)
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         self.copies_read += 1
         self.notices.append(f"{self.path}: reading {self._backlog_name} whole, rotated after "
                             f"{after or 'the file read before'}")
 
-    def _candidates(self, limit: int | None = CANDIDATES) -> list[str]:
+    def _candidates(self, limit: int | None = CANDIDATES,
+                    ident: tuple[int, int] | None = None) -> list[str]:
+        """Rotated files next to the path (plain first, newest first); only the one that
+        is `ident` (device, inode) if given. Never the file at the path itself, under
+        whatever name it also has (a symlink's target, another hard link: `log` -> log-2
+        matches {name}-*, and reading it as rotated too would read it twice)."""
         folder, name = os.path.split(self.path)
+        current = self._stat_path()
+        at_path = None if current is None else (current.st_dev, current.st_ino)
         seen: dict[str, tuple[bool, float]] = {}
         for pattern in self.rotated:
             glob = os.path.join(folder, pattern.replace("{name}", name))
@@ -448,7 +529,8 @@ class Follower:
                     st = os.stat(full)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode):
+                this = (st.st_dev, st.st_ino)
+                if stat.S_ISREG(st.st_mode) and this != at_path and ident in (None, this):
                     seen[full] = (not entry.endswith(".gz"), st.st_mtime)
         return sorted(seen, key=seen.get, reverse=True)[:limit]
 
@@ -522,7 +604,7 @@ class Follower:
             self._start_chain(newer, finished)
             return
         # The file at the path holds new content from its first byte.
-        self._skip_to_newline = False
+        self._skip_to_newline = self._in_nuls = False
         if self._fd is not None:
             os.lseek(self._fd, 0, os.SEEK_SET)
 
@@ -538,7 +620,10 @@ class Follower:
         total = 0
         self._budget_hit = False
         while total < budget:
-            chunk = os.read(self._fd, min(self.read_size, budget - total))
+            try:
+                chunk = os.read(self._fd, min(self.read_size, budget - total))
+            except BlockingIOError:
+                return total  # a FIFO with a writer and nothing written yet
             if not chunk:
                 return total
             total += len(chunk)
@@ -565,42 +650,105 @@ class Follower:
 
     def _split(self, chunk: bytes, out: list[bytes]) -> None:
         data = self._partial + chunk if self._partial else chunk
+        self._partial = b""
         start = 0
-        if self._skip_to_newline:
-            end = data.find(NEWLINE)
-            if end < 0:
+        if self._in_nuls or self._skip_to_newline or NUL in chunk:
+            start = self._split_slowly(data, out)
+            if start is None:
                 return
-            start = end + 1
-            self._skip_to_newline = False
         cap = self.max_line_bytes
         while True:
             end = data.find(NEWLINE, start)
             if end < 0:
                 break
             if end - start > cap:
-                start = self._pieces(data, start, end, out)
-            out.append(data[start:end])
+                self._cut_line(data[start:start + cap], out)
+            else:
+                out.append(data[start:end])
             start = end + 1
-        # A "line" with no newline for a megabyte is not a log line (binary file, wrong
-        # path): hand it on in pieces of max_line_bytes rather than grow without bound.
-        if len(data) - start > cap:
-            start = self._pieces(data, start, len(data), out)
-        self._partial = data[start:]
+        self._keep_partial(data, start, out)
 
-    def _pieces(self, data: bytes, start: int, end: int, out: list[bytes]) -> int:
-        """Emit whole max_line_bytes pieces of data[start:end]; return where the rest starts."""
+    def _split_slowly(self, data: bytes, out: list[bytes]) -> int | None:
+        """_split of data with NUL bytes in it, or while skipping (the rest of a line too
+        long, or a NUL block): up to its last line break; where the rest starts, or None
+        when nothing is left. NUL bytes are no log's: a run of them (a crashed writer's
+        hole) ends the line before it, and counts as one bad line; the next line is read
+        on its own."""
         cap = self.max_line_bytes
-        while end - start > cap:
-            out.append(data[start:start + cap])
-            start += cap
-            self.oversized += 1
-        return start
+        start, n = 0, len(data)
+        while start < n:
+            if self._in_nuls:
+                rest = data[start:].lstrip(NUL)
+                if not rest:
+                    return None
+                start = n - len(rest)
+                self._in_nuls = False
+                if rest[:1] == NEWLINE:
+                    start += 1       # the NUL block's own line break
+                continue
+            if self._skip_to_newline:
+                end = _find_break(data, start)
+                if end < 0:
+                    return None
+                self._skip_to_newline = False
+                start = end + 1 if data[end:end + 1] == NEWLINE else end
+                continue
+            if data.find(NUL, start) < 0:
+                return start         # no more NULs: the fast loop takes the rest
+            end = _find_break(data, start)
+            if end < 0:
+                break
+            if end - start > cap:
+                self._cut_line(data[start:start + cap], out)
+            elif end > start or data[end:end + 1] == NEWLINE:
+                out.append(data[start:end])
+            if data[end:end + 1] == NUL:
+                out.append(NUL_BLOCK)  # one bad line for the whole block
+                self.nul_blocks += 1
+                self._in_nuls = True
+                start = end
+            else:
+                start = end + 1
+        self._keep_partial(data, start, out)
+        return None
+
+    def _keep_partial(self, data: bytes, start: int, out: list[bytes]) -> None:
+        """Keep data[start:] for the next read, or, past max_line_bytes without a line
+        break, hand on its first max_line_bytes and skip the rest to the next break."""
+        if len(data) - start > self.max_line_bytes:
+            self._cut_line(data[start:start + self.max_line_bytes], out)
+            self._skip_to_newline = True
+        else:
+            self._partial = data[start:]
+
+    def _cut_line(self, head: bytes, out: list[bytes]) -> None:
+        """A line longer than max_line_bytes: its first max_line_bytes only, one line."""
+        out.append(head)
+        self.oversized += 1
 
     def _flush_partial(self, out: list[bytes]) -> None:
         if self._partial:
             out.append(self._partial)
             self._partial = b""
             self.partials_flushed += 1
+
+
+def not_followable(mode: int) -> str | None:
+    """Why a file of this st_mode is not followed (None: a regular file or a FIFO)."""
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    kind = ("a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    return f"is {kind}, not a log file (regular files and FIFOs are read)"
+
+
+def _find_break(data: bytes, start: int) -> int:
+    """Index of the first line break or NUL byte at or after `start`, -1 if none."""
+    nl, nul = data.find(NEWLINE, start), data.find(NUL, start)
+    return nl if nul < 0 else nul if nl < 0 else min(nl, nul)
 
 
 def _kept(fd: int, size: int, head: bytes, window: bytes, offset: int) -> int:

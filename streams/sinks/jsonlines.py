@@ -12,7 +12,10 @@ durable and returns the file's size, which the registry keeps with the offsets. 
 opens the sink with `written_since=` that size: the records after it were written after
 the last checkpoint, so the restart makes them again from the saved offsets;
 is_replayed() recognises each of them once so that it is not written twice. A record cut
-short by the crash (no newline) is removed first: it is made again, whole.
+short by the crash (no newline) is removed first: it is made again, whole. While some are
+still to be recognised, sync() returns `written_since` (the records past it are not all
+accounted for by the state yet: a kill then must recognise them again); end_replay() ends
+that once every line read before the crash has been read again.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class JsonLinesSink:
         self._replay: Counter = Counter()
         if self.path != "-" and written_since is not None:
             self._replay = _lines_after(self.path, written_since)
+        self._replay_from = written_since if self._replay else None
         if self.path == "-":
             self._fh: IO[str] | None = sys.stdout
             self._owned = False
@@ -70,8 +74,16 @@ class JsonLinesSink:
         self.replayed += 1
         return True
 
+    def end_replay(self) -> int:
+        """Stop recognising: the records not made again stay written once. How many."""
+        left = self.to_replay
+        self._replay.clear()
+        self._replay_from = None
+        return left
+
     def sync(self) -> int | None:
-        """Flush and fsync; the durable size of the file (None for stdout)."""
+        """Flush and fsync; the durable size of the file (None for stdout), or while
+        records are still to be recognised, the size they start at."""
         if self._fh is None:
             return None
         self._fh.flush()
@@ -79,6 +91,9 @@ class JsonLinesSink:
             return None
         fd = self._fh.fileno()
         os.fsync(fd)
+        if self._replay:
+            return self._replay_from
+        self._replay_from = None
         return os.fstat(fd).st_size
 
     def flush(self) -> None:

@@ -396,6 +396,50 @@ def test_once_keeps_serving_the_final_metrics_while_holding(tmp_path, running):
     assert "served for 60 s more" in out
 
 
+def _peak_rss_mib_of_once(tmp_path, log) -> tuple[float, str]:
+    """Peak resident memory (VmHWM, from /proc) of `run --once` over `log`, taken while it
+    holds its final metrics; and its stdout."""
+    run = RunProcess(["--once", "--hold", "60", "--metrics-port", "0", *COMMON, str(log)])
+    try:
+        deadline = time.monotonic() + 300
+        while not any(line.startswith("Metrics:") for line in run.stdout_seen):
+            assert time.monotonic() < deadline and run.proc.poll() is None, run.stderr_seen
+            time.sleep(0.05)
+        with open(f"/proc/{run.proc.pid}/status") as fh:
+            peak_kib = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+        rc, out, err = run.stop()
+        assert rc == 0, err
+    finally:
+        run.kill()
+    return peak_kib / 1024, out
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_once_skips_a_100_mb_line_and_a_100_mb_nul_hole_as_one_bad_line_each_in_bounded_memory(
+        tmp_path, engine, monkeypatch):
+    if engine == "python":
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")     # the line bound is the parser's
+    small, big = tmp_path / "small.log", tmp_path / "big.log"
+    append(small, puts(0, 6))
+    append(big, puts(0, 2))
+    with open(big, "ab") as fh:                       # a runaway line, 100 MB
+        for _ in range(100):
+            fh.write(b"x" * (1 << 20))
+        fh.write(b"\n")
+    append(big, puts(2, 2))
+    with open(big, "r+b") as fh:                      # a crashed writer's hole: 100 MB of NULs
+        fh.truncate(os.path.getsize(big) + 100 * (1 << 20))
+    append(big, puts(4, 2))                           # written after the restart, no newline before
+    baseline, _ = _peak_rss_mib_of_once(tmp_path, small)
+    peak, out = _peak_rss_mib_of_once(tmp_path, big)
+    n = len(puts(0, 6))
+    assert f"parsed {n}, unmatched 0, malformed 2" in out, out
+    assert re.search(r"^\s+put\s+6\s+6\s", out, re.M), out      # all six, whole
+    assert "longer than 65536 characters" in out                  # the runaway line's place
+    print(f"peak RSS {peak:.0f} MiB, {baseline:.0f} MiB on the small log")
+    assert peak - baseline < 40, (peak, baseline)                 # not the 100 MB line
+
+
 def test_once_with_a_missing_file_is_a_clear_error(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "dpmstream", "run", "--once", "--no-metrics",
@@ -572,3 +616,79 @@ def test_the_state_is_not_rewritten_while_the_files_are_idle(tmp_path, running):
         time.sleep(0.05)
     rc, _, err = run.stop()
     assert rc == 0, err
+
+
+# -- inputs that are not log files, options out of range (issue 26, items 10 and 11) -----
+
+def _run(*args, timeout=30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dpmstream", "run", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_once_on_a_fifo_reads_what_its_writer_writes_until_it_closes(tmp_path):
+    fifo, rec = tmp_path / "dpm.pipe", tmp_path / "records.jsonl"
+    os.mkfifo(fifo)
+    lines = puts(0, 20)
+
+    def write():
+        with open(fifo, "w") as fh:        # waits for the reader, as a shell's > does
+            for i in range(0, len(lines), 50):
+                fh.write("".join(x + "\n" for x in lines[i:i + 50]))
+                fh.flush()
+                time.sleep(0.01)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    done = _run("--once", "--no-metrics", "--records", rec, *COMMON, fifo, timeout=60)
+    writer.join(timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert canonical(read_records(rec)) == canonical(replayed(lines))
+
+
+@pytest.mark.parametrize("mode", [["--once"], []])
+def test_a_character_device_is_refused_at_the_start_in_one_line(mode):
+    started = time.monotonic()
+    done = _run(*mode, "--no-metrics", "/dev/zero")
+    assert time.monotonic() - started < 20
+    assert done.returncode == 2
+    assert done.stderr == ("dpmstream run: /dev/zero: is a character device, not a log file "
+                           "(regular files and FIFOs are read)\n")
+
+
+@pytest.mark.parametrize("mode", [["--once"], []])
+def test_a_file_that_cannot_be_read_is_one_line_and_exit_2(mode):
+    # /proc/self/mem opens, and its first byte cannot be read (address 0: EIO).
+    done = _run(*mode, "--no-metrics", "/proc/self/mem")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "dpmstream run: /proc/self/mem: cannot read it: Input/output error\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops root's capabilities with setpriv")
+def test_following_a_file_without_read_permission_is_one_line_and_exit_2(tmp_path):
+    log = tmp_path / "dpm.log"
+    append(log, puts(0, 1))
+    log.chmod(0)
+    # root without CAP_DAC_OVERRIDE: the permission bits hold, as for any other user
+    done = subprocess.run(
+        ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+         "--bounding-set=-dac_override,-dac_read_search",
+         sys.executable, "-m", "dpmstream", "run", "--no-metrics", str(log)],
+        capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"dpmstream run: {log}: cannot read it: Permission denied\n"
+
+
+@pytest.mark.parametrize("interval", ["0", "-1"])
+def test_a_poll_interval_that_is_not_positive_is_refused(interval):
+    done = _run("--no-metrics", "--interval", interval, "/tmp/whatever.log")
+    assert done.returncode == 2
+    assert f"argument --interval: must be > 0, not {interval}" in done.stderr
+
+
+def test_a_metrics_port_out_of_range_is_one_line_and_exit_2(tmp_path):
+    log = tmp_path / "dpm.log"
+    append(log, puts(0, 1))
+    done = _run("--once", "--metrics-port", 99999, log)
+    assert done.returncode == 2
+    assert done.stderr == ("dpmstream run: --metrics-port must be 0-65535 (0: any free port), "
+                           "not 99999\n")

@@ -1,21 +1,30 @@
 """`dpmstream run --state` across a restart: a damaged state is refused with a clear
 message, and LiveFeed's checkpoint with the records sink carries open requests into the
-next process and writes no record twice. Driven in-process on real files."""
+next process and writes no record twice. Driven in-process on real files; and `run`
+killed (kill -9) at any moment, the first records included, then started again: the
+records file ends equal to `dpmstream replay` of the same log (issue 26, item 4)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
 
 from dpmstream.streams.live.follow import Follower
 from dpmstream.streams.live.feed import LiveFeed
 from dpmstream.streams.live.registry import Registry
 from dpmstream.streams.sinks.jsonlines import JsonLinesSink
-from tests.commands.test_run import append, canonical, put_lines, puts, read_records, replayed
+from tests.commands.test_run import (
+    COMMON, RunProcess, _record_rows, _truth_rows, append, canonical, put_lines, puts,
+    read_records, replayed)
+from tests.scenarios.test_run_exactly_once import wait_caught_up
 
 
 def test_run_refuses_a_damaged_state_file_with_a_clear_message(tmp_path):
-    import subprocess
-    import sys
     state = tmp_path / "run.state"
     state.write_text("[]")
     done = subprocess.run(
@@ -76,8 +85,6 @@ def test_records_made_again_after_a_crash_are_not_written_twice(tmp_path):
 
 
 def test_run_refuses_a_state_with_a_damaged_file_entry(tmp_path):
-    import subprocess
-    import sys
     state = tmp_path / "run.state"
     Registry(state).save({"files": {str(tmp_path / "log"): {"offset": "x"}}, "pipeline": {}})
     done = subprocess.run(
@@ -85,3 +92,202 @@ def test_run_refuses_a_state_with_a_damaged_file_entry(tmp_path):
          str(tmp_path / "log")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "damaged entries" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- kill -9 at any moment ------------------------------------------------------------
+
+REQUESTS = 12_000   # 240,000 lines: a few seconds of reading, a kill lands mid-way
+
+
+@pytest.fixture(scope="module")
+def backlog(tmp_path_factory):
+    """A log with REQUESTS puts, and what `dpmstream replay` makes of it."""
+    where = tmp_path_factory.mktemp("backlog")
+    log = where / "dpm.log"
+    append(log, puts(0, REQUESTS))
+    out = where / "replay"
+    done = subprocess.run(
+        [sys.executable, "-m", "dpmstream", "replay", "--quiet", "--out", str(out),
+         "--host", "head01", "--tz", "UTC", "--year", "2011", str(log)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {"log": log, "requests": _truth_rows(out / "requests.csv"),
+            "calls": _truth_rows(out / "calls.csv")}
+
+
+def _start(log, rec, state) -> RunProcess:
+    started = time.time_ns()
+    proc = RunProcess(["--metrics-port", "0", "--records", str(rec), "--state", str(state),
+                       *COMMON, str(log)])
+    proc.started_ns = started
+    return proc
+
+
+def _records_appear(rec, proc: RunProcess, timeout: float = 60) -> None:
+    """Polls, without sleeping, until the records file holds its first bytes."""
+    deadline = time.monotonic() + timeout
+    while not (rec.exists() and rec.stat().st_size > 0):
+        assert time.monotonic() < deadline and proc.proc.poll() is None, "no record written"
+
+
+def _kill_then_finish(log, rec, state, *kills) -> list[dict]:
+    """Start `run`, kill -9 it at each moment of `kills` in turn (starting it again after
+    each), then let the last start read to the end; the records file then."""
+    for kill_at in kills:
+        proc = _start(log, rec, state)
+        kill_at(rec, state, proc)
+        proc.proc.kill()               # kill -9: nothing is saved or flushed
+        proc.proc.wait()
+    assert rec.stat().st_size > 0
+    again = _start(log, rec, state)
+    wait_caught_up(state, [log], proc=again)
+    rc, _, err = again.stop()
+    assert rc == 0, err
+    return read_records(rec)
+
+
+def at_the_first_records(rec, state, proc):
+    _records_appear(rec, proc)
+
+
+def a_few_polls_later(rec, state, proc):
+    _records_appear(rec, proc)
+    time.sleep(0.3)                    # records written, the first periodic save (1 s) not due
+
+
+def after_a_periodic_save(rec, state, proc):
+    _records_appear(rec, proc)
+    written = state.stat().st_mtime_ns if state.exists() else 0
+    deadline = time.monotonic() + 60
+    while not (state.exists() and state.stat().st_mtime_ns > written):
+        assert time.monotonic() < deadline and proc.proc.poll() is None
+        time.sleep(0.005)
+
+
+def at_its_first_save(rec, state, proc):
+    """Started again after a kill: killed once it saved, while the records written before
+    are still being recognised."""
+    started = proc.started_ns
+    deadline = time.monotonic() + 60
+    while not (state.exists() and state.stat().st_mtime_ns > started):
+        assert time.monotonic() < deadline and proc.proc.poll() is None
+        time.sleep(0.001)
+
+
+# The engine matters to the restored state only: one moment for the Python engine.
+@pytest.mark.parametrize("kills, engine", [
+    pytest.param(kills, engine, id="-then-".join(k.__name__ for k in kills) + f"-{engine}")
+    for kills, engine in [((at_the_first_records,), "compiled"),
+                          ((at_the_first_records,), "python"),
+                          ((a_few_polls_later,), "compiled"),
+                          ((after_a_periodic_save,), "compiled"),
+                          ((at_the_first_records, at_its_first_save), "compiled")]])
+def test_kill_9_at_any_moment_then_a_restart_writes_every_record_once(
+        tmp_path, backlog, kills, engine, monkeypatch):
+    if engine == "python":
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    rec, state = tmp_path / "records.jsonl", tmp_path / "run.state"
+    got = _kill_then_finish(backlog["log"], rec, state, *kills)
+    assert len(got) == len(backlog["requests"]) + len(backlog["calls"])
+    assert _record_rows(got, "request") == backlog["requests"]
+    assert _record_rows(got, "call") == backlog["calls"]
+
+
+# -- one process per state; a full disk ----------------------------------------------------
+
+def test_a_second_run_on_the_same_state_exits_at_once_naming_the_holder(tmp_path):
+    log, state = tmp_path / "dpm.log", tmp_path / "run.state"
+    append(log, puts(0, 2))
+    first = RunProcess(["--metrics-port", "0", "--state", str(state), *COMMON, str(log)])
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "dpmstream", "run", "--no-metrics", "--state", str(state),
+             *COMMON, str(log)], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert second.stderr.count("\n") == 1, second.stderr
+        assert f"pid {first.proc.pid}" in second.stderr and str(state) in second.stderr
+        assert first.proc.poll() is None, "the first one runs on"
+    finally:
+        first.kill()
+    # kill -9 ends the lock with the process: the next start takes it.
+    third = RunProcess(["--metrics-port", "0", "--state", str(state), *COMMON, str(log)])
+    rc, _, err = third.stop()
+    assert rc == 0, err
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs mounted for the test (needs root), unmounted after it."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    where = tmp_path / "small"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def _fill(folder) -> None:
+    """Write into `folder` until its file system is full."""
+    with open(folder / "filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def test_a_full_disk_while_saving_the_state_stops_with_one_line_and_doubles_nothing(
+        tmp_path, small_disk):
+    log, rec, state = tmp_path / "dpm.log", tmp_path / "records.jsonl", small_disk / "run.state"
+    lines = puts(0, 200) + puts(200, 200, putdone=False) + puts(400, 200)
+    first_part = len(puts(0, 200))
+    append(log, lines[:first_part])
+    args = ["--metrics-port", "0", "--records", str(rec), "--state", str(state),
+            "--state-interval", "0.05", "--flush-on-exit", *COMMON, str(log)]
+    run = RunProcess(args)
+    wait_caught_up(state, [log], proc=run)
+    _fill(small_disk)
+    append(log, lines[first_part:])            # open requests: the state grows, cannot be saved
+    run.proc.wait(timeout=60)
+    rc, _, err = run.stop()
+    assert rc == 2, err
+    told = [line for line in err.splitlines() if "metrics on" not in line]
+    assert len(told) == 1, err
+    assert str(state) in told[0] and "No space left on device" in told[0], err
+    assert sorted(os.listdir(small_disk)) == ["filler", "run.state", "run.state.lock"]
+
+    os.unlink(small_disk / "filler")
+    again = RunProcess(args)
+    wait_caught_up(state, [log], proc=again)
+    rc, _, err = again.stop()
+    assert rc == 0, err
+    assert canonical(read_records(rec)) == canonical(replayed(lines))
+
+
+# -- rotation while it was down, by a swapped symlink ---------------------------------------
+
+def test_a_symlink_swapped_to_a_new_daily_file_while_down_doubles_nothing(tmp_path):
+    day1, day2, log = tmp_path / "log-20261101", tmp_path / "log-20261102", tmp_path / "log"
+    rec, state = tmp_path / "records.jsonl", tmp_path / "run.state"
+    # More lines than the reassembler remembers to tell a line read twice (131,072).
+    first, second = puts(0, 100), puts(100, 7000)
+    append(day1, first[:1000])
+    os.symlink(day1.name, log)
+    args = ["--metrics-port", "0", "--records", str(rec), "--state", str(state),
+            "--flush-on-exit", *COMMON, str(log)]
+    run = RunProcess(args)
+    wait_caught_up(state, [log], proc=run)
+    rc, _, err = run.stop()                         # open requests emitted as incomplete
+    assert rc == 0, err
+    append(day1, first[1000:])                      # the rest of day 1, written while down
+    append(day2, second)
+    os.symlink(day2.name, f"{log}.new")
+    os.replace(f"{log}.new", log)                   # the swap: log -> log-20261102
+    again = RunProcess(args)
+    wait_caught_up(state, [log], proc=again)
+    rc, _, err = again.stop()
+    assert rc == 0, err
+    assert canonical(read_records(rec)) == canonical(replayed(first + second))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
-from dpmstream.streams.live.follow import Follower, follow
+from dpmstream.streams.live.follow import NUL_BLOCK, Follower, follow
 
 L1 = b"07/09 16:12:11.803 20713,3 Cns_srv_startsess: returns 0"
 L2 = b"07/09 16:12:11.830 20713,3 Cns_srv_statg: NS098 - statg /grid/auger/f1"
@@ -164,12 +165,45 @@ def test_a_byte_budget_splits_a_large_backlog_across_polls_without_losing_lines(
     assert polls > 5
 
 
-def test_a_runaway_line_without_newline_is_handed_on_in_bounded_pieces(tmp_path):
+def test_a_line_longer_than_the_bound_is_handed_on_once_cut_and_the_rest_skipped(tmp_path):
     log = tmp_path / "log"
     log.write_bytes(b"x" * 2500 + b"\n" + L1 + b"\n")
     with Follower(log, max_line_bytes=1000) as f:
-        assert f.poll_once() == [b"x" * 1000, b"x" * 1000, b"x" * 500, L1]
-        assert f.oversized == 2
+        assert f.poll_once() == [b"x" * 1000, L1]
+        assert f.oversized == 1
+
+
+def test_a_runaway_line_still_without_newline_is_not_buffered_past_the_bound(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(b"x" * 2500)
+    with Follower(log, max_line_bytes=1000, read_size=300) as f:
+        assert f.poll_once() == [b"x" * 1000]
+        append(log, b"y" * 5000)
+        assert f.poll_once() == []                 # the same line goes on: skipped
+        append(log, b"z\n" + L1 + b"\n")
+        assert f.poll_once() == [L1]
+        assert f.oversized == 1
+        assert f.checkpoint()["offset"] == os.path.getsize(log)
+
+
+def test_a_block_of_nuls_is_one_bad_line_and_the_next_line_is_not_glued_to_it(tmp_path):
+    log = tmp_path / "log"
+    # A crashed writer: a line cut short, a hole of NULs, then the next writes.
+    log.write_bytes(L1 + b"\n" + L2[:20] + b"\0" * 100_000)
+    with Follower(log, read_size=4096) as f:
+        assert f.poll_once() == [L1, L2[:20], NUL_BLOCK]
+        append(log, L3 + b"\n")
+        assert f.poll_once() == [L3]
+        append(log, b"\0" * 10 + b"\n" + L4 + b"\n")
+        assert f.poll_once() == [NUL_BLOCK, L4]
+        assert f.nul_blocks == 2
+
+
+def test_a_nul_block_with_its_line_break_within_one_read(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(b"\0" * 50 + b"\n" + L1 + b"\n" + L2 + b"\0\0" + L3 + b"\n")
+    with Follower(log) as f:
+        assert f.poll_once() == [NUL_BLOCK, L1, L2, NUL_BLOCK, L3]
 
 
 def test_follow_generator_polls_all_files_until_told_to_stop(tmp_path):
@@ -191,11 +225,11 @@ def test_follow_generator_polls_all_files_until_told_to_stop(tmp_path):
         f.close()
 
 
-def test_a_runaway_line_arriving_in_small_reads_is_cut_at_the_same_places(tmp_path):
+def test_a_runaway_line_arriving_in_small_reads_is_cut_at_the_same_place(tmp_path):
     log = tmp_path / "log"
     log.write_bytes(b"x" * 2500 + b"\n" + L1 + b"\n")
     with Follower(log, max_line_bytes=1000, read_size=300) as f:
-        assert f.poll_once() == [b"x" * 1000, b"x" * 1000, b"x" * 500, L1]
+        assert f.poll_once() == [b"x" * 1000, L1]
 
 
 def test_copytruncate_refilled_past_the_old_offset_between_polls_is_still_noticed(tmp_path):
@@ -504,3 +538,112 @@ def test_a_cut_deeper_than_the_window_is_said_and_counted_not_silent(tmp_path, m
         assert f.unplaced_cuts == 1 and f.shrinks == 1
         assert any("cut more than" in n for n in f.notices)
         assert set(got) <= set(LINES[50:55])          # nothing kept is read again
+
+
+def test_a_fifo_is_read_as_a_stream_from_every_writer_in_turn(tmp_path):
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+    with Follower(fifo) as f:
+        assert f.poll_once() == []                  # no writer yet: not waiting for one
+        assert f.is_open and f.is_stream
+        for line in (L1, L2):                       # one writer after another
+            fd = os.open(fifo, os.O_WRONLY)
+            os.write(fd, line + b"\n")
+            assert f.poll_once() == [line]
+            os.close(fd)
+        assert f.poll_once() == []
+        assert f.checkpoint() is None               # nothing in a pipe to go back to
+        assert f.rotations == f.truncations == 0
+
+
+def test_a_fifo_read_until_eof_ends_when_its_writer_closes(tmp_path):
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "wb") as fh:
+            fh.write(L1 + b"\n" + L2 + b"\n" + L3)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with Follower(fifo, until_eof=True) as f:
+        got = []
+        while True:
+            got += f.poll_once()
+            if not f.pending:
+                break
+        got.append(f.flush_partial())
+    writer.join()
+    assert got == [L1, L2, L3]
+
+
+def test_a_character_device_is_not_followed(tmp_path):
+    with Follower("/dev/zero") as f:
+        assert f.poll_once() == []
+        assert not f.is_open
+        assert f.error.startswith("is a character device")
+
+
+def _read_all(f) -> list[bytes]:
+    got = []
+    while True:
+        got += f.poll_once()
+        if not f.pending:
+            return got
+
+
+def _swap_symlink(link, target) -> None:
+    tmp = f"{link}.new"
+    os.symlink(os.path.basename(target), tmp)
+    os.replace(tmp, link)                  # atomic, as a deploy tool swaps it
+
+
+def test_a_symlink_swapped_while_stopped_reads_the_old_file_to_its_end_then_the_new_once(
+        tmp_path):
+    # Daily files, `log` a symlink to today's: log-1, then log-2. The new file matches
+    # the rotated glob {name}-*; it is the file at the path, not a rotated one to read too.
+    old, new, log = tmp_path / "log-1", tmp_path / "log-2", tmp_path / "log"
+    old.write_bytes(L1 + b"\n" + L2 + b"\n")
+    _swap_symlink(log, old)
+    with Follower(log) as f:
+        assert _read_all(f) == [L1, L2]
+        saved = f.checkpoint()
+    append(old, L3 + b"\n")                # written before the swap, while we were down
+    new.write_bytes(L4 + b"\n")
+    _swap_symlink(log, new)
+    with Follower(log, resume=saved) as f:
+        assert _read_all(f) == [L3, L4]
+        append(new, L1 + b"\n")
+        assert _read_all(f) == [L1]
+
+
+def test_a_name_relinked_to_the_newest_file_while_stopped_is_read_once(tmp_path):
+    # Delete and re-create the name: `log` is made again as a hard link to log-2.
+    old, new, log = tmp_path / "log-1", tmp_path / "log-2", tmp_path / "log"
+    old.write_bytes(L1 + b"\n" + L2 + b"\n")
+    os.link(old, log)
+    with Follower(log) as f:
+        assert _read_all(f) == [L1, L2]
+        saved = f.checkpoint()
+    append(old, L3 + b"\n")
+    new.write_bytes(L4 + b"\n")
+    os.unlink(log)
+    os.link(new, log)
+    with Follower(log, resume=saved) as f:
+        assert _read_all(f) == [L3, L4]
+
+
+def test_a_rotation_while_stopped_is_known_by_inode_even_when_the_new_file_starts_alike(
+        tmp_path):
+    # A writer that starts each file with the same lines: by content alone the new file
+    # looks like the old one grown, and its first lines and the old file's tail were lost.
+    log = tmp_path / "log"
+    log.write_bytes(L1 + b"\n" + L2 + b"\n")
+    with Follower(log) as f:
+        assert _read_all(f) == [L1, L2]
+        saved = f.checkpoint()
+    append(log, L3 + b"\n")
+    os.rename(log, tmp_path / "log.1")
+    log.write_bytes(L1 + b"\n" + L2 + b"\n" + L4 + b"\n")
+    with Follower(log, resume=saved) as f:
+        assert _read_all(f) == [L3, L1, L2, L4]
