@@ -198,6 +198,7 @@ class PutTable:
                      if (p.head, p.pid) in self.offset and p.count + self.offset[(p.head, p.pid)] == putcount]
             if len(named) == 1:
                 put = named[0]
+                self.stats.putcount_joins += 1
             else:
                 self.stats.ambiguous_putdones += 1
                 put = candidates[0]

@@ -46,6 +46,7 @@ class DomeStats:
     expired_puts: int = 0           # puts emitted at their timeout
     put_evictions: int = 0          # puts emitted early because of the cap on open puts
     orphan_putdones: int = 0        # putdone lines that joined no open put
+    putcount_joins: int = 0         # putdones several puts matched, told apart by PUTCOUNT
     ambiguous_putdones: int = 0     # putdones several puts matched and PUTCOUNT did not tell apart
     repeated_putdones: int = 0      # a second putdone line of the same side for one put
     orphan_putdone_errors: int = 0  # putdone error lines naming no joined put

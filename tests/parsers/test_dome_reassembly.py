@@ -214,7 +214,7 @@ def test_two_puts_of_one_name_in_one_second_are_told_apart_by_putcount_once_cali
     r, out, end = run(lines)
     by_time = {p["put_time"]: p for p in of("dome_put", out)}
     assert by_time[T0 + 41]["pfn"] == pfn(3, 50) and by_time[T0 + 21]["pfn"] == pfn(2, 30)
-    assert r.stats.ambiguous_putdones == 0 and end == []
+    assert r.stats.ambiguous_putdones == 0 and r.stats.putcount_joins == 1 and end == []
 
 
 def test_a_startup_line_starts_putcount_again_from_one_so_it_tells_apart_puts_of_one_name():
