@@ -61,6 +61,8 @@ class CallTable:
         if call is None:
             if role == "returns":
                 self.stats.stray_call_ends += 1
+            elif role == "command":
+                self.stats.commands_without_call += 1   # its call's opening lines were lost
             return
         call.latest = max(call.latest, ev.ts)
         call.whole = call.whole or ev.whole_seconds

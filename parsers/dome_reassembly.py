@@ -39,6 +39,7 @@ class DomeStats:
     calls: int = 0                  # call records emitted
     cut_calls: int = 0              # ... of them with no `Exiting` line
     stray_call_ends: int = 0        # `Exiting` on a thread with no open call
+    commands_without_call: int = 0  # `req:` on a thread with no open call (its opening lines lost)
     expired_calls: int = 0          # calls cut because their thread stayed silent past the timeout
     call_evictions: int = 0         # calls cut because of the cap on open calls
     process_deaths: int = 0         # a new pid, or a startup line, for a host's program

@@ -78,6 +78,11 @@ def test_an_exiting_line_with_no_open_call_is_a_counted_stray_end_and_no_record(
     assert out == end == [] and r.stats.stray_call_ends == 1
 
 
+def test_a_call_whose_opening_lines_were_lost_gives_no_record_and_its_lines_are_counted():
+    r, out, end = run(call_lines(0, "dome_get", 200)[2:])
+    assert out == end == [] and r.stats.commands_without_call == 1 and r.stats.stray_call_ends == 1
+
+
 def test_a_new_pid_for_the_hosts_program_cuts_the_calls_of_the_old_process():
     lines = call_lines(0, "dome_getdirspaces", None) + [ev(3000, "startup", pid=2399, tid=1, server=HEAD)]
     r, out, end = run(lines)
