@@ -18,7 +18,7 @@ not joined within `timeout` of its put_time is `incomplete`.
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 # EPOCH is the head's time(0) read just after the `Selected fs` line: that line's second or the next.
 EPOCH_SLACK_S = 1
@@ -80,9 +80,15 @@ class PutTable:
         self.by_pfn: dict[str, OpenPut] = {}                   # joined puts
         self.selected_count: dict[tuple, int] = {}             # (head, pid) -> Selected lines seen
         self.offset: dict[tuple, int] = {}                     # (head, pid) -> PUTCOUNT - count
+        # Putdones that joined nothing yet: a disk's line may come before the head's
+        # `Selected fs` line of the same whole second. [event, side, waiting] per line.
+        self.waiting: dict[tuple, list] = {}                   # (server, basename) -> items
+        self.waiting_order: deque = deque()                    # (key, item), oldest first
+        self.heads: set = set()                                # hosts that logged puts
 
     # -- lines -------------------------------------------------------------------------
     def entering(self, ev, out: list) -> None:
+        self.heads.add(ev.host)
         put = self._new(ev, ev.fields["lfn"], out)
         if ev.tid >= 0:
             self.put_threads[(ev.host, ev.pid, ev.tid)] = put
@@ -92,6 +98,7 @@ class PutTable:
     def selected(self, ev, out: list) -> None:
         f = ev.fields
         proc = (ev.host, ev.pid)
+        self.heads.add(ev.host)
         self.selected_count[proc] = self.selected_count.get(proc, 0) + 1
         put = None
         if ev.tid >= 0:
@@ -110,7 +117,11 @@ class PutTable:
         self._touch(put, ev)
         put.server, put.fs, put.sel_sec = f["server"], f["fs"], ev.ts // 1000
         put.count = self.selected_count[proc]
-        self.by_name.setdefault((put.server, basename(put.lfn)), []).append(put)
+        key = (put.server, basename(put.lfn))
+        self.by_name.setdefault(key, []).append(put)
+        for item in self.waiting.pop(key, ()):
+            item[2] = False
+            self.putdone(item[0], item[1], out)
 
     def returns(self, ev, out: list) -> None:
         """An `Exiting` line: the code of a put or putdone call on that thread, if any."""
@@ -153,7 +164,7 @@ class PutTable:
         pfn = f["pfn"]
         put = self.by_pfn.get(pfn)
         if put is None:
-            put = self._join(ev, pfn)
+            put = self._join(ev, side, pfn)
             if put is None:
                 return
         if (put.disk_time if side == "disk" else put.head_time) is not None:
@@ -178,7 +189,7 @@ class PutTable:
         else:
             put.error = True
 
-    def _join(self, ev, pfn: str) -> OpenPut | None:
+    def _join(self, ev, side: str, pfn: str) -> OpenPut | None:
         parts = split_pfn(pfn)
         if parts is None:
             self.stats.unusable_lines += 1
@@ -188,7 +199,9 @@ class PutTable:
                       if pfn.startswith(p.fs + "/") and 0 <= epoch - p.sel_sec <= EPOCH_SLACK_S
                       and ev.ts - p.put_time <= self.timeout_ms]
         if not candidates:
-            self.stats.orphan_putdones += 1
+            item = [ev, side, True]
+            self.waiting.setdefault((ev.fields["server"], base), []).append(item)
+            self.waiting_order.append(((ev.fields["server"], base), item))
             return None
         if len(candidates) == 1:
             put = candidates[0]
@@ -211,7 +224,18 @@ class PutTable:
     def expire(self, clocks: dict, allowance_ms: int, out: list) -> None:
         """Puts whose disk putdone call returned, once their head's watermark is past that
         line; then puts whose head's watermark is past put_time + timeout: nothing can
-        join them now."""
+        join them now. A putdone waiting for its put is an orphan once the heads' latest
+        watermark is past it."""
+        if self.waiting_order:
+            heads = [clocks[h] for h in self.heads] or list(clocks.values())
+            now = max(heads) - allowance_ms
+            while self.waiting_order:
+                key, item = self.waiting_order[0]
+                if item[2] and item[0].ts >= now:
+                    break
+                self.waiting_order.popleft()
+                if item[2]:
+                    self._orphan(key, item)
         while self.settling:
             returned, seq = self.settling[0]
             put = self.open.get(seq)
@@ -233,13 +257,23 @@ class PutTable:
             self._end_unfinished(put, TIMEOUT, out)
 
     def finish(self, clocks: dict, out: list) -> None:
-        """The end of input: a put whose timeout has passed by its head's last line timed out."""
+        """The end of input: a putdone still waiting is an orphan; a put whose timeout has
+        passed by its head's last line timed out."""
+        for key, item in self.waiting_order:
+            if item[2]:
+                self._orphan(key, item)
+        self.waiting_order.clear()
         for deadline, seq in sorted(self.deadlines):
             put = self.open.get(seq)
             if put is not None:
                 self._end_unfinished(put, TIMEOUT if deadline <= clocks[put.head] else INPUT_END, out)
         self.deadlines.clear()
         self.settling.clear()
+
+    def _orphan(self, key, item) -> None:
+        item[2] = False
+        _discard(self.waiting, key, item)
+        self.stats.orphan_putdones += 1
 
     # -- records -----------------------------------------------------------------------
     def _new(self, ev, lfn: str, out: list) -> OpenPut:

@@ -175,6 +175,27 @@ def test_a_joined_put_waits_for_head_lines_of_the_disks_second_before_it_ends():
     assert (put["status"], put["end_reason"]) == ("success", "line")
 
 
+def test_a_disk_putdone_read_before_the_heads_selected_line_of_its_second_still_joins():
+    fields = {"server": SERVER, "pfn": pfn(1, 10), "size": 3}
+    lines = [ev(900, "putdone_disk", DISK, 3101, 11, whole=True, **fields)] + put_lines(0, whole=True) \
+        + [ev(960, "putdone_head", tid=12, whole=True, **fields), ev(9000, "other", tid=1)]
+    r, out, end = run(lines)
+    (put,) = of("dome_put", out + end)
+    assert (put["putdone_disk_time"], put["putdone_head_time"], put["status"]) == (T0 + 900, T0 + 960, "success")
+    assert r.stats.orphan_putdones == 0
+
+
+def test_a_putdone_waiting_for_its_put_is_an_orphan_once_the_heads_are_past_it():
+    fields = {"server": SERVER, "pfn": pfn(1, 10), "size": 3}
+    r = DomeReassembler(timeout_ms=120_000)
+    r.feed(ev(0, "other", tid=1))
+    r.feed(ev(10, "putdone_disk", DISK, 3101, 11, **fields))
+    r.feed(ev(1000, "put", tid=2, lfn="/dpm/x/other.root"))
+    assert r.stats.orphan_putdones == 0
+    r.feed(ev(2100, "other", tid=1))
+    assert r.stats.orphan_putdones == 1
+
+
 def test_a_put_refused_by_the_head_is_failed_at_its_exiting_line():
     body = [ev(1, "put", lfn=LFN)]
     _, out, _ = run(call_lines(0, "dome_put", 403, body=body))
