@@ -26,6 +26,9 @@ class OpenCall:
         self.whole = whole
 
 
+CALL_STATE = OpenCall.__slots__
+
+
 def role_of_query(query: str | None) -> str | None:
     if query is None:
         return None
@@ -131,6 +134,22 @@ class CallTable:
         key, call = next(iter(self.open[host].items()))
         self.stats.call_evictions += 1
         self._close(host, key, call, None, out)
+
+    def state(self) -> dict:
+        """The open calls, per host in least-recently-active order, as plain lists."""
+        return {host: [[pid, tid, *(getattr(c, name) for name in CALL_STATE)] for (pid, tid), c in calls.items()]
+                for host, calls in self.open.items() if calls}
+
+    def load_state(self, state: dict) -> None:
+        self.open = {}
+        for host, rows in state.items():
+            calls = self.open[host] = OrderedDict()
+            for pid, tid, *values in rows:
+                call = OpenCall.__new__(OpenCall)
+                for name, value in zip(CALL_STATE, values):
+                    setattr(call, name, value)
+                calls[(pid, tid)] = call
+        self.count = sum(len(c) for c in self.open.values())
 
     def finish(self, out: list) -> None:
         """The end of input cuts every open call, oldest start first."""

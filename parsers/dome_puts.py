@@ -43,6 +43,10 @@ class OpenPut:
         self.done = False
 
 
+# An open put's state: its slots but the `done` flag (an open put is not done).
+PUT_STATE = tuple(name for name in OpenPut.__slots__ if name != "done")
+
+
 def split_pfn(pfn: str) -> tuple[str, int, int] | None:
     """BASENAME, PUTCOUNT, EPOCH of a PFN named by the head; None for any other name."""
     parts = basename(pfn).rsplit(".", 2)
@@ -269,6 +273,50 @@ class PutTable:
                 self._end_unfinished(put, TIMEOUT if deadline <= clocks[put.head] else INPUT_END, out)
         self.deadlines.clear()
         self.settling.clear()
+
+    def state(self) -> dict:
+        """The open puts and every index over them (puts by seq), as plain lists."""
+        return {
+            "seq": self.seq,
+            "open": [[getattr(p, name) for name in PUT_STATE] for p in self.open.values()],
+            "deadlines": sorted(d for d in self.deadlines if d[1] in self.open),
+            "settling": sorted(d for d in self.settling if d[1] in self.open),
+            "put_threads": [[*t, p.seq] for t, p in self.put_threads.items() if not p.done],
+            "done_threads": [[*t, p.seq, side] for t, (p, side) in self.done_threads.items() if not p.done],
+            "unselected": [[*k, [p.seq for p in ps]] for k, ps in self.unselected.items()],
+            "by_name": [[*k, [p.seq for p in ps]] for k, ps in self.by_name.items()],
+            "selected_count": [[*k, n] for k, n in self.selected_count.items()],
+            "offset": [[*k, n] for k, n in self.offset.items()],
+            "waiting": [[*key, list(item[0]), item[1]] for key, item in self.waiting_order if item[2]],
+            "heads": sorted(self.heads),
+        }
+
+    def load_state(self, state: dict, event_type) -> None:
+        self.seq = state["seq"]
+        self.open = OrderedDict()
+        for values in state["open"]:
+            put = OpenPut.__new__(OpenPut)
+            for name, value in zip(PUT_STATE, values):
+                setattr(put, name, value)
+            put.threads = [tuple(t) for t in put.threads]
+            put.done = False
+            self.open[put.seq] = put
+        self.deadlines = [tuple(d) for d in state["deadlines"]]
+        self.settling = [tuple(d) for d in state["settling"]]
+        seq = self.open.__getitem__
+        self.put_threads = {(h, pid, tid): seq(s) for h, pid, tid, s in state["put_threads"]}
+        self.done_threads = {(h, pid, tid): (seq(s), side) for h, pid, tid, s, side in state["done_threads"]}
+        self.unselected = {(h, pid, lfn): [seq(s) for s in ss] for h, pid, lfn, ss in state["unselected"]}
+        self.by_name = {(server, base): [seq(s) for s in ss] for server, base, ss in state["by_name"]}
+        self.by_pfn = {p.pfn: p for p in self.open.values() if p.pfn is not None}
+        self.selected_count = {(h, pid): n for h, pid, n in state["selected_count"]}
+        self.offset = {(h, pid): n for h, pid, n in state["offset"]}
+        self.waiting, self.waiting_order = {}, deque()
+        for server, base, fields, side in state["waiting"]:
+            key, item = (server, base), [event_type(*fields), side, True]
+            self.waiting.setdefault(key, []).append(item)
+            self.waiting_order.append((key, item))
+        self.heads = set(state["heads"])
 
     def _orphan(self, key, item) -> None:
         item[2] = False

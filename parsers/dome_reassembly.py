@@ -20,6 +20,7 @@ import heapq
 from dataclasses import dataclass, fields as dc_fields
 
 from .dome_calls import CallTable, role_of_query
+from .dome_lines import DomeEvent
 from .dome_puts import PutTable
 
 # Lines of one second may arrive out of order across threads and nodes by this much.
@@ -115,6 +116,30 @@ class DomeReassembler:
         self.calls.finish(out)
         self.puts.finish(self.clocks, out)
         return out
+
+    def snapshot(self) -> dict:
+        """Everything the reassembler holds, as plain JSON-able values: a driver that
+        stores it and builds a reassembler from it (from_snapshot) goes on as one that
+        never stopped (the records, the order and the counters the same)."""
+        return {
+            "clocks": dict(self.clocks), "roles": dict(self.roles),
+            "pids": [[h, prog, pid] for (h, prog), pid in self.pids.items()],
+            "fs_enabled": [[server, fs, on] for (server, fs), on in self.fs_enabled.items()],
+            "calls": self.calls.state(), "puts": self.puts.state(), "stats": self.stats.as_dict(),
+        }
+
+    @classmethod
+    def from_snapshot(cls, state: dict, **settings) -> "DomeReassembler":
+        r = cls(**settings)
+        r.clocks.update(state["clocks"])
+        r.roles.update(state["roles"])
+        r.pids.update({(h, prog): pid for h, prog, pid in state["pids"]})
+        r.fs_enabled.update({(server, fs): on for server, fs, on in state["fs_enabled"]})
+        for name, value in state["stats"].items():
+            setattr(r.stats, name, value)
+        r.calls.load_state(state["calls"])
+        r.puts.load_state(state["puts"], DomeEvent)
+        return r
 
     # -- rules ---------------------------------------------------------------------------
     def _learn_role(self, ev) -> None:
