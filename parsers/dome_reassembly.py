@@ -29,9 +29,6 @@ ALLOWANCE_MS = 2_000
 HEAD_ROLES = frozenset(("put", "put_selected", "putdone_head", "putdone_size", "putdone_error",
                         "fs_enabled", "fs_disabled"))
 DISK_ROLES = frozenset(("putdone_disk", "putdone_forward", "capacity", "fs_count"))
-# Roles no record rule reads beyond their thread's framing.
-FRAMING_ONLY = frozenset(("putdone_forward", "putdone_size", "chksum_failed", "queue_timeout",
-                          "fs_count", "other"))
 
 
 @dataclass

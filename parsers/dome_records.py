@@ -41,13 +41,6 @@ DOME_PUT_COLUMNS = KINDS["dome_put"][0]
 DOME_CAPACITY_COLUMNS = KINDS["dome_capacity"][0]
 DOME_FS_EVENT_COLUMNS = KINDS["dome_fs_event"][0]
 
-# A put's status and why its record was emitted (the DPM records' words, docs/record-rules.md).
-PUT_STATUSES = ("success", "failed", "incomplete")
-
-
-def columns(kind: str) -> tuple:
-    return KINDS[kind][0]
-
 
 def row(record: dict) -> list[str]:
     """The record's cells in its kind's column order: ms as seconds, None empty."""

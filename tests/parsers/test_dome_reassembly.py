@@ -1,9 +1,11 @@
 """parsers/dome_reassembly.py: the DOME call and put rules of docs/dome.md, one test each,
 on DomeEvents as parsers/dome_lines.py gives them (the whole sites: tests/scenarios/test_dome_truth.py)."""
 
+import json
+
 from dpmstream.parsers.dome_lines import DomeEvent
 from dpmstream.parsers.dome_reassembly import DomeReassembler, merge_by_time
-from dpmstream.parsers.dome_records import DOME_CALL_COLUMNS, DOME_PUT_COLUMNS, csv_line, to_json_dict
+from dpmstream.parsers.dome_records import DOME_CALL_COLUMNS, DOME_PUT_COLUMNS, csv_line, json_text, to_json_dict
 
 HEAD, DISK = "dpmhead01", "dpmdisk01"
 SERVER = "dpmdisk01.example.org"
@@ -305,3 +307,4 @@ def test_records_show_their_times_as_seconds_with_three_decimals_in_their_declar
     assert list(to_json_dict(put))[1:] == list(DOME_PUT_COLUMNS)
     assert to_json_dict(put)["put_to_putdone"] == 5.005
     assert list(to_json_dict(call))[1:] == list(DOME_CALL_COLUMNS)
+    assert json.loads(json_text(put)) == to_json_dict(put)
