@@ -17,7 +17,8 @@ The rules (docs/dome.md, "The records"), applied to the kept lines only:
   is not 200 or the head logged a putdone error, `success` otherwise (end_reason `line`);
   no putdone within the timeout: `incomplete`, end_reason `timeout`, or `input_end` when
   the log ends before the timeout has passed (ended: its latest line).
-- Every time is the instant the stamp prints: whole seconds under the traditional stamp.
+- Every time is the instant the stamp prints: whole seconds under the traditional stamp
+  (the call and put records say so in `whole_seconds`).
 - Without {TID} (dmlite < 0.8.4): no call records, and no code for a put or a putdone
   (only a putdone error line, which names the PFN, makes a put `failed`).
 """
@@ -27,15 +28,11 @@ from __future__ import annotations
 import csv
 from collections import Counter
 
+from dpmstream.parsers.dome_records import (  # the columns, declared once with the record kinds
+    DOME_CALL_COLUMNS as CALL_COLUMNS, DOME_CAPACITY_COLUMNS as CAPACITY_COLUMNS,
+    DOME_FS_EVENT_COLUMNS as FS_EVENT_COLUMNS, DOME_PUT_COLUMNS as PUT_COLUMNS,
+)
 from dpmstream.simulator.dome_model import Line, Put, Site
-
-CALL_COLUMNS = ("host", "pid", "tid", "role", "command", "http_code", "caller", "remote_client",
-                "start", "end", "duration", "cut")
-PUT_COLUMNS = ("head", "lfn", "put_time", "put_code", "server", "fs", "pfn", "size",
-               "putdone_disk_time", "putdone_head_time", "putdone_code", "put_to_putdone",
-               "status", "end_reason", "ended")
-CAPACITY_COLUMNS = ("time", "host", "fs", "phys", "free")
-FS_EVENT_COLUMNS = ("time", "host", "server", "fs", "event", "transition")
 # How far EPOCH may be after the `Selected fs` line's second (the head logs, then reads time(0)).
 EPOCH_SLACK_S = 1
 
@@ -83,7 +80,7 @@ class DomeTruth:
                 "caller": c.caller.fqdn if who else None,
                 "remote_client": c.remote_host if who else None,
                 "start": start, "end": end, "duration": None if end is None else end - start,
-                "cut": 0 if exit_kept else 1,
+                "cut": 0 if exit_kept else 1, "whole_seconds": int(self.whole),
             })
         out.sort(key=lambda r: (r["start"], r["host"], r["pid"], r["tid"]))
         return out
@@ -108,7 +105,7 @@ class DomeTruth:
             row = {"head": site.head.host, "lfn": p.lfn, "put_time": put_time, "put_code": put_code,
                    "server": None, "fs": None, "pfn": None, "size": None,
                    "putdone_disk_time": None, "putdone_head_time": None, "putdone_code": None,
-                   "put_to_putdone": None}
+                   "put_to_putdone": None, "whole_seconds": int(self.whole)}
             if put_code is not None and put_code != 200:
                 out.append({**row, "status": "failed", "end_reason": "line",
                             "ended": self.shows(exit_line.t)})

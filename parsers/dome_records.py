@@ -1,0 +1,72 @@
+"""The DOME record kinds (docs/dome.md, "The records"), their columns and units, declared once.
+
+Kinds: `dome_call` (one HTTP call a DOME worker thread served), `dome_put` (a put across
+the head and a disk node), `dome_capacity` (a disk node's `fs: phys: free:` line) and
+`dome_fs_event` (the head enabling or disabling a filesystem). Internally every time and
+duration is integer milliseconds since the epoch (UTC); files show seconds with three
+decimals, as the DPM records (parsers/records.py). The columns of docs/dome.md come first,
+in order; `whole_seconds` (1 when the stamps the record is built on have no fraction of a
+second, so its durations are good to a second only) comes after them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from .records import ms_to_text
+
+KINDS = {
+    "dome_call": (
+        ("host", "pid", "tid", "role", "command", "http_code", "caller", "remote_client",
+         "start", "end", "duration", "cut",
+         # extra columns
+         "whole_seconds"),
+        frozenset(("start", "end", "duration")),
+    ),
+    "dome_put": (
+        ("head", "lfn", "put_time", "put_code", "server", "fs", "pfn", "size",
+         "putdone_disk_time", "putdone_head_time", "putdone_code", "put_to_putdone",
+         "status", "end_reason", "ended",
+         # extra columns
+         "whole_seconds"),
+        frozenset(("put_time", "putdone_disk_time", "putdone_head_time", "put_to_putdone", "ended")),
+    ),
+    "dome_capacity": (("time", "host", "fs", "phys", "free"), frozenset(("time",))),
+    "dome_fs_event": (("time", "host", "server", "fs", "event", "transition"), frozenset(("time",))),
+}
+DOME_CALL_COLUMNS = KINDS["dome_call"][0]
+DOME_PUT_COLUMNS = KINDS["dome_put"][0]
+DOME_CAPACITY_COLUMNS = KINDS["dome_capacity"][0]
+DOME_FS_EVENT_COLUMNS = KINDS["dome_fs_event"][0]
+
+
+def row(record: dict) -> list[str]:
+    """The record's cells in its kind's column order: ms as seconds, None empty."""
+    cols, ms_fields = KINDS[record["kind"]]
+    out = []
+    for col in cols:
+        value = record.get(col)
+        out.append(ms_to_text(value) if col in ms_fields else ("" if value is None else str(value)))
+    return out
+
+
+def csv_line(record: dict) -> str:
+    buf = io.StringIO()
+    csv.writer(buf).writerow(row(record))
+    return buf.getvalue()
+
+
+def to_json_dict(record: dict) -> dict:
+    """`kind` first, then the columns; times and durations as float seconds."""
+    cols, ms_fields = KINDS[record["kind"]]
+    out = {"kind": record["kind"]}
+    for col in cols:
+        value = record.get(col)
+        out[col] = value / 1000.0 if col in ms_fields and value is not None else value
+    return out
+
+
+def json_text(record: dict, *, ensure_ascii: bool = False) -> str:
+    return json.dumps(to_json_dict(record), ensure_ascii=ensure_ascii, separators=(",", ":"))
