@@ -97,7 +97,8 @@ def profile_spec(text: str) -> str:
 
 def hidden_alias(p, old: str, new_dest: str, **kwargs) -> None:
     """An old spelling kept working for a while, not shown in --help."""
-    p.add_argument(old, dest=new_dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
+    kwargs.setdefault("default", argparse.SUPPRESS)  # the new spelling's default stands
+    p.add_argument(old, dest=new_dest, help=argparse.SUPPRESS, **kwargs)
 
 
 def pipeline_options(args) -> dict:

@@ -66,7 +66,8 @@ def register(subparsers, name: str, help_text: str) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", type=followable,
                    help="log files to follow (may not exist yet; not a directory)")
     add_metrics_options(p)
-    hidden_alias(p, "--no-metrics", "no_metrics", action="store_true")  # now the default
+    # No endpoint is now the default; scripts that still say so keep working.
+    hidden_alias(p, "--no-metrics", "no_metrics", action="store_true", default=False)
     p.add_argument("--records", metavar="FILE",
                    help="append every finished record to FILE as JSON lines ('-': stdout)")
     p.add_argument("--directories", metavar="FILE",
