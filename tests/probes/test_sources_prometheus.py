@@ -16,6 +16,8 @@ from dpmstream.parsers.records import PHASES
 from dpmstream.commands.stack.process import free_port, wait_for
 from tests.metrics_stack import start_live_stack
 
+pytestmark = pytest.mark.services  # Prometheus and `dpmstream run` (tests/metrics_stack.py)
+
 CHECK_DPM = str(Path(sys.executable).with_name("check_dpm"))
 PERF = re.compile(r"'?([\w.]+)'?=([-\d.eE+]+|U)(s?)(?:;([^;\s]*))?(?:;([^;\s]*))?")
 
