@@ -188,3 +188,10 @@ def test_run_refuses_a_directory_as_input_at_once(tmp_path):
     for mode in ([], ["--once"]):
         err = refused("run", *mode, str(tmp_path))
         assert f"{tmp_path}: is a directory" in err
+
+
+@pytest.mark.parametrize("spelling", ["--lines-topic", "--topic"])
+def test_the_rsyslog_drop_in_generator_names_the_topic_alike(spelling, capsys):
+    from dpmstream.commands.stack import rsyslog
+    assert rsyslog.main([spelling, "site.lines"]) == 0
+    assert 'topic="site.lines"' in capsys.readouterr().out
