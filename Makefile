@@ -1,4 +1,4 @@
-# The two commands of the README: `make run` and `make test`. Each installs what it needs.
+# The commands of the README: `make run`, `make check` and `make test`. Each installs what it needs.
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 export DPMSTREAM_CACHE ?= $(HOME)/.cache/dpmstream
 PORT   ?= 9108
 
-.PHONY: run test install install-system install-kafka check-env clean
+.PHONY: run check test install install-system install-kafka check-env clean
 
 # rustup installs cargo here; the optional compiled parser and engine (native/) need it.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -32,12 +32,21 @@ install-kafka:
 
 # The main job on an embedded default: a simulated DPM head node (the 2011 thesis setup)
 # through the core, metrics served on 127.0.0.1:$(PORT), a summary printed.
-# HOLD=300 make run keeps the metrics up for five minutes after the summary.
+# HOLD=300 make run keeps the metrics up for five minutes after the summary; PORT=9200
+# serves them there instead (PORT=0: any free port). Each run starts from a clean output:
+# $(OUT).records.jsonl holds this run's records, once each (run --records appends).
 HOLD   ?= 0
+OUT    ?= out/demo
 run: install
-	$(BIN)/dpmstream simulate --out out/demo --quiet
+	$(BIN)/dpmstream simulate --out $(OUT) --quiet
+	rm -f $(OUT).records.jsonl
 	$(BIN)/dpmstream run --once --tz Europe/Zurich --metrics-port $(PORT) --hold $(HOLD) \
-		--records out/demo.records.jsonl out/demo.log out/demo.dpns.log
+		--records $(OUT).records.jsonl $(OUT).log $(OUT).dpns.log
+
+# The tests that need no service (no Kafka, rsyslog, Prometheus, Nagios or Chromium
+# started): `pytest -m "not services"`, with only the Python install. `make test` runs all.
+check: install
+	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -q -m "not services"
 
 # Where cargo exists the compiled parser must have been built: a failed build fails a test.
 # The extension's own unit tests (native/src: e.g. its twin of Python's random) run first.

@@ -27,8 +27,23 @@ COMMANDS = {
 }
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """Every (sub)command's parser: a bad option or value is one line on stderr, naming
+    the option and the value, and exit 2; --help shows each default once (HelpFormatter).
+    Subparsers inherit the class, so nested commands (`profile check`, `stack up`) too."""
+
+    def __init__(self, *args, **kwargs):
+        from dpmstream.commands.common import HelpFormatter
+
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="dpmstream",
         description="Per-phase timings of DPM head-node requests, from live or archived logs.",
     )

@@ -1,32 +1,104 @@
-"""Options and helpers shared by the commands that read DPM logs."""
+"""Options and helpers shared by the commands: each option concept is declared here once.
+
+Every option is declared by one function (add_log_options, add_reassembly_options,
+add_metrics_options; the Kafka connection in streams/kafka/config.add_kafka_arguments)
+and validated by one argparse `type=`, so that a bad value exits 2 in every command with
+one line naming the option and the value (see cli.OneLineErrors). Help texts state their
+default once, in one style, through HelpFormatter.
+"""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import logging
+import math
 import socket
 import sys
 
 from dpmstream.parsers.clock import ClockError, load_zone
 from dpmstream.parsers.profiles import ProfileError, resolve_profile
 
+# The years the dating code reads sensibly (a rotated name log-YYYYMMDD counts from 1990;
+# epoch milliseconds from 1970; nothing in a DPM log is dated after 2100).
+YEARS = (1970, 2100)
+# Bounds users can see: a request open for more than a year, or more than a billion open
+# requests or threads, is a typo (and would overflow the engines' integer fields).
+MAX_SECONDS = 366 * 86400.0
+MAX_COUNT = 1_000_000_000
 
-def _bounded(convert, kind: str, ok, rule: str):
-    """An argparse type: `convert` the text, then refuse values for which `ok` is false."""
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs kept as written (examples stay on their lines); each
+    option's default shown once, as ` (default: X)`, unless its help already names it
+    or there is none to show. Whole floats print as integers (3600, not 3600.0)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or any(action.default is v for v in (None, False, True))
+                or action.default == [] or action.default is argparse.SUPPRESS
+                or not action.option_strings or action.nargs == 0):
+            return text
+        return text + " (default: %(default)s)"
+
+    def _expand_help(self, action):
+        if isinstance(action.default, float):
+            action = copy.copy(action)
+            action.default = f"{action.default:g}"
+        return super()._expand_help(action)
+
+
+def bounded(convert, kind: str, low=None, high=None, *, low_open: bool = False):
+    """An argparse type: `convert` the text, then refuse values outside [low, high]
+    (low excluded with low_open) and anything not finite; exits 2 through argparse."""
+    rule = " and ".join(r for r in (
+        None if low is None else f"{'>' if low_open else '>='} {low:g}",
+        None if high is None else f"<= {high:g}") if r)
+
     def parse(text: str):
         try:
             value = convert(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
-        if not ok(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number ({rule}), not {text}")
+        too_low = low is not None and (value <= low if low_open else value < low)
+        if too_low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be {rule}, not {text}")
         return value
+    parse.__name__ = kind  # argparse names the type in some messages
     return parse
 
 
-positive_float = _bounded(float, "a number", lambda v: v > 0, "> 0")
-non_negative_float = _bounded(float, "a number", lambda v: v >= 0, ">= 0")
-positive_int = _bounded(int, "a whole number", lambda v: v >= 1, ">= 1")
+positive_float = bounded(float, "a number", 0, MAX_SECONDS, low_open=True)
+non_negative_float = bounded(float, "a number", 0, MAX_SECONDS)
+positive_int = bounded(int, "a whole number", 1, MAX_COUNT)
+port_number = bounded(int, "a port number", 0, 65535)
+year_number = bounded(int, "a year", *YEARS)
+
+
+def zone_name(text: str) -> str:
+    """--tz: an IANA zone name (or 'local'/'UTC' as clock.load_zone takes them)."""
+    try:
+        load_zone(text)
+    except ClockError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return text
+
+
+def profile_spec(text: str) -> str:
+    """--profile: a bundled profile name or a .toml file that loads (kept as given)."""
+    try:
+        resolve_profile(text)
+    except ProfileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def hidden_alias(p, old: str, new_dest: str, **kwargs) -> None:
+    """An old spelling kept working for a while, not shown in --help."""
+    kwargs.setdefault("default", argparse.SUPPRESS)  # the new spelling's default stands
+    p.add_argument(old, dest=new_dest, help=argparse.SUPPRESS, **kwargs)
 
 
 def pipeline_options(args) -> dict:
@@ -36,38 +108,67 @@ def pipeline_options(args) -> dict:
             "head_aliases": tuple(args.head_alias or ())}
 
 
-def add_log_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", metavar="P",
-                   help="regex profile: a bundled name (lcgdm-dpm, lcgdm-ns, lcgdm-srm) or a "
-                        ".toml file; default: detected per file from its first lines")
-    p.add_argument("--tz", metavar="ZONE",
+def add_profile_options(p, *, profile_help: str | None = None) -> None:
+    """--profile and --tz: how lines are read and their stamps zoned."""
+    p.add_argument("--profile", metavar="P", type=profile_spec,
+                   help=profile_help or (
+                       "regex profile: a bundled name (lcgdm-dpm, lcgdm-ns, lcgdm-srm) or a "
+                       ".toml file; default: detected per file from its first lines"))
+    p.add_argument("--tz", metavar="ZONE", type=zone_name,
                    help="IANA time zone of the log stamps (default: the profile's, 'local')")
-    p.add_argument("--year", type=int, metavar="Y",
-                   help="year of the first line (default: rsyslog prefix, rotated file name "
-                        "log-YYYYMMDD, or the file's mtime)")
+
+
+def add_log_options(p: argparse.ArgumentParser) -> None:
+    """The options of every command that reads DPM log files itself."""
+    add_profile_options(p)
+    p.add_argument("--year", type=year_number, metavar="Y",
+                   help=f"year of the FIRST line read ({YEARS[0]}..{YEARS[1]}; later lines "
+                        "move on at each new year). Default: each line's rsyslog prefix, "
+                        "else a rotated file's name log-YYYYMMDD (dating its last line), "
+                        "else the file's mtime (likewise); stdin has neither: give --year")
     p.add_argument("--host", metavar="NAME",
                    help="head-node name for records (default: rsyslog prefix, else this machine)")
     add_reassembly_options(p, scope="")
+    add_verbose_option(p)
+
+
+def add_verbose_option(p) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
 
 
 def add_reassembly_options(p: argparse.ArgumentParser, scope: str) -> None:
     """The caps and timeouts of reassembly (`scope`: e.g. " per partition")."""
-    p.add_argument("--timeout", type=positive_float, default=3600.0, metavar="S",
+    # Defaults are written into the help as %(default)s, so that they show once whatever
+    # formatter a command uses. dest stays `timeout` (report.py reads it by that name).
+    p.add_argument("--request-timeout", dest="timeout", type=positive_float, default=3600,
+                   metavar="S",
                    help="event-time seconds after which a request with no end is emitted as "
-                        "incomplete, and a silent thread is forgotten (default 3600)")
+                        "incomplete, and a silent thread is forgotten (default: %(default)s)")
+    hidden_alias(p, "--timeout", "timeout", type=positive_float)
     p.add_argument("--max-in-flight", type=positive_int, default=1_000_000, metavar="N",
                    help=f"cap on open requests{scope}; past it the least recently active is "
-                        "emitted and counted as evicted (default 1000000)")
+                        "emitted and counted as evicted (default: %(default)s)")
     p.add_argument("--max-threads", type=positive_int, default=100_000, metavar="N",
                    help=f"cap on daemon threads tracked{scope}; past it the least recently "
-                        "active is dropped and counted (default 100000)")
-    p.add_argument("--grace", type=non_negative_float, default=60.0, metavar="S",
+                        "active is dropped and counted (default: %(default)s)")
+    p.add_argument("--grace", type=non_negative_float, default=60, metavar="S",
                    help="after a daemon restart, event-time seconds the old process may stay "
-                        "silent before its unfinished calls are closed (default 60)")
+                        "silent before its unfinished calls are closed (default: %(default)s)")
     p.add_argument("--head-alias", action="append", metavar="NAME",
                    help="another name of the head node as name-server clients see it (NS092 "
                         "`from NAME`): its calls link to DPM requests too; repeatable")
+
+
+def add_metrics_options(p: argparse.ArgumentParser) -> None:
+    """The Prometheus endpoint: off unless --metrics-port is given (same in every command)."""
+    p.add_argument("--metrics-port", type=port_number, default=None, metavar="PORT",
+                   help="serve Prometheus metrics on this port (0: any free port; the "
+                        "conventional one is 9108); default: no endpoint")
+    p.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDR",
+                   help="address of the metrics endpoint (default: %(default)s)")
+    p.add_argument("--max-series", type=positive_int, default=25_000, metavar="N",
+                   help="series budget of each metric family; label sets past it count under "
+                        "host/op/daemon \"other\" (dpmstream_series_overflow_total; default: %(default)s)")
 
 
 def setup_logging(verbose: int) -> None:

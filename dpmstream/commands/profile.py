@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from dpmstream.commands.common import MAX_COUNT, bounded, positive_int, profile_spec
+
 from dpmstream.commands.profile_check import run_check
 from dpmstream.parsers.dome_profiles import ROLES as DOME_ROLES
 from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_dome_profile
@@ -27,10 +29,11 @@ def register(sub, name: str, help_text: str) -> None:
             "a profile does not fit (a required role has no line, too many stray returns, "
             "orphans or calls without returns) or no line is a daemon's; 2 on errors."))
     check.add_argument("files", nargs="+", metavar="FILE")
-    check.add_argument("--profile", action="append", metavar="P",
+    check.add_argument("--profile", action="append", metavar="P", type=profile_spec,
                        help="check only this profile (name or .toml file); repeatable")
-    check.add_argument("--top", type=int, default=10, help="unmatched and catch-all shapes to show (default 10)")
-    check.add_argument("--max-lines", type=int, default=0,
+    check.add_argument("--top", type=positive_int, default=10, metavar="N",
+                       help="unmatched and catch-all shapes to show")
+    check.add_argument("--max-lines", type=line_count, default=0, metavar="N",
                        help="read at most this many lines per file (default: all)")
     check.set_defaults(func=run_check)
     lst = psub.add_parser("list", help="the bundled profiles")
@@ -39,6 +42,9 @@ def register(sub, name: str, help_text: str) -> None:
     show.add_argument("profile", metavar="P", help="bundled name or .toml file")
     show.set_defaults(func=run_show)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+line_count = bounded(int, "a whole number", 0, MAX_COUNT)
 
 
 def run_list(args) -> int:

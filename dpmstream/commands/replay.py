@@ -8,7 +8,8 @@ import os
 import sys
 
 from dpmstream.commands.common import (
-    add_log_options, checked_profile, checked_zone, default_host, pipeline_options, setup_logging,
+    add_log_options, bounded, checked_profile, checked_zone, default_host, hidden_alias,
+    pipeline_options, setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
 from dpmstream.streams.sinks.directories import DirectoryStats
@@ -24,13 +25,14 @@ log = logging.getLogger("dpmstream.replay")
 
 
 def register(sub, name: str, help_text: str) -> None:
+    from dpmstream.streams.kafka.config import add_kafka_arguments
+
     p = sub.add_parser(
         name, help=help_text, description=(
             "Reassemble archived DPM, DPNS or SRM logs into request and call records. "
             "FILE may be plain, .gz, .bz2 or - for stdin; files of one daemon are read in the "
             "order given (e.g. a rotated set, oldest first), files of different daemons side "
-            "by side in event time, and all share one reassembly."),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+            "by side in event time, and all share one reassembly."))
     p.add_argument("files", nargs="+", metavar="FILE")
     add_log_options(p)
     p.add_argument("--out", metavar="DIR", help="write DIR/requests.csv and DIR/calls.csv")
@@ -40,17 +42,38 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--openmetrics", metavar="FILE",
                    help="also write the metrics as OpenMetrics with event timestamps, for "
                         "`promtool tsdb create-blocks-from openmetrics`")
-    p.add_argument("--to-kafka", metavar="URL",
-                   help="publish the raw lines to Kafka (kafka://HOST:PORT) in the rsyslog JSON "
-                        "envelope instead of reassembling them here")
-    p.add_argument("--speed", type=float, default=None, metavar="X",
-                   help="with --to-kafka: pace at X times real time (default: as fast as possible)")
-    p.add_argument("--topic", default="dpm.lines", help="with --to-kafka: the raw-lines topic")
+    kafka = p.add_argument_group("publishing to Kafka instead (--to-kafka)")
+    kafka.add_argument("--to-kafka", metavar="kafka://HOST:PORT",
+                       help="publish the raw lines to Kafka in the rsyslog JSON envelope "
+                            "instead of reassembling them here; the topic must exist")
+    kafka.add_argument("--speed", type=SPEED, default=None, metavar="X",
+                       help="pace at X times real time (default: as fast as possible)")
+    kafka.add_argument("--lines-topic", default="dpm.lines", metavar="TOPIC",
+                       help="the raw-lines topic (default: %(default)s)")
+    hidden_alias(kafka, "--topic", "lines_topic")
+    add_kafka_arguments(p, broker_flag=None, title="Kafka connection (with --to-kafka)")
     p.set_defaults(func=run)
+
+
+SPEED = bounded(float, "a number", 0, 1e6, low_open=True)
+
+
+def _kafka_only(args) -> list[str]:
+    """The --to-kafka options given without --to-kafka (they would be ignored)."""
+    from dpmstream.streams.kafka.config import kafka_options_given
+
+    given = kafka_options_given(args)
+    if args.speed is not None:
+        given.insert(0, "--speed")
+    return given
 
 
 def run(args) -> int:
     setup_logging(args.verbose)
+    if not args.to_kafka and (ignored := _kafka_only(args)):
+        print(f"dpmstream replay: {', '.join(ignored)} only mean(s) something with "
+              "--to-kafka", file=sys.stderr)
+        return 2
     if args.to_kafka:
         from dpmstream.streams.kafka.replay import publish_from_args
         return publish_from_args(args)

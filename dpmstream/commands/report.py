@@ -21,8 +21,7 @@ def register(sub, name: str, help_text: str) -> None:
             "busy threads, slow-queue depth, polls and name-server latency, with a summary "
             "in words. FILE: log files as for `dpmstream replay`, or one directory a "
             "`dpmstream replay --out DIR` wrote (then --tz is the zone the page shows "
-            "times in)."),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+            "times in)."))
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
     p.add_argument("--since", metavar="T",

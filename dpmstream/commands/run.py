@@ -27,8 +27,9 @@ over, only unseen (with --state they are saved and continued by the next start; 
 cannot finish in 4 s (a blocked disk or pipe), the process exits at once: the last saved
 registry stands, and the records written after it are recognised at the next start.
 
---once reads every file to its end, emits everything (pipeline.finish()), prints the
-summary, serves the final metrics for --hold seconds and exits 0.
+--once reads every file to its end, emits the requests still open as incomplete (like the
+end of a replay), prints the summary, serves the final metrics for --hold seconds (with
+--metrics-port) and exits 0.
 
 A FIFO is read as a stream: following, whatever its writers write, one after another
 (there is no offset to save: --state keeps only the open requests for it); with --once,
@@ -51,13 +52,13 @@ import threading
 import time
 
 from dpmstream.commands.common import (
-    add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
-    positive_float, setup_logging)
+    add_log_options, add_metrics_options, checked_profile, checked_zone, default_host,
+    hidden_alias, non_negative_float, pipeline_options, positive_float, setup_logging)
 from dpmstream.streams.live.follow import DEFAULT_ROTATED, not_followable
 
 STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
 
-EPILOG = """\
+EPILOG = r"""
 examples:
   dpmstream run /var/log/dpm/log /var/log/dpns/log
   dpmstream run --from-end --records /var/lib/dpmstream/records.jsonl /var/log/dpm/log
@@ -65,22 +66,17 @@ examples:
       --records /var/lib/dpmstream/records.jsonl /var/log/dpm/log /var/log/dpns/log
   dpmstream run --state run.state --rotated '{name}.1' --rotated '../old/{name}-*.gz' log
   dpmstream run --once --metrics-port 9108 --records out/demo.records.jsonl out/demo.log
+  dpmstream run --metrics-port 9108 --state run.state /var/log/dpm/log /var/log/dpns/log
 """
 
 
 def register(subparsers, name: str, help_text: str) -> None:
-    p = subparsers.add_parser(
-        name, help=help_text, description=__doc__,
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("files", nargs="+", metavar="FILE", help="log files to follow (may not exist yet)")
-    p.add_argument("--metrics-port", type=int, default=9108, metavar="PORT",
-                   help="serve Prometheus metrics on this port (default 9108; 0: any free port)")
-    p.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDR",
-                   help="address to serve metrics on (default 127.0.0.1)")
-    p.add_argument("--no-metrics", action="store_true", help="do not serve metrics")
-    p.add_argument("--max-series", type=int, default=25_000, metavar="N",
-                   help="series budget of each metric family; label sets past it count under "
-                        "host/op/daemon \"other\" (dpmstream_series_overflow_total)")
+    p = subparsers.add_parser(name, help=help_text, description=__doc__, epilog=EPILOG)
+    p.add_argument("files", nargs="+", metavar="FILE", type=followable,
+                   help="log files to follow (may not exist yet; not a directory)")
+    add_metrics_options(p)
+    # No endpoint is now the default; scripts that still say so keep working.
+    hidden_alias(p, "--no-metrics", "no_metrics", action="store_true", default=False)
     p.add_argument("--records", metavar="FILE",
                    help="append every finished record to FILE as JSON lines ('-': stdout)")
     p.add_argument("--directories", metavar="FILE",
@@ -92,23 +88,31 @@ def register(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--state", "--registry", dest="state", metavar="FILE",
                    help="keep offsets, fingerprints and open requests in FILE; "
                         "a restart resumes exactly there")
-    p.add_argument("--state-interval", type=float, default=1.0, metavar="S",
-                   help="seconds between saves of --state (default 1; also saved at the stop)")
+    p.add_argument("--state-interval", type=positive_float, default=1, metavar="S",
+                   help="seconds between saves of --state (also saved at the stop)")
     p.add_argument("--rotated", action="append", metavar="GLOB",
                    help="where a rotated copy of FILE goes, relative to FILE's folder, "
                         "{name} = FILE's name (repeatable; default: "
-                        + ", ".join(DEFAULT_ROTATED) + "; .gz read as such)")
+                        + ", ".join(DEFAULT_ROTATED).replace("%", "%%") + "; .gz read as such)")
     p.add_argument("--once", action="store_true",
                    help="read every file to its end, print a summary and exit")
-    p.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--hold", type=non_negative_float, default=0, metavar="S",
                    help="with --once: keep serving the final metrics this long before exiting")
     p.add_argument("--flush-on-exit", action="store_true",
                    help="on SIGINT/SIGTERM, emit requests still open as incomplete")
     p.add_argument("--interval", type=positive_float, default=0.25, metavar="S",
-                   help="poll interval when the files are idle (default 0.25)")
-    p.add_argument("--status-interval", type=float, default=10.0, metavar="S",
+                   help="poll interval when the files are idle")
+    p.add_argument("--status-interval", type=positive_float, default=10, metavar="S",
                    help="seconds between status lines on stderr (only when it is a terminal)")
     p.set_defaults(func=run)
+
+
+def followable(path: str) -> str:
+    """FILE of `run`: a directory is refused at once (following it would retry forever)."""
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path}: is a directory (name the log files in it)")
+    return path
+
 
 
 def _unusable(path: str, once: bool) -> str | None:
@@ -156,9 +160,6 @@ def run(args: argparse.Namespace) -> int:
     if args.once and args.state:
         _say("--once reads the files whole; --state is for following them")
         return 2
-    if not args.no_metrics and not 0 <= args.metrics_port <= 65535:
-        _say(f"--metrics-port must be 0-65535 (0: any free port), not {args.metrics_port}")
-        return 2
     problems = [f"{f}: {why}" for f in args.files if (why := _unusable(f, args.once))]
     if problems:
         for p in problems:
@@ -196,11 +197,11 @@ def run(args: argparse.Namespace) -> int:
         stop.set()  # the loop finishes its pass, then stops cleanly
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    metrics = PipelineMetrics(CollectorRegistry(), max_series=max(args.max_series, 1))
+    metrics = PipelineMetrics(CollectorRegistry(), max_series=args.max_series)
     server = records = feed = None
     sinks = []
     try:
-        if not args.no_metrics:
+        if args.metrics_port is not None and not args.no_metrics:
             try:
                 server = serve(args.metrics_port, args.metrics_bind, registry=metrics.registry)
             except OSError as exc:

@@ -12,24 +12,24 @@ import sys
 
 # option, DomeConfig field, type, help; every default is None = DomeConfig's.
 DOME_OPTIONS = [
-    ("--disks", "disks", int, "DOME: disk nodes (default 3)"),
-    ("--filesystems", "filesystems", int, "DOME: filesystems per disk node (default 2)"),
-    ("--threads", "threads", int, "DOME: worker threads per process (default 64)"),
-    ("--program", "program", str, "DOME: syslog program name, dome or xrootd (default dome)"),
-    ("--stamp", "stamp", str, "DOME: syslog stamp, traditional (no year, whole seconds) or rfc3339 (default traditional; "
+    ("--disks", "disks", int, "DOME: disk nodes (default: 3)"),
+    ("--filesystems", "filesystems", int, "DOME: filesystems per disk node (default: 2)"),
+    ("--threads", "threads", int, "DOME: worker threads per process (default: 64)"),
+    ("--program", "program", str, "DOME: syslog program name, dome or xrootd (default: dome)"),
+    ("--stamp", "stamp", str, "DOME: syslog stamp, traditional (no year, whole seconds) or rfc3339 (default: traditional; "
      "the journal envelope always has microseconds)"),
     ("--envelope", "envelope", str,
      "DOME: dmlite-log, messages (among other programs), journal (journalctl -q -o short-iso-precise) "
-     "or kafka (JSON envelopes) (default dmlite-log)"),
-    ("--generation", "generation", str, "DOME: tid ({TID} in every line) or notid (dmlite < 0.8.4) (default tid)"),
-    ("--chksum-fraction", "chksum_fraction", float, "DOME: puts followed by dome_chksum polls (default 0.3)"),
-    ("--chksum-fail-rate", "chksum_fail_rate", float, "DOME: checksum calculations that fail (default 0.05)"),
-    ("--disk-down-at", "disk_down_at", float, "DOME: seconds in: the first disk node goes down (default 200)"),
-    ("--disk-down-s", "disk_down_s", float, "DOME: ... for this long (default 150)"),
-    ("--gap-at", "gap_at", float, "DOME: seconds in: journald drops the head's lines (default 300)"),
-    ("--gap-s", "gap_s", float, "DOME: ... for this long (default 4)"),
-    ("--timeout", "timeout", float, "DOME: a put with no putdone this long is incomplete (default 120)"),
-    ("--foreign-rate", "foreign_rate", float, "DOME: other programs' lines per dmlite line (default 0.05)"),
+     "or kafka (JSON envelopes) (default: dmlite-log)"),
+    ("--generation", "generation", str, "DOME: tid ({TID} in every line) or notid (dmlite < 0.8.4) (default: tid)"),
+    ("--chksum-fraction", "chksum_fraction", float, "DOME: puts followed by dome_chksum polls (default: 0.3)"),
+    ("--chksum-fail-rate", "chksum_fail_rate", float, "DOME: checksum calculations that fail (default: 0.05)"),
+    ("--disk-down-at", "disk_down_at", float, "DOME: seconds in: the first disk node goes down (default: 200)"),
+    ("--disk-down-s", "disk_down_s", float, "DOME: ... for this long (default: 150)"),
+    ("--gap-at", "gap_at", float, "DOME: seconds in: journald drops the head's lines (default: 300)"),
+    ("--gap-s", "gap_s", float, "DOME: ... for this long (default: 4)"),
+    ("--timeout", "timeout", float, "DOME: a put with no putdone this long is incomplete (default: 120)"),
+    ("--foreign-rate", "foreign_rate", float, "DOME: other programs' lines per dmlite line (default: 0.05)"),
 ]
 # simulate.py's dest -> DomeConfig field, for the options both simulators take.
 SHARED = {

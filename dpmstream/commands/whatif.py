@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from dpmstream.commands.common import (
-    add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
+    add_log_options, bounded, checked_profile, checked_zone, default_host, pipeline_options,
     positive_float, positive_int, setup_logging,
 )
 
@@ -33,8 +33,7 @@ CSV_COLUMNS = ("scenario", "op", "phase", "p50", "p95", "p99", "count",
 
 def register(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(
-        name, help=help_text, description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        name, help=help_text, description=__doc__)
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="DPM log(s), and the DPNS log for the name-server lock")
     add_log_options(p)
@@ -47,9 +46,9 @@ def register(sub, name: str, help_text: str) -> None:
                       help="what-if: new files spread over N directories")
     dirs.add_argument("--spread-dirs", action="store_true",
                       help="what-if: every new file in a directory of its own (no shared lock)")
-    p.add_argument("--rate-scale", type=positive_float, default=1.0, metavar="X",
+    p.add_argument("--rate-scale", type=bounded(float, "a number", *RATE_SCALE), default=1.0, metavar="X",
                    help="what-if: X times the load: replayed arrivals X times as close "
-                        "together, or a closed loop with X times the streams (default 1; "
+                        "together, or a closed loop with X times the streams (default: 1; "
                         f"within {RATE_SCALE[0]:g}..{RATE_SCALE[1]:g})")
     p.add_argument("--current-fthreads", type=positive_int, metavar="N",
                    help="the fast threads in use, when known (default: from the thread ids seen)")
@@ -61,10 +60,10 @@ def register(sub, name: str, help_text: str) -> None:
                         "node answers faster); auto: closed when each client's count of requests in "
                         "flight hardly varies (default)")
     p.add_argument("--seeds", type=positive_int, default=3, metavar="K",
-                   help="model runs per scenario (default 3)")
+                   help="model runs per scenario (default: 3)")
     p.add_argument("--model-requests", type=positive_int, default=20000, metavar="N",
                    help="requests per model run, at most (a closed loop runs N; replayed "
-                        "arrivals: the first N) (default 20000)")
+                        "arrivals: the first N) (default: 20000)")
     p.set_defaults(func=run)
 
 
@@ -143,14 +142,6 @@ def run(args) -> int:
         print("dpmstream whatif: nothing to change: give --fthreads, --sthreads, --backlog, "
               "--dirs, --spread-dirs or --rate-scale", file=sys.stderr)
         return 2
-    if not RATE_SCALE[0] <= args.rate_scale <= RATE_SCALE[1]:
-        print(f"dpmstream whatif: --rate-scale must be within {RATE_SCALE[0]:g}..{RATE_SCALE[1]:g}, "
-              f"not {args.rate_scale:g}", file=sys.stderr)
-        return 2
-    problem = bad_log_option(args)
-    if problem:
-        print(f"dpmstream whatif: {problem}", file=sys.stderr)
-        return 2
     requests, calls, stats, fast_ids = read_records(args.files, args)
     if not stats.total("parsed"):
         print("dpmstream whatif: no DPM, DPNS or SRM line was parsed", file=sys.stderr)
@@ -204,20 +195,6 @@ def run(args) -> int:
         return EXIT_MISFIT
     return 0
 
-
-def bad_log_option(args) -> str | None:
-    """A --tz or --profile that cannot be used, as one line (None when both are fine)."""
-    from dpmstream.parsers.clock import ClockError, load_zone
-    from dpmstream.parsers.profiles import ProfileError, resolve_profile
-
-    try:
-        if args.tz is not None:
-            load_zone(args.tz)
-        if args.profile is not None:
-            resolve_profile(args.profile)
-    except (ClockError, ProfileError) as exc:
-        return str(exc)
-    return None
 
 
 def report_fit(checks, params, floor_s: float) -> int:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-
-from dpmstream.commands.common import add_reassembly_options
 
 log = logging.getLogger("dpmstream.worker")
 
 
 def register(sub, name: str, help_text: str) -> None:
+    from dpmstream.commands.common import (
+        add_metrics_options, add_profile_options, add_reassembly_options, add_verbose_option,
+        positive_int)
     from dpmstream.streams.kafka.config import add_kafka_arguments
 
     p = sub.add_parser(
@@ -21,31 +21,27 @@ def register(sub, name: str, help_text: str) -> None:
             "token) and call records (keyed by host) to their topics, exactly once: state, "
             "records and consumer offsets are committed in one Kafka transaction per "
             "partition. Run several workers with the same --group-id to share "
-            "the partitions; a restarted worker resumes from the committed state."),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+            "the partitions; a restarted worker resumes from the committed state. "
+            "The year of each line comes from the rsyslog envelope (its `received` stamp)."))
     add_kafka_arguments(p)
-    p.add_argument("--lines-topic", default="dpm.lines", help="raw-lines topic (input)")
-    p.add_argument("--requests-topic", default="dpm.requests", help="request records (output)")
-    p.add_argument("--calls-topic", default="dpm.calls", help="call records (output)")
+    p.add_argument("--lines-topic", default="dpm.lines", metavar="TOPIC",
+                   help="raw-lines topic (input)")
+    p.add_argument("--requests-topic", default="dpm.requests", metavar="TOPIC",
+                   help="request records (output)")
+    p.add_argument("--calls-topic", default="dpm.calls", metavar="TOPIC",
+                   help="call records (output)")
     p.add_argument("--group-id", default="dpmstream",
                    help="consumer group; also names the state topic (<group-id>-state) and the "
                         "transactional ids")
-    p.add_argument("--partitions", type=int, default=4, metavar="N",
+    p.add_argument("--partitions", type=positive_int, default=4, metavar="N",
                    help="partitions for topics the worker has to create")
-    p.add_argument("--metrics-port", type=int, default=None, metavar="P",
-                   help="serve Prometheus metrics on this port (0: any free port)")
-    p.add_argument("--metrics-bind", default="127.0.0.1", metavar="ADDR",
-                   help="address of the metrics endpoint")
-    p.add_argument("--max-series", type=int, default=25_000, metavar="N",
-                   help="series budget of each metric family; label sets past it count under "
-                        "host/op/daemon \"other\" (dpmstream_series_overflow_total)")
-    p.add_argument("--profile", metavar="P",
-                   help="regex profile for every file (default: detected per host and path)")
-    p.add_argument("--tz", metavar="ZONE", help="time zone of the log stamps (default: the profile's)")
+    add_metrics_options(p)
+    add_profile_options(p, profile_help="regex profile for every file (default: detected per "
+                                        "host and path)")
     add_reassembly_options(p, scope=" per partition")
-    p.add_argument("--batch", type=int, default=20_000, metavar="N",
+    p.add_argument("--batch", type=positive_int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
+    add_verbose_option(p)
     p.set_defaults(func=run)
 
 
@@ -61,10 +57,6 @@ def run(args) -> int:
         security = security_from_args(args).client_kwargs()
     except KafkaConfigError as exc:
         print(f"dpmstream worker: {exc}", file=sys.stderr)
-        return 2
-    if args.partitions < 1 or args.batch < 1 or args.max_series < 1:
-        print("dpmstream worker: --partitions, --batch and --max-series must be at least 1",
-              file=sys.stderr)
         return 2
 
     from dpmstream.streams.kafka.faust_app import run_worker

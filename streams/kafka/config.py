@@ -84,27 +84,62 @@ class KafkaSecurity:
         return kwargs
 
 
-def add_kafka_arguments(p: argparse.ArgumentParser, *, broker_flag: str | None = "--broker") -> None:
-    """--broker (unless the command has its own) and the security options."""
+def add_kafka_arguments(p: argparse.ArgumentParser, *, broker_flag: str | None = "--broker",
+                        title: str = "Kafka connection") -> None:
+    """The Kafka connection options, in one group: --broker (unless the command names the
+    broker itself, as `replay --to-kafka URL` does) and the security options. Every
+    command that talks to Kafka declares them through here, and checks them with
+    security_from_args (exit 2 on a setting that cannot work)."""
+    g = p.add_argument_group(title)
     if broker_flag:
-        p.add_argument(broker_flag, required=True, metavar="kafka://HOST:PORT",
+        g.add_argument(broker_flag, required=True, metavar="kafka://HOST:PORT",
                        help="Kafka bootstrap broker(s), comma-separated")
-    p.add_argument("--security-protocol", choices=PROTOCOLS, default="PLAINTEXT",
-                   help="how to talk to the brokers")
-    p.add_argument("--sasl-mechanism", choices=MECHANISMS, default=None,
-                   help="SASL mechanism (with SASL_PLAINTEXT or SASL_SSL)")
-    p.add_argument("--sasl-username", metavar="NAME",
+    g.add_argument("--security-protocol", choices=PROTOCOLS, default="PLAINTEXT",
+                   help="how to talk to the brokers (default: %(default)s)")
+    g.add_argument("--sasl-mechanism", choices=MECHANISMS, default=None,
+                   help="SASL mechanism (with SASL_PLAINTEXT or SASL_SSL; default: PLAIN)")
+    g.add_argument("--sasl-username", metavar="NAME",
                    help=f"SASL user name (or ${ENV_USERNAME})")
-    p.add_argument("--sasl-password-file", metavar="FILE",
+    g.add_argument("--sasl-password-file", metavar="FILE",
                    help=f"file holding the SASL password (or ${ENV_PASSWORD_FILE}, or the "
                         f"password itself in ${ENV_PASSWORD}); never on the command line")
-    p.add_argument("--ssl-cafile", metavar="FILE",
-                   help=f"CA bundle to verify the brokers (or ${ENV_CAFILE}; default: system CAs)")
+    g.add_argument("--ssl-cafile", metavar="FILE",
+                   help=f"CA bundle to verify the brokers (with SSL or SASL_SSL; or "
+                        f"${ENV_CAFILE}; default: system CAs)")
+
+
+# Options that only mean something under some protocols: given under another one they
+# would be silently ignored, so they are refused instead.
+_NEEDS = {
+    "sasl_mechanism": ("--sasl-mechanism", ("SASL_PLAINTEXT", "SASL_SSL")),
+    "sasl_username": ("--sasl-username", ("SASL_PLAINTEXT", "SASL_SSL")),
+    "sasl_password_file": ("--sasl-password-file", ("SASL_PLAINTEXT", "SASL_SSL")),
+    "ssl_cafile": ("--ssl-cafile", ("SSL", "SASL_SSL")),
+}
+
+
+def kafka_options_given(args) -> list[str]:
+    """The Kafka security options set on the command line (their flags)."""
+    given = [flag for dest, (flag, _) in _NEEDS.items() if getattr(args, dest, None)]
+    if getattr(args, "security_protocol", "PLAINTEXT") != "PLAINTEXT":
+        given.insert(0, "--security-protocol")
+    return given
+
+
+def check_protocol_options(args) -> None:
+    """Refuse a SASL or TLS option the chosen --security-protocol would ignore."""
+    protocol = getattr(args, "security_protocol", None) or "PLAINTEXT"
+    for dest, (flag, protocols) in _NEEDS.items():
+        if getattr(args, dest, None) and protocol not in protocols:
+            raise KafkaConfigError(
+                f"{flag} needs --security-protocol {' or '.join(protocols)} "
+                f"(it is {protocol}, which would ignore it)")
 
 
 def security_from_args(args, environ=None) -> KafkaSecurity:
     """The security settings from parsed options, falling back on the environment."""
     env = os.environ if environ is None else environ
+    check_protocol_options(args)
     password = None
     pw_file = getattr(args, "sasl_password_file", None) or env.get(ENV_PASSWORD_FILE)
     if pw_file:

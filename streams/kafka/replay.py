@@ -88,6 +88,21 @@ class Pacer:
             await asyncio.sleep(delay)
 
 
+async def _require_topic(producer, topic: str) -> None:
+    """Refuse to publish to a topic the broker does not have: sends to it would only time
+    out (or, on a broker that auto-creates topics, land in a topic with defaults nobody
+    chose). Creating the lines topic is the deployment's job (docker-compose's kafka-init,
+    `dpmstream stack up`, or the worker's own start)."""
+    from dpmstream.streams.kafka.config import KafkaConfigError
+
+    metadata = await producer.client.fetch_all_metadata()
+    if topic not in metadata.topics():
+        raise KafkaConfigError(
+            f"topic {topic!r} does not exist on the broker; create it first (or start "
+            "`dpmstream worker`, which creates its lines topic), or name another with "
+            "--lines-topic")
+
+
 async def publish_async(paths, bootstrap: str, *, topic: str = "dpm.lines", host: str,
                         speed: float | None = None, security: dict | None = None,
                         year: int | None = None, tz: str | None = None) -> int:
@@ -102,6 +117,11 @@ async def publish_async(paths, bootstrap: str, *, topic: str = "dpm.lines", host
         await producer.start()
     except BaseException:
         await producer.stop()  # a producer that failed to connect still holds its client
+        raise
+    try:
+        await _require_topic(producer, topic)
+    except BaseException:
+        await producer.stop()
         raise
     key = host.encode()
     pacer = Pacer(speed)
@@ -158,12 +178,9 @@ def publish_from_args(args) -> int:
     from dpmstream.commands.common import default_host
     from dpmstream.streams.kafka.config import KafkaConfigError, security_from_args
 
-    if args.speed is not None and args.speed <= 0:
-        print("dpmstream replay: --speed must be positive", file=sys.stderr)
-        return 2
     try:
         security = security_from_args(args)
-        n = publish_files(args.files, args.to_kafka, topic=args.topic,
+        n = publish_files(args.files, args.to_kafka, topic=args.lines_topic,
                           host=default_host(getattr(args, "host", None)), speed=args.speed,
                           security=security, year=getattr(args, "year", None),
                           tz=getattr(args, "tz", None))
@@ -176,5 +193,5 @@ def publish_from_args(args) -> int:
     except Exception as exc:  # aiokafka errors: no broker, topic refused, ...
         print(f"dpmstream replay: Kafka: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         return 1
-    print(f"published {n} lines to {args.topic}", file=sys.stderr)
+    print(f"published {n} lines to {args.lines_topic}", file=sys.stderr)
     return 0

@@ -173,8 +173,8 @@ def test_whatif_without_a_change_or_with_a_bad_option_is_refused(tmp_path):
 @pytest.mark.parametrize("option, value, named", [
     ("--tz", "Mars/Olympus", "Mars/Olympus"),
     ("--profile", "no-such-profile", "no-such-profile"),
-    ("--rate-scale", "1e9", "--rate-scale must be within"),
-    ("--rate-scale", "1e-9", "--rate-scale must be within"),
+    ("--rate-scale", "1e9", "argument --rate-scale: must be >= 0.001 and <= 1000, not 1e9"),
+    ("--rate-scale", "1e-9", "argument --rate-scale: must be >= 0.001 and <= 1000, not 1e-9"),
 ])
 def test_a_bad_zone_profile_or_absurd_rate_scale_exits_2_with_one_line(tmp_path, option, value, named):
     log = simulate(SimConfig(requests=50, seed=3), tmp_path / "log")

@@ -20,6 +20,8 @@ from dpmstream.commands.stack.process import free_port, wait_for
 from dpmstream.probes.sources_prometheus import counted_increase
 from tests.metrics_stack import DPMSTREAM, HOST, simulate, start_live_stack
 
+pytestmark = pytest.mark.services  # Prometheus and `dpmstream run` (tests/metrics_stack.py)
+
 CHECK_DPM = str(Path(sys.executable).with_name("check_dpm"))
 PERF = re.compile(r"'?([\w.]+)'?=([-\d.eE+]+|U)(s?)(?:;([^;\s]*))?(?:;([^;\s]*))?")
 

@@ -17,6 +17,8 @@ from dpmstream.parsers.records import text_to_ms
 from dpmstream.commands.stack.prometheus import Prometheus
 from tests.metrics_stack import DPMSTREAM, simulate
 
+pytestmark = pytest.mark.services  # a Prometheus started by the test
+
 TZ = "Europe/Zurich"
 STEP_MS = 60_000
 

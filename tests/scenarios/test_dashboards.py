@@ -104,6 +104,7 @@ def _resolve_variables(prom_url: str, dash: dict) -> dict[str, str]:
     return resolved
 
 
+@pytest.mark.services  # the `stack` fixture starts Prometheus and `dpmstream run`
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
 def test_every_panel_query_is_valid_promql_and_returns_data(stack, path, tmp_path):
     dash = json.loads(path.read_text())

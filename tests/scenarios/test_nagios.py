@@ -24,6 +24,8 @@ import pytest
 
 from tests.metrics_stack import start_live_stack
 
+pytestmark = pytest.mark.services  # nagios4 and a Prometheus started by the test
+
 REPO = Path(__file__).resolve().parents[2]
 NAGIOS = shutil.which("nagios4") or "/usr/sbin/nagios4"
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -22,6 +22,8 @@ from dpmstream.commands.stack.prometheus import Prometheus
 from dpmstream.streams.sinks.summary import QUANTILES, Series, Summary
 from tests.metrics_stack import DPMSTREAM, simulate
 
+pytestmark = pytest.mark.services  # a Prometheus started by the test
+
 SCENARIOS = ("thesis", "heavy")
 # Log stamps have a resolution of 1 ms: below 10 ms, 10% is finer than the data.
 RESOLUTION_S = 0.001

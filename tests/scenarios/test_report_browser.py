@@ -17,6 +17,8 @@ from dpmstream.parsers.records import text_to_ms
 from dpmstream.report.chromium import Chromium
 from tests.helpers import dpmstream
 
+pytestmark = pytest.mark.services  # a headless Chromium started by the test
+
 TZ = "Europe/Zurich"
 
 

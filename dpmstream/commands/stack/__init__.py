@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dpmstream.commands.common import add_profile_options, hidden_alias, positive_int
+
 
 def register(sub, name: str, help_text: str) -> None:
     p = sub.add_parser(
@@ -16,27 +18,27 @@ def register(sub, name: str, help_text: str) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     up = actions.add_parser(
         "up", help="start the stack and print its endpoints",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=(
             "Follows DIR/dpm/log, DIR/dpns/log, DIR/srmv2.2/log and DIR/*.log (files may "
-            "appear later), shipping each line to Kafka as rsyslog does on a head node."))
+            "appear later), shipping each line to Kafka as rsyslog does on a head node. "
+            "Needs the Kafka jars (`make install-kafka`) and rsyslog and Prometheus "
+            "(`make install-system`)."))
     up.add_argument("--logs", required=True, metavar="DIR", help="directory of the log files to follow")
     _workdir_option(up)
     up.add_argument("--ports", metavar="LIST",
                     help="fixed ports, e.g. kafka=9092,controller=9093,prometheus=9090,"
                          "metrics=9108 (any subset; the rest are picked free)")
-    up.add_argument("--topic", default="dpm.lines", help="topic of the raw lines")
-    up.add_argument("--partitions", type=int, default=4, help="partitions of the lines topic")
+    up.add_argument("--lines-topic", default="dpm.lines", metavar="TOPIC",
+                    help="topic of the raw lines")
+    hidden_alias(up, "--topic", "lines_topic")
+    up.add_argument("--partitions", type=positive_int, default=4, metavar="N",
+                    help="partitions of the lines topic")
     up.add_argument("--host", metavar="NAME",
                     help="host name rsyslog puts in each record (default: this machine's)")
-    up.add_argument("--tz", metavar="ZONE",
-                    help="time zone of the log stamps, passed to the worker (default: the "
-                         "profile's, 'local')")
-    up.add_argument("--profile", metavar="P",
-                    help="regex profile for every file, passed to the worker (default: detected)")
+    add_profile_options(up, profile_help="regex profile for every file, passed to the worker "
+                                         "(default: detected)")
     up.set_defaults(func=_up)
-    down = actions.add_parser("down", help="stop what `stack up` started",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    down = actions.add_parser("down", help="stop what `stack up` started")
     _workdir_option(down)
     down.set_defaults(func=_down)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -58,12 +60,9 @@ def _up(args) -> int:
     except ValueError as exc:
         print(f"dpmstream stack: {exc}", file=sys.stderr)
         return 2
-    if args.partitions < 1:
-        print("dpmstream stack: --partitions must be at least 1", file=sys.stderr)
-        return 2
     worker_args = [*(["--tz", args.tz] if args.tz else []),
                    *(["--profile", args.profile] if args.profile else [])]
-    stack = Stack(args.workdir, args.logs, ports=ports, topic=args.topic,
+    stack = Stack(args.workdir, args.logs, ports=ports, topic=args.lines_topic,
                   partitions=args.partitions, hostname=args.host, worker_args=worker_args)
     try:
         endpoints = stack.up()

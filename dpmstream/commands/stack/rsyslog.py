@@ -245,28 +245,30 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m dpmstream.commands.stack.rsyslog",
         description="Print dpmstream's rsyslog drop-in (imfile -> omkafka) for a head node.")
     parser.add_argument("--broker", action="append", dest="brokers", metavar="HOST:PORT",
-                        help="Kafka bootstrap broker (repeatable; default localhost:9092)")
-    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic (default {DEFAULT_TOPIC})")
+                        help="Kafka bootstrap broker (repeatable; default: localhost:9092)")
+    parser.add_argument("--lines-topic", default=DEFAULT_TOPIC, metavar="TOPIC",
+                        help="raw-lines topic (default: %(default)s)")
+    parser.add_argument("--topic", dest="lines_topic", help=argparse.SUPPRESS)  # old spelling
     parser.add_argument("--file", action="append", dest="files", metavar="PATH",
-                        help="log file to follow (repeatable; default the DPM, DPNS and SRM logs, "
+                        help="log file to follow (repeatable; default: the DPM, DPNS and SRM logs, "
                              "none with --dome)")
     parser.add_argument("--dome", action="store_true",
                         help="a DOME node: copy dmlite's syslog messages (those holding "
                              f"'{DOME_COPY.contains.strip()}') to {DOME_COPY.file} with microsecond "
                              "stamps, and follow it")
     parser.add_argument("--resume-interval", type=int, default=10,
-                        help="seconds between retries while Kafka is down (default 10)")
+                        help="seconds between retries while Kafka is down (default: %(default)s)")
     parser.add_argument("--queue-max-disk", default="1g",
-                        help="disk space for the queue while Kafka is down (default 1g)")
+                        help="disk space for the queue while Kafka is down (default: %(default)s)")
     parser.add_argument("--failed-msg-file", default="/var/spool/rsyslog/dpmstream-kafka-failed.data")
     parser.add_argument("--conf-param", action="append", dest="conf_params", metavar="KEY=VALUE",
                         help="librdkafka setting, added after the defaults (a later one wins; "
-                             f"repeatable; defaults {' '.join(DEFAULT_CONF_PARAMS)})")
+                             f"repeatable; default: {' '.join(DEFAULT_CONF_PARAMS)})")
     args = parser.parse_args(argv)
     try:
         sys.stdout.write(render_config(
             args.files or (() if args.dome else HEAD_NODE_FILES), args.brokers or ["localhost:9092"],
-            args.topic, args.resume_interval, args.queue_max_disk, args.failed_msg_file,
+            args.lines_topic, args.resume_interval, args.queue_max_disk, args.failed_msg_file,
             [*DEFAULT_CONF_PARAMS, *(args.conf_params or ())],
             syslog_copies=(DOME_COPY,) if args.dome else ()))
     except ValueError as exc:
