@@ -137,9 +137,11 @@ class Pipeline:
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
                  max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
                  expect_ns: bool = False, engine: str | None = None,
-                 duplicate_memory: int = 1 << 17):
+                 duplicate_memory: int = 1 << 17, learn_head: bool = True):
         """duplicate_memory: how many of the latest distinct lines a line read twice is
-        recognised among (overlapping archives)."""
+        recognised among (overlapping archives). learn_head: whether the head node's name
+        as name-server clients see it is learned from the logs (docs/record-rules.md,
+        "Linking"): off when the head node was named (--host, --head-alias)."""
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
         if not 1 <= duplicate_memory <= MAX_DUPLICATE_MEMORY:
@@ -152,7 +154,7 @@ class Pipeline:
             max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000),
             duplicate_memory=duplicate_memory)
         # Between the reassembler and on_record: name-server calls -> their request.
-        self.linker = engines.new_linker(self.reassembler, on_record, head_aliases)
+        self.linker = engines.new_linker(self.reassembler, on_record, head_aliases, learn_head)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
         self.linker.detecting = None  # until a source detects its profile (_register)
@@ -258,6 +260,16 @@ class Pipeline:
             src.settle()
         self.reassembler.finish()
         self.linker.finish()
+        self._warn_if_nothing_linked()
+
+    def _warn_if_nothing_linked(self) -> None:
+        """Requests and name-server calls naming paths were both read, yet no call linked:
+        most likely the head node is not the name the name server saw (one line, once)."""
+        clients = self.linker.unlinked_clients
+        if clients:
+            log.warning("no name-server call was linked to a request; name-server clients "
+                        "seen: %s (name the head node as they call it with --head-alias)",
+                        ", ".join(clients))
 
 
 @dataclass

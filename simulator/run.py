@@ -97,7 +97,7 @@ class _Sim:
         self.clients = make_clients(cfg.clients)
         self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng, cfg.dirs)
         self.dpns = NameServer(self.eng, self.rng, self.svc, self.dpns_log, self.truth,
-                               cfg.dpns_pid, cfg.dpns_threads, cfg.host)
+                               cfg.dpns_pid, cfg.dpns_threads, cfg.ns_head_client or cfg.host)
         self.dpm = Dpm(self.eng, self.rng, cfg, self.log, self.dpns, self.truth, self.namespace)
         self.budget = Budget(cfg.request_budget(), cfg.lines, self.log)
         self.strays = self.future = None

@@ -6,7 +6,8 @@ the second with whole-second stamps), so durations are differences of what a rea
 the log sees, never below 0 (a clock stepped back, or a slow thread logging before the
 put's `returns`). Rule numbers refer to "Where the request ends" in the rules.
 
-Name-server linking ("Linking name-server calls" in the rules): the model knows which
+Name-server linking ("Linking name-server calls" in the rules; the head node's client
+learned as a reader not told its name learns it): the model knows which
 processing run asked for each name-server call. A call counts for that run's request
 when the run returned while the request was open, the call's record as a reader sees it
 (its NS092 and `returns` lines, a gap in the DPNS log may take either) lies inside the
@@ -217,17 +218,33 @@ class Truth:
             if run.end is not None:
                 for path in run.paths:
                     by_path.setdefault(path, []).append(run)
+        fits = []  # (call, the one run it lies inside), from any client
         for call in self._calls:
-            run = call.run
-            if run is None or run.end is None or call.seen is None or call.seen[1] is None:
+            if call.daemon != "dpns" or call.seen is None or call.seen[1] is None:
                 continue
             started, ended, _ = call.seen
-            if not run.holds(started, ended, LINK_SLACK_MS):
+            run = call.run
+            if run is None:  # another client's call (a disk node): inside a run by chance?
+                inside = [r for r in by_path.get(call.path, ())
+                          if r.holds(started, ended, LINK_SLACK_MS)]
+                if len({id(r.request) for r in inside}) == 1:
+                    fits.append((call, inside[0]))
+                continue
+            if run.end is None or not run.holds(started, ended, LINK_SLACK_MS):
                 continue
             others = [r for r in by_path.get(call.path, ()) if r is not run
                       and r.request is not run.request and r.holds(started, ended, LINK_SLACK_MS)]
             if others:
                 continue  # ambiguous: stays unlinked
+            fits.append((call, run))
+        # The head node as the name server names it: the reader's host, else the client of
+        # the first call that links (the reader is not told the head's name: it learns it).
+        first = min(fits, key=lambda f: (f[0].seen[1], f[0].seen[0]), default=None)
+        heads = {self.host.lower()} | ({first[0].client.lower()} if first else set())
+        for call, run in fits:
+            if call.client.lower() not in heads:
+                continue
+            started, ended, _ = call.seen
             call.token = run.request.token
             run.request.ns_calls += 1
             run.request.ns_ms += ended - started

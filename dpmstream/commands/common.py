@@ -33,7 +33,9 @@ def pipeline_options(args) -> dict:
     """The reassembly settings of add_log_options, as Pipeline keyword arguments."""
     return {"timeout_s": args.timeout, "max_in_flight": args.max_in_flight,
             "max_threads": args.max_threads, "grace_s": args.grace,
-            "head_aliases": tuple(args.head_alias or ())}
+            "head_aliases": tuple(args.head_alias or ()),
+            # A head node named by the user is not learned from the logs (record-rules.md).
+            "learn_head": not (args.host or args.head_alias)}
 
 
 def add_log_options(p: argparse.ArgumentParser) -> None:

@@ -1900,9 +1900,9 @@ impl Core {
     // -- the name-server linker inside the engine (parsers/linking.py's twin) -----------
     /// From now on records and processing runs go to the linker, and what it lets out to
     /// `emit`.
-    #[pyo3(signature = (emit, aliases, delay_ms=3000, slack_ms=5))]
-    fn attach_linker(&self, emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64) {
-        *self.lk.borrow_mut() = Some(Linker::new(emit, aliases, delay_ms, slack_ms));
+    #[pyo3(signature = (emit, aliases, delay_ms=3000, slack_ms=5, learn_head=true))]
+    fn attach_linker(&self, emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64, learn_head: bool) {
+        *self.lk.borrow_mut() = Some(Linker::new(emit, aliases, delay_ms, slack_ms, learn_head));
     }
 
     #[getter]
@@ -1929,6 +1929,11 @@ impl Core {
 
     fn link_held(&self) -> usize {
         self.lk.borrow().as_ref().map_or(0, |l| l.held())
+    }
+
+    /// The name-server clients seen when no call linked (linking.py's unlinked_clients).
+    fn link_unlinked_clients(&self) -> Vec<String> {
+        self.lk.borrow().as_ref().map_or_else(Vec::new, |l| l.unlinked_clients())
     }
 
     fn link_advance(&self, py: Python<'_>) -> PyResult<()> {

@@ -81,8 +81,6 @@ def test_every_call_of_a_multi_file_request_counts_once():
 
 
 @pytest.mark.parametrize("why, call", [
-    ("another client", ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1,
-                               client="wn37.example.org")),
     ("another file", ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F2)),
     ("before the run", ns_call("08/12 10:00:01.050", "08/12 10:00:01.300", 2, "creat", F1)),
     ("after the run", ns_call("08/12 10:00:02.800", "08/12 10:00:02.950", 2, "creat", F1)),
@@ -90,6 +88,68 @@ def test_every_call_of_a_multi_file_request_counts_once():
 def test_a_call_is_not_linked_from(why, call):
     (req,), (ns,) = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call)
     assert (req["ns_calls"], req["ns_s"], ns["token"]) == (0, 0, None), why
+
+
+def test_a_call_of_another_client_is_not_linked_when_the_head_node_is_named():
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1,
+                   client="wn37.example.org")
+    (req,), (ns,) = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, learn_head=False)
+    assert (req["ns_calls"], ns["token"]) == (0, None)
+
+
+def test_the_head_node_as_the_name_server_names_it_is_learned_from_the_first_call_that_links():
+    # `replay` without --host: the records' host is the replaying machine's name, the
+    # name server calls the head dpmhead01.cern.ch. Disk nodes call it too, before.
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1) + a_put(T2, [f"srm://{HEAD}{F2}"], 3, tids=(4, 28, 6, 10))
+    dpns = (ns_call("08/12 10:00:00.500", "08/12 10:00:00.600", 1, "statg", F1, client="disk01")
+            + ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+            + ns_call("08/12 10:00:03.200", "08/12 10:00:03.300", 2, "creat", F2))
+    reqs, calls = link(dpm, dpns, host="replaying-machine")
+    assert [(r["token"], r["ns_calls"]) for r in reqs] == [(T1, 1), (T2, 1)]
+    assert [(c["client"], c["token"]) for c in calls] == [
+        ("disk01", None), (HEAD, T1), (HEAD, T2)]
+
+
+def test_once_the_head_is_learned_another_clients_call_inside_a_run_is_not_linked():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1) + a_put(T2, [f"srm://{HEAD}{F2}"], 3, tids=(4, 28, 6, 10))
+    dpns = (ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+            + ns_call("08/12 10:00:03.200", "08/12 10:00:03.300", 3, "statg", F2, client="disk01"))
+    reqs, calls = link(dpm, dpns, host="replaying-machine")
+    assert [(r["token"], r["ns_calls"]) for r in reqs] == [(T1, 1), (T2, 0)]
+    assert [c["token"] for c in calls] == [T1, None]
+
+
+def test_when_no_call_links_the_end_warns_once_naming_the_clients_seen(caplog):
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1, client="dpmhead01")
+    with caplog.at_level("WARNING"):
+        (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, head_aliases=("other",))
+    warned = [r.getMessage() for r in caplog.records if "linked" in r.getMessage()]
+    assert req["ns_calls"] == 0
+    assert len(warned) == 1 and "name-server clients seen: dpmhead01" in warned[0]
+
+
+def test_no_warning_when_calls_link(caplog):
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+    with caplog.at_level("WARNING"):
+        link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call)
+    assert not [r for r in caplog.records if "linked" in r.getMessage()]
+
+
+def test_the_learned_head_survives_a_restore():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
+    dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    d = pipeline.source("dpm", host="replaying-machine", tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host="replaying-machine", tz="UTC", year=2011, profile=NS)
+    for text, src in sorted([(t, d) for t in dpm] + [(t, n) for t in dpns], key=lambda p: p[0][:18]):
+        src.feed(text)
+    pipeline.finish()
+    state = json.loads(json.dumps(pipeline.linker.state()))
+    assert state["heads"] == {"replaying-machine": HEAD}
+    again = Pipeline(records.append)
+    again.linker.restore(state)
+    assert again.linker.state()["heads"] == {"replaying-machine": HEAD}
 
 
 def test_a_few_ms_outside_the_run_still_count():
