@@ -85,8 +85,13 @@ class Call:
         self.path = path  # the path a name-server call names (its NS098 line)
 
 
+# At most this many lines of one thread stamped the same millisecond are remembered to
+# tell a repeat from a genuine line of that millisecond (docs/record-rules.md, 7).
+MAX_SAME_STAMP = 64
+
+
 class Thread:
-    __slots__ = ("daemon", "accept", "call", "sess", "trans", "latest")
+    __slots__ = ("daemon", "accept", "call", "sess", "trans", "latest", "at_latest")
 
     def __init__(self, daemon, accept=None, call=None, sess=False, trans=False, latest=0):
         self.daemon = daemon
@@ -95,6 +100,24 @@ class Thread:
         self.sess = sess
         self.trans = trans
         self.latest = latest
+        # The digests of the lines read on the thread at `latest` (an int for one, a tuple
+        # for several): a line of that stamp is a repeat only if it is one of them.
+        self.at_latest = None
+
+    def read_at_latest(self, digest: int) -> bool:
+        same = self.at_latest
+        return digest == same if type(same) is int else same is not None and digest in same
+
+    def moved_to(self, ts: int, digest: int) -> None:
+        """A line `digest` stamped `ts` was read on the thread."""
+        same = self.at_latest
+        if ts != self.latest or same is None:
+            self.at_latest = digest
+        elif type(same) is int:
+            self.at_latest = (same, digest)
+        elif len(same) < MAX_SAME_STAMP:
+            self.at_latest = same + (digest,)
+        self.latest = ts
 
 
 class Process:
@@ -299,7 +322,11 @@ class Reassembler:
         if digest in seen:
             # The same line again, not moving its thread on: input read twice. (With
             # whole-second stamps, same-second repeats may be genuine: only earlier ones.)
-            if th is not None and (ts < th.latest or (ts == th.latest and ts % 1000)):
+            # A line of the thread's latest stamp is a repeat only if that stamp already
+            # gave it: a thread may log the same line twice in one millisecond (a call
+            # taking no time), and after a clock step back, a stamp seen before.
+            if th is not None and (ts < th.latest or (ts == th.latest and ts % 1000
+                                                      and th.read_at_latest(digest))):
                 self.stats.duplicate_lines += 1
                 return
         else:  # remembered among the last `duplicate_memory` lines
@@ -319,7 +346,7 @@ class Reassembler:
             th = self._new_thread(key, daemon, ts)
         else:
             self._thread_order[host].move_to_end(key)
-        th.latest = ts
+        th.moved_to(ts, digest)
         proc = self.processes[stream][pid]
         proc.lines += 1
         if ts > proc.last:
@@ -729,6 +756,10 @@ class Reassembler:
                 del procs[pid]
 
     # -- event time ----------------------------------------------------------------------
+    def stream_time(self, host: str, daemon: str) -> int | None:
+        """The current stamp of (host, daemon)'s lines (back with a clock step), or None."""
+        return self._stream_now.get((host, daemon))
+
     def watermark(self, host: str | None = None) -> int | None:
         latest = self.latest if host is None else self.clocks[host].latest
         return None if latest is None else latest - self.allowance_ms
@@ -908,7 +939,8 @@ def request_state(req: Request | None) -> dict | None:
 def thread_state(th: Thread | None) -> dict | None:
     if th is None:
         return None
-    state = {s: getattr(th, s) for s in Thread.__slots__ if s != "call"}
+    # at_latest belongs to the duplicate memory, which a state does not carry either.
+    state = {s: getattr(th, s) for s in Thread.__slots__ if s not in ("call", "at_latest")}
     call = th.call
     state["call"] = None if call is None else {s: getattr(call, s) for s in Call.__slots__}
     return state

@@ -94,6 +94,7 @@ class _Sim:
         writers = (self.log, self.dpns_log) + ((self.syslog,) if self.syslog else ())
         self.eng = Engine(self.start, writers)
         self.truth = Truth(cfg.host)
+        self.truth.now = lambda: self.eng.now
         self.clients = make_clients(cfg.clients)
         self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng, cfg.dirs)
         self.dpns = NameServer(self.eng, self.rng, self.svc, self.dpns_log, self.truth,

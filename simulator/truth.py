@@ -113,11 +113,12 @@ class RunTruth:
     """A processing run: its first line, its `returns` if it counted (returned while the
     request was open), and the paths of its files."""
 
-    __slots__ = ("request", "start", "end", "paths")
+    __slots__ = ("request", "start", "end", "paths", "true_start")
 
     def __init__(self, request, start, paths):
         self.request, self.start, self.paths = request, start, frozenset(paths)
         self.end = None
+        self.true_start = None            # the true instant of its first line (Truth.now)
 
     def holds(self, started: int, ended: int, slack: int) -> bool:
         return (self.end is not None and started >= self.start - slack
@@ -128,7 +129,7 @@ class CallTruth:
     """A synchronous call that is not a step of a request."""
 
     __slots__ = ("daemon", "pid", "thread", "op", "client", "accepted", "started", "ended", "rc",
-                 "path", "run", "open_kept", "ret_kept", "seen", "token")
+                 "path", "run", "open_kept", "ret_kept", "seen", "token", "true_start")
 
     def __init__(self, daemon, pid, thread, op, client, accepted, started):
         self.daemon, self.pid, self.thread, self.op = daemon, pid, thread, op
@@ -140,6 +141,7 @@ class CallTruth:
         self.open_kept = self.ret_kept = True  # its NS092 / returns lines are in the log
         self.seen = None                  # (started, ended, rc) as a reader sees them
         self.token = None                 # the request it is linked to
+        self.true_start = None            # the true instant of its open line (Truth.now)
 
     def returned(self, printed: int, rc: int) -> None:
         self.ended, self.rc = printed, rc
@@ -163,6 +165,10 @@ TIMEOUT_MS = 3_600_000
 ALLOWANCE_MS = 2_000
 # How far outside a processing run a linked name-server call may lie (parsers/linking.py).
 LINK_SLACK_MS = 5
+# A run of another request makes a call ambiguous only if the linker still holds it when
+# the call is read: within seconds of true time (after a clock step back, a run of before
+# the step whose printed window the call falls into is long emitted). Runs last < 10 s.
+HELD_RUN_MS = 10_000
 
 
 class Truth:
@@ -173,9 +179,11 @@ class Truth:
         self._runs: list[RunTruth] = []
         self.ns_read = True               # the DPNS log has lines: ns_calls/ns_s not empty
         self._linked = False
+        self.now = lambda: None           # the model's true instant (set by the run)
 
     def new_run(self, *args) -> RunTruth:
         run = RunTruth(*args)
+        run.true_start = self.now()
         self._runs.append(run)
         return run
     def new_request(self, *args) -> RequestTruth:
@@ -185,6 +193,7 @@ class Truth:
 
     def new_call(self, *args) -> CallTruth:
         call = CallTruth(*args)
+        call.true_start = self.now()
         self._calls.append(call)
         return call
 
@@ -226,14 +235,15 @@ class Truth:
             run = call.run
             if run is None:  # another client's call (a disk node): inside a run by chance?
                 inside = [r for r in by_path.get(call.path, ())
-                          if r.holds(started, ended, LINK_SLACK_MS)]
+                          if r.holds(started, ended, LINK_SLACK_MS) and held_together(r, call)]
                 if len({id(r.request) for r in inside}) == 1:
                     fits.append((call, inside[0]))
                 continue
             if run.end is None or not run.holds(started, ended, LINK_SLACK_MS):
                 continue
             others = [r for r in by_path.get(call.path, ()) if r is not run
-                      and r.request is not run.request and r.holds(started, ended, LINK_SLACK_MS)]
+                      and r.request is not run.request and r.holds(started, ended, LINK_SLACK_MS)
+                      and held_together(r, call)]
             if others:
                 continue  # ambiguous: stays unlinked
             fits.append((call, run))
@@ -267,6 +277,13 @@ class Truth:
                 if call.ended is not None and call.ret_kept and open_call is not None:
                     open_call.seen = (open_call.started, call.ended, call.rc)
                     open_call = None
+
+
+def held_together(run: RunTruth, call: CallTruth) -> bool:
+    """Whether the linker still holds `run` when `call` is read (HELD_RUN_MS)."""
+    if run.true_start is None or call.true_start is None:
+        return True
+    return abs(call.true_start - run.true_start) <= HELD_RUN_MS
 
 
 def write_csv(path, columns, rows) -> None:

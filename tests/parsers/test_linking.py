@@ -210,7 +210,46 @@ def test_a_request_record_waits_only_a_few_seconds_of_event_time():
     assert not requests_of(records)
     for text in later:  # 10:00:09: the request's delay (3 s past the 2 s allowance) is over
         d.feed(text)
+    assert not requests_of(records)  # ... in the DPM log: the name server's may lag
+    for text in ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1"):
+        n.feed(text)
     assert [r["token"] for r in requests_of(records)] == [T1]
+
+
+def test_a_name_server_log_running_on_past_the_dpm_logs_end_loses_no_link():
+    """Issue 26 item 9: the DPNS log goes on 8 s and more past the DPM log's last line
+    while the DPM log's last lines are still to be read: the request's run and its
+    calls are linked whatever the name server's log does after them."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    for text in dpm[:3]:  # the put: the DPM log read up to 10:00:01.010
+        d.feed(text)
+    for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        n.feed(text)
+    for text in ns_call("08/12 10:00:12.000", "08/12 10:00:12.001", 1, "statg", F2, client="wn1"):
+        n.feed(text)  # the name server runs on, its lines read before the DPM's last ones
+    for text in dpm[3:]:
+        d.feed(text)
+    pipeline.finish()
+    (req,) = requests_of(records)
+    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+
+
+def test_a_log_quiet_for_over_a_minute_holds_nothing_back():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        n.feed(text)
+    for text in dpm + call("08/12 10:01:05.000", 4, "ping", end="08/12 10:01:05.001"):
+        d.feed(text)
+    (req,) = requests_of(records)  # the name server silent since 10:00:01: not waited for
+    assert req["ns_calls"] == 1
 
 
 
