@@ -25,7 +25,9 @@ from typing import Callable, Iterable
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
-from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
+from dpmstream.parsers.lines import (
+    FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
+)
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
 )
@@ -394,6 +396,7 @@ class Source:
 
     # -- input ---------------------------------------------------------------------------
     def feed(self, line: str | bytes, received_ms: int | None = None) -> None:
+        line = bounded(line)  # a huge line is malformed: no decoding or copying all of it
         if isinstance(line, bytes):
             try:
                 line = line.decode()
@@ -455,7 +458,8 @@ class Source:
             if why == engines.LIMIT:
                 return i
             if why == engines.SLOW:  # a line the compiled parser leaves to Python
-                self.feed(lines[i])
+                head = getattr(lines, "head", None)  # a LineBlock: no copy of a huge line
+                self.feed(lines[i] if head is None else head(i, MAX_LINE_BYTES + 1))
                 i += 1
                 if limit is not None and self.position > limit:
                     return i
@@ -467,7 +471,7 @@ class Source:
         feed_event, pipeline, host = self._reassembler.feed, self.pipeline, self.host
         n = len(lines)
         while i < n:
-            line = lines[i]
+            line = bounded(lines[i])
             i += 1
             try:
                 text = (line.decode() if isinstance(line, bytes) else line).rstrip("\r\n")

@@ -165,3 +165,35 @@ def test_a_clock_stepped_back_at_a_sites_size_loses_no_line_as_a_repeat(tmp_path
         keep = [i for i, name in enumerate(header) if name not in LINKING_COLUMNS]
         ours, truth = ([tuple(row[i] for i in keep) for row in data] for data in (ours, truth))
         assert sorted(ours) == sorted(truth) and len(truth) > 2900, kind
+
+
+def test_two_days_concatenated_lose_no_name_server_link(tmp_path, parser_env):
+    """Issue 26 item 9: two simulated days, each log the two days end to end. The name
+    server's log goes on past the DPM log's last line of the first day (and the next day's
+    lines come after it): every request keeps its linked calls, every call its token."""
+    days = [scenario("thesis", requests=1500, seed=seed, start=f"2011-08-{day} 14:31:40")
+            for seed, day in ((1, 12), (2, 13))]
+    for i, cfg in enumerate(days):
+        simulate(cfg, tmp_path / f"day{i}")
+    for ext in ("log", "dpns.log"):
+        both = tmp_path / f"both.{ext}"
+        both.write_text("".join((tmp_path / f"day{i}.{ext}").read_text() for i in range(2)))
+        mtime = os.stat(tmp_path / f"day1.{ext}").st_mtime  # like the archive: dates the year
+        os.utime(both, (mtime, mtime))
+    out = tmp_path / "replayed"
+    subprocess.run([sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", days[0].tz,
+                    "--host", days[0].host, "--out", str(out), str(tmp_path / "both.log"),
+                    str(tmp_path / "both.dpns.log")], check=True, env=parser_env)
+
+    def linked(path, key, columns):
+        with open(path) as f:
+            return {tuple(row[k] for k in key): tuple(row[c] for c in columns)
+                    for row in csv.DictReader(f)}
+
+    for kind, key, columns in (("requests", ("token",), ("ns_calls", "ns_s")),
+                               ("calls", ("daemon", "thread", "started"), ("token",))):
+        ours = linked(out / f"{kind}.csv", key, columns)
+        truth = {}
+        for i in range(2):
+            truth.update(linked(tmp_path / f"day{i}.{kind}.csv", key, columns))
+        assert ours == truth and len(truth) > 2900, kind
