@@ -237,6 +237,8 @@ class Reassembler:
         self.processes: dict[tuple, dict[int, Process]] = {}  # (host, daemon) -> pid -> Process
         self.clocks: dict[str, HostClock] = {}
         self._stream_now: dict[tuple, int] = {}  # (host, daemon) -> its current stamp
+        # host -> its last counted clock step: (from, to, daemons whose logs showed it)
+        self._host_steps: dict[str, tuple[int, int, list]] = {}
         # Recent events (their hashes), to recognise input read twice.
         self._seen: set[int] = set()
         self._seen_order: deque[int] = deque()
@@ -340,7 +342,8 @@ class Reassembler:
         if now is None or ts > now:
             self._stream_now[stream] = ts
         elif ts < now - self.allowance_ms:  # the daemon's clock went back
-            self.stats.clock_steps += 1
+            if not self._same_step(host, daemon, now, ts):
+                self.stats.clock_steps += 1
             self._stream_now[stream] = ts
         if th is None:
             th = self._new_thread(key, daemon, ts)
@@ -356,6 +359,19 @@ class Reassembler:
             self._changed_threads.add(key)
             if rkey is not None:
                 self._changed_requests.add(rkey)
+
+    def _same_step(self, host: str, daemon: str, old: int, new: int) -> bool:
+        """Whether a daemon's step back from `old` to `new` is the host's last counted step
+        seen in this daemon's log: the host's clock stepped once, every daemon's stamps go
+        back across the same stretch (docs/record-rules.md, "Clock steps")."""
+        last = self._host_steps.get(host)
+        allowance = self.allowance_ms
+        if (last is not None and daemon not in last[2] and new < last[0] - allowance
+                and old > last[1] + allowance):
+            last[2].append(daemon)
+            return True
+        self._host_steps[host] = (old, new, [daemon])
+        return False
 
     def _new_thread(self, key: tuple, daemon: str, ts: int) -> Thread:
         host, _, pid, tid = key
@@ -756,10 +772,6 @@ class Reassembler:
                 del procs[pid]
 
     # -- event time ----------------------------------------------------------------------
-    def stream_time(self, host: str, daemon: str) -> int | None:
-        """The current stamp of (host, daemon)'s lines (back with a clock step), or None."""
-        return self._stream_now.get((host, daemon))
-
     def watermark(self, host: str | None = None) -> int | None:
         latest = self.latest if host is None else self.clocks[host].latest
         return None if latest is None else latest - self.allowance_ms

@@ -48,7 +48,9 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
                    help="year of the first line (default: rsyslog prefix, rotated file name "
                         "log-YYYYMMDD, or the file's mtime)")
     p.add_argument("--host", metavar="NAME",
-                   help="head-node name for records (default: rsyslog prefix, else this machine)")
+                   help="head-node name for records (default: rsyslog prefix, else this machine); "
+                        "given, name-server clients link by this name and --head-alias only, "
+                        "else the head's client name is learned from the logs")
     add_reassembly_options(p, scope="")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
 

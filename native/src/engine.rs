@@ -605,6 +605,8 @@ impl Keys {
 
 struct State {
     set: Settings,
+    /// host -> its last counted clock step: (from, to, daemons whose logs showed it)
+    host_steps: FxMap<Sym, (i64, i64, Vec<Sym>)>,
     /// Boxed: process() takes a thread out of the map and puts it back on every line,
     /// and moving a pointer is cheaper than moving a thread (a tenth of all copying).
     threads: FxMap<TKey, Box<Thread>>,
@@ -830,6 +832,20 @@ impl State {
         self.process(cx, ev)
     }
 
+    /// reassembly.py's _same_step: a daemon's step back from `old` to `new` is the host's
+    /// last counted step seen in this daemon's log.
+    fn same_step(&mut self, host: Sym, daemon: Sym, old: i64, new: i64) -> bool {
+        let allowance = self.set.allowance_ms;
+        if let Some(last) = self.host_steps.get_mut(&host) {
+            if !last.2.contains(&daemon) && new < last.0 - allowance && old > last.1 + allowance {
+                last.2.push(daemon);
+                return true;
+            }
+        }
+        self.host_steps.insert(host, (old, new, vec![daemon]));
+        false
+    }
+
     fn process(&mut self, cx: &Cx, ev: &Ev) -> PyResult<()> {
         let (ts, host, daemon, pid, tid) = (ev.ts, ev.host, ev.daemon, ev.pid, ev.tid);
         let key: TKey = (host, daemon, pid, tid);
@@ -853,7 +869,9 @@ impl State {
                 }
                 Some(now) if ts > *now => *now = ts,
                 Some(now) if ts < *now - allowance => {
-                    self.stats[CLOCK_STEPS] += 1;
+                    if !self.same_step(host, daemon, *now, ts) {
+                        self.stats[CLOCK_STEPS] += 1;
+                    }
                     *now = ts;
                 }
                 Some(_) => {}
@@ -1814,6 +1832,7 @@ impl Core {
                 slow_queue_depth: 0,
                 changed: None,
                 seq: 0,
+                host_steps: FxMap::default(),
             }),
             clk: RefCell::new(Clocks::default()),
             names: RefCell::new(Names::new()),

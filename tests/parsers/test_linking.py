@@ -56,6 +56,15 @@ def link(dpm_lines, dpns_lines, host=HEAD, **kw):
     return requests_of(records), calls_of(records)
 
 
+def side_by_side(host=HEAD):
+    """A pipeline reading a head node's DPM and DPNS logs, fed by hand: (records, the
+    pipeline, the DPM source, the DPNS source)."""
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    return (records, pipeline, pipeline.source("dpm", host=host, tz="UTC", year=2011, profile=DPM),
+            pipeline.source("dpns", host=host, tz="UTC", year=2011, profile=NS))
+
+
 def test_the_path_of_a_surl_is_after_the_host_or_after_sfn():
     assert surl_path(f"srm://{HEAD}{F1}") == F1
     assert surl_path(f"srm://{HEAD}:8446/srm/managerv2?SFN={F1}") == F1
@@ -138,10 +147,7 @@ def test_no_warning_when_calls_link(caplog):
 def test_the_learned_head_survives_a_restore():
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
     dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
-    records: list[dict] = []
-    pipeline = Pipeline(records.append)
-    d = pipeline.source("dpm", host="replaying-machine", tz="UTC", year=2011, profile=DPM)
-    n = pipeline.source("dpns", host="replaying-machine", tz="UTC", year=2011, profile=NS)
+    records, pipeline, d, n = side_by_side(host="replaying-machine")
     for text, src in sorted([(t, d) for t in dpm] + [(t, n) for t in dpns], key=lambda p: p[0][:18]):
         src.feed(text)
     pipeline.finish()
@@ -180,10 +186,7 @@ def test_without_a_name_server_log_ns_fields_are_empty():
 def test_name_server_lines_arriving_after_the_request_ended_still_link():
     """The creat's lines come in after the request's last DPM line (within the delay)."""
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
-    records: list[dict] = []
-    pipeline = Pipeline(records.append)
-    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
-    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    records, pipeline, d, n = side_by_side()
     for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
         n.feed(text)
     for text in dpm:
@@ -199,10 +202,7 @@ def test_name_server_lines_arriving_after_the_request_ended_still_link():
 def test_a_request_record_waits_only_a_few_seconds_of_event_time():
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
     later = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
-    records: list[dict] = []
-    pipeline = Pipeline(records.append)
-    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
-    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    records, pipeline, d, n = side_by_side()
     for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
         n.feed(text)
     for text in dpm:
@@ -221,10 +221,7 @@ def test_a_name_server_log_running_on_past_the_dpm_logs_end_loses_no_link():
     while the DPM log's last lines are still to be read: the request's run and its
     calls are linked whatever the name server's log does after them."""
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
-    records: list[dict] = []
-    pipeline = Pipeline(records.append)
-    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
-    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    records, pipeline, d, n = side_by_side()
     for text in dpm[:3]:  # the put: the DPM log read up to 10:00:01.010
         d.feed(text)
     for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
@@ -240,18 +237,13 @@ def test_a_name_server_log_running_on_past_the_dpm_logs_end_loses_no_link():
 
 def test_a_log_quiet_for_over_a_minute_holds_nothing_back():
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
-    records: list[dict] = []
-    pipeline = Pipeline(records.append)
-    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
-    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    records, pipeline, d, n = side_by_side()
     for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
         n.feed(text)
     for text in dpm + call("08/12 10:01:05.000", 4, "ping", end="08/12 10:01:05.001"):
         d.feed(text)
     (req,) = requests_of(records)  # the name server silent since 10:00:01: not waited for
     assert req["ns_calls"] == 1
-
-
 
 
 def test_a_restored_cut_run_beside_a_run_of_the_same_path_completes_like_before_the_save():

@@ -159,6 +159,7 @@ def test_a_clock_stepped_back_at_a_sites_size_loses_no_line_as_a_repeat(tmp_path
                            str(tmp_path / "sim.dpns.log")], check=True, env=parser_env,
                           capture_output=True, text=True)
     assert "read twice 0," in done.stdout
+    assert "clock steps back 1," in done.stdout  # one step of the head node's clock, in both logs
     for kind in ("requests", "calls"):
         header, ours = rows(out / f"{kind}.csv")
         _, truth = rows(tmp_path / f"sim.{kind}.csv")
