@@ -208,7 +208,9 @@ class Linker:
         head = self._heads.get(host)
         if head is not None:
             return client == head
-        return learning and self.learn_head
+        # Learning holds calls only where runs may come: the host's DPM log is being read.
+        return (learning and self.learn_head and self.reassembler is not None
+                and self.reassembler.seen_daemon(host, DPM_DAEMON))
 
     @property
     def unlinked_clients(self) -> list[str]:

@@ -667,7 +667,7 @@ impl Cx<'_, '_> {
             Some(base)
         };
         let seen = move |host: Sym, daemon: Sym| clk.borrow().stream_now.contains_key(&(host, daemon));
-        let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, ns_daemon: self.ns_daemon };
+        let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, ns_daemon: self.ns_daemon, dpm_daemon: self.dpm_daemon };
         Some(f(linker, &ctx))
     }
 }

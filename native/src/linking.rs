@@ -100,6 +100,7 @@ pub struct Ctx<'a, 'py> {
     /// whether a line of (host, daemon) was ever read
     pub seen: &'a dyn Fn(Sym, Sym) -> bool,
     pub ns_daemon: Sym,
+    pub dpm_daemon: Sym,
 }
 
 pub fn surl_path(surl: &str) -> &str {
@@ -194,7 +195,8 @@ impl Linker {
         }
         match self.heads.get(&host) {
             Some(head) => client == head,
-            None => learning && self.learn_head,
+            // Learning holds calls only where runs may come: the host's DPM log is read.
+            None => learning && self.learn_head && (cx.seen)(host, cx.dpm_daemon),
         }
     }
 
