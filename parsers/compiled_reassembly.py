@@ -56,9 +56,10 @@ class CompiledLinker:
     records and processing runs reach it without Python. The same interface and state."""
 
     def __init__(self, emit, head_aliases=(), delay_ms: int = 3000, slack_ms: int = 5,
-                 expect_ns: bool = False):
+                 expect_ns: bool = False, learn_head: bool = True):
         self._emit = emit
         self._aliases = [a.lower() for a in head_aliases]
+        self._learn_head = learn_head and not self._aliases
         self._delay_ms, self._slack_ms = delay_ms, slack_ms
         self._expect_ns = expect_ns
         self._detecting = None
@@ -66,7 +67,8 @@ class CompiledLinker:
 
     def attach(self, reassembler: CompiledReassembler) -> None:
         self.reassembler = reassembler
-        reassembler.attach_linker(self._emit, self._aliases, self._delay_ms, self._slack_ms)
+        reassembler.attach_linker(self._emit, self._aliases, self._delay_ms, self._slack_ms,
+                                  self._learn_head)
         reassembler.link_expect_ns = self._expect_ns
         if self._detecting is not None:
             reassembler.link_detecting = self._detecting
@@ -99,6 +101,10 @@ class CompiledLinker:
     @property
     def held(self) -> int:
         return self.reassembler.link_held()
+
+    @property
+    def unlinked_clients(self) -> list[str]:
+        return self.reassembler.link_unlinked_clients()
 
     def advance(self) -> None:
         self.reassembler.link_advance()

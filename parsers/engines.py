@@ -67,9 +67,9 @@ def is_compiled(reassembler) -> bool:
     return _NATIVE is not None and isinstance(reassembler, _NATIVE)
 
 
-def new_linker(reassembler, emit, head_aliases=()):
+def new_linker(reassembler, emit, head_aliases=(), learn_head: bool = True):
     """The name-server linker for `reassembler`: a compiled reassembler has its own inside,
     fed without Python; any other takes the Python one."""
     if is_compiled(reassembler):
-        return CompiledLinker(emit, head_aliases)
-    return Linker(emit, head_aliases)
+        return CompiledLinker(emit, head_aliases, learn_head=learn_head)
+    return Linker(emit, head_aliases, learn_head=learn_head)

@@ -1,7 +1,7 @@
 """One raw line -> an Event, with the line's result: parsed, unmatched or malformed.
 
 - malformed: the envelope does not match (garbage, binary, a truncated line, a bad date,
-  a line longer than MAX_LINE_CHARS);
+  a line longer than MAX_LINE_BYTES);
 - unmatched: the envelope matches but no role pattern of the profile does;
 - parsed: a role matched; the Event carries the fields the reassembler needs;
 - routed: an rsyslog line whose program tag names another profile's daemon (a file that
@@ -21,8 +21,10 @@ _new_event = tuple.__new__  # Event(...) without the keyword-handling __new__
 PARSED, UNMATCHED_RESULT, MALFORMED = "parsed", "unmatched", "malformed"
 ROUTED, FOREIGN = "routed", "foreign"
 # Real lines are well under 4 KiB (a DN, a SURL); a longer one is garbage, and matching
-# patterns with `.*` against megabytes would only burn time.
-MAX_LINE_CHARS = 65536
+# patterns with `.*` against megabytes would only burn time. The one bound of a line,
+# public: readers may stop reading a line past it (it is malformed whatever follows).
+MAX_LINE_BYTES = 65536
+TOO_LONG = f"line longer than {MAX_LINE_BYTES} bytes"
 # A pid, thread, file count or return code has a few digits; one of more than 18 would not
 # fit the compiled engine's 64-bit integers, and is garbage in any case.
 MAX_DIGITS = 18
@@ -48,7 +50,7 @@ class LineParser:
         self._rsyslog = profile.rsyslog
         self._seconds: dict[tuple, int] = {}  # (MM, DD, hh, mm, ss) text -> epoch ms
         # The compiled twin of parse() for the common line (parsers/fastpath.py), or None.
-        fast = fastpath.compiled_parser(profile.native, host, self.daemon, MAX_LINE_CHARS)
+        fast = fastpath.compiled_parser(profile.native, host, self.daemon, MAX_LINE_BYTES)
         self._compiled = fast
         self._fast = None if fast is None else fast.parse  # bound once: called per line
 
@@ -79,8 +81,9 @@ class LineParser:
 
     def parse_python(self, line: str) -> Event | None:
         """parse() without the compiled path: the reference for every line."""
-        if len(line) > MAX_LINE_CHARS:
-            return self._malformed(f"line longer than {MAX_LINE_CHARS} characters")
+        if len(line) > MAX_LINE_BYTES or (len(line) > MAX_LINE_BYTES // 4
+                                          and len(line.encode("utf-8", "replace")) > MAX_LINE_BYTES):
+            return self._malformed(TOO_LONG)
         if "\x00" in line:
             return self._malformed("binary data (NUL byte)")
         form = self._native
@@ -188,3 +191,15 @@ def second_key(month: str, day: str, hour: str, minute: str, second: str) -> int
     """One int per local second stamp of two-digit fields (the compiled parser computes
     the same, and takes only two-digit fields, so text and key map one to one)."""
     return (((int(month) * 100 + int(day)) * 100 + int(hour)) * 100 + int(minute)) * 100 + int(second)
+
+
+def bounded(line: str | bytes) -> str | bytes:
+    """`line`, or for a line longer than MAX_LINE_BYTES a stand-in of MAX_LINE_BYTES + 1
+    characters that every step judges the same (malformed, TOO_LONG) without going
+    through, decoding or copying the whole of it."""
+    if len(line) <= MAX_LINE_BYTES:
+        return line
+    head = line[:MAX_LINE_BYTES + 1]
+    if isinstance(head, bytes):
+        head = head.decode("utf-8", "replace")
+    return head.ljust(MAX_LINE_BYTES + 1, "\ufffd")  # a cut multi-byte tail stays too long

@@ -2,7 +2,11 @@
 "Linking name-server calls").
 
 A name-server call is linked to a request when
-  (a) its client (NS092 `from <host>`) is the head node: the record's host, or an alias;
+  (a) its client (NS092 `from <host>`) is the head node: the record's host, or an alias,
+      or (`learn_head`, the default when the head node was not named) the client of the
+      host's first call that linked: the head node's name as the name server sees it,
+      learned from the logs (a replay's host may be this machine's name, the DPM log
+      carrying none; the name server may see the head by its short name or address);
   (b) its path (NS098) is one of the request's files (the path of a SURL of its DP098
       `put|get <i> <surl>` lines);
   (c) it lies inside a processing run of the request that returned: NS092 no earlier than
@@ -33,6 +37,12 @@ from dataclasses import dataclass, fields as dc_fields
 from typing import Callable
 
 NS_DAEMON = "dpns"  # the daemon name of the name-server profile (DPNS, LFC)
+DPM_DAEMON = "dpm"  # the daemon name of the DPM profile: its slow threads make the runs
+# A host's DPM or name-server log further behind its latest line than this has stopped
+# (or is quiet), not lagging: it no longer holds the linker's records back.
+MAX_LAG_MS = 60_000
+# How many distinct name-server clients a linker remembers for its "none linked" warning.
+MAX_CLIENTS_SEEN = 16
 
 
 def surl_path(surl: str) -> str:
@@ -88,10 +98,16 @@ class LinkStats:
 
 class Linker:
     def __init__(self, emit: Callable[[dict], None], head_aliases=(), delay_ms: int = 3000,
-                 slack_ms: int = 5, expect_ns: bool = False):
+                 slack_ms: int = 5, expect_ns: bool = False, learn_head: bool = True):
         self.emit = emit
         self.expect_ns = expect_ns
         self.aliases = frozenset(a.lower() for a in head_aliases)
+        # Whether a host's head client is learned from its first linked call (off when the
+        # head node is named: --host or --head-alias).
+        self.learn_head = learn_head and not self.aliases
+        self._heads: dict[str, str] = {}  # host -> its learned head client (lower case)
+        self._clients: dict[str, None] = {}  # name-server clients seen, the first few
+        self._ran = False  # whether a processing run was heard of
         self.delay_ms = delay_ms
         self.slack_ms = slack_ms
         self.reassembler = None
@@ -130,6 +146,7 @@ class Linker:
     def run_started(self, host: str, token: str, start: int, surls) -> None:
         paths = frozenset(surl_path(s) for s in surls)
         run = Run(host, token, start, paths)
+        self._ran = True
         self._runs_by_token.setdefault((host, token), []).append(run)
         lo = start - self.slack_ms
         for path in paths:
@@ -179,7 +196,30 @@ class Linker:
         if record["daemon"] != NS_DAEMON or not record.get("path") or record["ended"] is None:
             return False
         client = (record["client"] or "").lower()
-        return client == record["host"].lower() or client in self.aliases
+        if len(self._clients) < MAX_CLIENTS_SEEN:
+            self._clients[client] = None
+        return self._head_client(record["host"], client, learning=True)
+
+    def _head_client(self, host: str, client: str, learning: bool) -> bool:
+        """Whether `client` is the head node `host` as the name server sees it; with
+        `learning`, also any client while the host's head client is still to be learned."""
+        if client == host.lower() or client in self.aliases:
+            return True
+        head = self._heads.get(host)
+        if head is not None:
+            return client == head
+        # Learning holds calls only where runs may come: the host's DPM log is being read.
+        return (learning and self.learn_head and self.reassembler is not None
+                and self.reassembler.seen_daemon(host, DPM_DAEMON))
+
+    @property
+    def unlinked_clients(self) -> list[str]:
+        """When processing runs and name-server calls naming a path were both read and no
+        call linked: the clients of those calls (the first MAX_CLIENTS_SEEN), to say which
+        names were there; else []."""
+        if self.stats.ns_calls_linked or not self._ran:
+            return []
+        return sorted(self._clients)
 
     def _hold_call(self, record: dict) -> None:
         host, path = record["host"], record["path"]
@@ -203,6 +243,12 @@ class Linker:
             if run.end is not None and not run.cut and record["ended"] <= run.end + slack:
                 inside.append(run)
         if len(inside) == 1:
+            host, client = record["host"], (record["client"] or "").lower()
+            if self.learn_head and host not in self._heads:
+                self._heads[host] = client  # the first call that links names the head
+            elif not self._head_client(host, client, learning=False):
+                inside = []  # another client (a disk node): inside the run by chance
+        if len(inside) == 1:
             run = inside[0]
             run.calls += 1
             run.ms += record["ended"] - record["started"]
@@ -222,10 +268,10 @@ class Linker:
         if final:
             horizon = None
         else:
-            wm = self.reassembler.watermark(host) if self.reassembler else None
-            if wm is None:
+            base = self._horizon_base(host)
+            if base is None:
                 return
-            horizon = wm - self.delay_ms
+            horizon = base - self.delay_ms
         calls = self._calls.get(host)
         waiting = []  # due, but inside a run still open: the calls after them go on
         while calls:
@@ -253,6 +299,25 @@ class Linker:
                     break
             requests.popleft()
             self._complete(record, runs)
+
+    def _horizon_base(self, host: str) -> int | None:
+        """The event time up to which `host`'s runs and calls are all read: its watermark,
+        held back by its DPM or name-server log when that one lags (read side by side,
+        one log may run seconds ahead, and its lines must not decide a call or request
+        whose runs or calls the other has yet to give), unless it lags by more than
+        MAX_LAG_MS (a log that stopped or is quiet)."""
+        reassembler = self.reassembler
+        wm = reassembler.watermark(host) if reassembler else None
+        if wm is None:
+            return None
+        base = wm
+        for daemon in (DPM_DAEMON, NS_DAEMON):
+            now = reassembler.stream_time(host, daemon)
+            if now is not None:
+                lag = now - reassembler.allowance_ms
+                if wm - lag <= MAX_LAG_MS:
+                    base = min(base, lag)
+        return base
 
     def _complete(self, record: dict, runs) -> None:
         host = record["host"]
@@ -287,15 +352,16 @@ class Linker:
         requests = [record for queue in self._requests.values() for record in queue]
         for host in self.reassembler.hosts() if self.reassembler else ():
             self._ns_read(host)
-        if not (run_rows or calls or requests or self._ns_hosts):
+        if not (run_rows or calls or requests or self._ns_hosts or self._heads):
             return None
         return {"runs": run_rows, "calls": calls, "requests": requests,
-                "ns_hosts": sorted(self._ns_hosts)}
+                "ns_hosts": sorted(self._ns_hosts), "heads": dict(sorted(self._heads.items()))}
 
     def restore(self, state: dict | None) -> None:
         if not state:
             return
         self._ns_hosts.update(state.get("ns_hosts", ()))
+        self._heads.update(state.get("heads", {}))
         runs = []
         for host, token, start, end, cut, paths, calls, ms in state["runs"]:
             run = Run(host, token, start, frozenset(paths))

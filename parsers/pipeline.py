@@ -25,7 +25,9 @@ from typing import Callable, Iterable
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
-from dpmstream.parsers.lines import FOREIGN, MALFORMED, ROUTED, UNMATCHED_RESULT, LineParser
+from dpmstream.parsers.lines import (
+    FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
+)
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
 )
@@ -138,9 +140,11 @@ class Pipeline:
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
                  max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
                  expect_ns: bool = False, engine: str | None = None,
-                 duplicate_memory: int = 1 << 17):
+                 duplicate_memory: int = 1 << 17, learn_head: bool = True):
         """duplicate_memory: how many of the latest distinct lines a line read twice is
-        recognised among (overlapping archives)."""
+        recognised among (overlapping archives). learn_head: whether the head node's name
+        as name-server clients see it is learned from the logs (docs/record-rules.md,
+        "Linking"): off when the head node was named (--host, --head-alias)."""
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
         if not 1 <= duplicate_memory <= MAX_DUPLICATE_MEMORY:
@@ -153,7 +157,7 @@ class Pipeline:
             max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000),
             duplicate_memory=duplicate_memory)
         # Between the reassembler and on_record: name-server calls -> their request.
-        self.linker = engines.new_linker(self.reassembler, on_record, head_aliases)
+        self.linker = engines.new_linker(self.reassembler, on_record, head_aliases, learn_head)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
         self.linker.detecting = None  # until a source detects its profile (_register)
@@ -262,6 +266,16 @@ class Pipeline:
                             src.name, src.n_unrecognised)
         self.reassembler.finish()
         self.linker.finish()
+        self._warn_if_nothing_linked()
+
+    def _warn_if_nothing_linked(self) -> None:
+        """Requests and name-server calls naming paths were both read, yet no call linked:
+        most likely the head node is not the name the name server saw (one line, once)."""
+        clients = self.linker.unlinked_clients
+        if clients:
+            log.warning("no name-server call was linked to a request; name-server clients "
+                        "seen: %s (name the head node as they call it with --head-alias)",
+                        ", ".join(clients))
 
 
 @dataclass
@@ -387,6 +401,7 @@ class Source:
 
     # -- input ---------------------------------------------------------------------------
     def feed(self, line: str | bytes, received_ms: int | None = None) -> None:
+        line = bounded(line)  # a huge line is malformed: no decoding or copying all of it
         if isinstance(line, bytes):
             try:
                 line = line.decode()
@@ -448,7 +463,8 @@ class Source:
             if why == engines.LIMIT:
                 return i
             if why == engines.SLOW:  # a line the compiled parser leaves to Python
-                self.feed(lines[i])
+                head = getattr(lines, "head", None)  # a LineBlock: no copy of a huge line
+                self.feed(lines[i] if head is None else head(i, MAX_LINE_BYTES + 1))
                 i += 1
                 if limit is not None and self.position > limit:
                     return i
@@ -460,7 +476,7 @@ class Source:
         feed_event, pipeline, host = self._reassembler.feed, self.pipeline, self.host
         n = len(lines)
         while i < n:
-            line = lines[i]
+            line = bounded(lines[i])
             i += 1
             try:
                 text = (line.decode() if isinstance(line, bytes) else line).rstrip("\r\n")

@@ -85,8 +85,13 @@ class Call:
         self.path = path  # the path a name-server call names (its NS098 line)
 
 
+# At most this many lines of one thread stamped the same millisecond are remembered to
+# tell a repeat from a genuine line of that millisecond (docs/record-rules.md, 7).
+MAX_SAME_STAMP = 64
+
+
 class Thread:
-    __slots__ = ("daemon", "accept", "call", "sess", "trans", "latest")
+    __slots__ = ("daemon", "accept", "call", "sess", "trans", "latest", "at_latest")
 
     def __init__(self, daemon, accept=None, call=None, sess=False, trans=False, latest=0):
         self.daemon = daemon
@@ -95,6 +100,24 @@ class Thread:
         self.sess = sess
         self.trans = trans
         self.latest = latest
+        # The digests of the lines read on the thread at `latest` (an int for one, a tuple
+        # for several): a line of that stamp is a repeat only if it is one of them.
+        self.at_latest = None
+
+    def read_at_latest(self, digest: int) -> bool:
+        same = self.at_latest
+        return digest == same if type(same) is int else same is not None and digest in same
+
+    def moved_to(self, ts: int, digest: int) -> None:
+        """A line `digest` stamped `ts` was read on the thread."""
+        same = self.at_latest
+        if ts != self.latest or same is None:
+            self.at_latest = digest
+        elif type(same) is int:
+            self.at_latest = (same, digest)
+        elif len(same) < MAX_SAME_STAMP:
+            self.at_latest = same + (digest,)
+        self.latest = ts
 
 
 class Process:
@@ -214,6 +237,8 @@ class Reassembler:
         self.processes: dict[tuple, dict[int, Process]] = {}  # (host, daemon) -> pid -> Process
         self.clocks: dict[str, HostClock] = {}
         self._stream_now: dict[tuple, int] = {}  # (host, daemon) -> its current stamp
+        # host -> its last counted clock step: (from, to, daemons whose logs showed it)
+        self._host_steps: dict[str, tuple[int, int, list]] = {}
         # Recent events (their hashes), to recognise input read twice.
         self._seen: set[int] = set()
         self._seen_order: deque[int] = deque()
@@ -299,7 +324,11 @@ class Reassembler:
         if digest in seen:
             # The same line again, not moving its thread on: input read twice. (With
             # whole-second stamps, same-second repeats may be genuine: only earlier ones.)
-            if th is not None and (ts < th.latest or (ts == th.latest and ts % 1000)):
+            # A line of the thread's latest stamp is a repeat only if that stamp already
+            # gave it: a thread may log the same line twice in one millisecond (a call
+            # taking no time), and after a clock step back, a stamp seen before.
+            if th is not None and (ts < th.latest or (ts == th.latest and ts % 1000
+                                                      and th.read_at_latest(digest))):
                 self.stats.duplicate_lines += 1
                 return
         else:  # remembered among the last `duplicate_memory` lines
@@ -313,13 +342,14 @@ class Reassembler:
         if now is None or ts > now:
             self._stream_now[stream] = ts
         elif ts < now - self.allowance_ms:  # the daemon's clock went back
-            self.stats.clock_steps += 1
+            if not self._same_step(host, daemon, now, ts):
+                self.stats.clock_steps += 1
             self._stream_now[stream] = ts
         if th is None:
             th = self._new_thread(key, daemon, ts)
         else:
             self._thread_order[host].move_to_end(key)
-        th.latest = ts
+        th.moved_to(ts, digest)
         proc = self.processes[stream][pid]
         proc.lines += 1
         if ts > proc.last:
@@ -329,6 +359,19 @@ class Reassembler:
             self._changed_threads.add(key)
             if rkey is not None:
                 self._changed_requests.add(rkey)
+
+    def _same_step(self, host: str, daemon: str, old: int, new: int) -> bool:
+        """Whether a daemon's step back from `old` to `new` is the host's last counted step
+        seen in this daemon's log: the host's clock stepped once, every daemon's stamps go
+        back across the same stretch (docs/record-rules.md, "Clock steps")."""
+        last = self._host_steps.get(host)
+        allowance = self.allowance_ms
+        if (last is not None and daemon not in last[2] and new < last[0] - allowance
+                and old > last[1] + allowance):
+            last[2].append(daemon)
+            return True
+        self._host_steps[host] = (old, new, [daemon])
+        return False
 
     def _new_thread(self, key: tuple, daemon: str, ts: int) -> Thread:
         host, _, pid, tid = key
@@ -908,7 +951,8 @@ def request_state(req: Request | None) -> dict | None:
 def thread_state(th: Thread | None) -> dict | None:
     if th is None:
         return None
-    state = {s: getattr(th, s) for s in Thread.__slots__ if s != "call"}
+    # at_latest belongs to the duplicate memory, which a state does not carry either.
+    state = {s: getattr(th, s) for s in Thread.__slots__ if s not in ("call", "at_latest")}
     call = th.call
     state["call"] = None if call is None else {s: getattr(call, s) for s in Call.__slots__}
     return state

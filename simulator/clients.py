@@ -12,9 +12,18 @@ showed runs one cycle of its kind, at its instant, on its client.
 
 from __future__ import annotations
 
+from dpmstream.simulator.identities import Client, Namespace
 from dpmstream.simulator.model import ACTIVE, PLAIN_OPS, QUEUED, SUCCESS, Conn
 
 MAX_ATTEMPTS = 20         # per call: a client gives up the cycle after that many
+# Other name-server clients (SimConfig.ns_other_clients): an SRM front end on its own
+# machine, and the disk nodes, which call with their host certificates.
+SRM_HOST = "dpmsrm01.cern.ch"
+DISK_NODE = Client(-1, "disk.cern.ch", "", "/DC=ch/DC=cern/OU=computers/CN=disk.cern.ch", "0,0")
+
+
+def _ignore(*_args) -> None:
+    """The answer to a call nobody in the model waits for."""
 
 
 class Budget:
@@ -66,6 +75,10 @@ class Stream:
 
     def send(self, kind: str, req=None, attempt: int = 1) -> None:
         sim = self.sim
+        if kind in ("put", "get") and attempt == 1 and sim.cfg.ns_other_clients:
+            # The SRM front end, on its own machine, checks the client's directory first.
+            sim.dpns.call("statg", self.client, f"{Namespace.BASE}/{self.client.short}", "-",
+                          _ignore, caller=SRM_HOST)
         sim.eng.after(sim.svc.net.draw(sim.rng), sim.dpm.connect, Conn(self, kind, req, attempt))
 
     def _later(self, delay: int, kind: str, req=None) -> None:
@@ -93,8 +106,11 @@ class Stream:
                     self._next()
                     return
                 closing = "putdone" if req.op == "put" else "relfiles"
-                pause = svc.transfer if req.op == "put" else svc.get_transfer
-                self._later(pause.draw(rng), closing, req)
+                pause = (svc.transfer if req.op == "put" else svc.get_transfer).draw(rng)
+                if self.sim.cfg.ns_other_clients:  # the disk node looks the file up at the end
+                    disk = self.sim.namespace.disk().split(":")[0]
+                    self.sim.eng.after(max(pause - 1, 0), self._disk_node_call, disk, req)
+                self._later(pause, closing, req)
             elif result in (QUEUED, ACTIVE):
                 if self.abort:
                     self.send("abortreq", req)
@@ -106,6 +122,9 @@ class Stream:
                 self._next()
         else:                                     # putdone, relfiles, abortreq
             self._next()
+
+    def _disk_node_call(self, disk: str, req) -> None:
+        self.sim.dpns.call("statg", DISK_NODE, req.paths[0], req.guids[0], _ignore, caller=disk)
 
     def on_fail(self, conn: Conn, restart: bool) -> None:
         """Connection refused, authentication failed, or the daemon died mid-call."""

@@ -79,6 +79,10 @@ class SimConfig:
     # `whatif` calibrates them; each may hold its lock for its own time, service.dpns_creat_dirs).
     dir_shares: tuple[float, ...] | None = None
     dpns_gap: tuple[float, float] | None = None  # seconds after start: DPNS lines of [a, b) lost
+    # Name-server clients (issue 27): the head node as the DPNS names it (None: `host`), and
+    # whether disk nodes (at each transfer's end) and an SRM (before each put/get) call it too.
+    ns_head_client: str | None = None
+    ns_other_clients: bool = False
 
     DEFAULT_REQUESTS = 3000
 
@@ -132,6 +136,9 @@ class SimConfig:
             (0 < self.pid < 2**22 and 0 < self.dpns_pid < 2**22, "pids must be positive"),
             (self.pid != self.dpns_pid, "the DPM and DPNS pids must differ"),
             (bool(self.host) and " " not in self.host, "host must be a non-empty name"),
+            (self.ns_head_client is None or (bool(self.ns_head_client)
+                                             and " " not in self.ns_head_client),
+             "ns-head-client must be a non-empty name"),
             (self.stray_lines >= 0, "stray-lines must be >= 0"),
             (0 < self.stray_pid < 2**22, "pids must be positive"),
             (self.stray_lines == 0 or self.stray_pid not in (self.pid, self.dpns_pid),

@@ -36,23 +36,23 @@ class NameServer:
         self.max_lock_waiters = 0
 
     def call(self, op: str, client: Client, path: str, guid: str, callback, *args,
-             run=None) -> None:
+             run=None, caller: str | None = None) -> None:
         """Ask for `op` ("creat" or "statg") on `path` for `client`; `callback(*args)`
         runs when the answer is back at the caller. `run`: the processing run (RunTruth)
-        that asks, if any."""
-        job = (op, client, path, guid, callback, args, run)
+        that asks, if any; `caller`: the host calling (NS092 `from`), the head by default."""
+        job = (op, client, path, guid, callback, args, run, caller or self.head)
         if self._free:
             self._start(heapq.heappop(self._free), job)
         else:
             self._waiting.append(job)
 
     def _start(self, tid: int, job) -> None:
-        op, client, path, guid, _, _, run = job
+        op, client, path, guid, _, _, run, caller = job
         now, func = self.eng.now, f"Cns_srv_{op}"
         self.calls += 1
         opened = self.log.emit(now, self.pid, tid, func,
-                               f"NS092 - {op} request by {client.dn} ({client.ids}) from {self.head}")
-        call = self.truth.new_call("dpns", self.pid, tid, op, self.head, None, opened)
+                               f"NS092 - {op} request by {client.dn} ({client.ids}) from {caller}")
+        call = self.truth.new_call("dpns", self.pid, tid, op, caller, None, opened)
         call.path, call.run, call.open_kept = path, run, self.log.kept(opened)
         if op == "creat":
             self.log.emit(now, self.pid, tid, func, f"NS098 - creat {path} {guid} 664 22")
@@ -80,7 +80,7 @@ class NameServer:
         self._finish(tid, job, call, directory)
 
     def _finish(self, tid: int, job, call, directory: str | None) -> None:
-        op, _, _, _, callback, args, _ = job
+        op, _, _, _, callback, args, _, _ = job
         printed = self.log.emit(self.eng.now, self.pid, tid, f"Cns_srv_{op}", "returns 0")
         call.returned(printed, 0)
         call.ret_kept = self.log.kept(printed)

@@ -94,11 +94,12 @@ class _Sim:
         writers = (self.log, self.dpns_log) + ((self.syslog,) if self.syslog else ())
         self.eng = Engine(self.start, writers)
         self.truth = Truth(cfg.host)
+        self.truth.now = lambda: self.eng.now
         self.clients = make_clients(cfg.clients)
         self.namespace = Namespace(cfg.host, cfg.same_dir, self.rng, cfg.dirs, cfg.dir_shares)
         holds = dict(zip(self.namespace.weighted, self.svc.dpns_creat_dirs))
         self.dpns = NameServer(self.eng, self.rng, self.svc, self.dpns_log, self.truth,
-                               cfg.dpns_pid, cfg.dpns_threads, cfg.host, holds)
+                               cfg.dpns_pid, cfg.dpns_threads, cfg.ns_head_client or cfg.host, holds)
         self.dpm = Dpm(self.eng, self.rng, cfg, self.log, self.dpns, self.truth, self.namespace)
         self.budget = Budget(cfg.request_budget(), cfg.lines, self.log)
         self.strays = self.future = None

@@ -60,6 +60,10 @@ SCENARIOS: dict[str, tuple[str, dict]] = {
                    {"get_fraction": 0.8}),
     "dpns-gap": ("the DPNS log lacks the lines of 4 s to 9 s: fewer linked calls then",
                  {"dpns_gap": (4.0, 9.0), "get_fraction": 0.3}),
+    "ns-clients": ("the name server sees the head node by its short name (dpmhead01), and "
+                   "disk nodes and an SRM front end call it too (issue 27)",
+                   {"ns_head_client": "dpmhead01", "ns_other_clients": True,
+                    "get_fraction": 0.3}),
 }
 
 

@@ -6,7 +6,8 @@ the second with whole-second stamps), so durations are differences of what a rea
 the log sees, never below 0 (a clock stepped back, or a slow thread logging before the
 put's `returns`). Rule numbers refer to "Where the request ends" in the rules.
 
-Name-server linking ("Linking name-server calls" in the rules): the model knows which
+Name-server linking ("Linking name-server calls" in the rules; the head node's client
+learned as a reader not told its name learns it): the model knows which
 processing run asked for each name-server call. A call counts for that run's request
 when the run returned while the request was open, the call's record as a reader sees it
 (its NS092 and `returns` lines, a gap in the DPNS log may take either) lies inside the
@@ -112,11 +113,12 @@ class RunTruth:
     """A processing run: its first line, its `returns` if it counted (returned while the
     request was open), and the paths of its files."""
 
-    __slots__ = ("request", "start", "end", "paths")
+    __slots__ = ("request", "start", "end", "paths", "true_start")
 
     def __init__(self, request, start, paths):
         self.request, self.start, self.paths = request, start, frozenset(paths)
         self.end = None
+        self.true_start = None            # the true instant of its first line (Truth.now)
 
     def holds(self, started: int, ended: int, slack: int) -> bool:
         return (self.end is not None and started >= self.start - slack
@@ -127,7 +129,7 @@ class CallTruth:
     """A synchronous call that is not a step of a request."""
 
     __slots__ = ("daemon", "pid", "thread", "op", "client", "accepted", "started", "ended", "rc",
-                 "path", "run", "open_kept", "ret_kept", "seen", "token")
+                 "path", "run", "open_kept", "ret_kept", "seen", "token", "true_start")
 
     def __init__(self, daemon, pid, thread, op, client, accepted, started):
         self.daemon, self.pid, self.thread, self.op = daemon, pid, thread, op
@@ -139,6 +141,7 @@ class CallTruth:
         self.open_kept = self.ret_kept = True  # its NS092 / returns lines are in the log
         self.seen = None                  # (started, ended, rc) as a reader sees them
         self.token = None                 # the request it is linked to
+        self.true_start = None            # the true instant of its open line (Truth.now)
 
     def returned(self, printed: int, rc: int) -> None:
         self.ended, self.rc = printed, rc
@@ -162,6 +165,10 @@ TIMEOUT_MS = 3_600_000
 ALLOWANCE_MS = 2_000
 # How far outside a processing run a linked name-server call may lie (parsers/linking.py).
 LINK_SLACK_MS = 5
+# A run of another request makes a call ambiguous only if the linker still holds it when
+# the call is read: within seconds of true time (after a clock step back, a run of before
+# the step whose printed window the call falls into is long emitted). Runs last < 10 s.
+HELD_RUN_MS = 10_000
 
 
 class Truth:
@@ -172,9 +179,11 @@ class Truth:
         self._runs: list[RunTruth] = []
         self.ns_read = True               # the DPNS log has lines: ns_calls/ns_s not empty
         self._linked = False
+        self.now = lambda: None           # the model's true instant (set by the run)
 
     def new_run(self, *args) -> RunTruth:
         run = RunTruth(*args)
+        run.true_start = self.now()
         self._runs.append(run)
         return run
     def new_request(self, *args) -> RequestTruth:
@@ -184,6 +193,7 @@ class Truth:
 
     def new_call(self, *args) -> CallTruth:
         call = CallTruth(*args)
+        call.true_start = self.now()
         self._calls.append(call)
         return call
 
@@ -217,17 +227,34 @@ class Truth:
             if run.end is not None:
                 for path in run.paths:
                     by_path.setdefault(path, []).append(run)
+        fits = []  # (call, the one run it lies inside), from any client
         for call in self._calls:
-            run = call.run
-            if run is None or run.end is None or call.seen is None or call.seen[1] is None:
+            if call.daemon != "dpns" or call.seen is None or call.seen[1] is None:
                 continue
             started, ended, _ = call.seen
-            if not run.holds(started, ended, LINK_SLACK_MS):
+            run = call.run
+            if run is None:  # another client's call (a disk node): inside a run by chance?
+                inside = [r for r in by_path.get(call.path, ())
+                          if r.holds(started, ended, LINK_SLACK_MS) and held_together(r, call)]
+                if len({id(r.request) for r in inside}) == 1:
+                    fits.append((call, inside[0]))
+                continue
+            if run.end is None or not run.holds(started, ended, LINK_SLACK_MS):
                 continue
             others = [r for r in by_path.get(call.path, ()) if r is not run
-                      and r.request is not run.request and r.holds(started, ended, LINK_SLACK_MS)]
+                      and r.request is not run.request and r.holds(started, ended, LINK_SLACK_MS)
+                      and held_together(r, call)]
             if others:
                 continue  # ambiguous: stays unlinked
+            fits.append((call, run))
+        # The head node as the name server names it: the reader's host, else the client of
+        # the first call that links (the reader is not told the head's name: it learns it).
+        first = min(fits, key=lambda f: (f[0].seen[1], f[0].seen[0]), default=None)
+        heads = {self.host.lower()} | ({first[0].client.lower()} if first else set())
+        for call, run in fits:
+            if call.client.lower() not in heads:
+                continue
+            started, ended, _ = call.seen
             call.token = run.request.token
             run.request.ns_calls += 1
             run.request.ns_ms += ended - started
@@ -250,6 +277,13 @@ class Truth:
                 if call.ended is not None and call.ret_kept and open_call is not None:
                     open_call.seen = (open_call.started, call.ended, call.rc)
                     open_call = None
+
+
+def held_together(run: RunTruth, call: CallTruth) -> bool:
+    """Whether the linker still holds `run` when `call` is read (HELD_RUN_MS)."""
+    if run.true_start is None or call.true_start is None:
+        return True
+    return abs(call.true_start - run.true_start) <= HELD_RUN_MS
 
 
 def write_csv(path, columns, rows) -> None:

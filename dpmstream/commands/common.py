@@ -105,7 +105,9 @@ def pipeline_options(args) -> dict:
     """The reassembly settings of add_log_options, as Pipeline keyword arguments."""
     return {"timeout_s": args.timeout, "max_in_flight": args.max_in_flight,
             "max_threads": args.max_threads, "grace_s": args.grace,
-            "head_aliases": tuple(args.head_alias or ())}
+            "head_aliases": tuple(args.head_alias or ()),
+            # A head node named by the user is not learned from the logs (record-rules.md).
+            "learn_head": not (args.host or args.head_alias)}
 
 
 def add_profile_options(p, *, profile_help: str | None = None) -> None:
@@ -127,7 +129,9 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
                         "else a rotated file's name log-YYYYMMDD (dating its last line), "
                         "else the file's mtime (likewise); stdin has neither: give --year")
     p.add_argument("--host", metavar="NAME",
-                   help="head-node name for records (default: rsyslog prefix, else this machine)")
+                   help="head-node name for records (default: rsyslog prefix, else this machine); "
+                        "given, name-server clients link by this name and --head-alias only, "
+                        "else the head's client name is learned from the logs")
     add_reassembly_options(p, scope="")
     add_verbose_option(p)
 

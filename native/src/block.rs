@@ -89,6 +89,16 @@ impl LineBlock {
         Ok((blocks, end))
     }
 
+    /// Line i's first `n` bytes at most: what a reader needs of a line it will refuse
+    /// as too long, without copying all of it.
+    fn head<'py>(&self, py: Python<'py>, i: usize, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        if i >= self.len() {
+            return Err(PyIndexError::new_err("line index out of range"));
+        }
+        let line = self.line(self.data(py), i);
+        Ok(PyBytes::new(py, &line[..line.len().min(n)]))
+    }
+
     fn __len__(&self) -> usize {
         self.len()
     }

@@ -112,6 +112,10 @@ const KNOWN: [&str; 15] = [
 const FINISHED_GROUP: usize = 1024;
 /// The daemon name of the name-server profile (parsers/linking.py NS_DAEMON).
 const NS_DAEMON: &str = "dpns";
+/// The daemon name of the DPM profile, whose slow threads make the processing runs.
+const DPM_DAEMON: &str = "dpm";
+/// linking.py's MAX_LAG_MS: a log further behind than this has stopped, not lagging.
+const MAX_LAG_MS: i64 = 60_000;
 const MAX_HELD: usize = 8;
 const VOTES_AGAINST: u32 = 2;
 const RESTART_LOG: usize = 10_000;
@@ -450,8 +454,25 @@ struct Thread {
     sess: bool,
     trans: bool,
     latest: i64,
+    at_latest: Vec<u64>, // digests of its lines stamped `latest` (reassembly.py's Thread)
     order: u32, // its handle in its host's activity order (NIL: not in one)
     born: u64,  // when it was created: Python's dict order
+}
+
+/// reassembly.py's MAX_SAME_STAMP: lines of one thread and millisecond remembered.
+const MAX_SAME_STAMP: usize = 64;
+
+impl Thread {
+    /// A line `digest` stamped `ts` was read on the thread.
+    fn moved_to(&mut self, ts: i64, digest: u64) {
+        if ts != self.latest || self.at_latest.is_empty() {
+            self.at_latest.clear();
+            self.at_latest.push(digest);
+        } else if self.at_latest.len() < MAX_SAME_STAMP {
+            self.at_latest.push(digest);
+        }
+        self.latest = ts;
+    }
 }
 
 struct Process {
@@ -584,6 +605,8 @@ impl Keys {
 
 struct State {
     set: Settings,
+    /// host -> its last counted clock step: (from, to, daemons whose logs showed it)
+    host_steps: FxMap<Sym, (i64, i64, Vec<Sym>)>,
     /// Boxed: process() takes a thread out of the map and puts it back on every line,
     /// and moving a pointer is cheaper than moving a thread (a tenth of all copying).
     threads: FxMap<TKey, Box<Thread>>,
@@ -616,6 +639,7 @@ struct Cx<'a, 'py> {
     lk: &'a RefCell<Option<Linker>>,
     allowance_ms: i64,
     ns_daemon: Sym,
+    dpm_daemon: Sym,
 }
 
 impl Cx<'_, '_> {
@@ -625,9 +649,25 @@ impl Cx<'_, '_> {
         let linker = lk.as_mut()?;
         let clk = self.clk;
         let allowance = self.allowance_ms;
-        let watermark = move |host: Sym| clk.borrow().hosts.get(&host).map(|c| c.latest - allowance);
+        let linked = [self.dpm_daemon, self.ns_daemon];
+        // linking.py's Linker._horizon_base: the host's watermark, held back by a log of
+        // the host (DPM or name server) that lags, unless it lags by more than MAX_LAG_MS.
+        let watermark = move |host: Sym| {
+            let clk = clk.borrow();
+            let wm = clk.hosts.get(&host)?.latest - allowance;
+            let mut base = wm;
+            for daemon in linked {
+                if let Some(now) = clk.stream_now.get(&(host, daemon)) {
+                    let lag = now - allowance;
+                    if wm - lag <= MAX_LAG_MS {
+                        base = base.min(lag);
+                    }
+                }
+            }
+            Some(base)
+        };
         let seen = move |host: Sym, daemon: Sym| clk.borrow().stream_now.contains_key(&(host, daemon));
-        let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, ns_daemon: self.ns_daemon };
+        let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, ns_daemon: self.ns_daemon, dpm_daemon: self.dpm_daemon };
         Some(f(linker, &ctx))
     }
 }
@@ -792,6 +832,20 @@ impl State {
         self.process(cx, ev)
     }
 
+    /// reassembly.py's _same_step: a daemon's step back from `old` to `new` is the host's
+    /// last counted step seen in this daemon's log.
+    fn same_step(&mut self, host: Sym, daemon: Sym, old: i64, new: i64) -> bool {
+        let allowance = self.set.allowance_ms;
+        if let Some(last) = self.host_steps.get_mut(&host) {
+            if !last.2.contains(&daemon) && new < last.0 - allowance && old > last.1 + allowance {
+                last.2.push(daemon);
+                return true;
+            }
+        }
+        self.host_steps.insert(host, (old, new, vec![daemon]));
+        false
+    }
+
     fn process(&mut self, cx: &Cx, ev: &Ev) -> PyResult<()> {
         let (ts, host, daemon, pid, tid) = (ev.ts, ev.host, ev.daemon, ev.pid, ev.tid);
         let key: TKey = (host, daemon, pid, tid);
@@ -799,7 +853,8 @@ impl State {
         if !self.seen.insert(digest) {
             // The same line again, not moving its thread on: input read twice.
             if let Some(th) = self.threads.get(&key) {
-                if ts < th.latest || (ts == th.latest && ts.rem_euclid(1000) != 0) {
+                // Of the thread's latest stamp, only a line that stamp already gave.
+                if ts < th.latest || (ts == th.latest && ts.rem_euclid(1000) != 0 && th.at_latest.contains(&digest)) {
                     self.stats[DUPLICATE_LINES] += 1;
                     return Ok(());
                 }
@@ -814,7 +869,9 @@ impl State {
                 }
                 Some(now) if ts > *now => *now = ts,
                 Some(now) if ts < *now - allowance => {
-                    self.stats[CLOCK_STEPS] += 1;
+                    if !self.same_step(host, daemon, *now, ts) {
+                        self.stats[CLOCK_STEPS] += 1;
+                    }
                     *now = ts;
                 }
                 Some(_) => {}
@@ -830,12 +887,12 @@ impl State {
                 // The cap may have dropped the new thread itself: it is then handled detached.
                 match self.threads.remove(&key) {
                     Some(th) => th,
-                    None => Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order: NIL, born: 0 }),
+                    None => Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order: NIL, born: 0 }),
                 }
             }
         };
         let attached = th.order != NIL;
-        th.latest = ts;
+        th.moved_to(ts, digest);
         let proc = self
             .processes
             .entry((host, daemon))
@@ -889,7 +946,7 @@ impl State {
             self.thread_order_hosts.push(host);
         }
         let order = self.thread_order.get_mut(&host).unwrap().push_back(key);
-        self.threads.insert(key, Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, order, born: seq }));
+        self.threads.insert(key, Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order, born: seq }));
         if self.threads.len() > self.set.max_threads {
             self.evict_thread(cx)?;
         }
@@ -1691,7 +1748,8 @@ impl Core {
             Callbacks { emit: cb.emit.clone_ref(py), runs: cb.runs.as_ref().map(|r| r.clone_ref(py)), on_span: cb.on_span.as_ref().map(|r| r.clone_ref(py)) }
         };
         let ns_daemon = self.names.borrow_mut().intern(NS_DAEMON);
-        let cx = Cx { py, clk: &self.clk, names: &self.names, cb: &cb, keys: &self.keys, lk: &self.lk, allowance_ms: self.allowance_ms, ns_daemon };
+        let dpm_daemon = self.names.borrow_mut().intern(DPM_DAEMON);
+        let cx = Cx { py, clk: &self.clk, names: &self.names, cb: &cb, keys: &self.keys, lk: &self.lk, allowance_ms: self.allowance_ms, ns_daemon, dpm_daemon };
         let mut st = self.st.try_borrow_mut().map_err(|_| PyValueError::new_err("the reassembler was fed from inside one of its own callbacks"))?;
         f(&mut st, &cx)
     }
@@ -1774,6 +1832,7 @@ impl Core {
                 slow_queue_depth: 0,
                 changed: None,
                 seq: 0,
+                host_steps: FxMap::default(),
             }),
             clk: RefCell::new(Clocks::default()),
             names: RefCell::new(Names::new()),
@@ -1900,9 +1959,9 @@ impl Core {
     // -- the name-server linker inside the engine (parsers/linking.py's twin) -----------
     /// From now on records and processing runs go to the linker, and what it lets out to
     /// `emit`.
-    #[pyo3(signature = (emit, aliases, delay_ms=3000, slack_ms=5))]
-    fn attach_linker(&self, emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64) {
-        *self.lk.borrow_mut() = Some(Linker::new(emit, aliases, delay_ms, slack_ms));
+    #[pyo3(signature = (emit, aliases, delay_ms=3000, slack_ms=5, learn_head=true))]
+    fn attach_linker(&self, emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64, learn_head: bool) {
+        *self.lk.borrow_mut() = Some(Linker::new(emit, aliases, delay_ms, slack_ms, learn_head));
     }
 
     #[getter]
@@ -1929,6 +1988,11 @@ impl Core {
 
     fn link_held(&self) -> usize {
         self.lk.borrow().as_ref().map_or(0, |l| l.held())
+    }
+
+    /// The name-server clients seen when no call linked (linking.py's unlinked_clients).
+    fn link_unlinked_clients(&self) -> Vec<String> {
+        self.lk.borrow().as_ref().map_or_else(Vec::new, |l| l.unlinked_clients())
     }
 
     fn link_advance(&self, py: Python<'_>) -> PyResult<()> {
@@ -2196,6 +2260,7 @@ impl Core {
                 sess: item(&v, "sess")?.extract()?,
                 trans: item(&v, "trans")?.extract()?,
                 latest,
+                at_latest: Vec::new(),
                 order: NIL,
                 born: seq,
             }));

@@ -39,6 +39,7 @@ type RunRef = Rc<RefCell<Run>>;
 
 struct HeldCall {
     record: Rec,
+    client: String, // lower case
     host: Sym,
     path: Text,
     started: i64,
@@ -60,11 +61,18 @@ pub enum Meta {
     Call { host: Sym, daemon: Sym, path: Option<Text>, client: Option<Text>, started: i64, ended: Option<i64> },
 }
 
+/// How many distinct name-server clients a linker remembers (linking.py's MAX_CLIENTS_SEEN).
+const MAX_CLIENTS_SEEN: usize = 16;
+
 pub struct Linker {
     pub emit: PyObject,
     pub expect_ns: bool,
     pub detecting: Option<PyObject>,
     aliases: FxSet<String>,
+    learn_head: bool,
+    heads: FxMap<Sym, String>, // host -> its learned head client (lower case)
+    clients: Vec<String>,      // name-server clients seen, the first few
+    ran: bool,                 // whether a processing run was heard of
     delay_ms: i64,
     slack_ms: i64,
     ns_hosts: FxSet<Sym>,
@@ -92,6 +100,7 @@ pub struct Ctx<'a, 'py> {
     /// whether a line of (host, daemon) was ever read
     pub seen: &'a dyn Fn(Sym, Sym) -> bool,
     pub ns_daemon: Sym,
+    pub dpm_daemon: Sym,
 }
 
 pub fn surl_path(surl: &str) -> &str {
@@ -107,11 +116,15 @@ pub fn surl_path(surl: &str) -> &str {
 }
 
 impl Linker {
-    pub fn new(emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64) -> Self {
+    pub fn new(emit: PyObject, aliases: Vec<String>, delay_ms: i64, slack_ms: i64, learn_head: bool) -> Self {
         Linker {
             emit,
             expect_ns: false,
             detecting: None,
+            learn_head: learn_head && aliases.is_empty(),
+            heads: FxMap::default(),
+            clients: Vec::new(),
+            ran: false,
             aliases: aliases.into_iter().map(|a| a.to_lowercase()).collect(),
             delay_ms,
             slack_ms,
@@ -174,6 +187,28 @@ impl Linker {
         }
     }
 
+    /// Whether `client` (lower case) is the head node `host` as the name server sees it;
+    /// with `learning`, also any client while the host's head client is to be learned.
+    fn head_client(&self, cx: &Ctx, host: Sym, client: &str, learning: bool) -> bool {
+        if client == cx.names.borrow().text(host).to_lowercase() || self.aliases.contains(client) {
+            return true;
+        }
+        match self.heads.get(&host) {
+            Some(head) => client == head,
+            // Learning holds calls only where runs may come: the host's DPM log is read.
+            None => learning && self.learn_head && (cx.seen)(host, cx.dpm_daemon),
+        }
+    }
+
+    pub fn unlinked_clients(&self) -> Vec<String> {
+        if self.linked != 0 || !self.ran {
+            return Vec::new();
+        }
+        let mut out = self.clients.clone();
+        out.sort();
+        out
+    }
+
     fn emit(&self, cx: &Ctx, record: &Rec) -> PyResult<()> {
         deliver(cx.py, &self.emit, record, cx.names)
     }
@@ -194,13 +229,18 @@ impl Linker {
                 let linkable = match (&path, ended) {
                     (Some(p), Some(ended)) if daemon == cx.ns_daemon && !p.is_empty() => {
                         let client = client.as_deref().unwrap_or("").to_lowercase();
-                        let host_name = cx.names.borrow().text(host).to_lowercase();
-                        (client == host_name || self.aliases.contains(&client)).then_some(ended)
+                        if self.clients.len() < MAX_CLIENTS_SEEN && !self.clients.contains(&client) {
+                            self.clients.push(client.clone());
+                        }
+                        self.head_client(cx, host, &client, true).then_some(ended)
                     }
                     _ => None,
                 };
                 match linkable {
-                    Some(ended) => self.hold_call(record, host, path.unwrap(), started, ended),
+                    Some(ended) => {
+                        let client = client.as_deref().unwrap_or("").to_lowercase();
+                        self.hold_call(record, client, host, path.unwrap(), started, ended)
+                    }
                     None => self.emit(cx, &record)?,
                 }
                 host
@@ -218,6 +258,7 @@ impl Linker {
             }
         }
         let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: paths.clone(), pending: 0, calls: 0, ms: 0 }));
+        self.ran = true;
         self.list_run(host, token.clone(), run.clone());
         let lo = start - self.slack_ms;
         for path in paths {
@@ -280,7 +321,7 @@ impl Linker {
     }
 
     // -- calls -----------------------------------------------------------------------
-    fn hold_call(&mut self, record: Rec, host: Sym, path: Text, started: i64, ended: i64) {
+    fn hold_call(&mut self, record: Rec, client: String, host: Sym, path: Text, started: i64, ended: i64) {
         let slack = self.slack_ms;
         let mut cands = Vec::new();
         if let Some(runs) = self.runs_by_path.get(&(host, path.clone())) {
@@ -296,7 +337,7 @@ impl Linker {
                 cands.push(run.clone());
             }
         }
-        let held = Rc::new(RefCell::new(HeldCall { record, host, path: path.clone(), started, ended, cands }));
+        let held = Rc::new(RefCell::new(HeldCall { record, client, host, path: path.clone(), started, ended, cands }));
         self.calls_of(host).push_back(held.clone());
         self.calls_by_path.entry((host, path)).or_default().push(held);
     }
@@ -311,6 +352,13 @@ impl Linker {
                 r.pending -= 1;
                 if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) {
                     inside.push(run);
+                }
+            }
+            if inside.len() == 1 {
+                if self.learn_head && !self.heads.contains_key(&h.host) {
+                    self.heads.insert(h.host, h.client.clone()); // the first call that links names the head
+                } else if !self.head_client(cx, h.host, &h.client, false) {
+                    inside.clear(); // another client (a disk node): inside the run by chance
                 }
             }
             if inside.len() == 1 {
@@ -471,7 +519,7 @@ impl Linker {
         for host in hosts {
             self.ns_read(cx, *host);
         }
-        if run_rows.is_empty() && calls.is_empty() && requests.is_empty() && self.ns_hosts.is_empty() {
+        if run_rows.is_empty() && calls.is_empty() && requests.is_empty() && self.ns_hosts.is_empty() && self.heads.is_empty() {
             return Ok(None);
         }
         let mut ns: Vec<String> = self.ns_hosts.iter().map(|h| cx.names.borrow().text(*h).to_string()).collect();
@@ -481,6 +529,13 @@ impl Linker {
         d.set_item("calls", calls)?;
         d.set_item("requests", requests)?;
         d.set_item("ns_hosts", ns)?;
+        let mut heads: Vec<(String, &str)> = self.heads.iter().map(|(h, c)| (cx.names.borrow().text(*h).to_string(), c.as_str())).collect();
+        heads.sort();
+        let by_host = PyDict::new(py);
+        for (host, client) in heads {
+            by_host.set_item(host, client)?;
+        }
+        d.set_item("heads", by_host)?;
         Ok(Some(d))
     }
 
@@ -490,6 +545,12 @@ impl Linker {
             for h in ns.try_iter()? {
                 let h: String = h?.extract()?;
                 self.ns_hosts.insert(names.intern(&h));
+            }
+        }
+        if let Some(heads) = state.get_item("heads")? {
+            for (host, client) in heads.downcast::<PyDict>()?.iter() {
+                let host: String = host.extract()?;
+                self.heads.insert(names.intern(&host), client.extract()?);
             }
         }
         let mut runs: Vec<RunRef> = Vec::new();
@@ -543,8 +604,9 @@ impl Linker {
                         cands.push(run.clone());
                     }
                 }
+                let client: String = record.get_item("client")?.map(|v| v.extract::<Option<String>>()).transpose()?.flatten().unwrap_or_default().to_lowercase();
                 let path: Text = path.into();
-                let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), host, path: path.clone(), started, ended, cands }));
+                let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), client, host, path: path.clone(), started, ended, cands }));
                 self.calls_of(host).push_back(held.clone());
                 self.calls_by_path.entry((host, path)).or_default().push(held);
             }

@@ -67,6 +67,7 @@ class LiveFeed:
         keep_state: bool = False,
         state: dict | None = None,
         head_aliases: tuple = (),
+        learn_head: bool = True,
     ) -> None:
         self.followers = followers
         self.host = host
@@ -80,7 +81,8 @@ class LiveFeed:
         self._batch: list[dict] = []
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight, max_threads=max_threads,
-                                 grace_s=grace_s, head_aliases=head_aliases)
+                                 grace_s=grace_s, head_aliases=head_aliases,
+                                 learn_head=learn_head)
         self._state: StateChanges | None = None  # the whole state, as of the last checkpoint
         self.state_changed = False  # the last checkpoint() found the state changed
         if keep_state:

@@ -242,10 +242,11 @@ def test_live_run_counts_appended_lines_and_serves_them_over_http(tmp_path, runn
     # The DPNS log appears after the start; both files grow while it runs.
     later = puts(3, 4)
     calls = [x for i in range(5) for x in statg_lines(i, 20_000 + i * 10, rc=2 if i == 4 else 0)]
-    # A ping 10 s after the last put moves event time on: with a name-server log read,
-    # request records wait until their host's event time is 5 s past them (linking).
-    tail = [f"{_stamp(30_000)} 12345,5 dpm_srv_ping: DP092 - ping request by {DN} (1001,1001) from lxfsra01.cern.ch",
-            f"{_stamp(30_001)} 12345,5 dpm_srv_ping: returns 0"]
+    # A ping 70 s after the last put moves event time on: with a name-server log read,
+    # request records wait until their host's event time is 5 s past them in both logs
+    # (linking), or the quiet one is over 60 s behind (record-rules.md, "Event time").
+    tail = [f"{_stamp(90_000)} 12345,5 dpm_srv_ping: DP092 - ping request by {DN} (1001,1001) from lxfsra01.cern.ch",
+            f"{_stamp(90_001)} 12345,5 dpm_srv_ping: returns 0"]
     later += tail
     append(dpm, later[:30])
     append(dpns, calls)

@@ -11,7 +11,7 @@ import pytest
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.events import Event
 from dpmstream.parsers.lines import (
-    FOREIGN, MALFORMED, MAX_LINE_CHARS, PARSED, ROUTED, UNMATCHED_RESULT, LineParser, second_key,
+    FOREIGN, MALFORMED, MAX_LINE_BYTES, PARSED, ROUTED, UNMATCHED_RESULT, LineParser, second_key,
 )
 from dpmstream.parsers.profiles import resolve_profile
 
@@ -218,14 +218,14 @@ def test_an_impossible_date_is_malformed_not_a_crash(stamp):
 def test_a_line_longer_than_the_limit_is_malformed_before_any_matching():
     p = parser()
     head = "08/12 10:00:00 1,1 dpm_srv_put: returns 0 "
-    assert p.parse_python(head + "x" * (MAX_LINE_CHARS - len(head) + 1)) is None
-    assert (p.result, p.reason) == (MALFORMED, f"line longer than {MAX_LINE_CHARS} characters")
+    assert p.parse_python(head + "x" * (MAX_LINE_BYTES - len(head) + 1)) is None
+    assert (p.result, p.reason) == (MALFORMED, f"line longer than {MAX_LINE_BYTES} bytes")
 
 
 def test_a_line_exactly_at_the_limit_is_still_read():
     p = parser()
     head = "08/12 10:00:00 1,1 dpm_srv_put: DP098 - put "
-    p.parse_python(head + "x" * (MAX_LINE_CHARS - len(head)))
+    p.parse_python(head + "x" * (MAX_LINE_BYTES - len(head)))
     assert p.result != MALFORMED
 
 

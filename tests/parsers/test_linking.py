@@ -56,6 +56,15 @@ def link(dpm_lines, dpns_lines, host=HEAD, **kw):
     return requests_of(records), calls_of(records)
 
 
+def side_by_side(host=HEAD):
+    """A pipeline reading a head node's DPM and DPNS logs, fed by hand: (records, the
+    pipeline, the DPM source, the DPNS source)."""
+    records: list[dict] = []
+    pipeline = Pipeline(records.append)
+    return (records, pipeline, pipeline.source("dpm", host=host, tz="UTC", year=2011, profile=DPM),
+            pipeline.source("dpns", host=host, tz="UTC", year=2011, profile=NS))
+
+
 def test_the_path_of_a_surl_is_after_the_host_or_after_sfn():
     assert surl_path(f"srm://{HEAD}{F1}") == F1
     assert surl_path(f"srm://{HEAD}:8446/srm/managerv2?SFN={F1}") == F1
@@ -81,8 +90,6 @@ def test_every_call_of_a_multi_file_request_counts_once():
 
 
 @pytest.mark.parametrize("why, call", [
-    ("another client", ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1,
-                               client="wn37.example.org")),
     ("another file", ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F2)),
     ("before the run", ns_call("08/12 10:00:01.050", "08/12 10:00:01.300", 2, "creat", F1)),
     ("after the run", ns_call("08/12 10:00:02.800", "08/12 10:00:02.950", 2, "creat", F1)),
@@ -90,6 +97,65 @@ def test_every_call_of_a_multi_file_request_counts_once():
 def test_a_call_is_not_linked_from(why, call):
     (req,), (ns,) = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call)
     assert (req["ns_calls"], req["ns_s"], ns["token"]) == (0, 0, None), why
+
+
+def test_a_call_of_another_client_is_not_linked_when_the_head_node_is_named():
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1,
+                   client="wn37.example.org")
+    (req,), (ns,) = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, learn_head=False)
+    assert (req["ns_calls"], ns["token"]) == (0, None)
+
+
+def test_the_head_node_as_the_name_server_names_it_is_learned_from_the_first_call_that_links():
+    # `replay` without --host: the records' host is the replaying machine's name, the
+    # name server calls the head dpmhead01.cern.ch. Disk nodes call it too, before.
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1) + a_put(T2, [f"srm://{HEAD}{F2}"], 3, tids=(4, 28, 6, 10))
+    dpns = (ns_call("08/12 10:00:00.500", "08/12 10:00:00.600", 1, "statg", F1, client="disk01")
+            + ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+            + ns_call("08/12 10:00:03.200", "08/12 10:00:03.300", 2, "creat", F2))
+    reqs, calls = link(dpm, dpns, host="replaying-machine")
+    assert [(r["token"], r["ns_calls"]) for r in reqs] == [(T1, 1), (T2, 1)]
+    assert [(c["client"], c["token"]) for c in calls] == [
+        ("disk01", None), (HEAD, T1), (HEAD, T2)]
+
+
+def test_once_the_head_is_learned_another_clients_call_inside_a_run_is_not_linked():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1) + a_put(T2, [f"srm://{HEAD}{F2}"], 3, tids=(4, 28, 6, 10))
+    dpns = (ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+            + ns_call("08/12 10:00:03.200", "08/12 10:00:03.300", 3, "statg", F2, client="disk01"))
+    reqs, calls = link(dpm, dpns, host="replaying-machine")
+    assert [(r["token"], r["ns_calls"]) for r in reqs] == [(T1, 1), (T2, 0)]
+    assert [c["token"] for c in calls] == [T1, None]
+
+
+def test_when_no_call_links_the_end_warns_once_naming_the_clients_seen(caplog):
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1, client="dpmhead01")
+    with caplog.at_level("WARNING"):
+        (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, head_aliases=("other",))
+    warned = [r.getMessage() for r in caplog.records if "linked" in r.getMessage()]
+    assert req["ns_calls"] == 0
+    assert len(warned) == 1 and "name-server clients seen: dpmhead01" in warned[0]
+
+
+def test_no_warning_when_calls_link(caplog):
+    call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+    with caplog.at_level("WARNING"):
+        link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call)
+    assert not [r for r in caplog.records if "linked" in r.getMessage()]
+
+
+def test_the_learned_head_survives_a_restore():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
+    dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
+    records, pipeline, d, n = side_by_side(host="replaying-machine")
+    for text, src in sorted([(t, d) for t in dpm] + [(t, n) for t in dpns], key=lambda p: p[0][:18]):
+        src.feed(text)
+    pipeline.finish()
+    state = json.loads(json.dumps(pipeline.linker.state()))
+    assert state["heads"] == {"replaying-machine": HEAD}
+    again = Pipeline(records.append)
+    again.linker.restore(state)
+    assert again.linker.state()["heads"] == {"replaying-machine": HEAD}
 
 
 def test_a_few_ms_outside_the_run_still_count():
@@ -120,10 +186,7 @@ def test_without_a_name_server_log_ns_fields_are_empty():
 def test_name_server_lines_arriving_after_the_request_ended_still_link():
     """The creat's lines come in after the request's last DPM line (within the delay)."""
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
-    records: list[dict] = []
-    pipeline = Pipeline(records.append)
-    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
-    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    records, pipeline, d, n = side_by_side()
     for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
         n.feed(text)
     for text in dpm:
@@ -139,10 +202,7 @@ def test_name_server_lines_arriving_after_the_request_ended_still_link():
 def test_a_request_record_waits_only_a_few_seconds_of_event_time():
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
     later = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
-    records: list[dict] = []
-    pipeline = Pipeline(records.append)
-    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
-    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    records, pipeline, d, n = side_by_side()
     for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
         n.feed(text)
     for text in dpm:
@@ -150,9 +210,40 @@ def test_a_request_record_waits_only_a_few_seconds_of_event_time():
     assert not requests_of(records)
     for text in later:  # 10:00:09: the request's delay (3 s past the 2 s allowance) is over
         d.feed(text)
+    assert not requests_of(records)  # ... in the DPM log: the name server's may lag
+    for text in ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1"):
+        n.feed(text)
     assert [r["token"] for r in requests_of(records)] == [T1]
 
 
+def test_a_name_server_log_running_on_past_the_dpm_logs_end_loses_no_link():
+    """Issue 26 item 9: the DPNS log goes on 8 s and more past the DPM log's last line
+    while the DPM log's last lines are still to be read: the request's run and its
+    calls are linked whatever the name server's log does after them."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    records, pipeline, d, n = side_by_side()
+    for text in dpm[:3]:  # the put: the DPM log read up to 10:00:01.010
+        d.feed(text)
+    for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        n.feed(text)
+    for text in ns_call("08/12 10:00:12.000", "08/12 10:00:12.001", 1, "statg", F2, client="wn1"):
+        n.feed(text)  # the name server runs on, its lines read before the DPM's last ones
+    for text in dpm[3:]:
+        d.feed(text)
+    pipeline.finish()
+    (req,) = requests_of(records)
+    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+
+
+def test_a_log_quiet_for_over_a_minute_holds_nothing_back():
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    records, pipeline, d, n = side_by_side()
+    for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        n.feed(text)
+    for text in dpm + call("08/12 10:01:05.000", 4, "ping", end="08/12 10:01:05.001"):
+        d.feed(text)
+    (req,) = requests_of(records)  # the name server silent since 10:00:01: not waited for
+    assert req["ns_calls"] == 1
 
 
 def test_a_restored_cut_run_beside_a_run_of_the_same_path_completes_like_before_the_save():

@@ -218,3 +218,41 @@ def test_the_compiled_engine_refuses_an_out_of_range_memory_itself():
         Core(lambda record: None, duplicate_memory=MAX_DUPLICATE_MEMORY + 1)
     with pytest.raises(ValueError, match="duplicate memory must be 1 to"):
         Core(lambda record: None, duplicate_memory=0)
+
+
+HUGE_LINE_BYTES = 96 * 1024 * 1024  # garbage a site's log may hold: a line of 96 MB
+
+
+@pytest.mark.parametrize("engine", [e for e in engines.ENGINES
+                                    if e == engines.PYTHON or engines.compiled_available()])
+@pytest.mark.parametrize("as_block", [False, True])
+def test_a_huge_line_is_one_malformed_line_counted_with_its_place_and_the_stream_goes_on(
+        engine, as_block):
+    """Issue 26 item 8: a line of tens of megabytes is refused by its length before any
+    pattern, decoding or copy of it (lines.MAX_LINE_BYTES): one malformed line, its place
+    remembered, and the lines around it read as without it."""
+    from dpmstream.parsers.lines import MAX_LINE_BYTES, TOO_LONG
+    from dpmstream.parsers.profiles import resolve_profile
+    from tests.dpmlog import T1, put
+
+    if as_block and not engines.compiled_available():
+        pytest.skip("LineBlock is the extension's")
+    good = [text.encode() for text in put("08/12 10:00:01.000", 3, T1, end="08/12 10:00:01.010")]
+    huge = good[0][:40] + b"x" * HUGE_LINE_BYTES
+    data = b"\n".join(good[:2] + [huge] + good[2:]) + b"\n"
+    del huge
+    if as_block:
+        from dpmstream.parsers._fastlines import LineBlock
+        lines = LineBlock.split(data, 1000, True)[0][0]
+    else:
+        lines = data.splitlines(keepends=True)
+    records: list[dict] = []
+    pipeline = Pipeline(records.append, engine=engine)
+    src = pipeline.source("dpm", host="h", tz="UTC", year=2011, profile=resolve_profile("lcgdm-dpm"))
+    src.feed_lines(lines)
+    pipeline.finish()
+    assert MAX_LINE_BYTES < HUGE_LINE_BYTES
+    assert (src.n_parsed, src.n_unmatched, src.n_malformed) == (len(good), 0, 1)
+    (example,) = pipeline.stats.bad_examples
+    assert example[:3] == ("dpm", 3, TOO_LONG) and len(example[3]) <= 160
+    assert [r["op"] for r in records] == ["put"]
