@@ -67,7 +67,7 @@ scraped) is stale too. A stale source is --max-age-state (default critical) what
 the window holds, an empty window included: a log that stopped growing means a hung
 daemon. perfdata: age in seconds.
 
-bounds: --window and --lookback at most 366d, --incomplete-after at most 366d, --max-age
+bounds: --window and --lookback at most 366d, --request-timeout at most 366d, --max-age
 at most 36500d, -t 1 to 3600 s. Regexes (--host, --op, --ns-daemons) must compile.
 
 Quote ranges with a tilde in the shell ('-c failed_rate=~:0.05'): bash expands a tilde
@@ -94,6 +94,7 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(3)
 
 
+YEARS = (1970, 2100)  # a --last-line-year the dating can use, as the commands' --year
 # Bounds a user can see in --help: a window or a lookback over a year is no paging
 # question (and no Prometheus keeps that much by default); an age is measured up to a
 # century (a log of 2011 is 15 years old).
@@ -138,6 +139,16 @@ def _seconds(text: str) -> int:
     return value
 
 
+def _year(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year") from None
+    if not YEARS[0] <= value <= YEARS[1]:
+        raise argparse.ArgumentTypeError(f"must be {YEARS[0]} to {YEARS[1]}, not {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="check_dpm", description=(
         "Nagios plugin: per-phase latency quantiles, failure and incomplete rates of DPM "
@@ -170,21 +181,24 @@ def build_parser() -> argparse.ArgumentParser:
     logopts = p.add_argument_group("--log options")
     logopts.add_argument("--profile", help="regex profile name or TOML file (default: detected)")
     logopts.add_argument("--tz", help="time zone of the log's stamps (default: the profile's)")
-    logopts.add_argument("--year", type=int,
+    # The probe dates a log from its end, so its year is the last line's: another concept
+    # than the commands' --year (the first line read), hence another name.
+    logopts.add_argument("--last-line-year", type=_year, metavar="YEAR",
                          help="year of the file's last line (default: from the rsyslog prefix "
                               "or the file's modification time)")
+    logopts.add_argument("--year", dest="last_line_year", type=_year, default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS)  # the old spelling
     logopts.add_argument("--lookback", default="30m", type=_duration("--lookback", MAX_SPAN),
                          metavar="DURATION",
                          help="read this much log before the window too, so that requests "
                               f"ending in the window are whole (default 30m, at most {MAX_SPAN})")
-    # The reassembly's request timeout: named for what it does, apart from -t (the
-    # plugin's own time limit, as every Nagios plugin has it).
-    logopts.add_argument("--incomplete-after", type=_duration("--incomplete-after", MAX_SPAN),
+    # The reassembly's request timeout, named as in every dpmstream command; -t is the
+    # plugin's own time limit, as every Nagios plugin has it.
+    logopts.add_argument("--request-timeout", type=_duration("--request-timeout", MAX_SPAN),
                          default=3600.0, metavar="DURATION",
                          help="event time after which a request with no end counts as "
-                              f"incomplete (default 1h, as the pipeline; at most {MAX_SPAN})")
-    logopts.add_argument("--request-timeout", dest="incomplete_after", default=argparse.SUPPRESS,
-                         type=_duration("--request-timeout", MAX_SPAN), help=argparse.SUPPRESS)
+                              f"incomplete (default 1h, as the pipeline's --request-timeout; "
+                              f"at most {MAX_SPAN})")
     p.add_argument("-t", "--timeout", type=_seconds, default=10,
                    help="answer UNKNOWN, saying what was under way, this many seconds after "
                         f"starting, whatever the source does (default 10, at most {MAX_TIMEOUT_S})")
@@ -450,8 +464,8 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
     else:
         from dpmstream.probes.sources_log import LogSource
         source = LogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
-                           op=args.op, profile=args.profile, tz=args.tz, year=args.year,
-                           ns_daemons=args.ns_daemons, timeout_s=args.incomplete_after,
+                           op=args.op, profile=args.profile, tz=args.tz, year=args.last_line_year,
+                           ns_daemons=args.ns_daemons, timeout_s=args.request_timeout,
                            deadline=deadline)
 
     check = nagiosplugin.Check(

@@ -84,7 +84,7 @@ def test_window_across_the_year_end_matches_the_truth(tmp_path):
     status = assert_probe_matches_truth(prefix, "15m", 900, 2012)
     assert "up to 2011-12-31 23:09:" in status  # 00:09/00:10 local = 23:09/23:10 UTC
     # --year names the year of the last line: same answer as the file's mtime gives.
-    assert_probe_matches_truth(prefix, "15m", 900, 2012, "--year", "2012")
+    assert_probe_matches_truth(prefix, "15m", 900, 2012, "--last-line-year", "2012")
 
 
 def test_window_across_a_month_end_matches_the_truth(tmp_path):
