@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from .clock import ClockError, EventClock, rfc3339_to_ms
 from .dome_profiles import DomeProfile
-from .lines import FOREIGN, MALFORMED, MAX_DIGITS, MAX_LINE_CHARS, PARSED, UNMATCHED_RESULT
+from .lines import FOREIGN, MALFORMED, MAX_DIGITS, PARSED, TOO_LONG, UNMATCHED_RESULT, too_long
 from .profiles import UNMATCHED
 
 MONTHS = {m: i for i, m in enumerate(
@@ -51,8 +51,8 @@ class DomeLineParser:
     def parse(self, line: str) -> DomeEvent | None:
         """The event of a parsed line; None (with .result/.reason set) otherwise."""
         line = line.rstrip("\r\n")
-        if len(line) > MAX_LINE_CHARS:
-            return self._fail(MALFORMED, f"line longer than {MAX_LINE_CHARS} characters")
+        if too_long(line):
+            return self._fail(MALFORMED, TOO_LONG)
         if "\x00" in line:
             return self._fail(MALFORMED, "binary data (NUL byte)")
         for form in self._forms:

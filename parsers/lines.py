@@ -81,8 +81,7 @@ class LineParser:
 
     def parse_python(self, line: str) -> Event | None:
         """parse() without the compiled path: the reference for every line."""
-        if len(line) > MAX_LINE_BYTES or (len(line) > MAX_LINE_BYTES // 4
-                                          and len(line.encode("utf-8", "replace")) > MAX_LINE_BYTES):
+        if too_long(line):
             return self._malformed(TOO_LONG)
         if "\x00" in line:
             return self._malformed("binary data (NUL byte)")
@@ -191,6 +190,13 @@ def second_key(month: str, day: str, hour: str, minute: str, second: str) -> int
     """One int per local second stamp of two-digit fields (the compiled parser computes
     the same, and takes only two-digit fields, so text and key map one to one)."""
     return (((int(month) * 100 + int(day)) * 100 + int(hour)) * 100 + int(minute)) * 100 + int(second)
+
+
+def too_long(line: str) -> bool:
+    """More than MAX_LINE_BYTES bytes in UTF-8 (encoded only when the characters alone
+    cannot tell: at most 4 bytes a character)."""
+    return len(line) > MAX_LINE_BYTES or (len(line) > MAX_LINE_BYTES // 4
+                                          and len(line.encode("utf-8", "replace")) > MAX_LINE_BYTES)
 
 
 def bounded(line: str | bytes) -> str | bytes:

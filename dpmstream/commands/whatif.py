@@ -11,7 +11,6 @@ is uncertain); 2 for bad options; 1 when nothing could be read.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import math
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from dpmstream.commands.common import (
     add_log_options, bounded, checked_profile, checked_zone, default_host, pipeline_options,
-    positive_float, positive_int, setup_logging,
+    positive_int, setup_logging,
 )
 
 RATE_SCALE = (1e-3, 1e3)        # --rate-scale within these: the model's events stay bounded

@@ -55,9 +55,9 @@ sockets are not followed (`error` says why).
 Only complete lines are returned; a partial last line waits for its newline. The writer of
 a rotated-away file will never finish it, so a partial line left there is returned as it
 is (the parser counts it as malformed; nothing is dropped silently).
-Bounds: a line longer than MAX_LINE_BYTES (256 KiB) is handed on cut to that length, the
-rest skipped as it is read (never buffered), so the parser counts it as ONE malformed line
-(longer than parsers.lines.MAX_LINE_CHARS, 65,536 characters) at its place. A run of NUL
+Bounds: a line longer than CUT_BYTES (parsers.lines.MAX_LINE_BYTES + 1) is handed on cut to
+that length, the rest skipped as it is read (never buffered), so the parser counts it as ONE
+malformed line (longer than MAX_LINE_BYTES) at its place. A run of NUL
 bytes (the hole a crashed writer leaves) ends the line before it, is skipped and handed on
 as one short NUL line (one malformed line); the line after it is read on its own.
 Limits: lines written after logrotate's copy and before its truncation are lost by
@@ -78,16 +78,16 @@ import zlib
 from collections import deque
 from typing import BinaryIO, Callable, Iterator
 
-from dpmstream.parsers.lines import MAX_LINE_CHARS
+from dpmstream.parsers.lines import MAX_LINE_BYTES
 
 NEWLINE = b"\n"
 NUL = b"\0"
 NUL_BLOCK = b"\0" * 16  # what a NUL block is handed on as: one line the parser counts bad
 # Longest line handed on whole, in bytes. The parser counts a line of more than
-# MAX_LINE_CHARS characters as malformed; a UTF-8 character is at most 4 bytes, so the
-# first MAX_LINE_BYTES bytes of a longer line are still more than MAX_LINE_CHARS
-# characters: one malformed line, whatever its length, and at most this much of it held.
-MAX_LINE_BYTES = 4 * MAX_LINE_CHARS + 4
+# MAX_LINE_BYTES bytes as malformed (a cut multi-byte character included), so the first
+# CUT_BYTES of a longer line are still one malformed line, whatever its length, and at
+# most this much of it is held.
+CUT_BYTES = MAX_LINE_BYTES + 1
 TAIL_BYTES = 64          # checked at every poll: the bytes just before the offset
 HEAD_BYTES = 1024        # the file's fingerprint: its first bytes
 WINDOW_BYTES = 1 << 20   # bytes before the offset kept to place a cut exactly
@@ -110,7 +110,7 @@ class Follower:
         rotated: tuple[str, ...] | list[str] = DEFAULT_ROTATED,
         read_size: int = 1 << 16,
         max_poll_bytes: int = 1 << 22,
-        max_line_bytes: int = MAX_LINE_BYTES,
+        max_line_bytes: int = CUT_BYTES,
         until_eof: bool = False,
     ) -> None:
         self.path = os.fspath(path)
