@@ -214,6 +214,25 @@ def committed_offsets(bootstrap, group):
     return asyncio.run(committed_offsets_async(bootstrap, group))
 
 
+def committed_total(bootstrap, group) -> int:
+    """Offsets the group has committed, summed over partitions; 0 while there is no
+    coordinator yet (a group that never committed, or a broker coming back)."""
+    try:
+        return sum(committed_offsets(bootstrap, group).values())
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def wait_while_worker_runs(cond, timeout: float, what: str, proc, log) -> None:
+    """Poll `cond` until it holds; fail with the worker's log tail if the worker process
+    exits first or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert proc.poll() is None, f"worker exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+
+
 def end_offsets(bootstrap, topic, isolation="read_uncommitted"):
     async def main():
         from aiokafka import AIOKafkaConsumer

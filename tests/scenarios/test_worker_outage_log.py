@@ -22,7 +22,8 @@ import pytest
 
 from dpmstream.simulator import SimConfig, simulate
 from tests.worker_helpers import (
-    as_json, canonical, committed_offsets, core_records, envelopes, produce, read_topic,
+    as_json, canonical, committed_total, core_records, envelopes, produce, read_topic,
+    wait_while_worker_runs,
 )
 
 pytestmark = pytest.mark.services
@@ -34,20 +35,6 @@ MAX_OUTAGE_LOG_LINES = 80
 MAX_OUTAGE_LOG_BYTES = 24_000
 POISON = b'{"host":"head01","path":"/var/log/dpm/log","offset":' + b"[" * 1100 + b"]" * 1100 + b"}"
 
-
-def _consumed(bootstrap: str, group: str) -> int:
-    try:
-        return sum(committed_offsets(bootstrap, group).values())
-    except Exception:  # noqa: BLE001 - no coordinator yet, or the broker coming back
-        return 0
-
-
-def _wait(cond, timeout: float, what: str, proc, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert proc.poll() is None, f"worker exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
 
 
 def test_a_broker_outage_leaves_a_short_log_and_every_line_arrives_once(kafka_broker_factory,
@@ -71,7 +58,7 @@ def test_a_broker_outage_leaves_a_short_log_and_every_line_arrives_once(kafka_br
              "--requests-topic", req, "--calls-topic", calls, "--group-id", group,
              "--batch", "500"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        _wait(lambda: _consumed(broker.bootstrap, group) >= half + 1, 180,
+        wait_while_worker_runs(lambda: committed_total(broker.bootstrap, group) >= half + 1, 180,
               "the first half committed", proc, log)
         assert broker.stop()
         before = log.stat().st_size
@@ -79,10 +66,10 @@ def test_a_broker_outage_leaves_a_short_log_and_every_line_arrives_once(kafka_br
         during = log.read_bytes()[before:]
         broker.start()
         produce(broker.bootstrap, lines, recs[half:])
-        _wait(lambda: _consumed(broker.bootstrap, group) >= total, 240,
+        wait_while_worker_runs(lambda: committed_total(broker.bootstrap, group) >= total, 240,
               "every line committed after the outage", proc, log)
         # One line says the connection errors stopped (10 s after the last of them).
-        _wait(lambda: "no more of 'Unable connect to node" in log.read_text(errors="replace"),
+        wait_while_worker_runs(lambda: "no more of 'Unable connect to node" in log.read_text(errors="replace"),
               60, "the line saying the outage is over", proc, log)
     finally:
         proc.send_signal(signal.SIGTERM)

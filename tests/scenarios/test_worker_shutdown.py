@@ -16,27 +16,13 @@ from pathlib import Path
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
-from tests.worker_helpers import committed_offsets, envelopes, produce
+from tests.worker_helpers import committed_total, envelopes, produce, wait_while_worker_runs
 
 pytestmark = pytest.mark.services
 
 DPMSTREAM = str(Path(sys.executable).with_name("dpmstream"))
 STOP_WITHIN_S = 5.0
 
-
-def _consumed(bootstrap: str, group: str) -> int:
-    try:
-        return sum(committed_offsets(bootstrap, group).values())
-    except Exception:  # no coordinator yet for a group that never committed
-        return 0
-
-
-def _wait(cond, timeout: float, what: str, proc, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert proc.poll() is None, f"worker exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("broker_gone", [True, False], ids=["broker-gone", "broker-up"])
@@ -51,7 +37,7 @@ def test_a_worker_stops_within_five_seconds_of_sigterm_whatever_its_broker_does(
         [DPMSTREAM, "worker", "--broker", broker.bootstrap, "--partitions", "1", "--batch", "500"],
         stdout=open(log, "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        _wait(lambda: _consumed(broker.bootstrap, "dpmstream") >= len(records), 180,
+        wait_while_worker_runs(lambda: committed_total(broker.bootstrap, "dpmstream") >= len(records), 180,
               "the worker to commit the lines", proc, log)
         if broker_gone:
             assert broker.stop()
