@@ -64,7 +64,7 @@ class DomeConfig:
         if self.disks < 1 or self.filesystems < 1 or self.threads < 1:
             raise ValueError("--disks, --filesystems and --threads must be at least 1")
         if self.duration <= 0 or self.rate <= 0 or self.timeout <= 0:
-            raise ValueError("--duration, --rate and --timeout must be positive")
+            raise ValueError("--duration, --rate and --request-timeout must be positive")
         for name in ("put_fail_rate", "abandon_rate", "putdone_fail_rate", "chksum_fraction",
                      "chksum_fail_rate", "foreign_rate"):
             if not 0 <= getattr(self, name) <= 1:

@@ -28,7 +28,7 @@ DOME_OPTIONS = [
     ("--disk-down-s", "disk_down_s", float, "DOME: ... for this long (default: 150)"),
     ("--gap-at", "gap_at", float, "DOME: seconds in: journald drops the head's lines (default: 300)"),
     ("--gap-s", "gap_s", float, "DOME: ... for this long (default: 4)"),
-    ("--timeout", "timeout", float, "DOME: a put with no putdone this long is incomplete (default: 120)"),
+    ("--request-timeout", "timeout", float, "DOME: a put with no putdone this long is incomplete (default: 120)"),
     ("--foreign-rate", "foreign_rate", float, "DOME: other programs' lines per dmlite line (default: 0.05)"),
 ]
 # simulate.py's dest -> DomeConfig field, for the options both simulators take.
