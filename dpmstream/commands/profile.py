@@ -4,14 +4,24 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from dpmstream.commands.common import MAX_COUNT, bounded, positive_int, profile_spec
+from dpmstream.commands.common import MAX_COUNT, bounded, positive_int
 
-from dpmstream.commands.profile_check import run_check
+from dpmstream.commands.profile_check import resolve_either, run_check
 from dpmstream.parsers.dome_profiles import ROLES as DOME_ROLES
 from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_dome_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, resolve_profile
+
+
+def checkable_profile(text: str) -> str:
+    """--profile of `profile check`: a DPM or a DOME profile that loads (kept as given)."""
+    try:
+        resolve_either(text)
+    except ProfileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def register(sub, name: str, help_text: str) -> None:
@@ -29,7 +39,7 @@ def register(sub, name: str, help_text: str) -> None:
             "a profile does not fit (a required role has no line, too many stray returns, "
             "orphans or calls without returns) or no line is a daemon's; 2 on errors."))
     check.add_argument("files", nargs="+", metavar="FILE")
-    check.add_argument("--profile", action="append", metavar="P", type=profile_spec,
+    check.add_argument("--profile", action="append", metavar="P", type=checkable_profile,
                        help="check only this profile (name or .toml file); repeatable")
     check.add_argument("--top", type=positive_int, default=10, metavar="N",
                        help="unmatched and catch-all shapes to show")
