@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import random
 from array import array
+from bisect import bisect_right
 from collections import Counter, defaultdict
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 
+from dpmstream.parsers.clock import offset_name
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
 
@@ -193,12 +195,58 @@ def _share_cell(share: float | None) -> str:
 
 def label_zone(sources) -> tzinfo:
     """The zone every time label is shown in (docs/report.md, "Time labels"): the one
-    the stamps are read in (--tz when given, else the profile's; "local" is this
-    machine's), taken from the first source whose profile is known; else UTC."""
-    for src in sources:
-        if src.parser is not None:
-            return src.parser.clock.zone
-    return timezone.utc
+    the stamps are read in: --tz when given; else the UTC offsets the rsyslog prefixes
+    stated (StatedOffsets), of the first source that read any; else the profile's zone
+    ("local" is this machine's), of the first source whose profile is known; else UTC."""
+    parsers = [src.parser for src in sources if src.parser is not None]
+    if not parsers:
+        return timezone.utc
+    if not parsers[0].clock.zone_given:
+        for parser in parsers:
+            if parser.stated_offsets:
+                return StatedOffsets(parser.stated_offsets)
+    return parsers[0].clock.zone
+
+
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_MS = timedelta(milliseconds=1)
+
+
+class StatedOffsets(tzinfo):
+    """The UTC offsets a log's rsyslog prefixes stated, each from the instant its first
+    line was read in it: an instant is labelled in the offset its lines were read in
+    (`+02:00` in summer, `+01:00` in winter), since no zone name was given."""
+
+    def __init__(self, changes: list[tuple[int, int]]):
+        changes = sorted(changes)
+        self._starts = [ms for ms, _ in changes]
+        self._local_starts = [ms + minutes * 60_000 for ms, minutes in changes]
+        self._fixed = [timezone(timedelta(minutes=m), offset_name(m)) for _, m in changes]
+
+    def _of(self, starts: list[int], ms: int) -> timezone:
+        return self._fixed[max(bisect_right(starts, ms) - 1, 0)]
+
+    def fromutc(self, dt: datetime) -> datetime:
+        naive = dt.replace(tzinfo=None)
+        fixed = self._of(self._starts, (naive - _NAIVE_EPOCH) // _MS)
+        return (naive + fixed.utcoffset(None)).replace(tzinfo=fixed)
+
+    def _local(self, dt: datetime | None) -> timezone:
+        if dt is None:
+            return self._fixed[-1]
+        return self._of(self._local_starts, (dt.replace(tzinfo=None) - _NAIVE_EPOCH) // _MS)
+
+    def utcoffset(self, dt):
+        return self._local(dt).utcoffset(None)
+
+    def tzname(self, dt):
+        return self._local(dt).tzname(None)
+
+    def dst(self, dt):
+        return None
+
+    def __repr__(self) -> str:
+        return f"StatedOffsets({list(zip(self._starts, map(str, self._fixed)))})"
 
 
 def moment(ms: int, zone: tzinfo | None) -> datetime:
