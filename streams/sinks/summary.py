@@ -218,23 +218,32 @@ class StatedOffsets(tzinfo):
     (`+02:00` in summer, `+01:00` in winter), since no zone name was given."""
 
     def __init__(self, changes: list[tuple[int, int]]):
-        changes = sorted(changes)
-        self._starts = [ms for ms, _ in changes]
-        self._local_starts = [ms + minutes * 60_000 for ms, minutes in changes]
-        self._fixed = [timezone(timedelta(minutes=m), offset_name(m)) for _, m in changes]
+        # The parser's own list (LineParser.stated_offsets), which grows as lines are
+        # read: a zone chosen at the first record still labels a change read later.
+        self._changes = changes
+        self._seen = -1
 
-    def _of(self, starts: list[int], ms: int) -> timezone:
-        return self._fixed[max(bisect_right(starts, ms) - 1, 0)]
+    def _table(self) -> tuple[list[int], list[int], list[timezone]]:
+        if self._seen != len(self._changes):
+            changes = sorted(self._changes)
+            self._seen = len(changes)
+            self._starts = [ms for ms, _ in changes]
+            self._local_starts = [ms + minutes * 60_000 for ms, minutes in changes]
+            self._fixed = [timezone(timedelta(minutes=m), offset_name(m)) for _, m in changes]
+        return self._starts, self._local_starts, self._fixed
 
     def fromutc(self, dt: datetime) -> datetime:
         naive = dt.replace(tzinfo=None)
-        fixed = self._of(self._starts, (naive - _NAIVE_EPOCH) // _MS)
-        return (naive + fixed.utcoffset(None)).replace(tzinfo=fixed)
+        starts, _, fixed = self._table()
+        zone = fixed[max(bisect_right(starts, (naive - _NAIVE_EPOCH) // _MS) - 1, 0)]
+        return (naive + zone.utcoffset(None)).replace(tzinfo=zone)
 
     def _local(self, dt: datetime | None) -> timezone:
+        _, local_starts, fixed = self._table()
         if dt is None:
-            return self._fixed[-1]
-        return self._of(self._local_starts, (dt.replace(tzinfo=None) - _NAIVE_EPOCH) // _MS)
+            return fixed[-1]
+        ms = (dt.replace(tzinfo=None) - _NAIVE_EPOCH) // _MS
+        return fixed[max(bisect_right(local_starts, ms) - 1, 0)]
 
     def utcoffset(self, dt):
         return self._local(dt).utcoffset(None)
@@ -246,7 +255,7 @@ class StatedOffsets(tzinfo):
         return None
 
     def __repr__(self) -> str:
-        return f"StatedOffsets({list(zip(self._starts, map(str, self._fixed)))})"
+        return f"StatedOffsets({self._changes!r})"
 
 
 def moment(ms: int, zone: tzinfo | None) -> datetime:

@@ -147,3 +147,13 @@ def test_stated_offsets_label_each_instant_in_the_offset_it_was_read_in():
     # a local time read back (a --since given in the page's zone) finds its offset too
     assert datetime(2011, 3, 27, 3, 0, 1, tzinfo=zone).timestamp() * 1000 == change + 1000
     assert moment_text(change, StatedOffsets([(change, 0)])) == "2011-03-27 01:00:00 UTC"
+
+
+def test_stated_offsets_follow_a_change_read_after_the_label_zone_was_chosen():
+    """The report chooses its zone at the first record; the parser reads the change later."""
+    change = 1301187600000
+    read_so_far = [(change - 3_600_000, 60)]
+    zone = StatedOffsets(read_so_far)
+    assert moment_text(change + 1000, zone) == "2011-03-27 02:00:01 +01:00"
+    read_so_far.append((change, 120))
+    assert moment_text(change + 1000, zone) == "2011-03-27 03:00:01 +02:00"
