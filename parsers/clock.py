@@ -3,7 +3,9 @@
 One EventClock per log stream. It supplies the year (given, from a reference time such
 as the rsyslog prefix, a rotated file's name or its mtime, rolled over at Dec -> Jan) and
 resolves the local hour that repeats when daylight saving ends, so that no duration
-across it goes negative. Rules: docs/record-rules.md, "Time".
+across it goes negative. A stamp behind an rsyslog prefix is read in the UTC offset the
+prefix states instead, unless --tz was given (offset_local_ms). Rules:
+docs/record-rules.md, "Time".
 """
 
 from __future__ import annotations
@@ -88,8 +90,11 @@ class EventClock:
     """
 
     def __init__(self, tz: str | None = None, year: int | None = None,
-                 ref: tuple[int, int] | None = None):
+                 ref: tuple[int, int] | None = None, zone_given: bool = False):
         self.zone = load_zone(tz)
+        # True when the user named the zone (--tz): it then comes before the offset an
+        # rsyslog prefix states; a profile's or this machine's zone comes after it.
+        self.zone_given = zone_given
         self.year = year
         self.ref = ref
         # True when nothing dated the stream and its year is this machine's current one:
@@ -208,6 +213,37 @@ def rfc3339_to_ms(text: str) -> int:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+
+
+def rfc3339_offset_minutes(text: str) -> int:
+    """The UTC offset an RFC 3339 time states, in minutes: '...+02:00' -> 120, 'Z' -> 0."""
+    if text[-1:] in ("Z", "z"):
+        return 0
+    sign, hh, colon, mm = text[-6], text[-5:-3], text[-3], text[-2:]
+    if sign not in "+-" or colon != ":" or not (hh + mm).isdigit():
+        raise ClockError(f"bad RFC 3339 time {text!r}: no offset")
+    minutes = int(hh) * 60 + int(mm)
+    return -minutes if sign == "-" else minutes
+
+
+def offset_name(minutes: int) -> str:
+    """An offset as a label: `+02:00`, `-04:30`; `UTC` for none."""
+    if minutes == 0:
+        return "UTC"
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def offset_local_ms(year: int, month: int, day: int, hour: int, minute: int, second: int,
+                    ms: int, offset_minutes: int) -> int:
+    """Epoch ms of a local stamp read at a fixed UTC offset (no zone rules: the offset
+    itself says which side of a daylight-saving change the stamp is on)."""
+    try:
+        delta = datetime(year, month, day, hour, minute, second) - _NAIVE_EPOCH
+    except ValueError as exc:
+        raise ClockError(f"invalid date {year}-{month:02d}-{day:02d} {hour}:{minute}:{second}") from exc
+    return ((delta.days * 86_400 + delta.seconds) - offset_minutes * 60) * 1000 + ms
 
 
 def _to_ms(text: str) -> int:

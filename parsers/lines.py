@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 from . import fastpath
-from .clock import ClockError, EventClock, nearest_year
+from .clock import (ClockError, EventClock, nearest_year, offset_local_ms, rfc3339_offset_minutes,
+                    rfc3339_to_ms)
 from .events import Event
 from .profiles import UNMATCHED, Profile
 
@@ -28,6 +29,11 @@ TOO_LONG = f"line longer than {MAX_LINE_BYTES} bytes"
 # A pid, thread, file count or return code has a few digits; one of more than 18 would not
 # fit the compiled engine's 64-bit integers, and is garbage in any case.
 MAX_DIGITS = 18
+# A daemon writes a line before rsyslog stamps it; a stamp read this far after its own
+# prefix's time is read in the wrong offset (the same clock, a whole hour apart).
+AHEAD_OF_RECEIPT_MS = 60_000
+# Changes of stated offset a parser remembers for the labels (two a year, per stream).
+MAX_OFFSET_CHANGES = 256
 
 
 class LineParser:
@@ -45,6 +51,10 @@ class LineParser:
         self.result = PARSED
         self.reason = ""  # why the last line was malformed
         self._line_ref: tuple[int, int] | None = None
+        # (epoch ms from which, offset minutes) each time the rsyslog prefixes' offset the
+        # stamps are read in changes: what the summary labels times in (docs/report.md).
+        self.stated_offsets: list[tuple[int, int]] = []
+        self._last_offset: int | None = None
         # Hoisted lookups: this is the hot path.
         self._native = profile.native
         self._rsyslog = profile.rsyslog
@@ -105,7 +115,13 @@ class LineParser:
         # and the cache is dropped whenever the clock's year or the line_ref moves.
         cacheable = form is self._native
         base = self._seconds.get((month, day, hour, minute, second)) if cacheable else None
-        if base is None:
+        if not cacheable and not self.clock.zone_given:
+            try:
+                ts = self._stated(m.group(form.envelope["rtime"]), month, day, hour, minute,
+                                  second, ms)
+            except ClockError as exc:
+                return self._malformed(str(exc))
+        elif base is None:
             try:
                 base = self._convert(form, m, month, day, hour, minute, second, cacheable)
                 # None: a stamp of a repeated hour, resolved exactly per line
@@ -132,8 +148,7 @@ class LineParser:
     def _year_of(self, form, m, month: int) -> int | None:
         """The year a line itself implies (rsyslog prefix, receive time), else None."""
         if form is self._rsyslog:
-            rtime = m.group(form.envelope["rtime"])
-            return nearest_year(int(rtime[:4]), int(rtime[5:7]), month)
+            return prefix_year(m.group(form.envelope["rtime"]), month)
         ref = self._line_ref
         if ref is not None:
             return nearest_year(ref[0], ref[1], month)
@@ -162,6 +177,30 @@ class LineParser:
         if self._compiled is not None:
             self._compiled.forget()
 
+    def _stated(self, rtime: str, month, day, hour, minute, second, ms: int) -> int:
+        """Epoch ms of the stamp behind an rsyslog prefix, read in the UTC offset the
+        prefix states (the writer's local offset then, daylight saving included); the year
+        is the one nearest to the prefix's. docs/record-rules.md, "Time"."""
+        mo = int(month)
+        fields = (prefix_year(rtime, mo), mo, int(day), int(hour), int(minute), int(second), ms)
+        offset = rfc3339_offset_minutes(rtime)
+        ts = offset_local_ms(*fields, offset)
+        last = self._last_offset
+        if last is not None and last != offset:
+            # The offset changed (daylight saving): a line written before the change and
+            # received after it still reads in the offset before. Of the two readings,
+            # the one that puts the stamp nearest before its receipt is the line's.
+            received = rfc3339_to_ms(rtime)
+            before = offset_local_ms(*fields, last)
+            if before <= received + AHEAD_OF_RECEIPT_MS and (
+                    ts > received + AHEAD_OF_RECEIPT_MS or before > ts):
+                ts, offset = before, last
+        if offset != last:
+            self._last_offset = offset
+            if len(self.stated_offsets) < MAX_OFFSET_CHANGES:
+                self.stated_offsets.append((ts, offset))
+        return ts
+
     def _exact(self, form, m, month, day, hour, minute, second, ms) -> int:
         mo = int(month)
         return self.clock.to_ms(mo, int(day), int(hour), int(minute), int(second), ms,
@@ -184,6 +223,11 @@ class LineParser:
         self.result = MALFORMED
         self.reason = reason
         return None
+
+
+def prefix_year(rtime: str, month: int) -> int:
+    """The year of a stamp of `month` behind the rsyslog prefix time `rtime`: the nearest."""
+    return nearest_year(int(rtime[:4]), int(rtime[5:7]), month)
 
 
 def second_key(month: str, day: str, hour: str, minute: str, second: str) -> int:

@@ -386,7 +386,7 @@ class Source:
         ref = None
         if self.year is None:
             ref = stream_reference(self.path, self.year_hint_ms, load_zone(zone_name))
-        clock = EventClock(zone_name, year=self.year, ref=ref)
+        clock = EventClock(zone_name, year=self.year, ref=ref, zone_given=bool(self.tz))
         return LineParser(profile, clock, self.host, frozenset(self.pipeline.tag_profiles))
 
     def _routed_parser(self, tag: str) -> LineParser:

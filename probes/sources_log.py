@@ -234,7 +234,7 @@ class LogSource:
         profile = found.profile
         zone_name = self.tz or profile.timezone
         try:
-            clock = EventClock(zone_name, year=None, ref=found.ref)
+            clock = EventClock(zone_name, year=None, ref=found.ref, zone_given=bool(self.tz))
         except ClockError as exc:
             raise SourceError(str(exc)) from None
         parser = LineParser(profile, clock, self.host_name)

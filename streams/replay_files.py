@@ -6,12 +6,11 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
-from dpmstream.parsers.clock import ClockError
+from dpmstream.parsers.clock import ClockError, offset_name, rfc3339_offset_minutes, rfc3339_to_ms
 from dpmstream.parsers.linking import NS_DAEMON
-from dpmstream.parsers.stamps import LineStamps
 from dpmstream.streams.inputs import fingerprint, iter_chunks, open_binary, repeated_prefix
 from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.parsers.pipeline import Pipeline, Source
@@ -71,8 +70,11 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
             for chunk in iter_chunks(stream, chunk_lines):
                 yield chunk
                 if not zone_checked and src.parser is not None:
-                    zone_checked = True   # once an input, on its first chunk
-                    warning = zone_disagreement(chunk, src.parser.profile, src.parser.clock.zone)
+                    zone_checked = True   # once an input, on its first chunk; only a --tz
+                    # can disagree (without it the lines are read in their own offset)
+                    clock = src.parser.clock
+                    warning = clock.zone_given and zone_disagreement(chunk, src.parser.profile,
+                                                                     clock.zone)
                     if warning:
                         log.warning("%s: %s", inp.name, warning)
                 progress.update(state["done_before"] + (raw.tell() if not inp.is_stdin else 0),
@@ -133,33 +135,27 @@ def _day(ms: int) -> str:
 
 
 ZONE_CHECK_LINES = 100
-ZONE_APART_MS = 30 * 60_000
 
 
 def zone_disagreement(lines, profile, zone) -> str | None:
-    """Why the zone `zone` the stamps are read in is not the one the lines carry (an
-    rsyslog prefix with its offset, 14:31:40+02:00, before a stamp read as 14:31:40 UTC),
-    from the first such line among `lines`; None when they agree or no line tells."""
-    stamps = LineStamps(profile)
+    """Why the --tz zone `zone`, in which the stamps are read, is not the one the lines
+    carry (an rsyslog prefix stating +02:00 where Europe/London is +01:00), from the first
+    rsyslog line among `lines`; None when they agree or no line tells. Without --tz the
+    stamps are read in the prefix's own offset: nothing to disagree with."""
     for raw in itertools.islice(lines, ZONE_CHECK_LINES):
-        line = raw if isinstance(raw, bytes) else raw.encode()
-        local = stamps.local(line)
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        prefix = profile.rsyslog_prefix.match(text)
+        if prefix is None:
+            continue
+        carried = prefix.group("rtime")
         try:
-            received = stamps.received_ms(line)
+            stated, received = rfc3339_offset_minutes(carried), rfc3339_to_ms(carried)
         except ClockError:
             continue
-        if local is None or received is None:
-            continue
         at = datetime.fromtimestamp(received / 1000, tz=zone)
-        try:
-            read = datetime(at.year, *local[:5], tzinfo=zone)
-        except ValueError:
+        if at.utcoffset() == timedelta(minutes=stated):
             return None
-        if abs(read.timestamp() * 1000 - received) < ZONE_APART_MS:
-            return None
-        carried = profile.rsyslog_prefix.match(line.decode("utf-8", "replace")).group("rtime")
-        name = "this machine's zone" if str(zone) == "localtime" else str(zone)
-        return (f"its rsyslog times carry {carried[-6:] if carried[-1] != 'Z' else 'UTC'} "
-                f"but its stamps are read in {name} ({at:%Z}): give --tz with the head "
-                "node's zone")
+        return (f"its rsyslog times carry {offset_name(stated)} but --tz {zone} is "
+                f"{offset_name(at.utcoffset() // timedelta(minutes=1))} ({at:%Z}) then: its "
+                "stamps are read in --tz (leave --tz out to read them in the lines' offset)")
     return None

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import random
 from array import array
+from bisect import bisect_right
 from collections import Counter, defaultdict
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 
+from dpmstream.parsers.clock import offset_name
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
 
@@ -193,12 +195,67 @@ def _share_cell(share: float | None) -> str:
 
 def label_zone(sources) -> tzinfo:
     """The zone every time label is shown in (docs/report.md, "Time labels"): the one
-    the stamps are read in (--tz when given, else the profile's; "local" is this
-    machine's), taken from the first source whose profile is known; else UTC."""
-    for src in sources:
-        if src.parser is not None:
-            return src.parser.clock.zone
-    return timezone.utc
+    the stamps are read in: --tz when given; else the UTC offsets the rsyslog prefixes
+    stated (StatedOffsets), of the first source that read any; else the profile's zone
+    ("local" is this machine's), of the first source whose profile is known; else UTC."""
+    parsers = [src.parser for src in sources if src.parser is not None]
+    if not parsers:
+        return timezone.utc
+    if not parsers[0].clock.zone_given:
+        for parser in parsers:
+            if parser.stated_offsets:
+                return StatedOffsets(parser.stated_offsets)
+    return parsers[0].clock.zone
+
+
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_MS = timedelta(milliseconds=1)
+
+
+class StatedOffsets(tzinfo):
+    """The UTC offsets a log's rsyslog prefixes stated, each from the instant its first
+    line was read in it: an instant is labelled in the offset its lines were read in
+    (`+02:00` in summer, `+01:00` in winter), since no zone name was given."""
+
+    def __init__(self, changes: list[tuple[int, int]]):
+        # The parser's own list (LineParser.stated_offsets), which grows as lines are
+        # read: a zone chosen at the first record still labels a change read later.
+        self._changes = changes
+        self._seen = -1
+
+    def _table(self) -> tuple[list[int], list[int], list[timezone]]:
+        if self._seen != len(self._changes):
+            changes = sorted(self._changes)
+            self._seen = len(changes)
+            self._starts = [ms for ms, _ in changes]
+            self._local_starts = [ms + minutes * 60_000 for ms, minutes in changes]
+            self._fixed = [timezone(timedelta(minutes=m), offset_name(m)) for _, m in changes]
+        return self._starts, self._local_starts, self._fixed
+
+    def fromutc(self, dt: datetime) -> datetime:
+        naive = dt.replace(tzinfo=None)
+        starts, _, fixed = self._table()
+        zone = fixed[max(bisect_right(starts, (naive - _NAIVE_EPOCH) // _MS) - 1, 0)]
+        return (naive + zone.utcoffset(None)).replace(tzinfo=zone)
+
+    def _local(self, dt: datetime | None) -> timezone:
+        _, local_starts, fixed = self._table()
+        if dt is None:
+            return fixed[-1]
+        ms = (dt.replace(tzinfo=None) - _NAIVE_EPOCH) // _MS
+        return fixed[max(bisect_right(local_starts, ms) - 1, 0)]
+
+    def utcoffset(self, dt):
+        return self._local(dt).utcoffset(None)
+
+    def tzname(self, dt):
+        return self._local(dt).tzname(None)
+
+    def dst(self, dt):
+        return None
+
+    def __repr__(self) -> str:
+        return f"StatedOffsets({self._changes!r})"
 
 
 def moment(ms: int, zone: tzinfo | None) -> datetime:

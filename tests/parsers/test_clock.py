@@ -3,7 +3,8 @@
 import pytest
 
 from dpmstream.parsers.clock import (
-    ClockError, EventClock, first_line_year, nearest_year, year_from_file_name,
+    ClockError, EventClock, first_line_year, nearest_year, offset_local_ms,
+    rfc3339_offset_minutes, year_from_file_name,
 )
 
 
@@ -83,3 +84,30 @@ def test_clock_state_round_trips_inside_a_repeated_hour():
     copy = EventClock("Europe/Zurich")
     copy.restore(clock.state())
     assert copy.to_ms(10, 27, 2, 2, 0, 0) == clock.to_ms(10, 27, 2, 2, 0, 0) == utc_ms("2013-10-27T01:02:00")
+
+
+@pytest.mark.parametrize("text, minutes", [
+    ("2011-08-12T14:31:43.118402+02:00", 120), ("2011-01-12T14:31:43+01:00", 60),
+    ("2011-08-12T14:31:43-04:30", -270), ("2011-08-12T14:31:43Z", 0),
+    ("2011-08-12T14:31:43.118402z", 0),
+])
+def test_the_offset_an_rsyslog_time_states_in_minutes(text, minutes):
+    assert rfc3339_offset_minutes(text) == minutes
+
+
+def test_a_time_without_an_offset_is_a_clock_error():
+    with pytest.raises(ClockError, match="no offset"):
+        rfc3339_offset_minutes("2011-08-12T14:31:43.118402")
+
+
+def test_a_stamp_read_at_a_fixed_offset_needs_no_zone_rules():
+    assert offset_local_ms(2011, 8, 12, 14, 31, 43, 118, 120) == utc_ms("2011-08-12T12:31:43.118")
+    assert offset_local_ms(2011, 1, 12, 14, 31, 43, 0, 60) == utc_ms("2011-01-12T13:31:43")
+    # the repeated hour of 2011-10-30 in Zurich: the offset tells the two 02:30 apart
+    assert offset_local_ms(2011, 10, 30, 2, 30, 0, 0, 120) == utc_ms("2011-10-30T00:30:00")
+    assert offset_local_ms(2011, 10, 30, 2, 30, 0, 0, 60) == utc_ms("2011-10-30T01:30:00")
+
+
+def test_an_impossible_date_at_an_offset_is_a_clock_error():
+    with pytest.raises(ClockError, match="invalid date"):
+        offset_local_ms(2011, 2, 30, 0, 0, 0, 0, 60)

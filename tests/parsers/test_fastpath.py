@@ -95,6 +95,28 @@ def test_compiled_and_python_parsers_agree_on_lines_with_receive_times_across_a_
 
 
 @needs_native
+def test_rsyslog_lines_are_read_in_their_prefixs_offset_by_both_parsers():
+    """A file mixing the daemon's own lines (read in the stream's zone, here UTC, and
+    taken by the compiled parser once their second is known) with the same stamps behind
+    rsyslog prefixes across the autumn change (read in the offset each prefix states,
+    by LineParser, to which the compiled parser leaves every rsyslog line)."""
+    prefixed = [("2011-10-30T02:59:59.000100+02:00", "10/30 02:59:59"),
+                ("2011-10-30T02:00:00.000100+01:00", "10/30 02:00:00")]
+    lines = []
+    for rtime, stamp in prefixed:
+        for ms in range(0, 1000, 100):
+            native = f"{stamp}.{ms:03d} 12345,3 dpm_srv_put: returns 0"
+            lines += [native, native, f"{rtime} dpmhead01 dpm[12345]: {native}"]
+    taken = compare(lines, resolve_profile("lcgdm-dpm"), tz="UTC")
+    assert taken > 0
+    parser = LineParser(resolve_profile("lcgdm-dpm"), EventClock("UTC", year=2011), "head01")
+    times = [parser.parse(line).ts for line in lines]
+    first_change = 1319936399000   # 02:59:59 CEST = 00:59:59 UTC
+    assert times[2] == first_change and times[32] == first_change + 1000
+    assert times[0] == first_change + 2 * 3_600_000   # 02:59:59 read as UTC, no prefix
+
+
+@needs_native
 def test_compiled_and_python_parsers_agree_on_real_name_server_and_srm_lines():
     for path in sorted((DATA / "real").rglob("*")):
         if not path.is_file() or path.name == "README.md":

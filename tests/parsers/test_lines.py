@@ -27,8 +27,9 @@ def utc_ms(*when) -> int:
     return int(datetime(*when, tzinfo=timezone.utc).timestamp() * 1000)
 
 
-def parser(profile=DPM, tz="UTC", year=2011, host="head01", other_tags=frozenset()):
-    return LineParser(profile, EventClock(tz, year=year), host, other_tags)
+def parser(profile=DPM, tz="UTC", year=2011, host="head01", other_tags=frozenset(),
+           zone_given=False):
+    return LineParser(profile, EventClock(tz, year=year, zone_given=zone_given), host, other_tags)
 
 
 def real_line(name: str, index: int = 0) -> str:
@@ -159,6 +160,81 @@ def test_an_rsyslog_line_dates_the_stamp_by_its_receive_year_not_the_streams():
     ev = p.parse_python("2014-08-12T10:00:00Z disk07 dpm: "
                         "08/12 10:00:00 4242,3 dpm_srv_put: returns 0")
     assert ev.ts == utc_ms(2014, 8, 12, 10, 0, 0)
+
+
+def rsyslog_line(rtime: str, stamp: str, msg: str = "dpm_srv_put: returns 0") -> str:
+    return f"{rtime} dpmhead01 dpm[12345]: {stamp} 12345,3 {msg}"
+
+
+def test_without_tz_an_rsyslog_lines_stamp_is_read_in_the_offset_its_prefix_states():
+    """Issue 27: a Zurich log written through rsyslog, replayed on a UTC machine with no
+    --tz, read two hours off. The prefix says +02:00: the stamp is 12:31:43.118 UTC."""
+    p = parser(tz="UTC")
+    ev = p.parse_python(rsyslog_line("2011-08-12T14:31:43.118402+02:00", "08/12 14:31:43.118"))
+    assert p.result == PARSED
+    assert ev.ts == utc_ms(2011, 8, 12, 12, 31, 43) + 118
+    winter = p.parse_python(rsyslog_line("2011-01-12T14:31:43.900000+01:00", "01/12 14:31:43.899"))
+    assert winter.ts == utc_ms(2011, 1, 12, 13, 31, 43) + 899
+
+
+def test_the_prefixs_offset_comes_before_the_profiles_zone():
+    p = parser(tz="America/New_York")   # the profile's zone: no --tz given
+    ev = p.parse_python(rsyslog_line("2011-08-12T14:31:43+02:00", "08/12 14:31:43"))
+    assert ev.ts == utc_ms(2011, 8, 12, 12, 31, 43)
+
+
+def test_a_given_tz_comes_before_the_prefixs_offset():
+    p = parser(tz="Europe/London", zone_given=True)
+    ev = p.parse_python(rsyslog_line("2011-08-12T14:31:43+02:00", "08/12 14:31:43"))
+    assert ev.ts == utc_ms(2011, 8, 12, 13, 31, 43)   # 14:31:43 BST
+    assert p.stated_offsets == []
+
+
+def test_the_repeated_hour_of_a_prefixed_file_is_told_apart_by_the_offsets():
+    """Zurich, 2011-10-30: 02:59:59 CEST, then the clock goes back to 02:00:00 CET."""
+    p = parser(tz="UTC")
+    lines = [("2011-10-30T02:30:00.000000+02:00", "10/30 02:30:00.000"),
+             ("2011-10-30T02:59:59.900000+02:00", "10/30 02:59:59.900"),
+             ("2011-10-30T02:00:00.100000+01:00", "10/30 02:00:00.100"),
+             ("2011-10-30T02:30:00.000000+01:00", "10/30 02:30:00.000")]
+    times = [p.parse_python(rsyslog_line(*pair)).ts for pair in lines]
+    assert times == [utc_ms(2011, 10, 30, 0, 30, 0), utc_ms(2011, 10, 30, 0, 59, 59) + 900,
+                     utc_ms(2011, 10, 30, 1, 0, 0) + 100, utc_ms(2011, 10, 30, 1, 30, 0)]
+    assert p.stated_offsets == [(times[0], 120), (times[2], 60)]
+
+
+@pytest.mark.parametrize("before, after", [
+    # autumn: written at 02:59:59.950 CEST, stamped by rsyslog at 02:00:00.050 CET
+    (("2011-10-30T02:59:59.000000+02:00", "10/30 02:59:59.000"),
+     ("2011-10-30T02:00:00.050000+01:00", "10/30 02:59:59.950")),
+    # spring: written at 01:59:59.950 CET, stamped by rsyslog at 03:00:00.050 CEST
+    (("2011-03-27T01:59:59.000000+01:00", "03/27 01:59:59.000"),
+     ("2011-03-27T03:00:00.050000+02:00", "03/27 01:59:59.950")),
+])
+def test_a_line_written_before_an_offset_change_and_received_after_it_keeps_the_old_offset(
+        before, after):
+    p = parser(tz="UTC")
+    first = p.parse_python(rsyslog_line(*before)).ts
+    late = p.parse_python(rsyslog_line(*after)).ts
+    assert late - first == 950
+
+
+def test_a_line_queued_across_the_autumn_change_keeps_the_offset_it_was_written_in():
+    """Written at 02:40 CEST, stamped by rsyslog 30 minutes later at 02:10 CET: read at
+    +01:00 the stamp would come 30 minutes after its own receipt."""
+    p = parser(tz="UTC")
+    p.parse_python(rsyslog_line("2011-10-30T02:39:00+02:00", "10/30 02:39:00"))
+    ev = p.parse_python(rsyslog_line("2011-10-30T02:10:00+01:00", "10/30 02:40:00"))
+    assert ev.ts == utc_ms(2011, 10, 30, 0, 40, 0)
+
+
+def test_a_line_written_after_the_change_and_queued_keeps_its_prefixs_offset():
+    """Written at 02:20 CET (after the change), stamped 20 minutes later at 02:40 CET:
+    read at +02:00 instead it would wait an hour longer for its receipt."""
+    p = parser(tz="UTC")
+    p.parse_python(rsyslog_line("2011-10-30T02:59:00+02:00", "10/30 02:59:00"))
+    ev = p.parse_python(rsyslog_line("2011-10-30T02:40:00+01:00", "10/30 02:20:00"))
+    assert ev.ts == utc_ms(2011, 10, 30, 1, 20, 0)
 
 
 def test_the_line_ref_dates_a_native_line():

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from dpmstream.streams.sinks.summary import time_range_text
+from dpmstream.streams.sinks.summary import StatedOffsets, moment_text, time_range_text
 from dpmstream.parsers.clock import load_zone
 
 
@@ -89,21 +89,75 @@ def test_files_dated_by_their_mtime_or_a_given_year_warn_nothing(summer):
     assert "Records from 2011-08-12 14:31:40 to " in res.stdout
 
 
-def test_an_rsyslog_file_whose_offset_is_not_the_zone_its_stamps_are_read_in_warns(tmp_path):
-    """rsyslog wrote 14:31:40+02:00 before each stamp: read in UTC (no --tz, this machine's
-    zone UTC), the stamps would be labelled UTC and two hours off. One warning per input
-    says so; with --tz the stamps are read and labelled in the head node's zone."""
-    prefix = str(tmp_path / "t20")
+def replay_on_a_utc_machine(*args):
+    return subprocess.run([sys.executable, "-m", "dpmstream", "replay", *args],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "TZ": "UTC"})
+
+
+@pytest.fixture(scope="module")
+def syslog_summer(tmp_path_factory):
+    prefix = str(tmp_path_factory.mktemp("syslog") / "t20")
     assert dpmstream("simulate", "--out", prefix, "--requests", "60", "--syslog-file",
                      "--quiet").returncode == 0
-    env = {**os.environ, "TZ": "UTC"}
-    res = subprocess.run([sys.executable, "-m", "dpmstream", "replay", prefix + ".messages"],
-                         capture_output=True, text=True, check=False, env=env)
-    warnings = [line for line in res.stderr.splitlines() if "WARNING" in line]
-    assert warnings == [f"dpmstream: WARNING: {prefix}.messages: its rsyslog times carry "
-                        "+02:00 but its stamps are read in UTC (UTC): give --tz with the head "
-                        "node's zone"], res.stderr
-    res = dpmstream("replay", "--tz", "Europe/Zurich", prefix + ".messages")
-    assert "WARNING" not in res.stderr, res.stderr
+    return prefix + ".messages"
+
+
+def test_an_rsyslog_file_without_tz_is_labelled_in_the_offset_its_prefixes_state(syslog_summer):
+    """Issue 27: rsyslog wrote 14:31:40+02:00 before each stamp. With no --tz on a UTC
+    machine the stamps are read, and labelled, in that offset: not two hours off as UTC,
+    and with nothing to warn about."""
+    res = replay_on_a_utc_machine(syslog_summer)
+    assert res.returncode == 0 and "WARNING" not in res.stderr, res.stderr
+    assert re.fullmatch(r"Records from 2011-08-12 14:31:40 to \d\d:\d\d:\d\d \+02:00",
+                        records_line(res.stdout)), records_line(res.stdout)
+
+
+def test_with_tz_an_rsyslog_file_is_labelled_in_that_zone(syslog_summer):
+    res = replay_on_a_utc_machine("--tz", "Europe/Zurich", syslog_summer)
+    assert res.returncode == 0 and "WARNING" not in res.stderr, res.stderr
     assert records_line(res.stdout).startswith("Records from 2011-08-12 14:31:40 to ")
     assert records_line(res.stdout).endswith(" CEST")
+
+
+def test_a_tz_the_rsyslog_offsets_contradict_warns_once_and_is_followed(syslog_summer):
+    """--tz Europe/London (+01:00 in August) where the prefixes say +02:00: a
+    misconfiguration. The stamps are read in --tz as asked, and one line says so."""
+    res = replay_on_a_utc_machine("--tz", "Europe/London", syslog_summer)
+    warnings = [line for line in res.stderr.splitlines() if "WARNING" in line]
+    assert warnings == [f"dpmstream: WARNING: {syslog_summer}: its rsyslog times carry +02:00 "
+                        "but --tz Europe/London is +01:00 (BST) then: its stamps are read in "
+                        "--tz (leave --tz out to read them in the lines' offset)"], res.stderr
+    assert records_line(res.stdout).startswith("Records from 2011-08-12 14:31:40 to ")
+    assert records_line(res.stdout).endswith(" BST")
+
+
+def test_an_rsyslog_range_across_the_spring_change_names_each_ends_offset(tmp_path):
+    prefix = str(tmp_path / "dst")
+    assert dpmstream("simulate", "--out", prefix, "--start", "2011-03-27 01:59:59",
+                     "--requests", "60", "--syslog-file", "--quiet").returncode == 0
+    res = replay_on_a_utc_machine(prefix + ".messages")
+    assert res.returncode == 0 and "WARNING" not in res.stderr, res.stderr
+    assert re.fullmatch(r"Records from 2011-03-27 01:59:59 \+01:00 to 03:00:\d\d \+02:00",
+                        records_line(res.stdout)), records_line(res.stdout)
+
+
+def test_stated_offsets_label_each_instant_in_the_offset_it_was_read_in():
+    change = 1301187600000   # 2011-03-27 01:00 UTC: Zurich goes from +01:00 to +02:00
+    zone = StatedOffsets([(change - 3_600_000, 60), (change, 120)])
+    assert moment_text(change - 1000, zone) == "2011-03-27 01:59:59 +01:00"
+    assert moment_text(change + 1000, zone) == "2011-03-27 03:00:01 +02:00"
+    assert moment_text(change - 86_400_000, zone) == "2011-03-26 02:00:00 +01:00"   # before all
+    # a local time read back (a --since given in the page's zone) finds its offset too
+    assert datetime(2011, 3, 27, 3, 0, 1, tzinfo=zone).timestamp() * 1000 == change + 1000
+    assert moment_text(change, StatedOffsets([(change, 0)])) == "2011-03-27 01:00:00 UTC"
+
+
+def test_stated_offsets_follow_a_change_read_after_the_label_zone_was_chosen():
+    """The report chooses its zone at the first record; the parser reads the change later."""
+    change = 1301187600000
+    read_so_far = [(change - 3_600_000, 60)]
+    zone = StatedOffsets(read_so_far)
+    assert moment_text(change + 1000, zone) == "2011-03-27 02:00:01 +01:00"
+    read_so_far.append((change, 120))
+    assert moment_text(change + 1000, zone) == "2011-03-27 03:00:01 +02:00"
