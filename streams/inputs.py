@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from dpmstream.parsers import fastpath
-from dpmstream.streams.linecut import LineCutter
+from dpmstream.streams.linecut import CUT_BYTES, LineCutter
 
 try:
     from dpmstream.parsers._fastlines import LineBlock
@@ -204,14 +204,30 @@ def repeated_prefix(stream: BinaryIO, earlier: Input) -> tuple[int, bytes | None
     (how many lines repeated, the first line that differs, or None at the end)."""
     other, raw = open_binary(earlier)
     repeated = 0
+    lines = _bounded_lines(stream)
     try:
         # `other` first: when it ends, zip stops before taking a line of `stream`, so the
-        # first new line of a longer copy is still there for readline().
-        for old, line in zip(other, stream):
+        # first new line of a longer copy is still there for next().
+        for old, line in zip(_bounded_lines(other), lines):
             if line != old:
                 return repeated, line
             repeated += 1
-        return repeated, stream.readline() or None
+        return repeated, next(lines, None)
     finally:
         other.close()
         raw.close()
+
+
+def _bounded_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of `stream` read one by one (it is read on from where they end), a line
+    longer than CUT_BYTES as its first CUT_BYTES, the rest read past and not held (the
+    parser judges it as the whole: one malformed line)."""
+    while True:
+        line = stream.readline(CUT_BYTES)
+        if not line:
+            return
+        if len(line) == CUT_BYTES and not line.endswith(b"\n"):
+            more = line
+            while len(more) == CUT_BYTES and not more.endswith(b"\n"):
+                more = stream.readline(CUT_BYTES)
+        yield line

@@ -396,3 +396,12 @@ def test_a_longer_copy_gives_its_first_new_line(tmp_path):
     earlier = write(tmp_path, "a", b"1\n2\n")
     stream = io.BytesIO(b"1\n2\n3\n4\n")
     assert repeated_prefix(stream, earlier) == (2, b"3\n")
+
+
+def test_a_copy_with_a_huge_line_is_compared_on_the_line_s_head_and_read_on_after_it(tmp_path):
+    huge = b"h" * (CUT_BYTES * 3) + b"\n"
+    earlier = write(tmp_path, "a", b"1\n" + huge + b"2\n")
+    stream = io.BytesIO(b"1\n" + huge + b"2\n" + huge + b"4\n")
+    # the first new line, cut to the bound as every reader cuts it; the rest is skipped
+    assert repeated_prefix(stream, earlier) == (3, b"h" * CUT_BYTES)
+    assert stream.read() == b"4\n"
