@@ -213,6 +213,9 @@ def damaged_logs(tmp_path_factory):
         f.truncate(f.tell() + HOLE_BYTES)   # the hole, without a line break after it
         f.seek(0, os.SEEK_END)
         f.write(lines_bytes(THIRD) + b"garbage line\n")
+    for log in (clean, damaged):  # and each gzipped, a MiB at a time
+        with open(log, "rb") as src, gzip.open(f"{log}.gz", "wb", compresslevel=1) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
     yield clean, damaged
     shutil.rmtree(folder)
 
@@ -224,6 +227,8 @@ def replay_measured(log, out, engine, via):
     if engine == "pure":
         env["DPMSTREAM_PURE_PYTHON"] = "1"
     peak = out.with_suffix(".peak")
+    if via == "gzip":
+        log = f"{log}.gz"
     args = ["replay", "--tz", "UTC", "--year", "2011", "--out", str(out),
             "-" if via == "stdin" else str(log)]
     with open(log, "rb") as stdin:
@@ -234,7 +239,7 @@ def replay_measured(log, out, engine, via):
     return done.stdout.decode(), int(peak.read_text())
 
 
-@pytest.mark.parametrize("via", ["file", "stdin"])
+@pytest.mark.parametrize("via", ["file", "stdin", "gzip"])
 @pytest.mark.parametrize("engine", ["compiled", "pure"])
 def test_a_huge_line_and_a_nul_hole_are_one_bad_line_each_and_cost_no_memory(
         damaged_logs, tmp_path, engine, via):
@@ -250,7 +255,7 @@ def test_a_huge_line_and_a_nul_hole_are_one_bad_line_each_and_cost_no_memory(
     assert f"parsed {parsed}, unmatched 0, malformed 3," in got
     # Each at its place: the long line is line 17, the hole one line after SECOND, and
     # the numbers of the lines after them are right.
-    name = "-" if via == "stdin" else str(damaged)
+    name = {"stdin": "-", "gzip": f"{damaged}.gz"}.get(via, str(damaged))
     hole = len(LOG) + 1 + len(SECOND) + 1
     assert f"{name}:{len(LOG) + 1}: line longer than 65536 bytes" in got
     assert f"{name}:{hole}: " in got
