@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from dpmstream.parsers import fastpath
+from dpmstream.streams.linecut import CUT_BYTES, LineCutter
 
 try:
     from dpmstream.parsers._fastlines import LineBlock
@@ -66,7 +67,10 @@ def open_binary(inp: Input) -> tuple[BinaryIO, BinaryIO]:
     return raw, raw
 
 
-READ_HINT = 1 << 20  # bytes of lines read at once
+READ_HINT = 1 << 20  # bytes read at once
+# Lines carried to the next read to fill a chunk of `size` are at most this many bytes
+# (a chunk of long lines ends early), so every buffer here is a few READ_HINTs at most.
+CARRY_BYTES = 1 << 21
 
 
 def iter_lines(stream: BinaryIO) -> Iterator[bytes]:
@@ -76,87 +80,104 @@ def iter_lines(stream: BinaryIO) -> Iterator[bytes]:
 
 
 def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
-    """Lists of `size` lines (the last one shorter); when the input ends early, the lines
-    read before the error still come out, then the InputError."""
-    if isinstance(stream, (gzip.GzipFile, bz2.BZ2File)):
-        yield from _chunks_line_by_line(stream, size)
-        return
+    """Lists of `size` lines (the last one shorter, and one of long lines may be); when the
+    input ends early, the lines read before the error still come out, then the InputError.
+
+    Lines are cut by streams/linecut's rule, as the live follower cuts them: a line longer
+    than CUT_BYTES is one line of at most about a read's length, the rest skipped unread
+    into memory; a run of NULs is one NUL_BLOCK line and the line after it its own. So time
+    is linear and memory bounded (a few READ_HINTs) whatever the input holds."""
+    size = max(size, 1)
     if LineBlock is not None and fastpath.available():
-        yield from _blocks(stream, size)
-        return
-    # A plain file: readlines() splits a megabyte at a time in C (a Python step per line
-    # was a tenth of the compiled replay's time). Only compressed input ends early, and a
-    # readlines() cut by the damage would lose the lines it had read: those go line by line.
-    pending: list[bytes] = []
-    while True:
-        try:
-            more = stream.readlines(READ_HINT)
-        except (EOFError, OSError, ValueError) as exc:
-            yield from _slices(pending, size, len(pending))
-            raise InputError(f"input ends early: {exc}") from exc
-        if not more:
-            break
-        pending += more
-        whole = len(pending) - len(pending) % size
-        yield from _slices(pending, size, whole)
-        del pending[:whole]
-    yield from _slices(pending, size, len(pending))
+        yield from _blocks(_texts(stream), size)
+    else:
+        yield from _lists(_texts(stream), size)
 
 
-def _blocks(stream: BinaryIO, size: int) -> Iterator:
-    """iter_chunks of a plain file as the extension's LineBlocks: a megabyte read at once and
-    split without a bytes object per line (sequences of bytes lines, as the lists are)."""
-    rest = b""
-    # A regular file re-reads its cut last line with the next read: joining it to the next
-    # megabyte copied every byte once more. A pipe, or a line longer than a read, joins.
-    rewind = _seekable(stream)
+def _texts(stream: BinaryIO) -> Iterator[bytes]:
+    """The input as texts of whole lines, each line with its line break (the last text's
+    last line may lack it), a read of about READ_HINT bytes each, cut by LineCutter."""
+    lines = LineCutter()
     while True:
-        try:
-            data = stream.read(READ_HINT)
-        except (EOFError, OSError, ValueError) as exc:  # the whole lines before it count
-            yield from LineBlock.split(rest[:rest.rfind(b"\n") + 1], size, True)[0]
-            raise InputError(f"input ends early: {exc}") from exc
+        data, error = _read(stream)
+        text = lines.whole(data) if data else b""
+        if text:
+            yield text
+        if error is not None:  # the lines before the damage came out; a cut one is lost
+            raise InputError(f"input ends early: {error}") from error
         if not data:
             break
-        data = rest + data if rest else data
-        blocks, at = LineBlock.split(data, size, False)
-        yield from blocks
-        rest = data[at:]
-        if rest and at and rewind:
-            stream.seek(-len(rest), io.SEEK_CUR)
-            rest = b""
-    yield from LineBlock.split(rest, size, True)[0]
+    rest = lines.flush()
+    if rest:
+        yield rest
 
 
-def _seekable(stream: BinaryIO) -> bool:
+def _read(stream: BinaryIO) -> tuple[bytes, Exception | None]:
+    """Up to READ_HINT bytes (b"" at the end), and the error that stopped the reading, if
+    any: a damaged archive's bytes decompressed before the damage are kept (one read()
+    would drop them with the error)."""
+    pieces: list[bytes] = []
+    got = 0
     try:
-        return stream.seekable()
-    except (OSError, ValueError):
-        return False
+        while got < READ_HINT:
+            piece = stream.read1(READ_HINT - got)
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+    except (EOFError, OSError, ValueError) as exc:  # truncated .gz / .bz2, a disk error
+        return b"".join(pieces), exc
+    return (pieces[0] if len(pieces) == 1 else b"".join(pieces)), None
+
+
+def _lists(texts: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
+    """iter_chunks as lists of bytes lines, split in C (a Python step per line was a tenth
+    of the compiled replay's time)."""
+    pending: list[bytes] = []
+    carried = 0  # bytes of the lines in pending, as far as known
+    try:
+        for text in texts:
+            pending += io.BytesIO(text).readlines()
+            carried += len(text)
+            whole = len(pending) - len(pending) % size
+            if whole:
+                yield from _slices(pending, size, whole)
+                del pending[:whole]
+                carried = sum(map(len, pending))
+            if carried > CARRY_BYTES:
+                yield pending
+                pending, carried = [], 0
+    except InputError:
+        if pending:  # the whole lines before the damage
+            yield pending
+        raise
+    if pending:
+        yield pending
+
+
+def _blocks(texts: Iterator[bytes], size: int) -> Iterator:
+    """iter_chunks as the extension's LineBlocks: each text split without a bytes object
+    per line (sequences of bytes lines, as the lists are)."""
+    rest = b""
+    try:
+        for text in texts:
+            data = rest + text if rest else text
+            blocks, at = LineBlock.split(data, size, False)
+            yield from blocks
+            rest = data[at:]
+            if len(rest) > CARRY_BYTES:
+                yield from LineBlock.split(rest, size, True)[0]
+                rest = b""
+    except InputError:
+        yield from LineBlock.split(rest, size, True)[0]  # the whole lines before the damage
+        raise
+    yield from LineBlock.split(rest, size, True)[0]
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:
     """lines[:end] in lists of `size` (the last one shorter)."""
     for at in range(0, end, size):
         yield lines[at:at + size]
-
-
-def _chunks_line_by_line(stream: BinaryIO, size: int) -> Iterator[list[bytes]]:
-    chunk: list[bytes] = []
-    append = chunk.append
-    try:
-        for line in stream:
-            append(line)
-            if len(chunk) >= size:
-                yield chunk
-                chunk = []
-                append = chunk.append
-    except (EOFError, OSError, ValueError) as exc:  # truncated .gz / .bz2
-        if chunk:
-            yield chunk
-        raise InputError(f"input ends early: {exc}") from exc
-    if chunk:
-        yield chunk
 
 
 FINGERPRINT_BYTES = 65536
@@ -183,14 +204,30 @@ def repeated_prefix(stream: BinaryIO, earlier: Input) -> tuple[int, bytes | None
     (how many lines repeated, the first line that differs, or None at the end)."""
     other, raw = open_binary(earlier)
     repeated = 0
+    lines = _bounded_lines(stream)
     try:
         # `other` first: when it ends, zip stops before taking a line of `stream`, so the
-        # first new line of a longer copy is still there for readline().
-        for old, line in zip(other, stream):
+        # first new line of a longer copy is still there for next().
+        for old, line in zip(_bounded_lines(other), lines):
             if line != old:
                 return repeated, line
             repeated += 1
-        return repeated, stream.readline() or None
+        return repeated, next(lines, None)
     finally:
         other.close()
         raw.close()
+
+
+def _bounded_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of `stream` read one by one (it is read on from where they end), a line
+    longer than CUT_BYTES as its first CUT_BYTES, the rest read past and not held (the
+    parser judges it as the whole: one malformed line)."""
+    while True:
+        line = stream.readline(CUT_BYTES)
+        if not line:
+            return
+        if len(line) == CUT_BYTES and not line.endswith(b"\n"):
+            more = line
+            while len(more) == CUT_BYTES and not more.endswith(b"\n"):
+                more = stream.readline(CUT_BYTES)
+        yield line

@@ -10,10 +10,11 @@ so the lanes never drift further apart than that.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Callable, Iterator
 
 from dpmstream.parsers.profiles import Profile, detect_profile
-from dpmstream.streams.inputs import InputError, open_binary
+from dpmstream.streams.inputs import InputError, iter_lines, open_binary
 
 STEP_MS = 500          # how far one lane runs ahead of the others per turn
 DETECT_LINES = 200
@@ -92,12 +93,10 @@ def _first_lines(inp) -> list[bytes]:
         stream, raw = open_binary(inp)
     except OSError:
         return lines  # reported when the input is opened for reading
-    try:
-        for line in stream:
+    try:  # by the readers' rule: a huge first line is not read whole to detect a daemon
+        for line in islice(iter_lines(stream), DETECT_LINES):
             lines.append(line)
-            if len(lines) >= DETECT_LINES:
-                break
-    except (EOFError, OSError, ValueError):
+    except InputError:
         pass
     finally:
         stream.close()

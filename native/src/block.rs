@@ -1,4 +1,5 @@
-//! Lines split in the extension: replay reads a plain file a megabyte at a time and hands
+//! Lines split in the extension: replay reads an archive a megabyte at a time, cut by
+//! streams/linecut's rule (so no line here is longer than about a read), and hands
 //! the engine blocks of lines over that buffer (streams/inputs.iter_chunks), not lists of
 //! bytes objects, one allocated and freed per line. A block is a read-only sequence of
 //! bytes lines (len, index, slice, iteration, equality with a list of bytes), so the

@@ -78,16 +78,8 @@ import zlib
 from collections import deque
 from typing import BinaryIO, Callable, Iterator
 
-from dpmstream.parsers.lines import MAX_LINE_BYTES
+from dpmstream.streams.linecut import CUT_BYTES, NEWLINE, LineCutter
 
-NEWLINE = b"\n"
-NUL = b"\0"
-NUL_BLOCK = b"\0" * 16  # what a NUL block is handed on as: one line the parser counts bad
-# Longest line handed on whole, in bytes. The parser counts a line of more than
-# MAX_LINE_BYTES bytes as malformed (a cut multi-byte character included), so the first
-# CUT_BYTES of a longer line are still one malformed line, whatever its length, and at
-# most this much of it is held.
-CUT_BYTES = MAX_LINE_BYTES + 1
 TAIL_BYTES = 64          # checked at every poll: the bytes just before the offset
 HEAD_BYTES = 1024        # the file's fingerprint: its first bytes
 WINDOW_BYTES = 1 << 20   # bytes before the offset kept to place a cut exactly
@@ -124,7 +116,7 @@ class Follower:
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
         self.offset = 0            # bytes consumed from the content being read
-        self._partial = b""         # bytes after the last newline
+        self._lines = LineCutter(max_line_bytes)  # the line under way: bounds, NUL runs
         self._tail = b""            # the last TAIL_BYTES bytes before self.offset
         self._head = b""            # the first HEAD_BYTES bytes of the content
         self._window: deque[bytes] = deque()  # chunks ending at self.offset
@@ -136,8 +128,6 @@ class Follower:
         self._backlog_mtime: int | None = None
         self._resume = resume
         self._skip_existing = from_end and resume is None
-        self._skip_to_newline = False  # the rest of a line is not to be handed out
-        self._in_nuls = False          # inside a run of NUL bytes
         self._budget_hit = False
         self.pending = False        # the last poll stopped at its byte budget
         # Counters for status lines and tests.
@@ -149,13 +139,21 @@ class Follower:
         self.copies_missing = 0     # truncated or rotated away, and no copy found
         self.unplaced_cuts = 0      # cuts deeper than the window
         self.partials_flushed = 0   # partial lines returned without their newline
-        self.oversized = 0          # lines longer than max_line_bytes, cut to it
-        self.nul_blocks = 0         # runs of NUL bytes skipped
         self.mtime_ms: int | None = None  # mtime of the file when it was (last) opened
         self.error: str | None = None     # why an existing path cannot be read, if so
         self.notices: list[str] = []      # what happened to the file, for the driver's log
 
     # -- public -----------------------------------------------------------------------
+
+    @property
+    def oversized(self) -> int:
+        """Lines longer than max_line_bytes, cut to it."""
+        return self._lines.oversized
+
+    @property
+    def nul_blocks(self) -> int:
+        """Runs of NUL bytes skipped."""
+        return self._lines.nul_blocks
 
     @property
     def is_open(self) -> bool:
@@ -182,7 +180,7 @@ class Follower:
     @property
     def consumed(self) -> int:
         """Offset of the end of the last complete line handed out."""
-        return self.offset - len(self._partial)
+        return self.offset - len(self._lines.partial)
 
     def poll_once(self) -> list[bytes]:
         """Complete lines that became available since the last call (maybe none)."""
@@ -254,13 +252,13 @@ class Follower:
                     "copy": None}  # rotated away, the new file not there yet
         end = self.consumed
         window = self._window_bytes()
-        if self._partial:
-            window = window[: max(0, len(window) - len(self._partial))]
+        if self._lines.partial:
+            window = window[: max(0, len(window) - len(self._lines.partial))]
         window = window[-SAVED_WINDOW:]
         ident = None if self._backlog is not None else self._ident
         return {"offset": end, "head": _b64(self._head[:end]), "window": _b64(window),
                 "ident": list(ident) if ident else None,
-                "skip_to_newline": self._skip_to_newline, "in_nuls": self._in_nuls,
+                "skip_to_newline": self._lines.skip_to_newline, "in_nuls": self._lines.in_nuls,
                 "copy": self._backlog_name}
 
     def flush_partial(self) -> bytes | None:
@@ -315,7 +313,7 @@ class Follower:
         self.mtime_ms = st.st_mtime_ns // 1_000_000
         self.opens += 1
         self._reset_content(0)
-        self._skip_to_newline = self._in_nuls = False
+        self._lines.start_afresh()
         if self._resume is not None:
             saved, self._resume = self._resume, None
             self._resume_from(saved, st.st_size, out)
@@ -325,7 +323,7 @@ class Follower:
             # Start after the last complete line: the rest of a half-written last line
             # belongs to the part we were asked to skip.
             self._seek_known(st.st_size)
-            self._skip_to_newline = not self._tail.endswith(NEWLINE)
+            self._lines.skip_to_newline = not self._tail.endswith(NEWLINE)
         self._skip_existing = False
         return True
 
@@ -344,8 +342,8 @@ class Follower:
         kept = _kept(self._fd, size, head, window, offset)
         if kept == offset:
             self._seek_known(offset)
-            self._skip_to_newline = bool(saved.get("skip_to_newline"))
-            self._in_nuls = bool(saved.get("in_nuls"))
+            self._lines.skip_to_newline = bool(saved.get("skip_to_newline"))
+            self._lines.in_nuls = bool(saved.get("in_nuls"))
             return
         if kept != 0:
             self.shrinks += 1
@@ -430,22 +428,22 @@ class Follower:
             copy = self._open_copy(self._head, self.consumed)
             if copy is not None:
                 # The copy holds our partial line in full: it is read from there again.
-                read = window[: max(0, len(window) - len(self._partial))]
+                read = window[: max(0, len(window) - len(self._lines.partial))]
                 self._start_backlog(copy, self._head, read, self.consumed)
-                self._partial = b""
+                self._lines.partial = b""
                 return
             self._flush_partial(out)
             self.copies_missing += 1
             self.notices.append(f"{self.path} was truncated and no rotated copy starts with "
                                 f"its bytes: lines written since the last read are lost")
-            self._skip_to_newline = self._in_nuls = False
+            self._lines.start_afresh()
             self._reset_content(0)
             os.lseek(self._fd, 0, os.SEEK_SET)
             return
         self.shrinks += 1
         consumed = self.consumed
-        self._partial = self._partial[: kept - consumed] if kept >= consumed else b""
-        self._skip_to_newline = self._in_nuls = False
+        self._lines.partial = self._lines.partial[: kept - consumed] if kept >= consumed else b""
+        self._lines.start_afresh()
         self._seek_known(kept)
         self.offset = kept  # the kept part of a partial line is still in _partial
 
@@ -499,7 +497,7 @@ class Follower:
     def _start_chain(self, newer: tuple[BinaryIO, str, int], after: str | None) -> None:
         self._backlog, self._backlog_name, self._backlog_mtime = newer
         self._reset_content(0)
-        self._skip_to_newline = self._in_nuls = False
+        self._lines.start_afresh()
         self.copies_read += 1
         self.notices.append(f"{self.path}: reading {self._backlog_name} whole, rotated after "
                             f"{after or 'the file read before'}")
@@ -569,7 +567,7 @@ class Follower:
                 return total
             total += len(chunk)
             self._took(chunk)
-            self._split(chunk, out)
+            self._lines.split(chunk, out)
         return total
 
     def _retry_copy(self, out: list[bytes]) -> bool:
@@ -604,7 +602,7 @@ class Follower:
             self._start_chain(newer, finished)
             return
         # The file at the path holds new content from its first byte.
-        self._skip_to_newline = self._in_nuls = False
+        self._lines.start_afresh()
         if self._fd is not None:
             os.lseek(self._fd, 0, os.SEEK_SET)
 
@@ -628,7 +626,7 @@ class Follower:
                 return total
             total += len(chunk)
             self._took(chunk)
-            self._split(chunk, out)
+            self._lines.split(chunk, out)
         self._budget_hit = True
         return total
 
@@ -648,88 +646,10 @@ class Follower:
         data = b"".join(self._window)
         return data[-WINDOW_BYTES:]
 
-    def _split(self, chunk: bytes, out: list[bytes]) -> None:
-        data = self._partial + chunk if self._partial else chunk
-        self._partial = b""
-        start = 0
-        if self._in_nuls or self._skip_to_newline or NUL in chunk:
-            start = self._split_slowly(data, out)
-            if start is None:
-                return
-        cap = self.max_line_bytes
-        while True:
-            end = data.find(NEWLINE, start)
-            if end < 0:
-                break
-            if end - start > cap:
-                self._cut_line(data[start:start + cap], out)
-            else:
-                out.append(data[start:end])
-            start = end + 1
-        self._keep_partial(data, start, out)
-
-    def _split_slowly(self, data: bytes, out: list[bytes]) -> int | None:
-        """_split of data with NUL bytes in it, or while skipping (the rest of a line too
-        long, or a NUL block): up to its last line break; where the rest starts, or None
-        when nothing is left. NUL bytes are no log's: a run of them (a crashed writer's
-        hole) ends the line before it, and counts as one bad line; the next line is read
-        on its own."""
-        cap = self.max_line_bytes
-        start, n = 0, len(data)
-        while start < n:
-            if self._in_nuls:
-                rest = data[start:].lstrip(NUL)
-                if not rest:
-                    return None
-                start = n - len(rest)
-                self._in_nuls = False
-                if rest[:1] == NEWLINE:
-                    start += 1       # the NUL block's own line break
-                continue
-            if self._skip_to_newline:
-                end = _find_break(data, start)
-                if end < 0:
-                    return None
-                self._skip_to_newline = False
-                start = end + 1 if data[end:end + 1] == NEWLINE else end
-                continue
-            if data.find(NUL, start) < 0:
-                return start         # no more NULs: the fast loop takes the rest
-            end = _find_break(data, start)
-            if end < 0:
-                break
-            if end - start > cap:
-                self._cut_line(data[start:start + cap], out)
-            elif end > start or data[end:end + 1] == NEWLINE:
-                out.append(data[start:end])
-            if data[end:end + 1] == NUL:
-                out.append(NUL_BLOCK)  # one bad line for the whole block
-                self.nul_blocks += 1
-                self._in_nuls = True
-                start = end
-            else:
-                start = end + 1
-        self._keep_partial(data, start, out)
-        return None
-
-    def _keep_partial(self, data: bytes, start: int, out: list[bytes]) -> None:
-        """Keep data[start:] for the next read, or, past max_line_bytes without a line
-        break, hand on its first max_line_bytes and skip the rest to the next break."""
-        if len(data) - start > self.max_line_bytes:
-            self._cut_line(data[start:start + self.max_line_bytes], out)
-            self._skip_to_newline = True
-        else:
-            self._partial = data[start:]
-
-    def _cut_line(self, head: bytes, out: list[bytes]) -> None:
-        """A line longer than max_line_bytes: its first max_line_bytes only, one line."""
-        out.append(head)
-        self.oversized += 1
-
     def _flush_partial(self, out: list[bytes]) -> None:
-        if self._partial:
-            out.append(self._partial)
-            self._partial = b""
+        if self._lines.partial:
+            out.append(self._lines.partial)
+            self._lines.partial = b""
             self.partials_flushed += 1
 
 
@@ -743,12 +663,6 @@ def not_followable(mode: int) -> str | None:
             else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
             else "not a regular file")
     return f"is {kind}, not a log file (regular files and FIFOs are read)"
-
-
-def _find_break(data: bytes, start: int) -> int:
-    """Index of the first line break or NUL byte at or after `start`, -1 if none."""
-    nl, nul = data.find(NEWLINE, start), data.find(NUL, start)
-    return nl if nul < 0 else nul if nl < 0 else min(nl, nul)
 
 
 def _kept(fd: int, size: int, head: bytes, window: bytes, offset: int) -> int:

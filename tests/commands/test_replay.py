@@ -4,8 +4,11 @@ columns of the format reference, a summary, and clear errors."""
 import bz2
 import gzip
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS
 
@@ -172,3 +175,89 @@ def test_the_same_archive_given_twice_gives_each_record_once(tmp_path):
     assert read_csv(tmp_path / "twice" / "requests.csv") == once and len(once) == 3
     calls = read_csv(tmp_path / "twice" / "calls.csv")
     assert sorted(row[4] for row in calls[1:]) == ["ping", "ping"]  # the longer copy's new call
+
+
+# -- a huge line and a NUL hole (issue 26 item 8) -------------------------------------------
+
+LONG_LINE_BYTES = 150 << 20   # a runaway line, written a MiB at a time
+HOLE_BYTES = 100 << 20        # a crashed writer's hole: a sparse run of NULs
+THIRD = call("08/12 10:06:00.000", 7, "ping", end="08/12 10:06:00.004")
+# Peak RSS of a replay of the damaged file over that of the same log without the damage:
+# a few read buffers (the reading holds about 2 MiB at most), nowhere near the line's size.
+EXTRA_RSS_BOUND_KIB = 64 << 10
+# Runs the replay given in argv[2:] and writes its peak RSS (KiB) to argv[1].
+PEAK_RSS = ("import resource, subprocess, sys; "
+            "rc = subprocess.run(sys.argv[2:]).returncode; "
+            "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN)"
+            ".ru_maxrss)); sys.exit(rc)")
+
+
+def lines_bytes(lines):
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture(scope="module")
+def damaged_logs(tmp_path_factory):
+    """(the damaged log, the same log without its damage); removed after the tests."""
+    folder = tmp_path_factory.mktemp("long-line")
+    clean, damaged = folder / "clean.log", folder / "damaged.log"
+    clean.write_bytes(lines_bytes(LOG) + lines_bytes(SECOND) + lines_bytes(THIRD)
+                      + b"garbage line\n")
+    with open(damaged, "wb") as f:
+        f.write(lines_bytes(LOG))
+        f.write(b"08/12 10:00:03.000 12345,3 dpm_srv_put: ")
+        mib = b"x" * (1 << 20)
+        for _ in range(LONG_LINE_BYTES >> 20):
+            f.write(mib)
+        f.write(b"\n" + lines_bytes(SECOND))
+        f.truncate(f.tell() + HOLE_BYTES)   # the hole, without a line break after it
+        f.seek(0, os.SEEK_END)
+        f.write(lines_bytes(THIRD) + b"garbage line\n")
+    for log in (clean, damaged):  # and each gzipped, a MiB at a time
+        with open(log, "rb") as src, gzip.open(f"{log}.gz", "wb", compresslevel=1) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    yield clean, damaged
+    shutil.rmtree(folder)
+
+
+def replay_measured(log, out, engine, via):
+    """(stdout, peak RSS in KiB) of `dpmstream replay` of `log`, as a file or on stdin."""
+    env = dict(os.environ)
+    env.pop("DPMSTREAM_PURE_PYTHON", None)
+    if engine == "pure":
+        env["DPMSTREAM_PURE_PYTHON"] = "1"
+    peak = out.with_suffix(".peak")
+    if via == "gzip":
+        log = f"{log}.gz"
+    args = ["replay", "--tz", "UTC", "--year", "2011", "--out", str(out),
+            "-" if via == "stdin" else str(log)]
+    with open(log, "rb") as stdin:
+        done = subprocess.run([sys.executable, "-c", PEAK_RSS, str(peak), sys.executable,
+                               "-m", "dpmstream", *args], stdin=stdin, capture_output=True,
+                              env=env, timeout=600)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode(), int(peak.read_text())
+
+
+@pytest.mark.parametrize("via", ["file", "stdin", "gzip"])
+@pytest.mark.parametrize("engine", ["compiled", "pure"])
+def test_a_huge_line_and_a_nul_hole_are_one_bad_line_each_and_cost_no_memory(
+        damaged_logs, tmp_path, engine, via):
+    clean, damaged = damaged_logs
+    want, clean_peak = replay_measured(clean, tmp_path / "clean", engine, via)
+    got, peak = replay_measured(damaged, tmp_path / "damaged", engine, via)
+    for name in ("requests.csv", "calls.csv"):  # every record of the good lines, whole
+        assert read_csv(tmp_path / "damaged" / name) == read_csv(tmp_path / "clean" / name)
+    assert len(read_csv(tmp_path / "damaged" / "requests.csv")) == 3
+    assert len(read_csv(tmp_path / "damaged" / "calls.csv")) == 3
+    parsed = len(LOG) + len(SECOND) + len(THIRD)
+    assert f"parsed {parsed}, unmatched 0, malformed 1," in want
+    assert f"parsed {parsed}, unmatched 0, malformed 3," in got
+    # Each at its place: the long line is line 17, the hole one line after SECOND, and
+    # the numbers of the lines after them are right.
+    name = {"stdin": "-", "gzip": f"{damaged}.gz"}.get(via, str(damaged))
+    hole = len(LOG) + 1 + len(SECOND) + 1
+    assert f"{name}:{len(LOG) + 1}: line longer than 65536 bytes" in got
+    assert f"{name}:{hole}: " in got
+    assert f"{name}:{hole + len(THIRD) + 1}: no envelope" in got
+    assert peak - clean_peak < EXTRA_RSS_BOUND_KIB, (peak, clean_peak)

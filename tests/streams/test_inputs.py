@@ -14,6 +14,7 @@ import types
 import pytest
 
 from dpmstream.streams import inputs as inputs_module
+from dpmstream.streams.linecut import CUT_BYTES, NUL_BLOCK
 from dpmstream.streams.inputs import (
     FINGERPRINT_BYTES, Input, InputError, describe, fingerprint, iter_chunks, iter_lines,
     open_binary, repeated_prefix,
@@ -173,7 +174,7 @@ def test_a_truncated_bzip2_raises_an_input_error_not_eof(tmp_path):
 
 needs_blocks = pytest.mark.skipif(inputs_module.LineBlock is None, reason="extension not built")
 
-AWKWARD = (b"first\n" + b"\n" + b"crlf\r\n" + b"x" * 3000 + b"\n" + b"\x00\xff binary\n"
+AWKWARD = (b"first\n" + b"\n" + b"crlf\r\n" + b"x" * 3000 + b"\n" + b"\xfe\xff binary\n"
            + b"".join(b"line %d\n" % i for i in range(50)) + b"no newline at the end")
 
 
@@ -250,19 +251,87 @@ class FailingDisk(io.RawIOBase):
         return n
 
 
-@needs_blocks
-def test_a_read_error_keeps_every_whole_line_read_before_it(monkeypatch):
+@pytest.mark.parametrize("pure", [pytest.param(True, id="pure"),
+                                  pytest.param(False, id="blocks", marks=needs_blocks)])
+def test_a_read_error_keeps_every_whole_line_read_before_it(pure, monkeypatch):
     monkeypatch.setattr(inputs_module, "READ_HINT", 100)
-    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    if pure:
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
     lines = [b"line %05d\n" % i for i in range(100)]
     stream = io.BufferedReader(FailingDisk(b"".join(lines), 555), buffer_size=64)
     got = []
     with pytest.raises(InputError, match="input ends early"):
         for chunk in iter_chunks(stream, 7):
             got.extend(chunk)
-    # Five reads of 100 bytes succeed (the failing one's bytes are lost in the buffered
-    # reader): 45 whole lines, and the 46th, cut, is not a line.
-    assert got == lines[:45]
+    # 555 bytes are read before the disk fails, the bytes of the read cut by the error
+    # included: 50 whole lines of 11 bytes, and the 51st, cut, is not a line.
+    assert got == lines[:50]
+
+
+# -- long lines and NUL runs (streams/linecut's rule, the follower's) -------------------
+
+ENGINES = [pytest.param(True, id="pure"),
+           pytest.param(False, id="blocks", marks=needs_blocks)]
+SOURCES = {"plain": io.BytesIO, "pipe": Pipe,   # compressed: as piped to stdin
+           "gzip": lambda data: gzip.GzipFile(fileobj=Pipe(gzip.compress(data))),
+           "bzip2": lambda data: bz2.BZ2File(Pipe(bz2.compress(data)))}
+
+
+def lines_read(data: bytes, source: str, pure: bool, monkeypatch, read_hint=4096):
+    monkeypatch.setattr(inputs_module, "READ_HINT", read_hint)
+    if pure:
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    chunks = list(iter_chunks(SOURCES[source](data), 7))
+    assert all(type(c) is list for c in chunks) == pure
+    return [line for chunk in chunks for line in chunk]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("pure", ENGINES)
+def test_a_line_longer_than_the_bound_is_one_cut_line_and_its_neighbours_are_whole(
+        source, pure, monkeypatch):
+    long = b"x" * (CUT_BYTES * 5 + 123)  # across many reads of 4 KiB
+    data = b"before\n" + long + b"\nafter\n" + long  # the last one without its newline
+    assert lines_read(data, source, pure, monkeypatch) == [
+        b"before\n", b"x" * CUT_BYTES + b"\n", b"after\n", b"x" * CUT_BYTES + b"\n"]
+
+
+@pytest.mark.parametrize("pure", ENGINES)
+def test_a_long_line_within_one_read_is_handed_on_whole_as_one_line(pure, monkeypatch):
+    long = b"y" * (CUT_BYTES + 10)  # the parser judges it: not worth a copy to cut it
+    got = lines_read(b"a\n" + long + b"\nb\n", "plain", pure, monkeypatch, read_hint=1 << 20)
+    assert got == [b"a\n", long + b"\n", b"b\n"]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("pure", ENGINES)
+def test_a_run_of_nuls_is_one_nul_line_and_the_next_line_is_not_glued_to_it(
+        source, pure, monkeypatch):
+    # A crashed writer: a line cut short, a hole, the next writes; a hole with its own
+    # line break; a NUL inside a line.
+    data = (b"one\nhalf" + b"\0" * 100_000 + b"next\n" + b"\0" * 10 + b"\nlast\n"
+            + b"in\0side\n")
+    assert lines_read(data, source, pure, monkeypatch) == [
+        b"one\n", b"half\n", NUL_BLOCK + b"\n", b"next\n", NUL_BLOCK + b"\n", b"last\n",
+        b"in\n", NUL_BLOCK + b"\n", b"side\n"]
+
+
+@pytest.mark.parametrize("pure", ENGINES)
+def test_chunks_of_long_lines_end_early_so_what_is_carried_stays_bounded(pure, monkeypatch):
+    monkeypatch.setattr(inputs_module, "CARRY_BYTES", 10_000)
+    lines = [b"%05d" % i + b"z" * 3000 + b"\n" for i in range(40)]
+    monkeypatch.setattr(inputs_module, "READ_HINT", 4096)
+    if pure:
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    chunks = [list(c) for c in iter_chunks(io.BytesIO(b"".join(lines)), 1000)]
+    assert [line for c in chunks for line in c] == lines
+    assert max(sum(map(len, c)) for c in chunks) <= 10_000 + 2 * 4096 + 3006
 
 
 # -- fingerprint --------------------------------------------------------------------------
@@ -327,3 +396,12 @@ def test_a_longer_copy_gives_its_first_new_line(tmp_path):
     earlier = write(tmp_path, "a", b"1\n2\n")
     stream = io.BytesIO(b"1\n2\n3\n4\n")
     assert repeated_prefix(stream, earlier) == (2, b"3\n")
+
+
+def test_a_copy_with_a_huge_line_is_compared_on_the_line_s_head_and_read_on_after_it(tmp_path):
+    huge = b"h" * (CUT_BYTES * 3) + b"\n"
+    earlier = write(tmp_path, "a", b"1\n" + huge + b"2\n")
+    stream = io.BytesIO(b"1\n" + huge + b"2\n" + huge + b"4\n")
+    # the first new line, cut to the bound as every reader cuts it; the rest is skipped
+    assert repeated_prefix(stream, earlier) == (3, b"h" * CUT_BYTES)
+    assert stream.read() == b"4\n"

@@ -6,7 +6,8 @@ import os
 import threading
 import time
 
-from dpmstream.streams.live.follow import NUL_BLOCK, Follower, follow
+from dpmstream.streams.linecut import NUL_BLOCK
+from dpmstream.streams.live.follow import Follower, follow
 
 L1 = b"07/09 16:12:11.803 20713,3 Cns_srv_startsess: returns 0"
 L2 = b"07/09 16:12:11.830 20713,3 Cns_srv_statg: NS098 - statg /grid/auger/f1"
