@@ -339,7 +339,8 @@ class Linker:
     # -- state for external stores (the Kafka worker) -------------------------------
     def state(self) -> dict | None:
         """Everything held, JSON-safe (None when nothing is): runs of requests not yet
-        emitted, held call and request records."""
+        emitted, held call and request records. The records are copies: the caller keeps
+        and stores them as they are now, while the held ones get their links filled in."""
         runs: dict[int, int] = {}
         run_rows = []
         for group in self._runs_by_token.values():
@@ -347,9 +348,10 @@ class Linker:
                 runs[id(run)] = len(run_rows)
                 run_rows.append([run.host, run.token, run.start, run.end, run.cut,
                                  sorted(run.paths), run.calls, run.ms])
-        calls = [[held.record, held.path, [runs[id(r)] for r in held.cands if id(r) in runs]]
+        calls = [[dict(held.record), held.path,
+                  [runs[id(r)] for r in held.cands if id(r) in runs]]
                  for queue in self._calls.values() for held in queue]
-        requests = [record for queue in self._requests.values() for record in queue]
+        requests = [dict(record) for queue in self._requests.values() for record in queue]
         for host in self.reassembler.hosts() if self.reassembler else ():
             self._ns_read(host)
         if not (run_rows or calls or requests or self._ns_hosts or self._heads):
@@ -358,6 +360,8 @@ class Linker:
                 "ns_hosts": sorted(self._ns_hosts), "heads": dict(sorted(self._heads.items()))}
 
     def restore(self, state: dict | None) -> None:
+        """Hold what `state` (from state()) held. Its records are copied in: the caller's
+        state stays as it was while these get their links filled in."""
         if not state:
             return
         self._ns_hosts.update(state.get("ns_hosts", ()))
@@ -372,7 +376,7 @@ class Linker:
             for path in run.paths:
                 self._runs_by_path.setdefault((host, path), []).append(run)
         for record, path, cands in state["calls"]:
-            held = HeldCall(record, path)
+            held = HeldCall(dict(record), path)
             for i in cands:
                 held.cands.append(runs[i])
                 runs[i].pending += 1
@@ -380,4 +384,4 @@ class Linker:
             self._calls.setdefault(host, deque()).append(held)
             self._calls_by_path.setdefault((host, path), []).append(held)
         for record in state["requests"]:
-            self._requests.setdefault(record["host"], deque()).append(record)
+            self._requests.setdefault(record["host"], deque()).append(dict(record))

@@ -103,6 +103,16 @@ pub struct Ctx<'a, 'py> {
     pub dpm_daemon: Sym,
 }
 
+/// A held record as state() hands it out: never the live dict of a restored record, which
+/// gets its links filled in later, while the caller stores what it was given as it is.
+fn snapshot<'py>(py: Python<'py>, record: &Rec, names: &RefCell<Names>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = record.to_dict(py, names)?;
+    match record {
+        Rec::Dict(_) => dict.copy(),
+        _ => Ok(dict), // built afresh from the engine's own record
+    }
+}
+
 pub fn surl_path(surl: &str) -> &str {
     if let Some(i) = surl.find("?SFN=") {
         return &surl[i + 5..];
@@ -506,14 +516,14 @@ impl Linker {
             for held in &self.calls[host] {
                 let h = held.borrow();
                 let cands: Vec<usize> = h.cands.iter().filter_map(|c| index.iter().find(|(r, _)| Rc::ptr_eq(r, c)).map(|(_, i)| *i)).collect();
-                let row: [PyObject; 3] = [h.record.to_dict(py, cx.names)?.into_any().unbind(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind()];
+                let row: [PyObject; 3] = [snapshot(py, &h.record, cx.names)?.into_any().unbind(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind()];
                 calls.append(PyList::new(py, row)?)?;
             }
         }
         let requests = PyList::empty(py);
         for host in &self.request_hosts {
             for held in &self.requests[host] {
-                requests.append(held.record.to_dict(py, cx.names)?)?;
+                requests.append(snapshot(py, &held.record, cx.names)?)?;
             }
         }
         for host in hosts {
@@ -590,7 +600,8 @@ impl Linker {
         if let Some(rows) = state.get_item("calls")? {
             for row in rows.try_iter()? {
                 let row = row?;
-                let record = row.get_item(0)?.downcast_into::<PyDict>()?;
+                // A copy: the caller's state stays as it was while this one gets its token.
+                let record = row.get_item(0)?.downcast_into::<PyDict>()?.copy()?;
                 let path: String = row.get_item(1)?.extract()?;
                 let cand_ix: Vec<usize> = row.get_item(2)?.extract()?;
                 let host_name: String = record.get_item("host")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
@@ -613,7 +624,7 @@ impl Linker {
         }
         if let Some(rows) = state.get_item("requests")? {
             for record in rows.try_iter()? {
-                let record = record?.downcast_into::<PyDict>()?;
+                let record = record?.downcast_into::<PyDict>()?.copy()?;
                 let host_name: String = record.get_item("host")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let token: String = record.get_item("token")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let ended: Option<i64> = record.get_item("ended")?.map(|v| v.extract()).transpose()?.flatten();

@@ -5,9 +5,11 @@ import json
 
 import pytest
 
+from dpmstream.parsers import engines
 from dpmstream.parsers.linking import Linker, surl_path
 from dpmstream.parsers.profiles import resolve_profile
-from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.streams import state_keys
 
 from tests.dpmlog import DN, T1, T2, call, closing, line, put, status
 from tests.helpers import calls_of, requests_of
@@ -267,3 +269,93 @@ def test_a_restored_cut_run_beside_a_run_of_the_same_path_completes_like_before_
 
     assert drive(restart=True) == drive(restart=False)
     assert [r["ns_calls"] for r in drive(restart=False)] == [0, 0]
+
+
+ENGINES = [e for e in engines.ENGINES if e == engines.PYTHON or engines.compiled_available()]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine):
+    """`run --state` and the Kafka worker keep the state they restored from and every
+    change taken, and store them as they are: the linker must share no record with them.
+    A pipeline stopped while it holds a request and its creat for linking is rebuilt
+    from its state; lines that link the creat are read; every change taken stays as it
+    was taken, the linker's change is reported, and a pipeline rebuilt from all of them
+    gives the records of one that never stopped."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    early = ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1")
+    creat = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
+    later = ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1")
+    tail = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
+
+    def new(records):
+        pipeline = Pipeline(records.append, engine=engine)
+        return (pipeline, pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM),
+                pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS))
+
+    def feed(d, n, dpm_lines, dpns_lines):
+        for text in dpns_lines:
+            n.feed(text)
+        for text in dpm_lines:
+            d.feed(text)
+
+    never_stopped: list[dict] = []
+    pipeline, d, n = new(never_stopped)
+    feed(d, n, dpm, early + creat)
+    feed(d, n, tail, later)
+    pipeline.finish()
+    assert requests_of(never_stopped)[0]["ns_calls"] == 1  # what the restart must keep
+
+    records: list[dict] = []
+    before, d, n = new(records)
+    before.track_changes()
+    feed(d, n, dpm, early + creat)
+    first = before.take_changes()
+    assert len(first.linker["requests"]) == 1 and len(first.linker["calls"]) == 1  # held
+
+    store = StateChanges()
+    store.merge(first)
+    as_taken = json.dumps(state_keys.encode(store), sort_keys=True)
+    after, d, n = new(records)
+    after.track_changes()
+    after.restore(store)
+    takes = [after.take_changes()]
+    feed(d, n, tail, later)  # moves event time on: the creat links, the request is let out
+    assert requests_of(records)[0]["ns_calls"] == 1
+    takes.append(after.take_changes())
+    assert json.dumps(state_keys.encode(store), sort_keys=True) == as_taken  # restored from
+    assert takes[-1].linker is not None and not takes[-1].linker.get("requests")
+    for taken in takes:
+        store.merge(taken)
+    as_taken = json.dumps(state_keys.encode(store), sort_keys=True)
+
+    again, d, n = new(records)
+    again.track_changes()
+    again.restore(store)
+    again.finish()
+    assert json.dumps(state_keys.encode(store), sort_keys=True) == as_taken
+    def same(rs):  # the same records; a restart may emit them in another order
+        return sorted(json.dumps(r, sort_keys=True) for r in rs)
+
+    assert same(records) == same(never_stopped)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_linker_state_taken_stays_as_it_was_taken(engine):
+    """A change handed out (to be stored, perhaps later) is a snapshot: the held records
+    in it are not the live linker's, which fills in `token` and `ns_calls` as it links."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    records: list[dict] = []
+    pipeline = Pipeline(records.append, engine=engine)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    pipeline.track_changes()
+    for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
+        n.feed(text)
+    for text in dpm + ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        (n if "Cns_" in text else d).feed(text)
+    taken = pipeline.take_changes().linker
+    as_taken = json.dumps(taken, sort_keys=True)
+    pipeline.finish()
+    assert [r["token"] for r in calls_of(records) if r["op"] == "creat"] == [T1]
+    assert json.dumps(taken, sort_keys=True) == as_taken
