@@ -359,3 +359,45 @@ def test_the_linker_state_taken_stays_as_it_was_taken(engine):
     pipeline.finish()
     assert [r["token"] for r in calls_of(records) if r["op"] == "creat"] == [T1]
     assert json.dumps(taken, sort_keys=True) == as_taken
+
+
+def put_at(token, surls, s, tids):
+    """A put whose put call is at 10:00:<s>, its run from <s>.100 to <s+1>.900, putdone
+    at <s+4>: whole seconds `s` of two digits."""
+    fast, slow, poll, close = tids
+    return (put(f"08/12 10:00:{s:02}.000", fast, token, surls=surls, end=f"08/12 10:00:{s:02}.010")
+            + proc_run(f"08/12 10:00:{s:02}.100", f"08/12 10:00:{s + 1:02}.900", slow, token, surls)
+            + status(f"08/12 10:00:{s + 2:02}.000", f"08/12 10:00:{s + 2:02}.001", poll, token, "SUCCESS")
+            + closing(f"08/12 10:00:{s + 4:02}.000", f"08/12 10:00:{s + 4:02}.010", close, "putdone", token))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 item 7: the linker's watermark stays put after "
+                   "a clock step back, so a run and a call from either side of the step meet")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_after_a_clock_step_back_runs_and_calls_from_either_side_of_the_step_do_not_meet(engine):
+    """The head node's clock steps back 30 s at 10:00:36. A put processed at 10:00:31 before
+    the step, and another of the same file processed 30 s later, its lines stamped
+    10:00:31 again: each links its own creat, neither is ambiguous."""
+    surls = [f"srm://{HEAD}{F1}"]
+    records: list[dict] = []
+    pipeline = Pipeline(records.append, engine=engine)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    # Read as replay reads them: each log up to the step, then each log after it.
+    for text in ns_call("08/12 10:00:30.500", "08/12 10:00:30.501", 1, "statg", F2, client="wn1"):
+        n.feed(text)
+    for text in put_at(T1, surls, 31, (3, 27, 5, 9)):
+        d.feed(text)
+    for text in ns_call("08/12 10:00:31.200", "08/12 10:00:31.450", 2, "creat", F1):
+        n.feed(text)
+    # The step: stamps 30 s back (10:00:06 is 10:00:36), then 25 s on.
+    for text in (call("08/12 10:00:06.000", 4, "ping", end="08/12 10:00:06.001")
+                 + put_at(T2, surls, 31, (6, 28, 7, 10))):
+        d.feed(text)
+    for text in (ns_call("08/12 10:00:06.000", "08/12 10:00:06.001", 1, "statg", F2, client="wn1")
+                 + ns_call("08/12 10:00:31.300", "08/12 10:00:31.500", 3, "creat", F1)):
+        n.feed(text)
+    pipeline.finish()
+    assert {r["token"]: r["ns_calls"] for r in requests_of(records)} == {T1: 1, T2: 1}
+    assert sorted((c["started"] % 100_000, c["token"]) for c in calls_of(records)
+                  if c["op"] == "creat") == [(31_200, T1), (31_300, T2)]
