@@ -12,6 +12,9 @@ A name-server call is linked to a request when
   (c) it lies inside a processing run of the request that returned: NS092 no earlier than
       the run's first line less `slack_ms`, `returns` no later than the run's `returns`
       plus `slack_ms`;
+  (d) it is on the run's side of every clock step back: each log's steps back are counted
+      as it is read, and the call's (its name-server log's, at its `returns`) equals the
+      run's (its DPM log's, at its `returns`);
 and exactly one run qualifies (a call inside the runs of two requests naming its file is
 ambiguous and stays unlinked, counted).
 
