@@ -12,6 +12,9 @@ A name-server call is linked to a request when
   (c) it lies inside a processing run of the request that returned: NS092 no earlier than
       the run's first line less `slack_ms`, `returns` no later than the run's `returns`
       plus `slack_ms`;
+  (d) it is on the run's side of every clock step back: each log's steps back are counted
+      as it is read, and the call's (its name-server log's, at its `returns`) equals the
+      run's (its DPM log's, at its `returns`);
 and exactly one run qualifies (a call inside the runs of two requests naming its file is
 ambiguous and stays unlinked, counted).
 
@@ -65,10 +68,13 @@ def directory_of(path: str) -> str:
 class Run:
     """One processing run of a request: its window and files, and the calls linked to it."""
 
-    __slots__ = ("host", "token", "start", "end", "cut", "paths", "pending", "calls", "ms")
+    __slots__ = ("host", "token", "start", "end", "cut", "paths", "pending", "calls", "ms",
+                 "epoch", "end_epoch")
 
-    def __init__(self, host, token, start, paths):
+    def __init__(self, host, token, start, paths, epoch=0):
         self.host, self.token, self.start, self.paths = host, token, start, paths
+        self.epoch = epoch     # the steps back its DPM log had taken at its first line ...
+        self.end_epoch = None  # ... and at its `returns`
         self.end = None        # its `returns`; None while open
         self.cut = False       # ended without `returns`: links nothing
         self.pending = 0       # held calls that may still link to it
@@ -81,10 +87,11 @@ class Run:
 
 
 class HeldCall:
-    __slots__ = ("record", "path", "cands")
+    __slots__ = ("record", "path", "cands", "epoch")
 
-    def __init__(self, record, path):
+    def __init__(self, record, path, epoch=0):
         self.record, self.path, self.cands = record, path, []
+        self.epoch = epoch  # the steps back its name-server log had taken at its `returns`
 
 
 @dataclass
@@ -121,6 +128,8 @@ class Linker:
         self._calls: dict[str, deque[HeldCall]] = {}
         self._calls_by_path: dict[tuple, list[HeldCall]] = {}
         self._requests: dict[str, deque[dict]] = {}
+        # (host, daemon) -> [steps back its log has taken, its latest stamp since the last]
+        self._epochs: dict[tuple, list] = {}
 
     def attach(self, reassembler) -> None:
         """Sit behind this reassembler: take its records, hear of its processing runs."""
@@ -131,6 +140,7 @@ class Linker:
     # -- from the reassembler -------------------------------------------------------
     def take(self, record: dict) -> None:
         host = record["host"]
+        self._observe(host)
         if record["kind"] == "request":
             if not (self.expect_ns or self._ns_read(host) or self._is_detecting(host)
                     or self._requests.get(host)):
@@ -145,24 +155,27 @@ class Linker:
 
     def run_started(self, host: str, token: str, start: int, surls) -> None:
         paths = frozenset(surl_path(s) for s in surls)
-        run = Run(host, token, start, paths)
+        epoch = self._observe(host)[0]
+        run = Run(host, token, start, paths, epoch)
         self._ran = True
         self._runs_by_token.setdefault((host, token), []).append(run)
         lo = start - self.slack_ms
         for path in paths:
             self._runs_by_path.setdefault((host, path), []).append(run)
             for held in self._calls_by_path.get((host, path), ()):
-                if held.record["started"] >= lo:
+                # A call read before this run's log stepped back is from before the step.
+                if held.record["started"] >= lo and held.epoch >= epoch:
                     held.cands.append(run)
                     run.pending += 1
 
     def run_ended(self, host: str, token: str, start: int, end: int | None) -> None:
+        epoch = self._observe(host)[0]
         for run in self._runs_by_token.get((host, token), ()):
             if run.start == start and run.open:
                 if end is None:
                     run.cut = True
                 else:
-                    run.end = end
+                    run.end, run.end_epoch = end, epoch
                 break
         self._release(host)
 
@@ -179,6 +192,31 @@ class Linker:
     @property
     def held(self) -> int:
         return sum(map(len, self._calls.values())) + sum(map(len, self._requests.values()))
+
+    def _observe(self, host: str) -> tuple[int, int]:
+        """The steps back the host's (DPM, name-server) logs have taken: a log's stamp more
+        than the allowance behind its latest since its last step is one more. A log first
+        seen starts at the most its host's other log has taken (it was not read before)."""
+        reassembler = self.reassembler
+        out = []
+        for daemon in (DPM_DAEMON, NS_DAEMON):
+            now = reassembler.stream_time(host, daemon) if reassembler is not None else None
+            entry = self._epochs.get((host, daemon))
+            if entry is None:
+                if now is None:
+                    out.append(None)
+                    continue
+                entry = self._epochs[(host, daemon)] = [0, now]
+                entry[0] = max([e[0] for (h, _), e in self._epochs.items() if h == host])
+            elif now is not None:
+                if now < entry[1] - reassembler.allowance_ms:
+                    entry[0] += 1
+                    entry[1] = now
+                elif now > entry[1]:
+                    entry[1] = now
+            out.append(entry[0])
+        dpm, ns = out
+        return (dpm if dpm is not None else ns or 0, ns if ns is not None else dpm or 0)
 
     def _is_detecting(self, host: str) -> bool:
         return self.detecting is not None and self.detecting(host)
@@ -223,12 +261,13 @@ class Linker:
 
     def _hold_call(self, record: dict) -> None:
         host, path = record["host"], record["path"]
-        held = HeldCall(record, path)
+        epoch = self._epochs[(host, NS_DAEMON)][0] if (host, NS_DAEMON) in self._epochs else 0
+        held = HeldCall(record, path, epoch)
         started, ended, slack = record["started"], record["ended"], self.slack_ms
         for run in self._runs_by_path.get((host, path), ()):
-            if run.cut or run.start - slack > started:
+            if run.cut or run.start - slack > started or run.epoch > epoch:
                 continue
-            if run.end is not None and ended > run.end + slack:
+            if run.end is not None and (ended > run.end + slack or run.end_epoch != epoch):
                 continue
             held.cands.append(run)
             run.pending += 1
@@ -240,7 +279,8 @@ class Linker:
         inside = []
         for run in held.cands:
             run.pending -= 1
-            if run.end is not None and not run.cut and record["ended"] <= run.end + slack:
+            if (run.end is not None and not run.cut and record["ended"] <= run.end + slack
+                    and run.end_epoch == held.epoch):
                 inside.append(run)
         if len(inside) == 1:
             host, client = record["host"], (record["client"] or "").lower()
@@ -339,40 +379,55 @@ class Linker:
     # -- state for external stores (the Kafka worker) -------------------------------
     def state(self) -> dict | None:
         """Everything held, JSON-safe (None when nothing is): runs of requests not yet
-        emitted, held call and request records."""
+        emitted, held call and request records. The records are copies: the caller keeps
+        and stores them as they are now, while the held ones get their links filled in."""
         runs: dict[int, int] = {}
         run_rows = []
         for group in self._runs_by_token.values():
             for run in group:
                 runs[id(run)] = len(run_rows)
                 run_rows.append([run.host, run.token, run.start, run.end, run.cut,
-                                 sorted(run.paths), run.calls, run.ms])
-        calls = [[held.record, held.path, [runs[id(r)] for r in held.cands if id(r) in runs]]
+                                 sorted(run.paths), run.calls, run.ms, run.epoch, run.end_epoch])
+        calls = [[dict(held.record), held.path,
+                  [runs[id(r)] for r in held.cands if id(r) in runs], held.epoch]
                  for queue in self._calls.values() for held in queue]
-        requests = [record for queue in self._requests.values() for record in queue]
+        requests = [dict(record) for queue in self._requests.values() for record in queue]
         for host in self.reassembler.hosts() if self.reassembler else ():
             self._ns_read(host)
         if not (run_rows or calls or requests or self._ns_hosts or self._heads):
             return None
-        return {"runs": run_rows, "calls": calls, "requests": requests,
-                "ns_hosts": sorted(self._ns_hosts), "heads": dict(sorted(self._heads.items()))}
+        state = {"runs": run_rows, "calls": calls, "requests": requests,
+                 "ns_hosts": sorted(self._ns_hosts), "heads": dict(sorted(self._heads.items()))}
+        if any(entry[0] for entry in self._epochs.values()):  # a log stepped back
+            state["epochs"] = sorted([host, daemon, *entry]
+                                     for (host, daemon), entry in self._epochs.items())
+        return state
 
     def restore(self, state: dict | None) -> None:
+        """Hold what `state` (from state()) held. Its records are copied in: the caller's
+        state stays as it was while these get their links filled in."""
         if not state:
             return
         self._ns_hosts.update(state.get("ns_hosts", ()))
         self._heads.update(state.get("heads", {}))
+        for host, daemon, epoch, latest in state.get("epochs", ()):
+            self._epochs[(host, daemon)] = [epoch, latest]
         runs = []
-        for host, token, start, end, cut, paths, calls, ms in state["runs"]:
-            run = Run(host, token, start, frozenset(paths))
+        for row in state["runs"]:
+            # Saved before logs' clock steps were counted: none counted (epochs 0).
+            host, token, start, end, cut, paths, calls, ms, epoch, end_epoch = (
+                list(row) + [0, None if row[3] is None else 0])[:10]
+            run = Run(host, token, start, frozenset(paths), epoch)
             run.end, run.cut, run.calls, run.ms = end, cut, calls, ms
+            run.end_epoch = end_epoch
             runs.append(run)
             self._runs_by_token.setdefault((host, token), []).append(run)
             # Cut runs too, as before the save: completing the request removes them.
             for path in run.paths:
                 self._runs_by_path.setdefault((host, path), []).append(run)
-        for record, path, cands in state["calls"]:
-            held = HeldCall(record, path)
+        for row in state["calls"]:
+            record, path, cands, epoch = (list(row) + [0])[:4]
+            held = HeldCall(dict(record), path, epoch)
             for i in cands:
                 held.cands.append(runs[i])
                 runs[i].pending += 1
@@ -380,4 +435,4 @@ class Linker:
             self._calls.setdefault(host, deque()).append(held)
             self._calls_by_path.setdefault((host, path), []).append(held)
         for record in state["requests"]:
-            self._requests.setdefault(record["host"], deque()).append(record)
+            self._requests.setdefault(record["host"], deque()).append(dict(record))

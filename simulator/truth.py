@@ -165,9 +165,11 @@ TIMEOUT_MS = 3_600_000
 ALLOWANCE_MS = 2_000
 # How far outside a processing run a linked name-server call may lie (parsers/linking.py).
 LINK_SLACK_MS = 5
-# A run of another request makes a call ambiguous only if the linker still holds it when
-# the call is read: within seconds of true time (after a clock step back, a run of before
-# the step whose printed window the call falls into is long emitted). Runs last < 10 s.
+# A run of another request makes a call ambiguous only if it is on the call's side of
+# every clock step back (docs/record-rules.md, "A clock stepped back") and the linker
+# still holds it: both within seconds of true time. Runs last < 10 s and the model's steps
+# are longer, so a run and a call of either side of a step whose printed windows meet are
+# further apart than this in true time.
 HELD_RUN_MS = 10_000
 
 

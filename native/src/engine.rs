@@ -667,7 +667,8 @@ impl Cx<'_, '_> {
             Some(base)
         };
         let seen = move |host: Sym, daemon: Sym| clk.borrow().stream_now.contains_key(&(host, daemon));
-        let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, ns_daemon: self.ns_daemon, dpm_daemon: self.dpm_daemon };
+        let stream_time = move |host: Sym, daemon: Sym| clk.borrow().stream_now.get(&(host, daemon)).copied();
+        let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, stream_time: &stream_time, allowance_ms: allowance, ns_daemon: self.ns_daemon, dpm_daemon: self.dpm_daemon };
         Some(f(linker, &ctx))
     }
 }
@@ -1165,8 +1166,8 @@ impl State {
             req.proc_first = Some(ev.ts);
         }
         let files: Vec<Text> = req.files.clone().unwrap_or_default();
-        let linked = cx.link(|lk, _| {
-            lk.run_started(host, &token, ev.ts, &files);
+        let linked = cx.link(|lk, lcx| {
+            lk.run_started(lcx, host, &token, ev.ts, &files);
             Ok(())
         });
         if let Some(result) = linked {

@@ -27,6 +27,8 @@ pub struct Run {
     pending: i64,
     calls: i64,
     ms: i64,
+    epoch: i64,             // the steps back its DPM log had taken at its first line ...
+    end_epoch: Option<i64>, // ... and at its `returns`
 }
 
 impl Run {
@@ -45,6 +47,7 @@ struct HeldCall {
     started: i64,
     ended: i64,
     cands: Vec<RunRef>,
+    epoch: i64, // the steps back its name-server log had taken at its `returns`
 }
 
 type CallRef = Rc<RefCell<HeldCall>>;
@@ -89,6 +92,8 @@ pub struct Linker {
     calls: FxMap<Sym, VecDeque<CallRef>>,
     calls_by_path: FxMap<(Sym, Text), Vec<CallRef>>,
     requests: FxMap<Sym, VecDeque<HeldRequest>>,
+    // (host, daemon) -> (steps back its log has taken, its latest stamp since the last)
+    epochs: FxMap<(Sym, Sym), (i64, i64)>,
 }
 
 /// What the linker needs of the engine around it.
@@ -99,8 +104,21 @@ pub struct Ctx<'a, 'py> {
     pub watermark: &'a dyn Fn(Sym) -> Option<i64>,
     /// whether a line of (host, daemon) was ever read
     pub seen: &'a dyn Fn(Sym, Sym) -> bool,
+    /// the current stamp of (host, daemon), None before its first line
+    pub stream_time: &'a dyn Fn(Sym, Sym) -> Option<i64>,
+    pub allowance_ms: i64,
     pub ns_daemon: Sym,
     pub dpm_daemon: Sym,
+}
+
+/// A held record as state() hands it out: never the live dict of a restored record, which
+/// gets its links filled in later, while the caller stores what it was given as it is.
+fn snapshot<'py>(py: Python<'py>, record: &Rec, names: &RefCell<Names>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = record.to_dict(py, names)?;
+    match record {
+        Rec::Dict(_) => dict.copy(),
+        _ => Ok(dict), // built afresh from the engine's own record
+    }
 }
 
 pub fn surl_path(surl: &str) -> &str {
@@ -140,7 +158,40 @@ impl Linker {
             calls: FxMap::default(),
             calls_by_path: FxMap::default(),
             requests: FxMap::default(),
+            epochs: FxMap::default(),
         }
+    }
+
+    /// linking.py's Linker._observe: the steps back the host's (DPM, name-server) logs
+    /// have taken.
+    fn observe(&mut self, cx: &Ctx, host: Sym) -> (i64, i64) {
+        let mut out = [None, None];
+        for (i, daemon) in [cx.dpm_daemon, cx.ns_daemon].into_iter().enumerate() {
+            let now = (cx.stream_time)(host, daemon);
+            let epoch = match (self.epochs.get(&(host, daemon)).copied(), now) {
+                (None, None) => None,
+                (None, Some(now)) => {
+                    let most = self.epochs.iter().filter(|((h, _), _)| *h == host).map(|(_, e)| e.0).max().unwrap_or(0);
+                    self.epochs.insert((host, daemon), (most, now));
+                    Some(most)
+                }
+                (Some((epoch, latest)), Some(now)) => {
+                    if now < latest - cx.allowance_ms {
+                        self.epochs.insert((host, daemon), (epoch + 1, now));
+                        Some(epoch + 1)
+                    } else {
+                        if now > latest {
+                            self.epochs.insert((host, daemon), (epoch, now));
+                        }
+                        Some(epoch)
+                    }
+                }
+                (Some((epoch, _)), None) => Some(epoch),
+            };
+            out[i] = epoch;
+        }
+        let [dpm, ns] = out;
+        (dpm.or(ns).unwrap_or(0), ns.or(dpm).unwrap_or(0))
     }
 
     fn list_run(&mut self, host: Sym, token: Text, run: RunRef) {
@@ -215,6 +266,10 @@ impl Linker {
 
     // -- from the reassembler --------------------------------------------------------
     pub fn take(&mut self, cx: &Ctx, record: Rec, meta: Meta) -> PyResult<()> {
+        let host = match &meta {
+            Meta::Request { host, .. } | Meta::Call { host, .. } => *host,
+        };
+        let ns_epoch = self.observe(cx, host).1;
         let host = match meta {
             Meta::Request { host, token, ended } => {
                 let queued = self.requests.get(&host).is_some_and(|q| !q.is_empty());
@@ -239,7 +294,7 @@ impl Linker {
                 match linkable {
                     Some(ended) => {
                         let client = client.as_deref().unwrap_or("").to_lowercase();
-                        self.hold_call(record, client, host, path.unwrap(), started, ended)
+                        self.hold_call(record, client, host, path.unwrap(), started, ended, ns_epoch)
                     }
                     None => self.emit(cx, &record)?,
                 }
@@ -249,7 +304,8 @@ impl Linker {
         self.release(cx, host, false)
     }
 
-    pub fn run_started(&mut self, host: Sym, token: &Text, start: i64, surls: &[Text]) {
+    pub fn run_started(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, surls: &[Text]) {
+        let epoch = self.observe(cx, host).0;
         let mut paths: Vec<Text> = Vec::new();
         for s in surls {
             let p = surl_path(s);
@@ -257,7 +313,7 @@ impl Linker {
                 paths.push(p.into());
             }
         }
-        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: paths.clone(), pending: 0, calls: 0, ms: 0 }));
+        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: paths.clone(), pending: 0, calls: 0, ms: 0, epoch, end_epoch: None }));
         self.ran = true;
         self.list_run(host, token.clone(), run.clone());
         let lo = start - self.slack_ms;
@@ -265,7 +321,8 @@ impl Linker {
             if let Some(held) = self.calls_by_path.get(&(host, path.clone())) {
                 for h in held {
                     let mut h = h.borrow_mut();
-                    if h.started >= lo {
+                    // A call read before this run's log stepped back is from before the step.
+                    if h.started >= lo && h.epoch >= epoch {
                         h.cands.push(run.clone());
                         run.borrow_mut().pending += 1;
                     }
@@ -276,13 +333,17 @@ impl Linker {
     }
 
     pub fn run_ended(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, end: Option<i64>) -> PyResult<()> {
+        let epoch = self.observe(cx, host).0;
         if let Some(runs) = self.runs_by_token.get(&(host, token.clone())) {
             for run in runs {
                 let mut r = run.borrow_mut();
                 if r.start == start && r.open() {
                     match end {
                         None => r.cut = true,
-                        Some(e) => r.end = Some(e),
+                        Some(e) => {
+                            r.end = Some(e);
+                            r.end_epoch = Some(epoch);
+                        }
                     }
                     break;
                 }
@@ -321,23 +382,24 @@ impl Linker {
     }
 
     // -- calls -----------------------------------------------------------------------
-    fn hold_call(&mut self, record: Rec, client: String, host: Sym, path: Text, started: i64, ended: i64) {
+    #[allow(clippy::too_many_arguments)]
+    fn hold_call(&mut self, record: Rec, client: String, host: Sym, path: Text, started: i64, ended: i64, epoch: i64) {
         let slack = self.slack_ms;
         let mut cands = Vec::new();
         if let Some(runs) = self.runs_by_path.get(&(host, path.clone())) {
             for run in runs {
                 let mut r = run.borrow_mut();
-                if r.cut || r.start - slack > started {
+                if r.cut || r.start - slack > started || r.epoch > epoch {
                     continue;
                 }
-                if r.end.is_some_and(|e| ended > e + slack) {
+                if r.end.is_some_and(|e| ended > e + slack || r.end_epoch != Some(epoch)) {
                     continue;
                 }
                 r.pending += 1;
                 cands.push(run.clone());
             }
         }
-        let held = Rc::new(RefCell::new(HeldCall { record, client, host, path: path.clone(), started, ended, cands }));
+        let held = Rc::new(RefCell::new(HeldCall { record, client, host, path: path.clone(), started, ended, cands, epoch }));
         self.calls_of(host).push_back(held.clone());
         self.calls_by_path.entry((host, path)).or_default().push(held);
     }
@@ -350,7 +412,7 @@ impl Linker {
             for run in &h.cands {
                 let mut r = run.borrow_mut();
                 r.pending -= 1;
-                if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) {
+                if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) && r.end_epoch == Some(h.epoch) {
                     inside.push(run);
                 }
             }
@@ -496,7 +558,7 @@ impl Linker {
                 let mut paths: Vec<&str> = r.paths.iter().map(|p| &**p).collect();
                 paths.sort_unstable();
                 let host = cx.names.borrow_mut().py(py, r.host);
-                let row = (host, &*r.token, r.start, r.end, r.cut, PyList::new(py, paths)?, r.calls, r.ms);
+                let row = (host, &*r.token, r.start, r.end, r.cut, PyList::new(py, paths)?, r.calls, r.ms, r.epoch, r.end_epoch);
                 index.push((run.clone(), run_rows.len()));
                 run_rows.append(row)?;
             }
@@ -506,14 +568,14 @@ impl Linker {
             for held in &self.calls[host] {
                 let h = held.borrow();
                 let cands: Vec<usize> = h.cands.iter().filter_map(|c| index.iter().find(|(r, _)| Rc::ptr_eq(r, c)).map(|(_, i)| *i)).collect();
-                let row: [PyObject; 3] = [h.record.to_dict(py, cx.names)?.into_any().unbind(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind()];
+                let row: [PyObject; 4] = [snapshot(py, &h.record, cx.names)?.into_any().unbind(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind(), h.epoch.into_pyobject(py)?.into_any().unbind()];
                 calls.append(PyList::new(py, row)?)?;
             }
         }
         let requests = PyList::empty(py);
         for host in &self.request_hosts {
             for held in &self.requests[host] {
-                requests.append(held.record.to_dict(py, cx.names)?)?;
+                requests.append(snapshot(py, &held.record, cx.names)?)?;
             }
         }
         for host in hosts {
@@ -536,6 +598,17 @@ impl Linker {
             by_host.set_item(host, client)?;
         }
         d.set_item("heads", by_host)?;
+        if self.epochs.values().any(|e| e.0 != 0) {
+            // a log stepped back
+            let names = cx.names.borrow();
+            let mut rows: Vec<(String, String, i64, i64)> = self.epochs.iter().map(|((h, dm), e)| (names.text(*h).to_string(), names.text(*dm).to_string(), e.0, e.1)).collect();
+            rows.sort();
+            let epochs = PyList::empty(py);
+            for row in rows {
+                epochs.append(PyList::new(py, [row.0.into_pyobject(py)?.into_any(), row.1.into_pyobject(py)?.into_any(), row.2.into_pyobject(py)?.into_any(), row.3.into_pyobject(py)?.into_any()])?)?;
+            }
+            d.set_item("epochs", epochs)?;
+        }
         Ok(Some(d))
     }
 
@@ -551,6 +624,15 @@ impl Linker {
             for (host, client) in heads.downcast::<PyDict>()?.iter() {
                 let host: String = host.extract()?;
                 self.heads.insert(names.intern(&host), client.extract()?);
+            }
+        }
+        if let Some(rows) = state.get_item("epochs")? {
+            for row in rows.try_iter()? {
+                let row = row?;
+                let host: String = row.get_item(0)?.extract()?;
+                let daemon: String = row.get_item(1)?.extract()?;
+                let key = (names.intern(&host), names.intern(&daemon));
+                self.epochs.insert(key, (row.get_item(2)?.extract()?, row.get_item(3)?.extract()?));
             }
         }
         let mut runs: Vec<RunRef> = Vec::new();
@@ -578,7 +660,19 @@ impl Linker {
                     pending: 0,
                     calls: row.get_item(6)?.extract()?,
                     ms: row.get_item(7)?.extract()?,
+                    epoch: 0,
+                    end_epoch: None,
                 }));
+                {
+                    // Saved before logs' clock steps were counted: none counted (epochs 0).
+                    let mut r = run.borrow_mut();
+                    if row.len()? >= 10 {
+                        r.epoch = row.get_item(8)?.extract()?;
+                        r.end_epoch = row.get_item(9)?.extract()?;
+                    } else if r.end.is_some() {
+                        r.end_epoch = Some(0);
+                    }
+                }
                 self.list_run(host, token, run.clone());
                 // Cut runs too, as before the save: completing the request removes them.
                 for p in distinct {
@@ -590,9 +684,11 @@ impl Linker {
         if let Some(rows) = state.get_item("calls")? {
             for row in rows.try_iter()? {
                 let row = row?;
-                let record = row.get_item(0)?.downcast_into::<PyDict>()?;
+                // A copy: the caller's state stays as it was while this one gets its token.
+                let record = row.get_item(0)?.downcast_into::<PyDict>()?.copy()?;
                 let path: String = row.get_item(1)?.extract()?;
                 let cand_ix: Vec<usize> = row.get_item(2)?.extract()?;
+                let epoch: i64 = if row.len()? >= 4 { row.get_item(3)?.extract()? } else { 0 };
                 let host_name: String = record.get_item("host")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let host = names.intern(&host_name);
                 let started: i64 = record.get_item("started")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
@@ -606,14 +702,14 @@ impl Linker {
                 }
                 let client: String = record.get_item("client")?.map(|v| v.extract::<Option<String>>()).transpose()?.flatten().unwrap_or_default().to_lowercase();
                 let path: Text = path.into();
-                let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), client, host, path: path.clone(), started, ended, cands }));
+                let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), client, host, path: path.clone(), started, ended, cands, epoch }));
                 self.calls_of(host).push_back(held.clone());
                 self.calls_by_path.entry((host, path)).or_default().push(held);
             }
         }
         if let Some(rows) = state.get_item("requests")? {
             for record in rows.try_iter()? {
-                let record = record?.downcast_into::<PyDict>()?;
+                let record = record?.downcast_into::<PyDict>()?.copy()?;
                 let host_name: String = record.get_item("host")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let token: String = record.get_item("token")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let ended: Option<i64> = record.get_item("ended")?.map(|v| v.extract()).transpose()?.flatten();

@@ -5,9 +5,11 @@ import json
 
 import pytest
 
+from dpmstream.parsers import engines
 from dpmstream.parsers.linking import Linker, surl_path
 from dpmstream.parsers.profiles import resolve_profile
-from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.streams import state_keys
 
 from tests.dpmlog import DN, T1, T2, call, closing, line, put, status
 from tests.helpers import calls_of, requests_of
@@ -267,3 +269,159 @@ def test_a_restored_cut_run_beside_a_run_of_the_same_path_completes_like_before_
 
     assert drive(restart=True) == drive(restart=False)
     assert [r["ns_calls"] for r in drive(restart=False)] == [0, 0]
+
+
+ENGINES = [e for e in engines.ENGINES if e == engines.PYTHON or engines.compiled_available()]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine):
+    """`run --state` and the Kafka worker keep the state they restored from and every
+    change taken, and store them as they are: the linker must share no record with them.
+    A pipeline stopped while it holds a request and its creat for linking is rebuilt
+    from its state; lines that link the creat are read; every change taken stays as it
+    was taken, the linker's change is reported, and a pipeline rebuilt from all of them
+    gives the records of one that never stopped."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    early = ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1")
+    creat = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
+    later = ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1")
+    tail = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
+
+    def new(records):
+        pipeline = Pipeline(records.append, engine=engine)
+        return (pipeline, pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM),
+                pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS))
+
+    def feed(d, n, dpm_lines, dpns_lines):
+        for text in dpns_lines:
+            n.feed(text)
+        for text in dpm_lines:
+            d.feed(text)
+
+    never_stopped: list[dict] = []
+    pipeline, d, n = new(never_stopped)
+    feed(d, n, dpm, early + creat)
+    feed(d, n, tail, later)
+    pipeline.finish()
+    assert requests_of(never_stopped)[0]["ns_calls"] == 1  # what the restart must keep
+
+    records: list[dict] = []
+    before, d, n = new(records)
+    before.track_changes()
+    feed(d, n, dpm, early + creat)
+    first = before.take_changes()
+    assert len(first.linker["requests"]) == 1 and len(first.linker["calls"]) == 1  # held
+
+    store = StateChanges()
+    store.merge(first)
+    as_taken = json.dumps(state_keys.encode(store), sort_keys=True)
+    after, d, n = new(records)
+    after.track_changes()
+    after.restore(store)
+    takes = [after.take_changes()]
+    feed(d, n, tail, later)  # moves event time on: the creat links, the request is let out
+    assert requests_of(records)[0]["ns_calls"] == 1
+    takes.append(after.take_changes())
+    assert json.dumps(state_keys.encode(store), sort_keys=True) == as_taken  # restored from
+    assert takes[-1].linker is not None and not takes[-1].linker.get("requests")
+    for taken in takes:
+        store.merge(taken)
+    as_taken = json.dumps(state_keys.encode(store), sort_keys=True)
+
+    again, d, n = new(records)
+    again.track_changes()
+    again.restore(store)
+    again.finish()
+    assert json.dumps(state_keys.encode(store), sort_keys=True) == as_taken
+    def same(rs):  # the same records; a restart may emit them in another order
+        return sorted(json.dumps(r, sort_keys=True) for r in rs)
+
+    assert same(records) == same(never_stopped)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_linker_state_taken_stays_as_it_was_taken(engine):
+    """A change handed out (to be stored, perhaps later) is a snapshot: the held records
+    in it are not the live linker's, which fills in `token` and `ns_calls` as it links."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    records: list[dict] = []
+    pipeline = Pipeline(records.append, engine=engine)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    pipeline.track_changes()
+    for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
+        n.feed(text)
+    for text in dpm + ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        (n if "Cns_" in text else d).feed(text)
+    taken = pipeline.take_changes().linker
+    as_taken = json.dumps(taken, sort_keys=True)
+    pipeline.finish()
+    assert [r["token"] for r in calls_of(records) if r["op"] == "creat"] == [T1]
+    assert json.dumps(taken, sort_keys=True) == as_taken
+
+
+def put_at(token, surls, s, tids):
+    """A put whose put call is at 10:00:<s>, its run from <s>.100 to <s+1>.900, putdone
+    at <s+4>: whole seconds `s` of two digits."""
+    fast, slow, poll, close = tids
+    return (put(f"08/12 10:00:{s:02}.000", fast, token, surls=surls, end=f"08/12 10:00:{s:02}.010")
+            + proc_run(f"08/12 10:00:{s:02}.100", f"08/12 10:00:{s + 1:02}.900", slow, token, surls)
+            + status(f"08/12 10:00:{s + 2:02}.000", f"08/12 10:00:{s + 2:02}.001", poll, token, "SUCCESS")
+            + closing(f"08/12 10:00:{s + 4:02}.000", f"08/12 10:00:{s + 4:02}.010", close, "putdone", token))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_after_a_clock_step_back_runs_and_calls_from_either_side_of_the_step_do_not_meet(engine):
+    """The head node's clock steps back 30 s at 10:00:36. A put processed at 10:00:31 before
+    the step, and another of the same file processed 30 s later, its lines stamped
+    10:00:31 again: each links its own creat, neither is ambiguous."""
+    surls = [f"srm://{HEAD}{F1}"]
+    records: list[dict] = []
+    pipeline = Pipeline(records.append, engine=engine)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    # Read as replay reads them: each log up to the step, then each log after it.
+    for text in ns_call("08/12 10:00:30.500", "08/12 10:00:30.501", 1, "statg", F2, client="wn1"):
+        n.feed(text)
+    for text in put_at(T1, surls, 31, (3, 27, 5, 9)):
+        d.feed(text)
+    for text in ns_call("08/12 10:00:31.200", "08/12 10:00:31.450", 2, "creat", F1):
+        n.feed(text)
+    # The step: stamps 30 s back (10:00:06 is 10:00:36), then 25 s on.
+    for text in (call("08/12 10:00:06.000", 4, "ping", end="08/12 10:00:06.001")
+                 + put_at(T2, surls, 31, (6, 28, 7, 10))):
+        d.feed(text)
+    for text in (ns_call("08/12 10:00:06.000", "08/12 10:00:06.001", 1, "statg", F2, client="wn1")
+                 + ns_call("08/12 10:00:31.300", "08/12 10:00:31.500", 3, "creat", F1)):
+        n.feed(text)
+    pipeline.finish()
+    assert {r["token"]: r["ns_calls"] for r in requests_of(records)} == {T1: 1, T2: 1}
+    assert sorted((c["started"] % 100_000, c["token"]) for c in calls_of(records)
+                  if c["op"] == "creat") == [(31_200, T1), (31_300, T2)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_linker_state_saved_before_clock_steps_were_counted_still_loads(engine):
+    """`run --state` files and Kafka changelogs written before runs and calls carried the
+    steps back of their logs: runs of 8 fields, calls of 3. They load as steps 0 and link
+    as before."""
+    records: list[dict] = []
+    pipeline = Pipeline(records.append, engine=engine)
+    d = pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM)
+    n = pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS)
+    for text in ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"):
+        n.feed(text)
+    for text in a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000"):
+        d.feed(text)
+    for text in ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1):
+        n.feed(text)
+    state = json.loads(json.dumps(pipeline.linker.state()))
+    assert [len(r) for r in state["runs"]] == [10] and [len(c) for c in state["calls"]] == [4]
+    old = dict(state, runs=[r[:8] for r in state["runs"]], calls=[c[:3] for c in state["calls"]])
+    again = Pipeline(records.append, engine=engine)
+    again.linker.restore(old)
+    assert json.loads(json.dumps(again.linker.state())) == state
+    again.linker.finish()
+    (req,) = requests_of(records)
+    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
