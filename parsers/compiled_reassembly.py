@@ -44,7 +44,7 @@ class CompiledReassembler(Core):
     def restore(self, threads: dict, requests: dict, clock: dict | None = None,
                 finished: dict | None = None) -> None:
         clock = clock and {part: [tuple(row) for row in clock.get(part, ())]
-                           for part in ("processes", "hosts")}
+                           for part in ("processes", "hosts", "streams")}
         super().restore({tuple(k): v for k, v in threads.items()},
                         {tuple(k): v for k, v in requests.items()}, clock,
                         {int(g): [tuple(k) for k in keys]

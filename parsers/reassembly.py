@@ -888,6 +888,9 @@ class Reassembler:
                           for (h, d), procs in self.processes.items()
                           for pid, p in procs.items()],
             "hosts": [[h, c.latest] for h, c in self.clocks.items()],
+            # Each (host, daemon) stream's current stamp: a restored reassembler (and its
+            # linker) dates, steps and links as one that never stopped.
+            "streams": sorted([h, d, ts] for (h, d), ts in self._stream_now.items()),
         }
 
     def restore(self, threads: dict, requests: dict, clock: dict | None = None,
@@ -899,6 +902,8 @@ class Reassembler:
             self.clocks[host] = HostClock(latest)
             if self.latest is None or latest > self.latest:
                 self.latest = latest
+        for host, daemon, ts in (clock or {}).get("streams", ()):  # absent in older states
+            self._stream_now[(host, daemon)] = ts
         for key, state in sorted(threads.items(), key=lambda kv: kv[1]["latest"]):
             key = tuple(key)
             host, daemon, pid, tid = key

@@ -2181,9 +2181,19 @@ impl Core {
             let row = PyList::new(py, [names.py(py, *h), clk.hosts[h].latest.into_pyobject(py)?.into_any().unbind()])?;
             hosts.append(row)?;
         }
+        // Each (host, daemon) stream's current stamp, sorted as the Python engine sorts
+        // them: a restored engine dates, steps and links as one that never stopped.
+        let mut now: Vec<(String, String, i64)> = clk.stream_now.iter()
+            .map(|((h, d), ts)| (names.text(*h).to_string(), names.text(*d).to_string(), *ts)).collect();
+        now.sort();
+        let streams = PyList::empty(py);
+        for (h, d, ts) in now {
+            streams.append((h, d, ts))?;
+        }
         let d = PyDict::new(py);
         d.set_item("processes", processes)?;
         d.set_item("hosts", hosts)?;
+        d.set_item("streams", streams)?;
         Ok(d)
     }
 
@@ -2214,6 +2224,13 @@ impl Core {
                     clk.insert(h, latest);
                     clk.hosts.get_mut(&h).unwrap().latest = latest;
                     clk.raise_latest(latest);
+                }
+            }
+            if let Some(rows) = clock.get_item("streams")? {  // absent in older states
+                for row in rows.try_iter()? {
+                    let (host, daemon, ts): (String, String, i64) = row?.extract()?;
+                    let key = (names.intern(&host), names.intern(&daemon));
+                    clk.stream_now.insert(key, ts);
                 }
             }
         }
