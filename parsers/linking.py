@@ -41,9 +41,6 @@ from typing import Callable
 
 NS_DAEMON = "dpns"  # the daemon name of the name-server profile (DPNS, LFC)
 DPM_DAEMON = "dpm"  # the daemon name of the DPM profile: its slow threads make the runs
-# A host's DPM or name-server log further behind its latest line than this has stopped
-# (or is quiet), not lagging: it no longer holds the linker's records back.
-MAX_LAG_MS = 60_000
 # How many distinct name-server clients a linker remembers for its "none linked" warning.
 MAX_CLIENTS_SEEN = 16
 
@@ -308,7 +305,7 @@ class Linker:
         if final:
             horizon = None
         else:
-            base = self._horizon_base(host)
+            base = self.reassembler.watermark(host) if self.reassembler else None
             if base is None:
                 return
             horizon = base - self.delay_ms
@@ -339,25 +336,6 @@ class Linker:
                     break
             requests.popleft()
             self._complete(record, runs)
-
-    def _horizon_base(self, host: str) -> int | None:
-        """The event time up to which `host`'s runs and calls are all read: its watermark,
-        held back by its DPM or name-server log when that one lags (read side by side,
-        one log may run seconds ahead, and its lines must not decide a call or request
-        whose runs or calls the other has yet to give), unless it lags by more than
-        MAX_LAG_MS (a log that stopped or is quiet)."""
-        reassembler = self.reassembler
-        wm = reassembler.watermark(host) if reassembler else None
-        if wm is None:
-            return None
-        base = wm
-        for daemon in (DPM_DAEMON, NS_DAEMON):
-            now = reassembler.stream_time(host, daemon)
-            if now is not None:
-                lag = now - reassembler.allowance_ms
-                if wm - lag <= MAX_LAG_MS:
-                    base = min(base, lag)
-        return base
 
     def _complete(self, record: dict, runs) -> None:
         host = record["host"]
