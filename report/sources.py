@@ -123,8 +123,10 @@ def _record(kind: str, row: dict, file_path: str, line_no: int) -> dict:
 
 
 def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
-              timeout_s: float, max_in_flight: int, since: str | None, until: str | None,
+              settings: dict, since: str | None, until: str | None,
               progress: Progress) -> Dataset:
+    """The records of log files, read as `dpmstream replay` reads them: `settings` are the
+    Pipeline's reassembly keywords (commands.common.pipeline_options), the same in both."""
     data = Dataset(origin="logs", inputs=[i.name for i in inputs])
     data.zone = load_zone(tz) if tz else None
     keep = WindowFilter(data, since, until)
@@ -134,7 +136,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
             data.zone = label_zone(pipeline.sources.values())
         keep(record)
 
-    pipeline = Pipeline(emit, timeout_s=timeout_s, max_in_flight=max_in_flight)
+    pipeline = Pipeline(emit, **settings)
     spans: dict = {"slow": [], "fast": [], "ns": []}
 
     def on_span(host, daemon, pid, tid, kind, started, ended) -> None:

@@ -106,8 +106,9 @@ def pipeline_options(args) -> dict:
     return {"timeout_s": args.timeout, "max_in_flight": args.max_in_flight,
             "max_threads": args.max_threads, "grace_s": args.grace,
             "head_aliases": tuple(args.head_alias or ()),
-            # A head node named by the user is not learned from the logs (record-rules.md).
-            "learn_head": not (args.host or args.head_alias)}
+            # Head clients named by the user are not learned from the logs (record-rules.md);
+            # --host names the records' host, which the name server may call otherwise.
+            "learn_head": not args.head_alias}
 
 
 def add_profile_options(p, *, profile_help: str | None = None) -> None:
@@ -130,8 +131,9 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
                         "else the file's mtime (likewise); stdin has neither: give --year")
     p.add_argument("--host", metavar="NAME",
                    help="head-node name for records (default: rsyslog prefix, else this machine); "
-                        "given, name-server clients link by this name and --head-alias only, "
-                        "else the head's client name is learned from the logs")
+                        "name-server clients of this name link, and so does the head's client "
+                        "name as the name server writes it, learned from the logs unless "
+                        "--head-alias names it")
     add_reassembly_options(p, scope="")
     add_verbose_option(p)
 

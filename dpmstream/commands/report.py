@@ -7,7 +7,8 @@ import os
 import sys
 
 from dpmstream.commands.common import (
-    add_log_options, checked_profile, checked_zone, default_host, setup_logging,
+    add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
+    setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
 from dpmstream.streams.progress import Progress
@@ -79,8 +80,7 @@ def run(args) -> int:
                 return 2
             data = from_logs(inputs, host=default_host(args.host),
                              profile=checked_profile(args.profile), tz=checked_zone(args.tz),
-                             year=args.year, timeout_s=args.timeout,
-                             max_in_flight=args.max_in_flight, since=args.since,
+                             year=args.year, settings=pipeline_options(args), since=args.since,
                              until=args.until,
                              progress=Progress(sum(i.size or 0 for i in inputs) or None,
                                                enabled=args.progress))
