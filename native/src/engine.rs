@@ -2170,8 +2170,9 @@ impl Core {
             .map(|((h, d), ts)| (names.text(*h).to_string(), names.text(*d).to_string(), *ts)).collect();
         now.sort();
         let streams = PyList::empty(py);
-        for (h, d, ts) in now {
-            streams.append((h, d, ts))?;
+        for (h, d, ts) in now {  // lists, as the Python engine's rows (and JSON's) are
+            let row = PyList::new(py, [h.into_pyobject(py)?.into_any().unbind(), d.into_pyobject(py)?.into_any().unbind(), ts.into_pyobject(py)?.into_any().unbind()])?;
+            streams.append(row)?;
         }
         let d = PyDict::new(py);
         d.set_item("processes", processes)?;
