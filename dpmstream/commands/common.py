@@ -86,13 +86,20 @@ def zone_name(text: str) -> str:
     return text
 
 
-def profile_spec(text: str) -> str:
-    """--profile: a bundled profile name or a .toml file that loads (kept as given)."""
-    try:
-        resolve_profile(text)
-    except ProfileError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+def loads_with(resolve):
+    """An argparse type: a profile spec (bundled name or .toml file) that `resolve` loads,
+    kept as given; a ProfileError exits 2 through argparse."""
+    def parse(text: str) -> str:
+        try:
+            resolve(text)
+        except ProfileError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    return parse
+
+
+# --profile: a bundled DPM profile name or a .toml file that loads.
+profile_spec = loads_with(resolve_profile)
 
 
 def hidden_alias(p, old: str, new_dest: str, **kwargs) -> None:

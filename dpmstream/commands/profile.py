@@ -4,10 +4,9 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from dpmstream.commands.common import MAX_COUNT, bounded, positive_int
+from dpmstream.commands.common import MAX_COUNT, bounded, loads_with, positive_int
 
 from dpmstream.commands.profile_check import resolve_either, run_check
 from dpmstream.parsers.dome_profiles import ROLES as DOME_ROLES
@@ -15,13 +14,8 @@ from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_dome_
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, resolve_profile
 
 
-def checkable_profile(text: str) -> str:
-    """--profile of `profile check`: a DPM or a DOME profile that loads (kept as given)."""
-    try:
-        resolve_either(text)
-    except ProfileError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+# --profile of `profile check`: a DPM or a DOME profile that loads.
+checkable_profile = loads_with(resolve_either)
 
 
 def register(sub, name: str, help_text: str) -> None:

@@ -17,6 +17,7 @@ from dpmstream.commands.stack.rsyslog import (
 )
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_lines import DomeLineParser
+from tests.commands.stack.test_rsyslog import line_offsets
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.lines import FOREIGN, PARSED
 from dpmstream.simulator.dome_config import DomeConfig
@@ -73,14 +74,6 @@ def as_datagram(line: str) -> bytes:
     user.err (dmlite's), the stamp, no host (the local socket's sender is this node)."""
     stamp, _host, rest = line.split(" ", 2)
     return f"<11>{stamp} {rest}".encode()
-
-
-def line_offsets(path):
-    offsets, pos = [], 0
-    for raw in path.read_bytes().splitlines(keepends=True):
-        offsets.append(pos)
-        pos += len(raw)
-    return offsets
 
 
 def stamp_ms(line: str) -> int:
