@@ -208,7 +208,7 @@ impl CallTable {
         let mut best: Option<(i64, &String)> = None;
         for (host, h) in &self.open {
             if let Some((_, c)) = h.front() {
-                if best.map_or(true, |(latest, bh)| (c.latest, host) < (latest, bh)) {
+                if best.is_none_or(|(latest, bh)| (c.latest, host) < (latest, bh)) {
                     best = Some((c.latest, host));
                 }
             }

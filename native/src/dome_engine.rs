@@ -87,7 +87,7 @@ impl DomeState {
 
     pub fn feed(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
         self.stats.lines += 1;
-        if self.clocks.get(ev.host.as_str()).map_or(true, |c| ev.ts > c) {
+        if self.clocks.get(ev.host.as_str()).is_none_or(|c| ev.ts > c) {
             self.clocks.set(ev.host.clone(), ev.ts);
         }
         self.learn_role(ev);

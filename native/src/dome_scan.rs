@@ -11,7 +11,7 @@
 //! the clock would give again without changing its state.
 
 use pcre2::bytes::{CaptureLocations, Regex, RegexBuilder};
-use pyo3::exceptions::{PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
@@ -53,6 +53,13 @@ struct Groups {
     error: usize,
 }
 
+/// An alternative as Python describes it: (wrapper group, role or None, [(field, group)]).
+type AlternativeSpec = (usize, Option<String>, Vec<(usize, usize)>);
+/// A form as Python describes it: (name, pattern, prefix pattern, prefix's tag group,
+/// {group name: index}, alternatives).
+type FormSpec<'py> = (String, String, String, usize, Bound<'py, PyDict>, Vec<AlternativeSpec>);
+
+#[allow(clippy::large_enum_variant)] // one per line, never stored
 pub enum Outcome {
     Parsed(DomeEvent),
     Failed(usize),
@@ -286,7 +293,7 @@ impl DomeScanner {
     #[new]
     #[pyo3(signature = (forms, tags, to_ms, rfc3339_to_ms, event_type, max_bytes, max_digits))]
     fn new(
-        forms: Vec<(String, String, String, usize, Bound<'_, PyDict>, Vec<(usize, Option<String>, Vec<(usize, usize)>)>)>,
+        forms: Vec<FormSpec<'_>>,
         tags: Vec<String>,
         to_ms: PyObject,
         rfc3339_to_ms: PyObject,
