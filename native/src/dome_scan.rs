@@ -263,9 +263,9 @@ impl DomeScanner {
     }
 }
 
-/// A parsed line held by the compiled engine (fed to CompiledDome.feed without going
-/// through Python's types); `ts` for merging nodes by event time, `event()` the Python
-/// DomeEvent.
+/// A parsed line held by the compiled engine (fed to CompiledDomeReassembler.feed
+/// without going through Python's types); `ts` for merging nodes by event time, the
+/// envelope's values and role to route or count it, `event()` the Python DomeEvent.
 #[pyclass(module = "dpmstream.parsers._fastlines", frozen)]
 pub struct DomeLine {
     pub ev: DomeEvent,
@@ -279,6 +279,37 @@ impl DomeLine {
         self.ev.ts
     }
 
+    #[getter]
+    fn host(&self) -> &str {
+        &self.ev.host
+    }
+
+    #[getter]
+    fn program(&self) -> &str {
+        &self.ev.program
+    }
+
+    #[getter]
+    fn pid(&self) -> i64 {
+        self.ev.pid
+    }
+
+    #[getter]
+    fn tid(&self) -> i64 {
+        self.ev.tid
+    }
+
+    #[getter]
+    fn role(&self) -> &'static str {
+        self.ev.role.name()
+    }
+
+    #[getter]
+    fn whole_seconds(&self) -> bool {
+        self.ev.whole_seconds
+    }
+
+    /// The Python DomeEvent of this line (what the Python engine takes).
     fn event(&self, py: Python<'_>) -> PyResult<PyObject> {
         let items = self.ev.to_list(py)?;
         Ok(self.event_type.bind(py).call1(pyo3::types::PyTuple::new(py, items.iter())?)?.unbind())

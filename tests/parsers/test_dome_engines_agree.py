@@ -151,6 +151,9 @@ def test_both_parsers_read_every_simulated_line_alike(site, shape):
         for text in lines:
             want, got = reference.parse(text), compiled.parse(text)
             assert (None if got is None else got.event()) == want, text
+            if got is not None:
+                seen = (got.ts, got.host, got.program, got.pid, got.tid, got.role, got.whole_seconds)
+                assert seen == (want.ts, want.host, want.program, want.pid, want.tid, want.role, want.whole_seconds)
             assert (compiled.result, compiled.reason) == (reference.result, reference.reason), text
 
 
