@@ -322,6 +322,11 @@ def test_hostile_dome_lines_are_counted_alike_by_both_engines_never_a_crash():
     results = [res for res, _ in want_results]
     assert results.count("malformed") >= 10 and "foreign" in results and "unmatched" in results
     assert want_stats.unusable_lines == 2 and want_stats.orphan_putdones == 1
+    # The same lines in one feed_lines call: each counted by its result, the same records.
+    parser = engines.new_dome_parser(COMPILED, profile, EventClock(cfg.tz, year=2017))
+    r = engines.new_dome_reassembler(COMPILED, timeout_ms=60_000)
+    assert r.feed_lines(parser, HOSTILE) + r.finish() == want_records
+    assert parser.counts() == {res: results.count(res) for res in ("parsed", "unmatched", "foreign", "malformed")}
 
 
 def test_a_pfn_whose_putcount_is_no_ascii_number_is_unusable_not_a_crash():
