@@ -101,13 +101,15 @@ class DomeProfile:
 def _compile(name: str, envelope: str, message: str, roles: dict[str, list[str]]) -> DomeForm:
     parts, order = role_patterns(roles, ROLES, FIELDS)
     parts.append(fr"(?P<{UNMATCHED}>.*)")
-    regex = re.compile(f"(?:{envelope})(?:{message})(?:{'|'.join(parts)})\\s*\\Z", re.DOTALL)
+    # ASCII classes (\d is 0-9, \s ASCII white space): what a syslog line's numbers and
+    # separators are, and what the compiled scanner (PCRE2, native/src/dome_scan.rs) reads.
+    regex = re.compile(f"(?:{envelope})(?:{message})(?:{'|'.join(parts)})\\s*\\Z", re.DOTALL | re.ASCII)
     index = regex.groupindex
     wrapped = {index[f"a{i}"]: (role, {n: index[f"a{i}_{n}"] for n in names})
                for i, (role, names) in enumerate(order)}
     wrapped[index[UNMATCHED]] = (UNMATCHED, {})
     groups = {n: index[n] for n in re.compile(envelope + message).groupindex}
-    return DomeForm(name, regex, groups, wrapped, re.compile(envelope))
+    return DomeForm(name, regex, groups, wrapped, re.compile(envelope, re.ASCII))
 
 
 def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict, deque
 
+from .lines import MAX_DIGITS
+
 # EPOCH is the head's time(0) read just after the `Selected fs` line: that line's second or the next.
 EPOCH_SLACK_S = 1
 LINE, TIMEOUT, EVICTED, INPUT_END = "line", "timeout", "evicted", "input_end"
@@ -48,11 +50,17 @@ PUT_STATE = tuple(name for name in OpenPut.__slots__ if name != "done")
 
 
 def split_pfn(pfn: str) -> tuple[str, int, int] | None:
-    """BASENAME, PUTCOUNT, EPOCH of a PFN named by the head; None for any other name."""
+    """BASENAME, PUTCOUNT, EPOCH of a PFN named by the head; None for any other name
+    (PUTCOUNT and EPOCH are decimal numbers the head printed: ASCII digits, at most
+    MAX_DIGITS of them; `str.isdigit` alone took `²`, which int() refuses)."""
     parts = basename(pfn).rsplit(".", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit() or not parts[0]:
+    if len(parts) != 3 or not parts[0] or not all(_decimal(p) for p in parts[1:]):
         return None
     return parts[0], int(parts[1]), int(parts[2])
+
+
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS
 
 
 def basename(path: str) -> str:

@@ -9,6 +9,11 @@
 
 tests/parsers/test_engines_agree.py feeds both the same inputs and requires the same
 records, counters and state.
+
+DOME logs have the same two engines, chosen the same way (new_dome_reassembler,
+new_dome_parser): parsers/dome_reassembly.DomeReassembler and parsers/dome_lines.DomeLineParser,
+the reference, and their compiled twins in parsers/compiled_dome.py
+(tests/parsers/test_dome_engines_agree.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import os
 
 from . import fastpath
+from .dome_lines import DomeLineParser
+from .dome_reassembly import DomeReassembler
 from .linking import Linker
 from .reassembly import Reassembler
 
@@ -30,21 +37,30 @@ try:
     from .compiled_reassembly import CompiledLinker, CompiledReassembler
 except ImportError:  # not built: pure Python
     CompiledReassembler = CompiledLinker = None
+try:
+    from .compiled_dome import CompiledDomeLineParser, CompiledDomeReassembler
+except ImportError:  # not built (or built before the DOME engine): pure Python
+    CompiledDomeLineParser = CompiledDomeReassembler = None
 
 
 def compiled_available() -> bool:
     return CompiledReassembler is not None and fastpath.available()
 
 
-def choose(engine: str | None = None) -> str:
+def compiled_dome_available() -> bool:
+    return CompiledDomeReassembler is not None and fastpath.available()
+
+
+def choose(engine: str | None = None, available=compiled_available) -> str:
     """The engine to run: the one asked for (DPMSTREAM_ENGINE, else the compiled one where
-    it is built). Asking for the compiled engine where it is not built is an error."""
+    it is built). Asking for the compiled engine where it is not built is an error.
+    `available`: compiled_dome_available for the DOME engines."""
     engine = engine or os.environ.get("DPMSTREAM_ENGINE") or None
     if engine is None:
-        return COMPILED if compiled_available() else PYTHON
+        return COMPILED if available() else PYTHON
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    if engine == COMPILED and not compiled_available():
+    if engine == COMPILED and not available():
         raise ValueError("the compiled engine is not built here (no Rust toolchain at "
                          "install time, or DPMSTREAM_PURE_PYTHON is set)")
     return engine
@@ -55,6 +71,21 @@ def new_reassembler(engine: str, emit, **settings):
     if engine == COMPILED:
         return CompiledReassembler(emit, **settings)
     return Reassembler(emit, **settings)
+
+
+def new_dome_reassembler(engine: str, **settings):
+    """A DOME reassembler of `engine` (choose(..., compiled_dome_available) it first) with
+    DomeReassembler's settings."""
+    if engine == COMPILED:
+        return CompiledDomeReassembler(**settings)
+    return DomeReassembler(**settings)
+
+
+def new_dome_parser(engine: str, profile, clock):
+    """A DOME line parser of `engine` for one stream; its events feed either reassembler."""
+    if engine == COMPILED:
+        return CompiledDomeLineParser(profile, clock)
+    return DomeLineParser(profile, clock)
 
 
 # The extension's class itself (tests may serve "compiled" by another class).

@@ -11,6 +11,15 @@
 use std::collections::HashMap;
 
 mod block;
+mod dome_calls;
+mod dome_engine;
+mod dome_event;
+mod dome_puts;
+mod dome_records;
+mod dome_scan;
+mod dome_snapshot;
+mod dome_stats;
+mod dome_time;
 mod engine;
 mod envelope;
 mod linking;
@@ -448,6 +457,9 @@ fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Core>()?;
     m.add_class::<tally::Tally>()?;
     m.add_class::<block::LineBlock>()?;
+    m.add_class::<dome_scan::DomeScanner>()?;
+    m.add_class::<dome_scan::DomeLine>()?;
+    m.add_class::<dome_engine::DomeCore>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;

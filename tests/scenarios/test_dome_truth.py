@@ -4,17 +4,19 @@ every envelope x stamp x generation `dpmstream simulate --dome` writes, at a sit
 pid, the head restarting with PUTCOUNT from 1, a journald gap on the head), each node's
 log read by parsers/dome_lines.py, the nodes merged by event time, and every record
 compared with PREFIX.calls.csv, PREFIX.puts.csv, PREFIX.capacity.csv and
-PREFIX.fs_events.csv, record for record, in the truth's order."""
+PREFIX.fs_events.csv, record for record, in the truth's order. Each on both engines
+(parsers/engines.py: the Python reference, and the compiled twin with its own line parser)."""
 
 import csv
 import json
+import os
 
 import pytest
 
+from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock
-from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
-from dpmstream.parsers.dome_reassembly import DomeReassembler, merge_by_time
+from dpmstream.parsers.dome_reassembly import merge_by_time
 from dpmstream.simulator.dome_config import ENVELOPES, DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.streams.kafka.envelope import decode
@@ -30,10 +32,13 @@ ORDER = {
 }
 KIND = {"calls": "dome_call", "puts": "dome_put", "capacity": "dome_capacity", "fs_events": "dome_fs_event"}
 INTS = frozenset(("start", "pid", "tid", "put_time", "time"))
+ENGINES = [engines.PYTHON, pytest.param(engines.COMPILED, marks=pytest.mark.skipif(
+    not engines.compiled_dome_available() and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    reason="the compiled DOME engine is not built"))]
 
 
-def node_events(path, cfg: DomeConfig, profile):
-    parser = DomeLineParser(profile, EventClock(cfg.tz, year=2017))
+def node_events(path, cfg: DomeConfig, profile, engine: str = engines.PYTHON):
+    parser = engines.new_dome_parser(engine, profile, EventClock(cfg.tz, year=2017))
     for text in path.read_text(encoding="utf-8").splitlines():
         if cfg.envelope == "kafka":
             text = decode(text.encode()).line
@@ -42,11 +47,11 @@ def node_events(path, cfg: DomeConfig, profile):
             yield ev
 
 
-def reassemble(result, cfg: DomeConfig):
+def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON):
     profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
-    engine = DomeReassembler(timeout_ms=int(cfg.timeout * 1000))
+    engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
     records = []
-    for ev in merge_by_time([node_events(path, cfg, profile) for path in result.logs.values()]):
+    for ev in merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()]):
         records += engine.feed(ev)
     records += engine.finish()
     return engine, records
@@ -69,13 +74,14 @@ def as_cells(record: dict, columns) -> dict:
     return {c: "" if record.get(c) is None else str(record[c]) for c in columns}
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("envelope, generation, stamp", CASES, ids=["-".join(c) for c in CASES])
-def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, envelope, generation, stamp):
+def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, envelope, generation, stamp, engine):
     cfg = DomeConfig(envelope=envelope, generation=generation, stamp=stamp, duration=900.0, rate=4.0,
                      disks=4, accept_lines=stamp == "traditional", disk_down_at=200.0, restart_at=500.0,
                      gap_at=300.0, gap_s=4.0, timeout=120.0)
     result = simulate_dome(cfg, tmp_path / "site")
-    engine, records = reassemble(result, cfg)
+    reassembler, records = reassemble(result, cfg, engine)
     matched = {}
     for name, kind in KIND.items():
         truth = in_truth_order(truth_rows(result.paths[name]), name)
@@ -85,8 +91,8 @@ def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, e
         for got, want in zip(mine, truth):
             assert got == want, name
         matched[name] = len(mine)
-    s, stats = result.summary, engine.stats
-    print(f"{envelope}-{generation}-{stamp}: matched {matched}; {stats.as_dict()}")
+    s, stats = result.summary, reassembler.stats
+    print(f"{engine} {envelope}-{generation}-{stamp}: matched {matched}; {stats.as_dict()}")
     assert matched["puts"] > 2500 and matched["capacity"] > 100 and matched["fs_events"] > 0
     if generation == "tid":
         assert matched["calls"] > 8000 and s["cut_calls"] > 0
@@ -99,19 +105,21 @@ def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, e
     assert {r["whole_seconds"] for r in records if r["kind"] in ("dome_call", "dome_put")} == {int(cfg.whole_seconds)}
 
 
-def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interleave(tmp_path):
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interleave(tmp_path, engine_name):
     """Whole-second stamps tie across nodes: the merge puts the first stream first on a
     tie. Feeding the disk nodes first gives the same records; the same input twice gives
     the same sequence."""
     cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, disk_down_at=100.0, restart_at=250.0, gap_at=180.0)
     result = simulate_dome(cfg, tmp_path / "site")
-    _, records = reassemble(result, cfg)
-    _, again = reassemble(result, cfg)
+    _, records = reassemble(result, cfg, engine_name)
+    _, again = reassemble(result, cfg, engine_name)
     assert again == records
     profile = resolve_dome_profile("dmlite-dome")
-    engine = DomeReassembler(timeout_ms=int(cfg.timeout * 1000))
+    engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
     reversed_records = []
-    for ev in merge_by_time([node_events(path, cfg, profile) for path in reversed(list(result.logs.values()))]):
+    for ev in merge_by_time([node_events(path, cfg, profile, engine_name)
+                             for path in reversed(list(result.logs.values()))]):
         reversed_records += engine.feed(ev)
     reversed_records += engine.finish()
     def canonical(recs):
@@ -120,21 +128,24 @@ def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interlea
     assert canonical(reversed_records) == canonical(records)
 
 
+@pytest.mark.parametrize("engine_name", ENGINES)
 @pytest.mark.parametrize("generation", ["tid", "notid"])
-def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_stopped(tmp_path, generation):
+def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_stopped(tmp_path, generation,
+                                                                                      engine_name):
     """Stopped every 2,500 lines, its snapshot through JSON, rebuilt: the same records in
     the same order, and the same counters, as the uninterrupted run."""
     cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, generation=generation, disk_down_at=100.0,
                      restart_at=250.0, gap_at=180.0)
     result = simulate_dome(cfg, tmp_path / "site")
-    whole, records = reassemble(result, cfg)
+    whole, records = reassemble(result, cfg, engine_name)
     profile = resolve_dome_profile("dmlite-dome" if generation == "tid" else "dmlite-dome-notid")
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
-    engine, resumed, restarts = DomeReassembler(**settings), [], 0
-    for n, ev in enumerate(merge_by_time([node_events(path, cfg, profile) for path in result.logs.values()]), 1):
+    engine, resumed, restarts = engines.new_dome_reassembler(engine_name, **settings), [], 0
+    events = merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()])
+    for n, ev in enumerate(events, 1):
         resumed += engine.feed(ev)
         if n % 2500 == 0:
-            engine = DomeReassembler.from_snapshot(json.loads(json.dumps(engine.snapshot())), **settings)
+            engine = type(engine).from_snapshot(json.loads(json.dumps(engine.snapshot())), **settings)
             restarts += 1
     resumed += engine.finish()
     assert restarts > 8 and sum(r["kind"] == "dome_put" for r in records) > 1400

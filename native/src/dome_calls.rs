@@ -1,0 +1,237 @@
+//! The call table of the compiled DOME engine, `parsers/dome_calls.CallTable` rule for
+//! rule: one call per (host, pid, TID), opened by `accept` (or `call` with no accept
+//! line), ended by `returns`, cut by a new open line, its process's death, silence past
+//! the timeout, the cap, or the end of input. Per host the open calls keep Python's
+//! OrderedDict order (least recently active first) through an activity stamp.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::dome_event::{DomeEvent, Role, Val, CLIENT_HOST, CODE, OP, QUERY, REMOTE_HOST};
+use crate::dome_records::{CallRecord, Record};
+use crate::dome_stats::DomeStats;
+
+pub type ThreadKey = (i64, i64);
+
+#[derive(Clone, Debug)]
+pub struct OpenCall {
+    pub start: i64,
+    pub latest: i64,
+    pub framed: bool,
+    pub command: Option<String>,
+    pub role: Option<String>,
+    pub caller: Option<String>,
+    pub remote: Option<String>,
+    pub whole: bool,
+}
+
+/// One host's open calls in activity order.
+#[derive(Default)]
+pub struct HostCalls {
+    pub order: BTreeMap<u64, ThreadKey>,
+    pub calls: HashMap<ThreadKey, (u64, OpenCall)>,
+}
+
+impl HostCalls {
+    pub fn front(&self) -> Option<(ThreadKey, &OpenCall)> {
+        self.order.values().next().map(|k| (*k, &self.calls[k].1))
+    }
+    pub fn in_order(&self) -> impl Iterator<Item = (ThreadKey, &OpenCall)> {
+        self.order.values().map(move |k| (*k, &self.calls[k].1))
+    }
+    fn remove(&mut self, key: &ThreadKey) -> Option<OpenCall> {
+        let (stamp, call) = self.calls.remove(key)?;
+        self.order.remove(&stamp);
+        Some(call)
+    }
+}
+
+pub fn role_of_query(query: Option<&str>) -> Option<&'static str> {
+    let q = query?;
+    if q.starts_with("/domehead/") {
+        Some("head")
+    } else if q.starts_with("/domedisk/") {
+        Some("disk")
+    } else {
+        None
+    }
+}
+
+pub struct CallTable {
+    pub max_open: usize,
+    pub open: BTreeMap<String, HostCalls>,
+    pub count: usize,
+    tick: u64,
+}
+
+impl CallTable {
+    pub fn new(max_open: usize) -> Self {
+        CallTable { max_open, open: BTreeMap::new(), count: 0, tick: 0 }
+    }
+
+    fn stamp(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// A line of a thread (tid >= 0): open, fill, end or touch its call.
+    pub fn line(&mut self, ev: &DomeEvent, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let key = (ev.pid, ev.tid);
+        let role = ev.role;
+        if !self.open.contains_key(&ev.host) {
+            self.open.insert(ev.host.clone(), HostCalls::default());
+        }
+        let framed = self.open[&ev.host].calls.get(&key).map(|(_, c)| c.framed);
+        let mut has_call = framed.is_some();
+        if role == Role::Accept || (role == Role::Call && framed == Some(true)) {
+            if has_call {
+                let call = self.open.get_mut(&ev.host).unwrap().remove(&key).unwrap();
+                self.close(&ev.host, key, call, None, roles, stats, out);
+            }
+            self.open_call(ev, roles, stats, out);
+            has_call = true;
+        } else if role == Role::Call && !has_call {
+            self.open_call(ev, roles, stats, out);
+            has_call = true;
+        }
+        if !has_call {
+            if role == Role::Returns {
+                stats.stray_call_ends += 1;
+            } else if role == Role::Command {
+                stats.commands_without_call += 1;
+            }
+            return;
+        }
+        let stamp = self.stamp();
+        let host = self.open.get_mut(&ev.host).unwrap();
+        let (old, call) = host.calls.get_mut(&key).unwrap();
+        host.order.remove(old);
+        *old = stamp;
+        host.order.insert(stamp, key);
+        call.latest = call.latest.max(ev.ts);
+        call.whole = call.whole || ev.whole_seconds;
+        match role {
+            Role::Call => {
+                call.framed = true;
+                call.caller = ev.text(CLIENT_HOST).map(str::to_string);
+                call.remote = ev.text(REMOTE_HOST).map(str::to_string);
+            }
+            Role::Command => {
+                call.framed = true;
+                call.command = ev.text(OP).map(str::to_string);
+                call.role = role_of_query(ev.text(QUERY)).map(str::to_string);
+            }
+            Role::Returns => {
+                let call = host.remove(&key).unwrap();
+                self.close(&ev.host, key, call, Some(ev), roles, stats, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn open_call(&mut self, ev: &DomeEvent, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        if self.count >= self.max_open {
+            self.evict(roles, stats, out);
+        }
+        let call = OpenCall {
+            start: ev.ts, latest: ev.ts, framed: false, command: None, role: None, caller: None, remote: None,
+            whole: ev.whole_seconds,
+        };
+        self.insert(&ev.host, (ev.pid, ev.tid), call);
+    }
+
+    pub fn insert(&mut self, host: &str, key: ThreadKey, call: OpenCall) {
+        let stamp = self.stamp();
+        if !self.open.contains_key(host) {
+            self.open.insert(host.to_string(), HostCalls::default());
+        }
+        let h = self.open.get_mut(host).unwrap();
+        h.order.insert(stamp, key);
+        h.calls.insert(key, (stamp, call));
+        self.count += 1;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn close(&mut self, host: &str, key: ThreadKey, call: OpenCall, ret: Option<&DomeEvent>,
+             roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        self.count -= 1;
+        stats.calls += 1;
+        if ret.is_none() {
+            stats.cut_calls += 1;
+        }
+        let end = ret.map(|r| r.ts);
+        out.push(Record::Call(CallRecord {
+            host: host.to_string(),
+            pid: key.0,
+            tid: key.1,
+            role: call.role.or_else(|| roles.get(host).cloned()),
+            command: call.command,
+            http_code: ret.and_then(|r| Val::int(r.field(CODE))),
+            caller: call.caller,
+            remote_client: call.remote,
+            start: call.start,
+            end,
+            duration: end.map(|e| (e - call.start).max(0)),
+            cut: ret.is_none(),
+            whole_seconds: call.whole,
+        }));
+    }
+
+    /// A process of the host died: cut every call open on the host's other pids
+    /// (keep_pid None: every pid, a pid reused by a new process).
+    pub fn end_process(&mut self, host: &str, keep_pid: Option<i64>, roles: &HashMap<String, String>,
+                       stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let Some(h) = self.open.get(host) else { return };
+        let keys: Vec<ThreadKey> = h.in_order().map(|(k, _)| k).filter(|k| Some(k.0) != keep_pid).collect();
+        for key in keys {
+            let call = self.open.get_mut(host).unwrap().remove(&key).unwrap();
+            self.close(host, key, call, None, roles, stats, out);
+        }
+    }
+
+    /// Cut the calls of the host silent since before horizon.
+    pub fn expire(&mut self, host: &str, horizon: i64, roles: &HashMap<String, String>, stats: &mut DomeStats,
+                  out: &mut Vec<Record>) {
+        loop {
+            let Some(h) = self.open.get(host) else { return };
+            let Some((key, call)) = h.front() else { return };
+            if call.latest >= horizon {
+                return;
+            }
+            stats.expired_calls += 1;
+            let call = self.open.get_mut(host).unwrap().remove(&key).unwrap();
+            self.close(host, key, call, None, roles, stats, out);
+        }
+    }
+
+    /// The cap: cut the least recently active call of any host (ties: the host's name).
+    fn evict(&mut self, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let mut best: Option<(i64, &String)> = None;
+        for (host, h) in &self.open {
+            if let Some((_, c)) = h.front() {
+                if best.is_none_or(|(latest, bh)| (c.latest, host) < (latest, bh)) {
+                    best = Some((c.latest, host));
+                }
+            }
+        }
+        let Some((_, host)) = best else { return };
+        let host = host.clone();
+        let (key, _) = self.open[&host].front().unwrap();
+        let call = self.open.get_mut(&host).unwrap().remove(&key).unwrap();
+        stats.call_evictions += 1;
+        self.close(&host, key, call, None, roles, stats, out);
+    }
+
+    /// The end of input cuts every open call, oldest start first.
+    pub fn finish(&mut self, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let mut left: Vec<(i64, String, ThreadKey)> = self
+            .open
+            .iter()
+            .flat_map(|(host, h)| h.in_order().map(move |(k, c)| (c.start, host.clone(), k)))
+            .collect();
+        left.sort();
+        for (_, host, key) in left {
+            let call = self.open.get_mut(&host).unwrap().remove(&key).unwrap();
+            self.close(&host, key, call, None, roles, stats, out);
+        }
+    }
+}

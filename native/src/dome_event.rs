@@ -1,0 +1,212 @@
+//! One DOME line as the compiled DOME engine holds it: the twin of
+//! `parsers/dome_lines.DomeEvent` (ts, host, program, pid, tid, level, error, role,
+//! fields, whole_seconds), with the role a number and the fields in a fixed array.
+//! Converts from and to the Python NamedTuple, so that events parsed by either parser
+//! feed either engine, and a waiting putdone in a snapshot reads as `list(event)`.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+/// Roles, in `parsers/dome_profiles.ROLES` order.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    Accept,
+    Call,
+    Command,
+    Returns,
+    Put,
+    PutSelected,
+    PutdoneDisk,
+    PutdoneForward,
+    PutdoneHead,
+    PutdoneSize,
+    PutdoneError,
+    ChksumFailed,
+    QueueTimeout,
+    Capacity,
+    FsCount,
+    FsEnabled,
+    FsDisabled,
+    Startup,
+    Other,
+}
+
+pub const ROLE_NAMES: [&str; 19] = [
+    "accept", "call", "command", "returns", "put", "put_selected", "putdone_disk",
+    "putdone_forward", "putdone_head", "putdone_size", "putdone_error", "chksum_failed",
+    "queue_timeout", "capacity", "fs_count", "fs_enabled", "fs_disabled", "startup", "other",
+];
+const ROLES: [Role; 19] = [
+    Role::Accept, Role::Call, Role::Command, Role::Returns, Role::Put, Role::PutSelected,
+    Role::PutdoneDisk, Role::PutdoneForward, Role::PutdoneHead, Role::PutdoneSize,
+    Role::PutdoneError, Role::ChksumFailed, Role::QueueTimeout, Role::Capacity, Role::FsCount,
+    Role::FsEnabled, Role::FsDisabled, Role::Startup, Role::Other,
+];
+
+impl Role {
+    pub fn from_name(name: &str) -> Option<Role> {
+        ROLE_NAMES.iter().position(|n| *n == name).map(|i| ROLES[i])
+    }
+    pub fn name(self) -> &'static str {
+        ROLE_NAMES[self as usize]
+    }
+    /// Roles that say the host is a head node (parsers/dome_reassembly.HEAD_ROLES).
+    pub fn says_head(self) -> bool {
+        matches!(self, Role::Put | Role::PutSelected | Role::PutdoneHead | Role::PutdoneSize
+            | Role::PutdoneError | Role::FsEnabled | Role::FsDisabled)
+    }
+    /// ... a disk node (DISK_ROLES).
+    pub fn says_disk(self) -> bool {
+        matches!(self, Role::PutdoneDisk | Role::PutdoneForward | Role::Capacity | Role::FsCount)
+    }
+    /// The lines that frame a call.
+    pub fn frames(self) -> bool {
+        matches!(self, Role::Accept | Role::Call | Role::Command | Role::Returns)
+    }
+}
+
+/// Role fields, in `parsers/dome_profiles.FIELDS` order.
+pub const FIELD_NAMES: [&str; 20] = [
+    "client_dn", "client_host", "remote_dn", "remote_host", "method", "op", "query", "code",
+    "lfn", "server", "fs", "pfn", "size", "matchings", "reason", "key", "timeout",
+    "phys", "free", "count",
+];
+pub const CLIENT_HOST: usize = 1;
+pub const REMOTE_HOST: usize = 3;
+pub const OP: usize = 5;
+pub const QUERY: usize = 6;
+pub const CODE: usize = 7;
+pub const LFN: usize = 8;
+pub const SERVER: usize = 9;
+pub const FS: usize = 10;
+pub const PFN: usize = 11;
+pub const SIZE: usize = 12;
+pub const PHYS: usize = 17;
+pub const FREE: usize = 18;
+
+/// Fields read as integers (parsers/dome_lines.INT_FIELDS).
+pub fn is_int_field(index: usize) -> bool {
+    matches!(FIELD_NAMES[index], "code" | "size" | "matchings" | "timeout" | "phys" | "free" | "count")
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val {
+    Int(i64),
+    Str(String),
+}
+
+impl Val {
+    pub fn int(v: &Option<Val>) -> Option<i64> {
+        match v {
+            Some(Val::Int(i)) => Some(*i),
+            _ => None,
+        }
+    }
+    pub fn text(v: &Option<Val>) -> Option<&str> {
+        match v {
+            Some(Val::Str(s)) => Some(s.as_str()),
+            _ => None,
+        }
+    }
+    pub fn py(v: &Option<Val>, py: Python<'_>) -> PyResult<PyObject> {
+        Ok(match v {
+            None => py.None(),
+            Some(Val::Int(i)) => i.into_pyobject(py)?.into_any().unbind(),
+            Some(Val::Str(s)) => s.into_pyobject(py)?.into_any().unbind(),
+        })
+    }
+    fn from_py(v: &Bound<'_, PyAny>) -> PyResult<Option<Val>> {
+        if v.is_none() {
+            Ok(None)
+        } else if let Ok(i) = v.extract::<i64>() {
+            Ok(Some(Val::Int(i)))
+        } else {
+            Ok(Some(Val::Str(v.extract::<String>()?)))
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DomeEvent {
+    pub ts: i64,
+    pub host: String,
+    pub program: String,
+    pub pid: i64,
+    pub tid: i64,
+    pub level: i64,
+    pub error: bool,
+    pub role: Role,
+    /// The role pattern's groups: `present` has bit i for FIELD_NAMES[i] (a declared group,
+    /// None when it did not take part), `fields[i]` its value.
+    pub present: u32,
+    pub fields: [Option<Val>; 20],
+    pub whole_seconds: bool,
+}
+
+impl DomeEvent {
+    pub fn field(&self, index: usize) -> &Option<Val> {
+        &self.fields[index]
+    }
+    pub fn text(&self, index: usize) -> Option<&str> {
+        Val::text(&self.fields[index])
+    }
+
+    /// From a Python DomeEvent (or any sequence of its ten items: a snapshot's list).
+    pub fn from_py(ev: &Bound<'_, PyAny>) -> PyResult<DomeEvent> {
+        let role_name: String = ev.get_item(7)?.extract()?;
+        let role = Role::from_name(&role_name).unwrap_or(Role::Other);
+        let fields_obj = ev.get_item(8)?;
+        let dict = fields_obj.downcast::<PyDict>()?;
+        let mut fields: [Option<Val>; 20] = Default::default();
+        let mut present = 0u32;
+        for (name, value) in dict.iter() {
+            let name: String = name.extract()?;
+            if let Some(i) = FIELD_NAMES.iter().position(|n| *n == name) {
+                present |= 1 << i;
+                fields[i] = Val::from_py(&value)?;
+            }
+        }
+        Ok(DomeEvent {
+            ts: ev.get_item(0)?.extract()?,
+            host: ev.get_item(1)?.extract()?,
+            program: ev.get_item(2)?.extract()?,
+            pid: ev.get_item(3)?.extract()?,
+            tid: ev.get_item(4)?.extract()?,
+            level: ev.get_item(5)?.extract()?,
+            error: ev.get_item(6)?.is_truthy()?,
+            role,
+            present,
+            fields,
+            whole_seconds: ev.get_item(9)?.is_truthy()?,
+        })
+    }
+
+    /// The fields as the Python event's dict: the declared groups, in declaration order
+    /// of FIELD_NAMES (dict equality does not depend on it).
+    pub fn fields_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (i, name) in FIELD_NAMES.iter().enumerate() {
+            if self.present & (1 << i) != 0 {
+                d.set_item(*name, Val::py(&self.fields[i], py)?)?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// `list(event)` of the Python event.
+    pub fn to_list<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items: Vec<PyObject> = vec![
+            self.ts.into_pyobject(py)?.into_any().unbind(),
+            self.host.as_str().into_pyobject(py)?.into_any().unbind(),
+            self.program.as_str().into_pyobject(py)?.into_any().unbind(),
+            self.pid.into_pyobject(py)?.into_any().unbind(),
+            self.tid.into_pyobject(py)?.into_any().unbind(),
+            self.level.into_pyobject(py)?.into_any().unbind(),
+            pyo3::types::PyBool::new(py, self.error).to_owned().into_any().unbind(),
+            self.role.name().into_pyobject(py)?.into_any().unbind(),
+            self.fields_dict(py)?.into_any().unbind(),
+            pyo3::types::PyBool::new(py, self.whole_seconds).to_owned().into_any().unbind(),
+        ];
+        PyList::new(py, items)
+    }
+}

@@ -1,0 +1,514 @@
+//! The put table of the compiled DOME engine, `parsers/dome_puts.PutTable` rule for
+//! rule: a head's `dome_put` (Entering, Selected fs, its thread's Exiting) joined with
+//! the putdone lines of the disk and the head by PFN BASENAME.PUTCOUNT.EPOCH within the
+//! window, PUTCOUNT told apart by the head process's count of `Selected fs` lines and its
+//! calibrated offset; puts end at the settled disk Exiting, their timeout, the cap or
+//! the end of input. Puts are named by their sequence number, as the Python snapshot
+//! names them; open puts keep Python's OrderedDict order through an activity stamp.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+
+use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
+use crate::dome_records::{PutRecord, Record};
+use crate::dome_stats::DomeStats;
+
+const EPOCH_SLACK_S: i64 = 1;
+/// A PUTCOUNT or EPOCH longer than this is no name the head gave (parsers/dome_puts.MAX_DIGITS).
+const MAX_DIGITS: usize = 18;
+pub const LINE: &str = "line";
+pub const TIMEOUT: &str = "timeout";
+pub const EVICTED: &str = "evicted";
+pub const INPUT_END: &str = "input_end";
+
+pub type Thread = (String, i64, i64);
+pub type NameKey = (Option<String>, String);
+
+#[derive(Clone, Debug)]
+pub struct OpenPut {
+    pub seq: i64,
+    pub head: String,
+    pub pid: i64,
+    pub lfn: String,
+    pub put_time: i64,
+    pub latest: i64,
+    pub put_code: Option<i64>,
+    pub server: Option<String>,
+    pub fs: Option<String>,
+    pub sel_sec: Option<i64>,
+    pub count: Option<i64>,
+    pub pfn: Option<String>,
+    pub size: Option<i64>,
+    pub disk_time: Option<i64>,
+    pub head_time: Option<i64>,
+    pub disk_code: Option<i64>,
+    pub head_code: Option<i64>,
+    pub error: bool,
+    pub whole: bool,
+    pub threads: Vec<Thread>,
+}
+
+pub struct WaitItem {
+    pub ev: DomeEvent,
+    pub side: &'static str,
+    pub waiting: bool,
+}
+
+pub fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn decimal(text: &str) -> Option<i64> {
+    if text.is_empty() || text.len() > MAX_DIGITS || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// BASENAME, PUTCOUNT, EPOCH of a PFN named by the head; None for any other name.
+pub fn split_pfn(pfn: &str) -> Option<(&str, i64, i64)> {
+    let base = basename(pfn);
+    let mut parts = base.rsplitn(3, '.');
+    let epoch = parts.next()?;
+    let putcount = parts.next()?;
+    let name = parts.next()?;
+    if name.is_empty() {
+        return None;
+    }
+    Some((name, decimal(putcount)?, decimal(epoch)?))
+}
+
+fn discard<K: std::hash::Hash + Eq>(index: &mut HashMap<K, Vec<i64>>, key: &K, seq: i64) {
+    if let Some(same) = index.get_mut(key) {
+        if let Some(at) = same.iter().position(|s| *s == seq) {
+            same.remove(at);
+            if same.is_empty() {
+                index.remove(key);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct PutTable {
+    pub max_open: usize,
+    pub timeout_ms: i64,
+    pub seq: i64,
+    pub order: BTreeMap<u64, i64>,
+    pub open: HashMap<i64, (u64, OpenPut)>,
+    pub deadlines: BinaryHeap<Reverse<(i64, i64)>>,
+    pub settling: BinaryHeap<Reverse<(i64, i64)>>,
+    pub put_threads: HashMap<Thread, i64>,
+    pub done_threads: HashMap<Thread, (i64, &'static str)>,
+    pub unselected: HashMap<(String, i64, String), Vec<i64>>,
+    pub by_name: HashMap<NameKey, Vec<i64>>,
+    pub by_pfn: HashMap<String, i64>,
+    pub selected_count: HashMap<(String, i64), i64>,
+    pub offset: HashMap<(String, i64), i64>,
+    pub waiting: HashMap<NameKey, Vec<u64>>,
+    pub waiting_order: VecDeque<(NameKey, u64)>,
+    pub items: HashMap<u64, WaitItem>,
+    pub next_item: u64,
+    pub heads: HashSet<String>,
+    tick: u64,
+}
+
+fn text(ev: &DomeEvent, field: usize) -> Option<String> {
+    ev.text(field).map(str::to_string)
+}
+
+impl PutTable {
+    pub fn new(max_open: usize, timeout_ms: i64) -> Self {
+        PutTable { max_open, timeout_ms, ..Default::default() }
+    }
+
+    fn stamp(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Put `put` last in activity order (a new put, or one touched).
+    pub fn place(&mut self, put: OpenPut) {
+        let stamp = self.stamp();
+        if let Some((old, _)) = self.open.get(&put.seq) {
+            self.order.remove(old);
+        }
+        self.order.insert(stamp, put.seq);
+        self.open.insert(put.seq, (stamp, put));
+    }
+
+    fn move_to_end(&mut self, seq: i64) {
+        let stamp = self.stamp();
+        if let Some((old, _)) = self.open.get_mut(&seq) {
+            self.order.remove(old);
+            *old = stamp;
+            self.order.insert(stamp, seq);
+        }
+    }
+
+    fn get(&mut self, seq: i64) -> Option<&mut OpenPut> {
+        self.open.get_mut(&seq).map(|(_, p)| p)
+    }
+
+    pub fn in_order(&self) -> impl Iterator<Item = &OpenPut> {
+        self.order.values().map(move |s| &self.open[s].1)
+    }
+
+    // -- lines -------------------------------------------------------------------------
+    pub fn entering(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        self.heads.insert(ev.host.clone());
+        let lfn = text(ev, LFN).unwrap_or_default();
+        let seq = self.new_put(ev, lfn.clone(), stats, out);
+        if ev.tid >= 0 {
+            self.put_threads.insert((ev.host.clone(), ev.pid, ev.tid), seq);
+        } else {
+            self.unselected.entry((ev.host.clone(), ev.pid, lfn)).or_default().push(seq);
+        }
+    }
+
+    pub fn selected(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let proc = (ev.host.clone(), ev.pid);
+        let lfn = text(ev, LFN).unwrap_or_default();
+        self.heads.insert(ev.host.clone());
+        *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
+        let mut put = None;
+        if ev.tid >= 0 {
+            put = self.put_threads.get(&(ev.host.clone(), ev.pid, ev.tid)).copied();
+            if let Some(seq) = put {
+                if let Some((_, p)) = self.open.get(&seq) {
+                    if p.lfn != lfn || p.sel_sec.is_some() {
+                        put = None;
+                    }
+                }
+            }
+        } else {
+            let key = (ev.host.clone(), ev.pid, lfn.clone());
+            if let Some(&last) = self.unselected.get(&key).and_then(|w| w.last()) {
+                put = Some(last);
+                discard(&mut self.unselected, &key, last);
+            }
+        }
+        let seq = match put.filter(|s| self.open.contains_key(s)) {
+            Some(seq) => seq,
+            None => {
+                let seq = self.new_put(ev, lfn.clone(), stats, out);
+                if ev.tid >= 0 {
+                    self.put_threads.insert((ev.host.clone(), ev.pid, ev.tid), seq);
+                }
+                seq
+            }
+        };
+        self.touch(seq, ev);
+        let count = self.selected_count[&proc];
+        let p = self.get(seq).unwrap();
+        p.server = text(ev, SERVER);
+        p.fs = text(ev, FS);
+        p.sel_sec = Some(ev.ts.div_euclid(1000));
+        p.count = Some(count);
+        let key = (p.server.clone(), basename(&p.lfn).to_string());
+        self.by_name.entry(key.clone()).or_default().push(seq);
+        for id in self.waiting.remove(&key).unwrap_or_default() {
+            let (wev, side) = {
+                let item = self.items.get_mut(&id).unwrap();
+                item.waiting = false;
+                (item.ev.clone(), item.side)
+            };
+            self.putdone(&wev, side, stats);
+        }
+    }
+
+    /// An `Exiting` line: the code of a put or putdone call on that thread, if any.
+    pub fn returns(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let thread = (ev.host.clone(), ev.pid, ev.tid);
+        let code = Val::int(ev.field(CODE));
+        if let Some(seq) = self.put_threads.remove(&thread) {
+            if self.open.contains_key(&seq) {
+                self.touch(seq, ev);
+                self.get(seq).unwrap().put_code = code;
+                if code != Some(200) {
+                    self.emit(seq, "failed", LINE, ev.ts, stats, out);
+                }
+            }
+        }
+        if let Some((seq, side)) = self.done_threads.remove(&thread) {
+            let Some(p) = self.get(seq) else { return };
+            if let Some(at) = p.threads.iter().position(|t| *t == thread) {
+                p.threads.remove(at);
+            }
+            if side == "disk" {
+                p.disk_code = code;
+                self.settling.push(Reverse((ev.ts, seq)));
+            } else {
+                p.head_code = code;
+            }
+        }
+    }
+
+    pub fn process_started(&mut self, host: &str, pid: i64) {
+        let proc = (host.to_string(), pid);
+        self.selected_count.remove(&proc);
+        self.offset.insert(proc, 0);
+    }
+
+    pub fn thread_reopened(&mut self, ev: &DomeEvent) {
+        let thread = (ev.host.clone(), ev.pid, ev.tid);
+        self.put_threads.remove(&thread);
+        self.done_threads.remove(&thread);
+    }
+
+    pub fn putdone(&mut self, ev: &DomeEvent, side: &'static str, stats: &mut DomeStats) {
+        let pfn = ev.text(PFN).unwrap_or("").to_string();
+        let seq = match self.by_pfn.get(&pfn) {
+            Some(&seq) => seq,
+            None => match self.join(ev, side, &pfn, stats) {
+                Some(seq) => seq,
+                None => return,
+            },
+        };
+        let p = self.get(seq).unwrap();
+        let slot = if side == "disk" { &mut p.disk_time } else { &mut p.head_time };
+        if slot.is_some() {
+            stats.repeated_putdones += 1;
+            return;
+        }
+        *slot = Some(ev.ts);
+        p.size = Val::int(ev.field(SIZE));
+        p.whole = p.whole || ev.whole_seconds;
+        if ev.tid >= 0 {
+            let thread = (ev.host.clone(), ev.pid, ev.tid);
+            p.threads.push(thread.clone());
+            self.done_threads.insert(thread, (seq, side));
+        }
+        self.move_to_end(seq);
+    }
+
+    pub fn putdone_error(&mut self, ev: &DomeEvent, stats: &mut DomeStats) {
+        match ev.text(PFN).and_then(|pfn| self.by_pfn.get(pfn)).copied() {
+            None => stats.orphan_putdone_errors += 1,
+            Some(seq) => self.get(seq).unwrap().error = true,
+        }
+    }
+
+    fn join(&mut self, ev: &DomeEvent, side: &'static str, pfn: &str, stats: &mut DomeStats) -> Option<i64> {
+        let Some((base, putcount, epoch)) = split_pfn(pfn) else {
+            stats.unusable_lines += 1;
+            return None;
+        };
+        let key: NameKey = (text(ev, SERVER), base.to_string());
+        let candidates: Vec<i64> = self
+            .by_name
+            .get(&key)
+            .map(|seqs| {
+                seqs.iter()
+                    .copied()
+                    .filter(|s| {
+                        let p = &self.open[s].1;
+                        let fs = p.fs.as_deref().unwrap_or("");
+                        let under = pfn.len() > fs.len() && pfn.starts_with(fs) && pfn.as_bytes()[fs.len()] == b'/';
+                        let gap = epoch - p.sel_sec.unwrap_or(i64::MIN / 2);
+                        under && (0..=EPOCH_SLACK_S).contains(&gap) && ev.ts - p.put_time <= self.timeout_ms
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if candidates.is_empty() {
+            let id = self.next_item;
+            self.next_item += 1;
+            self.items.insert(id, WaitItem { ev: ev.clone(), side, waiting: true });
+            self.waiting.entry(key.clone()).or_default().push(id);
+            self.waiting_order.push_back((key, id));
+            return None;
+        }
+        let seq = if candidates.len() == 1 {
+            let p = &self.open[&candidates[0]].1;
+            let proc = (p.head.clone(), p.pid);
+            let off = putcount - p.count.unwrap_or(0);
+            self.offset.insert(proc, off);
+            candidates[0]
+        } else {
+            let named: Vec<i64> = candidates
+                .iter()
+                .copied()
+                .filter(|s| {
+                    let p = &self.open[s].1;
+                    self.offset.get(&(p.head.clone(), p.pid)).is_some_and(|o| p.count.unwrap_or(0) + o == putcount)
+                })
+                .collect();
+            if named.len() == 1 {
+                stats.putcount_joins += 1;
+                named[0]
+            } else {
+                stats.ambiguous_putdones += 1;
+                candidates[0]
+            }
+        };
+        discard(&mut self.by_name, &key, seq);
+        self.get(seq).unwrap().pfn = Some(pfn.to_string());
+        self.by_pfn.insert(pfn.to_string(), seq);
+        Some(seq)
+    }
+
+    // -- time ---------------------------------------------------------------------------
+    pub fn expire(&mut self, clocks: &crate::dome_engine::Clocks, allowance_ms: i64, stats: &mut DomeStats,
+                  out: &mut Vec<Record>) {
+        if !self.waiting_order.is_empty() {
+            let latest = if self.heads.is_empty() {
+                clocks.values().max()
+            } else {
+                self.heads.iter().filter_map(|h| clocks.get(h)).max()
+            };
+            let now = latest.unwrap_or(i64::MIN / 2) - allowance_ms;
+            while let Some((key, id)) = self.waiting_order.front().cloned() {
+                let item = &self.items[&id];
+                if item.waiting && item.ev.ts >= now {
+                    break;
+                }
+                self.waiting_order.pop_front();
+                let item = self.items.remove(&id).unwrap();
+                if item.waiting {
+                    self.orphan(&key, id, stats);
+                }
+            }
+        }
+        while let Some(&Reverse((returned, seq))) = self.settling.peek() {
+            if let Some((_, p)) = self.open.get(&seq) {
+                if clocks.get(&p.head).unwrap_or(i64::MIN / 2) - allowance_ms <= returned {
+                    break;
+                }
+            }
+            self.settling.pop();
+            if self.open.contains_key(&seq) {
+                self.end_joined(seq, LINE, stats, out);
+            }
+        }
+        while let Some(&Reverse((deadline, seq))) = self.deadlines.peek() {
+            let Some((_, p)) = self.open.get(&seq) else {
+                self.deadlines.pop();
+                continue;
+            };
+            if clocks.get(&p.head).unwrap_or(i64::MIN / 2) - allowance_ms <= deadline {
+                return;
+            }
+            self.deadlines.pop();
+            stats.expired_puts += 1;
+            self.end_unfinished(seq, TIMEOUT, stats, out);
+        }
+    }
+
+    pub fn finish(&mut self, clocks: &crate::dome_engine::Clocks, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let order: Vec<(NameKey, u64)> = self.waiting_order.drain(..).collect();
+        for (key, id) in order {
+            if self.items.get(&id).is_some_and(|i| i.waiting) {
+                self.orphan(&key, id, stats);
+            }
+        }
+        self.items.clear();
+        let mut deadlines: Vec<(i64, i64)> = self.deadlines.drain().map(|Reverse(d)| d).collect();
+        deadlines.sort();
+        for (deadline, seq) in deadlines {
+            let Some((_, p)) = self.open.get(&seq) else { continue };
+            let reason = if deadline <= clocks.get(&p.head).unwrap_or(i64::MIN / 2) { TIMEOUT } else { INPUT_END };
+            self.end_unfinished(seq, reason, stats, out);
+        }
+        self.settling.clear();
+    }
+
+    fn orphan(&mut self, key: &NameKey, id: u64, stats: &mut DomeStats) {
+        if let Some(item) = self.items.get_mut(&id) {
+            item.waiting = false;
+        }
+        if let Some(same) = self.waiting.get_mut(key) {
+            if let Some(at) = same.iter().position(|i| *i == id) {
+                same.remove(at);
+                if same.is_empty() {
+                    self.waiting.remove(key);
+                }
+            }
+        }
+        stats.orphan_putdones += 1;
+    }
+
+    // -- records -----------------------------------------------------------------------
+    fn new_put(&mut self, ev: &DomeEvent, lfn: String, stats: &mut DomeStats, out: &mut Vec<Record>) -> i64 {
+        if self.open.len() >= self.max_open {
+            if let Some(&front) = self.order.values().next() {
+                stats.put_evictions += 1;
+                self.end_unfinished(front, EVICTED, stats, out);
+            }
+        }
+        self.seq += 1;
+        let put = OpenPut {
+            seq: self.seq, head: ev.host.clone(), pid: ev.pid, lfn, put_time: ev.ts, latest: ev.ts,
+            put_code: None, server: None, fs: None, sel_sec: None, count: None, pfn: None, size: None,
+            disk_time: None, head_time: None, disk_code: None, head_code: None, error: false,
+            whole: ev.whole_seconds, threads: Vec::new(),
+        };
+        self.deadlines.push(Reverse((put.put_time + self.timeout_ms, put.seq)));
+        let seq = put.seq;
+        self.place(put);
+        seq
+    }
+
+    fn touch(&mut self, seq: i64, ev: &DomeEvent) {
+        if let Some(p) = self.get(seq) {
+            p.latest = p.latest.max(ev.ts);
+            p.whole = p.whole || ev.whole_seconds;
+        }
+        self.move_to_end(seq);
+    }
+
+    fn end_unfinished(&mut self, seq: i64, reason: &'static str, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let p = &self.open[&seq].1;
+        if p.disk_time.is_some() || p.head_time.is_some() {
+            self.end_joined(seq, LINE, stats, out);
+        } else {
+            let latest = p.latest;
+            self.emit(seq, "incomplete", reason, latest, stats, out);
+        }
+    }
+
+    fn end_joined(&mut self, seq: i64, reason: &'static str, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let p = &self.open[&seq].1;
+        let failed = p.error || [p.head_code, p.disk_code].iter().flatten().any(|c| *c != 200);
+        let ended = p.head_time.or(p.disk_time).unwrap_or(p.latest);
+        self.emit(seq, if failed { "failed" } else { "success" }, reason, ended, stats, out);
+    }
+
+    fn emit(&mut self, seq: i64, status: &'static str, reason: &'static str, ended: i64, stats: &mut DomeStats,
+            out: &mut Vec<Record>) {
+        let Some((stamp, put)) = self.open.remove(&seq) else { return };
+        self.order.remove(&stamp);
+        if let Some(pfn) = &put.pfn {
+            self.by_pfn.remove(pfn);
+        } else if put.sel_sec.is_some() {
+            discard(&mut self.by_name, &(put.server.clone(), basename(&put.lfn).to_string()), seq);
+        } else {
+            discard(&mut self.unselected, &(put.head.clone(), put.pid, put.lfn.clone()), seq);
+        }
+        for thread in &put.threads {
+            self.done_threads.remove(thread);
+        }
+        let joined = put.pfn.is_some();
+        let with_pfn = status != "incomplete" && joined;
+        let code = put.head_code.or(put.disk_code);
+        stats.puts += 1;
+        out.push(Record::Put(PutRecord {
+            head: put.head,
+            lfn: Some(put.lfn),
+            put_time: put.put_time,
+            put_code: put.put_code,
+            server: put.server,
+            fs: put.fs,
+            pfn: if with_pfn { put.pfn } else { None },
+            size: if with_pfn { put.size } else { None },
+            putdone_code: if with_pfn { code } else { None },
+            putdone_disk_time: if joined { put.disk_time } else { None },
+            putdone_head_time: if joined { put.head_time } else { None },
+            put_to_putdone: if joined { Some((ended - put.put_time).max(0)) } else { None },
+            status,
+            end_reason: reason,
+            ended,
+            whole_seconds: put.whole,
+        }));
+    }
+}

@@ -1,0 +1,411 @@
+//! The compiled twin of `parsers/dome_lines.DomeLineParser`: one DOME syslog line ->
+//! a DomeEvent, or the line's result (malformed, foreign, unmatched) and why, in the
+//! same steps and with the same reasons as the Python parser.
+//!
+//! The profile's own combined regex of each envelope form is compiled here with PCRE2
+//! (the group numbers are Python's; both read `\d \s \w` as ASCII, as the profiles are
+//! compiled with re.ASCII). RFC 3339 stamps are read here (dome_time; one it refuses goes
+//! to Python's rfc3339_to_ms, whose words the reason is); a traditional
+//! stamp has no year, so its local second goes to the stream's EventClock (`to_ms`,
+//! Python) once per second: consecutive lines of one second reuse its answer, which
+//! the clock would give again without changing its state.
+
+use pcre2::bytes::{CaptureLocations, Regex, RegexBuilder};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyType};
+
+use crate::dome_event::{is_int_field, DomeEvent, Role, Val};
+use crate::dome_time::rfc3339_ms;
+
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+pub const PARSED: usize = 0;
+pub const UNMATCHED: usize = 1;
+pub const FOREIGN: usize = 2;
+pub const MALFORMED: usize = 3;
+const RESULTS: [&str; 4] = ["parsed", "unmatched", "foreign", "malformed"];
+
+struct Alternative {
+    group: usize,
+    role: Option<Role>, // None: the catch-all `unmatched`
+    fields: Vec<(usize, usize)>, // (FIELD_NAMES index, group)
+}
+
+struct Form {
+    rfc3339: bool,
+    regex: Regex,
+    locs: CaptureLocations,
+    prefix: Regex,
+    prefix_locs: CaptureLocations,
+    prefix_tag: usize,
+    g: Groups,
+    alternatives: Vec<Alternative>,
+}
+
+#[derive(Default)]
+struct Groups {
+    stamp: [Option<usize>; 6], // traditional: mon day hour minute second; rfc3339: rtime (slot 0)
+    host: usize,
+    tag: usize,
+    pid: usize,
+    tid: Option<usize>,
+    level: usize,
+    error: usize,
+}
+
+/// An alternative as Python describes it: (wrapper group, role or None, [(field, group)]).
+type AlternativeSpec = (usize, Option<String>, Vec<(usize, usize)>);
+/// A form as Python describes it: (name, pattern, prefix pattern, prefix's tag group,
+/// {group name: index}, alternatives).
+type FormSpec<'py> = (String, String, String, usize, Bound<'py, PyDict>, Vec<AlternativeSpec>);
+
+#[allow(clippy::large_enum_variant)] // one per line, never stored
+pub enum Outcome {
+    Parsed(DomeEvent),
+    Failed(usize),
+}
+
+#[pyclass(module = "dpmstream.parsers._fastlines", unsendable)]
+pub struct DomeScanner {
+    forms: Vec<Form>,
+    tags: Vec<String>,
+    to_ms: PyObject,
+    rfc3339_to_ms: PyObject,
+    max_bytes: usize,
+    max_digits: usize,
+    /// The last traditional second asked of the clock, and its answer.
+    last_second: Option<([i64; 5], i64)>,
+    #[pyo3(get)]
+    result: &'static str,
+    #[pyo3(get)]
+    reason: String,
+    counts: [u64; 4],
+    event_type: Py<PyType>,
+}
+
+fn span<'a>(line: &'a str, locs: &CaptureLocations, group: usize) -> Option<&'a str> {
+    locs.get(group).map(|(s, e)| &line[s..e])
+}
+
+fn compile(pattern: &str, dotall: bool) -> PyResult<Regex> {
+    RegexBuilder::new()
+        .utf(true)
+        .dotall(dotall)
+        .jit_if_available(true)
+        .build(pattern)
+        .map_err(|e| PyValueError::new_err(format!("PCRE2 cannot compile a DOME pattern: {e}")))
+}
+
+fn ascii_number(text: &str) -> Option<i64> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse().ok()
+}
+
+impl DomeScanner {
+    fn fail(&mut self, result: usize, reason: String) -> Outcome {
+        self.result = RESULTS[result];
+        self.reason = reason;
+        self.counts[result] += 1;
+        Outcome::Failed(result)
+    }
+
+    fn repr(py: Python<'_>, text: &str) -> String {
+        PyString::new(py, text).repr().map(|r| r.to_string()).unwrap_or_else(|_| format!("'{text}'"))
+    }
+
+    /// The steps of DomeLineParser.parse, in its order.
+    pub fn scan(&mut self, py: Python<'_>, raw: &str) -> PyResult<Outcome> {
+        let line = raw.trim_end_matches(['\r', '\n']);
+        if line.len() > self.max_bytes {
+            return Ok(self.fail(MALFORMED, format!("line longer than {} bytes", self.max_bytes)));
+        }
+        if line.contains('\0') {
+            return Ok(self.fail(MALFORMED, "binary data (NUL byte)".into()));
+        }
+        let mut matched = None;
+        for (i, form) in self.forms.iter_mut().enumerate() {
+            if let Ok(Some(_)) = form.regex.captures_read(&mut form.locs, line.as_bytes()) {
+                matched = Some(i);
+                break;
+            }
+        }
+        let Some(fi) = matched else {
+            return Ok(self.not_dmlite(py, line));
+        };
+        let form = &self.forms[fi];
+        let locs = &form.locs;
+        let tag = span(line, locs, form.g.tag).unwrap_or("");
+        if !self.tags.iter().any(|t| t == tag) {
+            let why = format!("program {}", Self::repr(py, tag));
+            return Ok(self.fail(FOREIGN, why));
+        }
+        let Some(alt) = form.alternatives.iter().find(|a| locs.get(a.group).is_some()) else {
+            return Ok(self.fail(UNMATCHED, "no role".into()));
+        };
+        let Some(role) = alt.role else {
+            return Ok(self.fail(UNMATCHED, "no role".into()));
+        };
+        let Some(pid_text) = span(line, locs, form.g.pid) else {
+            return Ok(self.fail(MALFORMED, "a dmlite line without the program's pid".into()));
+        };
+        let tid_text = form.g.tid.and_then(|g| span(line, locs, g));
+        let mut longest = pid_text.len().max(tid_text.map_or(0, str::len));
+        for &(field, group) in &alt.fields {
+            if is_int_field(field) {
+                longest = longest.max(span(line, locs, group).map_or(0, str::len));
+            }
+        }
+        if longest > self.max_digits {
+            let why = format!("a number longer than {} digits", self.max_digits);
+            return Ok(self.fail(MALFORMED, why));
+        }
+        let mut fields: [Option<Val>; 20] = Default::default();
+        let mut present = 0u32;
+        for &(field, group) in &alt.fields {
+            present |= 1 << field;
+            fields[field] = span(line, locs, group).map(|text| {
+                if is_int_field(field) {
+                    Val::Int(ascii_number(text).unwrap_or(0))
+                } else {
+                    Val::Str(text.to_string())
+                }
+            });
+        }
+        let pid = ascii_number(pid_text).unwrap_or(0);
+        let tid = tid_text.map_or(-1, |t| ascii_number(t).unwrap_or(0));
+        let level = span(line, locs, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
+        let error = locs.get(form.g.error).is_some();
+        let host = span(line, locs, form.g.host).unwrap_or("").to_string();
+        let stamp = if form.rfc3339 {
+            let rtime = span(line, locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
+            match rfc3339_ms(rtime) {
+                Ok(v) => Ok(v),
+                Err(_) => self.python_rfc3339(py, rtime)?,
+            }
+        } else {
+            let parts: Vec<&str> = form.g.stamp[..5].iter().map(|g| g.and_then(|g| span(line, locs, g)).unwrap_or("")).collect();
+            match self.traditional_ms(py, &parts)? {
+                Ok(ms) => Ok((ms, true)),
+                Err(why) => Err(why),
+            }
+        };
+        let (ts, whole) = match stamp {
+            Ok(v) => v,
+            Err(why) => return Ok(self.fail(MALFORMED, why)),
+        };
+        let program = tag.to_string();
+        self.result = RESULTS[PARSED];
+        // as DomeLineParser: `reason` keeps the last failure's
+        self.counts[PARSED] += 1;
+        Ok(Outcome::Parsed(DomeEvent {
+            ts, host, program, pid, tid, level, error, role, present, fields, whole_seconds: whole,
+        }))
+    }
+
+    /// A traditional stamp's ms through the stream's EventClock; Err(reason) when the
+    /// clock refuses the date (a ValueError, ClockError included: the line is malformed).
+    fn traditional_ms(&mut self, py: Python<'_>, parts: &[&str]) -> PyResult<Result<i64, String>> {
+        let month = MONTHS.iter().position(|m| *m == parts[0]).map_or(0, |i| i as i64 + 1);
+        let mut key = [month, 0, 0, 0, 0];
+        for i in 1..5 {
+            key[i] = ascii_number(parts[i]).unwrap_or(0);
+        }
+        if let Some((last, ms)) = self.last_second {
+            if last == key {
+                return Ok(Ok(ms));
+            }
+        }
+        match self.to_ms.call1(py, (key[0], key[1], key[2], key[3], key[4], 0)) {
+            Ok(v) => {
+                let ms: i64 = v.extract(py)?;
+                self.last_second = Some((key, ms));
+                Ok(Ok(ms))
+            }
+            Err(e) if e.is_instance_of::<PyValueError>(py) => {
+                self.last_second = None;
+                Ok(Err(e.value(py).str()?.to_string()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A stamp dome_time refused: Python's reading decides (its reason, the reference's
+    /// words; or its value, should it take what dome_time does not).
+    fn python_rfc3339(&self, py: Python<'_>, rtime: &str) -> PyResult<Result<(i64, bool), String>> {
+        match self.rfc3339_to_ms.call1(py, (rtime,)) {
+            Ok(v) => Ok(Ok((v.extract(py)?, rtime.len() < 20 || rtime.as_bytes()[19] != b'.'))),
+            Err(e) if e.is_instance_of::<PyValueError>(py) => Ok(Err(e.value(py).str()?.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn not_dmlite(&mut self, py: Python<'_>, line: &str) -> Outcome {
+        for i in 0..self.forms.len() {
+            let form = &mut self.forms[i];
+            if let Ok(Some(_)) = form.prefix.captures_read(&mut form.prefix_locs, line.as_bytes()) {
+                let tag = span(line, &form.prefix_locs, form.prefix_tag).unwrap_or("");
+                let why = if self.tags.iter().any(|t| t == tag) {
+                    "not a dmlite message".to_string()
+                } else {
+                    format!("program {}", Self::repr(py, tag))
+                };
+                return self.fail(FOREIGN, why);
+            }
+        }
+        self.fail(MALFORMED, "no syslog envelope".into())
+    }
+
+    pub fn event_type(&self, py: Python<'_>) -> Py<PyType> {
+        self.event_type.clone_ref(py)
+    }
+}
+
+/// A parsed line held by the compiled engine (fed to CompiledDomeReassembler.feed
+/// without going through Python's types); `ts` for merging nodes by event time, the
+/// envelope's values and role to route or count it, `event()` the Python DomeEvent.
+#[pyclass(module = "dpmstream.parsers._fastlines", frozen)]
+pub struct DomeLine {
+    pub ev: DomeEvent,
+    event_type: Py<PyType>,
+}
+
+#[pymethods]
+impl DomeLine {
+    #[getter]
+    fn ts(&self) -> i64 {
+        self.ev.ts
+    }
+
+    #[getter]
+    fn host(&self) -> &str {
+        &self.ev.host
+    }
+
+    #[getter]
+    fn program(&self) -> &str {
+        &self.ev.program
+    }
+
+    #[getter]
+    fn pid(&self) -> i64 {
+        self.ev.pid
+    }
+
+    #[getter]
+    fn tid(&self) -> i64 {
+        self.ev.tid
+    }
+
+    #[getter]
+    fn role(&self) -> &'static str {
+        self.ev.role.name()
+    }
+
+    #[getter]
+    fn whole_seconds(&self) -> bool {
+        self.ev.whole_seconds
+    }
+
+    /// The Python DomeEvent of this line (what the Python engine takes).
+    fn event(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let items = self.ev.to_list(py)?;
+        Ok(self.event_type.bind(py).call1(pyo3::types::PyTuple::new(py, items.iter())?)?.unbind())
+    }
+}
+
+#[pymethods]
+impl DomeScanner {
+    /// forms: per envelope form in parsers/dome_profiles.FORMS order, (name, pattern,
+    /// prefix pattern, prefix's tag group, {group name: index}, [(wrapper group, role or
+    /// None, [(field index, group)])]); the patterns in PCRE2 syntax, anchored.
+    #[new]
+    #[pyo3(signature = (forms, tags, to_ms, rfc3339_to_ms, event_type, max_bytes, max_digits))]
+    fn new(
+        forms: Vec<FormSpec<'_>>,
+        tags: Vec<String>,
+        to_ms: PyObject,
+        rfc3339_to_ms: PyObject,
+        event_type: Bound<'_, PyType>,
+        max_bytes: usize,
+        max_digits: usize,
+    ) -> PyResult<Self> {
+        let mut compiled = Vec::new();
+        for (name, pattern, prefix, prefix_tag, groups, alternatives) in forms {
+            let rfc3339 = name == "rfc3339";
+            let regex = compile(&pattern, true)?;
+            let prefix = compile(&prefix, false)?;
+            let get = |n: &str| -> PyResult<Option<usize>> {
+                groups.get_item(n)?.map(|v| v.extract::<usize>()).transpose()
+            };
+            let need = |n: &str| -> PyResult<usize> {
+                get(n)?.ok_or_else(|| PyValueError::new_err(format!("form {name} lacks group {n}")))
+            };
+            let mut g = Groups { host: need("host")?, tag: need("tag")?, pid: need("pid")?, tid: get("tid")?,
+                                 level: need("level")?, error: need("error")?, ..Default::default() };
+            if rfc3339 {
+                g.stamp[0] = Some(need("rtime")?);
+            } else {
+                for (i, n) in ["mon", "day", "hour", "minute", "second"].iter().enumerate() {
+                    g.stamp[i] = Some(need(n)?);
+                }
+            }
+            let alternatives = alternatives
+                .into_iter()
+                .map(|(group, role, fields)| Alternative {
+                    group,
+                    role: role.as_deref().map(|r| Role::from_name(r).unwrap_or(Role::Other)),
+                    fields,
+                })
+                .collect();
+            compiled.push(Form {
+                rfc3339,
+                locs: regex.capture_locations(),
+                regex,
+                prefix_locs: prefix.capture_locations(),
+                prefix,
+                prefix_tag,
+                g,
+                alternatives,
+            });
+        }
+        Ok(DomeScanner {
+            forms: compiled,
+            tags,
+            to_ms,
+            rfc3339_to_ms,
+            max_bytes,
+            max_digits,
+            last_second: None,
+            result: RESULTS[PARSED],
+            reason: String::new(),
+            counts: [0; 4],
+            event_type: event_type.unbind(),
+        })
+    }
+
+    /// The line's event as the compiled engine holds it, or None (result and reason set).
+    fn parse(&mut self, py: Python<'_>, line: &Bound<'_, PyString>) -> PyResult<Option<DomeLine>> {
+        let text = line.to_string_lossy();
+        Ok(match self.scan(py, &text)? {
+            Outcome::Parsed(ev) => Some(DomeLine { ev, event_type: self.event_type.clone_ref(py) }),
+            Outcome::Failed(_) => None,
+        })
+    }
+
+    /// Lines by result so far: parsed, unmatched, foreign, malformed.
+    fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, n) in RESULTS.iter().zip(self.counts) {
+            d.set_item(*name, n)?;
+        }
+        Ok(d)
+    }
+
+    /// The stream's clock moved (restored, or its year changed outside): ask it again.
+    fn forget(&mut self) {
+        self.last_second = None;
+    }
+}

@@ -1,0 +1,259 @@
+//! The compiled DOME engine's state as `DomeReassembler.snapshot()` shapes it (plain
+//! lists and dicts, JSON-able), and back: a snapshot either engine wrote restores in
+//! the other (parsers/dome_reassembly.py, parsers/dome_calls.py, parsers/dome_puts.py
+//! state() / load_state()).
+
+use std::cmp::Reverse;
+
+use pyo3::exceptions::PyKeyError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use pyo3::IntoPyObjectExt;
+
+use crate::dome_calls::OpenCall;
+use crate::dome_engine::DomeState;
+use crate::dome_event::DomeEvent;
+use crate::dome_puts::{NameKey, OpenPut, PutTable, WaitItem};
+use crate::dome_stats::DomeStats;
+
+macro_rules! row {
+    ($py:expr; $($v:expr),* $(,)?) => {
+        PyList::new($py, [$(($v).into_py_any($py)?),*])?
+    };
+}
+
+fn item<'py>(d: &Bound<'py, PyDict>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    d.get_item(name)?.ok_or_else(|| PyKeyError::new_err(name.to_string()))
+}
+
+/// Item i of a snapshot row (a list after JSON, a list or tuple before).
+fn at<'py, T: FromPyObject<'py>>(row: &Bound<'py, PyAny>, i: usize) -> PyResult<T> {
+    row.get_item(i)?.extract()
+}
+
+fn side(text: &str) -> &'static str {
+    if text == "disk" { "disk" } else { "head" }
+}
+
+pub fn snapshot<'py>(py: Python<'py>, st: &DomeState) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let clocks = PyDict::new(py);
+    for (h, ms) in &st.clocks.rows {
+        clocks.set_item(h, ms)?;
+    }
+    d.set_item("clocks", clocks)?;
+    let roles = PyDict::new(py);
+    for h in &st.role_order {
+        roles.set_item(h, &st.roles[h])?;
+    }
+    d.set_item("roles", roles)?;
+    let pids = PyList::empty(py);
+    for ((h, prog), pid) in &st.pids.rows {
+        pids.append(row![py; h, prog, pid])?;
+    }
+    d.set_item("pids", pids)?;
+    let fs = PyList::empty(py);
+    for ((server, f), on) in &st.fs_enabled.rows {
+        fs.append(row![py; server, f, on])?;
+    }
+    d.set_item("fs_enabled", fs)?;
+    let calls = PyDict::new(py);
+    for (host, h) in &st.calls.open {
+        if h.calls.is_empty() {
+            continue;
+        }
+        let rows = PyList::empty(py);
+        for ((pid, tid), c) in h.in_order() {
+            rows.append(row![py; pid, tid, c.start, c.latest, c.framed, &c.command, &c.role, &c.caller, &c.remote, c.whole])?;
+        }
+        calls.set_item(host, rows)?;
+    }
+    d.set_item("calls", calls)?;
+    d.set_item("puts", puts_state(py, &st.puts)?)?;
+    let stats = PyDict::new(py);
+    for (name, value) in DomeStats::NAMES.iter().zip(st.stats.values()) {
+        stats.set_item(*name, value)?;
+    }
+    d.set_item("stats", stats)?;
+    Ok(d)
+}
+
+fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("seq", t.seq)?;
+    let open = PyList::empty(py);
+    for p in t.in_order() {
+        let threads = PyList::empty(py);
+        for (h, pid, tid) in &p.threads {
+            threads.append(row![py; h, pid, tid])?;
+        }
+        open.append(row![py; p.seq, &p.head, p.pid, &p.lfn, p.put_time, p.latest, p.put_code, &p.server, &p.fs,
+                          p.sel_sec, p.count, &p.pfn, p.size, p.disk_time, p.head_time, p.disk_code, p.head_code,
+                          p.error, p.whole, threads])?;
+    }
+    d.set_item("open", open)?;
+    for (name, heap) in [("deadlines", &t.deadlines), ("settling", &t.settling)] {
+        let mut rows: Vec<(i64, i64)> = heap.iter().map(|Reverse(r)| *r).filter(|r| t.open.contains_key(&r.1)).collect();
+        rows.sort();
+        let list = PyList::empty(py);
+        for (at, seq) in rows {
+            list.append(row![py; at, seq])?;
+        }
+        d.set_item(name, list)?;
+    }
+    let list = PyList::empty(py);
+    for ((h, pid, tid), seq) in &t.put_threads {
+        if t.open.contains_key(seq) {
+            list.append(row![py; h, pid, tid, seq])?;
+        }
+    }
+    d.set_item("put_threads", list)?;
+    let list = PyList::empty(py);
+    for ((h, pid, tid), (seq, s)) in &t.done_threads {
+        if t.open.contains_key(seq) {
+            list.append(row![py; h, pid, tid, seq, *s])?;
+        }
+    }
+    d.set_item("done_threads", list)?;
+    let list = PyList::empty(py);
+    for ((h, pid, lfn), seqs) in &t.unselected {
+        list.append(row![py; h, pid, lfn, seqs.clone()])?;
+    }
+    d.set_item("unselected", list)?;
+    let list = PyList::empty(py);
+    for ((server, base), seqs) in &t.by_name {
+        list.append(row![py; server, base, seqs.clone()])?;
+    }
+    d.set_item("by_name", list)?;
+    for (name, map) in [("selected_count", &t.selected_count), ("offset", &t.offset)] {
+        let list = PyList::empty(py);
+        for ((h, pid), n) in map {
+            list.append(row![py; h, pid, n])?;
+        }
+        d.set_item(name, list)?;
+    }
+    let list = PyList::empty(py);
+    for ((server, base), id) in &t.waiting_order {
+        let item = &t.items[id];
+        if item.waiting {
+            list.append(row![py; server, base, item.ev.to_list(py)?, item.side])?;
+        }
+    }
+    d.set_item("waiting", list)?;
+    let mut heads: Vec<&String> = t.heads.iter().collect();
+    heads.sort();
+    d.set_item("heads", heads)?;
+    Ok(d)
+}
+
+pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
+    let mut fresh = DomeState::new(st.timeout_ms, st.calls.max_open, st.puts.max_open, st.allowance_ms);
+    for (h, ms) in item(state, "clocks")?.downcast::<PyDict>()?.iter() {
+        fresh.clocks.set(h.extract()?, ms.extract()?);
+    }
+    for (h, role) in item(state, "roles")?.downcast::<PyDict>()?.iter() {
+        fresh.set_role(&h.extract::<String>()?, &role.extract::<String>()?);
+    }
+    for r in item(state, "pids")?.try_iter()? {
+        let r = r?;
+        fresh.pids.set((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+    }
+    for r in item(state, "fs_enabled")?.try_iter()? {
+        let r = r?;
+        fresh.fs_enabled.set((at(&r, 0)?, at(&r, 1)?), r.get_item(2)?.is_truthy()?);
+    }
+    for (name, value) in item(state, "stats")?.downcast::<PyDict>()?.iter() {
+        fresh.stats.set(&name.extract::<String>()?, value.extract()?);
+    }
+    for (host, rows) in item(state, "calls")?.downcast::<PyDict>()?.iter() {
+        let host: String = host.extract()?;
+        for r in rows.try_iter()? {
+            let r = r?;
+            let call = OpenCall {
+                start: r.get_item(2)?.extract()?,
+                latest: r.get_item(3)?.extract()?,
+                framed: r.get_item(4)?.is_truthy()?,
+                command: r.get_item(5)?.extract()?,
+                role: r.get_item(6)?.extract()?,
+                caller: r.get_item(7)?.extract()?,
+                remote: r.get_item(8)?.extract()?,
+                whole: r.get_item(9)?.is_truthy()?,
+            };
+            fresh.calls.insert(&host, (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?), call);
+        }
+    }
+    restore_puts(&mut fresh.puts, item(state, "puts")?.downcast::<PyDict>()?)?;
+    *st = fresh;
+    Ok(())
+}
+
+fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
+    t.seq = item(s, "seq")?.extract()?;
+    for r in item(s, "open")?.try_iter()? {
+        let r = r?;
+        let g = |i: usize| r.get_item(i);
+        let mut threads = Vec::new();
+        for th in g(19)?.try_iter()? {
+            let th = th?;
+            threads.push((at(&th, 0)?, at(&th, 1)?, at(&th, 2)?));
+        }
+        t.place(OpenPut {
+            seq: g(0)?.extract()?, head: g(1)?.extract()?, pid: g(2)?.extract()?, lfn: g(3)?.extract()?,
+            put_time: g(4)?.extract()?, latest: g(5)?.extract()?, put_code: g(6)?.extract()?,
+            server: g(7)?.extract()?, fs: g(8)?.extract()?, sel_sec: g(9)?.extract()?, count: g(10)?.extract()?,
+            pfn: g(11)?.extract()?, size: g(12)?.extract()?, disk_time: g(13)?.extract()?,
+            head_time: g(14)?.extract()?, disk_code: g(15)?.extract()?, head_code: g(16)?.extract()?,
+            error: g(17)?.is_truthy()?, whole: g(18)?.is_truthy()?, threads,
+        });
+    }
+    for r in item(s, "deadlines")?.try_iter()? {
+        let r = r?;
+        t.deadlines.push(Reverse((at(&r, 0)?, at(&r, 1)?)));
+    }
+    for r in item(s, "settling")?.try_iter()? {
+        let r = r?;
+        t.settling.push(Reverse((at(&r, 0)?, at(&r, 1)?)));
+    }
+    for r in item(s, "put_threads")?.try_iter()? {
+        let r = r?;
+        t.put_threads.insert((at(&r, 0)?, at(&r, 1)?, at(&r, 2)?), at(&r, 3)?);
+    }
+    for r in item(s, "done_threads")?.try_iter()? {
+        let r = r?;
+        let sd: String = at(&r, 4)?;
+        t.done_threads.insert((at(&r, 0)?, at(&r, 1)?, at(&r, 2)?), (at(&r, 3)?, side(&sd)));
+    }
+    for r in item(s, "unselected")?.try_iter()? {
+        let r = r?;
+        t.unselected.insert((at(&r, 0)?, at(&r, 1)?, at(&r, 2)?), at(&r, 3)?);
+    }
+    for r in item(s, "by_name")?.try_iter()? {
+        let r = r?;
+        t.by_name.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+    }
+    let pfns: Vec<(String, i64)> = t.in_order().filter_map(|p| p.pfn.clone().map(|f| (f, p.seq))).collect();
+    t.by_pfn.extend(pfns);
+    for r in item(s, "selected_count")?.try_iter()? {
+        let r = r?;
+        t.selected_count.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+    }
+    for r in item(s, "offset")?.try_iter()? {
+        let r = r?;
+        t.offset.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+    }
+    for r in item(s, "waiting")?.try_iter()? {
+        let r = r?;
+        let key: NameKey = (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?);
+        let ev = DomeEvent::from_py(&r.get_item(2)?)?;
+        let sd = side(&r.get_item(3)?.extract::<String>()?);
+        let id = t.next_item;
+        t.next_item += 1;
+        t.items.insert(id, WaitItem { ev, side: sd, waiting: true });
+        t.waiting.entry(key.clone()).or_default().push(id);
+        t.waiting_order.push_back((key, id));
+    }
+    for h in item(s, "heads")?.try_iter()? {
+        t.heads.insert(h?.extract()?);
+    }
+    Ok(())
+}

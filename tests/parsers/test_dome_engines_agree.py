@@ -1,0 +1,340 @@
+"""The compiled DOME engine agrees with the Python one (parsers/compiled_dome.py against
+parsers/dome_lines.py and parsers/dome_reassembly.py, chosen in parsers/engines.py).
+
+Python's DomeLineParser and DomeReassembler are the reference. Simulated DOME sites of
+several shapes (both stamp styles, journalctl's `+0200`, the generation without {TID}, a
+disk node down and back, the head restarting with PUTCOUNT from 1, a journald gap, cut
+calls) at a site's size are read by each engine's parser, the nodes merged by event time,
+and fed to each engine: every line must read alike, and the records must be the same,
+record for record, in the same order, with the same counters. Snapshots written by one
+engine restore in the other. Hostile lines are counted alike by both, never a crash.
+
+The compiled engine missing: these tests skip, unless DPMSTREAM_REQUIRE_NATIVE is set,
+where they fail.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+from dpmstream.parsers import engines
+from dpmstream.parsers.clock import EventClock
+from dpmstream.parsers.dome_lines import DomeEvent
+from dpmstream.parsers.dome_profiles import resolve_dome_profile
+from dpmstream.parsers.dome_reassembly import merge_by_time
+from dpmstream.simulator.dome_config import DomeConfig
+from dpmstream.simulator.dome_run import simulate_dome
+from dpmstream.streams.kafka.envelope import decode
+
+PYTHON, COMPILED = engines.PYTHON, engines.COMPILED
+REQUIRED = bool(os.environ.get("DPMSTREAM_REQUIRE_NATIVE"))
+pytestmark = pytest.mark.skipif(
+    not (engines.compiled_dome_available() or REQUIRED),
+    reason="compiled DOME engine not built (parsers/compiled_dome.py, native/)")
+
+# Site shapes: (stamp, envelope, generation, accept lines). A disk node down and back, the
+# head restarting (PUTCOUNT from 1, a slow call cut) and a journald gap in every one.
+SHAPES = {
+    "tid-traditional": dict(stamp="traditional", envelope="dmlite-log", generation="tid", accept_lines=True),
+    "tid-rfc3339-no-accept": dict(stamp="rfc3339", envelope="dmlite-log", generation="tid", accept_lines=False),
+    "tid-journal-0200": dict(stamp="traditional", envelope="journal", generation="tid", accept_lines=True),
+    "tid-messages-rfc3339": dict(stamp="rfc3339", envelope="messages", generation="tid", accept_lines=True),
+    "notid-traditional": dict(stamp="traditional", envelope="dmlite-log", generation="notid", accept_lines=True),
+    "notid-rfc3339": dict(stamp="rfc3339", envelope="kafka", generation="notid", accept_lines=True),
+}
+
+
+def test_the_compiled_dome_engine_is_built_where_the_install_could_build_it():
+    if not REQUIRED:
+        pytest.skip("DPMSTREAM_REQUIRE_NATIVE not set")
+    assert engines.compiled_dome_available(), "the compiled DOME engine was not built by the install"
+    assert engines.choose(None, engines.compiled_dome_available) == COMPILED
+
+
+def site_config(shape: str, **more) -> DomeConfig:
+    settings = dict(duration=600.0, rate=4.0, disks=4, disk_down_at=150.0, disk_down_s=120.0,
+                    restart_at=380.0, gap_at=250.0, gap_s=4.0, timeout=120.0)
+    settings.update(SHAPES[shape])
+    settings.update(more)
+    return DomeConfig(**settings)
+
+
+def profile_of(cfg: DomeConfig):
+    return resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
+
+
+def node_lines(path, cfg: DomeConfig) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if cfg.envelope == "kafka":
+        lines = [decode(text.encode()).line for text in lines]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A simulated site per shape, made once: (config, [lines of each node])."""
+    made = {}
+
+    def get(shape):
+        if shape not in made:
+            cfg = site_config(shape)
+            result = simulate_dome(cfg, tmp_path_factory.mktemp(shape) / "site")
+            made[shape] = (cfg, [node_lines(path, cfg) for path in result.logs.values()])
+        return made[shape]
+    return get
+
+
+def events(parser_engine: str, cfg: DomeConfig, lines: list[str]):
+    parser = engines.new_dome_parser(parser_engine, profile_of(cfg), EventClock(cfg.tz, year=2017))
+    for text in lines:
+        ev = parser.parse(text)
+        if ev is not None:
+            yield ev
+
+
+def run(engine: str, cfg: DomeConfig, nodes, *, parser_engine: str | None = None, snapshot_every: int = 0,
+        restore_in: str | None = None, advance_every: int = 0, **settings):
+    """Records and counters of one engine over the merged nodes; with snapshot_every, the
+    engine is rebuilt every so many events from its snapshot (through JSON) in
+    `restore_in`'s engine, alternating."""
+    settings = {"timeout_ms": int(cfg.timeout * 1000), **settings}
+    streams = [events(parser_engine or engine, cfg, lines) for lines in nodes]
+    current = engine
+    r = engines.new_dome_reassembler(current, **settings)
+    records = []
+    for n, ev in enumerate(merge_by_time(streams), 1):
+        records += r.feed(ev)
+        if advance_every and n % advance_every == 0:
+            records += r.advance(ev.ts - 5_000)
+        if snapshot_every and n % snapshot_every == 0:
+            state = json.loads(json.dumps(r.snapshot()))
+            current = restore_in if current == engine else engine
+            cls = type(engines.new_dome_reassembler(current, **settings))
+            r = cls.from_snapshot(state, **settings)
+    records += r.finish()
+    return records, r.stats
+
+
+def first_difference(want: list[dict], got: list[dict]) -> str:
+    for i, (a, b) in enumerate(zip(want, got)):
+        if a != b:
+            return f"record {i}: python {a}\n compiled {b}"
+    return f"lengths: python {len(want)}, compiled {len(got)}"
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_both_engines_give_the_same_dome_records_in_the_same_order(site, shape):
+    cfg, nodes = site(shape)
+    want, want_stats = run(PYTHON, cfg, nodes)
+    got, got_stats = run(COMPILED, cfg, nodes)
+    assert got == want, first_difference(want, got)
+    assert got_stats == want_stats
+    kinds = {k: sum(r["kind"] == k for r in want) for k in ("dome_call", "dome_put", "dome_capacity", "dome_fs_event")}
+    print(f"{shape}: {kinds}; {want_stats.as_dict()}")
+    assert kinds["dome_put"] > 1500 and kinds["dome_capacity"] > 50 and kinds["dome_fs_event"] > 0
+    assert want_stats.process_deaths >= 2 and want_stats.putcount_joins > 0
+    if cfg.generation == "tid":
+        assert kinds["dome_call"] > 5000 and want_stats.cut_calls > 0
+    else:
+        assert kinds["dome_call"] == 0 and want_stats.unframed_lines > 0
+
+
+@pytest.mark.parametrize("shape", ["tid-traditional", "tid-journal-0200", "notid-rfc3339"])
+def test_both_parsers_read_every_simulated_line_alike(site, shape):
+    cfg, nodes = site(shape)
+    profile = profile_of(cfg)
+    for lines in nodes:
+        reference = engines.new_dome_parser(PYTHON, profile, EventClock(cfg.tz, year=2017))
+        compiled = engines.new_dome_parser(COMPILED, profile, EventClock(cfg.tz, year=2017))
+        for text in lines:
+            want, got = reference.parse(text), compiled.parse(text)
+            assert (None if got is None else got.event()) == want, text
+            if got is not None:
+                seen = (got.ts, got.host, got.program, got.pid, got.tid, got.role, got.whole_seconds)
+                assert seen == (want.ts, want.host, want.program, want.pid, want.tid, want.role, want.whole_seconds)
+            assert (compiled.result, compiled.reason) == (reference.result, reference.reason), text
+
+
+@pytest.mark.parametrize("shape", ["tid-traditional", "notid-traditional"])
+def test_the_compiled_engine_takes_the_python_parsers_events(site, shape):
+    cfg, nodes = site(shape)
+    want, want_stats = run(PYTHON, cfg, nodes)
+    got, got_stats = run(COMPILED, cfg, nodes, parser_engine=PYTHON)
+    assert got == want, first_difference(want, got)
+    assert got_stats == want_stats
+
+
+TIGHT = {
+    "caps": dict(max_calls=3, max_puts=25),
+    "timeouts": dict(timeout_ms=5_000, allowance_ms=500),
+}
+
+
+@pytest.mark.parametrize("tight", sorted(TIGHT))
+@pytest.mark.parametrize("shape", ["tid-rfc3339-no-accept", "notid-traditional"])
+def test_both_engines_agree_where_caps_timeouts_and_advances_bite(site, shape, tight):
+    cfg, nodes = site(shape)
+    want, want_stats = run(PYTHON, cfg, nodes, advance_every=997, **TIGHT[tight])
+    got, got_stats = run(COMPILED, cfg, nodes, advance_every=997, **TIGHT[tight])
+    assert got == want, first_difference(want, got)
+    assert got_stats == want_stats
+    if tight == "caps":
+        assert want_stats.put_evictions > 0
+        assert want_stats.call_evictions > 0 or cfg.generation == "notid"
+    else:
+        assert want_stats.expired_puts > 0
+        assert want_stats.expired_calls > 0 or cfg.generation == "notid"
+
+
+@pytest.mark.parametrize("first, second", [(PYTHON, COMPILED), (COMPILED, PYTHON)],
+                         ids=["python-then-compiled", "compiled-then-python"])
+@pytest.mark.parametrize("shape", ["tid-traditional", "notid-rfc3339"])
+def test_a_snapshot_written_by_one_engine_restores_in_the_other(site, shape, first, second):
+    """Stopped every 1,500 events, its snapshot through JSON rebuilt in the other engine
+    (and back): the records, their order and the counters of one uninterrupted run."""
+    cfg, nodes = site(shape)
+    want, want_stats = run(PYTHON, cfg, nodes)
+    got, got_stats = run(first, cfg, nodes, parser_engine=PYTHON, snapshot_every=1_500, restore_in=second)
+    assert got == want, first_difference(want, got)
+    assert got_stats == want_stats
+
+
+# Snapshot lists made from a dict or a set: their order is the engine's own business.
+UNORDERED = ("put_threads", "done_threads", "unselected", "by_name", "selected_count", "offset")
+
+
+def comparable(state: dict) -> dict:
+    state = json.loads(json.dumps(state))
+    for name in UNORDERED:
+        state["puts"][name] = sorted(state["puts"][name], key=json.dumps)
+    return state
+
+
+@pytest.mark.parametrize("shape", ["tid-traditional", "notid-rfc3339"])
+def test_both_engines_hold_the_same_state_in_the_same_snapshot_shape(site, shape):
+    """Fed the same events, the two snapshots are equal every 1,500 events (open calls and
+    puts in activity order, indices, PUTCOUNT counts and offsets, waiting putdones,
+    clocks, counters), the lists built from a dict compared as sets."""
+    cfg, nodes = site(shape)
+    settings = {"timeout_ms": int(cfg.timeout * 1000)}
+    reference = engines.new_dome_reassembler(PYTHON, **settings)
+    compiled = engines.new_dome_reassembler(COMPILED, **settings)
+    compared = 0
+    for n, ev in enumerate(merge_by_time([events(PYTHON, cfg, lines) for lines in nodes]), 1):
+        assert compiled.feed(ev) == reference.feed(ev)
+        if n % 1_500 == 0:
+            want = comparable(reference.snapshot())
+            assert comparable(compiled.snapshot()) == want, n
+            compared += bool(want["puts"]["open"]) and bool(want["calls"] or cfg.generation == "notid")
+    assert compared > 20
+
+
+def test_the_compiled_engine_reads_one_streams_lines_without_python_per_line(site):
+    """feed_lines (scanner and reassembler in one call) gives what the Python parser and
+    engine give, line by line, on one node's log; the lines/s of each, for information."""
+    cfg, nodes = site("tid-traditional")
+    head = nodes[0]
+    profile = profile_of(cfg)
+    settings = {"timeout_ms": int(cfg.timeout * 1000)}
+    started = time.perf_counter()
+    want, want_stats = run(PYTHON, cfg, [head])
+    python_s = time.perf_counter() - started
+    parser = engines.new_dome_parser(COMPILED, profile, EventClock(cfg.tz, year=2017))
+    engine = engines.new_dome_reassembler(COMPILED, **settings)
+    started = time.perf_counter()
+    got = []
+    for at in range(0, len(head), 5_000):
+        got += engine.feed_lines(parser, head[at:at + 5_000])
+    got += engine.finish()
+    compiled_s = time.perf_counter() - started
+    assert got == want, first_difference(want, got)
+    assert engine.stats == want_stats
+    assert parser.counts()["parsed"] == want_stats.lines
+    print(f"{len(head)} lines of one head node: python {len(head) / python_s:,.0f} lines/s, "
+          f"compiled {len(head) / compiled_s:,.0f} lines/s (a loaded machine: information only)")
+
+
+HOSTILE = [
+    "May 30 08:44:05 dpmhead01 dome[2345]: {140685573784640}[1] dmlite dome workerFunc : req:POS",  # truncated
+    "May 30 08:44:05 dpmhead01 dome[2345]: {1406855",
+    "May 30 08:44",
+    "",
+    "May 30 08:44:05 dpmhead01 dome[2345]: {140685573784640}[1] dmlite dome dome_put : Entering. lfn: '"
+    + "x" * 70_000 + "' addreplica: 0 pool: '' host: '' fs: ''",                             # huge
+    "May 30 08:44:05 dpmhead01 dome[2345]: {140685573784640}[1] dmlite dome dome_put : Entering. lfn: '"
+    + "é" * 33_000 + "' addreplica: 0 pool: '' host: '' fs: ''",                             # huge in bytes only
+    b"May 30 08:44:06 dpmhead01 dome[2345]: {140685573784640}[1] dmlite dome workerFunc : clientdn: "
+    b"'\xff\xfe/CN=x' clienthost: 'h' remoteclient: '' remoteclienthost: ''".decode("utf-8", "replace"),
+    "May 30 08:44:06 dpmhead01 dome[2345]: {18446744073709551616}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "May 30 08:44:06 dpmhead01 dome[2345]: {18446744073709551615}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "May 30 08:44:06 dpmhead01 dome[99999999999999999999]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "May 30 08:44:06 dpmhead01 dome[2345]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200\x00",
+    "May 30 08:44:06 dpmhead01 dome[2345]: {١٢٣}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "Feb 30 08:44:06 dpmhead01 dome[2345]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "2017-02-29T08:44:06.000001+02:00 dpmhead01 dome[2345]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "2017-05-30T08:44:06+24:00 dpmhead01 dome[2345]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "2017-05-30T08:44:06+02:60 dpmhead01 dome[2345]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "2017-05-30T08:44:06Z dpmhead01 dome: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200",
+    "2017-05-30T08:44:06Z dpmhead01 dome[1]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200\n",
+    "2017-05-30T08:44:06Z dpmhead01 dome[1]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200 \u00a0",
+    "2017-05-30T08:44:06Z dpmhead01 sshd[1]: Accepted publickey for root",
+    "2017-05-30T08:44:06Z dpmhead01 dome[1]: Suppressed 12 messages",
+    "2017-05-30T08:44:06Z dpmhead01 dome[1]: {1}[1] dmlite some thing nobody : knows",
+    "2017-05-30T08:44:06Z dpmhead01 dome[1]: {1}[1] dmlite ",
+    "2017-05-30T08:44:07Z dpmhead01 dome[1]: {2}[1] dmlite dome dome_put : Selected fs: 'd1:/fs1 from 2 "
+    "matchings for lfn: '/dpm/cern.ch/home/atlas/f'",
+    "2017-05-30T08:44:08Z dpmdisk01 dome[7]: {3}[1] dmlite dome dome_putdone_disk :  server: 'd1' "
+    "pfn: '/fs1/atlas/2017-05-30/f.².1496126647'  size: 1 cksumt: '' cksumv: ''",
+    "2017-05-30T08:44:08Z dpmdisk01 dome[7]: {3}[1] dmlite dome dome_putdone_disk :  server: 'd1' "
+    "pfn: '/fs1/atlas/2017-05-30/f.1.99999999999999999999999999'  size: 1 cksumt: '' cksumv: ''",
+    "2017-05-30T08:44:08Z dpmdisk01 dome[7]: {3}[1] dmlite dome dome_putdone_disk :  server: 'd1' "
+    "pfn: '/fs1/atlas/2017-05-30/f.1.1496126647'  size: 99999999999999999999 cksumt: '' cksumv: ''",
+    "2017-05-30T08:44:08Z dpmdisk01 dome[7]: {3}[1] dmlite dome dome_putdone_disk :  server: 'd1' "
+    "pfn: '/fs1/atlas/2017-05-30/f.1.1496126647'  size: 5 cksumt: '' cksumv: ''",   # no put of that second
+]
+
+
+def test_hostile_dome_lines_are_counted_alike_by_both_engines_never_a_crash():
+    """Truncated, huge (in characters, or in UTF-8 bytes only), non-UTF-8 (as the sources
+    decode it), a TID past 64 bits, NUL bytes, non-ASCII digits, impossible dates and
+    offsets, a PFN whose PUTCOUNT is `²` or whose EPOCH has 26 digits: each line reads
+    alike (result and reason) in both parsers, both engines go on and agree."""
+    cfg = DomeConfig(tz="Europe/Zurich")
+    profile = profile_of(cfg)
+    outcomes = {}
+    for engine in (PYTHON, COMPILED):
+        parser = engines.new_dome_parser(engine, profile, EventClock(cfg.tz, year=2017))
+        r = engines.new_dome_reassembler(engine, timeout_ms=60_000)
+        results, records = [], []
+        for text in HOSTILE:
+            ev = parser.parse(text)
+            results.append((parser.result, parser.reason))
+            if ev is not None:
+                records += r.feed(ev)
+        records += r.finish()
+        outcomes[engine] = (results, records, r.stats)
+    (want_results, want_records, want_stats), (got_results, got_records, got_stats) = outcomes[PYTHON], outcomes[COMPILED]
+    for text, want, got in zip(HOSTILE, want_results, got_results):
+        assert got == want, text[:200]
+    assert got_records == want_records and got_stats == want_stats
+    results = [res for res, _ in want_results]
+    assert results.count("malformed") >= 10 and "foreign" in results and "unmatched" in results
+    assert want_stats.unusable_lines == 2 and want_stats.orphan_putdones == 1
+    # The same lines in one feed_lines call: each counted by its result, the same records.
+    parser = engines.new_dome_parser(COMPILED, profile, EventClock(cfg.tz, year=2017))
+    r = engines.new_dome_reassembler(COMPILED, timeout_ms=60_000)
+    assert r.feed_lines(parser, HOSTILE) + r.finish() == want_records
+    assert parser.counts() == {res: results.count(res) for res in ("parsed", "unmatched", "foreign", "malformed")}
+
+
+def test_a_pfn_whose_putcount_is_no_ascii_number_is_unusable_not_a_crash():
+    """`str.isdigit` takes `²` and int() refuses it: the Python engine crashed on such a
+    PFN (found writing the compiled twin); now both count it as an unusable line."""
+    for engine in (PYTHON, COMPILED):
+        r = engines.new_dome_reassembler(engine)
+        ev = DomeEvent(1_000, "dpmdisk01", "dome", 7, 3, 1, False, "putdone_disk",
+                       {"server": "d1", "pfn": "/fs1/atlas/2017-05-30/f.².1496126647", "size": 1}, False)
+        assert r.feed(ev) == []
+        assert r.stats.unusable_lines == 1, engine
