@@ -141,3 +141,19 @@ def test_foreign_and_damaged_lines_among_dome_lines_are_counted_not_fatal(tmp_pa
     assert "malformed 1" in lines and "unmatched 1" in lines
     other = next(line for line in proc.stdout.splitlines() if "lines of other programs" in line)
     assert "lines of other programs 0" not in other   # /var/log/messages: other programs' lines
+
+
+def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(tmp_path):
+    """The DPM engine a pipeline runs (the compiled one where built, or the Python
+    reference with DPMSTREAM_PURE_PYTHON=1) does not change a DOME record: DOME lines take
+    the Python DOME engine in both (engines.new_dome_reassembler, where the compiled DOME
+    engine will be chosen)."""
+    prefix, logs = simulate(tmp_path, "--duration", "200")
+    common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
+    default, python = tmp_path / "default", tmp_path / "python"
+    dpmstream("replay", *logs, "--out", str(default), *common)
+    dpmstream("replay", *logs, "--out", str(python), *common,
+              env={**os.environ, "DPMSTREAM_PURE_PYTHON": "1"})
+    for filename, _ in FILES.values():
+        assert (default / filename).read_text() == (python / filename).read_text()
+    assert_records_are_the_truth(python, prefix)
