@@ -157,3 +157,21 @@ def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(tmp_pat
     for filename, _ in FILES.values():
         assert (default / filename).read_text() == (python / filename).read_text()
     assert_records_are_the_truth(python, prefix)
+
+
+def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(tmp_path):
+    """stdin cannot be read twice: its source detects the DOME profile itself, over its
+    first lines, as a DPM log's does. A node's calls are its own: the head's log alone
+    gives exactly the truth's calls of the head."""
+    prefix, logs = simulate(tmp_path, "--duration", "200", "--stamp", "rfc3339")
+    head = next(p for p in logs if "head" in os.path.basename(p))
+    out = tmp_path / "out"
+    with open(head, "rb") as fh:
+        proc = subprocess.run([sys.executable, "-m", "dpmstream", "replay", "-", "--out", str(out),
+                               "--year", "2017", "--request-timeout", "120", "--quiet"],
+                              stdin=fh, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    truth = [r for r in truth_as_written(prefix, "calls") if r["host"] == "dpmhead01"]
+    mine = [{c: r[c] for c in truth[0]} for r in rows(out / "dome-calls.csv")]
+    assert len(truth) > 1000
+    assert in_order(mine, "calls") == in_order(truth, "calls")
