@@ -175,3 +175,23 @@ def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(tmp_path):
     mine = [{c: r[c] for c in truth[0]} for r in rows(out / "dome-calls.csv")]
     assert len(truth) > 1000
     assert in_order(mine, "calls") == in_order(truth, "calls")
+
+
+def test_replay_openmetrics_exports_the_dome_metrics_at_event_time(tmp_path):
+    """`replay --openmetrics` (for promtool's backfill) dates each DOME record by its own
+    time: the last sample of dpm_dome_puts_total counts the truth's puts."""
+    prefix, logs = simulate(tmp_path, "--duration", "200")
+    om = tmp_path / "dome.om"
+    dpmstream("replay", *logs, "--openmetrics", str(om), "--year", "2017", "--tz",
+              "Europe/Zurich", "--request-timeout", "120", "--quiet")
+    last: dict[str, float] = {}
+    stamps = set()
+    for line in om.read_text().splitlines():
+        if line.startswith("dpm_dome_puts_total{"):
+            labels, value, stamp = line.rsplit(" ", 2)
+            last[labels] = float(value)
+            stamps.add(float(stamp))
+    want = rows(f"{prefix}.puts.csv")
+    assert sum(last.values()) == len(want) > 100
+    start = min(int(r["put_time"]) for r in want) / 1000
+    assert min(stamps) >= start and len(stamps) > 1     # event time, step by step
