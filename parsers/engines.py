@@ -73,12 +73,14 @@ def new_reassembler(engine: str, emit, **settings):
     return Reassembler(emit, **settings)
 
 
-def new_dome_reassembler(engine: str, **settings):
+def new_dome_reassembler(engine: str, state: dict | None = None, **settings):
     """A DOME reassembler of `engine` (choose(..., compiled_dome_available) it first) with
-    DomeReassembler's settings."""
-    if engine == COMPILED:
-        return CompiledDomeReassembler(**settings)
-    return DomeReassembler(**settings)
+    DomeReassembler's settings, restored from `state` (a snapshot() of either engine) when
+    given."""
+    cls = CompiledDomeReassembler if engine == COMPILED else DomeReassembler
+    if state is not None:
+        return cls.from_snapshot(state, **settings)
+    return cls(**settings)
 
 
 def new_dome_parser(engine: str, profile, clock):
