@@ -82,7 +82,8 @@ class DomeTally:
         beginning mid-way explains (within the longest put-to-putdone of its start)."""
         before = self.engine.stats.orphan_putdones
         self._records(self.engine.finish())
-        last = max(self.engine.clocks.values(), default=0)
+        # Each host's latest stamp, from the snapshot either engine gives.
+        last = max(self.engine.snapshot()["clocks"].values(), default=0)
         self._orphan_times += [last] * (self.engine.stats.orphan_putdones - before)
         self.seen.orphan_putdones = len(self._orphan_times)
         if self._first_ts is not None:
