@@ -193,6 +193,25 @@ def test_each_checksum_wait_of_the_truth_is_its_frontends_polls_from_the_first_2
     assert len(_csv(traditional.paths["checksums"])) == len(truth.checksums)
 
 
+def test_a_checksum_wait_under_whole_second_stamps_is_good_to_a_second(traditional, precise):
+    """The wait between whole-second stamps against the model's true instants: within a
+    second (the record says whole_seconds 1); under RFC 3339 stamps, to the millisecond."""
+    for result, slack in ((traditional, 1000), (precise, 0)):
+        rows = {(r["caller"], r["remote_client"], r["start"]): r for r in result.truth.checksums}
+        compared = 0
+        for wait in result.site.checksums:
+            if not wait.polls or not all(ln.kept for c in wait.polls for ln in c.lines):
+                continue
+            true_start, true_end = wait.polls[0].start, wait.polls[-1].end
+            shown = true_start - true_start % 1000 if slack else true_start
+            row = rows.get((wait.frontend.fqdn, wait.user[1], shown))
+            if row is None or row["overlap"]:
+                continue
+            assert abs(row["wait"] - (true_end - true_start)) < max(slack, 1), row
+            compared += 1
+        assert compared > 50
+
+
 def test_a_client_polling_two_files_at_once_is_marked_overlap_in_the_truth(tmp_path):
     one_client = simulate_dome(DomeConfig(duration=900.0, rate=0.1, disks=1, clients=1, chksum_pair_rate=0.5,
                                           disk_down_at=None, restart_at=None, gap_at=None), tmp_path / "one")
