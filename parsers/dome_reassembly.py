@@ -64,6 +64,17 @@ def merge_by_time(streams):
     return heapq.merge(*streams, key=lambda ev: ev.ts)
 
 
+def advance_clocks(clocks: dict, now_ms: int, sweep) -> list[dict]:
+    """Every host's clock moved to at least now_ms, then sweep(host, out) per host: the
+    records its timeouts end."""
+    out: list[dict] = []
+    for host in clocks:
+        if clocks[host] < now_ms:
+            clocks[host] = now_ms
+        sweep(host, out)
+    return out
+
+
 class DomeReassembler:
     def __init__(self, timeout_ms: int = 3_600_000, max_calls: int = 100_000,
                  max_puts: int = 1_000_000, allowance_ms: int = ALLOWANCE_MS):
@@ -100,12 +111,7 @@ class DomeReassembler:
 
     def advance(self, now_ms: int) -> list[dict]:
         """Every host's event time is at least now_ms (all sources are past it): timeouts."""
-        out: list[dict] = []
-        for host in self.clocks:
-            if self.clocks[host] < now_ms:
-                self.clocks[host] = now_ms
-            self._sweep(host, out)
-        return out
+        return advance_clocks(self.clocks, now_ms, self._sweep)
 
     def finish(self) -> list[dict]:
         """The end of input: every open call is cut, every open put emitted."""

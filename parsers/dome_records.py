@@ -2,7 +2,8 @@
 
 Kinds: `dome_call` (one HTTP call a DOME worker thread served), `dome_put` (a put across
 the head and a disk node), `dome_capacity` (a disk node's `fs: phys: free:` line) and
-`dome_fs_event` (the head enabling or disabling a filesystem). Internally every time and
+`dome_fs_event` (the head enabling or disabling a filesystem) and `dome_checksum` (a
+frontend's wait for a checksum, from the call records: parsers/dome_checksums.py). Internally every time and
 duration is integer milliseconds since the epoch (UTC); files show seconds with three
 decimals, as the DPM records (parsers/records.py). The columns of docs/dome.md come first,
 in order; `whole_seconds` (1 when the stamps the record is built on have no fraction of a
@@ -33,15 +34,24 @@ KINDS = {
          "whole_seconds"),
         frozenset(("put_time", "putdone_disk_time", "putdone_head_time", "put_to_putdone", "ended")),
     ),
+    "dome_checksum": (
+        ("head", "caller", "remote_client", "start", "end", "wait", "polls", "outcome", "http_code",
+         "endings", "overlap",
+         # extra columns
+         "whole_seconds"),
+        frozenset(("start", "end", "wait")),
+    ),
     "dome_capacity": (("time", "host", "fs", "phys", "free"), frozenset(("time",))),
     "dome_fs_event": (("time", "host", "server", "fs", "event", "transition"), frozenset(("time",))),
 }
 # The instant a record is known at (what an event-time export dates it by): its end, else
 # its start (a cut call has no end).
 EVENT_TIME = {"dome_call": ("end", "start"), "dome_put": ("ended", "put_time"),
+              "dome_checksum": ("end", "start"),
               "dome_capacity": ("time",), "dome_fs_event": ("time",)}
 DOME_CALL_COLUMNS = KINDS["dome_call"][0]
 DOME_PUT_COLUMNS = KINDS["dome_put"][0]
+DOME_CHECKSUM_COLUMNS = KINDS["dome_checksum"][0]
 DOME_CAPACITY_COLUMNS = KINDS["dome_capacity"][0]
 DOME_FS_EVENT_COLUMNS = KINDS["dome_fs_event"][0]
 

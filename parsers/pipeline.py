@@ -32,6 +32,7 @@ from typing import Callable, Iterable
 
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
+from dpmstream.parsers.dome_checksums import ChecksumWaits, WithChecksumWaits
 from dpmstream.parsers.dome_lines import DAEMON as DOME_DAEMON
 from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import (
@@ -249,7 +250,8 @@ class Pipeline:
             raise ValueError("this command reads DPM logs only (a DOME profile needs a "
                              "pipeline with on_dome_record)")
         if self.dome is None:
-            self.dome = engines.new_dome_reassembler(self.dome_engine, **self._dome_settings)
+            self.dome = WithChecksumWaits(
+                engines.new_dome_reassembler(self.dome_engine, **self._dome_settings))
             self.stats.count_dome(self.dome)
 
     def _feed_dome(self, ev) -> None:
@@ -327,8 +329,11 @@ class Pipeline:
                                  whole["finished"])
         self.linker.restore(state.linker)
         if state.dome is not None:  # after the sources: a DOME one made a fresh reassembler
-            self.dome = engines.new_dome_reassembler(
-                self.dome_engine, state=copy.deepcopy(state.dome), **self._dome_settings)
+            state_copy = copy.deepcopy(state.dome)  # {"reassembler": ..., "checksums": ...}
+            self.dome = WithChecksumWaits(
+                engines.new_dome_reassembler(self.dome_engine, state=state_copy["reassembler"],
+                                             **self._dome_settings),
+                ChecksumWaits.from_snapshot(state_copy["checksums"]))
             self.stats.count_dome(self.dome)
         if self.reassembler.tracking:  # what is stored now: changes are taken against it
             for kind, states in whole.items():

@@ -21,6 +21,7 @@ GENERATIONS = ("tid", "notid")
 CAPACITY_INTERVAL_S = 60        # glb.fscheckinterval
 CHKSUM_POLL_S = 5               # a frontend's dome_chksum poll interval
 CHKSUM_MAX_S = 1800             # ... for at most this long
+MAX_CLIENTS = 240               # remote clients 192.0.2.10 .. 192.0.2.249 (documentation range)
 
 
 @dataclass
@@ -44,6 +45,9 @@ class DomeConfig:
     putdone_fail_rate: float = 0.02      # the head answers 422 (Invalid status for replica)
     chksum_fraction: float = 0.3         # puts whose frontend then polls dome_chksum
     chksum_fail_rate: float = 0.05
+    chksum_give_up_rate: float = 0.03    # frontends that stop polling dome_chksum after 1 to 4 polls
+    chksum_pair_rate: float = 0.03       # checksum waits during which the client polls a second file at once
+    clients: int = 12                    # end-user hosts (remote clients), 192.0.2.10 on
     disk_down_at: float | None = 200.0   # seconds in: the first disk node's DOME goes down ...
     disk_down_s: float = 150.0           # ... for this long (then back with a new pid)
     restart_at: float | None = 400.0     # seconds in: the head's DOME restarts (PUTCOUNT starts again from 1)
@@ -63,10 +67,12 @@ class DomeConfig:
                 raise ValueError(f"--{name} {getattr(self, name)!r}: expected one of {', '.join(allowed)}")
         if self.disks < 1 or self.filesystems < 1 or self.threads < 1:
             raise ValueError("--disks, --filesystems and --threads must be at least 1")
+        if not 1 <= self.clients <= MAX_CLIENTS:
+            raise ValueError(f"--clients must be between 1 and {MAX_CLIENTS} (addresses of 192.0.2.0/24)")
         if self.duration <= 0 or self.rate <= 0 or self.timeout <= 0:
             raise ValueError("--duration, --rate and --request-timeout must be positive")
         for name in ("put_fail_rate", "abandon_rate", "putdone_fail_rate", "chksum_fraction",
-                     "chksum_fail_rate", "foreign_rate"):
+                     "chksum_fail_rate", "chksum_give_up_rate", "chksum_pair_rate", "foreign_rate"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be between 0 and 1")
         self.start_ms()  # raises on a bad --start

@@ -129,6 +129,17 @@ class Put:
     head_call: Call | None = None
 
 
+@dataclass(eq=False)
+class ChecksumWait:
+    """One file's checksum as a frontend waited for it: its dome_chksum polls on the head
+    (those made while the head was up), in order; the last answers 200 or 500 unless the
+    frontend gave up or the run ended first."""
+    frontend: Node
+    user: tuple[str, str]
+    asked: int                       # ms of its first poll
+    polls: list[Call] = field(default_factory=list)
+
+
 class Site:
     def __init__(self, cfg: DomeConfig):
         self.cfg = cfg
@@ -138,6 +149,8 @@ class Site:
         self.lines: list[Line] = []
         self.calls: list[Call] = []
         self.puts: list[Put] = []
+        self.checksums: list[ChecksumWait] = []
+        self.checksum_rng = random.Random(f"{cfg.seed}/checksums")
         self.not_logged = 0          # frontend calls made while the node was down
         rng = random.Random(f"{cfg.seed}/tids")
         self._tid_rng = rng
@@ -149,7 +162,7 @@ class Site:
                         [f"/srv/dpm/{j + 1:02d}" for j in range(cfg.filesystems)])
             self.disks.append(node)
         self.users = [(f"/DC=ch/DC=example/OU=Users/CN=user{u:02d}", f"192.0.2.{10 + u}")
-                      for u in range(12)]
+                      for u in range(cfg.clients)]
 
     # -- processes ------------------------------------------------------------------
     def _tid(self) -> int:
@@ -365,9 +378,11 @@ def _putdone(site, rng, put: Put, disk: Node, tp: int, frontend: Node, user) -> 
         _checksum(site, rng, put, disk, put.disk_call.end + rng.randint(5, 50), frontend, user)
 
 
-def _checksum(site, rng, put: Put, disk: Node, tc: int, frontend: Node, user) -> None:
+def _checksum(site, rng, put: Put, disk: Node, tc: int, frontend: Node, user, paired: bool = False) -> None:
     """The frontend polls dome_chksum (202 while queued) until the disk node's
-    dome_chksumstatus has told the head it is done."""
+    dome_chksumstatus has told the head it is done; a share of frontends give up first
+    (after 1 to 4 polls), and a share of clients ask for a second file's checksum at once
+    (one of the site's earlier files), on the same frontend: two waits one key."""
     cfg, head = site.cfg, site.head
     site.call(disk, tc + 3, rng.randint(2, 8), "POST", "dome_dochksum", 202, head, user)
     done = tc + 3 + int(put.size / 300e6 * 1000) + rng.randint(500, 20_000)
@@ -378,11 +393,27 @@ def _checksum(site, rng, put: Put, disk: Node, tc: int, frontend: Node, user) ->
                         f"Checksum calculation failed. LFN: {put.lfn}PFN: {put.pfn}. Reason: read error",
                         "chksum_failed", {"lfn": put.lfn, "pfn": put.pfn, "reason": "read error"}))
     site.call(head, done, rng.randint(3, 10), "POST", "dome_chksumstatus", 200, disk, user, handler)
+    # The frontends' and clients' choices draw from their own generator: the puts' stays as it was.
+    choices = site.checksum_rng
+    limit = min(tc + CHKSUM_MAX_S * 1000, site.t_end)
+    if choices.random() < cfg.chksum_give_up_rate:
+        limit = min(limit, tc + choices.randint(1, 4) * CHKSUM_POLL_S * 1000)
+    if not paired and choices.random() < cfg.chksum_pair_rate:
+        earlier = [p for p in site.puts[-50:] if p.size is not None and p is not put]
+        if earlier:
+            other = choices.choice(earlier)
+            other_disk = next(d for d in site.disks if d.fqdn == other.server)
+            _checksum(site, choices, other, other_disk, tc + choices.randint(200, 4800), frontend, user,
+                      paired=True)
+    wait = ChecksumWait(frontend, user, tc)
+    site.checksums.append(wait)
     poll = tc
-    while poll < min(tc + CHKSUM_MAX_S * 1000, site.t_end):
+    while poll < limit:
         finished = poll > done + 20
-        site.call(head, poll, rng.randint(2, 6), "GET", "dome_chksum",
-                  (500 if failed else 200) if finished else 202, frontend, user)
+        call = site.call(head, poll, rng.randint(2, 6), "GET", "dome_chksum",
+                         (500 if failed else 200) if finished else 202, frontend, user)
+        if call is not None:
+            wait.polls.append(call)
         if finished:
             return
         poll += CHKSUM_POLL_S * 1000

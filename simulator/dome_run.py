@@ -5,7 +5,7 @@
 
 Writes, per node, PREFIX.HOST.log (dmlite.log, /var/log/messages, journalctl output or
 .jsonl Kafka envelopes: DomeConfig.envelope), and the truth: PREFIX.calls.csv,
-PREFIX.puts.csv, PREFIX.capacity.csv, PREFIX.fs_events.csv and PREFIX.summary.json (what
+PREFIX.puts.csv, PREFIX.checksums.csv, PREFIX.capacity.csv, PREFIX.fs_events.csv and PREFIX.summary.json (what
 was lost and why: journald's gap, killed processes, the end of the run).
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_model import Line, Site, build
 from dpmstream.simulator.dome_truth import (
-    CALL_COLUMNS, CAPACITY_COLUMNS, FS_EVENT_COLUMNS, PUT_COLUMNS, DomeTruth, write_csv,
+    CALL_COLUMNS, CAPACITY_COLUMNS, CHECKSUM_COLUMNS, FS_EVENT_COLUMNS, PUT_COLUMNS, DomeTruth, write_csv,
 )
 from dpmstream.simulator.dome_writer import write_node_log
 
@@ -32,7 +32,7 @@ class DomeResult:
     truth: DomeTruth
     logs: dict[str, Path]              # host -> its log
     written: dict[str, list]           # host -> per written line: its Line, or None (foreign)
-    paths: dict[str, Path]             # calls, puts, capacity, fs_events, summary
+    paths: dict[str, Path]             # calls, puts, checksums, capacity, fs_events, summary
     summary: dict
 
     def describe(self) -> str:
@@ -43,6 +43,7 @@ class DomeResult:
                 f"{self.config.envelope} envelope, {self.config.stamp} stamps, "
                 f"generation {self.config.generation}\n{logs}\n"
                 f"truth: {s['calls']} calls, {s['puts']} puts {s['put_status']}, "
+                f"{s['checksum_waits']} checksum waits {s['checksum_outcomes']}, "
                 f"{s['capacity_lines']} capacity lines, {s['fs_events']} filesystem events; "
                 f"lost lines {s['lost_lines']}\n"
                 + "\n".join(f"  {name}: {path}" for name, path in self.paths.items()))
@@ -63,9 +64,10 @@ def simulate_dome(cfg: DomeConfig, prefix) -> DomeResult:
         logs[node.host] = path
         written[node.host] = write_node_log(path, node, kept, cfg, gap, rng,
                                             dropped=sum(1 for ln in mine if ln.lost == "gap"))
-    paths = {name: Path(f"{prefix}.{name}.csv") for name in ("calls", "puts", "capacity", "fs_events")}
+    paths = {name: Path(f"{prefix}.{name}.csv") for name in ("calls", "puts", "checksums", "capacity", "fs_events")}
     write_csv(paths["calls"], CALL_COLUMNS, truth.calls)
     write_csv(paths["puts"], PUT_COLUMNS, truth.puts)
+    write_csv(paths["checksums"], CHECKSUM_COLUMNS, truth.checksums)
     write_csv(paths["capacity"], CAPACITY_COLUMNS, truth.capacity)
     write_csv(paths["fs_events"], FS_EVENT_COLUMNS, truth.fs_events)
     summary = _summary(cfg, site, truth, written)
@@ -87,6 +89,9 @@ def _summary(cfg, site: Site, truth: DomeTruth, written: dict) -> dict:
         "journald_dropped": sum(1 for ln in site.lines if ln.lost == "gap"),
         "calls": len(truth.calls), "cut_calls": sum(r["cut"] for r in truth.calls),
         "puts": len(truth.puts), "put_status": dict(sorted(Counter(r["status"] for r in truth.puts).items())),
+        "checksum_waits": len(truth.checksums),
+        "checksum_outcomes": dict(sorted(Counter(r["outcome"] for r in truth.checksums).items())),
+        "checksum_overlaps": sum(r["overlap"] for r in truth.checksums),
         "capacity_lines": len(truth.capacity), "fs_events": len(truth.fs_events),
         "calls_not_logged": site.not_logged, **dict(truth.counts),
     }

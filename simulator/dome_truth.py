@@ -19,8 +19,16 @@ The rules (docs/dome.md, "The records"), applied to the kept lines only:
   the log ends before the timeout has passed (ended: its latest line).
 - Every time is the instant the stamp prints: whole seconds under the traditional stamp
   (the call and put records say so in `whole_seconds`).
+- A checksum wait is one file's `dome_chksum` polls on the head, as the model made them:
+  the calls whose record shows them (opening, `clientdn`, `req:` and `Exiting` lines
+  kept), from the first answered 202 to the last. Its outcome: `done` (200) or `failed`
+  (another code) when its answer shows; else `timeout` when the head's last call is at
+  least the checksum timeout (parsers/dome_checksums.py) after its last call's end,
+  `input_end` before that. `overlap` marks a wait whose span (in true instants, not as the
+  stamps show them) meets another wait's of the same (head, caller, remote client): a
+  client polling two files at once.
 - Without {TID} (dmlite < 0.8.4): no call records, and no code for a put or a putdone
-  (only a putdone error line, which names the PFN, makes a put `failed`).
+  (only a putdone error line, which names the PFN, makes a put `failed`); no checksum waits.
 """
 
 from __future__ import annotations
@@ -28,11 +36,13 @@ from __future__ import annotations
 import csv
 from collections import Counter
 
+from dpmstream.parsers.dome_checksums import QUEUED, TIMEOUT_MS as CHECKSUM_TIMEOUT_MS
 from dpmstream.parsers.dome_records import (  # the columns, declared once with the record kinds
     DOME_CALL_COLUMNS as CALL_COLUMNS, DOME_CAPACITY_COLUMNS as CAPACITY_COLUMNS,
+    DOME_CHECKSUM_COLUMNS as CHECKSUM_COLUMNS,
     DOME_FS_EVENT_COLUMNS as FS_EVENT_COLUMNS, DOME_PUT_COLUMNS as PUT_COLUMNS,
 )
-from dpmstream.simulator.dome_model import Line, Put, Site
+from dpmstream.simulator.dome_model import Call, Line, Put, Site
 # How far EPOCH may be after the `Selected fs` line's second (the head logs, then reads time(0)).
 EPOCH_SLACK_S = 1
 
@@ -47,6 +57,7 @@ class DomeTruth:
         self.counts: Counter = Counter()
         self.calls = self._calls()
         self.puts = self._puts()
+        self.checksums = self._checksums()
         self.capacity = [
             {"time": self.shows(ln.t), "host": ln.node.host, **ln.fields}
             for ln in self._kept() if ln.role == "capacity"]
@@ -137,6 +148,48 @@ class DomeTruth:
             out.append({**row, "status": "failed" if failed else "success", "end_reason": "line",
                         "ended": put_time + row["put_to_putdone"]})
         out.sort(key=lambda r: (r["put_time"], r["lfn"]))
+        return out
+
+    def _shows_record(self, c: Call) -> bool:
+        """Whether the call's record shows it as a checksum poll: opened, named, answered."""
+        return (any(ln.kept for ln in c.open_lines) and c.caller_line.kept and c.command_line.kept
+                and c.exit_line.kept)
+
+    def _checksums(self) -> list[dict]:
+        if not self.framed:
+            return []
+        head = self.site.head.host
+        head_calls = [r["end"] if r["end"] is not None else r["start"] for r in self.calls if r["host"] == head]
+        log_end = max(head_calls, default=self.site.t0)
+        out = []
+        for wait in self.site.checksums:
+            polls = [c for c in wait.polls if self._shows_record(c)]
+            while polls and polls[0].code != QUEUED:   # its 202s lost: an answer with no wait
+                self.counts["checksum_answers_without_wait"] += 1
+                polls.pop(0)
+            if not polls:
+                continue
+            last = polls[-1]
+            opened = next(ln for ln in polls[0].open_lines if ln.kept).t
+            start, end = self.shows(opened), self.shows(last.exit_line.t)
+            answered = last.code != QUEUED
+            if answered:
+                outcome = "done" if last.code == 200 else "failed"
+            else:
+                outcome = "timeout" if log_end >= end + CHECKSUM_TIMEOUT_MS else "input_end"
+            out.append(({"head": head, "caller": wait.frontend.fqdn, "remote_client": wait.user[1],
+                         "start": start, "end": end, "wait": end - start, "polls": len(polls),
+                         "outcome": outcome, "http_code": last.code if answered else None,
+                         "endings": int(answered), "overlap": 0, "whole_seconds": int(self.whole)},
+                        (opened, last.exit_line.t)))
+        by_key: dict = {}
+        for row, instants in out:
+            by_key.setdefault((row["caller"], row["remote_client"]), []).append((row, instants))
+        for waits in by_key.values():   # polled at once: their true spans meet
+            for row, (a, b) in waits:
+                row["overlap"] = int(any(r is not row and c <= b and a <= d for r, (c, d) in waits))
+        out = [row for row, _ in out]
+        out.sort(key=lambda r: (r["start"], r["caller"], r["remote_client"], r["end"]))
         return out
 
     def _orphans(self, p: Put, joined: list = ()) -> None:

@@ -16,7 +16,7 @@ from dpmstream.commands.common import zone_name
 
 # (option, SimConfig field, type, help); every default is None = "the scenario's value".
 _OPTIONS = [
-    ("--clients", "clients", int, "client hosts (default: 3)"),
+    ("--clients", "clients", int, "client hosts (default: 3; --dome: end users' hosts, at most 240, default 12)"),
     ("--concurrency", "concurrency", int, "concurrent request streams per client (default: 25)"),
     ("--requests", "requests", int, "request cycles to start (default: 3000 unless --duration/--lines)"),
     ("--duration", "duration", float, "simulated seconds; the run stops there, mid-call if need be"),

@@ -24,6 +24,10 @@ DOME_OPTIONS = [
     ("--generation", "generation", str, "DOME: tid ({TID} in every line) or notid (dmlite < 0.8.4) (default: tid)"),
     ("--chksum-fraction", "chksum_fraction", float, "DOME: puts followed by dome_chksum polls (default: 0.3)"),
     ("--chksum-fail-rate", "chksum_fail_rate", float, "DOME: checksum calculations that fail (default: 0.05)"),
+    ("--chksum-give-up-rate", "chksum_give_up_rate", float,
+     "DOME: frontends that stop polling dome_chksum after 1 to 4 polls (default: 0.03)"),
+    ("--chksum-pair-rate", "chksum_pair_rate", float,
+     "DOME: checksum waits during which the client polls a second file at once (default: 0.03)"),
     ("--disk-down-at", "disk_down_at", float, "DOME: seconds in: the first disk node goes down (default: 200)"),
     ("--disk-down-s", "disk_down_s", float, "DOME: ... for this long (default: 150)"),
     ("--gap-at", "gap_at", float, "DOME: seconds in: journald drops the head's lines (default: 300)"),
@@ -36,16 +40,16 @@ SHARED = {
     "seed": "seed", "start": "start", "tz": "tz", "duration": "duration", "rate": "rate",
     "restart_at": "restart_at", "restart_downtime": "restart_downtime", "host": "head",
     "accept_lines": "accept_lines", "put_fail_rate": "put_fail_rate",
-    "abandon_rate": "abandon_rate", "done_fail_rate": "putdone_fail_rate",
+    "abandon_rate": "abandon_rate", "done_fail_rate": "putdone_fail_rate", "clients": "clients",
 }
 
 
 def add_dome_options(parser) -> None:
     parser.add_argument("--dome", action="store_true",
                         help="simulate a DOME site instead (head + disk nodes): PREFIX.HOST.log per node, "
-                             "PREFIX.calls.csv, .puts.csv, .capacity.csv, .fs_events.csv, .summary.json; "
+                             "PREFIX.calls.csv, .puts.csv, .checksums.csv, .capacity.csv, .fs_events.csv, .summary.json; "
                              "takes the DOME options and --seed --start --tz --duration --rate --restart-at "
-                             "--restart-downtime --host --no-accept-lines --put-fail-rate --abandon-rate "
+                             "--restart-downtime --clients --host --no-accept-lines --put-fail-rate --abandon-rate "
                              "--done-fail-rate")
     for option, dest, kind, text in DOME_OPTIONS:
         parser.add_argument(option, dest=dest, type=kind, default=None, help=text)

@@ -9,9 +9,12 @@ record. `dpmstream run --metrics-port` and the Kafka worker serve the same famil
     dpm_dome_fs_free_bytes{server,fs}, dpm_dome_fs_size_bytes{server,fs}   last capacity line
     dpm_dome_fs_enabled{server,fs}                            1/0 as the head last said
     dpm_dome_fs_events_total{server,fs,event}                 every enable/disable line
+    dpm_dome_checksum_wait_seconds{host}                      checksum waits answered, one file each
+    dpm_dome_checksums_total{host,outcome}                    every checksum wait record (host: the head)
 
 Labels are bounded: command is a known dome_* command or "other"; code_class is 2xx..5xx
-or none; role head/disk; status success/failed/incomplete; host and server go through the
+or none; role head/disk; status success/failed/incomplete; outcome done/failed/timeout/
+input_end/evicted, or overlap for a run of two files polled at once; host and server go through the
 host cap of PipelineMetrics; a filesystem is a site's own short list of mount points, kept
 up to MAX_FILESYSTEMS and only when it looks like a mount point, else "other". Never a DN,
 LFN, PFN or token. Each family has a series budget (series_budget.py): past it, host,
@@ -27,6 +30,7 @@ import re
 
 from prometheus_client import Counter, Gauge
 
+from dpmstream.parsers.dome_checksums import DONE, EVICTED, FAILED, INPUT_END, TIMEOUT
 from dpmstream.parsers.dome_records import code_class, command_label
 from dpmstream.streams.metrics.buckets import CALL_BUCKETS, PHASE_BUCKETS
 from dpmstream.streams.metrics.labelled_histogram import LabelledHistogram
@@ -38,6 +42,9 @@ _MOUNT_POINT = re.compile(r"/[A-Za-z0-9_.\-/]{0,127}\Z")
 ROLES = frozenset(("head", "disk"))
 PUT_STATUSES = frozenset(("success", "failed", "incomplete"))
 FS_EVENTS = frozenset(("enabled", "disabled"))
+# A checksum wait's outcome (parsers/dome_checksums.py), or "overlap" for a run of several files.
+OVERLAP = "overlap"
+CHECKSUM_OUTCOMES = frozenset((DONE, FAILED, TIMEOUT, INPUT_END, EVICTED, OVERLAP))
 
 
 class _Filesystems:
@@ -69,6 +76,7 @@ class DomeMetrics:
         self._role = _one_of(ROLES)
         self._status = _one_of(PUT_STATUSES)
         self._event = _one_of(FS_EVENTS)
+        self._outcome = _one_of(CHECKSUM_OUTCOMES)
         r = registry
         self.calls = Counter(
             "dpm_dome_calls", "DOME calls (one HTTP request a DOME worker thread served), by "
@@ -100,6 +108,18 @@ class DomeMetrics:
             "(disable repeats at every check while the disk node stays down)",
             ["server", "fs", "event"], registry=r)
 
+        self.checksum_wait = LabelledHistogram(
+            "dpm_dome_checksum_wait_seconds", "A DOME checksum wait, a frontend's first "
+            "dome_chksum answered 202 (queued) to its answer (done or failed): one file's "
+            "only, never a run of two files polled at once or one given up; good to +-1 s "
+            "from whole-second stamps. host: the head", ["host"],
+            lambda labels: PHASE_BUCKETS["queue"], registry=r)
+        self.checksums = Counter(
+            "dpm_dome_checksums", "DOME checksum waits by outcome: done, failed, timeout (the "
+            "frontend stopped polling), input_end, evicted, or overlap (a client polling two "
+            "or more files at once through one frontend: one record). host: the head",
+            ["host", "outcome"], registry=r)
+
         def budget(family, labelnames, cost=lambda values: 2):  # a counter: _total, _created
             return SeriesBudget(family, labelnames, max_series, overflow, cost)
 
@@ -113,6 +133,9 @@ class DomeMetrics:
             "puts": budget("dpm_dome_puts_total", ("host", "status")),
             "fs": budget("dpm_dome_fs", ("server", "fs"), lambda values: 3),  # the 3 gauges
             "fs_events": budget("dpm_dome_fs_events_total", ("server", "fs", "event")),
+            "checksum_wait": budget("dpm_dome_checksum_wait_seconds", self.checksum_wait.labelnames,
+                                    self.checksum_wait.series_per_set),
+            "checksums": budget("dpm_dome_checksums_total", ("host", "outcome")),
         }
 
     def write(self, record: dict) -> None:
@@ -146,3 +169,10 @@ class DomeMetrics:
         self.fs_enabled.labels(*self._budget["fs"]((server, fs))).set(
             1 if rec["event"] == "enabled" else 0)
 
+
+    def _dome_checksum(self, rec: dict) -> None:
+        host = self._host(rec["head"])
+        outcome = OVERLAP if rec["overlap"] else self._outcome(rec["outcome"])
+        self.checksums.labels(*self._budget["checksums"]((host, outcome))).inc()
+        if outcome in (DONE, FAILED):
+            self.checksum_wait.observe(self._budget["checksum_wait"]((host,)), max(rec["wait"], 0) / 1000.0)

@@ -14,6 +14,7 @@ from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, csv_line
 
 # DOME kind -> its file in the output directory
 DOME_FILES = {"dome_call": "dome-calls.csv", "dome_put": "dome-puts.csv",
+              "dome_checksum": "dome-checksums.csv",
               "dome_capacity": "dome-capacity.csv", "dome_fs_event": "dome-fs-events.csv"}
 
 

@@ -17,7 +17,7 @@ from dpmstream.parsers.dome_records import CODE_CLASSES, code_class, command_lab
 from dpmstream.parsers.records import ms_to_text
 from dpmstream.streams.sinks.summary import QUANTILES, Series
 
-DOME_KINDS = frozenset(("dome_call", "dome_put", "dome_capacity", "dome_fs_event"))
+DOME_KINDS = frozenset(("dome_call", "dome_put", "dome_checksum", "dome_capacity", "dome_fs_event"))
 PUT_STATUSES = ("success", "failed", "incomplete")
 
 
@@ -29,13 +29,16 @@ class DomeSummary:
         self.puts: Counter = Counter()         # (status, end_reason) -> puts
         self.put_to_putdone = Series()         # sub-second puts
         self.put_to_putdone_whole = Series()   # whole-second puts: good to +-1 s
+        self.checksums: Counter = Counter()    # outcome -> checksum waits
+        self.checksum_wait = Series()          # one file's done or failed waits, sub-second
+        self.checksum_wait_whole = Series()    # ... from whole-second stamps: +-1 s
         self.capacity: dict[tuple[str, str], tuple[int, int, int]] = {}  # (host, fs) -> (time, phys, free)
         self.fs_events: Counter = Counter()    # (server, fs, event) -> events that changed the state
         self.first_ms: int | None = None
         self.last_ms: int | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.puts or self.capacity or self.fs_events)
+        return bool(self.calls or self.puts or self.checksums or self.capacity or self.fs_events)
 
     def write(self, record: dict) -> None:
         kind = record["kind"]
@@ -53,6 +56,12 @@ class DomeSummary:
             if record["put_to_putdone"] is not None:
                 series = self.put_to_putdone_whole if record["whole_seconds"] else self.put_to_putdone
                 series.add(record["put_to_putdone"])
+        elif kind == "dome_checksum":
+            self._cover(record["start"], record["end"])
+            self.checksums[record["outcome"]] += 1
+            if record["outcome"] in ("done", "failed") and not record["overlap"]:
+                series = self.checksum_wait_whole if record["whole_seconds"] else self.checksum_wait
+                series.add(record["wait"])
         elif kind == "dome_capacity":
             self._cover(record["time"])
             self.capacity[(record["host"], record["fs"])] = (record["time"], record["phys"],
@@ -80,6 +89,8 @@ class DomeSummary:
             out += self._call_lines(max_rows)
         if self.puts:
             out += self._put_lines()
+        if self.checksums:
+            out += self._checksum_lines()
         if self.capacity:
             out.append("DOME filesystems (last capacity line)")
             out.append(f"  {'host':<20} {'fs':<24} {'size GB':>10} {'free GB':>10} {'free':>6}")
@@ -150,6 +161,20 @@ class DomeSummary:
                 out.append(_row("put", "to putdone", self.put_to_putdone, whole=False))
             if self.put_to_putdone_whole.count:
                 out.append(_row("put", "to putdone", self.put_to_putdone_whole, whole=True)
+                           + "  whole-second stamps: +-1 s")
+        out.append("")
+        return out
+
+    def _checksum_lines(self) -> list[str]:
+        out = ["DOME checksum waits (first 202 answer to the last poll; docs/dome.md section 2)",
+               "  " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(self.checksums.items()))
+               + "  (overlap: one client polled two files at once, not timed)"]
+        if self.checksum_wait.count or self.checksum_wait_whole.count:
+            out.append(_header("chk", "wait"))
+            if self.checksum_wait.count:
+                out.append(_row("chk", "wait", self.checksum_wait, whole=False))
+            if self.checksum_wait_whole.count:
+                out.append(_row("chk", "wait", self.checksum_wait_whole, whole=True)
                            + "  whole-second stamps: +-1 s")
         out.append("")
         return out

@@ -174,6 +174,55 @@ def test_checksums_are_polled_with_202_until_done(traditional):
     assert all(c["role"] == "disk" for c in calls if c["command"] == "dome_dochksum")
 
 
+def test_each_checksum_wait_of_the_truth_is_its_frontends_polls_from_the_first_202_to_the_answer(traditional):
+    """Per wait, from the model: its polls 5 s apart on the head, 202 but the last; the
+    truth's row starts at the first and ends at the last, `done`/`failed` by the answer,
+    `timeout` for a frontend that gave up; waits of one key polled at once are marked."""
+    truth, site = traditional.truth, traditional.site
+    assert len(truth.checksums) > 50
+    for wait in site.checksums:
+        starts = [c.start for c in wait.polls]
+        assert all(b - a in (5_000, 10_000) for a, b in zip(starts, starts[1:]))   # one lost in the restart
+        assert all(c.code == 202 for c in wait.polls[:-1]) and all(c.node is site.head for c in wait.polls)
+    outcomes = {r["outcome"] for r in truth.checksums}
+    assert outcomes >= {"done", "timeout"}
+    for r in truth.checksums:
+        assert r["start"] % 1000 == r["end"] % 1000 == 0 and r["wait"] == r["end"] - r["start"] >= 0
+        assert (r["outcome"] in ("done", "failed")) == (r["endings"] == 1) == (r["http_code"] is not None)
+        assert r["polls"] >= 1 and r["whole_seconds"] == 1
+    assert len(_csv(traditional.paths["checksums"])) == len(truth.checksums)
+
+
+def test_a_checksum_wait_under_whole_second_stamps_is_good_to_a_second(traditional, precise):
+    """The wait between whole-second stamps against the model's true instants: within a
+    second (the record says whole_seconds 1); under RFC 3339 stamps, to the millisecond."""
+    for result, slack in ((traditional, 1000), (precise, 0)):
+        rows = {(r["caller"], r["remote_client"], r["start"]): r for r in result.truth.checksums}
+        compared = 0
+        for wait in result.site.checksums:
+            if not wait.polls or not all(ln.kept for c in wait.polls for ln in c.lines):
+                continue
+            true_start, true_end = wait.polls[0].start, wait.polls[-1].end
+            shown = true_start - true_start % 1000 if slack else true_start
+            row = rows.get((wait.frontend.fqdn, wait.user[1], shown))
+            if row is None or row["overlap"]:
+                continue
+            assert abs(row["wait"] - (true_end - true_start)) < max(slack, 1), row
+            compared += 1
+        assert compared > 50
+
+
+def test_a_client_polling_two_files_at_once_is_marked_overlap_in_the_truth(tmp_path):
+    one_client = simulate_dome(DomeConfig(duration=900.0, rate=0.1, disks=1, clients=1, chksum_pair_rate=0.5,
+                                          disk_down_at=None, restart_at=None, gap_at=None), tmp_path / "one")
+    waits = one_client.truth.checksums
+    at_once = [(a, b) for a, b in zip(waits, waits[1:]) if b["start"] < a["end"]]
+    assert at_once and all(a["overlap"] == b["overlap"] == 1 for a, b in at_once)
+    alone = [w for i, w in enumerate(waits) if all(o["end"] < w["start"] or w["end"] < o["start"]
+                                                   for o in waits[:i] + waits[i + 1:])]
+    assert alone and all(w["overlap"] == 0 for w in alone)
+
+
 def test_the_truth_files_hold_the_records(traditional):
     assert len(_csv(traditional.paths["calls"])) == len(traditional.truth.calls)
     rows = _csv(traditional.paths["puts"])
@@ -188,11 +237,12 @@ def test_the_command_line_writes_a_dome_site_and_refuses_options_of_the_other_si
     ok = run("--dome", "--duration", "60", "--envelope", "journal", "--disks", "2", "--quiet")
     assert ok.returncode == 0, ok.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "s.calls.csv", "s.capacity.csv", "s.dpmdisk01.log", "s.dpmdisk02.log", "s.dpmhead01.log",
+        "s.calls.csv", "s.capacity.csv", "s.checksums.csv", "s.dpmdisk01.log", "s.dpmdisk02.log", "s.dpmhead01.log",
         "s.fs_events.csv", "s.puts.csv", "s.summary.json"]
     for args, message in ((["--dome", "--sthreads", "3"], "--sthreads: not an option of a DOME site"),
                           (["--disks", "2"], "--disks: not an option of the DPM head node"),
-                          (["--dome", "--envelope", "syslog"], "--envelope 'syslog': expected one of")):
+                          (["--dome", "--envelope", "syslog"], "--envelope 'syslog': expected one of"),
+                          (["--dome", "--clients", "300"], "--clients must be between 1 and 240")):
         bad = run(*args)
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
