@@ -430,7 +430,7 @@ class Reassembler:
         host, daemon, pid, tid = key
         proc = self.processes[(host, daemon)][pid]
         if proc.lines > 1:
-            for other in [t for t in proc.tids if t != tid]:
+            for other in sorted(t for t in proc.tids if t != tid):  # lowest first: engine.rs's order
                 self._drop_thread((host, daemon, pid, other))
             self.stats.restarts += 1
             self.restart_log.append((ev.ts, host, daemon))
@@ -757,7 +757,7 @@ class Reassembler:
                     self.restart_log.append((newest.first, host, daemon))
                 else:
                     self.stats.stray_processes += 1
-                for tid in list(proc.tids):
+                for tid in sorted(proc.tids):  # lowest first, as engine.rs walks them
                     self._drop_thread((host, daemon, pid, tid))
                 del procs[pid]
                 gone.add(pid)
