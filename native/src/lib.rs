@@ -16,6 +16,7 @@ mod envelope;
 mod linking;
 mod rec;
 mod records;
+mod schema;
 mod tally;
 mod window;
 
@@ -444,6 +445,7 @@ impl FastLines {
 
 #[pymodule]
 fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    schema::check(m)?; // built from parsers/schema.py's record schema, or no import
     m.add_class::<FastLines>()?;
     m.add_class::<engine::Core>()?;
     m.add_class::<tally::Tally>()?;
