@@ -531,6 +531,27 @@ const EXPIRED_SESSIONS: usize = 13;
 const DUPLICATE_LINES: usize = 14;
 const FUTURE_LINES: usize = 15;
 const CLOCK_STEPS: usize = 16;
+// Each index is its counter's place in schema.rs: a reordered STAT_NAMES fails the build.
+const _: () = assert!(
+    crate::schema::named(&STAT_NAMES, REQUESTS, "requests")
+        && crate::schema::named(&STAT_NAMES, CALLS, "calls")
+        && crate::schema::named(&STAT_NAMES, EVICTIONS, "evictions")
+        && crate::schema::named(&STAT_NAMES, EXPIRED, "expired")
+        && crate::schema::named(&STAT_NAMES, DROPPED_ACCEPTS, "dropped_accepts")
+        && crate::schema::named(&STAT_NAMES, LATE_LINES, "late_lines")
+        && crate::schema::named(&STAT_NAMES, STRAY_RETURNS, "stray_returns")
+        && crate::schema::named(&STAT_NAMES, NORETURN_CALLS, "noreturn_calls")
+        && crate::schema::named(&STAT_NAMES, ORPHANS, "orphans")
+        && crate::schema::named(&STAT_NAMES, RESTARTS, "restarts")
+        && crate::schema::named(&STAT_NAMES, STRAY_PROCESSES, "stray_processes")
+        && crate::schema::named(&STAT_NAMES, THREAD_EVICTIONS, "thread_evictions")
+        && crate::schema::named(&STAT_NAMES, EXPIRED_THREADS, "expired_threads")
+        && crate::schema::named(&STAT_NAMES, EXPIRED_SESSIONS, "expired_sessions")
+        && crate::schema::named(&STAT_NAMES, DUPLICATE_LINES, "duplicate_lines")
+        && crate::schema::named(&STAT_NAMES, FUTURE_LINES, "future_lines")
+        && crate::schema::named(&STAT_NAMES, CLOCK_STEPS, "clock_steps"),
+    "engine.rs's counter indexes do not match schema::STAT_NAMES"
+);
 
 #[derive(Clone, Copy)]
 struct Settings {

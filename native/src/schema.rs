@@ -28,6 +28,25 @@ pub const STAT_NAMES: [&str; 17] = [
     "noreturn_calls", "orphans", "restarts", "stray_processes", "thread_evictions",
     "expired_threads", "expired_sessions", "duplicate_lines", "future_lines", "clock_steps",
 ];
+/// Whether `names[i]` is `name` (at compile time: engine.rs pins its counter indexes).
+pub const fn named(names: &[&str], i: usize, name: &str) -> bool {
+    if i >= names.len() {
+        return false;
+    }
+    let (a, b) = (names[i].as_bytes(), name.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut k = 0;
+    while k < a.len() {
+        if a[k] != b[k] {
+            return false;
+        }
+        k += 1;
+    }
+    true
+}
+
 /// LinkStats' fields: the order of Core.link_stats()'s tuple.
 pub const LINK_STAT_NAMES: [&str; 2] = ["ns_calls_linked", "ns_calls_ambiguous"];
 
