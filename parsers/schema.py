@@ -83,6 +83,7 @@ def declared() -> dict[str, tuple]:
         "call_ms_fields": tuple(sorted(CALL_MS_FIELDS)),
         "request_keys": REQUEST_KEYS + LINKED_REQUEST_COLUMNS,
         "call_keys": CALL_KEYS,
+        "phases": PHASES,
         "statuses": STATUSES,
         "end_reasons": END_REASONS,
         "counters": tuple(f.name for f in fields(ReassemblyStats)),
@@ -97,7 +98,8 @@ def differences(compiled: dict) -> list[str]:
     for part in sorted(want.keys() | compiled.keys()):
         mine = want.get(part)
         theirs = compiled.get(part)
-        theirs = None if theirs is None else tuple(theirs)
+        theirs = None if theirs is None else tuple(
+            tuple(x) if isinstance(x, list) else x for x in theirs)
         if part.endswith("_ms_fields") and theirs is not None:
             theirs = tuple(sorted(theirs))
         if mine == theirs:
@@ -110,14 +112,18 @@ def differences(compiled: dict) -> list[str]:
         only_rs = [x for x in theirs if x not in mine]
         what = []
         if only_py:
-            what.append(f"missing in the compiled extension: {', '.join(only_py)}")
+            what.append(f"missing in the compiled extension: {_listed(only_py)}")
         if only_rs:
-            what.append(f"only in the compiled extension: {', '.join(only_rs)}")
+            what.append(f"only in the compiled extension: {_listed(only_rs)}")
         if not what:
-            what.append(f"another order: Python {', '.join(mine)}; "
-                        f"compiled {', '.join(theirs)}")
+            what.append(f"another order: Python {_listed(mine)}; compiled {_listed(theirs)}")
         out.append(f"{part}: {'; '.join(what)}")
     return out
+
+
+def _listed(items) -> str:
+    return ", ".join(item if isinstance(item, str) else "(" + ", ".join(item) + ")"
+                     for item in items)
 
 
 def check_compiled(compiled: dict) -> None:

@@ -1,6 +1,6 @@
 //! The record schema of parsers/schema.py, as the compiled code uses it: the columns and
 //! which hold milliseconds (records.rs), the counters and the record values chosen at
-//! run time (engine.rs). Python's is the declaration: when the module loads, `check`
+//! run time (engine.rs), the phases (tally.rs). Python's is the declaration: when the module loads, `check`
 //! hands this copy, and the keys the record builders of rec.rs really write, to
 //! parsers/schema.check_compiled, which fails the import naming every difference.
 
@@ -21,6 +21,13 @@ pub const CALL_COLUMNS: [&str; 13] = [
     "auth_s", "session", "token",
 ];
 pub const CALL_MS: [&str; 4] = ["started", "ended", "duration_s", "auth_s"];
+
+/// Request phases exported as metrics and summed by the summary: (record field, phase).
+pub const PHASES: [(&str, &str); 9] = [
+    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
+    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
+    ("done_s", "done"), ("total_s", "total"),
+];
 
 /// ReassemblyStats' fields, in order (engine.rs indexes them by the constants below them).
 pub const STAT_NAMES: [&str; 17] = [
@@ -65,6 +72,7 @@ pub fn schema(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let (request_keys, call_keys) = crate::rec::written_keys(py)?;
     d.set_item("request_keys", request_keys)?;
     d.set_item("call_keys", call_keys)?;
+    d.set_item("phases", PHASES.to_vec())?;
     d.set_item("statuses", STATUSES.to_vec())?;
     d.set_item("end_reasons", END_REASONS.to_vec())?;
     d.set_item("counters", STAT_NAMES.to_vec())?;

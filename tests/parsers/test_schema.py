@@ -93,3 +93,12 @@ def test_the_same_schema_passes_and_ms_fields_compare_as_sets():
     compiled["request_ms_fields"].reverse()
     schema.check_compiled(compiled)
     assert schema.differences(compiled) == []
+
+
+def test_a_compiled_phase_of_another_name_fails_naming_the_pair():
+    compiled = _declared_as_compiled()
+    compiled["phases"][2] = ["queue_s", "queued"]
+    with pytest.raises(schema.SchemaMismatch, match=r"phases: missing in the compiled extension: "
+                                                    r"\(queue_s, queue\); only in the compiled "
+                                                    r"extension: \(queue_s, queued\)"):
+        schema.check_compiled(compiled)
