@@ -212,11 +212,14 @@ class Pipeline:
 
     def source(self, name: str, *, host: str, path: str | None = None,
                profile: Profile | None = None, tz: str | None = None, year: int | None = None,
-               year_hint_ms: int | None = None) -> "Source":
-        """A new (or the existing) stream called `name`."""
+               year_hint_ms: int | None = None, ref: tuple[int, int] | None = None) -> "Source":
+        """A new (or the existing) stream called `name`. Without `year`, its lines are
+        dated by `ref`, the (year, month) of its last line where the caller knows it (the
+        probe reads a log's tail), else by stream_reference(path, year_hint_ms)."""
         src = self.sources.get(name)
         if src is None:
-            src = self.sources[name] = Source(self, name, host, path, profile, tz, year, year_hint_ms)
+            src = self.sources[name] = Source(self, name, host, path, profile, tz, year,
+                                              year_hint_ms, ref)
         return src
 
     def _detecting(self, host: str) -> bool:
@@ -409,7 +412,7 @@ class StateChanges:
 class Source:
     def __init__(self, pipeline: Pipeline, name: str, host: str, path: str | None,
                  profile: Profile | None, tz: str | None, year: int | None,
-                 year_hint_ms: int | None):
+                 year_hint_ms: int | None, ref: tuple[int, int] | None = None):
         self.pipeline = pipeline
         self.name = name
         self.host = host
@@ -417,6 +420,7 @@ class Source:
         self.tz = tz
         self.year = year
         self.year_hint_ms = year_hint_ms
+        self.ref = ref
         self.line_no = 0
         self.parser: LineParser | None = None
         self._pending: list[tuple[str, int | None]] = []
@@ -444,6 +448,11 @@ class Source:
     def daemon(self) -> str:
         """The daemon its lines are counted under (DOME: dome_lines.DAEMON)."""
         return DOME_DAEMON if self.dome else self.parser.daemon
+
+    @property
+    def lines_fed(self) -> int:
+        """Lines fed so far, those still buffered to detect the profile included."""
+        return self.line_no + len(self._pending)
 
     @property
     def position(self) -> int:
@@ -488,7 +497,7 @@ class Source:
         zone_name = self.tz or profile.timezone
         ref = None
         if self.year is None:
-            ref = stream_reference(self.path, self.year_hint_ms, load_zone(zone_name))
+            ref = self.ref or stream_reference(self.path, self.year_hint_ms, load_zone(zone_name))
         clock = EventClock(zone_name, year=self.year, ref=ref, zone_given=bool(self.tz))
         if self.dome:
             return engines.new_dome_parser(self.pipeline.dome_engine, profile, clock)
@@ -616,14 +625,14 @@ class Source:
         self.line_no += 1
         parser = self.parser
         if received_ms is not None:
-            ref = self._ref_of(received_ms)
+            ref = self.received_ref(received_ms)
             if ref is not parser.line_ref:  # the same tuple while the hour is the same
                 parser.line_ref = ref
         ev = parser.parse(line)
         if ev is None and parser.result == ROUTED:
             parser = self._routed_parser(parser.routed_tag)
             if received_ms is not None:
-                parser.line_ref = self._ref_of(received_ms)
+                parser.line_ref = self.received_ref(received_ms)
             ev = parser.parse(line)
             if ev is None:
                 self._count_other(parser, line)
@@ -684,7 +693,9 @@ class Source:
         if result == MALFORMED:
             self._remember_bad(parser.reason, line)
 
-    def _ref_of(self, received_ms: int) -> tuple[int, int]:
+    def received_ref(self, received_ms: int) -> tuple[int, int]:
+        """The (year, month) reference a line received at `received_ms` is dated by (the
+        same tuple while the hour is the same: a caller may compare them by identity)."""
         cached = self._received_cache
         if cached is not None and abs(cached[0] - received_ms) < 3_600_000:
             return cached[1]
@@ -745,7 +756,7 @@ class Source:
             for line in lines:
                 self.feed(line, received_ms)
             return
-        ref = self._ref_of(received_ms)
+        ref = self.received_ref(received_ms)
         for parser in (self.parser, *self._routed.values()):
             parser.line_ref = ref
         others = self.other_counts

@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields as dc_fields
 from typing import Callable, NamedTuple
 
 from .events import Event
+from .schema import BY_EVICTION, BY_INPUT_END, BY_LINE, BY_TIMEOUT  # noqa: F401
 
 # Ops of the calls that are steps of a request, and the request op they imply.
 REQUEST_OPS = frozenset(("put", "get"))
@@ -33,8 +34,6 @@ SESSION_OPEN = {"startsess": "sess", "starttrans": "trans"}
 SESSION_CLOSE = {"endsess": "sess", "endtrans": "trans", "aborttrans": "trans"}
 
 PLAIN, STEP, PROC, LATE = "plain", "step", "proc", "late"
-# Why a request record was emitted (the record's `end_reason`).
-BY_LINE, BY_TIMEOUT, BY_EVICTION, BY_INPUT_END = "line", "timeout", "evicted", "input_end"
 # Ended requests are remembered in groups of this many tokens, so that an external state
 # store writes one entry per group (per batch), not one per request.
 FINISHED_GROUP = 1024
@@ -430,7 +429,7 @@ class Reassembler:
         host, daemon, pid, tid = key
         proc = self.processes[(host, daemon)][pid]
         if proc.lines > 1:
-            for other in [t for t in proc.tids if t != tid]:
+            for other in sorted(t for t in proc.tids if t != tid):  # lowest first: engine.rs's order
                 self._drop_thread((host, daemon, pid, other))
             self.stats.restarts += 1
             self.restart_log.append((ev.ts, host, daemon))
@@ -679,6 +678,7 @@ class Reassembler:
     def _request_record(self, req: Request, status: str, ended: int, reason: str) -> dict:
         self.stats.requests += 1
         start = req.accepted if req.accepted is not None else req.started
+        # The keys of schema.REQUEST_KEYS, in order (tests/parsers/test_schema.py).
         return {
             "kind": "request", "host": req.host, "token": req.token, "op": req.op,
             "client": req.client, "nfiles": req.nfiles, "status": status,
@@ -703,7 +703,7 @@ class Reassembler:
             setattr(th, SESSION_CLOSE[call.op], False)
         self.stats.calls += 1
         host, daemon, pid, tid = key
-        self.emit({
+        self.emit({  # the keys of schema.CALL_KEYS, in order (tests/parsers/test_schema.py)
             "kind": "call", "host": host, "daemon": daemon, "pid": pid,
             "thread": tid if tid >= 0 else None, "op": call.op, "client": call.client,
             "started": call.started, "ended": ended, "duration_s": _diff(ended, call.started),
@@ -757,7 +757,7 @@ class Reassembler:
                     self.restart_log.append((newest.first, host, daemon))
                 else:
                     self.stats.stray_processes += 1
-                for tid in list(proc.tids):
+                for tid in sorted(proc.tids):  # lowest first, as engine.rs walks them
                     self._drop_thread((host, daemon, pid, tid))
                 del procs[pid]
                 gone.add(pid)

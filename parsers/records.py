@@ -1,8 +1,8 @@
-"""The two record types the project reports, with their column order and formatting.
+"""The formatting of the two record types the project reports (CSV rows, JSON objects).
 
-Columns follow section 4 of the format reference exactly, in order; extra columns come
-after. Times are integer milliseconds since the epoch (UTC) internally and are shown as
-seconds with three decimals; None is an empty cell.
+Their columns (section 4 of the format reference exactly, in order; extra columns after)
+are declared in parsers/schema.py. Times are integer milliseconds since the epoch (UTC)
+internally and are shown as seconds with three decimals; None is an empty cell.
 """
 
 from __future__ import annotations
@@ -12,47 +12,17 @@ import io
 import json
 import os
 
+# The columns, their units and the statuses: parsers/schema.py, the one declaration.
+from .schema import (  # noqa: F401 (re-exported: the sinks and reports read them here)
+    CALL_COLUMNS, CALL_MS_FIELDS, PHASES, REQUEST_COLUMNS, REQUEST_MS_FIELDS, STATUSES,
+)
+
 try:  # the compiled formatting (native/src/records.rs); the functions below are the reference
     from ._fastlines import record_csv_line as _compiled_csv, record_json as _compiled_json
 except ImportError:  # not built
     _compiled_csv = _compiled_json = None
 if os.environ.get("DPMSTREAM_PURE_PYTHON"):
     _compiled_csv = _compiled_json = None
-
-REQUEST_COLUMNS = (
-    "host", "token", "op", "client", "nfiles", "status",
-    "accepted", "started", "ended",
-    "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
-    "ready_wait_s", "transfer_s", "done_s", "total_s",
-    # extra columns
-    "end_reason",
-    "ns_calls", "ns_s",  # name-server calls linked to the request (parsers/linking.py)
-)
-
-CALL_COLUMNS = (
-    "host", "daemon", "pid", "thread", "op", "client", "started", "ended",
-    "duration_s", "rc", "auth_s",
-    # extra columns
-    "session",
-    "token",  # the request a name-server call served (parsers/linking.py)
-)
-
-# Which request columns are times or durations in milliseconds (shown as seconds).
-REQUEST_MS_FIELDS = frozenset((
-    "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s",
-    "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
-))
-CALL_MS_FIELDS = frozenset(("started", "ended", "duration_s", "auth_s"))
-
-# Request phases exported as metrics: (record field, phase label).
-PHASES = (
-    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
-    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
-    ("done_s", "done"), ("total_s", "total"),
-)
-
-STATUSES = ("success", "failed", "aborted", "incomplete")
-
 
 def ms_to_text(ms: int | None) -> str:
     """Milliseconds as seconds with three decimals, exactly (no float rounding)."""

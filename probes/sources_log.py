@@ -5,8 +5,8 @@ and covers `window_s` before it. Only the tail is read (probes/tail.py): backwar
 the end until a line `window + lookback` older than the last one is passed (the lookback
 lets requests that end in the window be reassembled from their first line; the stamps
 are read with the profile's own envelope, detected from the last lines), then
-forwards through the domain's parser and reassembler (dpmstream.parsers), as a replay
-does, so year and month boundaries, daemon restarts and thread reuse are handled exactly
+forwards through a Pipeline's Source (dpmstream.parsers.pipeline), as a replay feeds a
+file, so year and month boundaries, daemon restarts and thread reuse are handled exactly
 as everywhere else. The reassembly engine is replay's (parsers/engines.py): the compiled
 one where built, whole blocks of lines without Python per line; DPMSTREAM_ENGINE=python
 chooses the reference. Nothing of dpmstream.streams is imported: a site installs the probe
@@ -37,12 +37,13 @@ from collections import deque
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from dpmstream.parsers.clock import ClockError, EventClock, load_zone, stream_reference
-from dpmstream.parsers import engines, fastpath
-from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT, LineParser
+from dpmstream.parsers.clock import ClockError, load_zone, stream_reference
+from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT
+from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, resolve_profile
 from dpmstream.parsers.stamps import LineStamps
 from dpmstream.parsers.records import PHASES
+from dpmstream.parsers.schema import BY_INPUT_END
 from dpmstream.probes import tail
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.probes.measurement import Snapshot, SourceError, Wanted
@@ -226,18 +227,10 @@ class LogSource:
         return snap
 
     def _read(self, fh, start: int, end: int, found: "_Start", wanted: Wanted) -> Snapshot:
-        """The window measured from the lines between `start` and `end`, forwards."""
+        """The window measured from the lines between `start` and `end`, forwards, fed
+        through a Pipeline's Source as a replay feeds a file (parsers/pipeline.py)."""
         t = self.tail
         t.start, t.lines_read, t.long_lines, t.partial_last_line = start, 0, 0, False
-        self.lines.update({key: 0 for key in self.lines})
-        self.decode_errors = 0
-        profile = found.profile
-        zone_name = self.tz or profile.timezone
-        try:
-            clock = EventClock(zone_name, year=None, ref=found.ref, zone_given=bool(self.tz))
-        except ClockError as exc:
-            raise SourceError(str(exc)) from None
-        parser = LineParser(profile, clock, self.host_name)
         window_ms = int(self.window_s * 1000)
         kept: deque = deque()
         latest = [-1]  # latest event time parsed so far
@@ -247,108 +240,45 @@ class LogSource:
             if ended is not None and ended > latest[0] - window_ms:
                 kept.append(rec)
 
-        emit = [keep]  # what the reassembler's records go to; all of them at the end
+        # The engine is replay's (parsers/engines.py): DPMSTREAM_ENGINE, else the compiled
+        # one where built. Only the profile found is read: no other daemon's lines are
+        # routed out of a mixed syslog file.
         try:
-            self.engine = engines.choose(None)  # DPMSTREAM_ENGINE, else compiled where built
-        except ValueError as exc:
+            pipeline = Pipeline(keep, timeout_s=self.timeout_s, profiles=[found.profile])
+            src = pipeline.source(self.path, host=self.host_name, path=self.path,
+                                  profile=found.profile, tz=self.tz, ref=found.ref)
+        except (ValueError, ClockError) as exc:
             raise SourceError(str(exc)) from None
-        if parser._compiled is None:
-            self.engine = engines.PYTHON  # the compiled engine parses with the compiled parser
-        reassembler = engines.new_reassembler(self.engine, lambda rec: emit[0](rec),
-                                              timeout_ms=int(self.timeout_s * 1000))
-        newest = -1
+        self.engine = pipeline.engine
         read_s = None  # event time from the first stamped line read to the newest
-        if self.engine == engines.COMPILED:
-            read_block = self._compiled_block(parser, reassembler)
-        else:
-            read_block = self._python_block(parser, reassembler)
         for lines in tail.blocks_forwards(fh, start, end, t, deadline=self.deadline,
                                           max_line=self.max_line):
             if read_s is None:
                 read_s = found.seconds_before_newest(lines)
-            block_newest = read_block(lines)
-            if block_newest > newest:
-                newest = block_newest
+            src.feed_lines(lines)
             # per block (1 MiB, some 9,000 lines): event-time sweep, drop what is too old
-            latest[0] = newest
-            reassembler.advance()
-            while kept and kept[0]["ended"] <= newest - window_ms:
+            latest[0] = max(pipeline.stats.latest_event_ms.values(), default=-1)
+            pipeline.advance()
+            while kept and kept[0]["ended"] <= latest[0] - window_ms:
                 kept.popleft()
+        self._count(pipeline.stats)
         if latest[0] < 0:
             raise SourceError(f"{self.path}: no line of its window could be parsed "
-                              f"(profile {profile.name}; --profile to choose another)")
-        records = list(kept)
-        kept.clear()
-        emit[0] = kept.append
-        reassembler.finish()
-        records += [r for r in kept if _finished_at_end(r)]
+                              f"(profile {found.profile.name}; --profile to choose another)")
+        pipeline.finish()
+        records = [r for r in kept if _finished_before_the_end(r)]
         snap = self._snapshot(records, latest[0], wanted)
         snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
         snap.long_lines = t.long_lines
         snap.read_s = read_s
         return snap
 
-    def _python_block(self, parser: LineParser, reassembler):
-        """A block's lines -> the Python engine, one event at a time; returns the newest
-        event time parsed (-1: none)."""
-        # The compiled twin of parser.parse() (None without it), called straight as the
-        # replay's hot loop does: a line it leaves (None) goes to the Python parser.
-        fast = parser._fast
-        unmatched = fastpath.UNMATCHED_LINE
-        feed = reassembler.feed
-        counts = self.lines
-
-        def read_block(lines: list[bytes]) -> int:
-            newest = -1
-            for raw in lines:
-                try:
-                    line = raw.decode()
-                except UnicodeDecodeError:
-                    line = raw.decode("utf-8", "replace")  # a Latin-1 DN still parses
-                    self.decode_errors += 1
-                if line[-1:] == "\r":
-                    line = line[:-1]
-                ev = fast(line) if fast is not None else None
-                if ev is None:
-                    ev = parser.parse_python(line)
-                    if ev is None:
-                        counts[parser.result] += 1
-                        continue
-                elif ev is unmatched:
-                    counts[UNMATCHED_RESULT] += 1
-                    continue
-                counts[PARSED] += 1
-                if ev[0] > newest:
-                    newest = ev[0]
-                feed(ev)
-            return newest
-
-        return read_block
-
-    def _compiled_block(self, parser: LineParser, reassembler):
-        """A block's lines -> the compiled engine, parsed and reassembled without Python
-        per line (as replay's Source.feed_chunk does); a line its parser leaves (not
-        printable ASCII, a stamp it does not know) takes the Python path alone."""
-        one_line = self._python_block(parser, reassembler)
-        compiled, feed_lines = parser._compiled, reassembler.feed_lines
-        counts = self.lines
-
-        def read_block(lines: list[bytes]) -> int:
-            newest, i, n = -1, 0, len(lines)
-            while i < n:
-                i, parsed, unmatched, latest, why = feed_lines(compiled, lines, i, None, n)
-                counts[PARSED] += parsed
-                counts[UNMATCHED_RESULT] += unmatched
-                if latest > newest:
-                    newest = latest
-                if why == engines.SLOW:
-                    latest = one_line(lines[i:i + 1])
-                    if latest > newest:
-                        newest = latest
-                    i += 1
-            return newest
-
-        return read_block
+    def _count(self, stats) -> None:
+        """The lines read, by result (parsed, unmatched, malformed, any other), over hosts."""
+        self.lines = {PARSED: 0, UNMATCHED_RESULT: 0, MALFORMED: 0}
+        for (_host, _daemon, result), n in stats.lines.items():
+            self.lines[result] = self.lines.get(result, 0) + n
+        self.decode_errors = stats.decode_errors
 
     def _find_start(self, fh, end: int, mtime: float, scan_deadline: float | None):
         """(offset of the first line to read, _Start): reading backwards, the profile is
@@ -468,7 +398,9 @@ class LogSource:
         return snap
 
 
-def _finished_at_end(rec: dict) -> bool:
-    """Of what the end of the file forces out: only a get already answered SUCCESS is
-    over; everything else is still in progress."""
-    return rec["kind"] == "request" and rec.get("status") == "success"
+def _finished_before_the_end(rec: dict) -> bool:
+    """Whether a record is over: of the requests the end of the file forces out, only a
+    get already answered SUCCESS is; everything else is still in progress (a call still
+    open has no end: it is left out by its window)."""
+    return (rec["kind"] != "request" or rec["end_reason"] != BY_INPUT_END
+            or rec["status"] == "success")

@@ -51,7 +51,7 @@ def segments_of(r: dict) -> dict[str, int] | None:
     total = r.get("total_s")
     if total is None:
         return None
-    queue = max(r.get("queue_s") or 0, 0)   # may be slightly negative (queued before returns)
+    queue = max(r.get("queue_s") or 0, 0)   # never negative from an engine (parsers/schema.py)
     proc = r.get("proc_s") or 0
     ns = r.get("ns_s")
     proc_ns = min(ns, proc) if ns is not None and ns > 0 else 0

@@ -90,7 +90,7 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
             print(f"{command}: {inp.name}: {error}; the lines before it are kept",
                   file=sys.stderr)
             state["failures"] += 1
-        state["lines"] += lane.src.line_no + len(lane.src._pending)
+        state["lines"] += lane.src.lines_fed
         if not inp.is_stdin:
             stream.close()
         state["done_before"] += inp.size or 0

@@ -316,7 +316,7 @@ def _dict_differences(what: str, a: dict, b: dict) -> list[str]:
             for key in sorted(a.keys() | b.keys()) if a.get(key) != b.get(key)]
 
 
-# -- where the Python engine leaves the order open ----------------------------------------
+# -- whether the Python engine leaves the order open -------------------------------------
 
 class _ReversedSet(set):
     """A set iterated largest first: another order CPython's could have had."""
@@ -349,18 +349,10 @@ def order_is_free(python_run: Callable[[], Outcome]) -> bool:
     """Whether the Python engine's own emission order in `python_run` (a run of the
     "python" engine) depends on the iteration order of a set: a process's thread ids
     (Process.tids), which _retire_processes and _on_startup walk to cut the calls left
-    open (each a record, and a chance for the linker to release what it held). Another
-    engine may walk them in any order: its records are then compared as multisets."""
+    open (each a record, and a chance for the linker to release what it held). They are
+    walked lowest first, as the compiled engine walks them, so it must not: the engines
+    are compared record for record in order."""
     plain = python_run()
     with _processes_iterating_threads_backwards():
         backwards = python_run()
     return [canonical(r) for r in plain.records] != [canonical(r) for r in backwards.records]
-
-
-def agreement(want: Outcome, got: Outcome, python_run: Callable[[], Outcome]) -> list[str]:
-    """differences() with the records in emission order, or as multisets where
-    order_is_free(python_run) (the records only: counters, snapshots and states stay exact)."""
-    found = differences(want, got)
-    if found and found[0] == SAME_RECORDS_OTHER_ORDER and order_is_free(python_run):
-        found = differences(want, got, order="multiset")
-    return found

@@ -126,7 +126,7 @@ pub struct Names {
 }
 
 impl Names {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut names = Names { index: FxMap::default(), texts: Vec::new(), strings: Vec::new() };
         for text in KNOWN {
             names.intern(text);
@@ -513,11 +513,7 @@ struct Request {
     order: u32,
 }
 
-const STAT_NAMES: [&str; 17] = [
-    "requests", "calls", "evictions", "expired", "dropped_accepts", "late_lines", "stray_returns",
-    "noreturn_calls", "orphans", "restarts", "stray_processes", "thread_evictions",
-    "expired_threads", "expired_sessions", "duplicate_lines", "future_lines", "clock_steps",
-];
+use crate::schema::{END_REASONS, STATUSES, STAT_NAMES}; // STAT_NAMES[i] is stats[i]
 const REQUESTS: usize = 0;
 const CALLS: usize = 1;
 const EVICTIONS: usize = 2;
@@ -535,6 +531,27 @@ const EXPIRED_SESSIONS: usize = 13;
 const DUPLICATE_LINES: usize = 14;
 const FUTURE_LINES: usize = 15;
 const CLOCK_STEPS: usize = 16;
+// Each index is its counter's place in schema.rs: a reordered STAT_NAMES fails the build.
+const _: () = assert!(
+    crate::schema::named(&STAT_NAMES, REQUESTS, "requests")
+        && crate::schema::named(&STAT_NAMES, CALLS, "calls")
+        && crate::schema::named(&STAT_NAMES, EVICTIONS, "evictions")
+        && crate::schema::named(&STAT_NAMES, EXPIRED, "expired")
+        && crate::schema::named(&STAT_NAMES, DROPPED_ACCEPTS, "dropped_accepts")
+        && crate::schema::named(&STAT_NAMES, LATE_LINES, "late_lines")
+        && crate::schema::named(&STAT_NAMES, STRAY_RETURNS, "stray_returns")
+        && crate::schema::named(&STAT_NAMES, NORETURN_CALLS, "noreturn_calls")
+        && crate::schema::named(&STAT_NAMES, ORPHANS, "orphans")
+        && crate::schema::named(&STAT_NAMES, RESTARTS, "restarts")
+        && crate::schema::named(&STAT_NAMES, STRAY_PROCESSES, "stray_processes")
+        && crate::schema::named(&STAT_NAMES, THREAD_EVICTIONS, "thread_evictions")
+        && crate::schema::named(&STAT_NAMES, EXPIRED_THREADS, "expired_threads")
+        && crate::schema::named(&STAT_NAMES, EXPIRED_SESSIONS, "expired_sessions")
+        && crate::schema::named(&STAT_NAMES, DUPLICATE_LINES, "duplicate_lines")
+        && crate::schema::named(&STAT_NAMES, FUTURE_LINES, "future_lines")
+        && crate::schema::named(&STAT_NAMES, CLOCK_STEPS, "clock_steps"),
+    "engine.rs's counter indexes do not match schema::STAT_NAMES"
+);
 
 #[derive(Clone, Copy)]
 struct Settings {
@@ -591,7 +608,7 @@ struct Keys {
 impl Keys {
     fn new(py: Python<'_>) -> Self {
         let mut k = FxMap::default();
-        for name in ["line", "timeout", "evicted", "input_end", "success", "incomplete", "failed", "aborted"] {
+        for name in END_REASONS.into_iter().chain(STATUSES) {
             k.insert(name, PyString::intern(py, name).unbind());
         }
         Keys { k }
@@ -621,7 +638,7 @@ struct State {
     processes: FxMap<(Sym, Sym), FxMap<i64, Process>>,
     process_streams: Vec<(Sym, Sym)>,
     seen: DigestWindow,
-    stats: [i64; 17],
+    stats: [i64; STAT_NAMES.len()],
     restart_log: VecDeque<(i64, Sym, Sym)>,
     slow_queue_depth: i64,
     changed: Option<Changed>,
@@ -1811,7 +1828,7 @@ impl Core {
                 processes: FxMap::default(),
                 process_streams: Vec::new(),
                 seen: DigestWindow::new(duplicate_memory),
-                stats: [0; 17],
+                stats: [0; STAT_NAMES.len()],
                 restart_log: VecDeque::new(),
                 slow_queue_depth: 0,
                 changed: None,

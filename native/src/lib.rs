@@ -25,6 +25,7 @@ mod envelope;
 mod linking;
 mod rec;
 mod records;
+mod schema;
 mod tally;
 mod window;
 
@@ -453,6 +454,7 @@ impl FastLines {
 
 #[pymodule]
 fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    schema::check(m)?; // built from parsers/schema.py's record schema, or no import
     m.add_class::<FastLines>()?;
     m.add_class::<engine::Core>()?;
     m.add_class::<tally::Tally>()?;

@@ -165,3 +165,28 @@ pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names
     emit.call1(py, (rec.to_dict(py, names)?,))?;
     Ok(())
 }
+
+/// The keys `to_dict` writes, in order: of a request the linker has decided, and of a
+/// call (schema.rs hands them to parsers/schema.check_compiled as the module loads).
+pub fn written_keys(py: Python<'_>) -> PyResult<(Vec<String>, Vec<String>)> {
+    let names = RefCell::new(Names::new());
+    let sym = names.borrow_mut().intern("x");
+    let text: Text = Rc::from("x");
+    let word = || PyString::new(py, "x").unbind();
+    let request = Rec::Request(Box::new(RequestRec {
+        host: sym, token: Some(text.clone()), op: Some(sym), client: Some(text.clone()),
+        nfiles: Some(1), status: word(), accepted: Some(1), started: Some(1), ended: Some(1),
+        auth_s: Some(0), request_s: Some(0), queue_s: Some(0), proc_s: Some(0), polls: 0,
+        poll_s: 0, ready_wait_s: Some(0), transfer_s: Some(0), done_s: Some(0),
+        total_s: Some(0), end_reason: word(), ns: Some((Some(0), Some(0))),
+    }));
+    let call = Rec::Call(Box::new(CallRec {
+        host: sym, daemon: sym, pid: 1, thread: Some(1), op: sym, client: Some(text.clone()),
+        started: 1, ended: Some(1), duration_s: Some(0), rc: Some(0), auth_s: Some(0),
+        session: Some("sess"), token: Some(text.clone()), path: Some(text),
+    }));
+    let keys = |rec: &Rec| -> PyResult<Vec<String>> {
+        rec.to_dict(py, &names)?.keys().iter().map(|k| k.extract::<String>()).collect()
+    };
+    Ok((keys(&request)?, keys(&call)?))
+}

@@ -9,20 +9,7 @@ use std::fmt::Write;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
-const REQUEST_COLUMNS: [&str; 22] = [
-    "host", "token", "op", "client", "nfiles", "status", "accepted", "started", "ended", "auth_s",
-    "request_s", "queue_s", "proc_s", "polls", "poll_s", "ready_wait_s", "transfer_s", "done_s",
-    "total_s", "end_reason", "ns_calls", "ns_s",
-];
-const REQUEST_MS: [&str; 13] = [
-    "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s", "poll_s",
-    "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
-];
-const CALL_COLUMNS: [&str; 13] = [
-    "host", "daemon", "pid", "thread", "op", "client", "started", "ended", "duration_s", "rc",
-    "auth_s", "session", "token",
-];
-const CALL_MS: [&str; 4] = ["started", "ended", "duration_s", "auth_s"];
+use crate::schema::{CALL_COLUMNS, CALL_MS, REQUEST_COLUMNS, REQUEST_MS};
 
 enum Value<'a> {
     None,

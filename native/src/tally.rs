@@ -205,12 +205,8 @@ const NONE: Name = 0;
 
 /// PHASES' index of proc_s, which DirectoryStats also sums.
 const PROC: usize = 3;
-/// summary.PHASES: (record field, phase), in the order the summary renders them.
-const PHASES: [(&str, &str); 9] = [
-    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
-    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
-    ("done_s", "done"), ("total_s", "total"),
-];
+/// (record field, phase), in the order the summary renders them.
+use crate::schema::PHASES;
 
 #[pyclass(module = "dpmstream.parsers._fastlines")]
 pub struct Tally {

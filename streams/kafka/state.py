@@ -131,7 +131,7 @@ class PartitionState:
 
         The same as feed_record() for each message, but a run of consecutive lines of one
         source that its receive times date alike (the same (year, month) reference, see
-        Source._ref_of) goes to the source in one feed_received() call. A source still
+        Source.received_ref) goes to the source in one feed_received() call. A source still
         detecting its profile takes its lines one by one, each with its own receive time."""
         sources, marks, dirty = self._sources, self.marks, self._dirty_marks
         run: list[str] = []          # lines of `run_src` dated by `run_ref`
@@ -166,9 +166,9 @@ class PartitionState:
                     continue
             if src is not run_src or received_ms != run_ms:
                 # The reference feed(line, received_ms) would set (the same tuple while
-                # Source._ref_of has it cached); asked once per line, as feed() does, so
+                # Source.received_ref has it cached); asked once per line, as feed() does, so
                 # its cache moves as it would line by line. The same time again: the same.
-                ref = None if received_ms is None else src._ref_of(received_ms)
+                ref = None if received_ms is None else src.received_ref(received_ms)
                 if src is not run_src or ref is not run_ref:
                     if run:
                         run_src.feed_received(run, run_ms)

@@ -208,8 +208,9 @@ class PipelineMetrics:
         for field, phase in PHASES:
             ms = rec.get(field)
             if ms is not None:
-                # queue_s may be slightly negative (queued before the put's returns is
-                # logged); a histogram sum must not shrink, so such a wait counts as 0.
+                # The engines never emit a negative phase (parsers/schema.py, pinned by
+                # tests/parsers/test_schema.py); a record from elsewhere still cannot
+                # make a histogram sum shrink: below 0 counts as 0.
                 self.phase_seconds.observe(budget((host, op, phase, status)), max(ms, 0) / 1000.0)
         self.requests.labels(*self._budget["requests"]((host, op, status))).inc()
         self.polls.observe(self._budget["polls"]((host, op)), rec.get("polls") or 0)

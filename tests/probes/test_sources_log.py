@@ -283,3 +283,31 @@ def test_the_engines_agree_on_lines_the_compiled_parser_leaves_to_python(tmp_pat
     assert answers["python"][0][0] == 0
     assert answers["compiled"] == answers["python"]
     assert " not UTF-8" in answers["python"][1] and "; 0 not UTF-8" not in answers["python"][1]
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_name_server_calls_the_linker_still_holds_at_the_end_of_the_log_are_counted(
+        tmp_path, monkeypatch, engine):
+    # The window is read through a Pipeline, whose linker holds a call of the head node
+    # a few seconds (it may yet link to a request): the calls of the log's last seconds
+    # reach the probe only when the input ends, and are as finished as any other.
+    from dpmstream.probes.measurement import Wanted
+    from dpmstream.probes.sources_log import LogSource
+    from tests.dpmlog import DN, line
+
+    _compiled_or_skip(engine)
+    monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
+    head, lines = "dpmhead01.cern.ch", []
+    for i in range(30):  # one statg a second, each taking 200 ms
+        start, end = f"08/12 10:00:{i:02d}.000", f"08/12 10:00:{i:02d}.200"
+        func = "Cns_srv_statg"
+        lines += [line(start, 4, func, f"NS092 - statg request by {DN} (1,1) from {head}", 9876),
+                  line(start, 4, func, f"NS098 - statg /dpm/cern.ch/home/f{i} 0 0 0", 9876),
+                  line(end, 4, func, "returns 0", 9876)]
+    log = tmp_path / "log"
+    log.write_text("\n".join(lines) + "\n")
+    source = LogSource(str(log), 60, host=head, profile="lcgdm-ns", tz="UTC", year=2011)
+    snap = source.fetch(Wanted(phase_quantiles=(0.5,), ns={"statg": (0.5, 1.0)}))
+    assert source.lines["parsed"] == 90 and source.engine == engine
+    assert snap.calls == 30
+    assert snap.ns[("statg", 1.0)] == pytest.approx(0.2)

@@ -1,0 +1,138 @@
+"""The request and call records' schema, declared once (docs/architecture.md, "One schema").
+
+The columns (section 4 of the format reference, in order, extra columns after), which of
+them hold milliseconds (times since the epoch, UTC, and durations: shown as seconds with
+three decimals), the keys of a record as the engines emit it, its statuses and end
+reasons, and the engine's counters. Everything else takes them from here: records.py
+formats by them, reassembly.py emits them, and the compiled engine (native/src/schema.rs)
+holds a copy that `check_compiled` compares with this one when the extension loads,
+failing loudly with every difference named: a compiled module built from other columns
+never runs.
+
+Counters: ReassemblyStats (reassembly.py) and LinkStats (linking.py) are the declaration,
+one commented field each.
+"""
+
+from __future__ import annotations
+
+REQUEST_COLUMNS = (
+    "host", "token", "op", "client", "nfiles", "status",
+    "accepted", "started", "ended",
+    "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
+    "ready_wait_s", "transfer_s", "done_s", "total_s",
+    # extra columns
+    "end_reason",
+    "ns_calls", "ns_s",  # name-server calls linked to the request (parsers/linking.py)
+)
+
+CALL_COLUMNS = (
+    "host", "daemon", "pid", "thread", "op", "client", "started", "ended",
+    "duration_s", "rc", "auth_s",
+    # extra columns
+    "session",
+    "token",  # the request a name-server call served (parsers/linking.py)
+)
+
+# Which columns hold milliseconds (a time or a duration; the CSV and JSON show seconds).
+# A duration is never negative: both engines clamp a difference of stamps at 0
+# (reassembly._diff, engine.rs diff), whatever order the lines came in.
+REQUEST_MS_FIELDS = frozenset((
+    "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s",
+    "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
+))
+CALL_MS_FIELDS = frozenset(("started", "ended", "duration_s", "auth_s"))
+
+# Request phases exported as metrics: (record field, phase label).
+PHASES = (
+    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
+    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
+    ("done_s", "done"), ("total_s", "total"),
+)
+
+STATUSES = ("success", "failed", "aborted", "incomplete")
+
+# Why a request record was emitted (its `end_reason`): its closing line, the event-time
+# timeout, the in-flight cap, the end of the input.
+END_REASONS = BY_LINE, BY_TIMEOUT, BY_EVICTION, BY_INPUT_END = (
+    "line", "timeout", "evicted", "input_end")
+
+# The request columns the linker adds once it has decided them (absent before).
+LINKED_REQUEST_COLUMNS = ("ns_calls", "ns_s")
+# The keys of a record as the reassembly emits it, in order: `kind` first; a call also
+# carries the path its name-server line names (the linker's key, not a column).
+REQUEST_KEYS = ("kind",) + tuple(c for c in REQUEST_COLUMNS if c not in LINKED_REQUEST_COLUMNS)
+CALL_KEYS = ("kind",) + CALL_COLUMNS + ("path",)
+
+
+class SchemaMismatch(RuntimeError):
+    """The compiled extension was built from another schema than this one (a stale build,
+    or a column added on one side only). Not an ImportError: nothing may fall back to the
+    Python engine silently when this happens."""
+
+
+def declared() -> dict[str, tuple]:
+    """This schema in the shape the compiled extension's `schema()` gives its own."""
+    from .linking import LinkStats  # noqa: PLC0415 (they import this module's names)
+    from .reassembly import ReassemblyStats  # noqa: PLC0415
+    from dataclasses import fields  # noqa: PLC0415
+
+    return {
+        "request_columns": REQUEST_COLUMNS,
+        "request_ms_fields": tuple(sorted(REQUEST_MS_FIELDS)),
+        "call_columns": CALL_COLUMNS,
+        "call_ms_fields": tuple(sorted(CALL_MS_FIELDS)),
+        "request_keys": REQUEST_KEYS + LINKED_REQUEST_COLUMNS,
+        "call_keys": CALL_KEYS,
+        "phases": PHASES,
+        "statuses": STATUSES,
+        "end_reasons": END_REASONS,
+        "counters": tuple(f.name for f in fields(ReassemblyStats)),
+        "link_counters": tuple(f.name for f in fields(LinkStats)),
+    }
+
+
+def differences(compiled: dict) -> list[str]:
+    """Each part of the schema where the compiled extension's differs, named."""
+    want = declared()
+    out = []
+    for part in sorted(want.keys() | compiled.keys()):
+        mine = want.get(part)
+        theirs = compiled.get(part)
+        theirs = None if theirs is None else tuple(
+            tuple(x) if isinstance(x, list) else x for x in theirs)
+        if part.endswith("_ms_fields") and theirs is not None:
+            theirs = tuple(sorted(theirs))
+        if mine == theirs:
+            continue
+        if mine is None or theirs is None:
+            out.append(f"{part}: {'only the compiled extension' if mine is None else 'only Python'}"
+                       f" declares it")
+            continue
+        only_py = [x for x in mine if x not in theirs]
+        only_rs = [x for x in theirs if x not in mine]
+        what = []
+        if only_py:
+            what.append(f"missing in the compiled extension: {_listed(only_py)}")
+        if only_rs:
+            what.append(f"only in the compiled extension: {_listed(only_rs)}")
+        if not what:
+            what.append(f"another order: Python {_listed(mine)}; compiled {_listed(theirs)}")
+        out.append(f"{part}: {'; '.join(what)}")
+    return out
+
+
+def _listed(items) -> str:
+    return ", ".join(item if isinstance(item, str) else "(" + ", ".join(item) + ")"
+                     for item in items)
+
+
+def check_compiled(compiled: dict) -> None:
+    """Called by the compiled extension as it loads (native/src/lib.rs), with its schema:
+    raise SchemaMismatch naming every difference from this declaration."""
+    found = differences(compiled)
+    if found:
+        raise SchemaMismatch(
+            "the compiled extension (native/) was built from another record schema than "
+            "parsers/schema.py: " + " | ".join(found)
+            + " (rebuild it: pip install -e . --no-deps, after making native/src/schema.rs "
+              "match)")
