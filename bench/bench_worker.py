@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
-from topic_fill import fill_topic, log_files, make_records
+from topic_fill import bench_broker, fill_topic, log_files, make_records
 from yardstick import Measured, ONE_CORE, against_grep, load_note, pinning_note
 
 HERE = Path(__file__).resolve().parent
@@ -161,18 +160,9 @@ def main() -> int:
         run(args.child[0], args.child[1], int(args.child[2]), args.batch, args.tag)
         return 0
 
-    from dpmstream.streams.kafka.config import parse_broker
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    broker = None
-    if args.broker:
-        bootstrap = parse_broker(args.broker)
-    else:
-        from dpmstream.commands.stack.kafka import KafkaBroker
-        broker = KafkaBroker(workdir / f"kafka-bench-{os.getpid()}", heap="1g")
-        print(f"starting a private broker ({broker.start():.1f} s)")
-        bootstrap = broker.bootstrap
-    try:
+    with bench_broker(args.broker, workdir, "bench") as (bootstrap, _):
         records = make_records(workdir, args.lines, args.hosts)
         total = len(records)
         topic = f"bench-lines-{uuid.uuid4().hex[:8]}"
@@ -211,9 +201,6 @@ def main() -> int:
         print(f"worker peak RSS: {max(f['peak_rss_mib'] for f in figures):.0f} MiB")
         print(cmp.summary(f"worker against LC_ALL=C grep -cE on the same {total:,} lines"))
         print(f"target >= 150,000 lines/s: {'met' if rate >= 150_000 else 'NOT met'}")
-    finally:
-        if broker is not None:
-            broker.destroy()
     return 0
 
 
