@@ -10,9 +10,10 @@ Two checks, both wired in tests/conftest.py:
     must not be one of the services (`service_started_by`) unless the test is marked. The
     hook refuses the start, and the test fails even if it swallowed the error.
 
-A child process's own children are not seen (a `dpmstream` command run by a test starts
-Kafka from its process, not ours); `dpmstream stack up`, the command that starts the
-stack, is recognised by its arguments for that reason.
+A child process's own children are not seen: a `dpmstream stack up` or `worker` run by a
+test starts (or reaches) Kafka from its own process, and the same command line with
+`--help` or a refused option starts nothing, so such a test is marked by hand (the
+stack's tests in tests/commands/stack/ are).
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ def service_started_by(argv) -> str | None:
         return "Kafka"
     if program in ("docker-compose", "docker") and COMPOSE_STARTS & set(args[1:]):
         return "docker-compose"
-    if any(a == "stack" and b == "up" for a, b in zip(args, args[1:])):
-        return "the local stack (dpmstream stack up)"
     return None
 
 

