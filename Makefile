@@ -43,10 +43,15 @@ run: install
 	$(BIN)/dpmstream run --once --tz Europe/Zurich --metrics-port $(PORT) --hold $(HOLD) \
 		--records $(OUT).records.jsonl $(OUT).log $(OUT).dpns.log
 
-# The tests that need no service (no Kafka, rsyslog, Prometheus, Nagios or Chromium
-# started): `pytest -m "not services"`, with only the Python install. `make test` runs all.
+# The developer's fast loop, with only the Python install: every test that starts no
+# service (Kafka, rsyslog, Prometheus, Nagios, Chromium, docker-compose; marked `services`,
+# and tests/service_guard.py fails an unmarked one that starts one) and is not marked
+# `slow` (a whole build, a site-sized matrix, a checkpoint after every line), on every
+# core (pytest-xdist). `make test` is the full suite, the one CI runs: it runs all of these too.
+CHECK_WORKERS ?= auto
 check: install
-	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -q -m "not services"
+	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -q -m "not services and not slow" \
+		-n $(CHECK_WORKERS)
 
 # Where cargo exists the compiled parser must have been built: a failed build fails a test.
 # The extension's own unit tests (native/src: e.g. its twin of Python's random) run first.

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from urllib.request import urlopen
 
-from bench_replay import ONE_CORE, grep_seconds
+from yardstick import ONE_CORE, grep_seconds
 
 CHUNK = 1 << 20
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,9 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_replay import ensure_bytecode  # noqa: E402
+from yardstick import ENVELOPE_ERE, ONE_CORE, run_measured  # noqa: E402
 
-ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
-ONE_CORE = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 BIN = Path(sys.executable).parent
 TZ = "Europe/Zurich"
 
@@ -42,13 +40,8 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, int, i
     """(wall seconds, CPU seconds (user + system), peak RSS of this child in MiB, exit
     code, stdout) of one command. On a loaded machine the CPU time is the figure to
     compare; the wall time is what Nagios waits."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
-    return (time.perf_counter() - t0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024,
-            os.waitstatus_to_exitcode(status), out)
+    got = run_measured(cmd, env)
+    return got.wall, got.cpu, got.rss_mib, got.rc, got.out
 
 
 def best(cmd: list[str], runs: int, env: dict | None = None):

@@ -1,8 +1,10 @@
 """Replay benchmark: a simulated log of >= 1 M lines through `dpmstream replay`, on one core.
 
-Prints lines/s, MB/s and peak RSS of the replay, the same figures for `grep -c` with the
-envelope regex on the same file (the floor: reading and matching, nothing else), and the
-memory of 100,000 requests held in flight.
+Prints, for each engine, replay's CPU and wall time as ratios of `LC_ALL=C grep -cE` with
+the envelope regex on the same files (the floor: reading and matching, nothing else),
+alternated with it until the ratio settles (bench/yardstick.py), with grep's rate and the
+load average; replay's lines/s, MB/s and peak RSS; and the memory of 100,000 requests held
+in flight.
 
     .venv/bin/python bench/bench_replay.py [--lines 1000000] [--workdir bench/out]
 """
@@ -11,29 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
-ONE_CORE = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-
-
-def grep_seconds(*paths: Path) -> float:
-    """Best of three: `LC_ALL=C grep -cE` with the envelope regex over these files, one
-    core (the machine's yardstick beside every figure: machines differ by 3x)."""
-    cmd = [*ONE_CORE, "grep", "-cE", ENVELOPE_ERE, *map(str, paths)]
-    best = None
-    for _ in range(3):
-        t0 = time.perf_counter()
-        # Into a pipe: GNU grep stops at the first match when its output is /dev/null.
-        subprocess.run(cmd, env={**os.environ, "LC_ALL": "C"}, stdout=subprocess.PIPE, check=True)
-        wall = time.perf_counter() - t0
-        best = wall if best is None else min(best, wall)
-    return best
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from yardstick import (  # noqa: E402
+    ONE_CORE, against_grep, command, grep_command, load_note, pinning_note, run_measured,
+)
 
 
 def ensure_bytecode() -> str:
@@ -49,31 +37,13 @@ def ensure_bytecode() -> str:
     return f"bytecode: {'compiled' if ok else 'compile FAILED'} before measuring{why}"
 
 
-def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, float, int, int, str, str]:
-    """(wall seconds, CPU seconds (user + system), peak RSS of this child in MiB, exit
-    code, stdout, stderr) of one command. On a loaded machine the CPU time is the figure
-    to compare; the wall time includes waiting for the core."""
-    with tempfile.TemporaryFile("w+") as errfile:  # a file: reading two pipes could block
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile, text=True,
-                                env={**os.environ, **(env or {})})
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not the max so far
-        wall = time.perf_counter() - t0
-        proc.stdout.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        errfile.seek(0)
-        return (wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024, proc.returncode,
-                out, errfile.read())
-
-
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int, str]:
     """(wall seconds, peak RSS of this child in MiB, stdout) of one command."""
-    wall, _, rss, rc, out, err = run_measured(cmd, env)
-    if rc:
-        sys.stderr.write(err)
-        raise subprocess.CalledProcessError(rc, cmd)
-    return wall, rss, out
+    got = run_measured(cmd, env)
+    if got.rc:
+        sys.stderr.write(got.err)
+        raise subprocess.CalledProcessError(got.rc, cmd)
+    return got.wall, got.rss_mib, got.out
 
 
 def make_log(workdir: Path, lines: int) -> tuple[Path, Path, str, str]:
@@ -133,15 +103,13 @@ def main() -> int:
     lines = sum(count_lines(f) for f in files)
     size_mb = sum(f.stat().st_size for f in files) / 1e6
     print(f"input: {lines:,} lines, {size_mb:.1f} MB ({', '.join(f.name for f in files)})")
-    print(f"one core: {'taskset -c 0' if ONE_CORE else 'taskset missing: not pinned'}; "
-          f"cpus online {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
+    print(f"{pinning_note()}; {load_note()}")
     print(ensure_bytecode())
 
-    grep = ONE_CORE + ["grep", "-cE", ENVELOPE_ERE, *map(str, files)]
-    for locale in ("C", "C.UTF-8"):  # byte matching, then what a UTF-8 terminal gets
-        grep_wall = min(timed(grep, {"LC_ALL": locale})[0] for _ in range(3))
-        print(f"grep -cE envelope (LC_ALL={locale}): {grep_wall:.2f} s  "
-              f"{lines / grep_wall:,.0f} lines/s  {size_mb / grep_wall:.1f} MB/s")
+    # What a UTF-8 terminal's grep costs, once: the yardstick below is the byte-matching one.
+    utf8 = run_measured(grep_command(files), {"LC_ALL": "C.UTF-8"})
+    print(f"grep -cE envelope (LC_ALL=C.UTF-8): {utf8.wall:.2f} s  {lines / utf8.wall:,.0f} lines/s "
+          f"(CPU {utf8.cpu:.2f} s)")
 
     cmd = ONE_CORE + [sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", tz,
                       "--host", host, *map(str, files)]
@@ -152,11 +120,11 @@ def main() -> int:
     else:
         print("compiled line parser not built (no Rust toolchain at install): pure Python only")
     for label, env in variants:
-        runs = [timed(cmd, env) for _ in range(3)]
-        wall = min(r[0] for r in runs)
-        peak = max(r[1] for r in runs)
-        print(f"dpmstream replay, {label}:  {wall:.2f} s  {lines / wall:,.0f} lines/s  "
-              f"{size_mb / wall:.1f} MB/s  peak RSS {peak} MiB (best of 3)")
+        cmp = against_grep(command(cmd, env), files, lines)
+        print(cmp.summary(f"dpmstream replay, {label}"))
+        if not cmp.error:
+            print(f"  {lines / cmp.wall:,.0f} lines/s wall, {size_mb / cmp.wall:.1f} MB/s, "
+                  f"peak RSS {cmp.rss_mib} MiB")
     print(in_flight_memory(args.in_flight))
     return 0
 

@@ -1,10 +1,10 @@
 """Replay on every log shape of issue 17, each beside `LC_ALL=C grep -cE` on the same files.
 
-One command, one core (taskset -c 0), grep timed right before each replay variant on the
+One command, one core (taskset -c 0), grep alternated with each replay variant on the
 same files in the same run, so a figure never stands without the machine's floor:
 
     .venv/bin/python bench/bench_shapes.py [--shapes light,polling,...] [--quick]
-                                           [--workdir /tmp/bench17] [--runs 2]
+                                           [--workdir /tmp/bench17] [--max-rounds 8]
                                            [--variants pure,python,compiled]
 
 Shapes (all simulated; generated once per size into --workdir and reused):
@@ -23,15 +23,17 @@ environment makes replay exit with an error:
   python+parser DPMSTREAM_ENGINE=python (the compiled line parser, Python reassembly)
   compiled      DPMSTREAM_ENGINE=compiled (the per-line loop in native/)
 
-Each row: lines, grep s and lines/s, replay s and lines/s, replay/grep in wall time (the
-target of issue 17 is <= 4) and in CPU time (user + system: the comparable figure when
-other jobs share the core), peak RSS of the replay (its own rusage). Best of --runs for both.
+Each variant is alternated with grep on the same files (bench/yardstick.py) until the CPU
+ratio of the last 3 rounds settles within 5 %, or the row says it did not. Each row: lines,
+grep s and lines/s, replay s and lines/s, replay/grep in wall time (the target of issue 17
+is <= 4) and in CPU time (user + system: the comparable figure when other jobs share the
+core), whether it settled, peak RSS of the replay (its own rusage). Medians of the last 3
+rounds; the load average is printed before and after.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -39,9 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_replay import (  # noqa: E402
-    ENVELOPE_ERE, ONE_CORE, count_lines, ensure_bytecode, run_measured,
-)
+from bench_replay import count_lines, ensure_bytecode  # noqa: E402
+from yardstick import ONE_CORE, against_grep, command, load_note, pinning_note  # noqa: E402
 
 TARGET_RATIO = 4.0
 
@@ -107,49 +108,20 @@ def polls_per_request(truth: Path) -> float | None:
     return sum(polls) / len(polls) if polls else None
 
 
-@dataclass
-class Timing:
-    wall: float | None = None   # best of the runs
-    cpu: float | None = None    # user + system of that run
-    rss: int | None = None      # the largest peak RSS of the runs, MiB
-    error: str | None = None    # why it could not run
-
-
-def best(cmd, runs: int, env: dict) -> Timing:
-    """The run of least wall time, the largest peak RSS, or the error of the first failure."""
-    results = []
-    for _ in range(runs):
-        wall, cpu, rss, rc, _, err = run_measured(cmd, env)
-        if rc:
-            last = (err.strip().splitlines() or [f"exit {rc}"])[-1]
-            return Timing(error=f"exit {rc}: {last}")
-        results.append((wall, cpu, rss))
-    wall, cpu, _ = min(results)
-    return Timing(wall, cpu, max(r for _, _, r in results))
-
-
-def measure(shape: Shape, files, tz: str, host: str, runs: int, out_dir: Path | None,
+def measure(shape: Shape, files, tz: str, host: str, max_rounds: int, out_dir: Path | None,
             variants: list[str]):
+    """Each variant alternated with grep on the same files until the CPU ratio settles."""
     lines = sum(count_lines(f) for f in files)
     size_mb = sum(f.stat().st_size for f in files) / 1e6
-    grep = ONE_CORE + ["grep", "-cE", ENVELOPE_ERE, *map(str, files)]
     replay = ONE_CORE + [sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", tz,
                          "--host", host, *map(str, files)]
     if out_dir is not None:
         replay += ["--out", str(out_dir)]
     rows = []
     for label, env in (VARIANTS[v] for v in variants):
-        floor = best(grep, runs, {"LC_ALL": "C"})  # the floor, right before each variant
-        if floor.error:
-            raise SystemExit(f"grep failed: {floor.error}")
-        got = best(replay, runs, env)
-        rows.append((label, floor, got))
-        if got.error:
-            print(f"  {shape.name}, {label}: skipped ({got.error})", flush=True)
-        else:
-            print(f"  {shape.name}, {label}: grep {floor.wall:.2f} s, replay {got.wall:.2f} s "
-                  f"({got.wall / floor.wall:.1f}x; CPU {got.cpu:.2f} s against "
-                  f"{floor.cpu:.2f} s)", flush=True)
+        cmp = against_grep(command(replay, env), files, lines, max_rounds=max_rounds)
+        rows.append((label, cmp))
+        print(f"  {cmp.summary(f'{shape.name}, {label}')}", flush=True)
     return lines, size_mb, rows
 
 
@@ -158,9 +130,10 @@ def main() -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES),
                     help=f"comma-separated, of: {', '.join(SHAPES)}")
     ap.add_argument("--quick", action="store_true",
-                    help="a tenth of the lines per shape (100 k; 1 M for 10m) and one run")
-    ap.add_argument("--runs", type=int, default=None, help="best of N (default 2; 1 with --quick "
-                                                            "and for the 10 M-line log)")
+                    help="a tenth of the lines per shape (100 k; 1 M for 10m)")
+    ap.add_argument("--max-rounds", type=int, default=None,
+                    help="rounds of (grep, replay) at most before saying the ratio did not settle "
+                         "(default 8; 4 for the 10 M-line log)")
     ap.add_argument("--workdir", default="/tmp/bench17")
     ap.add_argument("--write-records", action="store_true",
                     help="replay with --out (requests.csv and calls.csv written), as a site runs it")
@@ -178,43 +151,41 @@ def main() -> int:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    print(f"one core: {'taskset -c 0' if ONE_CORE else 'taskset missing: not pinned'}; cpus "
-          f"{os.cpu_count()}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(f"{pinning_note()}; {load_note()}", flush=True)
     print(ensure_bytecode(), flush=True)
 
     table = []
     for name in names:
         shape = SHAPES[name]
         lines = shape.quick_lines if args.quick else shape.lines
-        runs = args.runs or (1 if args.quick or lines > 2_000_000 else 2)
+        max_rounds = args.max_rounds or (4 if lines > 2_000_000 else 8)
         files, tz, host, polls = simulate_shape(shape, lines, workdir)
         if args.generate_only:
             continue
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             out_dir = Path(tmp) if args.write_records else None
-            n, size_mb, rows = measure(shape, files, tz, host, runs, out_dir, variants)
-        table.append((shape, n, size_mb, polls, runs, rows))
+            n, size_mb, rows = measure(shape, files, tz, host, max_rounds, out_dir, variants)
+        table.append((shape, n, size_mb, polls, rows))
 
     if args.generate_only:
         return 0
-    print(f"\nload after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"{'records written (--out)' if args.write_records else 'summary only (no --out)'}")
+    print(f"\n{load_note()} (after); "
+          f"{'records written (--out)' if args.write_records else 'summary only (no --out)'}; "
+          f"{pinning_note()}; medians of the last 3 rounds")
     print("| shape | lines (MB) | polls/req | grep s | grep lines/s | replay variant | replay s "
-          "| replay lines/s | replay/grep wall | replay/grep CPU | peak RSS |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for shape, n, size_mb, polls, runs, rows in table:
-        for label, floor, got in rows:
-            head = (f"{shape.name} | {n:,} ({size_mb:.0f}) | "
-                    f"{'-' if polls is None else f'{polls:.1f}'} | {floor.wall:.2f} | "
-                    f"{n / floor.wall:,.0f}")
-            if got.error:
-                print(f"| {head} | {label} | skipped: {got.error.split(' (')[0]} | | | | |")
+          "| replay lines/s | replay/grep wall | replay/grep CPU | settled | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for shape, n, size_mb, polls, rows in table:
+        for label, cmp in rows:
+            head = f"{shape.name} | {n:,} ({size_mb:.0f}) | {'-' if polls is None else f'{polls:.1f}'}"
+            if cmp.error:
+                print(f"| {head} | | | {label} | skipped: {cmp.error.split(' (')[0]} | | | | | |")
                 continue
-            ratio = got.wall / floor.wall
-            mark = "" if ratio <= TARGET_RATIO else " (over 4x)"
-            cpu_ratio = got.cpu / floor.cpu if floor.cpu else float("inf")
-            print(f"| {head} | {label} | {got.wall:.2f} | {n / got.wall:,.0f} | {ratio:.1f}{mark} "
-                  f"| {cpu_ratio:.1f} | {got.rss} MiB |")
+            mark = "" if cmp.wall_ratio <= TARGET_RATIO else f" (over {TARGET_RATIO:g}x)"
+            print(f"| {head} | {cmp.grep_wall:.2f} | {n / cmp.grep_wall:,.0f} | {label} "
+                  f"| {cmp.wall:.2f} | {n / cmp.wall:,.0f} | {cmp.wall_ratio:.1f}{mark} "
+                  f"| {cmp.cpu_ratio:.1f} | {'yes' if cmp.settled else f'NO ({len(cmp.rounds)} rounds)'} "
+                  f"| {cmp.rss_mib} MiB |")
     return 0
 
 

@@ -6,7 +6,10 @@ exactly-once transactions and state changelog included) reads it all. Prints the
 lines/s (first record fetched -> last batch committed) and per CPU second of its process
 (what a loaded machine changes least), its peak RSS, the records and transactions it wrote,
 and for reference the core Pipeline alone on the same lines and an aiokafka consumer that
-does nothing with them (the floor any worker built on aiokafka stands on).
+does nothing with them (the floor any worker built on aiokafka stands on). The worker runs
+pinned to one core and alternates with `LC_ALL=C grep -cE` on the same lines (a fresh
+consumer group each round) until the CPU ratio settles (bench/yardstick.py), printing both
+ratios, grep's rate and the load average.
 
     .venv/bin/python bench/bench_worker.py [--lines 400000] [--hosts 4] [--broker kafka://H:P]
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -27,8 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_replay import grep_seconds
-from topic_fill import fill_topic, log_files, make_records
+from topic_fill import bench_broker, fill_topic, log_files, make_records
+from yardstick import Measured, ONE_CORE, against_grep, load_note, pinning_note
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,12 +48,12 @@ def core_alone(records) -> float:
     return len(records) / (time.perf_counter() - t0)
 
 
-def run_worker(bootstrap: str, topic: str, total: int, batch: int) -> None:
-    """Child process: one worker until `total` records are fed; prints JSON figures."""
+def run_worker(bootstrap: str, topic: str, total: int, batch: int, tag: str) -> None:
+    """Child process: one worker (consumer group and output topics named by `tag`) until
+    `total` records are fed; prints JSON figures."""
     from dpmstream.streams.kafka.worker import Worker, WorkerConfig
     from dpmstream.streams.metrics.exporter import PipelineMetrics
 
-    tag = topic.rsplit("-", 1)[-1]
     cfg = WorkerConfig(bootstrap=bootstrap, lines_topic=topic, requests_topic=f"bench-req-{tag}",
                        calls_topic=f"bench-calls-{tag}", group_id=f"bench-{tag}",
                        batch_records=batch)
@@ -89,7 +91,7 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_consumer(bootstrap: str, topic: str, total: int, batch: int) -> None:
+def run_consumer(bootstrap: str, topic: str, total: int, batch: int, tag: str) -> None:
     """Child process: a bare aiokafka consumer (the worker's settings) that only counts the
     records; prints JSON figures timed like run_worker's."""
     from aiokafka import AIOKafkaConsumer
@@ -97,7 +99,7 @@ def run_consumer(bootstrap: str, topic: str, total: int, batch: int) -> None:
 
     async def main():
         consumer = AIOKafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=f"bench-bare-{uuid.uuid4().hex[:8]}",
+            topic, bootstrap_servers=bootstrap, group_id=f"bench-bare-{tag}",
             enable_auto_commit=False, isolation_level="read_committed",
             auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20,
             fetch_max_bytes=32 << 20, fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
@@ -118,11 +120,22 @@ def run_consumer(bootstrap: str, topic: str, total: int, batch: int) -> None:
     print(json.dumps(asyncio.run(main())))
 
 
-def worker_child(batch: int, bootstrap: str, topic: str, total: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--batch", str(batch),
+def worker_child(batch: int, bootstrap: str, topic: str, total: int, tag: str | None = None,
+                 bare: bool = False) -> dict:
+    """One child on one core: a worker (or with `bare`, the bare consumer) in a consumer
+    group of its own (`tag`, default a fresh one), so it reads the topic from the start."""
+    out = subprocess.run([*ONE_CORE, sys.executable, __file__, "--batch", str(batch),
+                          "--tag", tag or uuid.uuid4().hex[:8], *(["--bare"] if bare else []),
                           "--child", bootstrap, topic, str(total)],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def as_measured(fig: dict, total: int) -> Measured:
+    """A child's figures as a measurement of all `total` lines: a worker is timed from its
+    first fetched batch, so its time is scaled by the lines it was timed over."""
+    scale = total / fig["lines"]
+    return Measured(wall=fig["wall"] * scale, cpu=fig["cpu"] * scale)
 
 
 def main() -> int:
@@ -135,27 +148,21 @@ def main() -> int:
                          "(a broker just started serves its first transactions slowly, its JIT "
                          "cold: a long-running worker never meets it so); 0: none")
     ap.add_argument("--broker", help="an existing broker (default: start a private one)")
+    ap.add_argument("--max-rounds", type=int, default=8,
+                    help="rounds of (grep, worker) at most before saying the ratio did not settle")
     ap.add_argument("--workdir", default=str(HERE / "out"))
     ap.add_argument("--child", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "TOTAL"), help=argparse.SUPPRESS)
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tag", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         run = run_consumer if args.bare else run_worker
-        run(args.child[0], args.child[1], int(args.child[2]), args.batch)
+        run(args.child[0], args.child[1], int(args.child[2]), args.batch, args.tag)
         return 0
 
-    from dpmstream.streams.kafka.config import parse_broker
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    broker = None
-    if args.broker:
-        bootstrap = parse_broker(args.broker)
-    else:
-        from dpmstream.commands.stack.kafka import KafkaBroker
-        broker = KafkaBroker(workdir / f"kafka-bench-{os.getpid()}", heap="1g")
-        print(f"starting a private broker ({broker.start():.1f} s)")
-        bootstrap = broker.bootstrap
-    try:
+    with bench_broker(args.broker, workdir, "bench") as (bootstrap, _):
         records = make_records(workdir, args.lines, args.hosts)
         total = len(records)
         topic = f"bench-lines-{uuid.uuid4().hex[:8]}"
@@ -171,28 +178,29 @@ def main() -> int:
             print(f"warm-up worker on {len(warm):,} lines of another topic: "
                   f"{fig['lines'] / fig['wall']:,.0f} lines/s (not the measure)")
         del records
-        fig = worker_child(args.batch, bootstrap, topic, total)
-        rate = fig["lines"] / fig["wall"]
-        bare_out = subprocess.run([sys.executable, __file__, "--batch", str(args.batch), "--bare",
-                                   "--child", bootstrap, topic, str(total)],
-                                  check=True, capture_output=True, text=True)
-        bare = json.loads(bare_out.stdout.strip().splitlines()[-1])
+        print(f"{pinning_note()} (each worker and grep); {load_note()}")
+        figures = []   # each round's worker figures, for RSS and batches
+
+        def one_worker() -> Measured:
+            figures.append(worker_child(args.batch, bootstrap, topic, total))
+            return as_measured(figures[-1], total)
+
+        grep_files = [*log_files(workdir, args.lines, args.hosts)] * args.hosts  # the logs once per host
+        cmp = against_grep(one_worker, grep_files, total, max_rounds=args.max_rounds)
+        bare = worker_child(args.batch, bootstrap, topic, total, bare=True)
+        fig = figures[-1]
+        rate = total / cmp.wall
         print(f"core alone (decode + parse + reassemble): {core:,.0f} lines/s")
-        print(f"worker: {fig['lines']:,} lines in {fig['wall']:.2f} s = {rate:,.0f} lines/s "
-              f"({fig['batches']} batches, each one transaction per partition)")
-        print(f"worker per CPU second: {fig['lines'] / fig['cpu']:,.0f} lines "
-              f"({fig['cpu'] / fig['lines'] * 1e6:.2f} us a line)")
+        print(f"worker: {total:,} lines in {cmp.wall:.2f} s = {rate:,.0f} lines/s "
+              f"({fig['batches']} batches, each one transaction per partition; median of the "
+              f"last rounds, a fresh consumer group each)")
+        print(f"worker per CPU second: {total / cmp.cpu:,.0f} lines "
+              f"({cmp.cpu / total * 1e6:.2f} us a line)")
         print(f"aiokafka consumer alone: {bare['lines'] / bare['wall']:,.0f} lines/s, "
               f"{bare['cpu'] / bare['lines'] * 1e6:.2f} us CPU a record")
-        print(f"worker peak RSS: {fig['peak_rss_mib']:.0f} MiB")
-        grep = grep_seconds(*log_files(workdir, args.lines, args.hosts) * args.hosts)
-        print(f"LC_ALL=C grep -cE envelope on the same {total:,} lines (the logs once per host): "
-              f"{grep:.2f} s = {total / grep:,.0f} lines/s; the worker took "
-              f"{fig['wall'] * total / fig['lines'] / grep:.1f}x grep's time")
+        print(f"worker peak RSS: {max(f['peak_rss_mib'] for f in figures):.0f} MiB")
+        print(cmp.summary(f"worker against LC_ALL=C grep -cE on the same {total:,} lines"))
         print(f"target >= 150,000 lines/s: {'met' if rate >= 150_000 else 'NOT met'}")
-    finally:
-        if broker is not None:
-            broker.destroy()
     return 0
 
 

@@ -1,14 +1,36 @@
-"""The input of the worker benchmarks: simulated line envelopes, and a fresh lines topic
-filled with them (bench_worker.py and bench_faust_worker.py share both).
+"""The input of the worker benchmarks: simulated line envelopes, a fresh lines topic
+filled with them, and the broker they run against (bench_worker.py,
+bench_workers_scale.py and bench_faust_worker.py share them).
 
-    records = make_records(workdir, lines, hosts)          # [(key, envelope bytes)]
-    asyncio.run(fill_topic(bootstrap, topic, partitions, records))
+    with bench_broker(args.broker, workdir, "bench") as (bootstrap, broker):
+        records = make_records(workdir, lines, hosts)          # [(key, envelope bytes)]
+        asyncio.run(fill_topic(bootstrap, topic, partitions, records))
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from contextlib import contextmanager
 from pathlib import Path
+
+
+@contextmanager
+def bench_broker(url: str | None, workdir: Path, name: str):
+    """(bootstrap, broker) of the broker at `url`, or without one of a private broker
+    started in `workdir` (1 GB heap) and destroyed on leaving; broker is None for `url`."""
+    from dpmstream.streams.kafka.config import parse_broker
+
+    if url:
+        yield parse_broker(url), None
+        return
+    from dpmstream.commands.stack.kafka import KafkaBroker
+    broker = KafkaBroker(workdir / f"kafka-{name}-{os.getpid()}", heap="1g")
+    print(f"starting a private broker ({broker.start():.1f} s)")
+    try:
+        yield broker.bootstrap, broker
+    finally:
+        broker.destroy()
 
 
 def make_records(workdir: Path, lines: int, hosts: int) -> list[tuple[bytes, bytes]]:

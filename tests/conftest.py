@@ -15,6 +15,10 @@
 
 Services need `make install-system install-kafka` (as `make test` does); without them
 the fixtures fail with the command to run, never skip.
+
+A test that uses these fixtures, or starts Kafka, rsyslog, Prometheus, Nagios, Chromium or
+docker-compose itself, must be marked `@pytest.mark.services`: tests/service_guard.py
+fails it otherwise, so `make check` never starts a service.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ import pytest
 from dpmstream.commands.stack.kafka import KafkaBroker
 from dpmstream.commands.stack.prometheus import Prometheus
 from dpmstream.commands.stack.rsyslog import RsyslogShipper
+from tests.service_guard import (  # noqa: F401  (hooks: pytest finds them by name here)
+    pytest_runtest_makereport, pytest_runtest_protocol, pytest_runtest_setup,
+)
 
 
 @pytest.fixture(scope="session")

@@ -102,6 +102,7 @@ def test_the_build_stage_copies_every_package_folder_of_pyproject():
     assert set(dirs.values()) <= copied, set(dirs.values()) - copied
 
 
+@pytest.mark.slow   # a whole pip build of the package, the compiled engine included
 def test_the_image_installs_from_its_copied_files_and_its_commands_start(tmp_path):
     # A fixed place (cargo keys its build cache on the package's path and the files' mtimes,
     # which copy2 keeps): after the first run the compiled engine is not built again.

@@ -52,7 +52,10 @@ def feed(pipeline, cfg, name, line):
     src.feed(line)
 
 
-@pytest.mark.parametrize("every", [1, 97, 5000])
+# A checkpoint after every one of the 10,000 lines is the thorough case and takes minutes
+# (a new pipeline, its parser and the JSON round trip per line): `make test` runs it, the
+# fast loop runs the unaligned and the long interval.
+@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 97, 5000])
 def test_state_saved_every_k_lines_and_restored_gives_the_same_records(sim, every):
     cfg, lines = sim
     expected = []

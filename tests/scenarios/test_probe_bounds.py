@@ -57,6 +57,7 @@ def big_log(tmp_path_factory) -> Path:
     return log
 
 
+@pytest.mark.slow   # the point is the log's size (its fixture simulates 110 MB)
 def test_a_110_mb_log_is_read_from_its_tail_within_t(big_log):
     rc, status, perf, took = timed_check("--log", str(big_log), "--tz", TZ, "--window", "15m",
                                          "-v", t=60)
@@ -68,6 +69,7 @@ def test_a_110_mb_log_is_read_from_its_tail_within_t(big_log):
     assert 0.2 * big_log.stat().st_size < offset < 0.4 * big_log.stat().st_size
 
 
+@pytest.mark.slow   # the 110 MB log again
 def test_a_log_whose_whole_span_is_in_the_window_is_answered_within_t_saying_what_was_read(
         big_log):
     """A whole log inside window and lookback (once UNKNOWN, timed out, for a 1.1 GB log):

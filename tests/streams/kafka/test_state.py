@@ -103,7 +103,9 @@ def test_records_that_are_not_envelopes_are_counted_as_malformed_lines():
 
 # -- state round trip -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("every", [3, 97, 1000])
+# A restart after every third record is the thorough case and takes the longest: `make
+# test` runs it, the fast loop runs the unaligned and the long interval.
+@pytest.mark.parametrize("every", [pytest.param(3, marks=pytest.mark.slow), 97, 1000])
 def test_state_saved_every_k_lines_and_restored_gives_the_same_records(sim, every):
     """A worker restarted from its changelog after any batch carries on exactly."""
     recs = interleaved(envelopes(sim.log_path),

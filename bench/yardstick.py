@@ -1,0 +1,178 @@
+"""The yardstick of the replay and worker benches: `LC_ALL=C grep -cE` with the envelope
+regex on the same files, in the same run, on the same core (issue 30 item 2).
+
+On a shared machine a wall time is the neighbours' as much as ours, so every comparison
+here alternates the measured command with grep, one round each, and reports the ratio
+of CPU times (user + system of each child) beside the ratio of wall times. It goes on
+until the CPU ratios of the last WINDOW rounds lie within TOLERANCE of their median, or
+says that they did not settle after max_rounds. The load average is printed with every
+figure, and the commands run pinned to one core (taskset) where taskset exists.
+
+    from yardstick import ONE_CORE, against_grep, command, load_note
+    cmp = against_grep(command(ONE_CORE + replay_argv), files, lines)
+    print(load_note()); print(cmp.summary("replay"))
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
+CORE = "0"
+ONE_CORE = ["taskset", "-c", CORE] if shutil.which("taskset") else []
+GREP_ENV = {"LC_ALL": "C"}    # byte matching: the floor, not what a UTF-8 locale costs
+WINDOW = 3                    # rounds whose CPU ratios must agree
+TOLERANCE = 0.05              # within 5 % of their median
+MAX_ROUNDS = 8
+
+
+def pinning_note() -> str:
+    return (f"pinned to core {CORE} (taskset -c {CORE})" if ONE_CORE
+            else "taskset missing: not pinned")
+
+
+def load_note() -> str:
+    """The load average beside a figure: on a shared machine it says what the wall time
+    waited for."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cpus"
+
+
+@dataclass(frozen=True)
+class Measured:
+    wall: float          # seconds
+    cpu: float           # user + system seconds of the measured process
+    rss_mib: int = 0     # its peak RSS
+    rc: int = 0
+    out: str = ""
+    err: str = ""
+
+
+def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
+    """One command: wall time, its own CPU time and peak RSS (wait4's rusage of this child,
+    not the largest so far), exit code, stdout and stderr."""
+    with tempfile.TemporaryFile("w+") as errfile:  # a file: reading two pipes could block
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile, text=True,
+                                env={**os.environ, **(env or {})})
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.stdout.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        errfile.seek(0)
+        return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024,
+                        proc.returncode, out, errfile.read())
+
+
+def command(cmd: list[str], env: dict | None = None) -> Callable[[], Measured]:
+    """A measurement of `cmd` for against_grep."""
+    return lambda: run_measured(cmd, env)
+
+
+def grep_command(paths) -> list[str]:
+    # Into a pipe (run_measured's): GNU grep stops at the first match when its output is /dev/null.
+    return ONE_CORE + ["grep", "-cE", ENVELOPE_ERE, *map(str, paths)]
+
+
+def grep_seconds(*paths: Path) -> float:
+    """Best wall time of three greps over these files (the older benches' figure)."""
+    return min(run_measured(grep_command(paths), GREP_ENV).wall for _ in range(3))
+
+
+@dataclass
+class Comparison:
+    """Rounds of (measured, grep), each pair run back to back."""
+    lines: int
+    rounds: list[tuple[Measured, Measured]] = field(default_factory=list)
+    settled: bool = False
+    error: str | None = None
+
+    def _last(self) -> list[tuple[Measured, Measured]]:
+        return self.rounds[-WINDOW:]
+
+    @property
+    def cpu_ratio(self) -> float:
+        return statistics.median(m.cpu / max(g.cpu, 1e-6) for m, g in self._last())
+
+    @property
+    def wall_ratio(self) -> float:
+        return statistics.median(m.wall / g.wall for m, g in self._last())
+
+    @property
+    def grep_cpu(self) -> float:
+        return statistics.median(g.cpu for _, g in self._last())
+
+    @property
+    def grep_wall(self) -> float:
+        return statistics.median(g.wall for _, g in self._last())
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(m.cpu for m, _ in self._last())
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(m.wall for m, _ in self._last())
+
+    @property
+    def rss_mib(self) -> int:
+        return max(m.rss_mib for m, _ in self.rounds)
+
+    def grep_rate(self) -> str:
+        return (f"grep {self.lines / max(self.grep_cpu, 1e-6):,.0f} lines per CPU s, "
+                f"{self.lines / self.grep_wall:,.0f} lines/s wall")
+
+    def stability(self) -> str:
+        ratios = ", ".join(f"{m.cpu / max(g.cpu, 1e-6):.2f}" for m, g in self.rounds)
+        verdict = ("settled" if self.settled else
+                   f"DID NOT SETTLE (last {WINDOW} not within {TOLERANCE:.0%} of their median)")
+        return f"{verdict} after {len(self.rounds)} rounds; CPU ratios {ratios}"
+
+    def summary(self, label: str) -> str:
+        if self.error:
+            return f"{label}: skipped ({self.error})"
+        return (f"{label}: {self.cpu_ratio:.2f}x grep in CPU time, {self.wall_ratio:.2f}x in wall "
+                f"time ({self.cpu:.2f} s CPU, {self.wall:.2f} s wall, "
+                f"{self.lines / max(self.cpu, 1e-6):,.0f} lines per CPU s; {self.grep_rate()}); "
+                f"{self.stability()}; {load_note()}")
+
+
+def is_stable(ratios: list[float]) -> bool:
+    if len(ratios) < WINDOW:
+        return False
+    last = ratios[-WINDOW:]
+    mid = statistics.median(last)
+    return all(abs(r - mid) <= TOLERANCE * mid for r in last)
+
+
+def against_grep(measure: Callable[[], Measured], files, lines: int, *,
+                 min_rounds: int = WINDOW, max_rounds: int = MAX_ROUNDS) -> Comparison:
+    """Alternate grep on `files` and `measure()` until the CPU ratio is stable (or
+    max_rounds). A failing measured command ends it with the error (its last stderr line)."""
+    grep = grep_command(files)
+    result = Comparison(lines)
+    ratios: list[float] = []
+    while len(result.rounds) < max_rounds:
+        floor = run_measured(grep, GREP_ENV)
+        if floor.rc:
+            raise RuntimeError(f"grep failed (exit {floor.rc}): {floor.err.strip()}")
+        got = measure()
+        if got.rc:
+            last = (got.err.strip().splitlines() or [f"exit {got.rc}"])[-1]
+            result.error = f"exit {got.rc}: {last}"
+            return result
+        result.rounds.append((got, floor))
+        ratios.append(got.cpu / max(floor.cpu, 1e-6))
+        if len(ratios) >= min_rounds and is_stable(ratios):
+            result.settled = True
+            break
+    return result
