@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
+from dpmstream.report.dome_analysis import is_dome, time_of
 from dpmstream.report.window import WindowError, in_window, parse_moment
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers.pipeline import Pipeline
@@ -51,6 +52,9 @@ class Dataset:
     # The top directories by name-server time (streams/sinks/directories.py rows), when the
     # name-server calls carry their paths (logs) or the replay wrote directories.csv.
     directories: list | None = None
+    # The DOME records (dome_call, dome_put, dome_capacity, dome_fs_event) in the window,
+    # each by its own time (report/dome_analysis.TIME_OF).
+    dome: list = field(default_factory=list)
 
 
 class WindowFilter:
@@ -61,10 +65,15 @@ class WindowFilter:
         self.data, self.texts, self.resolved = data, (since_text, until_text), False
 
     def __call__(self, record: dict) -> None:
-        t = start_of(record) if record["kind"] == "request" else record.get("started")
+        dome = is_dome(record)
+        t = time_of(record) if dome else \
+            start_of(record) if record["kind"] == "request" else record.get("started")
         if not self.resolved:
             self.resolve(t)
         if not in_window(t, self.data.since, self.data.until):
+            return
+        if dome:
+            self.data.dome.append(record)
             return
         if record["kind"] == "request" and not record.get("op"):
             record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
