@@ -36,7 +36,7 @@ def test_calls_per_command_and_code_class_are_the_truths(site):
     _, records, truth = site
     n = dome_numbers(records)
     assert n.calls == len(truth["calls"]) > 1000
-    want = Counter((r["role"], r["command"], _class(r)) for r in truth["calls"])
+    want = Counter((r["role"] or "?", r["command"] or "?", _class(r)) for r in truth["calls"])
     got = Counter({(row.role, row.command, cls): k for row in n.commands
                    for cls, k in row.classes.items() if k})
     assert got == want
@@ -54,7 +54,7 @@ def test_call_durations_come_only_from_sub_second_stamps(site):
     assert n.whole_second_calls == 0
     for row in n.commands:
         values = sorted(int(r["duration"]) for r in timed
-                        if (r["role"], r["command"]) == (row.role, row.command))
+                        if (r["role"] or "?", r["command"] or "?") == (row.role, row.command))
         assert row.durations.values == values
         assert row.durations.quantile(0.95) == nearest_rank(values, 0.95)
 
