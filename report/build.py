@@ -26,8 +26,8 @@ def build_page(data) -> tuple[str, object]:
     windowed = data.since is not None or data.until is not None
     if data.dome:
         times = [t for t in map(time_of, data.dome) if t is not None]
-        meta.append(f"DOME records between {time_range_text(min(times), max(times), zone)} "
-                    "(each by its start, put time, or line).")
+        meta.append(f"DOME records from {time_range_text(min(times), max(times), zone)} "
+                    "(each at its start, put time, or line).")
     if story is not None:
         within = " within the window" if windowed else ""
         meta.append(f"Every figure covers the data's span{within}: "

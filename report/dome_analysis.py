@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dpmstream.parsers import dome_records
 from dpmstream.parsers.quantiles import nearest_rank
 
 QUANTILES = (0.5, 0.95)
-CODE_CLASSES = ("2xx", "3xx", "4xx", "5xx", "cut")
+CODE_CLASSES = dome_records.CODE_CLASSES
 PUT_STATUSES = ("success", "failed", "incomplete")
 MAX_EVENTS = 20  # filesystem transitions listed on the page; the rest are counted
 # When each DOME record kind happened: what the report's window keeps it by.
@@ -40,7 +41,7 @@ def flag(value) -> bool:
 @dataclass
 class Durations:
     """Durations in ms of the records that had them from sub-second stamps, sorted; and
-    how many records' durations were whole seconds (left out of the quantiles)."""
+    how many records were built on whole-second stamps (left out of the quantiles)."""
 
     values: list = field(default_factory=list)
     whole_seconds: int = 0
@@ -58,7 +59,7 @@ class CommandRow:
     role: str
     command: str
     calls: int = 0
-    classes: dict = field(default_factory=lambda: dict.fromkeys(CODE_CLASSES, 0))
+    classes: dict = field(default_factory=lambda: dict.fromkeys(CODE_CLASSES, 0))  # by class
     durations: Durations = field(default_factory=Durations)
 
 
@@ -85,12 +86,10 @@ class DomeNumbers:
 
 
 def code_class(record: dict) -> str:
-    """2xx .. 5xx by the HTTP code; `cut` for a call with no Exiting line (no code);
-    `other` for a code outside 200..599."""
-    code = str(record.get("http_code") if record.get("http_code") is not None else "")
-    if flag(record.get("cut")) or not code:
-        return "cut"
-    return f"{code[0]}xx" if len(code) == 3 and code[0] in "2345" else "other"
+    """The call's code class as the metrics name it (dome_records.code_class): 2xx..5xx,
+    or none (a cut call: no Exiting line, so no code); a record from a CSV too."""
+    code = record.get("http_code")
+    return dome_records.code_class(None if code in (None, "") else int(code))
 
 
 def dome_numbers(records: list) -> DomeNumbers:
@@ -105,20 +104,18 @@ def dome_numbers(records: list) -> DomeNumbers:
             row = rows.setdefault((r.get("role") or "?", r.get("command") or "?"),
                                   CommandRow(r.get("role") or "?", r.get("command") or "?"))
             row.calls += 1
-            cls = code_class(r)
-            row.classes[cls] = row.classes.get(cls, 0) + 1
-            if r.get("duration") is not None:
-                if flag(r.get("whole_seconds")):
-                    row.durations.whole_seconds += 1
-                    out.whole_second_calls += 1
-                else:
-                    row.durations.values.append(r["duration"])
+            row.classes[code_class(r)] += 1
+            if flag(r.get("whole_seconds")):
+                row.durations.whole_seconds += 1
+                out.whole_second_calls += 1
+            elif r.get("duration") is not None:
+                row.durations.values.append(r["duration"])
         elif kind == "dome_put":
             status = r.get("status") or "incomplete"
             out.puts_by_status[status] = out.puts_by_status.get(status, 0) + 1
+            out.whole_second_puts += flag(r.get("whole_seconds"))
             if r.get("put_to_putdone") is not None:
                 out.put_to_putdone.append(r["put_to_putdone"])
-                out.whole_second_puts += flag(r.get("whole_seconds"))
         elif kind == "dome_capacity":
             latest[(r.get("host"), r.get("fs"))] = r
         elif kind == "dome_fs_event":

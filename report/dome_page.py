@@ -7,10 +7,10 @@ from html import escape
 
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import ms_to_text
-from dpmstream.report.dome_analysis import MAX_EVENTS, PUT_STATUSES, QUANTILES, DomeNumbers
+from dpmstream.report.dome_analysis import (
+    CODE_CLASSES, MAX_EVENTS, PUT_STATUSES, QUANTILES, DomeNumbers,
+)
 from dpmstream.streams.sinks.summary import moment_text
-
-BASE_CLASSES = ("2xx", "3xx", "4xx", "5xx", "cut")
 
 WHOLE_SECONDS = ("Durations are whole-second rounded: {what} built on log stamps without a "
                  "fraction of a second (rsyslog's traditional format, docs/dome.md section 3). "
@@ -43,7 +43,7 @@ def dome_section(n: DomeNumbers, zone) -> str:
 def dome_summary(n: DomeNumbers) -> str:
     """One sentence for the page's summary when the window holds DOME records only."""
     parts = [f"{n.calls:,} DOME calls"]
-    answered = sum(row.calls - row.classes.get("cut", 0) for row in n.commands)
+    answered = sum(row.calls - row.classes["none"] for row in n.commands)
     errors = sum(row.classes.get("4xx", 0) + row.classes.get("5xx", 0) for row in n.commands)
     if answered:
         parts[0] += f" ({errors / answered * 100:.1f}% of those answered were 4xx or 5xx)"
@@ -56,10 +56,9 @@ def dome_summary(n: DomeNumbers) -> str:
 def _calls(n: DomeNumbers) -> str:
     if not n.calls:
         return "<p>No DOME call in the window.</p>"
-    classes = list(BASE_CLASSES) + sorted({c for row in n.commands for c in row.classes}
-                                          - set(BASE_CLASSES))
-    out = [f"<p>{n.calls:,} DOME calls: per command, by HTTP code class (cut: no Exiting "
-           "line, so no code), and their durations from the first line to the Exiting "
+    classes = CODE_CLASSES
+    out = [f"<p>{n.calls:,} DOME calls: per command, by HTTP code class (none: a cut call, "
+           "with no Exiting line, so no code), and their durations from the first line to the Exiting "
            "line (s).</p>",
            '<table id="dome-calls-table"><tr><th class="l">role</th><th class="l">command</th>'
            "<th>calls</th>" + "".join(f"<th>{c}</th>" for c in classes)
