@@ -36,6 +36,10 @@ KINDS = {
     "dome_capacity": (("time", "host", "fs", "phys", "free"), frozenset(("time",))),
     "dome_fs_event": (("time", "host", "server", "fs", "event", "transition"), frozenset(("time",))),
 }
+# The instant a record is known at (what an event-time export dates it by): its end, else
+# its start (a cut call has no end).
+EVENT_TIME = {"dome_call": ("end", "start"), "dome_put": ("ended", "put_time"),
+              "dome_capacity": ("time",), "dome_fs_event": ("time",)}
 DOME_CALL_COLUMNS = KINDS["dome_call"][0]
 DOME_PUT_COLUMNS = KINDS["dome_put"][0]
 DOME_CAPACITY_COLUMNS = KINDS["dome_capacity"][0]
@@ -102,3 +106,11 @@ def code_class(http_code: int | None) -> str:
     if http_code is None or not 200 <= http_code <= 599:
         return "none"
     return f"{http_code // 100}xx"
+
+
+def event_ms(record: dict) -> int | None:
+    """The record's EVENT_TIME: the first of its fields that is set."""
+    for field in EVENT_TIME[record["kind"]]:
+        if record.get(field) is not None:
+            return record[field]
+    return None

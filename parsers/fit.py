@@ -216,3 +216,46 @@ def judge(required, lines: int, roles: dict, seen: Reassembled) -> list[Finding]
             f"were first seen after their put/get, past the file's start; the put/get call "
             f"or token lines are not recognised"))
     return findings
+
+
+@dataclass
+class DomePutsSeen:
+    """What the DOME reassembly (parsers/dome_reassembly.py) made of a log's puts and
+    putdones, with what a file beginning mid-way explains."""
+
+    entered: int = 0               # put records (a head's `dome_put : Entering` lines)
+    puts: int = 0                  # ... with their `Selected fs` line: joinable
+    joined: int = 0                # ... joined to a putdone
+    unjoined_at_timeout: int = 0   # ... with no putdone within the timeout
+    unjoined_at_end: int = 0       # ... still waiting at the end of input (the cut explains them)
+    putdone_lines: int = 0         # putdone_disk and putdone_head lines
+    orphan_putdones: int = 0
+    orphans_at_start: int = 0      # orphans within the longest put-to-putdone of the start
+
+
+def judge_dome_puts(seen: DomePutsSeen) -> list[Finding]:
+    """Findings on the join of a DOME log's puts and putdones (docs/dome.md, "The join").
+    A profile that does not recognise the head's `Selected fs` lines leaves every put
+    unjoinable; one that reads them, or the PFNs, wrongly makes orphan putdones all
+    through the file; one that misses the putdone lines joins no put. Orphans are judged
+    only in a log with joinable puts: a disk node's log alone has its putdones and none
+    of the head's puts. A put never joined is no finding by itself: a client that gives
+    up leaves one (the DOME form of an abandoned write)."""
+    findings = []
+    if seen.entered >= REQUESTS_WITHOUT_START and seen.puts == 0:
+        findings.append(Finding(
+            f"puts never joinable: none of {seen.entered} puts has its `Selected fs` line; "
+            f"the put_selected lines are not recognised", "put_selected"))
+    if seen.puts >= REQUESTS_WITHOUT_START and seen.joined == 0 and seen.putdone_lines == 0:
+        findings.append(Finding(
+            f"puts never joined: none of {seen.puts} puts met a putdone line; the "
+            f"putdone_disk/putdone_head lines are not recognised", "putdone_head"))
+    orphans = seen.orphan_putdones - seen.orphans_at_start
+    if seen.puts and _too_many(orphans, seen.putdone_lines):
+        findings.append(Finding(
+            f"orphan putdones: {orphans} of {seen.putdone_lines} putdone lines "
+            f"({_pct(orphans, seen.putdone_lines)}) joined no put, past the file's start; the "
+            f"put_selected (`Selected fs`) lines or the putdone PFNs are not read right, or "
+            f"whole-second stamps are read in another zone than the node's (the PFN's EPOCH "
+            f"is UTC: check in the node's zone, TZ=Area/City)"))
+    return findings

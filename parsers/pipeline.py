@@ -260,6 +260,7 @@ class Pipeline:
         self._last_sources: dict[str, dict] = {}
         self._last_clock: dict | None = None
         self._last_linker: dict = {}  # a new linker holds nothing
+        self._last_dome: dict | None = None
 
     def take_changes(self) -> "StateChanges":
         """What changed since the last take (everything, the first time). A thread,
@@ -282,6 +283,10 @@ class Pipeline:
         linked = self.linker.state() or {}  # records held for name-server linking
         if linked != self._last_linker:
             self._last_linker = changes.linker = linked
+        if self.dome is not None:  # whole, not per call and put (docs/dome.md section 6)
+            dome = self.dome.snapshot()
+            if dome != self._last_dome:
+                self._last_dome = changes.dome = dome
         return changes
 
     def _net(self, changed: dict, kind: str) -> dict:
@@ -306,12 +311,17 @@ class Pipeline:
         self.reassembler.restore(whole["threads"], whole["requests"], state.clock,
                                  whole["finished"])
         self.linker.restore(state.linker)
+        if state.dome is not None:  # after the sources: a DOME one made a fresh reassembler
+            self.dome = engines.new_dome_reassembler(self.engine, state=state.dome,
+                                                     **self._dome_settings)
+            self.stats.dome = self.dome.stats
         if self.reassembler.tracking:  # what is stored now: changes are taken against it
             for kind, states in whole.items():
                 self._stored[kind].update(states)
             self._last_sources.update((k, s) for k, s in state.sources.items() if s is not None)
             self._last_clock = state.clock
             self._last_linker = state.linker or {}
+            self._last_dome = state.dome
 
     def finish(self) -> None:
         for src in self.sources.values():
@@ -343,7 +353,8 @@ class StateChanges:
     threads, requests: the reassembly's open threads and requests (None: gone);
     finished: groups of ended requests' keys, so a late line stays late after a restore;
     sources: each stream's profile and clock; clock: the processes and host clocks;
-    linker: what name-server linking holds. clock and linker are None when unchanged.
+    linker: what name-server linking holds; dome: the DOME reassembler's whole snapshot
+    (DomeReassembler.snapshot). clock, linker and dome are None when unchanged.
     """
     threads: dict[ThreadKey, dict | None] = field(default_factory=dict)
     requests: dict[RequestKey, dict | None] = field(default_factory=dict)
@@ -351,10 +362,12 @@ class StateChanges:
     sources: dict[str, dict | None] = field(default_factory=dict)
     clock: dict | None = None
     linker: dict | None = None
+    dome: dict | None = None
 
     def __bool__(self) -> bool:
         return bool(self.threads or self.requests or self.finished or self.sources
-                    or self.clock is not None or self.linker is not None)
+                    or self.clock is not None or self.linker is not None
+                    or self.dome is not None)
 
     def merge(self, later: "StateChanges") -> None:
         """Apply changes taken after these: what a store of the whole state does."""
@@ -369,6 +382,8 @@ class StateChanges:
             self.clock = later.clock
         if later.linker is not None:
             self.linker = later.linker
+        if later.dome is not None:
+            self.dome = later.dome
 
 
 class Source:

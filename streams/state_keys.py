@@ -6,7 +6,7 @@ state file of `dpmstream run --state` store it, one entry per key.
 
 Keys: "t|host|daemon|pid|tid" a thread, "r|host|token" a request, "f|N" a group of ended
 requests' keys, "s|name" a source, "m" the processes and host clocks, "l" what name-server
-linking holds. Keys split from the right, so a host name with a "|" still decodes. The
+linking holds, "d" the DOME reassembler's whole snapshot (docs/dome.md). Keys split from the right, so a host name with a "|" still decodes. The
 store's own keys (the Kafka worker's offsets, say) sit beside these and are the
 caller's to take out before decode().
 """
@@ -22,7 +22,7 @@ from dpmstream.parsers.reassembly import RequestKey, ThreadKey
 log = logging.getLogger(__name__)
 
 THREAD, REQUEST, FINISHED, SOURCE = "t|", "r|", "f|", "s|"
-CLOCK, LINKER = "m", "l"
+CLOCK, LINKER, DOME = "m", "l", "d"
 
 
 def encode(changes: StateChanges) -> dict[str, object]:
@@ -40,6 +40,8 @@ def encode(changes: StateChanges) -> dict[str, object]:
         flat[CLOCK] = changes.clock
     if changes.linker is not None:
         flat[LINKER] = changes.linker or None  # nothing held: no entry
+    if changes.dome is not None:
+        flat[DOME] = changes.dome
     return flat
 
 
@@ -67,6 +69,8 @@ def decode(entries: Mapping[str, object] | Iterable[tuple[str, object]]) -> Stat
                 state.clock = value
             elif key == LINKER:
                 state.linker = value
+            elif key == DOME:
+                state.dome = value
             else:
                 log.warning("state entry %r is of no known kind: skipped", key)
         except (ValueError, TypeError) as exc:

@@ -180,7 +180,7 @@ def run_check(args) -> int:
         except InputError as exc:
             print(f"dpmstream profile check: {name}: {exc}", file=sys.stderr)
             status = 2
-        for tally in tallies:
+        for tally in (*tallies, *dome_tallies):
             tally.finish()
         print("\n".join([render_check(name, total, tallies, args.top)]
                         + [text for d in dome_tallies for text in render_dome(total, d, args.top)]))

@@ -6,16 +6,24 @@ its required roles, and, per worker thread (host, pid, TID), `Exiting` lines clo
 open call (stray ends) and calls opened again before their `Exiting` (calls without an
 end), judged by the same rules as a DPM daemon's stray returns (parsers/fit.py). The
 generation without a thread id has no threads to watch: its roles alone are judged.
+
+The lines also go through the DOME reassembly (the engine replay and run use,
+parsers/engines.new_dome_reassembler), which judges the join of puts and putdones
+(fit.judge_dome_puts): orphan putdones past the file's start, puts none of which met a
+putdone.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import ROLES
-from dpmstream.parsers.fit import MIN_LINES_TO_JUDGE, Reassembled, judge
+from dpmstream.parsers.fit import (
+    MIN_LINES_TO_JUDGE, DomePutsSeen, Reassembled, judge, judge_dome_puts,
+)
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, PARSED, UNMATCHED_RESULT
 from dpmstream.parsers.shapes import shape
 
@@ -36,6 +44,11 @@ class DomeTally:
         self.examples: dict[str, str] = {}
         self._threads: dict[tuple, str] = {}   # (host, pid, tid) -> the last framing role
         self.opens = self.stray_ends = self.ends_first_on_thread = self.no_end = 0
+        self.engine = engines.new_dome_reassembler(engines.choose())
+        self.seen = DomePutsSeen()
+        self._first_ts: int | None = None
+        self._orphan_times: list[int] = []   # event time each orphan putdone was counted at
+        self._longest_put_ms = 0             # the longest put-to-putdone joined
 
     @property
     def own(self) -> int:
@@ -50,9 +63,47 @@ class DomeTally:
             self._unmatched(line)
         if ev is None:
             return
+        self._reassemble(ev)
         self.roles[ev.role] += 1
         if ev.tid >= 0 and ev.role in (*OPENERS, "returns"):
             self._frame((ev.host, ev.pid, ev.tid), ev.role)
+
+    def _reassemble(self, ev) -> None:
+        if self._first_ts is None:
+            self._first_ts = ev.ts
+        if ev.role in ("putdone_disk", "putdone_head"):
+            self.seen.putdone_lines += 1
+        before = self.engine.stats.orphan_putdones
+        self._records(self.engine.feed(ev))
+        self._orphan_times += [ev.ts] * (self.engine.stats.orphan_putdones - before)
+
+    def finish(self) -> None:
+        """The end of the file: the reassembly's last records, then the orphans a file
+        beginning mid-way explains (within the longest put-to-putdone of its start)."""
+        before = self.engine.stats.orphan_putdones
+        self._records(self.engine.finish())
+        last = max(self.engine.clocks.values(), default=0)
+        self._orphan_times += [last] * (self.engine.stats.orphan_putdones - before)
+        self.seen.orphan_putdones = len(self._orphan_times)
+        if self._first_ts is not None:
+            horizon = self._first_ts + self._longest_put_ms
+            self.seen.orphans_at_start = sum(1 for ts in self._orphan_times if ts <= horizon)
+
+    def _records(self, records: list[dict]) -> None:
+        for rec in records:
+            if rec["kind"] != "dome_put":
+                continue
+            self.seen.entered += 1
+            if rec["server"] is None:
+                continue   # a put without its `Selected fs` line cannot be joined at all
+            self.seen.puts += 1
+            if rec["putdone_disk_time"] is not None or rec["putdone_head_time"] is not None:
+                self.seen.joined += 1
+                self._longest_put_ms = max(self._longest_put_ms, rec["put_to_putdone"] or 0)
+            elif rec["end_reason"] == "input_end":
+                self.seen.unjoined_at_end += 1
+            else:
+                self.seen.unjoined_at_timeout += 1
 
     def _frame(self, thread, role: str) -> None:
         last = self._threads.get(thread)
@@ -79,7 +130,8 @@ class DomeTally:
         seen = Reassembled(stray_returns=self.stray_ends,
                            returns_at_thread_start=self.ends_first_on_thread,
                            noreturn_calls=self.no_end)
-        return judge(self.profile.required_roles, self.own, self.roles, seen)
+        return (judge(self.profile.required_roles, self.own, self.roles, seen)
+                + judge_dome_puts(self.seen))
 
 
 def render_dome(total: int, t: DomeTally, top: int) -> list[str]:
@@ -105,6 +157,11 @@ def render_dome(total: int, t: DomeTally, top: int) -> list[str]:
         out.append("    required roles: " + ", ".join(
             f"{role} {t.roles[role]}" + (" MISSING" if judged and not t.roles[role] else "")
             for role in p.required_roles))
+    s = t.seen
+    out.append(f"    puts (reassembled): {s.entered}, {s.puts} with their Selected fs line, joined to a putdone "
+               f"{s.joined}, never joined {s.unjoined_at_timeout + s.unjoined_at_end} "
+               f"({s.unjoined_at_end} at the end of input); orphan putdones {s.orphan_putdones} "
+               f"of {s.putdone_lines} putdone lines ({s.orphans_at_start} near the start)")
     if p.has_tid:
         out.append(f"    calls: {t.opens} opens, stray ends {t.stray_ends} ({t.ends_first_on_thread} first "
                    f"on their thread), calls opened again before their Exiting {t.no_end}")

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from prometheus_client import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
+from dpmstream.parsers import dome_records
 from dpmstream.parsers.records import ms_to_text
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from dpmstream.streams.metrics.stats_collector import StatsSnapshot
@@ -61,6 +62,8 @@ class ExportSummary:
 
 
 def _event_ms(rec: dict) -> int | None:
+    if rec.get("kind") in dome_records.EVENT_TIME:
+        return dome_records.event_ms(rec)
     ended = rec.get("ended")
     return ended if ended is not None else rec.get("started")
 

@@ -5,6 +5,8 @@ reworded `Exiting` line is a missing required role, a reworded call start makes 
 
 from __future__ import annotations
 
+import csv
+import os
 import re
 import subprocess
 import sys
@@ -16,8 +18,12 @@ from dpmstream.simulator.dome_run import simulate_dome
 
 
 def check(*args):
+    """The check as run on the node: in its zone (the simulator's), as /etc/localtime
+    would give it there. A whole-second stamp is local time, and the join of a putdone
+    to its put compares it with the PFN's UTC epoch."""
     return subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TZ": DomeConfig().tz})
 
 
 @pytest.fixture(scope="module", params=["tid", "notid"])
@@ -88,3 +94,52 @@ def test_profile_list_and_show_name_the_dome_profiles():
                            capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0 and "family: dome" in shown.stdout
     assert "envelope (traditional): " in shown.stdout and "  put_selected " in shown.stdout
+
+
+# -- the join of puts and putdones, through the DOME reassembly (docs/dome.md section 6) --
+
+@pytest.fixture(scope="module")
+def head_log(tmp_path_factory):
+    result = simulate_dome(DomeConfig(duration=300.0, rate=4.0, disk_down_at=None, restart_at=None,
+                                      gap_at=None), tmp_path_factory.mktemp("join") / "site")
+    return result
+
+
+def test_a_simulated_head_log_joins_its_puts_and_putdones_with_no_warning(head_log):
+    done = check(head_log.logs["dpmhead01"], "--profile", "dmlite-dome")
+    assert done.returncode == 0, done.stdout
+    line = next(x for x in done.stdout.splitlines() if "puts (reassembled):" in x)
+    joined = int(re.search(r"joined to a putdone (\d+)", line).group(1))
+    with open(head_log.paths["puts"], newline="", encoding="utf-8") as fh:
+        truth = [r for r in csv.DictReader(fh) if r["putdone_head_time"]]
+    # Every put whose putdone the head logged, within 1%: the truth's join also reads the
+    # disk nodes' lines, which the check of one file has not.
+    assert len(truth) > 500 and abs(joined - len(truth)) <= 0.01 * len(truth)
+    assert "orphan putdones 0 of" in line
+
+
+def test_a_disk_nodes_log_alone_is_not_judged_for_orphan_putdones(head_log):
+    done = check(head_log.logs["dpmdisk01"], "--profile", "dmlite-dome")
+    assert done.returncode == 0, done.stdout
+    assert re.search(r"puts \(reassembled\): 0, 0 with", done.stdout)
+
+
+def test_a_misread_selected_fs_line_makes_orphan_putdones_a_warning(head_log, tmp_path):
+    """The head's `Selected fs` line names the filesystem under which the PFN lies; a
+    profile reading a wrong server there (here the line reworded to name another host)
+    joins no putdone: orphans all through the file."""
+    log = tmp_path / "head.log"
+    assert reworded(head_log.logs["dpmhead01"], log, r"Selected fs: '([^:']+):", r"Selected fs: 'elsewhere:") > 500
+    done = check(log, "--profile", "dmlite-dome")
+    assert done.returncode == 1, done.stdout
+    warning = done.stdout[done.stdout.index("WARNING"):]
+    assert re.search(r"orphan putdones: \d+ of \d+ putdone lines \(100\.0%\) joined no put", warning)
+
+
+def test_unrecognised_putdone_lines_are_puts_never_joined(head_log, tmp_path):
+    log = tmp_path / "head.log"
+    assert reworded(head_log.logs["dpmhead01"], log, r"dome_putdone_head :  server:",
+                    "dome_putdone_head :  host:") > 500
+    done = check(log, "--profile", "dmlite-dome")
+    assert done.returncode == 1, done.stdout
+    assert re.search(r"puts never joined: none of \d+ puts met a putdone line", done.stdout)

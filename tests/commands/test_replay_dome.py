@@ -141,3 +141,57 @@ def test_foreign_and_damaged_lines_among_dome_lines_are_counted_not_fatal(tmp_pa
     assert "malformed 1" in lines and "unmatched 1" in lines
     other = next(line for line in proc.stdout.splitlines() if "lines of other programs" in line)
     assert "lines of other programs 0" not in other   # /var/log/messages: other programs' lines
+
+
+def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(tmp_path):
+    """The DPM engine a pipeline runs (the compiled one where built, or the Python
+    reference with DPMSTREAM_PURE_PYTHON=1) does not change a DOME record: DOME lines take
+    the Python DOME engine in both (engines.new_dome_reassembler, where the compiled DOME
+    engine will be chosen)."""
+    prefix, logs = simulate(tmp_path, "--duration", "200")
+    common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
+    default, python = tmp_path / "default", tmp_path / "python"
+    dpmstream("replay", *logs, "--out", str(default), *common)
+    dpmstream("replay", *logs, "--out", str(python), *common,
+              env={**os.environ, "DPMSTREAM_PURE_PYTHON": "1"})
+    for filename, _ in FILES.values():
+        assert (default / filename).read_text() == (python / filename).read_text()
+    assert_records_are_the_truth(python, prefix)
+
+
+def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(tmp_path):
+    """stdin cannot be read twice: its source detects the DOME profile itself, over its
+    first lines, as a DPM log's does. A node's calls are its own: the head's log alone
+    gives exactly the truth's calls of the head."""
+    prefix, logs = simulate(tmp_path, "--duration", "200", "--stamp", "rfc3339")
+    head = next(p for p in logs if "head" in os.path.basename(p))
+    out = tmp_path / "out"
+    with open(head, "rb") as fh:
+        proc = subprocess.run([sys.executable, "-m", "dpmstream", "replay", "-", "--out", str(out),
+                               "--year", "2017", "--request-timeout", "120", "--quiet"],
+                              stdin=fh, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    truth = [r for r in truth_as_written(prefix, "calls") if r["host"] == "dpmhead01"]
+    mine = [{c: r[c] for c in truth[0]} for r in rows(out / "dome-calls.csv")]
+    assert len(truth) > 1000
+    assert in_order(mine, "calls") == in_order(truth, "calls")
+
+
+def test_replay_openmetrics_exports_the_dome_metrics_at_event_time(tmp_path):
+    """`replay --openmetrics` (for promtool's backfill) dates each DOME record by its own
+    time: the last sample of dpm_dome_puts_total counts the truth's puts."""
+    prefix, logs = simulate(tmp_path, "--duration", "200")
+    om = tmp_path / "dome.om"
+    dpmstream("replay", *logs, "--openmetrics", str(om), "--year", "2017", "--tz",
+              "Europe/Zurich", "--request-timeout", "120", "--quiet")
+    last: dict[str, float] = {}
+    stamps = set()
+    for line in om.read_text().splitlines():
+        if line.startswith("dpm_dome_puts_total{"):
+            labels, value, stamp = line.rsplit(" ", 2)
+            last[labels] = float(value)
+            stamps.add(float(stamp))
+    want = rows(f"{prefix}.puts.csv")
+    assert sum(last.values()) == len(want) > 100
+    start = min(int(r["put_time"]) for r in want) / 1000
+    assert min(stamps) >= start and len(stamps) > 1     # event time, step by step
