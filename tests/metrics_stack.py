@@ -109,7 +109,11 @@ def start_live_stack(workdir: Path, sim_args=("--scenario", "mixed", "--rate", "
     return stack
 
 
-def start_dome_stack(workdir: Path, sim_args=(), run_args=()) -> LiveStack:
+# A line of no syslog shape in a DOME log: the "unparsed lines" panel must show it.
+DOME_JUNK = ["this is not a DOME log line at all\n"]
+
+
+def start_dome_stack(workdir: Path, sim_args=(), run_args=(), junk: bool = True) -> LiveStack:
     """A simulated DOME site (a head and its disk nodes, RFC 3339 stamps unless
     `sim_args` say otherwise), each node's log followed by one `dpmstream run` as it
     grows in two halves, scraped by Prometheus: as start_live_stack."""
@@ -117,7 +121,8 @@ def start_dome_stack(workdir: Path, sim_args=(), run_args=()) -> LiveStack:
     sources = sorted(prefix.parent.glob(f"{prefix.name}.*.log"))
     assert len(sources) >= 2, sources  # the head and a disk node at least
     live = [workdir / "live" / src.name for src in sources]
-    return follow_in_halves(workdir, prefix, sources, live, [], list(run_args), DOME_CALLS)
+    return follow_in_halves(workdir, prefix, sources, live, DOME_JUNK if junk else [],
+                            list(run_args), DOME_CALLS)
 
 
 def follow_in_halves(workdir: Path, prefix: Path, sources: list[Path], live: list[Path],

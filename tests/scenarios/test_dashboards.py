@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.metrics_stack import start_live_stack
+from tests.metrics_stack import start_dome_stack, start_live_stack
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
@@ -125,6 +125,26 @@ def test_every_overview_panel_query_is_valid_promql_and_returns_data(stack, tmp_
     assert "dpmhead01" in resolved["host"]
     assert resolved["op"] == "(get|put)"
     assert_every_panel_has_data(stack.prometheus, dash, resolved, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def dome_stack(tmp_path_factory):
+    """A DOME site whose first disk node goes down in the second half (its filesystems
+    disabled, then enabled again), with RFC 3339 stamps (call durations exported)."""
+    live = start_dome_stack(tmp_path_factory.mktemp("dome-dash"), sim_args=(
+        "--duration", "600", "--rate", "3", "--disk-down-at", "330", "--disk-down-s", "200"))
+    yield live
+    live.stop()
+
+
+@pytest.mark.services  # the `dome_stack` fixture starts Prometheus and `dpmstream run`
+def test_every_dome_panel_query_is_valid_promql_and_returns_data(dome_stack, tmp_path):
+    dash = json.loads((REPO / "dashboards" / "dpm-dome.json").read_text())
+    resolved = _resolve_variables(dome_stack.prometheus.url, dash)
+    assert "dpmhead01" in resolved["host"] and "dpmdisk01" in resolved["host"]
+    assert "dome_put" in resolved["command"] and "dome_putdone" in resolved["command"]
+    assert "dpmdisk01" in resolved["server"]
+    assert_every_panel_has_data(dome_stack.prometheus, dash, resolved, tmp_path)
 
 
 def assert_every_panel_has_data(prometheus, dash: dict, resolved: dict[str, str], tmp_path) -> None:
