@@ -16,7 +16,9 @@ A DOME site (Wanted.dome): calls by code class and puts by status are counted th
 way (dpm_dome_calls_total, dpm_dome_puts_total); call-duration quantiles are
 histogram_quantile over dpm_dome_call_seconds (exported from sub-second stamps only);
 the filesystems are their gauges' latest samples (within Prometheus' lookback): the
-count of dpm_dome_fs_enabled at 0, and the lowest dpm_dome_fs_free_bytes and free / size.
+count of dpm_dome_fs_enabled at 0 (0 for a site whose filesystems are known only from
+their capacity gauges: never disabled), and the lowest dpm_dome_fs_free_bytes and
+free / size.
 
 Every HTTP request gets what is left of the probe's time budget (and Prometheus its own
 query timeout), so the probe never outlives -t.
@@ -340,8 +342,11 @@ class PrometheusSource:
         enabled = f"last_over_time(dpm_dome_fs_enabled{fs})"
         free = f"last_over_time(dpm_dome_fs_free_bytes{fs})"
         size = f"last_over_time(dpm_dome_fs_size_bytes{fs})"
-        # 0 when filesystems are known and none is disabled; nothing when none is known
-        snap.fs_disabled = self._one(f"count({enabled} == 0) or 0 * count({enabled})")
+        # 0 when filesystems are known (from the head's enable/disable lines, or the disk
+        # nodes' capacity lines: a site where none was ever disabled) and none is disabled;
+        # nothing when none is known
+        snap.fs_disabled = self._one(f"count({enabled} == 0) or 0 * count({enabled}) "
+                                     f"or 0 * count({size})")
         snap.fs_free_bytes = self._one(f"min({free})")
         snap.fs_free_ratio = self._one(f"min({free} / on (server, fs) ({size} > 0))")
         if not snap.calls and not snap.by_status:
