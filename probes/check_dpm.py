@@ -58,7 +58,8 @@ latest capacity and enable/disable lines left them (all servers, whatever --host
 sources:
   --prometheus URL  the dpmstream metrics (dpmstream run / worker) in Prometheus; the
                     window ends now.
-  --log FILE        a DPM, DPNS or SRM log read directly (no pipeline needed); the window
+  --log FILE        a DPM, DPNS or SRM log (with --dome: one DOME node's dmlite log) read
+                    directly with the domain's reading (no running pipeline needed); the window
                     ends at the latest event time in the file, never the wall clock.
                     Requests still open at the end of the file are not counted. Only the
                     tail is read, backwards from the end; lines over 64 KiB are skipped
@@ -66,6 +67,13 @@ sources:
                     as much more as the pace allows; when not all of window and lookback
                     could be read, the answer is on what was, and says so: "(partial:
                     read only the last 12.3m of the log, 140.0 MiB of its 1.1 GiB)".
+
+--dome --log reads one node's log: the head's has its calls, puts and filesystem states,
+a disk node's its calls and capacity lines. A put ends at its disk node's putdone
+Exiting line: from the head's log alone a put that succeeded ends at --request-timeout
+(a failed one at its failure), so the puts of the last --request-timeout are not counted
+yet and failed_rate leans to the failures. Window and lookback are read whole: a read
+-t cuts short is UNKNOWN (no partial answer).
 
 freshness (--max-age DURATION): a source is stale when its newest event is older than
 this, against the wall clock now (the one comparison with it): for --log the newest
@@ -169,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
-    src.add_argument("--log", metavar="FILE", help="DPM/DPNS/SRM log file to read the last window of")
+    src.add_argument("--log", metavar="FILE", help="DPM/DPNS/SRM log file (with --dome: a DOME "
+                                                   "node's dmlite log) to read the last window of")
     p.add_argument("--window", default="15m", type=_duration("--window", MAX_SPAN),
                    metavar="DURATION",
                    help=f"window to measure over: 90s, 15m, 2h (default 15m, at most {MAX_SPAN})")
@@ -546,8 +555,10 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
         source = PrometheusSource(args.prometheus, window_s, host=args.host, op=args.op,
                                   ns_daemons=args.ns_daemons, deadline=deadline)
     elif args.dome:
-        raise UsageError("--dome reads Prometheus only (--prometheus): a DOME log is not read "
-                         "by the probe yet")
+        from dpmstream.probes.sources_dome_log import DomeLogSource
+        source = DomeLogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
+                               profile=args.profile, tz=args.tz, year=args.last_line_year,
+                               timeout_s=args.request_timeout, deadline=deadline)
     else:
         from dpmstream.probes.sources_log import LogSource
         source = LogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,

@@ -99,3 +99,13 @@ def test_the_help_lists_every_dome_threshold_once():
     for name, (what, example) in th.DOME_SUBJECTS.items():
         assert text.count(f"{name}=RANGE") == 1 and what in text and example in text
     assert "--dome" in text
+
+
+def test_the_dome_log_probe_runs_without_dpmstream_streams(tmp_path):
+    from tests.metrics_stack import simulate
+    prefix = simulate(tmp_path / "site", "--dome", "--duration", "120")
+    done = subprocess.run([sys.executable, "-c", _NO_STREAMS, "--dome", "--log",
+                           f"{prefix}.dpmhead01.log", "--tz", TZ, "--last-line-year", "2017"],
+                          capture_output=True, text=True, timeout=60)
+    assert "No module named" not in done.stdout + done.stderr
+    assert done.returncode == 0 and done.stdout.startswith("DOME OK - "), done.stdout
