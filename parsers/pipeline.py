@@ -23,6 +23,7 @@ across sources and the event-time sweeps are the same code for both families.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -239,8 +240,7 @@ class Pipeline:
             self.stats.dome = self.dome.stats
 
     def _feed_dome(self, ev) -> None:
-        for record in self.dome.feed(ev):
-            self._on_dome_record(record)
+        self._emit_dome(self.dome.feed(ev))
 
     def _emit_dome(self, records: list[dict]) -> None:
         for record in records:
@@ -284,7 +284,9 @@ class Pipeline:
         if linked != self._last_linker:
             self._last_linker = changes.linker = linked
         if self.dome is not None:  # whole, not per call and put (docs/dome.md section 6)
-            dome = self.dome.snapshot()
+            # A copy: the snapshot's values include lists the reassembler goes on changing
+            # (a put's putdone threads), which would change a state already taken.
+            dome = copy.deepcopy(self.dome.snapshot())
             if dome != self._last_dome:
                 self._last_dome = changes.dome = dome
         return changes
@@ -312,8 +314,8 @@ class Pipeline:
                                  whole["finished"])
         self.linker.restore(state.linker)
         if state.dome is not None:  # after the sources: a DOME one made a fresh reassembler
-            self.dome = engines.new_dome_reassembler(self.engine, state=state.dome,
-                                                     **self._dome_settings)
+            self.dome = engines.new_dome_reassembler(
+                self.engine, state=copy.deepcopy(state.dome), **self._dome_settings)
             self.stats.dome = self.dome.stats
         if self.reassembler.tracking:  # what is stored now: changes are taken against it
             for kind, states in whole.items():

@@ -293,6 +293,9 @@ class LiveFeed:
         by_result = {r: stats.total(r) for r in ("parsed", "unmatched", "malformed")}
         parts[0] += " (" + ", ".join(f"{n} {r}" for r, n in by_result.items()) + ")"
         parts.append(f"{self.emitted['request']} requests, {self.emitted['call']} calls emitted")
+        if self.emitted.get("dome_call") or self.emitted.get("dome_put"):
+            parts.append(f"{self.emitted.get('dome_call', 0)} DOME calls, "
+                         f"{self.emitted.get('dome_put', 0)} DOME puts emitted")
         parts.append(f"{stats.in_flight} in flight")
         if stats.latest_event_ms:
             lag = time.time() - max(stats.latest_event_ms.values()) / 1000.0

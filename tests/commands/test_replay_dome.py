@@ -185,13 +185,18 @@ def test_replay_openmetrics_exports_the_dome_metrics_at_event_time(tmp_path):
     dpmstream("replay", *logs, "--openmetrics", str(om), "--year", "2017", "--tz",
               "Europe/Zurich", "--request-timeout", "120", "--quiet")
     last: dict[str, float] = {}
+    calls: dict[str, float] = {}
     stamps = set()
     for line in om.read_text().splitlines():
         if line.startswith("dpm_dome_puts_total{"):
             labels, value, stamp = line.rsplit(" ", 2)
             last[labels] = float(value)
             stamps.add(float(stamp))
+        elif line.startswith("dpm_dome_calls_total{"):   # calls have no ended/started field
+            labels, value, _ = line.rsplit(" ", 2)
+            calls[labels] = float(value)
     want = rows(f"{prefix}.puts.csv")
     assert sum(last.values()) == len(want) > 100
+    assert sum(calls.values()) == len(rows(f"{prefix}.calls.csv")) > 1000
     start = min(int(r["put_time"]) for r in want) / 1000
     assert min(stamps) >= start and len(stamps) > 1     # event time, step by step
