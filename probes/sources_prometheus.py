@@ -361,6 +361,12 @@ class PrometheusSource:
             snap.dome_call[q] = self._one(
                 f"histogram_quantile({q}, sum by (le) "
                 f"(rate(dpm_dome_call_seconds_bucket{sel}[{w}])))")
+        # The exporter observes a call's duration only from sub-second stamps: calls
+        # answered in the window with none observed were stamped in whole seconds.
+        answered = sum(v for c, v in snap.calls_by_class.items() if c != "none")
+        if answered and not self.count_in_window("dpm_dome_call_seconds_count",
+                                                 "dpm_dome_call_seconds_created", sel).get(""):
+            snap.whole_seconds = True
         return snap
 
     def _one(self, promql: str) -> float | None:

@@ -26,10 +26,9 @@ THRESHOLDS = ("-w", "dome_error_rate=0.05", "-c", "dome_error_rate=0.25", "-c", 
               "-w", "dome_fs_free_ratio=0.001:", "-w", "dome_call:p95=30", "-w", "failed_rate=0.1")
 
 
-def _site(tmp_path_factory, name, sim_args):
-    work = tmp_path_factory.mktemp(name)
-    stack = start_dome_stack(work, sim_args=(*SITE, *sim_args))
-    return stack
+def _site(tmp_path_factory, name, sim_args, run_args=()):
+    return start_dome_stack(tmp_path_factory.mktemp(name), sim_args=(*SITE, *sim_args),
+                            run_args=run_args)
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +123,28 @@ def test_a_degraded_site_under_warning_ranges_only_is_warning(degraded):
                               "-w", "dome_error_rate=0.05", "-w", "dome_fs_disabled=0")
     assert rc == 1 and status.startswith("DOME WARNING - "), status
     assert "dome_error_rate" in status and "dome_fs_disabled" in status
+
+
+@pytest.fixture(scope="module")
+def whole_seconds(tmp_path_factory):
+    # the simulated site's year: traditional stamps have none (the PFN's epoch does)
+    stack = _site(tmp_path_factory, "whole", ("--stamp", "traditional", *NOTHING_GOES_WRONG),
+                  run_args=("--year", "2017"))
+    yield stack
+    stack.stop()
+
+
+def test_whole_second_stamps_give_no_call_duration_and_say_so(whole_seconds):
+    rc, status, perf = check_dpm("--dome", "--prometheus", whole_seconds.prometheus.url,
+                                 "--window", "1h", "-w", "dome_call:p95=0.001")
+    assert rc == 0, status  # no value: no range left
+    assert perf["dome_call_p95"][0] == "U" and float(perf["calls"][0]) > 1000
+    assert "no call duration (whole-second stamps)" in status
+
+
+def test_sub_second_stamps_do_not_say_whole_seconds(healthy):
+    _, status, _ = check_dpm("--dome", "--prometheus", healthy.prometheus.url, "--window", "1h")
+    assert "whole-second" not in status and "call p95 " in status
 
 
 def test_a_prometheus_without_dome_metrics_is_unknown_saying_so(prometheus_factory):
