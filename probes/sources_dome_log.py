@@ -186,9 +186,7 @@ class DomeLogSource:
             if kind == "dome_fs_event":
                 fs_state[(rec["server"], rec["fs"])] = rec["event"]
                 continue
-            ended = rec.get("end" if kind == "dome_call" else "ended")
-            if kind == "dome_call" and ended is None:
-                ended = rec.get("start")  # a cut call: counted where it began
+            ended = dome_records.event_ms(rec)  # its end; a cut call's start
             if ended is None or not begin_ms < ended <= end_ms:
                 continue
             host = rec.get("host" if kind == "dome_call" else "head")
