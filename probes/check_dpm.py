@@ -34,6 +34,9 @@ e.g. 2 = 0..2, ~:2 = up to 2, 5:10, @1:5 = alert inside 1..5):
   failed_rate=RANGE     failed / finished requests (0..1)        -w failed_rate=0.05
   incomplete_rate=RANGE incomplete (timed out) / finished        -c incomplete_rate=0.2
 
+DOME site (--dome; failed_rate and incomplete_rate are then of its puts):
+  dome_call:pNN=RANGE   a quantile of DOME call durations, s    -w dome_call:p95=0.5
+{dome}
 perfdata: PHASE_pNN in seconds for every phase and every --quantiles value (U when the
 window holds none), ns_OP_pNN for thresholded ops, requests, calls, failed_rate,
 incomplete_rate. A phase with no value in the window is OK ("no data") even if
@@ -46,10 +49,17 @@ the window less the last one before it (0 for a series first seen in the window;
 restarted pipeline, told by a drop or a new _created time, counts from its raw samples),
 summed: no increase() extrapolation, so the count is the records' count, to the scrape.
 
+perfdata with --dome: dome_call_pNN for every --quantiles value (U with whole-second
+stamps: their calls have no duration, docs/dome.md), calls, puts, dome_error_rate,
+failed_rate, incomplete_rate (of puts), dome_fs_disabled, dome_fs_free_ratio,
+dome_fs_free_bytes. Calls, puts and rates are of the window; the filesystems are as the
+latest capacity and enable/disable lines left them (all servers, whatever --host).
+
 sources:
   --prometheus URL  the dpmstream metrics (dpmstream run / worker) in Prometheus; the
                     window ends now.
-  --log FILE        a DPM, DPNS or SRM log read directly (no pipeline needed); the window
+  --log FILE        a DPM, DPNS or SRM log (with --dome: one DOME node's dmlite log) read
+                    directly with the domain's reading (no running pipeline needed); the window
                     ends at the latest event time in the file, never the wall clock.
                     Requests still open at the end of the file are not counted. Only the
                     tail is read, backwards from the end; lines over 64 KiB are skipped
@@ -57,6 +67,13 @@ sources:
                     as much more as the pace allows; when not all of window and lookback
                     could be read, the answer is on what was, and says so: "(partial:
                     read only the last 12.3m of the log, 140.0 MiB of its 1.1 GiB)".
+
+--dome --log reads one node's log: the head's has its calls, puts and filesystem states,
+a disk node's its calls and capacity lines. A put ends at its disk node's putdone
+Exiting line: from the head's log alone a put that succeeded ends at --request-timeout
+(a failed one at its failure), so the puts of the last --request-timeout are not counted
+yet and failed_rate leans to the failures. Window and lookback are read whole: a read
+-t cuts short is UNKNOWN (no partial answer).
 
 freshness (--max-age DURATION): a source is stale when its newest event is older than
 this, against the wall clock now (the one comparison with it): for --log the newest
@@ -79,6 +96,10 @@ The status line names every metric out of its range, the worst state first.
 exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad arguments, source unreadable,
 no data, timeout: the reason is in the status line, one line).
 """
+
+EPILOG = EPILOG.replace("{dome}\n", "".join(
+    f"  {name + '=RANGE':<22}{what}\n{'':<24}{example}\n"
+    for name, (what, example) in th.DOME_SUBJECTS.items()))
 
 _STATES = {"ok": Ok, "warning": Warn, "critical": Critical, "unknown": Unknown}
 
@@ -156,10 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
-    src.add_argument("--log", metavar="FILE", help="DPM/DPNS/SRM log file to read the last window of")
+    src.add_argument("--log", metavar="FILE", help="DPM/DPNS/SRM log file (with --dome: a DOME "
+                                                   "node's dmlite log) to read the last window of")
     p.add_argument("--window", default="15m", type=_duration("--window", MAX_SPAN),
                    metavar="DURATION",
                    help=f"window to measure over: 90s, 15m, 2h (default 15m, at most {MAX_SPAN})")
+    p.add_argument("--dome", action="store_true",
+                   help="the site runs DOME (DPM 1.10 on): measure its calls, puts and "
+                        "filesystems (dpm_dome_* metrics, or a DOME log) instead of the "
+                        "legacy daemons' requests")
     p.add_argument("--host", type=_regex, help="only this host (regex, anchored)")
     p.add_argument("--op", type=_regex, help="only requests of this op (regex, anchored): put, get")
     p.add_argument("--quantiles", default="p50,p95,p99",
@@ -235,11 +261,15 @@ class DpmRequests(nagiosplugin.Resource):
         age = self.snapshot.age_s
         return age is None or age > self.max_age_s
 
-    def probe(self):
+    def fetched(self) -> Snapshot:
         try:
-            snap = self.snapshot = self.source.fetch(self.wanted)
+            self.snapshot = self.source.fetch(self.wanted)
         except SourceError as exc:
             raise nagiosplugin.CheckError(str(exc)) from None
+        return self.snapshot
+
+    def probe(self):
+        snap = self.fetched()
         if self.max_age_s is not None:
             yield Metric("age", snap.age_s, uom="s", context="age")
         # whole counts: records (--log) or differences of counter samples (--prometheus)
@@ -259,6 +289,38 @@ class DpmRequests(nagiosplugin.Resource):
             for q in qs:
                 name = th.ns_metric(op, q)
                 yield Metric(name, snap.ns.get((op, q)), uom="s", min=0, context=name)
+
+
+class DomeSite(DpmRequests):
+    """A DOME site's window as metrics (--dome): its calls and their errors and duration
+    quantiles, its puts and their rates, and its filesystems as they are now."""
+
+    @property
+    def name(self):
+        return "DOME"
+
+    def probe(self):
+        snap = self.fetched()
+        if self.max_age_s is not None:
+            yield Metric("age", snap.age_s, uom="s", context="age")
+        yield Metric("calls", round(snap.calls), min=0, context="count")
+        yield Metric("puts", round(snap.requests), min=0, context="count")
+        # the filesystems are a state, not the window's events: judged even in a quiet one
+        yield Metric("dome_fs_disabled", snap.fs_disabled, min=0, context="dome_fs_disabled")
+        yield Metric("dome_fs_free_ratio", snap.fs_free_ratio, min=0, max=1,
+                     context="dome_fs_free_ratio")
+        yield Metric("dome_fs_free_bytes", snap.fs_free_bytes, uom="B", min=0,
+                     context="dome_fs_free_bytes")
+        if snap.empty:
+            yield Metric("no_data", None, context="no_data")
+            return
+        yield Metric("dome_error_rate", snap.error_rate, min=0, max=1, context="dome_error_rate")
+        for status in ("failed", "incomplete"):
+            name = f"{status}_rate"
+            yield Metric(name, snap.rate(status), min=0, max=1, context=name)
+        for q in self.wanted.dome_call_quantiles:
+            name = th.dome_call_metric(q)
+            yield Metric(name, snap.dome_call.get(q), uom="s", min=0, context=name)
 
 
 class RangeContext(nagiosplugin.Context):
@@ -314,7 +376,8 @@ class NoDataContext(nagiosplugin.Context):
 
 
 def _nothing_text(snap) -> str:
-    return (f"no DPM request or call in the last {_window(snap.window_s)} of "
+    what = "DOME call or put" if snap.dome else "DPM request or call"
+    return (f"no {what} in the last {_window(snap.window_s)} of "
             f"{snap.source}{_end_text(snap)}")
 
 
@@ -324,6 +387,8 @@ class DpmSummary(nagiosplugin.Summary):
         snap = getattr(resource, "snapshot", None)
         if snap is None:
             return "no result"
+        if snap.dome:
+            return self.dome_ok(resource.wanted, snap)
         parts = []
         qs = resource.wanted.phase_quantiles
         q = 0.95 if 0.95 in qs else qs[-1]
@@ -338,6 +403,28 @@ class DpmSummary(nagiosplugin.Summary):
             parts.append(f"{round(snap.calls)} calls")
         return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap) \
             + _notes(snap)
+
+    @staticmethod
+    def dome_ok(wanted, snap) -> str:
+        parts = [f"{round(snap.calls)} calls"]
+        if snap.error_rate is not None:
+            parts.append(f"{snap.error_rate * 100:.1f}% errors")
+        qs = wanted.dome_call_quantiles
+        q = 0.95 if 0.95 in qs else qs[-1]
+        if snap.dome_call.get(q) is not None:
+            parts.append(f"call {th.quantile_label(q)} {_fmt(snap.dome_call[q])}s")
+        elif snap.whole_seconds:
+            parts.append("no call duration (whole-second stamps)")
+        parts.append(f"{round(snap.requests)} puts")
+        failed = snap.rate("failed")
+        if failed is not None:
+            parts.append(f"{failed * 100:.1f}% failed")
+        text = ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap)
+        if snap.fs_disabled is not None:
+            text += f"; {round(snap.fs_disabled)} filesystems disabled"
+        if snap.fs_free_ratio is not None:
+            text += f", the fullest {snap.fs_free_ratio * 100:.1f}% free"
+        return text + _notes(snap)
 
     def verbose(self, results):
         resource = next((r.resource for r in results if r.resource is not None), None)
@@ -453,14 +540,25 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
         limits = th.build(args.warning, args.critical)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.dome and limits.legacy_only():
+        raise UsageError(f"{', '.join(limits.legacy_only())}: thresholds of the legacy daemons' "
+                         f"requests and name-server calls, which a DOME site (--dome) has not")
+    if not args.dome and limits.dome_only():
+        raise UsageError(f"{', '.join(limits.dome_only())}: thresholds of a DOME site: give --dome")
     wanted = Wanted(tuple(limits.phase_quantiles(reported)),
                     {op: tuple(qs) for op, qs in limits.ns_wanted().items()},
-                    age=max_age_s is not None)
+                    age=max_age_s is not None, dome=args.dome,
+                    dome_call_quantiles=tuple(limits.dome_call_quantiles(reported)))
 
     if args.prometheus:
         from dpmstream.probes.sources_prometheus import PrometheusSource
         source = PrometheusSource(args.prometheus, window_s, host=args.host, op=args.op,
                                   ns_daemons=args.ns_daemons, deadline=deadline)
+    elif args.dome:
+        from dpmstream.probes.sources_dome_log import DomeLogSource
+        source = DomeLogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
+                               profile=args.profile, tz=args.tz, year=args.last_line_year,
+                               timeout_s=args.request_timeout, deadline=deadline)
     else:
         from dpmstream.probes.sources_log import LogSource
         source = LogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
@@ -468,20 +566,25 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
                            ns_daemons=args.ns_daemons, timeout_s=args.request_timeout,
                            deadline=deadline)
 
+    resource = DomeSite if args.dome else DpmRequests
     check = nagiosplugin.Check(
-        DpmRequests(source, wanted, reported, _STATES[args.no_data], max_age_s),
+        resource(source, wanted, reported, _STATES[args.no_data], max_age_s),
         CountContext("count"), NoDataContext(_STATES[args.no_data]), DpmSummary())
     if max_age_s is not None:
         check.add(FreshnessContext(max_age_s, _STATES[args.max_age_state]))
     names = ["failed_rate", "incomplete_rate"]
-    names += [th.phase_metric(p, q) for p in th.PHASE_NAMES for q in wanted.phase_quantiles]
-    names += [th.ns_metric(op, q) for op, qs in wanted.ns.items() for q in qs]
+    if args.dome:
+        names += list(th.DOME_SUBJECTS)
+        quantile_metrics = {q: [th.dome_call_metric(q)] for q in wanted.dome_call_quantiles}
+    else:
+        names += [th.ns_metric(op, q) for op, qs in wanted.ns.items() for q in qs]
+        quantile_metrics = {q: [th.phase_metric(p, q) for p in th.PHASE_NAMES]
+                            for q in wanted.phase_quantiles}
     # Perfdata for the reported quantiles and anything thresholded; other quantiles
     # measured only for a threshold of another phase stay out of the perfdata.
-    for name in names:
-        perf = name in limits.subjects or not any(
-            name == th.phase_metric(p, q) for p in th.PHASE_NAMES
-            for q in wanted.phase_quantiles if q not in reported)
+    unreported = {m for q, ms in quantile_metrics.items() if q not in reported for m in ms}
+    for name in names + [m for ms in quantile_metrics.values() for m in ms]:
+        perf = name in limits.subjects or name not in unreported
         check.add(RangeContext(name, limits.warning.get(name), limits.critical.get(name), perf))
     return check
 

@@ -21,6 +21,16 @@ class Wanted:
     phase_quantiles: tuple[float, ...]
     ns: dict[str, tuple[float, ...]] = field(default_factory=dict)
     age: bool = False  # also how old the newest line or sample is (--max-age)
+    # A DOME site (--dome): its calls, puts and filesystems instead of requests; these
+    # quantiles of its call durations.
+    dome: bool = False
+    dome_call_quantiles: tuple[float, ...] = ()
+
+
+# The HTTP code classes of a DOME call that are errors, and those that were answered at
+# all (a cut call, class "none", has no code).
+DOME_ERROR_CLASSES = ("4xx", "5xx")
+DOME_ANSWERED_CLASSES = ("2xx", "3xx", "4xx", "5xx")
 
 
 @dataclass
@@ -39,6 +49,17 @@ class Snapshot:
     # when -t allowed only the end of the window's lines ("" when all was read)
     read_s: float | None = None
     partial: str = ""
+    dome: bool = False
+    # A DOME site (Wanted.dome): by_status counts its puts, `calls` its calls, and these
+    # its calls by HTTP code class, call-duration quantiles, and filesystems now (None:
+    # none known).
+    calls_by_class: dict[str, float] = field(default_factory=dict)
+    dome_call: dict[float, float | None] = field(default_factory=dict)
+    fs_disabled: float | None = None
+    fs_free_ratio: float | None = None
+    fs_free_bytes: float | None = None
+    # log source: the calls' stamps were whole seconds (no duration measured)
+    whole_seconds: bool = False
 
     @property
     def requests(self) -> float:
@@ -47,6 +68,13 @@ class Snapshot:
     def rate(self, status: str) -> float | None:
         total = self.requests
         return self.by_status.get(status, 0.0) / total if total > 0 else None
+
+    @property
+    def error_rate(self) -> float | None:
+        """DOME calls answered 4xx or 5xx over the calls answered; None with none answered."""
+        answered = sum(self.calls_by_class.get(c, 0.0) for c in DOME_ANSWERED_CLASSES)
+        errors = sum(self.calls_by_class.get(c, 0.0) for c in DOME_ERROR_CLASSES)
+        return errors / answered if answered > 0 else None
 
     @property
     def empty(self) -> bool:

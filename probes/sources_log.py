@@ -35,7 +35,7 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 
 from dpmstream.parsers.clock import ClockError, load_zone, stream_reference
 from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT
@@ -174,22 +174,11 @@ class LogSource:
         return f"reading {self.path}: {t.bytes_scanned_back} of {t.size} bytes scanned from the end"
 
     def fetch(self, wanted: Wanted) -> Snapshot:
-        try:
-            fh = tail.open_log(self.path)
-        except tail.TailError as exc:
-            raise SourceError(str(exc)) from None
-        try:
-            with fh:
-                return self._fetch(fh, wanted)
-        except tail.DeadlineExceeded as exc:
-            raise SourceError(f"timed out: {exc} of {self.path}") from None
-        except OSError as exc:
-            raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        return measure_log(self.path, self.tail, self.deadline,
+                           lambda fh, st, end: self._fetch(fh, st, end, wanted))
 
-    def _fetch(self, fh, wanted: Wanted) -> Snapshot:
-        st = os.fstat(fh.fileno())
-        size = self.tail.size = st.st_size
-        end = tail.whole_lines_end(fh, size, self.tail, deadline=self.deadline)
+    def _fetch(self, fh, st, end: int, wanted: Wanted) -> Snapshot:
+        size = st.st_size
         scan_deadline = None if self.deadline is None else \
             time.monotonic() + SCAN_SHARE * max(0.0, self.deadline - time.monotonic())
         start, found = self._find_start(fh, end, st.st_mtime, scan_deadline)
@@ -404,3 +393,23 @@ def _finished_before_the_end(rec: dict) -> bool:
     open has no end: it is left out by its window)."""
     return (rec["kind"] != "request" or rec["end_reason"] != BY_INPUT_END
             or rec["status"] == "success")
+
+
+def measure_log(path: str, stats: tail.TailStats, deadline: float | None, measure) -> Snapshot:
+    """measure(fh, its os.stat, the end of its last whole line) on the log file opened to
+    read its tail (a regular file only); its failures (unreadable, -t run out) as
+    SourceErrors naming the file."""
+    try:
+        fh = tail.open_log(path)
+    except tail.TailError as exc:
+        raise SourceError(str(exc)) from None
+    try:
+        with fh:
+            st = os.fstat(fh.fileno())
+            stats.size = st.st_size
+            return measure(fh, st, tail.whole_lines_end(fh, st.st_size, stats, deadline=deadline))
+    except tail.DeadlineExceeded as exc:
+        raise SourceError(f"timed out: {exc} of {path}") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+

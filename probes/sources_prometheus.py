@@ -12,6 +12,14 @@ the window (or since that baseline sample: a counter dropped, or its _created sa
 changed) is counted from its raw samples, a restart counting the value after it. All queries are evaluated at
 one instant, the probe's start.
 
+A DOME site (Wanted.dome): calls by code class and puts by status are counted the same
+way (dpm_dome_calls_total, dpm_dome_puts_total); call-duration quantiles are
+histogram_quantile over dpm_dome_call_seconds (exported from sub-second stamps only);
+the filesystems are their gauges' latest samples (within Prometheus' lookback): the
+count of dpm_dome_fs_enabled at 0 (0 for a site whose filesystems are known only from
+their capacity gauges: never disabled), and the lowest dpm_dome_fs_free_bytes and
+free / size.
+
 Every HTTP request gets what is left of the probe's time budget (and Prometheus its own
 query timeout), so the probe never outlives -t.
 """
@@ -276,6 +284,8 @@ class PrometheusSource:
         return rows[0][1] if rows else None
 
     def fetch(self, wanted: Wanted) -> Snapshot:
+        if wanted.dome:
+            return self.fetch_dome(wanted)
         w = prom_duration(self.window_s)
         req_sel = _matchers(host=self.host, op=self.op)
         snap = Snapshot(window_s=self.window_s, source=self.url)
@@ -314,6 +324,55 @@ class PrometheusSource:
                 for labels, value in self.rows(expr):
                     snap.ns[(labels.get("op", ""), q)] = value
         return snap
+
+
+    def fetch_dome(self, wanted: Wanted) -> Snapshot:
+        """A DOME site's window: calls, puts, call-duration quantiles, filesystems now."""
+        w = prom_duration(self.window_s)
+        sel = _matchers(host=self.host)
+        snap = Snapshot(window_s=self.window_s, source=self.url, dome=True)
+        if wanted.age:
+            snap.age_s = self.newest_sample_age()
+        snap.calls_by_class = self.count_in_window("dpm_dome_calls_total",
+                                                   "dpm_dome_calls_created", sel, by="code_class")
+        snap.calls = sum(snap.calls_by_class.values())
+        snap.by_status = self.count_in_window("dpm_dome_puts_total", "dpm_dome_puts_created",
+                                              sel, by="status")
+        fs = f"[{STALENESS_S}s]"  # a gauge's latest sample, even just after a failed scrape
+        enabled = f"last_over_time(dpm_dome_fs_enabled{fs})"
+        free = f"last_over_time(dpm_dome_fs_free_bytes{fs})"
+        size = f"last_over_time(dpm_dome_fs_size_bytes{fs})"
+        # 0 when filesystems are known (from the head's enable/disable lines, or the disk
+        # nodes' capacity lines: a site where none was ever disabled) and none is disabled;
+        # nothing when none is known
+        snap.fs_disabled = self._one(f"count({enabled} == 0) or 0 * count({enabled}) "
+                                     f"or 0 * count({size})")
+        snap.fs_free_bytes = self._one(f"min({free})")
+        snap.fs_free_ratio = self._one(f"min({free} / on (server, fs) ({size} > 0))")
+        if not snap.calls and not snap.by_status:
+            reach = prom_duration(self.window_s + STALENESS_S)
+            if not self.rows(f"count(last_over_time(dpm_dome_calls_total{sel}[{reach}]))") \
+                    and snap.fs_disabled is None:
+                raise SourceError(f"no dpm_dome_calls_total or dpm_dome_fs series at {self.url}"
+                                  f"{_filter_text(self.host, None)}: is the DOME pipeline "
+                                  f"scraped?")
+            return snap
+        for q in wanted.dome_call_quantiles:
+            snap.dome_call[q] = self._one(
+                f"histogram_quantile({q}, sum by (le) "
+                f"(rate(dpm_dome_call_seconds_bucket{sel}[{w}])))")
+        # The exporter observes a call's duration only from sub-second stamps: calls
+        # answered in the window with none observed were stamped in whole seconds.
+        answered = sum(v for c, v in snap.calls_by_class.items() if c != "none")
+        if answered and not self.count_in_window("dpm_dome_call_seconds_count",
+                                                 "dpm_dome_call_seconds_created", sel).get(""):
+            snap.whole_seconds = True
+        return snap
+
+    def _one(self, promql: str) -> float | None:
+        """The value of a query answering one series at most; None for none (or NaN)."""
+        rows = self.rows(promql)
+        return rows[0][1] if rows else None
 
 
 def _with_target(sel: str, target: dict) -> str:

@@ -6,6 +6,8 @@ import bisect
 
 from dpmstream.report import analysis as A
 from dpmstream.report import figures as F
+from dpmstream.report.dome_analysis import dome_numbers, time_of
+from dpmstream.report.dome_page import dome_section, dome_summary
 from dpmstream.report.page import Figure, numbers_table, render, whatif_section
 from dpmstream.report.story import pct, span_text, tell
 from dpmstream.streams.sinks.summary import moment_text, time_range_text
@@ -15,10 +17,17 @@ def build_page(data) -> tuple[str, object]:
     """The HTML text and the story told in it (None when the window holds no record)."""
     story = tell(data)
     requests, calls, zone = data.requests, data.calls, data.zone
-    hosts = sorted({r["host"] for r in requests} | {c["host"] for c in calls} - {None})
+    dome = dome_numbers(data.dome)
+    dome_html = dome_section(dome, zone)
+    hosts = sorted({r["host"] for r in requests} | {c["host"] for c in calls}
+                   | {r.get("host") or r.get("head") for r in data.dome} - {None})
     title = f"Where {', '.join(hosts) if hosts else 'the head node'} spends its time"
     meta = [f"From {data.origin}: {', '.join(data.inputs)}"]
     windowed = data.since is not None or data.until is not None
+    if data.dome:
+        times = [t for t in map(time_of, data.dome) if t is not None]
+        meta.append(f"DOME records from {time_range_text(min(times), max(times), zone)} "
+                    "(each at its start, put time, or line).")
     if story is not None:
         within = " within the window" if windowed else ""
         meta.append(f"Every figure covers the data's span{within}: "
@@ -29,8 +38,9 @@ def build_page(data) -> tuple[str, object]:
             moment_text(t, zone) if t is not None else "open"
             for t in (data.since, data.until)))
     if story is None:
-        return render(title=title, meta=meta, summary=["No records in this window."],
-                      observations=[], figures=[], numbers_html="", gaps=[]), None
+        summary = [dome_summary(dome)] if dome_html else ["No records in this window."]
+        return render(title=title, meta=meta, summary=summary, observations=[], figures=[],
+                      numbers_html="", gaps=[], dome_html=dome_html), None
 
     has_ns = any(r.get("ns_s") for r in requests)
     figures: list[Figure] = []
@@ -71,7 +81,7 @@ def build_page(data) -> tuple[str, object]:
     html = render(title=title, meta=meta, summary=story.summary, observations=story.observations,
                   figures=figures,
                   numbers_html=numbers_table(data.summary, data, zone, (story.t0, story.t1)),
-                  whatif_html=whatif_section(data.whatif),
+                  whatif_html=whatif_section(data.whatif), dome_html=dome_html,
                   gaps=_gaps(data, has_ns, bool(latency), timeline))
     return html, story
 

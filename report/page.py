@@ -61,7 +61,7 @@ ul.gaps li { margin-bottom: 4px; }
 
 def render(*, title: str, meta: list[str], summary: list[str], observations: list,
            figures: list[Figure], numbers_html: str, gaps: list[str],
-           whatif_html: str = "") -> str:
+           whatif_html: str = "", dome_html: str = "") -> str:
     number = {f.id: i for i, f in enumerate(figures, start=1)}
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -80,12 +80,15 @@ def render(*, title: str, meta: list[str], summary: list[str], observations: lis
             out.append(f"<li>{escape(o.text)}{ref}</li>")
         out.append("</ol></section>")
     out.append(whatif_html)
-    out.append('<section id="figures"><h2>Figures</h2>')
-    for f in figures:
-        out.append(f'<figure id="{f.id}"><figcaption><b>Figure {number[f.id]}. '
-                   f"{escape(f.title)}</b> {escape(f.caption)}</figcaption>{f.svg}</figure>")
-    out.append("</section>")
-    out.append(f'<section id="numbers"><h2>The numbers</h2>{numbers_html}</section>')
+    if figures:
+        out.append('<section id="figures"><h2>Figures</h2>')
+        for f in figures:
+            out.append(f'<figure id="{f.id}"><figcaption><b>Figure {number[f.id]}. '
+                       f"{escape(f.title)}</b> {escape(f.caption)}</figcaption>{f.svg}</figure>")
+        out.append("</section>")
+    if numbers_html:
+        out.append(f'<section id="numbers"><h2>The numbers</h2>{numbers_html}</section>')
+    out.append(dome_html)
     if gaps:
         out.append('<section id="gaps"><h2>What these records cannot show</h2><ul class="gaps">')
         out += [f"<li>{escape(g)}</li>" for g in gaps]

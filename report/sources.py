@@ -1,6 +1,6 @@
 """Where the report's records come from: log files run through the replay's pipeline,
-or the requests.csv/calls.csv a `dpmstream replay --out DIR` wrote. This is the edge
-(files, the pipeline); report/analysis.py only sees the records."""
+or the requests.csv/calls.csv (and DOME's dome-*.csv) a `dpmstream replay --out DIR`
+wrote. This is the edge (files, the pipeline); report/analysis.py only sees the records."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import csv
 import os
 from dataclasses import dataclass, field
 
+from dpmstream.parsers import dome_records
 from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
+from dpmstream.report.dome_analysis import is_dome, time_of
 from dpmstream.report.window import WindowError, in_window, parse_moment
+from dpmstream.streams.sinks.csv import DOME_FILES
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.progress import Progress
@@ -19,6 +22,8 @@ from dpmstream.streams.replay_files import replay_inputs
 from dpmstream.streams.sinks.summary import Summary, label_zone, moment_text
 
 INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
+DOME_INT_FIELDS = frozenset(("pid", "tid", "http_code", "put_code", "putdone_code", "size",
+                             "phys", "free", "cut", "whole_seconds", "transition"))
 MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS | {"ns_s"}
 TOP_DIRECTORIES = 10
 REPORT_CHUNK_LINES = 512   # lines between time marks of unparsed lines and restarts
@@ -51,6 +56,9 @@ class Dataset:
     # The top directories by name-server time (streams/sinks/directories.py rows), when the
     # name-server calls carry their paths (logs) or the replay wrote directories.csv.
     directories: list | None = None
+    # The DOME records (dome_call, dome_put, dome_capacity, dome_fs_event) in the window,
+    # each by its own time (report/dome_analysis.TIME_OF).
+    dome: list = field(default_factory=list)
 
 
 class WindowFilter:
@@ -61,10 +69,15 @@ class WindowFilter:
         self.data, self.texts, self.resolved = data, (since_text, until_text), False
 
     def __call__(self, record: dict) -> None:
-        t = start_of(record) if record["kind"] == "request" else record.get("started")
+        dome = is_dome(record)
+        t = time_of(record) if dome else \
+            start_of(record) if record["kind"] == "request" else record.get("started")
         if not self.resolved:
             self.resolve(t)
         if not in_window(t, self.data.since, self.data.until):
+            return
+        if dome:
+            self.data.dome.append(record)
             return
         if record["kind"] == "request" and not record.get("op"):
             record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
@@ -90,7 +103,9 @@ def from_replay_dir(path: str, zone_name: str | None, since: str | None,
         raise SourceError(f"{path}: no requests.csv (is it a `dpmstream replay --out` directory?)")
     data = Dataset(zone=load_zone(zone_name), origin="replay output", inputs=[path])
     keep = WindowFilter(data, since, until)
-    for kind, file_path in (("request", req_path), ("call", call_path)):
+    files = [("request", req_path), ("call", call_path)]
+    files += [(kind, os.path.join(path, name)) for kind, name in DOME_FILES.items()]
+    for kind, file_path in files:
         if not os.path.exists(file_path):
             continue
         with open(file_path, newline="", encoding="utf-8") as f:
@@ -107,13 +122,15 @@ def from_replay_dir(path: str, zone_name: str | None, since: str | None,
 
 def _record(kind: str, row: dict, file_path: str, line_no: int) -> dict:
     record = {"kind": kind}
+    ms_fields = dome_records.KINDS[kind][1] if kind in DOME_FILES else MS_FIELDS
+    ints = DOME_INT_FIELDS if kind in DOME_FILES else INT_FIELDS
     try:
         for key, text in row.items():
             if key is None:
                 raise ValueError("more cells than columns")
-            if key in MS_FIELDS:
+            if key in ms_fields:
                 record[key] = text_to_ms(text)
-            elif key in INT_FIELDS:
+            elif key in ints:
                 record[key] = int(text) if text not in ("", None) else None
             else:
                 record[key] = text if text != "" else None
@@ -136,7 +153,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
             data.zone = label_zone(pipeline.sources.values())
         keep(record)
 
-    pipeline = Pipeline(emit, **settings)
+    pipeline = Pipeline(emit, on_dome_record=emit, **settings)
     spans: dict = {"slow": [], "fast": [], "ns": []}
 
     def on_span(host, daemon, pid, tid, kind, started, ended) -> None:
@@ -156,7 +173,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
         keep.resolve(None)
     stats = pipeline.stats
     if not stats.total("parsed"):
-        raise SourceError(f"no DPM, DPNS or SRM line was parsed in {', '.join(data.inputs)}: "
+        raise SourceError(f"no DPM, DPNS, SRM or DOME line was parsed in {', '.join(data.inputs)}: "
                           "wrong files, or a profile that does not fit (try `dpmstream "
                           "profile check FILE`); no page written")
     data.lines = {r: stats.total(r) for r in ("parsed", "unmatched", "malformed")}

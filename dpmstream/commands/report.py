@@ -98,10 +98,11 @@ def run(args) -> int:
     except OSError as exc:
         print(f"dpmstream report: --out {args.out}: {exc.strerror}", file=sys.stderr)
         return 2
-    if story is None:
+    if story is None and not data.dome:
         print(f"dpmstream report: no records in the window; wrote {args.out} anyway",
               file=sys.stderr)
-    else:
+    elif story is not None:
         print("\n".join(story.summary))
-    print(f"wrote {args.out} ({len(data.requests):,} requests, {len(data.calls):,} calls)")
+    dome = f", {len(data.dome):,} DOME records" if data.dome else ""
+    print(f"wrote {args.out} ({len(data.requests):,} requests, {len(data.calls):,} calls{dome})")
     return 1 if data.failures else 0

@@ -144,7 +144,7 @@ def test_a_file_with_no_dpm_line_is_an_error_and_writes_no_page(tmp_path):
         f"2026-11-25 21:57:{s:02d} status installed libfoo:amd64 1.{s}" for s in range(50)])
     res = dpmstream("report", *BASE, "--out", str(tmp_path / "w.html"), other)
     assert res.returncode == 2, res.stderr
-    assert "no DPM, DPNS or SRM line was parsed" in res.stderr
+    assert "no DPM, DPNS, SRM or DOME line was parsed" in res.stderr
     assert not (tmp_path / "w.html").exists()
 
 

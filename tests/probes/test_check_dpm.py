@@ -80,3 +80,32 @@ def test_the_request_timeout_is_named_as_in_the_commands_and_takes_a_duration(lo
     assert float(unit["incomplete_rate"][0]) > float(default["incomplete_rate"][0])
     assert "--request-timeout DURATION" in subprocess.run([CHECK_DPM, "--help"], capture_output=True,
                                                           text=True).stdout
+
+
+@pytest.mark.parametrize("args, named", [
+    (["-w", "dome_error_rate=0.05"], "dome_error_rate: thresholds of a DOME site: give --dome"),
+    (["--dome", "-c", "proc:p95=2", "-w", "ns:statg:p95=1"],  # warnings named first
+     "ns_statg_p95, proc_p95: thresholds of the legacy daemons' requests and name-server "
+     "calls, which a DOME site (--dome) has not"),
+])
+def test_dome_and_legacy_thresholds_are_not_mixed(args, named):
+    rc, lines = _usage_error("--prometheus", "http://127.0.0.1:9", *args)
+    assert (rc, lines) == (3, [f"DPM UNKNOWN - {named}"])
+
+
+def test_the_help_lists_every_dome_threshold_once():
+    from dpmstream.probes import thresholds as th
+    text = subprocess.run([CHECK_DPM, "--help"], capture_output=True, text=True).stdout
+    for name, (what, example) in th.DOME_SUBJECTS.items():
+        assert text.count(f"{name}=RANGE") == 1 and what in text and example in text
+    assert "--dome" in text
+
+
+def test_the_dome_log_probe_runs_without_dpmstream_streams(tmp_path):
+    from tests.metrics_stack import simulate
+    prefix = simulate(tmp_path / "site", "--dome", "--duration", "120")
+    done = subprocess.run([sys.executable, "-c", _NO_STREAMS, "--dome", "--log",
+                           f"{prefix}.dpmhead01.log", "--tz", TZ, "--last-line-year", "2017"],
+                          capture_output=True, text=True, timeout=60)
+    assert "No module named" not in done.stdout + done.stderr
+    assert done.returncode == 0 and done.stdout.startswith("DOME OK - "), done.stdout

@@ -16,6 +16,11 @@ from dpmstream.probes.measurement import parse_duration
     ("ns:statg:p95=0.5", "ns_statg_p95", "ns", 0.95),
     ("failed_rate=0.05", "failed_rate", "rate", None),
     ("incomplete_rate=@0.1:0.2", "incomplete_rate", "rate", None),
+    ("dome_call:p95=0.5", "dome_call_p95", "dome_call", 0.95),
+    ("dome_error_rate=0.05", "dome_error_rate", "dome", None),
+    ("dome_fs_disabled=0", "dome_fs_disabled", "dome", None),
+    ("dome_fs_free_ratio=0.1:", "dome_fs_free_ratio", "dome", None),
+    ("dome_fs_free_bytes=100000000000:", "dome_fs_free_bytes", "dome", None),
 ])
 def test_spec_names_its_metric(text, metric, kind, q):
     subject, rng = th.parse_spec(text)
@@ -31,6 +36,8 @@ def test_spec_names_its_metric(text, metric, kind, q):
     ("proc:p95=5:1", "bad range"),
     ("failed=0.1", "bad threshold subject"),
     ("ns:/a/path:p95=1", "bad name-server op"),
+    ("dome_call:q95=1", "bad quantile"),
+    ("dome_fs_full=1", "dome_error_rate, dome_fs_disabled"),
 ])
 def test_bad_spec_says_why(text, reason):
     with pytest.raises(th.SpecError, match=reason):
@@ -64,3 +71,11 @@ def test_durations():
     for bad in ("", "m", "-5m", "0s", "abc"):
         with pytest.raises(ValueError):
             parse_duration(bad)
+
+
+def test_dome_subjects_are_measured_and_told_apart_from_the_legacy_ones():
+    limits = th.build(["dome_call:p90=0.5", "dome_fs_free_ratio=0.1:"], ["proc:p95=2"])
+    assert limits.dome_call_quantiles((0.5, 0.95)) == [0.5, 0.9, 0.95]
+    assert sorted(limits.dome_only()) == ["dome_call_p90", "dome_fs_free_ratio"]
+    assert limits.legacy_only() == ["proc_p95"]
+    assert th.build(["failed_rate=0.1"], []).dome_only() == []  # of puts on a DOME site

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.metrics_stack import start_live_stack
+from tests.metrics_stack import start_dome_stack, start_live_stack
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
@@ -45,16 +45,32 @@ def substitute(expr: str, values: dict[str, str]) -> str:
     return expr
 
 
-def test_there_is_a_dashboard():
-    assert [p.name for p in DASHBOARDS] == ["dpm-overview.json"]
+# Each dashboard: its uid, its multi-value template variables (name -> label), and the
+# metrics its panels must query.
+EXPECTED = {
+    "dpm-overview.json": ("dpmstream-overview", {"host": "host", "op": "op"}, (
+        "dpm_request_phase_seconds_bucket", "dpm_requests_total", "dpm_requests_in_flight",
+        "dpm_slow_queue_depth", "dpm_request_polls", "dpm_call_seconds_bucket",
+        "dpmstream_lines_total", "dpmstream_event_lag_seconds")),
+    "dpm-dome.json": ("dpmstream-dome", {"host": "host", "command": "command", "server": "server"}, (
+        "dpm_dome_calls_total", "dpm_dome_call_seconds_bucket",
+        "dpm_dome_put_to_putdone_seconds_bucket", "dpm_dome_puts_total", "dpm_dome_fs_free_bytes",
+        "dpm_dome_fs_size_bytes", "dpm_dome_fs_enabled", "dpm_dome_fs_events_total",
+        "dpmstream_lines_total", "dpmstream_event_lag_seconds")),
+}
+
+
+def test_there_is_a_dashboard_for_the_legacy_daemons_and_one_for_dome():
+    assert [p.name for p in DASHBOARDS] == sorted(EXPECTED)
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
-def test_dashboard_has_stable_uid_and_host_op_variables(path):
+def test_dashboard_has_stable_uid_and_multi_value_variables(path):
     dash = json.loads(path.read_text())
-    assert dash["uid"] == "dpmstream-overview"
+    uid, wanted, _ = EXPECTED[path.name]
+    assert dash["uid"] == uid
     vars_ = variables(dash)
-    for name, metric_label in (("host", "host"), ("op", "op")):
+    for name, metric_label in wanted.items():
         query = vars_[name]["query"]["query"]
         assert re.fullmatch(rf"label_values\(dpm_\w+(\{{.*\}})?, {metric_label}\)", query), query
         assert vars_[name]["multi"] and vars_[name]["includeAll"]
@@ -68,9 +84,7 @@ def test_dashboard_covers_the_required_panels(path):
     exprs = " ".join(t["expr"] for _, t in targets(dash))
     kinds = {p["type"] for p in panels(dash)}
     assert "heatmap" in kinds
-    for needle in ("dpm_request_phase_seconds_bucket", "dpm_requests_total", "dpm_requests_in_flight",
-                   "dpm_slow_queue_depth", "dpm_request_polls", "dpm_call_seconds_bucket",
-                   "dpmstream_lines_total", "dpmstream_event_lag_seconds"):
+    for needle in EXPECTED[path.name][2]:
         assert needle in exprs, f"no panel queries {needle}"
 
 
@@ -105,13 +119,37 @@ def _resolve_variables(prom_url: str, dash: dict) -> dict[str, str]:
 
 
 @pytest.mark.services  # the `stack` fixture starts Prometheus and `dpmstream run`
-@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
-def test_every_panel_query_is_valid_promql_and_returns_data(stack, path, tmp_path):
-    dash = json.loads(path.read_text())
+def test_every_overview_panel_query_is_valid_promql_and_returns_data(stack, tmp_path):
+    dash = json.loads((REPO / "dashboards" / "dpm-overview.json").read_text())
     resolved = _resolve_variables(stack.prometheus.url, dash)
     assert "dpmhead01" in resolved["host"]
     assert resolved["op"] == "(get|put)"
+    assert_every_panel_has_data(stack.prometheus, dash, resolved, tmp_path)
 
+
+@pytest.fixture(scope="module")
+def dome_stack(tmp_path_factory):
+    """A DOME site whose first disk node goes down in the second half (its filesystems
+    disabled, then enabled again), with RFC 3339 stamps (call durations exported)."""
+    live = start_dome_stack(tmp_path_factory.mktemp("dome-dash"), sim_args=(
+        "--duration", "600", "--rate", "3", "--disk-down-at", "330", "--disk-down-s", "200"))
+    yield live
+    live.stop()
+
+
+@pytest.mark.services  # the `dome_stack` fixture starts Prometheus and `dpmstream run`
+def test_every_dome_panel_query_is_valid_promql_and_returns_data(dome_stack, tmp_path):
+    dash = json.loads((REPO / "dashboards" / "dpm-dome.json").read_text())
+    resolved = _resolve_variables(dome_stack.prometheus.url, dash)
+    assert "dpmhead01" in resolved["host"] and "dpmdisk01" in resolved["host"]
+    assert "dome_put" in resolved["command"] and "dome_putdone" in resolved["command"]
+    assert "dpmdisk01" in resolved["server"]
+    assert_every_panel_has_data(dome_stack.prometheus, dash, resolved, tmp_path)
+
+
+def assert_every_panel_has_data(prometheus, dash: dict, resolved: dict[str, str], tmp_path) -> None:
+    """Every target of every panel, its variables resolved as Grafana would: valid PromQL
+    (promtool) and at least one number (not NaN) from the real Prometheus."""
     queries = [(panel["title"], target["refId"], substitute(target["expr"], resolved))
                for panel, target in targets(dash)]
     rules = {"groups": [{"name": "dashboard", "rules": [
@@ -123,7 +161,7 @@ def test_every_panel_query_is_valid_promql_and_returns_data(stack, path, tmp_pat
 
     empty = []
     for title, ref, expr in queries:
-        rows = stack.prometheus.query(expr)
+        rows = prometheus.query(expr)
         values = [float(r["value"][1]) for r in rows]
         if not any(not math.isnan(v) for v in values):
             empty.append(f"{title} [{ref}]: {expr} -> {values}")
