@@ -95,3 +95,11 @@ def test_the_section_says_when_durations_are_whole_second_rounded(site):
 
 def test_no_dome_record_no_section():
     assert dome_section(dome_numbers([]), None) == ""
+
+
+def test_every_dome_record_kind_is_dated_and_kept_apart_from_the_dpm_records():
+    """A DOME kind the report did not know would be taken for a DPM call record."""
+    from dpmstream.parsers.dome_records import KINDS
+    from dpmstream.report.dome_analysis import TIME_OF, is_dome
+    assert set(TIME_OF) == set(KINDS)
+    assert all(is_dome({"kind": kind}) for kind in KINDS)
