@@ -11,11 +11,13 @@ line at or below the first offset seen for the file whose text differs from that
 line starts a new generation of the file instead of being taken for a duplicate.
 
 One implausible offset must not move the mark (every later line of the file would be
-taken for a duplicate): a line more than MAX_OFFSET_JUMP bytes past the mark is skipped
-and counted (reason "offset_jump"), and its offset kept as the file's pending jump. The
-mark moves past a jump only when the next line confirms it (it follows the pending jump
-within MAX_OFFSET_JUMP): the file did skip ahead (lines rsyslog never sent). A line that
-follows the mark instead drops the pending jump. docs/kafka-worker.md states the rule.
+taken for a duplicate): a line more than MAX_OFFSET_JUMP bytes past the mark is held, not
+fed, as the file's pending jump (its offset, text, receive time and Kafka offset, in the
+mark, so a restart judges alike). The next line of the file decides: one that follows the
+pending jump within MAX_OFFSET_JUMP confirms it (the file did skip ahead: lines rsyslog
+never sent), and the held line is fed before it; one that follows the mark refutes it,
+and the held line is skipped and counted (reason "offset_jump"). docs/kafka-worker.md
+states the rule.
 
 A record that cannot be used (not an envelope, an implausible offset, or one whose
 processing fails) is counted by reason (envelope.BAD_REASONS), kept with its Kafka offset
@@ -45,7 +47,6 @@ MARK_PREFIX = "w|"
 # heads): a longer jump is a gap (rsyslog dropped lines) or a bad offset, and is only
 # believed once the next line confirms it.
 MAX_OFFSET_JUMP = 1 << 20
-NO_JUMP = -1            # a mark's pending jump when there is none
 BAD_PLACES_KEPT = 4     # bad records of each reason kept with their place between two takes
 
 
@@ -69,8 +70,11 @@ class PartitionState:
                                  grace_s=grace_s, head_aliases=head_aliases)
         self.pipeline.track_changes()
         self._sources: dict[tuple[str, str], object] = {}
-        # (host, path) -> [high-water offset, first offset of this generation, its crc]
-        self.marks: dict[tuple[str, str], list[int]] = {}
+        # (host, path) -> [high-water offset, first offset of this generation, its crc],
+        # and while a jump waits for the next line: [its offset, line, receive time, Kafka offset]
+        self.marks: dict[tuple[str, str], list] = {}
+        # (line, receive time) of a held jump the line being admitted confirmed: fed first
+        self._confirmed: tuple[str, int | None] | None = None
         self._dirty_marks: set[tuple[str, str]] = set()
         self.next_offset: int | None = None
         self._offset_dirty = False
@@ -93,8 +97,19 @@ class PartitionState:
         if fields is None:
             return
         host, path, offset, received_ms, line = fields
-        if not self._admit(host, path, offset, line, key, kafka_offset):
+        if not self._admit(host, path, offset, line, key, kafka_offset, received_ms):
             return
+        if self._confirmed is not None:
+            self._feed_confirmed(host, path)
+        src = self._sources.get((host, path))
+        if src is None:
+            src = self._source(host, path, received_ms)
+        src.feed(line, received_ms=received_ms)
+
+    def _feed_confirmed(self, host: str, path: str) -> None:
+        """Feed the held jump the line just admitted confirmed (it comes before that line)."""
+        line, received_ms = self._confirmed
+        self._confirmed = None
         src = self._sources.get((host, path))
         if src is None:
             src = self._source(host, path, received_ms)
@@ -146,13 +161,17 @@ class PartitionState:
             host, path, offset, received_ms, line = fields
             key = (host, path)
             mark = marks.get(key)
-            if mark is not None and 0 < offset - mark[0] <= MAX_OFFSET_JUMP:
+            if mark is not None and 0 < offset - mark[0] <= MAX_OFFSET_JUMP and len(mark) == 3:
                 mark[0] = offset   # the common case of _admit, inline
-                if len(mark) > 3:
-                    del mark[3:]   # a pending jump the file did not take
                 dirty.add(key)
-            elif not self._admit(host, path, offset, line, msg.key, msg.offset):
+            elif not self._admit(host, path, offset, line, msg.key, msg.offset, received_ms):
                 continue
+            if self._confirmed is not None:
+                if run:
+                    run_src.feed_received(run, run_ms)
+                    run = []
+                run_src = None
+                self._feed_confirmed(host, path)
             src = sources.get(key)
             if src is None or src.parser is None:
                 if run:
@@ -207,34 +226,37 @@ class PartitionState:
         return src
 
     def _admit(self, host: str, path: str, offset: int, line: str, record_key: bytes | None = None,
-               kafka_offset: int | None = None) -> bool:
-        """False for a line not to feed: seen before (same host, path and offset; counted
-        as a duplicate), or too far past the file's mark (counted as a bad record).
+               kafka_offset: int | None = None, received_ms: int | None = None) -> bool:
+        """False for a line not to feed now: seen before (same host, path and offset;
+        counted as a duplicate), or too far past the file's mark (held as its pending jump
+        until the next line decides). True for a line to feed; if it confirms the pending
+        jump, `_confirmed` is that held line, to feed first.
 
         A mark is [high-water offset, first offset of this generation, its crc] and, while
-        a jump waits for its confirmation, that jump's offset."""
+        a jump waits for the next line, [its offset, line, receive time, Kafka offset]."""
         key = (host, path)
         mark = self.marks.get(key)
         if mark is None:
             self.marks[key] = [offset, offset, _crc(line)]
         elif offset > mark[0]:
-            pending = mark[3] if len(mark) > 3 else NO_JUMP
+            pending = mark[3] if len(mark) > 3 else None
             if offset - mark[0] <= MAX_OFFSET_JUMP:
-                del mark[3:]             # the file goes on from its mark: no jump
-            elif pending != NO_JUMP and 0 < offset - pending <= MAX_OFFSET_JUMP:
-                del mark[3:]             # confirmed: the file did skip ahead
+                self._refute(host, path, mark)        # the file goes on from its mark: no jump
+            elif pending is not None and 0 < offset - pending <= MAX_OFFSET_JUMP:
+                if len(mark) > 4:               # confirmed: the file did skip ahead
+                    self._confirmed = (mark[4], mark[5])
+                del mark[3:]
+            elif offset == pending:             # the same jumping line again
+                self.duplicates[host] += 1
+                return False
             else:
-                if offset == pending:    # the same jumping line again: already counted
-                    self.duplicates[host] += 1
-                    return False
-                mark[3:] = [offset]
+                self._refute(host, path, mark)
+                mark[3:] = [offset, line, received_ms, kafka_offset]
                 self._dirty_marks.add(key)
-                self._bad(record_key, kafka_offset, "offset_jump",
-                          f"offset {offset} of {host}:{path} is {offset - mark[0]} bytes past "
-                          f"the last line's (at most {MAX_OFFSET_JUMP} unless the next confirms it)")
                 return False
             mark[0] = offset
         elif offset <= mark[1] and _crc(line) != mark[2]:
+            self._refute(host, path, mark)
             self.marks[key] = [offset, offset, _crc(line)]  # a new file under this path
             self.rotations[host] += 1
         else:
@@ -242,6 +264,18 @@ class PartitionState:
             return False
         self._dirty_marks.add(key)
         return True
+
+    def _refute(self, host: str, path: str, mark: list) -> None:
+        """Drop the mark's pending jump, if any: the file did not take it. Its held line
+        (an implausible offset) is skipped and counted with its place. (A pending jump
+        stored by an older worker holds no line: it was counted when it came.)"""
+        if len(mark) > 4:
+            offset, kafka_offset = mark[3], mark[6]
+            self._bad(host.encode(), kafka_offset, "offset_jump",
+                      f"offset {offset} of {host}:{path} is {offset - mark[0]} bytes past the "
+                      f"line before it and the next line did not follow it (at most "
+                      f"{MAX_OFFSET_JUMP})")
+        del mark[3:]
 
     # -- event time ------------------------------------------------------------------------
     def advance(self) -> None:

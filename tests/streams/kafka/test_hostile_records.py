@@ -135,6 +135,27 @@ def test_one_implausible_offset_does_not_make_the_later_lines_of_its_file_duplic
     assert parsed == len(recs)
 
 
+def test_a_file_that_really_skipped_ahead_loses_no_line_through_the_worker(kafka_broker, sims, engine):
+    """rsyslog dropped a stretch of a file (its queue full): the line after the gap is more
+    than 1 MiB past the one before. It used to be skipped as an offset jump, one real line
+    lost at every real gap; it is held until the next line confirms the jump, then fed."""
+    t = topics("gap")
+    kafka_broker.create_topics([t["lines"]], partitions=1)
+    recs = host_records(sims["head01"], "head01")
+    gap = 50 << 20
+    moved = recs[:700] + [(key, json.dumps({**json.loads(value), "offset": json.loads(value)["offset"] + gap})
+                           .encode()) for key, value in recs[700:]]
+    produce(kafka_broker.bootstrap, t["lines"], moved)
+    metrics = PipelineMetrics()
+    run_worker(kafka_broker, t, len(moved), metrics=metrics)
+    assert canonical(worker_output(kafka_broker, t)) == canonical(as_json(core_records(recs)))
+    assert sample(metrics, "dpmstream_bad_records_total", reason="offset_jump") == 0
+    assert sample(metrics, "dpmstream_duplicate_lines_total", host="head01") == 0
+    parsed = sum(sample(metrics, "dpmstream_lines_total", host="head01", daemon=d, result="parsed")
+                 for d in ("dpm", "dpns"))
+    assert parsed == len(recs)
+
+
 def test_duplicate_lines_of_thousands_of_hosts_stay_under_the_host_cap_on_metrics(
         kafka_broker, engine):
     """Bad envelopes once gave dpmstream_duplicate_lines_total{host} 3,000 series and a
