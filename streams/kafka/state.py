@@ -11,13 +11,13 @@ line at or below the first offset seen for the file whose text differs from that
 line starts a new generation of the file instead of being taken for a duplicate.
 
 One implausible offset must not move the mark (every later line of the file would be
-taken for a duplicate): a line more than MAX_OFFSET_JUMP bytes past the mark is held, not
-fed, as the file's pending jump (its offset, text, receive time and Kafka offset, in the
-mark, so a restart judges alike). The next line of the file decides: one that follows the
-pending jump within MAX_OFFSET_JUMP confirms it (the file did skip ahead: lines rsyslog
-never sent), and the held line is fed before it; one that follows the mark refutes it,
-and the held line is skipped and counted (reason "offset_jump"). docs/kafka-worker.md
-states the rule.
+taken for a duplicate): the mark knows where the file's next line starts, and a line that
+starts further on is held, not fed, as the file's pending jump (its offset, text, receive
+time and Kafka offset, in the mark, so a restart judges alike). The next line of the file
+decides: one past the pending jump within MAX_OFFSET_JUMP confirms it (the file did skip
+ahead: lines rsyslog never sent), and the held line is fed before it; any other refutes
+it, and the held line is skipped and counted (reason "offset_jump").
+docs/kafka-worker.md states the rule.
 
 A record that cannot be used (not an envelope, an implausible offset, or one whose
 processing fails) is counted by reason (envelope.BAD_REASONS), kept with its Kafka offset
@@ -42,12 +42,25 @@ UNKNOWN_HOST = "unknown"
 UNKNOWN_DAEMON = "unknown"
 NEXT_OFFSET_KEY = "k"
 MARK_PREFIX = "w|"
-# How far past a file's high-water offset the next line may plausibly start. Lines of one
-# file arrive in order, each well under rsyslog's maxMessageSize (64 KiB at most on DPM
-# heads): a longer jump is a gap (rsyslog dropped lines) or a bad offset, and is only
-# believed once the next line confirms it.
+# How far past a held jump the line that confirms it may start (a line of rsyslog's at most
+# 64 KiB on DPM heads, well inside); a line further on is another jump.
 MAX_OFFSET_JUMP = 1 << 20
 BAD_PLACES_KEPT = 4     # bad records of each reason kept with their place between two takes
+
+
+def _next_at(offset: int, line: str) -> int:
+    """Where the line after a line at `offset` starts: its bytes and the newline."""
+    return offset + (len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 1
+
+
+def _mark_of(stored: list) -> list:
+    """A mark as stored, in this worker's form. An older worker's is [high-water offset,
+    first offset, crc] and, with a jump pending, its offset (counted, its line not kept)."""
+    if len(stored) == 3:
+        return stored + [None]
+    if len(stored) == 4 and stored[3] is not None and stored[3] - stored[0] > MAX_OFFSET_JUMP:
+        return stored[:3] + [None, stored[3], None, None, None]
+    return stored
 
 
 def _crc(line: str) -> int:
@@ -70,8 +83,9 @@ class PartitionState:
                                  grace_s=grace_s, head_aliases=head_aliases)
         self.pipeline.track_changes()
         self._sources: dict[tuple[str, str], object] = {}
-        # (host, path) -> [high-water offset, first offset of this generation, its crc],
-        # and while a jump waits for the next line: [its offset, line, receive time, Kafka offset]
+        # (host, path) -> [high-water offset, first offset of this generation, its crc,
+        # where the next line starts], and while a jump waits for the next line: [its
+        # offset, line, receive time, Kafka offset]
         self.marks: dict[tuple[str, str], list] = {}
         # (line, receive time) of a held jump the line being admitted confirmed: fed first
         self._confirmed: tuple[str, int | None] | None = None
@@ -161,8 +175,10 @@ class PartitionState:
             host, path, offset, received_ms, line = fields
             key = (host, path)
             mark = marks.get(key)
-            if mark is not None and 0 < offset - mark[0] <= MAX_OFFSET_JUMP and len(mark) == 3:
+            if (mark is not None and len(mark) == 4 and mark[3] is not None
+                    and mark[0] < offset <= mark[3] + 1):
                 mark[0] = offset   # the common case of _admit, inline
+                mark[3] = _next_at(offset, line)
                 dirty.add(key)
             elif not self._admit(host, path, offset, line, msg.key, msg.offset, received_ms):
                 continue
@@ -228,36 +244,40 @@ class PartitionState:
     def _admit(self, host: str, path: str, offset: int, line: str, record_key: bytes | None = None,
                kafka_offset: int | None = None, received_ms: int | None = None) -> bool:
         """False for a line not to feed now: seen before (same host, path and offset;
-        counted as a duplicate), or too far past the file's mark (held as its pending jump
-        until the next line decides). True for a line to feed; if it confirms the pending
-        jump, `_confirmed` is that held line, to feed first.
+        counted as a duplicate), or past where the file's next line starts (held as its
+        pending jump until the next line decides). True for a line to feed; if it confirms
+        the pending jump, `_confirmed` is that held line, to feed first.
 
-        A mark is [high-water offset, first offset of this generation, its crc] and, while
-        a jump waits for the next line, [its offset, line, receive time, Kafka offset]."""
+        A mark is [high-water offset, first offset of this generation, its crc, where the
+        line after the high-water one starts (None: not known)] and, while a jump waits for
+        the next line, [its offset, line, receive time, Kafka offset]."""
         key = (host, path)
         mark = self.marks.get(key)
         if mark is None:
-            self.marks[key] = [offset, offset, _crc(line)]
+            self.marks[key] = [offset, offset, _crc(line), _next_at(offset, line)]
         elif offset > mark[0]:
-            pending = mark[3] if len(mark) > 3 else None
-            if offset - mark[0] <= MAX_OFFSET_JUMP:
-                self._refute(host, path, mark)        # the file goes on from its mark: no jump
-            elif pending is not None and 0 < offset - pending <= MAX_OFFSET_JUMP:
-                if len(mark) > 4:               # confirmed: the file did skip ahead
-                    self._confirmed = (mark[4], mark[5])
-                del mark[3:]
-            elif offset == pending:             # the same jumping line again
-                self.duplicates[host] += 1
-                return False
-            else:
-                self._refute(host, path, mark)
-                mark[3:] = [offset, line, received_ms, kafka_offset]
+            if len(mark) > 4:                   # a held jump: this line decides it
+                pending = mark[4]
+                if offset == pending:           # the same jumping line again
+                    self.duplicates[host] += 1
+                    return False
+                if 0 < offset - pending <= MAX_OFFSET_JUMP:
+                    held, held_ms = mark[5], mark[6]   # confirmed: the file did skip ahead
+                    del mark[4:]
+                    mark[0] = pending
+                    mark[3] = None if held is None else _next_at(pending, held)
+                    if held is not None:        # (an older worker kept no line)
+                        self._confirmed = (held, held_ms)
+                else:
+                    self._refute(host, path, mark)
+            if not self._follows(mark, offset):
+                mark[4:] = [offset, line, received_ms, kafka_offset]
                 self._dirty_marks.add(key)
                 return False
-            mark[0] = offset
+            mark[0], mark[3] = offset, _next_at(offset, line)
         elif offset <= mark[1] and _crc(line) != mark[2]:
             self._refute(host, path, mark)
-            self.marks[key] = [offset, offset, _crc(line)]  # a new file under this path
+            self.marks[key] = [offset, offset, _crc(line), _next_at(offset, line)]  # a new file
             self.rotations[host] += 1
         else:
             self.duplicates[host] += 1
@@ -269,13 +289,23 @@ class PartitionState:
         """Drop the mark's pending jump, if any: the file did not take it. Its held line
         (an implausible offset) is skipped and counted with its place. (A pending jump
         stored by an older worker holds no line: it was counted when it came.)"""
-        if len(mark) > 4:
-            offset, kafka_offset = mark[3], mark[6]
+        if len(mark) > 4 and mark[5] is not None:
+            offset, kafka_offset = mark[4], mark[7]
             self._bad(host.encode(), kafka_offset, "offset_jump",
                       f"offset {offset} of {host}:{path} is {offset - mark[0]} bytes past the "
-                      f"line before it and the next line did not follow it (at most "
-                      f"{MAX_OFFSET_JUMP})")
-        del mark[3:]
+                      f"line before it, and the next line did not follow it")
+        del mark[4:]
+
+    @staticmethod
+    def _follows(mark: list, offset: int) -> bool:
+        """Whether a line at `offset` (past the mark) starts no later than the line after
+        the mark's: at once, or after the CR the envelope strips (an escaped or repaired
+        line reads longer than its bytes, so its successor comes earlier than reckoned).
+        A mark restored from an older worker does not know: within MAX_OFFSET_JUMP."""
+        next_at = mark[3]
+        if next_at is None:
+            return offset - mark[0] <= MAX_OFFSET_JUMP
+        return offset <= next_at + 1
 
     # -- event time ------------------------------------------------------------------------
     def advance(self) -> None:
@@ -309,7 +339,7 @@ class PartitionState:
                 self.next_offset = int(value)
             elif key.startswith(MARK_PREFIX):
                 host, _, path = key[len(MARK_PREFIX):].partition("|")
-                self.marks[(host, path)] = list(value)
+                self.marks[(host, path)] = _mark_of(list(value))
             else:
                 core[key] = value
         self.pipeline.restore(state_keys.decode(core))

@@ -274,6 +274,32 @@ def test_a_held_jump_is_fed_in_its_place_by_the_batch_path_too(sim):
     assert by_batch.checkpoint()[0] == by_record.checkpoint()[0]
 
 
+def test_a_bad_offset_less_than_a_mebibyte_ahead_hides_no_line(sim):
+    """An envelope whose offset is 300 KiB past its file's last line (a few hundred lines
+    ahead) used to move the mark there, and the real lines before it were taken for
+    duplicates: it is held as a jump, and the next real line refutes it."""
+    recs = envelopes(sim.log_path)[:400]
+    bogus = _at([recs[200]], [json.loads(recs[199][1])["offset"] + (300 << 10)])
+    part = PartitionState(0)
+    for i, (key, value) in enumerate(recs[:200] + bogus + recs[200:]):
+        part.feed_record(key, value, i)
+    assert part.bad_reasons == {"offset_jump": 1} and part.bad_places[0][:2] == (200, "offset_jump")
+    assert not part.duplicates and _parsed(part) == 400
+
+
+def test_a_mark_stored_by_an_older_worker_is_judged_as_before(sim):
+    recs = envelopes(sim.log_path)[:300]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    gap = 50 << 20
+    moved = recs[:100] + _at(recs[100:], [o + gap for o in offsets[100:]])
+    part = PartitionState(0)
+    part.restore({f"w|{HOST}|{PATH}": [offsets[99], offsets[0], 0, offsets[100] + gap]})
+    for key, value in moved[101:]:   # its pending jump confirmed, the line after it goes on
+        part.feed_record(key, value)
+    part.checkpoint()   # settles the profile detection of the file first seen here
+    assert not part.bad_reasons and not part.duplicates and _parsed(part) == 199
+
+
 def test_a_pending_jump_is_kept_in_the_state_so_a_restart_judges_the_next_line_alike(sim):
     recs = envelopes(sim.log_path)[:300]
     offsets = [json.loads(v)["offset"] for _k, v in recs]
