@@ -287,11 +287,18 @@ def test_a_bad_offset_less_than_a_mebibyte_ahead_hides_no_line(sim):
     assert not part.duplicates and _parsed(part) == 400
 
 
-def test_a_mark_stored_by_an_older_worker_is_judged_as_before(sim):
-    recs = envelopes(sim.log_path)[:300]
+GAP = 50 << 20
+
+
+def _skipped_ahead(recs, at):
+    """(the records' offsets, the records with those from `at` on GAP further on)."""
     offsets = [json.loads(v)["offset"] for _k, v in recs]
-    gap = 50 << 20
-    moved = recs[:100] + _at(recs[100:], [o + gap for o in offsets[100:]])
+    return offsets, recs[:at] + _at(recs[at:], [o + GAP for o in offsets[at:]])
+
+
+def test_a_mark_stored_by_an_older_worker_is_judged_as_before(sim):
+    offsets, moved = _skipped_ahead(envelopes(sim.log_path)[:300], 100)
+    gap = GAP
     part = PartitionState(0)
     part.restore({f"w|{HOST}|{PATH}": [offsets[99], offsets[0], 0, offsets[100] + gap]})
     for key, value in moved[101:]:   # its pending jump confirmed, the line after it goes on
@@ -301,10 +308,8 @@ def test_a_mark_stored_by_an_older_worker_is_judged_as_before(sim):
 
 
 def test_a_pending_jump_is_kept_in_the_state_so_a_restart_judges_the_next_line_alike(sim):
-    recs = envelopes(sim.log_path)[:300]
-    offsets = [json.loads(v)["offset"] for _k, v in recs]
-    gap = 50 << 20
-    moved = recs[:100] + _at(recs[100:], [o + gap for o in offsets[100:]])
+    offsets, moved = _skipped_ahead(envelopes(sim.log_path)[:300], 100)
+    gap = GAP
     part = PartitionState(0)
     for key, value in moved[:101]:
         part.feed_record(key, value)
