@@ -112,16 +112,18 @@ def test_records_the_worker_cannot_use_are_counted_logged_with_their_place_and_c
     assert committed_offsets(kafka_broker.bootstrap, t["group"]) == {0: total + 1}
 
 
+@pytest.mark.parametrize("ahead", [100_000_000_000, 300 << 10], ids=["1e11", "300KiB-ahead"])
 def test_one_implausible_offset_does_not_make_the_later_lines_of_its_file_duplicates(
-        kafka_broker, sims, engine):
+        kafka_broker, sims, engine, ahead):
     """An envelope whose offset is 1e11 once made every later line of its host and file
-    count as a duplicate: 96 % of the requests were dropped, without a word."""
+    count as a duplicate: 96 % of the requests were dropped, without a word. One 300 KiB
+    past the line before it made the real lines of those 300 KiB duplicates."""
     t = topics("jump")
     kafka_broker.create_topics([t["lines"]], partitions=2)
     recs = host_records(sims["head01"], "head01")
     other = host_records(sims["head02"], "head02")
     poisoned = json.loads(recs[500][1])
-    poisoned["offset"] = 100_000_000_000
+    poisoned["offset"] += ahead
     bogus = (b"head01", json.dumps(poisoned).encode())      # that line again, its offset bad
     produce(kafka_broker.bootstrap, t["lines"], recs[:501] + [bogus] + recs[501:] + other)
     metrics = PipelineMetrics()
