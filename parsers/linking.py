@@ -23,8 +23,12 @@ between the reassembler and the sinks and holds records for a short event-time d
 a name-server call record until its host's watermark is `delay_ms` past its `returns`
 and no run that may hold it is still open; a request record until the watermark is
 `delay_ms` past its end and its runs' ends, and every call that may link to it is
-decided. Request records then carry `ns_calls` and `ns_s` (empty when no name-server line
-of the host was read), call records carry the `token` they served.
+decided. The watermark here is held back by the host's DPM or name-server log while that
+one lags, by at most MAX_LAG_MS (a log further behind has stopped or is quiet): read from
+two files, one log may run ahead, and it must not decide a call before the other log's
+runs are read, nor a request before its calls. Request records then carry `ns_calls` and
+`ns_s` (empty when no name-server line of the host was read), call records carry the
+`token` they served.
 
 Until a host's first name-server line, its request records pass straight through with
 empty `ns_calls`/`ns_s` (a DPM log read alone is not delayed), unless the driver knows a
@@ -41,6 +45,9 @@ from typing import Callable
 
 NS_DAEMON = "dpns"  # the daemon name of the name-server profile (DPNS, LFC)
 DPM_DAEMON = "dpm"  # the daemon name of the DPM profile: its slow threads make the runs
+# A host's DPM or name-server log further behind its latest line than this has stopped
+# (or is quiet), not lagging: it no longer holds the linker's records back.
+MAX_LAG_MS = 60_000
 # How many distinct name-server clients a linker remembers for its "none linked" warning.
 MAX_CLIENTS_SEEN = 16
 
@@ -305,7 +312,7 @@ class Linker:
         if final:
             horizon = None
         else:
-            base = self.reassembler.watermark(host) if self.reassembler else None
+            base = self._horizon_base(host)
             if base is None:
                 return
             horizon = base - self.delay_ms
@@ -336,6 +343,25 @@ class Linker:
                     break
             requests.popleft()
             self._complete(record, runs)
+
+    def _horizon_base(self, host: str) -> int | None:
+        """The event time up to which `host`'s runs and calls are all read: its watermark,
+        held back by its DPM or name-server log when that one lags (read side by side,
+        one log may run seconds ahead, and its lines must not decide a call or request
+        whose runs or calls the other has yet to give), unless it lags by more than
+        MAX_LAG_MS (a log that stopped or is quiet)."""
+        reassembler = self.reassembler
+        wm = reassembler.watermark(host) if reassembler else None
+        if wm is None:
+            return None
+        base = wm
+        for daemon in (DPM_DAEMON, NS_DAEMON):
+            now = reassembler.stream_time(host, daemon)
+            if now is not None:
+                lag = now - reassembler.allowance_ms
+                if wm - lag <= MAX_LAG_MS:
+                    base = min(base, lag)
+        return base
 
     def _complete(self, record: dict, runs) -> None:
         host = record["host"]

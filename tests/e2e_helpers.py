@@ -58,16 +58,20 @@ def ordered_lines(sim, dpm_file: Path, dpns_file: Path) -> list[tuple[Path, byte
 TICK_CLIENT = "end-of-test.invalid"
 
 
-def end_tick(lines: list[tuple[Path, bytes]], dpm_file: Path, seconds: int = 10,
+def end_tick(lines: list[tuple[Path, bytes]], dpm_file: Path, dpns_file: Path, seconds: int = 10,
              pid: int = 12345) -> list[tuple[Path, bytes]]:
-    """A ping `seconds` after the last line. A head node never stops logging; a test's
-    log does, and records wait (for name-server linking) until event time has moved a few
-    seconds past them: this line moves it on, as the daemon's next call would."""
+    """A ping in each log `seconds` after the last line. A head node never stops logging;
+    a test's log does, and records wait (for name-server linking) until event time has
+    moved a few seconds past them in both the DPM and the name-server log (or one log has
+    been quiet for over a minute while the other went on): these lines move both on, as
+    the daemons' next calls would."""
     last = datetime.strptime("2000/" + _stamp(lines[-1][1]).decode(), "%Y/%m/%d %H:%M:%S.%f")
     stamp = (last + timedelta(seconds=seconds)).strftime("%m/%d %H:%M:%S.%f")[:18].encode()
-    head = b"%s %5d,0 dpm_srv_ping: " % (stamp, pid)
-    return [(dpm_file, head + b"DP092 - ping request by /CN=tick (0,0) from " + TICK_CLIENT.encode()),
-            (dpm_file, head + b"returns 0")]
+    by = b"request by /CN=tick (0,0) from " + TICK_CLIENT.encode()
+    dpm = b"%s %5d,0 dpm_srv_ping: " % (stamp, pid)
+    dpns = b"%s %5d,0 Cns_srv_ping: " % (stamp, pid + 1)
+    return [(dpm_file, dpm + b"DP092 - ping " + by), (dpm_file, dpm + b"returns 0"),
+            (dpns_file, dpns + b"NS092 - ping " + by), (dpns_file, dpns + b"returns 0")]
 
 
 def without_tick(records: list[dict]) -> list[dict]:

@@ -114,6 +114,8 @@ const FINISHED_GROUP: usize = 1024;
 const NS_DAEMON: &str = "dpns";
 /// The daemon name of the DPM profile, whose slow threads make the processing runs.
 const DPM_DAEMON: &str = "dpm";
+/// linking.py's MAX_LAG_MS: a log further behind than this has stopped, not lagging.
+const MAX_LAG_MS: i64 = 60_000;
 const MAX_HELD: usize = 8;
 const VOTES_AGAINST: u32 = 2;
 const RESTART_LOG: usize = 10_000;
@@ -664,8 +666,23 @@ impl Cx<'_, '_> {
         let linker = lk.as_mut()?;
         let clk = self.clk;
         let allowance = self.allowance_ms;
-        // linking.py's Linker._release: the host's watermark.
-        let watermark = move |host: Sym| Some(clk.borrow().hosts.get(&host)?.latest - allowance);
+        let linked = [self.dpm_daemon, self.ns_daemon];
+        // linking.py's Linker._horizon_base: the host's watermark, held back by a log of
+        // the host (DPM or name server) that lags, unless it lags by more than MAX_LAG_MS.
+        let watermark = move |host: Sym| {
+            let clk = clk.borrow();
+            let wm = clk.hosts.get(&host)?.latest - allowance;
+            let mut base = wm;
+            for daemon in linked {
+                if let Some(now) = clk.stream_now.get(&(host, daemon)) {
+                    let lag = now - allowance;
+                    if wm - lag <= MAX_LAG_MS {
+                        base = base.min(lag);
+                    }
+                }
+            }
+            Some(base)
+        };
         let seen = move |host: Sym, daemon: Sym| clk.borrow().stream_now.contains_key(&(host, daemon));
         let stream_time = move |host: Sym, daemon: Sym| clk.borrow().stream_now.get(&(host, daemon)).copied();
         let ctx = Ctx { py: self.py, names: self.names, watermark: &watermark, seen: &seen, stream_time: &stream_time, allowance_ms: allowance, ns_daemon: self.ns_daemon, dpm_daemon: self.dpm_daemon };

@@ -11,11 +11,13 @@ line at or below the first offset seen for the file whose text differs from that
 line starts a new generation of the file instead of being taken for a duplicate.
 
 One implausible offset must not move the mark (every later line of the file would be
-taken for a duplicate): a line more than MAX_OFFSET_JUMP bytes past the mark is skipped
-and counted (reason "offset_jump"), and its offset kept as the file's pending jump. The
-mark moves past a jump only when the next line confirms it (it follows the pending jump
-within MAX_OFFSET_JUMP): the file did skip ahead (lines rsyslog never sent). A line that
-follows the mark instead drops the pending jump. docs/kafka-worker.md states the rule.
+taken for a duplicate): the mark knows where the file's next line starts, and a line that
+starts further on is held, not fed, as the file's pending jump (its offset, text, receive
+time and Kafka offset, in the mark, so a restart judges alike). The next line of the file
+decides: one past the pending jump within MAX_OFFSET_JUMP confirms it (the file did skip
+ahead: lines rsyslog never sent), and the held line is fed before it; any other refutes
+it, and the held line is skipped and counted (reason "offset_jump").
+docs/kafka-worker.md states the rule.
 
 A record that cannot be used (not an envelope, an implausible offset, or one whose
 processing fails) is counted by reason (envelope.BAD_REASONS), kept with its Kafka offset
@@ -40,13 +42,25 @@ UNKNOWN_HOST = "unknown"
 UNKNOWN_DAEMON = "unknown"
 NEXT_OFFSET_KEY = "k"
 MARK_PREFIX = "w|"
-# How far past a file's high-water offset the next line may plausibly start. Lines of one
-# file arrive in order, each well under rsyslog's maxMessageSize (64 KiB at most on DPM
-# heads): a longer jump is a gap (rsyslog dropped lines) or a bad offset, and is only
-# believed once the next line confirms it.
+# How far past a held jump the line that confirms it may start (a line of rsyslog's at most
+# 64 KiB on DPM heads, well inside); a line further on is another jump.
 MAX_OFFSET_JUMP = 1 << 20
-NO_JUMP = -1            # a mark's pending jump when there is none
 BAD_PLACES_KEPT = 4     # bad records of each reason kept with their place between two takes
+
+
+def _next_at(offset: int, line: str) -> int:
+    """Where the line after a line at `offset` starts: its bytes and the newline."""
+    return offset + (len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 1
+
+
+def _mark_of(stored: list) -> list:
+    """A mark as stored, in this worker's form. An older worker's is [high-water offset,
+    first offset, crc] and, with a jump pending, its offset (counted, its line not kept)."""
+    if len(stored) == 3:
+        return stored + [None]
+    if len(stored) == 4 and stored[3] is not None and stored[3] - stored[0] > MAX_OFFSET_JUMP:
+        return stored[:3] + [None, stored[3], None, None, None]
+    return stored
 
 
 def _crc(line: str) -> int:
@@ -69,8 +83,12 @@ class PartitionState:
                                  grace_s=grace_s, head_aliases=head_aliases)
         self.pipeline.track_changes()
         self._sources: dict[tuple[str, str], object] = {}
-        # (host, path) -> [high-water offset, first offset of this generation, its crc]
-        self.marks: dict[tuple[str, str], list[int]] = {}
+        # (host, path) -> [high-water offset, first offset of this generation, its crc,
+        # where the next line starts], and while a jump waits for the next line: [its
+        # offset, line, receive time, Kafka offset]
+        self.marks: dict[tuple[str, str], list] = {}
+        # (line, receive time) of a held jump the line being admitted confirmed: fed first
+        self._confirmed: tuple[str, int | None] | None = None
         self._dirty_marks: set[tuple[str, str]] = set()
         self.next_offset: int | None = None
         self._offset_dirty = False
@@ -93,8 +111,19 @@ class PartitionState:
         if fields is None:
             return
         host, path, offset, received_ms, line = fields
-        if not self._admit(host, path, offset, line, key, kafka_offset):
+        if not self._admit(host, path, offset, line, key, kafka_offset, received_ms):
             return
+        if self._confirmed is not None:
+            self._feed_confirmed(host, path)
+        src = self._sources.get((host, path))
+        if src is None:
+            src = self._source(host, path, received_ms)
+        src.feed(line, received_ms=received_ms)
+
+    def _feed_confirmed(self, host: str, path: str) -> None:
+        """Feed the held jump the line just admitted confirmed (it comes before that line)."""
+        line, received_ms = self._confirmed
+        self._confirmed = None
         src = self._sources.get((host, path))
         if src is None:
             src = self._source(host, path, received_ms)
@@ -146,13 +175,19 @@ class PartitionState:
             host, path, offset, received_ms, line = fields
             key = (host, path)
             mark = marks.get(key)
-            if mark is not None and 0 < offset - mark[0] <= MAX_OFFSET_JUMP:
+            if (mark is not None and len(mark) == 4 and mark[3] is not None
+                    and mark[0] < offset <= mark[3] + 1):
                 mark[0] = offset   # the common case of _admit, inline
-                if len(mark) > 3:
-                    del mark[3:]   # a pending jump the file did not take
+                mark[3] = _next_at(offset, line)
                 dirty.add(key)
-            elif not self._admit(host, path, offset, line, msg.key, msg.offset):
+            elif not self._admit(host, path, offset, line, msg.key, msg.offset, received_ms):
                 continue
+            if self._confirmed is not None:
+                if run:
+                    run_src.feed_received(run, run_ms)
+                    run = []
+                run_src = None
+                self._feed_confirmed(host, path)
             src = sources.get(key)
             if src is None or src.parser is None:
                 if run:
@@ -207,41 +242,70 @@ class PartitionState:
         return src
 
     def _admit(self, host: str, path: str, offset: int, line: str, record_key: bytes | None = None,
-               kafka_offset: int | None = None) -> bool:
-        """False for a line not to feed: seen before (same host, path and offset; counted
-        as a duplicate), or too far past the file's mark (counted as a bad record).
+               kafka_offset: int | None = None, received_ms: int | None = None) -> bool:
+        """False for a line not to feed now: seen before (same host, path and offset;
+        counted as a duplicate), or past where the file's next line starts (held as its
+        pending jump until the next line decides). True for a line to feed; if it confirms
+        the pending jump, `_confirmed` is that held line, to feed first.
 
-        A mark is [high-water offset, first offset of this generation, its crc] and, while
-        a jump waits for its confirmation, that jump's offset."""
+        A mark is [high-water offset, first offset of this generation, its crc, where the
+        line after the high-water one starts (None: not known)] and, while a jump waits for
+        the next line, [its offset, line, receive time, Kafka offset]."""
         key = (host, path)
         mark = self.marks.get(key)
         if mark is None:
-            self.marks[key] = [offset, offset, _crc(line)]
+            self.marks[key] = [offset, offset, _crc(line), _next_at(offset, line)]
         elif offset > mark[0]:
-            pending = mark[3] if len(mark) > 3 else NO_JUMP
-            if offset - mark[0] <= MAX_OFFSET_JUMP:
-                del mark[3:]             # the file goes on from its mark: no jump
-            elif pending != NO_JUMP and 0 < offset - pending <= MAX_OFFSET_JUMP:
-                del mark[3:]             # confirmed: the file did skip ahead
-            else:
-                if offset == pending:    # the same jumping line again: already counted
+            if len(mark) > 4:                   # a held jump: this line decides it
+                pending = mark[4]
+                if offset == pending:           # the same jumping line again
                     self.duplicates[host] += 1
                     return False
-                mark[3:] = [offset]
+                if 0 < offset - pending <= MAX_OFFSET_JUMP:
+                    held, held_ms = mark[5], mark[6]   # confirmed: the file did skip ahead
+                    del mark[4:]
+                    mark[0] = pending
+                    mark[3] = None if held is None else _next_at(pending, held)
+                    if held is not None:        # (an older worker kept no line)
+                        self._confirmed = (held, held_ms)
+                else:
+                    self._refute(host, path, mark)
+            if not self._follows(mark, offset):
+                mark[4:] = [offset, line, received_ms, kafka_offset]
                 self._dirty_marks.add(key)
-                self._bad(record_key, kafka_offset, "offset_jump",
-                          f"offset {offset} of {host}:{path} is {offset - mark[0]} bytes past "
-                          f"the last line's (at most {MAX_OFFSET_JUMP} unless the next confirms it)")
                 return False
-            mark[0] = offset
+            mark[0], mark[3] = offset, _next_at(offset, line)
         elif offset <= mark[1] and _crc(line) != mark[2]:
-            self.marks[key] = [offset, offset, _crc(line)]  # a new file under this path
+            self._refute(host, path, mark)
+            self.marks[key] = [offset, offset, _crc(line), _next_at(offset, line)]  # a new file
             self.rotations[host] += 1
         else:
             self.duplicates[host] += 1
             return False
         self._dirty_marks.add(key)
         return True
+
+    def _refute(self, host: str, path: str, mark: list) -> None:
+        """Drop the mark's pending jump, if any: the file did not take it. Its held line
+        (an implausible offset) is skipped and counted with its place. (A pending jump
+        stored by an older worker holds no line: it was counted when it came.)"""
+        if len(mark) > 4 and mark[5] is not None:
+            offset, kafka_offset = mark[4], mark[7]
+            self._bad(host.encode(), kafka_offset, "offset_jump",
+                      f"offset {offset} of {host}:{path} is {offset - mark[0]} bytes past the "
+                      f"line before it, and the next line did not follow it")
+        del mark[4:]
+
+    @staticmethod
+    def _follows(mark: list, offset: int) -> bool:
+        """Whether a line at `offset` (past the mark) starts no later than the line after
+        the mark's: at once, or after the CR the envelope strips (an escaped or repaired
+        line reads longer than its bytes, so its successor comes earlier than reckoned).
+        A mark restored from an older worker does not know: within MAX_OFFSET_JUMP."""
+        next_at = mark[3]
+        if next_at is None:
+            return offset - mark[0] <= MAX_OFFSET_JUMP
+        return offset <= next_at + 1
 
     # -- event time ------------------------------------------------------------------------
     def advance(self) -> None:
@@ -275,7 +339,7 @@ class PartitionState:
                 self.next_offset = int(value)
             elif key.startswith(MARK_PREFIX):
                 host, _, path = key[len(MARK_PREFIX):].partition("|")
-                self.marks[(host, path)] = list(value)
+                self.marks[(host, path)] = _mark_of(list(value))
             else:
                 core[key] = value
         self.pipeline.restore(state_keys.decode(core))

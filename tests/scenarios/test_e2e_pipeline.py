@@ -43,7 +43,7 @@ class Chain:
         self.dpm_file = tmp_path / "logs" / "dpm" / "log"
         self.dpns_file = tmp_path / "logs" / "dpns" / "log"
         self.lines = ordered_lines(self.sim, self.dpm_file, self.dpns_file)
-        self.lines += end_tick(self.lines, self.dpm_file, pid=self.sim.config.pid)
+        self.lines += end_tick(self.lines, self.dpm_file, self.dpns_file, pid=self.sim.config.pid)
         for f in (self.dpm_file, self.dpns_file):
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_bytes(b"")
@@ -155,7 +155,7 @@ def test_lines_appended_to_the_logs_come_out_as_the_truths_records_and_counters(
     statuses = Counter(r["status"] for r in c.sim.requests)
     assert len(statuses) >= 2, statuses  # failures happen: the counters have several series
     assert c.prometheus_by(f'dpm_requests_total{{host="{c.host}"}}', "status", statuses) == statuses
-    calls = {"dpmstream": len(c.sim.calls) + 1}   # and the ping that ends the log
+    calls = {"dpmstream": len(c.sim.calls) + 2}   # and the pings that end the two logs
     assert c.prometheus_by(f'dpm_call_seconds_count{{host="{c.host}"}}', "job", calls) == calls
     assert c.prometheus_by(f'dpmstream_lines_total{{host="{c.host}"}}', "result",
                            {"parsed": float(len(c.lines))}) == {"parsed": len(c.lines)}

@@ -291,3 +291,27 @@ def test_a_symlink_swapped_to_a_new_daily_file_while_down_doubles_nothing(tmp_pa
     rc, _, err = again.stop()
     assert rc == 0, err
     assert canonical(read_records(rec)) == canonical(replayed(first + second))
+
+
+def test_a_flush_at_the_stop_whose_save_fails_writes_no_request_twice(tmp_path, small_disk):
+    """A way to issue 26 item 4's last shape (an `input_end` record beside another record
+    of the same token) looked for and not found: `--flush-on-exit` writes the open
+    requests as they stand, then the save at the stop fails (a full disk). The state saved
+    before stands with those requests open; the next start continues them, and the
+    records it makes again are recognised, not written twice."""
+    log, rec, state = tmp_path / "dpm.log", tmp_path / "records.jsonl", small_disk / "run.state"
+    lines = puts(0, 50) + puts(50, 5, putdone=False)
+    append(log, lines)
+    args = ["--metrics-port", "0", "--records", str(rec), "--state", str(state),
+            "--state-interval", "0.05", "--flush-on-exit", *COMMON, str(log)]
+    run = RunProcess(args)
+    wait_caught_up(state, [log], proc=run)
+    _fill(small_disk)
+    rc, _, err = run.stop()
+    assert rc == 2 and "No space left on device" in err, err
+    os.unlink(small_disk / "filler")
+    again = RunProcess(args)
+    wait_caught_up(state, [log], proc=again)
+    rc, _, err = again.stop()
+    assert rc == 0, err
+    assert canonical(read_records(rec)) == canonical(replayed(lines))

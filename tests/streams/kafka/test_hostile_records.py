@@ -112,16 +112,18 @@ def test_records_the_worker_cannot_use_are_counted_logged_with_their_place_and_c
     assert committed_offsets(kafka_broker.bootstrap, t["group"]) == {0: total + 1}
 
 
+@pytest.mark.parametrize("ahead", [100_000_000_000, 300 << 10], ids=["1e11", "300KiB-ahead"])
 def test_one_implausible_offset_does_not_make_the_later_lines_of_its_file_duplicates(
-        kafka_broker, sims, engine):
+        kafka_broker, sims, engine, ahead):
     """An envelope whose offset is 1e11 once made every later line of its host and file
-    count as a duplicate: 96 % of the requests were dropped, without a word."""
+    count as a duplicate: 96 % of the requests were dropped, without a word. One 300 KiB
+    past the line before it made the real lines of those 300 KiB duplicates."""
     t = topics("jump")
     kafka_broker.create_topics([t["lines"]], partitions=2)
     recs = host_records(sims["head01"], "head01")
     other = host_records(sims["head02"], "head02")
     poisoned = json.loads(recs[500][1])
-    poisoned["offset"] = 100_000_000_000
+    poisoned["offset"] += ahead
     bogus = (b"head01", json.dumps(poisoned).encode())      # that line again, its offset bad
     produce(kafka_broker.bootstrap, t["lines"], recs[:501] + [bogus] + recs[501:] + other)
     metrics = PipelineMetrics()
@@ -130,6 +132,27 @@ def test_one_implausible_offset_does_not_make_the_later_lines_of_its_file_duplic
     assert canonical(worker_output(kafka_broker, t)) == canonical(want)
     assert sample(metrics, "dpmstream_duplicate_lines_total", host="head01") == 0
     assert sample(metrics, "dpmstream_bad_records_total", reason="offset_jump") == 1
+    parsed = sum(sample(metrics, "dpmstream_lines_total", host="head01", daemon=d, result="parsed")
+                 for d in ("dpm", "dpns"))
+    assert parsed == len(recs)
+
+
+def test_a_file_that_really_skipped_ahead_loses_no_line_through_the_worker(kafka_broker, sims, engine):
+    """rsyslog dropped a stretch of a file (its queue full): the line after the gap is more
+    than 1 MiB past the one before. It used to be skipped as an offset jump, one real line
+    lost at every real gap; it is held until the next line confirms the jump, then fed."""
+    t = topics("gap")
+    kafka_broker.create_topics([t["lines"]], partitions=1)
+    recs = host_records(sims["head01"], "head01")
+    gap = 50 << 20
+    moved = recs[:700] + [(key, json.dumps({**json.loads(value), "offset": json.loads(value)["offset"] + gap})
+                           .encode()) for key, value in recs[700:]]
+    produce(kafka_broker.bootstrap, t["lines"], moved)
+    metrics = PipelineMetrics()
+    run_worker(kafka_broker, t, len(moved), metrics=metrics)
+    assert canonical(worker_output(kafka_broker, t)) == canonical(as_json(core_records(recs)))
+    assert sample(metrics, "dpmstream_bad_records_total", reason="offset_jump") == 0
+    assert sample(metrics, "dpmstream_duplicate_lines_total", host="head01") == 0
     parsed = sum(sample(metrics, "dpmstream_lines_total", host="head01", daemon=d, result="parsed")
                  for d in ("dpm", "dpns"))
     assert parsed == len(recs)

@@ -197,7 +197,7 @@ def test_a_batch_fed_in_runs_gives_exactly_what_line_by_line_feeding_gives(sim, 
     for start in range(0, len(messages), batch):
         chunk = messages[start:start + batch]
         for msg in chunk:
-            by_line.feed_record(msg.key, msg.value)
+            by_line.feed_record(msg.key, msg.value, msg.offset)
         by_line.consumed(chunk[-1].offset + 1)
         by_line.advance()
         by_batch.feed_batch(chunk)
@@ -239,9 +239,11 @@ def test_one_line_far_past_its_files_mark_is_skipped_and_the_lines_after_it_are_
     assert part.marks[(HOST, PATH)][0] == offsets[-1]
 
 
-def test_a_file_that_really_skipped_ahead_loses_only_the_first_line_after_the_gap(sim):
+def test_a_file_that_really_skipped_ahead_loses_no_line(sim):
     """rsyslog may drop lines (its queue full during an outage): a jump that the next
-    line confirms is believed, so the file is not stuck behind its old mark."""
+    line confirms is believed, so the file is not stuck behind its old mark, and the line
+    after the gap, held until then, is fed before the next one (issue 26 item 2: it used
+    to be skipped, one real line lost at every real gap)."""
     recs = envelopes(sim.log_path)[:400]
     offsets = [json.loads(v)["offset"] for _k, v in recs]
     gap = 50 << 20
@@ -249,18 +251,67 @@ def test_a_file_that_really_skipped_ahead_loses_only_the_first_line_after_the_ga
     part = PartitionState(0)
     for i, (key, value) in enumerate(moved):
         part.feed_record(key, value, i)
-    assert part.bad_reasons == {"offset_jump": 1} and part.bad_places[0][0] == 200
-    assert not part.duplicates and _parsed(part) == 399
-    # The jumping line delivered again is a duplicate, not a second bad record.
+    assert not part.bad_reasons and not part.duplicates and _parsed(part) == 400
+    whole = PartitionState(0)
+    for i, (key, value) in enumerate(recs):
+        whole.feed_record(key, value, i)
+    assert part.checkpoint()[0] == whole.checkpoint()[0]
+    # The jumping line delivered again is a duplicate.
     part.feed_record(*moved[200], 400)
-    assert part.duplicates[HOST] == 1 and part.bad_reasons == {"offset_jump": 1}
+    assert part.duplicates[HOST] == 1 and not part.bad_reasons
+
+
+def test_a_held_jump_is_fed_in_its_place_by_the_batch_path_too(sim):
+    from collections import namedtuple
+    Msg = namedtuple("Msg", "key value offset")
+    recs = envelopes(sim.log_path)[:400]
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    moved = recs[:200] + _at(recs[200:], [o + (50 << 20) for o in offsets[200:]])
+    by_record, by_batch = PartitionState(0), PartitionState(0)
+    for i, (key, value) in enumerate(moved):
+        by_record.feed_record(key, value, i)
+    by_batch.feed_batch([Msg(key, value, i) for i, (key, value) in enumerate(moved[:201])])
+    by_batch.feed_batch([Msg(key, value, i + 201) for i, (key, value) in enumerate(moved[201:])])
+    assert _parsed(by_batch) == 400 and not by_batch.bad_reasons
+    assert by_batch.checkpoint()[0] == by_record.checkpoint()[0]
+
+
+def test_a_bad_offset_less_than_a_mebibyte_ahead_hides_no_line(sim):
+    """An envelope whose offset is 300 KiB past its file's last line (a few hundred lines
+    ahead) used to move the mark there, and the real lines before it were taken for
+    duplicates: it is held as a jump, and the next real line refutes it."""
+    recs = envelopes(sim.log_path)[:400]
+    bogus = _at([recs[200]], [json.loads(recs[199][1])["offset"] + (300 << 10)])
+    part = PartitionState(0)
+    for i, (key, value) in enumerate(recs[:200] + bogus + recs[200:]):
+        part.feed_record(key, value, i)
+    assert part.bad_reasons == {"offset_jump": 1} and part.bad_places[0][:2] == (200, "offset_jump")
+    assert not part.duplicates and _parsed(part) == 400
+
+
+GAP = 50 << 20
+
+
+def _skipped_ahead(recs, at):
+    """(the records' offsets, the records with those from `at` on GAP further on)."""
+    offsets = [json.loads(v)["offset"] for _k, v in recs]
+    return offsets, recs[:at] + _at(recs[at:], [o + GAP for o in offsets[at:]])
+
+
+def test_a_mark_stored_by_an_older_worker_is_judged_as_before(sim):
+    offsets, moved = _skipped_ahead(envelopes(sim.log_path)[:300], 100)
+    gap = GAP
+    part = PartitionState(0)
+    part.restore({f"w|{HOST}|{PATH}": [offsets[99], offsets[0], 0, offsets[100] + gap]})
+    for key, value in moved[101:]:   # its pending jump confirmed, the line after it goes on
+        part.feed_record(key, value)
+    part.checkpoint()   # settles the profile detection of the file first seen here
+    assert not part.bad_reasons and not part.duplicates and _parsed(part) == 199
 
 
 def test_a_pending_jump_is_kept_in_the_state_so_a_restart_judges_the_next_line_alike(sim):
-    recs = envelopes(sim.log_path)[:300]
-    offsets = [json.loads(v)["offset"] for _k, v in recs]
-    gap = 50 << 20
-    moved = recs[:100] + _at(recs[100:], [o + gap for o in offsets[100:]])
+    offsets, moved = _skipped_ahead(envelopes(sim.log_path)[:300], 100)
+    gap = GAP
     part = PartitionState(0)
     for key, value in moved[:101]:
         part.feed_record(key, value)
@@ -270,4 +321,5 @@ def test_a_pending_jump_is_kept_in_the_state_so_a_restart_judges_the_next_line_a
     for key, value in moved[101:]:
         restarted.feed_record(key, value)
     assert not restarted.bad_reasons and not restarted.duplicates
+    assert _parsed(restarted) == 200  # the held line after the gap, then the 199 after it
     assert restarted.marks[(HOST, PATH)][0] == offsets[-1] + gap
