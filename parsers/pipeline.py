@@ -287,6 +287,8 @@ class StateChanges:
     finished: groups of ended requests' keys, so a late line stays late after a restore;
     sources: each stream's profile and clock; clock: the processes and host clocks;
     linker: what name-server linking holds. clock and linker are None when unchanged.
+    dome: the DOME reassembler's entries (parsers/dome_state.py: one per open call and
+    per open put, and the bounded rest).
     """
     threads: dict[ThreadKey, dict | None] = field(default_factory=dict)
     requests: dict[RequestKey, dict | None] = field(default_factory=dict)
@@ -294,14 +296,15 @@ class StateChanges:
     sources: dict[str, dict | None] = field(default_factory=dict)
     clock: dict | None = None
     linker: dict | None = None
+    dome: dict[str, object] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.threads or self.requests or self.finished or self.sources
-                    or self.clock is not None or self.linker is not None)
+                    or self.clock is not None or self.linker is not None or self.dome)
 
     def merge(self, later: "StateChanges") -> None:
         """Apply changes taken after these: what a store of the whole state does."""
-        for kind in ("threads", "requests", "finished", "sources"):
+        for kind in ("threads", "requests", "finished", "sources", "dome"):
             mine = getattr(self, kind)
             for key, state in getattr(later, kind).items():
                 if state is None:

@@ -21,7 +21,7 @@ from dpmstream.parsers.reassembly import RequestKey, ThreadKey
 
 log = logging.getLogger(__name__)
 
-THREAD, REQUEST, FINISHED, SOURCE = "t|", "r|", "f|", "s|"
+THREAD, REQUEST, FINISHED, SOURCE, DOME = "t|", "r|", "f|", "s|", "d|"
 CLOCK, LINKER = "m", "l"
 
 
@@ -40,6 +40,8 @@ def encode(changes: StateChanges) -> dict[str, object]:
         flat[CLOCK] = changes.clock
     if changes.linker is not None:
         flat[LINKER] = changes.linker or None  # nothing held: no entry
+    for key, value in changes.dome.items():
+        flat[f"{DOME}{key}"] = value
     return flat
 
 
@@ -63,6 +65,8 @@ def decode(entries: Mapping[str, object] | Iterable[tuple[str, object]]) -> Stat
                 state.finished[int(rest)] = [RequestKey(*k) for k in value]
             elif kind == "s":
                 state.sources[rest] = value
+            elif kind == "d":
+                state.dome[rest] = value
             elif key == CLOCK:
                 state.clock = value
             elif key == LINKER:
