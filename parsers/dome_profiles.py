@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .profiles import (
-    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_profile_file, role_patterns,
+    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_profile_file, resolve_profile,
+    role_patterns,
 )
 
 FAMILY = "dome"
@@ -153,3 +154,52 @@ def resolve_dome_profile(spec: str) -> DomeProfile:
         return load_dome_profile(spec)
     names = ", ".join(p.name for p in bundled_dome_profiles())
     raise ProfileError(f"no DOME profile {spec!r}: not a bundled name ({names}) nor a file")
+
+
+def dome_score(profile: DomeProfile, lines: list[str]) -> int:
+    """How many of these lines the profile reads as dmlite messages of a known role."""
+    hits = 0
+    for line in lines:
+        line = line.rstrip("\r\n")
+        for form in profile.forms.values():
+            m = form.regex.match(line)
+            if m is not None:
+                role = form.roles[m.lastindex][0]
+                if role != UNMATCHED and m.group(form.groups["tag"]) in profile.tags:
+                    hits += 1
+                break
+    return hits
+
+
+def detect_dome_profile(lines: list[str], candidates: list[DomeProfile] | None = None) -> DomeProfile | None:
+    """The DOME profile reading most of these lines (a file's first lines), or None: as
+    profiles.detect_profile does for the DPM daemons."""
+    best, best_score = None, 0
+    for profile in bundled_dome_profiles() if candidates is None else candidates:
+        s = dome_score(profile, lines)
+        if s > best_score:
+            best, best_score = profile, s
+    return best
+
+
+def first_host(profile: DomeProfile, lines: list[str]) -> str | None:
+    """The host of the first of these lines with the profile's syslog envelope: the node a
+    DOME file is from (replay reads each node's files as one lane)."""
+    for line in lines:
+        for form in profile.forms.values():
+            m = form.prefix.match(line)
+            if m is not None:
+                return m.group("host")
+    return None
+
+
+def resolve_any_profile(spec: str):
+    """A DPM profile or, failing that, a DOME one, by bundled name or .toml file; the DPM
+    loader's ProfileError when neither loads."""
+    try:
+        return resolve_profile(spec)
+    except ProfileError as exc:
+        try:
+            return resolve_dome_profile(spec)
+        except ProfileError:
+            raise exc from None

@@ -70,3 +70,35 @@ def to_json_dict(record: dict) -> dict:
 
 def json_text(record: dict, *, ensure_ascii: bool = False) -> str:
     return json.dumps(to_json_dict(record), ensure_ascii=ensure_ascii, separators=(",", ":"))
+
+
+# The commands a DOME server answers (dmlite's DomeCore dispatch of `cmd:`; src/dome):
+# the bounded set a metric label or summary row takes; any other command is "other".
+KNOWN_COMMANDS = frozenset((
+    "dome_access", "dome_accessreplica", "dome_addfstopool", "dome_addpool", "dome_addreplica",
+    "dome_chksum", "dome_chksumstatus", "dome_create", "dome_delquotatoken", "dome_delreplica",
+    "dome_deletegroup", "dome_deleteuser", "dome_dochksum", "dome_get", "dome_getcomment",
+    "dome_getdir", "dome_getdirspaces", "dome_getgroup", "dome_getgroupsvec", "dome_getidmap",
+    "dome_getquotatoken", "dome_getreplicainfo", "dome_getreplicavec", "dome_getspaceinfo",
+    "dome_getstatinfo", "dome_getuser", "dome_getusersvec", "dome_info", "dome_makedir",
+    "dome_makespace", "dome_modifyfs", "dome_modifypool", "dome_modquotatoken", "dome_newgroup",
+    "dome_newuser", "dome_pull", "dome_pullstatus", "dome_put", "dome_putdone", "dome_readlink",
+    "dome_removedir", "dome_rename", "dome_rmfs", "dome_rmpool", "dome_setacl",
+    "dome_setchecksum", "dome_setcomment", "dome_setmode", "dome_setowner", "dome_setquotatoken",
+    "dome_setsize", "dome_statpfn", "dome_statpool", "dome_symlink", "dome_unlink",
+    "dome_updategroup", "dome_updatereplica", "dome_updateuser", "dome_updatexattr",
+))
+OTHER_COMMAND = "other"
+CODE_CLASSES = ("2xx", "3xx", "4xx", "5xx", "none")
+
+
+def command_label(command: str | None) -> str:
+    """The call's command as a bounded label: a known dome_* command, else "other"."""
+    return command if command in KNOWN_COMMANDS else OTHER_COMMAND
+
+
+def code_class(http_code: int | None) -> str:
+    """2xx..5xx, or "none": a cut call (no `Exiting` line) or a code outside 200..599."""
+    if http_code is None or not 200 <= http_code <= 599:
+        return "none"
+    return f"{http_code // 100}xx"

@@ -12,6 +12,13 @@ A source is one log stream (one file, or one (host, path) on Kafka): it owns its
 counters. All sources of a pipeline share one reassembler, so a DPM and a DPNS log of the
 same host, or rotated files, combine. Records are dicts (see parsers/records.py) with
 `kind` = "request" or "call"; times in integer milliseconds.
+
+The family of a source's profile picks its line parser and reassembler: a DOME profile
+(DPM 1.10 on, docs/dome.md; named, or detected over the first lines when the pipeline is
+given `on_dome_record`) reads its lines with parsers/dome_lines.py into the pipeline's
+one DomeReassembler, whose records (`kind` dome_call, dome_put, dome_capacity,
+dome_fs_event: parsers/dome_records.py) go to `on_dome_record`. Dating, counting, order
+across sources and the event-time sweeps are the same code for both families.
 """
 
 from __future__ import annotations
@@ -24,12 +31,17 @@ from typing import Callable, Iterable
 
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
+from dpmstream.parsers.dome_lines import DAEMON as DOME_DAEMON
+from dpmstream.parsers.dome_lines import DomeLineParser
+from dpmstream.parsers.dome_profiles import (
+    DomeProfile, bundled_dome_profiles, detect_dome_profile, resolve_any_profile,
+)
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
 from dpmstream.parsers.lines import (
     FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
 )
 from dpmstream.parsers.profiles import (
-    Profile, ProfileError, bundled_profiles, detect_profile, match_line, resolve_profile,
+    Profile, ProfileError, bundled_profiles, detect_profile, match_line,
 )
 from dpmstream.parsers.reassembly import Reassembler, RequestKey, ThreadKey
 
@@ -67,6 +79,7 @@ class PipelineStats:
         # The first EXAMPLES_KEPT bad lines: (source, line no, reason, excerpt)
         self.bad_examples: list = []
         self.latest_received_ms: dict[str, int] = {}
+        self.dome = None  # the DOME reassembler's DomeStats, once a DOME source started
 
     @property
     def lines(self) -> Counter:
@@ -74,7 +87,7 @@ class PipelineStats:
         merged = Counter(self._other_lines)
         for src in self._sources:
             if src.parser is not None:
-                daemon = src.parser.daemon
+                daemon = src.daemon
                 merged[(src.host, daemon, "parsed")] += src.n_parsed
                 merged[(src.host, daemon, "unmatched")] += src.n_unmatched
                 merged[(src.host, daemon, "malformed")] += src.n_malformed
@@ -140,11 +153,14 @@ class Pipeline:
                  max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
                  max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
                  expect_ns: bool = False, engine: str | None = None,
-                 duplicate_memory: int = 1 << 17, learn_head: bool = True):
+                 duplicate_memory: int = 1 << 17, learn_head: bool = True,
+                 on_dome_record: Callable[[dict], None] | None = None):
         """duplicate_memory: how many of the latest distinct lines a line read twice is
         recognised among (overlapping archives). learn_head: whether the head node's name
         as name-server clients see it is learned from the logs (docs/record-rules.md,
-        "Linking"): off when the head node was named (--host, --head-alias)."""
+        "Linking"): off when the head node was named (--host, --head-alias).
+        on_dome_record: where DOME records go; without it no DOME profile is detected
+        (a driver whose sinks take DPM records only), and a DOME source cannot start."""
         check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
                        max_threads=max_threads, grace_s=grace_s)
         if not 1 <= duplicate_memory <= MAX_DUPLICATE_MEMORY:
@@ -172,6 +188,12 @@ class Pipeline:
         self.sources: dict[str, Source] = {}
         self._undetected: set[Source] = set()
         self._since_advance = 0
+        # DOME (docs/dome.md): its reassembler is made when the first DOME source starts.
+        self._on_dome_record = on_dome_record
+        self.dome_profiles = bundled_dome_profiles() if on_dome_record is not None else []
+        self._dome_settings = dict(timeout_ms=int(timeout_s * 1000), max_calls=max_threads,
+                                   max_puts=max_in_flight)
+        self.dome = None
 
     def source(self, name: str, *, host: str, path: str | None = None,
                profile: Profile | None = None, tz: str | None = None, year: int | None = None,
@@ -196,6 +218,39 @@ class Pipeline:
         self._since_advance = 0
         self.reassembler.advance()
         self.linker.advance()
+        if self.dome is not None:
+            now = self._dome_sources_time()
+            if now is not None:
+                self._emit_dome(self.dome.advance(now))
+
+    def _line_done(self) -> None:
+        """One more line read by some source: the event-time sweep every ADVANCE_EVERY."""
+        self._since_advance += 1
+        if self._since_advance >= ADVANCE_EVERY:
+            self.advance()
+
+    # -- DOME ----------------------------------------------------------------------------
+    def _start_dome(self) -> None:
+        if self._on_dome_record is None:
+            raise ValueError("this command reads DPM logs only (a DOME profile needs a "
+                             "pipeline with on_dome_record)")
+        if self.dome is None:
+            self.dome = engines.new_dome_reassembler(self.engine, **self._dome_settings)
+            self.stats.dome = self.dome.stats
+
+    def _feed_dome(self, ev) -> None:
+        for record in self.dome.feed(ev):
+            self._on_dome_record(record)
+
+    def _emit_dome(self, records: list[dict]) -> None:
+        for record in records:
+            self._on_dome_record(record)
+
+    def _dome_sources_time(self) -> int | None:
+        """The event time every DOME source has read past (the least of their positions):
+        DomeReassembler.advance's `now`. None before each has read a line."""
+        positions = [src.position for src in self.sources.values() if src.dome]
+        return min(positions) if positions and min(positions) >= 0 else None
 
     # -- state, for a restart ------------------------------------------------------------
     def track_changes(self) -> None:
@@ -267,6 +322,8 @@ class Pipeline:
         self.reassembler.finish()
         self.linker.finish()
         self._warn_if_nothing_linked()
+        if self.dome is not None:
+            self._emit_dome(self.dome.finish())
 
     def _warn_if_nothing_linked(self) -> None:
         """Requests and name-server calls naming paths were both read, yet no call linked:
@@ -343,12 +400,18 @@ class Source:
         pipeline._register(self)
         self._received_cache: tuple[int, tuple[int, int]] | None = None
         self._routed: dict[str, LineParser] = {}
+        self.dome = False  # a DOME source: DomeLineParser, the pipeline's DomeReassembler
         if profile is not None:
             self._start(profile)
 
     @property
-    def profile(self) -> Profile | None:
+    def profile(self) -> Profile | DomeProfile | None:
         return self.parser.profile if self.parser else None
+
+    @property
+    def daemon(self) -> str:
+        """The daemon its lines are counted under (DOME: dome_lines.DAEMON)."""
+        return DOME_DAEMON if self.dome else self.parser.daemon
 
     @property
     def position(self) -> int:
@@ -357,6 +420,8 @@ class Source:
         line the reassembler holds or sets aside does not count."""
         if self.parser is None:
             return -1
+        if self.dome:  # the DOME reassembler holds no line back: the latest stamp read
+            return self._latest
         now = self._reassembler.stream_time(self.host, self.parser.daemon)
         return -1 if now is None else now
 
@@ -369,27 +434,32 @@ class Source:
     @classmethod
     def from_state(cls, pipeline: "Pipeline", name: str, state: dict) -> "Source":
         try:
-            profile = resolve_profile(state["profile"])
+            profile = resolve_any_profile(state["profile"])
         except ProfileError:
-            profile = resolve_profile(state["profile_file"])
+            profile = resolve_any_profile(state["profile_file"])
         src = cls(pipeline, name, state["host"], state["path"], profile, state["tz"],
                   state["year"], None)
         src.parser.clock.restore(state["clock"])
         return src
 
-    def _start(self, profile: Profile) -> None:
+    def _start(self, profile: Profile | DomeProfile) -> None:
+        if isinstance(profile, DomeProfile):
+            self.pipeline._start_dome()
+            self.dome = True
         self.parser = self._new_parser(profile)
         self.pipeline._undetected.discard(self)
         if not self.pipeline._undetected:  # no one detects: the linker need not ask
             self.pipeline.linker.detecting = None
         log.info("%s: profile %s, time zone %s", self.name, profile.name, self.parser.clock.zone)
 
-    def _new_parser(self, profile: Profile) -> LineParser:
+    def _new_parser(self, profile: Profile | DomeProfile) -> LineParser | DomeLineParser:
         zone_name = self.tz or profile.timezone
         ref = None
         if self.year is None:
             ref = stream_reference(self.path, self.year_hint_ms, load_zone(zone_name))
         clock = EventClock(zone_name, year=self.year, ref=ref, zone_given=bool(self.tz))
+        if self.dome:
+            return DomeLineParser(profile, clock)
         return LineParser(profile, clock, self.host, frozenset(self.pipeline.tag_profiles))
 
     def _routed_parser(self, tag: str) -> LineParser:
@@ -437,7 +507,7 @@ class Source:
         from the compiled parser to the reassembler. Any other line takes feed()'s path,
         so the counts and the records are the same either way."""
         n, i = len(lines), start
-        while i < n and (self.parser is None or self.parser._fast is None):
+        while i < n and (self.parser is None or self.dome or self.parser._fast is None):
             self.feed(lines[i])  # line by line until the profile is known
             i += 1
             if limit is not None and self.position > limit:
@@ -508,6 +578,9 @@ class Source:
         return i
 
     def _parse(self, line: str, received_ms: int | None) -> None:
+        if self.dome:
+            self._parse_dome(line)
+            return
         self.line_no += 1
         parser = self.parser
         if received_ms is not None:
@@ -543,10 +616,34 @@ class Source:
             self._reassembler.feed(ev)
             if received_ms is not None:
                 self.pipeline.stats.latest_received_ms[host] = received_ms
-        pipeline = self.pipeline
-        pipeline._since_advance += 1
-        if pipeline._since_advance >= ADVANCE_EVERY:
-            pipeline.advance()
+        self.pipeline._line_done()
+
+    def _parse_dome(self, line: str) -> None:
+        """One line of a DOME source: counted as _parse counts, its event into the DOME
+        reassembly. (A receive time does not date DOME lines yet: Kafka's DOME path.)"""
+        self.line_no += 1
+        parser = self.parser
+        ev = parser.parse(line)
+        if ev is None:
+            if parser.result == MALFORMED:
+                self.n_malformed += 1
+                self._remember_bad(parser.reason, line)
+            elif parser.result == FOREIGN:
+                self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += 1
+            else:
+                self.n_unmatched += 1
+        else:
+            ts, host = ev.ts, ev.host  # each line names its node (the syslog envelope)
+            if host == self.host:
+                self.n_parsed += 1
+            else:
+                self.other_counts[(host, DOME_DAEMON, "parsed")] += 1
+            if ts > self._latest:
+                self._latest = ts
+            if ts > self.latest_by_host.get(host, -1):
+                self.latest_by_host[host] = ts
+            self.pipeline._feed_dome(ev)
+        self.pipeline._line_done()
 
     def _count_other(self, parser: LineParser, line: str) -> None:
         """A routed line its own profile could not parse either."""
@@ -575,6 +672,8 @@ class Source:
     def _detect(self) -> None:
         lines = [line for line, _ in self._pending]
         profile = detect_profile(lines, self.pipeline.profiles)
+        if profile is None and self.pipeline.dome_profiles:
+            profile = detect_dome_profile(lines, self.pipeline.dome_profiles)
         if profile is None:
             return  # keep buffering up to a bound; settle() counts them
         self._start(profile)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Callable, Iterator
 
+from dpmstream.parsers.dome_profiles import DomeProfile, detect_dome_profile, first_host
 from dpmstream.parsers.profiles import Profile, detect_profile
 from dpmstream.streams.inputs import InputError, iter_lines, open_binary
 
@@ -29,6 +30,11 @@ class Lane:
         self.inputs = list(inputs)
         self.open_input = open_input
         self.src = None
+        # The DOME profile its files were recognised by (else None): given to their
+        # sources, which then read in event time from their first line, not after a
+        # detection's first 200 (a disk node's putdone read half a minute before the
+        # head's put would be an orphan: docs/dome.md).
+        self.profile = None
         self.lines: Iterator[list] | None = None  # the current input's chunks of lines
         self.chunk: list | None = None   # the chunk being fed, from index `at`
         self.at = 0
@@ -64,25 +70,41 @@ class Lane:
                 return True
 
 
-def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced: Profile | None) -> str:
-    """The daemon of an input from its first lines ("?" when no profile recognises them)."""
-    if forced is not None:
-        return forced.daemon
+def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced,
+              dome_profiles: list[DomeProfile] = ()) -> str:
+    """The lane of an input from its first lines: its daemon ("?" when no profile
+    recognises them), or for a DOME log `dome@NODE` (each node's files one lane, the
+    nodes side by side: the put on the head and its putdone on a disk node meet)."""
+    return _recognise(first_lines, profiles, forced, dome_profiles)[0]
+
+
+def _recognise(first_lines, profiles, forced, dome_profiles) -> tuple[str, DomeProfile | None]:
+    """(daemon_of's lane name, the DOME profile when the input is a DOME log)."""
+    if forced is not None and not isinstance(forced, DomeProfile):
+        return forced.daemon, None
     text = [line.decode("utf-8", "replace").rstrip("\r\n") for line in first_lines]
-    profile = detect_profile(text, profiles)
-    return profile.daemon if profile is not None else "?"
+    if forced is None:
+        profile = detect_profile(text, profiles)
+        if profile is not None:
+            return profile.daemon, None
+        forced = detect_dome_profile(text, dome_profiles) if dome_profiles else None
+    if forced is not None:
+        return f"dome@{first_host(forced, text) or '?'}", forced
+    return "?", None
 
 
-def lanes_of(inputs: list, profiles: list[Profile], forced: Profile | None,
-             open_input: Callable) -> list[Lane]:
-    """One lane per daemon, its inputs in the order given; stdin is a lane of its own
-    (it cannot be read twice to detect its daemon)."""
+def lanes_of(inputs: list, profiles: list[Profile], forced, open_input: Callable,
+             dome_profiles: list[DomeProfile] = ()) -> list[Lane]:
+    """One lane per daemon (per node for DOME logs), its inputs in the order given; stdin
+    is a lane of its own (it cannot be read twice to detect its daemon)."""
     lanes: dict[str, Lane] = {}
     for inp in inputs:
-        name = "-" if inp.is_stdin else daemon_of(_first_lines(inp), profiles, forced)
+        name, dome = ("-", None) if inp.is_stdin else _recognise(
+            _first_lines(inp), profiles, forced, dome_profiles)
         lane = lanes.get(name)
         if lane is None:
             lane = lanes[name] = Lane(name, [], open_input)
+            lane.profile = dome
         lane.inputs.append(inp)
     return list(lanes.values())
 

@@ -40,7 +40,8 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
 
     def open_input(inp):
         """(source, its lines) for one input, or None (reported, counted as a failure)."""
-        src = pipeline.source(inp.name, host=host, path=inp.path or "-", profile=profile, tz=tz,
+        src = pipeline.source(inp.name, host=host, path=inp.path or "-",
+                              profile=profile or lane_profile.get(id(inp)), tz=tz,
                               year=year, year_hint_ms=inp.mtime_ms)
         sources.append(src)
         try:
@@ -69,7 +70,7 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
             zone_checked = False
             for chunk in iter_chunks(stream, chunk_lines):
                 yield chunk
-                if not zone_checked and src.parser is not None:
+                if not zone_checked and src.parser is not None and not src.dome:
                     zone_checked = True   # once an input, on its first chunk; only a --tz
                     # can disagree (without it the lines are read in their own offset)
                     clock = src.parser.clock
@@ -94,7 +95,8 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
             stream.close()
         state["done_before"] += inp.size or 0
 
-    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input)
+    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input, pipeline.dome_profiles)
+    lane_profile = {id(inp): lane.profile for lane in lanes for inp in lane.inputs}
     # A name-server log among the inputs: every request record waits for its calls.
     pipeline.linker.expect_ns = any(lane.name == NS_DAEMON for lane in lanes)
     run_lanes(lanes, input_end)
@@ -122,7 +124,7 @@ def warn_about_years(sources: list[Source]) -> None:
                         "machine's year (give --year)", src.name, src.parser.clock.year)
         latest = max(src.latest_by_host.values(), default=None)   # rsyslog: the lines' hosts
         if latest is not None:
-            ends.append((latest, src.parser.daemon, src.name))
+            ends.append((latest, src.daemon, src.name))
     if len({daemon for _, daemon, _ in ends}) > 1:
         first, last = min(ends), max(ends)
         if last[0] - first[0] >= YEAR_APART_MS and first[1] != last[1]:

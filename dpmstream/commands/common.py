@@ -18,6 +18,7 @@ import sys
 
 from dpmstream.parsers.clock import ClockError, load_zone
 from dpmstream.parsers.profiles import ProfileError, resolve_profile
+from dpmstream.parsers.dome_profiles import resolve_any_profile
 
 # The years the dating code reads sensibly (a rotated name log-YYYYMMDD counts from 1990;
 # epoch milliseconds from 1970; nothing in a DPM log is dated after 2100).
@@ -100,6 +101,8 @@ def loads_with(resolve):
 
 # --profile: a bundled DPM profile name or a .toml file that loads.
 profile_spec = loads_with(resolve_profile)
+# --profile of the commands that read DOME logs too (replay, run): a DPM or a DOME profile.
+any_profile_spec = loads_with(resolve_any_profile)
 
 
 def hidden_alias(p, old: str, new_dest: str, **kwargs) -> None:
@@ -118,19 +121,22 @@ def pipeline_options(args) -> dict:
             "learn_head": not args.head_alias}
 
 
-def add_profile_options(p, *, profile_help: str | None = None) -> None:
-    """--profile and --tz: how lines are read and their stamps zoned."""
-    p.add_argument("--profile", metavar="P", type=profile_spec,
+def add_profile_options(p, *, profile_help: str | None = None, dome: bool = False) -> None:
+    """--profile and --tz: how lines are read and their stamps zoned (`dome`: the
+    command reads DOME logs too, and takes a DOME profile)."""
+    p.add_argument("--profile", metavar="P", type=any_profile_spec if dome else profile_spec,
                    help=profile_help or (
-                       "regex profile: a bundled name (lcgdm-dpm, lcgdm-ns, lcgdm-srm) or a "
-                       ".toml file; default: detected per file from its first lines"))
+                       "regex profile: a bundled name (lcgdm-dpm, lcgdm-ns, lcgdm-srm"
+                       + (", dmlite-dome, dmlite-dome-notid" if dome else "")
+                       + ") or a .toml file; default: detected per file from its first lines"))
     p.add_argument("--tz", metavar="ZONE", type=zone_name,
                    help="IANA time zone of the log stamps (default: the profile's, 'local')")
 
 
-def add_log_options(p: argparse.ArgumentParser) -> None:
-    """The options of every command that reads DPM log files itself."""
-    add_profile_options(p)
+def add_log_options(p: argparse.ArgumentParser, dome: bool = False) -> None:
+    """The options of every command that reads DPM log files itself (`dome`: DOME logs
+    too, add_profile_options)."""
+    add_profile_options(p, dome=dome)
     p.add_argument("--year", type=year_number, metavar="Y",
                    help=f"year of the FIRST line read ({YEARS[0]}..{YEARS[1]}; later lines "
                         "move on at each new year). Default: each line's rsyslog prefix, "
@@ -194,7 +200,7 @@ def checked_profile(spec: str | None):
     if spec is None:
         return None
     try:
-        return resolve_profile(spec)
+        return resolve_any_profile(spec)  # a DOME one only where --profile's type took it
     except ProfileError as exc:
         raise SystemExit(f"dpmstream: {exc}")
 

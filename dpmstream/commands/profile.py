@@ -8,14 +8,14 @@ import sys
 
 from dpmstream.commands.common import MAX_COUNT, bounded, loads_with, positive_int
 
-from dpmstream.commands.profile_check import resolve_either, run_check
+from dpmstream.commands.profile_check import run_check
 from dpmstream.parsers.dome_profiles import ROLES as DOME_ROLES
-from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_dome_profile
+from dpmstream.parsers.dome_profiles import bundled_dome_profiles, resolve_any_profile, resolve_dome_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, resolve_profile
 
 
 # --profile of `profile check`: a DPM or a DOME profile that loads.
-checkable_profile = loads_with(resolve_either)
+checkable_profile = loads_with(resolve_any_profile)
 
 
 def register(sub, name: str, help_text: str) -> None:

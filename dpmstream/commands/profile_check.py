@@ -16,7 +16,7 @@ from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render
 from dpmstream.parsers.fit import (
     CATCH_ALL, MIN_LINES_TO_JUDGE, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
 )
-from dpmstream.parsers.dome_profiles import DomeProfile, bundled_dome_profiles, resolve_dome_profile
+from dpmstream.parsers.dome_profiles import DomeProfile, bundled_dome_profiles, resolve_any_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
 from dpmstream.parsers.shapes import shape
 from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
@@ -138,25 +138,13 @@ class ProfileTally:
         return sorted(found, key=lambda f: -f[0])[:top]
 
 
-def resolve_either(spec: str):
-    """A DPM profile or, failing that, a DOME one, by bundled name or .toml file; the DPM
-    loader's ProfileError when neither loads."""
-    try:
-        return resolve_profile(spec)
-    except ProfileError as exc:
-        try:
-            return resolve_dome_profile(spec)
-        except ProfileError:
-            raise exc from None
-
-
 def _profiles(specs) -> tuple[list, list]:
     """(DPM profiles, DOME profiles) named by --profile, or all the bundled ones."""
     if not specs:
         return bundled_profiles(), bundled_dome_profiles()
     dpm, dome = [], []
     for spec in specs:
-        profile = resolve_either(spec)
+        profile = resolve_any_profile(spec)
         (dome if isinstance(profile, DomeProfile) else dpm).append(profile)
     return dpm, dome
 

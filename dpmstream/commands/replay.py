@@ -29,12 +29,14 @@ def register(sub, name: str, help_text: str) -> None:
 
     p = sub.add_parser(
         name, help=help_text, description=(
-            "Reassemble archived DPM, DPNS or SRM logs into request and call records. "
+            "Reassemble archived DPM, DPNS or SRM logs into request and call records, or "
+            "DOME logs (DPM 1.10 on: one or more nodes' dmlite logs) into DOME call, put, "
+            "capacity and filesystem records. "
             "FILE may be plain, .gz, .bz2 or - for stdin; files of one daemon are read in the "
             "order given (e.g. a rotated set, oldest first), files of different daemons side "
             "by side in event time, and all share one reassembly."))
     p.add_argument("files", nargs="+", metavar="FILE")
-    add_log_options(p)
+    add_log_options(p, dome=True)
     p.add_argument("--out", metavar="DIR", help="write DIR/requests.csv and DIR/calls.csv")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: on a terminal, for long inputs)")
@@ -103,7 +105,9 @@ def run(args) -> int:
     others = FanOut(outputs)
     sinks = FanOut([aggregates, *outputs])
 
-    pipeline = Pipeline(aggregates.on_record(others), **pipeline_options(args))
+    # DOME records (docs/dome.md) bypass the compiled tally, which sums DPM records.
+    pipeline = Pipeline(aggregates.on_record(others), **pipeline_options(args),
+                        on_dome_record=FanOut([summary, *outputs]).write)
     host = default_host(args.host)
     progress = Progress(sum(i.size or 0 for i in inputs) or None, enabled=args.progress)
     failures, sources = replay_inputs(pipeline, inputs, host=host, profile=profile, tz=tz,
@@ -115,10 +119,11 @@ def run(args) -> int:
         if top:
             sys.stdout.write("\n" + top)
         if args.out:
-            print(f"\nwrote {csv_sink.requests_path}, {csv_sink.calls_path} and "
-                  f"{directories.csv_path}")
+            print(f"\nwrote {csv_sink.requests_path}, {csv_sink.calls_path}, "
+                  + "".join(f"{path}, " for path in csv_sink.dome_paths.values())
+                  + f"and {directories.csv_path}")
     if not pipeline.stats.total("parsed"):
-        print("dpmstream replay: no DPM, DPNS or SRM line was parsed: wrong files, or a "
-              "profile that does not fit (try `dpmstream profile check FILE`)", file=sys.stderr)
+        print("dpmstream replay: no DPM, DPNS, SRM or DOME line was parsed: wrong files, or "
+              "a profile that does not fit (try `dpmstream profile check FILE`)", file=sys.stderr)
         return 1
     return 1 if failures else 0

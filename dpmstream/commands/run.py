@@ -82,7 +82,7 @@ def register(subparsers, name: str, help_text: str) -> None:
     p.add_argument("--directories", metavar="FILE",
                    help="keep FILE (JSON) up to date with the top directories by name-server "
                         "time (rewritten at most every 10 s, and at the end)")
-    add_log_options(p)
+    add_log_options(p, dome=True)
     p.add_argument("--from-end", action="store_true",
                    help="skip what the files already hold; read only lines written from now on")
     p.add_argument("--state", "--registry", dest="state", metavar="FILE",
@@ -268,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
             if interrupted:
                 return 128 + received[0]
             if not feed.pipeline.stats.total("parsed"):
-                _say("no DPM, DPNS or SRM line was parsed: wrong files, or a profile that "
+                _say("no DPM, DPNS, SRM or DOME line was parsed: wrong files, or a profile that "
                      "does not fit (try `dpmstream profile check FILE`)")
                 return 1
             return 0

@@ -79,10 +79,11 @@ class LiveFeed:
         self._source_args = dict(profile=profile, tz=tz, year=year)
         self._log = log or (lambda msg: None)
         self._batch: list[dict] = []
+        # DOME records (docs/dome.md) take the same batch, sinks and checkpoints.
         self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight, max_threads=max_threads,
                                  grace_s=grace_s, head_aliases=head_aliases,
-                                 learn_head=learn_head)
+                                 learn_head=learn_head, on_dome_record=self._batch.append)
         self._state: StateChanges | None = None  # the whole state, as of the last checkpoint
         self.state_changed = False  # the last checkpoint() found the state changed
         if keep_state:

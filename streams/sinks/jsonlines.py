@@ -25,6 +25,7 @@ import sys
 from collections import Counter
 from typing import IO
 
+from dpmstream.parsers import dome_records
 from dpmstream.parsers.records import json_text
 
 
@@ -115,6 +116,8 @@ class JsonLinesSink:
 
 
 def _line(record: dict) -> str:
+    if record["kind"] in dome_records.KINDS:  # DOME records: their own columns
+        return dome_records.json_text(record, ensure_ascii=False)
     return json_text(record, ensure_ascii=False)
 
 

@@ -91,8 +91,15 @@ class Summary:
         self.polls: dict[str, Series] = defaultdict(Series)
         self.first_ms: int | None = None   # earliest time a record names
         self.last_ms: int | None = None    # latest end a record names
+        # The DOME records' section (imported here: dome_summary builds on this module).
+        from dpmstream.streams.sinks.dome_summary import DOME_KINDS, DomeSummary
+        self.dome, self._dome_kinds = DomeSummary(), DOME_KINDS
 
     def write(self, record: dict) -> None:
+        if record["kind"] in self._dome_kinds:
+            self.dome.write(record)
+            self._cover(self.dome.first_ms, self.dome.last_ms)
+            return
         self._cover(record.get("accepted"), record.get("started"), record.get("ended"))
         if record["kind"] == "request":
             op = record["op"] or "?"
@@ -177,6 +184,9 @@ class Summary:
             if len(self.calls) > max_call_ops:
                 out.append(f"  ... and {len(self.calls) - max_call_ops} more ops")
             out.append("")
+        dome = self.dome.render(getattr(stats, "dome", None))
+        if dome:
+            out.append(dome)
         if stats is not None:
             out.extend(_stats_lines(stats))
         if any(s.sampled for s in (*self.phases.values(), *self.calls.values())):

@@ -160,7 +160,7 @@ def test_impossible_options_are_refused_with_the_option_named(tmp_path):
 def test_a_run_in_which_no_line_parsed_exits_non_zero(tmp_path):
     junk = write(tmp_path / "junk", ["hello world", "this is not a DPM log"])
     proc_ = dpmstream("replay", "--quiet", junk, check=False)
-    assert proc_.returncode == 1 and "no DPM, DPNS or SRM line was parsed" in one_line_error(proc_)
+    assert proc_.returncode == 1 and "no DPM, DPNS, SRM or DOME line was parsed" in one_line_error(proc_)
 
 
 def test_the_same_archive_given_twice_gives_each_record_once(tmp_path):

@@ -1,0 +1,143 @@
+"""`dpmstream replay` on DOME logs (DPM 1.10 on, docs/dome.md) as an admin runs it: every
+node's dmlite log of a site `dpmstream simulate --dome` wrote (a head and disk nodes,
+thousands of calls and puts, a disk node down and back, the head restarting, a journald
+gap), read side by side through the same pipeline, sources and lanes as the DPM logs,
+the records files compared with the simulator's truth, record for record.
+
+The DOME engine is the Python reference today (parsers/engines.new_dome_reassembler);
+the compiled one, when built, is chosen there and these tests run it unchanged."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dpmstream.parsers.dome_records import KINDS
+
+from tests.scenarios.test_dome_truth import INTS, ORDER
+
+# truth file -> (replay's records file, kind)
+FILES = {"calls": ("dome-calls.csv", "dome_call"), "puts": ("dome-puts.csv", "dome_put"),
+         "capacity": ("dome-capacity.csv", "dome_capacity"),
+         "fs_events": ("dome-fs-events.csv", "dome_fs_event")}
+SITE = ("--duration", "600", "--rate", "4", "--disks", "3", "--disk-down-at", "150",
+        "--restart-at", "400", "--gap-at", "250", "--seed", "7")
+
+
+def dpmstream(*args, check=True, env=None):
+    proc = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
+                          text=True, check=False, env=env)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def simulate(tmp_path, *extra) -> tuple[str, list[str]]:
+    prefix = str(tmp_path / "site")
+    dpmstream("simulate", "--dome", "--out", prefix, *SITE, *extra)
+    logs = sorted(str(tmp_path / name) for name in os.listdir(tmp_path)
+                  if name.startswith("site.") and name.endswith(".log"))
+    assert len(logs) == 4   # the head and three disk nodes
+    return prefix, logs
+
+
+def rows(path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def truth_as_written(prefix: str, name: str) -> list[dict]:
+    """The truth's rows with times as replay writes them (seconds, three decimals)."""
+    _, kind = FILES[name]
+    ms_fields = KINDS[kind][1]
+    out = []
+    for row in rows(f"{prefix}.{name}.csv"):
+        out.append({c: (f"{int(v) // 1000}.{int(v) % 1000:03d}" if c in ms_fields and v != "" else v)
+                    for c, v in row.items()})
+    return out
+
+
+def in_order(records: list[dict], name: str) -> list[dict]:
+    def cell(c, v):
+        if c in INTS:
+            return float(v)
+        return v
+    return sorted(records, key=lambda r: (tuple(cell(c, r[c]) for c in ORDER[name]),
+                                          tuple(r.values())))
+
+
+def assert_records_are_the_truth(out_dir, prefix) -> dict:
+    matched = {}
+    for name, (filename, _) in FILES.items():
+        truth = in_order(truth_as_written(prefix, name), name)
+        mine = in_order([{c: r[c] for c in truth[0]} for r in rows(out_dir / filename)], name)
+        assert len(mine) == len(truth), name
+        for got, want in zip(mine, truth):
+            assert got == want, name
+        matched[name] = len(mine)
+    return matched
+
+
+@pytest.mark.parametrize("stamp", ["traditional", "rfc3339"])
+def test_replay_of_every_node_of_a_dome_site_writes_the_truths_records(tmp_path, stamp):
+    prefix, logs = simulate(tmp_path, "--stamp", stamp)
+    out = tmp_path / "out"
+    proc = dpmstream("replay", *logs, "--out", str(out), "--year", "2017",
+                     "--tz", "Europe/Zurich", "--request-timeout", "120")
+    matched = assert_records_are_the_truth(out, prefix)
+    assert matched["calls"] > 5000 and matched["puts"] > 1500
+    assert matched["capacity"] > 50 and matched["fs_events"] > 0
+    summary = json.loads(open(f"{prefix}.summary.json").read())
+    text = proc.stdout
+    assert "DOME calls" in text and "DOME puts" in text
+    assert f"orphan putdones {summary.get('orphan_putdones', 0)}," in text
+    assert "dome-puts.csv" in text
+    # Whole-second stamps: no call-duration quantiles, and put times in whole seconds.
+    if stamp == "traditional":
+        assert "DOME call durations" not in text
+        assert "calls have whole-second stamps" in text
+        assert "whole-second stamps: +-1 s" in text
+    else:
+        assert "DOME call durations (seconds; sub-second stamps only)" in text
+        assert "calls have whole-second stamps" not in text
+
+
+def test_a_dome_profile_named_reads_the_nodes_as_detection_does(tmp_path):
+    prefix, logs = simulate(tmp_path, "--duration", "200")
+    detected, named = tmp_path / "detected", tmp_path / "named"
+    dpmstream("replay", *logs, "--out", str(detected), "--year", "2017", "--tz", "Europe/Zurich",
+              "--request-timeout", "120", "--quiet")
+    dpmstream("replay", *logs, "--out", str(named), "--year", "2017", "--tz", "Europe/Zurich",
+              "--request-timeout", "120", "--quiet", "--profile", "dmlite-dome")
+    for filename, _ in FILES.values():
+        assert (detected / filename).read_text() == (named / filename).read_text()
+
+
+def test_the_order_of_the_files_on_the_command_line_changes_no_record(tmp_path):
+    """Each node is a lane of its own, the lanes read side by side in event time: the
+    disk nodes given first give the same records as the head given first."""
+    prefix, logs = simulate(tmp_path, "--duration", "300")
+    a, b = tmp_path / "a", tmp_path / "b"
+    common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
+    dpmstream("replay", *logs, "--out", str(a), *common)
+    dpmstream("replay", *reversed(logs), "--out", str(b), *common)
+    for name, (filename, _) in FILES.items():
+        assert in_order(rows(a / filename), name) == in_order(rows(b / filename), name)
+    assert_records_are_the_truth(a, prefix)
+
+
+def test_foreign_and_damaged_lines_among_dome_lines_are_counted_not_fatal(tmp_path):
+    prefix, logs = simulate(tmp_path, "--duration", "120", "--envelope", "messages")
+    head = next(p for p in logs if "head" in os.path.basename(p))
+    with open(head, "a", encoding="utf-8") as fh:
+        fh.write("this is no syslog line\n")
+        fh.write("May 30 08:46:01 dpmhead01 dome[1]: {1}[1] dmlite a message of no known shape\n")
+    proc = dpmstream("replay", *logs, "--year", "2017", "--tz", "Europe/Zurich",
+                     "--request-timeout", "120")
+    lines = next(line for line in proc.stdout.splitlines() if line.startswith("  parsed "))
+    assert "malformed 1" in lines and "unmatched 1" in lines
+    other = next(line for line in proc.stdout.splitlines() if "lines of other programs" in line)
+    assert "lines of other programs 0" not in other   # /var/log/messages: other programs' lines
