@@ -66,6 +66,11 @@ def new_dome_reassembler(engine: str, **settings):
     return DomeReassembler(**settings)
 
 
+def dome_reassembler_from_snapshot(engine: str, state: dict, **settings):
+    """new_dome_reassembler's, rebuilt from its snapshot() (DomeReassembler.from_snapshot)."""
+    return DomeReassembler.from_snapshot(state, **settings)
+
+
 # The extension's class itself (tests may serve "compiled" by another class).
 _NATIVE = CompiledReassembler
 

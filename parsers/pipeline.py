@@ -36,6 +36,8 @@ from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import (
     DomeProfile, bundled_dome_profiles, detect_dome_profile, resolve_any_profile,
 )
+from dpmstream.parsers.dome_state import DomeStateTracker
+from dpmstream.parsers.dome_state import snapshot_of as dome_snapshot_of
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
 from dpmstream.parsers.lines import (
     FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
@@ -260,6 +262,7 @@ class Pipeline:
         self._last_sources: dict[str, dict] = {}
         self._last_clock: dict | None = None
         self._last_linker: dict = {}  # a new linker holds nothing
+        self._dome_state = DomeStateTracker()
 
     def take_changes(self) -> "StateChanges":
         """What changed since the last take (everything, the first time). A thread,
@@ -282,6 +285,8 @@ class Pipeline:
         linked = self.linker.state() or {}  # records held for name-server linking
         if linked != self._last_linker:
             self._last_linker = changes.linker = linked
+        if self.dome is not None:   # per open call and put: parsers/dome_state.py
+            changes.dome = self._dome_state.take(self.dome.snapshot())
         return changes
 
     def _net(self, changed: dict, kind: str) -> dict:
@@ -306,12 +311,19 @@ class Pipeline:
         self.reassembler.restore(whole["threads"], whole["requests"], state.clock,
                                  whole["finished"])
         self.linker.restore(state.linker)
+        dome = {key: entry for key, entry in state.dome.items() if entry is not None}
+        if dome:   # its DOME sources made an empty one: the stored one replaces it
+            self._start_dome()
+            self.dome = engines.dome_reassembler_from_snapshot(
+                self.engine, dome_snapshot_of(dome), **self._dome_settings)
+            self.stats.dome = self.dome.stats
         if self.reassembler.tracking:  # what is stored now: changes are taken against it
             for kind, states in whole.items():
                 self._stored[kind].update(states)
             self._last_sources.update((k, s) for k, s in state.sources.items() if s is not None)
             self._last_clock = state.clock
             self._last_linker = state.linker or {}
+            self._dome_state.restored(dome)
 
     def finish(self) -> None:
         for src in self.sources.values():

@@ -11,6 +11,10 @@ a test) may keep the copy elsewhere, and no DPM daemon's log has either name.
 from __future__ import annotations
 
 DOME_FILE_NAMES = frozenset(("dmlite-rfc3339.log", "dmlite.log"))
+# The profile of a DOME file when the worker is given none of the DOME family: the
+# generation with a thread id (dmlite 0.8.4 on, every DOME release); `--profile
+# dmlite-dome-notid` reads the older one.
+DEFAULT_DOME_PROFILE = "dmlite-dome"
 
 
 def is_dome_path(path: str) -> bool:
