@@ -58,17 +58,14 @@ def new_reassembler(engine: str, emit, **settings):
     return Reassembler(emit, **settings)
 
 
-def new_dome_reassembler(engine: str, **settings):
-    """The DOME reassembler (docs/dome.md) of `engine`, with DomeReassembler's settings.
-    The compiled twin (native/src/dome*.rs, docs/dome.md section 6 item 3) is not built
-    yet: every engine runs the Python reference. Where it lands, choose it here for
-    COMPILED, as new_reassembler does."""
+def new_dome_reassembler(engine: str, state: dict | None = None, **settings):
+    """The DOME reassembler (docs/dome.md) of `engine`, with DomeReassembler's settings,
+    restored from `state` (a snapshot()) when given. The compiled twin (native/src/dome*.rs,
+    docs/dome.md section 6 item 3) is not built yet: every engine runs the Python
+    reference. Where it lands, choose it here for COMPILED, as new_reassembler does."""
+    if state is not None:
+        return DomeReassembler.from_snapshot(state, **settings)
     return DomeReassembler(**settings)
-
-
-def dome_reassembler_from_snapshot(engine: str, state: dict, **settings):
-    """new_dome_reassembler's, rebuilt from its snapshot() (DomeReassembler.from_snapshot)."""
-    return DomeReassembler.from_snapshot(state, **settings)
 
 
 # The extension's class itself (tests may serve "compiled" by another class).

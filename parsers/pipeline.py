@@ -314,8 +314,8 @@ class Pipeline:
         dome = {key: entry for key, entry in state.dome.items() if entry is not None}
         if dome:   # its DOME sources made an empty one: the stored one replaces it
             self._start_dome()
-            self.dome = engines.dome_reassembler_from_snapshot(
-                self.engine, dome_snapshot_of(dome), **self._dome_settings)
+            self.dome = engines.new_dome_reassembler(self.engine, state=dome_snapshot_of(dome),
+                                                     **self._dome_settings)
             self.stats.dome = self.dome.stats
         if self.reassembler.tracking:  # what is stored now: changes are taken against it
             for kind, states in whole.items():

@@ -75,11 +75,12 @@ def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced,
     """The lane of an input from its first lines: its daemon ("?" when no profile
     recognises them), or for a DOME log `dome@NODE` (each node's files one lane, the
     nodes side by side: the put on the head and its putdone on a disk node meet)."""
-    return _recognise(first_lines, profiles, forced, dome_profiles)[0]
+    return recognise(first_lines, profiles, forced, dome_profiles)[0]
 
 
-def _recognise(first_lines, profiles, forced, dome_profiles) -> tuple[str, DomeProfile | None]:
-    """(daemon_of's lane name, the DOME profile when the input is a DOME log)."""
+def recognise(first_lines, profiles, forced, dome_profiles) -> tuple[str, DomeProfile | None]:
+    """(daemon_of's lane name, the DOME profile when the input is a DOME log): what a
+    driver reading a DOME log in event time gives its source (lanes, `run`'s files)."""
     if forced is not None and not isinstance(forced, DomeProfile):
         return forced.daemon, None
     text = [line.decode("utf-8", "replace").rstrip("\r\n") for line in first_lines]
@@ -99,7 +100,7 @@ def lanes_of(inputs: list, profiles: list[Profile], forced, open_input: Callable
     is a lane of its own (it cannot be read twice to detect its daemon)."""
     lanes: dict[str, Lane] = {}
     for inp in inputs:
-        name, dome = ("-", None) if inp.is_stdin else _recognise(
+        name, dome = ("-", None) if inp.is_stdin else recognise(
             _first_lines(inp), profiles, forced, dome_profiles)
         lane = lanes.get(name)
         if lane is None:

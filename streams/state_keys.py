@@ -6,9 +6,10 @@ state file of `dpmstream run --state` store it, one entry per key.
 
 Keys: "t|host|daemon|pid|tid" a thread, "r|host|token" a request, "f|N" a group of ended
 requests' keys, "s|name" a source, "m" the processes and host clocks, "l" what name-server
-linking holds. Keys split from the right, so a host name with a "|" still decodes. The
-store's own keys (the Kafka worker's offsets, say) sit beside these and are the
-caller's to take out before decode().
+linking holds, "d|KEY" an entry of the DOME reassembler (KEY as parsers/dome_state.py
+names it: a call, a put, an index list, or "x" the rest). Keys split from the right, so
+a host name with a "|" still decodes. The store's own keys (the Kafka worker's offsets,
+say) sit beside these and are the caller's to take out before decode().
 """
 
 from __future__ import annotations

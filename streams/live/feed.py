@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from itertools import islice
 from dataclasses import replace
 from typing import Callable, Sequence
 
 from dpmstream.streams.live.follow import Follower
-from dpmstream.streams.lanes import STEP_MS
+from dpmstream.streams.lanes import DETECT_LINES, STEP_MS, recognise
 from dpmstream.parsers.pipeline import Pipeline, StateChanges
 from dpmstream.streams import state_keys
 from dpmstream.streams.sinks.fan_out import FanOut, Sink
@@ -177,9 +178,13 @@ class LiveFeed:
     def _feed(self, f: Follower, lines: list[bytes]) -> None:
         src = self._sources.get(id(f))
         if src is None:
+            args = self._source_args
+            if args["profile"] is None:  # a DOME log: its profile from the lines at hand
+                first = [*lines, *islice(self._buffers[id(f)], DETECT_LINES)][:DETECT_LINES]
+                dome = recognise(first, self.pipeline.profiles, None, self.pipeline.dome_profiles)[1]
+                args = {**args, "profile": dome}
             src = self._sources[id(f)] = self.pipeline.source(
-                f.path, host=self.host, path=f.path, year_hint_ms=f.mtime_ms,
-                **self._source_args)
+                f.path, host=self.host, path=f.path, year_hint_ms=f.mtime_ms, **args)
         src.feed_lines(lines)  # the compiled parser's path when it takes the line
         self.lines_read += len(lines)
 

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from dpmstream.parsers.records import PHASES, STATUSES
+from dpmstream.parsers.dome_records import KINDS as DOME_KINDS
 from dpmstream.streams.metrics.buckets import CALL_BUCKETS, PHASE_BUCKETS
+from dpmstream.streams.metrics.dome import DomeMetrics
 from dpmstream.streams.metrics.labelled_histogram import LabelledHistogram
 from dpmstream.streams.metrics.series_budget import DEFAULT_MAX_SERIES, OTHER, SeriesBudget
 from dpmstream.streams.metrics.stats_collector import StatsCollector, StatsSnapshot
@@ -167,6 +169,8 @@ class PipelineMetrics:
             "ns": SeriesBudget("dpm_request_ns_seconds", self.request_ns_seconds.labelnames,
                                max_series, overflow, self.request_ns_seconds.series_per_set),
         }
+        # The DOME records' families (streams/metrics/dome.py), on the same registry.
+        self.dome = DomeMetrics(r, self.host_label, overflow, max_series)
         # Lines, evictions and the gauges: from the published stats, read at scrape time.
         self.stats = StatsCollector(self._line_labels, self.host_label, clock_ms)
         r.register(self.stats)
@@ -193,6 +197,8 @@ class PipelineMetrics:
             self._observe_request(record)
         elif kind == "call":
             self._observe_call(record)
+        elif kind in DOME_KINDS:
+            self.dome.write(record)
 
     def _observe_request(self, rec: dict) -> None:
         host = self.host_label(rec.get("host"))

@@ -4,7 +4,8 @@ Each label is bounded on its own (metrics.BoundedLabel), but their product is no
 hosts x 40 ops x 3 results of a call histogram made 510 k series, a 45 MB /metrics and a
 15.6 s scrape. A SeriesBudget admits label sets while the family's series (a counter's
 label set is one series, a histogram's is one per bucket plus _sum and _count) fit in
-`max_series`; past it, a new label set has its scaling labels (host, op, daemon) folded
+`max_series`; past it, a new label set has its scaling labels (host, op, daemon; DOME's
+server, command and fs: metrics/dome.py) folded
 into "other", and dpmstream_series_overflow_total{metric=...} counts each observation so
 folded. Label sets admitted earlier keep their own series. The folded sets themselves
 only vary by the small enumerations left (phase, status, result), so a family never
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 OTHER = "other"
-FOLDED_LABELS = frozenset({"host", "op", "daemon"})
+FOLDED_LABELS = frozenset({"host", "op", "daemon", "server", "command", "fs"})
 DEFAULT_MAX_SERIES = 25_000
 
 

@@ -42,7 +42,7 @@ def new_pipeline(records, cfg):
 def stored(changes: StateChanges) -> StateChanges:
     """The changes as a store gives them back: every value through JSON."""
     return StateChanges(**{f.name: json.loads(json.dumps(getattr(changes, f.name)))
-                           if f.name in ("clock", "linker") else
+                           if f.name in ("clock", "linker", "dome") else
                            {k: json.loads(json.dumps(v)) for k, v in getattr(changes, f.name).items()}
                            for f in dataclasses.fields(StateChanges)})
 
