@@ -136,6 +136,7 @@ def test_a_dome_worker_killed_mid_transaction_resumes_with_no_record_lost_or_dou
                   300, "the restarted worker to reach the end of the lines")
             body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             assert 'dpmstream_lines_total{daemon="dome",host="dpmhead01",result="parsed"}' in body
+            assert "dpm_dome_calls_total{" in body and "dpm_dome_puts_total{" in body
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
@@ -189,3 +190,6 @@ def test_hostile_records_among_dome_lines_are_counted_and_skipped(kafka_broker, 
     assert sum(r["kind"] == "dome_put" for r in want) > 200
     got = published(kafka_broker, t)
     assert canonical(got) == canonical(want)
+    # The DOME metrics of the committed records (streams/metrics/dome.py).
+    assert sum(sample(metrics, "dpm_dome_puts_total", host="dpmhead01", status=s)
+               for s in ("success", "failed", "incomplete")) == sum(r["kind"] == "dome_put" for r in want)
