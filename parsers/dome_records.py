@@ -118,6 +118,16 @@ def code_class(http_code: int | None) -> str:
     return f"{http_code // 100}xx"
 
 
+# The node a record belongs to (what the Kafka worker keys it by): a put and a checksum
+# wait by their head node, the rest by the node that logged them.
+NODE_FIELD = {"dome_call": "host", "dome_put": "head", "dome_checksum": "head",
+              "dome_capacity": "host", "dome_fs_event": "host"}
+
+
+def node_of(record: dict) -> str | None:
+    return record.get(NODE_FIELD[record["kind"]])
+
+
 def event_ms(record: dict) -> int | None:
     """The record's EVENT_TIME: the first of its fields that is set."""
     for field in EVENT_TIME[record["kind"]]:

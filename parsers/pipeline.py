@@ -38,6 +38,9 @@ from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import (
     DomeProfile, bundled_dome_profiles, detect_dome_profile, resolve_any_profile,
 )
+from dpmstream.parsers.dome_state import CHECKSUMS as DOME_CHECKSUMS
+from dpmstream.parsers.dome_state import DomeStateTracker
+from dpmstream.parsers.dome_state import snapshot_of as dome_snapshot_of
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
 from dpmstream.parsers.lines import (
     FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
@@ -278,7 +281,7 @@ class Pipeline:
         self._last_sources: dict[str, dict] = {}
         self._last_clock: dict | None = None
         self._last_linker: dict = {}  # a new linker holds nothing
-        self._last_dome: dict | None = None
+        self._dome_state = DomeStateTracker()
 
     def take_changes(self) -> "StateChanges":
         """What changed since the last take (everything, the first time). A thread,
@@ -301,12 +304,12 @@ class Pipeline:
         linked = self.linker.state() or {}  # records held for name-server linking
         if linked != self._last_linker:
             self._last_linker = changes.linker = linked
-        if self.dome is not None:  # whole, not per call and put (docs/dome.md section 6)
-            # A copy: the snapshot's values include lists the reassembler goes on changing
-            # (a put's putdone threads), which would change a state already taken.
-            dome = copy.deepcopy(self.dome.snapshot())
-            if dome != self._last_dome:
-                self._last_dome = changes.dome = dome
+        if self.dome is not None:   # per open call and put: parsers/dome_state.py
+            # A copy: the Python reassembler's snapshot shares lists it goes on changing (a
+            # put's putdone threads), which would change what the tracker last took.
+            snap = copy.deepcopy(self.dome.snapshot())   # the reassembler's and the checksums'
+
+            changes.dome = self._dome_state.take(snap["reassembler"], checksums=snap["checksums"])
         return changes
 
     def _net(self, changed: dict, kind: str) -> dict:
@@ -331,12 +334,14 @@ class Pipeline:
         self.reassembler.restore(whole["threads"], whole["requests"], state.clock,
                                  whole["finished"])
         self.linker.restore(state.linker)
-        if state.dome is not None:  # after the sources: a DOME one made a fresh reassembler
-            state_copy = copy.deepcopy(state.dome)  # {"reassembler": ..., "checksums": ...}
+        dome = {key: entry for key, entry in state.dome.items() if entry is not None}
+        if dome:   # its DOME sources made an empty one: the stored one replaces it
+            self._start_dome()
+            checksums = dome.get(DOME_CHECKSUMS)
             self.dome = WithChecksumWaits(
-                engines.new_dome_reassembler(self.dome_engine, state=state_copy["reassembler"],
+                engines.new_dome_reassembler(self.dome_engine, state=dome_snapshot_of(dome),
                                              **self._dome_settings),
-                ChecksumWaits.from_snapshot(state_copy["checksums"]))
+                None if checksums is None else ChecksumWaits.from_snapshot(checksums))
             self.stats.count_dome(self.dome)
         if self.reassembler.tracking:  # what is stored now: changes are taken against it
             for kind, states in whole.items():
@@ -344,7 +349,7 @@ class Pipeline:
             self._last_sources.update((k, s) for k, s in state.sources.items() if s is not None)
             self._last_clock = state.clock
             self._last_linker = state.linker or {}
-            self._last_dome = state.dome
+            self._dome_state.restored(dome)
 
     def finish(self) -> None:
         for src in self.sources.values():
@@ -376,8 +381,9 @@ class StateChanges:
     threads, requests: the reassembly's open threads and requests (None: gone);
     finished: groups of ended requests' keys, so a late line stays late after a restore;
     sources: each stream's profile and clock; clock: the processes and host clocks;
-    linker: what name-server linking holds; dome: the DOME reassembler's whole snapshot
-    (DomeReassembler.snapshot). clock, linker and dome are None when unchanged.
+    linker: what name-server linking holds. clock and linker are None when unchanged.
+    dome: the DOME reassembler's entries (parsers/dome_state.py: one per open call and
+    per open put, and the bounded rest).
     """
     threads: dict[ThreadKey, dict | None] = field(default_factory=dict)
     requests: dict[RequestKey, dict | None] = field(default_factory=dict)
@@ -385,16 +391,15 @@ class StateChanges:
     sources: dict[str, dict | None] = field(default_factory=dict)
     clock: dict | None = None
     linker: dict | None = None
-    dome: dict | None = None
+    dome: dict[str, object] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.threads or self.requests or self.finished or self.sources
-                    or self.clock is not None or self.linker is not None
-                    or self.dome is not None)
+                    or self.clock is not None or self.linker is not None or self.dome)
 
     def merge(self, later: "StateChanges") -> None:
         """Apply changes taken after these: what a store of the whole state does."""
-        for kind in ("threads", "requests", "finished", "sources"):
+        for kind in ("threads", "requests", "finished", "sources", "dome"):
             mine = getattr(self, kind)
             for key, state in getattr(later, kind).items():
                 if state is None:
@@ -405,8 +410,6 @@ class StateChanges:
             self.clock = later.clock
         if later.linker is not None:
             self.linker = later.linker
-        if later.dome is not None:
-            self.dome = later.dome
 
 
 class Source:

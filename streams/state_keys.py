@@ -6,9 +6,10 @@ state file of `dpmstream run --state` store it, one entry per key.
 
 Keys: "t|host|daemon|pid|tid" a thread, "r|host|token" a request, "f|N" a group of ended
 requests' keys, "s|name" a source, "m" the processes and host clocks, "l" what name-server
-linking holds, "d" the DOME reassembler's whole snapshot (docs/dome.md). Keys split from the right, so a host name with a "|" still decodes. The
-store's own keys (the Kafka worker's offsets, say) sit beside these and are the
-caller's to take out before decode().
+linking holds, "d|KEY" an entry of the DOME reassembler (KEY as parsers/dome_state.py
+names it: a call, a put, an index list, or "x" the rest). Keys split from the right, so
+a host name with a "|" still decodes. The store's own keys (the Kafka worker's offsets,
+say) sit beside these and are the caller's to take out before decode().
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dpmstream.parsers.reassembly import RequestKey, ThreadKey
 
 log = logging.getLogger(__name__)
 
-THREAD, REQUEST, FINISHED, SOURCE = "t|", "r|", "f|", "s|"
-CLOCK, LINKER, DOME = "m", "l", "d"
+THREAD, REQUEST, FINISHED, SOURCE, DOME = "t|", "r|", "f|", "s|", "d|"
+CLOCK, LINKER = "m", "l"
 
 
 def encode(changes: StateChanges) -> dict[str, object]:
@@ -40,8 +41,8 @@ def encode(changes: StateChanges) -> dict[str, object]:
         flat[CLOCK] = changes.clock
     if changes.linker is not None:
         flat[LINKER] = changes.linker or None  # nothing held: no entry
-    if changes.dome is not None:
-        flat[DOME] = changes.dome
+    for key, value in changes.dome.items():
+        flat[f"{DOME}{key}"] = value
     return flat
 
 
@@ -65,12 +66,12 @@ def decode(entries: Mapping[str, object] | Iterable[tuple[str, object]]) -> Stat
                 state.finished[int(rest)] = [RequestKey(*k) for k in value]
             elif kind == "s":
                 state.sources[rest] = value
+            elif kind == "d":
+                state.dome[rest] = value
             elif key == CLOCK:
                 state.clock = value
             elif key == LINKER:
                 state.linker = value
-            elif key == DOME:
-                state.dome = value
             else:
                 log.warning("state entry %r is of no known kind: skipped", key)
         except (ValueError, TypeError) as exc:

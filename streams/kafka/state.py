@@ -35,7 +35,9 @@ from collections import Counter
 
 from dpmstream.streams.kafka.envelope import (
     EnvelopeError, compiled_decode_fields, decode_fields)
+from dpmstream.parsers.dome_profiles import DomeProfile, resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.streams.kafka.dome_paths import DEFAULT_DOME_PROFILE, is_dome_path
 from dpmstream.streams import state_keys
 
 UNKNOWN_HOST = "unknown"
@@ -78,9 +80,11 @@ class PartitionState:
         self.profile = profile
         self.tz = tz
         self.records: list[dict] = []
+        # DOME records (a DOME node's file, dome_paths.py) come out with the others.
         self.pipeline = Pipeline(self.records.append, timeout_s=timeout_s,
                                  max_in_flight=max_in_flight, max_threads=max_threads,
-                                 grace_s=grace_s, head_aliases=head_aliases)
+                                 grace_s=grace_s, head_aliases=head_aliases,
+                                 on_dome_record=self.records.append)
         self.pipeline.track_changes()
         self._sources: dict[tuple[str, str], object] = {}
         # (host, path) -> [high-water offset, first offset of this generation, its crc,
@@ -236,10 +240,20 @@ class PartitionState:
         self._offset_dirty = True
 
     def _source(self, host: str, path: str, received_ms: int | None):
-        src = self.pipeline.source(f"{host}|{path}", host=host, path=path, profile=self.profile,
-                                   tz=self.tz, year_hint_ms=received_ms)
+        src = self.pipeline.source(f"{host}|{path}", host=host, path=path,
+                                   profile=self._profile_of(path), tz=self.tz,
+                                   year_hint_ms=received_ms)
         self._sources[(host, path)] = src
         return src
+
+    def _profile_of(self, path: str):
+        """A DOME node's file (dome_paths.py) is read with the DOME profile configured, else
+        the generation the DOME drop-in ships; any other file with the DPM profile
+        configured, else the one detected from its first lines."""
+        configured_dome = isinstance(self.profile, DomeProfile)
+        if is_dome_path(path):
+            return self.profile if configured_dome else resolve_dome_profile(DEFAULT_DOME_PROFILE)
+        return None if configured_dome else self.profile
 
     def _admit(self, host: str, path: str, offset: int, line: str, record_key: bytes | None = None,
                kafka_offset: int | None = None, received_ms: int | None = None) -> bool:

@@ -31,9 +31,16 @@ def test_decoding_the_encoded_whole_state_gives_it_back():
                          requests={RequestKey("h", T1): {"latest": 2}},
                          finished={3: [RequestKey("h", T1)]},
                          sources={"dpm|/var/log/dpm/log": {"host": "h"}},
-                         clock={"hosts": [["h", 5]]}, linker={"runs": []})
+                         clock={"hosts": [["h", 5]]}, linker={"runs": []},
+                         dome={'c|["h|1",7,9]': ["h|1", 0, [7, 9]], "x": {"clocks": {"h": 5}}})
     flat = json.loads(json.dumps(state_keys.encode(whole)))
     assert state_keys.decode(flat) == whole
+
+
+def test_dome_entries_are_kept_under_their_own_prefix_as_dome_state_names_them():
+    changes = StateChanges(dome={'c|["h",7,9]': ["h", 3, [7, 9]], 'p|[12]': None, "x": {"seq": 12}})
+    assert state_keys.encode(changes) == {
+        'd|c|["h",7,9]': ["h", 3, [7, 9]], 'd|p|[12]': None, "d|x": {"seq": 12}}
 
 
 def test_deleted_entries_and_an_empty_linker_leave_no_state():

@@ -1,0 +1,88 @@
+"""One partition of the lines topic on a DOME site's lines, without a broker
+(streams/kafka/state.py): the DOME files read with a DOME profile, and a partition rebuilt
+from its stored changes after any batch going on as one that never stopped."""
+
+from __future__ import annotations
+
+import json
+from collections import namedtuple
+
+import pytest
+
+from dpmstream.parsers.dome_profiles import resolve_dome_profile
+from dpmstream.parsers.profiles import resolve_profile
+from dpmstream.streams.kafka.envelope import encode
+from dpmstream.streams.kafka.state import PartitionState
+from tests.streams.kafka.test_worker_dome import core_dome_records, dome_site, site_records, TIMEOUT_S
+from tests.worker_helpers import canonical
+
+Message = namedtuple("Message", "key value offset")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return dome_site(tmp_path_factory.mktemp("dome"), stamp="rfc3339", duration=400.0, rate=3.0,
+                     disks=3, seed=41)
+
+
+def as_json(records):
+    from dpmstream.parsers import dome_records
+    return [dome_records.to_json_dict(r) for r in records]
+
+
+@pytest.mark.parametrize("every", [50, 997])
+def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_same_records(site, every):
+    """Batches of `every` records, each checkpoint's changes into a store (latest per key,
+    through JSON, as the compacted topic keeps them), and a new PartitionState restored
+    from the store after every one: the records of the core on the same lines."""
+    recs = site_records(site)
+    expected = core_dome_records(recs)
+    assert sum(r["kind"] == "dome_call" for r in expected) > 4000
+    store, out = {}, []
+    part = PartitionState(0, timeout_s=TIMEOUT_S)
+    for start in range(0, len(recs), every):
+        part.feed_batch([Message(k, v, start + i) for i, (k, v) in enumerate(recs[start:start + every])])
+        records, changes = part.checkpoint()
+        out += records
+        for key, value in json.loads(json.dumps(changes)).items():
+            if value is None:
+                store.pop(key, None)
+            else:
+                store[key] = value
+        part = PartitionState(0, timeout_s=TIMEOUT_S)
+        part.restore(dict(store))
+    assert part.next_offset == len(recs)
+    assert any(k.startswith("d|c|") for k in store) and any(k.startswith("d|p|") for k in store)
+    assert len(out) == len(expected)
+    assert canonical(as_json(out)) == canonical(expected)
+    # Ended calls and puts leave the store: what stays is what is open.
+    snap = part.pipeline.dome.snapshot()["reassembler"]   # the checksum stage apart
+    assert sum(k.startswith("d|p|") for k in store) == len(snap["puts"]["open"])
+    assert sum(k.startswith("d|c|") for k in store) == sum(len(c) for c in snap["calls"].values())
+
+
+def test_dome_files_take_a_dome_profile_and_the_dpm_files_the_dpm_one_given():
+    dpm = resolve_profile("lcgdm-dpm")
+    part = PartitionState(0, profile=dpm)
+    line = ("2017-05-30T08:44:05.123456+02:00 dpmhead01 dome[2345]: {140685573784640}[1] dmlite "
+            "dome workerFunc : Accepted connection, ipcfd: 12, keepConnection: 1")
+    part.feed_record(b"dpmhead01", encode("dpmhead01", "/var/log/dmlite/dmlite-rfc3339.log", 0,
+                                          "2017-05-30T06:44:05.200000Z", line))
+    part.feed_record(b"dpmhead01", encode("dpmhead01", "/var/log/dpm/log", 0,
+                                          "2017-05-30T06:44:05.200000Z", "garbage"))
+    sources = {src.path: src for src in part.pipeline.sources.values()}
+    assert sources["/var/log/dmlite/dmlite-rfc3339.log"].profile.name == "dmlite-dome"
+    assert sources["/var/log/dpm/log"].profile is dpm
+    assert part.stats.lines[("dpmhead01", "dome", "parsed")] == 1
+
+
+def test_a_dome_profile_given_reads_the_dome_files_and_leaves_the_dpm_ones_to_detection():
+    notid = resolve_dome_profile("dmlite-dome-notid")
+    part = PartitionState(0, profile=notid)
+    part.feed_record(b"h", encode("h", "/var/log/dmlite/dmlite.log", 0, "2017-05-30T06:44:05Z",
+                                  "May 30 08:44:05 h dome[2345]: [1] dmlite dome workerFunc : "
+                                  "Accepted connection, ipcfd: 12, keepConnection: 1"))
+    part.feed_record(b"h", encode("h", "/var/log/dpm/log", 0, "2017-05-30T06:44:05Z", "x"))
+    sources = {src.path: src for src in part.pipeline.sources.values()}
+    assert sources["/var/log/dmlite/dmlite.log"].profile is notid
+    assert sources["/var/log/dpm/log"].profile is None   # still detecting
