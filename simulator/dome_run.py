@@ -55,6 +55,7 @@ def simulate_dome(cfg: DomeConfig, prefix) -> DomeResult:
     truth = DomeTruth(site, cfg.whole_seconds)
     rng = random.Random(f"{cfg.seed}/writer")
     suffix = ".jsonl" if cfg.envelope == "kafka" else ".log"
+    Path(f"{prefix}.x").parent.mkdir(parents=True, exist_ok=True)   # as the DPM simulator does
     logs, written = {}, {}
     for node in [site.head, *site.disks]:
         kept = sorted((ln for ln in site.lines if ln.node is node and ln.kept), key=lambda ln: ln.t)

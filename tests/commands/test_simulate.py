@@ -102,3 +102,13 @@ def test_clients_poll_faster_with_the_poll_options(tmp_path):
     assert _mean_polls(tmp_path / "fast.requests.csv") > 2 * _mean_polls(tmp_path / "backoff.requests.csv")
     bad = run_cli("--out", str(tmp_path / "x"), "--poll-factor", "0.5")
     assert bad.returncode == 2 and "poll-factor must be >= 1" in bad.stderr
+
+
+def test_both_simulators_make_the_folder_their_prefix_names(tmp_path):
+    for extra in (["--requests", "20"], ["--dome", "--duration", "60"]):
+        prefix = tmp_path / ("dome" if extra else "dpm") / "new" / "site"
+        done = subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(prefix),
+                               "--quiet", *extra],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert any(prefix.parent.glob("site*.log")), sorted(prefix.parent.iterdir())
