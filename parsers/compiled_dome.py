@@ -52,6 +52,8 @@ class CompiledDomeLineParser:
             ]
             forms.append((name, pcre2_pattern(form.regex.pattern), pcre2_pattern(form.prefix.pattern),
                           form.prefix.groupindex["tag"], dict(form.groups), alternatives))
+        # As DomeLineParser's: the summary's time labels read it (not gathered for DOME yet).
+        self.stated_offsets: list[tuple[int, int]] = []
         self.scanner = DomeScanner(forms, list(profile.tags), clock.to_ms, rfc3339_to_ms, DomeEvent,
                                    MAX_LINE_BYTES, MAX_DIGITS)
 

@@ -4,8 +4,8 @@ thousands of calls and puts, a disk node down and back, the head restarting, a j
 gap), read side by side through the same pipeline, sources and lanes as the DPM logs,
 the records files compared with the simulator's truth, record for record.
 
-The DOME engine is the Python reference today (parsers/engines.new_dome_reassembler);
-the compiled one, when built, is chosen there and these tests run it unchanged."""
+The DOME engine is the compiled one where built (parsers/engines.new_dome_reassembler,
+new_dome_parser), the Python reference with DPMSTREAM_PURE_PYTHON=1."""
 
 import csv
 import json
@@ -144,10 +144,8 @@ def test_foreign_and_damaged_lines_among_dome_lines_are_counted_not_fatal(tmp_pa
 
 
 def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(tmp_path):
-    """The DPM engine a pipeline runs (the compiled one where built, or the Python
-    reference with DPMSTREAM_PURE_PYTHON=1) does not change a DOME record: DOME lines take
-    the Python DOME engine in both (engines.new_dome_reassembler, where the compiled DOME
-    engine will be chosen)."""
+    """The engine a pipeline runs (the compiled one where built, or the Python reference
+    with DPMSTREAM_PURE_PYTHON=1) does not change a DOME record."""
     prefix, logs = simulate(tmp_path, "--duration", "200")
     common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
     default, python = tmp_path / "default", tmp_path / "python"
@@ -157,6 +155,18 @@ def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(tmp_pat
     for filename, _ in FILES.values():
         assert (default / filename).read_text() == (python / filename).read_text()
     assert_records_are_the_truth(python, prefix)
+
+
+@pytest.mark.parametrize("engine_env", [{}, {"DPMSTREAM_PURE_PYTHON": "1"}], ids=["default", "python"])
+def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summary(tmp_path, engine_env):
+    """As the README gives it: --out and --year, no --tz, the summary printed (its time
+    labels once asked the compiled DOME parser for an attribute it lacked)."""
+    _, logs = simulate(tmp_path, "--duration", "120")
+    out = tmp_path / "out"
+    proc = dpmstream("replay", "--out", str(out), "--year", "2017", *logs,
+                     env={**os.environ, **engine_env})
+    assert "DOME calls" in proc.stdout and "DOME puts" in proc.stdout, proc.stdout
+    assert rows(out / "dome-calls.csv") and rows(out / "dome-puts.csv")
 
 
 def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(tmp_path):
