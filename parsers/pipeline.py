@@ -212,6 +212,7 @@ class Pipeline:
         self._dome_settings = dict(timeout_ms=int(timeout_s * 1000), max_calls=max_threads,
                                    max_puts=max_in_flight)
         self.dome = None
+        self._dome_puts_joined = 0  # in this run: what the no-join warning asks
 
     def source(self, name: str, *, host: str, path: str | None = None,
                profile: Profile | None = None, tz: str | None = None, year: int | None = None,
@@ -265,6 +266,9 @@ class Pipeline:
 
     def _emit_dome(self, records: list[dict]) -> None:
         for record in records:
+            if record["kind"] == "dome_put" and (record["putdone_disk_time"] is not None
+                                                 or record["putdone_head_time"] is not None):
+                self._dome_puts_joined += 1
             self._on_dome_record(record)
 
     def _dome_sources_time(self) -> int | None:
@@ -362,6 +366,21 @@ class Pipeline:
         self._warn_if_nothing_linked()
         if self.dome is not None:
             self._emit_dome(self.dome.finish())
+            self._warn_if_no_put_joined()
+
+    def _warn_if_no_put_joined(self) -> None:
+        """Putdones came, yet none joined a put: most likely whole-second stamps read in
+        another zone than the nodes', as the join compares a put's local stamp with the
+        UTC epoch in its replica's name (docs/dome.md; one line, once)."""
+        orphans = self.dome.stats.orphan_putdones
+        if orphans >= 10 and self._dome_puts_joined == 0:
+            zones = sorted({str(src.parser.clock.zone) for src in self.sources.values()
+                            if src.dome and src.parser is not None})
+            zones = [z if z != "localtime" else "this machine's zone" for z in zones]
+            log.warning("no DOME put met its putdone (%d putdones joined no put): a put and "
+                        "its putdone are joined by the UTC epoch in the replica's name, and "
+                        "these stamps were read in %s; if the nodes log another zone, give "
+                        "it with --tz", orphans, ", ".join(zones) or "UTC")
 
     def _warn_if_nothing_linked(self) -> None:
         """Requests and name-server calls naming paths were both read, yet no call linked:

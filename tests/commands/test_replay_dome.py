@@ -169,6 +169,19 @@ def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summar
     assert rows(out / "dome-calls.csv") and rows(out / "dome-puts.csv")
 
 
+def test_whole_second_stamps_read_in_the_wrong_zone_join_no_put_and_say_so(tmp_path):
+    """The nodes log Zurich time without an offset; read as UTC, no putdone finds its put
+    (the join compares the local stamp with the replica's UTC epoch): one warning names
+    the zone used and --tz. With the right zone the puts join and nothing is said."""
+    _, logs = simulate(tmp_path, "--duration", "200", "--stamp", "traditional")
+    env = {**os.environ, "TZ": "UTC"}
+    wrong = dpmstream("replay", "--year", "2017", *logs, env=env)
+    assert "no DOME put met its putdone" in wrong.stderr and "--tz" in wrong.stderr
+    assert "success 0," in wrong.stdout
+    right = dpmstream("replay", "--year", "2017", "--tz", "Europe/Zurich", *logs, env=env)
+    assert "no DOME put met its putdone" not in right.stderr and "success 0," not in right.stdout
+
+
 def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(tmp_path):
     """stdin cannot be read twice: its source detects the DOME profile itself, over its
     first lines, as a DPM log's does. A node's calls are its own: the head's log alone
