@@ -79,7 +79,12 @@ def _puts(n: DomeNumbers) -> str:
     if not n.puts:
         return "<p>No DOME put in the window.</p>"
     values = n.put_to_putdone
-    cells = "".join(f"<td>{ms_to_text(nearest_rank(values, q))}</td>" for q in QUANTILES)
+    # Every put on whole-second stamps: its time is good to a second, and shown so.
+    whole = n.whole_second_puts == n.puts
+
+    def cell(ms):
+        return f"{ms // 1000}" if whole and ms is not None else ms_to_text(ms)
+    cells = "".join(f"<td>{cell(nearest_rank(values, q))}</td>" for q in QUANTILES)
     return "\n".join([
         f"<p>{n.puts:,} puts (dome_put on the head joined to its putdone): success, failed "
         "(put or putdone refused), incomplete (no putdone within the request timeout, or "
@@ -89,7 +94,7 @@ def _puts(n: DomeNumbers) -> str:
                                                for q in QUANTILES)
         + "<th>max (s)</th></tr>",
         "<tr>" + "".join(f"<td>{n.puts_by_status.get(s, 0):,}</td>" for s in PUT_STATUSES)
-        + f"<td>{len(values):,}</td>{cells}<td>{ms_to_text(values[-1] if values else None)}</td>"
+        + f"<td>{len(values):,}</td>{cells}<td>{cell(values[-1] if values else None)}</td>"
         "</tr></table>"])
 
 

@@ -55,6 +55,9 @@ def pages(tmp_path_factory):
                     ".map(c => c.innerText))")
                     for t in ("dome-calls-table", "dome-puts-table", "dome-fs-table",
                               "dome-fs-events-table")},
+                # the checksum waits are not the truth's row for row (overlaps):
+                # test_dome_checksums_truth compares them; here, those replay wrote
+                "checksums": _rows(d / stamp / "replay" / "dome-checksums.csv"),
                 "truth": {name: _rows(f"{prefix}.{name}.csv")
                           for name in ("calls", "puts", "capacity", "fs_events")},
             }
@@ -119,6 +122,11 @@ def test_whole_second_stamps_are_said_and_their_call_durations_left_out(pages):
     header, *rows = whole["tables"]["dome-calls-table"]
     p95 = header.index("p95 (s)")
     assert all(r[p95] == "" for r in rows)  # no latency from whole seconds
+    # put to putdone: whole seconds from whole-second stamps, milliseconds from fine ones
+    for page, decimals in ((whole, False), (fine, True)):
+        header, row = page["tables"]["dome-puts-table"]
+        cell = row[header.index("put to putdone p50 (s)")]
+        assert cell and ("." in cell) == decimals, cell
     assert fine["whole"] is None
     header, *rows = fine["tables"]["dome-calls-table"]
     assert all(r[header.index("p95 (s)")] for r in rows if int(r[2].replace(",", "")) >
@@ -128,5 +136,6 @@ def test_whole_second_stamps_are_said_and_their_call_durations_left_out(pages):
 @pytest.mark.parametrize("stamp", STAMPS)
 def test_a_replay_directory_gives_the_same_dome_section_as_the_logs(pages, stamp):
     page = pages[stamp]
-    assert f"{sum(len(rows) for rows in page['truth'].values()):,} DOME records" in page["printed"]
+    records = sum(len(rows) for rows in page["truth"].values()) + len(page["checksums"])
+    assert page["checksums"] and f"{records:,} DOME records" in page["printed"]
     assert page["dir_dome"] == page["dome"]["text"]
