@@ -659,13 +659,7 @@ class Source:
             if ev is None:
                 self._count_other(parser, line)
         elif ev is None:
-            if parser.result == MALFORMED:
-                self.n_malformed += 1
-                self._remember_bad(parser.reason, line)
-            elif parser.result == FOREIGN:
-                self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += 1
-            else:
-                self.n_unmatched += 1
+            self._count_unparsed(parser, line)
         if ev is not None:
             ts, host = ev[0], ev[1]
             if host == self.host and parser is self.parser:
@@ -681,6 +675,17 @@ class Source:
                 self.pipeline.stats.latest_received_ms[host] = received_ms
         self.pipeline._line_done()
 
+    def _count_unparsed(self, parser, line: str) -> None:
+        """A line this source's own parser gave no event for: malformed (remembered),
+        another program's, or unmatched."""
+        if parser.result == MALFORMED:
+            self.n_malformed += 1
+            self._remember_bad(parser.reason, line)
+        elif parser.result == FOREIGN:
+            self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += 1
+        else:
+            self.n_unmatched += 1
+
     def _parse_dome(self, line: str) -> None:
         """One line of a DOME source: counted as _parse counts, its event into the DOME
         reassembly. (A receive time does not date DOME lines yet: Kafka's DOME path.)"""
@@ -688,13 +693,7 @@ class Source:
         parser = self.parser
         ev = parser.parse(line)
         if ev is None:
-            if parser.result == MALFORMED:
-                self.n_malformed += 1
-                self._remember_bad(parser.reason, line)
-            elif parser.result == FOREIGN:
-                self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += 1
-            else:
-                self.n_unmatched += 1
+            self._count_unparsed(parser, line)
         else:
             ts, host = ev.ts, ev.host  # each line names its node (the syslog envelope)
             if host == self.host:

@@ -155,13 +155,7 @@ class DomeSummary:
                "  " + ", ".join(f"{s} {statuses[s]}" for s in PUT_STATUSES)
                + "; ended by " + ", ".join(f"{reason} {n}" for reason, n in sorted(
                    Counter({r: n for (_, r), n in self.puts.items()}).items()))]
-        if self.put_to_putdone.count or self.put_to_putdone_whole.count:
-            out.append(_header("put", "to putdone"))
-            if self.put_to_putdone.count:
-                out.append(_row("put", "to putdone", self.put_to_putdone, whole=False))
-            if self.put_to_putdone_whole.count:
-                out.append(_row("put", "to putdone", self.put_to_putdone_whole, whole=True)
-                           + "  whole-second stamps: +-1 s")
+        out += _quantile_rows("put", "to putdone", self.put_to_putdone, self.put_to_putdone_whole)
         out.append("")
         return out
 
@@ -169,15 +163,22 @@ class DomeSummary:
         out = ["DOME checksum waits (first 202 answer to the last poll; docs/dome.md section 2)",
                "  " + ", ".join(f"{outcome} {n}" for outcome, n in sorted(self.checksums.items()))
                + "  (overlap: one client polled two files at once, not timed)"]
-        if self.checksum_wait.count or self.checksum_wait_whole.count:
-            out.append(_header("chk", "wait"))
-            if self.checksum_wait.count:
-                out.append(_row("chk", "wait", self.checksum_wait, whole=False))
-            if self.checksum_wait_whole.count:
-                out.append(_row("chk", "wait", self.checksum_wait_whole, whole=True)
-                           + "  whole-second stamps: +-1 s")
+        out += _quantile_rows("chk", "wait", self.checksum_wait, self.checksum_wait_whole)
         out.append("")
         return out
+
+
+def _quantile_rows(a: str, b: str, fine: Series, whole: Series) -> list[str]:
+    """The header and a row for each of the two series that has values: from sub-second
+    stamps in milliseconds, from whole-second ones in whole seconds, marked."""
+    if not (fine.count or whole.count):
+        return []
+    out = [_header(a, b)]
+    if fine.count:
+        out.append(_row(a, b, fine, whole=False))
+    if whole.count:
+        out.append(_row(a, b, whole, whole=True) + "  whole-second stamps: +-1 s")
+    return out
 
 
 def _header(a: str, b: str) -> str:
