@@ -38,9 +38,9 @@ def register(sub, name: str, help_text: str) -> None:
     add_metrics_options(p)
     add_profile_options(p, dome=True, profile_help=(
         "regex profile: a DPM one (lcgdm-dpm, lcgdm-ns, lcgdm-srm or a .toml file) for the "
-        "DPM daemons' files (default: detected per host and path), or a DOME one "
-        "(dmlite-dome-notid, ...) for the files named dmlite-rfc3339.log or dmlite.log "
-        "(default: dmlite-dome)"))
+        "DPM daemons' files, or a DOME one (dmlite-dome-notid, ...) for the files named "
+        "dmlite-rfc3339.log or dmlite.log (default: detected per host and path for the DPM "
+        "files, dmlite-dome for the DOME ones)"))
     add_reassembly_options(p, scope=" per partition")
     p.add_argument("--batch", type=positive_int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
