@@ -153,6 +153,22 @@ def produce(bootstrap, topic, records, chunk=None, pause_s=0.0):
 COMMIT_LANDS_S = 2.0
 
 
+def kill_mid_transaction(bootstrap, state_topic, spawn, rounds: int = 2) -> int:
+    """`rounds` times: start a worker with spawn() and kill -9 it while a transaction of
+    its own is open (records and state written, not committed), after it committed at
+    least one of its own. The kills done."""
+    kills = 0
+    for _round in range(rounds):
+        proc = spawn()
+        try:
+            wait_for_open_transaction(bootstrap, state_topic, proc)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kills += 1
+    return kills
+
+
 def wait_for_open_transaction(bootstrap, topic, proc, timeout_s=240.0):
     """Return with the worker process `proc` stopped (SIGSTOP) while `topic` holds records of its
     transaction not yet committed (end offset past the last stable offset), after it has

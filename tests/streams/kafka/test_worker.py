@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import re
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from dpmstream.streams.metrics.exporter import PipelineMetrics
 from dpmstream.commands.stack.process import free_port
 from tests.worker_helpers import (
     as_json, canonical, committed_offsets, committed_offsets_async, core_records, end_offsets, envelopes, produce,
-    read_topic, wait_for_open_transaction,
+    read_topic, kill_mid_transaction,
 )
 
 pytestmark = pytest.mark.services
@@ -242,16 +241,8 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
     port = free_port()
     kills_mid_transaction = 0
     try:
-        for _round in range(2):
-            proc = _spawn_worker(kafka_broker, t, port, log)
-            try:
-                # Kill while a transaction of this worker is open (records and state
-                # written, not committed), after it committed at least one of its own.
-                wait_for_open_transaction(kafka_broker.bootstrap, state_topic, proc)
-            finally:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-            kills_mid_transaction += 1
+        kills_mid_transaction = kill_mid_transaction(
+            kafka_broker.bootstrap, state_topic, lambda: _spawn_worker(kafka_broker, t, port, log))
         done = committed_offsets(kafka_broker.bootstrap, t["group"])
         assert sum(done.values()) < total, "the worker finished before it could be killed"
         # A last worker finishes the topic; it serves the metrics meanwhile.

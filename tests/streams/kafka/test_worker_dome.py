@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from dpmstream.streams.kafka.envelope import EnvelopeError, decode, encode
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from tests.streams.kafka.test_worker import run_worker, sample, topics
 from tests.worker_helpers import (
-    canonical, committed_offsets, produce, read_topic, wait_for_open_transaction,
+    canonical, committed_offsets, produce, read_topic, kill_mid_transaction,
 )
 
 pytestmark = pytest.mark.services
@@ -119,14 +118,8 @@ def test_a_dome_worker_killed_mid_transaction_resumes_with_no_record_lost_or_dou
     port = free_port()
     kills_mid_transaction = 0
     try:
-        for _round in range(2):
-            proc = _spawn_worker(kafka_broker, t, port, log)
-            try:
-                wait_for_open_transaction(kafka_broker.bootstrap, state_topic, proc)
-            finally:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-            kills_mid_transaction += 1
+        kills_mid_transaction = kill_mid_transaction(
+            kafka_broker.bootstrap, state_topic, lambda: _spawn_worker(kafka_broker, t, port, log))
         done = committed_offsets(kafka_broker.bootstrap, t["group"])
         assert 0 < sum(done.values()) < len(recs), "the worker finished before it could be killed"
         feeder.join()
