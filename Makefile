@@ -57,7 +57,7 @@ check: install
 # The extension's own unit tests (native/src: e.g. its twin of Python's random) run first.
 test: install install-system install-kafka
 	if [ -n "$(HAVE_CARGO)" ]; then cd native && cargo test --release --locked --quiet; fi
-	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -ra
+	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -ra --durations=60
 
 clean:
 	rm -rf out .pytest_cache
