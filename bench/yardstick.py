@@ -19,6 +19,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -56,21 +57,45 @@ class Measured:
     err: str = ""
 
 
+# Linux keeps a process's peak RSS across exec: a child forked from this bench starts with
+# the bench's own peak (a bench that simulated its logs in-process made every `replay` look
+# 116 MiB). So the command runs under a small launcher, and the figures are those of the
+# launcher's child: forked from a process of a few MiB, its peak is its own. The launcher
+# writes that child's CPU seconds and peak RSS (KiB) to the file named by its first argument.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as exc:
+        print(f"{sys.argv[2]}: {exc}", file=sys.stderr, flush=True)
+    os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{usage.ru_utime + usage.ru_stime} {usage.ru_maxrss}")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measured(cmd: list[str], env: dict | None = None) -> Measured:
-    """One command: wall time, its own CPU time and peak RSS (wait4's rusage of this child,
-    not the largest so far), exit code, stdout and stderr."""
-    with tempfile.TemporaryFile("w+") as errfile:  # a file: reading two pipes could block
+    """One command: wall time, its own CPU time and peak RSS (its own, through the launcher
+    above: not the bench's), exit code, stdout and stderr."""
+    with tempfile.TemporaryFile("w+") as errfile, \
+            tempfile.NamedTemporaryFile("r", suffix=".rusage") as usage_file:
+        launcher = [sys.executable, "-S", "-c", _LAUNCHER, usage_file.name]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile, text=True,
-                                env={**os.environ, **(env or {})})
+        # stderr to a file: reading two pipes could block
+        proc = subprocess.Popen(launcher + cmd, stdout=subprocess.PIPE, stderr=errfile,
+                                text=True, env={**os.environ, **(env or {})})
         out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.wait()
         wall = time.perf_counter() - t0
         proc.stdout.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        cpu, maxrss_kib = usage_file.read().split()
         errfile.seek(0)
-        return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024,
-                        proc.returncode, out, errfile.read())
+        return Measured(wall, float(cpu), int(maxrss_kib) // 1024, proc.returncode, out,
+                        errfile.read())
 
 
 def command(cmd: list[str], env: dict | None = None) -> Callable[[], Measured]:
