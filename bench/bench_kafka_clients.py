@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -130,11 +131,8 @@ def main() -> int:
     if args.child:
         client, bootstrap, topic, total = args.child
         run = run_confluent if client.startswith("confluent") else run_aiokafka
-        if run is run_confluent:
-            try:
-                import confluent_kafka  # noqa: F401
-            except ImportError:
-                sys.exit("confluent-kafka is not installed (.venv/bin/pip install confluent-kafka)")
+        if run is run_confluent and importlib.util.find_spec("confluent_kafka") is None:
+            sys.exit("confluent-kafka is not installed (.venv/bin/pip install confluent-kafka)")
         print(json.dumps(run(bootstrap, topic, int(total), args.batch,
                              decoder(client.endswith("+decode")))))
         return 0
