@@ -185,13 +185,19 @@ class Linker:
 
     # -- time ------------------------------------------------------------------------
     def advance(self) -> None:
-        for host in list(self._requests.keys() | self._calls.keys()):
+        for host in self._held_hosts():
             self._release(host)
 
     def finish(self) -> None:
         """End of input (after the reassembler's finish): decide and emit everything."""
-        for host in list(self._requests.keys() | self._calls.keys()):
+        for host in self._held_hosts():
             self._release(host, final=True)
+
+    def _held_hosts(self) -> list[str]:
+        """The hosts holding records, in name order: the order their records come out in
+        when several are released at once, the same in every run and in both engines
+        (native/src/linking.rs held_hosts), never a set's."""
+        return sorted(self._requests.keys() | self._calls.keys())
 
     @property
     def held(self) -> int:

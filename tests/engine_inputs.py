@@ -6,11 +6,12 @@ lines of tests/parsers/test_fastpath.py, among real traffic so that they meet st
 
 from __future__ import annotations
 
+import os
 import random
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from dpmstream.simulator import simulate
+from dpmstream.simulator import SimConfig, simulate
 from dpmstream.simulator.scenarios import names, scenario
 
 from tests.engine_helpers import LogInput
@@ -162,7 +163,7 @@ def bad_syslog_input(directory: Path) -> LogInput:
 def all_input_names() -> list[str]:
     """Names of every input, for parametrising: scenarios, then the bad corpora (the
     real files are few and small: one test reads them all)."""
-    return [f"scenario:{name}" for name in names()] + ["bad-input", "bad-syslog"]
+    return [f"scenario:{name}" for name in names()] + ["bad-input", "bad-syslog", "two-heads"]
 
 
 def make_input(directory: Path, name: str) -> LogInput:
@@ -172,4 +173,28 @@ def make_input(directory: Path, name: str) -> LogInput:
         return bad_input(directory)
     if name == "bad-syslog":
         return bad_syslog_input(directory)
+    if name == "two-heads":
+        return two_heads_input(directory)
     raise ValueError(f"no input called {name!r}")
+
+
+def two_heads_input(directory: Path) -> LogInput:
+    """Two head nodes read in one run (a site's archive): one in an rsyslog file naming its
+    host on each line; the other in native logs named by the input's host, its DPM log
+    rotated into three pieces (the middle one a longer copy of the first, as a copy left
+    beside its rotation is), and its DPNS log. Both hosts hold records in the linker at
+    once, so the order the engines release hosts in shows in the records' order."""
+    tz, second_host = "Europe/Zurich", "dpmhead02.cern.ch"
+    first = simulate(SimConfig(requests=DEFAULT_REQUESTS, seed=3, syslog_file=True, tz=tz,
+                               get_fraction=0.3), directory / "two-heads-1")
+    second = simulate(SimConfig(requests=DEFAULT_REQUESTS, seed=4, host=second_host, tz=tz,
+                                get_fraction=0.3, abort_rate=0.02), directory / "two-heads-2")
+    lines = second.log_path.read_bytes().splitlines(keepends=True)
+    dated = second.log_path.stat()   # a file's date gives its year (no year in its stamps)
+    cut, copy_end = len(lines) * 2 // 5, len(lines) * 3 // 5
+    rotated = [directory / f"two-heads-2.log{suffix}" for suffix in (".2", ".1", "")]
+    for path, part in zip(rotated, (lines[:cut], lines[:copy_end], lines[copy_end:])):
+        path.write_bytes(b"".join(part))
+        os.utime(path, ns=(dated.st_atime_ns, dated.st_mtime_ns))
+    return LogInput("two-heads", (first.messages_path, *rotated, second.dpns_log_path),
+                    host=second_host, tz=tz, year=int(SimConfig().start[:4]))

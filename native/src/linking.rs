@@ -353,25 +353,29 @@ impl Linker {
     }
 
     // -- time ------------------------------------------------------------------------
-    fn held_hosts(&self) -> Vec<Sym> {
+    /// The hosts holding records, in name order (as linking.py's _held_hosts): the order
+    /// their records come out in when several are released at once, never a map's.
+    fn held_hosts(&self, cx: &Ctx) -> Vec<Sym> {
         let mut hosts: Vec<Sym> = self.requests.keys().copied().collect();
         for h in self.calls.keys() {
             if !hosts.contains(h) {
                 hosts.push(*h);
             }
         }
+        let names = cx.names.borrow();
+        hosts.sort_by(|a, b| names.text(*a).cmp(names.text(*b)));
         hosts
     }
 
     pub fn advance(&mut self, cx: &Ctx) -> PyResult<()> {
-        for host in self.held_hosts() {
+        for host in self.held_hosts(cx) {
             self.release(cx, host, false)?;
         }
         Ok(())
     }
 
     pub fn finish(&mut self, cx: &Ctx) -> PyResult<()> {
-        for host in self.held_hosts() {
+        for host in self.held_hosts(cx) {
             self.release(cx, host, true)?;
         }
         Ok(())

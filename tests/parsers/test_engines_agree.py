@@ -22,7 +22,11 @@ DPMSTREAM_DIFF_STANDIN=python serves "compiled" by the Python engine (all must p
 a name of STANDINS below by a deliberately wrong engine (the tests must fail).
 """
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +44,7 @@ REQUIRED = bool(os.environ.get("DPMSTREAM_REQUIRE_NATIVE"))
 STANDIN = os.environ.get("DPMSTREAM_DIFF_STANDIN")
 MODES = ("replay", "lines")  # the chunked path of replay; the worker's line by line
 REAL = {inp.name: inp for inp in real_inputs()}
+REPO = Path(__file__).parents[2]
 
 
 # -- deliberately wrong engines: the comparison must catch each ----------------------
@@ -363,3 +368,25 @@ def test_the_python_engines_order_depends_on_no_set_iteration(made, name):
     # set the other way round changes nothing, so the records are compared in order.
     inp = made(name)
     assert not order_is_free(lambda: run_engine(PYTHON, inp))
+
+
+def test_the_python_engines_order_of_two_hosts_depends_on_no_hash_seed(made, tmp_path):
+    # The linker releases what each host holds host by host; walked from a set of host
+    # names, the order of two heads' records was the string hash's, which PYTHONHASHSEED
+    # changes from run to run. Hosts are released in name order, by both engines.
+    inp = made("two-heads")
+    script = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from tests.engine_helpers import LogInput, run_engine\n"
+        "inp = LogInput('two-heads', tuple(map(Path, sys.argv[1:])), host=%r, tz=%r, year=%r)\n"
+        "print(json.dumps([[r.get('host'), r.get('token'), r.get('started')] "
+        "for r in run_engine('python', inp).records]))\n" % (inp.host, inp.tz, inp.year))
+    orders = set()
+    for seed in ("0", "1", "2", "3"):
+        out = subprocess.run([sys.executable, "-c", script, *map(str, inp.paths)],
+                             capture_output=True, text=True, check=True, cwd=REPO,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        orders.add(out.stdout)
+    assert len(json.loads(next(iter(orders)))) > 100
+    assert len(orders) == 1
