@@ -4,6 +4,7 @@ and skipped. (The simulator's truth, end to end through rsyslog: tests/scenarios
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import json
 import signal
@@ -17,6 +18,7 @@ import pytest
 
 from dpmstream.commands.stack.process import free_port
 from dpmstream.parsers import dome_records
+from dpmstream.parsers.clock import rfc3339_to_ms
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
@@ -38,15 +40,34 @@ def dome_site(tmp_path, **kwargs):
     return simulate_dome(cfg, tmp_path / "site")
 
 
-def site_records(result) -> list[tuple[bytes, bytes]]:
+def site_records(result, tick_ms: int | None = None) -> list[tuple[bytes, bytes]]:
     """Every node's envelopes, keyed by host, merged by the lines' stamps (each node's
-    order kept), as they reach one partition live."""
+    order kept), as they reach one partition live; and last each node's tick at the
+    site's latest stamp (or `tick_ms`): a live node goes on logging, and the worker holds
+    a DOME node's lines that run ahead of another node's until that one reaches them
+    (docs/kafka-worker.md, "DOME lines")."""
     def node(host, path):
         for text in path.read_text(encoding="utf-8").splitlines():
             yield decode(text.encode()).line.split(" ", 1)[0], host.encode(), text.encode()
-    merged = heapq.merge(*(node(host, path) for host, path in result.logs.items()),
-                         key=lambda item: item[0])
-    return [(key, value) for _stamp, key, value in merged]
+    merged = [(key, value) for _stamp, key, value in heapq.merge(
+        *(node(host, path) for host, path in result.logs.items()), key=lambda item: item[0])]
+    last = {}
+    for key, value in merged:
+        last[key] = value
+    if tick_ms is None:
+        tick_ms = max(rfc3339_to_ms(decode(value).line.split(" ", 1)[0]) for value in last.values())
+    return merged + [(key, tick_after(value, tick_ms)) for key, value in last.items()]
+
+
+def tick_after(value: bytes, at_ms: int) -> bytes:
+    """The envelope of a node's next dmlite message after the one of `value`, stamped
+    `at_ms`: it moves the node's event time on and gives no record (a thread of its own,
+    no call line; as the tick of tests/scenarios/test_e2e_dome.py)."""
+    env = decode(value)
+    _stamp, host, program_pid, _ = env.line.split(" ", 3)
+    when = dt.datetime.fromtimestamp(at_ms / 1000, dt.timezone.utc).isoformat(timespec="microseconds")
+    line = f"{when} {host} {program_pid} {{1}}[1] dmlite dome tick : end of the test's log"
+    return encode(env.host, env.path, env.offset + len(env.line.encode()) + 1, when, line)
 
 
 def core_dome_records(recs) -> list[dict]:
