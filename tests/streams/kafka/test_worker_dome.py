@@ -18,10 +18,12 @@ import pytest
 
 from dpmstream.commands.stack.process import free_port
 from dpmstream.parsers import dome_records
-from dpmstream.parsers.clock import rfc3339_to_ms
+from dpmstream.parsers.dome_merge import LineStamps
+from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
+from dpmstream.streams.kafka.dome_paths import DEFAULT_DOME_PROFILE
 from dpmstream.streams.kafka.envelope import EnvelopeError, decode, encode
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from tests.streams.kafka.test_worker import run_worker, sample, topics
@@ -54,20 +56,34 @@ def site_records(result, tick_ms: int | None = None) -> list[tuple[bytes, bytes]
     last = {}
     for key, value in merged:
         last[key] = value
-    if tick_ms is None:
-        tick_ms = max(rfc3339_to_ms(decode(value).line.split(" ", 1)[0]) for value in last.values())
-    return merged + [(key, tick_after(value, tick_ms)) for key, value in last.items()]
+    if tick_ms is None:   # the latest line's stamp, as it is written (either form)
+        stamps = LineStamps(resolve_dome_profile(DEFAULT_DOME_PROFILE), result.config.tz)
+        latest = max(map(decode, last.values()), key=lambda e: stamps.stamp(e.line, e.received_ms))
+        when = latest.line[:envelope(latest.line).start("host") - 1]
+    else:
+        when = iso(tick_ms)
+    return merged + [(key, tick_after(value, when)) for key, value in last.items()]
 
 
-def tick_after(value: bytes, at_ms: int) -> bytes:
+def tick_after(value: bytes, when: str) -> bytes:
     """The envelope of a node's next dmlite message after the one of `value`, stamped
-    `at_ms`: it moves the node's event time on and gives no record (a thread of its own,
+    `when`: it moves the node's event time on and gives no record (a thread of its own,
     no call line; as the tick of tests/scenarios/test_e2e_dome.py)."""
     env = decode(value)
-    _stamp, host, program_pid, _ = env.line.split(" ", 3)
-    when = dt.datetime.fromtimestamp(at_ms / 1000, dt.timezone.utc).isoformat(timespec="microseconds")
-    line = f"{when} {host} {program_pid} {{1}}[1] dmlite dome tick : end of the test's log"
-    return encode(env.host, env.path, env.offset + len(env.line.encode()) + 1, when, line)
+    node = envelope(env.line)
+    line = f"{when} {node['host']} {node['tag']}[{node['pid']}]: {{1}}[1] dmlite dome tick : end of the test's log"
+    received = iso(env.received_ms) if env.received_ms is not None else when
+    return encode(env.host, env.path, env.offset + len(env.line.encode()) + 1, received, line)
+
+
+def envelope(line: str):
+    """The syslog envelope of a DOME line, either stamp's form (its host, tag, pid)."""
+    return next(m for form in resolve_dome_profile(DEFAULT_DOME_PROFILE).forms.values()
+                if (m := form.prefix.match(line)) is not None)
+
+
+def iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def core_dome_records(recs) -> list[dict]:
