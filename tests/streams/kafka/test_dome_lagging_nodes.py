@@ -7,6 +7,7 @@ lines")."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -163,17 +164,18 @@ def test_a_node_that_stops_holds_the_others_no_longer_than_the_horizon(kafka_bro
     assert sample(metrics, "dpmstream_dome_merge_lines_total", outcome="forced") > 1000
 
 
-def _spawn_worker(broker, t, port, log, extra=()):
+def _spawn_worker(broker, t, port, log, extra=(), env=None):
     return subprocess.Popen(
         [sys.executable, "-m", "dpmstream", "worker", "--broker", broker.url,
          "--lines-topic", t["lines"], "--requests-topic", t["requests"],
          "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", "300",
          "--timeout", str(TIMEOUT_S), "--metrics-port", str(port), *extra],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 
 
+@pytest.mark.parametrize("engine_env", [{}, {"DPMSTREAM_PURE_PYTHON": "1"}], ids=["compiled", "python"])
 def test_a_worker_killed_while_it_holds_a_late_nodes_others_loses_and_doubles_nothing(
-        kafka_broker, site, tmp_path):
+        kafka_broker, site, tmp_path, engine_env):
     """The head's whole run held waiting for a disk node that comes late (as above), the
     worker killed (-9) twice inside an open transaction while lines are held: the third
     finishes, and every put is the truth's, once. The held lines were in the state topic."""
@@ -189,12 +191,13 @@ def test_a_worker_killed_while_it_holds_a_late_nodes_others_loses_and_doubles_no
     state_topic = f"{t['group']}-state"
     extra = ("--dome-merge-horizon", "3660")
     port, log_path = free_port(), tmp_path / "worker.log"
+    env = {**os.environ, **engine_env}
     with open(log_path, "ab") as log:
         kills = kill_mid_transaction(kafka_broker.bootstrap, state_topic,
-                                     lambda: _spawn_worker(kafka_broker, t, port, log, extra))
+                                     lambda: _spawn_worker(kafka_broker, t, port, log, extra, env))
         assert kills == 2
         assert committed_total(kafka_broker.bootstrap, t["group"]) < len(recs)
-        proc = _spawn_worker(kafka_broker, t, port, log, extra)
+        proc = _spawn_worker(kafka_broker, t, port, log, extra, env)
         try:
             wait_while_worker_runs(
                 lambda: committed_total(kafka_broker.bootstrap, t["group"]) >= len(recs),
