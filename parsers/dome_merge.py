@@ -56,6 +56,9 @@ HELD, REST = "h|", "x"   # state keys: one held line, the lanes' latest stamps
 
 
 class DomeMerge:
+    """The lanes' held lines, their latest stamps and the counts of a partition (module
+    docstring: the rule and its bounds)."""
+
     def __init__(self, horizon_ms: int = HORIZON_MS, max_held: int = MAX_HELD):
         if horizon_ms < 0:
             raise ValueError(f"merge horizon must be >= 0 ms, not {horizon_ms}")
