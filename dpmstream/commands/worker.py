@@ -11,7 +11,7 @@ log = logging.getLogger("dpmstream.worker")
 def register(sub, name: str, help_text: str) -> None:
     from dpmstream.commands.common import (
         add_metrics_options, add_profile_options, add_reassembly_options, add_verbose_option,
-        positive_int)
+        non_negative_float, positive_int)
     from dpmstream.streams.kafka.config import add_kafka_arguments
 
     p = sub.add_parser(
@@ -42,6 +42,16 @@ def register(sub, name: str, help_text: str) -> None:
         "dmlite-rfc3339.log or dmlite.log (default: detected per host and path for the DPM "
         "files, dmlite-dome for the DOME ones)"))
     add_reassembly_options(p, scope=" per partition")
+    from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD
+    p.add_argument("--dome-merge-horizon", type=non_negative_float, default=HORIZON_MS // 1000,
+                   metavar="SECONDS",
+                   help="DOME nodes' lines are reassembled side by side in event time: a node's "
+                        "lines that run ahead of another DOME node of the partition wait for "
+                        "it, unless it is more than this far behind the newest (quiet, or "
+                        "stopped); 0 reads them in arrival order (default: %(default)s)")
+    p.add_argument("--dome-merge-max-lines", type=positive_int, default=MAX_HELD, metavar="N",
+                   help="DOME lines held waiting for another node at most, per partition; "
+                        "past it the earliest goes on (default: %(default)s)")
     p.add_argument("--batch", type=positive_int, default=20_000, metavar="N",
                    help="records per poll and transaction (all partitions together)")
     add_verbose_option(p)
@@ -72,6 +82,8 @@ def run(args) -> int:
         max_in_flight=args.max_in_flight, max_threads=args.max_threads, grace_s=args.grace,
         head_aliases=tuple(args.head_alias or ()),
         profile=checked_profile(args.profile),
-        tz=checked_zone(args.tz), batch_records=args.batch)
+        tz=checked_zone(args.tz), batch_records=args.batch,
+        dome_merge_horizon_s=args.dome_merge_horizon,
+        dome_merge_max_lines=args.dome_merge_max_lines)
     return run_worker(config, metrics_port=args.metrics_port, metrics_bind=args.metrics_bind,
                       max_series=args.max_series)

@@ -15,6 +15,12 @@ A record skipped as bad is counted in dpmstream_bad_records_total{reason} (reaso
 envelope.BAD_REASONS, every one present at 0) and logged with its place (topic, partition,
 Kafka offset) and reason, never its content: at most one line per reason every
 log_pace.EVERY_S, which says how many were skipped unlogged meanwhile.
+
+DOME lines through the partitions' event-time merge (parsers/dome_merge.py) are counted in
+dpmstream_dome_merge_lines_total{outcome}: "passed" (never held), "released" (held until
+every DOME node of the partition reached their time), "forced" (held, then let go by a
+bound: a node quiet past the horizon, or the count); dpmstream_dome_merge_held_lines is
+what the worker's partitions hold now, as of their last commit.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
+from dpmstream.parsers.dome_merge import OUTCOMES as MERGE_OUTCOMES
 from dpmstream.streams.kafka.envelope import BAD_REASONS
 from dpmstream.streams.kafka.log_pace import Pace
 from dpmstream.streams.metrics.stats_collector import StatsSnapshot
@@ -38,6 +45,8 @@ class BatchFigures:
     duplicates: Counter                # host -> lines skipped since the last checkpoint
     bad_reasons: Counter               # reason -> records skipped since the last checkpoint
     bad_places: list                   # (Kafka offset, reason, message) of the first of them
+    merged: Counter                    # DOME merge outcome -> lines since the last checkpoint
+    held: int                          # DOME lines the merge holds at the checkpoint
 
 
 class PartitionReport:
@@ -48,8 +57,10 @@ class PartitionReport:
         self.bad_records = 0
         self._pace = Pace() if pace is None else pace   # bad-record log lines, per reason
         self._duplicates_counter = self._bad_counter = None
+        self._held: dict[int, int] = {}   # partition -> DOME lines held at its last commit
         if metrics is not None:
             from prometheus_client import Counter as PromCounter
+            from prometheus_client import Gauge
             self._duplicates_counter = PromCounter(
                 "dpmstream_duplicate_lines", "Lines skipped because they were delivered before",
                 ["host"], registry=metrics.registry)
@@ -58,6 +69,16 @@ class PartitionReport:
                 ["reason"], registry=metrics.registry)
             for reason in BAD_REASONS:
                 self._bad_counter.labels(reason)
+            self._merge_counter = PromCounter(
+                "dpmstream_dome_merge_lines", "DOME lines through the event-time merge of a "
+                "partition's nodes: passed at once, released in order after waiting for "
+                "another node, or forced out by a bound (a node quiet past the horizon, the "
+                "count)", ["outcome"], registry=metrics.registry)
+            for outcome in MERGE_OUTCOMES:
+                self._merge_counter.labels(outcome)
+            self._held_gauge = Gauge(
+                "dpmstream_dome_merge_held_lines", "DOME lines held now, waiting for another "
+                "node of their partition to reach their time", registry=metrics.registry)
 
     def take(self, part) -> BatchFigures:
         """The partition's figures now (its duplicates and bad records since the last
@@ -65,7 +86,9 @@ class PartitionReport:
         figures = BatchFigures(part.partition,
                                None if self.metrics is None else StatsSnapshot.of(part.stats),
                                Counter(part.duplicates), Counter(part.bad_reasons),
-                               part.bad_places[:])
+                               part.bad_places[:], Counter(part.dome_merge.counts),
+                               part.dome_merge.held)
+        part.dome_merge.counts.clear()
         part.duplicates.clear()
         part.bad_reasons.clear()
         part.bad_places.clear()
@@ -85,6 +108,10 @@ class PartitionReport:
                 self._duplicates_counter.labels(host_label(host)).inc(n)
             for reason, n in figures.bad_reasons.items():
                 self._bad_counter.labels(reason).inc(n)
+            for outcome, n in figures.merged.items():
+                self._merge_counter.labels(outcome).inc(n)
+            self._held[p] = figures.held
+            self._held_gauge.set(sum(self._held.values()))
 
     def _log_bad(self, figures: BatchFigures) -> None:
         unlisted = Counter(figures.bad_reasons)   # skipped beyond the places kept
@@ -104,3 +131,5 @@ class PartitionReport:
         for p in partitions:
             if self.metrics is not None:
                 self.metrics.retire(f"p{p}")
+                self._held.pop(p, None)
+                self._held_gauge.set(sum(self._held.values()))

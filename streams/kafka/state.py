@@ -24,8 +24,15 @@ processing fails) is counted by reason (envelope.BAD_REASONS), kept with its Kaf
 for the worker's log, and skipped; the partition's next offset moves past it all the same,
 so it is committed with the batch and never met again.
 
+DOME nodes side by side. A DOME source's lines (a DOME node's file, dome_paths.py) go
+through the partition's event-time merge (parsers/dome_merge.py) before their source: a
+node whose lines run ahead of another's is held until the other catches up, within the
+merge's horizon and count, so a putdone shipped late still meets its put (docs/kafka-
+worker.md, "DOME lines"). The held lines are state, committed with the offset past them.
+
 State keys (beside the pipeline's, streams/state_keys.py): "w|<host>|<path>" the
-duplicate filter of a file, "k" the next Kafka offset of the partition to read.
+duplicate filter of a file, "k" the next Kafka offset of the partition to read, "e|..."
+the merge's held lines and its nodes' latest stamps.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from collections import Counter
 
 from dpmstream.streams.kafka.envelope import (
     EnvelopeError, compiled_decode_fields, decode_fields)
+from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD, DomeMerge, LineStamps
 from dpmstream.parsers.dome_profiles import DomeProfile, resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams.kafka.dome_paths import DEFAULT_DOME_PROFILE, is_dome_path
@@ -44,6 +52,7 @@ UNKNOWN_HOST = "unknown"
 UNKNOWN_DAEMON = "unknown"
 NEXT_OFFSET_KEY = "k"
 MARK_PREFIX = "w|"
+MERGE_PREFIX = "e|"
 # How far past a held jump the line that confirms it may start (a line of rsyslog's at most
 # 64 KiB on DPM heads, well inside); a line further on is another jump.
 MAX_OFFSET_JUMP = 1 << 20
@@ -75,7 +84,9 @@ def _crc(line: str) -> int:
 class PartitionState:
     def __init__(self, partition: int, *, timeout_s: float = 3600, max_in_flight: int = 1_000_000,
                  max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
-                 profile=None, tz: str | None = None):
+                 profile=None, tz: str | None = None,
+                 dome_merge_horizon_s: float = HORIZON_MS / 1000,
+                 dome_merge_max_lines: int = MAX_HELD):
         self.partition = partition
         self.profile = profile
         self.tz = tz
@@ -86,6 +97,9 @@ class PartitionState:
                                  grace_s=grace_s, head_aliases=head_aliases,
                                  on_dome_record=self.records.append)
         self.pipeline.track_changes()
+        # DOME nodes' lines in event time across the partition (parsers/dome_merge.py)
+        self.dome_merge = DomeMerge(int(dome_merge_horizon_s * 1000), dome_merge_max_lines)
+        self._stamps: dict[str, LineStamps] = {}   # DOME profile name -> its stamp reader
         self._sources: dict[tuple[str, str], object] = {}
         # (host, path) -> [high-water offset, first offset of this generation, its crc,
         # where the next line starts], and while a jump waits for the next line: [its
@@ -122,7 +136,7 @@ class PartitionState:
         src = self._sources.get((host, path))
         if src is None:
             src = self._source(host, path, received_ms)
-        src.feed(line, received_ms=received_ms)
+        self._feed_line(src, line, received_ms)
 
     def _feed_confirmed(self, host: str, path: str) -> None:
         """Feed the held jump the line just admitted confirmed (it comes before that line)."""
@@ -131,7 +145,26 @@ class PartitionState:
         src = self._sources.get((host, path))
         if src is None:
             src = self._source(host, path, received_ms)
-        src.feed(line, received_ms=received_ms)
+        self._feed_line(src, line, received_ms)
+
+    def _feed_line(self, src, line: str, received_ms: int | None) -> None:
+        """One admitted line to its source: a DOME source's through the merge."""
+        if src.dome:
+            self._merge(src, line, received_ms)
+        else:
+            src.feed(line, received_ms=received_ms)
+
+    def _merge(self, src, line: str, received_ms: int | None) -> None:
+        """A DOME source's line into the event-time merge; the lines it lets out (this one,
+        held ones of any DOME node) to their sources, in event time."""
+        stamps = self._stamps.get(src.profile.name)
+        if stamps is None:
+            stamps = self._stamps[src.profile.name] = LineStamps(src.profile, self.tz)
+        released = self.dome_merge.push(src.name, stamps.stamp(line, received_ms),
+                                        [line, received_ms])
+        sources = self.pipeline.sources
+        for lane, (held_line, held_ms) in released:
+            sources[lane].feed(held_line, received_ms=held_ms)
 
     def _decoded(self, key, value, kafka_offset):
         """decode_fields(value), or None for a record counted as bad."""
@@ -203,6 +236,13 @@ class PartitionState:
                 if src.parser is None:
                     src.feed(line, received_ms=received_ms)
                     continue
+            if src.dome:   # a DOME node's line: side by side with the others (_merge)
+                if run:
+                    run_src.feed_received(run, run_ms)
+                    run = []
+                run_src = None
+                self._merge(src, line, received_ms)
+                continue
             if src is not run_src or received_ms != run_ms:
                 # The reference feed(line, received_ms) would set (the same tuple while
                 # Source.received_ref has it cached); asked once per line, as feed() does, so
@@ -333,6 +373,8 @@ class PartitionState:
         settles profile detection, which may finish records: so changes come first.
         """
         changes = state_keys.encode(self.pipeline.take_changes())
+        for key, value in self.dome_merge.take_changes().items():
+            changes[MERGE_PREFIX + key] = value
         for host, path in self._dirty_marks:   # a copy: feeding moves the mark in place
             changes[f"{MARK_PREFIX}{host}|{path}"] = self.marks[(host, path)][:]
         self._dirty_marks.clear()
@@ -345,7 +387,7 @@ class PartitionState:
 
     def restore(self, states: dict[str, object]) -> None:
         """Rebuild from the latest value of every key (a fresh PartitionState only)."""
-        core = {}
+        core, merge = {}, {}
         for key, value in states.items():
             if value is None:
                 continue
@@ -354,9 +396,12 @@ class PartitionState:
             elif key.startswith(MARK_PREFIX):
                 host, _, path = key[len(MARK_PREFIX):].partition("|")
                 self.marks[(host, path)] = _mark_of(list(value))
+            elif key.startswith(MERGE_PREFIX):
+                merge[key[len(MERGE_PREFIX):]] = value
             else:
                 core[key] = value
         self.pipeline.restore(state_keys.decode(core))
+        self.dome_merge.restore(merge)
         for src in self.pipeline.sources.values():
             self._sources[(src.host, src.path)] = src
 

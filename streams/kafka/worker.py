@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD
 from dpmstream.streams.kafka.gc_pace import relaxed_gc
 from dpmstream.streams.kafka.log_pace import flush_installed
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
@@ -64,6 +65,9 @@ class WorkerConfig:
     head_aliases: tuple = ()             # other names of head nodes as NS clients see them
     profile: object = None
     tz: str | None = None
+    # DOME nodes' lines side by side (parsers/dome_merge.py): how far one may run ahead
+    dome_merge_horizon_s: float = HORIZON_MS / 1000
+    dome_merge_max_lines: int = MAX_HELD  # lines held at most, per partition
     batch_records: int = 20_000          # records per poll (all partitions together)
     poll_ms: int = 200
 

@@ -94,8 +94,10 @@ def render_config(files: Sequence[str] = HEAD_NODE_FILES, brokers: Sequence[str]
                   queue_max_disk: str = "1g",
                   failed_msg_file: str = "/var/spool/rsyslog/dpmstream-kafka-failed.data",
                   conf_params: Sequence[str] = DEFAULT_CONF_PARAMS,
-                  syslog_copies: Sequence[SyslogCopy] = ()) -> str:
-    """The drop-in config for these files (and the files of `syslog_copies`), brokers and topic."""
+                  syslog_copies: Sequence[SyslogCopy] = (), site_key: str | None = None) -> str:
+    """The drop-in config for these files (and the files of `syslog_copies`), brokers and topic.
+    site_key: the record key of every line (a DOME site's nodes in one partition), else
+    the node's host name."""
     files = [*files, *(c.file for c in syslog_copies)]
     if not files:
         raise ValueError("no log file to follow")
@@ -112,6 +114,7 @@ def render_config(files: Sequence[str] = HEAD_NODE_FILES, brokers: Sequence[str]
         "@INPUTS@": inputs,
         "@BROKERS@": ", ".join(_quoted(b, "broker") for b in brokers),
         "@TOPIC@": topic,
+        "@KEY@": "$hostname" if site_key is None else _quoted(site_key, "site key"),
         "@RESUME_INTERVAL@": str(int(resume_interval)),
         "@QUEUE_MAX_DISK@": queue_max_disk,
         "@FAILED_MSG_FILE@": failed_msg_file,
@@ -139,6 +142,7 @@ class RsyslogShipper:
     machine's name as rsyslog sees it. resume_interval: seconds between retries of a
     broker that is down (tests use 1). extra_conf_params: more librdkafka settings.
     syslog_copies: syslog messages to copy to files and follow (a DOME node's dmlite lines).
+    site_key: every record's key instead of the host name (a DOME site's nodes, one partition).
     syslog_socket: a private socket standing in for the system's /dev/log (imuxsock, no
     rate limit). keep_sent_stamps: take each message's own stamp (`ignoreTimestamp="off"`),
     so a test knows the time it sent; False: imuxsock's defaults, as on a node's /dev/log,
@@ -150,12 +154,13 @@ class RsyslogShipper:
                  conf_params: Sequence[str] = DEFAULT_CONF_PARAMS,
                  extra_conf_params: Sequence[str] = ("reconnect.backoff.max.ms=1000",),
                  syslog_copies: Sequence[SyslogCopy] = (), syslog_socket: Path | str | None = None,
-                 keep_sent_stamps: bool = True):
+                 keep_sent_stamps: bool = True, site_key: str | None = None):
         self.workdir = Path(workdir).resolve()
         self.files = [Path(f).resolve() for f in files]
         self.syslog_copies = [c._replace(file=str(Path(c.file).resolve())) for c in syslog_copies]
         self.syslog_socket = None if syslog_socket is None else Path(syslog_socket).resolve()
         self.keep_sent_stamps = keep_sent_stamps
+        self.site_key = site_key
         self.brokers = [brokers] if isinstance(brokers, str) else list(brokers)
         self.topic = topic
         self.hostname = hostname
@@ -183,7 +188,8 @@ class RsyslogShipper:
         self.dropin.write_text(render_config(
             [str(f) for f in self.files], self.brokers, self.topic, self.resume_interval,
             queue_max_disk="256m", failed_msg_file=str(self.failed_msg_file),
-            conf_params=self.conf_params, syslog_copies=self.syslog_copies))
+            conf_params=self.conf_params, syslog_copies=self.syslog_copies,
+            site_key=self.site_key))
         host = f' localHostname={_quoted(self.hostname, "host name")}' if self.hostname else ""
         stamps = ' ignoreTimestamp="off" useSysTimeStamp="off"' if self.keep_sent_stamps else ""
         socket = "" if self.syslog_socket is None else (
@@ -264,13 +270,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf-param", action="append", dest="conf_params", metavar="KEY=VALUE",
                         help="librdkafka setting, added after the defaults (a later one wins; "
                              f"repeatable; default: {' '.join(DEFAULT_CONF_PARAMS)})")
+    parser.add_argument("--site-key", metavar="NAME",
+                        help="the record key of every line instead of the node's host name: "
+                             "the same NAME on a DOME site's head and disk nodes puts their "
+                             "lines in one partition, where a put is joined across them "
+                             "(default: the host name)")
     args = parser.parse_args(argv)
     try:
         sys.stdout.write(render_config(
             args.files or (() if args.dome else HEAD_NODE_FILES), args.brokers or ["localhost:9092"],
             args.lines_topic, args.resume_interval, args.queue_max_disk, args.failed_msg_file,
             [*DEFAULT_CONF_PARAMS, *(args.conf_params or ())],
-            syslog_copies=(DOME_COPY,) if args.dome else ()))
+            syslog_copies=(DOME_COPY,) if args.dome else (), site_key=args.site_key))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -57,6 +57,8 @@ def test_dome_option_adds_the_copy_to_the_files_given(capsys):
 @pytest.mark.parametrize("drop_in", [
     pytest.param(lambda: SHIPPED_DOME.read_text(), id="shipped-dome"),
     pytest.param(lambda: render_config(syslog_copies=(DOME_COPY,)), id="head-files-and-dome"),
+    pytest.param(lambda: render_config((), syslog_copies=(DOME_COPY,), site_key="site1"),
+                 id="dome-site-key"),
 ])
 def test_dome_drop_in_passes_rsyslogd_config_validation(tmp_path, drop_in):
     result = validate(tmp_path, drop_in())
@@ -191,3 +193,26 @@ def test_a_whole_second_syslog3_stamp_ships_with_the_receive_time_in_microsecond
     stamped = dt.datetime.fromisoformat(line.split(" ", 1)[0])
     assert before <= stamped <= after
     assert re.match(r"\S+T\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d ", line)
+
+
+@pytest.mark.services
+def test_a_dome_sites_nodes_given_one_site_key_ship_to_one_partition_each_line_naming_its_node(
+        kafka_broker, kafka_topic, rsyslog_factory, tmp_path):
+    """The head and the disk node set the same site key: every record of both is keyed by
+    it, so both reach one partition of a topic of several (where their puts are joined),
+    and each envelope still names the node that logged the line."""
+    cfg, site = simulated_site(tmp_path)
+    topic = kafka_topic(partitions=4)
+    sent = {}
+    for host, log in site.logs.items():
+        lines = log.read_text().splitlines()
+        sent[host] = [line for line in lines if " dmlite " in line]
+        _, sock, _copy = dome_node(rsyslog_factory, tmp_path, host, topic, site_key="site1")
+        send(sock, map(as_datagram, lines))
+    records = kafka_broker.consume(topic, sum(map(len, sent.values())), timeout=60)
+    assert len(sent) == 2 and len(records) == sum(map(len, sent.values()))
+    assert {r.key for r in records} == {b"site1"}
+    assert len({r.partition for r in records}) == 1
+    for host, lines in sent.items():
+        assert [json.loads(r.value)["line"] for r in records
+                if json.loads(r.value)["host"] == host] == lines

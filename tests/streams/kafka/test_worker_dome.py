@@ -4,6 +4,7 @@ and skipped. (The simulator's truth, end to end through rsyslog: tests/scenarios
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import json
 import signal
@@ -17,9 +18,12 @@ import pytest
 
 from dpmstream.commands.stack.process import free_port
 from dpmstream.parsers import dome_records
+from dpmstream.parsers.dome_merge import LineStamps
+from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
+from dpmstream.streams.kafka.dome_paths import DEFAULT_DOME_PROFILE
 from dpmstream.streams.kafka.envelope import EnvelopeError, decode, encode
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from tests.streams.kafka.test_worker import run_worker, sample, topics
@@ -38,15 +42,48 @@ def dome_site(tmp_path, **kwargs):
     return simulate_dome(cfg, tmp_path / "site")
 
 
-def site_records(result) -> list[tuple[bytes, bytes]]:
+def site_records(result, tick_ms: int | None = None) -> list[tuple[bytes, bytes]]:
     """Every node's envelopes, keyed by host, merged by the lines' stamps (each node's
-    order kept), as they reach one partition live."""
+    order kept), as they reach one partition live; and last each node's tick at the
+    site's latest stamp (or `tick_ms`): a live node goes on logging, and the worker holds
+    a DOME node's lines that run ahead of another node's until that one reaches them
+    (docs/kafka-worker.md, "DOME lines")."""
     def node(host, path):
         for text in path.read_text(encoding="utf-8").splitlines():
             yield decode(text.encode()).line.split(" ", 1)[0], host.encode(), text.encode()
-    merged = heapq.merge(*(node(host, path) for host, path in result.logs.items()),
-                         key=lambda item: item[0])
-    return [(key, value) for _stamp, key, value in merged]
+    merged = [(key, value) for _stamp, key, value in heapq.merge(
+        *(node(host, path) for host, path in result.logs.items()), key=lambda item: item[0])]
+    last = {}
+    for key, value in merged:
+        last[key] = value
+    if tick_ms is None:   # the latest line's stamp, as it is written (either form)
+        stamps = LineStamps(resolve_dome_profile(DEFAULT_DOME_PROFILE), result.config.tz)
+        latest = max(map(decode, last.values()), key=lambda e: stamps.stamp(e.line, e.received_ms))
+        when = latest.line[:envelope(latest.line).start("host") - 1]
+    else:
+        when = iso(tick_ms)
+    return merged + [(key, tick_after(value, when)) for key, value in last.items()]
+
+
+def tick_after(value: bytes, when: str) -> bytes:
+    """The envelope of a node's next dmlite message after the one of `value`, stamped
+    `when`: it moves the node's event time on and gives no record (a thread of its own,
+    no call line; as the tick of tests/scenarios/test_e2e_dome.py)."""
+    env = decode(value)
+    node = envelope(env.line)
+    line = f"{when} {node['host']} {node['tag']}[{node['pid']}]: {{1}}[1] dmlite dome tick : end of the test's log"
+    received = iso(env.received_ms) if env.received_ms is not None else when
+    return encode(env.host, env.path, env.offset + len(env.line.encode()) + 1, received, line)
+
+
+def envelope(line: str):
+    """The syslog envelope of a DOME line, either stamp's form (its host, tag, pid)."""
+    return next(m for form in resolve_dome_profile(DEFAULT_DOME_PROFILE).forms.values()
+                if (m := form.prefix.match(line)) is not None)
+
+
+def iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def core_dome_records(recs) -> list[dict]:
