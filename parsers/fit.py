@@ -20,6 +20,9 @@ from .reassembly import BY_LINE
 CATCH_ALL = ("detail", "other")
 # Roles that open a call on a thread.
 OPENING = ("call", "slow_start")
+# Roles whose lines can make or unmake an orphan: a request is first seen by a token line
+# or its slow thread's start (parsers/reassembly.py, _find and _on_token).
+ORPHAN_ROLES = ("token", "slow_start")
 # A daemon with fewer lines than this may well show no line of some required role.
 MIN_LINES_TO_JUDGE = 200
 # A file cut mid-way leaves a few calls and requests without their start (or end): only

@@ -6,6 +6,7 @@ Used by `dpmstream profile check` to show an admin which wordings a profile miss
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _MASKS = (
     # A certificate DN: /DC=ch/DC=cern/OU=.../CN=Some One, up to " (uid,gid" or the end.
@@ -21,6 +22,9 @@ _MASKS = (
 )
 
 
+# `profile check` shapes a line once per profile that leaves it unmatched or to a
+# catch-all (the same message under the same envelope): the last few are remembered.
+@lru_cache(maxsize=16)
 def shape(text: str, limit: int = 200) -> str:
     """The text with DNs, UUIDs, URLs, IPs, hosts, paths and numbers masked."""
     text = text[: limit * 4]

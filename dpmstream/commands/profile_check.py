@@ -14,7 +14,7 @@ from collections import Counter
 
 from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
 from dpmstream.parsers.fit import (
-    CATCH_ALL, MIN_LINES_TO_JUDGE, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
+    CATCH_ALL, MIN_LINES_TO_JUDGE, ORPHAN_ROLES, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
 )
 from dpmstream.parsers.dome_profiles import DomeProfile, bundled_dome_profiles, resolve_any_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
@@ -61,7 +61,7 @@ class ProfileTally:
         own = p.func_regex.match(func) is not None
         if own:
             self.own += 1
-            self._feed(line)
+            self._feed(line, None if alt is None else alt.role)
         if alt is None:
             self._shape(self.unmatched, None, func, line[m.start(m.lastindex):], line)
             return
@@ -79,12 +79,14 @@ class ProfileTally:
             if alt.role in CATCH_ALL:
                 self._shape(self.catch_all, alt.role, func, line[m.start(m.lastindex):], line)
 
-    def _feed(self, line: str) -> None:
+    def _feed(self, line: str, role: str | None) -> None:
         self.source.feed(line)
         reassembler = self.pipeline.reassembler
         latest = reassembler.latest
         self.cut.on_time(latest)
-        orphans = self.pipeline.stats.reassembly.orphans  # a snapshot with the compiled engine
+        if role not in ORPHAN_ROLES:   # the counters are a snapshot with the compiled engine:
+            return                     # read where they can move
+        orphans = self.pipeline.stats.reassembly.orphans
         if orphans != self._orphans:
             self.cut.on_orphans(orphans - self._orphans, latest)
             self._orphans = orphans

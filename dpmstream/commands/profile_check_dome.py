@@ -19,7 +19,6 @@ from collections import Counter
 
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock
-from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import ROLES
 from dpmstream.parsers.fit import (
     MIN_LINES_TO_JUDGE, DomePutsSeen, Reassembled, judge, judge_dome_puts,
@@ -35,8 +34,12 @@ OPENERS = ("accept", "call")
 class DomeTally:
     def __init__(self, profile):
         self.profile = profile
-        # The year does not matter to counting: a fixed one keeps the check off the wall clock.
-        self.parser = DomeLineParser(profile, EventClock(profile.timezone, year=2017))
+        # The engine replay and run use, its line parser with it (the compiled one takes no
+        # Python per line that is not DOME's: most of a DPM log's). The year does not matter
+        # to counting: a fixed one keeps the check off the wall clock.
+        engine = engines.choose(available=engines.compiled_dome_available)
+        self.parser = engines.new_dome_parser(engine, profile,
+                                              EventClock(profile.timezone, year=2017))
         self.roles: Counter = Counter()
         self.results: Counter = Counter()
         self.unmatched: Counter = Counter()
@@ -44,7 +47,7 @@ class DomeTally:
         self.examples: dict[str, str] = {}
         self._threads: dict[tuple, str] = {}   # (host, pid, tid) -> the last framing role
         self.opens = self.stray_ends = self.ends_first_on_thread = self.no_end = 0
-        self.engine = engines.new_dome_reassembler(engines.choose())
+        self.engine = engines.new_dome_reassembler(engine)
         self.seen = DomePutsSeen()
         self._first_ts: int | None = None
         self._orphan_times: list[int] = []   # event time each orphan putdone was counted at
