@@ -19,7 +19,7 @@ from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
-from dpmstream.streams.kafka.envelope import decode
+from dpmstream.streams.kafka.envelope import decode, encode
 from dpmstream.streams.kafka.state import PartitionState
 from tests.scenarios.test_dome_truth import KIND, as_cells, in_truth_order, truth_rows
 from tests.streams.kafka.test_state_dome import Message
@@ -121,3 +121,28 @@ def test_the_worker_dates_a_traditional_dmlite_log_shipped_across_new_year(new_y
     out += part.checkpoint()[0]
     assert_truth(new_year_site, out)
     assert years(out) == {2016, 2017}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_worker_dates_a_node_silent_for_seven_months_by_its_receive_time(engine, monkeypatch):
+    """A node's dmlite.log falls silent in June and speaks again in January: the month went
+    back by five only, which the stream's own roll over (12 -> 01) cannot tell from a
+    stray line; the receive time can. (Before receive times dated DOME lines, January's
+    call was dated January of the year before, seven months before June's.)"""
+    monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
+    part = PartitionState(0, timeout_s=TIMEOUT_S, tz="UTC")
+    head = "dome[2345]: {140685573784640}[1] dmlite dome "
+    calls = [("2016-06-30T10:00:00.500000Z", "Jun 30 10:00:00"), ("2017-01-15T10:00:00.500000Z", "Jan 15 10:00:00")]
+    msgs, offset = [], 0
+    for received, stamp in calls:
+        for text in ("workerFunc : Accepted connection, ipcfd: 12, keepConnection: 1",
+                     "SendSimpleResp : Exiting: code: 200"):
+            line = f"{stamp} dpmhead01 {head}{text}"
+            msgs.append(Message(b"dpmhead01", encode("dpmhead01", "/var/log/dmlite/dmlite.log",
+                                                     offset, received, line), len(msgs)))
+            offset += len(line) + 1
+    part.feed_batch(msgs)
+    part.pipeline.finish()
+    starts = [r["start"] for r in part.checkpoint()[0] if r["kind"] == "dome_call"]
+    assert starts == [int(datetime(2016, 6, 30, 10, tzinfo=ZoneInfo("UTC")).timestamp() * 1000),
+                      int(datetime(2017, 1, 15, 10, tzinfo=ZoneInfo("UTC")).timestamp() * 1000)]
