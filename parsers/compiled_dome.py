@@ -55,13 +55,13 @@ class CompiledDomeLineParser:
         # As DomeLineParser's: the summary's time labels read it (not gathered for DOME yet).
         self.stated_offsets: list[tuple[int, int]] = []
         self._line_ref: tuple[int, int] | None = None
-        # The scanner asks a traditional stamp's second here, once per second: the same
-        # rule as DomeLineParser (the receive time's year, else the clock's).
-        journald = None
+        journald = None   # journald's `Suppressed` notice, where the profile reads it
         if profile.suppressed_regex is not None:
             regex = profile.suppressed_regex
             journald = (list(profile.journald_tags), pcre2_pattern(regex.pattern),
                         regex.groupindex["lines"], regex.groupindex["program"])
+        # The scanner asks a traditional stamp's second of _traditional_ms, once per
+        # second: DomeLineParser's rule (the receive time's year, else the clock's).
         self.scanner = DomeScanner(forms, list(profile.tags), journald, self._traditional_ms,
                                    rfc3339_to_ms, DomeEvent, MAX_LINE_BYTES, MAX_DIGITS)
 

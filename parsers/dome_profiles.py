@@ -37,11 +37,12 @@ ROLES = (
     "putdone_error", "chksum_failed", "queue_timeout",
     "capacity", "fs_count", "fs_enabled", "fs_disabled", "startup", "other",
 )
-# Groups a role pattern may capture; anything else is rejected when loading.
 # The role of journald's `Suppressed N messages from UNIT` notice for one of the profile's
-# programs (no dmlite message: not one of ROLES; fields {"count": N}).
+# programs (no dmlite message: not one of ROLES; fields {"count": N}), and the groups its
+# pattern must have.
 SUPPRESSED = "journald_suppressed"
 JOURNALD_GROUPS = ("lines", "program")
+# Groups a role pattern may capture; anything else is rejected when loading.
 FIELDS = (
     "client_dn", "client_host", "remote_dn", "remote_host", "method", "op", "query", "code",
     "lfn", "server", "fs", "pfn", "size", "matchings", "reason", "key", "timeout",

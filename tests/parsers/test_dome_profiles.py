@@ -154,6 +154,8 @@ def test_the_dpm_loader_refuses_a_dome_profile_by_file_or_name_and_the_bundled_s
     ("roles", {"put": "(?P<token>x)"}, "unknown group"),
     ("roles", {"put": "(unclosed"}, "bad pattern"),
     ("envelope", {"rfc3339": "(?P<host>\\S+) "}, "lacks group"),
+    ("journald", {"suppressed": "Suppressed (?P<lines>\\d+) messages"}, r"\[journald\] suppressed lacks group\(s\) \['program'\]"),
+    ("journald", {"suppressed": "Suppressed (?P<lines>"}, "bad pattern"),
     (None, {"family": "dpm"}, "not a DOME profile"),
     (None, {"required_roles": ["queue_timeout"]}, None),
 ])
