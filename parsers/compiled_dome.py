@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ._fastlines import DomeCore, DomeScanner
 from .clock import EventClock, rfc3339_to_ms
-from .dome_lines import DomeEvent
+from .dome_lines import DomeEvent, traditional_ms
 from .dome_profiles import FIELDS, FORMS, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
@@ -54,8 +54,30 @@ class CompiledDomeLineParser:
                           form.prefix.groupindex["tag"], dict(form.groups), alternatives))
         # As DomeLineParser's: the summary's time labels read it (not gathered for DOME yet).
         self.stated_offsets: list[tuple[int, int]] = []
-        self.scanner = DomeScanner(forms, list(profile.tags), clock.to_ms, rfc3339_to_ms, DomeEvent,
-                                   MAX_LINE_BYTES, MAX_DIGITS)
+        self._line_ref: tuple[int, int] | None = None
+        journald = None   # journald's `Suppressed` notice, where the profile reads it
+        if profile.suppressed_regex is not None:
+            regex = profile.suppressed_regex
+            journald = (list(profile.journald_tags), pcre2_pattern(regex.pattern),
+                        regex.groupindex["lines"], regex.groupindex["program"])
+        # The scanner asks a traditional stamp's second of _traditional_ms, once per
+        # second: DomeLineParser's rule (the receive time's year, else the clock's).
+        self.scanner = DomeScanner(forms, list(profile.tags), journald, self._traditional_ms,
+                                   rfc3339_to_ms, DomeEvent, MAX_LINE_BYTES, MAX_DIGITS)
+
+    @property
+    def line_ref(self) -> tuple[int, int] | None:
+        """As DomeLineParser.line_ref: (year, month) of the next lines' receive time."""
+        return self._line_ref
+
+    @line_ref.setter
+    def line_ref(self, ref: tuple[int, int] | None) -> None:
+        if ref != self._line_ref:  # the second the scanner holds may date otherwise now
+            self._line_ref = ref
+            self.scanner.forget()
+
+    def _traditional_ms(self, month: int, day: int, hour: int, minute: int, second: int, ms: int) -> int:
+        return traditional_ms(self.clock, self._line_ref, month, day, hour, minute, second) + ms
 
     def parse(self, line: str):
         return self.scanner.parse(line)

@@ -3,18 +3,22 @@ them): parsed, unmatched (a dmlite message no role pattern knows), malformed (no
 envelope, a bad date, binary data, too long) or foreign (another program's line in a
 mixed syslog file, or a line of a dmlite program that is not a dmlite message).
 
-The event time is the syslog envelope's stamp: the traditional form has no year (the
-EventClock supplies it, as for the DPM daemons' stamps) and whole seconds; the RFC 3339
-form has both. `whole_seconds` says which, because a duration between two whole-second
-stamps is only good to a second.
+The event time is the syslog envelope's stamp: the traditional form has no year and whole
+seconds; the RFC 3339 form has both. `whole_seconds` says which, because a duration
+between two whole-second stamps is only good to a second. A traditional stamp's year is
+the one nearest to the line's receive time where the stream has one (`line_ref`: Kafka's
+`received`), else the stream's EventClock's (`--year`, a rotated name, the mtime, rolled
+at 12 -> 01): parsers/clock.py's rule, as for the DPM daemons' stamps (`traditional_ms`,
+which the compiled parser asks too). The receive time only dates the line; the instant is
+the stamp's.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .clock import ClockError, EventClock, rfc3339_to_ms
-from .dome_profiles import DomeProfile
+from .clock import ClockError, EventClock, nearest_year, rfc3339_to_ms
+from .dome_profiles import SUPPRESSED, DomeProfile
 from .lines import FOREIGN, MALFORMED, MAX_DIGITS, PARSED, TOO_LONG, UNMATCHED_RESULT, too_long
 from .profiles import UNMATCHED
 
@@ -39,13 +43,25 @@ class DomeEvent(NamedTuple):
     whole_seconds: bool      # the stamp has no fraction of a second
 
 
+def traditional_ms(clock: EventClock, line_ref: tuple[int, int] | None, month: int, day: int,
+                   hour: int, minute: int, second: int) -> int:
+    """Epoch ms of a traditional stamp (no year, whole seconds): the year nearest to the
+    receive time's (year, month) `line_ref` when the line has one, else the clock's."""
+    year = None if line_ref is None else nearest_year(line_ref[0], line_ref[1], month)
+    return clock.to_ms(month, day, hour, minute, second, 0, year)
+
+
 class DomeLineParser:
     """Parses the lines of one stream (one file, or one host's lines on Kafka)."""
 
     def __init__(self, profile: DomeProfile, clock: EventClock):
         self.profile = profile
         self.clock = clock
+        # (year, month) of the time the next lines were received (Kafka's `received`),
+        # if known: it dates a traditional stamp (LineParser.line_ref, the same rule).
+        self.line_ref: tuple[int, int] | None = None
         self.tags = frozenset(profile.tags)
+        self.journald_tags = frozenset(profile.journald_tags) if profile.suppressed_regex else frozenset()
         self.result = PARSED
         self.reason = ""  # why the last line was malformed or foreign
         # The offsets RFC 3339 stamps state, as LineParser.stated_offsets (the summary's
@@ -96,20 +112,41 @@ class DomeLineParser:
         if form == "rfc3339":
             rtime = m.group(g["rtime"])
             return rfc3339_to_ms(rtime), len(rtime) < 20 or rtime[19] != "."
-        month = MONTHS[m.group(g["mon"])]
-        ms = self.clock.to_ms(month, int(m.group(g["day"])), int(m.group(g["hour"])),
-                              int(m.group(g["minute"])), int(m.group(g["second"])), 0)
+        ms = traditional_ms(self.clock, self.line_ref, MONTHS[m.group(g["mon"])],
+                            int(m.group(g["day"])), int(m.group(g["hour"])),
+                            int(m.group(g["minute"])), int(m.group(g["second"])))
         return ms, True
 
-    def _not_dmlite(self, line: str) -> None:
-        """No full match: another program's line, a dmlite program's other line, or garbage."""
+    def _not_dmlite(self, line: str) -> DomeEvent | None:
+        """No full match: journald's notice of lines it dropped, another program's line, a
+        dmlite program's other line, or garbage."""
         for form in self._forms:
             prefix = form.prefix.match(line)
             if prefix is not None:
                 tag = prefix.group("tag")
+                if tag in self.journald_tags:
+                    return self._suppressed(form, prefix, line)
                 why = "not a dmlite message" if tag in self.tags else f"program {tag!r}"
                 return self._fail(FOREIGN, why)
         return self._fail(MALFORMED, "no syslog envelope")
+
+    def _suppressed(self, form, prefix, line: str) -> DomeEvent | None:
+        """journald's `Suppressed N messages from UNIT`: for a unit of the profile's
+        programs, an event of role SUPPRESSED (program: the unit's, pid -1, fields
+        {"count": N}); any other journald line is foreign."""
+        m = self.profile.suppressed_regex.match(line, prefix.end())
+        if m is None or m.group("program") not in self.tags:
+            return self._fail(FOREIGN, f"program {prefix.group('tag')!r}")
+        lines = m.group("lines")
+        if len(lines) > MAX_DIGITS:
+            return self._fail(MALFORMED, f"a number longer than {MAX_DIGITS} digits")
+        try:
+            ts, whole = self._time(form.name, prefix, form.groups)
+        except (ClockError, ValueError) as exc:
+            return self._fail(MALFORMED, str(exc))
+        self.result = PARSED
+        return DomeEvent(ts, prefix.group("host"), m.group("program"), -1, -1, -1, False,
+                         SUPPRESSED, {"count": int(lines)}, whole)
 
     def _fail(self, result: str, reason: str) -> None:
         self.result = result

@@ -8,7 +8,10 @@ daemon's (parsers/profiles.py) in where the time is and what a line says:
   microseconds, an offset); both give host, program tag and pid;
 - then dmlite's own prefix, `message` (`{TID}[LVL] dmlite ` or `{TID}!!! dmlite `; the
   generation without a thread id has its own profile), giving tid, level and error;
-- then one pattern per DOME role (ROLES), against `WHERE FUNC : TEXT`.
+- then one pattern per DOME role (ROLES), against `WHERE FUNC : TEXT`;
+- and `[journald]`: journald's own notice, under its own ident (`tags`), that its rate
+  limit dropped a service's lines (`suppressed`: groups `lines` and `program`, the unit's
+  name without `.service` or `@instance`), read as an event of role SUPPRESSED.
 
 Each form compiles into one regular expression (envelope, message prefix, an alternation
 of the role patterns, a catch-all marking the line `unmatched`), so a line costs one match,
@@ -34,6 +37,11 @@ ROLES = (
     "putdone_error", "chksum_failed", "queue_timeout",
     "capacity", "fs_count", "fs_enabled", "fs_disabled", "startup", "other",
 )
+# The role of journald's `Suppressed N messages from UNIT` notice for one of the profile's
+# programs (no dmlite message: not one of ROLES; fields {"count": N}), and the groups its
+# pattern must have.
+SUPPRESSED = "journald_suppressed"
+JOURNALD_GROUPS = ("lines", "program")
 # Groups a role pattern may capture; anything else is rejected when loading.
 FIELDS = (
     "client_dn", "client_host", "remote_dn", "remote_host", "method", "op", "query", "code",
@@ -71,7 +79,11 @@ class DomeProfile:
     roles: dict[str, list[str]]
     required_roles: tuple[str, ...] = ()
     source: str = "<memory>"
+    # journald's idents, and its `Suppressed` notice's pattern (None: not read)
+    journald_tags: tuple[str, ...] = ()
+    suppressed: str | None = None
     forms: dict[str, DomeForm] = field(init=False, repr=False)
+    suppressed_regex: re.Pattern | None = field(init=False, repr=False)
 
     @property
     def has_tid(self) -> bool:
@@ -91,8 +103,15 @@ class DomeProfile:
         try:
             self.forms = {name: _compile(name, self.envelopes[name], self.message, self.roles)
                           for name in FORMS}
+            # Matched where the envelope ends, to the end of the line.
+            self.suppressed_regex = None if self.suppressed is None else re.compile(
+                f"(?:{self.suppressed})\\s*\\Z", re.ASCII)
         except re.error as exc:
             raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
+        if self.suppressed_regex is not None:
+            lacking = [g for g in JOURNALD_GROUPS if g not in self.suppressed_regex.groupindex]
+            if lacking:
+                raise ProfileError(f"{self.source}: [journald] suppressed lacks group(s) {lacking}")
         for name, form in self.forms.items():
             lacking = [g for g in FORM_GROUPS[name] + MESSAGE_GROUPS if g not in form.groups]
             if lacking:
@@ -119,6 +138,7 @@ def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:
         raise ProfileError(f"{source}: not a DOME profile (family {family!r}, expected {FAMILY!r})")
     try:
         envelope = data["envelope"]
+        journald = data.get("journald", {})
         return DomeProfile(
             name=data["name"],
             description=data.get("description", ""),
@@ -129,6 +149,8 @@ def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:
             roles={role: as_list(p) for role, p in data["roles"].items()},
             required_roles=tuple(as_list(data.get("required_roles", ()))),
             source=source,
+            journald_tags=tuple(as_list(journald.get("tags", ()))),
+            suppressed=journald.get("suppressed"),
         )
     except KeyError as exc:
         raise ProfileError(f"{source}: missing key {exc}") from exc

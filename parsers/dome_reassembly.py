@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields as dc_fields
 
 from .dome_calls import CallTable, role_of_query
 from .dome_lines import DomeEvent
+from .dome_profiles import SUPPRESSED
 from .dome_puts import PutTable
 
 # Lines of one second may arrive out of order across threads and nodes by this much.
@@ -53,6 +54,7 @@ class DomeStats:
     unusable_lines: int = 0         # lines a rule should read but cannot (a PFN not named by the head)
     capacity: int = 0
     fs_events: int = 0
+    journald_suppressed_lines: int = 0  # lines journald's rate limit dropped, as its notices say
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dc_fields(self)}
@@ -95,6 +97,10 @@ class DomeReassembler:
         host, role = ev.host, ev.role
         if ev.ts > self.clocks.get(host, ev.ts - 1):
             self.clocks[host] = ev.ts
+        if role == SUPPRESSED:  # journald's notice: no process's line, a record of the gap
+            self._on_suppressed(ev, out)
+            self._sweep(host, out)
+            return out
         self._learn_role(ev)
         self._process_life(ev, out)
         if role in ("accept", "call") and ev.tid >= 0:
@@ -204,6 +210,12 @@ class DomeReassembler:
                     "fs": f["fs"], "event": "enabled" if enabled else "disabled",
                     "transition": int(self.fs_enabled.get(key, True) != enabled)})
         self.fs_enabled[key] = enabled
+
+    def _on_suppressed(self, ev, out):
+        lines = ev.fields["count"]
+        self.stats.journald_suppressed_lines += lines
+        out.append({"kind": "dome_journald_gap", "time": ev.ts, "host": ev.host,
+                    "program": ev.program, "lines": lines})
 
     _HANDLERS = {
         "put": _on_put, "put_selected": _on_selected, "returns": _on_returns,

@@ -2,7 +2,9 @@
 
 Kinds: `dome_call` (one HTTP call a DOME worker thread served), `dome_put` (a put across
 the head and a disk node), `dome_capacity` (a disk node's `fs: phys: free:` line) and
-`dome_fs_event` (the head enabling or disabling a filesystem) and `dome_checksum` (a
+`dome_fs_event` (the head enabling or disabling a filesystem), `dome_journald_gap` (journald's
+notice that its rate limit dropped `lines` of a node's `program` before syslog saw them)
+and `dome_checksum` (a
 frontend's wait for a checksum, from the call records: parsers/dome_checksums.py). Internally every time and
 duration is integer milliseconds since the epoch (UTC); files show seconds with three
 decimals, as the DPM records (parsers/records.py). The columns of docs/dome.md come first,
@@ -43,17 +45,19 @@ KINDS = {
     ),
     "dome_capacity": (("time", "host", "fs", "phys", "free"), frozenset(("time",))),
     "dome_fs_event": (("time", "host", "server", "fs", "event", "transition"), frozenset(("time",))),
+    "dome_journald_gap": (("time", "host", "program", "lines"), frozenset(("time",))),
 }
 # The instant a record is known at (what an event-time export dates it by): its end, else
 # its start (a cut call has no end).
 EVENT_TIME = {"dome_call": ("end", "start"), "dome_put": ("ended", "put_time"),
               "dome_checksum": ("end", "start"),
-              "dome_capacity": ("time",), "dome_fs_event": ("time",)}
+              "dome_capacity": ("time",), "dome_fs_event": ("time",), "dome_journald_gap": ("time",)}
 DOME_CALL_COLUMNS = KINDS["dome_call"][0]
 DOME_PUT_COLUMNS = KINDS["dome_put"][0]
 DOME_CHECKSUM_COLUMNS = KINDS["dome_checksum"][0]
 DOME_CAPACITY_COLUMNS = KINDS["dome_capacity"][0]
 DOME_FS_EVENT_COLUMNS = KINDS["dome_fs_event"][0]
+DOME_JOURNALD_GAP_COLUMNS = KINDS["dome_journald_gap"][0]
 
 
 def row(record: dict) -> list[str]:
@@ -121,7 +125,7 @@ def code_class(http_code: int | None) -> str:
 # The node a record belongs to (what the Kafka worker keys it by): a put and a checksum
 # wait by their head node, the rest by the node that logged them.
 NODE_FIELD = {"dome_call": "host", "dome_put": "head", "dome_checksum": "head",
-              "dome_capacity": "host", "dome_fs_event": "host"}
+              "dome_capacity": "host", "dome_fs_event": "host", "dome_journald_gap": "host"}
 
 
 def node_of(record: dict) -> str | None:

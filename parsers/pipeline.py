@@ -642,7 +642,7 @@ class Source:
 
     def _parse(self, line: str, received_ms: int | None) -> None:
         if self.dome:
-            self._parse_dome(line)
+            self._parse_dome(line, received_ms)
             return
         self.line_no += 1
         parser = self.parser
@@ -686,11 +686,13 @@ class Source:
         else:
             self.n_unmatched += 1
 
-    def _parse_dome(self, line: str) -> None:
-        """One line of a DOME source: counted as _parse counts, its event into the DOME
-        reassembly. (A receive time does not date DOME lines yet: Kafka's DOME path.)"""
+    def _parse_dome(self, line: str, received_ms: int | None) -> None:
+        """One line of a DOME source: dated (its receive time's year, as _parse dates a
+        DPM line) and counted as _parse does, its event into the DOME reassembly."""
         self.line_no += 1
         parser = self.parser
+        if received_ms is not None:
+            parser.line_ref = self.received_ref(received_ms)
         ev = parser.parse(line)
         if ev is None:
             self._count_unparsed(parser, line)
@@ -705,6 +707,8 @@ class Source:
             if ts > self.latest_by_host.get(host, -1):
                 self.latest_by_host[host] = ts
             self.pipeline._feed_dome(ev)
+            if received_ms is not None:
+                self.pipeline.stats.latest_received_ms[host] = received_ms
         self.pipeline._line_done()
 
     def _count_other(self, parser: LineParser, line: str) -> None:

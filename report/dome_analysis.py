@@ -22,7 +22,7 @@ PUT_STATUSES = ("success", "failed", "incomplete")
 MAX_EVENTS = 20  # filesystem transitions listed on the page; the rest are counted
 # When each DOME record kind happened: what the report's window keeps it by.
 TIME_OF = {"dome_call": "start", "dome_put": "put_time", "dome_checksum": "start",
-           "dome_capacity": "time", "dome_fs_event": "time"}
+           "dome_capacity": "time", "dome_fs_event": "time", "dome_journald_gap": "time"}
 
 
 def is_dome(record: dict) -> bool:

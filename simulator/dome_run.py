@@ -88,6 +88,10 @@ def _summary(cfg, site: Site, truth: DomeTruth, written: dict) -> dict:
         "foreign_lines": {h: sum(1 for x in w if x is None) for h, w in written.items()},
         "lost_lines": dict(sorted(lost.items())),
         "journald_dropped": sum(1 for ln in site.lines if ln.lost == "gap"),
+        # per node: what its journald's `Suppressed N messages` notice says (written where
+        # the envelope shows other programs' lines: messages, journal)
+        "journald_dropped_lines": dict(sorted(Counter(
+            ln.node.host for ln in site.lines if ln.lost == "gap").items())),
         "calls": len(truth.calls), "cut_calls": sum(r["cut"] for r in truth.calls),
         "puts": len(truth.puts), "put_status": dict(sorted(Counter(r["status"] for r in truth.puts).items())),
         "checksum_waits": len(truth.checksums),

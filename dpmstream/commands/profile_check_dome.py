@@ -10,7 +10,8 @@ generation without a thread id has no threads to watch: its roles alone are judg
 The lines also go through the DOME reassembly (the engine replay and run use,
 parsers/engines.new_dome_reassembler), which judges the join of puts and putdones
 (fit.judge_dome_puts): orphan putdones past the file's start, puts none of which met a
-putdone.
+putdone; and the lines journald's rate limit dropped per node (its `Suppressed N messages`
+notices), lost before any reader saw them.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class DomeTally:
         self._first_ts: int | None = None
         self._orphan_times: list[int] = []   # event time each orphan putdone was counted at
         self._longest_put_ms = 0             # the longest put-to-putdone joined
+        self.suppressed: Counter = Counter()  # host -> lines journald's notices say it dropped
 
     @property
     def own(self) -> int:
@@ -95,6 +97,8 @@ class DomeTally:
 
     def _records(self, records: list[dict]) -> None:
         for rec in records:
+            if rec["kind"] == "dome_journald_gap":
+                self.suppressed[rec["host"]] += rec["lines"]
             if rec["kind"] != "dome_put":
                 continue
             self.seen.entered += 1
@@ -166,6 +170,9 @@ def render_dome(total: int, t: DomeTally, top: int) -> list[str]:
                f"{s.joined}, never joined {s.unjoined_at_timeout + s.unjoined_at_end} "
                f"({s.unjoined_at_end} at the end of input); orphan putdones {s.orphan_putdones} "
                f"of {s.putdone_lines} putdone lines ({s.orphans_at_start} near the start)")
+    if t.suppressed:
+        out.append("    lines journald's rate limit dropped before syslog saw them: " + ", ".join(
+            f"{host} {n}" for host, n in sorted(t.suppressed.items())))
     if p.has_tid:
         out.append(f"    calls: {t.opens} opens, stray ends {t.stray_ends} ({t.ends_first_on_thread} first "
                    f"on their thread), calls opened again before their Exiting {t.no_end}")

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::dome_calls::{role_of_query, CallTable};
-use crate::dome_event::{DomeEvent, Role, FS, PHYS, FREE, QUERY, SERVER};
+use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome};
@@ -89,6 +89,14 @@ impl DomeState {
         self.stats.lines += 1;
         if self.clocks.get(ev.host.as_str()).is_none_or(|c| ev.ts > c) {
             self.clocks.set(ev.host.clone(), ev.ts);
+        }
+        if ev.role == Role::JournaldSuppressed {
+            // journald's notice: no process's line, a record of the gap.
+            let lines = Val::int(ev.field(COUNT)).unwrap_or(0);
+            self.stats.journald_suppressed_lines += lines;
+            out.push(Record::JournaldGap { time: ev.ts, host: ev.host.clone(), program: ev.program.clone(), lines });
+            self.sweep(&ev.host, out);
+            return;
         }
         self.learn_role(ev);
         self.process_life(ev, out);

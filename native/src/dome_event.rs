@@ -29,18 +29,22 @@ pub enum Role {
     FsDisabled,
     Startup,
     Other,
+    /// journald's `Suppressed N messages from UNIT` (dome_profiles.SUPPRESSED): no
+    /// profile role, after them.
+    JournaldSuppressed,
 }
 
-pub const ROLE_NAMES: [&str; 19] = [
+pub const ROLE_NAMES: [&str; 20] = [
     "accept", "call", "command", "returns", "put", "put_selected", "putdone_disk",
     "putdone_forward", "putdone_head", "putdone_size", "putdone_error", "chksum_failed",
     "queue_timeout", "capacity", "fs_count", "fs_enabled", "fs_disabled", "startup", "other",
+    "journald_suppressed",
 ];
-const ROLES: [Role; 19] = [
+const ROLES: [Role; 20] = [
     Role::Accept, Role::Call, Role::Command, Role::Returns, Role::Put, Role::PutSelected,
     Role::PutdoneDisk, Role::PutdoneForward, Role::PutdoneHead, Role::PutdoneSize,
     Role::PutdoneError, Role::ChksumFailed, Role::QueueTimeout, Role::Capacity, Role::FsCount,
-    Role::FsEnabled, Role::FsDisabled, Role::Startup, Role::Other,
+    Role::FsEnabled, Role::FsDisabled, Role::Startup, Role::Other, Role::JournaldSuppressed,
 ];
 
 impl Role {
@@ -83,6 +87,7 @@ pub const PFN: usize = 11;
 pub const SIZE: usize = 12;
 pub const PHYS: usize = 17;
 pub const FREE: usize = 18;
+pub const COUNT: usize = 19;
 
 /// Fields read as integers (parsers/dome_lines.INT_FIELDS).
 pub fn is_int_field(index: usize) -> bool {

@@ -47,6 +47,7 @@ pub enum Record {
     Put(PutRecord),
     Capacity { time: i64, host: String, fs: Option<Val>, phys: Option<Val>, free: Option<Val> },
     FsEvent { time: i64, host: String, server: Option<Val>, fs: Option<Val>, enabled: bool, transition: bool },
+    JournaldGap { time: i64, host: String, program: String, lines: i64 },
 }
 
 impl Record {
@@ -104,6 +105,13 @@ impl Record {
                 d.set_item("fs", Val::py(fs, py)?)?;
                 d.set_item("event", if *enabled { "enabled" } else { "disabled" })?;
                 d.set_item("transition", i64::from(*transition))?;
+            }
+            Record::JournaldGap { time, host, program, lines } => {
+                d.set_item("kind", "dome_journald_gap")?;
+                d.set_item("time", time)?;
+                d.set_item("host", host)?;
+                d.set_item("program", program)?;
+                d.set_item("lines", lines)?;
             }
         }
         Ok(d)

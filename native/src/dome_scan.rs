@@ -15,7 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-use crate::dome_event::{is_int_field, DomeEvent, Role, Val};
+use crate::dome_event::{is_int_field, DomeEvent, Role, Val, COUNT};
 use crate::dome_time::rfc3339_ms;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -53,6 +53,20 @@ struct Groups {
     error: usize,
 }
 
+/// journald's `Suppressed N messages from UNIT` notice, as the profile's `[journald]` names
+/// it: journald's idents, the pattern (anchored, matched where the envelope ends) and its
+/// `lines` and `program` groups.
+struct Journald {
+    tags: Vec<String>,
+    regex: Regex,
+    locs: CaptureLocations,
+    lines: usize,
+    program: usize,
+}
+
+/// `[journald]` as Python describes it: (tags, pattern, lines group, program group).
+type JournaldSpec = (Vec<String>, String, usize, usize);
+
 /// An alternative as Python describes it: (wrapper group, role or None, [(field, group)]).
 type AlternativeSpec = (usize, Option<String>, Vec<(usize, usize)>);
 /// A form as Python describes it: (name, pattern, prefix pattern, prefix's tag group,
@@ -69,6 +83,7 @@ pub enum Outcome {
 pub struct DomeScanner {
     forms: Vec<Form>,
     tags: Vec<String>,
+    journald: Option<Journald>,
     to_ms: PyObject,
     rfc3339_to_ms: PyObject,
     max_bytes: usize,
@@ -133,7 +148,7 @@ impl DomeScanner {
             }
         }
         let Some(fi) = matched else {
-            return Ok(self.not_dmlite(py, line));
+            return self.not_dmlite(py, line);
         };
         let form = &self.forms[fi];
         let locs = &form.locs;
@@ -179,20 +194,7 @@ impl DomeScanner {
         let level = span(line, locs, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
         let error = locs.get(form.g.error).is_some();
         let host = span(line, locs, form.g.host).unwrap_or("").to_string();
-        let stamp = if form.rfc3339 {
-            let rtime = span(line, locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
-            match rfc3339_ms(rtime) {
-                Ok(v) => Ok(v),
-                Err(_) => self.python_rfc3339(py, rtime)?,
-            }
-        } else {
-            let parts: Vec<&str> = form.g.stamp[..5].iter().map(|g| g.and_then(|g| span(line, locs, g)).unwrap_or("")).collect();
-            match self.traditional_ms(py, &parts)? {
-                Ok(ms) => Ok((ms, true)),
-                Err(why) => Err(why),
-            }
-        };
-        let (ts, whole) = match stamp {
+        let (ts, whole) = match self.stamp(py, fi, false, line)? {
             Ok(v) => v,
             Err(why) => return Ok(self.fail(MALFORMED, why)),
         };
@@ -203,6 +205,22 @@ impl DomeScanner {
         Ok(Outcome::Parsed(DomeEvent {
             ts, host, program, pid, tid, level, error, role, present, fields, whole_seconds: whole,
         }))
+    }
+
+    /// The stamp of form `fi`'s envelope as its full regex (or, `prefix`, its envelope
+    /// alone) matched it: (ms, whole seconds), or Err(reason) for a malformed line.
+    fn stamp(&mut self, py: Python<'_>, fi: usize, prefix: bool, line: &str) -> PyResult<Result<(i64, bool), String>> {
+        let form = &self.forms[fi];
+        let locs = if prefix { &form.prefix_locs } else { &form.locs };
+        if form.rfc3339 {
+            let rtime = span(line, locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
+            return Ok(match rfc3339_ms(rtime) {
+                Ok(v) => Ok(v),
+                Err(_) => self.python_rfc3339(py, rtime)?,
+            });
+        }
+        let parts: Vec<&str> = form.g.stamp[..5].iter().map(|g| g.and_then(|g| span(line, locs, g)).unwrap_or("")).collect();
+        Ok(self.traditional_ms(py, &parts)?.map(|ms| (ms, true)))
     }
 
     /// A traditional stamp's ms through the stream's EventClock; Err(reason) when the
@@ -242,20 +260,63 @@ impl DomeScanner {
         }
     }
 
-    fn not_dmlite(&mut self, py: Python<'_>, line: &str) -> Outcome {
+    fn not_dmlite(&mut self, py: Python<'_>, line: &str) -> PyResult<Outcome> {
         for i in 0..self.forms.len() {
             let form = &mut self.forms[i];
             if let Ok(Some(_)) = form.prefix.captures_read(&mut form.prefix_locs, line.as_bytes()) {
                 let tag = span(line, &form.prefix_locs, form.prefix_tag).unwrap_or("");
+                if self.journald.as_ref().is_some_and(|j| j.tags.iter().any(|t| t == tag)) {
+                    return self.suppressed(py, i, tag, line);
+                }
                 let why = if self.tags.iter().any(|t| t == tag) {
                     "not a dmlite message".to_string()
                 } else {
                     format!("program {}", Self::repr(py, tag))
                 };
-                return self.fail(FOREIGN, why);
+                return Ok(self.fail(FOREIGN, why));
             }
         }
-        self.fail(MALFORMED, "no syslog envelope".into())
+        Ok(self.fail(MALFORMED, "no syslog envelope".into()))
+    }
+
+    /// journald's line (DomeLineParser._suppressed): `Suppressed N messages from UNIT` for
+    /// a unit of the profile's programs is an event (program the unit's, pid -1, COUNT
+    /// N); any other journald line is foreign.
+    fn suppressed(&mut self, py: Python<'_>, fi: usize, tag: &str, line: &str) -> PyResult<Outcome> {
+        let form = &self.forms[fi];
+        let end = form.prefix_locs.get(0).map_or(0, |(_, e)| e);
+        let host = span(line, &form.prefix_locs, form.g.host).unwrap_or("").to_string();
+        let rest = &line[end..];
+        let Some(j) = self.journald.as_mut() else {
+            return Ok(self.fail(FOREIGN, format!("program {}", Self::repr(py, tag))));
+        };
+        // The locations hold a match's spans only after it matched.
+        let matched = matches!(j.regex.captures_read(&mut j.locs, rest.as_bytes()), Ok(Some(_)));
+        let (program, lines) = if matched {
+            (span(rest, &j.locs, j.program), span(rest, &j.locs, j.lines).unwrap_or(""))
+        } else {
+            (None, "")
+        };
+        let Some(program) = program.filter(|p| self.tags.iter().any(|t| t == p)) else {
+            return Ok(self.fail(FOREIGN, format!("program {}", Self::repr(py, tag))));
+        };
+        if lines.len() > self.max_digits {
+            let why = format!("a number longer than {} digits", self.max_digits);
+            return Ok(self.fail(MALFORMED, why));
+        }
+        let count = ascii_number(lines).unwrap_or(0);
+        let (ts, whole) = match self.stamp(py, fi, true, line)? {
+            Ok(v) => v,
+            Err(why) => return Ok(self.fail(MALFORMED, why)),
+        };
+        let mut fields: [Option<Val>; 20] = Default::default();
+        fields[COUNT] = Some(Val::Int(count));
+        self.result = RESULTS[PARSED];
+        self.counts[PARSED] += 1;
+        Ok(Outcome::Parsed(DomeEvent {
+            ts, host, program: program.to_string(), pid: -1, tid: -1, level: -1, error: false,
+            role: Role::JournaldSuppressed, present: 1 << COUNT, fields, whole_seconds: whole,
+        }))
     }
 
     pub fn event_type(&self, py: Python<'_>) -> Py<PyType> {
@@ -322,10 +383,14 @@ impl DomeScanner {
     /// prefix pattern, prefix's tag group, {group name: index}, [(wrapper group, role or
     /// None, [(field index, group)])]); the patterns in PCRE2 syntax, anchored.
     #[new]
-    #[pyo3(signature = (forms, tags, to_ms, rfc3339_to_ms, event_type, max_bytes, max_digits))]
+    /// journald: the profile's `[journald]` (tags, pattern in PCRE2 syntax, anchored,
+    /// lines group, program group), or None.
+    #[pyo3(signature = (forms, tags, journald, to_ms, rfc3339_to_ms, event_type, max_bytes, max_digits))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         forms: Vec<FormSpec<'_>>,
         tags: Vec<String>,
+        journald: Option<JournaldSpec>,
         to_ms: PyObject,
         rfc3339_to_ms: PyObject,
         event_type: Bound<'_, PyType>,
@@ -371,9 +436,17 @@ impl DomeScanner {
                 alternatives,
             });
         }
+        let journald = match journald {
+            Some((tags, pattern, lines, program)) => {
+                let regex = compile(&pattern, false)?;
+                Some(Journald { tags, locs: regex.capture_locations(), regex, lines, program })
+            }
+            None => None,
+        };
         Ok(DomeScanner {
             forms: compiled,
             tags,
+            journald,
             to_ms,
             rfc3339_to_ms,
             max_bytes,

@@ -7,8 +7,8 @@
 Requests are keyed by token (one request's records stay together), calls by host; the
 value is the record's JSON form (parsers/records.to_json_dict), compact. The DOME kinds
 (parsers/dome_records.py, their JSON form dome_records.to_json_dict): a `dome_put`, the
-DOME request, goes with the requests keyed by its head node; `dome_call`, `dome_capacity`
-and `dome_fs_event` with the calls, keyed by their host. `kind` tells them apart. A missing key is
+DOME request, goes with the requests keyed by its head node; `dome_call`, `dome_capacity`,
+`dome_fs_event` and `dome_journald_gap` with the calls, keyed by their host. `kind` tells them apart. A missing key is
 sent as the empty key. The sink only encodes and holds: the worker's transaction
 (streams/kafka/partitions.py) sends what it holds, so a record reaches its topic exactly
 when the state and offsets that produced it are committed.

@@ -11,6 +11,7 @@ record. `dpmstream run --metrics-port` and the Kafka worker serve the same famil
     dpm_dome_fs_events_total{server,fs,event}                 every enable/disable line
     dpm_dome_checksum_wait_seconds{host}                      checksum waits answered, one file each
     dpm_dome_checksums_total{host,outcome}                    every checksum wait record (host: the head)
+    dpm_dome_journald_suppressed_lines_total{host}            lines journald's rate limit dropped
 
 Labels are bounded: command is a known dome_* command or "other"; code_class is 2xx..5xx
 or none; role head/disk; status success/failed/incomplete; outcome done/failed/timeout/
@@ -120,6 +121,11 @@ class DomeMetrics:
             "or more files at once through one frontend: one record). host: the head",
             ["host", "outcome"], registry=r)
 
+        self.journald_suppressed = Counter(
+            "dpm_dome_journald_suppressed_lines", "Lines of a node's DOME programs that "
+            "journald's rate limit dropped before syslog (and dpmstream) saw them, as its "
+            "`Suppressed N messages from UNIT` notices say", ["host"], registry=r)
+
         def budget(family, labelnames, cost=lambda values: 2):  # a counter: _total, _created
             return SeriesBudget(family, labelnames, max_series, overflow, cost)
 
@@ -136,6 +142,7 @@ class DomeMetrics:
             "checksum_wait": budget("dpm_dome_checksum_wait_seconds", self.checksum_wait.labelnames,
                                     self.checksum_wait.series_per_set),
             "checksums": budget("dpm_dome_checksums_total", ("host", "outcome")),
+            "journald_suppressed": budget("dpm_dome_journald_suppressed_lines_total", ("host",)),
         }
 
     def write(self, record: dict) -> None:
@@ -169,6 +176,10 @@ class DomeMetrics:
         self.fs_enabled.labels(*self._budget["fs"]((server, fs))).set(
             1 if rec["event"] == "enabled" else 0)
 
+
+    def _dome_journald_gap(self, rec: dict) -> None:
+        labels = self._budget["journald_suppressed"]((self._host(rec["host"]),))
+        self.journald_suppressed.labels(*labels).inc(rec["lines"])
 
     def _dome_checksum(self, rec: dict) -> None:
         host = self._host(rec["head"])

@@ -2,6 +2,7 @@
 DOME records (parsers/dome_records.py) into one file per kind, named after it without
 the `dome_` prefix, `DIR/dome-calls.csv`, `dome-puts.csv`, `dome-capacity.csv`,
 `dome-fs-events.csv` (the simulator's truth files' columns, plus `whole_seconds`),
+`dome-journald-gaps.csv`,
 each made when its first record comes."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, csv_line
 # DOME kind -> its file in the output directory
 DOME_FILES = {"dome_call": "dome-calls.csv", "dome_put": "dome-puts.csv",
               "dome_checksum": "dome-checksums.csv",
-              "dome_capacity": "dome-capacity.csv", "dome_fs_event": "dome-fs-events.csv"}
+              "dome_capacity": "dome-capacity.csv", "dome_fs_event": "dome-fs-events.csv",
+              "dome_journald_gap": "dome-journald-gaps.csv"}
 
 
 class CsvSink:

@@ -1,6 +1,7 @@
 """The DOME section of the terminal summary (a record sink of the DOME kinds,
 parsers/dome_records.py): calls per role, command and code class, put outcomes, the
-put-to-putdone time, the last capacity per filesystem and the filesystem events.
+put-to-putdone time, the last capacity per filesystem, the filesystem events and the
+lines journald's rate limit dropped per node (before dpmstream saw them).
 
 Whole-second stamps (docs/dome.md section 3) make a call's duration 0 or 1 s: call
 durations are summarised from sub-second records only, and a run of whole-second calls
@@ -17,7 +18,8 @@ from dpmstream.parsers.dome_records import CODE_CLASSES, code_class, command_lab
 from dpmstream.parsers.records import ms_to_text
 from dpmstream.streams.sinks.summary import QUANTILES, Series
 
-DOME_KINDS = frozenset(("dome_call", "dome_put", "dome_checksum", "dome_capacity", "dome_fs_event"))
+DOME_KINDS = frozenset(("dome_call", "dome_put", "dome_checksum", "dome_capacity", "dome_fs_event",
+                        "dome_journald_gap"))
 PUT_STATUSES = ("success", "failed", "incomplete")
 
 
@@ -34,11 +36,13 @@ class DomeSummary:
         self.checksum_wait_whole = Series()    # ... from whole-second stamps: +-1 s
         self.capacity: dict[tuple[str, str], tuple[int, int, int]] = {}  # (host, fs) -> (time, phys, free)
         self.fs_events: Counter = Counter()    # (server, fs, event) -> events that changed the state
+        self.suppressed: Counter = Counter()   # host -> lines journald's notices say it dropped
         self.first_ms: int | None = None
         self.last_ms: int | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.puts or self.checksums or self.capacity or self.fs_events)
+        return bool(self.calls or self.puts or self.checksums or self.capacity or self.fs_events
+                    or self.suppressed)
 
     def write(self, record: dict) -> None:
         kind = record["kind"]
@@ -70,6 +74,9 @@ class DomeSummary:
             self._cover(record["time"])
             if record["transition"]:
                 self.fs_events[(record["server"], record["fs"], record["event"])] += 1
+        elif kind == "dome_journald_gap":
+            self._cover(record["time"])
+            self.suppressed[record["host"]] += record["lines"]
 
     def close(self) -> None:
         """Nothing to release: render() reads it after the run."""
@@ -104,6 +111,14 @@ class DomeSummary:
             out.append("DOME filesystem state changes (the head's enable/disable lines)")
             for (server, fs, event), n in sorted(self.fs_events.items())[:max_rows]:
                 out.append(f"  {server} {fs}: {event} {n}")
+            out.append("")
+        if self.suppressed:
+            out.append("DOME lines lost before dpmstream saw them (journald's rate limit: its "
+                       "`Suppressed N messages` notices)")
+            for host, n in sorted(self.suppressed.items())[:max_rows]:
+                out.append(f"  {host}: {n} lines")
+            if len(self.suppressed) > max_rows:
+                out.append(f"  ... and {len(self.suppressed) - max_rows} more hosts")
             out.append("")
         if dome_stats is not None:
             s = dome_stats

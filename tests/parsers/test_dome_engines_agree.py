@@ -281,6 +281,12 @@ HOSTILE = [
     "2017-05-30T08:44:06Z dpmhead01 dome[1]: {1}[1] dmlite dome SendSimpleResp : Exiting: code: 200 \u00a0",
     "2017-05-30T08:44:06Z dpmhead01 sshd[1]: Accepted publickey for root",
     "2017-05-30T08:44:06Z dpmhead01 dome[1]: Suppressed 12 messages",
+    "2017-05-30T08:44:06Z dpmhead01 systemd-journald[412]: Suppressed 12 messages from /system.slice/dome.service",
+    "2017-05-30T08:44:06Z dpmhead01 systemd-journald[412]: Suppressed 99999999999999999999 messages from dome.service",
+    "2017-05-30T08:44:06Z dpmhead01 systemd-journald[412]: Suppressed  messages from dome.service",
+    "2017-05-30T08:44:06Z dpmhead01 systemd-journald: Suppressed 3 messages from xrootd@dpm.service trailing",
+    "Feb 30 08:44:06 dpmhead01 journal: Suppressed 3 messages from /system.slice/xrootd@dpm.service",
+    "May 30 08:44:06 dpmhead01 journal: Suppressed 3 messages from /system.slice/xrootd@dpm.service \t",
     "2017-05-30T08:44:06Z dpmhead01 dome[1]: {1}[1] dmlite some thing nobody : knows",
     "2017-05-30T08:44:06Z dpmhead01 dome[1]: {1}[1] dmlite ",
     "2017-05-30T08:44:07Z dpmhead01 dome[1]: {2}[1] dmlite dome dome_put : Selected fs: 'd1:/fs1 from 2 "

@@ -8,7 +8,9 @@ import pytest
 
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_lines import DomeLineParser
-from dpmstream.parsers.dome_profiles import bundled_dome_profiles, dome_profile_from_dict, resolve_dome_profile
+from dpmstream.parsers.dome_profiles import (
+    SUPPRESSED, bundled_dome_profiles, dome_profile_from_dict, resolve_dome_profile,
+)
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, PARSED, UNMATCHED_RESULT
 from dpmstream.parsers.profiles import ProfileError, bundled_profiles, load_profile, resolve_profile
 from dpmstream.simulator.dome_config import ENVELOPES, DomeConfig
@@ -123,7 +125,8 @@ def test_a_traditional_stamp_rolls_into_the_new_year():
 @pytest.mark.parametrize("line, result", [
     ("May 30 08:44:05 dpmhead01 sshd[2211]: Accepted publickey for root from 192.0.2.1 port 22 ssh2", FOREIGN),
     ("May 30 08:44:05 dpmhead01 kernel: nfs: server nfs01 OK", FOREIGN),
-    (f"{RFC3339[:33]}dpmhead01 systemd-journald[412]: Suppressed 57 messages from /system.slice/dome.service", FOREIGN),
+    # journald's notice for another unit (its notice for DOME's: tests/parsers/test_dome_journald.py)
+    (f"{RFC3339[:33]}dpmhead01 systemd-journald[412]: Suppressed 57 messages from /system.slice/named.service", FOREIGN),
     ("May 30 08:44:05 dpmhead01 dome[2345]: FastCGI: starting", FOREIGN),          # ours, not a dmlite message
     (f"May 30 08:44:05 dpmhead01 httpd[77]: {{{TID}}}[1] dmlite dome weird", UNMATCHED_RESULT),
     (f"May 30 08:44:05 dpmhead01 dome: {{{TID}}}[1] dmlite {LOG_LINES[3][0]}", MALFORMED),  # no pid
@@ -151,6 +154,8 @@ def test_the_dpm_loader_refuses_a_dome_profile_by_file_or_name_and_the_bundled_s
     ("roles", {"put": "(?P<token>x)"}, "unknown group"),
     ("roles", {"put": "(unclosed"}, "bad pattern"),
     ("envelope", {"rfc3339": "(?P<host>\\S+) "}, "lacks group"),
+    ("journald", {"suppressed": "Suppressed (?P<lines>\\d+) messages"}, r"\[journald\] suppressed lacks group\(s\) \['program'\]"),
+    ("journald", {"suppressed": "Suppressed (?P<lines>"}, "bad pattern"),
     (None, {"family": "dpm"}, "not a DOME profile"),
     (None, {"required_roles": ["queue_timeout"]}, None),
 ])
@@ -178,7 +183,7 @@ def test_every_simulated_line_reads_as_the_role_and_fields_it_was_written_for(tm
                      accept_lines=stamp == "traditional", **SHORT)
     result = simulate_dome(cfg, tmp_path / "site")
     profile = resolve_dome_profile("dmlite-dome" if generation == "tid" else "dmlite-dome-notid")
-    roles, foreign = set(), 0
+    roles, foreign, notices = set(), 0, 0
     for host, path in result.logs.items():
         p = DomeLineParser(profile, EventClock(cfg.tz, year=2017))
         texts = path.read_text(encoding="utf-8").splitlines()
@@ -187,6 +192,12 @@ def test_every_simulated_line_reads_as_the_role_and_fields_it_was_written_for(tm
             if envelope == "kafka":
                 text = decode(text.encode()).line
             ev = p.parse(text)
+            if line is None and ev is not None:   # journald's notice of the gap: its true count
+                assert (ev.role, ev.host, ev.program) == (SUPPRESSED, host, cfg.program), text
+                assert ev.fields == {"count": result.summary["journald_dropped_lines"][host]}
+                assert ev.ts == result.truth.shows(result.site.gap[1])
+                notices += 1
+                continue
             if line is None:
                 assert p.result == FOREIGN, text
                 foreign += 1
@@ -197,8 +208,9 @@ def test_every_simulated_line_reads_as_the_role_and_fields_it_was_written_for(tm
             assert (ev.ts, ev.whole_seconds) == (result.truth.shows(line.t), cfg.whole_seconds)
             assert ev.error == (line.level < 0)
             roles.add(ev.role)
-    assert foreign == sum(result.summary["foreign_lines"].values())
+    assert foreign + notices == sum(result.summary["foreign_lines"].values())
     assert (foreign > 0) == (envelope in ("messages", "journal"))
+    assert notices == (1 if envelope in ("messages", "journal") else 0)   # the head's one gap
     expected = {"call", "command", "returns", "put", "put_selected", "putdone_disk", "putdone_forward",
                 "putdone_head", "putdone_size", "capacity", "fs_count", "fs_enabled", "fs_disabled", "startup"}
     assert expected <= roles

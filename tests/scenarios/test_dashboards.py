@@ -56,6 +56,7 @@ EXPECTED = {
         "dpm_dome_calls_total", "dpm_dome_call_seconds_bucket",
         "dpm_dome_put_to_putdone_seconds_bucket", "dpm_dome_puts_total", "dpm_dome_fs_free_bytes",
         "dpm_dome_fs_size_bytes", "dpm_dome_fs_enabled", "dpm_dome_fs_events_total",
+        "dpm_dome_journald_suppressed_lines_total",
         "dpmstream_lines_total", "dpmstream_event_lag_seconds")),
 }
 
@@ -130,9 +131,11 @@ def test_every_overview_panel_query_is_valid_promql_and_returns_data(stack, tmp_
 @pytest.fixture(scope="module")
 def dome_stack(tmp_path_factory):
     """A DOME site whose first disk node goes down in the second half (its filesystems
-    disabled, then enabled again), with RFC 3339 stamps (call durations exported)."""
+    disabled, then enabled again), with RFC 3339 stamps (call durations exported), in
+    /var/log/messages (where journald's notice of the head's gap shows)."""
     live = start_dome_stack(tmp_path_factory.mktemp("dome-dash"), sim_args=(
-        "--duration", "600", "--rate", "3", "--disk-down-at", "330", "--disk-down-s", "200"))
+        "--duration", "600", "--rate", "3", "--disk-down-at", "330", "--disk-down-s", "200",
+        "--envelope", "messages"))
     yield live
     live.stop()
 

@@ -75,7 +75,7 @@ def test_every_dome_record_kind_goes_out_keyed_by_its_node():
     a kind with no `host` column (the checksum wait) once crashed the worker."""
     from dpmstream.parsers.dome_records import KINDS
     node = {"dome_call": "dpmhead01", "dome_put": "dpmhead01", "dome_checksum": "dpmhead01",
-            "dome_capacity": "dpmdisk01", "dome_fs_event": "dpmhead01"}
+            "dome_capacity": "dpmdisk01", "dome_fs_event": "dpmhead01", "dome_journald_gap": "dpmhead01"}
     assert set(node) == set(KINDS)
     for kind in KINDS:
         record = {"kind": kind, **{col: None for col in KINDS[kind][0]}}
