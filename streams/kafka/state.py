@@ -166,6 +166,15 @@ class PartitionState:
         for lane, (held_line, held_ms) in released:
             sources[lane].feed(held_line, received_ms=held_ms)
 
+    def finish(self) -> None:
+        """The end of input, which a streaming worker never reaches (a test's, or a
+        partition read to its end): the merge's held lines go to their sources in event
+        time, then the pipeline finishes (every open request and call ends)."""
+        sources = self.pipeline.sources
+        for lane, (held_line, held_ms) in self.dome_merge.drain():
+            sources[lane].feed(held_line, received_ms=held_ms)
+        self.pipeline.finish()
+
     def _decoded(self, key, value, kafka_offset):
         """decode_fields(value), or None for a record counted as bad."""
         try:

@@ -117,7 +117,7 @@ def test_the_worker_dates_a_traditional_dmlite_log_shipped_across_new_year(new_y
     for start in range(0, len(msgs), 500):
         part.feed_batch(msgs[start:start + 500])
         out += part.checkpoint()[0]
-    part.pipeline.finish()   # the end of input a streaming worker never reaches
+    part.finish()   # the end of input a streaming worker never reaches
     out += part.checkpoint()[0]
     assert_truth(new_year_site, out)
     assert years(out) == {2016, 2017}
@@ -142,7 +142,7 @@ def test_the_worker_dates_a_node_silent_for_seven_months_by_its_receive_time(eng
                                                      offset, received, line), len(msgs)))
             offset += len(line) + 1
     part.feed_batch(msgs)
-    part.pipeline.finish()
+    part.finish()
     starts = [r["start"] for r in part.checkpoint()[0] if r["kind"] == "dome_call"]
     assert starts == [int(datetime(2016, 6, 30, 10, tzinfo=ZoneInfo("UTC")).timestamp() * 1000),
                       int(datetime(2017, 1, 15, 10, tzinfo=ZoneInfo("UTC")).timestamp() * 1000)]
