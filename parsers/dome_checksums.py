@@ -271,6 +271,12 @@ class WithChecksumWaits:
     def feed(self, event) -> list[dict]:
         return with_checksums(self.reassembler.feed(event), self.waits)
 
+    def feed_chunk(self, parser, lines, start: int, limit: int | None, budget: int, latest: int):
+        """The compiled reassembler's feed_chunk (parsers/compiled_dome.py): one stream's
+        lines with no Python per line, its records each followed by the waits they end."""
+        chunk = self.reassembler.feed_chunk(parser, lines, start, limit, budget, latest)
+        return chunk._replace(records=with_checksums(chunk.records, self.waits))
+
     def advance(self, now_ms: int) -> list[dict]:
         return with_checksums(self.reassembler.advance(now_ms), self.waits) + self.waits.advance(now_ms)
 
