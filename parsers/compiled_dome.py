@@ -17,7 +17,7 @@ same records in the same order, the same counters and interchangeable snapshots.
 
 from __future__ import annotations
 
-from collections import namedtuple
+from dataclasses import dataclass
 
 from ._fastlines import DomeCore, DomeScanner
 from .clock import EventClock, rfc3339_to_ms
@@ -27,11 +27,16 @@ from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
 
-# Where a compiled DOME feed of a stream's lines stopped, and what it read: the next line
-# index, lines unmatched and of other programs, (host, lines parsed, latest stamp) per
-# host in the order the hosts came, the latest stamp over them, why it stopped (the
-# codes of engines.py) and the records, in the order the per-line feed gives them.
-DomeChunk = namedtuple("DomeChunk", "next unmatched foreign hosts latest why records")
+@dataclass(slots=True)
+class DomeChunk:
+    """Where a compiled DOME feed of a stream's lines stopped, and what it read."""
+    next: int             # the index of the next line to feed
+    unmatched: int        # lines of no role
+    foreign: int          # lines of other programs
+    hosts: list           # (host, lines parsed, latest stamp) per host, in the order they came
+    latest: int           # the latest stamp read (from the stream's before)
+    why: int              # why it stopped: the codes of engines.py
+    records: list         # in the order the per-line feed gives them
 
 
 def pcre2_pattern(pattern: str) -> str:

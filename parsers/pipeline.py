@@ -23,7 +23,6 @@ across sources and the event-time sweeps are the same code for both families.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -260,6 +259,8 @@ class Pipeline:
             self.dome = WithChecksumWaits(
                 engines.new_dome_reassembler(self.dome_engine, **self._dome_settings))
             self.stats.count_dome(self.dome)
+            if self.reassembler.tracking:
+                self.dome.track_changes()
 
     def _feed_dome(self, ev) -> None:
         self._emit_dome(self.dome.feed(ev))
@@ -286,6 +287,8 @@ class Pipeline:
         self._last_clock: dict | None = None
         self._last_linker: dict = {}  # a new linker holds nothing
         self._dome_state = DomeStateTracker()
+        if self.dome is not None:
+            self.dome.track_changes()
 
     def take_changes(self) -> "StateChanges":
         """What changed since the last take (everything, the first time). A thread,
@@ -308,12 +311,9 @@ class Pipeline:
         linked = self.linker.state() or {}  # records held for name-server linking
         if linked != self._last_linker:
             self._last_linker = changes.linker = linked
-        if self.dome is not None:   # per open call and put: parsers/dome_state.py
-            # A copy: the Python reassembler's snapshot shares lists it goes on changing (a
-            # put's putdone threads), which would change what the tracker last took.
-            snap = copy.deepcopy(self.dome.snapshot())   # the reassembler's and the checksums'
-
-            changes.dome = self._dome_state.take(snap["reassembler"], checksums=snap["checksums"])
+        if self.dome is not None:   # per open call and put changed: parsers/dome_state.py
+            taken = self.dome.take_changes()
+            changes.dome = self._dome_state.take(taken["reassembler"], checksums=taken["checksums"])
         return changes
 
     def _net(self, changed: dict, kind: str) -> dict:
@@ -353,6 +353,9 @@ class Pipeline:
             self._last_sources.update((k, s) for k, s in state.sources.items() if s is not None)
             self._last_clock = state.clock
             self._last_linker = state.linker or {}
+            if self.dome is not None:   # what is stored now: changes are taken against it
+                self.dome.track_changes()
+                self.dome.take_changes()
             self._dome_state.restored(dome)
 
     def finish(self) -> None:

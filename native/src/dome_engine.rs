@@ -318,6 +318,16 @@ impl DomeCore {
         crate::dome_snapshot::snapshot(py, &self.st)
     }
 
+    /// From now on take_changes() gives what changed (the first time: all that is open).
+    fn track_changes(&mut self) {
+        crate::dome_snapshot::track_changes(&mut self.st);
+    }
+
+    /// What changed since the last take (parsers/dome_reassembly.DomeReassembler's shape).
+    fn take_changes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::dome_snapshot::take_changes(py, &mut self.st)
+    }
+
     /// Take the state of a snapshot (either engine's), replacing what it holds.
     fn restore(&mut self, state: &Bound<'_, PyDict>) -> PyResult<()> {
         crate::dome_snapshot::restore(&mut self.st, state)
