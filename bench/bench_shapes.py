@@ -15,8 +15,12 @@ Shapes (all simulated; generated once per size into --workdir and reused):
               threads, 100 name-server threads
   multi-file  scenario `multi-file` (4 files per request), DPM + DPNS logs in one replay
   10m         scenario `heavy` with --lines 10000000 (see make_10m for how it is built)
+  dome        a DOME site (`dpmstream simulate --dome`): a head and 3 disk nodes, about
+              1 M lines over the four nodes' dmlite logs (100 k with --quick), replayed
+              side by side; --dome-stamp picks its stamps, traditional (whole seconds, no
+              year) or rfc3339 (microseconds); grep's pattern is the syslog envelope
 
-Every shape is replayed with its DPNS log too (replay reads the daemons
+Every DPM shape is replayed with its DPNS log too (replay reads the daemons
 side by side, as a site would). Variants of replay, each skipped with the reason when its
 environment makes replay exit with an error:
   pure Python   DPMSTREAM_ENGINE=python DPMSTREAM_PURE_PYTHON=1
@@ -34,6 +38,7 @@ rounds; the load average is printed before and after.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +47,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_replay import count_lines, ensure_bytecode  # noqa: E402
-from yardstick import ONE_CORE, against_grep, command, load_note, pinning_note  # noqa: E402
+from yardstick import (  # noqa: E402
+    ENVELOPE_ERE, ONE_CORE, SYSLOG_ENVELOPE_ERE, against_grep, command, load_note, pinning_note,
+)
 
 TARGET_RATIO = 4.0
 
@@ -50,11 +57,21 @@ TARGET_RATIO = 4.0
 @dataclass(frozen=True)
 class Shape:
     name: str
-    scenario: str
-    lines: int          # DPM lines asked of the simulator (full mode)
+    scenario: str       # a DPM scenario, or DOME for a DOME site
+    lines: int          # DPM lines asked of the simulator (full mode); DOME: of all nodes
     quick_lines: int
     overrides: dict = field(default_factory=dict)
     dpns: bool = True   # replay the DPNS log with it
+
+
+DOME = "dome"
+DOME_STAMPS = ("traditional", "rfc3339")
+DOME_DISKS = 3
+DOME_RATE = 20.0           # dome_put calls per second: a busy site
+# Lines the four nodes' logs hold per simulated second at DOME_RATE (measured on the
+# simulator: puts, their putdones, checksum polls, capacity lines): the duration asked
+# for is lines / this, so the files come out near the size asked.
+DOME_LINES_PER_S = 390.0
 
 
 SHAPES = {
@@ -69,6 +86,7 @@ SHAPES = {
                "dpns_threads": 100}),
         Shape("multi-file", "multi-file", 1_000_000, 100_000),
         Shape("10m", "heavy", 10_000_000, 1_000_000),
+        Shape("dome", DOME, 1_000_000, 100_000, dpns=False),
     )
 }
 
@@ -79,8 +97,10 @@ VARIANTS = {  # --variants name -> (label, environment of replay)
 }
 
 
-def simulate_shape(shape: Shape, lines: int, workdir: Path):
+def simulate_shape(shape: Shape, lines: int, workdir: Path, dome_stamp: str = DOME_STAMPS[0]):
     """(files to replay, tz, host, polls per request) of a shape, simulated once."""
+    if shape.scenario == DOME:
+        return simulate_dome_site(shape, lines, workdir, dome_stamp)
     from dpmstream.simulator import simulate
     from dpmstream.simulator.scenarios import scenario
 
@@ -96,6 +116,30 @@ def simulate_shape(shape: Shape, lines: int, workdir: Path):
               flush=True)
     files = [dpm, dpns] if shape.dpns else [dpm]
     return files, cfg.tz, cfg.host, polls_per_request(Path(f"{prefix}.requests.csv"))
+
+
+def simulate_dome_site(shape: Shape, lines: int, workdir: Path, stamp: str):
+    """A DOME site of about `lines` lines (head + DOME_DISKS disk nodes), written once by
+    `dpmstream simulate --dome`: (its nodes' logs, tz, head host, None)."""
+    prefix = workdir / f"{shape.name}-{stamp}-{lines}"
+    done = Path(f"{prefix}.done")  # written last: a run cut short is simulated again
+    tz, head = "UTC", "dpmhead01"
+    if not done.exists():
+        t0 = time.perf_counter()
+        duration = max(60, round(lines / DOME_LINES_PER_S))
+        cmd = [sys.executable, "-m", "dpmstream", "simulate", "--dome", "--quiet",
+               "--out", str(prefix), "--stamp", stamp, "--disks", str(DOME_DISKS),
+               "--rate", f"{DOME_RATE:g}", "--duration", str(duration), "--tz", tz,
+               "--host", head, "--disk-down-at", str(duration // 3),
+               "--restart-at", str(duration * 2 // 3), "--gap-at", str(duration // 2)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+        done.write_text("")
+        print(f"  simulated {shape.name} ({stamp} stamps): {duration} s of a site in "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
+    files = sorted(workdir.glob(f"{prefix.name}.*.log"))
+    return files, tz, head, None
 
 
 def polls_per_request(truth: Path) -> float | None:
@@ -117,9 +161,11 @@ def measure(shape: Shape, files, tz: str, host: str, max_rounds: int, out_dir: P
                          "--host", host, *map(str, files)]
     if out_dir is not None:
         replay += ["--out", str(out_dir)]
+    pattern = SYSLOG_ENVELOPE_ERE if shape.scenario == DOME else ENVELOPE_ERE
     rows = []
     for label, env in (VARIANTS[v] for v in variants):
-        cmp = against_grep(command(replay, env), files, lines, max_rounds=max_rounds)
+        cmp = against_grep(command(replay, env), files, lines, max_rounds=max_rounds,
+                           pattern=pattern)
         rows.append((label, cmp))
         print(f"  {cmp.summary(f'{shape.name}, {label}')}", flush=True)
     return lines, size_mb, rows
@@ -139,6 +185,8 @@ def main() -> int:
                     help="replay with --out (requests.csv and calls.csv written), as a site runs it")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"replay variants, comma-separated, of: {', '.join(VARIANTS)}")
+    ap.add_argument("--dome-stamp", choices=DOME_STAMPS, default=DOME_STAMPS[0],
+                    help="the dome shape's syslog stamps (default: %(default)s)")
     ap.add_argument("--generate-only", action="store_true",
                     help="simulate the logs missing from --workdir, measure nothing")
     args = ap.parse_args()
@@ -159,7 +207,7 @@ def main() -> int:
         shape = SHAPES[name]
         lines = shape.quick_lines if args.quick else shape.lines
         max_rounds = args.max_rounds or (4 if lines > 2_000_000 else 8)
-        files, tz, host, polls = simulate_shape(shape, lines, workdir)
+        files, tz, host, polls = simulate_shape(shape, lines, workdir, args.dome_stamp)
         if args.generate_only:
             continue
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:

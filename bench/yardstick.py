@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Callable
 
 ENVELOPE_ERE = r"^[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})? +[0-9]+(,[0-9]+)? [^ :]+: "
+# A syslog envelope of either stamp style (DOME's logs): `May 30 08:44:05 host prog[pid]: `
+# or RFC 3339 `2017-05-30T08:44:05.123456+02:00 host prog[pid]: `.
+SYSLOG_ENVELOPE_ERE = (r"^([A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2}"
+                       r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+([+-][0-9:]+|Z)) [^ ]+ [^ :]+: ")
 CORE = "0"
 ONE_CORE = ["taskset", "-c", CORE] if shutil.which("taskset") else []
 GREP_ENV = {"LC_ALL": "C"}    # byte matching: the floor, not what a UTF-8 locale costs
@@ -103,9 +107,9 @@ def command(cmd: list[str], env: dict | None = None) -> Callable[[], Measured]:
     return lambda: run_measured(cmd, env)
 
 
-def grep_command(paths) -> list[str]:
+def grep_command(paths, pattern: str = ENVELOPE_ERE) -> list[str]:
     # Into a pipe (run_measured's): GNU grep stops at the first match when its output is /dev/null.
-    return ONE_CORE + ["grep", "-cE", ENVELOPE_ERE, *map(str, paths)]
+    return ONE_CORE + ["grep", "-cE", pattern, *map(str, paths)]
 
 
 def grep_seconds(*paths: Path) -> float:
@@ -180,10 +184,12 @@ def is_stable(ratios: list[float]) -> bool:
 
 
 def against_grep(measure: Callable[[], Measured], files, lines: int, *,
-                 min_rounds: int = WINDOW, max_rounds: int = MAX_ROUNDS) -> Comparison:
-    """Alternate grep on `files` and `measure()` until the CPU ratio is stable (or
-    max_rounds). A failing measured command ends it with the error (its last stderr line)."""
-    grep = grep_command(files)
+                 min_rounds: int = WINDOW, max_rounds: int = MAX_ROUNDS,
+                 pattern: str = ENVELOPE_ERE) -> Comparison:
+    """Alternate grep for `pattern` (the logs' envelope) on `files` and `measure()` until
+    the CPU ratio is stable (or max_rounds). A failing measured command ends it with the
+    error (its last stderr line)."""
+    grep = grep_command(files, pattern)
     result = Comparison(lines)
     ratios: list[float] = []
     while len(result.rounds) < max_rounds:

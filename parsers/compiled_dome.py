@@ -12,9 +12,12 @@ same records in the same order, the same counters and interchangeable snapshots.
     for ev in merge_by_time(per_node_events):             # events of either parser
         records += engine.feed(ev)
     records += engine.feed_lines(parser, lines)           # or one stream, no Python per line
+    chunk = engine.feed_chunk(parser, lines, start, limit, budget, latest)   # Source's way
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ._fastlines import DomeCore, DomeScanner
 from .clock import EventClock, rfc3339_to_ms
@@ -23,6 +26,17 @@ from .dome_profiles import FIELDS, FORMS, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
+
+@dataclass(slots=True)
+class DomeChunk:
+    """Where a compiled DOME feed of a stream's lines stopped, and what it read."""
+    next: int             # the index of the next line to feed
+    unmatched: int        # lines of no role
+    foreign: int          # lines of other programs
+    hosts: list           # (host, lines parsed, latest stamp) per host, in the order they came
+    latest: int           # the latest stamp read (from the stream's before)
+    why: int              # why it stopped: the codes of engines.py
+    records: list         # in the order the per-line feed gives them
 
 
 def pcre2_pattern(pattern: str) -> str:
@@ -97,11 +111,33 @@ class CompiledDomeLineParser:
 
 class CompiledDomeReassembler(DomeCore):
     """DomeReassembler's twin: the same constructor, feed / advance / finish, stats,
-    snapshot() and from_snapshot(); and feed_lines(parser, lines), one stream's lines
-    parsed and reassembled without Python per line."""
+    snapshot() and from_snapshot(); and feed_chunk (Source's) and feed_lines(parser,
+    lines), one stream's lines parsed and reassembled without Python per line."""
 
     def feed_lines(self, parser: CompiledDomeLineParser, lines: list[str]) -> list[dict]:
-        return super().feed_lines(parser.scanner, lines)
+        """The records of one stream's lines, each parsed by `parser` (its counts) and fed."""
+        from .engines import SLOW  # here: engines imports this module
+        records: list[dict] = []
+        i, n = 0, len(lines)
+        while i < n:
+            chunk = self.feed_chunk(parser, lines, i, None, n, -1)
+            records += chunk.records
+            i = chunk.next
+            if chunk.why == SLOW:   # not UTF-8 text: the parser's own reading of it
+                ev = parser.parse(lines[i])
+                if ev is not None:
+                    records += self.feed(ev)
+                i += 1
+        return records
+
+    def feed_chunk(self, parser: CompiledDomeLineParser, lines, start: int, limit: int | None,
+                   budget: int, latest: int) -> "DomeChunk":
+        """lines[start:] (a list of bytes or str, or a LineBlock) parsed by `parser` and
+        fed with no Python per line, until a stop (DomeChunk.why: the codes of
+        engines.py): a line left to the caller, a malformed line (the one before `next`:
+        parser.result and reason say why), the latest stamp read (from `latest`, the
+        stream's before) past `limit`, or `budget` lines taken."""
+        return DomeChunk(*super().feed_chunk(parser.scanner, lines, start, limit, budget, latest))
 
     @property
     def stats(self) -> DomeStats:

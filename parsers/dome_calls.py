@@ -49,6 +49,10 @@ class CallTable:
         self.timeout_ms = timeout_ms
         self.open: dict[str, OrderedDict] = {}   # host -> (pid, tid) -> OpenCall
         self.count = 0
+        # Once tracked (take_changes): the calls opened, moved or closed since the last
+        # take, in the order of their last change (every change of an open call moves it
+        # to the end, so the open ones come in activity order).
+        self.changed: dict | None = None
 
     def line(self, ev, out: list) -> None:
         """A line of a thread (tid >= 0): open, fill, end or touch its call."""
@@ -70,6 +74,7 @@ class CallTable:
         call.latest = max(call.latest, ev.ts)
         call.whole = call.whole or ev.whole_seconds
         calls.move_to_end(key)
+        self._mark(host, key)
         f = ev.fields
         if role == "call":
             call.framed = True
@@ -89,9 +94,33 @@ class CallTable:
         self.count += 1
         return call
 
+    def _mark(self, host: str, key: tuple) -> None:
+        if self.changed is not None:
+            self.changed.pop((host, key), None)
+            self.changed[(host, key)] = None
+
+    def track_changes(self) -> None:
+        """From now on changes() names what changed (the first time: every open call)."""
+        self.changed = {(host, key): None for host, calls in self.open.items() for key in calls}
+
+    def changes(self) -> list:
+        """[host, pid, tid, its state row or None (closed)] of each call changed since the
+        last call, the open ones in activity order; then tracking starts again."""
+        out = []
+        for host, key in self.changed:
+            call = self.open.get(host, {}).get(key)
+            out.append([host, *key, None if call is None else self.row(key, call)])
+        self.changed = {}
+        return out
+
+    @staticmethod
+    def row(key: tuple, call: OpenCall) -> list:
+        return [*key, *(getattr(call, name) for name in CALL_STATE)]
+
     def _close(self, host, key, call: OpenCall, ret, out: list) -> None:
         del self.open[host][key]
         self.count -= 1
+        self._mark(host, key)
         end = None if ret is None else ret.ts
         self.stats.calls += 1
         if ret is None:
@@ -137,7 +166,7 @@ class CallTable:
 
     def state(self) -> dict:
         """The open calls, per host in least-recently-active order, as plain lists."""
-        return {host: [[pid, tid, *(getattr(c, name) for name in CALL_STATE)] for (pid, tid), c in calls.items()]
+        return {host: [self.row(key, c) for key, c in calls.items()]
                 for host, calls in self.open.items() if calls}
 
     def load_state(self, state: dict) -> None:

@@ -271,6 +271,13 @@ class WithChecksumWaits:
     def feed(self, event) -> list[dict]:
         return with_checksums(self.reassembler.feed(event), self.waits)
 
+    def feed_chunk(self, parser, lines, start: int, limit: int | None, budget: int, latest: int):
+        """The compiled reassembler's feed_chunk (parsers/compiled_dome.py): one stream's
+        lines with no Python per line, its records each followed by the waits they end."""
+        chunk = self.reassembler.feed_chunk(parser, lines, start, limit, budget, latest)
+        chunk.records = with_checksums(chunk.records, self.waits)
+        return chunk
+
     def advance(self, now_ms: int) -> list[dict]:
         return with_checksums(self.reassembler.advance(now_ms), self.waits) + self.waits.advance(now_ms)
 
@@ -279,6 +286,14 @@ class WithChecksumWaits:
 
     def snapshot(self) -> dict:
         return {"reassembler": self.reassembler.snapshot(), "checksums": self.waits.snapshot()}
+
+    def track_changes(self) -> None:
+        self.reassembler.track_changes()
+
+    def take_changes(self) -> dict:
+        """The reassembler's changes since the last take, and the checksum stage whole
+        (bounded by its cap on open runs)."""
+        return {"reassembler": self.reassembler.take_changes(), "checksums": self.waits.snapshot()}
 
     @classmethod
     def from_snapshot(cls, state: dict, reassembler_type, checksum_settings: dict | None = None,

@@ -30,7 +30,9 @@ LINE, TIMEOUT, EVICTED, INPUT_END = "line", "timeout", "evicted", "input_end"
 class OpenPut:
     __slots__ = ("seq", "head", "pid", "lfn", "put_time", "latest", "put_code", "server", "fs",
                  "sel_sec", "count", "pfn", "size", "disk_time", "head_time", "disk_code",
-                 "head_code", "error", "whole", "threads", "done")
+                 "head_code", "error", "whole", "threads", "done",
+                 # not its state row: what the indices by seq hold of it (take_changes)
+                 "deadline", "settled", "thread")
 
     def __init__(self, seq, ev, lfn):
         self.seq = seq
@@ -43,10 +45,14 @@ class OpenPut:
         self.whole = ev.whole_seconds
         self.threads: list = []   # (host, pid, tid) of its putdone calls awaiting their Exiting
         self.done = False
+        self.deadline = None      # put_time + the table's timeout
+        self.settled: list = []   # its disk putdone calls' Exiting times (the settling heap's)
+        self.thread = None        # (host, pid, tid) of its dome_put call (put_threads' key)
 
 
-# An open put's state: its slots but the `done` flag (an open put is not done).
-PUT_STATE = tuple(name for name in OpenPut.__slots__ if name != "done")
+# An open put's state: its slots but the `done` flag (an open put is not done) and what
+# the indices hold of it.
+PUT_STATE = OpenPut.__slots__[:OpenPut.__slots__.index("done")]
 
 
 def split_pfn(pfn: str) -> tuple[str, int, int] | None:
@@ -61,6 +67,10 @@ def split_pfn(pfn: str) -> tuple[str, int, int] | None:
 
 def _decimal(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS
+
+
+def _seqs(puts: list | None) -> list | None:
+    return None if puts is None else [p.seq for p in puts]
 
 
 def basename(path: str) -> str:
@@ -97,15 +107,22 @@ class PutTable:
         self.waiting: dict[tuple, list] = {}                   # (server, basename) -> items
         self.waiting_order: deque = deque()                    # (key, item), oldest first
         self.heads: set = set()                                # hosts that logged puts
+        # Once tracked (take_changes): puts changed since the last take, seq -> whether
+        # it moved to the end of the activity order (those in the order of their last
+        # move: the table's), and the index keys changed.
+        self.changed: dict | None = None
+        self.changed_unselected: set = set()
+        self.changed_by_name: set = set()
 
     # -- lines -------------------------------------------------------------------------
     def entering(self, ev, out: list) -> None:
         self.heads.add(ev.host)
         put = self._new(ev, ev.fields["lfn"], out)
         if ev.tid >= 0:
-            self.put_threads[(ev.host, ev.pid, ev.tid)] = put
+            self._put_thread((ev.host, ev.pid, ev.tid), put)
         else:
             self.unselected.setdefault((ev.host, ev.pid, put.lfn), []).append(put)
+            self._index_changed(self.changed_unselected, (ev.host, ev.pid, put.lfn))
 
     def selected(self, ev, out: list) -> None:
         f = ev.fields
@@ -122,15 +139,17 @@ class PutTable:
             if waiting:
                 put = waiting[-1]   # the latest Entering of that LFN: an older one was refused
                 _discard(self.unselected, (ev.host, ev.pid, f["lfn"]), put)
+                self._index_changed(self.changed_unselected, (ev.host, ev.pid, f["lfn"]))
         if put is None or put.done:
             put = self._new(ev, f["lfn"], out)
             if ev.tid >= 0:
-                self.put_threads[(ev.host, ev.pid, ev.tid)] = put
+                self._put_thread((ev.host, ev.pid, ev.tid), put)
         self._touch(put, ev)
         put.server, put.fs, put.sel_sec = f["server"], f["fs"], ev.ts // 1000
         put.count = self.selected_count[proc]
         key = (put.server, basename(put.lfn))
         self.by_name.setdefault(key, []).append(put)
+        self._index_changed(self.changed_by_name, key)
         for item in self.waiting.pop(key, ()):
             item[2] = False
             self.putdone(item[0], item[1], out)
@@ -150,9 +169,11 @@ class PutTable:
             put, side = done
             if put.done:
                 return
+            self._changed(put)
             put.threads.remove(thread)
             if side == "disk":
                 put.disk_code = code
+                put.settled.append(ev.ts)
                 # The disk relays the head's answer: the put is over, but lines of the head
                 # stamped as late may still come (other node, same second): wait for them.
                 heapq.heappush(self.settling, (ev.ts, put.seq))
@@ -168,8 +189,12 @@ class PutTable:
     def thread_reopened(self, ev) -> None:
         """A new call on a thread: the Exiting that comes is not an older call's."""
         thread = (ev.host, ev.pid, ev.tid)
-        self.put_threads.pop(thread, None)
-        self.done_threads.pop(thread, None)
+        put = self.put_threads.pop(thread, None)
+        if put is not None:
+            self._changed(put)
+        done = self.done_threads.pop(thread, None)
+        if done is not None:
+            self._changed(done[0])
 
     def putdone(self, ev, side: str, out: list) -> None:
         f = ev.fields
@@ -188,9 +213,12 @@ class PutTable:
             put.head_time = ev.ts
         put.size = f.get("size")
         put.whole = put.whole or ev.whole_seconds
-        self.open.move_to_end(put.seq)
+        self._move_to_end(put)
         if ev.tid >= 0:
             thread = (ev.host, ev.pid, ev.tid)
+            before = self.done_threads.get(thread)
+            if before is not None and before[0] is not put:
+                self._changed(before[0])
             self.done_threads[thread] = (put, side)
             put.threads.append(thread)
 
@@ -199,6 +227,7 @@ class PutTable:
         if put is None:
             self.stats.orphan_putdone_errors += 1
         else:
+            self._changed(put)
             put.error = True
 
     def _join(self, ev, side: str, pfn: str) -> OpenPut | None:
@@ -228,11 +257,88 @@ class PutTable:
                 self.stats.ambiguous_putdones += 1
                 put = candidates[0]
         _discard(self.by_name, (put.server, base), put)
+        self._index_changed(self.changed_by_name, (put.server, base))
+        self._changed(put)
         put.pfn = pfn
         self.by_pfn[pfn] = put
         return put
 
     # -- time ---------------------------------------------------------------------------
+    # -- changes, for a checkpoint ------------------------------------------------------
+    def track_changes(self) -> None:
+        """From now on changes() names what changed (the first time: all that is open)."""
+        self.changed = dict.fromkeys(self.open, True)
+        self.changed_unselected = set(self.unselected)
+        self.changed_by_name = set(self.by_name)
+
+    def changes(self) -> dict:
+        """What changed since the last call, as state() lists it: puts [seq, row or None
+        (gone), their items in the indices by seq, moved] (the moved ones in activity
+        order), the index keys changed [*key, seqs or None]; then tracking starts again."""
+        puts = []
+        for seq, moved in self.changed.items():
+            put = self.open.get(seq)
+            puts.append([seq, None, None, False] if put is None
+                        else [seq, self._row(put), self._items(put), moved])
+        out = {
+            "puts": puts,
+            "unselected": [[*k, _seqs(self.unselected.get(k))] for k in self.changed_unselected],
+            "by_name": [[*k, _seqs(self.by_name.get(k))] for k in self.changed_by_name],
+        }
+        self.changed, self.changed_unselected, self.changed_by_name = {}, set(), set()
+        return out
+
+    def rest(self) -> dict:
+        """The counts, offsets, waiting putdones and heads: bounded by processes, hosts and
+        the allowance, not by traffic."""
+        return {
+            "seq": self.seq,
+            "selected_count": [[*k, n] for k, n in self.selected_count.items()],
+            "offset": [[*k, n] for k, n in self.offset.items()],
+            "waiting": [[*key, list(item[0]), item[1]] for key, item in self.waiting_order if item[2]],
+            "heads": sorted(self.heads),
+        }
+
+    @staticmethod
+    def _row(put: OpenPut) -> list:
+        return [getattr(put, name) if name != "threads" else [list(t) for t in put.threads]
+                for name in PUT_STATE]
+
+    def _items(self, put: OpenPut) -> dict:
+        """The put's items in the indices by seq, as state() lists them."""
+        items = {"deadlines": [[put.deadline, put.seq]]}
+        if put.settled:
+            items["settling"] = [[at, put.seq] for at in sorted(put.settled)]
+        if put.thread is not None and self.put_threads.get(put.thread) is put:
+            items["put_threads"] = [[*put.thread, put.seq]]
+        done = [[*t, put.seq, self.done_threads[t][1]] for t in dict.fromkeys(put.threads)
+                if self.done_threads.get(t, (None,))[0] is put]
+        if done:
+            items["done_threads"] = done
+        return items
+
+    def _changed(self, put: OpenPut) -> None:
+        if self.changed is not None:
+            self.changed.setdefault(put.seq, False)
+
+    def _move_to_end(self, put: OpenPut) -> None:
+        self.open.move_to_end(put.seq)
+        if self.changed is not None:
+            self.changed.pop(put.seq, None)
+            self.changed[put.seq] = True
+
+    def _index_changed(self, keys: set, key: tuple) -> None:
+        if self.changed is not None:
+            keys.add(key)
+
+    def _put_thread(self, thread: tuple, put: OpenPut) -> None:
+        """`thread`'s dome_put call is `put`'s (a put it named before changes too)."""
+        before = self.put_threads.get(thread)
+        if before is not None and before is not put:
+            self._changed(before)
+        self.put_threads[thread] = put
+        put.thread = thread
+
     def expire(self, clocks: dict, allowance_ms: int, out: list) -> None:
         """Puts whose disk putdone call returned, once their head's watermark is past that
         line; then puts whose head's watermark is past put_time + timeout: nothing can
@@ -285,7 +391,6 @@ class PutTable:
     def state(self) -> dict:
         """The open puts and every index over them (puts by seq), as plain lists."""
         return {
-            "seq": self.seq,
             "open": [[getattr(p, name) for name in PUT_STATE] for p in self.open.values()],
             "deadlines": sorted(d for d in self.deadlines if d[1] in self.open),
             "settling": sorted(d for d in self.settling if d[1] in self.open),
@@ -293,10 +398,7 @@ class PutTable:
             "done_threads": [[*t, p.seq, side] for t, (p, side) in self.done_threads.items() if not p.done],
             "unselected": [[*k, [p.seq for p in ps]] for k, ps in self.unselected.items()],
             "by_name": [[*k, [p.seq for p in ps]] for k, ps in self.by_name.items()],
-            "selected_count": [[*k, n] for k, n in self.selected_count.items()],
-            "offset": [[*k, n] for k, n in self.offset.items()],
-            "waiting": [[*key, list(item[0]), item[1]] for key, item in self.waiting_order if item[2]],
-            "heads": sorted(self.heads),
+            **self.rest(),
         }
 
     def load_state(self, state: dict, event_type) -> None:
@@ -308,11 +410,20 @@ class PutTable:
                 setattr(put, name, value)
             put.threads = [tuple(t) for t in put.threads]
             put.done = False
+            put.deadline, put.settled, put.thread = None, [], None
             self.open[put.seq] = put
         self.deadlines = [tuple(d) for d in state["deadlines"]]
         self.settling = [tuple(d) for d in state["settling"]]
+        for deadline, s in self.deadlines:
+            if s in self.open:
+                self.open[s].deadline = deadline
+        for returned, s in self.settling:
+            if s in self.open:
+                self.open[s].settled.append(returned)
         seq = self.open.__getitem__
         self.put_threads = {(h, pid, tid): seq(s) for h, pid, tid, s in state["put_threads"]}
+        for thread, put in self.put_threads.items():
+            put.thread = thread
         self.done_threads = {(h, pid, tid): (seq(s), side) for h, pid, tid, s, side in state["done_threads"]}
         self.unselected = {(h, pid, lfn): [seq(s) for s in ss] for h, pid, lfn, ss in state["unselected"]}
         self.by_name = {(server, base): [seq(s) for s in ss] for server, base, ss in state["by_name"]}
@@ -339,13 +450,15 @@ class PutTable:
         self.seq += 1
         put = OpenPut(self.seq, ev, lfn)
         self.open[put.seq] = put
-        heapq.heappush(self.deadlines, (put.put_time + self.timeout_ms, put.seq))
+        self._move_to_end(put)
+        put.deadline = put.put_time + self.timeout_ms
+        heapq.heappush(self.deadlines, (put.deadline, put.seq))
         return put
 
     def _touch(self, put: OpenPut, ev) -> None:
         put.latest = max(put.latest, ev.ts)
         put.whole = put.whole or ev.whole_seconds
-        self.open.move_to_end(put.seq)
+        self._move_to_end(put)
 
     def _end_unfinished(self, put: OpenPut, reason: str, out: list) -> None:
         if put.disk_time is not None or put.head_time is not None:
@@ -362,14 +475,19 @@ class PutTable:
     def _emit(self, put: OpenPut, status: str, reason: str, ended: int, out: list) -> None:
         put.done = True
         del self.open[put.seq]
+        self._changed(put)
         if put.pfn is not None:
             self.by_pfn.pop(put.pfn, None)
         elif put.sel_sec is not None:
             _discard(self.by_name, (put.server, basename(put.lfn)), put)
+            self._index_changed(self.changed_by_name, (put.server, basename(put.lfn)))
         else:
             _discard(self.unselected, (put.head, put.pid, put.lfn), put)
+            self._index_changed(self.changed_unselected, (put.head, put.pid, put.lfn))
         for thread in put.threads:
-            self.done_threads.pop(thread, None)
+            done = self.done_threads.pop(thread, None)
+            if done is not None and done[0] is not put:
+                self._changed(done[0])
         if status == "incomplete" or put.pfn is None:
             pfn_cols = {"pfn": None, "size": None, "putdone_code": None}
         else:

@@ -130,11 +130,28 @@ class DomeReassembler:
         """Everything the reassembler holds, as plain JSON-able values: a driver that
         stores it and builds a reassembler from it (from_snapshot) goes on as one that
         never stopped (the records, the order and the counters the same)."""
+        return {**self._hosts_state(), "calls": self.calls.state(), "puts": self.puts.state()}
+
+    def track_changes(self) -> None:
+        """From now on take_changes() says what changed (the first time: all that is open)."""
+        self.calls.track_changes()
+        self.puts.track_changes()
+
+    def take_changes(self) -> dict:
+        """What changed since the last take, as snapshot() lists it (parsers/dome_state.py
+        keeps it as entries): `calls` [host, pid, tid, row or None], `puts` [seq, row or
+        None, its items in the indices by seq, whether it moved], the moved ones in
+        activity order; `unselected`, `by_name` [*key, seqs or None]; `rest` whole (bounded
+        by hosts, processes and filesystems). Its cost follows the changes."""
+        return {"calls": self.calls.changes(), **self.puts.changes(),
+                "rest": {**self._hosts_state(), **self.puts.rest()}}
+
+    def _hosts_state(self) -> dict:
         return {
             "clocks": dict(self.clocks), "roles": dict(self.roles),
             "pids": [[h, prog, pid] for (h, prog), pid in self.pids.items()],
             "fs_enabled": [[server, fs, on] for (server, fs), on in self.fs_enabled.items()],
-            "calls": self.calls.state(), "puts": self.puts.state(), "stats": self.stats.as_dict(),
+            "stats": self.stats.as_dict(),
         }
 
     @classmethod

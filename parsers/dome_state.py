@@ -2,10 +2,12 @@
 writes one record per key (the Kafka worker's compacted state topic) keeps of it.
 
     tracker = DomeStateTracker()
-    changes = tracker.take(reassembler.snapshot())   # {key: JSON-safe value, or None: gone}
-    ...                                               # the store keeps the latest per key
+    reassembler.track_changes()
+    changes = tracker.take(reassembler.take_changes())  # {key: JSON-safe value, or None: gone}
+    ...                                                  # the store keeps the latest per key
     reassembler = DomeReassembler.from_snapshot(snapshot_of(entries), **settings)
-    tracker.restored(entries)                         # later changes are taken against them
+    reassembler.track_changes(); reassembler.take_changes()   # what is stored now ...
+    tracker.restored(entries)                            # ... later changes are taken against
 
 Entries (docs/dome.md, "State"): one per open call ("c|" and its (host, pid, tid)), one per
 open put ("p|SEQ": the put with its deadlines and its threads), one per list of the put
@@ -19,10 +21,14 @@ puts that changed since the last one, not the tables.
 Order. Calls of a host, and puts, are kept least recently active first (timeouts and the
 caps take the front): each entry carries an order number, and an entry that moved (an
 active call goes to the end) takes a new, higher one; the numbers only increase, so the
-entries sorted by them are the table in its order.
+entries sorted by them are the table in its order. An entry changed in place (a put's
+codes, its error, its threads) keeps its number: nothing moved it past another.
 
-Cost: take() walks the whole snapshot (O(open calls and puts)) to find what changed. The
-keys are built from JSON lists, so no host, LFN or server name can make two keys one.
+Cost: proportional to what changed. The reassembler (either engine) notes the calls,
+puts and index keys it changes (take_changes(): those, the moved ones in the table's
+order, and the bounded rest whole); the tracker keeps only the order numbers and the
+rest, and walks none of the open state. The keys are built from JSON lists, so no host,
+LFN or server name can make two keys one.
 """
 
 from __future__ import annotations
@@ -42,67 +48,71 @@ def _key(prefix: str, *parts) -> str:
 
 class DomeStateTracker:
     """Net changes of a DOME reassembler's state between two takes (everything, the first
-    time). An entry gone is None, and only if an earlier take reported it."""
+    time), from what the reassembler says changed (its take_changes(), once it tracks
+    them: track_changes()). An entry gone is None, and only if an earlier take reported
+    it. Holds the order numbers of the entries stored and the bounded rest, no copy of
+    the tables."""
 
     def __init__(self) -> None:
-        self._last: dict[str, object] = {}
+        self._orders: dict[str, int] = {}    # CALL and PUT keys stored -> their order number
+        self._indexed: set[str] = set()      # UNSELECTED and BY_NAME keys stored
+        self._rest: object = None
+        self._checksums: object = None
         self._next_order = 0
 
-    def take(self, snapshot: dict, checksums: dict | None = None) -> dict[str, object]:
-        """The changes since the last take of the reassembler's `snapshot` and, when
-        given, the checksum stage's (one entry)."""
-        entries = self.entries(snapshot)
+    def take(self, changes: dict, checksums: dict | None = None) -> dict[str, object]:
+        """The entries of the reassembler's `changes` (take_changes(): the calls and puts
+        changed, the index keys changed, the rest) and, when given, of the checksum
+        stage's snapshot (one entry)."""
+        out: dict[str, object] = {}
+        for host, pid, tid, row in changes["calls"]:
+            key = _key(CALL, host, pid, tid)
+            if row is None:
+                self._gone(key, out)
+            else:   # every change of a call moved it to the end of its host's order
+                out[key] = [host, self._new_order(key), row]
+        for seq, row, items, moved in changes["puts"]:
+            key = _key(PUT, seq)
+            if row is None:
+                self._gone(key, out)
+            else:   # a put changed in place keeps its number: it did not move
+                order = None if moved else self._orders.get(key)
+                out[key] = [items, self._new_order(key) if order is None else order, row]
+        for prefix, name in ((UNSELECTED, "unselected"), (BY_NAME, "by_name")):
+            for *index_key, seqs in changes[name]:
+                key = _key(prefix, *index_key)
+                if seqs is None:
+                    self._gone(key, out)
+                else:
+                    self._indexed.add(key)
+                    out[key] = [*index_key, seqs]
+        rest = _as_json(changes["rest"])
+        if rest != self._rest:
+            self._rest = out[REST] = rest
         if checksums is not None:
-            entries[CHECKSUMS] = json.loads(json.dumps(checksums))
-        last = self._last
-        changes = {key: value for key, value in entries.items() if last.get(key) != value}
-        for key in last:
-            if key not in entries:
-                changes[key] = None
-        self._last = entries
-        return changes
+            value = _as_json(checksums)
+            if value != self._checksums:
+                self._checksums = out[CHECKSUMS] = value
+        return out
 
     def restored(self, entries: dict[str, object]) -> None:
         """The store's entries a reassembler was just rebuilt from: what is stored now."""
-        self._last = {key: value for key, value in entries.items() if value is not None}
-        orders = [value[1] for key, value in self._last.items() if key.startswith((CALL, PUT))]
-        self._next_order = max(orders, default=-1) + 1
+        live = {key: value for key, value in entries.items() if value is not None}
+        self._orders = {key: value[1] for key, value in live.items() if key.startswith((CALL, PUT))}
+        self._indexed = {key for key in live if key.startswith((UNSELECTED, BY_NAME))}
+        self._rest = live.get(REST)
+        self._checksums = live.get(CHECKSUMS)
+        self._next_order = max(self._orders.values(), default=-1) + 1
 
-    def entries(self, snapshot: dict) -> dict[str, object]:
-        """The snapshot as entries, order numbers kept where the order held."""
-        puts = snapshot["puts"]
-        out: dict[str, object] = {REST: {
-            "clocks": snapshot["clocks"], "roles": snapshot["roles"], "pids": snapshot["pids"],
-            "fs_enabled": snapshot["fs_enabled"], "stats": snapshot["stats"],
-            **{name: puts[name] for name in _REST_OF_PUTS}}}
-        for host, rows in snapshot["calls"].items():
-            self._in_order(out, ((_key(CALL, host, row[0], row[1]), host, row) for row in rows))
-        extras: dict[int, dict] = {}
-        for name in ("deadlines", "settling", "put_threads", "done_threads"):
-            for item in puts[name]:
-                seq = item[1] if name in ("deadlines", "settling") else item[3]
-                extras.setdefault(seq, {}).setdefault(name, []).append(list(item))
-        self._in_order(out, ((_key(PUT, row[0]), extras.get(row[0], {}), _as_json(row))
-                             for row in puts["open"]))
-        for *index_key, seqs in puts["unselected"]:
-            out[_key(UNSELECTED, *index_key)] = [*index_key, seqs]
-        for *index_key, seqs in puts["by_name"]:
-            out[_key(BY_NAME, *index_key)] = [*index_key, seqs]
-        return out
+    def _new_order(self, key: str) -> int:
+        order = self._orders[key] = self._next_order
+        self._next_order += 1
+        return order
 
-    def _in_order(self, out: dict, keyed) -> None:
-        """Entries [tag, order, row] of one ordered table, in its order: an entry keeps its
-        order number while its row is unchanged and it still follows the one before."""
-        last, floor = self._last, -1
-        for key, tag, row in keyed:
-            before = last.get(key)
-            if before is not None and before[1] > floor and before[0] == tag and before[2] == row:
-                order = before[1]
-            else:
-                order = self._next_order
-                self._next_order += 1
-            floor = order
-            out[key] = [tag, order, row]
+    def _gone(self, key: str, out: dict) -> None:
+        if self._orders.pop(key, None) is not None or key in self._indexed:
+            self._indexed.discard(key)
+            out[key] = None
 
 
 def snapshot_of(entries: dict[str, object]) -> dict:
@@ -131,10 +141,10 @@ def snapshot_of(entries: dict[str, object]) -> dict:
             "fs_enabled": rest["fs_enabled"], "stats": rest["stats"], "calls": calls, "puts": puts}
 
 
-def _as_json(row: list) -> list:
-    """A put's row with its tuples (its threads) as the lists JSON gives back, so a row
-    compares equal to the same row restored."""
-    return [[list(t) for t in v] if isinstance(v, list) else v for v in row]
+def _as_json(value):
+    """`value` as JSON gives it back (tuples as lists), so that it compares equal to the
+    same value restored from a store."""
+    return json.loads(json.dumps(value))
 
 
 def _live(entries: dict, prefix: str):

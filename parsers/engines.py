@@ -30,8 +30,9 @@ PYTHON, COMPILED = "python", "compiled"
 ENGINES = (PYTHON, COMPILED)
 # Why the compiled engine's feed_lines stopped (native/src/engine.rs): the list ended, a
 # line needs Python (it is left to the caller), the source passed its limit in event
-# time, the line budget before an event-time sweep is spent.
-DONE, SLOW, LIMIT, BUDGET = 0, 1, 2, 3
+# time, the line budget before an event-time sweep is spent; and the DOME engine's
+# feed_chunk (native/src/dome_engine.rs): the line before `next` was malformed.
+DONE, SLOW, LIMIT, BUDGET, MALFORMED_LINE = 0, 1, 2, 3, 4
 
 try:
     from .compiled_reassembly import CompiledLinker, CompiledReassembler

@@ -23,7 +23,6 @@ across sources and the event-time sweeps are the same code for both families.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -260,6 +259,8 @@ class Pipeline:
             self.dome = WithChecksumWaits(
                 engines.new_dome_reassembler(self.dome_engine, **self._dome_settings))
             self.stats.count_dome(self.dome)
+            if self.reassembler.tracking:
+                self.dome.track_changes()
 
     def _feed_dome(self, ev) -> None:
         self._emit_dome(self.dome.feed(ev))
@@ -286,6 +287,8 @@ class Pipeline:
         self._last_clock: dict | None = None
         self._last_linker: dict = {}  # a new linker holds nothing
         self._dome_state = DomeStateTracker()
+        if self.dome is not None:
+            self.dome.track_changes()
 
     def take_changes(self) -> "StateChanges":
         """What changed since the last take (everything, the first time). A thread,
@@ -308,12 +311,9 @@ class Pipeline:
         linked = self.linker.state() or {}  # records held for name-server linking
         if linked != self._last_linker:
             self._last_linker = changes.linker = linked
-        if self.dome is not None:   # per open call and put: parsers/dome_state.py
-            # A copy: the Python reassembler's snapshot shares lists it goes on changing (a
-            # put's putdone threads), which would change what the tracker last took.
-            snap = copy.deepcopy(self.dome.snapshot())   # the reassembler's and the checksums'
-
-            changes.dome = self._dome_state.take(snap["reassembler"], checksums=snap["checksums"])
+        if self.dome is not None:   # per open call and put changed: parsers/dome_state.py
+            taken = self.dome.take_changes()
+            changes.dome = self._dome_state.take(taken["reassembler"], checksums=taken["checksums"])
         return changes
 
     def _net(self, changed: dict, kind: str) -> dict:
@@ -353,6 +353,9 @@ class Pipeline:
             self._last_sources.update((k, s) for k, s in state.sources.items() if s is not None)
             self._last_clock = state.clock
             self._last_linker = state.linker or {}
+            if self.dome is not None:   # what is stored now: changes are taken against it
+                self.dome.track_changes()
+                self.dome.take_changes()
             self._dome_state.restored(dome)
 
     def finish(self) -> None:
@@ -567,19 +570,38 @@ class Source:
 
         With the compiled engine, the lines its parser takes (parsers/fastpath.py) are
         parsed and reassembled without Python; with the Python engine they go straight
-        from the compiled parser to the reassembler. Any other line takes feed()'s path,
-        so the counts and the records are the same either way."""
+        from the compiled parser to the reassembler. A DOME source's lines go to the
+        compiled DOME engine's feed_chunk where it runs. Any other line takes feed()'s
+        path, so the counts and the records are the same either way."""
         n, i = len(lines), start
-        while i < n and (self.parser is None or self.dome or self.parser._fast is None):
+        while i < n and not self._takes_chunks():
             self.feed(lines[i])  # line by line until the profile is known
             i += 1
             if limit is not None and self.position > limit:
                 return i
         if i >= n:
             return i
+        if self.dome:
+            return self._feed_dome_compiled(lines, i, limit)
         if self._compiled_engine:
             return self._feed_compiled(lines, i, limit)
         return self._feed_events(lines, i, limit)
+
+    def _takes_chunks(self) -> bool:
+        """Whether lines go to the compiled parser in chunks: a DPM profile the compiled
+        parser reads, or a DOME source of the compiled DOME engine; else one by one."""
+        if self.parser is None:
+            return False
+        if self.dome:
+            return self.pipeline.dome_engine == engines.COMPILED
+        return self.parser._fast is not None
+
+    @staticmethod
+    def _line_at(lines: list, i: int):
+        """lines[i], or of a LineBlock no more than a too-long line's head (no copy of a
+        huge line): what feed() takes."""
+        head = getattr(lines, "head", None)
+        return lines[i] if head is None else head(i, MAX_LINE_BYTES + 1)
 
     def _feed_compiled(self, lines: list, i: int, limit: int | None) -> int:
         core, pipeline, parser = self._reassembler, self.pipeline, self.parser
@@ -599,12 +621,54 @@ class Source:
             if why == engines.LIMIT:
                 return i
             if why == engines.SLOW:  # a line the compiled parser leaves to Python
-                head = getattr(lines, "head", None)  # a LineBlock: no copy of a huge line
-                self.feed(lines[i] if head is None else head(i, MAX_LINE_BYTES + 1))
+                self.feed(self._line_at(lines, i))
                 i += 1
                 if limit is not None and self.position > limit:
                     return i
         return i
+
+    def _feed_dome_compiled(self, lines: list, i: int, limit: int | None) -> int:
+        """A DOME source's lines through the compiled DOME engine's feed_chunk: counted,
+        swept every ADVANCE_EVERY lines and stopped at `limit` as _parse_dome and
+        _line_done do line by line, the same records in the same order."""
+        pipeline, parser, n = self.pipeline, self.parser, len(lines)
+        while i < n:
+            budget = max(1, ADVANCE_EVERY - pipeline._since_advance)
+            chunk = pipeline.dome.feed_chunk(parser, lines, i, limit, budget, self._latest)
+            self.line_no += chunk.next - i
+            self._count_dome_chunk(chunk)
+            if chunk.why == engines.MALFORMED_LINE:  # the scanner's result and reason are its
+                line = bounded(self._line_at(lines, chunk.next - 1))
+                text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+                self._count_unparsed(parser, text.rstrip("\r\n"))
+            pipeline._emit_dome(chunk.records)
+            pipeline._since_advance += chunk.next - i
+            if pipeline._since_advance >= ADVANCE_EVERY:
+                pipeline.advance()
+            i = chunk.next
+            if chunk.why == engines.LIMIT:
+                return i
+            if chunk.why == engines.SLOW:  # not UTF-8 text: feed() decodes and counts it
+                self.feed(self._line_at(lines, i))
+                i += 1
+            if limit is not None and self.position > limit:
+                return i
+        return i
+
+    def _count_dome_chunk(self, chunk) -> None:
+        """What a chunk of DOME lines read, counted as _parse_dome counts each line."""
+        self.n_unmatched += chunk.unmatched
+        if chunk.foreign:
+            self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += chunk.foreign
+        for host, parsed, latest in chunk.hosts:  # each line names its node
+            if host == self.host:
+                self.n_parsed += parsed
+            else:
+                self.other_counts[(host, DOME_DAEMON, "parsed")] += parsed
+            if latest > self.latest_by_host.get(host, -1):
+                self.latest_by_host[host] = latest
+        if chunk.latest > self._latest:
+            self._latest = chunk.latest
 
     def _feed_events(self, lines: list, i: int, limit: int | None) -> int:
         fast = self.parser._fast

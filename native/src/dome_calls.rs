@@ -4,7 +4,7 @@
 //! the timeout, the cap, or the end of input. Per host the open calls keep Python's
 //! OrderedDict order (least recently active first) through an activity stamp.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::dome_event::{DomeEvent, Role, Val, CLIENT_HOST, CODE, OP, QUERY, REMOTE_HOST};
 use crate::dome_records::{CallRecord, Record};
@@ -61,16 +61,25 @@ pub struct CallTable {
     pub open: BTreeMap<String, HostCalls>,
     pub count: usize,
     tick: u64,
+    /// The calls opened, moved or closed since the last take (dome_snapshot::take_changes),
+    /// once tracked: every change of an open call moves it to the end.
+    pub changed: Option<HashSet<(String, ThreadKey)>>,
 }
 
 impl CallTable {
     pub fn new(max_open: usize) -> Self {
-        CallTable { max_open, open: BTreeMap::new(), count: 0, tick: 0 }
+        CallTable { max_open, open: BTreeMap::new(), count: 0, tick: 0, changed: None }
     }
 
     fn stamp(&mut self) -> u64 {
         self.tick += 1;
         self.tick
+    }
+
+    fn mark(&mut self, host: &str, key: ThreadKey) {
+        if let Some(changed) = self.changed.as_mut() {
+            changed.insert((host.to_string(), key));
+        }
     }
 
     /// A line of a thread (tid >= 0): open, fill, end or touch its call.
@@ -102,6 +111,7 @@ impl CallTable {
             return;
         }
         let stamp = self.stamp();
+        self.mark(&ev.host, key);
         let host = self.open.get_mut(&ev.host).unwrap();
         let (old, call) = host.calls.get_mut(&key).unwrap();
         host.order.remove(old);
@@ -144,6 +154,7 @@ impl CallTable {
         if !self.open.contains_key(host) {
             self.open.insert(host.to_string(), HostCalls::default());
         }
+        self.mark(host, key);
         let h = self.open.get_mut(host).unwrap();
         h.order.insert(stamp, key);
         h.calls.insert(key, (stamp, call));
@@ -154,6 +165,7 @@ impl CallTable {
     fn close(&mut self, host: &str, key: ThreadKey, call: OpenCall, ret: Option<&DomeEvent>,
              roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         self.count -= 1;
+        self.mark(host, key);
         stats.calls += 1;
         if ret.is_none() {
             stats.cut_calls += 1;

@@ -2,20 +2,25 @@
 //! (the per-host clocks and watermarks, the host's role, process lives, the handlers of
 //! each role, capacity and filesystem events), over the call table (dome_calls) and the
 //! put table (dome_puts). Fed events one by one (`feed`, an event of either parser) or a
-//! stream's lines at once (`feed_lines`, parsed by a DomeScanner with no Python per line).
+//! stream's lines at once (`feed_chunk`, parsed by a DomeScanner with no Python per line).
 
 use std::collections::HashMap;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList};
 
 use crate::dome_calls::{role_of_query, CallTable};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
-use crate::dome_scan::{DomeLine, DomeScanner, Outcome};
+use crate::block::LineBlock;
+use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN, UNMATCHED};
 use crate::dome_stats::DomeStats;
+use crate::engine::{Chunk, BUDGET, DONE, LIMIT, SLOW};
+
+/// Why feed_chunk stopped, beyond engine.rs's reasons: lines[next - 1] was malformed.
+const MALFORMED: u8 = 4;
 
 /// A map that keeps its keys in insertion order (Python's dict), for the tables whose
 /// order shows in the records (clocks: advance() sweeps hosts in that order).
@@ -228,19 +233,63 @@ impl DomeCore {
         records(py, &out)
     }
 
-    /// One stream's lines (str), parsed by `scanner` and fed in order, no Python per
-    /// line; lines that are not events are counted by the scanner.
-    fn feed_lines<'py>(&mut self, py: Python<'py>, scanner: &Bound<'py, DomeScanner>, lines: &Bound<'py, PyList>)
-                       -> PyResult<Bound<'py, PyList>> {
-        let mut out = Vec::new();
+    /// One stream's lines, lines[start:] (a LineBlock, or a list of bytes or str),
+    /// parsed by `scanner` and fed in order with no Python per line, as Source.feed_chunk
+    /// takes them (parsers/pipeline.py): until the lines end, a line needs Python (not
+    /// UTF-8, not bytes or str: SLOW, lines[next] is left to the caller), a line was
+    /// malformed (MALFORMED: lines[next - 1], the scanner's `result` and `reason` say
+    /// why, for the caller to remember), the latest stamp read passes `limit` (LIMIT), or
+    /// `budget` lines were taken (BUDGET: an event-time sweep is due). `latest`: the
+    /// stream's latest stamp before these lines.
+    /// Returns (next, unmatched, foreign, [(host, parsed, latest stamp)] in the order the
+    /// hosts first came, latest stamp, why, records).
+    #[pyo3(signature = (scanner, lines, start, limit, budget, latest))]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn feed_chunk<'py>(&mut self, py: Python<'py>, scanner: &Bound<'py, DomeScanner>, lines: &Bound<'py, PyAny>,
+                       start: usize, limit: Option<i64>, budget: usize, latest: i64)
+                       -> PyResult<(usize, usize, usize, Vec<(String, usize, i64)>, i64, u8, Bound<'py, PyList>)> {
+        let chunk = match lines.downcast::<LineBlock>() {
+            Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+            Err(_) => Chunk::List(lines.downcast::<PyList>()?),
+        };
         let mut scanner = scanner.borrow_mut();
-        for line in lines.iter() {
-            let text = line.downcast::<PyString>()?.to_string_lossy();
-            if let Outcome::Parsed(ev) = scanner.scan(py, &text)? {
-                self.st.feed(&ev, &mut out);
+        let (mut unmatched, mut foreign, mut latest) = (0usize, 0usize, latest);
+        let mut hosts: Vec<(String, usize, i64)> = Vec::new();
+        let mut out = Vec::new();
+        let (n, mut i) = (chunk.len(), start);
+        let why = loop {
+            if i >= n {
+                break DONE;
             }
-        }
-        records(py, &out)
+            let Some((raw, _holder)) = chunk.line(i)? else { break SLOW };
+            // Not UTF-8: Python decodes it with replacement characters, and counts it.
+            let Ok(text) = std::str::from_utf8(raw) else { break SLOW };
+            let outcome = scanner.scan(py, text)?;
+            i += 1;
+            match outcome {
+                Outcome::Parsed(ev) => {
+                    match hosts.iter_mut().find(|h| h.0 == ev.host) {
+                        Some(h) => {
+                            h.1 += 1;
+                            h.2 = h.2.max(ev.ts);
+                        }
+                        None => hosts.push((ev.host.clone(), 1, ev.ts)),
+                    }
+                    latest = latest.max(ev.ts);
+                    self.st.feed(&ev, &mut out);
+                }
+                Outcome::Failed(UNMATCHED) => unmatched += 1,
+                Outcome::Failed(FOREIGN) => foreign += 1,
+                Outcome::Failed(_) => break MALFORMED,
+            }
+            if limit.is_some_and(|l| latest > l) {
+                break LIMIT;
+            }
+            if i - start >= budget {
+                break BUDGET;
+            }
+        };
+        Ok((i, unmatched, foreign, hosts, latest, why, records(py, &out)?))
     }
 
     fn advance<'py>(&mut self, py: Python<'py>, now_ms: i64) -> PyResult<Bound<'py, PyList>> {
@@ -275,6 +324,16 @@ impl DomeCore {
 
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         crate::dome_snapshot::snapshot(py, &self.st)
+    }
+
+    /// From now on take_changes() gives what changed (the first time: all that is open).
+    fn track_changes(&mut self) {
+        crate::dome_snapshot::track_changes(&mut self.st);
+    }
+
+    /// What changed since the last take (parsers/dome_reassembly.DomeReassembler's shape).
+    fn take_changes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::dome_snapshot::take_changes(py, &mut self.st)
     }
 
     /// Take the state of a snapshot (either engine's), replacing what it holds.

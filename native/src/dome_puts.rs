@@ -46,6 +46,19 @@ pub struct OpenPut {
     pub error: bool,
     pub whole: bool,
     pub threads: Vec<Thread>,
+    // Not in its snapshot row: what the indices hold of it, for its entry (take_changes).
+    pub deadline: i64,
+    pub settled: Vec<i64>,
+    pub thread: Option<Thread>,
+}
+
+/// What changed since the last take (dome_snapshot::take_changes), once tracked: puts by
+/// seq (true: moved to the end of the activity order), and the index keys touched.
+#[derive(Default)]
+pub struct PutChanges {
+    pub puts: HashMap<i64, bool>,
+    pub unselected: HashSet<(String, i64, String)>,
+    pub by_name: HashSet<NameKey>,
 }
 
 pub struct WaitItem {
@@ -110,6 +123,7 @@ pub struct PutTable {
     pub items: HashMap<u64, WaitItem>,
     pub next_item: u64,
     pub heads: HashSet<String>,
+    pub changes: Option<PutChanges>,
     tick: u64,
 }
 
@@ -127,8 +141,45 @@ impl PutTable {
         self.tick
     }
 
+    fn changed(&mut self, seq: i64) {
+        if let Some(c) = self.changes.as_mut() {
+            c.puts.entry(seq).or_insert(false);
+        }
+    }
+
+    fn moved(&mut self, seq: i64) {
+        if let Some(c) = self.changes.as_mut() {
+            c.puts.insert(seq, true);
+        }
+    }
+
+    fn unselected_changed(&mut self, key: &(String, i64, String)) {
+        if let Some(c) = self.changes.as_mut() {
+            c.unselected.insert(key.clone());
+        }
+    }
+
+    fn by_name_changed(&mut self, key: &NameKey) {
+        if let Some(c) = self.changes.as_mut() {
+            c.by_name.insert(key.clone());
+        }
+    }
+
+    /// `thread`'s dome_put call is `seq`'s (a put it named before changes too).
+    fn put_thread(&mut self, thread: Thread, seq: i64) {
+        if let Some(p) = self.get(seq) {
+            p.thread = Some(thread.clone());
+        }
+        if let Some(old) = self.put_threads.insert(thread, seq) {
+            if old != seq {
+                self.changed(old);
+            }
+        }
+    }
+
     /// Put `put` last in activity order (a new put, or one touched).
     pub fn place(&mut self, put: OpenPut) {
+        self.moved(put.seq);
         let stamp = self.stamp();
         if let Some((old, _)) = self.open.get(&put.seq) {
             self.order.remove(old);
@@ -138,6 +189,7 @@ impl PutTable {
     }
 
     fn move_to_end(&mut self, seq: i64) {
+        self.moved(seq);
         let stamp = self.stamp();
         if let Some((old, _)) = self.open.get_mut(&seq) {
             self.order.remove(old);
@@ -160,9 +212,11 @@ impl PutTable {
         let lfn = text(ev, LFN).unwrap_or_default();
         let seq = self.new_put(ev, lfn.clone(), stats, out);
         if ev.tid >= 0 {
-            self.put_threads.insert((ev.host.clone(), ev.pid, ev.tid), seq);
+            self.put_thread((ev.host.clone(), ev.pid, ev.tid), seq);
         } else {
-            self.unselected.entry((ev.host.clone(), ev.pid, lfn)).or_default().push(seq);
+            let key = (ev.host.clone(), ev.pid, lfn);
+            self.unselected_changed(&key);
+            self.unselected.entry(key).or_default().push(seq);
         }
     }
 
@@ -186,6 +240,7 @@ impl PutTable {
             if let Some(&last) = self.unselected.get(&key).and_then(|w| w.last()) {
                 put = Some(last);
                 discard(&mut self.unselected, &key, last);
+                self.unselected_changed(&key);
             }
         }
         let seq = match put.filter(|s| self.open.contains_key(s)) {
@@ -193,7 +248,7 @@ impl PutTable {
             None => {
                 let seq = self.new_put(ev, lfn.clone(), stats, out);
                 if ev.tid >= 0 {
-                    self.put_threads.insert((ev.host.clone(), ev.pid, ev.tid), seq);
+                    self.put_thread((ev.host.clone(), ev.pid, ev.tid), seq);
                 }
                 seq
             }
@@ -206,6 +261,7 @@ impl PutTable {
         p.sel_sec = Some(ev.ts.div_euclid(1000));
         p.count = Some(count);
         let key = (p.server.clone(), basename(&p.lfn).to_string());
+        self.by_name_changed(&key);
         self.by_name.entry(key.clone()).or_default().push(seq);
         for id in self.waiting.remove(&key).unwrap_or_default() {
             let (wev, side) = {
@@ -231,12 +287,14 @@ impl PutTable {
             }
         }
         if let Some((seq, side)) = self.done_threads.remove(&thread) {
+            self.changed(seq);
             let Some(p) = self.get(seq) else { return };
             if let Some(at) = p.threads.iter().position(|t| *t == thread) {
                 p.threads.remove(at);
             }
             if side == "disk" {
                 p.disk_code = code;
+                p.settled.push(ev.ts);
                 self.settling.push(Reverse((ev.ts, seq)));
             } else {
                 p.head_code = code;
@@ -252,8 +310,12 @@ impl PutTable {
 
     pub fn thread_reopened(&mut self, ev: &DomeEvent) {
         let thread = (ev.host.clone(), ev.pid, ev.tid);
-        self.put_threads.remove(&thread);
-        self.done_threads.remove(&thread);
+        if let Some(seq) = self.put_threads.remove(&thread) {
+            self.changed(seq);
+        }
+        if let Some((seq, _)) = self.done_threads.remove(&thread) {
+            self.changed(seq);
+        }
     }
 
     pub fn putdone(&mut self, ev: &DomeEvent, side: &'static str, stats: &mut DomeStats) {
@@ -277,7 +339,11 @@ impl PutTable {
         if ev.tid >= 0 {
             let thread = (ev.host.clone(), ev.pid, ev.tid);
             p.threads.push(thread.clone());
-            self.done_threads.insert(thread, (seq, side));
+            if let Some((old, _)) = self.done_threads.insert(thread, (seq, side)) {
+                if old != seq {
+                    self.changed(old);
+                }
+            }
         }
         self.move_to_end(seq);
     }
@@ -285,7 +351,10 @@ impl PutTable {
     pub fn putdone_error(&mut self, ev: &DomeEvent, stats: &mut DomeStats) {
         match ev.text(PFN).and_then(|pfn| self.by_pfn.get(pfn)).copied() {
             None => stats.orphan_putdone_errors += 1,
-            Some(seq) => self.get(seq).unwrap().error = true,
+            Some(seq) => {
+                self.changed(seq);
+                self.get(seq).unwrap().error = true
+            }
         }
     }
 
@@ -343,6 +412,8 @@ impl PutTable {
             }
         };
         discard(&mut self.by_name, &key, seq);
+        self.by_name_changed(&key);
+        self.changed(seq);
         self.get(seq).unwrap().pfn = Some(pfn.to_string());
         self.by_pfn.insert(pfn.to_string(), seq);
         Some(seq)
@@ -441,9 +512,10 @@ impl PutTable {
             seq: self.seq, head: ev.host.clone(), pid: ev.pid, lfn, put_time: ev.ts, latest: ev.ts,
             put_code: None, server: None, fs: None, sel_sec: None, count: None, pfn: None, size: None,
             disk_time: None, head_time: None, disk_code: None, head_code: None, error: false,
-            whole: ev.whole_seconds, threads: Vec::new(),
+            whole: ev.whole_seconds, threads: Vec::new(), deadline: ev.ts + self.timeout_ms, settled: Vec::new(),
+            thread: None,
         };
-        self.deadlines.push(Reverse((put.put_time + self.timeout_ms, put.seq)));
+        self.deadlines.push(Reverse((put.deadline, put.seq)));
         let seq = put.seq;
         self.place(put);
         seq
@@ -477,16 +549,25 @@ impl PutTable {
     fn emit(&mut self, seq: i64, status: &'static str, reason: &'static str, ended: i64, stats: &mut DomeStats,
             out: &mut Vec<Record>) {
         let Some((stamp, put)) = self.open.remove(&seq) else { return };
+        self.changed(seq);
         self.order.remove(&stamp);
         if let Some(pfn) = &put.pfn {
             self.by_pfn.remove(pfn);
         } else if put.sel_sec.is_some() {
-            discard(&mut self.by_name, &(put.server.clone(), basename(&put.lfn).to_string()), seq);
+            let key = (put.server.clone(), basename(&put.lfn).to_string());
+            discard(&mut self.by_name, &key, seq);
+            self.by_name_changed(&key);
         } else {
-            discard(&mut self.unselected, &(put.head.clone(), put.pid, put.lfn.clone()), seq);
+            let key = (put.head.clone(), put.pid, put.lfn.clone());
+            discard(&mut self.unselected, &key, seq);
+            self.unselected_changed(&key);
         }
         for thread in &put.threads {
-            self.done_threads.remove(thread);
+            if let Some((other, _)) = self.done_threads.remove(thread) {
+                if other != seq {
+                    self.changed(other);
+                }
+            }
         }
         let joined = put.pfn.is_some();
         let with_pfn = status != "incomplete" && joined;

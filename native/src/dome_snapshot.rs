@@ -4,6 +4,7 @@
 //! state() / load_state()).
 
 use std::cmp::Reverse;
+use std::collections::HashSet;
 
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
@@ -13,7 +14,7 @@ use pyo3::IntoPyObjectExt;
 use crate::dome_calls::OpenCall;
 use crate::dome_engine::DomeState;
 use crate::dome_event::DomeEvent;
-use crate::dome_puts::{NameKey, OpenPut, PutTable, WaitItem};
+use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;
 
 macro_rules! row {
@@ -37,6 +38,40 @@ fn side(text: &str) -> &'static str {
 
 pub fn snapshot<'py>(py: Python<'py>, st: &DomeState) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    hosts_state(py, st, &d)?;
+    let calls = PyDict::new(py);
+    for (host, h) in &st.calls.open {
+        if h.calls.is_empty() {
+            continue;
+        }
+        let rows = PyList::empty(py);
+        for ((pid, tid), c) in h.in_order() {
+            rows.append(call_row(py, pid, tid, c)?)?;
+        }
+        calls.set_item(host, rows)?;
+    }
+    d.set_item("calls", calls)?;
+    d.set_item("puts", puts_state(py, &st.puts)?)?;
+    Ok(d)
+}
+
+fn call_row<'py>(py: Python<'py>, pid: i64, tid: i64, c: &OpenCall) -> PyResult<Bound<'py, PyList>> {
+    Ok(row![py; pid, tid, c.start, c.latest, c.framed, &c.command, &c.role, &c.caller, &c.remote, c.whole])
+}
+
+fn put_row<'py>(py: Python<'py>, p: &OpenPut) -> PyResult<Bound<'py, PyList>> {
+    let threads = PyList::empty(py);
+    for (h, pid, tid) in &p.threads {
+        threads.append(row![py; h, pid, tid])?;
+    }
+    Ok(row![py; p.seq, &p.head, p.pid, &p.lfn, p.put_time, p.latest, p.put_code, &p.server, &p.fs,
+             p.sel_sec, p.count, &p.pfn, p.size, p.disk_time, p.head_time, p.disk_code, p.head_code,
+             p.error, p.whole, threads])
+}
+
+/// The clocks, roles, pids, filesystem states and counters: bounded by hosts, processes
+/// and filesystems.
+fn hosts_state<'py>(py: Python<'py>, st: &DomeState, d: &Bound<'py, PyDict>) -> PyResult<()> {
     let clocks = PyDict::new(py);
     for (h, ms) in &st.clocks.rows {
         clocks.set_item(h, ms)?;
@@ -57,39 +92,19 @@ pub fn snapshot<'py>(py: Python<'py>, st: &DomeState) -> PyResult<Bound<'py, PyD
         fs.append(row![py; server, f, on])?;
     }
     d.set_item("fs_enabled", fs)?;
-    let calls = PyDict::new(py);
-    for (host, h) in &st.calls.open {
-        if h.calls.is_empty() {
-            continue;
-        }
-        let rows = PyList::empty(py);
-        for ((pid, tid), c) in h.in_order() {
-            rows.append(row![py; pid, tid, c.start, c.latest, c.framed, &c.command, &c.role, &c.caller, &c.remote, c.whole])?;
-        }
-        calls.set_item(host, rows)?;
-    }
-    d.set_item("calls", calls)?;
-    d.set_item("puts", puts_state(py, &st.puts)?)?;
     let stats = PyDict::new(py);
     for (name, value) in DomeStats::NAMES.iter().zip(st.stats.values()) {
         stats.set_item(*name, value)?;
     }
     d.set_item("stats", stats)?;
-    Ok(d)
+    Ok(())
 }
 
 fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("seq", t.seq)?;
     let open = PyList::empty(py);
     for p in t.in_order() {
-        let threads = PyList::empty(py);
-        for (h, pid, tid) in &p.threads {
-            threads.append(row![py; h, pid, tid])?;
-        }
-        open.append(row![py; p.seq, &p.head, p.pid, &p.lfn, p.put_time, p.latest, p.put_code, &p.server, &p.fs,
-                          p.sel_sec, p.count, &p.pfn, p.size, p.disk_time, p.head_time, p.disk_code, p.head_code,
-                          p.error, p.whole, threads])?;
+        open.append(put_row(py, p)?)?;
     }
     d.set_item("open", open)?;
     for (name, heap) in [("deadlines", &t.deadlines), ("settling", &t.settling)] {
@@ -125,9 +140,20 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>
         list.append(row![py; server, base, seqs.clone()])?;
     }
     d.set_item("by_name", list)?;
+    puts_rest(py, t, &d)?;
+    Ok(d)
+}
+
+/// The put table's counts, offsets, waiting putdones and heads: bounded by processes,
+/// hosts and the allowance, not by traffic.
+fn puts_rest<'py>(py: Python<'py>, t: &PutTable, d: &Bound<'py, PyDict>) -> PyResult<()> {
+    d.set_item("seq", t.seq)?;
     for (name, map) in [("selected_count", &t.selected_count), ("offset", &t.offset)] {
+        // Sorted: a map has no order, and the same state must give the same rest.
+        let mut rows: Vec<_> = map.iter().collect();
+        rows.sort();
         let list = PyList::empty(py);
-        for ((h, pid), n) in map {
+        for ((h, pid), n) in rows {
             list.append(row![py; h, pid, n])?;
         }
         d.set_item(name, list)?;
@@ -143,6 +169,114 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>
     let mut heads: Vec<&String> = t.heads.iter().collect();
     heads.sort();
     d.set_item("heads", heads)?;
+    Ok(())
+}
+
+/// Start tracking changes (take_changes): everything open now counts as changed.
+pub fn track_changes(st: &mut DomeState) {
+    let mut calls = HashSet::new();
+    for (host, h) in &st.calls.open {
+        calls.extend(h.calls.keys().map(|k| (host.clone(), *k)));
+    }
+    st.calls.changed = Some(calls);
+    let t = &st.puts;
+    st.puts.changes = Some(PutChanges {
+        puts: t.open.keys().map(|s| (*s, true)).collect(),
+        unselected: t.unselected.keys().cloned().collect(),
+        by_name: t.by_name.keys().cloned().collect(),
+    });
+}
+
+/// What changed since the last take, in the shape of parsers/dome_reassembly.py's
+/// take_changes(): the calls and puts changed (None: gone; the rest in activity order,
+/// each put with its index items and whether it moved), the index keys changed, and
+/// the bounded rest whole. Its cost follows the changes, not what is open.
+pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let changed = st.calls.changed.replace(HashSet::new()).unwrap_or_default();
+    let calls = PyList::empty(py);
+    let mut present = Vec::new();
+    for (host, key) in changed {
+        match st.calls.open.get(&host).and_then(|h| h.calls.get(&key)) {
+            Some((stamp, _)) => present.push((*stamp, host, key)),
+            None => calls.append(row![py; &host, key.0, key.1, py.None()])?,
+        }
+    }
+    present.sort();
+    for (_, host, key) in present {
+        let call = &st.calls.open[&host].calls[&key].1;
+        calls.append(row![py; &host, key.0, key.1, call_row(py, key.0, key.1, call)?])?;
+    }
+    d.set_item("calls", calls)?;
+    let t = &mut st.puts;
+    let changes = t.changes.replace(PutChanges::default()).unwrap_or_default();
+    let t = &*t;
+    let puts = PyList::empty(py);
+    let mut present = Vec::new();
+    for (seq, moved) in changes.puts {
+        match t.open.get(&seq) {
+            Some((stamp, _)) => present.push((*stamp, seq, moved)),
+            None => puts.append(row![py; seq, py.None(), py.None(), false])?,
+        }
+    }
+    present.sort();
+    for (_, seq, moved) in present {
+        let p = &t.open[&seq].1;
+        puts.append(row![py; seq, put_row(py, p)?, put_items(py, t, p)?, moved])?;
+    }
+    d.set_item("puts", puts)?;
+    let list = PyList::empty(py);
+    for key in changes.unselected {
+        let seqs = t.unselected.get(&key).cloned();
+        list.append(row![py; &key.0, key.1, &key.2, seqs])?;
+    }
+    d.set_item("unselected", list)?;
+    let list = PyList::empty(py);
+    for key in changes.by_name {
+        let seqs = t.by_name.get(&key).cloned();
+        list.append(row![py; &key.0, &key.1, seqs])?;
+    }
+    d.set_item("by_name", list)?;
+    let rest = PyDict::new(py);
+    hosts_state(py, st, &rest)?;
+    puts_rest(py, &st.puts, &rest)?;
+    d.set_item("rest", rest)?;
+    Ok(d)
+}
+
+/// A put's items in the indices by seq, as puts_state lists them: its deadline, its
+/// settling disk Exiting times, its dome_put thread and its putdone threads.
+fn put_items<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("deadlines", PyList::new(py, [row![py; p.deadline, p.seq]])?)?;
+    if !p.settled.is_empty() {
+        let mut times = p.settled.clone();
+        times.sort();
+        let list = PyList::empty(py);
+        for at in times {
+            list.append(row![py; at, p.seq])?;
+        }
+        d.set_item("settling", list)?;
+    }
+    if let Some(th) = p.thread.as_ref().filter(|th| t.put_threads.get(*th) == Some(&p.seq)) {
+        d.set_item("put_threads", PyList::new(py, [row![py; &th.0, th.1, th.2, p.seq]])?)?;
+    }
+    let list = PyList::empty(py);
+    let mut seen: Vec<&Thread> = Vec::new();
+    for th in &p.threads {
+        if seen.contains(&th) {
+            continue;
+        }
+        seen.push(th);
+        if let Some((seq, side)) = t.done_threads.get(th) {
+            if *seq == p.seq {
+                list.append(row![py; &th.0, th.1, th.2, p.seq, *side])?;
+            }
+        }
+    }
+    if !list.is_empty() {
+        d.set_item("done_threads", list)?;
+    }
     Ok(d)
 }
 
@@ -203,20 +337,33 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
             server: g(7)?.extract()?, fs: g(8)?.extract()?, sel_sec: g(9)?.extract()?, count: g(10)?.extract()?,
             pfn: g(11)?.extract()?, size: g(12)?.extract()?, disk_time: g(13)?.extract()?,
             head_time: g(14)?.extract()?, disk_code: g(15)?.extract()?, head_code: g(16)?.extract()?,
-            error: g(17)?.is_truthy()?, whole: g(18)?.is_truthy()?, threads,
+            error: g(17)?.is_truthy()?, whole: g(18)?.is_truthy()?, threads, deadline: 0, settled: Vec::new(),
+            thread: None,
         });
     }
     for r in item(s, "deadlines")?.try_iter()? {
         let r = r?;
-        t.deadlines.push(Reverse((at(&r, 0)?, at(&r, 1)?)));
+        let (deadline, seq): (i64, i64) = (at(&r, 0)?, at(&r, 1)?);
+        if let Some((_, p)) = t.open.get_mut(&seq) {
+            p.deadline = deadline;
+        }
+        t.deadlines.push(Reverse((deadline, seq)));
     }
     for r in item(s, "settling")?.try_iter()? {
         let r = r?;
-        t.settling.push(Reverse((at(&r, 0)?, at(&r, 1)?)));
+        let (returned, seq): (i64, i64) = (at(&r, 0)?, at(&r, 1)?);
+        if let Some((_, p)) = t.open.get_mut(&seq) {
+            p.settled.push(returned);
+        }
+        t.settling.push(Reverse((returned, seq)));
     }
     for r in item(s, "put_threads")?.try_iter()? {
         let r = r?;
-        t.put_threads.insert((at(&r, 0)?, at(&r, 1)?, at(&r, 2)?), at(&r, 3)?);
+        let (thread, seq): (Thread, i64) = ((at(&r, 0)?, at(&r, 1)?, at(&r, 2)?), at(&r, 3)?);
+        if let Some((_, p)) = t.open.get_mut(&seq) {
+            p.thread = Some(thread.clone());
+        }
+        t.put_threads.insert(thread, seq);
     }
     for r in item(s, "done_threads")?.try_iter()? {
         let r = r?;

@@ -1686,13 +1686,13 @@ impl State {
 
 /// The lines feed_lines takes: a block over one read buffer (replay's plain files), or a
 /// list of bytes or str (everything else).
-enum Chunk<'a, 'py> {
+pub(crate) enum Chunk<'a, 'py> {
     Block(&'a LineBlock, &'a [u8]),
     List(&'a Bound<'py, PyList>),
 }
 
 impl<'py> Chunk<'_, 'py> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Chunk::Block(b, _) => b.len(),
             Chunk::List(l) => l.len(),
@@ -1702,7 +1702,7 @@ impl<'py> Chunk<'_, 'py> {
     /// Line i's bytes, and the list item that holds them (None in a block, whose buffer
     /// outlives the call): the caller keeps it while it uses the bytes, since records it
     /// emits meanwhile run Python. None for a line neither bytes nor UTF-8 text (Python's).
-    fn line(&self, i: usize) -> PyResult<Option<(&'static [u8], Option<Bound<'py, PyAny>>)>> {
+    pub(crate) fn line(&self, i: usize) -> PyResult<Option<(&'static [u8], Option<Bound<'py, PyAny>>)>> {
         let (ptr, len, item) = match self {
             Chunk::Block(b, data) => {
                 let raw = b.line(data, i);
@@ -1813,10 +1813,10 @@ impl Core {
 
 /// Why feed_lines stopped: the list ended, a line needs Python, the source passed its
 /// limit in event time.
-const DONE: u8 = 0;
-const SLOW: u8 = 1;
-const LIMIT: u8 = 2;
-const BUDGET: u8 = 3;
+pub(crate) const DONE: u8 = 0;
+pub(crate) const SLOW: u8 = 1;
+pub(crate) const LIMIT: u8 = 2;
+pub(crate) const BUDGET: u8 = 3;
 
 #[pymethods]
 impl Core {
