@@ -10,8 +10,6 @@ import time
 _STARTED = time.monotonic()  # -t counts from here, not from when the check begins
 
 import argparse
-import glob
-import os
 import re
 import signal
 import sys
@@ -611,16 +609,15 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
                                   ns_daemons=args.ns_daemons, deadline=deadline)
     elif args.dome:
         from dpmstream.probes.sources_dome_log import DomeLogSource
-        source = DomeLogSource(_log_paths(args.log), window_s, lookback_s=lookback_s, host=args.host,
+        source = DomeLogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
                                profile=args.profile, tz=args.tz, year=args.last_line_year,
                                timeout_s=args.request_timeout, deadline=deadline)
     else:
         from dpmstream.probes.sources_log import LogSource
-        paths = _log_paths(args.log)
-        if len(paths) > 1:
-            raise UsageError(f"--log names {len(paths)} files: only a DOME site's logs (--dome) "
-                             f"are read together; give one DPM, DPNS or SRM log")
-        source = LogSource(paths[0], window_s, lookback_s=lookback_s, host=args.host,
+        if len(args.log) > 1:
+            raise UsageError(f"--log given {len(args.log)} times: only a DOME site's logs "
+                             f"(--dome) are read together; give one DPM, DPNS or SRM log")
+        source = LogSource(args.log[0], window_s, lookback_s=lookback_s, host=args.host,
                            op=args.op, profile=args.profile, tz=args.tz, year=args.last_line_year,
                            ns_daemons=args.ns_daemons, timeout_s=args.request_timeout,
                            deadline=deadline)
@@ -646,21 +643,6 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
         perf = name in limits.subjects or name not in unreported
         check.add(RangeContext(name, limits.warning.get(name), limits.critical.get(name), perf))
     return check
-
-
-def _log_paths(given: list[str]) -> list[str]:
-    """The files --log names: each as given, or, for a pattern no file is named (quoted
-    from the shell, as Nagios passes it), the files it matches, sorted; once each."""
-    paths: list[str] = []
-    for text in given:
-        if any(c in text for c in "*?[") and not os.path.lexists(text):
-            matched = sorted(glob.glob(text))
-            if not matched:
-                raise UsageError(f"--log {text}: no file matches")
-        else:
-            matched = [text]
-        paths += [path for path in matched if path not in paths]
-    return paths
 
 
 class _OutOfTime(Exception):

@@ -36,6 +36,7 @@ answer is on the lines it did read. Either way Snapshot.partial says what was re
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import socket
@@ -107,7 +108,8 @@ class DomeLogSource:
                  host: str | None = None, profile: str | None = None, tz: str | None = None,
                  year: int | None = None, timeout_s: float = 3600.0,
                  deadline: float | None = None, max_line: int = tail.MAX_LINE) -> None:
-        self.paths = [paths] if isinstance(paths, str) else list(paths)
+        self.given = [paths] if isinstance(paths, str) else list(paths)
+        self.paths = list(self.given)  # the files, once the patterns are expanded (fetch)
         self.window_s = window_s
         self.lookback_s = lookback_s
         self.host = re.compile(host) if host else None
@@ -135,6 +137,7 @@ class DomeLogSource:
                 f"{self.engine} DOME engine" for path, st in self.read]
 
     def fetch(self, wanted: Wanted) -> Snapshot:
+        self.paths = log_paths(self.given)
         try:
             with ExitStack() as stack:
                 logs = [self._open(path, stack) for path in self.paths]
@@ -394,6 +397,21 @@ class DomeLogSource:
             ratios = [free / phys for free, phys in sizes if phys]
             snap.fs_free_ratio = min(ratios) if ratios else None
         return snap
+
+
+def log_paths(given: list[str]) -> list[str]:
+    """The files --log names: each as given, or, for a pattern that names no file itself
+    (quoted from the shell, as Nagios passes it), the files it matches, sorted; once each."""
+    paths: list[str] = []
+    for text in given:
+        if any(c in text for c in "*?[") and not os.path.lexists(text):
+            matched = sorted(glob.glob(text))
+            if not matched:
+                raise SourceError(f"--log {text}: no file matches")
+        else:
+            matched = [text]
+        paths += [path for path in matched if path not in paths]
+    return paths
 
 
 def _over_at_the_end(rec: dict) -> bool:
