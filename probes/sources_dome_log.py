@@ -174,7 +174,9 @@ class DomeLogSource:
         read, fraction = self._read_segments(logs, wanted)
         snap = read.snap
         self.read = [(log.path, read.stats[i]) for i, log in enumerate(logs)]
-        snap.age_s = time.time() - snap.end_ms / 1000.0  # "is it fresh now?": the wall clock
+        # "is it fresh now?": the wall clock, against the newest of the logs' last lines
+        # (read whatever -t cut: a read cut short may not have reached them)
+        snap.age_s = time.time() - newest / 1000.0
         snap.lines_read = read.lines
         if read.first_ms is not None:
             snap.read_s = max(0.0, (snap.end_ms - read.first_ms) / 1000.0)

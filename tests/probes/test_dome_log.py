@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import glob
 import re
+import time
 
 import pytest
 
@@ -167,3 +168,14 @@ def test_a_dpm_profile_with_dome_is_unknown_saying_so(site):
     _, prefix, _ = site
     rc, status, _ = _probe(f"{prefix}.dpmhead01.log", args=("--profile", "lcgdm-dpm"))
     assert rc == 3 and "a DPM daemon's profile, not a DOME one" in status, status
+
+
+def test_the_sites_logs_are_stale_by_the_newest_line_of_any_node(site):
+    """--max-age against the newest stamp of the logs' last lines (the site's 2017 logs
+    are years old), whatever part of them -t lets the probe read."""
+    _, prefix, _ = site
+    end = max(map(_newest_ms, _nodes(prefix)))
+    rc, status, perf = _probe(*_nodes(prefix), args=("--max-age", "1d"))
+    assert rc == 2 and status.startswith("DOME CRITICAL - stale source: newest line is "), status
+    age = float(perf["age"][0])
+    assert abs(age - (time.time() - end / 1000)) < 120
