@@ -58,22 +58,32 @@ latest capacity and enable/disable lines left them (all servers, whatever --host
 sources:
   --prometheus URL  the dpmstream metrics (dpmstream run / worker) in Prometheus; the
                     window ends now.
-  --log FILE        a DPM, DPNS or SRM log (with --dome: one DOME node's dmlite log) read
-                    directly with the domain's reading (no running pipeline needed); the window
-                    ends at the latest event time in the file, never the wall clock.
-                    Requests still open at the end of the file are not counted. Only the
-                    tail is read, backwards from the end; lines over 64 KiB are skipped
-                    and counted (-v). Under -t the end comes first: the last 4 MiB, then
-                    as much more as the pace allows; when not all of window and lookback
+  --log FILE        a DPM, DPNS or SRM log (with --dome: a DOME node's dmlite log,
+                    repeatable) read directly with the domain's reading (no running
+                    pipeline needed); the window ends at the latest event time in the
+                    file, never the wall clock. Requests still open at the end of the
+                    file are not counted. Only the tail is read, backwards from the end;
+                    lines over 64 KiB are skipped and counted (-v). Under -t the end
+                    comes first: the last 4 MiB (--dome: 1 MiB of all its logs), then as
+                    much more as the pace allows; when not all of window and lookback
                     could be read, the answer is on what was, and says so: "(partial:
-                    read only the last 12.3m of the log, 140.0 MiB of its 1.1 GiB)".
+                    read only the last 12.3m of the log, 951234 lines, 140.0 MiB of its
+                    1.1 GiB, within -t)". A partial answer is UNKNOWN, with the figures
+                    and any threshold crossed in the part read (the requests that fit
+                    whole in it are the short ones: a biased sample), unless the source
+                    is stale (--max-age). perfdata with --log: partial (1 when cut
+                    short), and then read_lines and read_span (the event time they
+                    cover, to the window's end).
 
---dome --log reads one node's log: the head's has its calls, puts and filesystem states,
-a disk node's its calls and capacity lines. A put ends at its disk node's putdone
-Exiting line: from the head's log alone a put that succeeded ends at --request-timeout
-(a failed one at its failure), so the puts of the last --request-timeout are not counted
-yet and failed_rate leans to the failures. Window and lookback are read whole: a read
--t cuts short is UNKNOWN (no partial answer).
+--dome --log FILE [--log FILE ...] (or a quoted glob, '/var/log/dmlite/*.log'): the
+head's and each disk node's log, read side by side in event time as replay reads them,
+so that a put on the head meets its putdone on the disk node, where it ends (its
+putdone Exiting line). Calls and puts still open at the end of the logs are not
+counted, except a put whose putdone was answered: its status is known. The head's log
+alone has no disk side: its puts are counted at the head's putdone answer, and the
+status line says that no disk node's log was read; a put with no putdone is incomplete
+at --request-timeout, not failed (failed: refused by the head, or a putdone answered
+with an error). A disk node's log alone has no put at all.
 
 freshness (--max-age DURATION): a source is stale when its newest event is older than
 this, against the wall clock now (the one comparison with it): for --log the newest
@@ -177,8 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
-    src.add_argument("--log", metavar="FILE", help="DPM/DPNS/SRM log file (with --dome: a DOME "
-                                                   "node's dmlite log) to read the last window of")
+    src.add_argument("--log", metavar="FILE", action="append",
+                     help="DPM/DPNS/SRM log file to read the last window of; with --dome a "
+                          "DOME node's dmlite log, repeatable (or a quoted glob): the head's "
+                          "and each disk node's, read side by side")
     p.add_argument("--window", default="15m", type=_duration("--window", MAX_SPAN),
                    metavar="DURATION",
                    help=f"window to measure over: 90s, 15m, 2h (default 15m, at most {MAX_SPAN})")
@@ -275,6 +287,7 @@ class DpmRequests(nagiosplugin.Resource):
         # whole counts: records (--log) or differences of counter samples (--prometheus)
         yield Metric("requests", round(snap.requests), min=0, context="count")
         yield Metric("calls", round(snap.calls), min=0, context="count")
+        yield from _what_was_read(snap)
         if snap.empty:
             yield Metric("no_data", None, context="no_data")
             return
@@ -305,6 +318,7 @@ class DomeSite(DpmRequests):
             yield Metric("age", snap.age_s, uom="s", context="age")
         yield Metric("calls", round(snap.calls), min=0, context="count")
         yield Metric("puts", round(snap.requests), min=0, context="count")
+        yield from _what_was_read(snap)
         # the filesystems are a state, not the window's events: judged even in a quiet one
         yield Metric("dome_fs_disabled", snap.fs_disabled, min=0, context="dome_fs_disabled")
         yield Metric("dome_fs_free_ratio", snap.fs_free_ratio, min=0, max=1,
@@ -321,6 +335,18 @@ class DomeSite(DpmRequests):
         for q in self.wanted.dome_call_quantiles:
             name = th.dome_call_metric(q)
             yield Metric(name, snap.dome_call.get(q), uom="s", min=0, context=name)
+
+
+def _what_was_read(snap):
+    """A log source's reading as perfdata: whether -t cut it short and, when it did, the
+    lines the answer was measured on and the event time they span to the window's end."""
+    if snap.lines_read is None:
+        return
+    yield Metric("partial", 1 if snap.partial else 0, min=0, max=1, context="count")
+    if snap.partial:
+        yield Metric("read_lines", snap.lines_read, min=0, context="count")
+        yield Metric("read_span", None if snap.read_s is None else round(snap.read_s, 3),
+                     uom="s", min=0, context="count")
 
 
 class RangeContext(nagiosplugin.Context):
@@ -361,7 +387,9 @@ class CountContext(nagiosplugin.Context):
         return Result(Ok, None, metric)
 
     def performance(self, metric, resource):
-        return Performance(metric.name, _fmt(metric.value), "", "", "", 0)
+        if metric.value is None:
+            return Performance(metric.name, "U", "", "", "", 0)
+        return Performance(metric.name, _fmt(metric.value), metric.uom or "", "", "", 0)
 
 
 class NoDataContext(nagiosplugin.Context):
@@ -387,6 +415,10 @@ class DpmSummary(nagiosplugin.Summary):
         snap = getattr(resource, "snapshot", None)
         if snap is None:
             return "no result"
+        return self.figures(resource, snap) + _notes(snap)
+
+    def figures(self, resource, snap) -> str:
+        """What was measured, in words (the OK status line but its notes)."""
         if snap.dome:
             return self.dome_ok(resource.wanted, snap)
         parts = []
@@ -401,8 +433,7 @@ class DpmSummary(nagiosplugin.Summary):
             parts.append(f"{failed * 100:.1f}% failed")
         if snap.calls:
             parts.append(f"{round(snap.calls)} calls")
-        return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap) \
-            + _notes(snap)
+        return ", ".join(parts) + f" in the last {_window(snap.window_s)}" + _end_text(snap)
 
     @staticmethod
     def dome_ok(wanted, snap) -> str:
@@ -424,7 +455,7 @@ class DpmSummary(nagiosplugin.Summary):
             text += f"; {round(snap.fs_disabled)} filesystems disabled"
         if snap.fs_free_ratio is not None:
             text += f", the fullest {snap.fs_free_ratio * 100:.1f}% free"
-        return text + _notes(snap)
+        return text
 
     def verbose(self, results):
         resource = next((r.resource for r in results if r.resource is not None), None)
@@ -436,6 +467,7 @@ class DpmSummary(nagiosplugin.Summary):
                          f"{source.tail.long_lines} lines over {MAX_LINE // 1024} KiB skipped; "
                          + ", ".join(f"{n} {result}" for result, n in source.lines.items())
                          + f"; {source.decode_errors} not UTF-8; {source.engine} engine")
+        lines += getattr(source, "describe_reading", list)()
         if hasattr(source, "queries"):
             lines.append("requests and calls: per series the last sample in the window less "
                          "the last before it, restarts counted across, summed (no "
@@ -493,9 +525,10 @@ class FreshnessContext(nagiosplugin.Context):
 
 def _notes(snap) -> str:
     """What the status line must own up to: lines of the log window skipped for their
-    length (counted), and a read that -t cut short (what it covered)."""
+    length (counted), what the logs given could not show, and a read that -t cut short
+    (what it covered)."""
     notes = f" ({snap.long_lines} lines over {MAX_LINE // 1024} KiB skipped)" if snap.long_lines else ""
-    return notes + (f" ({snap.partial})" if snap.partial else "")
+    return notes + "".join(f" ({note})" for note in (snap.unseen, snap.partial) if note)
 
 
 def _end_text(snap) -> str:
@@ -526,6 +559,26 @@ def _window(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{_fmt(float(seconds))}s"
+
+
+class DpmCheck(nagiosplugin.Check):
+    """A check whose window -t let the log source read only in part is UNKNOWN, with
+    what it measured on the part read (thresholds crossed there included): the records
+    that fit whole in the newest lines are a biased sample (failures end at once, long
+    transfers and requests begun before the part read are left out), so a rate or a
+    quantile from them can cross a threshold the window does not, or miss one it does.
+    A stale source (--max-age) is judged on its newest line, which was read: its state
+    stands (README, "Paging")."""
+
+    def __call__(self):
+        super().__call__()
+        resource = self.resources[0]
+        snap = getattr(resource, "snapshot", None)
+        if snap is None or not snap.partial or resource.stale:
+            return
+        figures = self.summary.figures(resource, snap)
+        self.results.add(Result(Unknown, f"the window not read whole within -t, no state "
+                                         f"told; measured on the part read: {figures}"))
 
 
 # -- wiring -------------------------------------------------------------------------------
@@ -561,13 +614,16 @@ def build_check(args, deadline: float) -> nagiosplugin.Check:
                                timeout_s=args.request_timeout, deadline=deadline)
     else:
         from dpmstream.probes.sources_log import LogSource
-        source = LogSource(args.log, window_s, lookback_s=lookback_s, host=args.host,
+        if len(args.log) > 1:
+            raise UsageError(f"--log given {len(args.log)} times: only a DOME site's logs "
+                             f"(--dome) are read together; give one DPM, DPNS or SRM log")
+        source = LogSource(args.log[0], window_s, lookback_s=lookback_s, host=args.host,
                            op=args.op, profile=args.profile, tz=args.tz, year=args.last_line_year,
                            ns_daemons=args.ns_daemons, timeout_s=args.request_timeout,
                            deadline=deadline)
 
     resource = DomeSite if args.dome else DpmRequests
-    check = nagiosplugin.Check(
+    check = DpmCheck(
         resource(source, wanted, reported, _STATES[args.no_data], max_age_s),
         CountContext("count"), NoDataContext(_STATES[args.no_data]), DpmSummary())
     if max_age_s is not None:

@@ -49,6 +49,9 @@ class Snapshot:
     # when -t allowed only the end of the window's lines ("" when all was read)
     read_s: float | None = None
     partial: str = ""
+    lines_read: int | None = None  # log source: the lines the answer was measured on
+    # log source: what the logs given could not show (a DOME site's disk nodes unread)
+    unseen: str = ""
     dome: bool = False
     # A DOME site (Wanted.dome): by_status counts its puts, `calls` its calls, and these
     # its calls by HTTP code class, call-duration quantiles, and filesystems now (None:

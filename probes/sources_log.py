@@ -34,6 +34,7 @@ import os
 import re
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -126,7 +127,7 @@ class _Start:
         return None if st is None else self.seconds_before(st)
 
 
-def _minutes(seconds: float) -> str:
+def minutes_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h" if seconds >= 5400 else f"{seconds / 60:.1f}m"
 
 
@@ -210,9 +211,9 @@ class LogSource:
                 tail.next_line_start(fh, end - affordable, end)
         snap, self.tail, self.lines, self.decode_errors, self.engine = best
         if self.tail.start > start or not found.whole:
-            span = "" if snap.read_s is None else f"the last {_minutes(snap.read_s)} of the log, "
-            snap.partial = (f"partial: read only {span}{tail.mib(end - self.tail.start)} of its "
-                            f"{tail.mib(size)}, within -t")
+            span = "" if snap.read_s is None else f"the last {minutes_text(snap.read_s)} of the log, "
+            snap.partial = (f"partial: read only {span}{self.tail.lines_read} lines, "
+                            f"{tail.mib(end - self.tail.start)} of its {tail.mib(size)}, within -t")
         return snap
 
     def _read(self, fh, start: int, end: int, found: "_Start", wanted: Wanted) -> Snapshot:
@@ -260,6 +261,7 @@ class LogSource:
         snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
         snap.long_lines = t.long_lines
         snap.read_s = read_s
+        snap.lines_read = t.lines_read
         return snap
 
     def _count(self, stats) -> None:
@@ -400,16 +402,23 @@ def measure_log(path: str, stats: tail.TailStats, deadline: float | None, measur
     read its tail (a regular file only); its failures (unreadable, -t run out) as
     SourceErrors naming the file."""
     try:
-        fh = tail.open_log(path)
-    except tail.TailError as exc:
-        raise SourceError(str(exc)) from None
-    try:
-        with fh:
-            st = os.fstat(fh.fileno())
-            stats.size = st.st_size
-            return measure(fh, st, tail.whole_lines_end(fh, st.st_size, stats, deadline=deadline))
+        with opened_log(path, stats, deadline) as (fh, st, end):
+            return measure(fh, st, end)
     except tail.DeadlineExceeded as exc:
         raise SourceError(f"timed out: {exc} of {path}") from None
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
 
+
+@contextmanager
+def opened_log(path: str, stats: tail.TailStats, deadline: float | None):
+    """(fh, its os.stat, the end of its last whole line) of a log opened to read its tail,
+    closed on leaving; a file that cannot be opened as a log is a SourceError naming it."""
+    try:
+        fh = tail.open_log(path)
+    except tail.TailError as exc:
+        raise SourceError(str(exc)) from None
+    with fh:
+        st = os.fstat(fh.fileno())
+        stats.size = st.st_size
+        yield fh, st, tail.whole_lines_end(fh, st.st_size, stats, deadline=deadline)

@@ -3,48 +3,39 @@
 The name-server calls of a DPM request are joined to it within a few seconds of event
 time (parsers/linking.py), so a DPNS log read after the whole DPM log would come too
 late. Inputs are grouped into lanes, one per daemon (detected from a file's first lines);
-the files of a lane are read one after another, in the order given. The lane whose
-latest event time is earliest is fed next, up to `STEP_MS` past the next lane's time,
-so the lanes never drift further apart than that.
+the files of a lane are read one after another, in the order given; the lanes are fed
+side by side in event time by the domain's rule (parsers/side_by_side.py, `STEP_MS`).
 """
 
 from __future__ import annotations
 
 from itertools import islice
-from typing import Callable, Iterator
+from typing import Callable
 
 from dpmstream.parsers.dome_profiles import DomeProfile, detect_dome_profile, first_host
 from dpmstream.parsers.profiles import Profile, detect_profile
+# STEP_MS is re-exported: callers of the lanes read the step here too
+from dpmstream.parsers.side_by_side import STEP_MS, ChunkLane, feed_side_by_side  # noqa: F401
 from dpmstream.streams.inputs import InputError, iter_lines, open_binary
 
-STEP_MS = 500          # how far one lane runs ahead of the others per turn
 DETECT_LINES = 200
 
 
-class Lane:
+class Lane(ChunkLane):
     """One daemon's inputs. `open_input(inp)` -> (source, iterator of lists of lines) or None
     (the input could not be opened: reported by the caller, the lane goes on)."""
 
     def __init__(self, name: str, inputs: list, open_input: Callable):
+        super().__init__()
         self.name = name
         self.inputs = list(inputs)
         self.open_input = open_input
-        self.src = None
         # The DOME profile its files were recognised by (else None): given to their
         # sources, which then read in event time from their first line, not after a
         # detection's first 200 (a disk node's putdone read half a minute before the
         # head's put would be an orphan: docs/dome.md).
         self.profile = None
-        self.lines: Iterator[list] | None = None  # the current input's chunks of lines
-        self.chunk: list | None = None   # the chunk being fed, from index `at`
-        self.at = 0
         self.done = False
-
-    @property
-    def position(self) -> int:
-        """The latest event time fed from this lane (-1 before its first line)."""
-        src = self.src
-        return -1 if src is None else src.position
 
     def next_input(self) -> bool:
         while self.inputs:
@@ -55,19 +46,6 @@ class Lane:
                 return True
         self.done = True
         return False
-
-    def feed_until(self, limit: int | None) -> bool:
-        """Feed lines until the lane's time passes `limit` (None: to the end of the
-        current input). False when the current input is exhausted."""
-        src = self.src
-        while True:
-            if self.chunk is None or self.at >= len(self.chunk):
-                self.chunk, self.at = next(self.lines, None), 0
-                if self.chunk is None:
-                    return False
-            self.at = src.feed_chunk(self.chunk, self.at, limit)
-            if limit is not None and src.position > limit:
-                return True
 
 
 def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced,
@@ -128,24 +106,19 @@ def _first_lines(inp) -> list[bytes]:
 
 
 def run_lanes(lanes: list[Lane], on_input_end: Callable) -> None:
-    """Feed every lane to its end, the one furthest behind in event time first.
+    """Feed every lane to its end, side by side in event time (parsers/side_by_side.py).
     `on_input_end(lane, error=None)` is told when an input ends, or ends early (an
     InputError: the lines before it are kept, the lane goes on with its next input)."""
-    active = [lane for lane in lanes if lane.next_input()]
-    while active:
-        active.sort(key=lambda lane: lane.position)
-        lane = active[0]
-        # Up to a little past the next lane (a lane not started yet stops it at its first
-        # parsed line, so that every lane starts before any runs ahead).
-        limit = active[1].position + STEP_MS if len(active) > 1 else None
+
+    def feed(lane: Lane, limit: int | None) -> bool:
         try:
             more = lane.feed_until(limit)
         except InputError as exc:
             on_input_end(lane, exc)
-            more = None
+            more = False
         else:
             if not more:
                 on_input_end(lane)
-        if not more:
-            if not lane.next_input():
-                active.remove(lane)
+        return more or lane.next_input()
+
+    feed_side_by_side([lane for lane in lanes if lane.next_input()], feed)

@@ -43,10 +43,10 @@ class LiveStack:
         self.prometheus.stop()
 
 
-def simulate(prefix: Path, *args: str) -> Path:
+def simulate(prefix: Path, *args: str, timeout: float = 120) -> Path:
     prefix.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([DPMSTREAM, "simulate", "--out", str(prefix), "--quiet", *args],
-                   check=True, capture_output=True, text=True, timeout=120)
+                   check=True, capture_output=True, text=True, timeout=timeout)
     return prefix
 
 

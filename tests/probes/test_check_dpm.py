@@ -109,3 +109,15 @@ def test_the_dome_log_probe_runs_without_dpmstream_streams(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert "No module named" not in done.stdout + done.stderr
     assert done.returncode == 0 and done.stdout.startswith("DOME OK - "), done.stdout
+
+
+def test_several_logs_without_dome_are_one_unknown_line_naming_the_rule(tmp_path):
+    rc, lines = _usage_error("--log", str(tmp_path / "a"), "--log", str(tmp_path / "b"))
+    assert (rc, lines) == (3, ["DPM UNKNOWN - --log given 2 times: only a DOME site's logs "
+                               "(--dome) are read together; give one DPM, DPNS or SRM log"])
+
+
+def test_a_dome_log_pattern_matching_no_file_is_unknown_naming_it(tmp_path):
+    pattern = str(tmp_path / "dmlite" / "*.log")
+    rc, lines = _usage_error("--dome", "--log", pattern)
+    assert (rc, lines) == (3, [f"DOME UNKNOWN - --log {pattern}: no file matches"])

@@ -1,23 +1,26 @@
-"""check_dpm --dome --log: the last window of a simulated DOME node's log, read through
-the pipeline (probes/sources_dome_log.py), against the simulator's truth."""
+"""check_dpm --dome --log: the last window of a simulated DOME site's logs (each node's,
+or one node's alone), read through the pipeline side by side (probes/sources_dome_log.py),
+against the simulator's truth, on both DOME engines."""
 
 from __future__ import annotations
 
 import csv
+import glob
 import re
+import time
 
 import pytest
 
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
-from dpmstream.parsers.dome_reassembly import DomeReassembler
 from dpmstream.parsers.quantiles import nearest_rank
 from tests.metrics_stack import simulate
 from tests.probes.test_sources_prometheus import check_dpm
 
 TZ = "Europe/Zurich"
 WINDOW_MS = 300_000
+TIMEOUT_MS = 120_000
 # No restart and no journald gap: the only cut calls are those open at the end of the
 # file, which the probe leaves out as in progress. The first disk node goes down at 400 s
 # and stays down: its two filesystems are disabled at the end.
@@ -42,35 +45,76 @@ def _newest_ms(path) -> int:
     return max(stamps)
 
 
-def _head_alone_puts(path, end: int) -> list[dict]:
-    """The puts the head's log gives alone (the reference reassembler, every line of it):
-    without the disk node's Exiting line a joined put ends at its timeout (docs/dome.md,
-    "When a joined put ends"), so the site's truth, built from every node, is not the
-    head's. Those ended in the window; not those the end of the file forces out."""
-    parser = DomeLineParser(resolve_dome_profile("dmlite-dome"), EventClock(TZ, year=2017))
-    engine = DomeReassembler(timeout_ms=120_000)
-    ended = []
-    for line in open(path).read().splitlines():
-        ev = parser.parse(line)
-        if ev is not None:
-            ended += engine.feed(ev)
-    return [r for r in ended if r["kind"] == "dome_put" and end - WINDOW_MS < r["ended"] <= end]
+def _puts_over(truth, end: int) -> list[dict]:
+    """The truth's puts ended in the window that the end of the logs does not leave in
+    progress: not those it cut (`input_end`), nor those joined whose putdone had no
+    answer yet while still within their timeout (the probe counts a put whose putdone
+    call was answered: its status is told by its lines)."""
+    return [p for p in truth["puts"] if end - WINDOW_MS < int(p["ended"]) <= end
+            and p["end_reason"] != "input_end"
+            and not (p["pfn"] and not p["putdone_code"] and int(p["put_time"]) + TIMEOUT_MS > end)]
 
 
-def _probe(path, *args):
-    return check_dpm("--dome", "--log", str(path), "--tz", TZ, "--last-line-year", "2017",
-                     "--window", "5m", "--request-timeout", "120", *args)
+def _probe(*paths, engine: str | None = None, args=()):
+    logs = [arg for path in paths for arg in ("--log", str(path))]
+    # -t 60: these tests are about what is counted; under -t the answer may be partial
+    return check_dpm("--dome", *logs, "--tz", TZ, "--last-line-year", "2017", "--window", "5m",
+                     "--request-timeout", str(TIMEOUT_MS // 1000), "-t", "60", *args,
+                     env={"DPMSTREAM_ENGINE": engine} if engine else None, timeout=90)
 
 
-def test_the_heads_window_is_the_truths(site):
+def _nodes(prefix) -> list[str]:
+    return sorted(glob.glob(f"{prefix}.dpm*.log"))
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_the_sites_logs_read_side_by_side_count_the_truths_calls_and_puts(site, engine):
+    stamp, prefix, truth = site
+    nodes = _nodes(prefix)
+    assert len(nodes) == 4  # the head and three disk nodes
+    end = max(map(_newest_ms, nodes))
+    calls = [c for c in truth["calls"] if c["end"] and end - WINDOW_MS < int(c["end"]) <= end]
+    puts = _puts_over(truth, end)
+    rc, status, perf = _probe(*nodes, engine=engine, args=("-v",))
+    assert rc == 0, status
+    assert f"{engine} DOME engine" in status
+    assert "not seen" not in status and "partial" not in status
+    assert int(perf["calls"][0]) == len(calls) > 1000
+    assert {c["host"] for c in calls} == {"dpmhead01", "dpmdisk01", "dpmdisk02", "dpmdisk03"}
+    assert int(perf["puts"][0]) == len(puts) > 200
+    for status_name in ("failed", "incomplete"):
+        n = sum(1 for p in puts if p["status"] == status_name)
+        assert n > 0 and float(perf[f"{status_name}_rate"][0]) == pytest.approx(n / len(puts), rel=1e-5)
+    assert perf["partial"][0] == "0" and "read_lines" not in perf
+    # the logs span less than window and lookback: -v says each was read whole
+    assert sorted(map(int, re.findall(r"read (\d+) lines of \S+ from byte 0 ", status))) == \
+        sorted(sum(1 for _ in open(node)) for node in nodes)
+    if stamp == "rfc3339":
+        durations = sorted(int(c["duration"]) for c in calls)
+        assert float(perf["dome_call_p95"][0]) == nearest_rank(durations, 0.95) / 1000
+
+
+def test_a_quoted_glob_reads_the_nodes_it_matches_as_if_each_were_named(site):
+    _, prefix, _ = site
+    assert _probe(f"{prefix}.dpm*.log") == _probe(*_nodes(prefix))
+
+
+def test_the_heads_log_alone_counts_its_puts_at_the_putdone_answer_and_says_the_disk_side_was_not_read(site):
+    """From the head's log alone a put never sees the disk's Exiting line that ends it;
+    counted at its head's putdone answer, its puts are the site's: failed_rate no longer
+    leans to the failures (which end at their line) and a put with no putdone is
+    incomplete, not failed."""
     stamp, prefix, truth = site
     head = f"{prefix}.dpmhead01.log"
     end = _newest_ms(head)
+    assert end == max(map(_newest_ms, _nodes(prefix)))
     calls = [c for c in truth["calls"] if c["host"] == "dpmhead01" and c["end"]
              and end - WINDOW_MS < int(c["end"]) <= end]
-    puts = _head_alone_puts(head, end)
-    rc, status, perf = _probe(head, "-w", "dome_call:p95=10")
+    puts = _puts_over(truth, end)
+    rc, status, perf = _probe(head, args=("-w", "dome_call:p95=10"))
     assert rc == 0, status
+    assert status.endswith("(no disk node's log read: puts counted at the head's putdone "
+                           "answer, their disk side not seen)"), status
     assert int(perf["calls"][0]) == len(calls) > 1000
     assert int(perf["puts"][0]) == len(puts) > 200
     answered = [c for c in calls if c["http_code"]]
@@ -78,11 +122,21 @@ def test_the_heads_window_is_the_truths(site):
     assert float(perf["dome_error_rate"][0]) == pytest.approx(errors / len(answered), rel=1e-5)
     failed = sum(1 for p in puts if p["status"] == "failed")
     assert float(perf["failed_rate"][0]) == pytest.approx(failed / len(puts), rel=1e-5)
+    no_putdone = sum(1 for p in puts if not p["pfn"])
+    assert no_putdone > 0 and float(perf["incomplete_rate"][0]) == pytest.approx(
+        sum(1 for p in puts if p["status"] == "incomplete") / len(puts), rel=1e-5)
     if stamp == "traditional":
         assert perf["dome_call_p95"][0] == "U" and "no call duration (whole-second stamps)" in status
     else:
         durations = sorted(int(c["duration"]) for c in calls)
         assert float(perf["dome_call_p95"][0]) == nearest_rank(durations, 0.95) / 1000
+
+
+def test_a_disk_nodes_log_alone_says_it_saw_no_put(site):
+    _, prefix, _ = site
+    rc, status, perf = _probe(f"{prefix}.dpmdisk02.log")
+    assert rc == 0 and status.endswith("(no head node's log read: puts not seen)"), status
+    assert perf["puts"][0] == "0" and int(perf["calls"][0]) > 100
 
 
 def test_the_heads_disabled_filesystems_page(site):
@@ -92,7 +146,7 @@ def test_the_heads_disabled_filesystems_page(site):
         state[(e["server"], e["fs"])] = e["event"]
     disabled = sum(1 for event in state.values() if event == "disabled")
     assert disabled == 2
-    rc, status, perf = _probe(f"{prefix}.dpmhead01.log", "-c", "dome_fs_disabled=0")
+    rc, status, perf = _probe(f"{prefix}.dpmhead01.log", args=("-c", "dome_fs_disabled=0"))
     assert rc == 2 and status.startswith(f"DOME CRITICAL - dome_fs_disabled = {disabled} "), status
     assert perf["dome_fs_disabled"][0] == str(disabled)
 
@@ -104,7 +158,7 @@ def test_a_disk_nodes_free_space_is_its_latest_capacity_lines(site):
         if row["host"] == "dpmdisk02":
             latest[row["fs"]] = (int(row["free"]), int(row["phys"]))
     ratio = min(free / phys for free, phys in latest.values())
-    rc, status, perf = _probe(f"{prefix}.dpmdisk02.log", "-w", f"dome_fs_free_ratio={ratio + 0.01}:")
+    rc, status, perf = _probe(f"{prefix}.dpmdisk02.log", args=("-w", f"dome_fs_free_ratio={ratio + 0.01}:"))
     assert rc == 1 and status.startswith("DOME WARNING - dome_fs_free_ratio = "), status
     assert float(perf["dome_fs_free_ratio"][0]) == pytest.approx(ratio, rel=1e-5)
     assert perf["dome_fs_free_bytes"][0] == str(min(f for f, _ in latest.values()))
@@ -112,5 +166,16 @@ def test_a_disk_nodes_free_space_is_its_latest_capacity_lines(site):
 
 def test_a_dpm_profile_with_dome_is_unknown_saying_so(site):
     _, prefix, _ = site
-    rc, status, _ = _probe(f"{prefix}.dpmhead01.log", "--profile", "lcgdm-dpm")
+    rc, status, _ = _probe(f"{prefix}.dpmhead01.log", args=("--profile", "lcgdm-dpm"))
     assert rc == 3 and "a DPM daemon's profile, not a DOME one" in status, status
+
+
+def test_the_sites_logs_are_stale_by_the_newest_line_of_any_node(site):
+    """--max-age against the newest stamp of the logs' last lines (the site's 2017 logs
+    are years old), whatever part of them -t lets the probe read."""
+    _, prefix, _ = site
+    end = max(map(_newest_ms, _nodes(prefix)))
+    rc, status, perf = _probe(*_nodes(prefix), args=("--max-age", "1d"))
+    assert rc == 2 and status.startswith("DOME CRITICAL - stale source: newest line is "), status
+    age = float(perf["age"][0])
+    assert abs(age - (time.time() - end / 1000)) < 120

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -26,8 +27,10 @@ CHECK_DPM = str(Path(sys.executable).with_name("check_dpm"))
 PERF = re.compile(r"'?([\w.]+)'?=([-\d.eE+]+|U)(s?)(?:;([^;\s]*))?(?:;([^;\s]*))?")
 
 
-def check_dpm(*args: str, timeout: float = 30) -> tuple[int, str, dict[str, tuple[str, str, str, str]]]:
-    done = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=timeout)
+def check_dpm(*args: str, timeout: float = 30,
+              env: dict | None = None) -> tuple[int, str, dict[str, tuple[str, str, str, str]]]:
+    done = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
     out = done.stdout
     status, _, perf = out.partition("|")
     perfdata = {m.group(1): m.group(2, 3, 4, 5) for m in PERF.finditer(perf)}

@@ -22,7 +22,7 @@ from pathlib import Path
 import nagiosplugin
 import pytest
 
-from tests.metrics_stack import start_live_stack
+from tests.metrics_stack import simulate, start_live_stack
 
 pytestmark = pytest.mark.services  # nagios4 and a Prometheus started by the test
 
@@ -58,7 +58,7 @@ def install_probe(root: Path) -> Path:
 
 
 def write_nagios_config(root: Path, plugins: Path, prom_url: str, user: str, group: str,
-                        log: Path) -> Path:
+                        log: Path, dome_logs: str) -> Path:
     (root / "spool").mkdir()
     (root / "rw").mkdir()
     (root / "resource.cfg").write_text(f"$USER1$={plugins}\n")
@@ -129,6 +129,12 @@ define service {{
     host_name           dpmhead01
     service_description DPM log
     check_command       check_dpm_log!{log}!5m!--tz Europe/Zurich -w failed_rate=0.9 -c total:p99=~:3600
+}}
+define service {{
+    use                 dpm-service
+    host_name           dpmhead01
+    service_description DOME logs
+    check_command       check_dpm_dome_log!{dome_logs}!5m!--tz Europe/Zurich --last-line-year 2017 --request-timeout 120 -c failed_rate=0.5 -w dome_error_rate=0.5
 }}
 """)
     cfg = root / "nagios.cfg"
@@ -212,14 +218,22 @@ def test_nagios_records_ok_and_critical_with_perfdata(stack, nagios_root):
     plugins = install_probe(nagios_root)
     log = nagios_root / "dpm.log"
     shutil.copy(f"{stack.sim_prefix}.log", log)
-    cfg = write_nagios_config(nagios_root, plugins, stack.prometheus.url, user, group, log)
+    # a DOME site's four logs, gathered in one folder, named to the probe by one glob
+    dome = nagios_root / "dmlite"
+    site = simulate(nagios_root / "sim" / "site", "--dome", "--duration", "300", "--rate", "3")
+    dome.mkdir()
+    for node in sorted(site.parent.glob("site.dpm*.log")):
+        shutil.copy(node, dome / node.name.split(".")[1])
+    os.chmod(dome, 0o755)
+    cfg = write_nagios_config(nagios_root, plugins, stack.prometheus.url, user, group, log,
+                              f"{dome}/dpm*")
     verify = subprocess.run([NAGIOS, "-v", str(cfg)], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout[-3000:]
 
     proc = subprocess.Popen([NAGIOS, str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         status_file = nagios_root / "status.dat"
-        wanted = {"DPM phases OK", "DPM proc CRITICAL", "DPM log"}
+        wanted = {"DPM phases OK", "DPM proc CRITICAL", "DPM log", "DOME logs"}
         deadline = time.monotonic() + 90
         services = {}
         while time.monotonic() < deadline:
@@ -249,8 +263,14 @@ def test_nagios_records_ok_and_critical_with_perfdata(stack, nagios_root):
 
     rows = [line.split("\t") for line in (nagios_root / "service-perfdata").read_text().splitlines()]
     states = {row[0]: row[1] for row in rows}
-    assert states == {"DPM phases OK": "0", "DPM proc CRITICAL": "2", "DPM log": "0"}
+    assert states == {"DPM phases OK": "0", "DPM proc CRITICAL": "2", "DPM log": "0", "DOME logs": "0"}
+    # the DOME site's logs through the glob: every node read, puts joined across nodes
+    dome = services["DOME logs"]
+    assert dome["plugin_output"].startswith("DOME OK - ") and "not seen" not in dome["plugin_output"]
+    assert "partial=0" in dome["performance_data"] and "puts=" in dome["performance_data"]
     for row in rows:
+        if row[0] == "DOME logs":
+            continue
         perf = dict(item.split("=", 1) for item in row[3].split())
         for phase in ("auth", "request", "queue", "proc", "poll", "ready_wait", "transfer", "done", "total"):
             value = perf[f"{phase}_p95"].split(";")[0]

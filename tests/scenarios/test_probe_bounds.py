@@ -70,28 +70,87 @@ def test_a_110_mb_log_is_read_from_its_tail_within_t(big_log):
 
 
 @pytest.mark.slow   # the 110 MB log again
+@pytest.mark.parametrize("threshold", [(), ("-c", "total:p95=~:0.001")])
 def test_a_log_whose_whole_span_is_in_the_window_is_answered_within_t_saying_what_was_read(
-        big_log):
+        big_log, threshold):
     """A whole log inside window and lookback (once UNKNOWN, timed out, for a 1.1 GB log):
-    the answer comes within -t, measured on the lines read from the end, and says so.
+    the answer comes within -t, measured on the lines read from the end, and says so, in
+    the status line and the perfdata. It is UNKNOWN, with the figures and the thresholds
+    crossed in the part read: the requests that fit whole in the newest lines are the
+    short ones, a biased sample, whose state would not be the window's.
     The reference engine reads this log in about 7 s of CPU on the 2-core CI machine (the
     compiled one in about 1 s): "too big to read in time" holds on machines 3x faster."""
     size = big_log.stat().st_size
     rc, status, perf, took = timed_check("--log", str(big_log), "--tz", TZ, "--window", "2h",
-                                         "--lookback", "100d", "-v", t=3,
+                                         "--lookback", "100d", "-v", *threshold, t=3,
                                          env={"DPMSTREAM_ENGINE": "python"})
     assert took < 3 + SLACK_S
-    assert rc == 0, status
+    assert rc == 3 and status.startswith("DPM UNKNOWN - the window not read whole within -t, "
+                                         "no state told; measured on the part read: total "
+                                         "p95 "), status
+    crossed = re.search(r"; total_p95 = [\d.]+s \(outside range ~:0.001\) \(partial: ", status)
+    assert bool(crossed) == bool(threshold), status
     assert int(perf["requests"]) > 100
-    note = re.search(r"\(partial: read only the last ([\d.]+)m of the log, ([\d.]+) MiB of its "
-                     r"([\d.]+) MiB, within -t\)", status)
+    note = re.search(r"\(partial: read only the last ([\d.]+)m of the log, (\d+) lines, "
+                     r"([\d.]+) MiB of its ([\d.]+) MiB, within -t\)", status)
     assert note, status
-    minutes, read_mib, size_mib = map(float, note.groups())
+    minutes, lines, read_mib, size_mib = map(float, note.groups())
     assert size_mib == round(size / (1 << 20), 1)
-    # what it says it read is what it read: the -v line's first byte
+    # what it says it read is what it read: the -v line's first byte and lines, the perfdata
     offset = int(re.search(r"from byte (\d+)", status).group(1))
     assert abs((size - offset) / (1 << 20) - read_mib) <= 0.1
     assert 0 < read_mib < size_mib and 0 < minutes < 67  # the log spans 67 minutes
+    assert f"read {int(lines)} lines of " in status
+    assert (perf["partial"], perf["read_lines"]) == ("1", str(int(lines)))
+    assert abs(float(perf["read_span"]) / 60 - minutes) < 0.06
+
+
+@pytest.fixture(scope="module")
+def big_dome_site(tmp_path_factory) -> list[Path]:
+    """A simulated DOME site's logs, a head and three disk nodes, of about 2 M lines over
+    an hour (some 340 MB; the simulator writes it in about 80 s of CPU)."""
+    prefix = simulate(tmp_path_factory.mktemp("big-dome") / "site", "--dome", "--rate", "23",
+                      "--duration", "3600", timeout=1200)
+    logs = sorted(prefix.parent.glob(f"{prefix.name}.dpm*.log"))
+    assert len(logs) == 4
+    return logs
+
+
+@pytest.mark.slow   # the point is the logs' size (their fixture simulates 2 M lines)
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_a_dome_sites_logs_too_big_for_t_are_answered_within_t_saying_what_was_read(
+        big_dome_site, engine):
+    """check_dpm --dome with every node's log, the whole hour inside window and lookback,
+    and -t 3 (as the legacy log's test: the start-up of the process takes its part of
+    -t on a loaded machine): no engine reads 2 M DOME lines in 3 s (the compiled one,
+    at some 60 k lines/s, would take half a minute), so the answer is on the newest
+    lines read, UNKNOWN, saying what it read in the status line, the perfdata and -v."""
+    lines_total = sum(1 for log in big_dome_site for _ in open(log, "rb"))
+    assert lines_total > 2_000_000
+    size = sum(log.stat().st_size for log in big_dome_site)
+    logs = [arg for log in big_dome_site for arg in ("--log", str(log))]
+    rc, status, perf, took = timed_check("--dome", *logs, "--tz", TZ, "--last-line-year", "2017",
+                                         "--window", "2h", "--lookback", "100d", "-v", t=3,
+                                         env={"DPMSTREAM_ENGINE": engine})
+    assert took < 3 + SLACK_S
+    assert rc == 3 and status.startswith("DOME UNKNOWN - the window not read whole within -t, "
+                                         "no state told; measured on the part read: "), status
+    note = re.search(r"\(partial: read only (?:the last ([\d.]+)m|part) of the 4 logs"
+                     r"(?: up to the lines read when time ran out)?, (\d+) lines, "
+                     r"([\d.]+) MiB of their ([\d.]+) MiB, within -t\)", status)
+    assert note, status
+    lines, read_mib, size_mib = int(note.group(2)), float(note.group(3)), float(note.group(4))
+    assert size_mib == round(size / (1 << 20), 1) and 0 < read_mib < size_mib
+    assert 0 < lines < lines_total
+    if note.group(1) is not None:  # the hour's end was reached: its last minutes read
+        assert 0 < float(note.group(1)) < 60
+        assert abs(float(perf["read_span"]) / 60 - float(note.group(1))) < 0.06
+    # what it says it read is what it read: -v's lines of each log, the perfdata
+    per_log = re.findall(r"read (\d+) lines of (\S+) from byte \d+ \(of \d+\); .*?; "
+                         rf"{engine} DOME engine", status)
+    assert sorted(path for _, path in per_log) == [str(log) for log in big_dome_site]
+    assert sum(int(n) for n, _ in per_log) == lines
+    assert (perf["partial"], perf["read_lines"]) == ("1", str(lines))
 
 
 def test_a_gigabyte_of_nuls_is_unknown_in_time_and_memory(tmp_path):
