@@ -16,7 +16,7 @@ same records in the same order, the same counters and interchangeable snapshots.
 
 from __future__ import annotations
 
-from ._fastlines import DomeCore, DomeScanner
+from ._native import DomeCore, DomeScanner
 from .clock import EventClock, rfc3339_to_ms
 from .dome_lines import DomeEvent
 from .dome_profiles import FIELDS, FORMS, DomeProfile

@@ -1,4 +1,4 @@
-"""The compiled reassembler (native/src/engine.rs) behind Reassembler's interface.
+"""The compiled reassembler (native/src/py_engine.rs) behind Reassembler's interface.
 
 The rules are parsers/reassembly.py's, line for line; this module only shapes what the
 extension returns into the same Python types (ReassemblyStats, ThreadKey, RequestKey,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ._fastlines import Core
+from ._native import Core
 from .linking import LinkStats
 from .reassembly import ReassemblyChanges, ReassemblyStats, RequestKey, ThreadKey
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from . import fastpath
+from . import fastpath, schema
 from .dome_lines import DomeLineParser
 from .dome_reassembly import DomeReassembler
 from .linking import Linker
@@ -28,10 +28,9 @@ from .reassembly import Reassembler
 
 PYTHON, COMPILED = "python", "compiled"
 ENGINES = (PYTHON, COMPILED)
-# Why the compiled engine's feed_lines stopped (native/src/engine.rs): the list ended, a
-# line needs Python (it is left to the caller), the source passed its limit in event
-# time, the line budget before an event-time sweep is spent.
-DONE, SLOW, LIMIT, BUDGET = 0, 1, 2, 3
+# Why the compiled engine's feed_lines stopped: schema.FEED_STOPS, checked against
+# native/src/schema.rs as the extension loads.
+DONE, SLOW, LIMIT, BUDGET = schema.DONE, schema.SLOW, schema.LIMIT, schema.BUDGET
 
 try:
     from .compiled_reassembly import CompiledLinker, CompiledReassembler

@@ -429,7 +429,7 @@ class Reassembler:
         host, daemon, pid, tid = key
         proc = self.processes[(host, daemon)][pid]
         if proc.lines > 1:
-            for other in sorted(t for t in proc.tids if t != tid):  # lowest first: engine.rs's order
+            for other in sorted(t for t in proc.tids if t != tid):  # lowest first: reassembly.rs's order
                 self._drop_thread((host, daemon, pid, other))
             self.stats.restarts += 1
             self.restart_log.append((ev.ts, host, daemon))
@@ -757,7 +757,7 @@ class Reassembler:
                     self.restart_log.append((newest.first, host, daemon))
                 else:
                     self.stats.stray_processes += 1
-                for tid in sorted(proc.tids):  # lowest first, as engine.rs walks them
+                for tid in sorted(proc.tids):  # lowest first, as reassembly.rs walks them
                     self._drop_thread((host, daemon, pid, tid))
                 del procs[pid]
                 gone.add(pid)

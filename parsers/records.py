@@ -18,7 +18,7 @@ from .schema import (  # noqa: F401 (re-exported: the sinks and reports read the
 )
 
 try:  # the compiled formatting (native/src/records.rs); the functions below are the reference
-    from ._fastlines import record_csv_line as _compiled_csv, record_json as _compiled_json
+    from ._native import record_csv_line as _compiled_csv, record_json as _compiled_json
 except ImportError:  # not built
     _compiled_csv = _compiled_json = None
 if os.environ.get("DPMSTREAM_PURE_PYTHON"):

@@ -3,11 +3,11 @@
 The columns (section 4 of the format reference, in order, extra columns after), which of
 them hold milliseconds (times since the epoch, UTC, and durations: shown as seconds with
 three decimals), the keys of a record as the engines emit it, its statuses and end
-reasons, and the engine's counters. Everything else takes them from here: records.py
-formats by them, reassembly.py emits them, and the compiled engine (native/src/schema.rs)
-holds a copy that `check_compiled` compares with this one when the extension loads,
-failing loudly with every difference named: a compiled module built from other columns
-never runs.
+reasons, the engine's counters, and the compiled feed's stop codes. Everything else takes
+them from here: records.py formats by them, reassembly.py emits them, and the compiled
+engine (native/src/schema.rs) holds a copy that `check_compiled` compares with this one
+when the extension loads, failing loudly with every difference named: a compiled module
+built from other columns never runs.
 
 Counters: ReassemblyStats (reassembly.py) and LinkStats (linking.py) are the declaration,
 one commented field each.
@@ -35,7 +35,7 @@ CALL_COLUMNS = (
 
 # Which columns hold milliseconds (a time or a duration; the CSV and JSON show seconds).
 # A duration is never negative: both engines clamp a difference of stamps at 0
-# (reassembly._diff, engine.rs diff), whatever order the lines came in.
+# (reassembly._diff, reassembly.rs diff), whatever order the lines came in.
 REQUEST_MS_FIELDS = frozenset((
     "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s",
     "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
@@ -55,6 +55,12 @@ STATUSES = ("success", "failed", "aborted", "incomplete")
 # timeout, the in-flight cap, the end of the input.
 END_REASONS = BY_LINE, BY_TIMEOUT, BY_EVICTION, BY_INPUT_END = (
     "line", "timeout", "evicted", "input_end")
+
+# Why the compiled engine's feed_lines stopped, by the code it returns (its index here):
+# the lines ended, a line needs Python (it is left to the caller), the source passed its
+# limit in event time, the line budget before an event-time sweep is spent.
+FEED_STOPS = ("done", "slow", "limit", "budget")
+DONE, SLOW, LIMIT, BUDGET = range(len(FEED_STOPS))
 
 # The request columns the linker adds once it has decided them (absent before).
 LINKED_REQUEST_COLUMNS = ("ns_calls", "ns_s")
@@ -86,6 +92,7 @@ def declared() -> dict[str, tuple]:
         "phases": PHASES,
         "statuses": STATUSES,
         "end_reasons": END_REASONS,
+        "feed_stops": FEED_STOPS,
         "counters": tuple(f.name for f in fields(ReassemblyStats)),
         "link_counters": tuple(f.name for f in fields(LinkStats)),
     }
@@ -127,8 +134,8 @@ def _listed(items) -> str:
 
 
 def check_compiled(compiled: dict) -> None:
-    """Called by the compiled extension as it loads (native/src/lib.rs), with its schema:
-    raise SchemaMismatch naming every difference from this declaration."""
+    """Called by the compiled extension as it loads (native/src/schema_check.rs), with its
+    schema: raise SchemaMismatch naming every difference from this declaration."""
     found = differences(compiled)
     if found:
         raise SchemaMismatch(

@@ -15,7 +15,7 @@ from dpmstream.parsers import fastpath
 from dpmstream.streams.linecut import CUT_BYTES, LineCutter
 
 try:
-    from dpmstream.parsers._fastlines import LineBlock
+    from dpmstream.parsers._native import LineBlock
 except ImportError:  # not built: lists of lines
     LineBlock = None
 

@@ -185,7 +185,7 @@ impl DomeState {
 }
 
 /// The extension's DOME reassembler (parsers/compiled_dome.py wraps it).
-#[pyclass(module = "dpmstream.parsers._fastlines", subclass, unsendable)]
+#[pyclass(module = "dpmstream.parsers._native", subclass, unsendable)]
 pub struct DomeCore {
     pub st: DomeState,
 }

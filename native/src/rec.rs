@@ -3,8 +3,8 @@
 //!
 //! A replay that prints only its summary hands every record to the extension's Tally
 //! (`tally.rs`): there the dict was built, read back field by field and dropped, for
-//! nothing. `deliver` gives the Tally the record itself and anyone else its dict, built
-//! here in one place, with the keys in the order Python's records have them.
+//! nothing. `deliver` (deliver.rs) gives the Tally the record itself and anyone else its
+//! dict, built here in one place, with the keys in the order Python's records have them.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,8 +13,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::engine::{Names, Sym};
-use crate::tally::Tally;
+use crate::names::{Names, Sym};
 
 type Text = Rc<str>;
 
@@ -150,20 +149,6 @@ fn call_dict<'py>(py: Python<'py>, c: &CallRec, names: &mut Names) -> PyResult<B
     d.set_item(intern!(py, "token"), c.token.as_deref())?;
     d.set_item(intern!(py, "path"), c.path.as_deref())?;
     Ok(d)
-}
-
-/// A finished record to `emit`: to a Tally that forwards nothing, as it is (no dict is
-/// made); to anything else, as its dict.
-pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
-    if let Ok(tally) = emit.bind(py).downcast::<Tally>() {
-        if let Ok(mut tally) = tally.try_borrow_mut() {
-            if tally.forward.is_none() {
-                return tally.tally_rec(py, rec, names);
-            }
-        }
-    }
-    emit.call1(py, (rec.to_dict(py, names)?,))?;
-    Ok(())
 }
 
 /// The keys `to_dict` writes, in order: of a request the linker has decided, and of a

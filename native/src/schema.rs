@@ -1,11 +1,9 @@
 //! The record schema of parsers/schema.py, as the compiled code uses it: the columns and
-//! which hold milliseconds (records.rs), the counters and the record values chosen at
-//! run time (engine.rs), the phases (tally.rs). Python's is the declaration: when the module loads, `check`
-//! hands this copy, and the keys the record builders of rec.rs really write, to
+//! which hold milliseconds (records.rs), the counters (counters.rs), the record values
+//! chosen at run time and the feed's stop codes (reassembly.rs, py_engine.rs), the phases
+//! (tally.rs). Python's is the declaration: when the module loads, schema_check.rs hands
+//! this copy, and the keys the record builders of rec.rs really write, to
 //! parsers/schema.check_compiled, which fails the import naming every difference.
-
-use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 pub const REQUEST_COLUMNS: [&str; 22] = [
     "host", "token", "op", "client", "nfiles", "status", "accepted", "started", "ended", "auth_s",
@@ -29,13 +27,13 @@ pub const PHASES: [(&str, &str); 9] = [
     ("done_s", "done"), ("total_s", "total"),
 ];
 
-/// ReassemblyStats' fields, in order (engine.rs indexes them by the constants below them).
+/// ReassemblyStats' fields, in order (counters.rs names each one's index).
 pub const STAT_NAMES: [&str; 17] = [
     "requests", "calls", "evictions", "expired", "dropped_accepts", "late_lines", "stray_returns",
     "noreturn_calls", "orphans", "restarts", "stray_processes", "thread_evictions",
     "expired_threads", "expired_sessions", "duplicate_lines", "future_lines", "clock_steps",
 ];
-/// Whether `names[i]` is `name` (at compile time: engine.rs pins its counter indexes).
+/// Whether `names[i]` is `name` (at compile time: counters.rs pins its indexes).
 pub const fn named(names: &[&str], i: usize, name: &str) -> bool {
     if i >= names.len() {
         return false;
@@ -57,34 +55,32 @@ pub const fn named(names: &[&str], i: usize, name: &str) -> bool {
 /// LinkStats' fields: the order of Core.link_stats()'s tuple.
 pub const LINK_STAT_NAMES: [&str; 2] = ["ns_calls_linked", "ns_calls_ambiguous"];
 
-pub const STATUSES: [&str; 4] = ["success", "failed", "aborted", "incomplete"];
-pub const END_REASONS: [&str; 4] = ["line", "timeout", "evicted", "input_end"];
+/// A request record's `status`; the engine writes these names, never the literals.
+pub const SUCCESS: &str = "success";
+pub const FAILED: &str = "failed";
+pub const ABORTED: &str = "aborted";
+pub const INCOMPLETE: &str = "incomplete";
+pub const STATUSES: [&str; 4] = [SUCCESS, FAILED, ABORTED, INCOMPLETE];
+/// A request record's `end_reason` (schema.py's BY_* names): its closing line, the
+/// event-time timeout, the in-flight cap, the end of the input.
+pub const BY_LINE: &str = "line";
+pub const BY_TIMEOUT: &str = "timeout";
+pub const BY_EVICTION: &str = "evicted";
+pub const BY_INPUT_END: &str = "input_end";
+pub const END_REASONS: [&str; 4] = [BY_LINE, BY_TIMEOUT, BY_EVICTION, BY_INPUT_END];
 
-/// This schema, and the record keys rec.rs writes, as parsers/schema.declared() gives
-/// Python's (`_fastlines.schema()`, for the tests).
-#[pyfunction]
-pub fn schema(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("request_columns", REQUEST_COLUMNS.to_vec())?;
-    d.set_item("request_ms_fields", REQUEST_MS.to_vec())?;
-    d.set_item("call_columns", CALL_COLUMNS.to_vec())?;
-    d.set_item("call_ms_fields", CALL_MS.to_vec())?;
-    let (request_keys, call_keys) = crate::rec::written_keys(py)?;
-    d.set_item("request_keys", request_keys)?;
-    d.set_item("call_keys", call_keys)?;
-    d.set_item("phases", PHASES.to_vec())?;
-    d.set_item("statuses", STATUSES.to_vec())?;
-    d.set_item("end_reasons", END_REASONS.to_vec())?;
-    d.set_item("counters", STAT_NAMES.to_vec())?;
-    d.set_item("link_counters", LINK_STAT_NAMES.to_vec())?;
-    Ok(d)
-}
-
-/// As the module loads: parsers/schema.check_compiled(schema()) raises SchemaMismatch
-/// (not an ImportError, so nothing falls back to Python unnoticed) on any difference.
-pub fn check(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add_function(wrap_pyfunction!(schema, m)?)?;
-    py.import("dpmstream.parsers.schema")?.call_method1("check_compiled", (schema(py)?,))?;
-    Ok(())
-}
+/// Why Core.feed_lines stopped, by the code it returns (its index here; schema.py's
+/// FEED_STOPS): the lines ended, a line needs Python, the source passed its limit in
+/// event time, the line budget before an event-time sweep is spent.
+pub const FEED_STOPS: [&str; 4] = ["done", "slow", "limit", "budget"];
+pub const DONE: u8 = 0;
+pub const SLOW: u8 = 1;
+pub const LIMIT: u8 = 2;
+pub const BUDGET: u8 = 3;
+const _: () = assert!(
+    named(&FEED_STOPS, DONE as usize, "done")
+        && named(&FEED_STOPS, SLOW as usize, "slow")
+        && named(&FEED_STOPS, LIMIT as usize, "limit")
+        && named(&FEED_STOPS, BUDGET as usize, "budget"),
+    "schema.rs's stop codes do not match FEED_STOPS"
+);

@@ -17,7 +17,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use std::cell::RefCell;
 
-use crate::engine::{FxMap, Names};
+use crate::hashing::FxMap;
+use crate::names::Names;
 use crate::rec::Rec;
 
 // -- random.Random(1), as CPython's _random module runs it --------------------------------
@@ -208,7 +209,7 @@ const PROC: usize = 3;
 /// (record field, phase), in the order the summary renders them.
 use crate::schema::PHASES;
 
-#[pyclass(module = "dpmstream.parsers._fastlines")]
+#[pyclass(module = "dpmstream.parsers._native")]
 pub struct Tally {
     reservoir: usize,
     max_dirs: usize,
@@ -216,7 +217,7 @@ pub struct Tally {
     /// Called with each record after it is tallied (the run's other sinks), or None.
     #[pyo3(get, set)]
     pub(crate) forward: Option<PyObject>,
-    /// Records the engine handed over as they are (no dict made): rec.rs's deliver.
+    /// Records the engine handed over as they are (no dict made): deliver.rs.
     #[pyo3(get)]
     engine_records: u64,
     index: FxMap<Box<str>, Name>,

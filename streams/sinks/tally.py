@@ -22,7 +22,7 @@ from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
 
 try:
-    from dpmstream.parsers._fastlines import Tally
+    from dpmstream.parsers._native import Tally
 except ImportError:  # not built: pure Python
     Tally = None
 

@@ -58,10 +58,10 @@ def test_the_emitted_keys_are_the_columns_and_the_kind():
 
 @needs_compiled
 def test_the_loaded_compiled_extension_was_built_from_this_schema():
-    from dpmstream.parsers import _fastlines
+    from dpmstream.parsers import _native
 
-    assert _fastlines.schema()["request_columns"] == list(REQUEST_COLUMNS)
-    assert schema.differences(_fastlines.schema()) == []
+    assert _native.schema()["request_columns"] == list(REQUEST_COLUMNS)
+    assert schema.differences(_native.schema()) == []
 
 
 def _declared_as_compiled() -> dict:
@@ -86,6 +86,18 @@ def test_a_compiled_schema_in_another_order_fails_naming_both_orders():
     keys[1], keys[2] = keys[2], keys[1]
     with pytest.raises(schema.SchemaMismatch, match="call_keys: another order: Python kind, host"):
         schema.check_compiled(compiled)
+
+
+def test_compiled_stop_codes_in_another_order_fail_the_load():
+    # feed_lines returns a stop's index: a build numbering them otherwise would make the
+    # pipeline take a line left to Python for the end of the list
+    compiled = _declared_as_compiled()
+    stops = compiled["feed_stops"]
+    stops[1], stops[2] = stops[2], stops[1]
+    with pytest.raises(schema.SchemaMismatch, match="feed_stops: another order: Python done, slow"):
+        schema.check_compiled(compiled)
+    assert (engines.DONE, engines.SLOW, engines.LIMIT, engines.BUDGET) == (
+        tuple(schema.FEED_STOPS.index(stop) for stop in ("done", "slow", "limit", "budget")))
 
 
 def test_the_same_schema_passes_and_ms_fields_compare_as_sets():
