@@ -365,8 +365,8 @@ class LogSource:
                 snap.calls += 1
                 op = rec.get("op")
                 if op in ns_values and self.ns_daemons.fullmatch(str(rec.get("daemon"))) \
-                        and rec.get("duration_s") is not None:
-                    ns_values[op].append(rec["duration_s"] / 1000.0)
+                        and rec.get("duration_ms") is not None:
+                    ns_values[op].append(rec["duration_ms"] / 1000.0)
                 continue
             if rec.get("started") is None and rec.get("accepted") is None:
                 continue  # orphan: began before what was read

@@ -1,5 +1,5 @@
-//! The record schema of parsers/schema.py, as the compiled code uses it: the columns and
-//! which hold milliseconds (records.rs), the counters and the record values chosen at
+//! The record schema of parsers/schema.py, as the compiled code uses it: the columns, the
+//! record key of each and which hold milliseconds (records.rs), the counters and the record values chosen at
 //! run time (engine.rs), the phases (tally.rs). Python's is the declaration: when the module loads, `check`
 //! hands this copy, and the keys the record builders of rec.rs really write, to
 //! parsers/schema.check_compiled, which fails the import naming every difference.
@@ -7,26 +7,39 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+/// The columns' names, as the CSV header and the JSON objects show them.
 pub const REQUEST_COLUMNS: [&str; 22] = [
     "host", "token", "op", "client", "nfiles", "status", "accepted", "started", "ended", "auth_s",
     "request_s", "queue_s", "proc_s", "polls", "poll_s", "ready_wait_s", "transfer_s", "done_s",
     "total_s", "end_reason", "ns_calls", "ns_s",
 ];
+/// The record key of each column, in the same order (a duration is held in milliseconds
+/// under `*_ms` and shown in seconds under `*_s`).
+pub const REQUEST_FIELDS: [&str; 22] = [
+    "host", "token", "op", "client", "nfiles", "status", "accepted", "started", "ended", "auth_ms",
+    "request_ms", "queue_ms", "proc_ms", "polls", "poll_ms", "ready_wait_ms", "transfer_ms",
+    "done_ms", "total_ms", "end_reason", "ns_calls", "ns_ms",
+];
+/// The record keys holding milliseconds.
 pub const REQUEST_MS: [&str; 13] = [
-    "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s", "poll_s",
-    "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
+    "accepted", "started", "ended", "auth_ms", "request_ms", "queue_ms", "proc_ms", "poll_ms",
+    "ready_wait_ms", "transfer_ms", "done_ms", "total_ms", "ns_ms",
 ];
 pub const CALL_COLUMNS: [&str; 13] = [
     "host", "daemon", "pid", "thread", "op", "client", "started", "ended", "duration_s", "rc",
     "auth_s", "session", "token",
 ];
-pub const CALL_MS: [&str; 4] = ["started", "ended", "duration_s", "auth_s"];
+pub const CALL_FIELDS: [&str; 13] = [
+    "host", "daemon", "pid", "thread", "op", "client", "started", "ended", "duration_ms", "rc",
+    "auth_ms", "session", "token",
+];
+pub const CALL_MS: [&str; 4] = ["started", "ended", "duration_ms", "auth_ms"];
 
-/// Request phases exported as metrics and summed by the summary: (record field, phase).
+/// Request phases exported as metrics and summed by the summary: (record key, phase).
 pub const PHASES: [(&str, &str); 9] = [
-    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
-    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
-    ("done_s", "done"), ("total_s", "total"),
+    ("auth_ms", "auth"), ("request_ms", "request"), ("queue_ms", "queue"), ("proc_ms", "proc"),
+    ("poll_ms", "poll"), ("ready_wait_ms", "ready_wait"), ("transfer_ms", "transfer"),
+    ("done_ms", "done"), ("total_ms", "total"),
 ];
 
 /// ReassemblyStats' fields, in order (engine.rs indexes them by the constants below them).
@@ -66,8 +79,10 @@ pub const END_REASONS: [&str; 4] = ["line", "timeout", "evicted", "input_end"];
 pub fn schema(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("request_columns", REQUEST_COLUMNS.to_vec())?;
+    d.set_item("request_fields", REQUEST_FIELDS.to_vec())?;
     d.set_item("request_ms_fields", REQUEST_MS.to_vec())?;
     d.set_item("call_columns", CALL_COLUMNS.to_vec())?;
+    d.set_item("call_fields", CALL_FIELDS.to_vec())?;
     d.set_item("call_ms_fields", CALL_MS.to_vec())?;
     let (request_keys, call_keys) = crate::rec::written_keys(py)?;
     d.set_item("request_keys", request_keys)?;

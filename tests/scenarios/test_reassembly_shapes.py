@@ -51,7 +51,7 @@ def test_stray_lines_of_another_pid_leave_the_real_daemons_calls_alone():
              + closing("08/12 10:00:02.000", "08/12 10:00:02.003", 5, "putdone", T1))
     records, pipeline = reassemble(lines)
     (req,) = requests_of(records)
-    assert (req["status"], req["proc_s"]) == ("success", 890)
+    assert (req["status"], req["proc_ms"]) == ("success", 890)
     assert sorted(c["pid"] for c in calls_of(records)) == [777, 778]
     stats = pipeline.stats.reassembly
     assert (stats.restarts, stats.noreturn_calls) == (0, 0)
@@ -69,9 +69,9 @@ def test_an_overlapping_restart_keeps_the_old_calls_until_they_return_and_counts
              + stray_ping("10:01:10.000", pid=23456))                   # past the grace period
     records, pipeline = reassemble(lines)
     (req,) = requests_of(records)
-    assert (req["status"], req["proc_s"]) == ("success", 300)
+    assert (req["status"], req["proc_ms"]) == ("success", 300)
     by_op = {c["op"]: c for c in calls_of(records)}
-    assert (by_op["getpools"]["rc"], by_op["getpools"]["duration_s"]) == (0, 1400)
+    assert (by_op["getpools"]["rc"], by_op["getpools"]["duration_ms"]) == (0, 1400)
     killed = [c for c in calls_of(records) if c["pid"] == 12345 and c["op"] == "ping"]
     assert [(c["rc"], c["ended"]) for c in killed] == [(None, None)]
     stats = pipeline.stats.reassembly
@@ -145,7 +145,7 @@ def test_a_clock_stepped_back_is_counted_and_gives_no_negative_duration():
     assert pipeline.stats.reassembly.clock_steps == 1
     durations = [v for k, v in req.items() if k.endswith("_s") and v is not None]
     assert durations and min(durations) >= 0
-    assert req["proc_s"] == 0 and req["status"] == "success"
+    assert req["proc_ms"] == 0 and req["status"] == "success"
 
 
 def test_a_lone_line_an_hour_ahead_is_set_aside_and_times_nothing_out():
@@ -282,7 +282,7 @@ def test_dpm_and_dpns_lines_in_one_syslog_file_give_the_records_of_the_files_apa
     apart = reassemble(dpm)[0] + reassemble(ns)[0]
     for rec in apart:  # read together, the DPNS log is known: nothing linked, not unknown
         if rec["kind"] == "request":
-            rec["ns_calls"] = rec["ns_s"] = 0
+            rec["ns_calls"] = rec["ns_ms"] = 0
 
     def wrap(tag, text):
         return f"2011-08-12T{text[6:18]}412+00:00 head01 {tag}: {text}"
