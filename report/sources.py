@@ -17,6 +17,7 @@ from dpmstream.report.window import WindowError, in_window, parse_moment
 from dpmstream.streams.sinks.csv import DOME_FILES
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs
 from dpmstream.streams.sinks.summary import Summary, label_zone, moment_text
@@ -144,10 +145,10 @@ def _record(kind: str, row: dict, file_path: str, line_no: int) -> dict:
 
 
 def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
-              settings: dict, since: str | None, until: str | None,
+              settings: ReassemblySettings, since: str | None, until: str | None,
               progress: Progress) -> Dataset:
-    """The records of log files, read as `dpmstream replay` reads them: `settings` are the
-    Pipeline's reassembly keywords (commands.common.pipeline_options), the same in both."""
+    """The records of log files, read as `dpmstream replay` reads them, with the same
+    reassembly `settings` (commands.common.reassembly_settings)."""
     data = Dataset(origin="logs", inputs=[i.name for i in inputs])
     data.zone = load_zone(tz) if tz else None
     keep = WindowFilter(data, since, until)
@@ -157,7 +158,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
             data.zone = label_zone(pipeline.sources.values())
         keep(record)
 
-    pipeline = Pipeline(emit, on_dome_record=emit, **settings)
+    pipeline = Pipeline(emit, settings, on_dome_record=emit)
     spans: dict = {"slow": [], "fast": [], "ns": []}
 
     def on_span(host, daemon, pid, tid, kind, started, ended) -> None:

@@ -9,6 +9,7 @@ from dpmstream.parsers import engines, schema
 from dpmstream.parsers.linking import Linker, surl_path
 from dpmstream.parsers.profiles import resolve_profile
 from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams import state_keys
 
 from tests.dpmlog import DN, T1, T2, call, closing, line, put, status
@@ -133,7 +134,8 @@ def test_once_the_head_is_learned_another_clients_call_inside_a_run_is_not_linke
 def test_when_no_call_links_the_end_warns_once_naming_the_clients_seen(caplog):
     call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1, client="dpmhead01")
     with caplog.at_level("WARNING"):
-        (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, head_aliases=("other",))
+        (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call,
+                          settings=ReassemblySettings(head_aliases=("other",)))
     warned = [r.getMessage() for r in caplog.records if "linked" in r.getMessage()]
     assert req["ns_calls"] == 0
     assert len(warned) == 1 and "name-server clients seen: dpmhead01" in warned[0]
@@ -168,7 +170,8 @@ def test_a_few_ms_outside_the_run_still_count():
 
 def test_an_alias_of_the_head_node_is_the_head_node():
     call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1, client="localhost")
-    (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, head_aliases=("localhost",))
+    (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call,
+                      settings=ReassemblySettings(head_aliases=("localhost",)))
     assert req["ns_calls"] == 1
 
 

@@ -1,5 +1,6 @@
 """Reassembly of DPM requests and calls (docs/record-rules.md), on hand-built lines."""
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.records import REQUEST_FIELDS
 
 from tests.dpmlog import T1, T2, T3, accept, call, closing, get, line, proc, put, status
@@ -218,7 +219,7 @@ def test_requests_silent_past_the_timeout_are_emitted_as_incomplete_on_event_tim
              + put("08/12 11:30:00.000", 4, T2, end="08/12 11:30:00.002"))
     records: list = []
     from dpmstream.parsers.pipeline import Pipeline
-    pipeline = Pipeline(records.append, timeout_s=3600)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=3600))
     src = pipeline.source("t", host="h", tz="UTC", year=2011)
     for text in lines:
         src.feed(text)
@@ -236,7 +237,7 @@ def test_the_in_flight_cap_evicts_the_least_recently_active_request_and_counts_i
              + put("08/12 10:00:02.000", 6, T3, end="08/12 10:00:02.002"))
     records, pipeline = [], None
     from dpmstream.parsers.pipeline import Pipeline
-    pipeline = Pipeline(records.append, max_in_flight=2)
+    pipeline = Pipeline(records.append, ReassemblySettings(max_in_flight=2))
     src = pipeline.source("t", host="h", tz="UTC", year=2011)
     for text in lines:
         src.feed(text)
