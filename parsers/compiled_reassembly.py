@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 
 from ._native import Core
-from .linking import LinkStats
+from .linking import LinkStats, with_current_keys
 from .reassembly import ReassemblyChanges, ReassemblyStats, RequestKey, ThreadKey
 
 
@@ -117,4 +117,4 @@ class CompiledLinker:
 
     def restore(self, state: dict | None) -> None:
         if state:
-            self.reassembler.link_restore(state)
+            self.reassembler.link_restore(with_current_keys(state))

@@ -31,6 +31,7 @@ from dpmstream.parsers.clock import ClockError, EventClock, load_zone, stream_re
 from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import DomeProfile, detect_dome_profile, resolve_any_profile
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.profiles import ProfileError
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.probes import tail
@@ -151,8 +152,8 @@ class DomeLogSource:
         """(records ended while reading, records the end of the file forced out, the
         latest event time)."""
         records: list[dict] = []
-        pipeline = Pipeline(lambda record: None, on_dome_record=records.append,
-                            timeout_s=self.timeout_s)
+        pipeline = Pipeline(lambda record: None, ReassemblySettings(timeout_s=self.timeout_s),
+                            on_dome_record=records.append)
         src = pipeline.source(self.path, host=socket.gethostname(), path=self.path,
                               profile=profile, tz=self.tz, year=self.year, year_hint_ms=mtime_ms)
         self.tail.start = start

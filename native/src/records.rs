@@ -9,7 +9,7 @@ use std::fmt::Write;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
-use crate::schema::{CALL_COLUMNS, CALL_MS, REQUEST_COLUMNS, REQUEST_MS};
+use crate::schema::{CALL_COLUMNS, CALL_FIELDS, CALL_MS, REQUEST_COLUMNS, REQUEST_FIELDS, REQUEST_MS};
 
 enum Value<'a> {
     None,
@@ -33,11 +33,14 @@ fn value<'a>(v: &'a Bound<'_, PyAny>) -> Option<Value<'a>> {
     None
 }
 
-fn columns(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
+/// A kind's columns, the record key of each, and the keys holding milliseconds.
+type Layout = (&'static [&'static str], &'static [&'static str], &'static [&'static str]);
+
+fn columns(kind: &str) -> Layout {
     if kind == "request" {
-        (&REQUEST_COLUMNS, &REQUEST_MS)
+        (&REQUEST_COLUMNS, &REQUEST_FIELDS, &REQUEST_MS)
     } else {
-        (&CALL_COLUMNS, &CALL_MS)
+        (&CALL_COLUMNS, &CALL_FIELDS, &CALL_MS)
     }
 }
 
@@ -69,15 +72,15 @@ fn push_csv_text(out: &mut String, text: &str) {
 pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
     let Some(kind) = record.get_item("kind")? else { return Ok(None) };
     let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
-    let (cols, ms_cols) = columns(&kind);
+    let (_, keys, ms_keys) = columns(&kind);
     let mut out = String::with_capacity(256);
-    for (i, col) in cols.iter().enumerate() {
+    for (i, key) in keys.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        let item = record.get_item(*col)?;
+        let item = record.get_item(*key)?;
         let Some(v) = item.as_ref().map_or(Some(Value::None), value) else { return Ok(None) };
-        match (v, ms_cols.contains(col)) {
+        match (v, ms_keys.contains(key)) {
             (Value::None, _) => {}
             (Value::Int(ms), true) => push_ms(&mut out, ms),
             (Value::Int(n), false) => {
@@ -139,17 +142,17 @@ fn push_seconds(out: &mut String, ms: i64) -> bool {
 pub fn record_json(record: &Bound<'_, PyDict>, ensure_ascii: bool) -> PyResult<Option<String>> {
     let Some(kind) = record.get_item("kind")? else { return Ok(None) };
     let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
-    let (cols, ms_cols) = columns(&kind);
+    let (cols, keys, ms_keys) = columns(&kind);
     let mut out = String::with_capacity(384);
     out.push_str("{\"kind\":");
     push_json_str(&mut out, &kind, ensure_ascii);
-    for col in cols {
+    for (col, key) in cols.iter().zip(keys) {
         out.push_str(",\"");
         out.push_str(col);
         out.push_str("\":");
-        let item = record.get_item(*col)?;
+        let item = record.get_item(*key)?;
         let Some(v) = item.as_ref().map_or(Some(Value::None), value) else { return Ok(None) };
-        match (v, ms_cols.contains(col)) {
+        match (v, ms_keys.contains(key)) {
             (Value::None, _) => out.push_str("null"),
             (Value::Int(ms), true) => {
                 if !push_seconds(&mut out, ms) {

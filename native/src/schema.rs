@@ -1,30 +1,44 @@
-//! The record schema of parsers/schema.py, as the compiled code uses it: the columns and
-//! which hold milliseconds (records.rs), the counters (counters.rs), the record values
-//! chosen at run time and the feed's stop codes (reassembly.rs, py_engine.rs), the phases
-//! (tally.rs). Python's is the declaration: when the module loads, schema_check.rs hands
-//! this copy, and the keys the record builders of rec.rs really write, to
-//! parsers/schema.check_compiled, which fails the import naming every difference.
+//! The record schema of parsers/schema.py, as the compiled code uses it: the columns, the
+//! record key of each and which hold milliseconds (records.rs), the counters
+//! (counters.rs), the record values chosen at run time and the feed's stop codes
+//! (reassembly.rs, py_engine.rs), the phases (tally.rs). Python's is the declaration: when
+//! the module loads, schema_check.rs hands this copy, and the keys the record builders of
+//! rec.rs really write, to parsers/schema.check_compiled, which fails the import naming
+//! every difference.
 
+/// The columns' names, as the CSV header and the JSON objects show them.
 pub const REQUEST_COLUMNS: [&str; 22] = [
     "host", "token", "op", "client", "nfiles", "status", "accepted", "started", "ended", "auth_s",
     "request_s", "queue_s", "proc_s", "polls", "poll_s", "ready_wait_s", "transfer_s", "done_s",
     "total_s", "end_reason", "ns_calls", "ns_s",
 ];
+/// The record key of each column, in the same order (a duration is held in milliseconds
+/// under `*_ms` and shown in seconds under `*_s`).
+pub const REQUEST_FIELDS: [&str; 22] = [
+    "host", "token", "op", "client", "nfiles", "status", "accepted", "started", "ended", "auth_ms",
+    "request_ms", "queue_ms", "proc_ms", "polls", "poll_ms", "ready_wait_ms", "transfer_ms",
+    "done_ms", "total_ms", "end_reason", "ns_calls", "ns_ms",
+];
+/// The record keys holding milliseconds.
 pub const REQUEST_MS: [&str; 13] = [
-    "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s", "poll_s",
-    "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
+    "accepted", "started", "ended", "auth_ms", "request_ms", "queue_ms", "proc_ms", "poll_ms",
+    "ready_wait_ms", "transfer_ms", "done_ms", "total_ms", "ns_ms",
 ];
 pub const CALL_COLUMNS: [&str; 13] = [
     "host", "daemon", "pid", "thread", "op", "client", "started", "ended", "duration_s", "rc",
     "auth_s", "session", "token",
 ];
-pub const CALL_MS: [&str; 4] = ["started", "ended", "duration_s", "auth_s"];
+pub const CALL_FIELDS: [&str; 13] = [
+    "host", "daemon", "pid", "thread", "op", "client", "started", "ended", "duration_ms", "rc",
+    "auth_ms", "session", "token",
+];
+pub const CALL_MS: [&str; 4] = ["started", "ended", "duration_ms", "auth_ms"];
 
-/// Request phases exported as metrics and summed by the summary: (record field, phase).
+/// Request phases exported as metrics and summed by the summary: (record key, phase).
 pub const PHASES: [(&str, &str); 9] = [
-    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
-    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
-    ("done_s", "done"), ("total_s", "total"),
+    ("auth_ms", "auth"), ("request_ms", "request"), ("queue_ms", "queue"), ("proc_ms", "proc"),
+    ("poll_ms", "poll"), ("ready_wait_ms", "ready_wait"), ("transfer_ms", "transfer"),
+    ("done_ms", "done"), ("total_ms", "total"),
 ];
 
 /// ReassemblyStats' fields, in order (counters.rs names each one's index).

@@ -14,8 +14,10 @@ use crate::schema::*;
 pub fn schema(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("request_columns", REQUEST_COLUMNS.to_vec())?;
+    d.set_item("request_fields", REQUEST_FIELDS.to_vec())?;
     d.set_item("request_ms_fields", REQUEST_MS.to_vec())?;
     d.set_item("call_columns", CALL_COLUMNS.to_vec())?;
+    d.set_item("call_fields", CALL_FIELDS.to_vec())?;
     d.set_item("call_ms_fields", CALL_MS.to_vec())?;
     let (request_keys, call_keys) = written_keys(py)?;
     d.set_item("request_keys", request_keys)?;

@@ -37,6 +37,7 @@ from dpmstream.streams.kafka.envelope import (
     EnvelopeError, compiled_decode_fields, decode_fields)
 from dpmstream.parsers.dome_profiles import DomeProfile, resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.kafka.dome_paths import DEFAULT_DOME_PROFILE, is_dome_path
 from dpmstream.streams import state_keys
 
@@ -73,17 +74,14 @@ def _crc(line: str) -> int:
 
 
 class PartitionState:
-    def __init__(self, partition: int, *, timeout_s: float = 3600, max_in_flight: int = 1_000_000,
-                 max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
+    def __init__(self, partition: int, settings: ReassemblySettings = ReassemblySettings(), *,
                  profile=None, tz: str | None = None):
         self.partition = partition
         self.profile = profile
         self.tz = tz
         self.records: list[dict] = []
         # DOME records (a DOME node's file, dome_paths.py) come out with the others.
-        self.pipeline = Pipeline(self.records.append, timeout_s=timeout_s,
-                                 max_in_flight=max_in_flight, max_threads=max_threads,
-                                 grace_s=grace_s, head_aliases=head_aliases,
+        self.pipeline = Pipeline(self.records.append, settings,
                                  on_dome_record=self.records.append)
         self.pipeline.track_changes()
         self._sources: dict[tuple[str, str], object] = {}

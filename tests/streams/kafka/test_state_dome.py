@@ -9,6 +9,7 @@ from collections import namedtuple
 
 import pytest
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.profiles import resolve_profile
 from dpmstream.streams.kafka.envelope import encode
@@ -39,7 +40,7 @@ def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_sa
     expected = core_dome_records(recs)
     assert sum(r["kind"] == "dome_call" for r in expected) > 4000
     store, out = {}, []
-    part = PartitionState(0, timeout_s=TIMEOUT_S)
+    part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
     for start in range(0, len(recs), every):
         part.feed_batch([Message(k, v, start + i) for i, (k, v) in enumerate(recs[start:start + every])])
         records, changes = part.checkpoint()
@@ -49,7 +50,7 @@ def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_sa
                 store.pop(key, None)
             else:
                 store[key] = value
-        part = PartitionState(0, timeout_s=TIMEOUT_S)
+        part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
         part.restore(dict(store))
     assert part.next_offset == len(recs)
     assert any(k.startswith("d|c|") for k in store) and any(k.startswith("d|p|") for k in store)
