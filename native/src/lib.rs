@@ -458,6 +458,7 @@ fn _fastlines(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FastLines>()?;
     m.add_class::<engine::Core>()?;
     m.add_class::<tally::Tally>()?;
+    m.add_class::<records::CsvBlocks>()?;
     m.add_class::<block::LineBlock>()?;
     m.add_class::<dome_scan::DomeScanner>()?;
     m.add_class::<dome_scan::DomeLine>()?;

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::engine::{Names, Sym};
+use crate::records::CsvBlocks;
 use crate::tally::Tally;
 
 type Text = Rc<str>;
@@ -152,14 +153,25 @@ fn call_dict<'py>(py: Python<'py>, c: &CallRec, names: &mut Names) -> PyResult<B
     Ok(d)
 }
 
-/// A finished record to `emit`: to a Tally that forwards nothing, as it is (no dict is
-/// made); to anything else, as its dict.
+/// A finished record to `emit`: to a Tally, as it is (no dict is made), then on to the
+/// Tally's `forward`, if any; to the CSV writer (records.rs's CsvBlocks), as it is; to
+/// anything else, as its dict.
 pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
-    if let Ok(tally) = emit.bind(py).downcast::<Tally>() {
+    let target = emit.bind(py);
+    if let Ok(tally) = target.downcast::<Tally>() {
         if let Ok(mut tally) = tally.try_borrow_mut() {
-            if tally.forward.is_none() {
-                return tally.tally_rec(py, rec, names);
-            }
+            tally.tally_rec(py, rec, names)?;
+            let forward = tally.forward.as_ref().map(|f| f.clone_ref(py));
+            drop(tally);
+            return match forward {
+                Some(forward) => deliver(py, &forward, rec, names),
+                None => Ok(()),
+            };
+        }
+    }
+    if let Ok(blocks) = target.downcast::<CsvBlocks>() {
+        if let Ok(mut blocks) = blocks.try_borrow_mut() {
+            return blocks.write_rec(py, rec, names);
         }
     }
     emit.call1(py, (rec.to_dict(py, names)?,))?;
