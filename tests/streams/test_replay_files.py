@@ -104,3 +104,16 @@ def test_stdin_is_recognised_from_its_head_and_replays_whole_beside_a_file(tmp_p
     replay(inp, tmp_path / "via-stdin", ["-", dpns], stdin=dpm.read_bytes())
     replay(inp, tmp_path / "via-file", [dpm, dpns])
     assert same_outputs(tmp_path / "via-stdin", tmp_path / "via-file") > 0
+
+
+def test_inputs_past_the_held_bound_are_opened_again_at_their_turn_and_replay_whole(
+        tmp_path, monkeypatch):
+    from dpmstream.parsers import engines
+    from dpmstream.streams import replay_files
+    from tests.engine_helpers import run_engine
+
+    inp = make_input(tmp_path, "scenario:multi-file")
+    held = run_engine(engines.PYTHON, inp).records
+    monkeypatch.setattr(replay_files, "HELD_INPUTS", 0)   # every file closed after its head
+    reopened = run_engine(engines.PYTHON, inp).records
+    assert reopened == held and len(held) > 0
