@@ -124,16 +124,26 @@ fn push_csv_row<'a>(out: &mut String, is_ms: &[bool], values: impl IntoIterator<
     true
 }
 
-/// The CSV line of a record (with csv's "\r\n"), or None: Python formats it.
-#[pyfunction]
-pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
+/// A dict's kind, columns, their units and cells handed to `format`; None (Python
+/// formats it) without a str kind or with a cell of a type the records never hold.
+fn format_dict(record: &Bound<'_, PyDict>,
+               format: impl for<'a> FnOnce(&str, &[&str], &[bool], Vec<Value<'a>>) -> Option<String>)
+               -> PyResult<Option<String>> {
     let Some(kind) = record.get_item("kind")? else { return Ok(None) };
     let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
     let (cols, is_ms) = columns(&kind);
     let mut items = Vec::with_capacity(cols.len());
     let Some(values) = dict_values(record, cols, &mut items)? else { return Ok(None) };
-    let mut out = String::with_capacity(256);
-    Ok(push_csv_row(&mut out, is_ms, values).then_some(out))
+    Ok(format(&kind, cols, is_ms, values))
+}
+
+/// The CSV line of a record (with csv's "\r\n"), or None: Python formats it.
+#[pyfunction]
+pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
+    format_dict(record, |_, _, is_ms, values| {
+        let mut out = String::with_capacity(256);
+        push_csv_row(&mut out, is_ms, values).then_some(out)
+    })
 }
 
 fn push_json_str(out: &mut String, s: &str, ascii: bool) {
@@ -210,13 +220,10 @@ fn push_json_object<'a>(out: &mut String, kind: &str, cols: &[&str], is_ms: &[bo
 #[pyfunction]
 #[pyo3(signature = (record, ensure_ascii))]
 pub fn record_json(record: &Bound<'_, PyDict>, ensure_ascii: bool) -> PyResult<Option<String>> {
-    let Some(kind) = record.get_item("kind")? else { return Ok(None) };
-    let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
-    let (cols, is_ms) = columns(&kind);
-    let mut items = Vec::with_capacity(cols.len());
-    let Some(values) = dict_values(record, cols, &mut items)? else { return Ok(None) };
-    let mut out = String::with_capacity(384);
-    Ok(push_json_object(&mut out, &kind, cols, is_ms, values, ensure_ascii).then_some(out))
+    format_dict(record, |kind, cols, is_ms, values| {
+        let mut out = String::with_capacity(384);
+        push_json_object(&mut out, kind, cols, is_ms, values, ensure_ascii).then_some(out)
+    })
 }
 
 // -- the engine's records, straight to CSV ------------------------------------------------
