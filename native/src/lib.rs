@@ -8,10 +8,11 @@
 //! modules are listed in docs/architecture.md, which draws the map):
 //! - primitives: hashing (the tables' hasher), names (the interner), lru (activity
 //!   order), window (the duplicate memory), schema (parsers/schema.py's copy);
-//! - the DPM domain: event (a parsed line), scan (the line scanner), state (what the
-//!   engine holds), counters, rec (finished records), tally, deliver, linking,
-//!   reassembly (the rules);
-//! - compiled edges: block, chunk, envelope, records;
+//! - the DPM domain's data: event (a parsed line), scan (the line scanner), state (what
+//!   the engine holds), counters, rec (finished records);
+//! - compiled edges: block, chunk, envelope, records (CSV and JSON), tally;
+//! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
+//! - the DOME modules (dome_*);
 //! - bindings: py_engine (the `Core` Python class), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
 //!   file, which only registers the classes and functions.
@@ -55,6 +56,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scan::FastLines>()?;
     m.add_class::<py_engine::Core>()?;
     m.add_class::<tally::Tally>()?;
+    m.add_class::<records::CsvBlocks>()?;
     m.add_class::<block::LineBlock>()?;
     m.add_class::<dome_scan::DomeScanner>()?;
     m.add_class::<dome_scan::DomeLine>()?;
