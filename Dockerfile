@@ -1,11 +1,12 @@
 # The dpmstream image: the stream worker (`dpmstream worker`) and every other subcommand.
 # Built by docker-compose.yml; also usable alone: docker build -t dpmstream .
 #
-# Two stages. `build` has the Rust toolchain and compiles the engine (native/: line parser
-# and reassembly, 4x the pure-Python speed) into a wheel, next to the wheels of the
-# dependencies. The runtime stage has no compiler: it installs those wheels only, and
-# refuses to finish if the compiled engine is not in them. Both stages are Debian
-# bookworm with Python 3.11, so the wheel built in one loads in the other.
+# Two stages. `build` has the Rust toolchain and compiles the engine (native/, the
+# extension parsers/_native: line parsers and reassembly, 4x the pure-Python speed) into
+# a wheel, next to the wheels of the dependencies. The runtime stage has no compiler: it
+# installs those wheels only, and refuses to finish if the compiled engine is not in
+# them. Both stages are Debian bookworm with Python 3.11, so the wheel built in one loads
+# in the other.
 # tests/test_container.py installs the package from exactly the files the COPY lines of
 # the build stage name: a file the package needs and the Dockerfile forgets fails it.
 

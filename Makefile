@@ -8,13 +8,16 @@ PORT   ?= 9108
 
 .PHONY: run check test install install-system install-kafka check-env clean
 
-# rustup installs cargo here; the optional compiled parser and engine (native/) need it.
+# rustup installs cargo here; the optional compiled core (native/, parsers/_native) needs it.
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 HAVE_CARGO := $(shell command -v cargo >/dev/null 2>&1 && echo 1)
 
 $(BIN)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	@# The extension was built as parsers/_fastlines until it became the whole compiled
+	@# core (parsers/_native): nothing loads the old one; removed so that no one is misled.
+	rm -f parsers/_fastlines*.so
 	$(BIN)/pip install -q -e '.[kafka,report,test]'
 	@$(BIN)/python -c "from dpmstream.parsers import fastpath; \
 		print('compiled line parser and engine:', 'built' if fastpath.available() else 'not built (pure Python)')"

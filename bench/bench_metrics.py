@@ -17,7 +17,7 @@ import urllib.request
 
 from prometheus_client import CollectorRegistry
 
-from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS
+from dpmstream.parsers.records import CALL_FIELDS, REQUEST_FIELDS
 from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
 from dpmstream.streams.metrics.series_budget import DEFAULT_MAX_SERIES
 
@@ -27,17 +27,17 @@ def _records(hosts: int, ops: int):
         host = f"head{h:03d}.example.org"
         for o in range(ops):
             for rc in (0, 1, None):
-                rec = dict.fromkeys(CALL_COLUMNS)
+                rec = dict.fromkeys(CALL_FIELDS)
                 rec.update(kind="call", host=host, daemon="dpns", op=f"op{o:02d}", rc=rc,
                            started=0, ended=None if rc is None else 7,
-                           duration_s=None if rc is None else 7)
+                           duration_ms=None if rc is None else 7)
                 yield rec
         for op in ("put", "get"):
             for status in ("success", "failed", "aborted", "incomplete"):
-                rec = dict.fromkeys(REQUEST_COLUMNS)
+                rec = dict.fromkeys(REQUEST_FIELDS)
                 rec.update(kind="request", host=host, op=op, status=status, polls=3,
-                           auth_s=20, request_s=5, queue_s=700, proc_s=500, poll_s=9,
-                           ready_wait_s=1970, transfer_s=80, done_s=6, total_s=2080)
+                           auth_ms=20, request_ms=5, queue_ms=700, proc_ms=500, poll_ms=9,
+                           ready_wait_ms=1970, transfer_ms=80, done_ms=6, total_ms=2080)
                 yield rec
 
 

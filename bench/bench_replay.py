@@ -69,8 +69,9 @@ def in_flight_memory(n: int) -> str:
     code = f"""
 import resource, uuid
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-p = Pipeline(lambda r: None, max_in_flight={n} + 1)
+p = Pipeline(lambda r: None, ReassemblySettings(max_in_flight={n} + 1))
 src = p.source("b", host="head01", tz="UTC", year=2011)
 for i in range({n}):
     ms = i % 1000

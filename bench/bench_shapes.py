@@ -29,9 +29,10 @@ environment makes replay exit with an error:
 
 Each variant is alternated with grep on the same files (bench/yardstick.py) until the CPU
 ratio of the last 3 rounds settles within 5 %, or the row says it did not. Each row: lines,
-grep s and lines/s, replay s and lines/s, replay/grep in wall time (the target of issue 17
-is <= 4) and in CPU time (user + system: the comparable figure when other jobs share the
-core), whether it settled, peak RSS of the replay (its own rusage). Medians of the last 3
+grep s and lines/s, replay s and lines/s, replay/grep in wall time and in CPU time (user +
+system: the comparable figure when other jobs share the core; issue 30's targets, marked
+when missed: 3x with --write-records, replay as a site runs it, 2.5x summary only),
+whether it settled, peak RSS of the replay (its own rusage). Medians of the last 3
 rounds; the load average is printed before and after.
 """
 
@@ -51,7 +52,8 @@ from yardstick import (  # noqa: E402
     ENVELOPE_ERE, ONE_CORE, SYSLOG_ENVELOPE_ERE, against_grep, command, load_note, pinning_note,
 )
 
-TARGET_RATIO = 4.0
+# issue 30: replay/grep in CPU time, with records written (--out) and summary only
+TARGET_CPU_RATIO = {True: 3.0, False: 2.5}
 
 
 @dataclass(frozen=True)
@@ -229,10 +231,11 @@ def main() -> int:
             if cmp.error:
                 print(f"| {head} | | | {label} | skipped: {cmp.error.split(' (')[0]} | | | | | |")
                 continue
-            mark = "" if cmp.wall_ratio <= TARGET_RATIO else f" (over {TARGET_RATIO:g}x)"
+            target = TARGET_CPU_RATIO[args.write_records]
+            mark = "" if cmp.cpu_ratio <= target else f" (over {target:g}x)"
             print(f"| {head} | {cmp.grep_wall:.2f} | {n / cmp.grep_wall:,.0f} | {label} "
-                  f"| {cmp.wall:.2f} | {n / cmp.wall:,.0f} | {cmp.wall_ratio:.1f}{mark} "
-                  f"| {cmp.cpu_ratio:.1f} | {'yes' if cmp.settled else f'NO ({len(cmp.rounds)} rounds)'} "
+                  f"| {cmp.wall:.2f} | {n / cmp.wall:,.0f} | {cmp.wall_ratio:.1f} "
+                  f"| {cmp.cpu_ratio:.1f}{mark} | {'yes' if cmp.settled else f'NO ({len(cmp.rounds)} rounds)'} "
                   f"| {cmp.rss_mib} MiB |")
     return 0
 

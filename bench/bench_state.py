@@ -19,6 +19,7 @@ import time
 import uuid
 
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 
 ENVELOPE_RE = r"^[0-9]{2}/[0-9]{2} [0-9:.]+ +[0-9]+(,[0-9]+)? [^ :]+: "
 DN = "/DC=ch/DC=cern/CN=bench (1,1)"
@@ -76,7 +77,7 @@ def measure(kind: str, n: int, tail_n: int, workdir: str) -> tuple[float, float,
     tail_path = os.path.join(workdir, f"tail-{kind}-{n}.log")
     with open(tail_path, "w") as f:
         f.write("\n".join(tail) + "\n")
-    pipeline = Pipeline(lambda r: None, max_in_flight=4_000_000, max_threads=4_000_000)
+    pipeline = Pipeline(lambda r: None, ReassemblySettings(max_in_flight=4_000_000, max_threads=4_000_000))
     src = pipeline.source("bench", host="h", tz="UTC", year=2011)
     src.feed_lines(opening)
     start = time.perf_counter()

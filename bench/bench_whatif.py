@@ -47,7 +47,7 @@ CASES = [
 
 
 def p50(records, phase):
-    values = [r[f"{phase}_s"] for r in records if r["op"] == "put" and r[f"{phase}_s"] is not None]
+    values = [r[f"{phase}_ms"] for r in records if r["op"] == "put" and r[f"{phase}_ms"] is not None]
     return statistics.median(values) / 1000
 
 

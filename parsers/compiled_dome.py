@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._fastlines import DomeCore, DomeScanner
+from ._native import DomeCore, DomeScanner
 from .clock import EventClock, rfc3339_to_ms
 from .dome_lines import DomeEvent, traditional_ms
 from .dome_profiles import FIELDS, FORMS, DomeProfile

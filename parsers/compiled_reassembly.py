@@ -1,4 +1,4 @@
-"""The compiled reassembler (native/src/engine.rs) behind Reassembler's interface.
+"""The compiled reassembler (native/src/py_engine.rs) behind Reassembler's interface.
 
 The rules are parsers/reassembly.py's, line for line; this module only shapes what the
 extension returns into the same Python types (ReassemblyStats, ThreadKey, RequestKey,
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from ._fastlines import Core
-from .linking import LinkStats
+from ._native import Core
+from .linking import LinkStats, with_current_keys
 from .reassembly import ReassemblyChanges, ReassemblyStats, RequestKey, ThreadKey
 
 
@@ -117,4 +117,4 @@ class CompiledLinker:
 
     def restore(self, state: dict | None) -> None:
         if state:
-            self.reassembler.link_restore(state)
+            self.reassembler.link_restore(with_current_keys(state))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from . import fastpath
+from . import fastpath, schema
 from .dome_lines import DomeLineParser
 from .dome_reassembly import DomeReassembler
 from .linking import Linker
@@ -28,11 +28,10 @@ from .reassembly import Reassembler
 
 PYTHON, COMPILED = "python", "compiled"
 ENGINES = (PYTHON, COMPILED)
-# Why the compiled engine's feed_lines stopped (native/src/engine.rs): the list ended, a
-# line needs Python (it is left to the caller), the source passed its limit in event
-# time, the line budget before an event-time sweep is spent; and the DOME engine's
-# feed_chunk (native/src/dome_engine.rs): the line before `next` was malformed.
-DONE, SLOW, LIMIT, BUDGET, MALFORMED_LINE = 0, 1, 2, 3, 4
+# Why the compiled engine's feed_lines (or the DOME engine's feed_chunk) stopped:
+# schema.FEED_STOPS, checked against native/src/schema.rs as the extension loads.
+DONE, SLOW, LIMIT, BUDGET, MALFORMED_LINE = (
+    schema.DONE, schema.SLOW, schema.LIMIT, schema.BUDGET, schema.MALFORMED_LINE)
 
 try:
     from .compiled_reassembly import CompiledLinker, CompiledReassembler

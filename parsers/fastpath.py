@@ -20,7 +20,7 @@ from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, UNMATCHED, CompiledForm
 log = logging.getLogger(__name__)
 
 try:
-    from ._fastlines import FastLines
+    from ._native import FastLines
 except ImportError:  # not built: pure Python
     FastLines = None
 

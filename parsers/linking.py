@@ -27,11 +27,11 @@ decided. The watermark here is held back by the host's DPM or name-server log wh
 one lags, by at most MAX_LAG_MS (a log further behind has stopped or is quiet): read from
 two files, one log may run ahead, and it must not decide a call before the other log's
 runs are read, nor a request before its calls. Request records then carry `ns_calls` and
-`ns_s` (empty when no name-server line of the host was read), call records carry the
+`ns_ms` (empty when no name-server line of the host was read), call records carry the
 `token` they served.
 
 Until a host's first name-server line, its request records pass straight through with
-empty `ns_calls`/`ns_s` (a DPM log read alone is not delayed), unless the driver knows a
+empty `ns_calls`/`ns_ms` (a DPM log read alone is not delayed), unless the driver knows a
 name-server log is coming (`expect_ns`: replay given a DPNS file) or a source of the host
 is still buffering lines to detect its profile (`detecting`): they might be the name
 server's, so records wait for the verdict, whenever it comes.
@@ -42,6 +42,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, fields as dc_fields
 from typing import Callable
+
+from .schema import key_of
 
 NS_DAEMON = "dpns"  # the daemon name of the name-server profile (DPNS, LFC)
 DPM_DAEMON = "dpm"  # the daemon name of the DPM profile: its slow threads make the runs
@@ -381,9 +383,9 @@ class Linker:
                         del self._runs_by_path[(host, path)]
         if self.expect_ns or self._ns_read(host):
             record["ns_calls"] = sum(r.calls for r in runs if r.end is not None)
-            record["ns_s"] = sum(r.ms for r in runs if r.end is not None)
+            record["ns_ms"] = sum(r.ms for r in runs if r.end is not None)
         else:  # no name-server log read: unknown, not zero
-            record["ns_calls"] = record["ns_s"] = None
+            record["ns_calls"] = record["ns_ms"] = None
         self.emit(record)
 
     # -- state for external stores (the Kafka worker) -------------------------------
@@ -418,6 +420,7 @@ class Linker:
         state stays as it was while these get their links filled in."""
         if not state:
             return
+        state = with_current_keys(state)
         self._ns_hosts.update(state.get("ns_hosts", ()))
         self._heads.update(state.get("heads", {}))
         for host, daemon, epoch, latest in state.get("epochs", ()):
@@ -446,3 +449,17 @@ class Linker:
             self._calls_by_path.setdefault((host, path), []).append(held)
         for record in state["requests"]:
             self._requests.setdefault(record["host"], deque()).append(dict(record))
+
+
+def with_current_keys(state: dict) -> dict:
+    """A linker state (Linker.state()) whose held records have today's keys. A state saved
+    before the durations were named `*_ms` (a `run --state` file, the worker's state topic)
+    holds them under their column names (`auth_s`, `ns_s`, ...): each key is read as
+    schema.key_of reads a column, so that state restores to the same records. Either
+    engine's linker restores through this."""
+    def current(record: dict) -> dict:
+        return {key_of(key): value for key, value in record.items()}
+
+    return dict(state,
+                calls=[[current(row[0]), *row[1:]] for row in state.get("calls", ())],
+                requests=[current(record) for record in state.get("requests", ())])

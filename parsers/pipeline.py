@@ -48,6 +48,7 @@ from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line,
 )
 from dpmstream.parsers.reassembly import Reassembler, RequestKey, ThreadKey
+from dpmstream.parsers.settings import ReassemblySettings
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +57,6 @@ ADVANCE_EVERY = 4096      # lines between event-time timeout sweeps
 EXAMPLES_KEPT = 20        # the first bad lines kept (truncated) for the summary
 UNKNOWN_DAEMON = "unknown"
 OTHER_PROGRAM = "other"   # the daemon label of syslog lines of programs no profile knows
-
-
-def check_settings(*, timeout_s: float, max_in_flight: int, max_threads: int,
-                   grace_s: float) -> None:
-    """Refuse settings that cannot work, with a message naming the option."""
-    if not timeout_s > 0:
-        raise ValueError(f"timeout must be > 0 seconds, not {timeout_s:g}")
-    if max_in_flight < 1:
-        raise ValueError(f"max-in-flight must be >= 1, not {max_in_flight}")
-    if max_threads < 1:
-        raise ValueError(f"max-threads must be >= 1, not {max_threads}")
-    if grace_s < 0:
-        raise ValueError(f"grace must be >= 0 seconds, not {grace_s:g}")
 
 
 class PipelineStats:
@@ -164,20 +152,19 @@ MAX_DUPLICATE_MEMORY = 1 << 31
 
 
 class Pipeline:
-    def __init__(self, on_record: Callable[[dict], None], timeout_s: float = 3600,
-                 max_in_flight: int = 1_000_000, profiles: list[Profile] | None = None,
-                 max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
+    def __init__(self, on_record: Callable[[dict], None],
+                 settings: ReassemblySettings = ReassemblySettings(), *,
+                 profiles: list[Profile] | None = None,
                  expect_ns: bool = False, engine: str | None = None,
                  duplicate_memory: int = 1 << 17, learn_head: bool = True,
                  on_dome_record: Callable[[dict], None] | None = None):
-        """duplicate_memory: how many of the latest distinct lines a line read twice is
+        """settings: the caps and timeouts of reassembly (parsers/settings.py, checked as
+        it was made). duplicate_memory: how many of the latest distinct lines a line read twice is
         recognised among (overlapping archives). learn_head: whether the head node's name
         as name-server clients see it is learned from the logs (docs/record-rules.md,
         "Linking"): off when the head node was named (--host, --head-alias).
         on_dome_record: where DOME records go; without it no DOME profile is detected
         (a driver whose sinks take DPM records only), and a DOME source cannot start."""
-        check_settings(timeout_s=timeout_s, max_in_flight=max_in_flight,
-                       max_threads=max_threads, grace_s=grace_s)
         if not 1 <= duplicate_memory <= MAX_DUPLICATE_MEMORY:
             raise ValueError(f"duplicate memory must be 1 to {MAX_DUPLICATE_MEMORY} lines, "
                              f"not {duplicate_memory}")
@@ -186,11 +173,12 @@ class Pipeline:
         # The DOME engine is chosen the same way, from its own availability.
         self.dome_engine = engines.choose(engine, available=engines.compiled_dome_available)
         self.reassembler = engines.new_reassembler(
-            self.engine, on_record, timeout_ms=int(timeout_s * 1000),
-            max_in_flight=max_in_flight, max_threads=max_threads, grace_ms=int(grace_s * 1000),
-            duplicate_memory=duplicate_memory)
+            self.engine, on_record, timeout_ms=settings.timeout_ms,
+            max_in_flight=settings.max_in_flight, max_threads=settings.max_threads,
+            grace_ms=settings.grace_ms, duplicate_memory=duplicate_memory)
         # Between the reassembler and on_record: name-server calls -> their request.
-        self.linker = engines.new_linker(self.reassembler, on_record, head_aliases, learn_head)
+        self.linker = engines.new_linker(self.reassembler, on_record, settings.head_aliases,
+                                         learn_head)
         self.linker.attach(self.reassembler)
         self.linker.expect_ns = expect_ns
         self.linker.detecting = None  # until a source detects its profile (_register)
@@ -208,8 +196,8 @@ class Pipeline:
         # DOME (docs/dome.md): its reassembler is made when the first DOME source starts.
         self._on_dome_record = on_dome_record
         self.dome_profiles = bundled_dome_profiles() if on_dome_record is not None else []
-        self._dome_settings = dict(timeout_ms=int(timeout_s * 1000), max_calls=max_threads,
-                                   max_puts=max_in_flight)
+        self._dome_settings = dict(timeout_ms=settings.timeout_ms, max_calls=settings.max_threads,
+                                   max_puts=settings.max_in_flight)
         self.dome = None
         self._dome_puts_joined = 0  # in this run: what the no-join warning asks
 

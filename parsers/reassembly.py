@@ -429,7 +429,7 @@ class Reassembler:
         host, daemon, pid, tid = key
         proc = self.processes[(host, daemon)][pid]
         if proc.lines > 1:
-            for other in sorted(t for t in proc.tids if t != tid):  # lowest first: engine.rs's order
+            for other in sorted(t for t in proc.tids if t != tid):  # lowest first: reassembly.rs's order
                 self._drop_thread((host, daemon, pid, other))
             self.stats.restarts += 1
             self.restart_log.append((ev.ts, host, daemon))
@@ -683,15 +683,15 @@ class Reassembler:
             "kind": "request", "host": req.host, "token": req.token, "op": req.op,
             "client": req.client, "nfiles": req.nfiles, "status": status,
             "accepted": req.accepted, "started": req.started, "ended": ended,
-            "auth_s": _diff(req.started, req.accepted),
-            "request_s": _diff(req.request_ret, req.started),
-            "queue_s": _diff(req.proc_first, req.request_ret),
-            "proc_s": req.proc_ms,
-            "polls": req.polls, "poll_s": req.poll_ms,
-            "ready_wait_s": _diff(req.success_end, req.request_ret),
-            "transfer_s": _diff(req.putdone_first, req.success_end) if req.closing == "putdone" else None,
-            "done_s": req.done_ms,
-            "total_s": _diff(ended, start),
+            "auth_ms": _diff(req.started, req.accepted),
+            "request_ms": _diff(req.request_ret, req.started),
+            "queue_ms": _diff(req.proc_first, req.request_ret),
+            "proc_ms": req.proc_ms,
+            "polls": req.polls, "poll_ms": req.poll_ms,
+            "ready_wait_ms": _diff(req.success_end, req.request_ret),
+            "transfer_ms": _diff(req.putdone_first, req.success_end) if req.closing == "putdone" else None,
+            "done_ms": req.done_ms,
+            "total_ms": _diff(ended, start),
             "end_reason": reason,
         }
 
@@ -706,8 +706,8 @@ class Reassembler:
         self.emit({  # the keys of schema.CALL_KEYS, in order (tests/parsers/test_schema.py)
             "kind": "call", "host": host, "daemon": daemon, "pid": pid,
             "thread": tid if tid >= 0 else None, "op": call.op, "client": call.client,
-            "started": call.started, "ended": ended, "duration_s": _diff(ended, call.started),
-            "rc": rc, "auth_s": _diff(call.started, call.accepted), "session": call.session,
+            "started": call.started, "ended": ended, "duration_ms": _diff(ended, call.started),
+            "rc": rc, "auth_ms": _diff(call.started, call.accepted), "session": call.session,
             "token": None, "path": call.path,
         })
 
@@ -757,7 +757,7 @@ class Reassembler:
                     self.restart_log.append((newest.first, host, daemon))
                 else:
                     self.stats.stray_processes += 1
-                for tid in sorted(proc.tids):  # lowest first, as engine.rs walks them
+                for tid in sorted(proc.tids):  # lowest first, as reassembly.rs walks them
                     self._drop_thread((host, daemon, pid, tid))
                 del procs[pid]
                 gone.add(pid)

@@ -1,8 +1,10 @@
 """The formatting of the two record types the project reports (CSV rows, JSON objects).
 
 Their columns (section 4 of the format reference exactly, in order; extra columns after)
-are declared in parsers/schema.py. Times are integer milliseconds since the epoch (UTC)
-internally and are shown as seconds with three decimals; None is an empty cell.
+are declared in parsers/schema.py, with the record key of each (a duration held as
+`auth_ms` is shown as `auth_s`). Times and durations are integer milliseconds (times since
+the epoch, UTC) internally and are shown as seconds with three decimals; None is an empty
+cell.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import os
 
 # The columns, their units and the statuses: parsers/schema.py, the one declaration.
 from .schema import (  # noqa: F401 (re-exported: the sinks and reports read them here)
-    CALL_COLUMNS, CALL_MS_FIELDS, PHASES, REQUEST_COLUMNS, REQUEST_MS_FIELDS, STATUSES,
+    CALL_COLUMNS, CALL_FIELDS, CALL_MS_FIELDS, PHASES, REQUEST_COLUMNS, REQUEST_FIELDS,
+    REQUEST_MS_FIELDS, STATUSES, column_of, key_of,
 )
 
 try:  # the compiled formatting (native/src/records.rs); the functions below are the reference
-    from ._fastlines import record_csv_line as _compiled_csv, record_json as _compiled_json
+    from ._native import record_csv_line as _compiled_csv, record_json as _compiled_json
 except ImportError:  # not built
     _compiled_csv = _compiled_json = None
 if os.environ.get("DPMSTREAM_PURE_PYTHON"):
@@ -42,11 +45,11 @@ def text_to_ms(text: str) -> int | None:
     return sign * (int(whole) * 1000 + int((frac + "000")[:3]))
 
 
-def _cells(record: dict, columns: tuple, ms_fields: frozenset) -> list[str]:
+def _cells(record: dict, fields: tuple, ms_fields: frozenset) -> list[str]:
     out = []
-    for col in columns:
-        value = record.get(col)
-        if col in ms_fields:
+    for key in fields:
+        value = record.get(key)
+        if key in ms_fields:
             out.append(ms_to_text(value))
         else:
             out.append("" if value is None else str(value))
@@ -54,25 +57,28 @@ def _cells(record: dict, columns: tuple, ms_fields: frozenset) -> list[str]:
 
 
 def request_row(record: dict) -> list[str]:
-    return _cells(record, REQUEST_COLUMNS, REQUEST_MS_FIELDS)
+    """The cells of REQUEST_COLUMNS."""
+    return _cells(record, REQUEST_FIELDS, REQUEST_MS_FIELDS)
 
 
 def call_row(record: dict) -> list[str]:
-    return _cells(record, CALL_COLUMNS, CALL_MS_FIELDS)
+    """The cells of CALL_COLUMNS."""
+    return _cells(record, CALL_FIELDS, CALL_MS_FIELDS)
 
 
 def to_json_dict(record: dict) -> dict:
-    """A record for JSON: times and durations as float seconds, `kind` first."""
+    """A record for JSON: by column names, times and durations as float seconds, `kind`
+    first."""
     kind = record["kind"]
-    columns, ms_fields = (
-        (REQUEST_COLUMNS, REQUEST_MS_FIELDS) if kind == "request" else (CALL_COLUMNS, CALL_MS_FIELDS)
+    fields, ms_fields = (
+        (REQUEST_FIELDS, REQUEST_MS_FIELDS) if kind == "request" else (CALL_FIELDS, CALL_MS_FIELDS)
     )
     out = {"kind": kind}
-    for col in columns:
-        value = record.get(col)
-        if col in ms_fields and value is not None:
+    for key in fields:
+        value = record.get(key)
+        if key in ms_fields and value is not None:
             value = value / 1000.0
-        out[col] = value
+        out[column_of(key)] = value
     return out
 
 

@@ -3,11 +3,11 @@
 The columns (section 4 of the format reference, in order, extra columns after), which of
 them hold milliseconds (times since the epoch, UTC, and durations: shown as seconds with
 three decimals), the keys of a record as the engines emit it, its statuses and end
-reasons, and the engine's counters. Everything else takes them from here: records.py
-formats by them, reassembly.py emits them, and the compiled engine (native/src/schema.rs)
-holds a copy that `check_compiled` compares with this one when the extension loads,
-failing loudly with every difference named: a compiled module built from other columns
-never runs.
+reasons, the engine's counters, and the compiled feed's stop codes. Everything else takes
+them from here: records.py formats by them, reassembly.py emits them, and the compiled
+engine (native/src/schema.rs) holds a copy that `check_compiled` compares with this one
+when the extension loads, failing loudly with every difference named: a compiled module
+built from other columns never runs.
 
 Counters: ReassemblyStats (reassembly.py) and LinkStats (linking.py) are the declaration,
 one commented field each.
@@ -15,38 +15,67 @@ one commented field each.
 
 from __future__ import annotations
 
-REQUEST_COLUMNS = (
+# The durations: held in milliseconds under their record key `*_ms`, shown in seconds under
+# their column `*_s` (format reference, section 4). Every other field's column is its key.
+DURATION_COLUMNS = {  # record key -> column
+    "auth_ms": "auth_s", "request_ms": "request_s", "queue_ms": "queue_s",
+    "proc_ms": "proc_s", "poll_ms": "poll_s", "ready_wait_ms": "ready_wait_s",
+    "transfer_ms": "transfer_s", "done_ms": "done_s", "total_ms": "total_s",
+    "ns_ms": "ns_s", "duration_ms": "duration_s",
+}
+# Times since the epoch, UTC, in milliseconds (shown as seconds too).
+TIME_FIELDS = ("accepted", "started", "ended")
+
+# A record's fields by their keys, in column order (section 4 of the format reference,
+# extra columns after).
+REQUEST_FIELDS = (
     "host", "token", "op", "client", "nfiles", "status",
     "accepted", "started", "ended",
-    "auth_s", "request_s", "queue_s", "proc_s", "polls", "poll_s",
-    "ready_wait_s", "transfer_s", "done_s", "total_s",
+    "auth_ms", "request_ms", "queue_ms", "proc_ms", "polls", "poll_ms",
+    "ready_wait_ms", "transfer_ms", "done_ms", "total_ms",
     # extra columns
     "end_reason",
-    "ns_calls", "ns_s",  # name-server calls linked to the request (parsers/linking.py)
+    "ns_calls", "ns_ms",  # name-server calls linked to the request (parsers/linking.py)
 )
 
-CALL_COLUMNS = (
+CALL_FIELDS = (
     "host", "daemon", "pid", "thread", "op", "client", "started", "ended",
-    "duration_s", "rc", "auth_s",
+    "duration_ms", "rc", "auth_ms",
     # extra columns
     "session",
     "token",  # the request a name-server call served (parsers/linking.py)
 )
 
-# Which columns hold milliseconds (a time or a duration; the CSV and JSON show seconds).
-# A duration is never negative: both engines clamp a difference of stamps at 0
-# (reassembly._diff, engine.rs diff), whatever order the lines came in.
-REQUEST_MS_FIELDS = frozenset((
-    "accepted", "started", "ended", "auth_s", "request_s", "queue_s", "proc_s",
-    "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s", "ns_s",
-))
-CALL_MS_FIELDS = frozenset(("started", "ended", "duration_s", "auth_s"))
 
-# Request phases exported as metrics: (record field, phase label).
+def column_of(key: str) -> str:
+    """The column (CSV header, JSON name) showing the record field `key`."""
+    return DURATION_COLUMNS.get(key, key)
+
+
+def key_of(column: str) -> str:
+    """The record key of the field a column shows: what a record read back from a CSV or
+    JSON output holds it under, and what a state saved before the durations were named
+    `*_ms` is restored under (parsers/linking.py)."""
+    return _KEY_OF_COLUMN.get(column, column)
+
+
+_KEY_OF_COLUMN = {column: key for key, column in DURATION_COLUMNS.items()}
+
+REQUEST_COLUMNS = tuple(column_of(key) for key in REQUEST_FIELDS)
+CALL_COLUMNS = tuple(column_of(key) for key in CALL_FIELDS)
+
+# Which record fields hold milliseconds (a time or a duration; the CSV and JSON show
+# seconds). A duration is never negative: both engines clamp a difference of stamps at 0
+# (reassembly._diff, reassembly.rs diff), whatever order the lines came in.
+REQUEST_MS_FIELDS = frozenset(k for k in REQUEST_FIELDS
+                              if k in TIME_FIELDS or k in DURATION_COLUMNS)
+CALL_MS_FIELDS = frozenset(k for k in CALL_FIELDS if k in TIME_FIELDS or k in DURATION_COLUMNS)
+
+# Request phases exported as metrics: (record key, phase label).
 PHASES = (
-    ("auth_s", "auth"), ("request_s", "request"), ("queue_s", "queue"), ("proc_s", "proc"),
-    ("poll_s", "poll"), ("ready_wait_s", "ready_wait"), ("transfer_s", "transfer"),
-    ("done_s", "done"), ("total_s", "total"),
+    ("auth_ms", "auth"), ("request_ms", "request"), ("queue_ms", "queue"),
+    ("proc_ms", "proc"), ("poll_ms", "poll"), ("ready_wait_ms", "ready_wait"),
+    ("transfer_ms", "transfer"), ("done_ms", "done"), ("total_ms", "total"),
 )
 
 STATUSES = ("success", "failed", "aborted", "incomplete")
@@ -56,12 +85,19 @@ STATUSES = ("success", "failed", "aborted", "incomplete")
 END_REASONS = BY_LINE, BY_TIMEOUT, BY_EVICTION, BY_INPUT_END = (
     "line", "timeout", "evicted", "input_end")
 
-# The request columns the linker adds once it has decided them (absent before).
-LINKED_REQUEST_COLUMNS = ("ns_calls", "ns_s")
+# Why the compiled engine's feed_lines stopped, by the code it returns (its index here):
+# the lines ended, a line needs Python (it is left to the caller), the source passed its
+# limit in event time, the line budget before an event-time sweep is spent; and the DOME
+# engine's feed_chunk only: the line before the stop was malformed.
+FEED_STOPS = ("done", "slow", "limit", "budget", "malformed")
+DONE, SLOW, LIMIT, BUDGET, MALFORMED_LINE = range(len(FEED_STOPS))
+
+# The request fields the linker adds once it has decided them (absent before).
+LINKED_REQUEST_FIELDS = ("ns_calls", "ns_ms")
 # The keys of a record as the reassembly emits it, in order: `kind` first; a call also
 # carries the path its name-server line names (the linker's key, not a column).
-REQUEST_KEYS = ("kind",) + tuple(c for c in REQUEST_COLUMNS if c not in LINKED_REQUEST_COLUMNS)
-CALL_KEYS = ("kind",) + CALL_COLUMNS + ("path",)
+REQUEST_KEYS = ("kind",) + tuple(k for k in REQUEST_FIELDS if k not in LINKED_REQUEST_FIELDS)
+CALL_KEYS = ("kind",) + CALL_FIELDS + ("path",)
 
 
 class SchemaMismatch(RuntimeError):
@@ -78,14 +114,17 @@ def declared() -> dict[str, tuple]:
 
     return {
         "request_columns": REQUEST_COLUMNS,
+        "request_fields": REQUEST_FIELDS,
         "request_ms_fields": tuple(sorted(REQUEST_MS_FIELDS)),
         "call_columns": CALL_COLUMNS,
+        "call_fields": CALL_FIELDS,
         "call_ms_fields": tuple(sorted(CALL_MS_FIELDS)),
-        "request_keys": REQUEST_KEYS + LINKED_REQUEST_COLUMNS,
+        "request_keys": REQUEST_KEYS + LINKED_REQUEST_FIELDS,
         "call_keys": CALL_KEYS,
         "phases": PHASES,
         "statuses": STATUSES,
         "end_reasons": END_REASONS,
+        "feed_stops": FEED_STOPS,
         "counters": tuple(f.name for f in fields(ReassemblyStats)),
         "link_counters": tuple(f.name for f in fields(LinkStats)),
     }
@@ -127,8 +166,8 @@ def _listed(items) -> str:
 
 
 def check_compiled(compiled: dict) -> None:
-    """Called by the compiled extension as it loads (native/src/lib.rs), with its schema:
-    raise SchemaMismatch naming every difference from this declaration."""
+    """Called by the compiled extension as it loads (native/src/schema_check.rs), with its
+    schema: raise SchemaMismatch naming every difference from this declaration."""
     found = differences(compiled)
     if found:
         raise SchemaMismatch(

@@ -50,6 +50,7 @@ from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import DomeProfile, detect_dome_profile, resolve_any_profile
 from dpmstream.parsers.dome_puts import TIMEOUT
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.profiles import ProfileError
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.side_by_side import ChunkLane, feed_side_by_side
@@ -304,8 +305,8 @@ class DomeLogSource:
         """The lines of `fraction` of each log's span to its end, the logs side by side in
         event time through one pipeline."""
         records: list[dict] = []
-        pipeline = Pipeline(lambda record: None, on_dome_record=records.append,
-                            timeout_s=self.timeout_s)
+        pipeline = Pipeline(lambda record: None, ReassemblySettings(timeout_s=self.timeout_s),
+                            on_dome_record=records.append)
         lanes, first = [], []
         for log in logs:
             start = log.start if fraction >= 1 else \

@@ -41,6 +41,7 @@ from datetime import datetime
 from dpmstream.parsers.clock import ClockError, load_zone, stream_reference
 from dpmstream.parsers.lines import MALFORMED, PARSED, UNMATCHED_RESULT
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.profiles import Profile, ProfileError, detect_profile, resolve_profile
 from dpmstream.parsers.stamps import LineStamps
 from dpmstream.parsers.records import PHASES
@@ -234,7 +235,8 @@ class LogSource:
         # one where built. Only the profile found is read: no other daemon's lines are
         # routed out of a mixed syslog file.
         try:
-            pipeline = Pipeline(keep, timeout_s=self.timeout_s, profiles=[found.profile])
+            pipeline = Pipeline(keep, ReassemblySettings(timeout_s=self.timeout_s),
+                                profiles=[found.profile])
             src = pipeline.source(self.path, host=self.host_name, path=self.path,
                                   profile=found.profile, tz=self.tz, ref=found.ref)
         except (ValueError, ClockError) as exc:
@@ -367,8 +369,8 @@ class LogSource:
                 snap.calls += 1
                 op = rec.get("op")
                 if op in ns_values and self.ns_daemons.fullmatch(str(rec.get("daemon"))) \
-                        and rec.get("duration_s") is not None:
-                    ns_values[op].append(rec["duration_s"] / 1000.0)
+                        and rec.get("duration_ms") is not None:
+                    ns_values[op].append(rec["duration_ms"] / 1000.0)
                 continue
             if rec.get("started") is None and rec.get("accepted") is None:
                 continue  # orphan: began before what was read

@@ -15,7 +15,7 @@ from dpmstream.parsers.records import STATUSES
 from dpmstream.streams.sinks.summary import Series
 
 # The stacked breakdown of a request's time, in the order the steps happen. They do not
-# overlap, and for every request they add up to total_s ("between" takes the rest).
+# overlap, and for every request they add up to total_ms ("between" takes the rest).
 SEGMENTS = (
     ("auth", "authentication"),
     ("request", "put/get call"),
@@ -31,15 +31,15 @@ SEGMENT_LABELS = dict(SEGMENTS)
 
 # Record fields shown as distributions, with the words the summary uses for them.
 PHASE_FIELDS = (
-    ("auth_s", "authentication"), ("request_s", "the put/get call"),
-    ("queue_s", "waiting for a slow thread"), ("proc_s", "slow-thread processing"),
-    ("poll_s", "status polls"), ("ready_wait_s", "waiting until ready"),
-    ("transfer_s", "the transfer"), ("done_s", "the closing call"),
+    ("auth_ms", "authentication"), ("request_ms", "the put/get call"),
+    ("queue_ms", "waiting for a slow thread"), ("proc_ms", "slow-thread processing"),
+    ("poll_ms", "status polls"), ("ready_wait_ms", "waiting until ready"),
+    ("transfer_ms", "the transfer"), ("done_ms", "the closing call"),
 )
 PHASE_WORDS = dict(PHASE_FIELDS)
 # Phases that are parts of others (ready_wait contains queue and proc, polls overlap the
 # wait): never the headline "dominant" phase.
-CONTAINERS = frozenset(("ready_wait_s", "poll_s"))
+CONTAINERS = frozenset(("ready_wait_ms", "poll_ms"))
 NS_DAEMONS = frozenset(("dpns", "lfc"))
 FAST_DAEMON = "dpm"
 
@@ -47,20 +47,20 @@ FAST_DAEMON = "dpm"
 # -- the per-op breakdown -----------------------------------------------------------------
 
 def segments_of(r: dict) -> dict[str, int] | None:
-    """A request's total_s cut into SEGMENTS (ms), or None when it has no total."""
-    total = r.get("total_s")
+    """A request's total_ms cut into SEGMENTS (ms), or None when it has no total."""
+    total = r.get("total_ms")
     if total is None:
         return None
-    queue = max(r.get("queue_s") or 0, 0)   # never negative from an engine (parsers/schema.py)
-    proc = r.get("proc_s") or 0
-    ns = r.get("ns_s")
+    queue = max(r.get("queue_ms") or 0, 0)   # never negative from an engine (parsers/schema.py)
+    proc = r.get("proc_ms") or 0
+    ns = r.get("ns_ms")
     proc_ns = min(ns, proc) if ns is not None and ns > 0 else 0
-    ready = r.get("ready_wait_s")
+    ready = r.get("ready_wait_ms")
     after = max(ready - queue - proc, 0) if ready is not None else 0
-    wanted = (("auth", r.get("auth_s") or 0), ("request", r.get("request_s") or 0),
+    wanted = (("auth", r.get("auth_ms") or 0), ("request", r.get("request_ms") or 0),
               ("queue", queue), ("proc_ns", proc_ns), ("proc", proc - proc_ns),
-              ("after_proc", after), ("transfer", r.get("transfer_s") or 0),
-              ("done", r.get("done_s") or 0))
+              ("after_proc", after), ("transfer", r.get("transfer_ms") or 0),
+              ("done", r.get("done_ms") or 0))
     out, used = {}, 0
     for name, value in wanted:
         part = max(0, min(value, total - used))
@@ -94,18 +94,18 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
             continue
         b = out.setdefault(r["op"] or "?", Breakdown(r["op"] or "?"))
         b.requests += 1
-        b.total_ms += r["total_s"]
+        b.total_ms += r["total_ms"]
         for k, v in seg.items():
             b.segments[k] += v
-        b.poll_ms += r.get("poll_s") or 0
+        b.poll_ms += r.get("poll_ms") or 0
         b.polls += r.get("polls") or 0
     return dict(sorted(out.items()))
 
 
 def phase_share(requests: list[dict], op: str, fieldname: str) -> float | None:
-    """Summed phase over summed total_s of the op: the replay table's share column."""
+    """Summed phase over summed total_ms of the op: the replay table's share column."""
     phase = sum(r[fieldname] for r in requests if r["op"] == op and r.get(fieldname) is not None)
-    total = sum(r["total_s"] for r in requests if r["op"] == op and r.get("total_s") is not None)
+    total = sum(r["total_ms"] for r in requests if r["op"] == op and r.get("total_ms") is not None)
     return phase / total if total > 0 else None
 
 
@@ -205,16 +205,16 @@ def concurrency(intervals) -> Steps:
 
 
 def slow_runs(requests: list[dict]):
-    """Slow-thread processing runs: the put/get's returns + queue_s, for proc_s.
+    """Slow-thread processing runs: the put/get's returns + queue_ms, for proc_ms.
 
     After a daemon restart a request may be processed twice; the records keep the run
-    that returned (proc_s) and the first run's start (queue_s), so such a run is placed
+    that returned (proc_ms) and the first run's start (queue_ms), so such a run is placed
     at the first start."""
     for r in requests:
-        if None in (r.get("started"), r.get("request_s"), r.get("queue_s"), r.get("proc_s")):
+        if None in (r.get("started"), r.get("request_ms"), r.get("queue_ms"), r.get("proc_ms")):
             continue
-        start = r["started"] + r["request_s"] + r["queue_s"]
-        yield start, start + r["proc_s"]
+        start = r["started"] + r["request_ms"] + r["queue_ms"]
+        yield start, start + r["proc_ms"]
 
 
 def fast_calls(requests: list[dict], calls: list[dict]):
@@ -222,10 +222,10 @@ def fast_calls(requests: list[dict], calls: list[dict]):
     that returned, and every other DPM call. Status polls are missing: the records
     carry their number and summed time, not when each ran."""
     for r in requests:
-        if r.get("started") is not None and r.get("request_s") is not None:
-            yield r["started"], r["started"] + r["request_s"]
-        if r.get("done_s") is not None and r.get("ended") is not None and r["status"] in ("success", "aborted"):
-            yield r["ended"] - r["done_s"], r["ended"]
+        if r.get("started") is not None and r.get("request_ms") is not None:
+            yield r["started"], r["started"] + r["request_ms"]
+        if r.get("done_ms") is not None and r.get("ended") is not None and r["status"] in ("success", "aborted"):
+            yield r["ended"] - r["done_ms"], r["ended"]
     for c in calls:
         if c["daemon"] == FAST_DAEMON and c.get("started") is not None and c.get("ended") is not None:
             yield c["started"], c["ended"]
@@ -241,12 +241,12 @@ def ns_calls(calls: list[dict]):
 def queue_stays(requests: list[dict]):
     """From the put/get's returns to the first slow-thread line (or the end, if none)."""
     for r in requests:
-        if r.get("started") is None or r.get("request_s") is None:
+        if r.get("started") is None or r.get("request_ms") is None:
             continue
-        ret = r["started"] + r["request_s"]
-        if r.get("queue_s") is not None:
-            yield ret, ret + r["queue_s"]
-        elif r.get("proc_s") is None and r.get("ended") is not None and r["status"] != "success":
+        ret = r["started"] + r["request_ms"]
+        if r.get("queue_ms") is not None:
+            yield ret, ret + r["queue_ms"]
+        elif r.get("proc_ms") is None and r.get("ended") is not None and r["status"] != "success":
             yield ret, r["ended"]
 
 
@@ -312,8 +312,8 @@ def ns_latency(calls: list[dict], max_ops: int = 12) -> dict[str, list[int]]:
     """Durations (ms) of name-server calls per op, the busiest ops first."""
     by_op: dict[str, list[int]] = defaultdict(list)
     for c in calls:
-        if c["daemon"] in NS_DAEMONS and c.get("duration_s") is not None:
-            by_op[c["op"]].append(c["duration_s"])
+        if c["daemon"] in NS_DAEMONS and c.get("duration_ms") is not None:
+            by_op[c["op"]].append(c["duration_ms"])
     busiest = sorted(by_op.items(), key=lambda kv: -len(kv[1]))[:max_ops]
     return dict(busiest)
 

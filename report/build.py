@@ -42,7 +42,7 @@ def build_page(data) -> tuple[str, object]:
         return render(title=title, meta=meta, summary=summary, observations=[], figures=[],
                       numbers_html="", gaps=[], dome_html=dome_html), None
 
-    has_ns = any(r.get("ns_s") for r in requests)
+    has_ns = any(r.get("ns_ms") for r in requests)
     figures: list[Figure] = []
     if requests:
         figures.append(Figure(
@@ -108,7 +108,7 @@ def _timeline(data, story, latency) -> dict:
         "unparsed_known": data.lines is not None,
         "fast_ms": sum(b - a for a, b in fast_intervals),
         "polls_in_fast": bool(spans),   # the log's own calls include every status poll
-        "poll_ms": 0 if spans else sum(r.get("poll_s") or 0 for r in requests),
+        "poll_ms": 0 if spans else sum(r.get("poll_ms") or 0 for r in requests),
     }
 
 

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from dpmstream.parsers.quantiles import nearest_rank  # noqa: E402
+from dpmstream.parsers.records import column_of  # noqa: E402
 from dpmstream.report import analysis as A  # noqa: E402
 from dpmstream.streams.sinks.summary import moment  # noqa: E402
 
@@ -136,8 +137,8 @@ def duration_scatter(requests: list, zone) -> str:
         groups = top + (["other hosts"] if len(counts) > len(top) else [])
         raster = len(requests) > RASTER_ABOVE
         for i, group in enumerate(groups):
-            pts = [(A.start_of(r), r["total_s"]) for r in requests
-                   if r.get("total_s") is not None and A.start_of(r) is not None
+            pts = [(A.start_of(r), r["total_ms"]) for r in requests
+                   if r.get("total_ms") is not None and A.start_of(r) is not None
                    and ((r.get("client") or "?") == group
                         or (group == "other hosts" and (r.get("client") or "?") not in top))]
             if not pts:
@@ -173,7 +174,7 @@ def phase_distributions(requests: list) -> str:
                         for op in ops}
             zeros = sum(1 for r in requests if r.get(fieldname) is not None and r[fieldname] <= 0)
             everything = [v for vs in positive.values() for v in vs]
-            ax.set_title(fieldname, fontsize=9)
+            ax.set_title(column_of(fieldname), fontsize=9)  # the column the user knows
             if everything:
                 lo, hi = min(everything), max(everything)
                 lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi) + 1e-9)

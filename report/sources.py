@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 
 from dpmstream.parsers import dome_records
 from dpmstream.parsers.clock import load_zone
-from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, text_to_ms
+from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, key_of, text_to_ms
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
 from dpmstream.report.dome_analysis import is_dome, time_of
 from dpmstream.report.window import WindowError, in_window, parse_moment
 from dpmstream.streams.sinks.csv import DOME_FILES
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs
 from dpmstream.streams.sinks.summary import Summary, label_zone, moment_text
@@ -24,7 +25,7 @@ from dpmstream.streams.sinks.summary import Summary, label_zone, moment_text
 INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
 DOME_INT_FIELDS = frozenset(("pid", "tid", "http_code", "put_code", "putdone_code", "size",
                              "phys", "free", "cut", "whole_seconds", "transition"))
-MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS | {"ns_s"}
+MS_FIELDS = REQUEST_MS_FIELDS | CALL_MS_FIELDS   # record keys
 TOP_DIRECTORIES = 10
 REPORT_CHUNK_LINES = 512   # lines between time marks of unparsed lines and restarts
 
@@ -121,13 +122,17 @@ def from_replay_dir(path: str, zone_name: str | None, since: str | None,
 
 
 def _record(kind: str, row: dict, file_path: str, line_no: int) -> dict:
+    """A CSV row (by column) as the record the engine gave (by key: `auth_s` seconds come
+    back as `auth_ms` milliseconds)."""
     record = {"kind": kind}
-    ms_fields = dome_records.KINDS[kind][1] if kind in DOME_FILES else MS_FIELDS
-    ints = DOME_INT_FIELDS if kind in DOME_FILES else INT_FIELDS
+    dome = kind in DOME_FILES
+    ms_fields = dome_records.KINDS[kind][1] if dome else MS_FIELDS
+    ints = DOME_INT_FIELDS if dome else INT_FIELDS
     try:
-        for key, text in row.items():
-            if key is None:
+        for column, text in row.items():
+            if column is None:
                 raise ValueError("more cells than columns")
+            key = column if dome else key_of(column)
             if key in ms_fields:
                 record[key] = text_to_ms(text)
             elif key in ints:
@@ -140,10 +145,10 @@ def _record(kind: str, row: dict, file_path: str, line_no: int) -> dict:
 
 
 def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
-              settings: dict, since: str | None, until: str | None,
+              settings: ReassemblySettings, since: str | None, until: str | None,
               progress: Progress) -> Dataset:
-    """The records of log files, read as `dpmstream replay` reads them: `settings` are the
-    Pipeline's reassembly keywords (commands.common.pipeline_options), the same in both."""
+    """The records of log files, read as `dpmstream replay` reads them, with the same
+    reassembly `settings` (commands.common.reassembly_settings)."""
     data = Dataset(origin="logs", inputs=[i.name for i in inputs])
     data.zone = load_zone(tz) if tz else None
     keep = WindowFilter(data, since, until)
@@ -153,7 +158,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
             data.zone = label_zone(pipeline.sources.values())
         keep(record)
 
-    pipeline = Pipeline(emit, on_dome_record=emit, **settings)
+    pipeline = Pipeline(emit, settings, on_dome_record=emit)
     spans: dict = {"slow": [], "fast": [], "ns": []}
 
     def on_span(host, daemon, pid, tid, kind, started, ended) -> None:

@@ -4,7 +4,7 @@ the records (never canned). Pure: records and counts in, sentences out.
 Every number here uses the replay's definitions, so the page and `dpmstream replay`
 agree: counts per op and status, nearest-rank medians (streams/summary.Series) shown as
 the replay shows seconds, and a phase's share = its summed time over the op's summed
-total_s (the replay table's share column).
+total_ms (the replay table's share column).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def tell(data) -> Story | None:
     # 2. where each op's time goes
     for op in ops:
         top = A.dominant_phase(requests, op)
-        totals = [r["total_s"] for r in requests if r["op"] == op and r.get("total_s") is not None]
+        totals = [r["total_ms"] for r in requests if r["op"] == op and r.get("total_ms") is not None]
         if top is None or not totals:
             continue
         fieldname, share = top
@@ -131,8 +131,8 @@ def tell(data) -> Story | None:
                 f"{pct(after.share('after_proc'))} of its time, which the clients' poll intervals set, "
                 f"not the head node.", "fig-phases"))
 
-        both = [(r["ns_s"], r["proc_s"]) for r in requests if r["op"] == op
-                and r.get("ns_s") is not None and r.get("proc_s")]
+        both = [(r["ns_ms"], r["proc_ms"]) for r in requests if r["op"] == op
+                and r.get("ns_ms") is not None and r.get("proc_ms")]
         if both and sum(p for _, p in both) > 0:   # records that link name-server calls
             story.summary.append(
                 f"Name-server calls are {pct(sum(n for n, _ in both) / sum(p for _, p in both))} "
@@ -143,7 +143,7 @@ def tell(data) -> Story | None:
     if runs:
         slow = A.concurrency(runs)
         story.slow_pool = pool = slow.sustained_peak()
-        queued = [r for r in requests if (r.get("queue_s") or 0) > QUEUED_MS]
+        queued = [r for r in requests if (r.get("queue_ms") or 0) > QUEUED_MS]
         full_ms = slow.time_at_least(pool, t0, t1)
         story.slow_full_share = full_ms / (t1 - t0)
         depth = A.concurrency(A.queue_stays(requests)).peak
@@ -176,8 +176,8 @@ def tell(data) -> Story | None:
 def _client_observation(requests) -> list[Observation]:
     by_client: dict[str, list[int]] = {}
     for r in requests:
-        if r.get("client") and r.get("total_s") is not None:
-            by_client.setdefault(r["client"], []).append(r["total_s"])
+        if r.get("client") and r.get("total_ms") is not None:
+            by_client.setdefault(r["client"], []).append(r["total_ms"])
     busy = {c: A.series_of(v).quantile(0.5) for c, v in by_client.items() if len(v) >= 10}
     if len(busy) < 2:
         return []

@@ -115,7 +115,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     est: list[Estimate] = []
     warn: list[str] = []
     dpm_calls = [c for c in calls if c.get("daemon") == "dpm"]
-    dpns_calls = [c for c in calls if c.get("daemon") == "dpns" and c.get("duration_s") is not None]
+    dpns_calls = [c for c in calls if c.get("daemon") == "dpns" and c.get("duration_ms") is not None]
 
     stamps = [r["started"] for r in reqs]
     resolution = 1000 if all(t % 1000 == 0 for t in stamps) else 1
@@ -128,7 +128,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         arrivals.append((at, r["op"], hosts.setdefault(r["client"] or "?", len(hosts))))
     early = [c for c in dpm_calls if c["op"] in REQUEST_STEPS and c["started"] is not None]
     for c in early:
-        at = c["started"] - (c["auth_s"] or 0)
+        at = c["started"] - (c["auth_ms"] or 0)
         arrivals.append((at, c["op"], hosts.setdefault(c["client"] or "?", len(hosts))))
     arrivals.sort()
     t0 = arrivals[0][0] - 1000
@@ -151,16 +151,16 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     get_fraction = gets / n
     nfiles = sorted(r["nfiles"] or 1 for r in reqs)
     files = nfiles[len(nfiles) // 2]
-    failed_early = sum(1 for r in reqs if r["status"] == "failed" and r["queue_s"] is None
-                       and r["proc_s"] is None and not r["polls"])
+    failed_early = sum(1 for r in reqs if r["status"] == "failed" and r["queue_ms"] is None
+                       and r["proc_ms"] is None and not r["polls"])
     put_fail = (failed_early + len(early)) / (n + len(early))
-    procs = [r for r in reqs if r["proc_s"] is not None]
+    procs = [r for r in reqs if r["proc_ms"] is not None]
     proc_fail = (sum(1 for r in procs if r["status"] == "failed") / len(procs)) if procs else 0.0
     abort = sum(1 for r in reqs if r["status"] == "aborted") / n
     abandon = sum(1 for r in reqs if r["status"] == "incomplete") / n
     plain = [c for c in dpm_calls if c["op"] in PLAIN_OPS]
     plain_rate = min(1.0, len(plain) / n)
-    sync_get = gets > 0 and sum(1 for r in reqs if r["op"] == "get" and r["proc_s"] is None
+    sync_get = gets > 0 and sum(1 for r in reqs if r["op"] == "get" and r["proc_ms"] is None
                                 and r["status"] == "success") > gets / 2
     for name, value in (("get share", get_fraction), ("put/get refused", put_fail),
                         ("processing failed", proc_fail), ("aborted", abort),
@@ -184,23 +184,23 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         else:
             est.append(Estimate(name, getattr(ServiceTimes(), field_name).median_ms / 1000,
                                 how=f"not in this log: {fallback_note}"))
-    auth = [r["auth_s"] for r in reqs if r["auth_s"] is not None]
+    auth = [r["auth_ms"] for r in reqs if r["auth_ms"] is not None]
     measured("auth", "auth", auth, "DP092 - accept of put/get", "the model's default")
     # One call time for both in the model: a put's (a synchronous get's also resolves
     # its files in the fast thread, which the model adds).
     puts = [r for r in reqs if r["op"] == "put"]
     calls_of = puts if sync_get and puts else reqs
-    measured("put/get call", "put_call", [r["request_s"] for r in calls_of],
+    measured("put/get call", "put_call", [r["request_ms"] for r in calls_of],
              "request_s" + (" of puts" if calls_of is puts else ""), "default")
     svc["reply"] = ZERO
-    per_poll = [int(round(r["poll_s"] / r["polls"])) for r in reqs if r["polls"]]
+    per_poll = [int(round(r["poll_ms"] / r["polls"])) for r in reqs if r["polls"]]
     measured("status call", "status_call", per_poll, "poll_s / polls per request", "default")
     measured("putdone/relfiles", "done_call",
-             [r["done_s"] for r in reqs if r["status"] == "success"], "done_s", "default")
+             [r["done_ms"] for r in reqs if r["status"] == "success"], "done_s", "default")
     measured("abortreq", "abort_call",
-             [r["done_s"] for r in reqs if r["status"] == "aborted"], "done_s", "default")
-    measured("ping/getpools", "plain_call", [c["duration_s"] for c in plain], "call duration", "default")
-    statg = [c["duration_s"] for c in dpns_calls if c["op"] == "statg"]
+             [r["done_ms"] for r in reqs if r["status"] == "aborted"], "done_s", "default")
+    measured("ping/getpools", "plain_call", [c["duration_ms"] for c in plain], "call duration", "default")
+    statg = [c["duration_ms"] for c in dpns_calls if c["op"] == "statg"]
     measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
 
     # The name-server lock: one per directory, each read from its own creates.
@@ -212,17 +212,17 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # request by request where the calls are linked to it (ns_s), else quantile by quantile.
     for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e in creats]),
                                      ("get", "proc_get_pre", statg)):
-        recs = [r for r in reqs if r["op"] == op and r["proc_s"] is not None]
+        recs = [r for r in reqs if r["op"] == op and r["proc_ms"] is not None]
         if not recs:
             continue
-        linked = [r for r in recs if r.get("ns_s") is not None
+        linked = [r for r in recs if r.get("ns_ms") is not None
                   and (r.get("ns_calls") or 0) >= (r["nfiles"] or 1)]
         if len(linked) >= LINKED_SHARE * len(recs):
-            own = tuple(sorted(max(1, r["proc_s"] - r["ns_s"] - NET_MS * r["ns_calls"])
+            own = tuple(sorted(max(1, r["proc_ms"] - r["ns_ms"] - NET_MS * r["ns_calls"])
                                for r in linked))
             how = "proc_s less its own linked name-server calls (ns_s), request by request"
         else:
-            own = subtract_quantiles([r["proc_s"] for r in recs], ns_values,
+            own = subtract_quantiles([r["proc_ms"] for r in recs], ns_values,
                                      offset=NET_MS if ns_values else 0, floor=1)
             how = "proc_s less the name-server call, quantile by quantile (calls not linked)"
             if ns_values:
@@ -239,8 +239,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     status_med = median(per_poll) if per_poll else 2
     auth_med = median(auth) if auth else 20
     per_call = auth_med + status_med + 2 * NET_MS
-    samples = [(r["polls"], r["ready_wait_s"]) for r in reqs
-               if r["polls"] and r["ready_wait_s"] is not None and r["polls"] <= 40]
+    samples = [(r["polls"], r["ready_wait_ms"]) for r in reqs
+               if r["polls"] and r["ready_wait_ms"] is not None and r["polls"] <= 40]
     first, factor, cap = 125, 2.0, 4000
     if len(samples) > BACKOFF_SAMPLES:
         samples = random.Random(seed).sample(samples, BACKOFF_SAMPLES)
@@ -259,7 +259,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     else:
         warn.append("too few requests answered SUCCESS after polling: the model's default "
                     "back-off (125 ms, x2, at most 4 s) is kept")
-    transfers = [r["transfer_s"] for r in reqs if r["transfer_s"] is not None]
+    transfers = [r["transfer_ms"] for r in reqs if r["transfer_ms"] is not None]
     if transfers:
         own_transfer = subtract_quantiles(transfers, auth, offset=2 * NET_MS, floor=1)
         svc["transfer"] = Empirical(own_transfer)
@@ -279,7 +279,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # Threads.
     intervals = [iv for iv in (proc_interval(r) for r in reqs) if iv is not None]
     sthreads = max(1, max_overlap(intervals)) if intervals else 20
-    queued = sum(1 for r in reqs if (r["queue_s"] or 0) > 10)
+    queued = sum(1 for r in reqs if (r["queue_ms"] or 0) > 10)
     est.append(Estimate("slow threads", sthreads, unit="threads",
                         how=f"most processing runs at once ({queued} of {n} requests waited > 10 ms "
                             f"for one: {'exact' if queued > n / 20 else 'a lower bound'})"))

@@ -23,25 +23,25 @@ MIN_SAMPLES = 20
 def proc_interval(r: dict):
     """(start, end) of the processing run of a request record, when it has one, or of
     the part of it known for sure: the most runs at once is then a lower bound."""
-    if r["proc_s"] is None or r["queue_s"] is None or r["request_s"] is None:
+    if r["proc_ms"] is None or r["queue_ms"] is None or r["request_ms"] is None:
         return None
-    put_ret = r["started"] + r["request_s"]
-    if r["queue_s"] > 0:
-        start = put_ret + r["queue_s"]
-        return start, start + r["proc_s"]
+    put_ret = r["started"] + r["request_ms"]
+    if r["queue_ms"] > 0:
+        start = put_ret + r["queue_ms"]
+        return start, start + r["proc_ms"]
     # A queue of 0 may be a slow thread that began before the put's `returns` was
     # logged: the run began between DP092 and `returns`; this part of it ran for sure.
-    return put_ret, max(put_ret, r["started"] + r["proc_s"])
+    return put_ret, max(put_ret, r["started"] + r["proc_ms"])
 
 
 def get_gap(r: dict):
     """A successful get's pause between its SUCCESS answer and its relfiles (with that
     call's authentication), ms: what its total leaves of the other phases (a get has no
-    transfer_s); None when a phase is missing."""
+    transfer_ms); None when a phase is missing."""
     if r["op"] != "get" or r["status"] != "success" or None in (
-            r["total_s"], r["request_s"], r["ready_wait_s"], r["done_s"]):
+            r["total_ms"], r["request_ms"], r["ready_wait_ms"], r["done_ms"]):
         return None
-    return r["total_s"] - (r["auth_s"] or 0) - r["request_s"] - r["ready_wait_s"] - r["done_s"]
+    return r["total_ms"] - (r["auth_ms"] or 0) - r["request_ms"] - r["ready_wait_ms"] - r["done_ms"]
 
 
 def fast_calls(reqs, dpm_calls) -> list[tuple[int, int]]:
@@ -49,14 +49,14 @@ def fast_calls(reqs, dpm_calls) -> list[tuple[int, int]]:
     accept to its `returns`, each closing call (its accept not recorded), each DPM call."""
     out = []
     for r in reqs:
-        if r["request_s"] is not None:
+        if r["request_ms"] is not None:
             start = r["accepted"] if r["accepted"] is not None else r["started"]
-            out.append((start, r["started"] + r["request_s"]))
-        if r["done_s"] is not None and r["ended"] is not None:
-            out.append((r["ended"] - r["done_s"], r["ended"]))
+            out.append((start, r["started"] + r["request_ms"]))
+        if r["done_ms"] is not None and r["ended"] is not None:
+            out.append((r["ended"] - r["done_ms"], r["ended"]))
     for c in dpm_calls:
         if c["started"] is not None and c["ended"] is not None:
-            out.append((c["started"] - (c["auth_s"] or 0), c["ended"]))
+            out.append((c["started"] - (c["auth_ms"] or 0), c["ended"]))
     return out
 
 

@@ -65,8 +65,8 @@ def _creats(calls):
 
 def _own_work(op):
     def measure(requests, calls):
-        return _p50(r["proc_s"] - r["ns_s"] - NET_MS * r["ns_calls"] for r in _reqs(requests, op)
-                    if r["proc_s"] is not None and r.get("ns_s") is not None and r.get("ns_calls"))
+        return _p50(r["proc_ms"] - r["ns_ms"] - NET_MS * r["ns_calls"] for r in _reqs(requests, op)
+                    if r["proc_ms"] is not None and r.get("ns_ms") is not None and r.get("ns_calls"))
     return measure
 
 
@@ -109,19 +109,19 @@ def observations(directories: list[str], shown: int) -> list[Observation]:
         Observation("get share", "share of gets", lambda rq, c: (
             sum(1 for r in _reqs(rq) if r["op"] == "get") / max(1, len(_reqs(rq)))),
             "share", checked=False),
-        Observation("auth", "auth_s p50", lambda rq, c: _p50(r["auth_s"] for r in _reqs(rq))),
+        Observation("auth", "auth_s p50", lambda rq, c: _p50(r["auth_ms"] for r in _reqs(rq))),
         Observation("put/get call", "request_s p50",
-                    lambda rq, c: _p50(r["request_s"] for r in _reqs(rq))),
+                    lambda rq, c: _p50(r["request_ms"] for r in _reqs(rq))),
         Observation("status call", "poll_s / polls p50", lambda rq, c: _p50(
-            r["poll_s"] / r["polls"] for r in _reqs(rq) if r["polls"])),
+            r["poll_ms"] / r["polls"] for r in _reqs(rq) if r["polls"])),
         Observation("putdone/relfiles", "done_s p50 of successes", lambda rq, c: _p50(
-            r["done_s"] for r in _reqs(rq) if r["status"] == "success")),
-        Observation("transfer", "transfer_s p50", lambda rq, c: _p50(r["transfer_s"] for r in _reqs(rq))),
+            r["done_ms"] for r in _reqs(rq) if r["status"] == "success")),
+        Observation("transfer", "transfer_s p50", lambda rq, c: _p50(r["transfer_ms"] for r in _reqs(rq))),
         Observation("get: SUCCESS -> relfiles", "total - the other phases p50 of gets", lambda rq, c: _p50(map(get_gap, _reqs(rq, "get")))),
         Observation("proc_put own work", "proc_s - ns_s p50 of puts", _own_work("put")),
         Observation("proc_get own work", "proc_s - ns_s p50 of gets", _own_work("get")),
         Observation("ns statg", "statg duration p50", lambda rq, c: _p50(
-            x["duration_s"] for x in c if x.get("daemon") == "dpns" and x.get("op") == "statg")),
+            x["duration_ms"] for x in c if x.get("daemon") == "dpns" and x.get("op") == "statg")),
         Observation("ns creat lock hold", "hold p50, each directory's own queue", _pooled_hold),
     ]
     out.append(Observation("directories' locks", "creates' wait + hold p50, all directories",
@@ -139,7 +139,7 @@ def observations(directories: list[str], shown: int) -> list[Observation]:
         Observation("slow threads", "most processing runs at once", _most_runs, "threads",
                     checked=False),
         Observation("poll back-off", "polls per request p50", lambda rq, c: _p50(
-            r["polls"] for r in _reqs(rq) if r["ready_wait_s"] is not None), "polls"),
+            r["polls"] for r in _reqs(rq) if r["ready_wait_ms"] is not None), "polls"),
     ]
     return out
 
@@ -176,7 +176,7 @@ def growth(requests: list[dict], calls: list[dict]) -> dict[str, tuple[float, fl
     reqs = sorted((r for r in _reqs(requests) if r["started"] is not None), key=lambda r: r["started"])
     out = {}
     for phase in ("queue", "proc"):
-        values = [r[f"{phase}_s"] for r in reqs if r[f"{phase}_s"] is not None]
+        values = [r[f"{phase}_ms"] for r in reqs if r[f"{phase}_ms"] is not None]
         if len(values) >= 8:
             q = len(values) // 4
             out[phase] = (quantile(values[:q], 0.5), quantile(values[-q:], 0.5))

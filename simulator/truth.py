@@ -86,18 +86,18 @@ class RequestTruth:
             "kind": "request", "host": host, "token": self.token, "op": self.op,
             "client": self.client, "nfiles": self.nfiles, "status": status,
             "accepted": self.accepted, "started": self.started, "ended": ended,
-            "auth_s": span(self.started, self.accepted),
-            "request_s": span(self.put_ret, self.started),
-            "queue_s": span(self.first_run, self.put_ret),
-            "proc_s": self.proc,
-            "polls": self.polls, "poll_s": self.poll_ms,
-            "ready_wait_s": span(self.first_success, self.put_ret),
-            "transfer_s": span(self.first_done_open, self.first_success) if self.op == "put" else None,
-            "done_s": span(self.done_ret, self.done_open),
-            "total_s": span(ended, origin),
+            "auth_ms": span(self.started, self.accepted),
+            "request_ms": span(self.put_ret, self.started),
+            "queue_ms": span(self.first_run, self.put_ret),
+            "proc_ms": self.proc,
+            "polls": self.polls, "poll_ms": self.poll_ms,
+            "ready_wait_ms": span(self.first_success, self.put_ret),
+            "transfer_ms": span(self.first_done_open, self.first_success) if self.op == "put" else None,
+            "done_ms": span(self.done_ret, self.done_open),
+            "total_ms": span(ended, origin),
             "end_reason": self._end_reason(idle_before),
             "ns_calls": self.ns_calls if ns_read else None,
-            "ns_s": self.ns_ms if ns_read else None,
+            "ns_ms": self.ns_ms if ns_read else None,
         }
 
     def _end_reason(self, idle_before: int | None) -> str:
@@ -152,9 +152,9 @@ class CallTruth:
             "kind": "call", "host": host, "daemon": self.daemon, "pid": self.pid,
             "thread": self.thread, "op": self.op, "client": self.client,
             "started": started, "ended": ended,
-            "duration_s": span(ended, started),
+            "duration_ms": span(ended, started),
             "rc": rc,
-            "auth_s": span(started, self.accepted),
+            "auth_ms": span(started, self.accepted),
             "session": None, "token": self.token, "path": self.path,
         }
 
@@ -179,7 +179,7 @@ class Truth:
         self._requests: list[RequestTruth] = []
         self._calls: list[CallTruth] = []
         self._runs: list[RunTruth] = []
-        self.ns_read = True               # the DPNS log has lines: ns_calls/ns_s not empty
+        self.ns_read = True               # the DPNS log has lines: ns_calls/ns_ms not empty
         self._linked = False
         self.now = lambda: None           # the model's true instant (set by the run)
 

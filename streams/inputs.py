@@ -1,4 +1,6 @@
-"""Opening archived inputs: plain, gzip or bzip2 (by their magic bytes), or `-` for stdin."""
+"""Opening archived inputs: plain, gzip or bzip2 (by their magic bytes), a FIFO, or `-` for
+stdin. An input is opened once (open_once): the head read to recognise it is fed again
+from memory, so a .gz decompresses it once and a FIFO or stdin replays whole."""
 
 from __future__ import annotations
 
@@ -7,15 +9,17 @@ import gzip
 import hashlib
 import io
 import os
+import stat
 import sys
 from dataclasses import dataclass
+from itertools import islice
 from typing import BinaryIO, Iterator
 
 from dpmstream.parsers import fastpath
 from dpmstream.streams.linecut import CUT_BYTES, LineCutter
 
 try:
-    from dpmstream.parsers._fastlines import LineBlock
+    from dpmstream.parsers._native import LineBlock
 except ImportError:  # not built: lists of lines
     LineBlock = None
 
@@ -31,12 +35,18 @@ class InputError(OSError):
 class Input:
     name: str            # as given on the command line
     path: str | None     # None for stdin
-    size: int | None     # bytes on disk (compressed size for archives)
+    size: int | None     # bytes on disk (compressed size for archives; None: a FIFO)
     mtime_ms: int | None
+    fifo: bool = False   # a named pipe: its content can be read once
 
     @property
     def is_stdin(self) -> bool:
         return self.path is None
+
+    @property
+    def once(self) -> bool:
+        """Whether its content can be read only once (stdin, a FIFO)."""
+        return self.path is None or self.fifo
 
 
 def describe(name: str) -> Input:
@@ -46,6 +56,8 @@ def describe(name: str) -> Input:
         st = os.stat(name)
     except OSError as exc:
         raise InputError(f"{name}: {exc.strerror}") from exc
+    if stat.S_ISFIFO(st.st_mode):  # `replay <(zcat a.gz)`, a named pipe
+        return Input(name, name, None, None, fifo=True)
     if not os.path.isfile(name):
         raise InputError(f"{name}: not a regular file")
     return Input(name, name, st.st_size, int(st.st_mtime * 1000))
@@ -181,22 +193,112 @@ def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:
 
 
 FINGERPRINT_BYTES = 65536
+HEAD_LINES = 200          # the first lines an input's daemon is recognised by (lanes.py)
+HEAD_LIMIT = 1 << 20      # bytes of head read at most for them (a file of long lines)
 
 
 def fingerprint(inp: Input) -> bytes | None:
-    """A digest of the first 64 KiB of the decompressed content (None for stdin or an
-    empty file): two inputs that share it begin with the same lines."""
-    if inp.is_stdin:
+    """A digest of the first 64 KiB of the decompressed content (None for stdin, a FIFO or
+    an empty file): two inputs that share it begin with the same lines."""
+    if inp.once:
         return None
-    stream, raw = open_binary(inp)
+    opened = open_once(inp)
+    opened.close()
+    return opened.fingerprint
+
+
+class OpenedInput:
+    """An input opened once: its head read (`first_lines`, by which its daemon is
+    recognised, and `fingerprint`), then `stream` gives the head again from memory and the
+    rest from where the head ended (`raw`: the file, whose tell() measures progress). An
+    error met reading the head comes out of `stream` after the head's bytes, as it would
+    have from the file.
+
+    release() closes a file whose turn has not come (open files and heads held are
+    bounded: replay_files.HELD_INPUTS); stream_again() then opens it anew, its head read
+    a second time. stdin and FIFOs are never released."""
+
+    def __init__(self, inp: Input):
+        self.inp = inp
+        rest, self.raw = open_binary(inp)
+        head, error = _read_head(rest)
+        self.fingerprint = None
+        if head and not inp.once and (error is None or len(head) >= FINGERPRINT_BYTES):
+            self.fingerprint = hashlib.sha256(head[:FINGERPRINT_BYTES]).digest()
+        self.first_lines = list(islice(iter_lines(io.BytesIO(head)), HEAD_LINES))
+        self.stream: BinaryIO | None = io.BufferedReader(_Rewound(head, rest, error), READ_HINT)
+
+    def release(self) -> None:
+        if not self.inp.once and self.stream is not None:
+            self.close()
+
+    def stream_again(self) -> BinaryIO:
+        """The stream to read: the one opened, or after release() a new one."""
+        if self.stream is None:
+            self.stream, self.raw = open_binary(self.inp)
+        return self.stream
+
+    def close(self) -> None:
+        if self.stream is not None and not self.inp.is_stdin:
+            self.stream.close()
+            self.raw.close()
+        self.stream = None
+
+
+def open_once(inp: Input) -> OpenedInput:
+    """The input opened and its head read (OSError when it cannot be opened)."""
+    return OpenedInput(inp)
+
+
+def _read_head(stream: BinaryIO) -> tuple[bytes, Exception | None]:
+    """The first FINGERPRINT_BYTES and HEAD_LINES lines (HEAD_LIMIT bytes at most) of the
+    decompressed content, and the error that stopped the reading, if any."""
+    pieces: list[bytes] = []
+    got = lines = 0
     try:
-        head = stream.read(FINGERPRINT_BYTES)
-    except (EOFError, OSError, ValueError):
-        return None
-    finally:
-        stream.close()
-        raw.close()
-    return hashlib.sha256(head).digest() if head else None
+        while got < HEAD_LIMIT and (got < FINGERPRINT_BYTES or lines < HEAD_LINES):
+            piece = stream.read1(min(FINGERPRINT_BYTES, HEAD_LIMIT - got))
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+            lines += piece.count(b"\n")
+    except (EOFError, OSError, ValueError) as exc:  # truncated archive: fed up to there
+        return b"".join(pieces), exc
+    return b"".join(pieces), None
+
+
+class _Rewound(io.RawIOBase):
+    """`head`, then `rest` (the stream it was read from), then nothing; a read error met
+    while the head was read is raised once the head's bytes are out."""
+
+    def __init__(self, head: bytes, rest: BinaryIO, error: Exception | None):
+        self._head, self._at = memoryview(head), 0
+        self._rest, self._error = rest, error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._at < len(self._head):
+            n = min(len(buffer), len(self._head) - self._at)
+            buffer[:n] = self._head[self._at:self._at + n]
+            self._at += n
+            return n
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        # read1: a damaged archive's bytes decompressed before the damage come out first
+        data = self._rest.read1(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._head = memoryview(b"")
+            if self._rest is not sys.stdin.buffer:
+                self._rest.close()
+        super().close()
 
 
 def repeated_prefix(stream: BinaryIO, earlier: Input) -> tuple[int, bytes | None]:

@@ -9,16 +9,15 @@ side by side in event time by the domain's rule (parsers/side_by_side.py, `STEP_
 
 from __future__ import annotations
 
-from itertools import islice
 from typing import Callable
 
 from dpmstream.parsers.dome_profiles import DomeProfile, detect_dome_profile, first_host
 from dpmstream.parsers.profiles import Profile, detect_profile
 # STEP_MS is re-exported: callers of the lanes read the step here too
 from dpmstream.parsers.side_by_side import STEP_MS, ChunkLane, feed_side_by_side  # noqa: F401
-from dpmstream.streams.inputs import InputError, iter_lines, open_binary
+from dpmstream.streams.inputs import HEAD_LINES, InputError
 
-DETECT_LINES = 200
+DETECT_LINES = HEAD_LINES
 
 
 class Lane(ChunkLane):
@@ -30,11 +29,12 @@ class Lane(ChunkLane):
         self.name = name
         self.inputs = list(inputs)
         self.open_input = open_input
-        # The DOME profile its files were recognised by (else None): given to their
-        # sources, which then read in event time from their first line, not after a
-        # detection's first 200 (a disk node's putdone read half a minute before the
-        # head's put would be an orphan: docs/dome.md).
-        self.profile = None
+        # id(input) -> the profile it was recognised by (or the forced one; None: none
+        # recognised it), given to its source: its daemon is not detected again, and it is
+        # read in event time from its first line, not after a detection's first 200 (a DOME
+        # disk node's putdone read half a minute before the head's put would be an
+        # orphan: docs/dome.md).
+        self.profiles: dict[int, Profile | DomeProfile | None] = {}
         self.done = False
 
     def next_input(self) -> bool:
@@ -59,13 +59,20 @@ def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced,
 def recognise(first_lines, profiles, forced, dome_profiles) -> tuple[str, DomeProfile | None]:
     """(daemon_of's lane name, the DOME profile when the input is a DOME log): what a
     driver reading a DOME log in event time gives its source (lanes, `run`'s files)."""
+    name, profile = recognise_profile(first_lines, profiles, forced, dome_profiles)
+    return name, profile if isinstance(profile, DomeProfile) else None
+
+
+def recognise_profile(first_lines, profiles, forced, dome_profiles) -> tuple[str, Profile | DomeProfile | None]:
+    """(daemon_of's lane name, the profile the lines are read with: `forced`, or the one
+    recognising them, or None)."""
     if forced is not None and not isinstance(forced, DomeProfile):
-        return forced.daemon, None
+        return forced.daemon, forced
     text = [line.decode("utf-8", "replace").rstrip("\r\n") for line in first_lines]
     if forced is None:
         profile = detect_profile(text, profiles)
         if profile is not None:
-            return profile.daemon, None
+            return profile.daemon, profile
         forced = detect_dome_profile(text, dome_profiles) if dome_profiles else None
     if forced is not None:
         return f"dome@{first_host(forced, text) or '?'}", forced
@@ -73,36 +80,20 @@ def recognise(first_lines, profiles, forced, dome_profiles) -> tuple[str, DomePr
 
 
 def lanes_of(inputs: list, profiles: list[Profile], forced, open_input: Callable,
-             dome_profiles: list[DomeProfile] = ()) -> list[Lane]:
-    """One lane per daemon (per node for DOME logs), its inputs in the order given; stdin
-    is a lane of its own (it cannot be read twice to detect its daemon)."""
+             dome_profiles: list[DomeProfile] = (), *,
+             first_lines: Callable[[object], list[bytes]]) -> list[Lane]:
+    """One lane per daemon (per node for DOME logs), its inputs in the order given, each
+    recognised once from `first_lines(input)` (its head, read once: streams/inputs.py
+    open_once; stdin too, which is then read on from there)."""
     lanes: dict[str, Lane] = {}
     for inp in inputs:
-        name, dome = ("-", None) if inp.is_stdin else recognise(
-            _first_lines(inp), profiles, forced, dome_profiles)
+        name, profile = recognise_profile(first_lines(inp), profiles, forced, dome_profiles)
         lane = lanes.get(name)
         if lane is None:
             lane = lanes[name] = Lane(name, [], open_input)
-            lane.profile = dome
         lane.inputs.append(inp)
+        lane.profiles[id(inp)] = profile
     return list(lanes.values())
-
-
-def _first_lines(inp) -> list[bytes]:
-    lines: list[bytes] = []
-    try:
-        stream, raw = open_binary(inp)
-    except OSError:
-        return lines  # reported when the input is opened for reading
-    try:  # by the readers' rule: a huge first line is not read whole to detect a daemon
-        for line in islice(iter_lines(stream), DETECT_LINES):
-            lines.append(line)
-    except InputError:
-        pass
-    finally:
-        stream.close()
-        raw.close()
-    return lines
 
 
 def run_lanes(lanes: list[Lane], on_input_end: Callable) -> None:

@@ -11,12 +11,16 @@ from typing import Callable
 
 from dpmstream.parsers.clock import ClockError, offset_name, rfc3339_offset_minutes, rfc3339_to_ms
 from dpmstream.parsers.linking import NS_DAEMON
-from dpmstream.streams.inputs import fingerprint, iter_chunks, open_binary, repeated_prefix
+from dpmstream.streams.inputs import OpenedInput, iter_chunks, open_once, repeated_prefix
 from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.parsers.pipeline import Pipeline, Source
 from dpmstream.streams.progress import Progress
 
 log = logging.getLogger("dpmstream.replay")
+
+# Inputs held open, their heads in memory, from their recognition to their turn; those
+# after are closed once recognised and opened again when read (their head read twice).
+HELD_INPUTS = 32
 
 
 def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
@@ -36,21 +40,36 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
     sources: list[Source] = []
     state = {"done_before": 0, "lines": 0, "failures": 0}
     read_before: dict[bytes, object] = {}  # content fingerprint -> the input read with it
-    opened: dict[int, tuple] = {}  # id(source) -> (input, stream, raw)
+    heads: dict[int, OpenedInput | OSError] = {}  # id(input) -> opened once, or why not
+    opened: dict[int, tuple] = {}  # id(source) -> (input, its OpenedInput)
+
+    def first_lines(inp) -> list[bytes]:
+        """Each input opened once: its head recognises it, and is fed again from memory."""
+        try:
+            head = heads[id(inp)] = open_once(inp)
+        except OSError as exc:
+            heads[id(inp)] = exc   # reported when its turn comes
+            return []
+        if len(heads) > HELD_INPUTS:
+            head.release()
+        return head.first_lines
 
     def open_input(inp):
         """(source, its lines) for one input, or None (reported, counted as a failure)."""
         src = pipeline.source(inp.name, host=host, path=inp.path or "-",
-                              profile=profile or lane_profile.get(id(inp)), tz=tz,
+                              profile=lane_profile.get(id(inp)), tz=tz,
                               year=year, year_hint_ms=inp.mtime_ms)
         sources.append(src)
+        head = heads.pop(id(inp))
         try:
-            digest = fingerprint(inp)
-            stream, raw = open_binary(inp)
+            if isinstance(head, OSError):
+                raise head
+            stream, raw = head.stream_again(), head.raw
         except OSError as exc:
             print(f"{command}: {inp.name}: {exc}", file=sys.stderr)
             state["failures"] += 1
             return None
+        digest = head.fingerprint
         first: list[bytes] = []
         earlier = read_before.get(digest) if digest else None
         if earlier is not None:  # the same archive again, or a longer copy of it
@@ -62,7 +81,7 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
                 first.append(first_new)
         elif digest:
             read_before[digest] = inp
-        opened[id(src)] = (inp, stream, raw)
+        opened[id(src)] = (inp, head)
 
         def chunks():
             if first:
@@ -78,25 +97,27 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
                                                                      clock.zone)
                     if warning:
                         log.warning("%s: %s", inp.name, warning)
-                progress.update(state["done_before"] + (raw.tell() if not inp.is_stdin else 0),
+                progress.update(state["done_before"] + (raw.tell() if not inp.once else 0),
                                 state["lines"] + src.line_no)
                 if after_chunk is not None:
                     after_chunk(src)
         return src, chunks()
 
     def input_end(lane, error=None) -> None:
-        inp, stream, raw = opened.pop(id(lane.src))
+        inp, head = opened.pop(id(lane.src))
         if error is not None:
             print(f"{command}: {inp.name}: {error}; the lines before it are kept",
                   file=sys.stderr)
             state["failures"] += 1
         state["lines"] += lane.src.lines_fed
-        if not inp.is_stdin:
-            stream.close()
+        head.close()
         state["done_before"] += inp.size or 0
 
-    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input, pipeline.dome_profiles)
-    lane_profile = {id(inp): lane.profile for lane in lanes for inp in lane.inputs}
+    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input, pipeline.dome_profiles,
+                     first_lines=first_lines)
+    # Each input's source reads with the profile it was recognised by (or the forced one).
+    lane_profile = {id(inp): p for lane in lanes for inp, p in
+                    ((inp, lane.profiles[id(inp)]) for inp in lane.inputs)}
     # A name-server log among the inputs: every request record waits for its calls.
     pipeline.linker.expect_ns = any(lane.name == NS_DAEMON for lane in lanes)
     run_lanes(lanes, input_end)

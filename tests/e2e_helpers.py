@@ -16,7 +16,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from dpmstream.parsers.records import (
-    CALL_MS_FIELDS, REQUEST_MS_FIELDS, call_row, request_row,
+    CALL_MS_FIELDS, REQUEST_MS_FIELDS, call_row, key_of, request_row,
 )
 from dpmstream.simulator import SimConfig
 from dpmstream.commands.stack.process import tail
@@ -144,9 +144,10 @@ def _ms(value):
 
 
 def from_json(record: dict) -> dict:
-    """A published record (float seconds) back to integer milliseconds, as the truth has it."""
+    """A published record (by column, float seconds) back to the truth's keys and integer
+    milliseconds."""
     fields = REQUEST_MS_FIELDS if record["kind"] == "request" else CALL_MS_FIELDS
-    return {k: (_ms(v) if k in fields else v) for k, v in record.items()}
+    return {key_of(c): (_ms(v) if key_of(c) in fields else v) for c, v in record.items()}
 
 
 def topic_records(bootstrap: str, topic: str, kind: str) -> list[dict]:

@@ -31,13 +31,14 @@ import json
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
 from zoneinfo import ZoneInfo
 
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams import state_keys
 from dpmstream.streams.inputs import describe
 from dpmstream.streams.progress import Progress
@@ -101,8 +102,12 @@ def line_parser(pure: bool):
 
 
 def new_pipeline(engine: str, outcome: Outcome, inp: LogInput, settings: dict | None = None) -> Pipeline:
-    pipeline = Pipeline(outcome.records.append, engine=engine,
-                        expect_ns=any(".dpns" in p.name for p in inp.paths), **(settings or {}))
+    """settings: ReassemblySettings' fields and Pipeline's options that differ from the
+    defaults (e.g. duplicate_memory)."""
+    settings = dict(settings or {})
+    caps = {f.name: settings.pop(f.name) for f in fields(ReassemblySettings) if f.name in settings}
+    pipeline = Pipeline(outcome.records.append, ReassemblySettings(**caps), engine=engine,
+                        expect_ns=any(".dpns" in p.name for p in inp.paths), **settings)
     pipeline.reassembler.on_span = lambda *span: outcome.spans.append(span)
     return pipeline
 

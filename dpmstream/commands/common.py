@@ -19,6 +19,7 @@ import sys
 from dpmstream.parsers.clock import ClockError, load_zone
 from dpmstream.parsers.profiles import ProfileError, resolve_profile
 from dpmstream.parsers.dome_profiles import resolve_any_profile
+from dpmstream.parsers.settings import ReassemblySettings
 
 # The years the dating code reads sensibly (a rotated name log-YYYYMMDD counts from 1990;
 # epoch milliseconds from 1970; nothing in a DPM log is dated after 2100).
@@ -111,14 +112,13 @@ def hidden_alias(p, old: str, new_dest: str, **kwargs) -> None:
     p.add_argument(old, dest=new_dest, help=argparse.SUPPRESS, **kwargs)
 
 
-def pipeline_options(args) -> dict:
-    """The reassembly settings of add_log_options, as Pipeline keyword arguments."""
-    return {"timeout_s": args.timeout, "max_in_flight": args.max_in_flight,
-            "max_threads": args.max_threads, "grace_s": args.grace,
-            "head_aliases": tuple(args.head_alias or ()),
-            # Head clients named by the user are not learned from the logs (record-rules.md);
-            # --host names the records' host, which the name server may call otherwise.
-            "learn_head": not args.head_alias}
+def reassembly_settings(args) -> ReassemblySettings:
+    """The one value of the options of add_reassembly_options, built once per command.
+    Head clients named by --head-alias are not learned from the logs (record-rules.md):
+    the linker of either engine learns no head where aliases are given."""
+    return ReassemblySettings(timeout_s=args.timeout, max_in_flight=args.max_in_flight,
+                              max_threads=args.max_threads, grace_s=args.grace,
+                              head_aliases=tuple(args.head_alias or ()))
 
 
 def add_profile_options(p, *, profile_help: str | None = None, dome: bool = False) -> None:

@@ -9,7 +9,7 @@ import sys
 
 from dpmstream.commands.common import (
     add_log_options, bounded, checked_profile, checked_zone, default_host, hidden_alias,
-    pipeline_options, setup_logging,
+    reassembly_settings, setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
 from dpmstream.streams.sinks.directories import DirectoryStats
@@ -106,7 +106,7 @@ def run(args) -> int:
     sinks = FanOut([aggregates, *outputs])
 
     # DOME records (docs/dome.md) bypass the compiled tally, which sums DPM records.
-    pipeline = Pipeline(aggregates.on_record(others), **pipeline_options(args),
+    pipeline = Pipeline(aggregates.on_record(others), reassembly_settings(args),
                         on_dome_record=FanOut([summary, *outputs]).write)
     host = default_host(args.host)
     progress = Progress(sum(i.size or 0 for i in inputs) or None, enabled=args.progress)

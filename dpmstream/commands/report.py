@@ -7,7 +7,7 @@ import os
 import sys
 
 from dpmstream.commands.common import (
-    add_log_options, checked_profile, checked_zone, default_host, pipeline_options,
+    add_log_options, checked_profile, checked_zone, default_host, reassembly_settings,
     setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
@@ -80,7 +80,7 @@ def run(args) -> int:
                 return 2
             data = from_logs(inputs, host=default_host(args.host),
                              profile=checked_profile(args.profile), tz=checked_zone(args.tz),
-                             year=args.year, settings=pipeline_options(args), since=args.since,
+                             year=args.year, settings=reassembly_settings(args), since=args.since,
                              until=args.until,
                              progress=Progress(sum(i.size or 0 for i in inputs) or None,
                                                enabled=args.progress))

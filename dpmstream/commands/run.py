@@ -53,7 +53,7 @@ import time
 
 from dpmstream.commands.common import (
     add_log_options, add_metrics_options, checked_profile, checked_zone, default_host,
-    hidden_alias, non_negative_float, pipeline_options, positive_float, setup_logging)
+    hidden_alias, non_negative_float, positive_float, reassembly_settings, setup_logging)
 from dpmstream.streams.live.follow import DEFAULT_ROTATED, not_followable
 
 STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
                 followers, host=host, metrics=metrics, records=records, sinks=sinks,
                 summarise=args.once,
                 profile=profile, tz=tz, year=args.year,
-                **pipeline_options(args), log=_say,
+                settings=reassembly_settings(args), log=_say,
                 keep_state=registry is not None,
                 state=(saved or {}).get("pipeline"))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from dpmstream.commands.common import (
-    add_log_options, bounded, checked_profile, checked_zone, default_host, pipeline_options,
+    add_log_options, bounded, checked_profile, checked_zone, default_host, reassembly_settings,
     positive_int, setup_logging,
 )
 
@@ -84,7 +84,7 @@ def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object
         inputs = [describe(name) for name in files]
     except InputError as exc:
         raise ValueError(str(exc)) from None
-    pipeline = Pipeline(keep, **pipeline_options(args))
+    pipeline = Pipeline(keep, reassembly_settings(args))
     fast_ids = set()
 
     def on_span(host, daemon, pid, tid, kind, started, ended) -> None:

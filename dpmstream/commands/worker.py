@@ -59,7 +59,8 @@ def register(sub, name: str, help_text: str) -> None:
 
 
 def run(args) -> int:
-    from dpmstream.commands.common import checked_profile, checked_zone, setup_logging
+    from dpmstream.commands.common import (
+        checked_profile, checked_zone, reassembly_settings, setup_logging)
     from dpmstream.streams.kafka.config import KafkaConfigError, parse_broker, security_from_args
 
     setup_logging(args.verbose)
@@ -78,9 +79,8 @@ def run(args) -> int:
     config = WorkerConfig(
         bootstrap=bootstrap, security=security, lines_topic=args.lines_topic,
         requests_topic=args.requests_topic, calls_topic=args.calls_topic,
-        group_id=args.group_id, partitions=args.partitions, timeout_s=args.timeout,
-        max_in_flight=args.max_in_flight, max_threads=args.max_threads, grace_s=args.grace,
-        head_aliases=tuple(args.head_alias or ()),
+        group_id=args.group_id, partitions=args.partitions,
+        reassembly=reassembly_settings(args),
         profile=checked_profile(args.profile),
         tz=checked_zone(args.tz), batch_records=args.batch,
         dome_merge_horizon_s=args.dome_merge_horizon,

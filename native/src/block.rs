@@ -10,7 +10,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice};
 
-#[pyclass(module = "dpmstream.parsers._fastlines", sequence, frozen)]
+#[pyclass(module = "dpmstream.parsers._native", sequence, frozen)]
 pub struct LineBlock {
     buf: Py<PyBytes>,
     /// Line i is buf[bounds[i]..bounds[i + 1]], its newline included.

@@ -17,10 +17,10 @@ use crate::dome_records::Record;
 use crate::block::LineBlock;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN, UNMATCHED};
 use crate::dome_stats::DomeStats;
-use crate::engine::{Chunk, BUDGET, DONE, LIMIT, SLOW};
+use crate::chunk::Chunk;
+use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 
 /// Why feed_chunk stopped, beyond engine.rs's reasons: lines[next - 1] was malformed.
-const MALFORMED: u8 = 4;
 
 /// A map that keeps its keys in insertion order (Python's dict), for the tables whose
 /// order shows in the records (clocks: advance() sweeps hosts in that order).
@@ -198,7 +198,7 @@ impl DomeState {
 }
 
 /// The extension's DOME reassembler (parsers/compiled_dome.py wraps it).
-#[pyclass(module = "dpmstream.parsers._fastlines", subclass, unsendable)]
+#[pyclass(module = "dpmstream.parsers._native", subclass, unsendable)]
 pub struct DomeCore {
     pub st: DomeState,
 }

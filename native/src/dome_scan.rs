@@ -79,7 +79,7 @@ pub enum Outcome {
     Failed(usize),
 }
 
-#[pyclass(module = "dpmstream.parsers._fastlines", unsendable)]
+#[pyclass(module = "dpmstream.parsers._native", unsendable)]
 pub struct DomeScanner {
     forms: Vec<Form>,
     tags: Vec<String>,
@@ -327,7 +327,7 @@ impl DomeScanner {
 /// A parsed line held by the compiled engine (fed to CompiledDomeReassembler.feed
 /// without going through Python's types); `ts` for merging nodes by event time, the
 /// envelope's values and role to route or count it, `event()` the Python DomeEvent.
-#[pyclass(module = "dpmstream.parsers._fastlines", frozen)]
+#[pyclass(module = "dpmstream.parsers._native", frozen)]
 pub struct DomeLine {
     pub ev: DomeEvent,
     event_type: Py<PyType>,

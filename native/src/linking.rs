@@ -12,8 +12,10 @@ use std::rc::Rc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::engine::{FxMap, FxSet, Names, Sym};
-use crate::rec::{deliver, Rec};
+use crate::deliver::deliver;
+use crate::hashing::{FxMap, FxSet};
+use crate::names::{Names, Sym};
+use crate::rec::Rec;
 
 type Text = Rc<str>;
 

@@ -3,8 +3,8 @@
 //!
 //! A replay that prints only its summary hands every record to the extension's Tally
 //! (`tally.rs`): there the dict was built, read back field by field and dropped, for
-//! nothing. `deliver` gives the Tally the record itself and anyone else its dict, built
-//! here in one place, with the keys in the order Python's records have them.
+//! nothing. `deliver` (deliver.rs) gives the Tally the record itself and anyone else its
+//! dict, built here in one place, with the keys in the order Python's records have them.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,8 +13,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::engine::{Names, Sym};
-use crate::tally::Tally;
+use crate::names::{Names, Sym};
 
 type Text = Rc<str>;
 
@@ -28,18 +27,18 @@ pub struct RequestRec {
     pub accepted: Option<i64>,
     pub started: Option<i64>,
     pub ended: Option<i64>,
-    pub auth_s: Option<i64>,
-    pub request_s: Option<i64>,
-    pub queue_s: Option<i64>,
-    pub proc_s: Option<i64>,
+    pub auth_ms: Option<i64>,
+    pub request_ms: Option<i64>,
+    pub queue_ms: Option<i64>,
+    pub proc_ms: Option<i64>,
     pub polls: i64,
-    pub poll_s: i64,
-    pub ready_wait_s: Option<i64>,
-    pub transfer_s: Option<i64>,
-    pub done_s: Option<i64>,
-    pub total_s: Option<i64>,
+    pub poll_ms: i64,
+    pub ready_wait_ms: Option<i64>,
+    pub transfer_ms: Option<i64>,
+    pub done_ms: Option<i64>,
+    pub total_ms: Option<i64>,
     pub end_reason: Py<PyString>,
-    /// (ns_calls, ns_s) once the linker has decided them; absent keys before.
+    /// (ns_calls, ns_ms) once the linker has decided them; absent keys before.
     pub ns: Option<(Option<i64>, Option<i64>)>,
 }
 
@@ -52,9 +51,9 @@ pub struct CallRec {
     pub client: Option<Text>,
     pub started: i64,
     pub ended: Option<i64>,
-    pub duration_s: Option<i64>,
+    pub duration_ms: Option<i64>,
     pub rc: Option<i64>,
-    pub auth_s: Option<i64>,
+    pub auth_ms: Option<i64>,
     pub session: Option<&'static str>,
     pub token: Option<Text>,
     pub path: Option<Text>,
@@ -86,7 +85,7 @@ impl Rec {
             Rec::Dict(d) => {
                 let d = d.bind(py);
                 d.set_item(intern!(py, "ns_calls"), calls)?;
-                d.set_item(intern!(py, "ns_s"), ms)?;
+                d.set_item(intern!(py, "ns_ms"), ms)?;
             }
         }
         Ok(())
@@ -114,20 +113,20 @@ fn request_dict<'py>(py: Python<'py>, r: &RequestRec, names: &mut Names) -> PyRe
     d.set_item(intern!(py, "accepted"), r.accepted)?;
     d.set_item(intern!(py, "started"), r.started)?;
     d.set_item(intern!(py, "ended"), r.ended)?;
-    d.set_item(intern!(py, "auth_s"), r.auth_s)?;
-    d.set_item(intern!(py, "request_s"), r.request_s)?;
-    d.set_item(intern!(py, "queue_s"), r.queue_s)?;
-    d.set_item(intern!(py, "proc_s"), r.proc_s)?;
+    d.set_item(intern!(py, "auth_ms"), r.auth_ms)?;
+    d.set_item(intern!(py, "request_ms"), r.request_ms)?;
+    d.set_item(intern!(py, "queue_ms"), r.queue_ms)?;
+    d.set_item(intern!(py, "proc_ms"), r.proc_ms)?;
     d.set_item(intern!(py, "polls"), r.polls)?;
-    d.set_item(intern!(py, "poll_s"), r.poll_s)?;
-    d.set_item(intern!(py, "ready_wait_s"), r.ready_wait_s)?;
-    d.set_item(intern!(py, "transfer_s"), r.transfer_s)?;
-    d.set_item(intern!(py, "done_s"), r.done_s)?;
-    d.set_item(intern!(py, "total_s"), r.total_s)?;
+    d.set_item(intern!(py, "poll_ms"), r.poll_ms)?;
+    d.set_item(intern!(py, "ready_wait_ms"), r.ready_wait_ms)?;
+    d.set_item(intern!(py, "transfer_ms"), r.transfer_ms)?;
+    d.set_item(intern!(py, "done_ms"), r.done_ms)?;
+    d.set_item(intern!(py, "total_ms"), r.total_ms)?;
     d.set_item(intern!(py, "end_reason"), r.end_reason.bind(py))?;
     if let Some((calls, ms)) = r.ns {
         d.set_item(intern!(py, "ns_calls"), calls)?;
-        d.set_item(intern!(py, "ns_s"), ms)?;
+        d.set_item(intern!(py, "ns_ms"), ms)?;
     }
     Ok(d)
 }
@@ -143,27 +142,13 @@ fn call_dict<'py>(py: Python<'py>, c: &CallRec, names: &mut Names) -> PyResult<B
     d.set_item(intern!(py, "client"), c.client.as_deref())?;
     d.set_item(intern!(py, "started"), c.started)?;
     d.set_item(intern!(py, "ended"), c.ended)?;
-    d.set_item(intern!(py, "duration_s"), c.duration_s)?;
+    d.set_item(intern!(py, "duration_ms"), c.duration_ms)?;
     d.set_item(intern!(py, "rc"), c.rc)?;
-    d.set_item(intern!(py, "auth_s"), c.auth_s)?;
+    d.set_item(intern!(py, "auth_ms"), c.auth_ms)?;
     d.set_item(intern!(py, "session"), c.session)?;
     d.set_item(intern!(py, "token"), c.token.as_deref())?;
     d.set_item(intern!(py, "path"), c.path.as_deref())?;
     Ok(d)
-}
-
-/// A finished record to `emit`: to a Tally that forwards nothing, as it is (no dict is
-/// made); to anything else, as its dict.
-pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
-    if let Ok(tally) = emit.bind(py).downcast::<Tally>() {
-        if let Ok(mut tally) = tally.try_borrow_mut() {
-            if tally.forward.is_none() {
-                return tally.tally_rec(py, rec, names);
-            }
-        }
-    }
-    emit.call1(py, (rec.to_dict(py, names)?,))?;
-    Ok(())
 }
 
 /// The keys `to_dict` writes, in order: of a request the linker has decided, and of a
@@ -176,13 +161,13 @@ pub fn written_keys(py: Python<'_>) -> PyResult<(Vec<String>, Vec<String>)> {
     let request = Rec::Request(Box::new(RequestRec {
         host: sym, token: Some(text.clone()), op: Some(sym), client: Some(text.clone()),
         nfiles: Some(1), status: word(), accepted: Some(1), started: Some(1), ended: Some(1),
-        auth_s: Some(0), request_s: Some(0), queue_s: Some(0), proc_s: Some(0), polls: 0,
-        poll_s: 0, ready_wait_s: Some(0), transfer_s: Some(0), done_s: Some(0),
-        total_s: Some(0), end_reason: word(), ns: Some((Some(0), Some(0))),
+        auth_ms: Some(0), request_ms: Some(0), queue_ms: Some(0), proc_ms: Some(0), polls: 0,
+        poll_ms: 0, ready_wait_ms: Some(0), transfer_ms: Some(0), done_ms: Some(0),
+        total_ms: Some(0), end_reason: word(), ns: Some((Some(0), Some(0))),
     }));
     let call = Rec::Call(Box::new(CallRec {
         host: sym, daemon: sym, pid: 1, thread: Some(1), op: sym, client: Some(text.clone()),
-        started: 1, ended: Some(1), duration_s: Some(0), rc: Some(0), auth_s: Some(0),
+        started: 1, ended: Some(1), duration_ms: Some(0), rc: Some(0), auth_ms: Some(0),
         session: Some("sess"), token: Some(text.clone()), path: Some(text),
     }));
     let keys = |rec: &Rec| -> PyResult<Vec<String>> {

@@ -3,13 +3,24 @@
 //! (tests/parsers/test_records.py compares them); a value of a type the records never
 //! hold (a float, a string with a lone surrogate) makes these return None, and Python
 //! formats that record.
+//!
+//! `CsvBlocks` is the CSV writer of the engine's own records (rec.rs): a record goes from
+//! the engine to CSV bytes, buffered into blocks written to the two files, with no dict
+//! made (streams/sinks/csv.py hands it to the pipeline; deliver.rs gives it the
+//! records). Both ways share the cell rules below, so a record's line is the same bytes
+//! whichever way it came.
 
+use std::cell::RefCell;
 use std::fmt::Write;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 
-use crate::schema::{CALL_COLUMNS, CALL_MS, REQUEST_COLUMNS, REQUEST_MS};
+use crate::names::Names;
+use crate::rec::{CallRec, Rec, RequestRec};
+use crate::schema::{
+    named, CALL_COLUMNS, CALL_FIELDS, CALL_MS, REQUEST_COLUMNS, REQUEST_FIELDS, REQUEST_MS,
+};
 
 enum Value<'a> {
     None,
@@ -33,12 +44,45 @@ fn value<'a>(v: &'a Bound<'_, PyAny>) -> Option<Value<'a>> {
     None
 }
 
-fn columns(kind: &str) -> (&'static [&'static str], &'static [&'static str]) {
-    if kind == "request" {
-        (&REQUEST_COLUMNS, &REQUEST_MS)
-    } else {
-        (&CALL_COLUMNS, &CALL_MS)
+/// Which of `keys` hold milliseconds (shown as seconds), worked out at compile time.
+const fn ms_mask<const N: usize>(keys: &[&str; N], ms: &[&str]) -> [bool; N] {
+    let mut out = [false; N];
+    let mut i = 0;
+    while i < N {
+        let mut j = 0;
+        while j < ms.len() {
+            if named(ms, j, keys[i]) {
+                out[i] = true;
+            }
+            j += 1;
+        }
+        i += 1;
     }
+    out
+}
+
+const REQUEST_IS_MS: [bool; REQUEST_FIELDS.len()] = ms_mask(&REQUEST_FIELDS, &REQUEST_MS);
+const CALL_IS_MS: [bool; CALL_FIELDS.len()] = ms_mask(&CALL_FIELDS, &CALL_MS);
+
+/// A kind's columns, the record key of each, and which of them hold milliseconds.
+type Layout = (&'static [&'static str], &'static [&'static str], &'static [bool]);
+
+fn columns(kind: &str) -> Layout {
+    if kind == "request" {
+        (&REQUEST_COLUMNS, &REQUEST_FIELDS, &REQUEST_IS_MS)
+    } else {
+        (&CALL_COLUMNS, &CALL_FIELDS, &CALL_IS_MS)
+    }
+}
+
+/// A dict's cells under `keys`, in order; None when one is of a type Python formats.
+fn dict_values<'a, 'py: 'a>(record: &Bound<'py, PyDict>, keys: &[&str],
+                            items: &'a mut Vec<Option<Bound<'py, PyAny>>>) -> PyResult<Option<Vec<Value<'a>>>> {
+    for key in keys {
+        items.push(record.get_item(*key)?);
+    }
+    let items: &'a Vec<_> = items;
+    Ok(items.iter().map(|item| item.as_ref().map_or(Some(Value::None), value)).collect())
 }
 
 /// ms_to_text: seconds with three decimals, exactly.
@@ -64,31 +108,47 @@ fn push_csv_text(out: &mut String, text: &str) {
     }
 }
 
-/// The CSV line of a record (with csv's "\r\n"), or None: Python formats it.
-#[pyfunction]
-pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
-    let Some(kind) = record.get_item("kind")? else { return Ok(None) };
-    let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
-    let (cols, ms_cols) = columns(&kind);
-    let mut out = String::with_capacity(256);
-    for (i, col) in cols.iter().enumerate() {
+/// One CSV row of `values` (the columns' cells, `is_ms` saying which are milliseconds),
+/// with csv's "\r\n"; false (nothing to use) for a text where milliseconds belong.
+fn push_csv_row<'a>(out: &mut String, is_ms: &[bool], values: impl IntoIterator<Item = Value<'a>>) -> bool {
+    for (i, (v, &ms)) in values.into_iter().zip(is_ms).enumerate() {
         if i > 0 {
             out.push(',');
         }
-        let item = record.get_item(*col)?;
-        let Some(v) = item.as_ref().map_or(Some(Value::None), value) else { return Ok(None) };
-        match (v, ms_cols.contains(col)) {
+        match (v, ms) {
             (Value::None, _) => {}
-            (Value::Int(ms), true) => push_ms(&mut out, ms),
+            (Value::Int(ms), true) => push_ms(out, ms),
             (Value::Int(n), false) => {
                 let _ = write!(out, "{n}");
             }
-            (Value::Str(_), true) => return Ok(None),
-            (Value::Str(s), false) => push_csv_text(&mut out, s),
+            (Value::Str(_), true) => return false,
+            (Value::Str(s), false) => push_csv_text(out, s),
         }
     }
     out.push_str("\r\n");
-    Ok(Some(out))
+    true
+}
+
+/// A dict's kind, columns, their units and cells handed to `format`; None (Python
+/// formats it) without a str kind or with a cell of a type the records never hold.
+fn format_dict(record: &Bound<'_, PyDict>,
+               format: impl for<'a> FnOnce(&str, &[&str], &[bool], Vec<Value<'a>>) -> Option<String>)
+               -> PyResult<Option<String>> {
+    let Some(kind) = record.get_item("kind")? else { return Ok(None) };
+    let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
+    let (cols, keys, is_ms) = columns(&kind);
+    let mut items = Vec::with_capacity(keys.len());
+    let Some(values) = dict_values(record, keys, &mut items)? else { return Ok(None) };
+    Ok(format(&kind, cols, is_ms, values))
+}
+
+/// The CSV line of a record (with csv's "\r\n"), or None: Python formats it.
+#[pyfunction]
+pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
+    format_dict(record, |_, _, is_ms, values| {
+        let mut out = String::with_capacity(256);
+        push_csv_row(&mut out, is_ms, values).then_some(out)
+    })
 }
 
 fn push_json_str(out: &mut String, s: &str, ascii: bool) {
@@ -133,36 +193,194 @@ fn push_seconds(out: &mut String, ms: i64) -> bool {
     true
 }
 
-/// json.dumps(to_json_dict(record), separators=(",", ":"), ensure_ascii=ascii), or None.
-#[pyfunction]
-#[pyo3(signature = (record, ensure_ascii))]
-pub fn record_json(record: &Bound<'_, PyDict>, ensure_ascii: bool) -> PyResult<Option<String>> {
-    let Some(kind) = record.get_item("kind")? else { return Ok(None) };
-    let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
-    let (cols, ms_cols) = columns(&kind);
-    let mut out = String::with_capacity(384);
+/// The JSON object of `values` (kind first, then the columns); false for a value Python
+/// formats.
+fn push_json_object<'a>(out: &mut String, kind: &str, cols: &[&str], is_ms: &[bool],
+                        values: impl IntoIterator<Item = Value<'a>>, ascii: bool) -> bool {
     out.push_str("{\"kind\":");
-    push_json_str(&mut out, &kind, ensure_ascii);
-    for col in cols {
+    push_json_str(out, kind, ascii);
+    for ((col, v), &ms) in cols.iter().zip(values).zip(is_ms) {
         out.push_str(",\"");
         out.push_str(col);
         out.push_str("\":");
-        let item = record.get_item(*col)?;
-        let Some(v) = item.as_ref().map_or(Some(Value::None), value) else { return Ok(None) };
-        match (v, ms_cols.contains(col)) {
+        match (v, ms) {
             (Value::None, _) => out.push_str("null"),
             (Value::Int(ms), true) => {
-                if !push_seconds(&mut out, ms) {
-                    return Ok(None);
+                if !push_seconds(out, ms) {
+                    return false;
                 }
             }
             (Value::Int(n), false) => {
                 let _ = write!(out, "{n}");
             }
-            (Value::Str(_), true) => return Ok(None),
-            (Value::Str(s), false) => push_json_str(&mut out, s, ensure_ascii),
+            (Value::Str(_), true) => return false,
+            (Value::Str(s), false) => push_json_str(out, s, ascii),
         }
     }
     out.push('}');
-    Ok(Some(out))
+    true
+}
+
+/// json.dumps(to_json_dict(record), separators=(",", ":"), ensure_ascii=ascii), or None.
+#[pyfunction]
+#[pyo3(signature = (record, ensure_ascii))]
+pub fn record_json(record: &Bound<'_, PyDict>, ensure_ascii: bool) -> PyResult<Option<String>> {
+    format_dict(record, |kind, cols, is_ms, values| {
+        let mut out = String::with_capacity(384);
+        push_json_object(&mut out, kind, cols, is_ms, values, ensure_ascii).then_some(out)
+    })
+}
+
+// -- the engine's records, straight to CSV ------------------------------------------------
+
+/// The columns the engine's records are read in below, pinned to schema.rs at compile
+/// time: a column added, renamed or moved there stops the build here.
+const REQUEST_ORDER: [&str; 22] = [
+    "host", "token", "op", "client", "nfiles", "status", "accepted", "started", "ended", "auth_s",
+    "request_s", "queue_s", "proc_s", "polls", "poll_s", "ready_wait_s", "transfer_s", "done_s",
+    "total_s", "end_reason", "ns_calls", "ns_s",
+];
+const CALL_ORDER: [&str; 13] = [
+    "host", "daemon", "pid", "thread", "op", "client", "started", "ended", "duration_s", "rc",
+    "auth_s", "session", "token",
+];
+
+const fn same_columns<const N: usize>(a: &[&str; N], b: &[&str; N]) -> bool {
+    let mut i = 0;
+    while i < N {
+        if !named(a, i, b[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const _: () = assert!(same_columns(&REQUEST_ORDER, &REQUEST_COLUMNS));
+const _: () = assert!(same_columns(&CALL_ORDER, &CALL_COLUMNS));
+
+fn text(t: Option<&str>) -> Value<'_> {
+    t.map_or(Value::None, Value::Str)
+}
+
+fn int(n: Option<i64>) -> Value<'static> {
+    n.map_or(Value::None, Value::Int)
+}
+
+/// A request's cells in REQUEST_ORDER (absent name-server totals: empty cells, as the
+/// dict without those keys gives).
+fn push_request_csv(out: &mut String, py: Python<'_>, r: &RequestRec, names: &Names) -> PyResult<bool> {
+    let status = r.status.bind(py).to_str()?;
+    let end_reason = r.end_reason.bind(py).to_str()?;
+    let (ns_calls, ns_ms) = r.ns.unwrap_or((None, None));
+    let values = [
+        Value::Str(names.text(r.host)), text(r.token.as_deref()), text(r.op.map(|o| names.text(o))),
+        text(r.client.as_deref()), int(r.nfiles), Value::Str(status), int(r.accepted),
+        int(r.started), int(r.ended), int(r.auth_ms), int(r.request_ms), int(r.queue_ms),
+        int(r.proc_ms), Value::Int(r.polls), Value::Int(r.poll_ms), int(r.ready_wait_ms),
+        int(r.transfer_ms), int(r.done_ms), int(r.total_ms), Value::Str(end_reason), int(ns_calls),
+        int(ns_ms),
+    ];
+    Ok(push_csv_row(out, &REQUEST_IS_MS, values))
+}
+
+/// A call's cells in CALL_ORDER.
+fn push_call_csv(out: &mut String, c: &CallRec, names: &Names) -> bool {
+    let values = [
+        Value::Str(names.text(c.host)), Value::Str(names.text(c.daemon)), Value::Int(c.pid),
+        int(c.thread), Value::Str(names.text(c.op)), text(c.client.as_deref()),
+        Value::Int(c.started), int(c.ended), int(c.duration_ms), int(c.rc), int(c.auth_ms),
+        text(c.session), text(c.token.as_deref()),
+    ];
+    push_csv_row(out, &CALL_IS_MS, values)
+}
+
+/// Records into DIR/requests.csv and DIR/calls.csv as CSV bytes, a block at a time: the
+/// engine's records formatted here (no dict), a dict (a record restored from saved state,
+/// or one a Python caller hands in) by the same rules, or by `fallback(record)` (Python's
+/// csv_line) where those leave it to Python. Whatever way a record came, the lines of a
+/// file keep the order they were written in. `flush()` hands the blocks to the files.
+#[pyclass(module = "dpmstream.parsers._native")]
+pub struct CsvBlocks {
+    /// requests, calls: binary files (`write(bytes)`)
+    files: [PyObject; 2],
+    fallback: PyObject,
+    pending: [String; 2],
+    block_bytes: usize,
+    /// Records the engine handed over as they are (no dict made).
+    #[pyo3(get)]
+    engine_records: u64,
+}
+
+impl CsvBlocks {
+    fn push(&mut self, py: Python<'_>, which: usize) -> PyResult<()> {
+        if self.pending[which].len() >= self.block_bytes {
+            self.write_block(py, which)?;
+        }
+        Ok(())
+    }
+
+    fn write_block(&mut self, py: Python<'_>, which: usize) -> PyResult<()> {
+        if !self.pending[which].is_empty() {
+            let block = PyBytes::new(py, self.pending[which].as_bytes());
+            self.pending[which].clear();
+            self.files[which].call_method1(py, "write", (block,))?;
+        }
+        Ok(())
+    }
+
+    fn write_dict(&mut self, py: Python<'_>, record: &Bound<'_, PyDict>) -> PyResult<()> {
+        let kind = record.get_item("kind")?;
+        let which = match &kind {
+            Some(k) if k.eq("request")? => 0,
+            _ => 1, // csv_line's rule: anything not a request is a call's row
+        };
+        match record_csv_line(record)? {
+            Some(line) => self.pending[which].push_str(&line),
+            None => {
+                let line = self.fallback.call1(py, (record,))?;
+                self.pending[which].push_str(line.bind(py).downcast::<PyString>()?.to_str()?);
+            }
+        }
+        self.push(py, which)
+    }
+
+    /// A record from the engine (deliver.rs).
+    pub(crate) fn write_rec(&mut self, py: Python<'_>, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
+        let names = names.borrow();
+        let (which, done) = match rec {
+            Rec::Dict(d) => return self.write_dict(py, d.bind(py)),
+            Rec::Request(r) => (0, push_request_csv(&mut self.pending[0], py, r, &names)?),
+            Rec::Call(c) => (1, push_call_csv(&mut self.pending[1], c, &names)),
+        };
+        debug_assert!(done, "the engine's records hold no text where milliseconds belong");
+        self.engine_records += 1;
+        self.push(py, which)
+    }
+}
+
+#[pymethods]
+impl CsvBlocks {
+    #[new]
+    #[pyo3(signature = (requests, calls, fallback, block_bytes=1 << 16))]
+    fn new(requests: PyObject, calls: PyObject, fallback: PyObject, block_bytes: usize) -> Self {
+        CsvBlocks {
+            files: [requests, calls],
+            fallback,
+            pending: [String::with_capacity(block_bytes + 512), String::with_capacity(block_bytes + 512)],
+            block_bytes: block_bytes.max(1),
+            engine_records: 0,
+        }
+    }
+
+    /// A record as its dict (a pipeline's on_record, the CSV sink's write).
+    fn __call__(&mut self, py: Python<'_>, record: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.write_dict(py, record)
+    }
+
+    /// The blocks written so far handed to the files (which may still buffer them).
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.write_block(py, 0)?;
+        self.write_block(py, 1)
+    }
 }

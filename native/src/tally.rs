@@ -17,7 +17,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use std::cell::RefCell;
 
-use crate::engine::{FxMap, Names};
+use crate::hashing::FxMap;
+use crate::names::Names;
 use crate::rec::Rec;
 
 // -- random.Random(1), as CPython's _random module runs it --------------------------------
@@ -203,12 +204,12 @@ struct Dir {
 type Name = u32; // an interned string; NONE is Python's None
 const NONE: Name = 0;
 
-/// PHASES' index of proc_s, which DirectoryStats also sums.
+/// PHASES' index of proc_ms, which DirectoryStats also sums.
 const PROC: usize = 3;
 /// (record field, phase), in the order the summary renders them.
 use crate::schema::PHASES;
 
-#[pyclass(module = "dpmstream.parsers._fastlines")]
+#[pyclass(module = "dpmstream.parsers._native")]
 pub struct Tally {
     reservoir: usize,
     max_dirs: usize,
@@ -216,7 +217,7 @@ pub struct Tally {
     /// Called with each record after it is tallied (the run's other sinks), or None.
     #[pyo3(get, set)]
     pub(crate) forward: Option<PyObject>,
-    /// Records the engine handed over as they are (no dict made): rec.rs's deliver.
+    /// Records the engine handed over as they are (no dict made): deliver.rs.
     #[pyo3(get)]
     engine_records: u64,
     index: FxMap<Box<str>, Name>,
@@ -266,7 +267,7 @@ enum Field {
     Phase(usize),
     Polls,
     Daemon,
-    DurationS,
+    DurationMs,
     Rc,
     Path,
     Token,
@@ -304,7 +305,7 @@ impl<'py> DictRecord<'_, 'py> {
             Field::Phase(i) => self.phase_keys[i].bind(py).clone(),
             Field::Polls => intern!(py, "polls").clone(),
             Field::Daemon => intern!(py, "daemon").clone(),
-            Field::DurationS => intern!(py, "duration_s").clone(),
+            Field::DurationMs => intern!(py, "duration_ms").clone(),
             Field::Rc => intern!(py, "rc").clone(),
             Field::Path => intern!(py, "path").clone(),
             Field::Token => intern!(py, "token").clone(),
@@ -356,7 +357,7 @@ fn field_name(f: Field) -> &'static str {
         Field::Phase(i) => PHASES[i].0,
         Field::Polls => "polls",
         Field::Daemon => "daemon",
-        Field::DurationS => "duration_s",
+        Field::DurationMs => "duration_ms",
         Field::Rc => "rc",
         Field::Path => "path",
         Field::Token => "token",
@@ -377,20 +378,20 @@ impl<'py> Record<'py> for EngineRecord<'_, 'py> {
             (Rec::Request(r), Field::Ended) => r.ended,
             (Rec::Request(r), Field::Polls) => Some(r.polls),
             (Rec::Request(r), Field::Phase(i)) => match PHASES[i].0 {
-                "auth_s" => r.auth_s,
-                "request_s" => r.request_s,
-                "queue_s" => r.queue_s,
-                "proc_s" => r.proc_s,
-                "poll_s" => Some(r.poll_s),
-                "ready_wait_s" => r.ready_wait_s,
-                "transfer_s" => r.transfer_s,
-                "done_s" => r.done_s,
-                "total_s" => r.total_s,
+                "auth_ms" => r.auth_ms,
+                "request_ms" => r.request_ms,
+                "queue_ms" => r.queue_ms,
+                "proc_ms" => r.proc_ms,
+                "poll_ms" => Some(r.poll_ms),
+                "ready_wait_ms" => r.ready_wait_ms,
+                "transfer_ms" => r.transfer_ms,
+                "done_ms" => r.done_ms,
+                "total_ms" => r.total_ms,
                 _ => None,
             },
             (Rec::Call(c), Field::Started) => Some(c.started),
             (Rec::Call(c), Field::Ended) => c.ended,
-            (Rec::Call(c), Field::DurationS) => c.duration_s,
+            (Rec::Call(c), Field::DurationMs) => c.duration_ms,
             (Rec::Call(c), Field::Rc) => c.rc,
             _ => None, // absent from that kind of record (a call has no `accepted`)
         })
@@ -494,7 +495,7 @@ impl Tally {
         }
         let daemon = record.name(Field::Daemon)?;
         let key = (self.name(&daemon)?, self.name(&record.name(Field::Op)?)?);
-        if let Some(d) = record.int(Field::DurationS)? {
+        if let Some(d) = record.int(Field::DurationMs)? {
             self.calls.entry(key).add(d, reservoir);
         }
         let rc = record.int(Field::Rc)?;
@@ -680,7 +681,7 @@ mod tests {
 
     #[test]
     fn the_proc_phase_is_the_one_directory_stats_sums() {
-        assert_eq!(super::PHASES[super::PROC].0, "proc_s");
+        assert_eq!(super::PHASES[super::PROC].0, "proc_ms");
     }
 
     #[test]

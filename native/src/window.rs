@@ -16,8 +16,10 @@
 //! Memory follows the lines seen, as Python's set does: the buckets start small and are
 //! doubled, and refilled from the ring, as it fills (a large `cap` costs nothing upfront).
 
-use crate::engine::FxMap;
+use crate::hashing::FxMap;
 
+/// The largest duplicate memory (lines): the window's entries hold a ring position in 32 bits.
+pub const MAX_DUPLICATE_MEMORY: usize = 1 << 31;
 const SLOTS: usize = 15; // entries per bucket; the 16th word counts those sent elsewhere
 const META: usize = 15;
 /// Entries per bucket on average (of SLOTS): room to spare, so few go elsewhere.

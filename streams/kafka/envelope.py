@@ -26,7 +26,7 @@ except ImportError:   # pragma: no cover - the kafka extra installs it
 
 
 try:   # rsyslog's form decoded in the extension (native/src/envelope.rs); None for the rest
-    from dpmstream.parsers._fastlines import decode_envelope as _compiled_decode
+    from dpmstream.parsers._native import decode_envelope as _compiled_decode
 except ImportError:   # not built: Python decodes every record
     _compiled_decode = None
 if not fastpath.available():   # DPMSTREAM_PURE_PYTHON

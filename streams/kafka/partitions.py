@@ -103,10 +103,7 @@ class PartitionOwners:
         self.producers[p] = producer
         await producer.start()
         states = await self._load(p)
-        part = PartitionState(p, timeout_s=cfg.timeout_s, max_in_flight=cfg.max_in_flight,
-                              max_threads=cfg.max_threads, grace_s=cfg.grace_s,
-                              head_aliases=cfg.head_aliases,
-                              profile=cfg.profile, tz=cfg.tz,
+        part = PartitionState(p, cfg.reassembly, profile=cfg.profile, tz=cfg.tz,
                               dome_merge_horizon_s=cfg.dome_merge_horizon_s,
                               dome_merge_max_lines=cfg.dome_merge_max_lines)
         part.restore(states)

@@ -45,6 +45,7 @@ from dpmstream.streams.kafka.envelope import (
 from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD, DomeMerge, LineStamps
 from dpmstream.parsers.dome_profiles import DomeProfile, resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.kafka.dome_paths import DEFAULT_DOME_PROFILE, is_dome_path
 from dpmstream.streams import state_keys
 
@@ -82,8 +83,7 @@ def _crc(line: str) -> int:
 
 
 class PartitionState:
-    def __init__(self, partition: int, *, timeout_s: float = 3600, max_in_flight: int = 1_000_000,
-                 max_threads: int = 100_000, grace_s: float = 60, head_aliases=(),
+    def __init__(self, partition: int, settings: ReassemblySettings = ReassemblySettings(), *,
                  profile=None, tz: str | None = None,
                  dome_merge_horizon_s: float = HORIZON_MS / 1000,
                  dome_merge_max_lines: int = MAX_HELD):
@@ -92,9 +92,7 @@ class PartitionState:
         self.tz = tz
         self.records: list[dict] = []
         # DOME records (a DOME node's file, dome_paths.py) come out with the others.
-        self.pipeline = Pipeline(self.records.append, timeout_s=timeout_s,
-                                 max_in_flight=max_in_flight, max_threads=max_threads,
-                                 grace_s=grace_s, head_aliases=head_aliases,
+        self.pipeline = Pipeline(self.records.append, settings,
                                  on_dome_record=self.records.append)
         self.pipeline.track_changes()
         # DOME nodes' lines in event time across the partition (parsers/dome_merge.py)

@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.kafka.gc_pace import relaxed_gc
 from dpmstream.streams.kafka.log_pace import flush_installed
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
@@ -58,11 +59,7 @@ class WorkerConfig:
     group_id: str = "dpmstream"
     state_topic: str | None = None       # default "<group_id>-state"
     partitions: int = 4                  # for a lines topic that does not exist yet
-    timeout_s: float = 3600.0
-    max_in_flight: int = 1_000_000
-    max_threads: int = 100_000
-    grace_s: float = 60.0
-    head_aliases: tuple = ()             # other names of head nodes as NS clients see them
+    reassembly: ReassemblySettings = field(default_factory=ReassemblySettings)  # per partition
     profile: object = None
     tz: str | None = None
     # DOME nodes' lines side by side (parsers/dome_merge.py): how far one may run ahead

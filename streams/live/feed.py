@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 from dpmstream.streams.live.follow import Follower
 from dpmstream.streams.lanes import DETECT_LINES, STEP_MS, recognise
 from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams import state_keys
 from dpmstream.streams.sinks.fan_out import FanOut, Sink
 from dpmstream.streams.sinks.summary import Summary, label_zone
@@ -60,15 +61,10 @@ class LiveFeed:
         profile=None,
         tz: str | None = None,
         year: int | None = None,
-        timeout_s: float = 3600,
-        max_in_flight: int = 1_000_000,
-        max_threads: int = 100_000,
-        grace_s: float = 60,
+        settings: ReassemblySettings = ReassemblySettings(),
         log: Callable[[str], None] | None = None,
         keep_state: bool = False,
         state: dict | None = None,
-        head_aliases: tuple = (),
-        learn_head: bool = True,
     ) -> None:
         self.followers = followers
         self.host = host
@@ -81,10 +77,8 @@ class LiveFeed:
         self._log = log or (lambda msg: None)
         self._batch: list[dict] = []
         # DOME records (docs/dome.md) take the same batch, sinks and checkpoints.
-        self.pipeline = Pipeline(on_record=self._batch.append, timeout_s=timeout_s,
-                                 max_in_flight=max_in_flight, max_threads=max_threads,
-                                 grace_s=grace_s, head_aliases=head_aliases,
-                                 learn_head=learn_head, on_dome_record=self._batch.append)
+        self.pipeline = Pipeline(self._batch.append, settings,
+                                 on_dome_record=self._batch.append)
         self._state: StateChanges | None = None  # the whole state, as of the last checkpoint
         self.state_changed = False  # the last checkpoint() found the state changed
         if keep_state:

@@ -214,7 +214,7 @@ class PipelineMetrics:
                 self.phase_seconds.observe(budget((host, op, phase, status)), max(ms, 0) / 1000.0)
         self.requests.labels(*self._budget["requests"]((host, op, status))).inc()
         self.polls.observe(self._budget["polls"]((host, op)), rec.get("polls") or 0)
-        ns_ms = rec.get("ns_s")
+        ns_ms = rec.get("ns_ms")
         if ns_ms is not None:  # empty when no name-server log was read
             self.request_ns_seconds.observe(self._budget["ns"]((host, op)), ns_ms / 1000.0)
 
@@ -225,7 +225,7 @@ class PipelineMetrics:
         op = self.op_label(daemon, rec.get("op"))
         rc = rec.get("rc")
         result = "noreturn" if rc is None else ("ok" if rc == 0 else "error")
-        ms = rec.get("duration_s")
+        ms = rec.get("duration_ms")
         seconds = 0.0 if ms is None else max(ms, 0) / 1000.0
         self.call_seconds.observe(self._budget["calls"]((host, daemon, op, result)), seconds)
 

@@ -3,15 +3,28 @@ DOME records (parsers/dome_records.py) into one file per kind, named after it wi
 the `dome_` prefix, `DIR/dome-calls.csv`, `dome-puts.csv`, `dome-capacity.csv`,
 `dome-fs-events.csv` (the simulator's truth files' columns, plus `whole_seconds`),
 `dome-journald-gaps.csv`,
-each made when its first record comes."""
+each made when its first record comes.
+
+Where the extension is built, the request and call rows go through its CsvBlocks
+(native/src/records.rs): the compiled engine hands it its records as they are
+(`compiled_receiver`, the Sink protocol of fan_out.py), which it formats to CSV bytes and
+writes a block at a time, with no dict made; a dict given to write() takes the same
+blocks, so the rows keep the order they came in. The bytes are those of csv_line (one
+rule: parsers/records.py), UTF-8."""
 
 from __future__ import annotations
 
 import csv
+import io
 import os
 
-from dpmstream.parsers import dome_records
+from dpmstream.parsers import dome_records, fastpath
 from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, csv_line
+
+try:
+    from dpmstream.parsers._native import CsvBlocks
+except ImportError:  # not built: Python formats every row
+    CsvBlocks = None
 
 # DOME kind -> its file in the output directory
 DOME_FILES = {"dome_call": "dome-calls.csv", "dome_put": "dome-puts.csv",
@@ -25,19 +38,30 @@ class CsvSink:
         os.makedirs(out_dir, exist_ok=True)
         self.requests_path = os.path.join(out_dir, "requests.csv")
         self.calls_path = os.path.join(out_dir, "calls.csv")
-        self._files = [open(self.requests_path, "w", newline=""), open(self.calls_path, "w", newline="")]
+        self._files = [open(self.requests_path, "wb"), open(self.calls_path, "wb")]
         for f, columns in zip(self._files, (REQUEST_COLUMNS, CALL_COLUMNS)):
-            csv.writer(f).writerow(columns)
+            f.write(_header(columns))
         self.out_dir = out_dir
         self.dome_paths: dict[str, str] = {}   # DOME kind -> path, once written
         self._dome_files: dict[str, object] = {}
+        # The compiled engine's records straight to bytes (None: Python formats each row).
+        self.compiled_receiver = (CsvBlocks(*self._files, csv_line)
+                                  if CsvBlocks is not None and fastpath.available() else None)
 
     def write(self, record: dict) -> None:
         kind = record["kind"]
         if kind in DOME_FILES:
             self._dome_file(kind).write(dome_records.csv_line(record))
-            return
-        self._files[0 if kind == "request" else 1].write(csv_line(record))
+        elif self.compiled_receiver is not None:
+            self.compiled_receiver(record)
+        else:
+            self._files[0 if kind == "request" else 1].write(csv_line(record).encode())
+
+    def flush(self) -> None:
+        if self.compiled_receiver is not None:
+            self.compiled_receiver.flush()
+        for f in (*self._files, *self._dome_files.values()):
+            f.flush()
 
     def _dome_file(self, kind: str):
         f = self._dome_files.get(kind)
@@ -48,5 +72,15 @@ class CsvSink:
         return f
 
     def close(self) -> None:
-        for f in (*self._files, *self._dome_files.values()):
-            f.close()
+        try:
+            if self.compiled_receiver is not None:
+                self.compiled_receiver.flush()
+        finally:
+            for f in (*self._files, *self._dome_files.values()):
+                f.close()
+
+
+def _header(columns) -> bytes:
+    text = io.StringIO()
+    csv.writer(text).writerow(columns)
+    return text.getvalue().encode()

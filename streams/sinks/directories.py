@@ -58,7 +58,7 @@ class DirectoryStats:
 
     def write(self, record: dict) -> None:
         if record["kind"] == "request":
-            self.proc_ms += record.get("proc_s") or 0
+            self.proc_ms += record.get("proc_ms") or 0
             return
         path = record.get("path")
         if record["daemon"] != NS_DAEMON or not path or record["ended"] is None:

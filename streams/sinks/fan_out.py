@@ -10,6 +10,12 @@ A sink takes finished records (parsers/records.py dicts) one at a time with writ
 releases what it holds with close(), and may have flush() when it buffers. CSV, JSON
 lines, the summary, the directories, OpenMetrics, the Prometheus metrics and the Kafka
 record topics (streams/kafka/record_topics.RecordTopics) are sinks.
+
+A sink may also have `compiled_receiver`: an extension object the compiled engine hands
+its records to as they are, before any dict is made of them (the CSV sink's CsvBlocks,
+native/src/records.rs, formats them to bytes itself); it takes dicts too, as write()
+does. A pipeline whose only receiver is such a sink runs no Python per record
+(FanOut.receiver); any other sink gets dicts, as before.
 """
 
 from __future__ import annotations
@@ -33,6 +39,18 @@ class FanOut:
     def write(self, record: dict) -> None:
         for sink in self.sinks:
             sink.write(record)
+
+    def receiver(self):
+        """What a pipeline (or the tally, streams/sinks/tally.py) hands each record: None
+        when there is no sink, the one sink's compiled_receiver when it has one (the
+        engine's records go to it undicted), else write."""
+        if not self.sinks:
+            return None
+        if len(self.sinks) == 1:
+            compiled = getattr(self.sinks[0], "compiled_receiver", None)
+            if compiled is not None:
+                return compiled
+        return self.write
 
     def flush(self) -> None:
         for sink in self.sinks:

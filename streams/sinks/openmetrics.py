@@ -81,13 +81,13 @@ def _gauge_events(rec: dict) -> list[tuple[int, str, int]]:
     if begin is None or end is None:
         return []  # an orphan: its beginning is not in the archive
     events = [(begin, "in_flight", 1), (end, "in_flight", -1)]
-    started, request_s = rec.get("started"), rec.get("request_s")
-    if started is not None and request_s is not None:
-        queued = started + request_s
-        if rec.get("queue_s") is not None:
-            left = queued + max(rec["queue_s"], 0)
-        elif rec.get("ready_wait_s") is not None:  # no processing logged (sync get)
-            left = queued + max(rec["ready_wait_s"], 0)
+    started, request_ms = rec.get("started"), rec.get("request_ms")
+    if started is not None and request_ms is not None:
+        queued = started + request_ms
+        if rec.get("queue_ms") is not None:
+            left = queued + max(rec["queue_ms"], 0)
+        elif rec.get("ready_wait_ms") is not None:  # no processing logged (sync get)
+            left = queued + max(rec["ready_wait_ms"], 0)
         else:
             left = max(end, queued)
         events += [(queued, "slow_queue", 1), (left, "slow_queue", -1)]

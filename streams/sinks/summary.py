@@ -111,8 +111,8 @@ class Summary:
             self.polls[op].add(record["polls"])
         else:
             key = (record["daemon"], record["op"])
-            if record["duration_s"] is not None:
-                self.calls[key].add(record["duration_s"])
+            if record["duration_ms"] is not None:
+                self.calls[key].add(record["duration_ms"])
             if record["rc"] != 0:
                 self.call_errors[key] += 1
 

@@ -8,7 +8,8 @@
 
 The Tally applies Summary.write's and DirectoryStats.write's rules to the same records in
 the same order, with the same reservoir sample, then hands each record to the other sinks
-(none in a replay without --out: no Python per record at all). The Python sinks stay the
+(none in a replay without --out: no Python per record at all; the CSV files alone with
+--out: the records go on undicted, fan_out.FanOut.receiver). The Python sinks stay the
 reference and the fallback (no extension, the Python engine, a live directory window).
 """
 
@@ -22,7 +23,7 @@ from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
 
 try:
-    from dpmstream.parsers._fastlines import Tally
+    from dpmstream.parsers._native import Tally
 except ImportError:  # not built: pure Python
     Tally = None
 
@@ -47,7 +48,7 @@ class Aggregates:
         or a FanOut of the Python sinks and `others`."""
         if self.tally is None:
             return FanOut([self.summary, self.directories, *others.sinks]).write
-        self.tally.forward = others.write if others.sinks else None
+        self.tally.forward = others.receiver()
         return self.tally
 
     def write(self, record: dict) -> None:

@@ -89,7 +89,7 @@ def test_a_replay_directory_with_name_server_time_splits_processing(tmp_path):
     lines = (out / "requests.csv").read_text().splitlines()
     (out / "requests.csv").write_text(lines[0] + ",ns_calls,ns_s\n" + lines[1] + ",2,0.120\n")
     data = from_replay_dir(str(out), "UTC", None, None)
-    assert data.requests[0]["ns_s"] == 120 and data.requests[0]["ns_calls"] == 2
+    assert data.requests[0]["ns_ms"] == 120 and data.requests[0]["ns_calls"] == 2
     html, _ = build_page(data)
     assert "carry no ns_s column" not in html
 

@@ -31,7 +31,7 @@ def run_whatif(*args):
 def p50s(records, op="put") -> dict[str, float]:
     out = {}
     for phase in CHECKED:
-        values = [r[f"{phase}_s"] for r in records if r["op"] == op and r[f"{phase}_s"] is not None]
+        values = [r[f"{phase}_ms"] for r in records if r["op"] == op and r[f"{phase}_ms"] is not None]
         out[phase] = statistics.median(values) / 1000
     return out
 

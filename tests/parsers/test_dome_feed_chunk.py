@@ -21,6 +21,7 @@ import os
 
 import pytest
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers import engines
 from dpmstream.parsers.dome_checksums import WithChecksumWaits
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
@@ -118,7 +119,7 @@ def chunk_calls(monkeypatch) -> list:
 
 def replayed(engine: str, paths, chunk_lines: int) -> dict:
     records: list[dict] = []
-    pipeline = Pipeline(records.append, on_dome_record=records.append, timeout_s=60, engine=engine)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=60), on_dome_record=records.append, engine=engine)
     failures, _ = replay_inputs(pipeline, [describe(str(p)) for p in paths], host="dpmhead01",
                                 profile=None, tz="UTC", year=2017,
                                 progress=Progress(None, enabled=False), chunk_lines=chunk_lines)
@@ -130,7 +131,7 @@ def fed_in_chunks(engine: str, paths, profile_name: str, chunk: int) -> dict:
     """The nodes' lines as lists (str) of `chunk` lines, the nodes taking turns, with an
     event-time sweep between turns now and then (run's and the worker's way)."""
     records: list[dict] = []
-    pipeline = Pipeline(records.append, on_dome_record=records.append, timeout_s=60, engine=engine)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=60), on_dome_record=records.append, engine=engine)
     profile = resolve_dome_profile(profile_name)
     nodes = [(pipeline.source(p.name, host=p.stem, profile=profile, tz="UTC", year=2017),
               p.read_bytes().decode("utf-8", "replace").splitlines())

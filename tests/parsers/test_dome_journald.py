@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_profiles import SUPPRESSED, resolve_dome_profile
@@ -133,7 +134,7 @@ def test_the_lines_a_simulated_gap_dropped_are_the_metric_and_the_summary_per_ho
     def sink(record):
         metrics.write(record)
         summary.write(record)
-    pipeline = Pipeline(sink, timeout_s=120, engine=engine, on_dome_record=sink)
+    pipeline = Pipeline(sink, ReassemblySettings(timeout_s=120), engine=engine, on_dome_record=sink)
     profile = resolve_dome_profile("dmlite-dome")
     for host, path in gap_site.logs.items():
         src = pipeline.source(host, host=host, path=str(path), profile=profile, tz=TZ, year=2017)

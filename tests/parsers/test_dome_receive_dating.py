@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers import engines
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
@@ -83,7 +84,7 @@ def test_traditional_stamps_take_the_year_of_their_receive_time_not_the_files_mt
     """A source per node dated by a file mtime of 2026, fed each line with its receive
     time (one by one, or as the worker groups them): the records of 2016 and 2017."""
     records = []
-    pipeline = Pipeline(records.append, timeout_s=TIMEOUT_S, engine=engine, on_dome_record=records.append)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=TIMEOUT_S), engine=engine, on_dome_record=records.append)
     assert pipeline.dome_engine == engine
     profile = resolve_dome_profile("dmlite-dome")
     sources = {}
@@ -110,7 +111,7 @@ def test_the_worker_dates_a_traditional_dmlite_log_shipped_across_new_year(new_y
     """The worker's partition (streams/kafka/state.py, the loop `dpmstream worker` runs per
     partition) fed the envelopes in batches: every record is its truth's."""
     monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
-    part = PartitionState(0, timeout_s=TIMEOUT_S, tz=TZ)
+    part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S), tz=TZ)
     assert part.pipeline.dome_engine == engine
     msgs = [Message(env.host.encode(), raw, i) for i, (env, raw) in enumerate(envelopes(new_year_site))]
     out = []
@@ -130,7 +131,7 @@ def test_the_worker_dates_a_node_silent_for_seven_months_by_its_receive_time(eng
     stray line; the receive time can. (Before receive times dated DOME lines, January's
     call was dated January of the year before, seven months before June's.)"""
     monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
-    part = PartitionState(0, timeout_s=TIMEOUT_S, tz="UTC")
+    part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S), tz="UTC")
     head = "dome[2345]: {140685573784640}[1] dmlite dome "
     calls = [("2016-06-30T10:00:00.500000Z", "Jun 30 10:00:00"), ("2017-01-15T10:00:00.500000Z", "Jan 15 10:00:00")]
     msgs, offset = [], 0

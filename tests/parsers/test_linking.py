@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from dpmstream.parsers import engines
+from dpmstream.parsers import engines, schema
 from dpmstream.parsers.linking import Linker, surl_path
 from dpmstream.parsers.profiles import resolve_profile
 from dpmstream.parsers.pipeline import Pipeline, StateChanges
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams import state_keys
 
 from tests.dpmlog import DN, T1, T2, call, closing, line, put, status
@@ -77,7 +78,7 @@ def test_a_creat_from_the_head_node_on_a_file_of_the_request_inside_its_run_is_l
     dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1)
     dpns = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
     (req,), (creat,) = link(dpm, dpns)
-    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+    assert (req["ns_calls"], req["ns_ms"]) == (1, 250)
     assert creat["token"] == T1
 
 
@@ -87,7 +88,7 @@ def test_every_call_of_a_multi_file_request_counts_once():
     dpns = (ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1)
             + ns_call("08/12 10:00:01.400", "08/12 10:00:01.700", 2, "creat", F2))
     (req,), calls = link(dpm, dpns)
-    assert (req["ns_calls"], req["ns_s"]) == (2, 400)
+    assert (req["ns_calls"], req["ns_ms"]) == (2, 400)
     assert [c["token"] for c in calls] == [T1, T1]
 
 
@@ -98,7 +99,7 @@ def test_every_call_of_a_multi_file_request_counts_once():
 ])
 def test_a_call_is_not_linked_from(why, call):
     (req,), (ns,) = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call)
-    assert (req["ns_calls"], req["ns_s"], ns["token"]) == (0, 0, None), why
+    assert (req["ns_calls"], req["ns_ms"], ns["token"]) == (0, 0, None), why
 
 
 def test_a_call_of_another_client_is_not_linked_when_the_head_node_is_named():
@@ -133,7 +134,8 @@ def test_once_the_head_is_learned_another_clients_call_inside_a_run_is_not_linke
 def test_when_no_call_links_the_end_warns_once_naming_the_clients_seen(caplog):
     call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1, client="dpmhead01")
     with caplog.at_level("WARNING"):
-        (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, head_aliases=("other",))
+        (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call,
+                          settings=ReassemblySettings(head_aliases=("other",)))
     warned = [r.getMessage() for r in caplog.records if "linked" in r.getMessage()]
     assert req["ns_calls"] == 0
     assert len(warned) == 1 and "name-server clients seen: dpmhead01" in warned[0]
@@ -168,7 +170,8 @@ def test_a_few_ms_outside_the_run_still_count():
 
 def test_an_alias_of_the_head_node_is_the_head_node():
     call = ns_call("08/12 10:00:01.200", "08/12 10:00:01.300", 2, "creat", F1, client="localhost")
-    (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call, head_aliases=("localhost",))
+    (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), call,
+                      settings=ReassemblySettings(head_aliases=("localhost",)))
     assert req["ns_calls"] == 1
 
 
@@ -182,7 +185,7 @@ def test_a_call_inside_the_runs_of_two_requests_naming_its_file_is_linked_to_nei
 
 def test_without_a_name_server_log_ns_fields_are_empty():
     (req,), _ = link(a_put(T1, [f"srm://{HEAD}{F1}"], 1), None)
-    assert req.get("ns_calls") is None and req.get("ns_s") is None
+    assert req.get("ns_calls") is None and req.get("ns_ms") is None
 
 
 def test_name_server_lines_arriving_after_the_request_ended_still_link():
@@ -198,7 +201,7 @@ def test_name_server_lines_arriving_after_the_request_ended_still_link():
         n.feed(text)
     pipeline.finish()
     (req,) = requests_of(records)
-    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+    assert (req["ns_calls"], req["ns_ms"]) == (1, 250)
 
 
 def test_a_request_record_waits_only_a_few_seconds_of_event_time_in_both_logs():
@@ -234,7 +237,7 @@ def test_a_name_server_log_running_on_past_the_dpm_logs_end_loses_no_link():
         d.feed(text)
     pipeline.finish()
     (req,) = requests_of(records)
-    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+    assert (req["ns_calls"], req["ns_ms"]) == (1, 250)
 
 
 def test_a_log_quiet_for_over_a_minute_holds_nothing_back():
@@ -341,6 +344,68 @@ def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_a_state_saved_when_durations_were_keyed_by_their_columns_restores_to_the_same_records(engine):
+    """`run --state` files and the worker's state topic written before a record's durations
+    were keyed `*_ms` hold the linker's held records under their column names (`auth_s`,
+    `total_s`, a call's `duration_s`). Such a state, stored as JSON by the flat keys, restores
+    into a pipeline that then gives the records of one that never stopped, under today's
+    keys."""
+    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
+    early = ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1")
+    creat = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
+    later = ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1")
+    tail = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
+
+    def new(records):
+        pipeline = Pipeline(records.append, engine=engine)
+        return (pipeline, pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM),
+                pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS))
+
+    def feed(d, n, dpm_lines, dpns_lines):
+        for text in dpns_lines:
+            n.feed(text)
+        for text in dpm_lines:
+            d.feed(text)
+
+    never_stopped: list[dict] = []
+    pipeline, d, n = new(never_stopped)
+    feed(d, n, dpm, early + creat)
+    feed(d, n, tail, later)
+    pipeline.finish()
+
+    records: list[dict] = []
+    before, d, n = new(records)
+    before.track_changes()
+    feed(d, n, dpm, early + creat)
+    store = StateChanges()
+    store.merge(before.take_changes())
+    flat = json.loads(json.dumps(state_keys.encode(store)))
+    held = flat[state_keys.LINKER]
+    assert len(held["requests"]) == 1 and len(held["calls"]) == 1  # a request and its creat
+
+    def as_saved_before(record):  # each key as its column: the old code's records
+        return {schema.column_of(key): value for key, value in record.items()}
+
+    held["requests"] = [as_saved_before(r) for r in held["requests"]]
+    held["calls"] = [[as_saved_before(row[0]), *row[1:]] for row in held["calls"]]
+    assert "total_s" in held["requests"][0] and "duration_s" in held["calls"][0][0]
+
+    after, d, n = new(records)
+    after.restore(state_keys.decode(flat))
+    feed(d, n, tail, later)
+    after.finish()
+    (req,) = requests_of(records)
+    assert (req["ns_calls"], req["ns_ms"]) == (1, 250) and req["total_ms"] > 0
+    assert tuple(req) == schema.REQUEST_KEYS + schema.LINKED_REQUEST_FIELDS
+    assert all(tuple(c) == schema.CALL_KEYS for c in calls_of(records))
+
+    def same(rs):  # the same records; a restart may emit them in another order
+        return sorted(json.dumps(r, sort_keys=True) for r in rs)
+
+    assert same(records) == same(never_stopped)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_the_linker_state_taken_stays_as_it_was_taken(engine):
     """A change handed out (to be stored, perhaps later) is a snapshot: the held records
     in it are not the live linker's, which fills in `token` and `ns_calls` as it links."""
@@ -424,4 +489,4 @@ def test_a_linker_state_saved_before_clock_steps_were_counted_still_loads(engine
     assert json.loads(json.dumps(again.linker.state())) == state
     again.linker.finish()
     (req,) = requests_of(records)
-    assert (req["ns_calls"], req["ns_s"]) == (1, 250)
+    assert (req["ns_calls"], req["ns_ms"]) == (1, 250)

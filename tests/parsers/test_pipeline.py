@@ -216,7 +216,7 @@ def test_a_duplicate_memory_out_of_range_is_refused_by_either_engine(engine, mem
 @pytest.mark.skipif(not engines.compiled_available(), reason="extension not built")
 def test_the_compiled_engine_refuses_an_out_of_range_memory_itself():
     # Its window holds ring positions in 32 bits: a larger memory would wrap them.
-    from dpmstream.parsers._fastlines import Core
+    from dpmstream.parsers._native import Core
     with pytest.raises(ValueError, match="duplicate memory must be 1 to"):
         Core(lambda record: None, duplicate_memory=MAX_DUPLICATE_MEMORY + 1)
     with pytest.raises(ValueError, match="duplicate memory must be 1 to"):
@@ -245,7 +245,7 @@ def test_a_huge_line_is_one_malformed_line_counted_with_its_place_and_the_stream
     data = b"\n".join(good[:2] + [huge] + good[2:]) + b"\n"
     del huge
     if as_block:
-        from dpmstream.parsers._fastlines import LineBlock
+        from dpmstream.parsers._native import LineBlock
         lines = LineBlock.split(data, 1000, True)[0][0]
     else:
         lines = data.splitlines(keepends=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.streams import state_keys
@@ -20,7 +21,7 @@ def site(tmp_path, **settings):
 
 
 def new_pipeline(records: list) -> Pipeline:
-    pipeline = Pipeline(records.append, on_dome_record=records.append, timeout_s=120)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=120), on_dome_record=records.append)
     pipeline.track_changes()
     return pipeline
 

@@ -1,6 +1,7 @@
 """Reassembly of DPM requests and calls (docs/record-rules.md), on hand-built lines."""
 
-from dpmstream.parsers.records import REQUEST_COLUMNS
+from dpmstream.parsers.settings import ReassemblySettings
+from dpmstream.parsers.records import REQUEST_FIELDS
 
 from tests.dpmlog import T1, T2, T3, accept, call, closing, get, line, proc, put, status
 from tests.helpers import calls_of, reassemble, requests_of
@@ -41,20 +42,20 @@ def test_the_reference_put_gives_every_phase():
         "kind": "request", "host": "head01", "token": T1, "op": "put",
         "client": "lxfsra01.cern.ch", "nfiles": 1, "status": "success",
         "accepted": at("14:31:43.101"), "started": at("14:31:43.118"), "ended": at("14:31:45.031"),
-        "auth_s": 17, "request_s": 3, "queue_s": 29, "proc_s": 1240,
-        "polls": 2, "poll_s": 1 + 2, "ready_wait_s": at("14:31:44.702") - at("14:31:43.121"),
-        "transfer_s": at("14:31:45.020") - at("14:31:44.702"), "done_s": 11,
-        "total_s": at("14:31:45.031") - at("14:31:43.101"), "end_reason": "line",
-        "ns_calls": None, "ns_s": None,  # no name-server log was read
+        "auth_ms": 17, "request_ms": 3, "queue_ms": 29, "proc_ms": 1240,
+        "polls": 2, "poll_ms": 1 + 2, "ready_wait_ms": at("14:31:44.702") - at("14:31:43.121"),
+        "transfer_ms": at("14:31:45.020") - at("14:31:44.702"), "done_ms": 11,
+        "total_ms": at("14:31:45.031") - at("14:31:43.101"), "end_reason": "line",
+        "ns_calls": None, "ns_ms": None,  # no name-server log was read
     }
-    assert set(REQUEST_COLUMNS) <= set(req)
+    assert set(REQUEST_FIELDS) <= set(req)
 
 
 def test_status_calls_are_not_call_records_but_other_dpm_calls_are():
     lines = REFERENCE_PUT + call("08/12 14:31:46.000", 4, "ping", end="08/12 14:31:46.002")
     records, _ = reassemble(lines)
     (ping,) = calls_of(records)
-    assert (ping["op"], ping["duration_s"], ping["rc"], ping["daemon"]) == ("ping", 2, 0, "dpm")
+    assert (ping["op"], ping["duration_ms"], ping["rc"], ping["daemon"]) == ("ping", 2, 0, "dpm")
 
 
 def test_an_accept_attaches_to_the_next_call_on_its_thread_only():
@@ -64,9 +65,9 @@ def test_an_accept_attaches_to_the_next_call_on_its_thread_only():
     records, _ = reassemble(lines)
     (req,) = requests_of(records)
     (ping,) = calls_of(records)
-    assert req["accepted"] is None and req["auth_s"] is None
-    assert req["total_s"] == req["ended"] - req["started"]
-    assert ping["auth_s"] == 50
+    assert req["accepted"] is None and req["auth_ms"] is None
+    assert req["total_ms"] == req["ended"] - req["started"]
+    assert ping["auth_ms"] == 50
 
 
 def test_an_accept_whose_connection_failed_is_dropped():
@@ -75,7 +76,7 @@ def test_an_accept_whose_connection_failed_is_dropped():
                      "[137.138.40.11] (x.cern.ch): Could not establish an authenticated connection: bad proxy !")]
              + put("08/12 10:00:05.000", 3, T1, end="08/12 10:00:05.004"))
     req, pipeline = one_request(lines)
-    assert req["accepted"] is None and req["auth_s"] is None
+    assert req["accepted"] is None and req["auth_ms"] is None
     assert pipeline.stats.reassembly.dropped_accepts == 1
 
 
@@ -89,7 +90,7 @@ def test_a_put_returning_an_error_fails_there_and_later_lines_are_late():
     lines = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.007", rc=28)
              + status("08/12 10:00:01.000", "08/12 10:00:01.001", 4, T1, "FAILED"))
     req, pipeline = one_request(lines)
-    assert (req["status"], req["ended"], req["request_s"], req["polls"]) == (
+    assert (req["status"], req["ended"], req["request_ms"], req["polls"]) == (
         "failed", at("10:00:00.007"), 7, 0)
     assert pipeline.stats.reassembly.late_lines >= 1
 
@@ -99,16 +100,16 @@ def test_a_status_answering_failed_fails_the_request_at_its_returns():
              + proc("08/12 10:00:00.010", "08/12 10:00:00.500", 21, T1, rc=1)
              + status("08/12 10:00:01.000", "08/12 10:00:01.003", 4, T1, "FAILED"))
     req, _ = one_request(lines)
-    assert (req["status"], req["ended"], req["proc_s"], req["polls"], req["poll_s"]) == (
+    assert (req["status"], req["ended"], req["proc_ms"], req["polls"], req["poll_ms"]) == (
         "failed", at("10:00:01.003"), 490, 1, 3)
-    assert req["transfer_s"] is None and req["done_s"] is None
+    assert req["transfer_ms"] is None and req["done_ms"] is None
 
 
 def test_abortreq_ends_the_request_as_aborted():
     lines = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
              + closing("08/12 10:00:02.000", "08/12 10:00:02.004", 5, "abortreq", T1))
     req, _ = one_request(lines)
-    assert (req["status"], req["done_s"], req["ended"], req["queue_s"]) == (
+    assert (req["status"], req["done_ms"], req["ended"], req["queue_ms"]) == (
         "aborted", 4, at("10:00:02.004"), None)
 
 
@@ -118,8 +119,8 @@ def test_a_get_ends_with_relfiles_when_it_comes():
              + status("08/12 10:00:00.400", "08/12 10:00:00.401", 4, T1, "SUCCESS", op="get")
              + closing("08/12 10:00:09.000", "08/12 10:00:09.002", 6, "relfiles", T1))
     req, _ = one_request(lines)
-    assert (req["op"], req["status"], req["ended"], req["done_s"], req["transfer_s"],
-            req["ready_wait_s"], req["queue_s"]) == (
+    assert (req["op"], req["status"], req["ended"], req["done_ms"], req["transfer_ms"],
+            req["ready_wait_ms"], req["queue_ms"]) == (
         "get", "success", at("10:00:09.002"), 2, None, 399, 98)
 
 
@@ -128,7 +129,7 @@ def test_a_get_answered_success_without_relfiles_ends_at_that_answer():
              + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1, op="get")
              + status("08/12 10:00:00.400", "08/12 10:00:00.401", 4, T1, "SUCCESS", op="get"))
     req, _ = one_request(lines)
-    assert (req["status"], req["ended"], req["total_s"]) == ("success", at("10:00:00.401"), 401)
+    assert (req["status"], req["ended"], req["total_ms"]) == ("success", at("10:00:00.401"), 401)
 
 
 def test_a_sync_get_has_no_queue_nor_processing():
@@ -136,7 +137,7 @@ def test_a_sync_get_has_no_queue_nor_processing():
              + status("08/12 10:00:00.300", "08/12 10:00:00.301", 4, T1, "SUCCESS", op="get")
              + closing("08/12 10:00:03.000", "08/12 10:00:03.001", 6, "relfiles", T1))
     req, pipeline = one_request(lines)
-    assert (req["queue_s"], req["proc_s"], req["request_s"], req["status"]) == (None, None, 250, "success")
+    assert (req["queue_ms"], req["proc_ms"], req["request_ms"], req["status"]) == (None, None, 250, "success")
     assert pipeline.stats.slow_queue_depth == 0
 
 
@@ -145,7 +146,7 @@ def test_a_put_without_putdone_is_incomplete_at_the_end_of_input():
              + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1)
              + status("08/12 10:00:00.400", "08/12 10:00:00.401", 4, T1, "SUCCESS"))
     req, _ = one_request(lines)
-    assert (req["status"], req["ended"], req["ready_wait_s"]) == ("incomplete", at("10:00:00.401"), 399)
+    assert (req["status"], req["ended"], req["ready_wait_ms"]) == ("incomplete", at("10:00:00.401"), 399)
 
 
 def test_slow_queue_depth_counts_requests_waiting_for_a_slow_thread():
@@ -170,7 +171,7 @@ def test_a_processing_line_logged_before_the_put_returns_gives_no_negative_queue
              + [line("08/12 10:00:00.003", 3, "dpm_srv_put", "returns 0")]
              + closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1))
     req, _ = one_request(lines)
-    assert (req["queue_s"], req["request_s"], req["status"]) == (0, 3, "success")
+    assert (req["queue_ms"], req["request_ms"], req["status"]) == (0, 3, "success")
 
 
 def test_lines_out_of_order_across_threads_keep_every_duration():
@@ -185,7 +186,7 @@ def test_lines_out_of_order_across_threads_keep_every_duration():
              + [line("08/12 10:00:00.500", 21, "dpm_srv_proc_put", "returns 0")]
              + closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1))
     req, _ = one_request(lines)
-    assert (req["queue_s"], req["proc_s"], req["polls"], req["poll_s"]) == (98, 400, 1, 1)
+    assert (req["queue_ms"], req["proc_ms"], req["polls"], req["poll_ms"]) == (98, 400, 1, 1)
 
 
 def test_a_daemon_restart_closes_open_calls_and_the_request_survives():
@@ -199,8 +200,8 @@ def test_a_daemon_restart_closes_open_calls_and_the_request_survives():
     records, pipeline = reassemble(lines)
     (req,) = requests_of(records)
     (ping,) = calls_of(records)
-    assert (req["status"], req["queue_s"], req["proc_s"]) == ("success", 98, 300)
-    assert (ping["rc"], ping["ended"], ping["duration_s"]) == (None, None, None)
+    assert (req["status"], req["queue_ms"], req["proc_ms"]) == ("success", 98, 300)
+    assert (ping["rc"], ping["ended"], ping["duration_ms"]) == (None, None, None)
     assert pipeline.stats.reassembly.restarts == 1
 
 
@@ -208,7 +209,7 @@ def test_a_new_call_on_a_thread_closes_one_that_never_returned():
     lines = call("08/12 10:00:00.000", 3, "ping", rc=None) + call("08/12 10:00:01.000", 3, "getpools",
                                                                      end="08/12 10:00:01.004")
     records, pipeline = reassemble(lines)
-    assert [(c["op"], c["rc"], c["duration_s"]) for c in calls_of(records)] == [
+    assert [(c["op"], c["rc"], c["duration_ms"]) for c in calls_of(records)] == [
         ("ping", None, None), ("getpools", 0, 4)]
     assert pipeline.stats.reassembly.noreturn_calls == 1
 
@@ -218,7 +219,7 @@ def test_requests_silent_past_the_timeout_are_emitted_as_incomplete_on_event_tim
              + put("08/12 11:30:00.000", 4, T2, end="08/12 11:30:00.002"))
     records: list = []
     from dpmstream.parsers.pipeline import Pipeline
-    pipeline = Pipeline(records.append, timeout_s=3600)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=3600))
     src = pipeline.source("t", host="h", tz="UTC", year=2011)
     for text in lines:
         src.feed(text)
@@ -236,7 +237,7 @@ def test_the_in_flight_cap_evicts_the_least_recently_active_request_and_counts_i
              + put("08/12 10:00:02.000", 6, T3, end="08/12 10:00:02.002"))
     records, pipeline = [], None
     from dpmstream.parsers.pipeline import Pipeline
-    pipeline = Pipeline(records.append, max_in_flight=2)
+    pipeline = Pipeline(records.append, ReassemblySettings(max_in_flight=2))
     src = pipeline.source("t", host="h", tz="UTC", year=2011)
     for text in lines:
         src.feed(text)
@@ -250,7 +251,7 @@ def test_a_status_call_for_an_unknown_token_makes_an_orphan_request():
     lines = (status("08/12 10:00:00.400", "08/12 10:00:00.401", 4, T1, "SUCCESS")
              + closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1))
     req, pipeline = one_request(lines)
-    assert (req["op"], req["started"], req["status"], req["polls"], req["total_s"]) == (
+    assert (req["op"], req["started"], req["status"], req["polls"], req["total_ms"]) == (
         "put", None, "success", 1, None)
     assert pipeline.stats.reassembly.orphans == 1
 
@@ -260,7 +261,7 @@ def test_whole_second_stamps_are_accepted():
              for text in put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:02.002")]
     assert "10:00:00 12345,3" in lines[0]
     req, pipeline = one_request(lines)
-    assert req["request_s"] == 2000 and pipeline.stats.total("parsed") == len(lines)
+    assert req["request_ms"] == 2000 and pipeline.stats.total("parsed") == len(lines)
 
 
 def test_rsyslog_wrapped_lines_give_host_and_year():
@@ -268,14 +269,14 @@ def test_rsyslog_wrapped_lines_give_host_and_year():
                for text in put("12/31 23:59:59.990", 3, T1, end="12/31 23:59:59.995")]
     req, _ = one_request(wrapped, year=None, tz="Europe/Zurich")
     # 2011-12-31 23:59:59.990 CET = 22:59:59.990 UTC: the year before the rsyslog stamp
-    assert (req["host"], req["started"], req["request_s"]) == ("dpmhead07", 1325372399990, 5)
+    assert (req["host"], req["started"], req["request_ms"]) == ("dpmhead07", 1325372399990, 5)
 
 
 def test_the_pid_may_be_space_padded():
     lines = put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002", pid=4321)
     assert " 4321,3 " in lines[0] and "  4321,3" in lines[0]
     req, _ = one_request(lines)
-    assert req["request_s"] == 2
+    assert req["request_ms"] == 2
 
 
 def test_a_putdone_cut_by_a_restart_and_sent_again_keeps_the_first_as_end_of_transfer():
@@ -286,7 +287,7 @@ def test_a_putdone_cut_by_a_restart_and_sent_again_keeps_the_first_as_end_of_tra
              + [line("08/12 10:00:05.000", None, "dpm_serv", "started", pid=23456)]
              + closing("08/12 10:00:06.000", "08/12 10:00:06.004", 2, "putdone", T1, pid=23456))
     req, _ = one_request(lines)
-    assert (req["status"], req["transfer_s"], req["done_s"], req["ended"]) == (
+    assert (req["status"], req["transfer_ms"], req["done_ms"], req["ended"]) == (
         "success", 599, 4, at("10:00:06.004"))
 
 

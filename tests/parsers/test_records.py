@@ -5,8 +5,9 @@ import os
 import pytest
 
 from dpmstream.parsers.records import (
-    CALL_COLUMNS, CALL_MS_FIELDS, REQUEST_COLUMNS, REQUEST_MS_FIELDS, call_row, ms_to_text,
-    request_row, text_to_ms, to_json_dict,
+    CALL_COLUMNS, CALL_FIELDS, CALL_MS_FIELDS, REQUEST_COLUMNS, REQUEST_FIELDS,
+    REQUEST_MS_FIELDS, call_row, column_of, key_of, ms_to_text, request_row, text_to_ms,
+    to_json_dict,
 )
 
 
@@ -27,9 +28,23 @@ def test_call_columns_follow_the_format_reference_then_the_extras():
     )
 
 
-def test_every_millisecond_field_is_a_column_of_its_record():
-    assert REQUEST_MS_FIELDS <= set(REQUEST_COLUMNS)
-    assert CALL_MS_FIELDS <= set(CALL_COLUMNS)
+def test_every_millisecond_field_is_a_field_of_its_record():
+    assert REQUEST_MS_FIELDS <= set(REQUEST_FIELDS)
+    assert CALL_MS_FIELDS <= set(CALL_FIELDS)
+
+
+def test_a_duration_is_held_as_ms_and_shown_as_seconds_in_its_column():
+    """Inside, a record holds a duration in milliseconds under `*_ms`; its column, the
+    CSV header's and the JSON name, is `*_s` and shows seconds."""
+    for fields, columns, ms in ((REQUEST_FIELDS, REQUEST_COLUMNS, REQUEST_MS_FIELDS),
+                                (CALL_FIELDS, CALL_COLUMNS, CALL_MS_FIELDS)):
+        assert len(fields) == len(columns)
+        for key, column in zip(fields, columns):
+            assert column_of(key) == column and key_of(column) == key
+            if key.endswith("_ms"):
+                assert key in ms and column == key[:-3] + "_s"
+            else:
+                assert column == key
 
 
 def test_counts_are_not_millisecond_fields():
@@ -93,9 +108,9 @@ def test_request_row_formats_times_as_seconds_and_leaves_missing_cells_empty():
         "host": "dpm1", "token": "abc-123", "op": "put", "client": "/DC=ch/CN=alice",
         "nfiles": 2, "status": "success",
         "accepted": 1_000_000, "started": 1_000_250, "ended": 1_003_000,
-        "auth_s": 5, "request_s": 20, "queue_s": 250, "proc_s": 1200, "polls": 3,
-        "poll_s": 900, "ready_wait_s": None, "transfer_s": 1500, "done_s": 45,
-        "total_s": 3000, "end_reason": "done", "ns_calls": 4, "ns_s": 12,
+        "auth_ms": 5, "request_ms": 20, "queue_ms": 250, "proc_ms": 1200, "polls": 3,
+        "poll_ms": 900, "ready_wait_ms": None, "transfer_ms": 1500, "done_ms": 45,
+        "total_ms": 3000, "end_reason": "done", "ns_calls": 4, "ns_ms": 12,
         "kind": "request",  # not a column: not in the row
     }
     assert request_row(record) == [
@@ -115,7 +130,7 @@ def test_call_row_formats_call_times_but_not_pid_thread_or_rc():
     record = {
         "host": "dpm1", "daemon": "dpns", "pid": 4242, "thread": 7, "op": "stat",
         "client": "/DC=ch/CN=bob", "started": 2_000_001, "ended": 2_000_011,
-        "duration_s": 10, "rc": 0, "auth_s": None, "session": "s1", "token": None,
+        "duration_ms": 10, "rc": 0, "auth_ms": None, "session": "s1", "token": None,
     }
     assert call_row(record) == [
         "dpm1", "dpns", "4242", "7", "stat", "/DC=ch/CN=bob", "2000.001", "2000.011",
@@ -124,7 +139,7 @@ def test_call_row_formats_call_times_but_not_pid_thread_or_rc():
 
 
 def test_zero_is_a_value_not_an_empty_cell():
-    row = call_row({"pid": 0, "rc": 0, "duration_s": 0})
+    row = call_row({"pid": 0, "rc": 0, "duration_ms": 0})
     assert row[CALL_COLUMNS.index("pid")] == "0"
     assert row[CALL_COLUMNS.index("rc")] == "0"
     assert row[CALL_COLUMNS.index("duration_s")] == "0.000"
@@ -132,7 +147,7 @@ def test_zero_is_a_value_not_an_empty_cell():
 
 def test_to_json_dict_of_a_request_puts_kind_first_and_times_in_float_seconds():
     record = {"kind": "request", "host": "dpm1", "token": "t", "nfiles": 1, "polls": 2,
-              "accepted": 1500, "total_s": 250, "ended": None, "extra": "dropped"}
+              "accepted": 1500, "total_ms": 250, "ended": None, "extra": "dropped"}
     out = to_json_dict(record)
     assert list(out) == ["kind", *REQUEST_COLUMNS]
     assert out["kind"] == "request"
@@ -146,7 +161,7 @@ def test_to_json_dict_of_a_request_puts_kind_first_and_times_in_float_seconds():
 
 def test_to_json_dict_of_a_call_uses_the_call_columns():
     record = {"kind": "call", "host": "dpm1", "pid": 12, "rc": 2, "started": 10,
-              "ended": 30, "duration_s": 20}
+              "ended": 30, "duration_ms": 20}
     out = to_json_dict(record)
     assert list(out) == ["kind", *CALL_COLUMNS]
     assert out["started"] == 0.01 and out["ended"] == 0.03 and out["duration_s"] == 0.02
@@ -181,17 +196,17 @@ def awkward_records():
             "kind": "request", "host": "head01", "token": f"tok-{i}", "op": "put",
             "client": text, "nfiles": None if i % 2 else i, "status": "success",
             "accepted": None if i % 3 == 0 else 1313152300000 + i, "started": 1313152300001,
-            "ended": 1313152301999 + 7 * i, "auth_s": 0, "request_s": i, "queue_s": None,
-            "proc_s": 10 ** i, "polls": i, "poll_s": 999, "ready_wait_s": 1000,
-            "transfer_s": 1001, "done_s": None, "total_s": 123456789012, "end_reason": "line",
-            "ns_calls": None if i % 2 else i, "ns_s": None if i % 2 else 5 * i,
+            "ended": 1313152301999 + 7 * i, "auth_ms": 0, "request_ms": i, "queue_ms": None,
+            "proc_ms": 10 ** i, "polls": i, "poll_ms": 999, "ready_wait_ms": 1000,
+            "transfer_ms": 1001, "done_ms": None, "total_ms": 123456789012, "end_reason": "line",
+            "ns_calls": None if i % 2 else i, "ns_ms": None if i % 2 else 5 * i,
         })
         out.append({
             "kind": "call", "host": text or "h", "daemon": "dpns", "pid": 12345 + i,
             "thread": None if i % 2 else i, "op": "creat", "client": text,
             "started": 1313152300000 + i, "ended": None if i % 4 == 3 else 1313152300100,
-            "duration_s": None if i % 4 == 3 else 100 - i, "rc": -i if i % 2 else 0,
-            "auth_s": None, "session": None if i % 2 else "sess", "token": None if i % 3 else text,
+            "duration_ms": None if i % 4 == 3 else 100 - i, "rc": -i if i % 2 else 0,
+            "auth_ms": None, "session": None if i % 2 else "sess", "token": None if i % 3 else text,
             "path": "/dpm/x",
         })
     out.append({"kind": "request", "host": "h"})  # keys missing: empty cells, nulls

@@ -29,7 +29,7 @@ LINES = (
 @pytest.mark.parametrize("engine", ENGINES)
 def test_both_engines_emit_the_declared_keys_in_the_declared_order(engine):
     records, _ = reassemble(LINES, engine=engine)
-    linked = schema.REQUEST_KEYS + schema.LINKED_REQUEST_COLUMNS
+    linked = schema.REQUEST_KEYS + schema.LINKED_REQUEST_FIELDS
     assert len(requests_of(records)) == 2 and calls_of(records)
     for rec in requests_of(records):
         assert tuple(rec) in (schema.REQUEST_KEYS, linked), tuple(rec)
@@ -42,26 +42,28 @@ def test_no_duration_is_negative_even_when_the_processing_is_logged_before_the_r
     # The metrics exporter's histograms are fed these: a phase is clamped at 0, never less.
     records, _ = reassemble(LINES, engine=engine)
     req = next(r for r in requests_of(records) if r["token"] == T1)
-    assert (req["queue_s"], req["request_s"], req["status"]) == (0, 3, "success")
+    assert (req["queue_ms"], req["request_ms"], req["status"]) == (0, 3, "success")
     durations = REQUEST_MS_FIELDS - {"accepted", "started", "ended"}
     for rec in requests_of(records):
         assert all(rec.get(f) is None or rec[f] >= 0 for f in durations), rec
     for rec in calls_of(records):
-        assert all(rec[f] is None or rec[f] >= 0 for f in ("duration_s", "auth_s")), rec
+        assert all(rec[f] is None or rec[f] >= 0 for f in ("duration_ms", "auth_ms")), rec
 
 
-def test_the_emitted_keys_are_the_columns_and_the_kind():
+def test_the_emitted_keys_are_the_fields_of_the_columns_and_the_kind():
     assert schema.REQUEST_KEYS[0] == "kind"
-    assert schema.REQUEST_KEYS[1:] + schema.LINKED_REQUEST_COLUMNS == REQUEST_COLUMNS
-    assert schema.CALL_KEYS == ("kind",) + schema.CALL_COLUMNS + ("path",)
+    assert schema.REQUEST_KEYS[1:] + schema.LINKED_REQUEST_FIELDS == schema.REQUEST_FIELDS
+    assert schema.CALL_KEYS == ("kind",) + schema.CALL_FIELDS + ("path",)
+    assert tuple(map(schema.column_of, schema.REQUEST_FIELDS)) == REQUEST_COLUMNS
 
 
 @needs_compiled
 def test_the_loaded_compiled_extension_was_built_from_this_schema():
-    from dpmstream.parsers import _fastlines
+    from dpmstream.parsers import _native
 
-    assert _fastlines.schema()["request_columns"] == list(REQUEST_COLUMNS)
-    assert schema.differences(_fastlines.schema()) == []
+    assert _native.schema()["request_columns"] == list(REQUEST_COLUMNS)
+    assert _native.schema()["request_fields"] == list(schema.REQUEST_FIELDS)
+    assert schema.differences(_native.schema()) == []
 
 
 def _declared_as_compiled() -> dict:
@@ -88,6 +90,18 @@ def test_a_compiled_schema_in_another_order_fails_naming_both_orders():
         schema.check_compiled(compiled)
 
 
+def test_compiled_stop_codes_in_another_order_fail_the_load():
+    # feed_lines returns a stop's index: a build numbering them otherwise would make the
+    # pipeline take a line left to Python for the end of the list
+    compiled = _declared_as_compiled()
+    stops = compiled["feed_stops"]
+    stops[1], stops[2] = stops[2], stops[1]
+    with pytest.raises(schema.SchemaMismatch, match="feed_stops: another order: Python done, slow"):
+        schema.check_compiled(compiled)
+    assert (engines.DONE, engines.SLOW, engines.LIMIT, engines.BUDGET) == (
+        tuple(schema.FEED_STOPS.index(stop) for stop in ("done", "slow", "limit", "budget")))
+
+
 def test_the_same_schema_passes_and_ms_fields_compare_as_sets():
     compiled = _declared_as_compiled()
     compiled["request_ms_fields"].reverse()
@@ -97,8 +111,8 @@ def test_the_same_schema_passes_and_ms_fields_compare_as_sets():
 
 def test_a_compiled_phase_of_another_name_fails_naming_the_pair():
     compiled = _declared_as_compiled()
-    compiled["phases"][2] = ["queue_s", "queued"]
+    compiled["phases"][2] = ["queue_ms", "queued"]
     with pytest.raises(schema.SchemaMismatch, match=r"phases: missing in the compiled extension: "
-                                                    r"\(queue_s, queue\); only in the compiled "
-                                                    r"extension: \(queue_s, queued\)"):
+                                                    r"\(queue_ms, queue\); only in the compiled "
+                                                    r"extension: \(queue_ms, queued\)"):
         schema.check_compiled(compiled)

@@ -7,6 +7,7 @@ import csv
 
 import pytest
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.side_by_side import STEP_MS, ChunkLane, feed_side_by_side
 from tests.metrics_stack import simulate
@@ -29,8 +30,8 @@ def _chunks(path):
 
 def _read(site, engine, side_by_side: bool) -> list[dict]:
     records = []
-    pipeline = Pipeline(lambda record: None, on_dome_record=records.append, timeout_s=120,
-                        engine=engine)
+    pipeline = Pipeline(lambda record: None, ReassemblySettings(timeout_s=120),
+                        on_dome_record=records.append, engine=engine)
     lanes = [ChunkLane(pipeline.source(str(path), host="probe", path=str(path), year=2017,
                                        tz="Europe/Zurich"), _chunks(path)) for path in site]
     if side_by_side:

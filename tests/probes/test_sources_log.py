@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dpmstream.parsers.records import PHASES, text_to_ms
+from dpmstream.parsers.records import PHASES, column_of, text_to_ms
 from dpmstream.parsers.quantiles import nearest_rank
 from tests.metrics_stack import simulate
 from tests.probes.test_sources_prometheus import check_dpm
@@ -66,7 +66,8 @@ def assert_probe_matches_truth(prefix: Path, window: str, window_s: float, year_
     failed = sum(1 for r in reqs if r["status"] == "failed")
     assert float(perf["failed_rate"][0]) == pytest.approx(failed / len(reqs), rel=1e-5)
     for field, phase in PHASES:
-        values = sorted(text_to_ms(r[field]) / 1000 for r in reqs if r[field] != "")
+        values = sorted(text_to_ms(r[column_of(field)]) / 1000 for r in reqs
+                        if r[column_of(field)] != "")
         for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
             got = perf[f"{phase}_{label}"][0]
             expected = nearest_rank(values, q)

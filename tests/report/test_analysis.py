@@ -24,24 +24,24 @@ def put(start, *, request=5, queue=600, proc=500, ready=None, polls=3, poll=9,
     total = auth + request + ready + transfer + done
     r = {"kind": "request", "host": "dpmhead01", "token": f"t{start}", "op": op,
          "client": client, "nfiles": 1, "status": status, "accepted": accepted,
-         "started": start, "ended": accepted + total, "auth_s": auth, "request_s": request,
-         "queue_s": queue, "proc_s": proc, "polls": polls, "poll_s": poll,
-         "ready_wait_s": ready, "transfer_s": transfer, "done_s": done, "total_s": total}
+         "started": start, "ended": accepted + total, "auth_ms": auth, "request_ms": request,
+         "queue_ms": queue, "proc_ms": proc, "polls": polls, "poll_ms": poll,
+         "ready_wait_ms": ready, "transfer_ms": transfer, "done_ms": done, "total_ms": total}
     if ns is not None:
-        r["ns_s"] = ns
+        r["ns_ms"] = ns
     return r
 
 
 def call(start, duration, op="statg", daemon="dpns", pid=20713, thread=3):
     return {"kind": "call", "host": "dpmhead01", "daemon": daemon, "pid": pid, "thread": thread,
             "op": op, "client": "wn01", "started": start, "ended": start + duration,
-            "duration_s": duration, "rc": 0, "auth_s": None, "session": None}
+            "duration_ms": duration, "rc": 0, "auth_ms": None, "session": None}
 
 
 def test_a_requests_segments_do_not_overlap_and_add_up_to_its_total():
     r = put(T0)
     seg = A.segments_of(r)
-    assert sum(seg.values()) == r["total_s"]
+    assert sum(seg.values()) == r["total_ms"]
     assert seg["queue"] == 600 and seg["proc"] == 500 and seg["after_proc"] == 300
     assert seg["between"] == 0
 
@@ -49,7 +49,7 @@ def test_a_requests_segments_do_not_overlap_and_add_up_to_its_total():
 def test_a_slightly_negative_queue_counts_as_none_and_the_total_still_adds_up():
     r = put(T0, queue=-1)
     seg = A.segments_of(r)
-    assert seg["queue"] == 0 and sum(seg.values()) == r["total_s"]
+    assert seg["queue"] == 0 and sum(seg.values()) == r["total_ms"]
 
 
 def test_name_server_time_is_cut_out_of_processing_only_when_the_record_has_it():
@@ -63,8 +63,8 @@ def test_the_share_of_a_phase_is_its_summed_time_over_the_summed_total_as_the_re
     summary = Summary()
     for r in requests:
         summary.write(r)
-    assert A.phase_share(requests, "put", "queue_s") == pytest.approx(summary.share("put", "queue"))
-    assert A.dominant_phase(requests, "put")[0] == "proc_s"   # 1000 ms against 700 queued
+    assert A.phase_share(requests, "put", "queue_ms") == pytest.approx(summary.share("put", "queue"))
+    assert A.dominant_phase(requests, "put")[0] == "proc_ms"   # 1000 ms against 700 queued
 
 
 def test_concurrency_counts_open_intervals_and_the_time_spent_at_a_level():

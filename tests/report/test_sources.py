@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.report.sources import from_logs
 from dpmstream.streams.inputs import describe
 from dpmstream.streams.progress import Progress
@@ -17,7 +18,7 @@ RESTARTED = (["08/12 10:06:00.000 23456 dpm_serv: started", "08/12 10:06:00.500 
 def test_unparsed_lines_and_restarts_are_placed_in_event_time_and_all_counted(tmp_path):
     log = write(tmp_path / "log", FIRST + SECOND + ["garbage line"] + RESTARTED)
     data = from_logs([describe(log)], host="head01", profile=None, tz="UTC", year=2011,
-                     settings={"timeout_s": 3600, "max_in_flight": 1000}, since=None, until=None,
+                     settings=ReassemblySettings(timeout_s=3600, max_in_flight=1000), since=None, until=None,
                      progress=Progress(None, enabled=False))
     assert data.lines["unmatched"] + data.lines["malformed"] == 2
     assert sum(n for _, n in data.unparsed) == 2

@@ -34,7 +34,7 @@ def interleave(bad):
 
 def expect_request_intact(records):
     (req,) = requests_of(records)
-    assert (req["status"], req["request_s"], req["proc_s"], req["done_s"]) == ("success", 2, 200, 1)
+    assert (req["status"], req["request_ms"], req["proc_ms"], req["done_ms"]) == ("success", 2, 200, 1)
 
 
 def test_garbage_lines_are_malformed_and_counted():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dpmstream.parsers.records import CALL_MS_FIELDS, PHASES, REQUEST_MS_FIELDS
+from dpmstream.parsers.records import CALL_MS_FIELDS, PHASES, REQUEST_MS_FIELDS, key_of
 from dpmstream.commands.stack.process import free_port, tail, wait_for
 from dpmstream.commands.stack.prometheus import Prometheus
 from dpmstream.streams.sinks.summary import QUANTILES, Series, Summary
@@ -80,9 +80,11 @@ def scraped(tmp_path_factory):
 
 
 def _in_ms(record: dict) -> dict:
-    """A record as JSON lines hold it (float seconds) -> as the core makes it (int ms)."""
+    """A record as JSON lines hold it (by column, float seconds) -> as the core makes it
+    (by key, int ms)."""
     fields = REQUEST_MS_FIELDS if record["kind"] == "request" else CALL_MS_FIELDS
-    return {k: round(v * 1000) if k in fields and v is not None else v for k, v in record.items()}
+    return {key_of(c): round(v * 1000) if key_of(c) in fields and v is not None else v
+            for c, v in record.items()}
 
 
 def _estimates(prom, promql: str, key_labels: tuple[str, ...]) -> dict:

@@ -4,6 +4,7 @@ scenarios check the same rules record for record in test_against_simulator.py.""
 
 import pytest
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.pipeline import Pipeline
 
 from tests.dpmlog import T1, T2, T3, call, closing, line, proc, put, status
@@ -51,7 +52,7 @@ def test_stray_lines_of_another_pid_leave_the_real_daemons_calls_alone():
              + closing("08/12 10:00:02.000", "08/12 10:00:02.003", 5, "putdone", T1))
     records, pipeline = reassemble(lines)
     (req,) = requests_of(records)
-    assert (req["status"], req["proc_s"]) == ("success", 890)
+    assert (req["status"], req["proc_ms"]) == ("success", 890)
     assert sorted(c["pid"] for c in calls_of(records)) == [777, 778]
     stats = pipeline.stats.reassembly
     assert (stats.restarts, stats.noreturn_calls) == (0, 0)
@@ -69,9 +70,9 @@ def test_an_overlapping_restart_keeps_the_old_calls_until_they_return_and_counts
              + stray_ping("10:01:10.000", pid=23456))                   # past the grace period
     records, pipeline = reassemble(lines)
     (req,) = requests_of(records)
-    assert (req["status"], req["proc_s"]) == ("success", 300)
+    assert (req["status"], req["proc_ms"]) == ("success", 300)
     by_op = {c["op"]: c for c in calls_of(records)}
-    assert (by_op["getpools"]["rc"], by_op["getpools"]["duration_s"]) == (0, 1400)
+    assert (by_op["getpools"]["rc"], by_op["getpools"]["duration_ms"]) == (0, 1400)
     killed = [c for c in calls_of(records) if c["pid"] == 12345 and c["op"] == "ping"]
     assert [(c["rc"], c["ended"]) for c in killed] == [(None, None)]
     stats = pipeline.stats.reassembly
@@ -143,14 +144,14 @@ def test_a_clock_stepped_back_is_counted_and_gives_no_negative_duration():
     req, = requests_of(reassemble(lines)[0])
     records, pipeline = reassemble(lines)
     assert pipeline.stats.reassembly.clock_steps == 1
-    durations = [v for k, v in req.items() if k.endswith("_s") and v is not None]
+    durations = [v for k, v in req.items() if k.endswith("_ms") and v is not None]
     assert durations and min(durations) >= 0
-    assert req["proc_s"] == 0 and req["status"] == "success"
+    assert req["proc_ms"] == 0 and req["status"] == "success"
 
 
 def test_a_lone_line_an_hour_ahead_is_set_aside_and_times_nothing_out():
     records: list = []
-    pipeline = Pipeline(records.append, timeout_s=600)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=600))
     src = pipeline.source("t", host="head01", tz="UTC", year=2011)
     lines = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
              + [line("08/12 11:00:00.000", None, "dpm_serv", "DP002 - a line stamped an hour ahead")]
@@ -169,7 +170,7 @@ def test_a_lone_line_an_hour_ahead_is_set_aside_and_times_nothing_out():
 
 def test_a_real_gap_in_time_is_confirmed_by_the_next_lines():
     records: list = []
-    pipeline = Pipeline(records.append, timeout_s=600)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=600))
     src = pipeline.source("t", host="head01", tz="UTC", year=2011)
     for text in (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
                  + stray_ping("11:00:00.000", 12345) + stray_ping("11:00:00.500", 12345)):
@@ -185,7 +186,7 @@ def test_a_real_gap_in_time_is_confirmed_by_the_next_lines():
 
 def test_a_timed_out_request_is_never_emitted_again_by_its_later_lines():
     records: list = []
-    pipeline = Pipeline(records.append, timeout_s=600)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=600))
     src = pipeline.source("t", host="head01", tz="UTC", year=2011)
     for text in (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
                  + stray_ping("10:20:00.000", 12345) + stray_ping("10:20:00.500", 12345)):
@@ -205,7 +206,7 @@ def test_an_evicted_request_says_so_and_is_never_emitted_twice():
              + put("08/12 10:00:01.000", 4, T2, end="08/12 10:00:01.002")
              + status("08/12 10:00:01.500", "08/12 10:00:01.501", 5, T1, "SUCCESS")
              + closing("08/12 10:00:02.000", "08/12 10:00:02.003", 6, "putdone", T2))
-    records, pipeline = reassemble(lines, max_in_flight=1)
+    records, pipeline = reassemble(lines, settings=ReassemblySettings(max_in_flight=1))
     reqs = requests_of(records)
     assert sorted((r["token"], r["end_reason"]) for r in reqs) == sorted(
         [(T1, "evicted"), (T2, "line")])  # T1's status answer came after it was evicted
@@ -217,7 +218,7 @@ def test_an_evicted_request_says_so_and_is_never_emitted_twice():
 
 def test_a_host_whose_clock_is_an_hour_ahead_times_out_no_other_hosts_requests():
     records: list = []
-    pipeline = Pipeline(records.append, timeout_s=600)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=600))
     near = pipeline.source("near", host="head01", tz="UTC", year=2011)
     ahead = pipeline.source("ahead", host="head02", tz="UTC", year=2011)
     for text in put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002"):
@@ -236,7 +237,7 @@ def test_threads_past_the_cap_are_evicted_and_counted():
     lines = []
     for tid in range(50):
         lines += call(f"08/12 10:00:{tid:02d}.000", tid, "ping", rc=None)
-    records, pipeline = reassemble(lines, max_threads=10)
+    records, pipeline = reassemble(lines, settings=ReassemblySettings(max_threads=10))
     stats = pipeline.stats.reassembly
     assert stats.thread_evictions == 40
     assert len(calls_of(records)) == 50 and all(c["rc"] is None for c in calls_of(records))
@@ -251,7 +252,7 @@ def test_a_session_silent_past_the_timeout_is_cut_and_counted():
              line("08/12 11:00:00.002", 4, "Cns_srv_statg", "NS092 - statg request by /CN=x (1,1) from h", pid=900),
              line("08/12 11:00:00.003", 4, "Cns_srv_statg", "returns 0", pid=900)]
     records: list = []
-    pipeline = Pipeline(records.append, timeout_s=600)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=600))
     src = pipeline.source("ns", host="head01", tz="UTC", year=2011)
     for text in ns + later:
         src.feed(text)
@@ -265,7 +266,7 @@ def test_a_session_silent_past_the_timeout_is_cut_and_counted():
 @pytest.mark.parametrize("bad", [{"timeout_s": -5}, {"max_in_flight": 0}, {"max_threads": 0}])
 def test_impossible_settings_are_refused(bad):
     with pytest.raises(ValueError):
-        Pipeline(lambda r: None, **bad)
+        Pipeline(lambda r: None, ReassemblySettings(**bad))
 
 
 # -- several daemons in one syslog file ----------------------------------------------------
@@ -282,7 +283,7 @@ def test_dpm_and_dpns_lines_in_one_syslog_file_give_the_records_of_the_files_apa
     apart = reassemble(dpm)[0] + reassemble(ns)[0]
     for rec in apart:  # read together, the DPNS log is known: nothing linked, not unknown
         if rec["kind"] == "request":
-            rec["ns_calls"] = rec["ns_s"] = 0
+            rec["ns_calls"] = rec["ns_ms"] = 0
 
     def wrap(tag, text):
         return f"2011-08-12T{text[6:18]}412+00:00 head01 {tag}: {text}"

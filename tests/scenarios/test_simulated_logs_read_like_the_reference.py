@@ -170,8 +170,8 @@ def test_name_server_creates_files_for_puts_and_stats_them_for_gets(mixed):
     stats = [m for m in dpns if m["msg"].startswith("NS098 - statg ")]
     puts = [r for r in mixed.requests if r["op"] == "put"]
     gets = [r for r in mixed.requests if r["op"] == "get"]
-    assert len(creates) >= 2 * sum(1 for r in puts if r["proc_s"] is not None)
-    assert len(stats) >= 2 * sum(1 for r in gets if r["proc_s"] is not None)
+    assert len(creates) >= 2 * sum(1 for r in puts if r["proc_ms"] is not None)
+    assert len(stats) >= 2 * sum(1 for r in gets if r["proc_ms"] is not None)
     created = [m for m in dpns if re.fullmatch(r"file \d+ created", m["msg"])]
     assert len(created) == len(creates)
 

@@ -134,7 +134,7 @@ def machine_in_utc(monkeypatch):
 
 
 def request_times(outcome) -> list[tuple]:
-    return sorted((r["token"], r["started"], r["ended"], r["total_s"]) for r in outcome.records
+    return sorted((r["token"], r["started"], r["ended"], r["total_ms"]) for r in outcome.records
                   if r["kind"] == "request")
 
 

@@ -14,7 +14,7 @@ from dpmstream.parsers.records import (
 )
 from dpmstream.simulator import SimConfig, scenario, simulate
 
-DURATIONS = ("auth_s", "request_s", "proc_s", "poll_s", "ready_wait_s", "transfer_s", "done_s", "total_s")
+DURATIONS = ("auth_ms", "request_ms", "proc_ms", "poll_ms", "ready_wait_ms", "transfer_ms", "done_ms", "total_ms")
 
 
 def local_stamp(ms: int, tz: str, whole_seconds: bool = False) -> str:
@@ -64,11 +64,11 @@ def test_durations_are_never_negative_and_total_spans_the_request(run, request):
     result = request.getfixturevalue(run)
     for r in result.requests:
         assert r["status"] in STATUSES
-        for name in DURATIONS + ("queue_s",):
+        for name in DURATIONS + ("queue_ms",):
             assert r[name] is None or r[name] >= 0, (name, r)
         origin = r["accepted"] if r["accepted"] is not None else r["started"]
-        assert r["total_s"] == r["ended"] - origin
-        assert r["polls"] >= 0 and r["poll_s"] >= 0 and (r["polls"] > 0 or r["poll_s"] == 0)
+        assert r["total_ms"] == r["ended"] - origin
+        assert r["polls"] >= 0 and r["poll_ms"] >= 0 and (r["polls"] > 0 or r["poll_ms"] == 0)
 
 
 def _processing_stamps(result):
@@ -86,21 +86,21 @@ def test_queue_is_zero_when_the_slow_thread_logs_before_the_put_returns(mixed):
     processing = _processing_stamps(mixed)
     early = 0
     for r in mixed.requests:
-        if r["queue_s"] is None:
+        if r["queue_ms"] is None:
             continue
-        put_returns = r["started"] + r["request_s"]
+        put_returns = r["started"] + r["request_ms"]
         if processing[r["token"]] < put_returns:          # queued just before `returns`
-            assert r["queue_s"] == 0, r
+            assert r["queue_ms"] == 0, r
             early += 1
         else:
-            assert r["queue_s"] == processing[r["token"]] - put_returns, r
+            assert r["queue_ms"] == processing[r["token"]] - put_returns, r
     assert early > 0
 
 
 def test_end_reason_is_line_for_requests_ended_by_their_lines_and_input_end_otherwise(mixed, cut):
     for result in (mixed, cut):
         for r in result.requests:
-            ended_by_line = r["status"] in ("failed", "aborted") or r["done_s"] is not None
+            ended_by_line = r["status"] in ("failed", "aborted") or r["done_ms"] is not None
             if ended_by_line:
                 assert r["end_reason"] == "line", r
             elif r["status"] == "incomplete" or r["op"] == "get":
@@ -130,29 +130,29 @@ def test_phases_present_match_how_each_request_ended(mixed):
         by.setdefault((r["op"], r["status"]), []).append(r)
     assert {("put", s) for s in STATUSES} <= set(by)
     for r in by[("put", "success")]:        # rule 3: putdone returned
-        assert None not in (r["request_s"], r["queue_s"], r["proc_s"], r["ready_wait_s"],
-                            r["transfer_s"], r["done_s"])
+        assert None not in (r["request_ms"], r["queue_ms"], r["proc_ms"], r["ready_wait_ms"],
+                            r["transfer_ms"], r["done_ms"])
         assert r["polls"] >= 1
-        assert r["ended"] == r["started"] + r["request_s"] + r["ready_wait_s"] + r["transfer_s"] + r["done_s"]
+        assert r["ended"] == r["started"] + r["request_ms"] + r["ready_wait_ms"] + r["transfer_ms"] + r["done_ms"]
     for r in by[("put", "aborted")]:        # rule 4: abortreq returned, no SUCCESS before
-        assert r["done_s"] is not None and r["ready_wait_s"] is None and r["transfer_s"] is None
+        assert r["done_ms"] is not None and r["ready_wait_ms"] is None and r["transfer_ms"] is None
     for r in by[("put", "failed")]:          # rules 1 and 2
-        assert r["done_s"] is None and r["transfer_s"] is None
+        assert r["done_ms"] is None and r["transfer_ms"] is None
         if r["polls"] == 0:                  # the put itself failed
-            assert r["ended"] == r["started"] + r["request_s"] and r["queue_s"] is None
+            assert r["ended"] == r["started"] + r["request_ms"] and r["queue_ms"] is None
     for r in by[("put", "incomplete")]:      # rule 6: no putdone
-        assert r["done_s"] is None
+        assert r["done_ms"] is None
     for r in by.get(("get", "success"), []):
-        assert r["transfer_s"] is None       # transfer is a put phase
+        assert r["transfer_ms"] is None       # transfer is a put phase
 
 
 def test_a_get_answered_success_and_never_released_is_a_success_ending_there(tmp_path):
     cfg = SimConfig(requests=400, get_fraction=1.0, abandon_rate=0.3, seed=5)
     result = simulate(cfg, tmp_path / "gets")
-    unreleased = [r for r in result.requests if r["status"] == "success" and r["done_s"] is None]
+    unreleased = [r for r in result.requests if r["status"] == "success" and r["done_ms"] is None]
     assert unreleased                        # rule 5
     for r in unreleased:
-        assert r["ended"] == r["started"] + r["request_s"] + r["ready_wait_s"]
+        assert r["ended"] == r["started"] + r["request_ms"] + r["ready_wait_ms"]
 
 
 def test_truth_instants_are_the_printed_stamps(mixed, tmp_path):
@@ -177,11 +177,11 @@ def test_calls_are_plain_dpm_calls_and_name_server_calls(mixed):
                    ("dpm", "put"), ("dpm", "get")}        # put/get refused before a token
     for c in mixed.calls:
         assert c["session"] is None
-        assert c["duration_s"] == c["ended"] - c["started"] and c["duration_s"] >= 0
+        assert c["duration_ms"] == c["ended"] - c["started"] and c["duration_ms"] >= 0
         if c["daemon"] == "dpns":
-            assert c["pid"] == 9876 and c["client"] == "dpmhead01.cern.ch" and c["auth_s"] is None
+            assert c["pid"] == 9876 and c["client"] == "dpmhead01.cern.ch" and c["auth_ms"] is None
         else:
-            assert c["auth_s"] is not None and c["auth_s"] > 0
+            assert c["auth_ms"] is not None and c["auth_ms"] > 0
     refused = [c for c in mixed.calls if c["op"] in ("put", "get")]
     assert refused and all(c["rc"] == 22 for c in refused)
 
@@ -192,7 +192,7 @@ def test_a_stopped_run_leaves_open_requests_incomplete_and_calls_without_returns
     last = max(r["ended"] for r in cut.requests)
     assert last <= cut.end_ms
     unreturned = [c for c in cut.calls if c["ended"] is None]
-    assert unreturned and all(c["rc"] is None and c["duration_s"] is None for c in unreturned)
+    assert unreturned and all(c["rc"] is None and c["duration_ms"] is None for c in unreturned)
     assert {c["pid"] for c in unreturned if c["daemon"] == "dpm"} <= set(cut.dpm_pids)
 
 
@@ -224,10 +224,10 @@ def test_restart_counts_the_first_run_for_queue_and_the_returned_run_for_proc(cu
     checked = 0
     for tok, ((_, first_at), _) in twice.items():
         r = records[tok]
-        if r["request_s"] is not None:        # the put returned before the restart
-            assert r["started"] + r["request_s"] + r["queue_s"] == first_at
+        if r["request_ms"] is not None:        # the put returned before the restart
+            assert r["started"] + r["request_ms"] + r["queue_ms"] == first_at
         if tok in returns and r["status"] != "aborted":
-            assert r["proc_s"] == returns[tok]   # the run under the new pid
+            assert r["proc_ms"] == returns[tok]   # the run under the new pid
             checked += 1
     assert checked
 
@@ -275,7 +275,7 @@ def test_a_stray_process_adds_its_pings_as_call_records_and_changes_nothing_else
     assert len(pings) == 4 == stray.stats["stray_calls"]      # 6 events, every third a main-thread line
     for c in pings:
         assert (c["daemon"], c["op"], c["client"], c["rc"]) == ("dpm", "ping", "nagios01.cern.ch", 0)
-        assert c["auth_s"] > 0 and c["duration_s"] >= 0 and c["thread"] >= 0
+        assert c["auth_ms"] > 0 and c["duration_ms"] >= 0 and c["thread"] >= 0
     assert _without(stray.calls, lambda c: c["pid"] == 23456) == plain.calls
     assert stray.requests == plain.requests
 
@@ -306,22 +306,22 @@ def test_after_a_clock_step_instants_are_the_printed_ones_and_durations_stop_at_
     assert len(stepped.requests) == len(plain.requests)
     for r in stepped.requests:
         p = before[r["token"]]                       # the model's run is the same
-        for name in DURATIONS + ("queue_s",):
+        for name in DURATIONS + ("queue_ms",):
             assert r[name] is None or r[name] >= 0, (name, r)
         if p["ended"] < boundary:                    # all before the step: unchanged
             assert r == p
         elif (p["accepted"] or p["started"]) >= boundary:     # all after: 30 s earlier
             assert r["started"] == p["started"] - step and r["ended"] == p["ended"] - step
-            assert all(r[n] == p[n] for n in DURATIONS + ("queue_s",))
+            assert all(r[n] == p[n] for n in DURATIONS + ("queue_ms",))
         else:                                        # across the step: negative spans are 0
             spanning += 1
             assert r["started"] == p["started"] or r["started"] == p["started"] - step
             if r["ended"] < (r["accepted"] or r["started"]):
-                assert r["total_s"] == 0
+                assert r["total_ms"] == 0
     assert spanning > 20
-    assert any(r["total_s"] == 0 and r["ended"] < r["started"] for r in stepped.requests)
+    assert any(r["total_ms"] == 0 and r["ended"] < r["started"] for r in stepped.requests)
     for c in stepped.calls:
-        assert c["duration_s"] is None or c["duration_s"] >= 0
+        assert c["duration_ms"] is None or c["duration_ms"] >= 0
 
 
 @pytest.fixture(scope="module")
@@ -347,16 +347,16 @@ def test_an_overlapping_restart_keeps_the_old_process_calls_that_returned(overla
     old_calls = [c for c in overlap.calls if c["daemon"] == "dpm" and c["pid"] == old]
     finished_late = [c for c in old_calls if c["ended"] is not None and c["ended"] > switch]
     # The old process accepts nothing new (it may still serve what it accepted before).
-    assert all(c["started"] - c["auth_s"] < switch for c in old_calls)
+    assert all(c["started"] - c["auth_ms"] < switch for c in old_calls)
     assert all(c["ended"] is None or c["ended"] <= switch + 4000 for c in old_calls)
     # Requests served by both processes: put under the old pid, status or done under the new.
     both = [r for r in overlap.requests if r["started"] < switch < r["ended"]]
     assert both and all(r["status"] in STATUSES for r in both)
     assert sum(r["status"] == "success" for r in both) > 0.8 * len(both)
     # Old processing runs that began before the switch and returned during the overlap.
-    spanning_runs = [r for r in overlap.requests if r["proc_s"] is not None and r["queue_s"] is not None
-                     and r["started"] + r["request_s"] + r["queue_s"] < switch
-                     < r["started"] + r["request_s"] + r["queue_s"] + r["proc_s"]]
+    spanning_runs = [r for r in overlap.requests if r["proc_ms"] is not None and r["queue_ms"] is not None
+                     and r["started"] + r["request_ms"] + r["queue_ms"] < switch
+                     < r["started"] + r["request_ms"] + r["queue_ms"] + r["proc_ms"]]
     assert len(spanning_runs) >= 5
     assert all(c["rc"] is not None for c in finished_late)
 
@@ -367,7 +367,7 @@ def test_an_overlapping_restart_kills_what_is_still_running_when_the_old_process
     killed = [c for c in overlap.calls if c["pid"] == old and c["ended"] is None]
     assert len(killed) <= overlap.killed_calls
     for c in killed:
-        assert c["rc"] is None and c["duration_s"] is None
+        assert c["rc"] is None and c["duration_ms"] is None
     # A killed processing run's request is processed again by the new process.
     text = overlap.log_path.read_text(encoding="utf-8")
     runs = {}
@@ -377,16 +377,16 @@ def test_an_overlapping_restart_kills_what_is_still_running_when_the_old_process
     assert len(again) == overlap.stats["killed_runs"]
     assert all(pids == [old, new] for pids in again.values())
     records = {r["token"]: r for r in overlap.requests}
-    assert all(records[tok]["proc_s"] is not None for tok in again if records[tok]["status"] == "success")
+    assert all(records[tok]["proc_ms"] is not None for tok in again if records[tok]["status"] == "success")
 
 
 # -- name-server linking: which call served which request ------------------------------
 
 def test_the_truth_links_each_put_to_its_own_creats(tmp_path):
     result = simulate(scenario("multi-file", requests=300, get_fraction=0.0), tmp_path / "s")
-    processed = [r for r in result.requests if r["proc_s"] is not None]
+    processed = [r for r in result.requests if r["proc_ms"] is not None]
     assert processed and all(r["ns_calls"] == 4 for r in processed)
-    assert all(0 < r["ns_s"] <= r["proc_s"] for r in processed)
+    assert all(0 < r["ns_ms"] <= r["proc_ms"] for r in processed)
     linked = [c for c in result.calls if c["token"]]
     assert len(linked) == 4 * len(processed)
     assert {c["token"] for c in linked} == {r["token"] for r in processed}
@@ -395,4 +395,4 @@ def test_the_truth_links_each_put_to_its_own_creats(tmp_path):
 def test_the_truth_leaves_ns_fields_empty_without_name_server_lines(tmp_path):
     result = simulate(SimConfig(requests=50, dpns_gap=(0.0, 3600.0)), tmp_path / "s")
     assert result.dpns_lines == 0
-    assert all(r["ns_calls"] is None and r["ns_s"] is None for r in result.requests)
+    assert all(r["ns_calls"] is None and r["ns_ms"] is None for r in result.requests)

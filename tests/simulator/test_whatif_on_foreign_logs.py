@@ -47,7 +47,7 @@ def test_the_foreign_logs_read_back_to_the_phases_their_generator_knows(tmp_path
     assert len(requests) == 300 and all(r["status"] == "success" for r in requests)
     for op in ("put", "get"):
         for phase, p50 in log.p50s(op).items():
-            parsed = statistics.median(r[f"{phase}_s"] for r in requests if r["op"] == op) / 1000
+            parsed = statistics.median(r[f"{phase}_ms"] for r in requests if r["op"] == op) / 1000
             assert parsed == pytest.approx(p50, abs=0.0015), (op, phase)
     # Every create names its path and is linked to the put it served.
     creats = [c for c in calls if c["op"] == "creat"]

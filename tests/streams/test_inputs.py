@@ -16,8 +16,8 @@ import pytest
 from dpmstream.streams import inputs as inputs_module
 from dpmstream.streams.linecut import CUT_BYTES, NUL_BLOCK
 from dpmstream.streams.inputs import (
-    FINGERPRINT_BYTES, Input, InputError, describe, fingerprint, iter_chunks, iter_lines,
-    open_binary, repeated_prefix,
+    FINGERPRINT_BYTES, HEAD_LINES, Input, InputError, describe, fingerprint, iter_chunks,
+    iter_lines, open_binary, open_once, repeated_prefix,
 )
 
 TEXT = b"08/12 10:00:00 1,1 f: one\n08/12 10:00:01 1,1 f: two\n08/12 10:00:02 1,1 f: three\n"
@@ -366,6 +366,59 @@ def test_an_empty_file_and_stdin_have_no_fingerprint(tmp_path):
 
 def test_an_unreadable_archive_has_no_fingerprint_rather_than_an_error(tmp_path):
     assert fingerprint(write(tmp_path, "bad.gz", b"\x1f\x8b" + b"\x00" * 5)) is None
+
+
+# -- opened once: the head recognises the input, then is fed again ------------------------
+
+MANY = b"".join(b"08/12 10:00:00 1,1 f: line %06d\n" % i for i in range(20_000))  # 700 KB
+
+
+@pytest.mark.parametrize("compress", [None, gzip.compress, bz2.compress])
+def test_an_input_opened_once_gives_its_head_then_the_rest_whole(tmp_path, compress):
+    inp = write(tmp_path, "log", compress(MANY) if compress else MANY)
+    opened = open_once(inp)
+    assert opened.first_lines == MANY.splitlines(keepends=True)[:HEAD_LINES]
+    assert opened.fingerprint == hashlib.sha256(MANY[:FINGERPRINT_BYTES]).digest()
+    got = b"".join(b"".join(chunk) for chunk in iter_chunks(opened.stream, 1000))
+    opened.close()
+    assert got == MANY
+
+
+def test_a_released_input_is_read_again_from_its_start(tmp_path):
+    opened = open_once(write(tmp_path, "log.gz", gzip.compress(MANY)))
+    opened.release()
+    assert opened.stream is None
+    stream = opened.stream_again()
+    assert stream.read() == MANY
+    opened.close()
+
+
+def test_damage_inside_the_head_comes_after_the_head_s_lines_as_an_input_error(tmp_path):
+    data = gzip.compress(TEXT * 100)
+    opened = open_once(write(tmp_path, "cut.gz", data[: len(data) - 10]))
+    assert opened.first_lines[:3] == TEXT.splitlines(keepends=True)
+    assert opened.fingerprint is None     # not a whole head: not compared with others
+    got = []
+    with pytest.raises(InputError, match="input ends early"):
+        for chunk in iter_chunks(opened.stream, 10_000):
+            got.extend(chunk)
+    opened.close()
+    assert got and got == (TEXT * 100).splitlines(keepends=True)[: len(got)]
+
+
+def test_stdin_opened_once_is_read_whole_and_never_released(monkeypatch):
+    fake_stdin(monkeypatch, gzip.compress(MANY))
+    opened = open_once(describe("-"))
+    opened.release()                      # it cannot be opened again: kept
+    assert opened.fingerprint is None
+    assert opened.stream_again().read() == MANY
+
+
+def test_a_fifo_is_an_input_read_once(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    inp = describe(str(path))
+    assert inp.fifo and inp.once and not inp.is_stdin and inp.size is None
 
 
 # -- repeated_prefix ----------------------------------------------------------------------

@@ -8,7 +8,7 @@ import gzip
 import pytest
 
 from dpmstream.parsers.profiles import bundled_profiles, resolve_profile
-from dpmstream.streams.inputs import Input, InputError
+from dpmstream.streams.inputs import Input, InputError, open_once
 from dpmstream.streams.lanes import STEP_MS, Lane, daemon_of, lanes_of, run_lanes
 from tests.dpmlog import put
 from tests.parsers.test_linking import F1, ns_call
@@ -154,11 +154,20 @@ def a_file(tmp_path, name: str, lines: list[str], compress: bool = False) -> Inp
     return Input(name, str(path), len(data), None)
 
 
-STDIN = Input("-", None, None, None)
+def first_lines(inp) -> list[bytes]:
+    """The input's head as replay reads it (streams/inputs.open_once); none if it cannot
+    be opened."""
+    try:
+        opened = open_once(inp)
+    except OSError:
+        return []
+    opened.close()
+    return opened.first_lines
 
 
 def lanes_by_name(inputs, forced=None) -> dict[str, list[str]]:
-    lanes = lanes_of(inputs, bundled_profiles(), forced, open_input=lambda inp: None)
+    lanes = lanes_of(inputs, bundled_profiles(), forced, open_input=lambda inp: None,
+                     first_lines=first_lines)
     return {lane.name: [inp.name for inp in lane.inputs] for lane in lanes}
 
 
@@ -168,9 +177,14 @@ def test_inputs_are_grouped_by_the_daemon_of_their_first_lines_in_the_order_give
     assert lanes_by_name(inputs) == {"dpm": ["a.log", "c.log.gz"], "dpns": ["b.log"]}
 
 
-def test_stdin_is_a_lane_of_its_own_and_is_not_read_to_detect_it(tmp_path):
-    inputs = [a_file(tmp_path, "a.log", DPM_LINES), STDIN]
-    assert lanes_by_name(inputs) == {"dpm": ["a.log"], "-": ["-"]}
+def test_each_input_keeps_the_profile_it_was_recognised_by_for_its_source(tmp_path):
+    inputs = [a_file(tmp_path, "a.log", DPM_LINES), a_file(tmp_path, "b.log", NS_LINES),
+              a_file(tmp_path, "junk.log", ["not a DPM line\n"] * 5)]
+    lanes = lanes_of(inputs, bundled_profiles(), None, open_input=lambda inp: None,
+                     first_lines=first_lines)
+    profiles = {inp.name: lane.profiles[id(inp)] for lane in lanes for inp in lane.inputs}
+    assert profiles["a.log"].name == "lcgdm-dpm" and profiles["b.log"].name == "lcgdm-ns"
+    assert profiles["junk.log"] is None   # its source goes on detecting, line by line
 
 
 def test_a_forced_profile_puts_every_file_in_its_daemon_lane(tmp_path):

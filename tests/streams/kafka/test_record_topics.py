@@ -8,7 +8,7 @@ from dpmstream.streams.sinks.fan_out import FanOut
 
 def test_a_request_goes_to_the_requests_topic_keyed_by_its_token_in_seconds():
     record = {"kind": "request", "host": "head01", "token": "f1d7-tok", "op": "put",
-              "request_s": 1500, "status": "success"}
+              "request_ms": 1500, "status": "success"}
     topic, key, value = output_message(record, "dpm.requests", "dpm.calls")
     assert (topic, key) == ("dpm.requests", b"f1d7-tok")
     doc = json.loads(value)

@@ -9,6 +9,7 @@ from collections import namedtuple
 
 import pytest
 
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.profiles import resolve_profile
 from dpmstream.streams.kafka.envelope import encode
@@ -39,7 +40,7 @@ def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_sa
     expected = core_dome_records(recs)
     assert sum(r["kind"] == "dome_call" for r in expected) > 4000
     store, out = {}, []
-    part = PartitionState(0, timeout_s=TIMEOUT_S)
+    part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
     for start in range(0, len(recs), every):
         part.feed_batch([Message(k, v, start + i) for i, (k, v) in enumerate(recs[start:start + every])])
         records, changes = part.checkpoint()
@@ -49,7 +50,7 @@ def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_sa
                 store.pop(key, None)
             else:
                 store[key] = value
-        part = PartitionState(0, timeout_s=TIMEOUT_S)
+        part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
         part.restore(dict(store))
     assert part.next_offset == len(recs)
     assert any(k.startswith("d|c|") for k in store) and any(k.startswith("d|p|") for k in store)
@@ -97,11 +98,11 @@ def test_a_partition_holding_a_late_nodes_others_restored_after_any_batch_gives_
     nodes = node_lines(site)
     disk = sorted(h for h in nodes if h != "dpmhead01")[0]
     recs = delivered(nodes, {disk: 30_000})
-    whole = PartitionState(0, timeout_s=TIMEOUT_S)
+    whole = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
     whole.feed_batch([Message(k, v, i) for i, (k, v) in enumerate(recs)])
     want, _changes = whole.checkpoint()
     store, out, most_held = {}, [], 0
-    part = PartitionState(0, timeout_s=TIMEOUT_S)
+    part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
     for start in range(0, len(recs), 50):
         part.feed_batch([Message(k, v, start + i) for i, (k, v) in enumerate(recs[start:start + 50])])
         records, changes = part.checkpoint()
@@ -112,7 +113,7 @@ def test_a_partition_holding_a_late_nodes_others_restored_after_any_batch_gives_
             else:
                 store[key] = value
         most_held = max(most_held, sum(k.startswith("e|h|") for k in store))
-        part = PartitionState(0, timeout_s=TIMEOUT_S)
+        part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
         part.restore(dict(store))
     assert most_held > 100
     assert not any(k.startswith("e|h|") for k in store)

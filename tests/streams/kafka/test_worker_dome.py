@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 
 from dpmstream.commands.stack.process import free_port
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers import dome_records
 from dpmstream.parsers.dome_merge import LineStamps
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
@@ -90,7 +91,7 @@ def core_dome_records(recs) -> list[dict]:
     """What the core Pipeline makes of the same records, in the same order, before end of
     input (a streaming worker never reaches it), as the worker publishes them."""
     records: list[dict] = []
-    pipeline = Pipeline(records.append, timeout_s=TIMEOUT_S, on_dome_record=records.append)
+    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=TIMEOUT_S), on_dome_record=records.append)
     for _key, value in recs:
         try:
             env = decode(value)
@@ -209,7 +210,8 @@ def test_hostile_records_among_dome_lines_are_counted_and_skipped(kafka_broker, 
     kafka_broker.create_topics([t["lines"]], partitions=1)
     produce(kafka_broker.bootstrap, t["lines"], stream)
     metrics = PipelineMetrics()
-    run_worker(kafka_broker, t, len(stream), metrics=metrics, partitions=1, timeout_s=TIMEOUT_S)
+    run_worker(kafka_broker, t, len(stream), metrics=metrics, partitions=1,
+               reassembly=ReassemblySettings(timeout_s=TIMEOUT_S))
     for reason in hostile:
         assert sample(metrics, "dpmstream_bad_records_total", reason=reason) == 1, reason
     assert sample(metrics, "dpmstream_bad_records_total", reason="failed") == 0

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from dpmstream.parsers.records import REQUEST_COLUMNS, CALL_COLUMNS
+from dpmstream.parsers.records import CALL_FIELDS, REQUEST_FIELDS
 from dpmstream.streams.metrics.exporter import OTHER, PipelineMetrics
 from tests.dpmlog import T1, T2
 from tests.parsers.test_linking import F1, HEAD, a_put, link, ns_call
@@ -29,22 +29,22 @@ def value(metrics, name, **labels):
 
 
 def put_request(**over) -> dict:
-    rec = dict.fromkeys(REQUEST_COLUMNS)
+    rec = dict.fromkeys(REQUEST_FIELDS)
     rec.update(
         kind="request", host="head01", token="6d4c2a8e-3f5b-4e0c-9a71-2b8f0c1d9e47", op="put",
         client="lxfsra01.cern.ch", nfiles=1, status="success",
         accepted=T0, started=T0 + 17, ended=T0 + 1930,
-        auth_s=17, request_s=3, queue_s=29, proc_s=1240, polls=3, poll_s=4,
-        ready_wait_s=1500, transfer_s=400, done_s=11, total_s=1930,
+        auth_ms=17, request_ms=3, queue_ms=29, proc_ms=1240, polls=3, poll_ms=4,
+        ready_wait_ms=1500, transfer_ms=400, done_ms=11, total_ms=1930,
     )
     rec.update(over)
     return rec
 
 
 def call(**over) -> dict:
-    rec = dict.fromkeys(CALL_COLUMNS)
+    rec = dict.fromkeys(CALL_FIELDS)
     rec.update(kind="call", host="head01", daemon="dpns", pid=20713, thread=3, op="statg",
-               client="wn37.example.org", started=T0, ended=T0 + 2, duration_s=2, rc=0)
+               client="wn37.example.org", started=T0, ended=T0 + 2, duration_ms=2, rc=0)
     rec.update(over)
     return rec
 
@@ -75,9 +75,9 @@ def test_a_finished_request_observes_every_phase_it_has_in_seconds():
 
 def test_phases_absent_from_a_request_create_no_observation():
     m = PipelineMetrics(CollectorRegistry())
-    m.write(put_request(status="incomplete", accepted=None, auth_s=None, proc_s=None,
-                                 ready_wait_s=None, transfer_s=None, done_s=None, polls=0,
-                                 poll_s=0, total_s=500))
+    m.write(put_request(status="incomplete", accepted=None, auth_ms=None, proc_ms=None,
+                                 ready_wait_ms=None, transfer_ms=None, done_ms=None, polls=0,
+                                 poll_ms=0, total_ms=500))
     lab = dict(host="head01", op="put", status="incomplete")
     assert value(m, "dpm_request_phase_seconds_count", phase="auth", **lab) is None
     assert value(m, "dpm_request_phase_seconds_count", phase="done", **lab) is None
@@ -89,7 +89,7 @@ def test_phases_absent_from_a_request_create_no_observation():
 
 def test_a_slightly_negative_queue_wait_counts_as_zero_so_the_sum_never_shrinks():
     m = PipelineMetrics(CollectorRegistry())
-    m.write(put_request(queue_s=-3))
+    m.write(put_request(queue_ms=-3))
     lab = dict(host="head01", op="put", status="success", phase="queue")
     assert value(m, "dpm_request_phase_seconds_sum", **lab) == 0
     assert value(m, "dpm_request_phase_seconds_bucket", le="0.0", **lab) == 1
@@ -108,10 +108,10 @@ def test_requests_are_counted_per_status():
 
 def test_calls_are_ok_error_or_noreturn_by_their_rc():
     m = PipelineMetrics(CollectorRegistry())
-    m.write(call(duration_s=2, rc=0))
-    m.write(call(duration_s=5, rc=2))
-    m.write(call(duration_s=7, rc=1001))
-    m.write(call(ended=None, duration_s=None, rc=None))
+    m.write(call(duration_ms=2, rc=0))
+    m.write(call(duration_ms=5, rc=2))
+    m.write(call(duration_ms=7, rc=1001))
+    m.write(call(ended=None, duration_ms=None, rc=None))
     lab = dict(host="head01", daemon="dpns", op="statg")
     assert value(m, "dpm_call_seconds_count", result="ok", **lab) == 1
     assert value(m, "dpm_call_seconds_sum", result="ok", **lab) == 0.002
@@ -264,7 +264,7 @@ def test_label_sets_past_the_series_budget_fold_into_other_and_are_counted():
         ("head01", "dpns", "statg", "ok"))   # each bucket, +Inf, _sum, _count
     m = PipelineMetrics(CollectorRegistry(), max_series=10 * per_set)
     for i in range(30):
-        m.write(call(host=f"head{i:02d}", op="statg", duration_s=5))
+        m.write(call(host=f"head{i:02d}", op="statg", duration_ms=5))
     hosts = {dict(k[1])["host"] for k in samples(m) if k[0] == "dpm_call_seconds_count"}
     assert hosts == {f"head{i:02d}" for i in range(10)} | {OTHER}   # first come, kept
     # every observation is still counted: in its own series or under "other"
@@ -273,7 +273,7 @@ def test_label_sets_past_the_series_budget_fold_into_other_and_are_counted():
     assert value(m, "dpmstream_series_overflow_total", metric="dpm_call_seconds") == 20
     assert _family_series(m.exposition(), "dpm_call_seconds") == 11 * per_set
     # a host admitted before the budget ran out keeps its own series
-    m.write(call(host="head03", op="statg", duration_s=5))
+    m.write(call(host="head03", op="statg", duration_ms=5))
     assert value(m, "dpm_call_seconds_count", host="head03", daemon="dpns", op="statg",
                  result="ok") == 2
 
@@ -292,7 +292,7 @@ def test_many_hosts_and_ops_keep_the_exposition_within_the_series_budget():
         for op in range(40):
             for rc in (0, 1, None):
                 m.write(call(host=f"head{host:03d}", op=f"op{op:02d}", rc=rc,
-                                      duration_s=None if rc is None else 3))
+                                      duration_ms=None if rc is None else 3))
     text = m.exposition()
     series = _family_series(text, "dpm_call_seconds")
     per_set = m.call_seconds.series_per_set(("h", "dpns", "o", "ok"))
@@ -316,7 +316,7 @@ def test_linked_name_server_time_is_a_histogram_by_host_and_op_only():
     (req,), calls = link(dpm, dpns)
     for record in (req, *calls):
         metrics.write(record)
-    metrics.write({**req, "token": T2, "ns_calls": None, "ns_s": None})  # no DPNS log
+    metrics.write({**req, "token": T2, "ns_calls": None, "ns_ms": None})  # no DPNS log
     text = generate_latest(metrics.registry).decode()
     assert 'dpm_request_ns_seconds_count{host="dpmhead01.cern.ch",op="put"} 1.0' in text
     assert 'dpm_request_ns_seconds_sum{host="dpmhead01.cern.ch",op="put"} 0.25' in text

@@ -35,7 +35,7 @@ def test_an_existing_directory_is_reused_and_old_files_are_replaced(tmp_path):
 def test_a_request_record_goes_to_requests_csv_with_seconds_cells(tmp_path):
     sink = CsvSink(str(tmp_path))
     sink.write({"kind": "request", "host": "head01", "token": "t1", "op": "get", "nfiles": 1,
-                "status": "success", "accepted": 1_313_143_200_000, "total_s": 1250})
+                "status": "success", "accepted": 1_313_143_200_000, "total_ms": 1250})
     sink.close()
     assert raw(tmp_path / "requests.csv") == REQUEST_HEADER + (
         "head01,t1,get,,1,success,1313143200.000,,,,,,,,,,,,1.250,,,\r\n")
@@ -45,7 +45,7 @@ def test_a_request_record_goes_to_requests_csv_with_seconds_cells(tmp_path):
 def test_a_call_record_goes_to_calls_csv(tmp_path):
     sink = CsvSink(str(tmp_path))
     sink.write({"kind": "call", "host": "head01", "daemon": "dpns", "pid": 99, "thread": 3,
-                "op": "stat", "started": 5, "ended": 12, "duration_s": 7, "rc": 2})
+                "op": "stat", "started": 5, "ended": 12, "duration_ms": 7, "rc": 2})
     sink.close()
     assert raw(tmp_path / "calls.csv") == CALL_HEADER + (
         "head01,dpns,99,3,stat,,0.005,0.012,0.007,2,,,\r\n")

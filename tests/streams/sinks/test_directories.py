@@ -22,7 +22,7 @@ def test_peak_creats_counts_creats_open_at_one_instant_in_their_directory():
 
 def test_the_share_of_proc_time_counts_only_linked_calls():
     stats = DirectoryStats()
-    stats.write({"kind": "request", "proc_s": 1000})
+    stats.write({"kind": "request", "proc_ms": 1000})
     stats.write(ns_record("/d/a/f1", 0, 250, token="t1"))
     stats.write(ns_record("/d/a/f2", 0, 500))  # not linked: a client's own creat
     (row,) = stats.top()

@@ -61,7 +61,7 @@ def test_a_sink_that_fails_to_close_does_not_keep_the_others_open():
 def test_the_record_sinks_of_replay_and_run_take_the_same_record_through_one_fan_out(tmp_path):
     from prometheus_client import CollectorRegistry
 
-    from dpmstream.parsers.records import CALL_COLUMNS
+    from dpmstream.parsers.records import CALL_FIELDS
     from dpmstream.streams.metrics.exporter import PipelineMetrics
     from dpmstream.streams.sinks.csv import CsvSink
     from dpmstream.streams.sinks.directories import DirectoriesFile, DirectoryStats
@@ -69,10 +69,10 @@ def test_the_record_sinks_of_replay_and_run_take_the_same_record_through_one_fan
     from dpmstream.streams.sinks.openmetrics import OpenMetricsFile
     from dpmstream.streams.sinks.summary import Summary
 
-    record = dict.fromkeys(CALL_COLUMNS)
+    record = dict.fromkeys(CALL_FIELDS)
     record.update(kind="call", host="head01", daemon="dpns", pid=1, thread=2, op="creat",
                   path="/dpm/cern.ch/home/f1", started=1313152303101, ended=1313152303104,
-                  duration_s=3, rc=0)
+                  duration_ms=3, rc=0)
     summary, metrics = Summary(), PipelineMetrics(CollectorRegistry())
     directories = DirectoryStats(csv_path=tmp_path / "directories.csv")
     out = FanOut([CsvSink(tmp_path / "csv"), JsonLinesSink(tmp_path / "r.jsonl"), summary,

@@ -16,7 +16,7 @@ def test_empty_input_writes_only_eof():
 def test_quiet_gaps_cost_no_samples():
     base = 1_313_152_300_000
     calls = [{"kind": "call", "host": "h", "daemon": "dpns", "pid": 1, "thread": 0, "op": "statg",
-              "client": "c", "started": t, "ended": t + 2, "duration_s": 2, "rc": 0, "auth_s": None}
+              "client": "c", "started": t, "ended": t + 2, "duration_ms": 2, "rc": 0, "auth_ms": None}
              for t in (base, base + 30 * 86_400_000)]  # a month apart
     out = io.StringIO()
     summary = write_openmetrics(calls, None, out, step_s=60)

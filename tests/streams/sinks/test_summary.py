@@ -27,7 +27,7 @@ def test_past_the_reservoir_the_sum_stays_exact_and_the_sample_is_flagged(monkey
 def test_a_request_record_counts_its_status_phases_and_polls():
     summary = S.Summary()
     summary.write({"kind": "request", "op": "put", "status": "success", "accepted": 1000,
-                   "started": 1010, "ended": 3000, "auth_s": 10, "total_s": 2000, "polls": 2})
+                   "started": 1010, "ended": 3000, "auth_ms": 10, "total_ms": 2000, "polls": 2})
     summary.close()
     assert summary.statuses[("put", "success")] == 1
     assert summary.phases[("put", "total")].quantile(0.5) == 2000

@@ -146,7 +146,7 @@ def test_past_the_directory_cap_the_same_directories_are_dropped(simulated_recor
 
 def ns_call(path, started, ended, **extra):
     record = {"kind": "call", "host": "h", "daemon": "dpns", "op": "creat", "path": path,
-              "started": started, "ended": ended, "duration_s": ended and ended - started,
+              "started": started, "ended": ended, "duration_ms": ended and ended - started,
               "rc": 0, "token": None}
     record.update(extra)
     return record
@@ -154,9 +154,9 @@ def ns_call(path, started, ended, **extra):
 
 ODD_RECORDS = [
     {"kind": "request", "op": None, "status": "incomplete", "accepted": None, "started": 5,
-     "ended": 9, "total_s": 4, "polls": 0, "proc_s": None},
+     "ended": 9, "total_ms": 4, "polls": 0, "proc_ms": None},
     {"kind": "request", "op": "", "status": "failed", "started": 1, "ended": 2, "polls": 3,
-     "auth_s": 0, "proc_s": 7},
+     "auth_ms": 0, "proc_ms": 7},
     ns_call("top-level-name", 10, 20),
     ns_call("/", 10, 20),
     ns_call("/f", 10, 30, token="t"),

@@ -1,0 +1,98 @@
+//! The least-recently-active order of threads and requests (primitive: no other module).
+
+/// No node: the handle of a key in no order.
+pub(crate) const NIL: u32 = u32::MAX;
+
+struct LruNode<K> {
+    key: Option<K>,
+    prev: u32,
+    next: u32,
+}
+
+/// A least-recently-active order: a doubly linked list in a slab, so that moving a key
+/// to the back (every line moves its thread and request) costs O(1), not a tree's
+/// O(log n) with its allocations. Handles stay valid until their key is removed.
+pub struct Lru<K> {
+    nodes: Vec<LruNode<K>>,
+    free: Vec<u32>,
+    head: u32,
+    tail: u32,
+}
+
+impl<K> Default for Lru<K> {
+    fn default() -> Self {
+        Lru { nodes: Vec::new(), free: Vec::new(), head: NIL, tail: NIL }
+    }
+}
+
+impl<K> Lru<K> {
+    fn link_back(&mut self, h: u32) {
+        let node = &mut self.nodes[h as usize];
+        node.prev = self.tail;
+        node.next = NIL;
+        if self.tail != NIL {
+            self.nodes[self.tail as usize].next = h;
+        } else {
+            self.head = h;
+        }
+        self.tail = h;
+    }
+
+    fn unlink(&mut self, h: u32) {
+        let (prev, next) = {
+            let node = &self.nodes[h as usize];
+            (node.prev, node.next)
+        };
+        if prev != NIL {
+            self.nodes[prev as usize].next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.nodes[next as usize].prev = prev;
+        } else {
+            self.tail = prev;
+        }
+    }
+
+    /// Appends `key` as the most recent; its handle.
+    pub(crate) fn push_back(&mut self, key: K) -> u32 {
+        let h = match self.free.pop() {
+            Some(h) => {
+                self.nodes[h as usize].key = Some(key);
+                h
+            }
+            None => {
+                self.nodes.push(LruNode { key: Some(key), prev: NIL, next: NIL });
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.link_back(h);
+        h
+    }
+
+    pub(crate) fn move_back(&mut self, h: u32) {
+        if h == NIL || self.tail == h || self.nodes.get(h as usize).map_or(true, |n| n.key.is_none()) {
+            return;
+        }
+        self.unlink(h);
+        self.link_back(h);
+    }
+
+    pub(crate) fn remove(&mut self, h: u32) -> Option<K> {
+        if h == NIL || self.nodes.get(h as usize).map_or(true, |n| n.key.is_none()) {
+            return None;
+        }
+        self.unlink(h);
+        self.free.push(h);
+        self.nodes[h as usize].key.take()
+    }
+
+    /// The least recent key, with its handle.
+    pub(crate) fn first_key_value(&self) -> Option<(u32, &K)> {
+        if self.head == NIL {
+            return None;
+        }
+        self.nodes[self.head as usize].key.as_ref().map(|k| (self.head, k))
+    }
+}

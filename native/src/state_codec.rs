@@ -1,0 +1,338 @@
+//! The DPM engine's state as Python dicts, the same keys and values as the Python
+//! engine's (a state saved by either engine restores in the other): the changes since the
+//! last take, the clocks, and the loading of both.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::hashing::FxMap;
+use crate::lru::{Lru, NIL};
+use crate::names::{Names, Sym};
+use crate::state::{Call, Changed, Clocks, Kind, Process, Request, RKey, Session, State, TKey, Text, Thread};
+
+fn opt_text(v: &Bound<'_, PyAny>) -> PyResult<Option<Text>> {
+    if v.is_none() {
+        Ok(None)
+    } else {
+        Ok(Some(v.extract::<String>()?.into()))
+    }
+}
+
+fn item<'py>(d: &Bound<'py, PyDict>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    d.get_item(name)?.ok_or_else(|| PyKeyError::new_err(name.to_string()))
+}
+
+/// (threads, requests, groups) changed since the last take, keys as plain tuples.
+pub(crate) fn take_changes<'py>(py: Python<'py>, st: &RefCell<State>, names: &RefCell<Names>) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let mut st = st.borrow_mut();
+    let changed = st.changed.replace(Changed::default()).unwrap_or_default();
+    let mut names = names.borrow_mut();
+    let threads = PyDict::new(py);
+    for key in &changed.threads {
+        let k = (names.py(py, key.0), names.py(py, key.1), key.2, key.3);
+        let v = match st.threads.get(key) {
+            None => py.None().into_bound(py),
+            Some(th) => thread_state(py, &mut names, th)?.into_any(),
+        };
+        threads.set_item(k, v)?;
+    }
+    let requests = PyDict::new(py);
+    for (host, token) in &changed.requests {
+        let k = (names.py(py, *host), &**token);
+        let v = match st.requests.get(host).and_then(|m| m.get(token)) {
+            None => py.None().into_bound(py),
+            Some(req) => request_state(py, &mut names, req)?.into_any(),
+        };
+        requests.set_item(k, v)?;
+    }
+    let groups = PyDict::new(py);
+    for g in &changed.groups {
+        match st.finished_groups.get(g) {
+            None => groups.set_item(*g, py.None())?,
+            Some(members) => {
+                let list = PyList::empty(py);
+                for (h, t) in members {
+                    list.append((names.py(py, *h), &**t))?;
+                }
+                groups.set_item(*g, list)?;
+            }
+        }
+    }
+    drop(names);
+    let _ = &mut st;
+    Ok((threads, requests, groups))
+}
+
+/// The processes, host clocks and streams' times, as the Python engine's clock_state.
+pub(crate) fn clock_state<'py>(py: Python<'py>, st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCell<Names>) -> PyResult<Bound<'py, PyDict>> {
+    let st = st.borrow();
+    let clk = clk.borrow();
+    let mut names = names.borrow_mut();
+    let processes = PyList::empty(py);
+    for stream in &st.process_streams {
+        let Some(procs) = st.processes.get(stream) else { continue };
+        let mut rows: Vec<(&i64, &Process)> = procs.iter().collect();
+        rows.sort_by_key(|(_, p)| p.born);
+        for (pid, p) in rows {
+            let row = PyList::new(py, [names.py(py, stream.0), names.py(py, stream.1), pid.into_pyobject(py)?.into_any().unbind(), p.first.into_pyobject(py)?.into_any().unbind(), p.last.into_pyobject(py)?.into_any().unbind(), p.lines.into_pyobject(py)?.into_any().unbind()])?;
+            processes.append(row)?;
+        }
+    }
+    let hosts = PyList::empty(py);
+    for h in &clk.order {
+        let row = PyList::new(py, [names.py(py, *h), clk.hosts[h].latest.into_pyobject(py)?.into_any().unbind()])?;
+        hosts.append(row)?;
+    }
+    // Each (host, daemon) stream's current stamp, sorted as the Python engine sorts
+    // them: a restored engine dates, steps and links as one that never stopped.
+    let mut now: Vec<(String, String, i64)> = clk.stream_now.iter()
+        .map(|((h, d), ts)| (names.text(*h).to_string(), names.text(*d).to_string(), *ts)).collect();
+    now.sort();
+    let streams = PyList::empty(py);
+    for (h, d, ts) in now {  // lists, as the Python engine's rows (and JSON's) are
+        let row = PyList::new(py, [h.into_pyobject(py)?.into_any().unbind(), d.into_pyobject(py)?.into_any().unbind(), ts.into_pyobject(py)?.into_any().unbind()])?;
+        streams.append(row)?;
+    }
+    let d = PyDict::new(py);
+    d.set_item("processes", processes)?;
+    d.set_item("hosts", hosts)?;
+    d.set_item("streams", streams)?;
+    Ok(d)
+}
+
+/// Loads state saved by take_changes/clock_state of either engine (keys as tuples).
+pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCell<Names>, threads: &Bound<'_, PyDict>, requests: &Bound<'_, PyDict>, clock: Option<&Bound<'_, PyDict>>, finished: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let mut st = st.borrow_mut();
+    let st = &mut *st;
+    let mut clk = clk.borrow_mut();
+    let mut names = names.borrow_mut();
+    if let Some(clock) = clock {
+        if let Some(rows) = clock.get_item("processes")? {
+            for row in rows.try_iter()? {
+                let (host, daemon, pid, first, last, lines): (String, String, i64, i64, i64, i64) = row?.extract()?;
+                let stream = (names.intern(&host), names.intern(&daemon));
+                if !st.processes.contains_key(&stream) {
+                    st.processes.insert(stream, FxMap::default());
+                    st.process_streams.push(stream);
+                }
+                let born = st.next_seq();
+                st.processes.get_mut(&stream).unwrap().insert(pid, Process { first, last, lines, tids: BTreeSet::new(), succeeded: false, born });
+            }
+        }
+        if let Some(rows) = clock.get_item("hosts")? {
+            for row in rows.try_iter()? {
+                let (host, latest): (String, i64) = row?.extract()?;
+                let h = names.intern(&host);
+                clk.insert(h, latest);
+                clk.hosts.get_mut(&h).unwrap().latest = latest;
+                clk.raise_latest(latest);
+            }
+        }
+        if let Some(rows) = clock.get_item("streams")? {  // absent in older states
+            for row in rows.try_iter()? {
+                let (host, daemon, ts): (String, String, i64) = row?.extract()?;
+                let key = (names.intern(&host), names.intern(&daemon));
+                clk.stream_now.insert(key, ts);
+            }
+        }
+    }
+    let mut rows: Vec<(TKey, Bound<'_, PyDict>, i64)> = Vec::new();
+    for (k, v) in threads.iter() {
+        let (host, daemon, pid, tid): (String, String, i64, i64) = k.extract()?;
+        let v = v.downcast_into::<PyDict>()?;
+        let latest: i64 = item(&v, "latest")?.extract()?;
+        rows.push(((names.intern(&host), names.intern(&daemon), pid, tid), v, latest));
+    }
+    rows.sort_by_key(|r| r.2);
+    for (key, v, latest) in rows {
+        let (host, daemon, pid, tid) = key;
+        let seq = st.next_seq();
+        let call = v.get_item("call")?;
+        let call = if call.as_ref().map_or(true, |c| c.is_none()) {
+            None
+        } else {
+            let c = call.unwrap().downcast_into::<PyDict>()?;
+            let op: String = item(&c, "op")?.extract()?;
+            let state = item(&c, "state")?;
+            let session: Option<String> = item(&c, "session")?.extract()?;
+            Some(Call {
+                op: names.intern(&op),
+                client: opt_text(&item(&c, "client")?)?,
+                accepted: item(&c, "accepted")?.extract()?,
+                started: item(&c, "started")?.extract()?,
+                kind: Kind::from_name(&item(&c, "kind")?.extract::<String>()?)?,
+                token: opt_text(&item(&c, "token")?)?,
+                state: if state.is_none() { None } else { Some(names.intern(&state.extract::<String>()?)) },
+                session: match session.as_deref() {
+                    None => None,
+                    Some("sess") => Some(Session::Sess),
+                    Some("trans") => Some(Session::Trans),
+                    Some(other) => return Err(PyValueError::new_err(format!("unknown session {other:?}"))),
+                },
+                path: opt_text(&item(&c, "path")?)?,
+            })
+        };
+        let th_daemon: String = item(&v, "daemon")?.extract()?;
+        st.threads.insert(key, Box::new(Thread {
+            daemon: names.intern(&th_daemon),
+            accept: item(&v, "accept")?.extract()?,
+            call,
+            sess: item(&v, "sess")?.extract()?,
+            trans: item(&v, "trans")?.extract()?,
+            latest,
+            at_latest: Vec::new(),
+            order: NIL,
+            born: seq,
+        }));
+        if !st.thread_order.contains_key(&host) {
+            st.thread_order.insert(host, Lru::default());
+            st.thread_order_hosts.push(host);
+        }
+        let handle = st.thread_order.get_mut(&host).unwrap().push_back(key);
+        st.threads.get_mut(&key).unwrap().order = handle;
+        if !st.processes.contains_key(&(host, daemon)) {
+            st.processes.insert((host, daemon), FxMap::default());
+            st.process_streams.push((host, daemon));
+        }
+        let born = st.next_seq();
+        st.processes.get_mut(&(host, daemon)).unwrap().entry(pid).or_insert_with(|| Process { first: latest, last: latest, lines: 0, tids: BTreeSet::new(), succeeded: false, born }).tids.insert(tid);
+    }
+    if let Some(finished) = finished {
+        let mut groups: Vec<(u64, Bound<'_, PyAny>)> = Vec::new();
+        for (g, members) in finished.iter() {
+            groups.push((g.extract()?, members));
+        }
+        groups.sort_by_key(|g| g.0);
+        for (g, members) in groups {
+            let mut list = Vec::new();
+            for m in members.try_iter()? {
+                let (host, token): (String, String) = m?.extract()?;
+                let key: RKey = (names.intern(&host), token.into());
+                list.push(key.clone());
+                if st.finished.entry(key.0).or_default().insert(key.1.clone(), g).is_none() {
+                    st.finished_order.push_back(key);
+                }
+            }
+            st.finished_groups.insert(g, list);
+            st.group = g + 1;
+        }
+    }
+    let mut rows: Vec<(Sym, Text, Bound<'_, PyDict>, i64)> = Vec::new();
+    for (k, v) in requests.iter() {
+        let (host, token): (String, String) = k.extract()?;
+        let v = v.downcast_into::<PyDict>()?;
+        let latest: i64 = item(&v, "latest")?.extract()?;
+        rows.push((names.intern(&host), token.into(), v, latest));
+    }
+    rows.sort_by_key(|r| r.3);
+    for (host, token, v, latest) in rows {
+        let sym_of = |name: &str, names: &mut Names| -> PyResult<Option<Sym>> {
+            let x = item(&v, name)?;
+            if x.is_none() { Ok(None) } else { Ok(Some(names.intern(&x.extract::<String>()?))) }
+        };
+        let files = item(&v, "files")?;
+        let files = if files.is_none() {
+            None
+        } else {
+            let mut out = Vec::new();
+            for f in files.try_iter()? {
+                out.push(Text::from(f?.extract::<String>()?));
+            }
+            Some(out)
+        };
+        let req_host: String = item(&v, "host")?.extract()?;
+        let req = Request {
+            host: names.intern(&req_host),
+            token: opt_text(&item(&v, "token")?)?,
+            op: sym_of("op", &mut names)?,
+            client: opt_text(&item(&v, "client")?)?,
+            nfiles: item(&v, "nfiles")?.extract()?,
+            accepted: item(&v, "accepted")?.extract()?,
+            started: item(&v, "started")?.extract()?,
+            request_ret: item(&v, "request_ret")?.extract()?,
+            proc_first: item(&v, "proc_first")?.extract()?,
+            proc_ms: item(&v, "proc_ms")?.extract()?,
+            polls: item(&v, "polls")?.extract()?,
+            poll_ms: item(&v, "poll_ms")?.extract()?,
+            success_end: item(&v, "success_end")?.extract()?,
+            done_start: item(&v, "done_start")?.extract()?,
+            done_ms: item(&v, "done_ms")?.extract()?,
+            closing: sym_of("closing", &mut names)?,
+            latest,
+            queued: item(&v, "queued")?.extract()?,
+            putdone_first: item(&v, "putdone_first")?.extract()?,
+            files,
+            order: NIL,
+        };
+        if req.queued {
+            st.slow_queue_depth += 1;
+        }
+        let rhost = req.host;
+        st.admit_uncapped(host, token, req);
+        match clk.hosts.get_mut(&rhost) {
+            None => clk.insert(rhost, latest),
+            Some(c) if latest > c.latest => c.latest = latest,
+            Some(_) => {}
+        }
+        clk.raise_latest(latest);
+    }
+    Ok(())
+}
+
+fn thread_state<'py>(py: Python<'py>, names: &mut Names, th: &Thread) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("daemon", names.py(py, th.daemon))?;
+    d.set_item("accept", th.accept)?;
+    d.set_item("sess", th.sess)?;
+    d.set_item("trans", th.trans)?;
+    d.set_item("latest", th.latest)?;
+    match &th.call {
+        None => d.set_item("call", py.None())?,
+        Some(c) => {
+            let cd = PyDict::new(py);
+            cd.set_item("op", names.py(py, c.op))?;
+            cd.set_item("client", c.client.as_deref())?;
+            cd.set_item("accepted", c.accepted)?;
+            cd.set_item("started", c.started)?;
+            cd.set_item("kind", c.kind.name())?;
+            cd.set_item("token", c.token.as_deref())?;
+            cd.set_item("state", c.state.map(|s| names.py(py, s)))?;
+            cd.set_item("session", c.session.map(Session::name))?;
+            cd.set_item("path", c.path.as_deref())?;
+            d.set_item("call", cd)?;
+        }
+    }
+    Ok(d)
+}
+
+fn request_state<'py>(py: Python<'py>, names: &mut Names, r: &Request) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("host", names.py(py, r.host))?;
+    d.set_item("token", r.token.as_deref())?;
+    d.set_item("op", r.op.map(|s| names.py(py, s)))?;
+    d.set_item("client", r.client.as_deref())?;
+    d.set_item("nfiles", r.nfiles)?;
+    d.set_item("accepted", r.accepted)?;
+    d.set_item("started", r.started)?;
+    d.set_item("request_ret", r.request_ret)?;
+    d.set_item("proc_first", r.proc_first)?;
+    d.set_item("proc_ms", r.proc_ms)?;
+    d.set_item("polls", r.polls)?;
+    d.set_item("poll_ms", r.poll_ms)?;
+    d.set_item("success_end", r.success_end)?;
+    d.set_item("done_start", r.done_start)?;
+    d.set_item("done_ms", r.done_ms)?;
+    d.set_item("closing", r.closing.map(|s| names.py(py, s)))?;
+    d.set_item("latest", r.latest)?;
+    d.set_item("queued", r.queued)?;
+    d.set_item("putdone_first", r.putdone_first)?;
+    match &r.files {
+        None => d.set_item("files", py.None())?,
+        Some(f) => d.set_item("files", PyList::new(py, f.iter().map(|s| &**s))?)?,
+    }
+    Ok(d)
+}
