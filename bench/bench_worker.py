@@ -93,31 +93,11 @@ def peak_rss_mib() -> float:
 
 def run_consumer(bootstrap: str, topic: str, total: int, batch: int, tag: str) -> None:
     """Child process: a bare aiokafka consumer (the worker's settings) that only counts the
-    records; prints JSON figures timed like run_worker's."""
-    from aiokafka import AIOKafkaConsumer
-    from dpmstream.streams.kafka.worker import FETCH_MAX_WAIT_MS
+    records (bench_kafka_clients.py's); prints JSON figures timed like run_worker's."""
+    from bench_kafka_clients import run_aiokafka
 
-    async def main():
-        consumer = AIOKafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=f"bench-bare-{tag}",
-            enable_auto_commit=False, isolation_level="read_committed",
-            auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20,
-            fetch_max_bytes=32 << 20, fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
-        await consumer.start()
-        try:
-            seen = seen0 = 0
-            while seen < total:
-                for messages in (await consumer.getmany(timeout_ms=200, max_records=batch)).values():
-                    if seen0 == 0:   # timed from the first batch, as the worker is
-                        seen0 = len(messages)
-                        t0, cpu0 = time.perf_counter(), time.process_time()
-                    seen += len(messages)
-            return dict(lines=seen - seen0, wall=time.perf_counter() - t0,
-                        cpu=time.process_time() - cpu0)
-        finally:
-            await consumer.stop()
-
-    print(json.dumps(asyncio.run(main())))
+    fig = run_aiokafka(bootstrap, topic, total, batch, decode=None)
+    print(json.dumps(dict(lines=fig["records"], wall=fig["wall"], cpu=fig["cpu"])))
 
 
 def worker_child(batch: int, bootstrap: str, topic: str, total: int, tag: str | None = None,
