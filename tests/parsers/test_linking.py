@@ -277,6 +277,31 @@ def test_a_restored_cut_run_beside_a_run_of_the_same_path_completes_like_before_
 ENGINES = [e for e in engines.ENGINES if e == engines.PYTHON or engines.compiled_available()]
 
 
+def _a_put_whose_creat_is_held():
+    """The lines of a put whose creat the linker holds until later lines come: (the put's
+    DPM lines, an earlier name-server call, the creat, a later name-server call, a later
+    DPM call)."""
+    return (a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000"),
+            ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1"),
+            ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1),
+            ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1"),
+            call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001"))
+
+
+def _held_put_pipeline(records: list, engine: str):
+    """(pipeline, its DPM source, its DPNS source) of one head, records to `records`."""
+    pipeline = Pipeline(records.append, engine=engine)
+    return (pipeline, pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM),
+            pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS))
+
+
+def _feed_dpns_first(d, n, dpm_lines, dpns_lines) -> None:
+    for text in dpns_lines:
+        n.feed(text)
+    for text in dpm_lines:
+        d.feed(text)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine):
     """`run --state` and the Kafka worker keep the state they restored from and every
@@ -285,22 +310,12 @@ def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine)
     from its state; lines that link the creat are read; every change taken stays as it
     was taken, the linker's change is reported, and a pipeline rebuilt from all of them
     gives the records of one that never stopped."""
-    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
-    early = ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1")
-    creat = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
-    later = ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1")
-    tail = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
+    dpm, early, creat, later, tail = _a_put_whose_creat_is_held()
 
     def new(records):
-        pipeline = Pipeline(records.append, engine=engine)
-        return (pipeline, pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM),
-                pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS))
+        return _held_put_pipeline(records, engine)
 
-    def feed(d, n, dpm_lines, dpns_lines):
-        for text in dpns_lines:
-            n.feed(text)
-        for text in dpm_lines:
-            d.feed(text)
+    feed = _feed_dpns_first
 
     never_stopped: list[dict] = []
     pipeline, d, n = new(never_stopped)
@@ -350,22 +365,12 @@ def test_a_state_saved_when_durations_were_keyed_by_their_columns_restores_to_th
     `total_s`, a call's `duration_s`). Such a state, stored as JSON by the flat keys, restores
     into a pipeline that then gives the records of one that never stopped, under today's
     keys."""
-    dpm = a_put(T1, [f"srm://{HEAD}{F1}"], 1, done="10:00:03.000")
-    early = ns_call("08/12 10:00:00.500", "08/12 10:00:00.501", 1, "statg", F2, client="wn1")
-    creat = ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
-    later = ns_call("08/12 10:00:09.000", "08/12 10:00:09.001", 1, "statg", F2, client="wn1")
-    tail = call("08/12 10:00:09.000", 4, "ping", end="08/12 10:00:09.001")
+    dpm, early, creat, later, tail = _a_put_whose_creat_is_held()
 
     def new(records):
-        pipeline = Pipeline(records.append, engine=engine)
-        return (pipeline, pipeline.source("dpm", host=HEAD, tz="UTC", year=2011, profile=DPM),
-                pipeline.source("dpns", host=HEAD, tz="UTC", year=2011, profile=NS))
+        return _held_put_pipeline(records, engine)
 
-    def feed(d, n, dpm_lines, dpns_lines):
-        for text in dpns_lines:
-            n.feed(text)
-        for text in dpm_lines:
-            d.feed(text)
+    feed = _feed_dpns_first
 
     never_stopped: list[dict] = []
     pipeline, d, n = new(never_stopped)
