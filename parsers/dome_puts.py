@@ -21,10 +21,12 @@ import heapq
 from collections import OrderedDict, deque
 
 from .lines import MAX_DIGITS
+from .schema import BY_EVICTION, BY_INPUT_END, BY_LINE, BY_TIMEOUT, FAILED, INCOMPLETE, SUCCESS
 
 # EPOCH is the head's time(0) read just after the `Selected fs` line: that line's second or the next.
 EPOCH_SLACK_S = 1
-LINE, TIMEOUT, EVICTED, INPUT_END = "line", "timeout", "evicted", "input_end"
+# A put record ends, and is named, as a request record does (schema.py, one declaration).
+LINE, TIMEOUT, EVICTED, INPUT_END = BY_LINE, BY_TIMEOUT, BY_EVICTION, BY_INPUT_END
 
 
 class OpenPut:
@@ -163,7 +165,7 @@ class PutTable:
             self._touch(put, ev)
             put.put_code = code
             if code != 200:
-                self._emit(put, "failed", LINE, ev.ts, out)
+                self._emit(put, FAILED, LINE, ev.ts, out)
         done = self.done_threads.pop(thread, None)
         if done is not None:
             put, side = done
@@ -464,13 +466,13 @@ class PutTable:
         if put.disk_time is not None or put.head_time is not None:
             self._end_joined(put, LINE, out)
         else:
-            self._emit(put, "incomplete", reason, put.latest, out)
+            self._emit(put, INCOMPLETE, reason, put.latest, out)
 
     def _end_joined(self, put: OpenPut, reason: str, out: list) -> None:
         codes = [c for c in (put.head_code, put.disk_code) if c is not None]
         failed = put.error or any(c != 200 for c in codes)
         ended = put.head_time if put.head_time is not None else put.disk_time
-        self._emit(put, "failed" if failed else "success", reason, ended, out)
+        self._emit(put, FAILED if failed else SUCCESS, reason, ended, out)
 
     def _emit(self, put: OpenPut, status: str, reason: str, ended: int, out: list) -> None:
         put.done = True
@@ -488,7 +490,7 @@ class PutTable:
             done = self.done_threads.pop(thread, None)
             if done is not None and done[0] is not put:
                 self._changed(done[0])
-        if status == "incomplete" or put.pfn is None:
+        if status == INCOMPLETE or put.pfn is None:
             pfn_cols = {"pfn": None, "size": None, "putdone_code": None}
         else:
             codes = [c for c in (put.head_code, put.disk_code) if c is not None]

@@ -78,7 +78,7 @@ PHASES = (
     ("transfer_ms", "transfer"), ("done_ms", "done"), ("total_ms", "total"),
 )
 
-STATUSES = ("success", "failed", "aborted", "incomplete")
+STATUSES = SUCCESS, FAILED, ABORTED, INCOMPLETE = ("success", "failed", "aborted", "incomplete")
 
 # Why a request record was emitted (its `end_reason`): its closing line, the event-time
 # timeout, the in-flight cap, the end of the input.

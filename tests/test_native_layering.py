@@ -10,15 +10,9 @@ registers the modules, and no module reaches into it."""
 import re
 from pathlib import Path
 
-import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "native" / "src"
 ROOT = "lib"
-# The DOME engine's two uses back up its layers: dome_puts takes the Clocks type and
-# dome_snapshot the DomeState that dome_engine.rs defines, while dome_engine uses both.
-# Left to the DOME work under way (moving Clocks and DomeState into a module of their
-# own ends them); the strict xfail below fails once they are gone, to drop them here.
-DOME_BACK_EDGES = {("dome_puts", "dome_engine"), ("dome_snapshot", "dome_engine")}
 
 _USE = re.compile(r"\bcrate::(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
@@ -74,15 +68,7 @@ def a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_native_modules_use_one_another_without_a_cycle():
     graph = module_graph()
-    for module, used in DOME_BACK_EDGES:
-        graph[module] = graph[module] - {used}
     cycle = a_cycle(graph)
-    assert cycle is None, "a module cycle in native/src: " + " -> ".join(cycle)
-
-
-@pytest.mark.xfail(strict=True, reason="the DOME engine's back edges (DOME_BACK_EDGES)")
-def test_the_dome_modules_too_use_one_another_without_a_cycle():
-    cycle = a_cycle(module_graph())
     assert cycle is None, "a module cycle in native/src: " + " -> ".join(cycle)
 
 

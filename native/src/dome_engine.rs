@@ -1,201 +1,20 @@
-//! The compiled DOME reassembler: `parsers/dome_reassembly.DomeReassembler` rule for rule
-//! (the per-host clocks and watermarks, the host's role, process lives, the handlers of
-//! each role, capacity and filesystem events), over the call table (dome_calls) and the
-//! put table (dome_puts). Fed events one by one (`feed`, an event of either parser) or a
-//! stream's lines at once (`feed_chunk`, parsed by a DomeScanner with no Python per line).
-
-use std::collections::HashMap;
+//! The compiled DOME reassembler's Python class: the state and rules of dome_state.rs
+//! (`parsers/dome_reassembly.DomeReassembler` rule for rule), fed events one by one
+//! (`feed`, an event of either parser) or a stream's lines at once (`feed_chunk`, parsed
+//! by a DomeScanner with no Python per line); its state through dome_snapshot.rs.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::dome_calls::{role_of_query, CallTable};
-use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
-use crate::dome_puts::PutTable;
+use crate::dome_event::DomeEvent;
 use crate::dome_records::Record;
+use crate::dome_state::DomeState;
 use crate::block::LineBlock;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN, UNMATCHED};
 use crate::dome_stats::DomeStats;
 use crate::chunk::Chunk;
 use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
-
-/// Why feed_chunk stopped, beyond engine.rs's reasons: lines[next - 1] was malformed.
-
-/// A map that keeps its keys in insertion order (Python's dict), for the tables whose
-/// order shows in the records (clocks: advance() sweeps hosts in that order).
-#[derive(Default, Clone)]
-pub struct Ordered<K, V> {
-    pub rows: Vec<(K, V)>,
-    index: HashMap<K, usize>,
-}
-
-impl<K: std::hash::Hash + Eq + Clone, V: Copy> Ordered<K, V> {
-    pub fn get<Q>(&self, key: &Q) -> Option<V>
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: std::hash::Hash + Eq + ?Sized,
-    {
-        self.index.get(key).map(|&i| self.rows[i].1)
-    }
-    pub fn set(&mut self, key: K, value: V) {
-        match self.index.get(&key) {
-            Some(&i) => self.rows[i].1 = value,
-            None => {
-                self.index.insert(key.clone(), self.rows.len());
-                self.rows.push((key, value));
-            }
-        }
-    }
-    pub fn values(&self) -> impl Iterator<Item = V> + '_ {
-        self.rows.iter().map(|(_, v)| *v)
-    }
-}
-
-pub type Clocks = Ordered<String, i64>;
-
-pub struct DomeState {
-    pub timeout_ms: i64,
-    pub allowance_ms: i64,
-    pub stats: DomeStats,
-    pub clocks: Clocks,
-    pub roles: HashMap<String, String>,
-    pub role_order: Vec<String>,
-    pub pids: Ordered<(String, String), i64>,
-    pub fs_enabled: Ordered<(Option<String>, Option<String>), bool>,
-    pub calls: CallTable,
-    pub puts: PutTable,
-}
-
-impl DomeState {
-    pub fn new(timeout_ms: i64, max_calls: usize, max_puts: usize, allowance_ms: i64) -> Self {
-        DomeState {
-            timeout_ms,
-            allowance_ms,
-            stats: DomeStats::default(),
-            clocks: Ordered::default(),
-            roles: HashMap::new(),
-            role_order: Vec::new(),
-            pids: Ordered::default(),
-            fs_enabled: Ordered::default(),
-            calls: CallTable::new(max_calls),
-            puts: PutTable::new(max_puts, timeout_ms),
-        }
-    }
-
-    pub fn set_role(&mut self, host: &str, role: &str) {
-        if !self.roles.contains_key(host) {
-            self.role_order.push(host.to_string());
-        }
-        self.roles.insert(host.to_string(), role.to_string());
-    }
-
-    pub fn feed(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
-        self.stats.lines += 1;
-        if self.clocks.get(ev.host.as_str()).is_none_or(|c| ev.ts > c) {
-            self.clocks.set(ev.host.clone(), ev.ts);
-        }
-        if ev.role == Role::JournaldSuppressed {
-            // journald's notice: no process's line, a record of the gap.
-            let lines = Val::int(ev.field(COUNT)).unwrap_or(0);
-            self.stats.journald_suppressed_lines += lines;
-            out.push(Record::JournaldGap { time: ev.ts, host: ev.host.clone(), program: ev.program.clone(), lines });
-            self.sweep(&ev.host, out);
-            return;
-        }
-        self.learn_role(ev);
-        self.process_life(ev, out);
-        if matches!(ev.role, Role::Accept | Role::Call) && ev.tid >= 0 {
-            self.puts.thread_reopened(ev);
-        }
-        let st = &mut self.stats;
-        match ev.role {
-            Role::Put => self.puts.entering(ev, st, out),
-            Role::PutSelected => self.puts.selected(ev, st, out),
-            Role::Returns if ev.tid >= 0 => self.puts.returns(ev, st, out),
-            Role::PutdoneDisk => self.puts.putdone(ev, "disk", st),
-            Role::PutdoneHead => self.puts.putdone(ev, "head", st),
-            Role::PutdoneError => self.puts.putdone_error(ev, st),
-            Role::Capacity => {
-                st.capacity += 1;
-                out.push(Record::Capacity {
-                    time: ev.ts, host: ev.host.clone(), fs: ev.field(FS).clone(),
-                    phys: ev.field(PHYS).clone(), free: ev.field(FREE).clone(),
-                });
-            }
-            Role::FsEnabled | Role::FsDisabled => {
-                let key = (ev.text(SERVER).map(str::to_string), ev.text(FS).map(str::to_string));
-                let enabled = ev.role == Role::FsEnabled;
-                st.fs_events += 1;
-                out.push(Record::FsEvent {
-                    time: ev.ts, host: ev.host.clone(), server: ev.field(SERVER).clone(), fs: ev.field(FS).clone(),
-                    enabled, transition: self.fs_enabled.get(&key).unwrap_or(true) != enabled,
-                });
-                self.fs_enabled.set(key, enabled);
-            }
-            _ => {}
-        }
-        if ev.tid >= 0 {
-            self.calls.line(ev, &self.roles, &mut self.stats, out);
-        } else if ev.role.frames() {
-            self.stats.unframed_lines += 1;
-        }
-        self.sweep(&ev.host, out);
-    }
-
-    pub fn advance(&mut self, now_ms: i64, out: &mut Vec<Record>) {
-        for i in 0..self.clocks.rows.len() {
-            if self.clocks.rows[i].1 < now_ms {
-                self.clocks.rows[i].1 = now_ms;
-            }
-            let host = self.clocks.rows[i].0.clone();
-            self.sweep(&host, out);
-        }
-    }
-
-    pub fn finish(&mut self, out: &mut Vec<Record>) {
-        self.calls.finish(&self.roles, &mut self.stats, out);
-        self.puts.finish(&self.clocks, &mut self.stats, out);
-    }
-
-    fn learn_role(&mut self, ev: &DomeEvent) {
-        let role = if ev.role == Role::Command {
-            role_of_query(ev.text(QUERY))
-        } else if ev.role.says_head() {
-            Some("head")
-        } else if ev.role.says_disk() {
-            Some("disk")
-        } else {
-            None
-        };
-        if let Some(role) = role {
-            self.set_role(&ev.host, role);
-        }
-    }
-
-    fn process_life(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
-        let key = (ev.host.clone(), ev.program.clone());
-        let before = self.pids.get(&key);
-        self.pids.set(key, ev.pid);
-        if ev.role == Role::Startup {
-            if before.is_some() {
-                self.stats.process_deaths += 1;
-            }
-            self.calls.end_process(&ev.host, None, &self.roles, &mut self.stats, out);
-            self.puts.process_started(&ev.host, ev.pid);
-        } else if before.is_some_and(|b| b != ev.pid) {
-            self.stats.process_deaths += 1;
-            self.calls.end_process(&ev.host, Some(ev.pid), &self.roles, &mut self.stats, out);
-        }
-    }
-
-    fn sweep(&mut self, host: &str, out: &mut Vec<Record>) {
-        let Some(clock) = self.clocks.get(host) else { return };
-        let horizon = clock - self.allowance_ms - self.timeout_ms;
-        self.calls.expire(host, horizon, &self.roles, &mut self.stats, out);
-        self.puts.expire(&self.clocks, self.allowance_ms, &mut self.stats, out);
-    }
-}
 
 /// The extension's DOME reassembler (parsers/compiled_dome.py wraps it).
 #[pyclass(module = "dpmstream.parsers._native", subclass, unsendable)]

@@ -12,14 +12,13 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
+// A put record ends, and is named, as a request record does (schema.rs, one declaration).
+use crate::schema::{BY_EVICTION as EVICTED, BY_INPUT_END as INPUT_END, BY_LINE as LINE, BY_TIMEOUT as TIMEOUT};
+use crate::schema::{FAILED, INCOMPLETE, SUCCESS};
 
 const EPOCH_SLACK_S: i64 = 1;
 /// A PUTCOUNT or EPOCH longer than this is no name the head gave (parsers/dome_puts.MAX_DIGITS).
 const MAX_DIGITS: usize = 18;
-pub const LINE: &str = "line";
-pub const TIMEOUT: &str = "timeout";
-pub const EVICTED: &str = "evicted";
-pub const INPUT_END: &str = "input_end";
 
 pub type Thread = (String, i64, i64);
 pub type NameKey = (Option<String>, String);
@@ -282,7 +281,7 @@ impl PutTable {
                 self.touch(seq, ev);
                 self.get(seq).unwrap().put_code = code;
                 if code != Some(200) {
-                    self.emit(seq, "failed", LINE, ev.ts, stats, out);
+                    self.emit(seq, FAILED, LINE, ev.ts, stats, out);
                 }
             }
         }
@@ -420,7 +419,7 @@ impl PutTable {
     }
 
     // -- time ---------------------------------------------------------------------------
-    pub fn expire(&mut self, clocks: &crate::dome_engine::Clocks, allowance_ms: i64, stats: &mut DomeStats,
+    pub fn expire(&mut self, clocks: &crate::dome_clocks::Clocks, allowance_ms: i64, stats: &mut DomeStats,
                   out: &mut Vec<Record>) {
         if !self.waiting_order.is_empty() {
             let latest = if self.heads.is_empty() {
@@ -466,7 +465,7 @@ impl PutTable {
         }
     }
 
-    pub fn finish(&mut self, clocks: &crate::dome_engine::Clocks, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn finish(&mut self, clocks: &crate::dome_clocks::Clocks, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let order: Vec<(NameKey, u64)> = self.waiting_order.drain(..).collect();
         for (key, id) in order {
             if self.items.get(&id).is_some_and(|i| i.waiting) {
@@ -535,7 +534,7 @@ impl PutTable {
             self.end_joined(seq, LINE, stats, out);
         } else {
             let latest = p.latest;
-            self.emit(seq, "incomplete", reason, latest, stats, out);
+            self.emit(seq, INCOMPLETE, reason, latest, stats, out);
         }
     }
 
@@ -543,7 +542,7 @@ impl PutTable {
         let p = &self.open[&seq].1;
         let failed = p.error || [p.head_code, p.disk_code].iter().flatten().any(|c| *c != 200);
         let ended = p.head_time.or(p.disk_time).unwrap_or(p.latest);
-        self.emit(seq, if failed { "failed" } else { "success" }, reason, ended, stats, out);
+        self.emit(seq, if failed { FAILED } else { SUCCESS }, reason, ended, stats, out);
     }
 
     fn emit(&mut self, seq: i64, status: &'static str, reason: &'static str, ended: i64, stats: &mut DomeStats,
@@ -570,7 +569,7 @@ impl PutTable {
             }
         }
         let joined = put.pfn.is_some();
-        let with_pfn = status != "incomplete" && joined;
+        let with_pfn = status != INCOMPLETE && joined;
         let code = put.head_code.or(put.disk_code);
         stats.puts += 1;
         out.push(Record::Put(PutRecord {

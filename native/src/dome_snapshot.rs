@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 
 use crate::dome_calls::OpenCall;
-use crate::dome_engine::DomeState;
+use crate::dome_state::DomeState;
 use crate::dome_event::DomeEvent;
 use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;

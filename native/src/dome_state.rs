@@ -1,0 +1,157 @@
+//! The DOME reassembly's state and rules, `parsers/dome_reassembly.DomeReassembler` rule for
+//! rule: the per-host clocks and watermarks, the host's role, process lives, the handlers
+//! of each role, capacity and filesystem events, over the call table (dome_calls) and the
+//! put table (dome_puts). No Python here: dome_engine.rs is its binding, dome_snapshot.rs
+//! its state codec.
+
+use std::collections::HashMap;
+
+use crate::dome_calls::{role_of_query, CallTable};
+use crate::dome_clocks::{Clocks, Ordered};
+use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
+use crate::dome_puts::PutTable;
+use crate::dome_records::Record;
+use crate::dome_stats::DomeStats;
+
+pub struct DomeState {
+    pub timeout_ms: i64,
+    pub allowance_ms: i64,
+    pub stats: DomeStats,
+    pub clocks: Clocks,
+    pub roles: HashMap<String, String>,
+    pub role_order: Vec<String>,
+    pub pids: Ordered<(String, String), i64>,
+    pub fs_enabled: Ordered<(Option<String>, Option<String>), bool>,
+    pub calls: CallTable,
+    pub puts: PutTable,
+}
+
+impl DomeState {
+    pub fn new(timeout_ms: i64, max_calls: usize, max_puts: usize, allowance_ms: i64) -> Self {
+        DomeState {
+            timeout_ms,
+            allowance_ms,
+            stats: DomeStats::default(),
+            clocks: Ordered::default(),
+            roles: HashMap::new(),
+            role_order: Vec::new(),
+            pids: Ordered::default(),
+            fs_enabled: Ordered::default(),
+            calls: CallTable::new(max_calls),
+            puts: PutTable::new(max_puts, timeout_ms),
+        }
+    }
+
+    pub fn set_role(&mut self, host: &str, role: &str) {
+        if !self.roles.contains_key(host) {
+            self.role_order.push(host.to_string());
+        }
+        self.roles.insert(host.to_string(), role.to_string());
+    }
+
+    pub fn feed(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
+        self.stats.lines += 1;
+        if self.clocks.get(ev.host.as_str()).is_none_or(|c| ev.ts > c) {
+            self.clocks.set(ev.host.clone(), ev.ts);
+        }
+        if ev.role == Role::JournaldSuppressed {
+            // journald's notice: no process's line, a record of the gap.
+            let lines = Val::int(ev.field(COUNT)).unwrap_or(0);
+            self.stats.journald_suppressed_lines += lines;
+            out.push(Record::JournaldGap { time: ev.ts, host: ev.host.clone(), program: ev.program.clone(), lines });
+            self.sweep(&ev.host, out);
+            return;
+        }
+        self.learn_role(ev);
+        self.process_life(ev, out);
+        if matches!(ev.role, Role::Accept | Role::Call) && ev.tid >= 0 {
+            self.puts.thread_reopened(ev);
+        }
+        let st = &mut self.stats;
+        match ev.role {
+            Role::Put => self.puts.entering(ev, st, out),
+            Role::PutSelected => self.puts.selected(ev, st, out),
+            Role::Returns if ev.tid >= 0 => self.puts.returns(ev, st, out),
+            Role::PutdoneDisk => self.puts.putdone(ev, "disk", st),
+            Role::PutdoneHead => self.puts.putdone(ev, "head", st),
+            Role::PutdoneError => self.puts.putdone_error(ev, st),
+            Role::Capacity => {
+                st.capacity += 1;
+                out.push(Record::Capacity {
+                    time: ev.ts, host: ev.host.clone(), fs: ev.field(FS).clone(),
+                    phys: ev.field(PHYS).clone(), free: ev.field(FREE).clone(),
+                });
+            }
+            Role::FsEnabled | Role::FsDisabled => {
+                let key = (ev.text(SERVER).map(str::to_string), ev.text(FS).map(str::to_string));
+                let enabled = ev.role == Role::FsEnabled;
+                st.fs_events += 1;
+                out.push(Record::FsEvent {
+                    time: ev.ts, host: ev.host.clone(), server: ev.field(SERVER).clone(), fs: ev.field(FS).clone(),
+                    enabled, transition: self.fs_enabled.get(&key).unwrap_or(true) != enabled,
+                });
+                self.fs_enabled.set(key, enabled);
+            }
+            _ => {}
+        }
+        if ev.tid >= 0 {
+            self.calls.line(ev, &self.roles, &mut self.stats, out);
+        } else if ev.role.frames() {
+            self.stats.unframed_lines += 1;
+        }
+        self.sweep(&ev.host, out);
+    }
+
+    pub fn advance(&mut self, now_ms: i64, out: &mut Vec<Record>) {
+        for i in 0..self.clocks.rows.len() {
+            if self.clocks.rows[i].1 < now_ms {
+                self.clocks.rows[i].1 = now_ms;
+            }
+            let host = self.clocks.rows[i].0.clone();
+            self.sweep(&host, out);
+        }
+    }
+
+    pub fn finish(&mut self, out: &mut Vec<Record>) {
+        self.calls.finish(&self.roles, &mut self.stats, out);
+        self.puts.finish(&self.clocks, &mut self.stats, out);
+    }
+
+    fn learn_role(&mut self, ev: &DomeEvent) {
+        let role = if ev.role == Role::Command {
+            role_of_query(ev.text(QUERY))
+        } else if ev.role.says_head() {
+            Some("head")
+        } else if ev.role.says_disk() {
+            Some("disk")
+        } else {
+            None
+        };
+        if let Some(role) = role {
+            self.set_role(&ev.host, role);
+        }
+    }
+
+    fn process_life(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
+        let key = (ev.host.clone(), ev.program.clone());
+        let before = self.pids.get(&key);
+        self.pids.set(key, ev.pid);
+        if ev.role == Role::Startup {
+            if before.is_some() {
+                self.stats.process_deaths += 1;
+            }
+            self.calls.end_process(&ev.host, None, &self.roles, &mut self.stats, out);
+            self.puts.process_started(&ev.host, ev.pid);
+        } else if before.is_some_and(|b| b != ev.pid) {
+            self.stats.process_deaths += 1;
+            self.calls.end_process(&ev.host, Some(ev.pid), &self.roles, &mut self.stats, out);
+        }
+    }
+
+    fn sweep(&mut self, host: &str, out: &mut Vec<Record>) {
+        let Some(clock) = self.clocks.get(host) else { return };
+        let horizon = clock - self.allowance_ms - self.timeout_ms;
+        self.calls.expire(host, horizon, &self.roles, &mut self.stats, out);
+        self.puts.expire(&self.clocks, self.allowance_ms, &mut self.stats, out);
+    }
+}
