@@ -16,6 +16,7 @@ import pytest
 from dpmstream.commands.stack.process import free_port
 from dpmstream.parsers.clock import rfc3339_to_ms
 from dpmstream.parsers.dome_reassembly import ALLOWANCE_MS
+from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.kafka.envelope import decode
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from tests.scenarios.test_dome_truth import as_cells, in_truth_order, truth_rows
@@ -111,7 +112,8 @@ def test_a_nodes_lines_delivered_late_still_meet_their_puts(kafka_broker, site, 
     kafka_broker.create_topics([t["lines"]], partitions=1)
     produce(kafka_broker.bootstrap, t["lines"], recs)
     metrics = PipelineMetrics()
-    run_worker(kafka_broker, t, len(recs), metrics=metrics, partitions=1, timeout_s=TIMEOUT_S,
+    run_worker(kafka_broker, t, len(recs), metrics=metrics, partitions=1,
+               reassembly=ReassemblySettings(timeout_s=TIMEOUT_S),
                dome_merge_horizon_s=horizon_s, dome_merge_max_lines=200_000)
     assert_every_put_as_the_truth(kafka_broker, t, site)
     released = sample(metrics, "dpmstream_dome_merge_lines_total", outcome="released")
@@ -127,7 +129,8 @@ def test_without_the_merge_a_late_head_nodes_puts_lose_their_disk_putdones(kafka
     t = topics("dome-late-nomerge")
     kafka_broker.create_topics([t["lines"]], partitions=1)
     produce(kafka_broker.bootstrap, t["lines"], recs)
-    run_worker(kafka_broker, t, len(recs), partitions=1, timeout_s=TIMEOUT_S,
+    run_worker(kafka_broker, t, len(recs), partitions=1,
+               reassembly=ReassemblySettings(timeout_s=TIMEOUT_S),
                dome_merge_horizon_s=0)
     want = truth_puts(site)
     got = worker_puts(kafka_broker, t, list(want[0]))
@@ -152,7 +155,8 @@ def test_a_node_that_stops_holds_the_others_no_longer_than_the_horizon(kafka_bro
     kafka_broker.create_topics([t["lines"]], partitions=1)
     produce(kafka_broker.bootstrap, t["lines"], recs)
     metrics = PipelineMetrics()
-    run_worker(kafka_broker, t, len(recs), metrics=metrics, partitions=1, timeout_s=TIMEOUT_S)
+    run_worker(kafka_broker, t, len(recs), metrics=metrics, partitions=1,
+               reassembly=ReassemblySettings(timeout_s=TIMEOUT_S))
     live_until = min(nodes[HEAD][-1][0], nodes[other][-1][0])
     calls = [from_json(v) for v in published(kafka_broker, t) if v["kind"] == "dome_call"]
     head_calls = {(c["pid"], c["tid"], c["start"]) for c in calls if c["host"] == HEAD}
