@@ -302,6 +302,25 @@ def _feed_dpns_first(d, n, dpm_lines, dpns_lines) -> None:
         d.feed(text)
 
 
+def _records_never_stopped(engine: str) -> list[dict]:
+    """The records of the held-creat put's lines read by one pipeline that never stops."""
+    dpm, early, creat, later, tail = _a_put_whose_creat_is_held()
+    records: list[dict] = []
+    pipeline, d, n = _held_put_pipeline(records, engine)
+    _feed_dpns_first(d, n, dpm, early + creat)
+    _feed_dpns_first(d, n, tail, later)
+    pipeline.finish()
+    return records
+
+
+def _same_records(a: list[dict], b: list[dict]) -> bool:
+    """The same records, in any order."""
+    def canonical(records):
+        return sorted(json.dumps(r, sort_keys=True) for r in records)
+
+    return canonical(a) == canonical(b)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine):
     """`run --state` and the Kafka worker keep the state they restored from and every
@@ -311,34 +330,24 @@ def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine)
     was taken, the linker's change is reported, and a pipeline rebuilt from all of them
     gives the records of one that never stopped."""
     dpm, early, creat, later, tail = _a_put_whose_creat_is_held()
-
-    def new(records):
-        return _held_put_pipeline(records, engine)
-
-    feed = _feed_dpns_first
-
-    never_stopped: list[dict] = []
-    pipeline, d, n = new(never_stopped)
-    feed(d, n, dpm, early + creat)
-    feed(d, n, tail, later)
-    pipeline.finish()
+    never_stopped = _records_never_stopped(engine)
     assert requests_of(never_stopped)[0]["ns_calls"] == 1  # what the restart must keep
 
     records: list[dict] = []
-    before, d, n = new(records)
+    before, d, n = _held_put_pipeline(records, engine)
     before.track_changes()
-    feed(d, n, dpm, early + creat)
+    _feed_dpns_first(d, n, dpm, early + creat)
     first = before.take_changes()
     assert len(first.linker["requests"]) == 1 and len(first.linker["calls"]) == 1  # held
 
     store = StateChanges()
     store.merge(first)
     as_taken = json.dumps(state_keys.encode(store), sort_keys=True)
-    after, d, n = new(records)
+    after, d, n = _held_put_pipeline(records, engine)
     after.track_changes()
     after.restore(store)
     takes = [after.take_changes()]
-    feed(d, n, tail, later)  # moves event time on: the creat links, the request is let out
+    _feed_dpns_first(d, n, tail, later)  # moves event time on: the creat links, the request is let out
     assert requests_of(records)[0]["ns_calls"] == 1
     takes.append(after.take_changes())
     assert json.dumps(state_keys.encode(store), sort_keys=True) == as_taken  # restored from
@@ -347,15 +356,12 @@ def test_a_state_handed_in_or_out_is_not_changed_by_the_lines_read_after(engine)
         store.merge(taken)
     as_taken = json.dumps(state_keys.encode(store), sort_keys=True)
 
-    again, d, n = new(records)
+    again, d, n = _held_put_pipeline(records, engine)
     again.track_changes()
     again.restore(store)
     again.finish()
     assert json.dumps(state_keys.encode(store), sort_keys=True) == as_taken
-    def same(rs):  # the same records; a restart may emit them in another order
-        return sorted(json.dumps(r, sort_keys=True) for r in rs)
-
-    assert same(records) == same(never_stopped)
+    assert _same_records(records, never_stopped)  # a restart may emit them in another order
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -366,22 +372,12 @@ def test_a_state_saved_when_durations_were_keyed_by_their_columns_restores_to_th
     into a pipeline that then gives the records of one that never stopped, under today's
     keys."""
     dpm, early, creat, later, tail = _a_put_whose_creat_is_held()
-
-    def new(records):
-        return _held_put_pipeline(records, engine)
-
-    feed = _feed_dpns_first
-
-    never_stopped: list[dict] = []
-    pipeline, d, n = new(never_stopped)
-    feed(d, n, dpm, early + creat)
-    feed(d, n, tail, later)
-    pipeline.finish()
+    never_stopped = _records_never_stopped(engine)
 
     records: list[dict] = []
-    before, d, n = new(records)
+    before, d, n = _held_put_pipeline(records, engine)
     before.track_changes()
-    feed(d, n, dpm, early + creat)
+    _feed_dpns_first(d, n, dpm, early + creat)
     store = StateChanges()
     store.merge(before.take_changes())
     flat = json.loads(json.dumps(state_keys.encode(store)))
@@ -395,19 +391,16 @@ def test_a_state_saved_when_durations_were_keyed_by_their_columns_restores_to_th
     held["calls"] = [[as_saved_before(row[0]), *row[1:]] for row in held["calls"]]
     assert "total_s" in held["requests"][0] and "duration_s" in held["calls"][0][0]
 
-    after, d, n = new(records)
+    after, d, n = _held_put_pipeline(records, engine)
     after.restore(state_keys.decode(flat))
-    feed(d, n, tail, later)
+    _feed_dpns_first(d, n, tail, later)
     after.finish()
     (req,) = requests_of(records)
     assert (req["ns_calls"], req["ns_ms"]) == (1, 250) and req["total_ms"] > 0
     assert tuple(req) == schema.REQUEST_KEYS + schema.LINKED_REQUEST_FIELDS
     assert all(tuple(c) == schema.CALL_KEYS for c in calls_of(records))
 
-    def same(rs):  # the same records; a restart may emit them in another order
-        return sorted(json.dumps(r, sort_keys=True) for r in rs)
-
-    assert same(records) == same(never_stopped)
+    assert _same_records(records, never_stopped)  # a restart may emit them in another order
 
 
 @pytest.mark.parametrize("engine", ENGINES)
