@@ -31,6 +31,16 @@ def as_json(records):
     return [dome_records.to_json_dict(r) for r in records]
 
 
+def stored(store: dict, changes: dict) -> None:
+    """A checkpoint's net changes written to `store` as the state topic keeps them: through
+    JSON, a None value deleting its key."""
+    for key, value in json.loads(json.dumps(changes)).items():
+        if value is None:
+            store.pop(key, None)
+        else:
+            store[key] = value
+
+
 @pytest.mark.parametrize("every", [50, 997])
 def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_same_records(site, every):
     """Batches of `every` records, each checkpoint's changes into a store (latest per key,
@@ -45,11 +55,7 @@ def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_sa
         part.feed_batch([Message(k, v, start + i) for i, (k, v) in enumerate(recs[start:start + every])])
         records, changes = part.checkpoint()
         out += records
-        for key, value in json.loads(json.dumps(changes)).items():
-            if value is None:
-                store.pop(key, None)
-            else:
-                store[key] = value
+        stored(store, changes)
         part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
         part.restore(dict(store))
     assert part.next_offset == len(recs)
@@ -107,11 +113,7 @@ def test_a_partition_holding_a_late_nodes_others_restored_after_any_batch_gives_
         part.feed_batch([Message(k, v, start + i) for i, (k, v) in enumerate(recs[start:start + 50])])
         records, changes = part.checkpoint()
         out += records
-        for key, value in json.loads(json.dumps(changes)).items():
-            if value is None:
-                store.pop(key, None)
-            else:
-                store[key] = value
+        stored(store, changes)
         most_held = max(most_held, sum(k.startswith("e|h|") for k in store))
         part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S))
         part.restore(dict(store))
