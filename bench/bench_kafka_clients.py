@@ -31,7 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
-from topic_fill import bench_broker, fill_topic, log_files, make_records
+from topic_fill import bench_broker, filled_topic, log_files
 from yardstick import GREP_ENV, ONE_CORE, grep_command, load_note, pinning_note, run_measured
 
 HERE = Path(__file__).resolve().parent
@@ -140,11 +140,8 @@ def main() -> int:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     with bench_broker(args.broker, workdir, "clients") as (bootstrap, _):
-        records = make_records(workdir, args.lines, args.hosts)
-        total = len(records)
-        topic = f"bench-clients-{uuid.uuid4().hex[:8]}"
-        asyncio.run(fill_topic(bootstrap, topic, args.hosts, records))
-        del records
+        topic, total = filled_topic(bootstrap, workdir, args.lines, args.hosts, args.hosts,
+                                    "clients")
         print(f"filled {topic}: {total:,} records; {pinning_note()}; {load_note()}")
         grep_files = [*log_files(workdir, args.lines, args.hosts)] * args.hosts
         grep = grep_command(grep_files)

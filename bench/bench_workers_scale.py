@@ -36,7 +36,7 @@ import uuid
 from pathlib import Path
 
 from bench_worker import peak_rss_mib
-from topic_fill import bench_broker, fill_topic, make_records
+from topic_fill import bench_broker, filled_topic
 from yardstick import load_note
 
 HERE = Path(__file__).resolve().parent
@@ -195,11 +195,8 @@ def main() -> int:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     with bench_broker(args.broker, workdir, "scale") as (bootstrap, broker):
-        records = make_records(workdir, args.lines, args.hosts)
-        total = len(records)
-        topic = f"bench-scale-{uuid.uuid4().hex[:8]}"
-        asyncio.run(fill_topic(bootstrap, topic, args.partitions, records))
-        del records
+        topic, total = filled_topic(bootstrap, workdir, args.lines, args.hosts, args.partitions,
+                                    "scale")
         spread = asyncio.run(lines_per_partition(bootstrap, topic, args.partitions))
         print(f"filled {topic}: {total:,} lines, {args.hosts} hosts over {args.partitions} partitions "
               f"(lines per partition: {', '.join(f'{n:,}' for n in spread)}); {os.cpu_count()} cpus; "

@@ -91,3 +91,15 @@ async def fill_topic(bootstrap: str, topic: str, partitions: int, records) -> No
         await asyncio.gather(*pending)
     finally:
         await producer.stop()
+
+
+def filled_topic(bootstrap: str, workdir: Path, lines: int, hosts: int, partitions: int,
+                 name: str) -> tuple[str, int]:
+    """(topic, records): a fresh topic `bench-NAME-...` of `partitions` partitions holding
+    make_records' envelopes, which are not kept (a child process reads them back)."""
+    import uuid
+
+    records = make_records(workdir, lines, hosts)
+    topic = f"bench-{name}-{uuid.uuid4().hex[:8]}"
+    asyncio.run(fill_topic(bootstrap, topic, partitions, records))
+    return topic, len(records)
