@@ -158,8 +158,11 @@ class PartitionState:
         stamps = self._stamps.get(src.profile.name)
         if stamps is None:
             stamps = self._stamps[src.profile.name] = LineStamps(src.profile, self.tz)
-        released = self.dome_merge.push(src.name, stamps.stamp(line, received_ms),
-                                        [line, received_ms])
+        self._feed_released(self.dome_merge.push(src.name, stamps.stamp(line, received_ms),
+                                                 [line, received_ms]))
+
+    def _feed_released(self, released) -> None:
+        """The lines the merge let out, each to its node's source, in the merge's order."""
         sources = self.pipeline.sources
         for lane, (held_line, held_ms) in released:
             sources[lane].feed(held_line, received_ms=held_ms)
@@ -168,9 +171,7 @@ class PartitionState:
         """The end of input, which a streaming worker never reaches (a test's, or a
         partition read to its end): the merge's held lines go to their sources in event
         time, then the pipeline finishes (every open request and call ends)."""
-        sources = self.pipeline.sources
-        for lane, (held_line, held_ms) in self.dome_merge.drain():
-            sources[lane].feed(held_line, received_ms=held_ms)
+        self._feed_released(self.dome_merge.drain())
         self.pipeline.finish()
 
     def _decoded(self, key, value, kafka_offset):
