@@ -94,7 +94,7 @@ async def _settled(bootstrap, committed_consumer, tps, timeout_s=120.0):
         await uncommitted.stop()
 
 
-async def _read_topic(bootstrap, topic, isolation="read_committed"):
+async def _read_topic(bootstrap, topic, isolation="read_committed", value_of=json.loads):
     from aiokafka import AIOKafkaConsumer
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
@@ -115,15 +115,15 @@ async def _read_topic(bootstrap, topic, isolation="read_committed"):
                 break
             batch = await consumer.getmany(timeout_ms=500)
             for msgs in batch.values():
-                out += [(m.key, None if m.value is None else json.loads(m.value)) for m in msgs]
+                out += [(m.key, None if m.value is None else value_of(m.value)) for m in msgs]
         return out
     finally:
         await consumer.stop()
 
 
-def read_topic(bootstrap, topic, isolation="read_committed"):
-    """Every (key, value) of a topic, values decoded from JSON."""
-    return asyncio.run(_read_topic(bootstrap, topic, isolation))
+def read_topic(bootstrap, topic, isolation="read_committed", value_of=json.loads):
+    """Every (key, value) of a topic, values decoded from JSON (or by `value_of`)."""
+    return asyncio.run(_read_topic(bootstrap, topic, isolation, value_of))
 
 
 def produce(bootstrap, topic, records, chunk=None, pause_s=0.0):

@@ -23,6 +23,7 @@ carries on from the last committed batch.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
@@ -33,6 +34,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from dpmstream.streams.kafka.batch_send import send_batched
 from dpmstream.streams.kafka.key_partitioner import KeyPartitioner
 from dpmstream.streams.kafka.state import PartitionState
+from dpmstream.streams.kafka.state_parts import StateParts
 from dpmstream.streams.kafka.record_topics import RecordTopics
 
 log = logging.getLogger("dpmstream.worker")
@@ -65,6 +67,7 @@ class PartitionOwners:
         self.state_topic = state_topic
         self.parts: dict[int, PartitionState] = {}
         self.producers: dict[int, AIOKafkaProducer] = {}
+        self.state_parts: dict[int, StateParts] = {}   # p -> its values stored in parts
         self._loader: AIOKafkaConsumer | None = None
         self.partitioner = KeyPartitioner()   # every producer's; send_batched's too
 
@@ -117,22 +120,24 @@ class PartitionOwners:
         loader.assign([tp])
         await loader.seek_to_beginning(tp)
         end = (await loader.end_offsets([tp]))[tp]   # read_committed: the stable offset
-        states: dict[str, object] = {}
+        latest: dict[str, bytes] = {}
         while await loader.position(tp) < end:
             batch = await loader.getmany(tp, timeout_ms=1000, max_records=50_000)
             for msg in batch.get(tp, ()):
                 key = msg.key.decode()
                 if msg.value is None:
-                    states.pop(key, None)
+                    latest.pop(key, None)
                 else:
-                    states[key] = json.loads(msg.value)
-        return states
+                    latest[key] = msg.value
+        self.state_parts[p], whole = StateParts.joined(latest)
+        return {key: json.loads(value) for key, value in whole.items()}
 
     async def drop(self, partitions) -> None:
         """Forget p (revoked, fenced, or failed): its uncommitted work is redone by
         whoever takes it next."""
         for p in list(partitions):
             self.parts.pop(p, None)
+            self.state_parts.pop(p, None)
             producer = self.producers.pop(p, None)
             if producer is not None:
                 try:
@@ -159,10 +164,15 @@ class PartitionOwners:
                 out.write(rec)
             messages = [(topic, key, value, None) for topic, key, value in out.take()]
             state = self.state_topic
-            messages += [(state, key.encode(), value, p) for key, value in changes.items()]
+            stored = self.state_parts[p].split(changes)
+            messages += [(state, key.encode(), value, p) for key, value in stored.items()]
             await send_batched(producer, self.partitioner, messages, sent)
             await producer.send_offsets_to_transaction(
                 {TopicPartition(cfg.lines_topic, p): next_offset}, cfg.group_id)
+            # aiokafka commits a transaction even when one of its batches was refused
+            # (e.g. MessageSizeTooLarge): the rest would commit without it. Every delivery
+            # must have succeeded first; a failed one raises here and aborts it all.
+            await asyncio.gather(*sent)
             await producer.commit_transaction()
         except ProducerFenced:
             _settle(sent)

@@ -5,6 +5,7 @@ before it, whose later commit then comes to nothing."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections import namedtuple
 
@@ -15,7 +16,8 @@ from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.topics import ensure_topics
 from dpmstream.streams.kafka.worker import WorkerConfig
-from tests.worker_helpers import as_json, canonical, committed_offsets, envelopes, read_topic
+from tests.worker_helpers import (
+    _read_topic, as_json, canonical, committed_offsets, envelopes, read_topic)
 
 pytestmark = pytest.mark.services
 
@@ -115,3 +117,85 @@ def test_taking_a_partition_fences_its_previous_owner(kafka_broker, lines):
 
     asyncio.run(main())
     assert canonical(output(cfg)) == canonical(as_json(in_one_pipeline(lines)))   # nothing twice
+
+
+def _held_requests(records, copies):
+    """A linker state holding `copies` of each record (distinct tokens): what a busy head
+    node's linking holds while its name-server log lags, several MiB of it."""
+    held = [dict(r, token=f"{r['token']}-{i}") for i in range(copies) for r in records]
+    return {"runs": [], "calls": [], "requests": held, "ns_hosts": [], "heads": {}}
+
+
+async def _latest(bootstrap, topic):
+    """The state topic as a reader sees it: the latest bytes of every key not deleted."""
+    latest = {}
+    for key, value in await _read_topic(bootstrap, topic, value_of=bytes):
+        latest[key.decode()] = value
+    return {k: v for k, v in latest.items() if v is not None}
+
+
+def test_a_state_value_bigger_than_a_kafka_record_is_stored_in_parts_and_read_back_whole(
+        kafka_broker, lines):
+    cfg = config(kafka_broker)
+    state_topic = f"{cfg.group_id}-state"
+    records = [r for r in in_one_pipeline(lines) if r.get("token")]
+    big = _held_requests(records, 100)
+    small = _held_requests(records[:2], 1)
+
+    async def commit_linker(linker, offset):
+        owners = PartitionOwners(cfg, state_topic)
+        await owners.start()
+        part, states = await owners.take(0)
+        outcome = await owners.commit(part, [], encode_changes({"l": linker}), offset)
+        await owners.stop()
+        return outcome, states
+
+    async def main():
+        await _topics(cfg, state_topic)
+        assert (await commit_linker(big, 1))[0] is Outcome.COMMITTED
+        stored = await _latest(cfg.bootstrap, state_topic)
+        assert len(encode_changes({"l": big})["l"]) > 4 << 20      # far over 1 MiB
+        assert max(len(v) for v in stored.values()) < 1 << 20
+        assert sum(k.startswith("c|") for k in stored) >= 16
+        # The next owner reads it whole, and writes a smaller one over it.
+        outcome, states = await commit_linker(small, 2)
+        assert outcome is Outcome.COMMITTED
+        assert states["l"] == json.loads(json.dumps(big))
+        _, states = await commit_linker(small, 3)
+        assert states["l"] == json.loads(json.dumps(small))
+        left = [k for k in await _latest(cfg.bootstrap, state_topic) if k.startswith("c|")]
+        assert not left, "the big value's parts outlived it"
+
+    asyncio.run(main())
+
+
+def test_a_record_the_broker_refuses_fails_the_whole_transaction(kafka_broker, lines):
+    """aiokafka commits a transaction one of whose batches the broker refused; the worker
+    must not: nothing of the batch (records, state, offset) may be committed without it."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    cfg = config(kafka_broker)
+    state_topic = f"{cfg.group_id}-state"
+
+    async def main():
+        admin = AIOKafkaAdminClient(bootstrap_servers=cfg.bootstrap)
+        await admin.start()
+        try:   # a requests topic that refuses any batch of a request record
+            await admin.create_topics([NewTopic(cfg.requests_topic, 1, 1,
+                                                topic_configs={"max.message.bytes": "100"})])
+        finally:
+            await admin.close()
+        await _topics(cfg, state_topic)
+        owners = PartitionOwners(cfg, state_topic)
+        await owners.start()
+        part, _ = await owners.take(0)
+        outcome, records = await _batch(owners, part, lines)
+        await owners.stop()
+        return outcome, records
+
+    outcome, records = asyncio.run(main())
+    assert any(r.get("kind") == "put" or r.get("token") for r in records)
+    assert outcome is Outcome.FAILED
+    assert read_topic(cfg.bootstrap, cfg.requests_topic) == []
+    assert read_topic(cfg.bootstrap, cfg.calls_topic) == []
+    assert read_topic(cfg.bootstrap, state_topic) == []
+    assert committed_offsets(cfg.bootstrap, cfg.group_id) == {}
