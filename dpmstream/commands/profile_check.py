@@ -13,18 +13,28 @@ import sys
 from collections import Counter
 
 from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
+from dpmstream.parsers.fastpath import compiled_role_lines
 from dpmstream.parsers.fit import (
-    CATCH_ALL, MIN_LINES_TO_JUDGE, ORPHAN_ROLES, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
+    CATCH_ALL, MIN_LINES_TO_JUDGE, OPENING, ORPHAN_ROLES, ROLE_MEANING, CutWatch, Reassembled, judge,
+    looks_like,
 )
+from dpmstream.parsers.lines import MAX_LINE_BYTES
 from dpmstream.parsers.dome_profiles import DomeProfile, bundled_dome_profiles, resolve_any_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
 from dpmstream.parsers.shapes import shape
-from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
+from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
 from dpmstream.parsers.pipeline import Pipeline
 
 EXAMPLE_CHARS = 200
 MAX_SHAPES = 10_000  # distinct catch-all shapes kept per profile; more are counted apart
 NOT_FITTING = 1
+# The steps ProfileLines.tally leaves to Python (native/src/profile_tally.rs).
+RUN, WATCH, PYTHON, WATCH_TOKEN = range(4)
+
+
+def _text(raw: bytes) -> str:
+    """A line as the check reads it: a bad byte is U+FFFD, the line break dropped."""
+    return raw.decode("utf-8", "replace").rstrip("\r\n")
 
 
 class ProfileTally:
@@ -50,6 +60,74 @@ class ProfileTally:
         self.pipeline = Pipeline(self.cut.on_record, profiles=[profile])
         self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
         self._orphans = 0
+        # The per-line work in the extension where it is built (add_block); else, and for
+        # the lines it leaves to Python, add() line by line: the reference.
+        self.compiled = compiled_role_lines(profile, CATCH_ALL, ORPHAN_ROLES, OPENING,
+                                            ("returns",), MAX_LINE_BYTES)
+
+    def add_block(self, lines, n: int) -> None:
+        """The first n of `lines` (a block of the file's lines as bytes), as add() takes
+        each one: the extension counts and classifies them, Python feeds the daemon's own
+        lines to the reassembly in runs, watches it after token and slow-thread lines (one
+        by one, as add() does), shapes the rare lines and reads whole those it leaves."""
+        if self.compiled is None:
+            for i in range(n):
+                self.add(_text(lines[i]))
+            return
+        t = self.compiled.tally(lines, n)
+        self.malformed += t.malformed
+        self.foreign += t.foreign
+        self.own += t.own
+        for role, matched, own in zip(ROLES, t.roles, t.own_roles):
+            if matched:
+                self.roles[role] += matched
+            if own:
+                self.own_roles[role] += own
+        rare, shaped = t.rare, 0
+        for kind, i, j, token in t.steps:
+            if kind == RUN:
+                self._feed_run(lines, i, j)
+            elif kind == PYTHON:
+                shaped = self._shape_rare(lines, rare, shaped, i)
+                self.add(_text(lines[i]))
+            else:
+                self._feed(_text(lines[i]), ROLES[j])
+                if kind == WATCH_TOKEN:
+                    self.cut.on_token(token, self.pipeline.reassembler.latest)
+        self._shape_rare(lines, rare, shaped, n)
+
+    def _feed_run(self, lines, start: int, end: int) -> None:
+        """Own lines [start, end) of no watched role into the reassembly, as a chunk once
+        the watch has its first event time (until then one by one, as add() feeds)."""
+        while start < end and not self.cut.started:
+            self._feed(_text(lines[start]), None)
+            start += 1
+        if start < end:
+            self.source.feed_chunk(lines if (start, end) == (0, len(lines)) else lines[start:end])
+            self.cut.on_time(self.pipeline.reassembler.latest)
+
+    def _shape_rare(self, lines, rare: list[int], at: int, before: int) -> int:
+        """The shapes of rare lines rare[at:] up to line `before` (unmatched, or a daemon's
+        line of a catch-all role), in order; returns where it stopped."""
+        while at < len(rare) and rare[at] < before:
+            line = _text(lines[rare[at]])
+            form, m, alt = match_line(self.profile, line)
+            func = m.group(form.envelope["func"])
+            role = None if alt is None else alt.role
+            self._shape(self.catch_all if role else self.unmatched, role, func,
+                        line[m.start(m.lastindex):], line)
+            at += 1
+        return at
+
+    def _on_role(self, thread, role: str) -> None:
+        if self.compiled is None:
+            self.cut.on_role(thread, role)
+        elif role in OPENING or role == "returns":
+            self.compiled.note_thread(*thread, role == "returns")
+
+    @property
+    def returns_at_thread_start(self) -> int:
+        return (self.cut if self.compiled is None else self.compiled).returns_at_thread_start
 
     def add(self, line: str) -> None:
         p = self.profile
@@ -73,7 +151,7 @@ class ProfileTally:
             env = form.envelope
             thread = (m.group(env["host"]) if "host" in env else None,
                       m.group(env["pid"]), m.group(env["tid"]))
-            self.cut.on_role(thread, alt.role)
+            self._on_role(thread, alt.role)
             if "token" in alt.fields:
                 self.cut.on_token(m.group(alt.fields["token"]), self.pipeline.reassembler.latest)
             if alt.role in CATCH_ALL:
@@ -124,7 +202,7 @@ class ProfileTally:
             requests=s.requests, orphans=s.orphans,
             orphans_at_start=min(s.orphans, self.cut.orphans_explained()),
             orphans_judged=self.cut.orphans_judged, stray_returns=s.stray_returns,
-            returns_at_thread_start=self.cut.returns_at_thread_start,
+            returns_at_thread_start=self.returns_at_thread_start,
             noreturn_calls=self.noreturn_before_end,
             noreturn_at_end=s.noreturn_calls - self.noreturn_before_end)
 
@@ -170,13 +248,13 @@ def run_check(args) -> int:
         dome_tallies = [DomeTally(p) for p in dome_profiles]
         total = 0
         try:
-            for raw in iter_lines(stream):
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                total += 1
+            for lines in iter_chunks(stream):
+                n = len(lines) if not args.max_lines else min(len(lines), args.max_lines - total)
                 for tally in tallies:
-                    tally.add(line)
+                    tally.add_block(lines, n)
                 for dome in dome_tallies:
-                    dome.add(line)
+                    dome.add_block(lines, n, _text)
+                total += n
                 if args.max_lines and total >= args.max_lines:
                     break
         except InputError as exc:
