@@ -15,6 +15,7 @@ import os
 import re
 
 from .events import Event
+from .shapes import MASKS, SHAPE_CHARS
 from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, ROLES, UNMATCHED, CompiledForm, Profile
 
 log = logging.getLogger(__name__)
@@ -71,13 +72,16 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
 
 def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, max_chars: int):
     """A ProfileLines (native/src/profile_tally.rs) telling the form, function and role of
-    a block's lines by this profile's own patterns, or None (not built, a pattern PCRE2
+    a block's lines by this profile's own patterns, and the shapes (parsers/shapes.py) of
+    those it leaves unmatched or to a catch-all role, or None (not built, a pattern PCRE2
     reads otherwise or cannot compile): Python reads every line. The role arguments are
     role names, passed as indices into ROLES."""
     if ProfileLines is None or not available():
         return None
     forms = (profile.native, profile.rsyslog)
-    if not all(reads_alike(p) for p in (*(f.portable for f in forms), profile.func)):
+    masks = [(pattern.pattern, mask) for pattern, mask in MASKS]
+    if not all(reads_alike(p) for p in (*(f.portable for f in forms), profile.func,
+                                        *(m[0] for m in masks))):
         return None
     index = {role: i for i, role in enumerate(ROLES)}
 
@@ -93,7 +97,7 @@ def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, 
               alternatives(f)) for f in forms],
             profile.func, len(ROLES), *([index[r] for r in roles if r in index]
                                         for roles in (catch_all, watched, opening, returns)),
-            max_chars)
+            max_chars, masks, SHAPE_CHARS)
     except ValueError as exc:  # e.g. a site profile using look-around: fine in Python
         log.info("compiled role lines unavailable for profile %s (%s)", profile.name, exc)
         return None

@@ -69,7 +69,7 @@ class ProfileTally:
         """The first n of `lines` (a block of the file's lines as bytes), as add() takes
         each one: the extension counts and classifies them, Python feeds the daemon's own
         lines to the reassembly in runs, watches it after token and slow-thread lines (one
-        by one, as add() does), shapes the rare lines and reads whole those it leaves."""
+        by one, as add() does), counts the shapes it found and reads whole the lines it leaves."""
         if self.compiled is None:
             for i in range(n):
                 self.add(_text(lines[i]))
@@ -83,18 +83,18 @@ class ProfileTally:
                 self.roles[role] += matched
             if own:
                 self.own_roles[role] += own
-        rare, shaped = t.rare, 0
+        shapes, shaped = t.shapes, 0
         for kind, i, j, token in t.steps:
             if kind == RUN:
                 self._feed_run(lines, i, j)
             elif kind == PYTHON:
-                shaped = self._shape_rare(lines, rare, shaped, i)
+                shaped = self._add_shapes(lines, shapes, shaped, i)
                 self.add(_text(lines[i]))
             else:
                 self._feed(_text(lines[i]), ROLES[j])
                 if kind == WATCH_TOKEN:
                     self.cut.on_token(token, self.pipeline.reassembler.latest)
-        self._shape_rare(lines, rare, shaped, n)
+        self._add_shapes(lines, shapes, shaped, n)
 
     def _feed_run(self, lines, start: int, end: int) -> None:
         """Own lines [start, end) of no watched role into the reassembly, as a chunk once
@@ -106,16 +106,18 @@ class ProfileTally:
             self.source.feed_chunk(lines if (start, end) == (0, len(lines)) else lines[start:end])
             self.cut.on_time(self.pipeline.reassembler.latest)
 
-    def _shape_rare(self, lines, rare: list[int], at: int, before: int) -> int:
-        """The shapes of rare lines rare[at:] up to line `before` (unmatched, or a daemon's
-        line of a catch-all role), in order; returns where it stopped."""
-        while at < len(rare) and rare[at] < before:
-            line = _text(lines[rare[at]])
-            form, m, alt = match_line(self.profile, line)
-            func = m.group(form.envelope["func"])
-            role = None if alt is None else alt.role
-            self._shape(self.catch_all if role else self.unmatched, role, func,
-                        line[m.start(m.lastindex):], line)
+    def _add_shapes(self, lines, shapes: list, at: int, before: int) -> int:
+        """shapes[at:] the extension found up to line `before` (ProfileLines: one per
+        shape, with its first line and count), as _shape takes them line by line; returns
+        where it stopped."""
+        while at < len(shapes) and shapes[at][0] < before:
+            i, role, text, message_shape, count = shapes[at]
+            if role is None:
+                self._count_shape(self.unmatched, text, text, message_shape, _text(lines[i]), count)
+            else:
+                role = ROLES[role]
+                self._count_shape(self.catch_all, (role, text), text, message_shape,
+                                  _text(lines[i]), count)
             at += 1
         return at
 
@@ -164,7 +166,7 @@ class ProfileTally:
         self.cut.on_time(latest)
         if role not in ORPHAN_ROLES:   # the counters are a snapshot with the compiled engine:
             return                     # read where they can move
-        orphans = self.pipeline.stats.reassembly.orphans
+        orphans = reassembler.stat("orphans")
         if orphans != self._orphans:
             self.cut.on_orphans(orphans - self._orphans, latest)
             self._orphans = orphans
@@ -172,15 +174,20 @@ class ProfileTally:
     def _shape(self, counter: Counter, role, func: str, message: str, line: str) -> None:
         message_shape = shape(message)
         text = f"{func}: {message_shape}"
-        key = text if role is None else (role, text)
+        self._count_shape(counter, text if role is None else (role, text), text, message_shape,
+                          line, 1)
+
+    def _count_shape(self, counter: Counter, key, text: str, message_shape: str, line: str,
+                     lines: int) -> None:
+        """`lines` lines of one shape, `line` the first (the catch-all keys bounded)."""
         if key not in counter:
-            if role is not None and len(counter) >= MAX_SHAPES:
-                self.catch_all_dropped += 1
+            if isinstance(key, tuple) and len(counter) >= MAX_SHAPES:  # a catch-all key
+                self.catch_all_dropped += lines
                 return
             self.examples.setdefault(text, line[:EXAMPLE_CHARS])
             if text not in self.cues:  # cues from the message alone, not the function name
                 self.cues[text] = looks_like(message_shape, self.profile.required_roles)
-        counter[key] += 1
+        counter[key] += lines
 
     def finish(self) -> None:
         # Calls the end of input cuts are no sign of a misfit: count the others apart.

@@ -8,8 +8,9 @@
 //! own lines to feed the reassembly as a chunk, the own lines after which the cut watch
 //! looks at the reassembler (token and slow-thread lines: `WATCH`), and lines it does not
 //! judge (not printable ASCII, too long: `PYTHON`, all of add() runs on them); and apart
-//! (`rare`), the lines whose shape Python takes: unmatched, or an own line of a catch-all
-//! role. `dome_lines` is the same for a DOME profile (DomeTally.add), through the
+//! (`shapes`), the shapes of the unmatched lines and the own lines of a catch-all role,
+//! masked here by parsers/shapes.py's patterns (printable ASCII only: where Python's and
+//! PCRE2's \d \w \s \b agree), counted per shape. `dome_lines` is the same for a DOME profile (DomeTally.add), through the
 //! profile's own scanner. The profile's regexes are its own (the portable PCRE2 forms parsers/fastpath.py
 //! builds the line scanner from), so the roles are the same by construction.
 
@@ -19,6 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
 use crate::block::LineBlock;
+use crate::hashing::FxMap;
 use crate::chunk::Chunk;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, MALFORMED as DOME_MALFORMED};
 use crate::hashing::FxSet;
@@ -61,6 +63,8 @@ pub(crate) struct ProfileLines {
     watched: Vec<bool>,   // per role: the cut watch looks at the reassembler after it
     framing: Vec<u8>,     // per role: 1 opens a call, 2 returns, 0 neither
     max_bytes: usize,
+    masks: Vec<(Regex, Vec<u8>)>, // parsers/shapes.py's, in its order
+    shape_chars: usize,
     threads: FxSet<ThreadKey>,
     #[pyo3(get)]
     returns_at_thread_start: u64,
@@ -105,11 +109,36 @@ pub(crate) struct LineTally {
     /// (kind, line, end of a run or the watched line's role, token or None)
     #[pyo3(get)]
     steps: Vec<(u8, usize, usize, Option<String>)>,
+    /// The shapes of the block's unmatched lines and own lines of a catch-all role, one
+    /// per (role or None, shape) in the order they first came: (first line, role, its
+    /// text `func: shape`, the message's shape alone, lines).
     #[pyo3(get)]
-    rare: Vec<usize>,
+    shapes: Vec<(usize, Option<usize>, String, String, u64)>,
 }
 
 impl ProfileLines {
+    /// parsers/shapes.shape of a printable ASCII message: cut, masked in order, cut.
+    fn shape(&self, message: &[u8]) -> PyResult<String> {
+        let mut text = message[..message.len().min(self.shape_chars * 4)].to_vec();
+        for (regex, mask) in &self.masks {
+            let mut out = Vec::with_capacity(text.len());
+            let mut last = 0;
+            for m in regex.find_iter(&text) {
+                let m = m.map_err(|e| PyValueError::new_err(e.to_string()))?;
+                out.extend_from_slice(&text[last..m.start()]);
+                out.extend_from_slice(mask);
+                last = m.end();
+            }
+            if last > 0 {
+                out.extend_from_slice(&text[last..]);
+                text = out;
+            }
+        }
+        text.truncate(self.shape_chars);
+        // ASCII in, ASCII masks: valid UTF-8.
+        Ok(String::from_utf8_lossy(&text).into_owned())
+    }
+
     fn frame(&mut self, line: &[u8], form: usize, role: usize) {
         let kind = self.framing[role];
         if kind == 0 {
@@ -139,7 +168,7 @@ impl ProfileLines {
     /// profile's function pattern (anchored both ends here). roles: how many role names
     /// the indices run over; catch_all, watched, opening, returns: role indices.
     #[new]
-    #[pyo3(signature = (forms, func, roles, catch_all, watched, opening, returns, max_bytes))]
+    #[pyo3(signature = (forms, func, roles, catch_all, watched, opening, returns, max_bytes, masks, shape_chars))]
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn new(
         forms: Vec<(String, i64, i64, i64, i64, Vec<(i64, Option<usize>, i64)>)>,
@@ -150,7 +179,13 @@ impl ProfileLines {
         opening: Vec<usize>,
         returns: Vec<usize>,
         max_bytes: usize,
+        masks: Vec<(String, String)>,
+        shape_chars: usize,
     ) -> PyResult<Self> {
+        let masks = masks
+            .into_iter()
+            .map(|(pattern, mask)| Ok((compile(&pattern)?, mask.into_bytes())))
+            .collect::<PyResult<Vec<_>>>()?;
         let mut compiled = Vec::with_capacity(forms.len());
         for (pattern, func_group, host, pid, tid, alts) in forms {
             let regex = compile(&pattern)?;
@@ -174,6 +209,8 @@ impl ProfileLines {
             watched: flags(&watched),
             framing,
             max_bytes,
+            masks,
+            shape_chars,
             threads: FxSet::default(),
             returns_at_thread_start: 0,
         })
@@ -193,8 +230,9 @@ impl ProfileLines {
             roles: vec![0; self.roles],
             own_roles: vec![0; self.roles],
             steps: Vec::new(),
-            rare: Vec::new(),
+            shapes: Vec::new(),
         };
+        let mut shaped: FxMap<(Option<usize>, String), usize> = FxMap::default();
         let mut run: Option<usize> = None; // where the current run of own lines began
         let close = |steps: &mut Vec<_>, run: &mut Option<usize>, at: usize| {
             if let Some(a) = run.take() {
@@ -237,8 +275,19 @@ impl ProfileLines {
                 Some(a) => (a.role, a.token != ABSENT, span(&form.locs, line, a.token)),
                 None => (None, false, None),
             };
-            if role.is_none() {
-                t.rare.push(i);
+            // where the role's wrapper (or `unmatched`) begins: the message shaped
+            let message = alt.and_then(|a| form.locs.get(a.group)).map_or(0, |(a, _)| a);
+            if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
+                let shape = self.shape(&line[message..])?;
+                let text = format!("{}: {shape}", String::from_utf8_lossy(func));
+                let key = (role, text);
+                match shaped.get(&key) {
+                    Some(&k) => t.shapes[k].4 += 1,
+                    None => {
+                        t.shapes.push((i, role, key.1.clone(), shape, 1));
+                        shaped.insert(key, t.shapes.len() - 1);
+                    }
+                }
             }
             if !own {
                 close(&mut t.steps, &mut run, i);
@@ -256,9 +305,6 @@ impl ProfileLines {
             t.roles[r] += 1;
             t.own_roles[r] += 1;
             self.frame(line, fi, r);
-            if self.catch_all[r] {
-                t.rare.push(i);
-            }
             if self.watched[r] || has_token {
                 close(&mut t.steps, &mut run, i);
                 // SAFETY: printable ASCII, checked above.
