@@ -21,9 +21,9 @@ from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, ROLES, UNMATCHED, CompiledF
 log = logging.getLogger(__name__)
 
 try:
-    from ._native import FastLines, ProfileLines
+    from ._native import FastLines, ProfileLines, Shapes
 except ImportError:  # not built: pure Python
-    FastLines = ProfileLines = None
+    FastLines = ProfileLines = Shapes = None
 
 # What FastLines.parse returns for a line whose envelope matches but no role does.
 UNMATCHED_LINE = UNMATCHED
@@ -70,6 +70,19 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
         return None
 
 
+_SHAPES: list = []  # the one Shapes, made when first asked
+
+
+def compiled_shapes():
+    """The extension's parsers/shapes.shape (printable ASCII messages), shared by every
+    profile: a message is masked once however many profiles leave it unmatched; or None."""
+    if Shapes is None or not all(reads_alike(pattern.pattern) for pattern, _ in MASKS):
+        return None
+    if not _SHAPES:
+        _SHAPES.append(Shapes([(pattern.pattern, mask) for pattern, mask in MASKS], SHAPE_CHARS))
+    return _SHAPES[0]
+
+
 def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, max_chars: int):
     """A ProfileLines (native/src/profile_tally.rs) telling the form, function and role of
     a block's lines by this profile's own patterns, and the shapes (parsers/shapes.py) of
@@ -79,9 +92,8 @@ def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, 
     if ProfileLines is None or not available():
         return None
     forms = (profile.native, profile.rsyslog)
-    masks = [(pattern.pattern, mask) for pattern, mask in MASKS]
-    if not all(reads_alike(p) for p in (*(f.portable for f in forms), profile.func,
-                                        *(m[0] for m in masks))):
+    shapes = compiled_shapes()
+    if shapes is None or not all(reads_alike(p) for p in (*(f.portable for f in forms), profile.func)):
         return None
     index = {role: i for i, role in enumerate(ROLES)}
 
@@ -97,7 +109,7 @@ def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, 
               alternatives(f)) for f in forms],
             profile.func, len(ROLES), *([index[r] for r in roles if r in index]
                                         for roles in (catch_all, watched, opening, returns)),
-            max_chars, masks, SHAPE_CHARS)
+            max_chars, shapes)
     except ValueError as exc:  # e.g. a site profile using look-around: fine in Python
         log.info("compiled role lines unavailable for profile %s (%s)", profile.name, exc)
         return None

@@ -68,8 +68,9 @@ class ProfileTally:
     def add_block(self, lines, n: int) -> None:
         """The first n of `lines` (a block of the file's lines as bytes), as add() takes
         each one: the extension counts and classifies them, Python feeds the daemon's own
-        lines to the reassembly in runs, watches it after token and slow-thread lines (one
-        by one, as add() does), counts the shapes it found and reads whole the lines it leaves."""
+        lines to the reassembly in runs, each ending where the cut watch looks at it (after
+        a token or slow-thread line, as add() does after each), counts the shapes it found
+        and reads whole the lines it leaves."""
         if self.compiled is None:
             for i in range(n):
                 self.add(_text(lines[i]))
@@ -84,21 +85,21 @@ class ProfileTally:
             if own:
                 self.own_roles[role] += own
         shapes, shaped = t.shapes, 0
-        for kind, i, j, token in t.steps:
-            if kind == RUN:
-                self._feed_run(lines, i, j)
-            elif kind == PYTHON:
-                shaped = self._add_shapes(lines, shapes, shaped, i)
-                self.add(_text(lines[i]))
-            else:
-                self._feed(_text(lines[i]), ROLES[j])
+        for kind, start, end, role, token in t.steps:
+            if kind == PYTHON:
+                shaped = self._add_shapes(lines, shapes, shaped, start)
+                self.add(_text(lines[start]))
+                continue
+            self._feed_run(lines, start, end)
+            if kind != RUN:  # its last line is a token or slow-thread line: watch after it
+                self._watched(ROLES[role])
                 if kind == WATCH_TOKEN:
                     self.cut.on_token(token, self.pipeline.reassembler.latest)
         self._add_shapes(lines, shapes, shaped, n)
 
     def _feed_run(self, lines, start: int, end: int) -> None:
-        """Own lines [start, end) of no watched role into the reassembly, as a chunk once
-        the watch has its first event time (until then one by one, as add() feeds)."""
+        """Own lines [start, end) into the reassembly, as a chunk once the watch has its
+        first event time (until then one by one, as add() feeds)."""
         while start < end and not self.cut.started:
             self._feed(_text(lines[start]), None)
             start += 1
@@ -161,14 +162,17 @@ class ProfileTally:
 
     def _feed(self, line: str, role: str | None) -> None:
         self.source.feed(line)
+        self.cut.on_time(self.pipeline.reassembler.latest)
+        self._watched(role)
+
+    def _watched(self, role: str | None) -> None:
+        """After a line of `role` went into the reassembly: the orphans it made or unmade."""
+        if role not in ORPHAN_ROLES:   # read the counter where it can move
+            return
         reassembler = self.pipeline.reassembler
-        latest = reassembler.latest
-        self.cut.on_time(latest)
-        if role not in ORPHAN_ROLES:   # the counters are a snapshot with the compiled engine:
-            return                     # read where they can move
         orphans = reassembler.stat("orphans")
         if orphans != self._orphans:
-            self.cut.on_orphans(orphans - self._orphans, latest)
+            self.cut.on_orphans(orphans - self._orphans, reassembler.latest)
             self._orphans = orphans
 
     def _shape(self, counter: Counter, role, func: str, message: str, line: str) -> None:

@@ -67,6 +67,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dome_engine::DomeCore>()?;
     m.add_class::<profile_tally::ProfileLines>()?;
     m.add_class::<profile_tally::LineTally>()?;
+    m.add_class::<profile_tally::Shapes>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;

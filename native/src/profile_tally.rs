@@ -5,8 +5,8 @@
 //! (DPMSTREAM_PURE_PYTHON=1; tests/commands/test_profile_check_compiled.py).
 //!
 //! What it leaves to Python, in the order of the lines (`steps`): runs of the daemon's
-//! own lines to feed the reassembly as a chunk, the own lines after which the cut watch
-//! looks at the reassembler (token and slow-thread lines: `WATCH`), and lines it does not
+//! own lines to feed the reassembly as a chunk, each ending where the cut watch looks at
+//! the reassembler (after a token or slow-thread line: `WATCH`), and lines it does not
 //! judge (not printable ASCII, too long: `PYTHON`, all of add() runs on them); and apart
 //! (`shapes`), the shapes of the unmatched lines and the own lines of a catch-all role,
 //! masked here by parsers/shapes.py's patterns (printable ASCII only: where Python's and
@@ -27,7 +27,7 @@ use crate::hashing::FxSet;
 use crate::scan::printable_ascii;
 
 const ABSENT: usize = usize::MAX;
-/// Steps: a run of own lines [a, b) to feed; an own line to feed alone and watch after;
+/// Steps: a run of own lines [a, b) to feed; the same whose last line is watched after;
 /// a line Python reads whole.
 const RUN: u8 = 0;
 const WATCH: u8 = 1;
@@ -51,6 +51,75 @@ struct Form {
     alts: Vec<Alt>,
 }
 
+/// Distinct messages whose shape is remembered (then forgotten all at once).
+const SHAPES_REMEMBERED: usize = 1 << 16;
+
+/// parsers/shapes.shape of printable ASCII messages, shared by a check's profiles: the
+/// message a profile leaves unmatched mostly is another profile's too (the same
+/// envelope), so each is masked once (shape()'s own cache, over the lines Python's
+/// check took one at a time, did the same).
+#[pyclass(module = "dpmstream.parsers._native")]
+pub(crate) struct Shapes {
+    masks: Vec<(Regex, Vec<u8>)>, // parsers/shapes.py's MASKS, in its order
+    chars: usize,
+    memo: FxMap<Box<[u8]>, String>,
+}
+
+impl Shapes {
+    /// parsers/shapes.shape of a printable ASCII message: cut, masked in order, cut.
+    fn mask(&self, message: &[u8]) -> PyResult<String> {
+        let mut text = message[..message.len().min(self.chars * 4)].to_vec();
+        for (regex, mask) in &self.masks {
+            let mut out = Vec::with_capacity(text.len());
+            let mut last = 0;
+            for m in regex.find_iter(&text) {
+                let m = m.map_err(|e| PyValueError::new_err(e.to_string()))?;
+                out.extend_from_slice(&text[last..m.start()]);
+                out.extend_from_slice(mask);
+                last = m.end();
+            }
+            if last > 0 {
+                out.extend_from_slice(&text[last..]);
+                text = out;
+            }
+        }
+        text.truncate(self.chars);
+        // ASCII in, ASCII masks: valid UTF-8.
+        Ok(String::from_utf8_lossy(&text).into_owned())
+    }
+
+    fn shape(&mut self, message: &[u8]) -> PyResult<String> {
+        let message = &message[..message.len().min(self.chars * 4)];
+        if let Some(known) = self.memo.get(message) {
+            return Ok(known.clone());
+        }
+        let shape = self.mask(message)?;
+        if self.memo.len() >= SHAPES_REMEMBERED {
+            self.memo.clear();
+        }
+        self.memo.insert(message.into(), shape.clone());
+        Ok(shape)
+    }
+}
+
+#[pymethods]
+impl Shapes {
+    /// masks: (pattern, mask) in the order applied; chars: a shape's length at most.
+    #[new]
+    fn new(masks: Vec<(String, String)>, chars: usize) -> PyResult<Self> {
+        let masks = masks
+            .into_iter()
+            .map(|(pattern, mask)| Ok((compile(&pattern)?, mask.into_bytes())))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Shapes { masks, chars, memo: FxMap::default() })
+    }
+
+    /// The shape of a printable ASCII message (a test's handle on the rule).
+    fn of(&mut self, message: &str) -> PyResult<String> {
+        self.shape(message.as_bytes())
+    }
+}
+
 /// A thread as the cut watch keys it: (host, pid, tid) as the line spells them.
 type ThreadKey = (Option<Box<[u8]>>, Box<[u8]>, Option<Box<[u8]>>);
 
@@ -63,8 +132,7 @@ pub(crate) struct ProfileLines {
     watched: Vec<bool>,   // per role: the cut watch looks at the reassembler after it
     framing: Vec<u8>,     // per role: 1 opens a call, 2 returns, 0 neither
     max_bytes: usize,
-    masks: Vec<(Regex, Vec<u8>)>, // parsers/shapes.py's, in its order
-    shape_chars: usize,
+    shapes: Py<Shapes>,
     threads: FxSet<ThreadKey>,
     #[pyo3(get)]
     returns_at_thread_start: u64,
@@ -106,9 +174,9 @@ pub(crate) struct LineTally {
     roles: Vec<u64>,
     #[pyo3(get)]
     own_roles: Vec<u64>,
-    /// (kind, line, end of a run or the watched line's role, token or None)
+    /// (kind, first line, end, the watched line's role, its token or None)
     #[pyo3(get)]
-    steps: Vec<(u8, usize, usize, Option<String>)>,
+    steps: Vec<(u8, usize, usize, usize, Option<String>)>,
     /// The shapes of the block's unmatched lines and own lines of a catch-all role, one
     /// per (role or None, shape) in the order they first came: (first line, role, its
     /// text `func: shape`, the message's shape alone, lines).
@@ -117,28 +185,6 @@ pub(crate) struct LineTally {
 }
 
 impl ProfileLines {
-    /// parsers/shapes.shape of a printable ASCII message: cut, masked in order, cut.
-    fn shape(&self, message: &[u8]) -> PyResult<String> {
-        let mut text = message[..message.len().min(self.shape_chars * 4)].to_vec();
-        for (regex, mask) in &self.masks {
-            let mut out = Vec::with_capacity(text.len());
-            let mut last = 0;
-            for m in regex.find_iter(&text) {
-                let m = m.map_err(|e| PyValueError::new_err(e.to_string()))?;
-                out.extend_from_slice(&text[last..m.start()]);
-                out.extend_from_slice(mask);
-                last = m.end();
-            }
-            if last > 0 {
-                out.extend_from_slice(&text[last..]);
-                text = out;
-            }
-        }
-        text.truncate(self.shape_chars);
-        // ASCII in, ASCII masks: valid UTF-8.
-        Ok(String::from_utf8_lossy(&text).into_owned())
-    }
-
     fn frame(&mut self, line: &[u8], form: usize, role: usize) {
         let kind = self.framing[role];
         if kind == 0 {
@@ -168,7 +214,7 @@ impl ProfileLines {
     /// profile's function pattern (anchored both ends here). roles: how many role names
     /// the indices run over; catch_all, watched, opening, returns: role indices.
     #[new]
-    #[pyo3(signature = (forms, func, roles, catch_all, watched, opening, returns, max_bytes, masks, shape_chars))]
+    #[pyo3(signature = (forms, func, roles, catch_all, watched, opening, returns, max_bytes, shapes))]
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn new(
         forms: Vec<(String, i64, i64, i64, i64, Vec<(i64, Option<usize>, i64)>)>,
@@ -179,13 +225,8 @@ impl ProfileLines {
         opening: Vec<usize>,
         returns: Vec<usize>,
         max_bytes: usize,
-        masks: Vec<(String, String)>,
-        shape_chars: usize,
+        shapes: Py<Shapes>,
     ) -> PyResult<Self> {
-        let masks = masks
-            .into_iter()
-            .map(|(pattern, mask)| Ok((compile(&pattern)?, mask.into_bytes())))
-            .collect::<PyResult<Vec<_>>>()?;
         let mut compiled = Vec::with_capacity(forms.len());
         for (pattern, func_group, host, pid, tid, alts) in forms {
             let regex = compile(&pattern)?;
@@ -209,8 +250,7 @@ impl ProfileLines {
             watched: flags(&watched),
             framing,
             max_bytes,
-            masks,
-            shape_chars,
+            shapes,
             threads: FxSet::default(),
             returns_at_thread_start: 0,
         })
@@ -233,16 +273,18 @@ impl ProfileLines {
             shapes: Vec::new(),
         };
         let mut shaped: FxMap<(Option<usize>, String), usize> = FxMap::default();
+        let shapes = self.shapes.clone_ref(py);
+        let mut shapes = shapes.bind(py).borrow_mut();
         let mut run: Option<usize> = None; // where the current run of own lines began
         let close = |steps: &mut Vec<_>, run: &mut Option<usize>, at: usize| {
             if let Some(a) = run.take() {
-                steps.push((RUN, a, at, None));
+                steps.push((RUN, a, at, 0, None));
             }
         };
         for i in 0..end {
             let Some((raw, _holder)) = chunk.line(i)? else {
                 close(&mut t.steps, &mut run, i);
-                t.steps.push((PYTHON, i, 0, None));
+                t.steps.push((PYTHON, i, i + 1, 0, None));
                 continue;
             };
             let mut n = raw.len();
@@ -252,7 +294,7 @@ impl ProfileLines {
             let line = &raw[..n];
             if n > self.max_bytes || !printable_ascii(line) {
                 close(&mut t.steps, &mut run, i);
-                t.steps.push((PYTHON, i, 0, None));
+                t.steps.push((PYTHON, i, i + 1, 0, None));
                 continue;
             }
             let mut matched = None;
@@ -278,7 +320,7 @@ impl ProfileLines {
             // where the role's wrapper (or `unmatched`) begins: the message shaped
             let message = alt.and_then(|a| form.locs.get(a.group)).map_or(0, |(a, _)| a);
             if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
-                let shape = self.shape(&line[message..])?;
+                let shape = shapes.shape(&line[message..])?;
                 let text = format!("{}: {shape}", String::from_utf8_lossy(func));
                 let key = (role, text);
                 match shaped.get(&key) {
@@ -306,10 +348,10 @@ impl ProfileLines {
             t.own_roles[r] += 1;
             self.frame(line, fi, r);
             if self.watched[r] || has_token {
-                close(&mut t.steps, &mut run, i);
                 // SAFETY: printable ASCII, checked above.
                 let token = token.map(|b| unsafe { std::str::from_utf8_unchecked(b) }.to_owned());
-                t.steps.push((if has_token { WATCH_TOKEN } else { WATCH }, i, r, token));
+                let start = run.take().unwrap_or(i);
+                t.steps.push((if has_token { WATCH_TOKEN } else { WATCH }, start, i + 1, r, token));
             } else {
                 run.get_or_insert(i);
             }

@@ -15,6 +15,7 @@ import pytest
 from dpmstream.commands.profile_check import ProfileTally
 from dpmstream.parsers import fastpath
 from dpmstream.parsers.profiles import bundled_profiles
+from dpmstream.parsers.shapes import shape
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.streams.inputs import describe, iter_chunks, open_binary
@@ -87,6 +88,20 @@ def test_every_bundled_profile_has_its_compiled_role_lines():
     # else the comparisons below would compare the reference with itself
     for profile in bundled_profiles():
         assert ProfileTally(profile, "x").compiled is not None, profile.name
+
+
+def test_the_compiled_shapes_are_the_python_ones(simulated):
+    compiled = fastpath.compiled_shapes()
+    texts = []
+    for path in (*real_files(), f"{simulated}.log", f"{simulated}.dpns.log"):
+        with open(path, "rb") as f:
+            texts += f.read().splitlines()
+    texts += odd_lines(texts[-1], 5)
+    texts = [t.decode() for t in texts if t.isascii() and all(c >= 32 or c == 9 for c in t)]
+    assert len(texts) > 5000
+    for text in texts + texts[:100]:  # and again, remembered
+        for message in (text, text[19:], text.split(": ", 1)[-1], text * 10):
+            assert compiled.of(message) == shape(message), message
 
 
 def test_the_real_lines_are_checked_the_same_by_both():
