@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._native import DomeCore, DomeScanner
+from ._native import DomeCore, DomeScanner, dome_lines
 from .clock import EventClock, rfc3339_to_ms
 from .dome_lines import DomeEvent, traditional_ms
 from .dome_profiles import FIELDS, FORMS, DomeProfile
@@ -95,6 +95,13 @@ class CompiledDomeLineParser:
 
     def parse(self, line: str):
         return self.scanner.parse(line)
+
+    def parse_block(self, lines, n: int) -> tuple[int, int, list]:
+        """parse() of the first n of `lines` (a block of bytes lines), in the extension:
+        (lines of other programs, lines without an envelope: only counted; the others, in
+        order, as (index, kind, event or None): kind 0 parsed, 1 unmatched, 2 not UTF-8,
+        not read: parse() it decoded)."""
+        return dome_lines(self.scanner, lines, n)
 
     @property
     def result(self) -> str:

@@ -149,6 +149,11 @@ class CutWatch:
             self._max_gap = max(self._max_gap, state[1])
 
     @property
+    def started(self) -> bool:
+        """Whether the daemon's first event time is known."""
+        return self._first is not None
+
+    @property
     def orphans_judged(self) -> bool:
         """Whether the file spans enough time to tell orphans from the cut."""
         return self.whole >= WHOLE_TO_JUDGE and (

@@ -262,6 +262,10 @@ class Reassembler:
             "file": self._on_file, "detail": self._on_detail, "other": self._on_line,
         }
 
+    def stat(self, name: str) -> int:
+        """One counter of `stats` by name (the compiled engine's without a snapshot)."""
+        return getattr(self.stats, name)
+
     # -- input ---------------------------------------------------------------------------
     def feed(self, ev: Event) -> None:
         ts, host = ev[0], ev[1]

@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_MASKS = (
+# (pattern, mask) in the order applied; native/src/profile_tally.rs applies the same ones
+# to printable ASCII messages.
+MASKS = (
     # A certificate DN: /DC=ch/DC=cern/OU=.../CN=Some One, up to " (uid,gid" or the end.
     (re.compile(r"(?:/[A-Za-z]+=[^/]*?)+(?= \(\d|$)"), "<DN>"),
     # The caller's ids after a DN, (uid,gid[,gid...]): one shape whatever the groups.
@@ -24,10 +26,13 @@ _MASKS = (
 
 # `profile check` shapes a line once per profile that leaves it unmatched or to a
 # catch-all (the same message under the same envelope): the last few are remembered.
+SHAPE_CHARS = 200  # a shape's length at most
+
+
 @lru_cache(maxsize=16)
-def shape(text: str, limit: int = 200) -> str:
+def shape(text: str, limit: int = SHAPE_CHARS) -> str:
     """The text with DNs, UUIDs, URLs, IPs, hosts, paths and numbers masked."""
     text = text[: limit * 4]
-    for pattern, mask in _MASKS:
+    for pattern, mask in MASKS:
         text = pattern.sub(mask, text)
     return text[:limit]

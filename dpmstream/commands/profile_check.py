@@ -13,18 +13,28 @@ import sys
 from collections import Counter
 
 from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
+from dpmstream.parsers.fastpath import compiled_role_lines
 from dpmstream.parsers.fit import (
-    CATCH_ALL, MIN_LINES_TO_JUDGE, ORPHAN_ROLES, ROLE_MEANING, CutWatch, Reassembled, judge, looks_like,
+    CATCH_ALL, MIN_LINES_TO_JUDGE, OPENING, ORPHAN_ROLES, ROLE_MEANING, CutWatch, Reassembled, judge,
+    looks_like,
 )
+from dpmstream.parsers.lines import MAX_LINE_BYTES
 from dpmstream.parsers.dome_profiles import DomeProfile, bundled_dome_profiles, resolve_any_profile
 from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
 from dpmstream.parsers.shapes import shape
-from dpmstream.streams.inputs import InputError, describe, iter_lines, open_binary
+from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
 from dpmstream.parsers.pipeline import Pipeline
 
 EXAMPLE_CHARS = 200
 MAX_SHAPES = 10_000  # distinct catch-all shapes kept per profile; more are counted apart
 NOT_FITTING = 1
+# The steps ProfileLines.tally leaves to Python (native/src/profile_tally.rs).
+RUN, WATCH, PYTHON, WATCH_TOKEN = range(4)
+
+
+def _text(raw: bytes) -> str:
+    """A line as the check reads it: a bad byte is U+FFFD, the line break dropped."""
+    return raw.decode("utf-8", "replace").rstrip("\r\n")
 
 
 class ProfileTally:
@@ -50,6 +60,77 @@ class ProfileTally:
         self.pipeline = Pipeline(self.cut.on_record, profiles=[profile])
         self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
         self._orphans = 0
+        # The per-line work in the extension where it is built (add_block); else, and for
+        # the lines it leaves to Python, add() line by line: the reference.
+        self.compiled = compiled_role_lines(profile, CATCH_ALL, ORPHAN_ROLES, OPENING,
+                                            ("returns",), MAX_LINE_BYTES)
+
+    def add_block(self, lines, n: int) -> None:
+        """The first n of `lines` (a block of the file's lines as bytes), as add() takes
+        each one: the extension counts and classifies them, Python feeds the daemon's own
+        lines to the reassembly in runs, each ending where the cut watch looks at it (after
+        a token or slow-thread line, as add() does after each), counts the shapes it found
+        and reads whole the lines it leaves."""
+        if self.compiled is None:
+            for i in range(n):
+                self.add(_text(lines[i]))
+            return
+        t = self.compiled.tally(lines, n)
+        self.malformed += t.malformed
+        self.foreign += t.foreign
+        self.own += t.own
+        for role, matched, own in zip(ROLES, t.roles, t.own_roles):
+            if matched:
+                self.roles[role] += matched
+            if own:
+                self.own_roles[role] += own
+        shapes, shaped = t.shapes, 0
+        for kind, start, end, role, token in t.steps:
+            if kind == PYTHON:
+                shaped = self._add_shapes(lines, shapes, shaped, start)
+                self.add(_text(lines[start]))
+                continue
+            self._feed_run(lines, start, end)
+            if kind != RUN:  # its last line is a token or slow-thread line: watch after it
+                self._watched(ROLES[role])
+                if kind == WATCH_TOKEN:
+                    self.cut.on_token(token, self.pipeline.reassembler.latest)
+        self._add_shapes(lines, shapes, shaped, n)
+
+    def _feed_run(self, lines, start: int, end: int) -> None:
+        """Own lines [start, end) into the reassembly, as a chunk once the watch has its
+        first event time (until then one by one, as add() feeds)."""
+        while start < end and not self.cut.started:
+            self._feed(_text(lines[start]), None)
+            start += 1
+        if start < end:
+            self.source.feed_chunk(lines if (start, end) == (0, len(lines)) else lines[start:end])
+            self.cut.on_time(self.pipeline.reassembler.latest)
+
+    def _add_shapes(self, lines, shapes: list, at: int, before: int) -> int:
+        """shapes[at:] the extension found up to line `before` (ProfileLines: one per
+        shape, with its first line and count), as _shape takes them line by line; returns
+        where it stopped."""
+        while at < len(shapes) and shapes[at][0] < before:
+            i, role, text, message_shape, count = shapes[at]
+            if role is None:
+                self._count_shape(self.unmatched, text, text, message_shape, _text(lines[i]), count)
+            else:
+                role = ROLES[role]
+                self._count_shape(self.catch_all, (role, text), text, message_shape,
+                                  _text(lines[i]), count)
+            at += 1
+        return at
+
+    def _on_role(self, thread, role: str) -> None:
+        if self.compiled is None:
+            self.cut.on_role(thread, role)
+        elif role in OPENING or role == "returns":
+            self.compiled.note_thread(*thread, role == "returns")
+
+    @property
+    def returns_at_thread_start(self) -> int:
+        return (self.cut if self.compiled is None else self.compiled).returns_at_thread_start
 
     def add(self, line: str) -> None:
         p = self.profile
@@ -73,7 +154,7 @@ class ProfileTally:
             env = form.envelope
             thread = (m.group(env["host"]) if "host" in env else None,
                       m.group(env["pid"]), m.group(env["tid"]))
-            self.cut.on_role(thread, alt.role)
+            self._on_role(thread, alt.role)
             if "token" in alt.fields:
                 self.cut.on_token(m.group(alt.fields["token"]), self.pipeline.reassembler.latest)
             if alt.role in CATCH_ALL:
@@ -81,28 +162,36 @@ class ProfileTally:
 
     def _feed(self, line: str, role: str | None) -> None:
         self.source.feed(line)
+        self.cut.on_time(self.pipeline.reassembler.latest)
+        self._watched(role)
+
+    def _watched(self, role: str | None) -> None:
+        """After a line of `role` went into the reassembly: the orphans it made or unmade."""
+        if role not in ORPHAN_ROLES:   # read the counter where it can move
+            return
         reassembler = self.pipeline.reassembler
-        latest = reassembler.latest
-        self.cut.on_time(latest)
-        if role not in ORPHAN_ROLES:   # the counters are a snapshot with the compiled engine:
-            return                     # read where they can move
-        orphans = self.pipeline.stats.reassembly.orphans
+        orphans = reassembler.stat("orphans")
         if orphans != self._orphans:
-            self.cut.on_orphans(orphans - self._orphans, latest)
+            self.cut.on_orphans(orphans - self._orphans, reassembler.latest)
             self._orphans = orphans
 
     def _shape(self, counter: Counter, role, func: str, message: str, line: str) -> None:
         message_shape = shape(message)
         text = f"{func}: {message_shape}"
-        key = text if role is None else (role, text)
+        self._count_shape(counter, text if role is None else (role, text), text, message_shape,
+                          line, 1)
+
+    def _count_shape(self, counter: Counter, key, text: str, message_shape: str, line: str,
+                     lines: int) -> None:
+        """`lines` lines of one shape, `line` the first (the catch-all keys bounded)."""
         if key not in counter:
-            if role is not None and len(counter) >= MAX_SHAPES:
-                self.catch_all_dropped += 1
+            if isinstance(key, tuple) and len(counter) >= MAX_SHAPES:  # a catch-all key
+                self.catch_all_dropped += lines
                 return
             self.examples.setdefault(text, line[:EXAMPLE_CHARS])
             if text not in self.cues:  # cues from the message alone, not the function name
                 self.cues[text] = looks_like(message_shape, self.profile.required_roles)
-        counter[key] += 1
+        counter[key] += lines
 
     def finish(self) -> None:
         # Calls the end of input cuts are no sign of a misfit: count the others apart.
@@ -124,7 +213,7 @@ class ProfileTally:
             requests=s.requests, orphans=s.orphans,
             orphans_at_start=min(s.orphans, self.cut.orphans_explained()),
             orphans_judged=self.cut.orphans_judged, stray_returns=s.stray_returns,
-            returns_at_thread_start=self.cut.returns_at_thread_start,
+            returns_at_thread_start=self.returns_at_thread_start,
             noreturn_calls=self.noreturn_before_end,
             noreturn_at_end=s.noreturn_calls - self.noreturn_before_end)
 
@@ -170,13 +259,13 @@ def run_check(args) -> int:
         dome_tallies = [DomeTally(p) for p in dome_profiles]
         total = 0
         try:
-            for raw in iter_lines(stream):
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                total += 1
+            for lines in iter_chunks(stream):
+                n = len(lines) if not args.max_lines else min(len(lines), args.max_lines - total)
                 for tally in tallies:
-                    tally.add(line)
+                    tally.add_block(lines, n)
                 for dome in dome_tallies:
-                    dome.add(line)
+                    dome.add_block(lines, n, _text)
+                total += n
                 if args.max_lines and total >= args.max_lines:
                     break
         except InputError as exc:

@@ -27,6 +27,8 @@ from dpmstream.parsers.fit import (
 from dpmstream.parsers.lines import FOREIGN, MALFORMED, PARSED, UNMATCHED_RESULT
 from dpmstream.parsers.shapes import shape
 
+# What CompiledDomeLineParser.parse_block leaves to Python (native/src/profile_tally.rs).
+DOME_PARSED, DOME_UNMATCHED, DOME_PYTHON = range(3)
 EXAMPLE_CHARS = 200
 MAX_SHAPES = 10_000   # distinct unmatched shapes kept; more are counted apart
 OPENERS = ("accept", "call")
@@ -62,7 +64,27 @@ class DomeTally:
 
     def add(self, line: str) -> None:
         ev = self.parser.parse(line)
-        result = self.parser.result
+        self._count(line, ev, self.parser.result)
+
+    def add_block(self, lines, n: int, text) -> None:
+        """The first n of `lines` (a block of bytes lines; `text` decodes one as add()
+        takes it), as add() takes each: with the compiled scanner, the lines of other
+        programs and without an envelope are only counted, in the extension."""
+        compiled = engines.CompiledDomeLineParser
+        if compiled is None or not isinstance(self.parser, compiled):  # the reference: line by line
+            for i in range(n):
+                self.add(text(lines[i]))
+            return
+        foreign, malformed, left = self.parser.parse_block(lines, n)
+        self.results[FOREIGN] += foreign
+        self.results[MALFORMED] += malformed
+        for i, kind, ev in left:
+            if kind == DOME_PYTHON:
+                self.add(text(lines[i]))
+            else:
+                self._count(text(lines[i]), ev, PARSED if kind == DOME_PARSED else UNMATCHED_RESULT)
+
+    def _count(self, line: str, ev, result: str) -> None:
         self.results[result] += 1
         if result == UNMATCHED_RESULT:
             self._unmatched(line)

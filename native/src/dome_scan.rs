@@ -322,6 +322,11 @@ impl DomeScanner {
     pub fn event_type(&self, py: Python<'_>) -> Py<PyType> {
         self.event_type.clone_ref(py)
     }
+
+    /// A parsed line's event as Python is handed it.
+    pub fn line(&self, py: Python<'_>, ev: DomeEvent) -> DomeLine {
+        DomeLine { ev, event_type: self.event_type(py) }
+    }
 }
 
 /// A parsed line held by the compiled engine (fed to CompiledDomeReassembler.feed
@@ -463,7 +468,7 @@ impl DomeScanner {
     fn parse(&mut self, py: Python<'_>, line: &Bound<'_, PyString>) -> PyResult<Option<DomeLine>> {
         let text = line.to_string_lossy();
         Ok(match self.scan(py, &text)? {
-            Outcome::Parsed(ev) => Some(DomeLine { ev, event_type: self.event_type.clone_ref(py) }),
+            Outcome::Parsed(ev) => Some(self.line(py, ev)),
             Outcome::Failed(_) => None,
         })
     }

@@ -13,7 +13,8 @@
 //! - compiled edges: block, chunk, envelope, records (CSV and JSON), tally;
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
-//! - bindings: py_engine (the `Core` Python class), state_codec (its state as dicts),
+//! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
+//!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
 //!   file, which only registers the classes and functions.
 
@@ -38,6 +39,7 @@ mod hashing;
 mod linking;
 mod lru;
 mod names;
+mod profile_tally;
 mod py_engine;
 mod reassembly;
 mod rec;
@@ -63,8 +65,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dome_scan::DomeScanner>()?;
     m.add_class::<dome_scan::DomeLine>()?;
     m.add_class::<dome_engine::DomeCore>()?;
+    m.add_class::<profile_tally::ProfileLines>()?;
+    m.add_class::<profile_tally::LineTally>()?;
+    m.add_class::<profile_tally::Shapes>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
     Ok(())
 }

@@ -402,6 +402,13 @@ impl Core {
         Ok(d)
     }
 
+    /// One counter of stats_dict() by name, without the dict (a caller reading it after
+    /// each of many lines: `profile check`'s orphans).
+    fn stat(&self, name: &str) -> PyResult<i64> {
+        let i = STAT_NAMES.iter().position(|n| *n == name).ok_or_else(|| PyKeyError::new_err(name.to_string()))?;
+        Ok(self.st.borrow().stats[i])
+    }
+
     fn restarts(&self) -> Vec<(i64, String, String)> {
         let st = self.st.borrow();
         let names = self.names.borrow();

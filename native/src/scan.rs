@@ -132,7 +132,7 @@ unsafe fn new_str(text: &str) -> *mut ffi::PyObject {
 }
 
 /// Printable ASCII and tab only: 16 bytes a step without a branch per byte (vectorised).
-fn printable_ascii(bytes: &[u8]) -> bool {
+pub(crate) fn printable_ascii(bytes: &[u8]) -> bool {
     let ok = |c: u8| c.wrapping_sub(0x20) < 0x5f || c == b'\t';
     let mut chunks = bytes.chunks_exact(16);
     for chunk in &mut chunks {

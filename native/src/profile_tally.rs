@@ -1,0 +1,416 @@
+//! `profile check`'s per-line work for one DPM profile, over a block of lines without
+//! Python (`ProfileLines`): which envelope form, whose function, which role, each
+//! line's thread for the cut watch. The compiled twin of ProfileTally.add
+//! (dpmstream/commands/profile_check.py), which stays the reference
+//! (DPMSTREAM_PURE_PYTHON=1; tests/commands/test_profile_check_compiled.py).
+//!
+//! What it leaves to Python, in the order of the lines (`steps`): runs of the daemon's
+//! own lines to feed the reassembly as a chunk, each ending where the cut watch looks at
+//! the reassembler (after a token or slow-thread line: `WATCH`), and lines it does not
+//! judge (not printable ASCII, too long: `PYTHON`, all of add() runs on them); and apart
+//! (`shapes`), the shapes of the unmatched lines and the own lines of a catch-all role,
+//! masked here by parsers/shapes.py's patterns (printable ASCII only: where Python's and
+//! PCRE2's \d \w \s \b agree), counted per shape. `dome_lines` is the same for a DOME profile (DomeTally.add), through the
+//! profile's own scanner. The profile's regexes are its own (the portable PCRE2 forms parsers/fastpath.py
+//! builds the line scanner from), so the roles are the same by construction.
+
+use pcre2::bytes::{CaptureLocations, Regex, RegexBuilder};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+
+use crate::block::LineBlock;
+use crate::hashing::FxMap;
+use crate::chunk::Chunk;
+use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, MALFORMED as DOME_MALFORMED};
+use crate::hashing::FxSet;
+use crate::scan::printable_ascii;
+
+const ABSENT: usize = usize::MAX;
+/// Steps: a run of own lines [a, b) to feed; the same whose last line is watched after;
+/// a line Python reads whole.
+const RUN: u8 = 0;
+const WATCH: u8 = 1;
+const PYTHON: u8 = 2;
+/// WATCH of a line whose pattern has a token field: the watch notes the token too.
+const WATCH_TOKEN: u8 = 3;
+
+struct Alt {
+    group: usize,
+    role: Option<usize>, // index into `roles`; None: the catch-all `unmatched`
+    token: usize,        // the token field's group, or ABSENT
+}
+
+struct Form {
+    regex: Regex,
+    locs: CaptureLocations,
+    func: usize,
+    host: usize,
+    pid: usize,
+    tid: usize,
+    alts: Vec<Alt>,
+}
+
+/// Distinct messages whose shape is remembered (then forgotten all at once).
+const SHAPES_REMEMBERED: usize = 1 << 16;
+
+/// parsers/shapes.shape of printable ASCII messages, shared by a check's profiles: the
+/// message a profile leaves unmatched mostly is another profile's too (the same
+/// envelope), so each is masked once (shape()'s own cache, over the lines Python's
+/// check took one at a time, did the same).
+#[pyclass(module = "dpmstream.parsers._native")]
+pub(crate) struct Shapes {
+    masks: Vec<(Regex, Vec<u8>)>, // parsers/shapes.py's MASKS, in its order
+    chars: usize,
+    memo: FxMap<Box<[u8]>, String>,
+}
+
+impl Shapes {
+    /// parsers/shapes.shape of a printable ASCII message: cut, masked in order, cut.
+    fn mask(&self, message: &[u8]) -> PyResult<String> {
+        let mut text = message[..message.len().min(self.chars * 4)].to_vec();
+        for (regex, mask) in &self.masks {
+            let mut out = Vec::with_capacity(text.len());
+            let mut last = 0;
+            for m in regex.find_iter(&text) {
+                let m = m.map_err(|e| PyValueError::new_err(e.to_string()))?;
+                out.extend_from_slice(&text[last..m.start()]);
+                out.extend_from_slice(mask);
+                last = m.end();
+            }
+            if last > 0 {
+                out.extend_from_slice(&text[last..]);
+                text = out;
+            }
+        }
+        text.truncate(self.chars);
+        // ASCII in, ASCII masks: valid UTF-8.
+        Ok(String::from_utf8_lossy(&text).into_owned())
+    }
+
+    fn shape(&mut self, message: &[u8]) -> PyResult<String> {
+        let message = &message[..message.len().min(self.chars * 4)];
+        if let Some(known) = self.memo.get(message) {
+            return Ok(known.clone());
+        }
+        let shape = self.mask(message)?;
+        if self.memo.len() >= SHAPES_REMEMBERED {
+            self.memo.clear();
+        }
+        self.memo.insert(message.into(), shape.clone());
+        Ok(shape)
+    }
+}
+
+#[pymethods]
+impl Shapes {
+    /// masks: (pattern, mask) in the order applied; chars: a shape's length at most.
+    #[new]
+    fn new(masks: Vec<(String, String)>, chars: usize) -> PyResult<Self> {
+        let masks = masks
+            .into_iter()
+            .map(|(pattern, mask)| Ok((compile(&pattern)?, mask.into_bytes())))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Shapes { masks, chars, memo: FxMap::default() })
+    }
+
+    /// The shape of a printable ASCII message (a test's handle on the rule).
+    fn of(&mut self, message: &str) -> PyResult<String> {
+        self.shape(message.as_bytes())
+    }
+}
+
+/// A thread as the cut watch keys it: (host, pid, tid) as the line spells them.
+type ThreadKey = (Option<Box<[u8]>>, Box<[u8]>, Option<Box<[u8]>>);
+
+#[pyclass(module = "dpmstream.parsers._native")]
+pub(crate) struct ProfileLines {
+    forms: Vec<Form>,
+    func: Regex,
+    roles: usize,
+    catch_all: Vec<bool>, // per role: a catch-all (its own lines' shapes are Python's)
+    watched: Vec<bool>,   // per role: the cut watch looks at the reassembler after it
+    framing: Vec<u8>,     // per role: 1 opens a call, 2 returns, 0 neither
+    max_bytes: usize,
+    shapes: Py<Shapes>,
+    threads: FxSet<ThreadKey>,
+    #[pyo3(get)]
+    returns_at_thread_start: u64,
+}
+
+fn compile(pattern: &str) -> PyResult<Regex> {
+    RegexBuilder::new()
+        .jit_if_available(true)
+        .build(pattern)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+fn slot(index: i64) -> usize {
+    if index < 0 {
+        ABSENT
+    } else {
+        index as usize
+    }
+}
+
+fn span<'a>(locs: &CaptureLocations, line: &'a [u8], group: usize) -> Option<&'a [u8]> {
+    if group == ABSENT {
+        return None;
+    }
+    locs.get(group).map(|(a, b)| &line[a..b])
+}
+
+/// The per-block counts, and what Python does with the block's lines.
+#[pyclass(module = "dpmstream.parsers._native", frozen)]
+pub(crate) struct LineTally {
+    #[pyo3(get)]
+    malformed: u64,
+    #[pyo3(get)]
+    foreign: u64,
+    #[pyo3(get)]
+    own: u64,
+    /// per role (the order the constructor was given): lines matched, own lines matched
+    #[pyo3(get)]
+    roles: Vec<u64>,
+    #[pyo3(get)]
+    own_roles: Vec<u64>,
+    /// (kind, first line, end, the watched line's role, its token or None)
+    #[pyo3(get)]
+    steps: Vec<(u8, usize, usize, usize, Option<String>)>,
+    /// The shapes of the block's unmatched lines and own lines of a catch-all role, one
+    /// per (role or None, shape) in the order they first came: (first line, role, its
+    /// text `func: shape`, the message's shape alone, lines).
+    #[pyo3(get)]
+    shapes: Vec<(usize, Option<usize>, String, String, u64)>,
+}
+
+impl ProfileLines {
+    fn frame(&mut self, line: &[u8], form: usize, role: usize) {
+        let kind = self.framing[role];
+        if kind == 0 {
+            return;
+        }
+        let f = &self.forms[form];
+        let key: ThreadKey = (
+            span(&f.locs, line, f.host).map(Into::into),
+            span(&f.locs, line, f.pid).unwrap_or(b"").into(),
+            span(&f.locs, line, f.tid).map(Into::into),
+        );
+        self.note(key, kind == 2);
+    }
+
+    fn note(&mut self, key: ThreadKey, returns: bool) {
+        if self.threads.insert(key) && returns {
+            self.returns_at_thread_start += 1;
+        }
+    }
+}
+
+#[pymethods]
+impl ProfileLines {
+    /// forms: per envelope form (native, then rsyslog), (portable pattern, func group,
+    /// host group, pid group, tid group, alternatives); an alternative is (wrapper group,
+    /// role index or None for unmatched, token group); groups -1 where absent. func: the
+    /// profile's function pattern (anchored both ends here). roles: how many role names
+    /// the indices run over; catch_all, watched, opening, returns: role indices.
+    #[new]
+    #[pyo3(signature = (forms, func, roles, catch_all, watched, opening, returns, max_bytes, shapes))]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn new(
+        forms: Vec<(String, i64, i64, i64, i64, Vec<(i64, Option<usize>, i64)>)>,
+        func: &str,
+        roles: usize,
+        catch_all: Vec<usize>,
+        watched: Vec<usize>,
+        opening: Vec<usize>,
+        returns: Vec<usize>,
+        max_bytes: usize,
+        shapes: Py<Shapes>,
+    ) -> PyResult<Self> {
+        let mut compiled = Vec::with_capacity(forms.len());
+        for (pattern, func_group, host, pid, tid, alts) in forms {
+            let regex = compile(&pattern)?;
+            let locs = regex.capture_locations();
+            let alts = alts
+                .into_iter()
+                .map(|(group, role, token)| Alt { group: slot(group), role, token: slot(token) })
+                .collect::<Vec<_>>();
+            if alts.iter().any(|a| a.group == ABSENT || a.role.is_some_and(|r| r >= roles)) {
+                return Err(PyValueError::new_err("an alternative needs its group and a known role"));
+            }
+            compiled.push(Form { regex, locs, func: slot(func_group), host: slot(host), pid: slot(pid), tid: slot(tid), alts });
+        }
+        let flags = |of: &[usize]| (0..roles).map(|r| of.contains(&r)).collect::<Vec<_>>();
+        let framing = (0..roles).map(|r| if returns.contains(&r) { 2 } else { u8::from(opening.contains(&r)) }).collect();
+        Ok(ProfileLines {
+            forms: compiled,
+            func: compile(&format!(r"(?s)\A(?:{func}\z)"))?,
+            roles,
+            catch_all: flags(&catch_all),
+            watched: flags(&watched),
+            framing,
+            max_bytes,
+            shapes,
+            threads: FxSet::default(),
+            returns_at_thread_start: 0,
+        })
+    }
+
+    /// The first `end` lines of `lines` (a LineBlock or a list of bytes), tallied.
+    fn tally(&mut self, py: Python<'_>, lines: &Bound<'_, PyAny>, end: usize) -> PyResult<LineTally> {
+        let chunk = match lines.downcast::<LineBlock>() {
+            Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+            Err(_) => Chunk::List(lines.downcast::<PyList>()?),
+        };
+        let end = end.min(chunk.len());
+        let mut t = LineTally {
+            malformed: 0,
+            foreign: 0,
+            own: 0,
+            roles: vec![0; self.roles],
+            own_roles: vec![0; self.roles],
+            steps: Vec::new(),
+            shapes: Vec::new(),
+        };
+        let mut shaped: FxMap<(Option<usize>, String), usize> = FxMap::default();
+        let shapes = self.shapes.clone_ref(py);
+        let mut shapes = shapes.bind(py).borrow_mut();
+        let mut run: Option<usize> = None; // where the current run of own lines began
+        let close = |steps: &mut Vec<_>, run: &mut Option<usize>, at: usize| {
+            if let Some(a) = run.take() {
+                steps.push((RUN, a, at, 0, None));
+            }
+        };
+        for i in 0..end {
+            let Some((raw, _holder)) = chunk.line(i)? else {
+                close(&mut t.steps, &mut run, i);
+                t.steps.push((PYTHON, i, i + 1, 0, None));
+                continue;
+            };
+            let mut n = raw.len();
+            while n > 0 && (raw[n - 1] == b'\n' || raw[n - 1] == b'\r') {
+                n -= 1;
+            }
+            let line = &raw[..n];
+            if n > self.max_bytes || !printable_ascii(line) {
+                close(&mut t.steps, &mut run, i);
+                t.steps.push((PYTHON, i, i + 1, 0, None));
+                continue;
+            }
+            let mut matched = None;
+            for (fi, form) in self.forms.iter_mut().enumerate() {
+                if matches!(form.regex.captures_read(&mut form.locs, line), Ok(Some(_))) {
+                    matched = Some(fi);
+                    break;
+                }
+            }
+            let Some(fi) = matched else {
+                t.malformed += 1;
+                close(&mut t.steps, &mut run, i);
+                continue;
+            };
+            let form = &self.forms[fi];
+            let func = span(&form.locs, line, form.func).unwrap_or(b"");
+            let own = matches!(self.func.is_match(func), Ok(true));
+            let alt = form.alts.iter().find(|a| form.locs.get(a.group).is_some());
+            let (role, has_token, token) = match alt {
+                Some(a) => (a.role, a.token != ABSENT, span(&form.locs, line, a.token)),
+                None => (None, false, None),
+            };
+            // where the role's wrapper (or `unmatched`) begins: the message shaped
+            let message = alt.and_then(|a| form.locs.get(a.group)).map_or(0, |(a, _)| a);
+            if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
+                let shape = shapes.shape(&line[message..])?;
+                let text = format!("{}: {shape}", String::from_utf8_lossy(func));
+                let key = (role, text);
+                match shaped.get(&key) {
+                    Some(&k) => t.shapes[k].4 += 1,
+                    None => {
+                        t.shapes.push((i, role, key.1.clone(), shape, 1));
+                        shaped.insert(key, t.shapes.len() - 1);
+                    }
+                }
+            }
+            if !own {
+                close(&mut t.steps, &mut run, i);
+                if let Some(r) = role {
+                    t.foreign += 1;
+                    t.roles[r] += 1;
+                }
+                continue;
+            }
+            t.own += 1;
+            let Some(r) = role else {
+                run.get_or_insert(i);
+                continue;
+            };
+            t.roles[r] += 1;
+            t.own_roles[r] += 1;
+            self.frame(line, fi, r);
+            if self.watched[r] || has_token {
+                // SAFETY: printable ASCII, checked above.
+                let token = token.map(|b| unsafe { std::str::from_utf8_unchecked(b) }.to_owned());
+                let start = run.take().unwrap_or(i);
+                t.steps.push((if has_token { WATCH_TOKEN } else { WATCH }, start, i + 1, r, token));
+            } else {
+                run.get_or_insert(i);
+            }
+        }
+        close(&mut t.steps, &mut run, end);
+        Ok(t)
+    }
+
+    /// A line Python read (a PYTHON step) opened a call (or returned) on this thread.
+    #[pyo3(signature = (host, pid, tid, returns))]
+    fn note_thread(&mut self, host: Option<&Bound<'_, PyString>>, pid: &str, tid: Option<&str>, returns: bool) -> PyResult<()> {
+        let host = match host {
+            Some(h) => Some(h.to_str()?.as_bytes().into()),
+            None => None,
+        };
+        self.note((host, pid.as_bytes().into(), tid.map(|t| t.as_bytes().into())), returns);
+        Ok(())
+    }
+}
+
+/// A DOME line a block left to Python (`dome_lines`): parsed (its event), unmatched (its
+/// shape), or not read here (not UTF-8: DomeTally.add decodes and parses it).
+const DOME_PARSED: u8 = 0;
+const DOME_UNMATCHED: u8 = 1;
+const DOME_PYTHON: u8 = 2;
+
+/// The first `end` lines of `lines` through a DOME profile's scanner (the one its
+/// parser reads with), as DomeTally.add parses them one by one: the lines of other
+/// programs and those without a syslog envelope (all of a DPM log's) only counted here,
+/// (foreign, malformed); the others, in order, as (index, kind, event or None).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub(crate) fn dome_lines(
+    py: Python<'_>,
+    scanner: &Bound<'_, DomeScanner>,
+    lines: &Bound<'_, PyAny>,
+    end: usize,
+) -> PyResult<(u64, u64, Vec<(usize, u8, Option<DomeLine>)>)> {
+    let chunk = match lines.downcast::<LineBlock>() {
+        Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+        Err(_) => Chunk::List(lines.downcast::<PyList>()?),
+    };
+    let mut scanner = scanner.borrow_mut();
+    let (mut foreign, mut malformed, mut left) = (0u64, 0u64, Vec::new());
+    for i in 0..end.min(chunk.len()) {
+        let text = match chunk.line(i)? {
+            Some((raw, _holder)) => std::str::from_utf8(raw).ok(),
+            None => None,
+        };
+        let Some(text) = text else {
+            left.push((i, DOME_PYTHON, None));
+            continue;
+        };
+        match scanner.scan(py, text)? {
+            Outcome::Parsed(ev) => left.push((i, DOME_PARSED, Some(scanner.line(py, ev)))),
+            Outcome::Failed(DOME_FOREIGN) => foreign += 1,
+            Outcome::Failed(DOME_MALFORMED) => malformed += 1,
+            Outcome::Failed(_) => left.push((i, DOME_UNMATCHED, None)),
+        }
+    }
+    Ok((foreign, malformed, left))
+}

@@ -1,0 +1,173 @@
+"""`profile check` with its per-line work in the extension (native/src/profile_tally.rs,
+ProfileTally.add_block) says exactly what the Python reference (ProfileTally.add, line by
+line; DPMSTREAM_PURE_PYTHON=1) says: on the real lines, and on simulated logs with odd
+lines planted (unknown wordings, another daemon's lines, no envelope, bytes not UTF-8,
+CRLF, rsyslog-wrapped, a catch-all line, an overlong line)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dpmstream.commands.profile_check import ProfileTally
+from dpmstream.parsers import fastpath
+from dpmstream.parsers.profiles import bundled_profiles
+from dpmstream.parsers.shapes import shape
+from dpmstream.simulator.dome_config import DomeConfig
+from dpmstream.simulator.dome_run import simulate_dome
+from dpmstream.streams.inputs import describe, iter_chunks, open_binary
+
+from tests.commands.test_profile_check import real_files, rewritten
+
+pytestmark = pytest.mark.skipif(fastpath.ProfileLines is None or not fastpath.available(),
+                                reason="the extension is not built (no Rust toolchain at install)")
+
+
+def check(*args, pure: bool):
+    env = {**os.environ, "TZ": DomeConfig().tz}  # the DOME node's zone (test_profile_check_dome)
+    env.pop("DPMSTREAM_PURE_PYTHON", None)
+    if pure:
+        env["DPMSTREAM_PURE_PYTHON"] = "1"
+    return subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", *map(str, args)],
+                          capture_output=True, timeout=300, env=env)
+
+
+def assert_same_check(*args):
+    compiled, pure = check(*args, pure=False), check(*args, pure=True)
+    assert compiled.returncode == pure.returncode, compiled.stderr + pure.stderr
+    assert compiled.stdout.decode() == pure.stdout.decode()
+    return compiled
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    prefix = tmp_path_factory.mktemp("sim") / "head"
+    subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(prefix),
+                    "--requests", "200", "--get-fraction", "0.3", "--seed", "7", "--quiet"],
+                   check=True, timeout=300)
+    return prefix
+
+
+def odd_lines(before: bytes, k: int) -> list[bytes]:
+    """Lines a site log may hold, dated as the line `before` them."""
+    stamp = b" ".join(before.split(b" ")[:2])
+    return [
+        stamp + b" 4242,7 dpm_srv_put: quota exceeded for /dpm/cern.ch/home/f%d by %d bytes" % (k, k),
+        stamp + b" 4242,8 Cns_srv_stat: NS092 - stat request by /DC=ch/CN=Some One (101,102) from lx.cern.ch",
+        b"garbage, no envelope \x01 at all",
+        stamp + b" 4242,9 dpm_srv_get: DP092 - get request by /DC=ch/CN=M\xfcller (101,102) from h.cern.ch",
+        b"2017-08-12T14:31:43.101+02:00 dpmhead01 dpm[4242]: " + stamp + b" 4242,10 dpm_srv_put: returns 0",
+        b"",
+        stamp + b" 4242,11 dpm_srv_put: DP098 - put weird words %d" % k,
+        stamp + b" 4242,12 dpm_srv_put:\tDP092 - tabbed",
+        stamp + b" 4242,13 dpm_srv_put: " + b"x" * 70_000,
+    ]
+
+
+def planted(src, dst, every: int = 97) -> int:
+    """dst: src's lines with odd lines planted every `every` lines and every 13th line
+    ending in CRLF; returns how many were planted."""
+    with open(src, "rb") as f:
+        lines = f.read().splitlines()
+    out, n = [], 0
+    for i, line in enumerate(lines):
+        out.append(line + (b"\r" if i % 13 == 0 else b""))
+        if i % every == every - 1:
+            odd = odd_lines(line, i)
+            out.append(odd[(i // every) % len(odd)])
+            n += 1
+    with open(dst, "wb") as f:
+        f.write(b"\n".join(out) + b"\n")
+    return n
+
+
+def test_every_bundled_profile_has_its_compiled_role_lines():
+    # else the comparisons below would compare the reference with itself
+    for profile in bundled_profiles():
+        assert ProfileTally(profile, "x").compiled is not None, profile.name
+
+
+def test_the_compiled_shapes_are_the_python_ones(simulated):
+    compiled = fastpath.compiled_shapes()
+    texts = []
+    for path in (*real_files(), f"{simulated}.log", f"{simulated}.dpns.log"):
+        with open(path, "rb") as f:
+            texts += f.read().splitlines()
+    texts += odd_lines(texts[-1], 5)
+    texts = [t.decode() for t in texts if t.isascii() and all(c >= 32 or c == 9 for c in t)]
+    assert len(texts) > 5000
+    for text in texts + texts[:100]:  # and again, remembered
+        for message in (text, text[19:], text.split(": ", 1)[-1], text * 10):
+            assert compiled.of(message) == shape(message), message
+
+
+def test_the_real_lines_are_checked_the_same_by_both():
+    assert_same_check(*real_files())
+
+
+def test_simulated_logs_with_odd_lines_planted_are_checked_the_same_by_both(simulated, tmp_path):
+    dpm, dpns = tmp_path / "odd.log", tmp_path / "odd.dpns.log"
+    assert planted(f"{simulated}.log", dpm) > 30
+    assert planted(f"{simulated}.dpns.log", dpns, every=23) > 20
+    done = assert_same_check(dpm, dpns)
+    out = done.stdout.decode()
+    assert "dpm_srv_put: quota exceeded for <PATH> by N bytes" in out   # the planted shapes
+    assert "matched lines are under functions not of daemon dpm" in out
+    # and with a limit of lines that ends mid-block
+    assert_same_check("--max-lines", "3001", dpm)
+
+
+def test_reworded_and_mixed_logs_are_checked_the_same_by_both(simulated, tmp_path):
+    reworded = tmp_path / "reworded.log"
+    rewritten(f"{simulated}.log", reworded, r"DP092 - put request by", r"DP092 - put req. from DN")
+    tokens = tmp_path / "tokens.log"
+    rewritten(f"{simulated}.log", tokens, r"DP098 - (put|get) (\d+) ([0-9a-f-]{36})",
+              r"DP098 - \1 token \3 files \2")
+    lines = []
+    for path in (f"{simulated}.log", f"{simulated}.dpns.log"):
+        with open(path, encoding="utf-8") as f:
+            lines += f.read().splitlines()
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text("\n".join(sorted(lines, key=lambda text: text[:18])) + "\n")
+    with open(f"{simulated}.log", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    middle = tmp_path / "slice.log"  # begins and ends mid-request: the cut watch's work
+    middle.write_text("\n".join(lines[len(lines) // 3: 2 * len(lines) // 3]) + "\n")
+    assert_same_check(reworded, tokens, mixed, middle)
+
+
+@pytest.mark.parametrize("generation", ["tid", "notid"])
+def test_dome_logs_with_odd_lines_planted_are_checked_the_same_by_both(generation, tmp_path):
+    cfg = DomeConfig(envelope="messages", generation=generation, duration=120.0, disk_down_at=30.0,
+                     disk_down_s=40.0, restart_at=None, gap_at=None)
+    site = simulate_dome(cfg, tmp_path / "site")
+    head = tmp_path / "head.log"
+    assert planted(site.logs["dpmhead01"], head, every=31) > 30
+    assert_same_check(head, *site.logs.values())
+
+
+def tally_state(t: ProfileTally) -> dict:
+    return dict(roles=dict(t.roles), own_roles=dict(t.own_roles), malformed=t.malformed,
+                foreign=t.foreign, own=t.own, unmatched=list(t.unmatched.items()),
+                catch_all=list(t.catch_all.items()), dropped=t.catch_all_dropped,
+                examples=list(t.examples.items()), cues=list(t.cues.items()),
+                reassembled=t.reassembled, findings=t.findings())
+
+
+def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulated, tmp_path):
+    odd = tmp_path / "odd.log"
+    planted(f"{simulated}.log", odd, every=29)
+    for profile in bundled_profiles():
+        block, reference = ProfileTally(profile, str(odd)), ProfileTally(profile, str(odd))
+        reference.compiled = None
+        stream, _ = open_binary(describe(str(odd)))
+        with stream:
+            for lines in iter_chunks(stream, 500):
+                block.add_block(lines, len(lines))
+                reference.add_block(lines, len(lines))
+        for t in (block, reference):
+            t.finish()
+        assert tally_state(block) == tally_state(reference), profile.name
