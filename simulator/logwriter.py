@@ -61,7 +61,6 @@ class LogWriter:
             self.last_ms = now
             if self.max_printed is None or printed > self.max_printed:
                 self.max_printed = printed
-        head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         key = now
         if not ahead_ms and self._jitter_rate and self._rng.random() < self._jitter_rate:
             key += self._rng.randint(1, self._jitter_ms)
@@ -73,6 +72,7 @@ class LogWriter:
         if self._fh is None:
             self.count += 1
             return printed
+        head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         last = self._thread_key.get(head, 0)
         if last > key:
             key = last
