@@ -253,18 +253,12 @@ def timeline(t: dict, zone) -> str:
     threads = panels["threads"]
     keys = []
     if any(slow_peak):
-        svg.path(steps_area(threads.sx, threads.sy, edges, slow_mean), fill="#e6550d",
-                 fill_opacity="0.25")
-        _steps(threads, edges, slow_mean, "#e6550d", 1.4)
-        _steps(threads, edges, slow_peak, "#e6550d", 0.8, "1.5 2")
-        keys += [Key("slow: mean", "#e6550d", "line", width=1.4),
-                 Key("slow: max", "#e6550d", "line", "1.5 2", 0.8)]
+        keys += _mean_and_max(threads, edges, (slow_mean, slow_peak), ("#e6550d", "#e6550d"),
+                              ("slow: mean", "slow: max"), 1.4, ("#e6550d", "0.25"))
     if any(fast_peak):
-        _steps(threads, edges, fast_mean, "#3182bd", 1.4)
-        _steps(threads, edges, fast_peak, "#3182bd", 0.8, "1.5 2")
-        keys += [Key("fast: mean" + ("" if t.get("polls_in_fast") else " (polls left out)"),
-                     "#3182bd", "line", width=1.4),
-                 Key("fast: max", "#3182bd", "line", "1.5 2", 0.8)]
+        keys += _mean_and_max(threads, edges, (fast_mean, fast_peak), ("#3182bd", "#3182bd"),
+                              ("fast: mean" + ("" if t.get("polls_in_fast")
+                                               else " (polls left out)"), "fast: max"), 1.4)
     if t["ns_busy"] is not None:
         _steps(threads, edges, t["ns_busy"][0], "#756bb1", 1.2)
         keys.append(Key("name server: mean", "#756bb1", "line", width=1.2))
@@ -279,12 +273,8 @@ def timeline(t: dict, zone) -> str:
     queue = panels["queue"]
     keys = []
     if any(q_peak):
-        svg.path(steps_area(queue.sx, queue.sy, edges, q_mean), fill="#fdae6b",
-                 fill_opacity="0.5")
-        _steps(queue, edges, q_mean, "#e6550d", 1.2)
-        _steps(queue, edges, q_peak, "#a63603", 0.8, "1.5 2")
-        keys = [Key("mean", "#e6550d", "line", width=1.2),
-                Key("max", "#a63603", "line", "1.5 2", 0.8)]
+        keys = _mean_and_max(queue, edges, (q_mean, q_peak), ("#e6550d", "#a63603"),
+                             ("mean", "max"), 1.2, ("#fdae6b", "0.5"))
     _panel_head(queue, "c. Slow-queue depth (requests waiting for a slow thread)", "requests",
                 keys, 2, "no request waited for a slow thread")
 
@@ -325,6 +315,18 @@ def _steps(p: Panel, edges, values, colour, width, dash=None) -> None:
     p.svg.path(steps_path(p.sx, p.sy, edges, values), stroke=colour, width=width, dash=dash)
 
 
+def _mean_and_max(p: Panel, edges, series, colours, labels, width, shade=None) -> list[Key]:
+    """A mean per bin (solid, its area shaded when `shade` = (colour, opacity)) and the
+    maximum (dotted); returns their legend keys."""
+    (mean, peak), (mean_colour, peak_colour) = series, colours
+    if shade:
+        p.svg.path(steps_area(p.sx, p.sy, edges, mean), fill=shade[0], fill_opacity=shade[1])
+    _steps(p, edges, mean, mean_colour, width)
+    _steps(p, edges, peak, peak_colour, 0.8, "1.5 2")
+    return [Key(labels[0], mean_colour, "line", width=width),
+            Key(labels[1], peak_colour, "line", "1.5 2", 0.8)]
+
+
 def _panel_head(p: Panel, title: str, ylabel: str, keys: list, ncol: int, empty: str) -> None:
     """The panel's title, y label and frame, its legend above its right end, or a note
     when nothing was drawn."""
@@ -350,12 +352,9 @@ def ns_latency(latency: dict[str, list[int]]) -> str:
         data = [[max(v, 0.0005) for v in vs] for vs in data]   # 0 ms drawn at 0.5 ms
     boxes = [tuple(percentile(vs, q) for q in (5, 25, 50, 75, 95)) for vs in data]
     names = [f"{op} ({len(latency[op]):,})" for op in ops]
-    left = _label_margin(names)
     band = 30
-    svg = Svg(WIDTH, 0, "ns")
-    top, plot_h = 30, band * len(ops) + 6
-    svg.height = top + plot_h + 46
-    p = Panel(svg, left, top, WIDTH - left - RIGHT, plot_h)
+    svg, p = _rows_panel("ns", names, band)
+    left, top = p.x, p.y
     lo_v = min(b[0] for b in boxes)
     hi_v = max(b[4] for b in boxes)
     if log_axis:
@@ -385,16 +384,22 @@ def ns_latency(latency: dict[str, list[int]]) -> str:
     return svg.render("Name-server call latency by op")
 
 
+def _rows_panel(prefix: str, names: list[str], band: float) -> tuple[Svg, Panel]:
+    """A figure of one panel with a row `band` high per name, the names left of it."""
+    left = _label_margin(names)
+    svg = Svg(WIDTH, 0, prefix)
+    top, plot_h = 30, band * len(names) + 6
+    svg.height = top + plot_h + 46
+    return svg, Panel(svg, left, top, WIDTH - left - RIGHT, plot_h)
+
+
 def hot_directories(rows: list[dict]) -> str:
     """The top directories by name-server time, with their creats' peak concurrency."""
     names = [_short_path(r["directory"]) for r in rows]
     seconds_ = [float(r["ns_s"] or 0) for r in rows]
-    left = _label_margin(names)
     band = 34
-    svg = Svg(WIDTH, 0, "dirs")
-    top, plot_h = 30, band * len(rows) + 6
-    svg.height = top + plot_h + 46
-    p = Panel(svg, left, top, WIDTH - left - RIGHT, plot_h)
+    svg, p = _rows_panel("dirs", names, band)
+    left, top = p.x, p.y
     hi = max(seconds_) * 1.6 if max(seconds_) > 0 else 1
     p.scales(0, hi, 0, 1)
     p.xticks(linear_ticks(0, hi, 8), lambda v: f"{v:g}")
