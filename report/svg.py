@@ -115,9 +115,6 @@ class Scale:
             return self.a
         return self.a + (v - lo) / (hi - lo) * (self.b - self.a)
 
-    def clamp(self, v: float) -> float:
-        return min(max(v, min(self.lo, self.hi)), max(self.lo, self.hi))
-
 
 def nice_step(span: float, most: int, integer: bool = False) -> float:
     """The smallest of 1, 2, 2.5, 5 x 10^k that cuts `span` into at most `most` steps."""
