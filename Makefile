@@ -18,7 +18,7 @@ $(BIN)/.installed: pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard
 	@# The extension was built as parsers/_fastlines until it became the whole compiled
 	@# core (parsers/_native): nothing loads the old one; removed so that no one is misled.
 	rm -f parsers/_fastlines*.so
-	$(BIN)/pip install -q -e '.[kafka,report,test]'
+	$(BIN)/pip install -q -e '.[kafka,test]'
 	@$(BIN)/python -c "from dpmstream.parsers import fastpath; \
 		print('compiled line parser and engine:', 'built' if fastpath.available() else 'not built (pure Python)')"
 	touch $@

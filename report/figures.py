@@ -1,26 +1,22 @@
-"""The report's figures: matplotlib, drawn to SVG text that the page inlines.
+"""The report's figures, drawn by report/svg.py as SVG text that the page inlines.
 
-Text is drawn as paths (svg.fonttype "path"), so a figure looks the same in any browser
-and on paper without fonts; large scatters are rasterised inside the SVG to keep the page
-small. Each figure gets its own id salt, so ids never clash once several are inlined.
+Each figure keeps what a reader needs to read it alone: axes with ticks and units, the
+title of each panel, a legend, logarithmic axes where durations span decades, and the
+date with its zone's abbreviation under a time axis (docs/report.md, "Time labels").
 """
 
 from __future__ import annotations
 
-import io
+import bisect
 import math
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
-
-from dpmstream.parsers.quantiles import nearest_rank  # noqa: E402
-from dpmstream.parsers.records import column_of  # noqa: E402
-from dpmstream.report import analysis as A  # noqa: E402
-from dpmstream.streams.sinks.summary import moment  # noqa: E402
+from dpmstream.parsers.quantiles import nearest_rank
+from dpmstream.parsers.records import column_of
+from dpmstream.report import analysis as A
+from dpmstream.report.svg import (
+    WIDTH, Key, Panel, Svg, dots_path, legend, legend_size, linear_ticks, log_bounds,
+    log_ticks, nice_top, num, percentile, seconds, steps_area, steps_path, text_width,
+)
 
 COLOURS = {
     "auth": "#b3a7d6", "request": "#6a51a3", "queue": "#e6550d", "proc_ns": "#08519c",
@@ -33,127 +29,116 @@ CLIENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564
                   "#e377c2", "#17becf")
 OP_COLOURS = {"put": "#3182bd", "get": "#e6550d"}
 MARK_COLOUR = "#c51b7d"
-WIDTH = 10.0          # inches; the page shows figures at most this wide
-RASTER_ABOVE = 4000   # points in one scatter past which it is drawn as an image
-
-STYLE = {
-    "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "axes.titlelocation": "left",
-    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
-    "grid.color": "#e5e5e5", "grid.linewidth": 0.6, "axes.axisbelow": True,
-    "legend.frameon": False, "legend.fontsize": 8, "svg.fonttype": "path",
-    "axes.edgecolor": "#888888", "xtick.color": "#444444", "ytick.color": "#444444",
-    "axes.labelcolor": "#333333", "figure.dpi": 100,
-}
+DARK_SEGMENTS = ("request", "queue", "proc_ns", "transfer", "done")  # white labels on them
+RIGHT = 20   # the right margin of every figure
 
 
-def to_svg(fig, salt: str) -> str:
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": salt}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", pad_inches=0.08)
-    plt.close(fig)
-    text = buf.getvalue()
-    return text[text.index("<svg"):]   # drop the XML prolog and DOCTYPE: inlined in HTML
-
-
-# The date under a time axis, with the abbreviation valid then (docs/report.md, "Time labels").
-OFFSET_FORMATS = ["%Z", "%Y %Z", "%Y-%b %Z", "%Y-%b-%d %Z", "%Y-%b-%d %Z", "%Y-%b-%d %H:%M %Z"]
-
-
-def _time_axis(ax, zone) -> None:
-    locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=10)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone,
-                                                             offset_formats=OFFSET_FORMATS))
-
-
-def _legend(ax, ncol: int, empty_note: str) -> None:
-    """The legend above the panel's right end, or a note when nothing was drawn."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower right", bbox_to_anchor=(1, 0.98), ncol=ncol, borderaxespad=0)
-    else:
-        ax.text(0.5, 0.5, empty_note, transform=ax.transAxes, ha="center", va="center",
-                fontsize=8, color="#666666")
-
-
-def _seconds(x, _pos=None) -> str:
-    return f"{x:g}"
-
-
-def _log_seconds(axis) -> None:
-    """Ticks at 1, 2 and 5 of each decade, written as plain seconds (0.02, not 2x10^-2)."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(_seconds))
-    axis.set_minor_formatter(NullFormatter())
+def _label_margin(labels, size=10.0) -> float:
+    """A left margin wide enough for the longest tick label."""
+    return 14 + max((text_width(s, size) for s in labels), default=20)
 
 
 # -- 1. the phase breakdown ---------------------------------------------------------------
 
 def phase_breakdown(breakdowns: dict, has_ns: bool) -> str:
-    with plt.rc_context(STYLE):
-        ops = list(breakdowns)
-        fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 1.9 + 0.75 * len(ops)),
-                                          sharey=True, layout="constrained")
-        segs = [k for k, _ in A.SEGMENTS if has_ns or k != "proc_ns"]
-        ys = list(range(len(ops)))
-        for ax, values, title, unit in (
-                (left, lambda b, k: 100 * b.share(k), "Share of the request's time", "%"),
-                (right, lambda b, k: b.mean_s(k), "Seconds per request (mean)", "s")):
-            lefts = [0.0] * len(ops)
+    ops = list(breakdowns)
+    segs = [k for k, _ in A.SEGMENTS if has_ns or k != "proc_ns"]
+    keys = [Key(A.SEGMENT_LABELS[k], COLOURS[k]) for k in segs]
+    svg = Svg(WIDTH, 0, "phases")
+    keys.append(Key("status polls (overlap the wait)", "#555555", fill=svg.hatch("#555555")))
+    names = [(op, f"({breakdowns[op].requests:,})") for op in ops]
+    left = _label_margin([s for pair in names for s in pair])
+    band = 56
+    top, plot_h = 34, band * len(ops)
+    _, legend_h, _ = legend_size(keys, 5)
+    svg.height = top + plot_h + 44 + legend_h + 8
+    gap = 36
+    width = (WIDTH - left - RIGHT - gap) / 2
+    polls_s = {op: breakdowns[op].poll_ms / max(breakdowns[op].requests, 1) / 1000 for op in ops}
+    panels = []
+    for i, (title, unit) in enumerate((("Share of the request's time", "%"),
+                                       ("Seconds per request (mean)", "s"))):
+        p = Panel(svg, left + i * (width + gap), top, width, plot_h)
+        if unit == "%":
+            hi = 100.0
+        else:
+            hi = max([sum(breakdowns[op].mean_s(k) for k in segs) for op in ops]
+                     + list(polls_s.values()) + [1e-3])
+            hi = nice_top(hi * 1.02)
+        p.scales(0, hi, 0, len(ops))
+        p.xticks(linear_ticks(0, hi, 6), lambda v: f"{v:g}")
+        p.frame()
+        p.title(title)
+        p.xlabel("% of total_s" if unit == "%" else "seconds")
+        panels.append((p, unit))
+    for y, op in enumerate(ops):
+        b = breakdowns[op]
+        cy = top + band * (y + 0.5)
+        for p, unit in panels:
+            x = 0.0
             for k in segs:
-                widths = [values(breakdowns[op], k) for op in ops]
-                ax.barh(ys, widths, left=lefts, height=0.5, color=COLOURS[k],
-                        label=A.SEGMENT_LABELS[k], edgecolor="white", linewidth=0.5)
-                for y, w, l0 in zip(ys, widths, lefts):
-                    if breakdowns[ops[y]].share(k) >= 0.08:   # room for a label
-                        ax.text(l0 + w / 2, y, f"{w:.0f}%" if unit == "%" else f"{w:.2f}",
-                                ha="center", va="center", fontsize=7.5,
-                                color="white" if k in ("request", "queue", "proc_ns", "transfer", "done") else "#222222")
-                lefts = [a + b for a, b in zip(lefts, widths)]
-            ax.set_title(title)
-            ax.grid(axis="y", visible=False)
-            ax.set_xlabel("% of total_s" if unit == "%" else "seconds")
-        left.set_xlim(0, 100)
+                w = 100 * b.share(k) if unit == "%" else b.mean_s(k)
+                x0, x1 = p.sx(x), p.sx(x + w)
+                svg.rect(x0, cy - band * 0.25, x1 - x0, band * 0.5, COLOURS[k],
+                         stroke="#ffffff", stroke_width="0.5")
+                if b.share(k) >= 0.08:   # room for a label
+                    svg.text((x0 + x1) / 2, cy, f"{w:.0f}%" if unit == "%" else f"{w:.2f}",
+                             size=9.5, anchor="middle", valign="middle",
+                             colour="#ffffff" if k in DARK_SEGMENTS else "#222222")
+                x += w
         # Status polls run on fast threads while the request waits: shown beside, not stacked.
-        poll_y = [y + 0.33 for y in ys]
-        right.barh(poll_y, [breakdowns[op].poll_ms / max(breakdowns[op].requests, 1) / 1000 for op in ops],
-                   height=0.12, color="none", edgecolor="#555555", hatch="////", linewidth=0.6,
-                   label="status polls (overlap the wait)")
-        left.set_yticks(ys, [f"{op}\n({breakdowns[op].requests:,})" for op in ops])
-        left.set_ylim(len(ops) - 0.5, -0.4)   # top to bottom, snug around the bars
-        handles, labels = right.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=5)
-        return to_svg(fig, "phases")
+        p, _ = panels[1]
+        svg.rect(p.sx(0), cy + band * 0.27, p.sx(polls_s[op]) - p.sx(0), band * 0.14,
+                 keys[-1].fill, stroke="#555555", stroke_width="0.6")
+        svg.text(left - 8, cy - 6, op, size=10.5, anchor="end", valign="middle")
+        svg.text(left - 8, cy + 8, names[y][1], size=10, anchor="end", colour="#444444",
+                 valign="middle")
+    legend(svg, keys, WIDTH / 2, top + plot_h + 44, 5, anchor="centre")
+    return svg.render("Where a request's time goes, per op")
 
 
 # -- 2. duration against start time (the thesis's Figure 1) -------------------------------
 
 def duration_scatter(requests: list, zone) -> str:
-    with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(WIDTH, 3.6))
-        counts: dict[str, int] = {}
-        for r in requests:
-            counts[r.get("client") or "?"] = counts.get(r.get("client") or "?", 0) + 1
-        top = [c for c, _ in sorted(counts.items(), key=lambda kv: -kv[1])[:len(CLIENT_COLOURS)]]
-        groups = top + (["other hosts"] if len(counts) > len(top) else [])
-        raster = len(requests) > RASTER_ABOVE
-        for i, group in enumerate(groups):
-            pts = [(A.start_of(r), r["total_ms"]) for r in requests
-                   if r.get("total_ms") is not None and A.start_of(r) is not None
-                   and ((r.get("client") or "?") == group
-                        or (group == "other hosts" and (r.get("client") or "?") not in top))]
-            if not pts:
-                continue
-            ax.scatter([moment(t, zone) for t, _ in pts], [v / 1000 for _, v in pts], s=7,
-                       alpha=0.6, linewidths=0, rasterized=raster,
-                       color=CLIENT_COLOURS[i] if group != "other hosts" else "#aaaaaa",
-                       label=f"{group} ({len(pts):,})")
-        _time_axis(ax, zone)
-        ax.set_ylabel("request duration total_s (s)")
-        ax.set_ylim(bottom=0)
-        ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=min(4, len(groups)),
-                  markerscale=2.5, borderaxespad=0.2, handletextpad=0.2)
-        fig.tight_layout()
-        return to_svg(fig, "scatter")
+    counts: dict[str, int] = {}
+    for r in requests:
+        counts[r.get("client") or "?"] = counts.get(r.get("client") or "?", 0) + 1
+    top = [c for c, _ in sorted(counts.items(), key=lambda kv: -kv[1])[:len(CLIENT_COLOURS)]]
+    groups = top + (["other hosts"] if len(counts) > len(top) else [])
+    points: dict[str, list] = {g: [] for g in groups}
+    for r in requests:
+        t = A.start_of(r)
+        if r.get("total_ms") is None or t is None:
+            continue
+        client = r.get("client") or "?"
+        points[client if client in top else "other hosts"].append((t, r["total_ms"] / 1000))
+    drawn = [(i, g) for i, g in enumerate(groups) if points[g]]
+    keys = [Key(f"{g} ({len(points[g]):,})",
+                CLIENT_COLOURS[i] if g != "other hosts" else "#aaaaaa", "dot")
+            for i, g in drawn]
+    every = [p for g in groups for p in points[g]]
+    hi = nice_top(max([v for _, v in every] + [1e-3]))
+    ticks = linear_ticks(0, hi, 6)
+    left = _label_margin([f"{v:g}" for v in ticks]) + 18
+    _, legend_h, _ = legend_size(keys, 4)
+    svg = Svg(WIDTH, 0, "scatter")
+    top_y = 8 + legend_h + 6
+    plot_h = 280
+    svg.height = top_y + plot_h + 44
+    p = Panel(svg, left, top_y, WIDTH - left - RIGHT, plot_h)
+    t0 = min((t for t, _ in every), default=0)
+    t1 = max((t for t, _ in every), default=t0 + 1)
+    pad = max((t1 - t0) * 0.02, 500)
+    p.scales(t0 - pad, t1 + pad, 0, hi)
+    p.yticks(ticks, lambda v: f"{v:g}")
+    p.time_axis(int(t0 - pad), int(t1 + pad), zone)
+    p.frame()
+    p.ylabel("request duration total_s (s)", left - 12)
+    for (i, g), key in zip(drawn, keys):
+        svg.path(dots_path((p.sx(t), p.sy(v)) for t, v in points[g]), stroke=key.colour,
+                 width=4, stroke_linecap="round", stroke_opacity="0.6")
+    legend(svg, keys, left, 8, 4)
+    return svg.render("Request duration against start time, by client host")
 
 
 # -- 3. the distribution of each phase ----------------------------------------------------
@@ -164,194 +149,275 @@ def phase_distributions(requests: list) -> str:
     ops = sorted({r["op"] or "?" for r in requests})
     cols = 4
     rows = max(1, math.ceil(len(fields) / cols))
-    with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 2.1 * rows + 0.3), squeeze=False)
-        for ax in axes.flat[len(fields):]:
-            ax.set_visible(False)
-        for ax, (fieldname, words) in zip(axes.flat, fields):
-            positive = {op: [r[fieldname] / 1000 for r in requests
-                             if r["op"] == op and r.get(fieldname) is not None and r[fieldname] > 0]
-                        for op in ops}
-            zeros = sum(1 for r in requests if r.get(fieldname) is not None and r[fieldname] <= 0)
-            everything = [v for vs in positive.values() for v in vs]
-            ax.set_title(column_of(fieldname), fontsize=9)  # the column the user knows
-            if everything:
-                lo, hi = min(everything), max(everything)
-                lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi) + 1e-9)
-                n_bins = 40
-                edges = [lo * (hi / lo) ** (i / n_bins) for i in range(n_bins + 1)]
-                for op in ops:
-                    if positive[op]:
-                        colour = OP_COLOURS.get(op, "#777777")
-                        ax.hist(positive[op], bins=edges, histtype="stepfilled", alpha=0.45,
-                                facecolor=colour, edgecolor=colour, linewidth=0.9, label=op)
-                ax.set_xscale("log")
-                ax.xaxis.set_major_locator(LogLocator(base=10))
-                ax.xaxis.set_major_formatter(FuncFormatter(_seconds))
-                ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))
-            if zeros:
-                ax.text(0.03, 0.97, f"{zeros:,} at or\nbelow 0 s", transform=ax.transAxes,
-                        ha="left", va="top", fontsize=7, color="#666666")
-        axes.flat[0].set_ylabel("requests")
-        if len(ops) > 1:
-            axes.flat[0].legend(loc="upper left")
-        fig.supxlabel("seconds (log scale)", fontsize=8.5)
-        fig.tight_layout()
-        return to_svg(fig, "dists")
+    cell_w, cell_h = (WIDTH - 60 - RIGHT) / cols, 190
+    plot_w, plot_h = cell_w - 46, cell_h - 64
+    svg = Svg(WIDTH, rows * cell_h + 30, "dists")
+    for n, (fieldname, _words) in enumerate(fields):
+        x0 = 60 + (n % cols) * cell_w
+        y0 = (n // cols) * cell_h + 26
+        p = Panel(svg, x0, y0, plot_w, plot_h)
+        positive = {op: [r[fieldname] / 1000 for r in requests
+                         if r["op"] == op and r.get(fieldname) is not None and r[fieldname] > 0]
+                    for op in ops}
+        zeros = sum(1 for r in requests if r.get(fieldname) is not None and r[fieldname] <= 0)
+        everything = [v for vs in positive.values() for v in vs]
+        p.title(column_of(fieldname), size=11.5)  # the column the user knows
+        counts = {}
+        lo, hi = 1e-3, 1.0
+        if everything:
+            lo, hi = log_bounds(min(everything), max(everything))
+            n_bins = 40
+            edges = [lo * (hi / lo) ** (i / n_bins) for i in range(n_bins + 1)]
+            for op in ops:
+                if positive[op]:
+                    bins = [0] * n_bins
+                    for v in positive[op]:
+                        bins[min(max(bisect.bisect_right(edges, v) - 1, 0), n_bins - 1)] += 1
+                    counts[op] = bins
+        top = nice_top(max([c for bins in counts.values() for c in bins] + [1]), 4, integer=True)
+        p.scales(lo, hi, 0, top, xlog=True)
+        p.yticks(linear_ticks(0, top, 4, integer=True), lambda v: f"{v:g}")
+        if everything:
+            p.xticks(log_ticks(lo, hi), seconds)
+        for op, bins in counts.items():
+            colour = OP_COLOURS.get(op, "#777777")
+            area = steps_area(p.sx, p.sy, edges, bins)
+            svg.path(area, fill=colour, fill_opacity="0.45")
+            svg.path(steps_path(p.sx, p.sy, edges, bins), stroke=colour, width=0.9)
+        p.frame()
+        if zeros:
+            svg.text(x0 + 5, y0 + 5, f"{zeros:,} at or", size=9, colour="#666666", valign="top")
+            svg.text(x0 + 5, y0 + 16, "below 0 s", size=9, colour="#666666", valign="top")
+        if n == 0:
+            p.ylabel("requests", 40)
+            if len(ops) > 1:
+                legend(svg, [Key(op, OP_COLOURS.get(op, "#777777")) for op in ops],
+                       x0 + plot_w, y0 + 2, 1, anchor="right")
+    svg.text(WIDTH / 2, svg.height - 6, "seconds (log scale)", size=10.5, anchor="middle")
+    return svg.render("The distribution of each phase")
 
 
 # -- 4. over time -------------------------------------------------------------------------
-
-def _slow_lines(ax, mids, mean, peak) -> None:
-    ax.fill_between(mids, mean, step="mid", color="#e6550d", alpha=0.25, linewidth=0)
-    ax.step(mids, mean, where="mid", color="#e6550d", linewidth=1.4, label="slow: mean")
-    ax.step(mids, peak, where="mid", color="#e6550d", linewidth=0.8, linestyle=":",
-            label="slow: max")
-
 
 def timeline(t: dict, zone) -> str:
     """t: edges, rate (status -> per s), fast/slow (means, peaks), slow_pool, queue (means,
     peaks), polls (op -> mean per request), restarts [(ms, daemon)], unparsed [(ms, n)]."""
     edges = t["edges"]
-    mids = [moment((a + b) // 2, zone) for a, b in zip(edges, edges[1:])]
-    width_days = (edges[1] - edges[0]) / 86_400_000
-    with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(5, 1, figsize=(WIDTH, 9.2), sharex=True,
-                                 gridspec_kw={"height_ratios": [1.1, 1.2, 1, 0.9, 0.6]})
-        rate, threads, queue, polls, health = axes
-        bottom = [0.0] * len(mids)
-        for status, values in t["rate"].items():
-            rate.bar(mids, values, width=width_days * 0.92, bottom=bottom,
-                     color=STATUS_COLOURS[status], label=status, linewidth=0)
-            bottom = [a + b for a, b in zip(bottom, values)]
-        rate.set_ylabel("requests / s")
-        rate.set_title("a. Requests finished per second, by status")
-        _legend(rate, 4, "no put/get requests")
+    mids = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+    width = edges[1] - edges[0]
+    slow_mean, slow_peak = t["slow"]
+    fast_mean, fast_peak = t["fast"]
+    ns_peak = t["ns_busy"][1] if t["ns_busy"] is not None else []
+    q_mean, q_peak = t["queue"]
+    stacked = [sum(vs) for vs in zip(*t["rate"].values())] if t["rate"] else []
+    tops = {
+        "rate": nice_top(max(stacked + [1e-9]) * 1.05) if any(stacked) else 1.0,
+        "threads": nice_top(max([1, *slow_peak, *fast_peak, *ns_peak]) * 1.25),
+        "queue": nice_top(max([1, *q_peak]) * 1.15),
+        "polls": nice_top(max([v for vs in t["polls"].values() for v in vs if v is not None]
+                              + [1e-9]) * 1.05),
+        "health": nice_top(max([1, *(n for _, n in t["unparsed"])]) * 1.3, 3, integer=True),
+    }
+    ratios = {"rate": 1.1, "threads": 1.2, "queue": 1, "polls": 0.9, "health": 0.6}
+    tick_labels = [f"{v:g}" for k, top in tops.items()
+                   for v in linear_ticks(0, top, 3 if k == "health" else 5, k == "health")]
+    left = _label_margin(tick_labels) + 18
+    unit_h, gap = 128, 58
+    svg = Svg(WIDTH, 0, "timeline")
+    y = 30
+    panels = {}
+    for k, ratio in ratios.items():
+        p = Panel(svg, left, y, WIDTH - left - RIGHT, unit_h * ratio)
+        p.scales(edges[0], edges[-1], 0, tops[k])
+        p.yticks(linear_ticks(0, tops[k], 3 if k == "health" else 5, k == "health"),
+                 lambda v: f"{v:g}")
+        p.time_axis(edges[0], edges[-1], zone, labels=k == "health")
+        panels[k] = p
+        y += p.h + gap
+    svg.height = y - gap + 46
 
-        slow_mean, slow_peak = t["slow"]
-        fast_mean, fast_peak = t["fast"]
-        if any(slow_peak):
-            _slow_lines(threads, mids, slow_mean, slow_peak)
-        if any(fast_peak):
-            threads.step(mids, fast_mean, where="mid", color="#3182bd", linewidth=1.4,
-                         label="fast: mean" + ("" if t.get("polls_in_fast") else
-                                               " (polls left out)"))
-            threads.step(mids, fast_peak, where="mid", color="#3182bd", linewidth=0.8,
-                         linestyle=":", label="fast: max")
-        if t["ns_busy"] is not None:
-            threads.step(mids, t["ns_busy"][0], where="mid", color="#756bb1", linewidth=1.2,
-                         label="name server: mean")
-        if t["slow_pool"]:
-            threads.axhline(t["slow_pool"], color="#e6550d", linewidth=0.8, linestyle="--")
-            threads.annotate(f"{t['slow_pool']} slow threads: the most busy at once for 50 ms",
-                             xy=(0.005, t["slow_pool"]), xycoords=("axes fraction", "data"),
-                             xytext=(0, 3), textcoords="offset points", fontsize=7.5,
-                             color="#a63603")
-        threads.set_ylabel("threads")
-        ns_peak = t["ns_busy"][1] if t["ns_busy"] is not None else []
-        threads.set_ylim(bottom=0, top=max([1, *slow_peak, *fast_peak, *ns_peak]) * 1.25)
-        threads.set_title("b. Busy threads (a call's first line to its returns)")
-        _legend(threads, 3 if t["ns_busy"] is not None else 4, "no calls placed in time")
+    rate = panels["rate"]
+    bottom = [0.0] * len(mids)
+    keys = []
+    for status, values in t["rate"].items():
+        for i, v in enumerate(values):
+            if v:
+                x0 = rate.sx(mids[i] - width * 0.46)
+                svg.rect(x0, rate.sy(bottom[i] + v), rate.sx(mids[i] + width * 0.46) - x0,
+                         rate.sy(bottom[i]) - rate.sy(bottom[i] + v), STATUS_COLOURS[status])
+        bottom = [a + b for a, b in zip(bottom, values)]
+        keys.append(Key(status, STATUS_COLOURS[status]))
+    _panel_head(rate, "a. Requests finished per second, by status", "requests / s",
+                keys if any(bottom) else [], 4, "no put/get requests")
 
-        q_mean, q_peak = t["queue"]
-        if any(q_peak):
-            queue.fill_between(mids, q_mean, step="mid", color="#fdae6b", alpha=0.5, linewidth=0)
-            queue.step(mids, q_mean, where="mid", color="#e6550d", linewidth=1.2, label="mean")
-            queue.step(mids, q_peak, where="mid", color="#a63603", linewidth=0.8, linestyle=":",
-                       label="max")
-        queue.set_ylabel("requests")
-        queue.set_ylim(bottom=0, top=max([1, *q_peak]) * 1.15)
-        queue.set_title("c. Slow-queue depth (requests waiting for a slow thread)")
-        _legend(queue, 2, "no request waited for a slow thread")
+    threads = panels["threads"]
+    keys = []
+    if any(slow_peak):
+        keys += _mean_and_max(threads, edges, (slow_mean, slow_peak), ("#e6550d", "#e6550d"),
+                              ("slow: mean", "slow: max"), 1.4, ("#e6550d", "0.25"))
+    if any(fast_peak):
+        keys += _mean_and_max(threads, edges, (fast_mean, fast_peak), ("#3182bd", "#3182bd"),
+                              ("fast: mean" + ("" if t.get("polls_in_fast")
+                                               else " (polls left out)"), "fast: max"), 1.4)
+    if t["ns_busy"] is not None:
+        _steps(threads, edges, t["ns_busy"][0], "#756bb1", 1.2)
+        keys.append(Key("name server: mean", "#756bb1", "line", width=1.2))
+    if t["slow_pool"]:
+        py = threads.sy(t["slow_pool"])
+        svg.line(threads.x, py, threads.x + threads.w, py, "#e6550d", 0.8, "4 3")
+        svg.text(threads.x + 5, py - 4, f"{t['slow_pool']} slow threads: the most busy at once "
+                 "for 50 ms", size=9.5, colour="#a63603")
+    _panel_head(threads, "b. Busy threads (a call's first line to its returns)", "threads",
+                keys, 3 if t["ns_busy"] is not None else 4, "no calls placed in time")
 
-        for op, values in t["polls"].items():
-            pts = [(m, v) for m, v in zip(mids, values) if v is not None]
-            if pts:
-                polls.plot([m for m, _ in pts], [v for _, v in pts], marker="o", markersize=2.5,
-                           linewidth=1.2, color=OP_COLOURS.get(op, "#777777"), label=op)
-        polls.set_ylabel("polls / request")
-        polls.set_ylim(bottom=0)
-        polls.set_title("d. Status polls per request (mean, by start time)")
-        _legend(polls, 2, "no put/get requests")
+    queue = panels["queue"]
+    keys = []
+    if any(q_peak):
+        keys = _mean_and_max(queue, edges, (q_mean, q_peak), ("#e6550d", "#a63603"),
+                             ("mean", "max"), 1.2, ("#fdae6b", "0.5"))
+    _panel_head(queue, "c. Slow-queue depth (requests waiting for a slow thread)", "requests",
+                keys, 2, "no request waited for a slow thread")
 
-        bad_times = [moment(ms, zone) for ms, _ in t["unparsed"]]
-        if bad_times:
-            health.bar(bad_times, [n for _, n in t["unparsed"]], width=width_days * 0.8,
-                       color="#636363", label="unparsed lines")
-        health.set_ylabel("lines")
-        health.set_ylim(bottom=0, top=max([1, *(n for _, n in t["unparsed"])]) * 1.3)
-        health.yaxis.set_major_locator(MaxNLocator(3, integer=True))
-        health.set_title("e. Log health: unparsed lines and daemon restarts"
-                         + ("" if t["unparsed_known"] else " (line counts: only when reading logs)"))
-        for ax in axes:
-            for ms, _daemon in t["restarts"]:
-                ax.axvline(moment(ms, zone), color=MARK_COLOUR, linewidth=1.0, linestyle="--")
-        for ms, daemon in t["restarts"]:
-            health.annotate(f"restart {daemon}".strip(), xy=(moment(ms, zone), 1), xycoords=("data", "axes fraction"),
-                            xytext=(3, -10), textcoords="offset points", fontsize=7, color=MARK_COLOUR)
-        if not bad_times and not t["restarts"]:
-            health.text(0.5, 0.5, "no unparsed lines, no restarts", transform=health.transAxes,
-                        ha="center", va="center", fontsize=8, color="#31a354")
-        health.set_xlim(moment(edges[0], zone), moment(edges[-1], zone))
-        _time_axis(health, zone)
-        fig.align_ylabels(axes)
-        fig.tight_layout(h_pad=0.6)
-        return to_svg(fig, "timeline")
+    polls = panels["polls"]
+    keys = []
+    for op, values in t["polls"].items():
+        pts = [(polls.sx(m), polls.sy(v)) for m, v in zip(mids, values) if v is not None]
+        if pts:
+            colour = OP_COLOURS.get(op, "#777777")
+            svg.path("M" + "L".join(f"{num(x)} {num(y)}" for x, y in pts), stroke=colour,
+                     width=1.2)
+            svg.path(dots_path(pts), stroke=colour, width=5, stroke_linecap="round")
+            keys.append(Key(op, colour, "line", width=1.2))
+    _panel_head(polls, "d. Status polls per request (mean, by start time)", "polls / request",
+                keys, 2, "no put/get requests")
+
+    health = panels["health"]
+    for ms, n in t["unparsed"]:
+        x0 = health.sx(ms - width * 0.4)
+        svg.rect(x0, health.sy(n), health.sx(ms + width * 0.4) - x0,
+                 health.sy(0) - health.sy(n), "#636363")
+    title = ("e. Log health: unparsed lines and daemon restarts"
+             + ("" if t["unparsed_known"] else " (line counts: only when reading logs)"))
+    _panel_head(health, title, "lines",
+                [Key("unparsed lines", "#636363")] if t["unparsed"] else [], 1, "")
+    for p in panels.values():
+        for ms, _daemon in t["restarts"]:
+            svg.line(p.sx(ms), p.y, p.sx(ms), p.y + p.h, MARK_COLOUR, 1.0, "4 3")
+    for ms, daemon in t["restarts"]:
+        svg.text(health.sx(ms) + 3, health.y + 3, f"restart {daemon}".strip(), size=9,
+                 colour=MARK_COLOUR, valign="top")
+    if not t["unparsed"] and not t["restarts"]:
+        health.note("no unparsed lines, no restarts", colour="#31a354")
+    return svg.render("Over time: requests, busy threads, queue depth, polls, log health")
+
+
+def _steps(p: Panel, edges, values, colour, width, dash=None) -> None:
+    p.svg.path(steps_path(p.sx, p.sy, edges, values), stroke=colour, width=width, dash=dash)
+
+
+def _mean_and_max(p: Panel, edges, series, colours, labels, width, shade=None) -> list[Key]:
+    """A mean per bin (solid, its area shaded when `shade` = (colour, opacity)) and the
+    maximum (dotted); returns their legend keys."""
+    (mean, peak), (mean_colour, peak_colour) = series, colours
+    if shade:
+        p.svg.path(steps_area(p.sx, p.sy, edges, mean), fill=shade[0], fill_opacity=shade[1])
+    _steps(p, edges, mean, mean_colour, width)
+    _steps(p, edges, peak, peak_colour, 0.8, "1.5 2")
+    return [Key(labels[0], mean_colour, "line", width=width),
+            Key(labels[1], peak_colour, "line", "1.5 2", 0.8)]
+
+
+def _panel_head(p: Panel, title: str, ylabel: str, keys: list, ncol: int, empty: str) -> None:
+    """The panel's title, y label and frame, its legend above its right end, or a note
+    when nothing was drawn."""
+    p.title(title)
+    p.ylabel(ylabel, p.x - 14)
+    p.frame()
+    if keys:
+        _, h, _ = legend_size(keys, ncol)
+        legend(p.svg, keys, p.x + p.w, p.y - h - 2, ncol, anchor="right")
+    elif empty:
+        p.note(empty)
 
 
 # -- 5. the name server -------------------------------------------------------------------
 
 def ns_latency(latency: dict[str, list[int]]) -> str:
-    ops = list(latency)[::-1]
-    data = [[v / 1000 for v in latency[op]] for op in ops]
+    ops = list(latency)
+    data = [sorted(v / 1000 for v in latency[op]) for op in ops]
     every = sorted(v for vs in data for v in vs)
     low, high = nearest_rank(every, 0.05), nearest_rank(every, 0.95)
     log_axis = high / max(low, 0.0005) > 20   # only where the durations span decades
     if log_axis:
         data = [[max(v, 0.0005) for v in vs] for vs in data]   # 0 ms drawn at 0.5 ms
-    with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(WIDTH, 0.8 + 0.32 * len(ops)))
-        ax.boxplot(data, vert=False, whis=(5, 95), showfliers=False, widths=0.6,
-                   patch_artist=True, medianprops={"color": "#08306b", "linewidth": 1.4},
-                   boxprops={"facecolor": "#c6dbef", "edgecolor": "#4292c6"},
-                   whiskerprops={"color": "#4292c6"}, capprops={"color": "#4292c6"})
-        ax.set_yticks(range(1, len(ops) + 1), [f"{op} ({len(latency[op]):,})" for op in ops])
-        if log_axis:
-            ax.set_xscale("log")
-            _log_seconds(ax.xaxis)
-        else:
-            ax.set_xlim(left=0)
-        ax.set_xlabel("call duration (s" + (", log scale" if log_axis else "")
-                      + "): box 25-75%, line median, whiskers 5-95%")
-        ax.set_title("Name-server call latency by op (number of calls)")
-        ax.grid(axis="y", visible=False)
-        fig.tight_layout()
-        return to_svg(fig, "ns")
+    boxes = [tuple(percentile(vs, q) for q in (5, 25, 50, 75, 95)) for vs in data]
+    names = [f"{op} ({len(latency[op]):,})" for op in ops]
+    band = 30
+    svg, p = _rows_panel("ns", names, band)
+    left, top = p.x, p.y
+    lo_v = min(b[0] for b in boxes)
+    hi_v = max(b[4] for b in boxes)
+    if log_axis:
+        lo, hi = log_bounds(max(lo_v, 0.0005), max(hi_v, 0.001))
+        p.scales(lo, hi, 0, 1, xlog=True)
+        p.xticks(log_ticks(lo, hi, (1.0, 2.0, 5.0)), seconds)
+    else:
+        hi = nice_top(max(hi_v, 1e-3) * 1.05)
+        p.scales(0, hi, 0, 1)
+        p.xticks(linear_ticks(0, hi, 8), lambda v: f"{v:g}")
+    p.frame()
+    p.title("Name-server call latency by op (number of calls)")
+    p.xlabel("call duration (s" + (", log scale" if log_axis else "")
+             + "): box 25-75%, line median, whiskers 5-95%")
+    for i, (name, (w0, q1, med, q3, w1)) in enumerate(zip(names, boxes)):
+        cy = top + 3 + band * (i + 0.5)
+        h = band * 0.6
+        x = p.sx
+        svg.line(x(w0), cy, x(q1), cy, "#4292c6")
+        svg.line(x(q3), cy, x(w1), cy, "#4292c6")
+        for w in (w0, w1):
+            svg.line(x(w), cy - h / 4, x(w), cy + h / 4, "#4292c6")
+        svg.rect(x(q1), cy - h / 2, max(x(q3) - x(q1), 0.8), h, "#c6dbef", stroke="#4292c6",
+                 stroke_width="1")
+        svg.line(x(med), cy - h / 2, x(med), cy + h / 2, "#08306b", 1.6)
+        svg.text(left - 8, cy, name, size=10, anchor="end", colour="#444444", valign="middle")
+    return svg.render("Name-server call latency by op")
+
+
+def _rows_panel(prefix: str, names: list[str], band: float) -> tuple[Svg, Panel]:
+    """A figure of one panel with a row `band` high per name, the names left of it."""
+    left = _label_margin(names)
+    svg = Svg(WIDTH, 0, prefix)
+    top, plot_h = 30, band * len(names) + 6
+    svg.height = top + plot_h + 46
+    return svg, Panel(svg, left, top, WIDTH - left - RIGHT, plot_h)
 
 
 def hot_directories(rows: list[dict]) -> str:
     """The top directories by name-server time, with their creats' peak concurrency."""
-    rows = rows[::-1]
-    with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(WIDTH, 0.9 + 0.34 * len(rows)))
-        seconds = [float(r["ns_s"] or 0) for r in rows]
-        ax.barh(range(len(rows)), seconds, color="#9e9ac8", edgecolor="#54278f")
-        ax.set_yticks(range(len(rows)), [_short_path(r["directory"]) for r in rows])
-        for i, r in enumerate(rows):
-            note = f" {int(r['creats'] or 0):,} creats"
-            if r.get("creat_p50_s"):
-                note += f", p50 {float(r['creat_p50_s']):.3f} s"
-            if int(r.get("peak_creats") or 0) > 1:
-                note += f", up to {r['peak_creats']} at once"
-            ax.annotate(note, xy=(seconds[i], i), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=7.5, color="#3f007d")
-        ax.set_xlim(0, max(seconds) * 1.6 if max(seconds) > 0 else 1)
-        ax.set_xlabel("name-server time in the directory (s)")
-        ax.set_title("Hot directories: name-server time, creats and their peak concurrency")
-        ax.grid(axis="y", visible=False)
-        fig.tight_layout()
-        return to_svg(fig, "dirs")
+    names = [_short_path(r["directory"]) for r in rows]
+    seconds_ = [float(r["ns_s"] or 0) for r in rows]
+    band = 34
+    svg, p = _rows_panel("dirs", names, band)
+    left, top = p.x, p.y
+    hi = max(seconds_) * 1.6 if max(seconds_) > 0 else 1
+    p.scales(0, hi, 0, 1)
+    p.xticks(linear_ticks(0, hi, 8), lambda v: f"{v:g}")
+    p.frame()
+    p.title("Hot directories: name-server time, creats and their peak concurrency")
+    p.xlabel("name-server time in the directory (s)")
+    for i, (r, name, s) in enumerate(zip(rows, names, seconds_)):
+        cy = top + 3 + band * (i + 0.5)
+        svg.rect(p.sx(0), cy - band * 0.4, p.sx(s) - p.sx(0), band * 0.8, "#9e9ac8",
+                 stroke="#54278f", stroke_width="1")
+        note = f"{int(r['creats'] or 0):,} creats"
+        if r.get("creat_p50_s"):
+            note += f", p50 {float(r['creat_p50_s']):.3f} s"
+        if int(r.get("peak_creats") or 0) > 1:
+            note += f", up to {r['peak_creats']} at once"
+        svg.text(p.sx(s) + 4, cy, note, size=9.5, colour="#3f007d", valign="middle")
+        svg.text(left - 8, cy, name, size=10, anchor="end", colour="#444444", valign="middle")
+    return svg.render("Hot directories")
 
 
 def _short_path(path: str, width: int = 48) -> str:

@@ -1,6 +1,6 @@
 """The report as one self-contained HTML page: inline CSS and SVG, no script, no fetch.
 
-Everything in it is escaped text or matplotlib's SVG; links are only to anchors in the
+Everything in it is escaped text or the figures' SVG (report/svg.py); links are only to anchors in the
 page, so it opens from a file, off-line, and prints (figures never split across pages).
 """
 

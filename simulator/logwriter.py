@@ -7,6 +7,10 @@ lines, and the lines of one request (its threads hand over in sequence: the put
 returns before the status call that follows, ...). A min-heap holds lines until the
 simulation clock passes their write key. A `tap` (the rsyslog file, syslog.py) sees
 every line as it is written, with its write key.
+
+A writer with no path (a model run whose logs nobody reads: predict.py) does everything
+that shapes the run and its truth (the printed instant, the jitter draws, the gap, the
+counts) but formats, orders and writes no text.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ class LogWriter:
                  drop: tuple[int, int] | None = None):
         self.path = path
         self._tap = tap               # tap(write key, line) for each line written
-        self._fh = open(path, "w", encoding="utf-8", newline="\n")
+        if path is None and tap is not None:
+            raise ValueError("a log tapped (the rsyslog file) must be written")
+        self._fh = open(path, "w", encoding="utf-8", newline="\n") if path is not None else None
         self._stamps = stamps
         self._jitter_rate = jitter_rate if jitter_ms > 0 else 0.0
         self._jitter_ms = jitter_ms
@@ -47,12 +53,14 @@ class LogWriter:
         `owner` (anything with a `write_key` attribute) keeps a request's lines in order.
         `ahead_ms` > 0: a stray line written now but stamped that far ahead (no jitter,
         and it does not date the file)."""
-        printed, text = self._stamps.stamp(now + ahead_ms)
+        if self._fh is None:
+            printed = self._stamps.printed(now + ahead_ms)
+        else:
+            printed, text = self._stamps.stamp(now + ahead_ms)
         if not ahead_ms:
             self.last_ms = now
             if self.max_printed is None or printed > self.max_printed:
                 self.max_printed = printed
-        head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         key = now
         if not ahead_ms and self._jitter_rate and self._rng.random() < self._jitter_rate:
             key += self._rng.randint(1, self._jitter_ms)
@@ -61,6 +69,10 @@ class LogWriter:
             self.late += 1
         elif not self.kept(printed):
             return printed
+        if self._fh is None:
+            self.count += 1
+            return printed
+        head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         last = self._thread_key.get(head, 0)
         if last > key:
             key = last
@@ -83,6 +95,8 @@ class LogWriter:
         """Write every line whose write key is before `now`: nothing logged from now on
         can go before them."""
         heap, out, tap = self._heap, self._out, self._tap
+        if self._fh is None:
+            return
         while heap and heap[0][0] < now:
             key, _, text = heapq.heappop(heap)
             out.append(text)
@@ -93,6 +107,8 @@ class LogWriter:
             out.clear()
 
     def close(self) -> None:
+        if self._fh is None:
+            return
         heap, out, tap = self._heap, self._out, self._tap
         while heap:
             key, _, text = heapq.heappop(heap)

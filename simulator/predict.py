@@ -8,9 +8,7 @@ settings reproduces the observed medians.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from dpmstream.parsers.records import PHASES
 from dpmstream.simulator.estimators import quantile
@@ -69,22 +67,20 @@ def limit_model(config: SimConfig, model_requests: int) -> tuple[SimConfig, bool
     return config, False
 
 
-def predict(config: SimConfig, seeds=(1, 2, 3), workdir: str | Path | None = None,
-            observations=()) -> Prediction:
-    """Run `config` at each seed (its logs go to a scratch directory) and pool the
-    request records of its ground truth; measure `observations` (observe.py) and the
-    queues' growth on each seed's run."""
+def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
+    """Run `config` at each seed and pool the request records of its ground truth;
+    measure `observations` (observe.py) and the queues' growth on each seed's run. The
+    runs write no logs (simulate(out=None)): only their truth is read."""
     out = Prediction(config, tuple(seeds))
     pooled: dict[tuple[str, str], list[int]] = {}
-    with tempfile.TemporaryDirectory(dir=workdir) as scratch:
-        for seed in seeds:
-            result = simulate(config.replace(seed=seed), Path(scratch) / f"seed{seed}")
-            out.requests += len(result.requests)
-            out.observed.append(measure_all(list(observations), result.requests, result.calls))
-            out.growth.append(growth(result.requests, result.calls))
-            for key, values in phase_table(result.requests).items():
-                pooled.setdefault(key, []).extend(values)
-                out.by_seed.setdefault(key, []).append(summarise(values))
+    for seed in seeds:
+        result = simulate(config.replace(seed=seed), None)
+        out.requests += len(result.requests)
+        out.observed.append(measure_all(list(observations), result.requests, result.calls))
+        out.growth.append(growth(result.requests, result.calls))
+        for key, values in phase_table(result.requests).items():
+            pooled.setdefault(key, []).extend(values)
+            out.by_seed.setdefault(key, []).append(summarise(values))
     out.pooled = {key: dict(summarise(values), count=len(values)) for key, values in pooled.items()}
     return out
 

@@ -42,6 +42,12 @@ class StampFormatter:
             self._text = local.strftime("%m/%d %H:%M:%S")
         return self._text
 
+    def printed(self, ms: int) -> int:
+        """The instant the stamp for true instant `ms` prints (stamp()'s first), without
+        its text."""
+        ms = self.clock.shows(ms)
+        return ms - ms % 1000 if self.whole_seconds else ms
+
     def stamp(self, ms: int) -> tuple[int, str]:
         """(printed instant in UTC ms, stamp text) for the true instant `ms`."""
         ms = self.clock.shows(ms)

@@ -56,12 +56,7 @@ def run(args) -> int:
     if problem is not None:
         print(f"dpmstream report: {problem}", file=sys.stderr)
         return 2
-    try:
-        from dpmstream.report.build import build_page
-    except ImportError as exc:
-        print(f"dpmstream report needs matplotlib ({exc}): pip install 'dpmstream[report]'",
-              file=sys.stderr)
-        return 2
+    from dpmstream.report.build import build_page
     from dpmstream.report.sources import SourceError, from_logs, from_replay_dir
     from dpmstream.report.window import WindowError
 

@@ -59,6 +59,39 @@ def _slow_runs(logs):
     return runs
 
 
+# Every text drawn in each figure's SVG, with the box the browser laid it out in, and the
+# SVG's own box (both in page pixels): what a reader sees, not what the file says.
+FIGURE_TEXTS = """
+[...document.querySelectorAll('figure')].map(f => {
+  const svg = f.querySelector('svg'), box = svg.getBoundingClientRect();
+  return {id: f.id, box: [box.left, box.top, box.right, box.bottom],
+          texts: [...svg.querySelectorAll('text')].map(t => {
+            const r = t.getBoundingClientRect();
+            return {text: t.textContent, box: [r.left, r.top, r.right, r.bottom]};
+          })};
+})"""
+
+# What each figure must say for a reader to read it alone: panel titles, axis labels with
+# their units, legend entries, and the date with the zone's abbreviation under time axes.
+FIGURE_LABELS = {
+    "fig-phases": ["Share of the request's time", "Seconds per request (mean)", "% of total_s",
+                   "seconds", "put", "waiting for a slow thread", "status polls (overlap the wait)"],
+    "fig-scatter": ["request duration total_s (s)", "2011-Aug-12 CEST"],
+    "fig-dists": ["auth_s", "queue_s", "ready_wait_s", "requests", "seconds (log scale)",
+                  "0.001", "0.01", "0.1"],
+    "fig-timeline": ["a. Requests finished per second, by status", "requests / s", "success",
+                     "b. Busy threads (a call's first line to its returns)", "slow: mean",
+                     "slow: max", "fast: max", "name server: mean", "threads",
+                     "20 slow threads: the most busy at once for 50 ms",
+                     "c. Slow-queue depth (requests waiting for a slow thread)",
+                     "d. Status polls per request (mean, by start time)", "polls / request",
+                     "e. Log health: unparsed lines and daemon restarts", "restart dpm",
+                     "2011-Aug-12 CEST"],
+    "fig-ns": ["Name-server call latency by op (number of calls)"],
+    "fig-dirs": ["name-server time in the directory (s)"],
+}
+
+
 def _load(browser, path):
     page = browser.open(path.as_uri(), width=1200)
     return {
@@ -71,6 +104,7 @@ def _load(browser, path):
             "[...document.querySelectorAll('figure')].map(f => { const r ="
             " f.querySelector('svg').getBoundingClientRect(); return {id: f.id, x: r.x,"
             " y: r.y + window.scrollY, w: r.width, h: r.height}; })"),
+        "figure_texts": page.evaluate(FIGURE_TEXTS),
         "summary": page.evaluate("document.getElementById('summary').innerText"),
         "header": page.evaluate("document.querySelector('header').innerText"),
         "numbers": page.evaluate("document.getElementById('numbers').innerText"),
@@ -103,6 +137,34 @@ def test_every_figure_has_drawn_pixels_inside_its_box(thesis):
         coloured = {p for p in pixels if max(p) - min(p) > 60}   # not grey: the data, not the axes
         assert inked > 0.02 * len(pixels), (fig["id"], inked, len(pixels))
         assert len(coloured) > 20, (fig["id"], len(coloured))
+
+
+def test_every_figure_draws_its_titles_axes_and_legends_as_text_inside_it(thesis):
+    for page in thesis["pages"].values():
+        for fig in page["figure_texts"]:
+            drawn = [t for t in fig["texts"] if t["box"][2] - t["box"][0] > 1
+                     and t["box"][3] - t["box"][1] > 4]
+            assert len(drawn) == len(fig["texts"]) >= 8, fig["id"]
+            left, top, right, bottom = fig["box"]
+            for t in drawn:   # nothing cut off at the figure's edges
+                x0, y0, x1, y1 = t["box"]
+                assert left - 0.5 <= x0 and x1 <= right + 0.5, (fig["id"], t)
+                assert top - 0.5 <= y0 and y1 <= bottom + 0.5, (fig["id"], t)
+            texts = [t["text"] for t in drawn]
+            for label in FIGURE_LABELS[fig["id"]]:   # a title may say more (from-dir's)
+                assert any(t.startswith(label) for t in texts), (fig["id"], label, texts)
+
+
+def test_no_two_labels_of_a_figure_overlap(thesis):
+    """Legends, tick labels and titles are laid out from estimated text widths: the
+    browser's own layout shows that none runs into another."""
+    for fig in thesis["pages"]["page"]["figure_texts"]:
+        boxes = [t for t in fig["texts"] if t["text"].strip()]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                w = min(a["box"][2], b["box"][2]) - max(a["box"][0], b["box"][0])
+                h = min(a["box"][3], b["box"][3]) - max(a["box"][1], b["box"][1])
+                assert w <= 1 or h <= 1, (fig["id"], a, b)
 
 
 def test_the_page_prints(thesis):

@@ -3,6 +3,8 @@ duration) and what its logs leave out (the DPNS log's gap)."""
 
 from __future__ import annotations
 
+import pytest
+
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.simulator.scenarios import scenario
 
@@ -26,3 +28,24 @@ def test_duration_bounds_the_simulated_time(tmp_path):
     result = simulate(SimConfig(duration=10.0), tmp_path / "dur")
     assert result.end_ms == result.start_ms + 10_000
     assert max(r["ended"] for r in result.requests) <= result.end_ms
+
+
+@pytest.mark.parametrize("name", ["mixed", "whole-seconds", "restart", "stray-pids",
+                                  "mixed-syslog", "clock-step", "future-lines", "dpns-gap"])
+def test_a_run_that_writes_no_logs_has_the_same_truth_as_one_that_does(tmp_path, name):
+    """predict.py's model runs write no logs (simulate(out=None)): the run, its truth
+    records and its counts must be those of the run that writes them."""
+    cfg = scenario(name, requests=300)
+    written = simulate(cfg, tmp_path / name)
+    unwritten = simulate(cfg, None)
+    assert unwritten.requests == written.requests and unwritten.calls == written.calls
+    for attribute in ("dpm_lines", "dpns_lines", "late_lines", "dpm_pids", "end_ms",
+                      "refused", "auth_failures", "killed_calls", "cycles"):
+        assert getattr(unwritten, attribute) == getattr(written, attribute), attribute
+    assert unwritten.log_path is None and unwritten.requests_path is None
+    assert written.log_path.stat().st_size > 0 and not list(tmp_path.glob("None*"))
+
+
+def test_a_line_target_stops_a_run_without_logs_where_it_stops_one_with(tmp_path):
+    cfg = SimConfig(lines=5_000)
+    assert simulate(cfg, None).requests == simulate(cfg, tmp_path / "lines").requests
