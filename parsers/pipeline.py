@@ -821,11 +821,15 @@ class Source:
         self.n_unrecognised += len(self._pending)
         self._pending = []
 
-    def feed_received(self, lines: list[str], received_ms: int | None) -> None:
+    def feed_received(self, lines: list[str], received_ms: int | None,
+                      ref: tuple[int, int] | None = None) -> None:
         """feed_lines() for lines received when feed(line, received_ms) gives them one
         (year, month) reference (Kafka: the worker groups them; received_ms is the last
         line's). Dated, counted and reassembled as feed() would; latest_received_ms takes
-        received_ms for each host the lines gave events (feed(): that host's last one)."""
+        received_ms for each host the lines gave events (feed(): that host's last one).
+        `ref`: the reference received_ref gave the lines as they came, when the caller
+        asked it already (it may have asked it since for a later line, which moves its
+        cache: asked again, a line of the previous hour could take the later one's)."""
         if received_ms is None:
             self.feed_lines(lines)
             return
@@ -833,7 +837,8 @@ class Source:
             for line in lines:
                 self.feed(line, received_ms)
             return
-        ref = self.received_ref(received_ms)
+        if ref is None:
+            ref = self.received_ref(received_ms)
         for parser in (self.parser, *self._routed.values()):
             parser.line_ref = ref
         others = self.other_counts

@@ -24,7 +24,7 @@ thread_local! {
     static NAMES: RefCell<Vec<(String, Py<PyString>)>> = const { RefCell::new(Vec::new()) };
 }
 
-fn name<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+pub(crate) fn name<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyString> {
     NAMES.with(|names| {
         let mut names = names.borrow_mut();
         if let Some(i) = names.iter().position(|(t, _)| t == text) {
@@ -221,6 +221,36 @@ fn received_ms(t: &str) -> Option<i64> {
     Some(seconds * 1000 + frac_ms)
 }
 
+/// An envelope in rsyslog's form, decoded: received_ms as envelope.received_to_ms gives it,
+/// the line without its trailing CR and LF (as decode_fields strips them).
+pub(crate) struct Decoded<'a> {
+    pub host: Cow<'a, str>,
+    pub path: Cow<'a, str>,
+    pub offset: i64,
+    pub received_ms: Option<i64>,
+    pub line: Cow<'a, str>,
+}
+
+/// The envelope of one record value in rsyslog's form; None: Python decodes this one.
+pub(crate) fn decoded_fields(raw: &[u8]) -> Option<Decoded<'_>> {
+    if raw.len() > MAX_RECORD_BYTES {
+        return None; // Python refuses it, unparsed (too_large)
+    }
+    let (host, path, offset, received, line) = members(raw)?;
+    let received_ms = match received {
+        None => None,
+        Some(text) => Some(received_ms(&text)?),
+    };
+    let line = match line {
+        Cow::Borrowed(text) => Cow::Borrowed(text.trim_end_matches(['\r', '\n'])),
+        Cow::Owned(mut text) => {
+            text.truncate(text.trim_end_matches(['\r', '\n']).len());
+            Cow::Owned(text)
+        }
+    };
+    Some(Decoded { host, path, offset, received_ms, line })
+}
+
 /// (host, path, offset, received_ms, line) of an envelope in rsyslog's form, as
 /// envelope.decode_fields gives them; None: Python decodes this one.
 #[pyfunction]
@@ -229,22 +259,11 @@ pub fn decode_envelope<'py>(raw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
     let Ok(raw) = raw.downcast::<PyBytes>() else {
         return Ok(None);
     };
-    if raw.as_bytes().len() > MAX_RECORD_BYTES {
-        return Ok(None); // Python refuses it, unparsed (too_large)
-    }
-    let Some((host, path, offset, received, line)) = members(raw.as_bytes()) else {
+    let Some(Decoded { host, path, offset, received_ms, line }) = decoded_fields(raw.as_bytes()) else {
         return Ok(None);
     };
-    let received = match received {
-        None => None,
-        Some(text) => match received_ms(&text) {
-            Some(ms) => Some(ms),
-            None => return Ok(None),
-        },
-    };
-    let line = line.trim_end_matches(['\r', '\n']);
     let (host, path) = (name(py, &host), name(py, &path));
-    Ok(Some((host, path, offset, received, line).into_pyobject(py)?))
+    Ok(Some((host, path, offset, received_ms, line).into_pyobject(py)?))
 }
 
 type Members<'a> = (Cow<'a, str>, Cow<'a, str>, i64, Option<Cow<'a, str>>, Cow<'a, str>);

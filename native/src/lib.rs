@@ -10,7 +10,7 @@
 //!   order), window (the duplicate memory), schema (parsers/schema.py's copy);
 //! - the DPM domain's data: event (a parsed line), scan (the line scanner), state (what
 //!   the engine holds), counters, rec (finished records);
-//! - compiled edges: block, chunk, envelope, records (CSV and JSON), tally;
+//! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally;
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
@@ -34,6 +34,7 @@ mod dome_state;
 mod dome_stats;
 mod dome_time;
 mod envelope;
+mod envelope_batch;
 mod event;
 mod hashing;
 mod linking;
@@ -70,6 +71,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<profile_tally::Shapes>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(envelope_batch::plan_batch, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
     Ok(())

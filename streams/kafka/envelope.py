@@ -27,10 +27,11 @@ except ImportError:   # pragma: no cover - the kafka extra installs it
 
 try:   # rsyslog's form decoded in the extension (native/src/envelope.rs); None for the rest
     from dpmstream.parsers._native import decode_envelope as _compiled_decode
+    from dpmstream.parsers._native import plan_batch as _compiled_plan
 except ImportError:   # not built: Python decodes every record
-    _compiled_decode = None
+    _compiled_decode = _compiled_plan = None
 if not fastpath.available():   # DPMSTREAM_PURE_PYTHON
-    _compiled_decode = None
+    _compiled_decode = _compiled_plan = None
 
 
 # Why a record was skipped: the `reason` label of dpmstream_bad_records_total, so a fixed
@@ -92,8 +93,12 @@ def decode(raw: bytes | str | None) -> Envelope:
     return Envelope(*decode_fields(raw))
 
 
-# The extension's decoder alone (None where not built): callers with a loop of their own
-# (PartitionState.feed_batch) call it first and decode_fields' Python half on None.
+# The extension's batch planner (None where not built): decodes a batch's envelopes and
+# moves their files' marks in the common case (PartitionState.feed_batch; state.plan_runs
+# is its reference).
+compiled_plan_batch = _compiled_plan
+# The extension's decoder alone (None where not built), for callers with a loop of their
+# own: decode_fields' Python half on None.
 compiled_decode_fields = _compiled_decode
 
 

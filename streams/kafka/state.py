@@ -40,8 +40,7 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 
-from dpmstream.streams.kafka.envelope import (
-    EnvelopeError, compiled_decode_fields, decode_fields)
+from dpmstream.streams.kafka.envelope import EnvelopeError, compiled_plan_batch, decode_fields
 from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD, DomeMerge, LineStamps
 from dpmstream.parsers.dome_profiles import DomeProfile, resolve_dome_profile
 from dpmstream.parsers.pipeline import Pipeline
@@ -80,6 +79,97 @@ def _crc(line: str) -> int:
         return zlib.crc32(line.encode("utf-8", "surrogateescape"))
     except UnicodeEncodeError:   # a lone surrogate surrogateescape cannot map back
         return zlib.crc32(line.encode("utf-8", "surrogatepass"))
+
+
+def plan_runs(messages: list, start: int, marks: dict, dirty: set) -> tuple[list, int]:
+    """(runs, next): the runs [(host, path, received_ms, [line, ...]), ...] of
+    messages[start:next], each line its file's next one (the common case of _admit: the
+    mark moved and noted dirty), a run's lines of one file received at the same time.
+    `next` is the first record off that case, which feed_record's path judges (len(messages)
+    when none). The reference of the extension's plan_batch (native/src/envelope_batch.rs)."""
+    runs: list = []
+    key = mark = lines = run_ms = None
+    i, n = start, len(messages)
+    while i < n:
+        try:
+            host, path, offset, received_ms, line = decode_fields(messages[i].value)
+        except Exception:  # noqa: BLE001 - judged (and counted) by feed_record's path
+            break
+        if key is None or key[0] != host or key[1] != path:
+            key = (host, path)
+            mark = marks.get(key)
+            if mark is None or len(mark) != 4:
+                break
+            lines = None
+        if mark[3] is None or not mark[0] < offset <= mark[3] + 1:
+            break
+        mark[0], mark[3] = offset, _next_at(offset, line)
+        dirty.add(key)
+        if lines is None or received_ms != run_ms:
+            lines = []
+            runs.append((host, path, received_ms, lines))
+            run_ms = received_ms
+        lines.append(line)
+        i += 1
+    return runs, i
+
+
+class _Runs:
+    """A batch's admitted lines on their way to their sources: consecutive lines of one
+    source that its receive times date alike (the same (year, month) reference, see
+    Source.received_ref) go in one feed_received() call; a source still detecting its
+    profile takes its lines one by one, each with its own receive time; a DOME source's go
+    through the partition's merge."""
+
+    __slots__ = ("part", "src", "ref", "ms", "lines")
+
+    def __init__(self, part: "PartitionState"):
+        self.part = part
+        self.src = self.ref = self.ms = None
+        self.lines: list[str] = []
+
+    def add(self, host: str, path: str, received_ms: int | None, lines: list[str]) -> None:
+        """Lines of (host, path), each its file's next, all received at `received_ms`."""
+        part = self.part
+        src = part._sources.get((host, path))
+        if src is None or src.parser is None:
+            self.flush()
+            self.src = None
+            if src is None:
+                src = part._source(host, path, received_ms)
+            for k, line in enumerate(lines):
+                if src.parser is not None:   # detected: the rest as any source's
+                    self.add(host, path, received_ms, lines[k:])
+                    return
+                src.feed(line, received_ms=received_ms)
+            return
+        if src.dome:   # a DOME node's lines: side by side with the others (_merge)
+            self.flush()
+            self.src = None
+            for line in lines:
+                part._merge(src, line, received_ms)
+            return
+        if src is not self.src or received_ms != self.ms:
+            # The reference feed(line, received_ms) would set (the same tuple while
+            # Source.received_ref has it cached); asked for each new receive time, as
+            # feed() asks line by line, so its cache moves alike. The same time: the same.
+            ref = None if received_ms is None else src.received_ref(received_ms)
+            if src is not self.src or ref is not self.ref:
+                self.flush()
+                self.src, self.ref = src, ref
+        if self.lines:
+            self.lines.extend(lines)
+        else:
+            self.lines = lines
+        self.ms = received_ms
+
+    def flush(self) -> None:
+        """The lines gathered to their source."""
+        if self.lines:
+            # the reference the lines took as they came (asked again now, the receive
+            # time of the line that ended the run may have moved the source's cache)
+            self.src.feed_received(self.lines, self.ms, self.ref)
+            self.lines = []
 
 
 class PartitionState:
@@ -203,70 +293,43 @@ class PartitionState:
         """One batch of this partition, in offset order (anything with .key, .value and
         .offset, e.g. Kafka messages): fed, marked consumed, then event-time timeouts run.
 
-        The same as feed_record() for each message, but a run of consecutive lines of one
-        source that its receive times date alike (the same (year, month) reference, see
-        Source.received_ref) goes to the source in one feed_received() call. A source still
-        detecting its profile takes its lines one by one, each with its own receive time."""
-        sources, marks, dirty = self._sources, self.marks, self._dirty_marks
-        run: list[str] = []          # lines of `run_src` dated by `run_ref`
-        run_src = run_ref = run_ms = None
-        compiled_decode = compiled_decode_fields   # decode_fields, one call a record
-        for msg in messages:
-            fields = None if compiled_decode is None else compiled_decode(msg.value)
-            if fields is None:
-                fields = self._decoded(msg.key, msg.value, msg.offset)
-                if fields is None:
-                    continue
-            host, path, offset, received_ms, line = fields
-            key = (host, path)
-            mark = marks.get(key)
-            if (mark is not None and len(mark) == 4 and mark[3] is not None
-                    and mark[0] < offset <= mark[3] + 1):
-                mark[0] = offset   # the common case of _admit, inline
-                mark[3] = _next_at(offset, line)
-                dirty.add(key)
-            elif not self._admit(host, path, offset, line, msg.key, msg.offset, received_ms):
-                continue
-            if self._confirmed is not None:
-                if run:
-                    run_src.feed_received(run, run_ms)
-                    run = []
-                run_src = None
-                self._feed_confirmed(host, path)
-            src = sources.get(key)
-            if src is None or src.parser is None:
-                if run:
-                    run_src.feed_received(run, run_ms)
-                    run = []
-                run_src = None
-                if src is None:
-                    src = self._source(host, path, received_ms)
-                if src.parser is None:
-                    src.feed(line, received_ms=received_ms)
-                    continue
-            if src.dome:   # a DOME node's line: side by side with the others (_merge)
-                if run:
-                    run_src.feed_received(run, run_ms)
-                    run = []
-                run_src = None
-                self._merge(src, line, received_ms)
-                continue
-            if src is not run_src or received_ms != run_ms:
-                # The reference feed(line, received_ms) would set (the same tuple while
-                # Source.received_ref has it cached); asked once per line, as feed() does, so
-                # its cache moves as it would line by line. The same time again: the same.
-                ref = None if received_ms is None else src.received_ref(received_ms)
-                if src is not run_src or ref is not run_ref:
-                    if run:
-                        run_src.feed_received(run, run_ms)
-                        run = []
-                    run_src, run_ref = src, ref
-            run.append(line)
-            run_ms = received_ms
-        if run:
-            run_src.feed_received(run, run_ms)
+        The same as feed_record() for each message, but planned in runs (plan_runs, or the
+        extension's plan_batch: the same plan without Python per record): consecutive lines
+        of one file that are each its next line and received at the same time. A record off
+        that common case (a bad envelope, a file's first line, a duplicate, a rotation, a
+        jump) takes feed_record's path. Runs of one source that its receive times date alike
+        go to it in one feed_received() call (_Runs)."""
+        if messages.__class__ is not list:
+            messages = list(messages)
+        plan = plan_runs if compiled_plan_batch is None else compiled_plan_batch
+        runs = _Runs(self)
+        i, n = 0, len(messages)
+        while True:
+            planned, i = plan(messages, i, self.marks, self._dirty_marks)
+            for host, path, received_ms, lines in planned:
+                runs.add(host, path, received_ms, lines)
+            if i >= n:
+                break
+            self._feed_judged(messages[i], runs)
+            i += 1
+        runs.flush()
         self.consumed(messages[-1].offset + 1)
         self.advance()
+
+    def _feed_judged(self, msg, runs: "_Runs") -> None:
+        """One record of a batch off the plan's common case, judged as feed_record judges
+        it; its line joins the runs."""
+        fields = self._decoded(msg.key, msg.value, msg.offset)
+        if fields is None:
+            return
+        host, path, offset, received_ms, line = fields
+        if not self._admit(host, path, offset, line, msg.key, msg.offset, received_ms):
+            return
+        if self._confirmed is not None:
+            runs.flush()
+            runs.src = None
+            self._feed_confirmed(host, path)
+        runs.add(host, path, received_ms, [line])
 
     def feed_one_by_one(self, messages) -> None:
         """feed_batch's slow twin, for a batch whose feeding raised (a record the pipeline

@@ -28,11 +28,11 @@ def engine(request, monkeypatch):
     """The worker as built (compiled engine and envelope decoder), or as with
     DPMSTREAM_PURE_PYTHON=1 (Python's engine and decoder, the reference)."""
     if request.param == "compiled":
-        if not engines.compiled_available() or state_module.compiled_decode_fields is None:
+        if not engines.compiled_available() or state_module.compiled_plan_batch is None:
             pytest.skip("the compiled extension is not built")
     else:
         monkeypatch.setenv("DPMSTREAM_ENGINE", "python")
-        monkeypatch.setattr(state_module, "compiled_decode_fields", None)
+        monkeypatch.setattr(state_module, "compiled_plan_batch", None)
         monkeypatch.setattr(envelope_module, "_compiled_decode", None)
     return request.param
 

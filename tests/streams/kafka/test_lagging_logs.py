@@ -28,7 +28,7 @@ def engine(request, monkeypatch):
             pytest.skip("the compiled extension is not built")
     else:
         monkeypatch.setenv("DPMSTREAM_ENGINE", "python")
-        monkeypatch.setattr(state_module, "compiled_decode_fields", None)
+        monkeypatch.setattr(state_module, "compiled_plan_batch", None)
         monkeypatch.setattr(envelope_module, "_compiled_decode", None)
     return request.param
 
