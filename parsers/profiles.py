@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 # Roles the reassembler understands; a profile may leave any of them out.
@@ -196,8 +195,12 @@ def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
 
 
 def bundled_profile_paths() -> list[Path]:
-    folder = resources.files("dpmstream.regex_profiles")
-    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml"))
+    # The package's own folder, a plain directory as the paths given out assume, read
+    # without importlib.resources: it brought tempfile, shutil and random into the
+    # start-up of every command.
+    from dpmstream import regex_profiles
+    folders = [Path(folder) for folder in regex_profiles.__path__]
+    return sorted(p for folder in folders for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
 _BUNDLED: dict[str, Profile] = {}

@@ -106,22 +106,24 @@ def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
         yield from _lists(_texts(stream), size)
 
 
-def _texts(stream: BinaryIO) -> Iterator[bytes]:
+def _texts(stream: BinaryIO) -> Iterator[list]:
     """The input as texts of whole lines, each line with its line break (the last text's
-    last line may lack it), a read of about READ_HINT bytes each, cut by LineCutter."""
+    last line may lack it), a read of about READ_HINT bytes each, cut by LineCutter; each
+    text as the buffers it is made of (LineCutter.whole_parts), joined by the reader with
+    what it carries: one copy of the input, not one for each step."""
     lines = LineCutter()
     while True:
         data, error = _read(stream)
-        text = lines.whole(data) if data else b""
-        if text:
-            yield text
+        parts = lines.whole_parts(data) if data else []
+        if parts:
+            yield parts
         if error is not None:  # the lines before the damage came out; a cut one is lost
             raise InputError(f"input ends early: {error}") from error
         if not data:
             break
     rest = lines.flush()
     if rest:
-        yield rest
+        yield [rest]
 
 
 def _read(stream: BinaryIO) -> tuple[bytes, Exception | None]:
@@ -142,13 +144,14 @@ def _read(stream: BinaryIO) -> tuple[bytes, Exception | None]:
     return (pieces[0] if len(pieces) == 1 else b"".join(pieces)), None
 
 
-def _lists(texts: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
+def _lists(texts: Iterator[list], size: int) -> Iterator[list[bytes]]:
     """iter_chunks as lists of bytes lines, split in C (a Python step per line was a tenth
     of the compiled replay's time)."""
     pending: list[bytes] = []
     carried = 0  # bytes of the lines in pending, as far as known
     try:
-        for text in texts:
+        for parts in texts:
+            text = b"".join(parts)
             pending += io.BytesIO(text).readlines()
             carried += len(text)
             whole = len(pending) - len(pending) % size
@@ -167,13 +170,14 @@ def _lists(texts: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
         yield pending
 
 
-def _blocks(texts: Iterator[bytes], size: int) -> Iterator:
+def _blocks(texts: Iterator[list], size: int) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
     per line (sequences of bytes lines, as the lists are)."""
     rest = b""
     try:
-        for text in texts:
-            data = rest + text if rest else text
+        for parts in texts:
+            # One copy: the lines carried and the text (a lone bytes is taken as it is).
+            data = b"".join([rest, *parts] if rest else parts)
             blocks, at = LineBlock.split(data, size, False)
             yield from blocks
             rest = data[at:]
@@ -288,10 +292,9 @@ class _Rewound(io.RawIOBase):
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        # read1: a damaged archive's bytes decompressed before the damage come out first
-        data = self._rest.read1(len(buffer))
-        buffer[:len(data)] = data
-        return len(data)
+        # read1: a damaged archive's bytes decompressed before the damage come out first;
+        # readinto1 reads a plain file straight into `buffer` (no bytes object to copy).
+        return self._rest.readinto1(buffer)
 
     def close(self) -> None:
         if not self.closed:

@@ -66,17 +66,25 @@ class LineCutter:
         reader that splits a text itself (replay: in C or in the extension). A line of
         the chunk that ends in it is left whole, longer than cap or not (the parser judges
         it; it is at most a chunk and cap long): only an unfinished one is cut."""
+        return b"".join(self.whole_parts(chunk))
+
+    def whole_parts(self, chunk: bytes) -> list:
+        """whole(chunk) as the buffers it is made of, in order (bytes, or a memoryview of
+        `chunk`), so that a reader joining them with what it holds copies the text once."""
         if self.in_nuls or self.skip_to_newline or NUL in chunk:
             lines: list[bytes] = []
             self.split(chunk, lines)
-            return b"".join(line + NEWLINE for line in lines)  # rare: damaged input
-        data = self.partial + chunk if self.partial else chunk
+            return [line + NEWLINE for line in lines]  # rare: damaged input
+        # The partial line has no line break: the text ends at the chunk's last one.
+        end = chunk.rfind(NEWLINE) + 1
+        parts = [self.partial] if self.partial and end else []
+        data = chunk if end else self.partial + chunk
         self.partial = b""
-        end = data.rfind(NEWLINE) + 1
         cut: list[bytes] = []
         self._keep_partial(data, end, cut)
-        text = data[:end] if end < len(data) else data
-        return text + cut[0] + NEWLINE if cut else text
+        if end:
+            parts.append(chunk if end == len(chunk) else memoryview(chunk)[:end])
+        return parts + [cut[0], NEWLINE] if cut else parts
 
     def flush(self) -> bytes:
         """At the end of the stream: the unfinished line, as it is (b"" if none)."""
