@@ -23,6 +23,7 @@ mod counters;
 mod deliver;
 mod dome_calls;
 mod dome_clocks;
+mod dome_csv;
 mod dome_engine;
 mod dome_event;
 mod dome_puts;
@@ -63,6 +64,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dome_scan::DomeScanner>()?;
     m.add_class::<dome_scan::DomeLine>()?;
     m.add_class::<dome_engine::DomeCore>()?;
+    m.add_class::<dome_csv::DomeCsv>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
