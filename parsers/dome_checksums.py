@@ -241,9 +241,13 @@ def with_checksums(records: list[dict], waits: ChecksumWaits) -> list[dict]:
     """The DOME reassembler's records, each followed by the checksum waits it ends: the
     one call a driver needs where it takes records out of the reassembler."""
     out: list[dict] = []
+    feed = waits.feed
     for record in records:
         out.append(record)
-        out += waits.feed(record)
+        if record.get("kind") == "dome_call":   # feed() reads no other kind
+            ended = feed(record)
+            if ended:
+                out += ended
     return out
 
 

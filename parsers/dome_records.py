@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 from .records import ms_to_text
 
@@ -70,7 +71,24 @@ def row(record: dict) -> list[str]:
     return out
 
 
+try:  # the compiled formatting (native/src/dome_csv.rs); python_csv_line is the reference
+    from ._native import DomeCsv
+except ImportError:  # not built
+    DomeCsv = None
+_compiled_csv = (DomeCsv(KINDS).line
+                 if DomeCsv is not None and not os.environ.get("DPMSTREAM_PURE_PYTHON") else None)
+
+
 def csv_line(record: dict) -> str:
+    """The record's CSV row as Python's csv writer writes it (excel dialect, "\r\n")."""
+    if _compiled_csv is not None:
+        line = _compiled_csv(record)
+        if line is not None:
+            return line
+    return python_csv_line(record)
+
+
+def python_csv_line(record: dict) -> str:
     buf = io.StringIO()
     csv.writer(buf).writerow(row(record))
     return buf.getvalue()

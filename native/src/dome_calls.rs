@@ -4,11 +4,12 @@
 //! the timeout, the cap, or the end of input. Per host the open calls keep Python's
 //! OrderedDict order (least recently active first) through an activity stamp.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::dome_event::{DomeEvent, Role, Val, CLIENT_HOST, CODE, OP, QUERY, REMOTE_HOST};
 use crate::dome_records::{CallRecord, Record};
 use crate::dome_stats::DomeStats;
+use crate::hashing::{FxMap, FxSet};
 
 pub type ThreadKey = (i64, i64);
 
@@ -28,7 +29,7 @@ pub struct OpenCall {
 #[derive(Default)]
 pub struct HostCalls {
     pub order: BTreeMap<u64, ThreadKey>,
-    pub calls: HashMap<ThreadKey, (u64, OpenCall)>,
+    pub calls: FxMap<ThreadKey, (u64, OpenCall)>,
 }
 
 impl HostCalls {
@@ -63,7 +64,7 @@ pub struct CallTable {
     tick: u64,
     /// The calls opened, moved or closed since the last take (dome_snapshot::take_changes),
     /// once tracked: every change of an open call moves it to the end.
-    pub changed: Option<HashSet<(String, ThreadKey)>>,
+    pub changed: Option<FxSet<(String, ThreadKey)>>,
 }
 
 impl CallTable {
@@ -83,7 +84,7 @@ impl CallTable {
     }
 
     /// A line of a thread (tid >= 0): open, fill, end or touch its call.
-    pub fn line(&mut self, ev: &DomeEvent, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn line(&mut self, ev: &DomeEvent, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let key = (ev.pid, ev.tid);
         let role = ev.role;
         if !self.open.contains_key(&ev.host) {
@@ -138,7 +139,7 @@ impl CallTable {
         }
     }
 
-    fn open_call(&mut self, ev: &DomeEvent, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    fn open_call(&mut self, ev: &DomeEvent, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         if self.count >= self.max_open {
             self.evict(roles, stats, out);
         }
@@ -163,7 +164,7 @@ impl CallTable {
 
     #[allow(clippy::too_many_arguments)]
     fn close(&mut self, host: &str, key: ThreadKey, call: OpenCall, ret: Option<&DomeEvent>,
-             roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+             roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         self.count -= 1;
         self.mark(host, key);
         stats.calls += 1;
@@ -190,7 +191,7 @@ impl CallTable {
 
     /// A process of the host died: cut every call open on the host's other pids
     /// (keep_pid None: every pid, a pid reused by a new process).
-    pub fn end_process(&mut self, host: &str, keep_pid: Option<i64>, roles: &HashMap<String, String>,
+    pub fn end_process(&mut self, host: &str, keep_pid: Option<i64>, roles: &FxMap<String, String>,
                        stats: &mut DomeStats, out: &mut Vec<Record>) {
         let Some(h) = self.open.get(host) else { return };
         let keys: Vec<ThreadKey> = h.in_order().map(|(k, _)| k).filter(|k| Some(k.0) != keep_pid).collect();
@@ -201,7 +202,7 @@ impl CallTable {
     }
 
     /// Cut the calls of the host silent since before horizon.
-    pub fn expire(&mut self, host: &str, horizon: i64, roles: &HashMap<String, String>, stats: &mut DomeStats,
+    pub fn expire(&mut self, host: &str, horizon: i64, roles: &FxMap<String, String>, stats: &mut DomeStats,
                   out: &mut Vec<Record>) {
         loop {
             let Some(h) = self.open.get(host) else { return };
@@ -216,7 +217,7 @@ impl CallTable {
     }
 
     /// The cap: cut the least recently active call of any host (ties: the host's name).
-    fn evict(&mut self, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    fn evict(&mut self, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let mut best: Option<(i64, &String)> = None;
         for (host, h) in &self.open {
             if let Some((_, c)) = h.front() {
@@ -234,7 +235,7 @@ impl CallTable {
     }
 
     /// The end of input cuts every open call, oldest start first.
-    pub fn finish(&mut self, roles: &HashMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn finish(&mut self, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let mut left: Vec<(i64, String, ThreadKey)> = self
             .open
             .iter()

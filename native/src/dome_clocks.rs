@@ -1,15 +1,15 @@
 //! An insertion-ordered map (Python's dict), for the DOME tables whose order shows in the
 //! records: each host's clock (advance() sweeps hosts in that order), process ids,
-//! filesystem states. A primitive of the DOME engine: it uses no other module.
+//! filesystem states. A primitive of the DOME engine: it uses only the tables' hasher.
 
-use std::collections::HashMap;
+use crate::hashing::FxMap;
 
 /// A map that keeps its keys in insertion order (Python's dict), for the tables whose
 /// order shows in the records (clocks: advance() sweeps hosts in that order).
 #[derive(Default, Clone)]
 pub struct Ordered<K, V> {
     pub rows: Vec<(K, V)>,
-    index: HashMap<K, usize>,
+    index: FxMap<K, usize>,
 }
 
 impl<K: std::hash::Hash + Eq + Clone, V: Copy> Ordered<K, V> {

@@ -7,11 +7,12 @@
 //! names them; open puts keep Python's OrderedDict order through an activity stamp.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
+use crate::hashing::{FxMap, FxSet};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
 use crate::schema::{BY_EVICTION as EVICTED, BY_INPUT_END as INPUT_END, BY_LINE as LINE, BY_TIMEOUT as TIMEOUT};
 use crate::schema::{FAILED, INCOMPLETE, SUCCESS};
@@ -55,9 +56,9 @@ pub struct OpenPut {
 /// seq (true: moved to the end of the activity order), and the index keys touched.
 #[derive(Default)]
 pub struct PutChanges {
-    pub puts: HashMap<i64, bool>,
-    pub unselected: HashSet<(String, i64, String)>,
-    pub by_name: HashSet<NameKey>,
+    pub puts: FxMap<i64, bool>,
+    pub unselected: FxSet<(String, i64, String)>,
+    pub by_name: FxSet<NameKey>,
 }
 
 pub struct WaitItem {
@@ -90,7 +91,7 @@ pub fn split_pfn(pfn: &str) -> Option<(&str, i64, i64)> {
     Some((name, decimal(putcount)?, decimal(epoch)?))
 }
 
-fn discard<K: std::hash::Hash + Eq>(index: &mut HashMap<K, Vec<i64>>, key: &K, seq: i64) {
+fn discard<K: std::hash::Hash + Eq>(index: &mut FxMap<K, Vec<i64>>, key: &K, seq: i64) {
     if let Some(same) = index.get_mut(key) {
         if let Some(at) = same.iter().position(|s| *s == seq) {
             same.remove(at);
@@ -107,21 +108,21 @@ pub struct PutTable {
     pub timeout_ms: i64,
     pub seq: i64,
     pub order: BTreeMap<u64, i64>,
-    pub open: HashMap<i64, (u64, OpenPut)>,
+    pub open: FxMap<i64, (u64, OpenPut)>,
     pub deadlines: BinaryHeap<Reverse<(i64, i64)>>,
     pub settling: BinaryHeap<Reverse<(i64, i64)>>,
-    pub put_threads: HashMap<Thread, i64>,
-    pub done_threads: HashMap<Thread, (i64, &'static str)>,
-    pub unselected: HashMap<(String, i64, String), Vec<i64>>,
-    pub by_name: HashMap<NameKey, Vec<i64>>,
-    pub by_pfn: HashMap<String, i64>,
-    pub selected_count: HashMap<(String, i64), i64>,
-    pub offset: HashMap<(String, i64), i64>,
-    pub waiting: HashMap<NameKey, Vec<u64>>,
+    pub put_threads: FxMap<Thread, i64>,
+    pub done_threads: FxMap<Thread, (i64, &'static str)>,
+    pub unselected: FxMap<(String, i64, String), Vec<i64>>,
+    pub by_name: FxMap<NameKey, Vec<i64>>,
+    pub by_pfn: FxMap<String, i64>,
+    pub selected_count: FxMap<(String, i64), i64>,
+    pub offset: FxMap<(String, i64), i64>,
+    pub waiting: FxMap<NameKey, Vec<u64>>,
     pub waiting_order: VecDeque<(NameKey, u64)>,
-    pub items: HashMap<u64, WaitItem>,
+    pub items: FxMap<u64, WaitItem>,
     pub next_item: u64,
-    pub heads: HashSet<String>,
+    pub heads: FxSet<String>,
     pub changes: Option<PutChanges>,
     tick: u64,
 }

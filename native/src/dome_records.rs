@@ -2,6 +2,7 @@
 //! `parsers/dome_reassembly` (keys in the same order, `kind` first), so that sinks and
 //! tests cannot tell the engines apart.
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -55,63 +56,63 @@ impl Record {
         let d = PyDict::new(py);
         match self {
             Record::Call(c) => {
-                d.set_item("kind", "dome_call")?;
-                d.set_item("host", &c.host)?;
-                d.set_item("pid", c.pid)?;
-                d.set_item("tid", c.tid)?;
-                d.set_item("role", &c.role)?;
-                d.set_item("command", &c.command)?;
-                d.set_item("http_code", c.http_code)?;
-                d.set_item("caller", &c.caller)?;
-                d.set_item("remote_client", &c.remote_client)?;
-                d.set_item("start", c.start)?;
-                d.set_item("end", c.end)?;
-                d.set_item("duration", c.duration)?;
-                d.set_item("cut", i64::from(c.cut))?;
-                d.set_item("whole_seconds", i64::from(c.whole_seconds))?;
+                d.set_item(intern!(py, "kind"), intern!(py, "dome_call"))?;
+                d.set_item(intern!(py, "host"), &c.host)?;
+                d.set_item(intern!(py, "pid"), c.pid)?;
+                d.set_item(intern!(py, "tid"), c.tid)?;
+                d.set_item(intern!(py, "role"), &c.role)?;
+                d.set_item(intern!(py, "command"), &c.command)?;
+                d.set_item(intern!(py, "http_code"), c.http_code)?;
+                d.set_item(intern!(py, "caller"), &c.caller)?;
+                d.set_item(intern!(py, "remote_client"), &c.remote_client)?;
+                d.set_item(intern!(py, "start"), c.start)?;
+                d.set_item(intern!(py, "end"), c.end)?;
+                d.set_item(intern!(py, "duration"), c.duration)?;
+                d.set_item(intern!(py, "cut"), i64::from(c.cut))?;
+                d.set_item(intern!(py, "whole_seconds"), i64::from(c.whole_seconds))?;
             }
             Record::Put(p) => {
-                d.set_item("kind", "dome_put")?;
-                d.set_item("head", &p.head)?;
-                d.set_item("lfn", &p.lfn)?;
-                d.set_item("put_time", p.put_time)?;
-                d.set_item("put_code", p.put_code)?;
-                d.set_item("server", &p.server)?;
-                d.set_item("fs", &p.fs)?;
-                d.set_item("pfn", &p.pfn)?;
-                d.set_item("size", p.size)?;
-                d.set_item("putdone_code", p.putdone_code)?;
-                d.set_item("putdone_disk_time", p.putdone_disk_time)?;
-                d.set_item("putdone_head_time", p.putdone_head_time)?;
-                d.set_item("put_to_putdone", p.put_to_putdone)?;
-                d.set_item("status", p.status)?;
-                d.set_item("end_reason", p.end_reason)?;
-                d.set_item("ended", p.ended)?;
-                d.set_item("whole_seconds", i64::from(p.whole_seconds))?;
+                d.set_item(intern!(py, "kind"), intern!(py, "dome_put"))?;
+                d.set_item(intern!(py, "head"), &p.head)?;
+                d.set_item(intern!(py, "lfn"), &p.lfn)?;
+                d.set_item(intern!(py, "put_time"), p.put_time)?;
+                d.set_item(intern!(py, "put_code"), p.put_code)?;
+                d.set_item(intern!(py, "server"), &p.server)?;
+                d.set_item(intern!(py, "fs"), &p.fs)?;
+                d.set_item(intern!(py, "pfn"), &p.pfn)?;
+                d.set_item(intern!(py, "size"), p.size)?;
+                d.set_item(intern!(py, "putdone_code"), p.putdone_code)?;
+                d.set_item(intern!(py, "putdone_disk_time"), p.putdone_disk_time)?;
+                d.set_item(intern!(py, "putdone_head_time"), p.putdone_head_time)?;
+                d.set_item(intern!(py, "put_to_putdone"), p.put_to_putdone)?;
+                d.set_item(intern!(py, "status"), p.status)?;
+                d.set_item(intern!(py, "end_reason"), p.end_reason)?;
+                d.set_item(intern!(py, "ended"), p.ended)?;
+                d.set_item(intern!(py, "whole_seconds"), i64::from(p.whole_seconds))?;
             }
             Record::Capacity { time, host, fs, phys, free } => {
-                d.set_item("kind", "dome_capacity")?;
-                d.set_item("time", time)?;
-                d.set_item("host", host)?;
-                d.set_item("fs", Val::py(fs, py)?)?;
-                d.set_item("phys", Val::py(phys, py)?)?;
-                d.set_item("free", Val::py(free, py)?)?;
+                d.set_item(intern!(py, "kind"), intern!(py, "dome_capacity"))?;
+                d.set_item(intern!(py, "time"), time)?;
+                d.set_item(intern!(py, "host"), host)?;
+                d.set_item(intern!(py, "fs"), Val::py(fs, py)?)?;
+                d.set_item(intern!(py, "phys"), Val::py(phys, py)?)?;
+                d.set_item(intern!(py, "free"), Val::py(free, py)?)?;
             }
             Record::FsEvent { time, host, server, fs, enabled, transition } => {
-                d.set_item("kind", "dome_fs_event")?;
-                d.set_item("time", time)?;
-                d.set_item("host", host)?;
-                d.set_item("server", Val::py(server, py)?)?;
-                d.set_item("fs", Val::py(fs, py)?)?;
-                d.set_item("event", if *enabled { "enabled" } else { "disabled" })?;
-                d.set_item("transition", i64::from(*transition))?;
+                d.set_item(intern!(py, "kind"), intern!(py, "dome_fs_event"))?;
+                d.set_item(intern!(py, "time"), time)?;
+                d.set_item(intern!(py, "host"), host)?;
+                d.set_item(intern!(py, "server"), Val::py(server, py)?)?;
+                d.set_item(intern!(py, "fs"), Val::py(fs, py)?)?;
+                d.set_item(intern!(py, "event"), if *enabled { intern!(py, "enabled") } else { intern!(py, "disabled") })?;
+                d.set_item(intern!(py, "transition"), i64::from(*transition))?;
             }
             Record::JournaldGap { time, host, program, lines } => {
-                d.set_item("kind", "dome_journald_gap")?;
-                d.set_item("time", time)?;
-                d.set_item("host", host)?;
-                d.set_item("program", program)?;
-                d.set_item("lines", lines)?;
+                d.set_item(intern!(py, "kind"), intern!(py, "dome_journald_gap"))?;
+                d.set_item(intern!(py, "time"), time)?;
+                d.set_item(intern!(py, "host"), host)?;
+                d.set_item(intern!(py, "program"), program)?;
+                d.set_item(intern!(py, "lines"), lines)?;
             }
         }
         Ok(d)

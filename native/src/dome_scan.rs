@@ -112,6 +112,11 @@ fn compile(pattern: &str, dotall: bool) -> PyResult<Regex> {
 }
 
 fn ascii_number(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    // The common case (a field's digits, 18 at most: no overflow) without trim and parse.
+    if !b.is_empty() && b.len() <= 18 && b.iter().all(u8::is_ascii_digit) {
+        return Some(b.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')));
+    }
     let t = text.trim();
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
         return None;

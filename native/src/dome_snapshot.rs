@@ -4,7 +4,6 @@
 //! state() / load_state()).
 
 use std::cmp::Reverse;
-use std::collections::HashSet;
 
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
@@ -12,6 +11,7 @@ use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 
 use crate::dome_calls::OpenCall;
+use crate::hashing::FxSet;
 use crate::dome_state::DomeState;
 use crate::dome_event::DomeEvent;
 use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
@@ -174,7 +174,7 @@ fn puts_rest<'py>(py: Python<'py>, t: &PutTable, d: &Bound<'py, PyDict>) -> PyRe
 
 /// Start tracking changes (take_changes): everything open now counts as changed.
 pub fn track_changes(st: &mut DomeState) {
-    let mut calls = HashSet::new();
+    let mut calls = FxSet::default();
     for (host, h) in &st.calls.open {
         calls.extend(h.calls.keys().map(|k| (host.clone(), *k)));
     }
@@ -193,7 +193,7 @@ pub fn track_changes(st: &mut DomeState) {
 /// the bounded rest whole. Its cost follows the changes, not what is open.
 pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    let changed = st.calls.changed.replace(HashSet::new()).unwrap_or_default();
+    let changed = st.calls.changed.replace(FxSet::default()).unwrap_or_default();
     let calls = PyList::empty(py);
     let mut present = Vec::new();
     for (host, key) in changed {

@@ -4,21 +4,20 @@
 //! put table (dome_puts). No Python here: dome_engine.rs is its binding, dome_snapshot.rs
 //! its state codec.
 
-use std::collections::HashMap;
-
 use crate::dome_calls::{role_of_query, CallTable};
 use crate::dome_clocks::{Clocks, Ordered};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
 use crate::dome_stats::DomeStats;
+use crate::hashing::FxMap;
 
 pub struct DomeState {
     pub timeout_ms: i64,
     pub allowance_ms: i64,
     pub stats: DomeStats,
     pub clocks: Clocks,
-    pub roles: HashMap<String, String>,
+    pub roles: FxMap<String, String>,
     pub role_order: Vec<String>,
     pub pids: Ordered<(String, String), i64>,
     pub fs_enabled: Ordered<(Option<String>, Option<String>), bool>,
@@ -33,7 +32,7 @@ impl DomeState {
             allowance_ms,
             stats: DomeStats::default(),
             clocks: Ordered::default(),
-            roles: HashMap::new(),
+            roles: FxMap::default(),
             role_order: Vec::new(),
             pids: Ordered::default(),
             fs_enabled: Ordered::default(),

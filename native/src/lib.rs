@@ -24,6 +24,7 @@ mod counters;
 mod deliver;
 mod dome_calls;
 mod dome_clocks;
+mod dome_csv;
 mod dome_engine;
 mod dome_event;
 mod dome_puts;
@@ -69,6 +70,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<profile_tally::ProfileLines>()?;
     m.add_class::<profile_tally::LineTally>()?;
     m.add_class::<profile_tally::Shapes>()?;
+    m.add_class::<dome_csv::DomeCsv>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(envelope_batch::plan_batch, m)?)?;

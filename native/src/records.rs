@@ -22,13 +22,13 @@ use crate::schema::{
     named, CALL_COLUMNS, CALL_FIELDS, CALL_MS, REQUEST_COLUMNS, REQUEST_FIELDS, REQUEST_MS,
 };
 
-enum Value<'a> {
+pub(crate) enum Value<'a> {
     None,
     Int(i64),
     Str(&'a str),
 }
 
-fn value<'a>(v: &'a Bound<'_, PyAny>) -> Option<Value<'a>> {
+pub(crate) fn value<'a>(v: &'a Bound<'_, PyAny>) -> Option<Value<'a>> {
     if v.is_none() {
         return Some(Value::None);
     }
@@ -110,7 +110,7 @@ fn push_csv_text(out: &mut String, text: &str) {
 
 /// One CSV row of `values` (the columns' cells, `is_ms` saying which are milliseconds),
 /// with csv's "\r\n"; false (nothing to use) for a text where milliseconds belong.
-fn push_csv_row<'a>(out: &mut String, is_ms: &[bool], values: impl IntoIterator<Item = Value<'a>>) -> bool {
+pub(crate) fn push_csv_row<'a>(out: &mut String, is_ms: &[bool], values: impl IntoIterator<Item = Value<'a>>) -> bool {
     for (i, (v, &ms)) in values.into_iter().zip(is_ms).enumerate() {
         if i > 0 {
             out.push(',');

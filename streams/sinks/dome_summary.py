@@ -82,10 +82,12 @@ class DomeSummary:
         """Nothing to release: render() reads it after the run."""
 
     def _cover(self, *times) -> None:
-        for t in times:
+        for t in times:   # comparisons, not min()/max(): once or twice a record
             if t is not None:
-                self.first_ms = t if self.first_ms is None else min(self.first_ms, t)
-                self.last_ms = t if self.last_ms is None else max(self.last_ms, t)
+                if self.first_ms is None or t < self.first_ms:
+                    self.first_ms = t
+                if self.last_ms is None or t > self.last_ms:
+                    self.last_ms = t
 
     def render(self, dome_stats=None, max_rows: int = 20) -> str:
         """The DOME section ("" when no DOME record came)."""
