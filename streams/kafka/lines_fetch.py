@@ -97,6 +97,7 @@ class LinesConsumer:
         self._starts: dict[int, int | None] | None = None   # during on_assign: p -> offset
         self._seek_lock = threading.Lock()
         self._pending: dict[int, int | None] = {}          # seeks for the next consume()
+        self._rebalances = 0                                # callbacks run, in the thread
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -151,8 +152,19 @@ class LinesConsumer:
                 with self._seek_lock:
                     self._pending.setdefault(p, offset)
         batch: dict[int, list[Record]] = {}
+        # As aiokafka's getmany: wait up to timeout_s for a first record, then take what is
+        # fetched already. (consume(n, timeout_s) alone waits for n records or the timeout:
+        # at the stream's tail every line would wait out the timeout.)
+        first = self._consumer.poll(timeout_s)
+        if first is None:
+            return batch
+        rebalances = self._rebalances
+        rest = self._consumer.consume(n - 1, 0) if n > 1 else []
+        # A rebalance inside consume() (librdkafka drops the lines it outdates from that
+        # call's own) outdates the first record too: it is read again from its new start.
+        messages = rest if self._rebalances != rebalances else [first, *rest]
         new = tuple.__new__   # Record(...) through namedtuple's __new__ costs twice as much
-        for msg in self._consumer.consume(n, timeout_s):
+        for msg in messages:
             if msg.error() is not None:
                 _log_error(msg.error())
                 continue
@@ -171,6 +183,7 @@ class LinesConsumer:
         return committed if committed >= 0 else OFFSET_BEGINNING
 
     def _assign(self, consumer: Consumer, partitions) -> None:
+        self._rebalances += 1
         ps = sorted(tp.partition for tp in partitions)
         self._starts = {}
         try:
@@ -185,6 +198,7 @@ class LinesConsumer:
         self._assigned = set(ps)
 
     def _revoke(self, consumer: Consumer, partitions) -> None:
+        self._rebalances += 1
         ps = sorted(tp.partition for tp in partitions)
         if ps:
             log.info("partitions revoked: %s", ps)
