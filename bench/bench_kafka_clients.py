@@ -12,8 +12,8 @@ grep's per line on the same log files, measured in the same run.
 
 Clients:
   aiokafka      what the worker uses (the settings of bench_worker.py's bare consumer)
-  confluent     confluent-kafka (librdkafka, C), `consume(num_messages=...)`; optional:
-                `.venv/bin/pip install confluent-kafka`, skipped with a note when missing
+  confluent     confluent-kafka (librdkafka, C), `consume(num_messages=...)`, with the
+                worker's consumer settings (lines_fetch.consumer_settings)
 
 Without --broker a private broker is started in --workdir (make install-kafka first).
 """
@@ -49,7 +49,7 @@ def decoder(decode: bool):
 
 def run_aiokafka(bootstrap: str, topic: str, total: int, batch: int, decode) -> dict:
     from aiokafka import AIOKafkaConsumer
-    from dpmstream.streams.kafka.worker import FETCH_MAX_WAIT_MS
+    from dpmstream.streams.kafka.lines_fetch import FETCH_MAX_WAIT_MS
 
     async def main():
         consumer = AIOKafkaConsumer(
@@ -79,12 +79,9 @@ def run_aiokafka(bootstrap: str, topic: str, total: int, batch: int, decode) -> 
 
 def run_confluent(bootstrap: str, topic: str, total: int, batch: int, decode) -> dict:
     from confluent_kafka import Consumer
+    from dpmstream.streams.kafka.lines_fetch import consumer_settings
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"bench-clients-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest", "max.partition.fetch.bytes": 2 << 20,
-        "fetch.max.bytes": 32 << 20, "fetch.wait.max.ms": 100})
+    consumer = Consumer(consumer_settings(bootstrap, f"bench-clients-{uuid.uuid4().hex[:8]}", {}))
     consumer.subscribe([topic])
     try:
         seen = seen0 = 0

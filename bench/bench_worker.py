@@ -5,8 +5,9 @@ when the hash allows) to a fresh lines topic; then one worker process (the real 
 exactly-once transactions and state changelog included) reads it all. Prints the worker's
 lines/s (first record fetched -> last batch committed) and per CPU second of its process
 (what a loaded machine changes least), its peak RSS, the records and transactions it wrote,
-and for reference the worker's core alone on the same lines (feed_batch, no Kafka client) and an aiokafka consumer that
-does nothing with them (the floor any worker built on aiokafka stands on). The worker runs
+and for reference the worker's core alone on the same lines (feed_batch, no Kafka client) and
+the worker's consumer (librdkafka, lines_fetch.consumer_settings) doing nothing with them
+(the floor under the worker). The worker runs
 pinned to one core and alternates with `LC_ALL=C grep -cE` on the same lines (a fresh
 consumer group each round) until the CPU ratio settles (bench/yardstick.py), printing both
 ratios, grep's rate and the load average.
@@ -101,11 +102,11 @@ def peak_rss_mib() -> float:
 
 
 def run_consumer(bootstrap: str, topic: str, total: int, batch: int, tag: str) -> None:
-    """Child process: a bare aiokafka consumer (the worker's settings) that only counts the
+    """Child process: a bare consumer with the worker's settings that only counts the
     records (bench_kafka_clients.py's); prints JSON figures timed like run_worker's."""
-    from bench_kafka_clients import run_aiokafka
+    from bench_kafka_clients import run_confluent
 
-    fig = run_aiokafka(bootstrap, topic, total, batch, decode=None)
+    fig = run_confluent(bootstrap, topic, total, batch, decode=None)
     print(json.dumps(dict(lines=fig["records"], wall=fig["wall"], cpu=fig["cpu"])))
 
 
@@ -187,7 +188,7 @@ def main() -> int:
               f"last rounds, a fresh consumer group each)")
         print(f"worker per CPU second: {total / cmp.cpu:,.0f} lines "
               f"({cmp.cpu / total * 1e6:.2f} us a line)")
-        print(f"aiokafka consumer alone: {bare['lines'] / bare['wall']:,.0f} lines/s, "
+        print(f"the worker's consumer alone: {bare['lines'] / bare['wall']:,.0f} lines/s, "
               f"{bare['cpu'] / bare['lines'] * 1e6:.2f} us CPU a record")
         print(f"worker peak RSS: {max(f['peak_rss_mib'] for f in figures):.0f} MiB")
         print(cmp.summary(f"worker against LC_ALL=C grep -cE on the same {total:,} lines"))

@@ -68,7 +68,7 @@ def run(args) -> int:
         logging.getLogger("dpmstream.worker").setLevel(logging.INFO)
     try:
         bootstrap = parse_broker(args.broker)
-        security = security_from_args(args).client_kwargs()
+        security = security_from_args(args)
     except KafkaConfigError as exc:
         print(f"dpmstream worker: {exc}", file=sys.stderr)
         return 2
@@ -77,7 +77,8 @@ def run(args) -> int:
     from dpmstream.streams.kafka.worker import WorkerConfig
 
     config = WorkerConfig(
-        bootstrap=bootstrap, security=security, lines_topic=args.lines_topic,
+        bootstrap=bootstrap, security=security.client_kwargs(),
+        fetch_security=security.librdkafka_config(), lines_topic=args.lines_topic,
         requests_topic=args.requests_topic, calls_topic=args.calls_topic,
         group_id=args.group_id, partitions=args.partitions,
         reassembly=reassembly_settings(args),

@@ -84,6 +84,19 @@ class KafkaSecurity:
         return kwargs
 
 
+    def librdkafka_config(self) -> dict:
+        """The same settings in librdkafka's names (confluent-kafka: the worker's lines
+        consumer). Without --ssl-cafile, librdkafka's own system CA locations."""
+        self.validate()
+        config: dict = {"security.protocol": self.protocol}
+        if self.protocol in ("SSL", "SASL_SSL") and self.cafile:
+            config["ssl.ca.location"] = self.cafile
+        if self.protocol.startswith("SASL"):
+            config.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.username,
+                           "sasl.password": self.password})
+        return config
+
+
 def add_kafka_arguments(p: argparse.ArgumentParser, *, broker_flag: str | None = "--broker",
                         title: str = "Kafka connection") -> None:
     """The Kafka connection options, in one group: --broker (unless the command names the

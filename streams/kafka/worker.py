@@ -13,8 +13,9 @@ p's producer first, which fences the old one and aborts its open transaction, th
 p's state (read_committed) and resumes at the offset stored with it. Lines delivered
 twice anyway (rsyslog resending) are recognised by (host, path, offset).
 
-The partitions, their producers and transactions are partitions.PartitionOwners; this
-module is the consumer loop and the rebalance listener around them. It is the only
+The partitions, their producers and transactions are partitions.PartitionOwners; the
+consumer of the lines topic (librdkafka, in a thread of its own) is lines_fetch.LinesConsumer;
+this module is the loop and the rebalance handling around them. It is the only
 engine: `dpmstream worker` runs it hosted by a Faust app (faust_app.py), tests and the
 benchmark also run it bare (`await Worker(config).run()`). See docs/kafka-worker.md.
 """
@@ -26,12 +27,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.kafka.gc_pace import relaxed_gc
+from dpmstream.streams.kafka.lines_fetch import LinesConsumer, consumer_settings
 from dpmstream.streams.kafka.log_pace import flush_installed
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
 from dpmstream.streams.kafka.state import PartitionState
@@ -40,10 +41,6 @@ from dpmstream.streams.kafka.partition_metrics import PartitionReport
 
 log = logging.getLogger("dpmstream.worker")
 
-# aiokafka keeps one fetch request in flight per broker, and the broker holds a request for
-# a partition with nothing new up to this long: a partition that has reached its end so
-# stalls the refill of the others (500 ms, the default, was 15 % of bench_worker's time).
-FETCH_MAX_WAIT_MS = 100
 # Taking a partition again after its transaction failed: retried while the broker is away.
 RETAKE_FIRST_DELAY_S = 0.5
 RETAKE_MAX_DELAY_S = 10.0
@@ -53,6 +50,8 @@ RETAKE_MAX_DELAY_S = 10.0
 class WorkerConfig:
     bootstrap: str
     security: dict = field(default_factory=dict, repr=False)  # aiokafka kwargs (may hold secrets)
+    # the same settings in librdkafka's names, for the lines consumer (KafkaSecurity.librdkafka_config)
+    fetch_security: dict = field(default_factory=dict, repr=False)
     lines_topic: str = "dpm.lines"
     requests_topic: str = "dpm.requests"
     calls_topic: str = "dpm.calls"
@@ -83,7 +82,7 @@ class Worker:
         self._seeks: dict[int, int] = {}     # partition -> times the consumer was sought to its state
         self._one_by_one: dict[int, int] = {}   # partition -> fed record by record up to this offset
         self._stopping = asyncio.Event()
-        self._consumer: AIOKafkaConsumer | None = None
+        self._consumer: LinesConsumer | None = None
         self.lines_seen = 0                  # records fed, all partitions (bench, tests)
         self.batches = 0                     # batches committed
         self.report = PartitionReport(metrics, config.lines_topic)
@@ -97,15 +96,12 @@ class Worker:
         await ensure_topics(cfg.bootstrap, cfg.security, lines=cfg.lines_topic,
                             outputs=[cfg.requests_topic, cfg.calls_topic], state=cfg.state,
                             partitions=cfg.partitions)
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=cfg.bootstrap, group_id=cfg.group_id, enable_auto_commit=False,
-            isolation_level="read_committed", auto_offset_reset="earliest",
-            client_id="dpmstream-worker", max_partition_fetch_bytes=2 << 20,
-            fetch_max_bytes=32 << 20, fetch_max_wait_ms=FETCH_MAX_WAIT_MS, **cfg.security)
+        self._consumer = LinesConsumer(
+            cfg.lines_topic, consumer_settings(cfg.bootstrap, cfg.group_id, cfg.fetch_security),
+            on_assign=self.assign, on_revoke=self.revoke)
         await self.owners.start()
         try:
-            self._consumer.subscribe([cfg.lines_topic], listener=_Rebalance(self))
-            await self._consumer.start()
+            self._consumer.start()
             try:
                 if ready is not None:
                     ready.set()
@@ -118,11 +114,10 @@ class Worker:
             await self.owners.stop()
 
     async def _stop_consumer(self) -> None:
-        """Leave the group (revokes: see _Rebalance). With the broker gone, aiokafka's
-        stop re-raises the cancellation of its own pending fetch: on a stop we asked
-        for, that is no reason to end with a traceback."""
+        """Leave the group (revokes: see lines_fetch). Cancelled while it waits for the
+        broker: on a stop we asked for, that is no reason to end with a traceback."""
         try:
-            await self._consumer.stop()
+            await self._consumer.close()
         except asyncio.CancelledError:
             if not self._stopping.is_set():
                 raise
@@ -153,8 +148,7 @@ class Worker:
         same step of the event loop. A partition taken since (a rebalance, a failed
         commit; the batch may wait for a transaction in flight) was sought to its stored
         offset after these lines were read: they are not its to feed."""
-        batch = await self._consumer.getmany(timeout_ms=self.cfg.poll_ms,
-                                             max_records=self.cfg.batch_records)
+        batch = await self._consumer.fetch(self.cfg.batch_records, self.cfg.poll_ms / 1000)
         return batch, dict(self._seeks)
 
     # -- one batch ---------------------------------------------------------------------
@@ -163,8 +157,7 @@ class Worker:
         and fed while these transactions travel (each producer still has one open
         transaction at a time: _settle() first)."""
         work, broken = [], []
-        for tp, messages in batch.items():
-            p = tp.partition
+        for p, messages in batch.items():
             part = self.parts.get(p)
             if part is None or seeks.get(p) != self._seeks.get(p) or not messages:
                 # Revoked, or (re)taken since the fetch: its take sought the consumer back
@@ -238,8 +231,7 @@ class Worker:
         most often the broker going away. Ends when p is taken, when the consumer no
         longer holds p (a rebalance gave it on: its next owner takes it), or on stop()."""
         delay = RETAKE_FIRST_DELAY_S
-        tp = TopicPartition(self.cfg.lines_topic, p)
-        while not self._stopping.is_set() and tp in self._consumer.assignment():
+        while not self._stopping.is_set() and p in self._consumer.assignment():
             try:
                 await self._assign([p])
                 return
@@ -263,15 +255,10 @@ class Worker:
                 continue
             started = time.monotonic()
             part, _states = await self.owners.take(p)
-            tp = TopicPartition(self.cfg.lines_topic, p)
-            start = part.next_offset
-            if start is None:   # nothing committed with a state: where the group would start
-                start = await self._consumer.committed(tp)
-                if start is None:
-                    start = (await self._consumer.beginning_offsets([tp]))[tp]
+            # Nothing committed with a state (None): where the group would start.
             # Lines fetched before this seek (from wherever the consumer was) are not
             # this owner's: the new seek number tells _process so (see _fetch).
-            self._consumer.seek(tp, start)
+            self._consumer.seek(p, part.next_offset)
             self._seeks[p] = self._seeks.get(p, 0) + 1
             log.info("partition %d: resumed at offset %s with %d open requests (%.2f s)",
                      p, part.next_offset, part.pipeline.stats.in_flight, time.monotonic() - started)
@@ -298,15 +285,3 @@ class Worker:
         await self.owners.drop(partitions)
         self.report.forget(partitions)
 
-
-class _Rebalance(ConsumerRebalanceListener):
-    def __init__(self, worker: Worker):
-        self.worker = worker
-
-    async def on_partitions_revoked(self, revoked):
-        if revoked:
-            log.info("partitions revoked: %s", sorted(tp.partition for tp in revoked))
-        await self.worker.revoke(tp.partition for tp in revoked)
-
-    async def on_partitions_assigned(self, assigned):
-        await self.worker.assign(tp.partition for tp in assigned)

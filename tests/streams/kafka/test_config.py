@@ -41,3 +41,20 @@ def test_sasl_password_comes_from_a_file_or_the_environment_and_is_never_shown(t
 
 def test_plaintext_needs_no_credentials():
     assert KafkaSecurity().client_kwargs() == {"security_protocol": "PLAINTEXT"}
+
+
+def test_the_lines_consumer_gets_the_same_security_in_librdkafka_names(tmp_path):
+    from confluent_kafka import Consumer
+
+    sec = KafkaSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                        username="dpm", password="s3cret")
+    config = sec.librdkafka_config()
+    assert config == {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                      "sasl.username": "dpm", "sasl.password": "s3cret"}
+    # librdkafka refuses a name it does not know: these are all its own.
+    Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g", **config}).close()
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    tls = KafkaSecurity(protocol="SSL", cafile=str(ca)).librdkafka_config()
+    assert tls == {"security.protocol": "SSL", "ssl.ca.location": str(ca)}
+    assert KafkaSecurity().librdkafka_config() == {"security.protocol": "PLAINTEXT"}
