@@ -524,7 +524,7 @@ impl State {
             return Ok(None);
         };
         let host = ev.host;
-        let token: Text = token.into();
+        let token: Text = self.open_token(host, token).unwrap_or_else(|| token.into());
         call.token = Some(token.clone());
         if is_request_op(call.op) {
             if self.is_finished(host, &token) {
@@ -562,10 +562,11 @@ impl State {
                 th.call.as_mut().unwrap().kind = Kind::Late;
                 return Ok(None);
             }
-            let req = self.request(host, &token).unwrap();
+            let req = self.touch(host, &token, ev.ts).unwrap();
             if op == PUTDONE && req.putdone_first.is_none() {
                 req.putdone_first = Some(started);
             }
+            return Ok(Some((host, token)));
         }
         self.touch(host, &token, ev.ts);
         Ok(Some((host, token)))
@@ -576,7 +577,7 @@ impl State {
             self.close_noreturn(cx, key, th)?;
         }
         let host = ev.host;
-        let token: Option<Text> = ev.token.map(Into::into);
+        let token: Option<Text> = ev.token.map(|t| self.open_token(host, t).unwrap_or_else(|| t.into()));
         let found = match &token {
             Some(t) => self.find(cx, host, t, ev.op)?,
             None => false,
@@ -666,11 +667,8 @@ impl State {
             self.stats[LATE_LINES] += 1;
             return None;
         }
-        if self.request(ev.host, &token).is_some() {
-            self.touch(ev.host, &token, ev.ts);
-            return Some((ev.host, token));
-        }
-        None
+        self.touch(ev.host, &token, ev.ts)?;
+        Some((ev.host, token))
     }
 
     fn on_returns(&mut self, cx: &Cx, ev: &Ev, th: &mut Thread, key: TKey) -> PyResult<Option<RKey>> {
@@ -698,25 +696,23 @@ impl State {
             return Ok(None);
         }
         let token = call.token.clone().unwrap();
-        if self.request(host, &token).is_none() {
+        let Some(req) = self.touch(host, &token, ts) else {
             self.stats[LATE_LINES] += 1;
             if call.kind == Kind::Proc {
                 self.run_ended(cx, host, &token, call.started, None)?;
             }
             return Ok(None);
-        }
-        self.touch(host, &token, ts);
+        };
         let op = call.op;
         if call.kind == Kind::Proc {
-            self.request(host, &token).unwrap().proc_ms = diff(Some(ts), Some(call.started));
+            req.proc_ms = diff(Some(ts), Some(call.started));
             self.run_ended(cx, host, &token, call.started, Some(ts))?;
         } else if is_request_op(op) {
-            self.request(host, &token).unwrap().request_ret = Some(ts);
+            req.request_ret = Some(ts);
             if rc != Some(0) {
                 self.finish_request(cx, host, &token, FAILED, ts)?;
             }
         } else if status_op(op).is_some() {
-            let req = self.request(host, &token).unwrap();
             req.polls += 1;
             req.poll_ms += diff(Some(ts), Some(call.started)).unwrap_or(0);
             if call.state == Some(STATE_SUCCESS) {
@@ -731,7 +727,6 @@ impl State {
                 self.finish_request(cx, host, &token, FAILED, ts)?;
             }
         } else {
-            let req = self.request(host, &token).unwrap();
             req.done_start = Some(call.started);
             req.done_ms = diff(Some(ts), Some(call.started));
             req.closing = Some(op);
@@ -741,14 +736,13 @@ impl State {
         Ok(Some((host, token)))
     }
 
-    fn run_ended(&self, cx: &Cx, host: Sym, token: &str, started: i64, ended: Option<i64>) -> PyResult<()> {
-        let token_text: Text = token.into();
-        if let Some(result) = cx.link(|lk, ctx| lk.run_ended(ctx, host, &token_text, started, ended)) {
+    fn run_ended(&self, cx: &Cx, host: Sym, token: &Text, started: i64, ended: Option<i64>) -> PyResult<()> {
+        if let Some(result) = cx.link(|lk, ctx| lk.run_ended(ctx, host, token, started, ended)) {
             return result;
         }
         if let Some(runs) = &cx.cb.runs {
             let host_py = cx.names.borrow_mut().py(cx.py, host);
-            runs.call_method1(cx.py, "run_ended", (host_py, token, started, ended))?;
+            runs.call_method1(cx.py, "run_ended", (host_py, &**token, started, ended))?;
         }
         Ok(())
     }
@@ -813,14 +807,20 @@ impl State {
         Ok(self.request(host, token).is_some())
     }
 
-    fn touch(&mut self, host: Sym, token: &str, ts: i64) {
-        let Some(req) = self.requests.get_mut(&host).and_then(|m| m.get_mut(token)) else {
-            return;
-        };
+    /// The open request of a token, made the most recently active at `ts`; None when
+    /// it has none (then nothing changes). One lookup for what the rules ask most.
+    fn touch(&mut self, host: Sym, token: &str, ts: i64) -> Option<&mut Request> {
+        let req = self.requests.get_mut(&host)?.get_mut(token)?;
         if ts > req.latest {
             req.latest = ts;
         }
         self.request_order.get_mut(&host).unwrap().move_back(req.order);
+        Some(req)
+    }
+
+    /// The text of an open request's token, shared: a line naming it then allocates none.
+    fn open_token(&self, host: Sym, token: &str) -> Option<Text> {
+        self.requests.get(&host)?.get_key_value(token).map(|(t, _)| t.clone())
     }
 
     fn finish_request(&mut self, cx: &Cx, host: Sym, token: &Text, status: &str, ended: i64) -> PyResult<()> {

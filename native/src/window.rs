@@ -118,6 +118,23 @@ impl DigestWindow {
         false
     }
 
+    /// Asks the memory system for bucket `b` ahead of its use. The memory is larger than
+    /// L2: its two random reads a line (the new digest's bucket, the oldest digest's
+    /// bucket to forget it) were half of State::process's time (perf annotate).
+    #[inline]
+    fn prefetch_bucket(&self, b: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            if let Some(bucket) = self.buckets.get(b) {
+                // SAFETY: a prefetch only hints; the pointer is to a live bucket.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>((bucket as *const Bucket).cast::<i8>()) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = b;
+    }
+
     pub fn contains(&self, digest: u64) -> bool {
         let (first, second) = self.home(digest);
         if self.in_bucket(first, digest) {
@@ -148,6 +165,11 @@ impl DigestWindow {
             }
         }
         self.place(digest, pos);
+        if self.ring.len() == self.cap {
+            // The next insert forgets the digest at `next` first: fetch its bucket now,
+            // a line ahead, instead of waiting for it then.
+            self.prefetch_bucket(self.home(self.ring[self.next]).0);
+        }
         true
     }
 
