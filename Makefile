@@ -51,10 +51,12 @@ run: install
 # and tests/service_guard.py fails an unmarked one that starts one) and is not marked
 # `slow` (a whole build, a site-sized matrix, a checkpoint after every line), on every
 # core (pytest-xdist). `make test` is the full suite, the one CI runs: it runs all of these too.
+# --dist worksteal: a worker that runs out of tests takes some from the other, so one
+# long test at the end of a worker's share does not leave the other core idle.
 CHECK_WORKERS ?= auto
 check: install
 	DPMSTREAM_REQUIRE_NATIVE=$(HAVE_CARGO) $(BIN)/python -m pytest -q -m "not services and not slow" \
-		-n $(CHECK_WORKERS)
+		-n $(CHECK_WORKERS) --dist worksteal
 
 # Where cargo exists the compiled parser must have been built: a failed build fails a test.
 # The extension's own unit tests (native/src: e.g. its twin of Python's random) run first.

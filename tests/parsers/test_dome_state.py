@@ -52,10 +52,19 @@ def stored(store: dict, changes: dict) -> None:
             store[key] = value
 
 
-def site(tmp_path, generation="tid"):
-    cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, generation=generation, disk_down_at=100.0,
-                     restart_at=250.0, gap_at=180.0)
-    return cfg, simulate_dome(cfg, tmp_path / "site")
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The simulated site of a generation (its config and result), simulated once for the
+    module: every test only reads its logs."""
+    made = {}
+
+    def of(generation="tid"):
+        if generation not in made:
+            cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, generation=generation,
+                             disk_down_at=100.0, restart_at=250.0, gap_at=180.0)
+            made[generation] = cfg, simulate_dome(cfg, tmp_path_factory.mktemp(generation) / "site")
+        return made[generation]
+    return of
 
 
 def events(cfg, result):
@@ -65,12 +74,12 @@ def events(cfg, result):
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("generation", ["tid", "notid"])
-def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never_stopped(tmp_path, generation, engine):
+def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never_stopped(site, generation, engine):
     """Changes taken every 300 lines into a store (latest per key, through JSON); every
     2,400 lines, right after a take, the reassembler is dropped and rebuilt from the store
     alone: the same records in the same order, and the same counters, as the
     uninterrupted run."""
-    cfg, result = site(tmp_path, generation)
+    cfg, result = site(generation)
     whole, records = reassemble(result, cfg)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     r, tracker, store, resumed, rebuilt = new_engine(engine, **settings), DomeStateTracker(), {}, [], 0
@@ -91,10 +100,10 @@ def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never
 
 @pytest.mark.parametrize("stored_by, restored_in", [(engines.PYTHON, engines.COMPILED),
                                                     (engines.COMPILED, engines.PYTHON)])
-def test_changes_stored_by_one_engine_restore_in_the_other(tmp_path, stored_by, restored_in):
+def test_changes_stored_by_one_engine_restore_in_the_other(site, stored_by, restored_in):
     if not engines.compiled_dome_available():
         pytest.skip("compiled DOME engine not built")
-    cfg, result = site(tmp_path)
+    cfg, result = site()
     whole, records = reassemble(result, cfg)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     current = stored_by
@@ -114,11 +123,11 @@ def test_changes_stored_by_one_engine_restore_in_the_other(tmp_path, stored_by, 
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_take_names_only_the_calls_and_puts_that_changed(tmp_path, engine):
+def test_a_take_names_only_the_calls_and_puts_that_changed(site, engine):
     """Thousands of lines in, with calls and puts open: the next take after one more line
     holds that line's call (and the bounded rest), not the tables; the reassembler
     itself hands out only that (its cost follows the changes)."""
-    cfg, result = site(tmp_path)
+    cfg, result = site()
     r, tracker = new_engine(engine, timeout_ms=int(cfg.timeout * 1000)), DomeStateTracker()
     stream = iter(events(cfg, result))
     for _ in range(5000):
@@ -141,9 +150,9 @@ def test_a_take_names_only_the_calls_and_puts_that_changed(tmp_path, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_tracker_restored_from_the_store_takes_nothing_when_nothing_changed(tmp_path, engine):
+def test_a_tracker_restored_from_the_store_takes_nothing_when_nothing_changed(site, engine):
     """Tuples the engine holds and the lists JSON gives back must not read as changes."""
-    cfg, result = site(tmp_path)
+    cfg, result = site()
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     r, tracker, store = new_engine(engine, **settings), DomeStateTracker(), {}
     for n, ev in enumerate(events(cfg, result), 1):
@@ -159,10 +168,10 @@ def test_a_tracker_restored_from_the_store_takes_nothing_when_nothing_changed(tm
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_calls_and_puts_come_back_in_their_order_of_activity(tmp_path, engine):
+def test_calls_and_puts_come_back_in_their_order_of_activity(site, engine):
     """The order the caps and timeouts take them in: a call touched last is last again,
     a put whose codes changed in place stays where it was."""
-    cfg, result = site(tmp_path)
+    cfg, result = site()
     r, tracker, store = new_engine(engine, timeout_ms=int(cfg.timeout * 1000)), DomeStateTracker(), {}
     for n, ev in enumerate(events(cfg, result), 1):
         r.feed(ev)
@@ -202,10 +211,10 @@ def comparable_changes(changes: dict) -> dict:
 
 
 @pytest.mark.parametrize("generation", ["tid", "notid"])
-def test_both_engines_hand_out_the_same_changes(tmp_path, generation):
+def test_both_engines_hand_out_the_same_changes(site, generation):
     if not engines.compiled_dome_available():
         pytest.skip("compiled DOME engine not built")
-    cfg, result = site(tmp_path, generation)
+    cfg, result = site(generation)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     reference, compiled = new_engine(engines.PYTHON, **settings), new_engine(engines.COMPILED, **settings)
     compared = 0

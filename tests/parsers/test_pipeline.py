@@ -52,17 +52,26 @@ def feed(pipeline, cfg, name, line):
     src.feed(line)
 
 
-# A checkpoint after every one of the 10,000 lines is the thorough case and takes minutes
-# (a new pipeline, its parser and the JSON round trip per line): `make test` runs it, the
-# fast loop runs the unaligned and the long interval.
-@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 97, 5000])
-def test_state_saved_every_k_lines_and_restored_gives_the_same_records(sim, every):
+@pytest.fixture(scope="module")
+def uninterrupted(sim):
+    """The records of one pipeline that never stopped: the same for every interval K, so
+    computed once for the module."""
     cfg, lines = sim
     expected = []
     straight = Pipeline(expected.append)
     for name, line in lines:
         feed(straight, cfg, name, line)
     straight.finish()
+    return expected
+
+
+# A checkpoint after every one of the 10,000 lines is the thorough case and takes minutes
+# (a new pipeline, its parser and the JSON round trip per line): `make test` runs it, the
+# fast loop runs the unaligned and the long interval.
+@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 97, 5000])
+def test_state_saved_every_k_lines_and_restored_gives_the_same_records(sim, uninterrupted, every):
+    cfg, lines = sim
+    expected = uninterrupted
 
     records, store = [], StateChanges()
     pipeline = new_pipeline(records, cfg)

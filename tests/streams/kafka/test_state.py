@@ -105,12 +105,19 @@ def test_records_that_are_not_envelopes_are_counted_as_malformed_lines():
 
 # A restart after every third record is the thorough case and takes the longest: `make
 # test` runs it, the fast loop runs the unaligned and the long interval.
-@pytest.mark.parametrize("every", [pytest.param(3, marks=pytest.mark.slow), 97, 1000])
-def test_state_saved_every_k_lines_and_restored_gives_the_same_records(sim, every):
-    """A worker restarted from its changelog after any batch carries on exactly."""
+@pytest.fixture(scope="module")
+def both_daemons(sim):
+    """The two daemons' envelopes interleaved, and the records of one partition that never
+    restarted: the same for every interval K, so computed once for the module."""
     recs = interleaved(envelopes(sim.log_path),
                        envelopes(sim.dpns_log_path, log_path="/var/log/dpns/log"))
-    expected = core_records(recs)
+    return recs, core_records(recs)
+
+
+@pytest.mark.parametrize("every", [pytest.param(3, marks=pytest.mark.slow), 97, 1000])
+def test_state_saved_every_k_lines_and_restored_gives_the_same_records(both_daemons, every):
+    """A worker restarted from its changelog after any batch carries on exactly."""
+    recs, expected = both_daemons
 
     store: dict = {}
     out: list = []
