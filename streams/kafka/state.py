@@ -131,12 +131,12 @@ class _Runs:
     def add(self, host: str, path: str, received_ms: int | None, lines: list[str]) -> None:
         """Lines of (host, path), each its file's next, all received at `received_ms`."""
         part = self.part
-        src = part._sources.get((host, path))
+        src = part.file_sources.get((host, path))
         if src is None or src.parser is None:
             self.flush()
             self.src = None
             if src is None:
-                src = part._source(host, path, received_ms)
+                src = part.open_source(host, path, received_ms)
             for k, line in enumerate(lines):
                 if src.parser is not None:   # detected: the rest as any source's
                     self.add(host, path, received_ms, lines[k:])
@@ -188,7 +188,7 @@ class PartitionState:
         # DOME nodes' lines in event time across the partition (parsers/dome_merge.py)
         self.dome_merge = DomeMerge(int(dome_merge_horizon_s * 1000), dome_merge_max_lines)
         self._stamps: dict[str, LineStamps] = {}   # DOME profile name -> its stamp reader
-        self._sources: dict[tuple[str, str], object] = {}
+        self.file_sources: dict[tuple[str, str], object] = {}   # (host, path) -> its Source
         # (host, path) -> [high-water offset, first offset of this generation, its crc,
         # where the next line starts], and while a jump waits for the next line: [its
         # offset, line, receive time, Kafka offset]
@@ -221,18 +221,18 @@ class PartitionState:
             return
         if self._confirmed is not None:
             self._feed_confirmed(host, path)
-        src = self._sources.get((host, path))
+        src = self.file_sources.get((host, path))
         if src is None:
-            src = self._source(host, path, received_ms)
+            src = self.open_source(host, path, received_ms)
         self._feed_line(src, line, received_ms)
 
     def _feed_confirmed(self, host: str, path: str) -> None:
         """Feed the held jump the line just admitted confirmed (it comes before that line)."""
         line, received_ms = self._confirmed
         self._confirmed = None
-        src = self._sources.get((host, path))
+        src = self.file_sources.get((host, path))
         if src is None:
-            src = self._source(host, path, received_ms)
+            src = self.open_source(host, path, received_ms)
         self._feed_line(src, line, received_ms)
 
     def _feed_line(self, src, line: str, received_ms: int | None) -> None:
@@ -350,11 +350,12 @@ class PartitionState:
         self.next_offset = next_offset
         self._offset_dirty = True
 
-    def _source(self, host: str, path: str, received_ms: int | None):
+    def open_source(self, host: str, path: str, received_ms: int | None):
+        """A new Source of the pipeline for (host, path), read with its profile (_profile_of)."""
         src = self.pipeline.source(f"{host}|{path}", host=host, path=path,
                                    profile=self._profile_of(path), tz=self.tz,
                                    year_hint_ms=received_ms)
-        self._sources[(host, path)] = src
+        self.file_sources[(host, path)] = src
         return src
 
     def _profile_of(self, path: str):
@@ -474,7 +475,7 @@ class PartitionState:
         self.pipeline.restore(state_keys.decode(core))
         self.dome_merge.restore(merge)
         for src in self.pipeline.sources.values():
-            self._sources[(src.host, src.path)] = src
+            self.file_sources[(src.host, src.path)] = src
 
 
 class StatsView:
