@@ -50,8 +50,8 @@ log = logging.getLogger("dpmstream.worker")
 # the default (500 ms), so that a partition at its end does not stall the others' refill.
 FETCH_MAX_WAIT_MS = 100
 MAX_PARTITION_FETCH_BYTES = 2 << 20   # a fetch takes at most this much of one partition
-FETCH_MAX_BYTES = 32 << 20            # ... and of all partitions together
-PREFETCH_MAX_KBYTES = 32 << 10        # librdkafka's queue of fetched records, per consumer
+FETCH_MAX_BYTES = 8 << 20             # ... and of all partitions together
+PREFETCH_MAX_KBYTES = 8 << 10        # librdkafka's queue of fetched records, per consumer
 # As aiokafka's defaults were: a worker killed is noticed, and its partitions given to
 # another, within 10 s.
 SESSION_TIMEOUT_MS = 10_000
