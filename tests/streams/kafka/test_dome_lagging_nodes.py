@@ -21,7 +21,6 @@ from dpmstream.streams.kafka.envelope import decode
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from tests.scenarios.test_dome_truth import as_cells, in_truth_order, truth_rows
 from tests.scenarios.test_e2e_dome import from_json
-from tests.streams.kafka.test_lagging_logs import engine  # noqa: F401 - a fixture
 from tests.streams.kafka.test_worker import run_worker, sample, topics
 from tests.streams.kafka.test_worker_dome import TIMEOUT_S, dome_site, published, site_records
 from tests.worker_helpers import (

@@ -11,8 +11,6 @@ import urllib.request
 
 import pytest
 
-from dpmstream.parsers import engines
-from dpmstream.streams.kafka import envelope as envelope_module
 from dpmstream.streams.kafka import state as state_module
 from dpmstream.streams.metrics.exporter import PipelineMetrics, serve
 from tests.streams.kafka.test_worker import host_records, run_worker, sample, topics, worker_output
@@ -21,20 +19,6 @@ from tests.worker_helpers import as_json, canonical, committed_offsets, core_rec
 pytestmark = pytest.mark.services
 
 DPM = "/var/log/dpm/log"
-
-
-@pytest.fixture(params=["compiled", "python"])
-def engine(request, monkeypatch):
-    """The worker as built (compiled engine and envelope decoder), or as with
-    DPMSTREAM_PURE_PYTHON=1 (Python's engine and decoder, the reference)."""
-    if request.param == "compiled":
-        if not engines.compiled_available() or state_module.compiled_plan_batch is None:
-            pytest.skip("the compiled extension is not built")
-    else:
-        monkeypatch.setenv("DPMSTREAM_ENGINE", "python")
-        monkeypatch.setattr(state_module, "compiled_plan_batch", None)
-        monkeypatch.setattr(envelope_module, "_compiled_decode", None)
-    return request.param
 
 
 @pytest.fixture(scope="module")

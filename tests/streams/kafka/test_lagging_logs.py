@@ -5,32 +5,15 @@ docs/record-rules.md gives (issue 26 item 9)."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from dpmstream.parsers import engines
-from dpmstream.streams.kafka import envelope as envelope_module
-from dpmstream.streams.kafka import state as state_module
 from tests.dpmlog import T1, call
 from tests.parsers.test_linking import F1, F2, HEAD, a_put, ns_call
 from tests.streams.kafka.test_worker import DPM, DPNS, run_worker, topics, worker_output
 from tests.worker_helpers import RECEIVED_2011, encode, produce
 
 pytestmark = pytest.mark.services
-
-
-@pytest.fixture(params=["compiled", "python"])
-def engine(request, monkeypatch):
-    """The worker as built (compiled engine), or as with DPMSTREAM_PURE_PYTHON=1."""
-    if request.param == "compiled":
-        if not engines.compiled_available():
-            pytest.skip("the compiled extension is not built")
-    else:
-        monkeypatch.setenv("DPMSTREAM_ENGINE", "python")
-        monkeypatch.setattr(state_module, "compiled_plan_batch", None)
-        monkeypatch.setattr(envelope_module, "_compiled_decode", None)
-    return request.param
 
 
 class Files:

@@ -9,7 +9,6 @@ from collections import namedtuple
 
 import pytest
 
-from dpmstream.parsers import engines
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.streams.kafka import envelope as envelope_module
@@ -100,20 +99,6 @@ def _without_received(record):
     env = json.loads(value)
     env.pop("received", None)
     return key, json.dumps(env).encode()
-
-
-@pytest.fixture(params=["compiled", "python"])
-def engine(request, monkeypatch):
-    """The worker as built (compiled engine and batch plan), or as with
-    DPMSTREAM_PURE_PYTHON=1 (Python's engine and plan_runs)."""
-    if request.param == "compiled":
-        if not engines.compiled_available() or state_module.compiled_plan_batch is None:
-            pytest.skip("the compiled extension is not built")
-    else:
-        monkeypatch.setenv("DPMSTREAM_ENGINE", "python")
-        monkeypatch.setattr(state_module, "compiled_plan_batch", None)
-        monkeypatch.setattr(envelope_module, "_compiled_decode", None)
-    return request.param
 
 
 def _partition():
