@@ -20,7 +20,7 @@ from dpmstream.parsers.fit import (
 )
 from dpmstream.parsers.lines import MAX_LINE_BYTES
 from dpmstream.parsers.dome_profiles import DomeProfile, bundled_dome_profiles, resolve_any_profile
-from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line, resolve_profile
+from dpmstream.parsers.profiles import ROLES, ProfileError, bundled_profiles, match_line
 from dpmstream.parsers.shapes import shape
 from dpmstream.streams.inputs import InputError, describe, iter_chunks, open_binary
 from dpmstream.parsers.pipeline import Pipeline
