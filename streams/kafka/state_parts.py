@@ -71,8 +71,13 @@ class StateParts:
         for key, value in list(whole.items()):
             if not value.startswith(MANIFEST):
                 continue
-            n = int(value[len(MANIFEST):] or 0)
+            count = value[len(MANIFEST):]
+            n = int(count) if count.isdigit() else -1
             have = parts.get(key, {})
+            if n < 0:
+                log.error("state entry %r: its manifest is damaged (%r); skipped", key, value[:40])
+                del whole[key]
+                continue
             if any(i not in have for i in range(n)):
                 log.error("state entry %r: %d of its %d parts are missing; skipped",
                           key, sum(i not in have for i in range(n)), n)
