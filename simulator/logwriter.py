@@ -46,31 +46,27 @@ class LogWriter:
         self.late = 0                 # lines written after their stamp
         self.last_ms = None           # latest instant stamped
         self.max_printed = None       # latest printed instant (a clock step may go back)
+        # The printed instant is the true one (no clock step, milliseconds printed): the
+        # model-only path skips the formatter.
+        self._exact = not stamps.whole_seconds and stamps.clock.step_at is None
+        if self._fh is None:
+            self.emit = self._count
 
     def emit(self, now: int, pid: int, tid: int, func: str, msg: str, owner=None,
              ahead_ms: int = 0) -> int:
         """Log one line at instant `now`; returns the instant its stamp prints.
         `owner` (anything with a `write_key` attribute) keeps a request's lines in order.
         `ahead_ms` > 0: a stray line written now but stamped that far ahead (no jitter,
-        and it does not date the file)."""
-        if self._fh is None:
-            printed = self._stamps.printed(now + ahead_ms)
-        else:
-            printed, text = self._stamps.stamp(now + ahead_ms)
+        and it does not date the file). A writer with no file counts instead (_count)."""
+        printed, text = self._stamps.stamp(now + ahead_ms)
         if not ahead_ms:
-            self.last_ms = now
-            if self.max_printed is None or printed > self.max_printed:
-                self.max_printed = printed
+            self._dates(now, printed)
         key = now
         if not ahead_ms and self._jitter_rate and self._rng.random() < self._jitter_rate:
-            key += self._rng.randint(1, self._jitter_ms)
-            if not self.kept(printed):  # lost in the gap (after the draw: the other log
-                return printed          # sharing the generator stays the same)
-            self.late += 1
-        elif not self.kept(printed):
-            return printed
-        if self._fh is None:
-            self.count += 1
+            key = self._jittered(now, printed)
+            if key is None:
+                return printed
+        elif self._drop is not None and not self.kept(printed):
             return printed
         head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         last = self._thread_key.get(head, 0)
@@ -85,6 +81,41 @@ class LogWriter:
         self._seq += 1
         self.count += 1
         return printed
+
+    def _count(self, now: int, pid: int, tid: int, func: str, msg: str, owner=None,
+               ahead_ms: int = 0) -> int:
+        """emit() of a writer with no file: the same printed instant, draws, gap and
+        counts, without the text or the write order (one call per line of a model run)."""
+        at = now + ahead_ms
+        printed = at if self._exact else self._stamps.printed(at)
+        if not ahead_ms:
+            self.last_ms = now
+            if self.max_printed is None or printed > self.max_printed:
+                self.max_printed = printed
+            if self._jitter_rate and self._rng.random() < self._jitter_rate:
+                if self._jittered(now, printed) is None:
+                    return printed
+            elif self._drop is not None and not self.kept(printed):
+                return printed
+        elif self._drop is not None and not self.kept(printed):
+            return printed
+        self.count += 1
+        return printed
+
+    def _dates(self, now: int, printed: int) -> None:
+        self.last_ms = now
+        if self.max_printed is None or printed > self.max_printed:
+            self.max_printed = printed
+
+    def _jittered(self, now: int, printed: int) -> int | None:
+        """The write key of a line drawn late (counted late), or None when the line is
+        lost in the gap: the draw comes first either way, so the other log sharing the
+        generator stays the same."""
+        key = now + self._rng.randint(1, self._jitter_ms)
+        if not self.kept(printed):
+            return None
+        self.late += 1
+        return key
 
     def kept(self, printed: int) -> bool:
         """Whether a line stamped `printed` is in the file (not in the gap)."""
