@@ -25,7 +25,8 @@ class Dist:
             value = self.median_ms
         else:
             value = self.median_ms * math.exp(rng.gauss(0.0, self.sigma))
-        return max(self.min_ms, int(round(value)))
+        value = round(value)    # an int (one draw per step of every model run: no max())
+        return value if value > self.min_ms else self.min_ms
 
 
 @dataclass(frozen=True)

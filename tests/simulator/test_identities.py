@@ -3,10 +3,12 @@ new files are created in: one per client, `dirs` of them, or the thesis's same o
 
 from __future__ import annotations
 
+import random
 import re
+import uuid
 
 from dpmstream.simulator import SimConfig, simulate
-from dpmstream.simulator.identities import Namespace
+from dpmstream.simulator.identities import Namespace, make_uuid
 from dpmstream.simulator.scenarios import scenario
 
 CREAT = re.compile(r"NS098 - creat (\S+)/f\d+ ")
@@ -36,3 +38,11 @@ def test_same_dir_puts_every_file_in_one_directory(tmp_path):
     default = simulate(SimConfig(requests=200), tmp_path / "d")
     dirs = set(re.findall(r"NS098 - creat (\S+)/f\d+ ", default.dpns_log_path.read_text()))
     assert len(dirs) == 3            # one per client
+
+
+def test_a_token_is_the_version_4_uuid_of_the_runs_generator_as_the_uuid_module_writes_it():
+    """make_uuid builds the text itself (a model run makes two per request): it must be
+    str(uuid.UUID(version=4)) of the same 128 bits, or every token of every run changes."""
+    ours, theirs = random.Random(7), random.Random(7)
+    for _ in range(20_000):
+        assert make_uuid(ours) == str(uuid.UUID(int=theirs.getrandbits(128), version=4))

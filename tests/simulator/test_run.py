@@ -31,7 +31,8 @@ def test_duration_bounds_the_simulated_time(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["mixed", "whole-seconds", "restart", "stray-pids",
-                                  "mixed-syslog", "clock-step", "future-lines", "dpns-gap"])
+                                  "mixed-syslog", "clock-step", "future-lines", "dpns-gap",
+                                  "sync-get", "overlap-restart", "multi-file", "ns-clients"])
 def test_a_run_that_writes_no_logs_has_the_same_truth_as_one_that_does(tmp_path, name):
     """predict.py's model runs write no logs (simulate(out=None)): the run, its truth
     records and its counts must be those of the run that writes them."""
@@ -49,3 +50,21 @@ def test_a_run_that_writes_no_logs_has_the_same_truth_as_one_that_does(tmp_path,
 def test_a_line_target_stops_a_run_without_logs_where_it_stops_one_with(tmp_path):
     cfg = SimConfig(lines=5_000)
     assert simulate(cfg, None).requests == simulate(cfg, tmp_path / "lines").requests
+
+
+def test_a_calibrated_model_run_has_the_same_request_timings_whether_or_not_it_writes_logs(tmp_path):
+    """The what-if's own case (report/whatif.py, `dpmstream whatif`): a model calibrated
+    on a log (measured, empirical service times), run without logs as predict() runs it,
+    times every request exactly as the run that writes its logs does."""
+    from dpmstream.simulator.calibrate import calibrate
+    from dpmstream.simulator.predict import limit_model
+
+    observed = simulate(scenario("mixed", requests=400), None)
+    model, _ = limit_model(calibrate(observed.requests, observed.calls).config, 300)
+    for changed in (model, model.replace(sthreads=2 * model.sthreads)):
+        written = simulate(changed, tmp_path / f"model-{changed.sthreads}")
+        unwritten = simulate(changed, None)
+        assert len(unwritten.requests) > 100
+        assert unwritten.requests == written.requests and unwritten.calls == written.calls
+        assert (unwritten.dpm_lines, unwritten.dpns_lines, unwritten.late_lines, unwritten.end_ms) \
+            == (written.dpm_lines, written.dpns_lines, written.late_lines, written.end_ms)
