@@ -47,7 +47,9 @@ def reads_alike(pattern: str) -> bool:
 
 
 def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
-    """A FastLines for this (native) envelope form, or None: Python parses every line."""
+    """A FastLines for this (native) envelope form, or None: Python parses every line.
+    It takes the marked form of the pattern where one can be made (marked_form), else
+    the portable one as it is."""
     if not available() or not reads_alike(form.portable):
         return None
     never = form.regex.groupindex["never"]
@@ -61,13 +63,129 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
     ]
     assert len(form.envelope_slots) == len(ENVELOPE_GROUPS)
     assert all(len(alt[2]) == len(EVENT_FIELDS) for alt in alternatives)
+    envelope = [slot(g) for g in form.envelope_slots]
+    marked = marked_form(form)
+    if marked is not None:
+        pattern, groups, renumbered = marked
+        try:
+            return FastLines(pattern, groups, envelope,
+                             [(-1, role, slots) for (_, role, _), slots in zip(alternatives, renumbered)],
+                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True)
+        except ValueError as exc:
+            log.info("marked pattern refused by PCRE2 (%s): the portable one is used", exc)
     try:
-        return FastLines(form.portable, form.regex.groups - 1,
-                         [slot(g) for g in form.envelope_slots], alternatives, Event,
+        return FastLines(form.portable, form.regex.groups - 1, envelope, alternatives, Event,
                          host, daemon, UNMATCHED_LINE, max_chars)
     except ValueError as exc:  # e.g. a site profile using look-around: fine in Python
         log.info("compiled parser unavailable for this profile (%s): Python parses it", exc)
         return None
+
+
+_PORTABLE_HEAD, _PORTABLE_TAIL = r"(?s)\A(?:", r")\s*\z"
+
+
+def marked_form(form: CompiledForm):
+    """The form's portable pattern rewritten for PCRE2 to match with fewer groups:
+    (pattern, groups, per alternative its EVENT_FIELDS groups in that pattern, -1 absent),
+    or None where it cannot be rewritten safely (a back reference or a condition on a
+    group, whose numbers would change, or a pattern not built the way profiles._compile
+    builds it): the portable pattern is used as it is.
+
+    PCRE2's JIT code costs about 15 instructions a line for each group of the pattern,
+    taking part or not, and 30 for each it enters: the 15 wrapper groups and 26 field
+    groups of the DPM profile were 2/5 of its cost. Here each alternative `(?P<ai>body)`
+    becomes `(?:(*MARK:i)body)` (the mark names the alternative that matched, in
+    FastLines' list order), its named groups plain ones, and the alternation a branch
+    reset `(?|...)`, in which every alternative numbers its groups from the same place.
+    The alternatives, their order and so what matches are unchanged; only where PCRE2
+    reports the groups moves, and the slots returned say where."""
+    portable, index = form.portable, form.regex.groupindex
+    ordered = sorted(form.alternatives)  # wrapper group numbers, the alternatives' order
+    names = [f"a{i}" for i in range(len(ordered) - 1)] + ["unmatched"]
+    if [index.get(n) for n in names] != ordered:
+        return None
+    if not (portable.startswith(_PORTABLE_HEAD) and portable.endswith(_PORTABLE_TAIL)):
+        return None
+    starts = []
+    for name in names:
+        at = portable.find(f"(?P<{name}>", starts[-1] + 1 if starts else 0)
+        if at < 0:
+            return None
+        starts.append(at)
+    if portable[starts[0] - 4:starts[0]] != ")(?:":
+        return None
+    envelope = portable[len(_PORTABLE_HEAD):starts[0] - 4]
+    ends = [s - 1 for s in starts[1:]] + [len(portable) - len(_PORTABLE_TAIL)]
+    if any(portable[e] != "|" for e in ends[:-1]):
+        return None
+    first = ordered[0]
+    if any(g != index["never"] and g >= first for g in form.envelope_slots):
+        return None
+    never = index["never"]
+    branches, renumbered, widest = [], [], 0
+    next_groups = ordered[1:] + [never]
+    for i, (name, start, end, wrapper, after) in enumerate(zip(names, starts, ends, ordered, next_groups)):
+        part, opening = portable[start:end], f"(?P<{name}>"
+        if not part.endswith(")"):
+            return None
+        plain = _plain_groups(part[len(opening):-1])
+        if plain is None or plain[1] != after - wrapper - 1:
+            return None
+        body, inner = plain
+        widest = max(widest, inner)
+        branches.append(f"(?:(*MARK:{i}){body})")
+        alt = form.alternatives[wrapper]
+        # the alternative's own groups are numbered from first (the envelope's last + 1)
+        renumbered.append([-1 if g == never else first + g - wrapper - 1 for g in alt.slots])
+    pattern = (_PORTABLE_HEAD + envelope + ")(?|" + "|".join(branches) + _PORTABLE_TAIL)
+    return pattern, first - 1 + widest, renumbered
+
+
+def _plain_groups(body: str):
+    """(body with its named groups made plain groups, how many capture groups it has), or
+    None: a back reference or condition (numbers would change), or unbalanced text."""
+    out, i, groups, depth = [], 0, 0, 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            if body[i + 1:i + 2].isdigit():  # a back reference by number
+                return None
+            out.append(body[i:i + 2])
+            i += 2
+            continue
+        if c == "[":  # a set: its brackets and parentheses are literal
+            j = i + 1
+            if body.startswith("^", j):
+                j += 1
+            if body.startswith("]", j):
+                j += 1
+            while j < len(body) and body[j] != "]":
+                j += 2 if body[j] == "\\" else 1
+            if j >= len(body):
+                return None
+            out.append(body[i:j + 1])
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+            if body.startswith("(?P<", i):
+                end = body.find(">", i)
+                if end < 0:
+                    return None
+                out.append("(")
+                groups += 1
+                i = end + 1
+                continue
+            if body.startswith(("(?P=", "(?(", "(?#"), i):  # reference, condition, comment
+                return None
+            groups += not body.startswith("(?", i)
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        out.append(c)
+        i += 1
+    return ("".join(out), groups) if depth == 0 else None
 
 
 _SHAPES: list = []  # the one Shapes, made when first asked

@@ -6,12 +6,13 @@
 //! (and handed in with `remember`). For anything else (a non-ASCII DN, a control byte,
 //! an rsyslog prefix, a new second, a malformed line) it returns None and Python's
 //! LineParser decides, so the rules for time and bad input live in one place. The
-//! profile's own combined regex is compiled here with PCRE2 (JIT); the group
-//! numbers are the same as in Python's compiled pattern.
+//! profile's own combined regex is compiled here with PCRE2 (JIT, src/jit.rs), as
+//! fastpath.py hands it over: the portable pattern, whose group numbers are those of
+//! Python's compiled pattern, or its marked form (fastpath.marked_form), fewer groups
+//! renumbered, the matching alternative named by its `(*MARK)`.
 
 use std::collections::HashMap;
 
-use pcre2::bytes::{CaptureLocations, Regex, RegexBuilder};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -19,6 +20,7 @@ use pyo3::types::{PyString, PyType};
 
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
+use crate::jit::Pattern;
 use crate::names::{Names, Sym};
 
 const ABSENT: usize = usize::MAX;
@@ -45,7 +47,7 @@ const FIELDS: usize = 8;
 const EVENT_LEN: usize = 7 + FIELDS;
 
 struct Alternative {
-    group: usize,
+    group: usize, // its wrapper group; unused when the pattern is marked
     role: Option<Py<PyString>>, // None: the catch-all `unmatched`
     code: Option<Role>,   // the engine's handler; None: unmatched, or a role it lacks
     slots: [usize; FIELDS],
@@ -60,8 +62,10 @@ pub(crate) enum Scan {
 
 #[pyclass(module = "dpmstream.parsers._native")]
 pub(crate) struct FastLines {
-    regex: Regex,
-    locs: CaptureLocations,
+    regex: Pattern,
+    /// Each alternative opens with `(*MARK:i)`, i its index here, and has no wrapper
+    /// group (fastpath.py's marked form): the mark tells which one matched.
+    marked: bool,
     envelope: [usize; 9],
     alternatives: Vec<Alternative>,
     event_type: Py<PyType>,
@@ -71,8 +75,47 @@ pub(crate) struct FastLines {
     seconds: FxMap<u64, i64>,
     /// The last second looked up (key, epoch ms): consecutive lines mostly share it.
     last_second: Option<(u64, i64)>,
+    /// The last stamp read, as text: the lines of one second share it, so most lines
+    /// skip reading five fields and looking the second up (about 200 instructions).
+    last_stamp: StampText,
     max_bytes: usize,
     interned: HashMap<Box<str>, Py<PyString>>,
+}
+
+/// The text of a stamp whose second is known: where its five fields were in the line, the
+/// bytes from the first to the end of the last, and that second's epoch ms. A line with
+/// its fields at the same places over the same bytes has the same second.
+#[derive(Default)]
+struct StampText {
+    spans: [(usize, usize); 5],
+    text: Vec<u8>,
+    base_ms: Option<i64>,
+}
+
+impl StampText {
+    /// The covering range of the fields at these places.
+    fn range(spans: &[(usize, usize); 5]) -> (usize, usize) {
+        let lo = spans.iter().map(|s| s.0).min().unwrap_or(0);
+        let hi = spans.iter().map(|s| s.1).max().unwrap_or(0);
+        (lo, hi)
+    }
+
+    fn lookup(&self, line: &[u8], spans: &[(usize, usize); 5]) -> Option<i64> {
+        let base = self.base_ms?;
+        if *spans != self.spans {
+            return None;
+        }
+        let (lo, hi) = Self::range(spans);
+        (line.get(lo..hi)? == self.text.as_slice()).then_some(base)
+    }
+
+    fn store(&mut self, line: &[u8], spans: [(usize, usize); 5], base_ms: i64) {
+        let (lo, hi) = Self::range(&spans);
+        self.spans = spans;
+        self.text.clear();
+        self.text.extend_from_slice(&line[lo..hi]);
+        self.base_ms = Some(base_ms);
+    }
 }
 
 fn slot(index: i64) -> usize {
@@ -164,22 +207,36 @@ impl FastLines {
         }
         // SAFETY: printable ASCII and tab only, checked just above: valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-        if !matches!(self.regex.captures_read(&mut self.locs, bytes), Ok(Some(_))) {
+        if self.regex.find(bytes) != Ok(true) {
             return Scan::Python;
         }
-        let Some(alt) = self.alternatives.iter().position(|a| self.locs.get(a.group).is_some()) else {
+        let Some(alt) = self.matched_alternative() else {
             return Scan::Python;
         };
-        let mut stamp = [0u64; 5];
-        for (i, part) in stamp.iter_mut().enumerate() {
-            // Two digits each, as Python remembers them: one key per stamp text.
-            match self.span_text(text, self.envelope[MONTH + i]).filter(|t| t.len() == 2).and_then(digits) {
-                Some(v) => *part = v,
+        let mut spans = [(0usize, 0usize); 5];
+        for (i, span) in spans.iter_mut().enumerate() {
+            match self.regex.get(self.envelope[MONTH + i]) {
+                Some(s) => *span = s,
                 None => return Scan::Python,
             }
         }
-        let Some(base) = second_key(stamp).and_then(|k| self.second_ms(k)) else {
-            return Scan::Python;
+        let base = match self.last_stamp.lookup(bytes, &spans) {
+            Some(base) => base,
+            None => {
+                let mut stamp = [0u64; 5];
+                for (part, &(a, b)) in stamp.iter_mut().zip(&spans) {
+                    // Two digits each, as Python remembers them: one key per stamp text.
+                    match Some(&text[a..b]).filter(|t| t.len() == 2).and_then(digits) {
+                        Some(v) => *part = v,
+                        None => return Scan::Python,
+                    }
+                }
+                let Some(base) = second_key(stamp).and_then(|k| self.second_ms(k)) else {
+                    return Scan::Python;
+                };
+                self.last_stamp.store(bytes, spans, base);
+                base
+            }
         };
         let mut ms = 0i64;
         if let Some(frac) = self.span_text(text, self.envelope[FRAC]) {
@@ -266,7 +323,17 @@ impl FastLines {
         if group == ABSENT {
             return None;
         }
-        self.locs.get(group).map(|(a, b)| &line[a..b])
+        self.regex.get(group).map(|(a, b)| &line[a..b])
+    }
+
+    /// The index of the alternative the last match took: by its mark, or by its wrapper group.
+    fn matched_alternative(&self) -> Option<usize> {
+        if !self.marked {
+            return self.alternatives.iter().position(|a| self.regex.get(a.group).is_some());
+        }
+        let mark = self.regex.mark()?;
+        let index = digits(std::str::from_utf8(mark).ok()?)? as usize;
+        (index < self.alternatives.len()).then_some(index)
     }
 
     /// A new reference to a shared Python string equal to `text`.
@@ -293,9 +360,10 @@ impl FastLines {
 impl FastLines {
     /// pattern: the profile's combined native regex in `regex` syntax, with Python's
     /// group numbering; envelope: group per ENVELOPE_GROUPS entry (-1: absent);
-    /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS).
+    /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
+    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
     #[new]
-    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars))]
+    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -308,11 +376,9 @@ impl FastLines {
         daemon: PyObject,
         unmatched: PyObject,
         max_chars: usize,
+        marked: bool,
     ) -> PyResult<Self> {
-        let regex = RegexBuilder::new()
-            .jit_if_available(true)
-            .build(pattern)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let regex = Pattern::new(pattern).map_err(PyValueError::new_err)?;
         // captures_len counts group 0; Python's `groups` does not.
         if regex.captures_len() != groups + 1 {
             return Err(PyValueError::new_err(format!(
@@ -347,10 +413,9 @@ impl FastLines {
                 slots,
             });
         }
-        let locs = regex.capture_locations();
         Ok(FastLines {
             regex,
-            locs,
+            marked,
             envelope: env,
             alternatives: alts,
             event_type: event_type.unbind(),
@@ -359,6 +424,7 @@ impl FastLines {
             unmatched,
             seconds: FxMap::default(),
             last_second: None,
+            last_stamp: StampText::default(),
             max_bytes: max_chars,
             interned: HashMap::new(),
         })
@@ -425,12 +491,14 @@ impl FastLines {
     fn remember(&mut self, key: u64, base_ms: i64) {
         self.seconds.insert(key, base_ms);
         self.last_second = None;
+        self.last_stamp = StampText::default();
     }
 
     /// The clock's year moved, or the cache is full: every second is worked out again.
     fn forget(&mut self) {
         self.seconds.clear();
         self.last_second = None;
+        self.last_stamp = StampText::default();
     }
 
     fn __len__(&self) -> usize {

@@ -169,6 +169,50 @@ def test_patterns_whose_meaning_differs_in_pcre2_stay_with_python(construct):
     assert parser.parse("08/12 10:00:00 1,2 f: returns 3").rc == 3
 
 
+def site_profile(roles):
+    return profile_from_dict({"name": "site", "daemon": "dpm", "envelope": {
+        "native": resolve_profile("lcgdm-dpm").native_envelope,
+        "rsyslog": r"(?P<rtime>\S+) (?P<host>\S+) "}, "roles": roles})
+
+
+@needs_native
+@pytest.mark.parametrize("name", ["lcgdm-dpm", "lcgdm-ns", "lcgdm-srm"])
+def test_every_bundled_profile_is_matched_in_its_marked_form_with_fewer_groups(name):
+    form = resolve_profile(name).native
+    pattern, groups, slots = fastpath.marked_form(form)
+    assert "(*MARK:0)" in pattern and "(?P<a0" not in pattern
+    assert groups < form.regex.groups - 1
+    assert len(slots) == len(form.alternatives)
+
+
+@needs_native
+def test_plain_nested_and_optional_groups_keep_their_fields_in_the_marked_form():
+    # Unnamed groups before and between the named ones, a group inside a set's brackets
+    # (literal), an optional group: each field must still be read from its own group.
+    profile = site_profile({
+        "returns": r"(?:re)?turns (x)?(?P<rc>-?\d+)",
+        "status": r"[(]?(\w+) status (?P<state>[A-Z_]+)",
+        "call": [r"(c|d)all (?P<op>\w+)(?: by (?P<client>\S+))?", r"(?P<op>\w+) request"],
+        "other": r".*\)",
+    })
+    assert fastpath.marked_form(profile.native) is not None
+    lines = [f"08/12 10:00:0{s}.1{s}3 1,2 f: {m}" for s in range(3) for m in (
+        "returns -4", "turns x12", "(srm status DONE", "srm status X_Y", "call put by me",
+        "dall get", "ls request", "odd)", "nothing", "returns", "call")]
+    assert compare(lines * 2, profile, tz="UTC") > len(lines)
+
+
+@needs_native
+@pytest.mark.parametrize("role", [r"(\w)\1 returns (?P<rc>\d+)", r"(a)?(?(1)b|c)"])
+def test_a_pattern_referring_to_its_groups_by_number_is_left_unmarked_and_still_agrees(role):
+    profile = site_profile({"returns": r"returns (?P<rc>\d+)", "other": role})
+    assert fastpath.marked_form(profile.native) is None
+    assert fastpath.compiled_parser(profile.native, "h", "dpm", 100) is not None
+    lines = ["08/12 10:00:00 1,2 f: returns 3", "08/12 10:00:00 1,2 f: aa returns 5",
+             "08/12 10:00:00 1,2 f: ab", "08/12 10:00:00 1,2 f: c"]
+    compare(lines * 2, profile, tz="UTC")
+
+
 def run_pipeline(lines, chunked):
     records = []
     pipeline = Pipeline(records.append)

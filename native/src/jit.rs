@@ -1,0 +1,160 @@
+//! One PCRE2 pattern matched through PCRE2's JIT entry point, with the mark of the match
+//! (primitive: depends on no other module).
+//!
+//! The line scanner's combined regex is matched once a line; the `pcre2` crate's
+//! `captures_read` goes through pcre2_match, which checks its arguments again on every
+//! call before handing over to the JIT code (about 120 instructions a line), and it does
+//! not give the name of the `(*MARK)` the match passed, which tells the scanner which
+//! alternative matched without a capture group per alternative. This wraps the few
+//! calls of pcre2-sys (the same PCRE2 the crate builds) that the scanner needs.
+
+use std::ffi::CStr;
+use std::ptr::NonNull;
+
+use pcre2_sys::{
+    pcre2_code_8, pcre2_code_free_8, pcre2_compile_8, pcre2_get_error_message_8, pcre2_get_mark_8,
+    pcre2_get_ovector_pointer_8, pcre2_jit_compile_8, pcre2_jit_match_8, pcre2_match_8,
+    pcre2_match_data_8, pcre2_match_data_create_from_pattern_8, pcre2_match_data_free_8,
+    pcre2_pattern_info_8, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT, PCRE2_JIT_COMPLETE,
+    PCRE2_UNSET,
+};
+
+/// A compiled pattern and the match data of its last match.
+pub(crate) struct Pattern {
+    code: NonNull<pcre2_code_8>,
+    data: NonNull<pcre2_match_data_8>,
+    ovector: *const usize,
+    captures: usize, // groups, group 0 included
+    jit: bool,
+}
+
+// SAFETY: the pointers are owned by the Pattern alone (freed in Drop) and used only
+// through &self / &mut self: moving it to another thread moves them with it.
+unsafe impl Send for Pattern {}
+unsafe impl Sync for Pattern {}
+
+fn error_text(code: i32) -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer and its length are those of `buf`.
+    let n = unsafe { pcre2_get_error_message_8(code, buf.as_mut_ptr(), buf.len()) };
+    if n < 0 {
+        return format!("PCRE2 error {code}");
+    }
+    String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+}
+
+impl Pattern {
+    /// The pattern compiled (and JIT-compiled where PCRE2 can), or PCRE2's message.
+    pub(crate) fn new(pattern: &str) -> Result<Self, String> {
+        let (mut err, mut offset) = (0i32, 0usize);
+        // SAFETY: pointer and length of a live str; the error outputs are locals.
+        let code = unsafe {
+            pcre2_compile_8(pattern.as_ptr(), pattern.len(), 0, &mut err, &mut offset, std::ptr::null_mut())
+        };
+        let Some(code) = NonNull::new(code) else {
+            return Err(format!("{} at offset {offset}", error_text(err)));
+        };
+        // SAFETY: code is a live compiled pattern (freed below or by Drop).
+        unsafe {
+            let jit = pcre2_jit_compile_8(code.as_ptr(), PCRE2_JIT_COMPLETE) == 0;
+            let mut count: u32 = 0;
+            let info = pcre2_pattern_info_8(code.as_ptr(), PCRE2_INFO_CAPTURECOUNT, (&mut count as *mut u32).cast());
+            let data = NonNull::new(pcre2_match_data_create_from_pattern_8(code.as_ptr(), std::ptr::null_mut()));
+            let (Some(data), 0) = (data, info) else {
+                if let Some(d) = data {
+                    pcre2_match_data_free_8(d.as_ptr());
+                }
+                pcre2_code_free_8(code.as_ptr());
+                return Err("PCRE2 could not make match data".into());
+            };
+            let ovector = pcre2_get_ovector_pointer_8(data.as_ptr());
+            Ok(Pattern { code, data, ovector, captures: count as usize + 1, jit })
+        }
+    }
+
+    /// Groups, group 0 (the whole match) included.
+    pub(crate) fn captures_len(&self) -> usize {
+        self.captures
+    }
+
+    /// Matches `subject` from its start: Ok(true) matched, Ok(false) did not, Err a PCRE2
+    /// error (such as the JIT stack's limit) with its code.
+    pub(crate) fn find(&mut self, subject: &[u8]) -> Result<bool, i32> {
+        static ONE: [u8; 1] = [0]; // an empty subject still gets a pointer PCRE2 may read
+        let ptr = if subject.is_empty() { ONE.as_ptr() } else { subject.as_ptr() };
+        // SAFETY: subject pointer and length are those of a live slice; code and data are
+        // live, and data was made for code.
+        let rc = unsafe {
+            if self.jit {
+                pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), 0, 0, self.data.as_ptr(), std::ptr::null_mut())
+            } else {
+                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), 0, 0, self.data.as_ptr(), std::ptr::null_mut())
+            }
+        };
+        match rc {
+            rc if rc >= 0 => Ok(true),
+            PCRE2_ERROR_NOMATCH => Ok(false),
+            rc => Err(rc),
+        }
+    }
+
+    /// Group `i`'s span in the last successful match, None if it did not take part.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> Option<(usize, usize)> {
+        if i >= self.captures {
+            return None;
+        }
+        // SAFETY: the ovector holds 2 * captures entries (match data from the pattern).
+        let (a, b) = unsafe { (*self.ovector.add(2 * i), *self.ovector.add(2 * i + 1)) };
+        if a == PCRE2_UNSET || b == PCRE2_UNSET {
+            return None;
+        }
+        Some((a, b))
+    }
+
+    /// The name of the last `(*MARK:name)` the last successful match passed, if any.
+    pub(crate) fn mark(&self) -> Option<&[u8]> {
+        // SAFETY: data is live; a non-null mark is a NUL-terminated name inside the
+        // compiled pattern, which lives as long as self.
+        unsafe {
+            let m = pcre2_get_mark_8(self.data.as_ptr());
+            (!m.is_null()).then(|| CStr::from_ptr(m.cast()).to_bytes())
+        }
+    }
+}
+
+impl Drop for Pattern {
+    fn drop(&mut self) {
+        // SAFETY: both were made in new() and are freed once, here.
+        unsafe {
+            pcre2_match_data_free_8(self.data.as_ptr());
+            pcre2_code_free_8(self.code.as_ptr());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pattern;
+
+    #[test]
+    fn it_gives_the_groups_and_the_mark_of_the_branch_that_matched() {
+        let mut p = Pattern::new(r"\A(\d+) (?|(?:(*MARK:0)a(x)?)|(?:(*MARK:1)b(y))|(?:(*MARK:2).*))\z").unwrap();
+        assert_eq!(p.captures_len(), 3);
+        assert_eq!(p.find(b"12 by"), Ok(true));
+        assert_eq!((p.get(1), p.get(2), p.mark()), (Some((0, 2)), Some((4, 5)), Some(&b"1"[..])));
+        assert_eq!(p.find(b"7 a"), Ok(true));
+        assert_eq!((p.get(2), p.mark()), (None, Some(&b"0"[..])));
+        assert_eq!(p.find(b"7 zz"), Ok(true));
+        assert_eq!(p.mark(), Some(&b"2"[..]));
+        assert_eq!(p.find(b"x"), Ok(false));
+        assert_eq!(p.find(b""), Ok(false));
+        assert_eq!(p.get(9), None);
+    }
+
+    #[test]
+    fn a_pattern_pcre2_cannot_compile_is_an_error_naming_the_place() {
+        let err = Pattern::new(r"a(b").err().unwrap();
+        assert!(err.contains("offset"), "{err}");
+    }
+}
