@@ -160,13 +160,19 @@ def load_dome_profile(path: str | Path) -> DomeProfile:
     return dome_profile_from_dict(read_profile_file(path), source=str(path))
 
 
+# Read and compiled once per process, as profiles.bundled_profiles keeps the DPM ones: a
+# pipeline is built, and each of its DOME sources restored, by bundled name at every
+# partition taken, and each time cost reading every profile file and compiling its regexes.
+_BUNDLED: list[DomeProfile] = []
+
+
 def bundled_dome_profiles() -> list[DomeProfile]:
-    found = []
-    for path in bundled_profile_paths():
-        data = read_profile_file(path)
-        if data.get("family") == FAMILY:
-            found.append(dome_profile_from_dict(data, source=str(path)))
-    return found
+    if not _BUNDLED:
+        for path in bundled_profile_paths():
+            data = read_profile_file(path)
+            if data.get("family") == FAMILY:
+                _BUNDLED.append(dome_profile_from_dict(data, source=str(path)))
+    return list(_BUNDLED)
 
 
 def resolve_dome_profile(spec: str) -> DomeProfile:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.probes.test_sources_log import TZ, long_log  # noqa: F401 (a fixture)
+from tests.probes.test_sources_log import TZ
 from tests.probes.test_sources_prometheus import CHECK_DPM, check_dpm
 
 
@@ -69,7 +69,7 @@ def test_a_bad_option_value_is_one_unknown_line_naming_it(args, named, source, t
     assert "Error" not in lines[0] and "Traceback" not in lines[0]
 
 
-def test_the_request_timeout_is_named_as_in_the_commands_and_takes_a_duration(long_log):  # noqa: F811
+def test_the_request_timeout_is_named_as_in_the_commands_and_takes_a_duration(long_log):
     log = ["--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m"]
     rc, _, default = check_dpm(*log)
     rc_unit, _, unit = check_dpm(*log, "--request-timeout", "1s")

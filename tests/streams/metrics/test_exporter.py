@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry
@@ -17,8 +18,16 @@ T0 = 1313152303101  # 2011-08-12 12:31:43.101 UTC, in ms
 
 def samples(metrics: PipelineMetrics) -> dict:
     """Every sample of the exposition text, keyed by (name, sorted label items)."""
+    return dict(_parsed(metrics.exposition()))
+
+
+@lru_cache(maxsize=4)
+def _parsed(text: str) -> dict:
+    # A few records' text is some 2,800 lines of buckets, half a second to parse: a test
+    # reading several values of one state parses its text once (the same text, the same
+    # samples; a write between reads changes the text).
     out = {}
-    for family in text_string_to_metric_families(metrics.exposition()):
+    for family in text_string_to_metric_families(text):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out

@@ -4,6 +4,7 @@ byte for byte those Python writes from the records' dicts, and no dict is made."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,21 +31,35 @@ compiled = pytest.mark.skipif(not engines.compiled_available(),
 OUTPUTS = ("requests.csv", "calls.csv", "directories.csv")
 
 
-def replay_out(inp, out, *, pure: bool) -> None:
-    """`dpmstream replay --out OUT` of the input, as a user runs it; pure: the Python
-    engine and Python's formatting (DPMSTREAM_PURE_PYTHON=1)."""
+# `dpmstream replay` of each (argv) in turn, in one process: the engine and the formatting
+# are chosen at import time (DPMSTREAM_PURE_PYTHON), so one process per choice, not one per
+# file (the real files are some thirty small ones, and a process start costs a second).
+REPLAY_EACH = ("import json, sys\n"
+               "from dpmstream.cli import main\n"
+               "print(json.dumps([main(argv) for argv in json.loads(sys.argv[1])]))\n")
+
+
+def replay_out(inputs, outs, *, pure: bool) -> None:
+    """`dpmstream replay --out OUT` of each input into its OUT, as a user runs it; pure: the
+    Python engine and Python's formatting (DPMSTREAM_PURE_PYTHON=1)."""
     env = dict(os.environ)
     env.pop("DPMSTREAM_PURE_PYTHON", None)
     if pure:
         env["DPMSTREAM_PURE_PYTHON"] = "1"
-    args = ["replay", "--quiet", "--out", str(out), "--host", inp.host]
-    if inp.tz:
-        args += ["--tz", inp.tz]
-    if inp.year:
-        args += ["--year", str(inp.year)]
-    done = subprocess.run([sys.executable, "-m", "dpmstream", *args, *map(str, inp.paths)],
+    argvs = []
+    for inp, out in zip(inputs, outs):
+        args = ["replay", "--quiet", "--out", str(out), "--host", inp.host]
+        if inp.tz:
+            args += ["--tz", inp.tz]
+        if inp.year:
+            args += ["--year", str(inp.year)]
+        argvs.append([*args, *map(str, inp.paths)])
+    done = subprocess.run([sys.executable, "-c", REPLAY_EACH, json.dumps(argvs)],
                           capture_output=True, env=env, timeout=600)
-    assert done.returncode in (0, 1), done.stderr.decode()   # 1: a bad line somewhere
+    assert done.returncode == 0, done.stderr.decode()
+    codes = json.loads(done.stdout.decode().splitlines()[-1])
+    for inp, code in zip(inputs, codes, strict=True):
+        assert code in (0, 1), f"{inp.name}: exit {code}: {done.stderr.decode()}"  # 1: a bad line
 
 
 @compiled
@@ -52,11 +67,12 @@ def replay_out(inp, out, *, pure: bool) -> None:
                                   "scenario:restart", "bad-input", "bad-syslog", "real"])
 def test_replay_out_writes_the_same_bytes_with_and_without_the_compiled_engine(name, tmp_path):
     inputs = real_inputs() if name == "real" else [make_input(tmp_path, name)]
+    compiled_outs = [tmp_path / f"compiled{i}" for i in range(len(inputs))]
+    pure_outs = [tmp_path / f"pure{i}" for i in range(len(inputs))]
+    replay_out(inputs, compiled_outs, pure=False)
+    replay_out(inputs, pure_outs, pure=True)
     rows = 0
-    for i, inp in enumerate(inputs):
-        compiled_out, pure_out = tmp_path / f"compiled{i}", tmp_path / f"pure{i}"
-        replay_out(inp, compiled_out, pure=False)
-        replay_out(inp, pure_out, pure=True)
+    for inp, compiled_out, pure_out in zip(inputs, compiled_outs, pure_outs):
         for file in OUTPUTS:
             got, want = (compiled_out / file).read_bytes(), (pure_out / file).read_bytes()
             assert got == want, f"{inp.name}: {file} differs"
