@@ -49,9 +49,21 @@ log = logging.getLogger("dpmstream.worker")
 # The broker holds a fetch for a partition with nothing new up to this long: shorter than
 # the default (500 ms), so that a partition at its end does not stall the others' refill.
 FETCH_MAX_WAIT_MS = 100
-MAX_PARTITION_FETCH_BYTES = 2 << 20   # a fetch takes at most this much of one partition
-FETCH_MAX_BYTES = 8 << 20             # ... and of all partitions together
-PREFETCH_MAX_KBYTES = 8 << 10        # librdkafka's queue of fetched records, per consumer
+# The prefetch: what librdkafka holds of records fetched and not yet consumed. Each costs
+# it some 470 bytes beyond its payload (~220 bytes a worker envelope), and its queue is
+# bounded by payload only (queued.max.messages.kbytes), overshot by the fetches under way.
+# With 8 MiB fetches and queue a worker held up to ~150,000 records (7 batches, ~100 MiB:
+# its peak RSS 200-250 MiB against aiokafka's 90, issue 30). Now it holds about a batch:
+# in bench_worker's topic at most ~7 MiB of payload (~34,000 records) was queued.
+MAX_PARTITION_FETCH_BYTES = 512 << 10  # a fetch takes at most this much of one partition
+FETCH_MAX_BYTES = 1 << 20             # ... and of all partitions together
+PREFETCH_MAX_KBYTES = 2 << 10         # librdkafka's queue of fetched records, per consumer
+# A full queue is looked at again after this long: librdkafka's default (1 s) left the
+# worker waiting on a queue this small, at half its rate (bench_worker, issue 30).
+FETCH_QUEUE_BACKOFF_MS = 10
+# Where the queue of a consumer that takes (almost) nothing stops: its bound and one
+# fetch (tests/streams/kafka/test_lines_fetch.py pins it on a real broker).
+PREFETCH_BOUND_BYTES = PREFETCH_MAX_KBYTES * 1024 + FETCH_MAX_BYTES
 # As aiokafka's defaults were: a worker killed is noticed, and its partitions given to
 # another, within 10 s.
 SESSION_TIMEOUT_MS = 10_000
@@ -78,6 +90,7 @@ def consumer_settings(bootstrap: str, group_id: str, security: dict) -> dict:
         "max.partition.fetch.bytes": MAX_PARTITION_FETCH_BYTES,
         "fetch.max.bytes": FETCH_MAX_BYTES, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
         "queued.max.messages.kbytes": PREFETCH_MAX_KBYTES,
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
         **security,
     }

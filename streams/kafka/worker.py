@@ -135,9 +135,12 @@ class Worker:
                     fetch.cancel()
                     break
                 batch, seeks = fetch.result()
+                fetch = None
                 if batch:
                     async with self._lock:
                         await self._process(batch, seeks)
+                # Fed: not held while the next batch is fetched (one batch in memory, not two)
+                batch = None
         finally:
             stop_wait.cancel()
             async with self._lock:

@@ -1,21 +1,29 @@
 """streams/kafka/lines_fetch.py: the worker's librdkafka consumer of the lines topic, on a
 real broker: partitions start where the take says, a transaction's lines are read only
-once committed, and the consumer commits no offset of its own."""
+once committed, the consumer commits no offset of its own, and what it prefetches is
+bounded."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 
 import pytest
 
-from dpmstream.streams.kafka.lines_fetch import LinesConsumer, consumer_settings
+from dpmstream.streams.kafka.lines_fetch import (PREFETCH_BOUND_BYTES, LinesConsumer,
+                                                 consumer_settings)
+from dpmstream.streams.kafka.worker import WorkerConfig
 from tests.worker_helpers import committed_offsets, produce
 
 pytestmark = pytest.mark.services
 
 WITHIN_S = 120.0   # a loaded machine: the group's first join can take a while
+# The prefetch test's records: the size of a worker's envelope (a DPM line and its host,
+# path, offset and time), four partitions as bench_worker's; a topic 4 times the bound.
+ENVELOPE_BYTES = 220
+TOPIC_BYTES = 4 * PREFETCH_BOUND_BYTES
 
 
 def _lines(n, start=0):
@@ -104,3 +112,50 @@ def test_only_committed_transactions_lines_are_fetched(kafka_broker):
 
     got = asyncio.run(main())
     assert [v for _p, _o, v in got] == [b"committed"]
+
+
+def test_a_consumer_that_stops_taking_records_prefetches_a_bounded_amount(kafka_broker):
+    """A worker busy with a batch (or a slow commit) leaves librdkafka fetching ahead: its
+    queue must stop under PREFETCH_BOUND_BYTES, not hold the topic (issue 30: with 8 MiB
+    fetches and queue, 9.6 MB of this topic's 24 MiB, 42 MiB of bench_worker's, and
+    ~3x that in memory). The
+    bound is at most one worker batch of envelopes."""
+    topic, group = f"lf-{uuid.uuid4().hex[:8]}", f"lf-group-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topics([topic], partitions=4)
+    value = b"x" * ENVELOPE_BYTES
+    produce(kafka_broker.bootstrap, topic, [(f"head{i % 4}".encode(), value)
+                                            for i in range(TOPIC_BYTES // ENVELOPE_BYTES)])
+    queued = []   # (records, payload bytes) in librdkafka's queue, from its statistics
+
+    def stats(js):
+        parts = [pd for t in json.loads(js)["topics"].values()
+                 for p, pd in t["partitions"].items() if p != "-1"]
+        if parts:   # the partitions' queues are the consumer's one queue: each reports it
+            queued.append((parts[0]["fetchq_cnt"], parts[0]["fetchq_size"]))
+
+    async def main():
+        async def nothing(ps):
+            pass
+
+        settings = dict(consumer_settings(kafka_broker.bootstrap, group, {}),
+                        stats_cb=stats, **{"statistics.interval.ms": 100})
+        consumer = LinesConsumer(topic, settings, nothing, nothing)
+        consumer.start()
+        try:
+            await _fetch_until(consumer, 1)   # joined, fetching
+            deadline = time.monotonic() + WITHIN_S
+            # Then one record a tenth of a second (librdkafka hands its statistics out only
+            # in a poll), until the queue has stopped growing for two seconds.
+            while len(queued) < 20 or queued[-1][1] > queued[-20][1]:
+                assert time.monotonic() < deadline, f"the queue still grows: {queued[-3:]}"
+                await consumer.fetch(1, 0.1)
+                await asyncio.sleep(0.1)
+        finally:
+            await consumer.close()
+
+    batch = WorkerConfig("unused:9092").batch_records
+    assert PREFETCH_BOUND_BYTES <= batch * ENVELOPE_BYTES, "at most a worker's batch ahead"
+    asyncio.run(main())
+    most = max(size for _cnt, size in queued)
+    assert 0 < most <= PREFETCH_BOUND_BYTES, \
+        f"prefetched {most:,} bytes of a {TOPIC_BYTES:,}-byte topic"
