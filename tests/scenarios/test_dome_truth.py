@@ -57,6 +57,20 @@ def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON):
     return engine, records
 
 
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """simulated(cfg): the site of `cfg`, simulated once for the module (a simulation is
+    seeded, so a copy is the same site): every engine, and every test of one
+    configuration, reads the same logs."""
+    sites = {}
+
+    def site(cfg: DomeConfig):
+        if repr(cfg) not in sites:
+            sites[repr(cfg)] = simulate_dome(cfg, tmp_path_factory.mktemp("site") / "site")
+        return sites[repr(cfg)]
+    return site
+
+
 def truth_rows(path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
@@ -85,11 +99,11 @@ assert {c[i] for c in FAST_LOOP for i in range(3)} == {c[i] for c in CASES for i
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("envelope, generation, stamp", [
     pytest.param(*c, id="-".join(c), marks=() if c in FAST_LOOP else pytest.mark.slow) for c in CASES])
-def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, envelope, generation, stamp, engine):
+def test_every_simulated_site_gives_exactly_the_records_of_its_truth(simulated, envelope, generation, stamp, engine):
     cfg = DomeConfig(envelope=envelope, generation=generation, stamp=stamp, duration=900.0, rate=4.0,
                      disks=4, accept_lines=stamp == "traditional", disk_down_at=200.0, restart_at=500.0,
                      gap_at=300.0, gap_s=4.0, timeout=120.0)
-    result = simulate_dome(cfg, tmp_path / "site")
+    result = simulated(cfg)
     reassembler, records = reassemble(result, cfg, engine)
     matched = {}
     for name, kind in KIND.items():
@@ -115,12 +129,12 @@ def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, e
 
 
 @pytest.mark.parametrize("engine_name", ENGINES)
-def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interleave(tmp_path, engine_name):
+def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interleave(simulated, engine_name):
     """Whole-second stamps tie across nodes: the merge puts the first stream first on a
     tie. Feeding the disk nodes first gives the same records; the same input twice gives
     the same sequence."""
     cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, disk_down_at=100.0, restart_at=250.0, gap_at=180.0)
-    result = simulate_dome(cfg, tmp_path / "site")
+    result = simulated(cfg)
     _, records = reassemble(result, cfg, engine_name)
     _, again = reassemble(result, cfg, engine_name)
     assert again == records
@@ -139,13 +153,13 @@ def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interlea
 
 @pytest.mark.parametrize("engine_name", ENGINES)
 @pytest.mark.parametrize("generation", ["tid", "notid"])
-def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_stopped(tmp_path, generation,
+def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_stopped(simulated, generation,
                                                                                       engine_name):
     """Stopped every 2,500 lines, its snapshot through JSON, rebuilt: the same records in
     the same order, and the same counters, as the uninterrupted run."""
     cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, generation=generation, disk_down_at=100.0,
                      restart_at=250.0, gap_at=180.0)
-    result = simulate_dome(cfg, tmp_path / "site")
+    result = simulated(cfg)
     whole, records = reassemble(result, cfg, engine_name)
     profile = resolve_dome_profile("dmlite-dome" if generation == "tid" else "dmlite-dome-notid")
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
