@@ -175,15 +175,27 @@ def at_its_first_save(rec, state, proc):
 
 
 # The engine matters to the restored state only: one moment for the Python engine.
+KILLS = [((at_the_first_records,), "compiled"),
+         ((at_the_first_records,), "python"),
+         ((a_few_polls_later,), "compiled"),
+         ((after_a_periodic_save,), "compiled"),
+         ((at_the_first_records, at_its_first_save), "compiled")]
+# The fast loop (`make check`) runs the Python engine's kill and the two kills in a row
+# (records written and no state saved, then killed once it saved); `make test` runs every
+# moment (the rest are marked slow: a read of the backlog each).
+FAST_LOOP = {((at_the_first_records,), "python"),
+             ((at_the_first_records, at_its_first_save), "compiled")}
+
+
 @pytest.mark.parametrize("kills, engine", [
-    pytest.param(kills, engine, id="-then-".join(k.__name__ for k in kills) + f"-{engine}")
-    for kills, engine in [((at_the_first_records,), "compiled"),
-                          ((at_the_first_records,), "python"),
-                          ((a_few_polls_later,), "compiled"),
-                          ((after_a_periodic_save,), "compiled"),
-                          ((at_the_first_records, at_its_first_save), "compiled")]])
+    pytest.param(kills, engine, id="-then-".join(k.__name__ for k in kills) + f"-{engine}",
+                 marks=() if (kills, engine) in FAST_LOOP else pytest.mark.slow)
+    for kills, engine in KILLS])
 def test_kill_9_at_any_moment_then_a_restart_writes_every_record_once(
         tmp_path, backlog, kills, engine, monkeypatch):
+    """Killed at each moment of KILLS, started again, read to the end: the records of
+    `replay`, each once. The fast loop runs at_the_first_records-python and
+    at_the_first_records-then-at_its_first_save-compiled (FAST_LOOP)."""
     if engine == "python":
         monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
     rec, state = tmp_path / "records.jsonl", tmp_path / "run.state"
