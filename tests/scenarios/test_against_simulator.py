@@ -4,7 +4,9 @@ The simulator computes its truth from what it printed (docs/record-rules.md) wit
 the parser; here the printed logs go through `dpmstream replay` as an admin would run it
 and every row of requests.csv and calls.csv must equal the truth's."""
 
+import contextlib
 import csv
+import io
 import os
 import socket
 import subprocess
@@ -12,6 +14,7 @@ import sys
 
 import pytest
 
+from dpmstream.cli import main
 from dpmstream.simulator import simulate
 from dpmstream.simulator.scenarios import names, scenario
 
@@ -20,6 +23,22 @@ def rows(path):
     with open(path, newline="") as f:
         data = list(csv.reader(f))
     return data[0], sorted(map(tuple, data[1:]))
+
+
+def replay(*args: str, env: dict | None = None) -> str:
+    """`dpmstream replay ARGS`, which must succeed; its standard output. In this process's
+    environment (env None, or equal to it) the command runs here, its own parsing and exit
+    code included (a child process would add only its start); in another (the pure-Python
+    parser, chosen as its modules load) in a child process."""
+    if env is None or env == dict(os.environ):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["replay", *args]) == 0
+        return printed.getvalue()
+    done = subprocess.run([sys.executable, "-m", "dpmstream", "replay", *args], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 PARSERS = ("compiled", "pure-python")
@@ -74,9 +93,8 @@ def replay_and_compare(tmp_path, sim, cfg, env=None, inputs=None, name_head=True
     out = tmp_path / "replayed"
     files = inputs or [sim / f for f in (["sim.messages"] if cfg.syslog_file
                                          else ["sim.log", "sim.dpns.log"])]
-    subprocess.run([sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", cfg.tz,
-                    *(["--host", cfg.host] if name_head else []), "--out", str(out),
-                    *map(str, files)], check=True, env=env)
+    replay("--quiet", "--tz", cfg.tz, *(["--host", cfg.host] if name_head else []),
+           "--out", str(out), *map(str, files), env=env)
     for kind in ("requests", "calls"):
         ours_header, ours = rows(out / f"{kind}.csv")
         truth_header, truth = rows(sim / f"sim.{kind}.csv")
@@ -208,12 +226,10 @@ def test_a_clock_stepped_back_at_a_sites_size_loses_no_line_as_a_repeat(tmp_path
     cfg = scenario("clock-step", requests=3000, seed=seed)
     sim = simulated(cfg)
     out = tmp_path / "replayed"
-    done = subprocess.run([sys.executable, "-m", "dpmstream", "replay", "--tz", cfg.tz,
-                           "--host", cfg.host, "--out", str(out), str(sim / "sim.log"),
-                           str(sim / "sim.dpns.log")], check=True, env=parser_env,
-                          capture_output=True, text=True)
-    assert "read twice 0," in done.stdout
-    assert "clock steps back 1," in done.stdout  # one step of the head node's clock, in both logs
+    said = replay("--tz", cfg.tz, "--host", cfg.host, "--out", str(out), str(sim / "sim.log"),
+                  str(sim / "sim.dpns.log"), env=parser_env)
+    assert "read twice 0," in said
+    assert "clock steps back 1," in said  # one step of the head node's clock, in both logs
     for kind in ("requests", "calls"):
         header, ours = rows(out / f"{kind}.csv")
         truth_header, truth = rows(sim / f"sim.{kind}.csv")
@@ -246,9 +262,8 @@ def test_two_days_concatenated_lose_no_name_server_link(tmp_path, two_days, pars
     server's log goes on past the DPM log's last line of the first day (and the next day's
     lines come after it): every request keeps its linked calls, every call its token."""
     out = tmp_path / "replayed"
-    subprocess.run([sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", TWO_DAYS[0].tz,
-                    "--host", TWO_DAYS[0].host, "--out", str(out), str(two_days / "both.log"),
-                    str(two_days / "both.dpns.log")], check=True, env=parser_env)
+    replay("--quiet", "--tz", TWO_DAYS[0].tz, "--host", TWO_DAYS[0].host, "--out", str(out),
+           str(two_days / "both.log"), str(two_days / "both.dpns.log"), env=parser_env)
 
     def linked(path, key, columns):
         with open(path) as f:
