@@ -54,18 +54,18 @@ def parser_env(request):
     return env
 
 
-def on_both_parsers(argname: str, values, pure_python_in_check=None):
+def on_both_parsers(argname: str, values, pure_python_in_check=None, compiled_in_check=None):
     """Parametrize over each parser x `values` (ids PARSER-VALUE). The fast loop (`make
-    check`) replays every value with the compiled parser, and with the pure-Python one the
-    values of `pure_python_in_check` (None: all); the other pure-Python cells are marked
-    slow (`make test` runs them). What they would add to the fast loop it checks anyway:
+    check`) replays with the compiled parser the values of `compiled_in_check`, and with
+    the pure-Python one those of `pure_python_in_check` (None: all); the other cells are
+    marked slow (`make test` runs them). What they would add to the fast loop it checks anyway:
     tests/parsers/test_engines_agree.py::test_the_pure_python_parser_gives_the_python_engine_the_same_input
     and ::test_both_engines_give_the_same_records_and_counters hold both parsers and
     both engines to the same records on every scenario."""
+    in_check = {"compiled": compiled_in_check, "pure-python": pure_python_in_check}
     cells = [pytest.param(parser, value, id=f"{parser}-{value}",
-                          marks=pytest.mark.slow if parser == "pure-python"
-                          and pure_python_in_check is not None
-                          and value not in pure_python_in_check else ())
+                          marks=pytest.mark.slow if in_check[parser] is not None
+                          and value not in in_check[parser] else ())
              for parser in PARSERS for value in values]
     return pytest.mark.parametrize(("parser_env", argname), cells, indirect=["parser_env"])
 
@@ -215,14 +215,14 @@ def test_every_put_processed_links_one_creat_per_file(tmp_path, simulated, name)
         assert 0 < float(r["ns_s"]) <= float(r["proc_s"]), r
 
 
-@on_both_parsers("seed", [1, 2, 3], pure_python_in_check={1})
+@on_both_parsers("seed", [1, 2, 3], pure_python_in_check={1}, compiled_in_check={1})
 def test_a_clock_stepped_back_at_a_sites_size_loses_no_line_as_a_repeat(tmp_path, simulated, seed,
                                                                         parser_env):
     """clock-step at 3,000 requests (issue 26 item 7): stamps of before the step come
     again, and calls taking no time log one `returns` twice in a millisecond; no line is
     read twice, and every record is the truth's, its linked name-server calls included
-    (a run and a call from either side of the step never meet). The fast loop runs every
-    seed compiled and seed 1 on the pure-Python parser."""
+    (a run and a call from either side of the step never meet). The fast loop runs seed 1
+    on both parsers (the other seeds are the same check on other draws: make test)."""
     cfg = scenario("clock-step", requests=3000, seed=seed)
     sim = simulated(cfg)
     out = tmp_path / "replayed"
