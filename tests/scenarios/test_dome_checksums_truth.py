@@ -25,7 +25,7 @@ from dpmstream.parsers.dome_reassembly import DomeReassembler, merge_by_time
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 
-from tests.scenarios.test_dome_truth import as_cells, node_events, truth_rows
+from tests.scenarios.test_dome_truth import SITE, SMALL_SITE, as_cells, node_events, truth_rows
 
 INTS = ("start", "end")
 
@@ -64,12 +64,11 @@ SITES = [
     # seed, stamp, clients: 12 clients on 4 frontends make many keys busy; 200 leave most waits alone
     (1, "traditional", 12), (2, "rfc3339", 12), (3, "traditional", 200), (4, "rfc3339", 200),
 ]
-# A site's size (`make test`, every site of SITES: each a 900 s site) and a smaller one
-# with the same events for the fast loop (`make check`), each with the counts it must reach:
-# puts, and waits alone on their key with 12 clients and with 200.
-SITE = dict(duration=900.0, rate=4.0, disks=4, disk_down_at=200.0, restart_at=500.0, gap_at=300.0, gap_s=4.0)
+# The sites of test_dome_truth.py: a site's size (`make test`, every site of SITES: each a
+# 900 s site) and a smaller one with the same events for the fast loop (`make check`),
+# each with the counts it must reach: puts, and waits alone on their key with 12 clients
+# and with 200.
 SITE_AT_LEAST = {"puts": 2500, "alone": {12: 80, 200: 700}}
-SMALL_SITE = dict(duration=400.0, rate=4.0, disks=3, disk_down_at=100.0, restart_at=250.0, gap_at=180.0)
 SMALL_SITE_AT_LEAST = {"puts": 1400, "alone": {12: 15, 200: 250}}
 # The fast loop's sites: each stamp style, client count and way of advancing time (odd
 # seeds advance it) once.
