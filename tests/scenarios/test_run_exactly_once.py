@@ -27,12 +27,10 @@ HOST = "dpmhead01.cern.ch"
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    """A head node's logs of 1,000 requests (about 34,000 lines, 1.7 s at RATE: a rotation
-    at each third still falls while `run` follows at speed) and their truth."""
     sim = tmp_path_factory.mktemp("sim") / "head"
     made = subprocess.run(
         [sys.executable, "-m", "dpmstream", "simulate", "--out", str(sim), "--scenario", "mixed",
-         "--requests", "1000", "--seed", "11", "--tz", "UTC", "--quiet"],
+         "--requests", "2000", "--seed", "11", "--tz", "UTC", "--quiet"],
         capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
     with open(f"{sim}.log", "rb") as fh:
