@@ -25,7 +25,7 @@ from dpmstream.parsers.dome_reassembly import DomeReassembler, merge_by_time
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 
-from tests.scenarios.test_dome_truth import as_cells, node_events, truth_rows
+from tests.scenarios.test_dome_truth import SITE, SMALL_SITE, as_cells, node_events, truth_rows
 
 INTS = ("start", "end")
 
@@ -64,14 +64,44 @@ SITES = [
     # seed, stamp, clients: 12 clients on 4 frontends make many keys busy; 200 leave most waits alone
     (1, "traditional", 12), (2, "rfc3339", 12), (3, "traditional", 200), (4, "rfc3339", 200),
 ]
+# The sites of test_dome_truth.py: a site's size (`make test`, every site of SITES: each a
+# 900 s site) and a smaller one with the same events for the fast loop (`make check`),
+# each with the counts it must reach: puts, and waits alone on their key with 12 clients
+# and with 200.
+SITE_AT_LEAST = {"puts": 2500, "alone": {12: 80, 200: 700}}
+SMALL_SITE_AT_LEAST = {"puts": 1400, "alone": {12: 15, 200: 250}}
+# The fast loop's sites: each stamp style, client count and way of advancing time (odd
+# seeds advance it) once.
+SMALL_LOOP = [(1, "traditional", 12), (4, "rfc3339", 200)]
+assert all({(s % 2, st, c)[i] for s, st, c in SMALL_LOOP} == {(s % 2, st, c)[i] for s, st, c in SITES}
+           for i in range(3))
 
 
+def site_config(size: dict, seed: int, stamp: str, clients: int) -> DomeConfig:
+    return DomeConfig(seed=seed, stamp=stamp, clients=clients, accept_lines=stamp == "traditional",
+                      chksum_give_up_rate=0.05, chksum_pair_rate=0.05, **size)
+
+
+@pytest.mark.slow   # a 900 s site each; the fast loop runs the small sibling below
 @pytest.mark.parametrize("seed, stamp, clients", SITES, ids=[f"seed{s}-{st}-{c}clients" for s, st, c in SITES])
 def test_the_checksum_waits_of_a_simulated_site_are_those_of_its_truth(tmp_path, seed, stamp, clients):
-    cfg = DomeConfig(seed=seed, stamp=stamp, duration=900.0, rate=4.0, disks=4, clients=clients,
-                     accept_lines=stamp == "traditional", disk_down_at=200.0, restart_at=500.0,
-                     gap_at=300.0, gap_s=4.0, chksum_give_up_rate=0.05, chksum_pair_rate=0.05)
-    result = simulate_dome(cfg, tmp_path / "site")
+    """On both stamp styles, with busy keys (12 clients) and mostly lonely waits (200),
+    time advanced as a driver does (odd seeds) or only by the events, at a site's size.
+    Its fast-loop sibling: test_the_checksum_waits_of_a_small_simulated_site_are_those_of_its_truth."""
+    cfg = site_config(SITE, seed, stamp, clients)
+    assert_the_waits_are_the_truths(simulate_dome(cfg, tmp_path / "site"), cfg, SITE_AT_LEAST)
+
+
+@pytest.mark.parametrize("seed, stamp, clients", SMALL_LOOP, ids=[f"seed{s}-{st}-{c}clients" for s, st, c in SMALL_LOOP])
+def test_the_checksum_waits_of_a_small_simulated_site_are_those_of_its_truth(tmp_path, seed, stamp, clients):
+    """The fast loop's sibling of the test above: the same checks on a cover of its sites
+    (SMALL_LOOP), each a 400 s site with the same events."""
+    cfg = site_config(SMALL_SITE, seed, stamp, clients)
+    assert_the_waits_are_the_truths(simulate_dome(cfg, tmp_path / "site"), cfg, SMALL_SITE_AT_LEAST)
+
+
+def assert_the_waits_are_the_truths(result, cfg: DomeConfig, at_least: dict) -> None:
+    seed, stamp, clients = cfg.seed, cfg.stamp, cfg.clients
     stage, records = waits_of(result, cfg, advance_every=500 if seed % 2 else None)
     truth = truth_rows(result.paths["checksums"])
     columns = list(truth[0])
@@ -103,7 +133,7 @@ def test_the_checksum_waits_of_a_simulated_site_are_those_of_its_truth(tmp_path,
           f"(all matched), {len(mine)} records {outcomes}, {stage.stats.overlaps} overlap records for "
           f"{overlapped} waits polled at once, {merged_after_give_up} joined after a give-up; "
           f"{stage.stats.as_dict()}")
-    assert result.summary["puts"] > 2500 and len(lonely) >= (700 if clients > 100 else 80)
+    assert result.summary["puts"] > at_least["puts"] and len(lonely) >= at_least["alone"][clients]
     assert all(n > 0 for n in outcomes.values())
     assert overlapped > 0 and stage.stats.overlaps > 0
     assert {r["whole_seconds"] for r in records} == {int(cfg.whole_seconds)}

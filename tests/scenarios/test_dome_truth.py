@@ -57,6 +57,20 @@ def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON):
     return engine, records
 
 
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """simulated(cfg): the site of `cfg`, simulated once for the module (a simulation is
+    seeded, so a copy is the same site): every engine, and every test of one
+    configuration, reads the same logs."""
+    sites = {}
+
+    def site(cfg: DomeConfig):
+        if repr(cfg) not in sites:
+            sites[repr(cfg)] = simulate_dome(cfg, tmp_path_factory.mktemp("site") / "site")
+        return sites[repr(cfg)]
+    return site
+
+
 def truth_rows(path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
@@ -74,22 +88,29 @@ def as_cells(record: dict, columns) -> dict:
     return {c: "" if record.get(c) is None else str(record[c]) for c in columns}
 
 
-# The fast loop (`make check`) runs a cover of the matrix, each envelope, generation and
-# stamp at least once, on each engine; `make test` runs every case (the rest are marked
-# slow: a site each).
-FAST_LOOP = {("dmlite-log", "tid", "rfc3339"), ("messages", "notid", "traditional"),
-             ("journal", "tid", "traditional"), ("kafka", "notid", "rfc3339")}
-assert {c[i] for c in FAST_LOOP for i in range(3)} == {c[i] for c in CASES for i in range(3)}
+# A site's size: thousands of calls and puts (`make test`, every case: each a 900 s site),
+# and a smaller one, that of the interleaving and snapshot tests below, for the fast loop
+# (`make check`); each with the counts its records must reach.
+SITE = dict(duration=900.0, rate=4.0, disks=4, disk_down_at=200.0, restart_at=500.0, gap_at=300.0,
+            gap_s=4.0, timeout=120.0)
+SITE_AT_LEAST = {"puts": 2500, "capacity": 100, "calls": 8000}
+SMALL_SITE = dict(duration=400.0, rate=4.0, disks=3, disk_down_at=100.0, restart_at=250.0, gap_at=180.0)
+SMALL_SITE_AT_LEAST = {"puts": 1400, "capacity": 30, "calls": 6000}
+# The fast loop's cover of the matrix at the small size: each envelope, generation and
+# stamp at least once, on each engine. Its dmlite-log sites are those of the tests below:
+# simulated once for all of them.
+SMALL_LOOP = [("dmlite-log", "tid", "traditional"), ("dmlite-log", "notid", "traditional"),
+              ("messages", "notid", "rfc3339"), ("journal", "tid", "traditional"),
+              ("kafka", "tid", "rfc3339")]
+assert all({c[i] for c in SMALL_LOOP} == {c[i] for c in CASES} for i in range(3))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("envelope, generation, stamp", [
-    pytest.param(*c, id="-".join(c), marks=() if c in FAST_LOOP else pytest.mark.slow) for c in CASES])
-def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, envelope, generation, stamp, engine):
-    cfg = DomeConfig(envelope=envelope, generation=generation, stamp=stamp, duration=900.0, rate=4.0,
-                     disks=4, accept_lines=stamp == "traditional", disk_down_at=200.0, restart_at=500.0,
-                     gap_at=300.0, gap_s=4.0, timeout=120.0)
-    result = simulate_dome(cfg, tmp_path / "site")
+def site_config(size: dict, envelope: str, generation: str, stamp: str) -> DomeConfig:
+    return DomeConfig(envelope=envelope, generation=generation, stamp=stamp,
+                      accept_lines=stamp == "traditional", **size)
+
+
+def assert_the_records_are_the_truths(result, cfg: DomeConfig, engine: str, at_least: dict) -> None:
     reassembler, records = reassemble(result, cfg, engine)
     matched = {}
     for name, kind in KIND.items():
@@ -101,10 +122,11 @@ def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, e
             assert got == want, name
         matched[name] = len(mine)
     s, stats = result.summary, reassembler.stats
-    print(f"{engine} {envelope}-{generation}-{stamp}: matched {matched}; {stats.as_dict()}")
-    assert matched["puts"] > 2500 and matched["capacity"] > 100 and matched["fs_events"] > 0
-    if generation == "tid":
-        assert matched["calls"] > 8000 and s["cut_calls"] > 0
+    print(f"{engine} {cfg.envelope}-{cfg.generation}-{cfg.stamp}: matched {matched}; {stats.as_dict()}")
+    assert matched["puts"] > at_least["puts"] and matched["capacity"] > at_least["capacity"]
+    assert matched["fs_events"] > 0
+    if cfg.generation == "tid":
+        assert matched["calls"] > at_least["calls"] and s["cut_calls"] > 0
         assert stats.stray_call_ends == s.get("stray_call_ends", 0)
     else:
         assert matched["calls"] == 0
@@ -114,13 +136,34 @@ def test_every_simulated_site_gives_exactly_the_records_of_its_truth(tmp_path, e
     assert {r["whole_seconds"] for r in records if r["kind"] in ("dome_call", "dome_put")} == {int(cfg.whole_seconds)}
 
 
+@pytest.mark.slow   # a 900 s site each; the fast loop runs the small sibling below
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("envelope, generation, stamp", [pytest.param(*c, id="-".join(c)) for c in CASES])
+def test_every_simulated_site_gives_exactly_the_records_of_its_truth(simulated, envelope, generation, stamp, engine):
+    """Every case at a site's size. Its fast-loop sibling:
+    test_every_small_simulated_site_gives_exactly_the_records_of_its_truth."""
+    cfg = site_config(SITE, envelope, generation, stamp)
+    assert_the_records_are_the_truths(simulated(cfg), cfg, engine, SITE_AT_LEAST)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("envelope, generation, stamp", [pytest.param(*c, id="-".join(c)) for c in SMALL_LOOP])
+def test_every_small_simulated_site_gives_exactly_the_records_of_its_truth(simulated, envelope, generation, stamp,
+                                                                          engine):
+    """The fast loop's sibling of the test above: the same checks on a cover of its cases
+    (SMALL_LOOP), each on a 400 s site with the same events (a disk node down and back, the
+    head restarting, a journald gap)."""
+    cfg = site_config(SMALL_SITE, envelope, generation, stamp)
+    assert_the_records_are_the_truths(simulated(cfg), cfg, engine, SMALL_SITE_AT_LEAST)
+
+
 @pytest.mark.parametrize("engine_name", ENGINES)
-def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interleave(tmp_path, engine_name):
+def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interleave(simulated, engine_name):
     """Whole-second stamps tie across nodes: the merge puts the first stream first on a
     tie. Feeding the disk nodes first gives the same records; the same input twice gives
     the same sequence."""
-    cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, disk_down_at=100.0, restart_at=250.0, gap_at=180.0)
-    result = simulate_dome(cfg, tmp_path / "site")
+    cfg = DomeConfig(**SMALL_SITE)
+    result = simulated(cfg)
     _, records = reassemble(result, cfg, engine_name)
     _, again = reassemble(result, cfg, engine_name)
     assert again == records
@@ -139,13 +182,12 @@ def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interlea
 
 @pytest.mark.parametrize("engine_name", ENGINES)
 @pytest.mark.parametrize("generation", ["tid", "notid"])
-def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_stopped(tmp_path, generation,
+def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_stopped(simulated, generation,
                                                                                       engine_name):
     """Stopped every 2,500 lines, its snapshot through JSON, rebuilt: the same records in
     the same order, and the same counters, as the uninterrupted run."""
-    cfg = DomeConfig(duration=400.0, rate=4.0, disks=3, generation=generation, disk_down_at=100.0,
-                     restart_at=250.0, gap_at=180.0)
-    result = simulate_dome(cfg, tmp_path / "site")
+    cfg = DomeConfig(generation=generation, **SMALL_SITE)
+    result = simulated(cfg)
     whole, records = reassemble(result, cfg, engine_name)
     profile = resolve_dome_profile("dmlite-dome" if generation == "tid" else "dmlite-dome-notid")
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
