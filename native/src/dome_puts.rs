@@ -208,7 +208,9 @@ impl PutTable {
 
     // -- lines -------------------------------------------------------------------------
     pub fn entering(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        self.heads.insert(ev.host.clone());
+        if !self.heads.contains(&ev.host) {
+            self.heads.insert(ev.host.clone());
+        }
         let lfn = text(ev, LFN).unwrap_or_default();
         let seq = self.new_put(ev, lfn.clone(), stats, out);
         if ev.tid >= 0 {
@@ -223,7 +225,9 @@ impl PutTable {
     pub fn selected(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let proc = (ev.host.clone(), ev.pid);
         let lfn = text(ev, LFN).unwrap_or_default();
-        self.heads.insert(ev.host.clone());
+        if !self.heads.contains(&ev.host) {
+            self.heads.insert(ev.host.clone());
+        }
         *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
         let mut put = None;
         if ev.tid >= 0 {
@@ -429,12 +433,12 @@ impl PutTable {
                 self.heads.iter().filter_map(|h| clocks.get(h)).max()
             };
             let now = latest.unwrap_or(i64::MIN / 2) - allowance_ms;
-            while let Some((key, id)) = self.waiting_order.front().cloned() {
+            while let Some(&(_, id)) = self.waiting_order.front() {
                 let item = &self.items[&id];
                 if item.waiting && item.ev.ts >= now {
                     break;
                 }
-                self.waiting_order.pop_front();
+                let (key, _) = self.waiting_order.pop_front().unwrap();
                 let item = self.items.remove(&id).unwrap();
                 if item.waiting {
                     self.orphan(&key, id, stats);

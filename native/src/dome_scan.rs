@@ -10,7 +10,7 @@
 //! Python) once per second: consecutive lines of one second reuse its answer, which
 //! the clock would give again without changing its state.
 
-use pcre2::bytes::{CaptureLocations, Regex, RegexBuilder};
+use crate::dome_regex::{compile as compile_pattern, CaptureLocations, Regex};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
@@ -103,11 +103,7 @@ fn span<'a>(line: &'a str, locs: &CaptureLocations, group: usize) -> Option<&'a 
 }
 
 fn compile(pattern: &str, dotall: bool) -> PyResult<Regex> {
-    RegexBuilder::new()
-        .utf(true)
-        .dotall(dotall)
-        .jit_if_available(true)
-        .build(pattern)
+    compile_pattern(pattern, dotall)
         .map_err(|e| PyValueError::new_err(format!("PCRE2 cannot compile a DOME pattern: {e}")))
 }
 
@@ -147,7 +143,7 @@ impl DomeScanner {
         }
         let mut matched = None;
         for (i, form) in self.forms.iter_mut().enumerate() {
-            if let Ok(Some(_)) = form.regex.captures_read(&mut form.locs, line.as_bytes()) {
+            if form.regex.captures_read(&mut form.locs, line) {
                 matched = Some(i);
                 break;
             }
@@ -268,7 +264,7 @@ impl DomeScanner {
     fn not_dmlite(&mut self, py: Python<'_>, line: &str) -> PyResult<Outcome> {
         for i in 0..self.forms.len() {
             let form = &mut self.forms[i];
-            if let Ok(Some(_)) = form.prefix.captures_read(&mut form.prefix_locs, line.as_bytes()) {
+            if form.prefix.captures_read(&mut form.prefix_locs, line) {
                 let tag = span(line, &form.prefix_locs, form.prefix_tag).unwrap_or("");
                 if self.journald.as_ref().is_some_and(|j| j.tags.iter().any(|t| t == tag)) {
                     return self.suppressed(py, i, tag, line);
@@ -296,7 +292,7 @@ impl DomeScanner {
             return Ok(self.fail(FOREIGN, format!("program {}", Self::repr(py, tag))));
         };
         // The locations hold a match's spans only after it matched.
-        let matched = matches!(j.regex.captures_read(&mut j.locs, rest.as_bytes()), Ok(Some(_)));
+        let matched = j.regex.captures_read(&mut j.locs, rest);
         let (program, lines) = if matched {
             (span(rest, &j.locs, j.program), span(rest, &j.locs, j.lines).unwrap_or(""))
         } else {

@@ -42,16 +42,21 @@ impl DomeState {
     }
 
     pub fn set_role(&mut self, host: &str, role: &str) {
-        if !self.roles.contains_key(host) {
-            self.role_order.push(host.to_string());
+        match self.roles.get_mut(host) {
+            // most lines say again what the host's role is: nothing to copy then
+            Some(known) if known == role => {}
+            Some(known) => *known = role.to_string(),
+            None => {
+                self.role_order.push(host.to_string());
+                self.roles.insert(host.to_string(), role.to_string());
+            }
         }
-        self.roles.insert(host.to_string(), role.to_string());
     }
 
     pub fn feed(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
         self.stats.lines += 1;
         if self.clocks.get(ev.host.as_str()).is_none_or(|c| ev.ts > c) {
-            self.clocks.set(ev.host.clone(), ev.ts);
+            self.clocks.set_ref(ev.host.as_str(), ev.ts);
         }
         if ev.role == Role::JournaldSuppressed {
             // journald's notice: no process's line, a record of the gap.
@@ -132,9 +137,11 @@ impl DomeState {
     }
 
     fn process_life(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
-        let key = (ev.host.clone(), ev.program.clone());
-        let before = self.pids.get(&key);
-        self.pids.set(key, ev.pid);
+        let before = self.pids.replace_with(
+            |(host, program)| *host == ev.host && *program == ev.program,
+            || (ev.host.clone(), ev.program.clone()),
+            ev.pid,
+        );
         if ev.role == Role::Startup {
             if before.is_some() {
                 self.stats.process_deaths += 1;
