@@ -48,6 +48,19 @@ def simulate(tmp_path, *extra) -> tuple[str, list[str]]:
     return prefix, logs
 
 
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """site(stamp) -> (prefix, logs): the simulated site of each stamp style, made once
+    for the module (the tests only read its files)."""
+    made = {}
+
+    def get(stamp: str):
+        if stamp not in made:
+            made[stamp] = simulate(tmp_path_factory.mktemp(f"site-{stamp}"), "--stamp", stamp)
+        return made[stamp]
+    return get
+
+
 def truth(prefix: str, name: str) -> list[dict]:
     with open(f"{prefix}.{name}.csv", newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
@@ -80,8 +93,8 @@ def assert_the_records_are_the_truth(records: list[dict], prefix: str) -> dict:
     return matched
 
 
-def test_run_once_on_every_node_of_a_dome_site_writes_the_truths_records(tmp_path):
-    prefix, logs = simulate(tmp_path)
+def test_run_once_on_every_node_of_a_dome_site_writes_the_truths_records(tmp_path, site):
+    prefix, logs = site("traditional")
     rec = tmp_path / "records.jsonl"
     done = subprocess.run([sys.executable, "-m", "dpmstream", "run", "--once", "--records",
                            str(rec), *SETTINGS, *logs], capture_output=True, text=True, timeout=900)
@@ -96,8 +109,8 @@ def scraped(run: RunProcess) -> list[tuple[str, dict, float]]:
 
 
 @pytest.mark.parametrize("stamp", ["traditional", "rfc3339"])
-def test_the_dome_metrics_served_by_run_count_the_truth_with_bounded_labels(tmp_path, stamp):
-    prefix, logs = simulate(tmp_path, "--stamp", stamp)
+def test_the_dome_metrics_served_by_run_count_the_truth_with_bounded_labels(site, stamp):
+    prefix, logs = site(stamp)
     run = RunProcess(["--once", "--hold", "120", "--metrics-port", "0", *SETTINGS, *logs])
     try:
         deadline = time.monotonic() + 900
@@ -173,11 +186,11 @@ def caught_up(state, paths) -> bool:
     return all(files.get(os.path.abspath(p), {}).get("offset") == os.path.getsize(p) for p in paths)
 
 
-def test_run_state_keeps_every_dome_record_once_across_kill_9(tmp_path):
+def test_run_state_keeps_every_dome_record_once_across_kill_9(tmp_path, site):
     """A kill -9 while the followed nodes' logs grow: the restart goes on from the saved
     DOME state (open calls, puts waiting for their putdone, PUTCOUNT offsets) and the
     offsets; the records file then holds the truth, none doubled or lost."""
-    prefix, logs = simulate(tmp_path / "sim")
+    prefix, logs = site("traditional")
     followed = [tmp_path / os.path.basename(p) for p in logs]
     contents = [open(p, "rb").read().splitlines(keepends=True) for p in logs]
     parts = []
