@@ -52,11 +52,11 @@ def dpmstream(*args) -> str:
     return res.stdout
 
 
-def dpmstream_in_process(*args, stdin: bytes = b"") -> subprocess.CompletedProcess:
+def dpmstream_in_process(*args, stdin: bytes = b"", text: bool = False) -> subprocess.CompletedProcess:
     """`dpmstream ARGS` run by the entry point's own function (dpmstream.cli.main) in this
     process, for tests of what the command says and returns rather than of the process
     (no interpreter start: a tenth of the time). Like `subprocess.run(..., capture_output=
-    True)`: the exit code and the bytes of stdout and stderr. As in a new process, the
+    True, text=text)`: the exit code and stdout and stderr (bytes, or str). As in a new process, the
     command's logging goes to its stderr (the root logger's handlers are set aside for the
     call) and the signal handlers it sets are put back after it."""
     from dpmstream.cli import main
@@ -85,7 +85,10 @@ def dpmstream_in_process(*args, stdin: bytes = b"") -> subprocess.CompletedProce
         for sig, handler in signals.items():
             if handler is not None:
                 signal.signal(sig, handler)
-    return subprocess.CompletedProcess(args, code or 0, out.buffer.getvalue(), err.buffer.getvalue())
+    streams = [out.buffer.getvalue(), err.buffer.getvalue()]
+    if text:
+        streams = [stream.decode() for stream in streams]
+    return subprocess.CompletedProcess(args, code or 0, *streams)
 
 
 def sampled(cells, keep, ids=None):
