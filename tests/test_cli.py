@@ -1,13 +1,18 @@
 """dpmstream/cli.py and the shared options (commands/common.py): one program, each command
 registered with its own help; each option concept declared once, validated once, and a bad
-value refused the same way everywhere: exit 2, one line naming the option and the value."""
+value refused the same way everywhere: exit 2, one line naming the option and the value.
+
+The commands run in this process, through the entry point's function (tests/helpers.py
+dpmstream_in_process); test_the_entry_point_refuses_and_helps_as_the_function_does runs
+the program itself and checks it says the same."""
 
 import re
 
 import pytest
 
 from dpmstream.cli import build_parser
-from tests.commands.test_replay import dpmstream
+from tests.commands.test_replay import dpmstream as dpmstream_process
+from tests.helpers import dpmstream_in_process
 
 # Every command that takes --profile/--tz, with the other arguments it needs to parse.
 # The values are never used: a bad option stops the command before it reads or connects.
@@ -26,6 +31,14 @@ HELPS = [["replay"], ["run"], ["simulate"], ["profile"], ["profile", "check"],
          ["worker"], ["stack"], ["stack", "up"], ["stack", "down"]]
 
 
+def dpmstream(*args, check=True):
+    """`dpmstream ARGS`, in this process; it must succeed unless check=False."""
+    res = dpmstream_in_process(*args)
+    if check:
+        assert res.returncode == 0, res.stderr.decode()
+    return res
+
+
 def refused(*args, cwd=None):
     """Run a command that must refuse its options: exit 2, exactly one line on stderr."""
     res = dpmstream(*args, check=False)
@@ -41,6 +54,18 @@ def test_every_subcommand_has_help():
         out = dpmstream(command, "--help").stdout.decode()
         assert out.startswith("usage: dpmstream " + command), command
     assert b"profile" in dpmstream("--help").stdout
+
+
+def test_the_entry_point_refuses_and_helps_as_the_function_does(tmp_path):
+    # `python -m dpmstream` is cli.main and nothing else: the same exit code and the same
+    # words on the same stream as the function the other tests here call in-process (a
+    # help, a value refused by the parser, an input refused by the command).
+    for args, code in ((["replay", "--help"], 0), (["replay", "--tz", "Mars/Olympus_Mons", "x"], 2),
+                       (["run", "--once", str(tmp_path)], 2)):
+        real, in_process = dpmstream_process(*args, check=False), dpmstream_in_process(*args)
+        assert real.returncode == code and (real.stdout if code == 0 else real.stderr), args
+        assert ((real.returncode, real.stdout, real.stderr)
+                == (in_process.returncode, in_process.stdout, in_process.stderr)), args
 
 
 @pytest.mark.parametrize("command", sorted(WITH_PROFILE_AND_TZ))

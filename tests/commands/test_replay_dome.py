@@ -10,6 +10,7 @@ new_dome_parser), the Python reference with DPMSTREAM_PURE_PYTHON=1."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -23,8 +24,6 @@ from tests.scenarios.test_dome_truth import INTS, ORDER
 FILES = {"calls": ("dome-calls.csv", "dome_call"), "puts": ("dome-puts.csv", "dome_put"),
          "capacity": ("dome-capacity.csv", "dome_capacity"),
          "fs_events": ("dome-fs-events.csv", "dome_fs_event")}
-SITE = ("--duration", "600", "--rate", "4", "--disks", "3", "--disk-down-at", "150",
-        "--restart-at", "400", "--gap-at", "250", "--seed", "7")
 
 
 def dpmstream(*args, check=True, env=None):
@@ -33,15 +32,6 @@ def dpmstream(*args, check=True, env=None):
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
-
-
-def simulate(tmp_path, *extra) -> tuple[str, list[str]]:
-    prefix = str(tmp_path / "site")
-    dpmstream("simulate", "--dome", "--out", prefix, *SITE, *extra)
-    logs = sorted(str(tmp_path / name) for name in os.listdir(tmp_path)
-                  if name.startswith("site.") and name.endswith(".log"))
-    assert len(logs) == 4   # the head and three disk nodes
-    return prefix, logs
 
 
 def rows(path) -> list[dict]:
@@ -82,8 +72,8 @@ def assert_records_are_the_truth(out_dir, prefix) -> dict:
 
 
 @pytest.mark.parametrize("stamp", ["traditional", "rfc3339"])
-def test_replay_of_every_node_of_a_dome_site_writes_the_truths_records(tmp_path, stamp):
-    prefix, logs = simulate(tmp_path, "--stamp", stamp)
+def test_replay_of_every_node_of_a_dome_site_writes_the_truths_records(dome_site, tmp_path, stamp):
+    prefix, logs = dome_site("--stamp", stamp)
     out = tmp_path / "out"
     proc = dpmstream("replay", *logs, "--out", str(out), "--year", "2017",
                      "--tz", "Europe/Zurich", "--request-timeout", "120")
@@ -105,8 +95,8 @@ def test_replay_of_every_node_of_a_dome_site_writes_the_truths_records(tmp_path,
         assert "calls have whole-second stamps" not in text
 
 
-def test_a_dome_profile_named_reads_the_nodes_as_detection_does(tmp_path):
-    prefix, logs = simulate(tmp_path, "--duration", "200")
+def test_a_dome_profile_named_reads_the_nodes_as_detection_does(dome_site, tmp_path):
+    prefix, logs = dome_site("--duration", "200")
     detected, named = tmp_path / "detected", tmp_path / "named"
     dpmstream("replay", *logs, "--out", str(detected), "--year", "2017", "--tz", "Europe/Zurich",
               "--request-timeout", "120", "--quiet")
@@ -116,10 +106,10 @@ def test_a_dome_profile_named_reads_the_nodes_as_detection_does(tmp_path):
         assert (detected / filename).read_text() == (named / filename).read_text()
 
 
-def test_the_order_of_the_files_on_the_command_line_changes_no_record(tmp_path):
+def test_the_order_of_the_files_on_the_command_line_changes_no_record(dome_site, tmp_path):
     """Each node is a lane of its own, the lanes read side by side in event time: the
     disk nodes given first give the same records as the head given first."""
-    prefix, logs = simulate(tmp_path, "--duration", "300")
+    prefix, logs = dome_site("--duration", "300")
     a, b = tmp_path / "a", tmp_path / "b"
     common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
     dpmstream("replay", *logs, "--out", str(a), *common)
@@ -129,8 +119,9 @@ def test_the_order_of_the_files_on_the_command_line_changes_no_record(tmp_path):
     assert_records_are_the_truth(a, prefix)
 
 
-def test_foreign_and_damaged_lines_among_dome_lines_are_counted_not_fatal(tmp_path):
-    prefix, logs = simulate(tmp_path, "--duration", "120", "--envelope", "messages")
+def test_foreign_and_damaged_lines_among_dome_lines_are_counted_not_fatal(dome_site, tmp_path):
+    # A copy of the site's files: lines are added to the head's.
+    logs = [shutil.copy(path, tmp_path) for path in dome_site("--duration", "120", "--envelope", "messages")[1]]
     head = next(p for p in logs if "head" in os.path.basename(p))
     with open(head, "a", encoding="utf-8") as fh:
         fh.write("this is no syslog line\n")
@@ -143,10 +134,10 @@ def test_foreign_and_damaged_lines_among_dome_lines_are_counted_not_fatal(tmp_pa
     assert "lines of other programs 0" not in other   # /var/log/messages: other programs' lines
 
 
-def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(tmp_path):
+def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(dome_site, tmp_path):
     """The engine a pipeline runs (the compiled one where built, or the Python reference
     with DPMSTREAM_PURE_PYTHON=1) does not change a DOME record."""
-    prefix, logs = simulate(tmp_path, "--duration", "200")
+    prefix, logs = dome_site("--duration", "200")
     common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
     default, python = tmp_path / "default", tmp_path / "python"
     dpmstream("replay", *logs, "--out", str(default), *common)
@@ -158,10 +149,10 @@ def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(tmp_pat
 
 
 @pytest.mark.parametrize("engine_env", [{}, {"DPMSTREAM_PURE_PYTHON": "1"}], ids=["default", "python"])
-def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summary(tmp_path, engine_env):
+def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summary(dome_site, tmp_path, engine_env):
     """As the README gives it: --out and --year, no --tz, the summary printed (its time
     labels once asked the compiled DOME parser for an attribute it lacked)."""
-    _, logs = simulate(tmp_path, "--duration", "120")
+    _, logs = dome_site("--duration", "120")
     out = tmp_path / "out"
     proc = dpmstream("replay", "--out", str(out), "--year", "2017", *logs,
                      env={**os.environ, **engine_env})
@@ -169,11 +160,11 @@ def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summar
     assert rows(out / "dome-calls.csv") and rows(out / "dome-puts.csv")
 
 
-def test_whole_second_stamps_read_in_the_wrong_zone_join_no_put_and_say_so(tmp_path):
+def test_whole_second_stamps_read_in_the_wrong_zone_join_no_put_and_say_so(dome_site):
     """The nodes log Zurich time without an offset; read as UTC, no putdone finds its put
     (the join compares the local stamp with the replica's UTC epoch): one warning names
     the zone used and --tz. With the right zone the puts join and nothing is said."""
-    _, logs = simulate(tmp_path, "--duration", "200", "--stamp", "traditional")
+    _, logs = dome_site("--duration", "200", "--stamp", "traditional")
     env = {**os.environ, "TZ": "UTC"}
     wrong = dpmstream("replay", "--year", "2017", *logs, env=env)
     assert "no DOME put met its putdone" in wrong.stderr and "--tz" in wrong.stderr
@@ -182,11 +173,11 @@ def test_whole_second_stamps_read_in_the_wrong_zone_join_no_put_and_say_so(tmp_p
     assert "no DOME put met its putdone" not in right.stderr and "success 0," not in right.stdout
 
 
-def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(tmp_path):
+def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(dome_site, tmp_path):
     """stdin cannot be read twice: its source detects the DOME profile itself, over its
     first lines, as a DPM log's does. A node's calls are its own: the head's log alone
     gives exactly the truth's calls of the head."""
-    prefix, logs = simulate(tmp_path, "--duration", "200", "--stamp", "rfc3339")
+    prefix, logs = dome_site("--duration", "200", "--stamp", "rfc3339")
     head = next(p for p in logs if "head" in os.path.basename(p))
     out = tmp_path / "out"
     with open(head, "rb") as fh:
@@ -200,10 +191,10 @@ def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(tmp_path):
     assert in_order(mine, "calls") == in_order(truth, "calls")
 
 
-def test_replay_openmetrics_exports_the_dome_metrics_at_event_time(tmp_path):
+def test_replay_openmetrics_exports_the_dome_metrics_at_event_time(dome_site, tmp_path):
     """`replay --openmetrics` (for promtool's backfill) dates each DOME record by its own
     time: the last sample of dpm_dome_puts_total counts the truth's puts."""
-    prefix, logs = simulate(tmp_path, "--duration", "200")
+    prefix, logs = dome_site("--duration", "200")
     om = tmp_path / "dome.om"
     dpmstream("replay", *logs, "--openmetrics", str(om), "--year", "2017", "--tz",
               "Europe/Zurich", "--request-timeout", "120", "--quiet")

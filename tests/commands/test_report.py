@@ -6,8 +6,6 @@ from __future__ import annotations
 import csv
 import html
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +13,7 @@ from dpmstream.report.build import build_page
 from dpmstream.report.sources import from_replay_dir
 
 from tests.dpmlog import T1, T2, closing, proc, put, status
+from tests.helpers import dpmstream_in_process
 
 FIRST = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
          + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1)
@@ -28,8 +27,8 @@ BASE = ("--tz", "UTC", "--year", "2011", "--host", "head01")
 
 
 def dpmstream(*args):
-    return subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
-                          text=True, check=False)
+    """`dpmstream ARGS` in this process (tests/helpers.py dpmstream_in_process)."""
+    return dpmstream_in_process(*args, text=True)
 
 
 def write(path, lines):

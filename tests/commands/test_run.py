@@ -4,13 +4,16 @@ written, metrics scraped over HTTP from 127.0.0.1, the records file read back.""
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import queue
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 import uuid
@@ -567,6 +570,11 @@ def _open_files(pid: int) -> set[str]:
     return paths
 
 
+def _unread_bytes(pipe) -> int:
+    """How many bytes wait in a pipe for its reader."""
+    return struct.unpack("i", fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+
 def test_sigterm_while_blocked_on_a_full_records_pipe_exits_within_5_s(tmp_path):
     log, state = tmp_path / "dpm.log", tmp_path / "run.state"
     append(log, puts(0, 3000))
@@ -582,7 +590,12 @@ def test_sigterm_while_blocked_on_a_full_records_pipe_exits_within_5_s(tmp_path)
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
             opened = str(log) in _open_files(proc.pid)
-        time.sleep(2.0)                        # 1,000 records: far more than a pipe holds
+        # 1,000 records: far more than a pipe holds. Once every page of the pipe holds
+        # records (more unread than all pages but one could hold), its writes block.
+        full = fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ) - os.sysconf("SC_PAGE_SIZE")
+        while _unread_bytes(proc.stdout) <= full:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
         assert proc.poll() is None, "blocked on its output"
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)

@@ -33,21 +33,6 @@ SETTINGS = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120
 FORBIDDEN_IN_LABELS = ("/dpm/example.org", "CN=", ".root", "/atlas/", "/cms/", "/domehead", "/domedisk")
 
 
-def simulate(tmp_path, *extra) -> tuple[str, list[str]]:
-    tmp_path.mkdir(exist_ok=True)
-    prefix = str(tmp_path / "site")
-    made = subprocess.run(
-        [sys.executable, "-m", "dpmstream", "simulate", "--dome", "--out", prefix,
-         "--duration", "600", "--rate", "4", "--disks", "3", "--disk-down-at", "150",
-         "--restart-at", "400", "--gap-at", "250", "--seed", "5", *extra],
-        capture_output=True, text=True, timeout=600)
-    assert made.returncode == 0, made.stderr
-    logs = sorted(str(tmp_path / n) for n in os.listdir(tmp_path)
-                  if n.startswith("site.") and n.endswith(".log"))
-    assert len(logs) == 4
-    return prefix, logs
-
-
 def truth(prefix: str, name: str) -> list[dict]:
     with open(f"{prefix}.{name}.csv", newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
@@ -80,8 +65,8 @@ def assert_the_records_are_the_truth(records: list[dict], prefix: str) -> dict:
     return matched
 
 
-def test_run_once_on_every_node_of_a_dome_site_writes_the_truths_records(tmp_path):
-    prefix, logs = simulate(tmp_path)
+def test_run_once_on_every_node_of_a_dome_site_writes_the_truths_records(tmp_path, dome_site):
+    prefix, logs = dome_site("--stamp", "traditional")
     rec = tmp_path / "records.jsonl"
     done = subprocess.run([sys.executable, "-m", "dpmstream", "run", "--once", "--records",
                            str(rec), *SETTINGS, *logs], capture_output=True, text=True, timeout=900)
@@ -96,8 +81,8 @@ def scraped(run: RunProcess) -> list[tuple[str, dict, float]]:
 
 
 @pytest.mark.parametrize("stamp", ["traditional", "rfc3339"])
-def test_the_dome_metrics_served_by_run_count_the_truth_with_bounded_labels(tmp_path, stamp):
-    prefix, logs = simulate(tmp_path, "--stamp", stamp)
+def test_the_dome_metrics_served_by_run_count_the_truth_with_bounded_labels(dome_site, stamp):
+    prefix, logs = dome_site("--stamp", stamp)
     run = RunProcess(["--once", "--hold", "120", "--metrics-port", "0", *SETTINGS, *logs])
     try:
         deadline = time.monotonic() + 900
@@ -173,11 +158,11 @@ def caught_up(state, paths) -> bool:
     return all(files.get(os.path.abspath(p), {}).get("offset") == os.path.getsize(p) for p in paths)
 
 
-def test_run_state_keeps_every_dome_record_once_across_kill_9(tmp_path):
+def test_run_state_keeps_every_dome_record_once_across_kill_9(tmp_path, dome_site):
     """A kill -9 while the followed nodes' logs grow: the restart goes on from the saved
     DOME state (open calls, puts waiting for their putdone, PUTCOUNT offsets) and the
     offsets; the records file then holds the truth, none doubled or lost."""
-    prefix, logs = simulate(tmp_path / "sim")
+    prefix, logs = dome_site("--stamp", "traditional")
     followed = [tmp_path / os.path.basename(p) for p in logs]
     contents = [open(p, "rb").read().splitlines(keepends=True) for p in logs]
     parts = []

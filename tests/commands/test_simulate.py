@@ -1,18 +1,18 @@
-"""`dpmstream simulate` as a user runs it."""
+"""`dpmstream simulate` as a user runs it (through the entry point's function, in this
+process: tests/test_cli.py holds the program itself to the same output)."""
 
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 
 from dpmstream.parsers.records import REQUEST_COLUMNS
+from tests.helpers import dpmstream_in_process
 from tests.simulator.test_identities import CREAT
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "dpmstream", "simulate", *args],
-                          capture_output=True, text=True, timeout=120)
+    """`dpmstream simulate ARGS` in this process (tests/helpers.py dpmstream_in_process)."""
+    return dpmstream_in_process("simulate", *args, text=True)
 
 
 def test_simulate_writes_the_four_files_and_prints_a_summary(tmp_path):
@@ -77,13 +77,12 @@ def test_an_overlap_needs_a_restart_and_a_stray_pid_its_own(tmp_path):
 
 
 def test_simulate_takes_dirs_and_a_dpns_gap_on_the_command_line(tmp_path):
-    subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--quiet", "--out",
-                    str(tmp_path / "s"), "--requests", "100", "--dirs", "5",
-                    "--dpns-gap", "2:4"], check=True)
+    done = run_cli("--quiet", "--out", str(tmp_path / "s"), "--requests", "100", "--dirs", "5",
+                   "--dpns-gap", "2:4")
+    assert done.returncode == 0, done.stderr
     text = (tmp_path / "s.dpns.log").read_text()
     assert len(set(CREAT.findall(text))) == 5
-    bad = subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out",
-                          str(tmp_path / "t"), "--dpns-gap", "4:2"], capture_output=True, text=True)
+    bad = run_cli("--out", str(tmp_path / "t"), "--dpns-gap", "4:2")
     assert bad.returncode == 2 and "dpns-gap" in bad.stderr
 
 
@@ -107,8 +106,6 @@ def test_clients_poll_faster_with_the_poll_options(tmp_path):
 def test_both_simulators_make_the_folder_their_prefix_names(tmp_path):
     for extra in (["--requests", "20"], ["--dome", "--duration", "60"]):
         prefix = tmp_path / ("dome" if extra else "dpm") / "new" / "site"
-        done = subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(prefix),
-                               "--quiet", *extra],
-                              capture_output=True, text=True, timeout=300)
+        done = run_cli("--out", str(prefix), "--quiet", *extra)
         assert done.returncode == 0, done.stderr
         assert any(prefix.parent.glob("site*.log")), sorted(prefix.parent.iterdir())

@@ -53,12 +53,20 @@ def test_compiled_dome_csv_lines_are_what_the_csv_module_writes():
         assert dome_records._compiled_csv(record) == dome_records.python_csv_line(record), record
 
 
+SITE = DomeConfig(duration=300.0, rate=4.0, disks=2, disk_down_at=100.0, restart_at=200.0,
+                  gap_at=150.0, timeout=120.0)
+
+
+@pytest.fixture(scope="module")
+def simulated_site(tmp_path_factory):
+    """SITE simulated once for the module (each engine reads it)."""
+    return simulate_dome(SITE, tmp_path_factory.mktemp("dome-csv") / "site")
+
+
 @needs_compiled
 @pytest.mark.parametrize("engine", ENGINES)
-def test_every_record_of_a_simulated_site_has_the_reference_line(tmp_path, engine):
-    cfg = DomeConfig(duration=300.0, rate=4.0, disks=2, disk_down_at=100.0, restart_at=200.0,
-                     gap_at=150.0, timeout=120.0)
-    _, records = reassemble(simulate_dome(cfg, tmp_path / "site"), cfg, engine)
+def test_every_record_of_a_simulated_site_has_the_reference_line(simulated_site, engine):
+    _, records = reassemble(simulated_site, SITE, engine)
     records = with_checksums(records, ChecksumWaits())
     assert {r["kind"] for r in records} >= {"dome_call", "dome_put", "dome_checksum",
                                             "dome_capacity", "dome_fs_event"}

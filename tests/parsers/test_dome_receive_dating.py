@@ -78,11 +78,13 @@ def years(records) -> set[int]:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("feed", ["feed", "feed_received"])
+@pytest.mark.parametrize("feed", ["feed", pytest.param("feed_received", marks=pytest.mark.slow)])
 def test_traditional_stamps_take_the_year_of_their_receive_time_not_the_files_mtime(
         new_year_site, engine, feed):
     """A source per node dated by a file mtime of 2026, fed each line with its receive
-    time (one by one, or as the worker groups them): the records of 2016 and 2017."""
+    time (one by one, or as the worker groups them): the records of 2016 and 2017.
+    (`make check` feeds them one by one here; the worker's test below feeds them grouped,
+    through feed_received.)"""
     records = []
     pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=TIMEOUT_S), engine=engine, on_dome_record=records.append)
     assert pipeline.dome_engine == engine

@@ -13,12 +13,18 @@ from dpmstream.parsers.dome_reassembly import merge_by_time
 from dpmstream.parsers.dome_state import DomeStateTracker, snapshot_of
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
+from tests.helpers import sampled
 from tests.scenarios.test_dome_truth import node_events, reassemble
 
 
+COMPILED_MISSING = not (engines.compiled_dome_available() or os.environ.get("DPMSTREAM_REQUIRE_NATIVE"))
 ENGINES = [engines.PYTHON, pytest.param(engines.COMPILED, marks=pytest.mark.skipif(
-    not (engines.compiled_dome_available() or os.environ.get("DPMSTREAM_REQUIRE_NATIVE")),
-    reason="compiled DOME engine not built"))]
+    COMPILED_MISSING, reason="compiled DOME engine not built"))]
+
+
+def needs_compiled():
+    if COMPILED_MISSING:
+        pytest.skip("compiled DOME engine not built")
 
 
 def new_engine(engine: str, state: dict | None = None, **settings):
@@ -67,20 +73,39 @@ def site(tmp_path_factory):
     return of
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(site):
+    """The Python engine's (reassembler, records) straight through a generation's site,
+    run once for the module: what every rebuilt or crossed run must give."""
+    made = {}
+
+    def of(generation="tid"):
+        if generation not in made:
+            cfg, result = site(generation)
+            made[generation] = reassemble(result, cfg)
+        return made[generation]
+    return of
+
+
 def events(cfg, result):
     profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
     return merge_by_time([node_events(path, cfg, profile) for path in result.logs.values()])
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("generation", ["tid", "notid"])
-def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never_stopped(site, generation, engine):
+@pytest.mark.parametrize("generation,engine", sampled(
+    [(generation, engine) for engine in (engines.PYTHON, engines.COMPILED) for generation in ("tid", "notid")],
+    keep=[("tid", engines.COMPILED), ("notid", engines.PYTHON)]))
+def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never_stopped(
+        site, uninterrupted, generation, engine):
     """Changes taken every 300 lines into a store (latest per key, through JSON); every
     2,400 lines, right after a take, the reassembler is dropped and rebuilt from the store
     alone: the same records in the same order, and the same counters, as the
-    uninterrupted run."""
+    uninterrupted run. Each engine on each generation (`make check`: the compiled engine
+    on tid, the Python one on notid)."""
+    if engine == engines.COMPILED:
+        needs_compiled()
     cfg, result = site(generation)
-    whole, records = reassemble(result, cfg)
+    whole, records = uninterrupted(generation)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     r, tracker, store, resumed, rebuilt = new_engine(engine, **settings), DomeStateTracker(), {}, [], 0
     for n, ev in enumerate(events(cfg, result), 1):
@@ -100,11 +125,11 @@ def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never
 
 @pytest.mark.parametrize("stored_by, restored_in", [(engines.PYTHON, engines.COMPILED),
                                                     (engines.COMPILED, engines.PYTHON)])
-def test_changes_stored_by_one_engine_restore_in_the_other(site, stored_by, restored_in):
+def test_changes_stored_by_one_engine_restore_in_the_other(site, uninterrupted, stored_by, restored_in):
     if not engines.compiled_dome_available():
         pytest.skip("compiled DOME engine not built")
     cfg, result = site()
-    whole, records = reassemble(result, cfg)
+    whole, records = uninterrupted()
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     current = stored_by
     r, tracker, store, resumed = new_engine(current, **settings), DomeStateTracker(), {}, []

@@ -38,6 +38,7 @@ from tests.engine_helpers import (
     record_differences, run_engine,
 )
 from tests.engine_inputs import all_input_names, make_input, real_inputs
+from tests.helpers import sampled
 
 PYTHON, COMPILED = engines.PYTHON, engines.COMPILED
 REQUIRED = bool(os.environ.get("DPMSTREAM_REQUIRE_NATIVE"))
@@ -45,6 +46,9 @@ STANDIN = os.environ.get("DPMSTREAM_DIFF_STANDIN")
 MODES = ("replay", "lines")  # the chunked path of replay; the worker's line by line
 REAL = {inp.name: inp for inp in real_inputs()}
 REPO = Path(__file__).parents[2]
+# `make check` runs each sweep below on a sample of these inputs (the corpora of bad input,
+# two heads with rotation, a restart), each mode and direction once; `make test` on all.
+CROSSINGS = {"python-to-compiled": (PYTHON, COMPILED), "compiled-to-python": (COMPILED, PYTHON)}
 
 
 # -- deliberately wrong engines: the comparison must catch each ----------------------
@@ -187,9 +191,11 @@ def test_the_compiled_engine_is_built_where_the_install_could_build_it():
 
 
 @needs_compiled
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", all_input_names())
+@pytest.mark.parametrize("name,mode", sampled(
+    [(name, mode) for name in all_input_names() for mode in MODES],
+    keep=[("bad-input", "lines"), ("two-heads", "replay")]))
 def test_both_engines_give_the_same_records_and_counters(made, reference, compiled, name, mode):
+    # Every input in each mode (`make check`: the bad corpus line by line, two heads in chunks).
     inp = made(name)
     got = run_engine(compiled, inp, mode=mode)
     found = differences(reference(name, mode), got)
@@ -207,11 +213,17 @@ TIGHT = {
 }
 
 
+CAPPED = ["scenario:mixed", "scenario:stray-pids", "scenario:restart", "scenario:same-dir",
+          "bad-input"]
+
+
 @needs_compiled
-@pytest.mark.parametrize("tight", sorted(TIGHT))
-@pytest.mark.parametrize("name", ["scenario:mixed", "scenario:stray-pids", "scenario:restart",
-                                  "scenario:same-dir", "bad-input"])
+@pytest.mark.parametrize("name,tight", sampled(
+    [(name, tight) for name in CAPPED for tight in sorted(TIGHT)],
+    keep=[("bad-input", "in-flight-cap"), ("scenario:restart", "short-grace"),
+          ("scenario:stray-pids", "short-timeout"), ("scenario:mixed", "thread-cap")]))
 def test_both_engines_agree_where_caps_timeouts_and_grace_bite(made, compiled, name, tight):
+    # Every bound on every input (`make check`: each bound once, on four of the inputs).
     inp = made(name)
     settings = TIGHT[tight]
     got = run_engine(compiled, inp, mode="replay", settings=settings)
@@ -225,8 +237,9 @@ def test_both_engines_agree_where_caps_timeouts_and_grace_bite(made, compiled, n
 
 
 @needs_compiled
-@pytest.mark.parametrize("memory", [2, 30, 400])
-@pytest.mark.parametrize("mode", ["replay", "lines"])
+@pytest.mark.parametrize("mode,memory", sampled(
+    [(mode, memory) for mode in MODES for memory in (2, 30, 400)],
+    keep=[("replay", 2), ("lines", 30), ("replay", 400)]))
 def test_both_engines_forget_the_same_lines_with_a_short_duplicate_memory(
         made, compiled, memory, mode):
     # The bad-input corpus repeats chunks and holds an overlapping copy: with a memory of a
@@ -254,10 +267,12 @@ def test_both_engines_agree_on_real_name_server_and_srm_logs(made, reference, co
 
 
 @needs_compiled_parser
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", all_input_names() + sorted(REAL))
+@pytest.mark.parametrize("name,mode", sampled(
+    [(name, mode) for name in all_input_names() + sorted(REAL) for mode in MODES],
+    keep=[("bad-input", "replay"), ("bad-syslog", "lines"), ("real:lfc/*", "replay")]))
 def test_the_pure_python_parser_gives_the_python_engine_the_same_input(made, reference, name, mode):
     # DPMSTREAM_PURE_PYTHON turns the compiled engine off too: Python engine both sides.
+    # Every input in each mode (`make check`: both bad corpora and the real LFC files).
     got = run_engine(PYTHON, made(name), mode=mode, pure=True)
     found = differences(reference(name, mode), got)
     assert not found, explain(found)
@@ -266,14 +281,16 @@ def test_the_pure_python_parser_gives_the_python_engine_the_same_input(made, ref
 # -- state saved by one engine restores in the other ----------------------------------
 
 @needs_compiled
-@pytest.mark.parametrize("first,second", [(PYTHON, COMPILED), (COMPILED, PYTHON)],
-                         ids=["python-to-compiled", "compiled-to-python"])
-@pytest.mark.parametrize("name", all_input_names())
+@pytest.mark.parametrize("name,crossing", sampled(
+    [(name, crossing) for name in all_input_names() for crossing in CROSSINGS],
+    keep=[("two-heads", "python-to-compiled"), ("scenario:restart", "compiled-to-python")]))
 def test_state_saved_by_one_engine_restores_in_the_other(made, reference, compiled, name,
-                                                         first, second):
+                                                         crossing):
     # Against the Python engine cut at the same place: the same records, the same state
     # at every take (threads, requests, ended groups, clock, sources, linker), the same
-    # counters after the restore.
+    # counters after the restore. Every input both ways (`make check`: two heads one way,
+    # a restart the other).
+    first, second = CROSSINGS[crossing]
     inp = made(name)
     got = cross_engines(first, second, inp)
     found = differences(reference(name, how="cross"), got)
@@ -286,9 +303,16 @@ def test_state_saved_by_one_engine_restores_in_the_other(made, reference, compil
 STATE_GAPS = {"bad-input": "duplicate memory, held lines and activity order are not state"}
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(reason=STATE_GAPS[n], strict=True))
-    if n in STATE_GAPS else n for n in all_input_names()])
+def _cut_in_two(name):
+    # Every input in `make test`; `make check`: two heads, a restart, and the bad corpus
+    # (which must not give the records of one run).
+    marks = [] if name in ("two-heads", "scenario:restart", "bad-input") else [pytest.mark.slow]
+    if name in STATE_GAPS:
+        marks.append(pytest.mark.xfail(reason=STATE_GAPS[name], strict=True))
+    return pytest.param(name, marks=marks)
+
+
+@pytest.mark.parametrize("name", [_cut_in_two(n) for n in all_input_names()])
 def test_the_python_engine_cut_in_two_gives_the_records_of_one_run(made, reference, name):
     # The control the crossings are held to: restored, the Python engine gives the
     # records of an uninterrupted run. In another order, like tests/parsers/
