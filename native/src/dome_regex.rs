@@ -12,8 +12,10 @@
 use std::os::raw::c_int;
 use std::ptr;
 
+use crate::jit::error_text;
+
 use pcre2_sys::{
-    pcre2_code_8, pcre2_code_free_8, pcre2_compile_8, pcre2_get_error_message_8, pcre2_get_ovector_count_8,
+    pcre2_code_8, pcre2_code_free_8, pcre2_compile_8, pcre2_get_ovector_count_8,
     pcre2_get_ovector_pointer_8, pcre2_jit_compile_8, pcre2_match_8, pcre2_match_data_8,
     pcre2_match_data_create_from_pattern_8, pcre2_match_data_free_8, PCRE2_DOTALL, PCRE2_JIT_COMPLETE,
     PCRE2_NO_UTF_CHECK, PCRE2_UTF,
@@ -38,22 +40,12 @@ pub fn compile(pattern: &str, dotall: bool) -> Result<Regex, String> {
         pcre2_compile_8(pattern.as_ptr(), pattern.len(), options, &mut code, &mut offset, ptr::null_mut())
     };
     if compiled.is_null() {
-        return Err(format!("{} at offset {offset}", message(code)));
+        return Err(format!("{} at offset {offset}", error_text(code)));
     }
     // SAFETY: a code PCRE2 just compiled. A pattern the JIT refuses runs interpreted (as the
     // crate's jit_if_available), so its answer is not an error.
     unsafe { pcre2_jit_compile_8(compiled, PCRE2_JIT_COMPLETE) };
     Ok(Regex { code: compiled })
-}
-
-fn message(code: c_int) -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: PCRE2 writes at most buf.len() bytes, NUL included, and returns the length.
-    let n = unsafe { pcre2_get_error_message_8(code, buf.as_mut_ptr(), buf.len()) };
-    if n < 0 {
-        return format!("PCRE2 error {code}");
-    }
-    String::from_utf8_lossy(&buf[..n as usize]).into_owned()
 }
 
 impl Regex {

@@ -33,7 +33,8 @@ pub(crate) struct Pattern {
 unsafe impl Send for Pattern {}
 unsafe impl Sync for Pattern {}
 
-fn error_text(code: i32) -> String {
+/// PCRE2's message for an error code (also the DOME scanner's: dome_regex.rs).
+pub(crate) fn error_text(code: i32) -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer and its length are those of `buf`.
     let n = unsafe { pcre2_get_error_message_8(code, buf.as_mut_ptr(), buf.len()) };

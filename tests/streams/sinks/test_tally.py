@@ -199,9 +199,8 @@ def test_odd_records_are_counted_as_the_python_sinks_count_them():
 
 
 def test_a_record_without_its_kind_is_an_error_in_both():
-    summary, directories = Summary(), DirectoryStats()
     with pytest.raises(KeyError):
-        summary.write({"op": "put"})
+        Summary().write({"op": "put"})
     aggregates = Aggregates(Summary(), DirectoryStats(), compiled=True)
     with pytest.raises(KeyError):
         aggregates.write({"op": "put"})
