@@ -18,7 +18,7 @@ from array import array
 
 from dpmstream.parsers.linking import NS_DAEMON, directory_of
 from dpmstream.parsers.records import ms_to_text
-from dpmstream.streams.sinks.summary import Series, int64_array
+from dpmstream.streams.sinks.summary import Series, drained, int64_array
 
 COLUMNS = ("directory", "ns_calls", "ns_s", "creats", "creat_p50_s", "creat_p95_s",
            "proc_share", "peak_creats")
@@ -36,11 +36,16 @@ class Directory:
         self.ends = array("q")
 
     def peak(self) -> int:
-        """Most creats open at one instant (one ending as another starts: not both)."""
-        events = sorted([(e, -1) for e in self.ends] + [(s, 1) for s in self.starts])
-        peak = now = 0
-        for _, step in events:
-            now += step
+        """Most creats open at one instant (one ending as another starts: not both).
+        The starts and the ends each sorted into an array('q') and walked together: the
+        one list of (time, step) tuples this once sorted took about 200 bytes a creat."""
+        starts, ends = array("q", sorted(self.starts)), array("q", sorted(self.ends))
+        peak = now = closed = 0
+        for start in starts:
+            while closed < len(ends) and ends[closed] <= start:  # ends first at a tie
+                closed += 1
+                now -= 1
+            now += 1
             peak = max(peak, now)
         return peak
 
@@ -87,10 +92,11 @@ class DirectoryStats:
 
     def load(self, state: dict) -> None:
         """Take the figures a Tally gathered from a run's records
-        (Tally.take_directories_state()): the same as write() given each of those records."""
+        (Tally.take_directories_state()): the same as write() given each of those records.
+        The state's list of directories is consumed, as Summary.load's are."""
         self.proc_ms, self.dropped_dirs = state["proc_ms"], state["dropped_dirs"]
         self.dirs = {}
-        for name, calls, ms, linked_ms, creats, starts, ends in state["dirs"]:
+        for name, calls, ms, linked_ms, creats, starts, ends in drained(state["dirs"]):
             d = self.dirs[name] = Directory()
             d.calls, d.ms, d.linked_ms = calls, ms, linked_ms
             d.creats = Series.restored(*creats)
@@ -111,11 +117,12 @@ class DirectoryStats:
         rows = []
         for name, d in sorted(self.dirs.items(), key=lambda kv: (-kv[1].ms, kv[0]))[:n]:
             creats = d.creats.count
+            p50, p95 = d.creats.quantiles((0.5, 0.95))
             rows.append({
                 "directory": name, "ns_calls": d.calls, "ns_s": ms_to_text(d.ms),
                 "creats": creats,
-                "creat_p50_s": ms_to_text(d.creats.quantile(0.5)) if creats else "",
-                "creat_p95_s": ms_to_text(d.creats.quantile(0.95)) if creats else "",
+                "creat_p50_s": ms_to_text(p50) if creats else "",
+                "creat_p95_s": ms_to_text(p95) if creats else "",
                 "proc_share": f"{d.linked_ms / self.proc_ms:.3f}" if self.proc_ms else "",
                 "peak_creats": d.peak() if creats else 0,
             })
