@@ -125,7 +125,7 @@ def numbers_table(summary, data, zone, span: tuple[int, int]) -> str:
                 share = summary.share(op, phase)
                 out.append(f'<tr><td class="l">{escape(op)}</td><td class="l">{phase}</td>'
                            f"<td>{s.count}</td>"
-                           + "".join(f"<td>{ms_to_text(s.quantile(q))}</td>" for q in QUANTILES)
+                           + "".join(f"<td>{ms_to_text(q)}</td>" for q in s.quantiles(QUANTILES))
                            + f"<td>{ms_to_text(s.max)}</td>"
                            + f"<td>{'' if share is None else f'{share * 100:.1f}%'}</td></tr>")
         out.append("</table>")

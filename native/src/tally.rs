@@ -199,6 +199,45 @@ struct Dir {
     creats: Series,
     starts: Vec<i64>,
     ends: Vec<i64>,
+    folded_peak: i64,
+    cutoff: Option<i64>,
+    fold_at: usize, // 0 until the first creat: then directories.FOLD_AT
+}
+
+impl Dir {
+    /// Directory._sweep: the most creats open at an instant in [since, before).
+    fn sweep(&self, since: Option<i64>, before: Option<i64>) -> i64 {
+        let mut starts = self.starts.clone();
+        let mut ends = self.ends.clone();
+        starts.sort_unstable();
+        ends.sort_unstable();
+        let (mut peak, mut now, mut closed) = (0i64, 0i64, 0usize);
+        for &start in &starts {
+            if before.is_some_and(|b| start >= b) {
+                break;
+            }
+            while closed < ends.len() && ends[closed] <= start {
+                closed += 1;
+                now -= 1;
+            }
+            now += 1;
+            if since.map_or(true, |s| start >= s) {
+                peak = peak.max(now);
+            }
+        }
+        peak
+    }
+
+    /// Directory.fold: the intervals lying wholly before `cutoff` folded into the peak.
+    fn fold(&mut self, cutoff: i64, fold_at: usize) {
+        self.folded_peak = self.folded_peak.max(self.sweep(self.cutoff, Some(cutoff)));
+        let (starts, ends): (Vec<i64>, Vec<i64>) = self.starts.iter().zip(&self.ends)
+            .filter(|(s, e)| (**s).max(**e) >= cutoff).map(|(s, e)| (*s, *e)).unzip();
+        self.fold_at = fold_at.max(2 * starts.len());
+        self.starts = starts;
+        self.ends = ends;
+        self.cutoff = Some(cutoff);
+    }
 }
 
 type Name = u32; // an interned string; NONE is Python's None
@@ -213,6 +252,8 @@ use crate::schema::PHASES;
 pub struct Tally {
     reservoir: usize,
     max_dirs: usize,
+    fold_ms: i64,    // directories.FOLD_MS
+    fold_at: usize,  // directories.FOLD_AT
     ns_daemon: String,
     /// Called with each record after it is tallied (the run's other sinks), or None.
     #[pyo3(get, set)]
@@ -524,7 +565,7 @@ impl Tally {
         let linked = truthy_text(&record.text(Field::Token)?)?;
         let creat = record.name(Field::Op)?.eq(intern!(py, "creat"))?;
         let ms = ended.saturating_sub(started).max(0);
-        let reservoir = self.reservoir;
+        let (reservoir, fold_ms, fold_at) = (self.reservoir, self.fold_ms, self.fold_at);
         let d = self.dirs.entry(name.into());
         d.calls += 1;
         d.ms += i128::from(ms);
@@ -535,6 +576,10 @@ impl Tally {
             d.creats.add(ms, reservoir);
             push_gently(&mut d.starts, started, usize::MAX);
             push_gently(&mut d.ends, ended, usize::MAX);
+            if d.starts.len() >= d.fold_at.max(fold_at) {
+                let latest = d.ends.iter().copied().max().unwrap_or(ended);
+                d.fold(latest.saturating_sub(fold_ms), fold_at);
+            }
         }
         Ok(())
     }
@@ -572,9 +617,11 @@ impl Tally {
 #[pymethods]
 impl Tally {
     #[new]
-    #[pyo3(signature = (reservoir, max_dirs, ns_daemon, forward=None))]
-    fn new(py: Python<'_>, reservoir: usize, max_dirs: usize, ns_daemon: String, forward: Option<PyObject>) -> Self {
+    #[pyo3(signature = (reservoir, max_dirs, ns_daemon, fold_ms, fold_at, forward=None))]
+    fn new(py: Python<'_>, reservoir: usize, max_dirs: usize, ns_daemon: String, fold_ms: i64, fold_at: usize, forward: Option<PyObject>) -> Self {
         Tally {
+            fold_ms,
+            fold_at,
             phase_keys: PHASES.iter().map(|(field, _)| PyString::intern(py, field).unbind()).collect(),
             reservoir,
             max_dirs,
@@ -653,15 +700,18 @@ impl Tally {
 
     /// DirectoryStats' state, taken: proc_ms, dropped_dirs, and per directory in insertion
     /// order (name, calls, ms, linked_ms, creats as Series.restored's arguments, and the
-    /// bytes of array('q')s of the creats' starts and ends).
+    /// bytes of array('q')s of the creats' starts and ends, the peak folded, its cutoff
+    /// or None, and the count of intervals at which the next fold is made).
     fn take_directories_state<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
         out.set_item("proc_ms", std::mem::take(&mut self.proc_ms))?;
         out.set_item("dropped_dirs", std::mem::take(&mut self.dropped_dirs))?;
         let dirs = PyList::empty(py);
         for (name, d) in std::mem::replace(&mut self.dirs, Ordered::new()).entries {
+            let fold_at = d.fold_at.max(self.fold_at);
             dirs.append((&*name, d.calls, d.ms, d.linked_ms, d.creats.into_py(py)?,
-                         int64_bytes(py, d.starts), int64_bytes(py, d.ends)))?;
+                         int64_bytes(py, d.starts), int64_bytes(py, d.ends), d.folded_peak,
+                         d.cutoff, fold_at))?;
         }
         out.set_item("dirs", dirs)?;
         Ok(out)

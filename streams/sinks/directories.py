@@ -18,14 +18,23 @@ from array import array
 
 from dpmstream.parsers.linking import NS_DAEMON, directory_of
 from dpmstream.parsers.records import ms_to_text
-from dpmstream.streams.sinks.summary import Series, int64_array
+from dpmstream.streams.sinks.summary import Series, drained, int64_array
+
+# A replay folds a directory's creat intervals that ended (and started) more than this
+# before its latest end into the peak seen so far (docs/sizing.md): a creat record is
+# emitted at its `returns`, in event time within seconds of its neighbours, so none comes
+# an hour behind them; one that did would count in the peak from the fold on only.
+FOLD_MS = 3_600_000
+# Intervals a directory keeps before its first fold (then twice what the last one kept).
+FOLD_AT = 4096
 
 COLUMNS = ("directory", "ns_calls", "ns_s", "creats", "creat_p50_s", "creat_p95_s",
            "proc_share", "peak_creats")
 
 
 class Directory:
-    __slots__ = ("calls", "ms", "linked_ms", "creats", "starts", "ends")
+    __slots__ = ("calls", "ms", "linked_ms", "creats", "starts", "ends", "folded_peak",
+                 "cutoff", "fold_at")
 
     def __init__(self):
         self.calls = 0
@@ -34,15 +43,42 @@ class Directory:
         self.creats = Series()
         self.starts = array("q")    # creat intervals, for the peak concurrency
         self.ends = array("q")
+        self.folded_peak = 0        # the peak before `cutoff`, of the intervals folded
+        self.cutoff = None          # None: nothing folded
+        self.fold_at = FOLD_AT
 
     def peak(self) -> int:
         """Most creats open at one instant (one ending as another starts: not both)."""
-        events = sorted([(e, -1) for e in self.ends] + [(s, 1) for s in self.starts])
-        peak = now = 0
-        for _, step in events:
-            now += step
-            peak = max(peak, now)
+        return max(self.folded_peak, self._sweep(self.cutoff, None))
+
+    def _sweep(self, since: int | None, before: int | None) -> int:
+        """The most creats open at an instant in [since, before) (None: unbounded). The
+        intervals folded away lie wholly before `since`: they add nothing from it on.
+        The starts and the ends each sorted into an array('q') and walked together: one
+        list of (time, step) tuples took about 200 bytes a creat."""
+        starts, ends = array("q", sorted(self.starts)), array("q", sorted(self.ends))
+        peak = now = closed = 0
+        for start in starts:
+            if before is not None and start >= before:
+                break
+            while closed < len(ends) and ends[closed] <= start:  # ends first at a tie
+                closed += 1
+                now -= 1
+            now += 1
+            if since is None or start >= since:
+                peak = max(peak, now)
         return peak
+
+    def fold(self, cutoff: int) -> None:
+        """Fold the intervals lying wholly before `cutoff` into the peak (a replay's bound
+        on memory, docs/sizing.md): the peak is the same as long as no interval is added
+        later that starts before it."""
+        self.folded_peak = max(self.folded_peak, self._sweep(self.cutoff, cutoff))
+        kept = [(s, e) for s, e in zip(self.starts, self.ends) if max(s, e) >= cutoff]
+        self.starts = array("q", (s for s, _ in kept))
+        self.ends = array("q", (e for _, e in kept))
+        self.cutoff = cutoff
+        self.fold_at = max(FOLD_AT, 2 * len(kept))
 
 
 class DirectoryStats:
@@ -80,6 +116,8 @@ class DirectoryStats:
             d.ends.append(record["ended"])
             if self.keep_ms is not None and d.ends[0] < record["ended"] - 2 * self.keep_ms:
                 self._forget_old(d, record["ended"] - self.keep_ms)
+            elif self.keep_ms is None and len(d.starts) >= d.fold_at:
+                d.fold(max(d.ends) - FOLD_MS)
 
     def close(self) -> None:
         if self.csv_path is not None:
@@ -87,14 +125,17 @@ class DirectoryStats:
 
     def load(self, state: dict) -> None:
         """Take the figures a Tally gathered from a run's records
-        (Tally.take_directories_state()): the same as write() given each of those records."""
+        (Tally.take_directories_state()): the same as write() given each of those records.
+        The state's list of directories is consumed, as Summary.load's are."""
         self.proc_ms, self.dropped_dirs = state["proc_ms"], state["dropped_dirs"]
         self.dirs = {}
-        for name, calls, ms, linked_ms, creats, starts, ends in state["dirs"]:
+        for row in drained(state["dirs"]):
+            name, calls, ms, linked_ms, creats, starts, ends, folded_peak, cutoff, fold_at = row
             d = self.dirs[name] = Directory()
             d.calls, d.ms, d.linked_ms = calls, ms, linked_ms
             d.creats = Series.restored(*creats)
             d.starts, d.ends = int64_array(starts), int64_array(ends)
+            d.folded_peak, d.cutoff, d.fold_at = folded_peak, cutoff, fold_at
 
     def _forget_old(self, d: Directory, before: int) -> None:
         kept = [(s, e) for s, e in zip(d.starts, d.ends) if e >= before]
@@ -111,11 +152,12 @@ class DirectoryStats:
         rows = []
         for name, d in sorted(self.dirs.items(), key=lambda kv: (-kv[1].ms, kv[0]))[:n]:
             creats = d.creats.count
+            p50, p95 = d.creats.quantiles((0.5, 0.95))
             rows.append({
                 "directory": name, "ns_calls": d.calls, "ns_s": ms_to_text(d.ms),
                 "creats": creats,
-                "creat_p50_s": ms_to_text(d.creats.quantile(0.5)) if creats else "",
-                "creat_p95_s": ms_to_text(d.creats.quantile(0.95)) if creats else "",
+                "creat_p50_s": ms_to_text(p50) if creats else "",
+                "creat_p95_s": ms_to_text(p95) if creats else "",
                 "proc_share": f"{d.linked_ms / self.proc_ms:.3f}" if self.proc_ms else "",
                 "peak_creats": d.peak() if creats else 0,
             })

@@ -207,6 +207,6 @@ def _row(a: str, b: str, series: Series, *, whole: bool) -> str:
     from whole-second ones, which are not known any finer."""
     def cell(ms: int) -> str:
         return f"{ms // 1000} s" if whole else ms_to_text(ms)
-    q = [cell(series.quantile(x)) for x in QUANTILES]
+    q = [cell(x) for x in series.quantiles(QUANTILES)]
     return (f"  {a:<5} {b:<20} {series.count:>8} {q[0]:>9} {q[1]:>9} {q[2]:>9}"
             f" {cell(series.max):>9}")

@@ -29,16 +29,23 @@ def int64_array(raw: bytes) -> array:
     return values
 
 
+def drained(items: list):
+    """Each item of `items`, its slot emptied as it is handed out: a tally's state holds
+    every series as bytes, and loading them into arrays while the list still held all of
+    those bytes doubled the run's peak memory at its end (docs/sizing.md)."""
+    for i, item in enumerate(items):
+        items[i] = None
+        yield item
+
+
 class Series:
-    __slots__ = ("count", "max", "sum", "values", "_rng", "_sorted", "_sorted_len")
+    __slots__ = ("count", "max", "sum", "values", "_rng")
 
     def __init__(self):
-        self._sorted = None
-        self._sorted_len = -1
         self.count = 0
         self.sum = 0          # exact, over every value (not the sample): shares need it
         self.max = None
-        self.values: list[int] = []
+        self.values: list | array = []  # an array('q') when restored from a tally
         self._rng = None
 
     def add(self, value: int) -> None:
@@ -76,10 +83,17 @@ class Series:
 
     def quantile(self, q: float) -> int:
         """The quantile of parsers/quantiles.py (nearest rank) over the values kept."""
-        if self._sorted_len != len(self.values) or self._sorted is None:
-            self._sorted = sorted(self.values)
-            self._sorted_len = len(self.values)
-        return nearest_rank(self._sorted, q)
+        return self.quantiles((q,))[0]
+
+    def quantiles(self, qs) -> list:
+        """The quantiles `qs` of the values kept, from one sorted copy that is not kept: a
+        copy kept per series (a list of ints, up to 40 bytes a value) held five times the
+        summary's values at the end of a run once all were rendered (docs/sizing.md).
+        An array('q') of a tally's series is sorted into another, 8 bytes a value."""
+        ordered = sorted(self.values)
+        if isinstance(self.values, array):
+            ordered = array(self.values.typecode, ordered)
+        return [nearest_rank(ordered, q) for q in qs]
 
 
 class Summary:
@@ -121,13 +135,14 @@ class Summary:
 
     def load(self, state: dict) -> None:
         """Take the figures a Tally gathered from a run's records (Tally.take_summary_state()):
-        the same as write() given each of those records."""
+        the same as write() given each of those records. The state's lists are consumed
+        (emptied as they are read), so that each series' bytes go as its array is made."""
         self.first_ms, self.last_ms = state["first_ms"], state["last_ms"]
         self.statuses = Counter(dict(state["statuses"]))
         for target, series in ((self.phases, state["phases"]), (self.polls, state["polls"]),
                                (self.calls, state["calls"])):
             target.clear()
-            target.update((key, Series.restored(*args)) for key, args in series)
+            target.update((key, Series.restored(*args)) for key, args in drained(series))
         self.call_errors = Counter(dict(state["call_errors"]))
 
     def _cover(self, *times) -> None:
@@ -168,9 +183,9 @@ class Summary:
                         out.append(_table_row(op, phase, series) + _share_cell(self.share(op, phase)))
                 polls = self.polls.get(op)
                 if polls:
+                    p50, p95, p99 = polls.quantiles(QUANTILES)
                     out.append(f"  {op:<5} {'polls/request':<14} {polls.count:>8}"
-                               f" {polls.quantile(0.5):>9} {polls.quantile(0.95):>9}"
-                               f" {polls.quantile(0.99):>9} {polls.max:>9}")
+                               f" {p50:>9} {p95:>9} {p99:>9} {polls.max:>9}")
             out.append("  (share: the phase's summed time over the op's summed total time;"
                        " queue, proc and poll lie within ready_wait, so the shares add up"
                        " past 100%)")
@@ -290,7 +305,7 @@ def time_range_text(first_ms: int, last_ms: int, zone: tzinfo | None = None) -> 
 
 
 def _table_row(a: str, b: str, series: Series) -> str:
-    q = [ms_to_text(series.quantile(x)) for x in QUANTILES]
+    q = [ms_to_text(x) for x in series.quantiles(QUANTILES)]
     return (f"  {a:<5} {b:<14} {series.count:>8} {q[0]:>9} {q[1]:>9} {q[2]:>9}"
             f" {ms_to_text(series.max):>9}")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dpmstream.parsers import fastpath
 from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.streams.sinks import directories as directories_module
 from dpmstream.streams.sinks import summary as summary_module
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.streams.sinks.fan_out import FanOut
@@ -37,7 +38,8 @@ class Aggregates:
         self._loaded = False
         # keep_ms (run's sliding window of creats) is Python's alone
         if compiled and Tally is not None and fastpath.available() and directories.keep_ms is None:
-            self.tally = Tally(summary_module.RESERVOIR, directories.max_dirs, NS_DAEMON)
+            self.tally = Tally(summary_module.RESERVOIR, directories.max_dirs, NS_DAEMON,
+                               directories_module.FOLD_MS, directories_module.FOLD_AT)
 
     @property
     def compiled(self) -> bool:

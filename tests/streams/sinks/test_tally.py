@@ -66,7 +66,8 @@ def state_of(summary: Summary, directories: DirectoryStats) -> dict:
         "proc_ms": directories.proc_ms,
         "dropped": directories.dropped_dirs,
         "dirs": [(name, d.calls, d.ms, d.linked_ms, series_state(d.creats), list(d.starts),
-                  list(d.ends)) for name, d in directories.dirs.items()],
+                  list(d.ends), d.folded_peak, d.cutoff, d.fold_at, d.peak())
+                 for name, d in directories.dirs.items()],
     }
 
 
@@ -242,3 +243,18 @@ def test_a_restored_series_samples_on_as_the_original():
     original._rng = rng
     copy = summary_module.Series.restored(0, 0, None, b"", rng.getstate()[1])
     assert copy._rng.getstate() == original._rng.getstate()
+
+
+def test_a_year_of_creats_is_folded_alike_and_keeps_the_peak(monkeypatch):
+    """Creat intervals older than FOLD_MS are folded into the peak by both tallies at the
+    same points (small FOLD_AT here: a long replay's bound, in a second)."""
+    from dpmstream.streams.sinks import directories as directories_module
+    monkeypatch.setattr(directories_module, "FOLD_AT", 64)
+    rng = random.Random(7)
+    records, t = [], 0
+    for _ in range(5_000):
+        t += rng.randrange(0, 120_000)
+        records.append(ns_call(f"/d/{rng.randrange(3)}/f", t, t + rng.randrange(0, 300_000)))
+    want, got = python_sinks(records), tallied_sinks(records)
+    assert any(d.cutoff is not None for d in want[1].dirs.values())
+    assert state_of(*got) == state_of(*want)
