@@ -35,6 +35,8 @@ DOMAIN = "example.org"
 TB = 1_000_000_000_000
 PHYS_BYTES = 40 * TB
 VOS = ("atlas", "cms", "lhcb", "dteam")
+TID_BASE = 139_900_000_000_000     # a TID is TID_BASE + randrange(1, TID_STOP)
+TID_STOP = 10**12
 
 
 @dataclass(eq=False)
@@ -166,7 +168,25 @@ class Site:
 
     # -- processes ------------------------------------------------------------------
     def _tid(self) -> int:
-        return 139_900_000_000_000 + self._tid_rng.randrange(1, 10**12)
+        return TID_BASE + self._tid_rng.randrange(1, TID_STOP)
+
+    def _skip_tids(self, count: int) -> None:
+        """Advance the TID generator as `count` _tid() draws would, without making them.
+        _assign_threads drew a whole pool for every call and kept it only for its
+        process's first (a pool is drawn per process, not per call): later pools' TIDs
+        depend on those draws, so they are still taken, at the cost of the rejection
+        sampling alone (CPython's randrange: getrandbits(k) until below the width; the
+        fallback calls randrange where Random draws otherwise)."""
+        rng = self._tid_rng
+        if type(rng)._randbelow is not random.Random._randbelow_with_getrandbits:
+            for _ in range(count):
+                rng.randrange(1, TID_STOP)
+            return
+        getrandbits, width = rng.getrandbits, TID_STOP - 1
+        k = width.bit_length()
+        for _ in range(count):
+            while getrandbits(k) >= width:
+                pass
 
     def _life(self, pid: int, begin: int, end: int | None) -> Life:
         return Life(pid, begin, end, self._tid(), self._tid())
@@ -469,18 +489,28 @@ def _capacity(site: Site) -> None:
 def _assign_threads(site: Site) -> None:
     """One call at a time per worker thread: each call takes a free thread of its process."""
     rng = random.Random(f"{site.cfg.seed}/threads")
-    pools: dict[int, list[tuple[int, int]]] = {}   # id(life) -> [(busy until, tid)]
+    threads = site.cfg.threads
+    pools: dict[int, tuple[list[int], list[int]]] = {}   # id(life) -> (busy until, tid) per thread
+    skipped = 0     # pools drawn and dropped since the last kept (see Site._skip_tids)
     for call in sorted(site.calls, key=lambda c: (c.start, c.end)):
-        pool = pools.setdefault(id(call.life), [(0, site._tid()) for _ in range(site.cfg.threads)])
-        free = [i for i, (until, _) in enumerate(pool) if until < call.start]
+        pool = pools.get(id(call.life))
+        if pool is None:
+            site._skip_tids(skipped)
+            skipped = 0
+            pool = pools[id(call.life)] = ([0] * threads, [site._tid() for _ in range(threads)])
+        else:
+            skipped += threads
+        until, tids = pool
+        start = call.start
+        free = [i for i, busy in enumerate(until) if busy < start]
         if not free:
-            raise ValueError(f"more than --threads {site.cfg.threads} concurrent calls on "
+            raise ValueError(f"more than --threads {threads} concurrent calls on "
                              f"{call.node.host}: raise --threads or lower --rate")
         i = rng.choice(free)
-        call.tid = pool[i][1]
-        pool[i] = (call.end, call.tid)
+        call.tid = tid = tids[i]
+        until[i] = call.end
         for ln in call.lines:
-            ln.tid = call.tid
+            ln.tid = tid
 
 
 def _losses(site: Site) -> None:
