@@ -22,9 +22,11 @@ gap are lost (`lost` says why), as in a real log.
 from __future__ import annotations
 
 import bisect
+import heapq
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from zoneinfo import ZoneInfo
 
 from dpmstream.simulator.dome_config import (
@@ -35,6 +37,8 @@ DOMAIN = "example.org"
 TB = 1_000_000_000_000
 PHYS_BYTES = 40 * TB
 VOS = ("atlas", "cms", "lhcb", "dteam")
+TID_BASE = 139_900_000_000_000     # a TID is TID_BASE + randrange(1, TID_STOP)
+TID_STOP = 10**12
 
 
 @dataclass(eq=False)
@@ -58,11 +62,11 @@ class Node:
     lives: list[Life]
     filesystems: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def fqdn(self) -> str:
         return f"{self.host}.{DOMAIN}"
 
-    @property
+    @cached_property
     def dn(self) -> str:
         return f"/DC=org/DC=example/CN={self.fqdn}"
 
@@ -73,7 +77,7 @@ class Node:
         return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Line:
     t: int                           # true instant, ms
     node: Node
@@ -152,6 +156,7 @@ class Site:
         self.checksums: list[ChecksumWait] = []
         self.checksum_rng = random.Random(f"{cfg.seed}/checksums")
         self.not_logged = 0          # frontend calls made while the node was down
+        self._accepts = cfg.accept_lines and cfg.generation == "tid"   # calls log `Accepted connection`
         rng = random.Random(f"{cfg.seed}/tids")
         self._tid_rng = rng
         self.head = Node(cfg.head, "head", self._lives(2345, cfg.restart_at, cfg.restart_downtime))
@@ -166,7 +171,25 @@ class Site:
 
     # -- processes ------------------------------------------------------------------
     def _tid(self) -> int:
-        return 139_900_000_000_000 + self._tid_rng.randrange(1, 10**12)
+        return TID_BASE + self._tid_rng.randrange(1, TID_STOP)
+
+    def _skip_tids(self, count: int) -> None:
+        """Advance the TID generator as `count` _tid() draws would, without making them.
+        _assign_threads drew a whole pool for every call and kept it only for its
+        process's first (a pool is drawn per process, not per call): later pools' TIDs
+        depend on those draws, so they are still taken, at the cost of the rejection
+        sampling alone (CPython's randrange: getrandbits(k) until below the width; the
+        fallback calls randrange where Random draws otherwise)."""
+        rng = self._tid_rng
+        if type(rng)._randbelow is not random.Random._randbelow_with_getrandbits:
+            for _ in range(count):
+                rng.randrange(1, TID_STOP)
+            return
+        getrandbits, width = rng.getrandbits, TID_STOP - 1
+        k = width.bit_length()
+        for _ in range(count):
+            while getrandbits(k) >= width:
+                pass
 
     def _life(self, pid: int, begin: int, end: int | None) -> Life:
         return Life(pid, begin, end, self._tid(), self._tid())
@@ -196,7 +219,7 @@ class Site:
             return None
         c = Call(node, life, t, t + duration, command, code, caller, user[0], user[1])
         opens = []
-        if self.cfg.accept_lines and self.cfg.generation == "tid":
+        if self._accepts:
             opens.append(self.line(t, node, life, -1, 1, "dome", "workerFunc",
                                    f"Accepted connection, ipcfd: {self._ipcfd(t)}, keepConnection: 1",
                                    "accept", call=c))
@@ -469,18 +492,32 @@ def _capacity(site: Site) -> None:
 def _assign_threads(site: Site) -> None:
     """One call at a time per worker thread: each call takes a free thread of its process."""
     rng = random.Random(f"{site.cfg.seed}/threads")
-    pools: dict[int, list[tuple[int, int]]] = {}   # id(life) -> [(busy until, tid)]
+    threads = site.cfg.threads
+    # id(life) -> its threads' TIDs, the free ones' indexes (ascending: the order the
+    # draw picks from) and a heap of the busy ones' (busy until, index)
+    pools: dict[int, tuple[list[int], list[int], list[tuple[int, int]]]] = {}
+    skipped = 0     # pools drawn and dropped since the last kept (see Site._skip_tids)
     for call in sorted(site.calls, key=lambda c: (c.start, c.end)):
-        pool = pools.setdefault(id(call.life), [(0, site._tid()) for _ in range(site.cfg.threads)])
-        free = [i for i, (until, _) in enumerate(pool) if until < call.start]
+        pool = pools.get(id(call.life))
+        if pool is None:
+            site._skip_tids(skipped)
+            skipped = 0
+            pool = pools[id(call.life)] = ([site._tid() for _ in range(threads)], list(range(threads)), [])
+        else:
+            skipped += threads
+        tids, free, busy = pool
+        start = call.start
+        while busy and busy[0][0] < start:     # calls come by start: these threads are free again
+            bisect.insort(free, heapq.heappop(busy)[1])
         if not free:
-            raise ValueError(f"more than --threads {site.cfg.threads} concurrent calls on "
+            raise ValueError(f"more than --threads {threads} concurrent calls on "
                              f"{call.node.host}: raise --threads or lower --rate")
         i = rng.choice(free)
-        call.tid = pool[i][1]
-        pool[i] = (call.end, call.tid)
+        del free[bisect.bisect_left(free, i)]
+        heapq.heappush(busy, (call.end, i))
+        call.tid = tid = tids[i]
         for ln in call.lines:
-            ln.tid = call.tid
+            ln.tid = tid
 
 
 def _losses(site: Site) -> None:
@@ -491,11 +528,13 @@ def _losses(site: Site) -> None:
     if cfg.gap_at is not None:
         a = site.t0 + int(cfg.gap_at * 1000)
         gap = (a, a + int(cfg.gap_s * 1000))
+    head, t_end = site.head, site.t_end
     for ln in site.lines:
-        if not ln.life.alive(ln.t):
+        t, life = ln.t, ln.life
+        if t < life.begin or (life.end is not None and t >= life.end):   # not life.alive(t)
             ln.lost = "killed"
-        elif ln.t >= site.t_end:
+        elif t >= t_end:
             ln.lost = "end"
-        elif gap is not None and ln.node is site.head and gap[0] <= ln.t < gap[1]:
+        elif gap is not None and ln.node is head and gap[0] <= t < gap[1]:
             ln.lost = "gap"
     site.gap = gap

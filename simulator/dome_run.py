@@ -15,6 +15,7 @@ import json
 import random
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from dpmstream.simulator.dome_config import DomeConfig
@@ -57,14 +58,20 @@ def simulate_dome(cfg: DomeConfig, prefix) -> DomeResult:
     suffix = ".jsonl" if cfg.envelope == "kafka" else ".log"
     Path(f"{prefix}.x").parent.mkdir(parents=True, exist_ok=True)   # as the DPM simulator does
     logs, written = {}, {}
-    for node in [site.head, *site.disks]:
-        kept = sorted((ln for ln in site.lines if ln.node is node and ln.kept), key=lambda ln: ln.t)
-        mine = [ln for ln in site.lines if ln.node is node]
+    nodes = [site.head, *site.disks]
+    kept = {id(node): [] for node in nodes}       # per node, its kept lines in site order
+    dropped = Counter()                           # per node, its lines lost in the gap
+    for ln in site.lines:
+        if not ln.lost:
+            kept[id(ln.node)].append(ln)
+        elif ln.lost == "gap":
+            dropped[id(ln.node)] += 1
+    for node in nodes:
         path = Path(f"{prefix}.{node.host}{suffix}")
         gap = site.gap if node is site.head else None
         logs[node.host] = path
-        written[node.host] = write_node_log(path, node, kept, cfg, gap, rng,
-                                            dropped=sum(1 for ln in mine if ln.lost == "gap"))
+        written[node.host] = write_node_log(path, node, sorted(kept[id(node)], key=_instant), cfg,
+                                            gap, rng, dropped=dropped[id(node)])
     paths = {name: Path(f"{prefix}.{name}.csv") for name in ("calls", "puts", "checksums", "capacity", "fs_events")}
     write_csv(paths["calls"], CALL_COLUMNS, truth.calls)
     write_csv(paths["puts"], PUT_COLUMNS, truth.puts)
@@ -75,6 +82,9 @@ def simulate_dome(cfg: DomeConfig, prefix) -> DomeResult:
     paths["summary"] = Path(f"{prefix}.summary.json")
     paths["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return DomeResult(cfg, site, truth, logs, written, paths, summary)
+
+
+_instant = attrgetter("t")
 
 
 def _summary(cfg, site: Site, truth: DomeTruth, written: dict) -> dict:

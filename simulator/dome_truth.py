@@ -33,7 +33,6 @@ The rules (docs/dome.md, "The records"), applied to the kept lines only:
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 
 from dpmstream.parsers.dome_checksums import QUEUED, TIMEOUT_MS as CHECKSUM_TIMEOUT_MS
@@ -43,6 +42,7 @@ from dpmstream.parsers.dome_records import (  # the columns, declared once with 
     DOME_FS_EVENT_COLUMNS as FS_EVENT_COLUMNS, DOME_PUT_COLUMNS as PUT_COLUMNS,
 )
 from dpmstream.simulator.dome_model import Call, Line, Put, Site
+from dpmstream.simulator.truth import write_csv as write_rows
 # How far EPOCH may be after the `Selected fs` line's second (the head logs, then reads time(0)).
 EPOCH_SLACK_S = 1
 
@@ -58,10 +58,11 @@ class DomeTruth:
         self.calls = self._calls()
         self.puts = self._puts()
         self.checksums = self._checksums()
+        kept = self._kept()
         self.capacity = [
             {"time": self.shows(ln.t), "host": ln.node.host, **ln.fields}
-            for ln in self._kept() if ln.role == "capacity"]
-        self.fs_events = self._fs_events()
+            for ln in kept if ln.role == "capacity"]
+        self.fs_events = self._fs_events(kept)
 
     def shows(self, t: int) -> int:
         """The instant a stamp of true instant t prints (UTC ms)."""
@@ -198,10 +199,10 @@ class DomeTruth:
             if ln is not None and ln.kept and ln not in joined:
                 self.counts["orphan_putdones"] += 1
 
-    def _fs_events(self) -> list[dict]:
+    def _fs_events(self, kept: list[Line]) -> list[dict]:
         state: dict = {}
         out = []
-        for ln in self._kept():
+        for ln in kept:
             if ln.role not in ("fs_enabled", "fs_disabled"):
                 continue
             key = (ln.fields["server"], ln.fields["fs"])
@@ -214,8 +215,6 @@ class DomeTruth:
 
 
 def write_csv(path, columns, rows) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
+    """The rows' `columns` in that order (an absent or None value as empty), one a line."""
+    write_rows(path, columns, (["" if (value := row.get(k)) is None else value for k in columns]
+                               for row in rows))

@@ -50,16 +50,29 @@ class Stamper:
 
     def __init__(self, style: str, tz: str, rng: random.Random):
         self.style, self.zone, self.rng = style, ZoneInfo(tz), rng
+        # A node's lines come in time order: the text of one second, computed once,
+        # serves all its lines (the microseconds still drawn per line).
+        self._sec = None
+        self._head = self._offset = ""
 
-    def __call__(self, ms: int) -> str:
-        local = datetime.fromtimestamp(ms // 1000, timezone.utc).astimezone(self.zone)
+    def _second(self, sec: int) -> None:
+        local = datetime.fromtimestamp(sec, timezone.utc).astimezone(self.zone)
+        self._sec = sec
         if self.style == "traditional":
-            return f"{local:%b} {local.day:>2} {local:%H:%M:%S}"
-        micros = (ms % 1000) * 1000 + self.rng.randrange(1000)
+            self._head = f"{local:%b} {local.day:>2} {local:%H:%M:%S}"
+            return
         offset = local.strftime("%z")
         if self.style == "rfc3339":
             offset = f"{offset[:3]}:{offset[3:]}"
-        return f"{local:%Y-%m-%dT%H:%M:%S}.{micros:06d}{offset}"
+        self._head, self._offset = f"{local:%Y-%m-%dT%H:%M:%S}", offset
+
+    def __call__(self, ms: int) -> str:
+        sec, frac = divmod(ms, 1000)
+        if sec != self._sec:
+            self._second(sec)
+        if self.style == "traditional":
+            return self._head
+        return f"{self._head}.{frac * 1000 + self.rng.randrange(1000):06d}{self._offset}"
 
 
 def write_node_log(path, node: Node, lines: list[Line], cfg, gap, rng: random.Random,
@@ -70,21 +83,27 @@ def write_node_log(path, node: Node, lines: list[Line], cfg, gap, rng: random.Ra
     style = "journal" if cfg.envelope == "journal" else cfg.stamp
     stamp = Stamper(style, cfg.tz, random.Random(f"{cfg.seed}/{node.host}/micros"))
     mixed = cfg.envelope in ("messages", "journal")
+    kafka = cfg.envelope == "kafka"
+    generation = cfg.generation
     written, out, offset = [], [], 0
+    host = f" {node.host} "
+    program = f"{host}{cfg.program}["
+    foreign_rate, random_draw, choice = cfg.foreign_rate, rng.random, rng.choice
     suppressed_at = gap[1] if gap is not None and dropped else None
     for ln in lines:
-        if suppressed_at is not None and ln.t >= suppressed_at:
+        t = ln.t
+        if suppressed_at is not None and t >= suppressed_at:
             if mixed:
-                out.append(f"{stamp(suppressed_at)} {node.host} systemd-journald[412]: Suppressed "
+                out.append(f"{stamp(suppressed_at)}{host}systemd-journald[412]: Suppressed "
                            f"{dropped} messages from /system.slice/{cfg.program}.service\n")
                 written.append(None)
             suppressed_at = None
-        if mixed and rng.random() < cfg.foreign_rate:
-            out.append(f"{stamp(ln.t)} {node.host} {rng.choice(FOREIGN)}\n")
+        if mixed and random_draw() < foreign_rate:
+            out.append(f"{stamp(t)}{host}{choice(FOREIGN)}\n")
             written.append(None)
-        text = f"{stamp(ln.t)} {node.host} {cfg.program}[{ln.life.pid}]: {message(ln, cfg.generation)}"
-        if cfg.envelope == "kafka":
-            received = ms_to_rfc3339(ln.t, rng.randint(*RECEIVE_DELAY_US))
+        text = f"{stamp(t)}{program}{ln.life.pid}]: {message(ln, generation)}"
+        if kafka:
+            received = ms_to_rfc3339(t, rng.randint(*RECEIVE_DELAY_US))
             out.append(encode(node.host, DMLITE_LOG, offset, received, text).decode("utf-8") + "\n")
             offset += len(text.encode("utf-8")) + 1
         else:

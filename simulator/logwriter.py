@@ -21,7 +21,7 @@ import random
 
 from dpmstream.simulator.stamps import StampFormatter
 
-_FLUSH_EVERY = 4096
+FLUSH_EVERY = 4096     # lines held before they are handed to the file
 
 
 class LogWriter:
@@ -40,6 +40,7 @@ class LogWriter:
         self._heap: list = []
         self._seq = 0
         self._thread_key: dict = {}   # "pid,tid" -> write key of its last line
+        self._heads: dict = {}        # (pid, tid) -> "pid,tid" as printed (one per thread)
         self._out: list[str] = []
         self._drop = drop             # [a, b) UTC ms: lines stamped then are lost (a log gap)
         self.count = 0
@@ -59,8 +60,10 @@ class LogWriter:
         `ahead_ms` > 0: a stray line written now but stamped that far ahead (no jitter,
         and it does not date the file). A writer with no file counts instead (_count)."""
         printed, text = self._stamps.stamp(now + ahead_ms)
-        if not ahead_ms:
-            self._dates(now, printed)
+        if not ahead_ms:   # the latest instants logged (this is once per line)
+            self.last_ms = now
+            if self.max_printed is None or printed > self.max_printed:
+                self.max_printed = printed
         key = now
         if not ahead_ms and self._jitter_rate and self._rng.random() < self._jitter_rate:
             key = self._jittered(now, printed)
@@ -68,7 +71,9 @@ class LogWriter:
                 return printed
         elif self._drop is not None and not self.kept(printed):
             return printed
-        head = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
+        head = self._heads.get((pid, tid))
+        if head is None:
+            head = self._heads[pid, tid] = f"{pid:5d},{tid}" if tid >= 0 else f"{pid:5d}"
         last = self._thread_key.get(head, 0)
         if last > key:
             key = last
@@ -102,11 +107,6 @@ class LogWriter:
         self.count += 1
         return printed
 
-    def _dates(self, now: int, printed: int) -> None:
-        self.last_ms = now
-        if self.max_printed is None or printed > self.max_printed:
-            self.max_printed = printed
-
     def _jittered(self, now: int, printed: int) -> int | None:
         """The write key of a line drawn late (counted late), or None when the line is
         lost in the gap: the draw comes first either way, so the other log sharing the
@@ -133,7 +133,7 @@ class LogWriter:
             out.append(text)
             if tap is not None:
                 tap(key, text)
-        if len(out) >= _FLUSH_EVERY:
+        if len(out) >= FLUSH_EVERY:
             self._fh.writelines(out)
             out.clear()
 

@@ -31,6 +31,8 @@ class StampFormatter:
         self.zone = ZoneInfo(tz)
         self.whole_seconds = whole_seconds
         self.clock = clock or Clock()
+        # A clock never stepped shows the true instant: the per-line call is skipped.
+        self._shows = self.clock.shows if self.clock.step_at is not None else None
         self._sec = None
         self._text = ""
 
@@ -50,9 +52,10 @@ class StampFormatter:
 
     def stamp(self, ms: int) -> tuple[int, str]:
         """(printed instant in UTC ms, stamp text) for the true instant `ms`."""
-        ms = self.clock.shows(ms)
+        if self._shows is not None:
+            ms = self._shows(ms)
         sec, frac = divmod(ms, 1000)
-        text = self._second_text(sec)
+        text = self._text if sec == self._sec else self._second_text(sec)
         if self.whole_seconds:
             return ms - frac, text
         return ms, f"{text}.{frac:03d}"

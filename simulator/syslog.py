@@ -20,6 +20,7 @@ import random
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
+from dpmstream.simulator.logwriter import FLUSH_EVERY
 from dpmstream.simulator.stamps import Clock
 
 FOREIGN = (
@@ -42,6 +43,7 @@ class SyslogWriter:
         self.rng = rng
         self.foreign_rate = foreign_rate
         self._heap: list = []
+        self._out: list[str] = []              # lines written, not yet handed to the file
         self._seq = 0
         self._last_us: dict[str, int] = {}     # per program tag: its latest rsyslog time
         self._sec = None
@@ -71,7 +73,7 @@ class SyslogWriter:
         return f"{head}.{frac_ms * 1000 + us:06d}{offset}"
 
     def _write(self, bound_us: int | None) -> None:
-        heap, out, rng = self._heap, [], self.rng
+        heap, out, rng = self._heap, self._out, self.rng
         while heap and (bound_us is None or heap[0][0] < bound_us):
             at, _, body = heapq.heappop(heap)
             stamp = self._stamp(at)
@@ -81,7 +83,10 @@ class SyslogWriter:
             out.append(f"{stamp} {self.host} {body}")
             self.count += 1
             self.last_us = at
-        self._fh.writelines(out)
+        # Called once per simulated event: the text is handed to the file in batches.
+        if bound_us is None or len(out) >= FLUSH_EVERY:
+            self._fh.writelines(out)
+            out.clear()
 
     def flush_before(self, now: int) -> None:
         """Lines the daemons write from `now` on are read after `now`: write the rest."""

@@ -7,6 +7,7 @@ filesystems, journald's gap counted, puts without putdone `incomplete` after the
 from __future__ import annotations
 
 import csv
+import random
 import re
 import subprocess
 import sys
@@ -15,8 +16,10 @@ from collections import defaultdict
 import pytest
 
 from dpmstream.simulator.dome_config import CAPACITY_INTERVAL_S, DomeConfig
+from dpmstream.simulator.dome_model import Site
 from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.simulator.dome_truth import EPOCH_SLACK_S
+from dpmstream.simulator.dome_writer import Stamper
 
 # The default site, shortened: disk node 1 down 60-160 s, journald's gap 200-204 s on the
 # head, the head restarting at 260 s.
@@ -302,3 +305,28 @@ def test_each_log_is_dated_by_its_last_line_like_a_live_file(traditional):
     for host, path in traditional.logs.items():
         last = max(ln.t for ln in traditional.written[host] if ln is not None)
         assert path.stat().st_mtime_ns == last * 1_000_000
+
+
+def test_skipping_tid_draws_leaves_the_generator_where_making_them_would():
+    """_assign_threads draws a pool of TIDs per call and keeps it for a process's first
+    call only; skipping the dropped draws must not move the TIDs of later pools."""
+    drawn, skipped = Site(DomeConfig()), Site(DomeConfig())
+    for _ in range(500):
+        drawn._tid()
+    skipped._skip_tids(500)
+    assert [skipped._tid() for _ in range(20)] == [drawn._tid() for _ in range(20)]
+
+
+@pytest.mark.parametrize("style, before, after", [
+    ("traditional", r"Oct 29 02:59:59", r"Oct 29 02:00:00"),
+    ("rfc3339", r"2017-10-29T02:59:59\.999\d{3}\+02:00", r"2017-10-29T02:00:00\.000\d{3}\+01:00"),
+    ("journal", r"2017-10-29T02:59:59\.999\d{3}\+0200", r"2017-10-29T02:00:00\.000\d{3}\+0100"),
+])
+def test_stamps_follow_the_zone_offset_across_the_autumn_clock_change(style, before, after):
+    """A node's stamps are made once per second: the second after the change has the new
+    offset (and the hour again), the one before it the old."""
+    stamp = Stamper(style, "Europe/Zurich", random.Random(1))
+    change = 1509238800000    # 2017-10-29 01:00:00 UTC: Zurich goes from +02:00 to +01:00
+    got = [stamp(change - 1), stamp(change - 1), stamp(change), stamp(change + 1000)]
+    assert [bool(re.fullmatch(want, s)) for want, s in zip((before, before, after), got)] == [True] * 3
+    assert re.fullmatch(after.replace("02:00:00", "02:00:01"), got[3])
