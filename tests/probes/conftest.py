@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.metrics_stack import simulate
+from tests.metrics_stack import simulate_in_process
 from tests.probes.test_sources_log import TZ
 
 
@@ -12,5 +12,5 @@ from tests.probes.test_sources_log import TZ
 def long_log(tmp_path_factory):
     """150 minutes of a mixed site, simulated once for every probe test that
     reads it (test_sources_log, test_check_dpm); none changes it."""
-    return simulate(tmp_path_factory.mktemp("long") / "long", "--scenario", "mixed", "--rate", "1",
+    return simulate_in_process(tmp_path_factory.mktemp("long") / "long", "--scenario", "mixed", "--rate", "1",
                     "--duration", "9000", "--tz", TZ)

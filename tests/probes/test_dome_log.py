@@ -15,8 +15,8 @@ from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.quantiles import nearest_rank
-from tests.metrics_stack import simulate
-from tests.probes.test_sources_prometheus import check_dpm
+from tests.metrics_stack import simulate_in_process
+from tests.probes.test_sources_prometheus import check_dpm_in_process
 
 TZ = "Europe/Zurich"
 WINDOW_MS = 300_000
@@ -30,7 +30,7 @@ SITE = ("--duration", "600", "--rate", "3", "--restart-at", "100000", "--gap-at"
 
 @pytest.fixture(scope="module", params=["traditional", "rfc3339"])
 def site(request, tmp_path_factory):
-    prefix = simulate(tmp_path_factory.mktemp("dome-log") / "site", "--dome", "--stamp",
+    prefix = simulate_in_process(tmp_path_factory.mktemp("dome-log") / "site", "--dome", "--stamp",
                       request.param, *SITE)
     truth = {}
     for name in ("calls", "puts", "capacity", "fs_events"):
@@ -57,10 +57,11 @@ def _puts_over(truth, end: int) -> list[dict]:
 
 def _probe(*paths, engine: str | None = None, args=()):
     logs = [arg for path in paths for arg in ("--log", str(path))]
-    # -t 60: these tests are about what is counted; under -t the answer may be partial
-    return check_dpm("--dome", *logs, "--tz", TZ, "--last-line-year", "2017", "--window", "5m",
-                     "--request-timeout", str(TIMEOUT_MS // 1000), "-t", "60", *args,
-                     env={"DPMSTREAM_ENGINE": engine} if engine else None, timeout=90)
+    # -t 60: these tests are about what is counted; under -t the answer may be partial.
+    # The answer is the probe's, read in this process (test_check_dpm runs its process).
+    return check_dpm_in_process("--dome", *logs, "--tz", TZ, "--last-line-year", "2017",
+                                "--window", "5m", "--request-timeout", str(TIMEOUT_MS // 1000),
+                                "-t", "60", *args, env={"DPMSTREAM_ENGINE": engine} if engine else None)
 
 
 def _nodes(prefix) -> list[str]:
