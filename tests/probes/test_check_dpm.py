@@ -40,6 +40,19 @@ def test_the_probe_runs_without_dpmstream_streams(source, long_log, tmp_path):
         assert done.returncode == 3 and "cannot reach Prometheus" in done.stdout, done.stdout
 
 
+def test_the_probe_process_answers_as_its_function_run_in_process_does(long_log, tmp_path):
+    """check_dpm is probes.check_dpm.main and nothing else: the same exit code and output
+    as check_dpm_run, which the probe's other tests call (an answer with -v, a refused
+    value, a missing file)."""
+    log = str(long_log) + ".log"
+    for args in (["--log", log, "--tz", TZ, "--window", "10m", "-v", "-w", "proc:p95=~:0.01"],
+                 ["--log", log, "--window", "soon"], ["--log", str(tmp_path / "none")]):
+        real = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=60)
+        in_process = check_dpm_run(*args)
+        assert real.stdout.startswith("DPM "), (args, real.stdout)
+        assert (real.returncode, real.stdout) == (in_process.returncode, in_process.stdout), args
+
+
 def _usage_error(*args: str) -> tuple[int, list[str]]:
     """The probe's exit code and output lines, run in this process (what it says, not its
     process: test_the_help_lists_every_dome_threshold_once runs the entry point)."""
