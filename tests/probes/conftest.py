@@ -12,5 +12,5 @@ from tests.probes.test_sources_log import TZ
 def long_log(tmp_path_factory):
     """150 minutes of a mixed site, simulated once for every probe test that
     reads it (test_sources_log, test_check_dpm); none changes it."""
-    return simulate_in_process(tmp_path_factory.mktemp("long") / "long", "--scenario", "mixed", "--rate", "1",
-                    "--duration", "9000", "--tz", TZ)
+    return simulate_in_process(tmp_path_factory.mktemp("long") / "long", "--scenario", "mixed",
+                               "--rate", "1", "--duration", "9000", "--tz", TZ)
