@@ -17,7 +17,7 @@ from dpmstream.parsers.records import PHASES, column_of, text_to_ms
 from dpmstream.parsers.quantiles import nearest_rank
 from tests.metrics_stack import simulate_in_process
 # The answers are the probe's, read in this process (test_check_dpm runs its process).
-from tests.probes.test_sources_prometheus import check_dpm_in_process as check_dpm, check_dpm_run
+from tests.probes.test_sources_prometheus import check_dpm_in_process as check_dpm
 
 TZ = "Europe/Zurich"
 STAMP = re.compile(r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?")
@@ -113,8 +113,8 @@ def mixed_10min(tmp_path_factory):
 def test_a_long_file_is_read_from_near_its_end_with_the_same_result(long_log):
     log = str(long_log) + ".log"
     args = ("--log", log, "--tz", TZ, "--window", "10m")
-    rc, status, perf = check_dpm(*args, "--lookback", "5m")
-    offset = int(re.search(r"from byte (\d+)", _verbose(*args, "--lookback", "5m")).group(1))
+    rc, status, perf = check_dpm(*args, "--lookback", "5m", "-v")   # -v: where it read from
+    offset = int(re.search(r"from byte (\d+)", status).group(1))
     # 10m + 5m + a 2m margin of a 150-minute log: about the last 11% is read
     size = os.path.getsize(log)
     assert 0.80 * size < offset < 0.95 * size
@@ -122,10 +122,6 @@ def test_a_long_file_is_read_from_near_its_end_with_the_same_result(long_log):
     assert rc == rc_all == 0
     assert perf == perf_all
     assert_probe_matches_truth(long_log, "10m", 600, 2011, "--lookback", "5m")
-
-
-def _verbose(*args) -> str:
-    return check_dpm_run(*args, "-v").stdout
 
 
 def test_thresholds_apply_to_the_log_source(long_log):
@@ -257,8 +253,8 @@ def _compiled_or_skip(engine: str) -> None:
 def test_each_reassembly_engine_reads_the_window_as_the_truth(monkeypatch, engine, mixed_10min):
     _compiled_or_skip(engine)
     monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
-    assert_probe_matches_truth(mixed_10min, "5m", 300, 2011)
-    assert f"; {engine} engine" in _verbose("--log", f"{mixed_10min}.log", "--tz", TZ, "--window", "5m")
+    status = assert_probe_matches_truth(mixed_10min, "5m", 300, 2011, "-v")
+    assert f"; {engine} engine" in status
 
 
 def test_the_engines_agree_on_lines_the_compiled_parser_leaves_to_python(tmp_path, monkeypatch,
@@ -277,8 +273,9 @@ def test_the_engines_agree_on_lines_the_compiled_parser_leaves_to_python(tmp_pat
     answers = {}
     for engine in ("python", "compiled"):
         monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
-        answers[engine] = (check_dpm(*args), _verbose(*args).replace(f"; {engine} engine", ""))
-    assert answers["python"][0][0] == 0
+        rc, status, perf = check_dpm(*args, "-v")   # -v: the lines read, as each engine counts them
+        answers[engine] = (rc, status.replace(f"; {engine} engine", ""), perf)
+    assert answers["python"][0] == 0
     assert answers["compiled"] == answers["python"]
     assert " not UTF-8" in answers["python"][1] and "; 0 not UTF-8" not in answers["python"][1]
 
