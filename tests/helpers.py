@@ -52,20 +52,24 @@ def dpmstream(*args) -> str:
     return res.stdout
 
 
-def dpmstream_in_process(*args, stdin: bytes = b"", text: bool = False) -> subprocess.CompletedProcess:
+def dpmstream_in_process(*args, stdin: bytes = b"", text: bool = False,
+                         main=None) -> subprocess.CompletedProcess:
     """`dpmstream ARGS` run by the entry point's own function (dpmstream.cli.main) in this
     process, for tests of what the command says and returns rather than of the process
     (no interpreter start: a tenth of the time). Like `subprocess.run(..., capture_output=
     True, text=text)`: the exit code and stdout and stderr (bytes, or str). As in a new process, the
     command's logging goes to its stderr (the root logger's handlers are set aside for the
-    call) and the signal handlers it sets are put back after it."""
-    from dpmstream.cli import main
+    call) and the signal handlers it sets are put back after it. `main`: another entry
+    point's function (check_dpm's, tests/probes/test_sources_prometheus.check_dpm_run)."""
+    if main is None:
+        from dpmstream.cli import main
 
     out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
                 for _ in range(2))
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
+                                                      signal.SIGALRM)}
     stdin_was = sys.stdin
     root.handlers.clear()
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")

@@ -50,6 +50,17 @@ def simulate(prefix: Path, *args: str, timeout: float = 120) -> Path:
     return prefix
 
 
+def simulate_in_process(prefix: Path, *args: str) -> Path:
+    """As simulate(), by the command's function in this process (tests.helpers.
+    dpmstream_in_process): the same files, without an interpreter's start."""
+    from tests.helpers import dpmstream_in_process
+
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    done = dpmstream_in_process("simulate", "--out", str(prefix), "--quiet", *args, text=True)
+    assert done.returncode == 0, done.stderr
+    return prefix
+
+
 REQUESTS = "dpm_requests_total"  # the counter whose scraped value tells what was read
 DOME_CALLS = "dpm_dome_calls_total"
 

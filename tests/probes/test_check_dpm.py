@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.probes.test_sources_log import TZ
-from tests.probes.test_sources_prometheus import CHECK_DPM, check_dpm
+from tests.probes.test_sources_prometheus import CHECK_DPM, check_dpm_in_process, check_dpm_run
 
 
 _NO_STREAMS = """
@@ -40,8 +40,23 @@ def test_the_probe_runs_without_dpmstream_streams(source, long_log, tmp_path):
         assert done.returncode == 3 and "cannot reach Prometheus" in done.stdout, done.stdout
 
 
+def test_the_probe_process_answers_as_its_function_run_in_process_does(long_log, tmp_path):
+    """check_dpm is probes.check_dpm.main and nothing else: the same exit code and output
+    as check_dpm_run, which the probe's other tests call (an answer with -v, a refused
+    value, a missing file)."""
+    log = str(long_log) + ".log"
+    for args in (["--log", log, "--tz", TZ, "--window", "10m", "-v", "-w", "proc:p95=~:0.01"],
+                 ["--log", log, "--window", "soon"], ["--log", str(tmp_path / "none")]):
+        real = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=60)
+        in_process = check_dpm_run(*args)
+        assert real.stdout.startswith("DPM "), (args, real.stdout)
+        assert (real.returncode, real.stdout) == (in_process.returncode, in_process.stdout), args
+
+
 def _usage_error(*args: str) -> tuple[int, list[str]]:
-    done = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=60)
+    """The probe's exit code and output lines, run in this process (what it says, not its
+    process: test_the_help_lists_every_dome_threshold_once runs the entry point)."""
+    done = check_dpm_run(*args)
     return done.returncode, done.stdout.splitlines()
 
 
@@ -71,15 +86,14 @@ def test_a_bad_option_value_is_one_unknown_line_naming_it(args, named, source, t
 
 def test_the_request_timeout_is_named_as_in_the_commands_and_takes_a_duration(long_log):
     log = ["--log", str(long_log) + ".log", "--tz", TZ, "--window", "10m"]
-    rc, _, default = check_dpm(*log)
-    rc_unit, _, unit = check_dpm(*log, "--request-timeout", "1s")
-    rc_bare, _, bare = check_dpm(*log, "--request-timeout", "1")
+    rc, _, default = check_dpm_in_process(*log)
+    rc_unit, _, unit = check_dpm_in_process(*log, "--request-timeout", "1s")
+    rc_bare, _, bare = check_dpm_in_process(*log, "--request-timeout", "1")
     assert rc == rc_unit == rc_bare == 0
     assert unit == bare  # a bare number is seconds, as in `dpmstream replay --request-timeout`
     # one second of event time: requests waiting longer are incomplete, unlike by default
     assert float(unit["incomplete_rate"][0]) > float(default["incomplete_rate"][0])
-    assert "--request-timeout DURATION" in subprocess.run([CHECK_DPM, "--help"], capture_output=True,
-                                                          text=True).stdout
+    assert "--request-timeout DURATION" in check_dpm_run("--help").stdout
 
 
 @pytest.mark.parametrize("args, named", [
@@ -102,8 +116,8 @@ def test_the_help_lists_every_dome_threshold_once():
 
 
 def test_the_dome_log_probe_runs_without_dpmstream_streams(tmp_path):
-    from tests.metrics_stack import simulate
-    prefix = simulate(tmp_path / "site", "--dome", "--duration", "120")
+    from tests.metrics_stack import simulate_in_process
+    prefix = simulate_in_process(tmp_path / "site", "--dome", "--duration", "120")
     done = subprocess.run([sys.executable, "-c", _NO_STREAMS, "--dome", "--log",
                            f"{prefix}.dpmhead01.log", "--tz", TZ, "--last-line-year", "2017"],
                           capture_output=True, text=True, timeout=60)

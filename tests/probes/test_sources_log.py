@@ -7,8 +7,6 @@ from __future__ import annotations
 import csv
 import os
 import re
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -17,8 +15,9 @@ import pytest
 
 from dpmstream.parsers.records import PHASES, column_of, text_to_ms
 from dpmstream.parsers.quantiles import nearest_rank
-from tests.metrics_stack import simulate
-from tests.probes.test_sources_prometheus import check_dpm
+from tests.metrics_stack import simulate_in_process
+# The answers are the probe's, read in this process (test_check_dpm runs its process).
+from tests.probes.test_sources_prometheus import check_dpm_in_process as check_dpm
 
 TZ = "Europe/Zurich"
 STAMP = re.compile(r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?")
@@ -79,8 +78,9 @@ def assert_probe_matches_truth(prefix: Path, window: str, window_s: float, year_
 
 
 def test_window_across_the_year_end_matches_the_truth(tmp_path):
-    prefix = simulate(tmp_path / "ye", "--scenario", "mixed", "--rate", "3", "--duration", "1200",
-                      "--start", "2011-12-31 23:50:00", "--tz", TZ)
+    # One request a second (as the other dated windows): the window still holds some 900.
+    prefix = simulate_in_process(tmp_path / "ye", "--scenario", "mixed", "--rate", "1",
+                                 "--duration", "1200", "--start", "2011-12-31 23:50:00", "--tz", TZ)
     # The last line is in 2012 (00:10 local), the window reaches back into 2011.
     status = assert_probe_matches_truth(prefix, "15m", 900, 2012)
     assert "up to 2011-12-31 23:09:" in status  # 00:09/00:10 local = 23:09/23:10 UTC
@@ -89,14 +89,14 @@ def test_window_across_the_year_end_matches_the_truth(tmp_path):
 
 
 def test_window_across_a_month_end_matches_the_truth(tmp_path):
-    prefix = simulate(tmp_path / "me", "--scenario", "mixed", "--rate", "3", "--duration", "600",
-                      "--start", "2011-08-31 23:55:00", "--tz", TZ)
+    prefix = simulate_in_process(tmp_path / "me", "--scenario", "mixed", "--rate", "1",
+                                 "--duration", "600", "--start", "2011-08-31 23:55:00", "--tz", TZ)
     assert_probe_matches_truth(prefix, "8m", 480, 2011)
 
 
 def test_window_across_a_daemon_restart_matches_the_truth(tmp_path):
-    prefix = simulate(tmp_path / "rs", "--scenario", "mixed", "--rate", "3", "--duration", "400",
-                      "--restart-at", "200", "--tz", TZ)
+    prefix = simulate_in_process(tmp_path / "rs", "--scenario", "mixed", "--rate", "1",
+                                 "--duration", "400", "--restart-at", "200", "--tz", TZ)
     pids = {line.split()[2].split(",")[0] for line in Path(f"{prefix}.log").read_text().splitlines()}
     assert len(pids) == 2  # the restart did change the pid inside the window
     assert_probe_matches_truth(prefix, "5m", 300, 2011)
@@ -106,15 +106,15 @@ def test_window_across_a_daemon_restart_matches_the_truth(tmp_path):
 def mixed_10min(tmp_path_factory):
     """Ten minutes of a mixed site, simulated once for the tests that only read it (one
     that changes its log works on a copy)."""
-    return simulate(tmp_path_factory.mktemp("mixed") / "m", "--scenario", "mixed", "--rate", "3",
-                    "--duration", "600", "--tz", TZ)
+    return simulate_in_process(tmp_path_factory.mktemp("mixed") / "m", "--scenario", "mixed",
+                               "--rate", "3", "--duration", "600", "--tz", TZ)
 
 
 def test_a_long_file_is_read_from_near_its_end_with_the_same_result(long_log):
     log = str(long_log) + ".log"
     args = ("--log", log, "--tz", TZ, "--window", "10m")
-    rc, status, perf = check_dpm(*args, "--lookback", "5m")
-    offset = int(re.search(r"from byte (\d+)", _verbose(*args, "--lookback", "5m")).group(1))
+    rc, status, perf = check_dpm(*args, "--lookback", "5m", "-v")   # -v: where it read from
+    offset = int(re.search(r"from byte (\d+)", status).group(1))
     # 10m + 5m + a 2m margin of a 150-minute log: about the last 11% is read
     size = os.path.getsize(log)
     assert 0.80 * size < offset < 0.95 * size
@@ -122,11 +122,6 @@ def test_a_long_file_is_read_from_near_its_end_with_the_same_result(long_log):
     assert rc == rc_all == 0
     assert perf == perf_all
     assert_probe_matches_truth(long_log, "10m", 600, 2011, "--lookback", "5m")
-
-
-def _verbose(*args) -> str:
-    return subprocess.run([str(Path(sys.executable).with_name("check_dpm")), *args, "-v"],
-                          capture_output=True, text=True).stdout
 
 
 def test_thresholds_apply_to_the_log_source(long_log):
@@ -197,9 +192,9 @@ def test_a_stale_log_with_no_request_in_its_window_is_critical_not_unknown(tmp_p
 def _simulate_ending(tmp_path, name: str, ago: timedelta, duration_s: int = 300) -> Path:
     """A UTC log whose last line was written `ago` before now."""
     start = datetime.now(timezone.utc) - ago - timedelta(seconds=duration_s)
-    prefix = simulate(tmp_path / name, "--scenario", "mixed", "--rate", "3",
-                      "--duration", str(duration_s), "--start", start.strftime("%Y-%m-%d %H:%M:%S"),
-                      "--tz", "UTC")
+    prefix = simulate_in_process(tmp_path / name, "--scenario", "mixed", "--rate", "1",
+                                 "--duration", str(duration_s),
+                                 "--start", start.strftime("%Y-%m-%d %H:%M:%S"), "--tz", "UTC")
     return Path(f"{prefix}.log")
 
 
@@ -258,8 +253,8 @@ def _compiled_or_skip(engine: str) -> None:
 def test_each_reassembly_engine_reads_the_window_as_the_truth(monkeypatch, engine, mixed_10min):
     _compiled_or_skip(engine)
     monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
-    assert_probe_matches_truth(mixed_10min, "5m", 300, 2011)
-    assert f"; {engine} engine" in _verbose("--log", f"{mixed_10min}.log", "--tz", TZ, "--window", "5m")
+    status = assert_probe_matches_truth(mixed_10min, "5m", 300, 2011, "-v")
+    assert f"; {engine} engine" in status
 
 
 def test_the_engines_agree_on_lines_the_compiled_parser_leaves_to_python(tmp_path, monkeypatch,
@@ -278,8 +273,9 @@ def test_the_engines_agree_on_lines_the_compiled_parser_leaves_to_python(tmp_pat
     answers = {}
     for engine in ("python", "compiled"):
         monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
-        answers[engine] = (check_dpm(*args), _verbose(*args).replace(f"; {engine} engine", ""))
-    assert answers["python"][0][0] == 0
+        rc, status, perf = check_dpm(*args, "-v")   # -v: the lines read, as each engine counts them
+        answers[engine] = (rc, status.replace(f"; {engine} engine", ""), perf)
+    assert answers["python"][0] == 0
     assert answers["compiled"] == answers["python"]
     assert " not UTF-8" in answers["python"][1] and "; 0 not UTF-8" not in answers["python"][1]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
@@ -19,6 +20,7 @@ import pytest
 from dpmstream.parsers.records import PHASES
 from dpmstream.commands.stack.process import free_port, wait_for
 from dpmstream.probes.sources_prometheus import counted_increase
+from tests.helpers import dpmstream_in_process
 from tests.metrics_stack import DPMSTREAM, HOST, simulate, start_live_stack
 
 pytestmark = pytest.mark.services  # Prometheus and `dpmstream run` (tests/metrics_stack.py)
@@ -29,12 +31,43 @@ PERF = re.compile(r"'?([\w.]+)'?=([-\d.eE+]+|U)(s?)(?:;([^;\s]*))?(?:;([^;\s]*))
 
 def check_dpm(*args: str, timeout: float = 30,
               env: dict | None = None) -> tuple[int, str, dict[str, tuple[str, str, str, str]]]:
+    """`check_dpm ARGS` as Nagios runs it, a process: (exit code, status, perfdata)."""
     done = subprocess.run([CHECK_DPM, *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
-    out = done.stdout
-    status, _, perf = out.partition("|")
+    return answer(done)
+
+
+def answer(done: subprocess.CompletedProcess) -> tuple[int, str, dict[str, tuple[str, str, str, str]]]:
+    """The probe's exit code, status (the output before the perfdata) and perfdata."""
+    status, _, perf = done.stdout.partition("|")
     perfdata = {m.group(1): m.group(2, 3, 4, 5) for m in PERF.finditer(perf)}
     return done.returncode, status.strip(), perfdata
+
+
+def check_dpm_run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`check_dpm ARGS` run by its entry point's function in this process (tests.helpers.
+    dpmstream_in_process, text), for tests of the probe's answer rather than of its process
+    (no interpreter start); `env`: variables set for the call. As in a new process, -t
+    counts from the call, and nagiosplugin's runtime (one a process) is a new one."""
+    import nagiosplugin
+    from dpmstream.probes import check_dpm as entry
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        patch.setattr(entry, "_STARTED", time.monotonic())
+        patch.setattr(nagiosplugin.Runtime, "instance", None)
+        try:
+            return dpmstream_in_process(*args, main=entry.main, text=True)
+        finally:
+            runtime = nagiosplugin.Runtime.instance
+            if runtime is not None:  # its log handler, else each run's log reads the last's
+                logging.getLogger("nagiosplugin").removeHandler(runtime.logchan)
+
+
+def check_dpm_in_process(*args: str, env: dict | None = None):
+    """As check_dpm(ARGS), run in this process (check_dpm_run)."""
+    return answer(check_dpm_run(*args, env=env))
 
 
 @pytest.fixture(scope="module")

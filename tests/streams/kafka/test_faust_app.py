@@ -329,6 +329,7 @@ class Engine:
     cfg = SimpleNamespace(group_id="g", bootstrap="127.0.0.1:1")
     stopping = asyncio.Event()
     async def run(self):
+        logging.warning("engine running")   # started after faust.Worker took the signals
         await asyncio.sleep(0.2)
         if sys.argv[1] == "fails":
             raise ConnectionError("the broker refused us")
@@ -357,17 +358,22 @@ def test_an_engine_that_fails_or_ends_by_itself_ends_the_process_with_a_failure_
         assert "worker stopped: ConnectionError: the broker refused us" in done.stderr
 
 
-def test_sigterm_stops_the_hosted_engine_and_ends_the_process_cleanly():
-    proc = subprocess.Popen([sys.executable, "-c", _HOSTED, "runs"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+def test_sigterm_stops_the_hosted_engine_and_ends_the_process_cleanly(tmp_path):
+    log_path = tmp_path / "hosted.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-c", _HOSTED, "runs"], stdout=subprocess.DEVNULL,
+                                stderr=log, text=True, stdin=subprocess.DEVNULL)
     try:
-        time.sleep(3.0)   # a moment to start: SIGTERM before Faust's handlers would just kill it
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        # SIGTERM before Faust's handlers would just kill it: they are set before the app's
+        # services start (mode's Worker.on_first_start), so the engine running says they are.
+        wait_for(lambda: "engine running" in log_path.read_text(), 60, "the engine to run",
+                 proc, log_path)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    err = log_path.read_text()
     assert proc.returncode == 0, err[-3000:]
     assert "engine asked to stop" in err and "engine stopped" in err

@@ -26,6 +26,14 @@ def site(tmp_path_factory):
                      disks=3, seed=41)
 
 
+@pytest.fixture(scope="module")
+def site_and_core(site):
+    """The site's records as they reach one partition, and the core's records of them:
+    the same for every batch size, so made once for the module."""
+    recs = site_records(site)
+    return recs, core_dome_records(recs)
+
+
 def as_json(records):
     from dpmstream.parsers import dome_records
     return [dome_records.to_json_dict(r) for r in records]
@@ -76,9 +84,8 @@ def checkpointed(recs, every: int, restore_after, held_prefix: str | None = None
     return out, store, part, most_held
 
 
-def assert_restored_dome_partition_gives_the_cores_records(site, every, restore_after):
-    recs = site_records(site)
-    expected = core_dome_records(recs)
+def assert_restored_dome_partition_gives_the_cores_records(site_and_core, every, restore_after):
+    recs, expected = site_and_core
     assert sum(r["kind"] == "dome_call" for r in expected) > 4000
     out, store, part, _ = checkpointed(recs, every, restore_after)
     assert part.next_offset == len(recs)
@@ -93,19 +100,19 @@ def assert_restored_dome_partition_gives_the_cores_records(site, every, restore_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("every", [50, 997])
-def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_same_records(site, every):
+def test_a_dome_partition_restored_from_its_changes_after_any_batch_gives_the_same_records(site_and_core, every):
     """Batches of `every` records, each checkpoint's changes into a store (latest per key,
     through JSON, as the compacted topic keeps them), and a new PartitionState restored
     from the store after every one: the records of the core on the same lines. (make
     check runs the sampled sibling below.)"""
-    assert_restored_dome_partition_gives_the_cores_records(site, every, every_batch)
+    assert_restored_dome_partition_gives_the_cores_records(site_and_core, every, every_batch)
 
 
 @pytest.mark.parametrize("every", [50, 997])
-def test_a_dome_partition_restored_after_a_sample_of_batches_gives_the_same_records(site, every):
+def test_a_dome_partition_restored_after_a_sample_of_batches_gives_the_same_records(site_and_core, every):
     """As the test above (make test), restoring after the first, second and last batch and
     every 23rd between instead of after each: make check's sibling of it."""
-    assert_restored_dome_partition_gives_the_cores_records(site, every, sampled_batches)
+    assert_restored_dome_partition_gives_the_cores_records(site_and_core, every, sampled_batches)
 
 
 def test_dome_files_take_a_dome_profile_and_the_dpm_files_the_dpm_one_given():

@@ -62,17 +62,32 @@ def replay_out(inputs, outs, *, pure: bool) -> None:
         assert code in (0, 1), f"{inp.name}: exit {code}: {done.stderr.decode()}"  # 1: a bad line
 
 
-@compiled
-@pytest.mark.parametrize("name", ["scenario:thesis", "scenario:multi-file",
-                                  "scenario:restart", "bad-input", "bad-syslog", "real"])
-def test_replay_out_writes_the_same_bytes_with_and_without_the_compiled_engine(name, tmp_path):
-    inputs = real_inputs() if name == "real" else [make_input(tmp_path, name)]
-    compiled_outs = [tmp_path / f"compiled{i}" for i in range(len(inputs))]
-    pure_outs = [tmp_path / f"pure{i}" for i in range(len(inputs))]
+REPLAYED = ("scenario:thesis", "scenario:multi-file", "scenario:restart", "bad-input",
+            "bad-syslog", "real")
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    """Every input of the test below replayed into CSV files with the compiled engine and
+    with Python's, all in two processes (one per choice) rather than two per input:
+    {name: [(input, the compiled engine's OUT, Python's OUT)]}."""
+    base = tmp_path_factory.mktemp("csv-blocks")
+    named = {name: real_inputs() if name == "real"
+             else [make_input(tmp_path_factory.mktemp("in"), name)] for name in REPLAYED}
+    inputs = [inp for name in REPLAYED for inp in named[name]]
+    compiled_outs = [base / f"compiled{i}" for i in range(len(inputs))]
+    pure_outs = [base / f"pure{i}" for i in range(len(inputs))]
     replay_out(inputs, compiled_outs, pure=False)
     replay_out(inputs, pure_outs, pure=True)
+    outs = iter(zip(inputs, compiled_outs, pure_outs))
+    return {name: [next(outs) for _ in named[name]] for name in REPLAYED}
+
+
+@compiled
+@pytest.mark.parametrize("name", REPLAYED)
+def test_replay_out_writes_the_same_bytes_with_and_without_the_compiled_engine(name, replayed):
     rows = 0
-    for inp, compiled_out, pure_out in zip(inputs, compiled_outs, pure_outs):
+    for inp, compiled_out, pure_out in replayed[name]:
         for file in OUTPUTS:
             got, want = (compiled_out / file).read_bytes(), (pure_out / file).read_bytes()
             assert got == want, f"{inp.name}: {file} differs"

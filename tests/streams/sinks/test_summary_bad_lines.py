@@ -4,17 +4,18 @@ and the summary's "first bad lines" are the file's first lines (issue 27, item 1
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
+
+from tests.helpers import dpmstream_in_process
 
 LINES = 1000   # five times the lines a source buffers to detect its profile
 
 
 def dpmstream(*args):
-    return subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
-                          text=True, check=False)
+    """`dpmstream ARGS` run in this process (tests.helpers.dpmstream_in_process): its
+    warnings and summary are what is tested."""
+    return dpmstream_in_process(*args, text=True)
 
 
 @pytest.fixture

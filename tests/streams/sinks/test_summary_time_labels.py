@@ -14,11 +14,13 @@ import pytest
 
 from dpmstream.streams.sinks.summary import StatedOffsets, moment_text, time_range_text
 from dpmstream.parsers.clock import load_zone
+from tests.helpers import dpmstream_in_process
 
 
 def dpmstream(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
-                          text=True, check=False, stdin=stdin)
+    """`dpmstream ARGS` run in this process (tests.helpers.dpmstream_in_process): the labels
+    and warnings it writes are what is tested; `stdin`: a file opened for it."""
+    return dpmstream_in_process(*args, stdin=stdin.read() if stdin else b"", text=True)
 
 
 def records_line(stdout: str) -> str:
