@@ -18,6 +18,7 @@ import pytest
 
 from dpmstream.parsers.dome_records import KINDS
 
+from tests.helpers import dpmstream_in_process
 from tests.scenarios.test_dome_truth import INTS, ORDER
 
 # truth file -> (replay's records file, kind)
@@ -27,8 +28,14 @@ FILES = {"calls": ("dome-calls.csv", "dome_call"), "puts": ("dome-puts.csv", "do
 
 
 def dpmstream(*args, check=True, env=None):
-    proc = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
-                          text=True, check=False, env=env)
+    """`dpmstream ARGS`: in this process (tests/helpers.py dpmstream_in_process), the
+    records and the summary being what these tests read; in a process of its own where
+    it needs another environment (an engine or a zone chosen as the process starts)."""
+    if env is None:
+        proc = dpmstream_in_process(*args, text=True)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
+                              text=True, check=False, env=env)
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -109,7 +116,7 @@ def test_a_dome_profile_named_reads_the_nodes_as_detection_does(dome_site, tmp_p
 def test_the_order_of_the_files_on_the_command_line_changes_no_record(dome_site, tmp_path):
     """Each node is a lane of its own, the lanes read side by side in event time: the
     disk nodes given first give the same records as the head given first."""
-    prefix, logs = dome_site("--duration", "300")
+    prefix, logs = dome_site("--duration", "200")
     a, b = tmp_path / "a", tmp_path / "b"
     common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
     dpmstream("replay", *logs, "--out", str(a), *common)
