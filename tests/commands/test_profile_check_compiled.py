@@ -22,7 +22,7 @@ from dpmstream.streams.inputs import describe, iter_chunks, open_binary
 
 from tests.commands.test_profile_check import real_files, rewritten
 from tests.commands.test_profile_check_dome import check as check_on_the_node
-from tests.helpers import dpmstream_in_process
+from tests.helpers import dpmstream_in_process, sampled
 
 pytestmark = pytest.mark.skipif(fastpath.ProfileLines is None or not fastpath.available(),
                                 reason="the extension is not built (no Rust toolchain at install)")
@@ -94,15 +94,22 @@ def test_every_bundled_profile_has_its_compiled_role_lines():
         assert ProfileTally(profile, "x").compiled is not None, profile.name
 
 
-def test_the_compiled_shapes_are_the_python_ones(simulated):
+@pytest.mark.parametrize("every", sampled([1, 5], keep=[5]), ids=lambda n: f"every-{n}")
+def test_the_compiled_shapes_are_the_python_ones(simulated, every):
+    """Every real and odd line, and of the simulated logs' lines `every` n-th: `make test`
+    each one (slow: 5,000 lines four ways in Python), `make check` every fifth
+    (tests/helpers.sampled)."""
     compiled = fastpath.compiled_shapes()
-    texts = []
-    for path in (*real_files(), f"{simulated}.log", f"{simulated}.dpns.log"):
+    texts, sims = [], []
+    for path in real_files():
         with open(path, "rb") as f:
             texts += f.read().splitlines()
-    texts += odd_lines(texts[-1], 5)
+    for path in (f"{simulated}.log", f"{simulated}.dpns.log"):
+        with open(path, "rb") as f:
+            sims += f.read().splitlines()
+    texts += sims[::every] + odd_lines(sims[-1], 5)
     texts = [t.decode() for t in texts if t.isascii() and all(c >= 32 or c == 9 for c in t)]
-    assert len(texts) > 5000
+    assert len(texts) > 5000 // every
     for text in texts + texts[:100]:  # and again, remembered
         for message in (text, text[19:], text.split(": ", 1)[-1], text * 10):
             assert compiled.of(message) == shape(message), message
