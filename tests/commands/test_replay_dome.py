@@ -162,7 +162,7 @@ def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summar
     _, logs = dome_site("--duration", "120")
     out = tmp_path / "out"
     proc = dpmstream("replay", "--out", str(out), "--year", "2017", *logs,
-                     env={**os.environ, **engine_env})
+                     env={**os.environ, **engine_env} if engine_env else None)
     assert "DOME calls" in proc.stdout and "DOME puts" in proc.stdout, proc.stdout
     assert rows(out / "dome-calls.csv") and rows(out / "dome-puts.csv")
 
@@ -172,11 +172,12 @@ def test_whole_second_stamps_read_in_the_wrong_zone_join_no_put_and_say_so(dome_
     (the join compares the local stamp with the replica's UTC epoch): one warning names
     the zone used and --tz. With the right zone the puts join and nothing is said."""
     _, logs = dome_site("--duration", "200", "--stamp", "traditional")
-    env = {**os.environ, "TZ": "UTC"}
-    wrong = dpmstream("replay", "--year", "2017", *logs, env=env)
+    with pytest.MonkeyPatch.context() as patch:   # this machine's zone, read as replay runs
+        patch.setenv("TZ", "UTC")
+        wrong = dpmstream("replay", "--year", "2017", *logs)
+        right = dpmstream("replay", "--year", "2017", "--tz", "Europe/Zurich", *logs)
     assert "no DOME put met its putdone" in wrong.stderr and "--tz" in wrong.stderr
     assert "success 0," in wrong.stdout
-    right = dpmstream("replay", "--year", "2017", "--tz", "Europe/Zurich", *logs, env=env)
     assert "no DOME put met its putdone" not in right.stderr and "success 0," not in right.stdout
 
 
@@ -188,9 +189,9 @@ def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(dome_site, tmp_p
     head = next(p for p in logs if "head" in os.path.basename(p))
     out = tmp_path / "out"
     with open(head, "rb") as fh:
-        proc = subprocess.run([sys.executable, "-m", "dpmstream", "replay", "-", "--out", str(out),
-                               "--year", "2017", "--request-timeout", "120", "--quiet"],
-                              stdin=fh, capture_output=True, text=True)
+        proc = dpmstream_in_process("replay", "-", "--out", str(out), "--year", "2017",
+                                    "--request-timeout", "120", "--quiet", stdin=fh.read(),
+                                    text=True)
     assert proc.returncode == 0, proc.stderr
     truth = [r for r in truth_as_written(prefix, "calls") if r["host"] == "dpmhead01"]
     mine = [{c: r[c] for c in truth[0]} for r in rows(out / "dome-calls.csv")]
