@@ -171,7 +171,7 @@ def test_whole_second_stamps_read_in_the_wrong_zone_join_no_put_and_say_so(dome_
     """The nodes log Zurich time without an offset; read as UTC, no putdone finds its put
     (the join compares the local stamp with the replica's UTC epoch): one warning names
     the zone used and --tz. With the right zone the puts join and nothing is said."""
-    _, logs = dome_site("--duration", "200", "--stamp", "traditional")
+    _, logs = dome_site("--duration", "200")   # the simulator's default stamp: traditional
     with pytest.MonkeyPatch.context() as patch:   # this machine's zone, read as replay runs
         patch.setenv("TZ", "UTC")
         wrong = dpmstream("replay", "--year", "2017", *logs)
@@ -185,7 +185,7 @@ def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(dome_site, tmp_p
     """stdin cannot be read twice: its source detects the DOME profile itself, over its
     first lines, as a DPM log's does. A node's calls are its own: the head's log alone
     gives exactly the truth's calls of the head."""
-    prefix, logs = dome_site("--duration", "200", "--stamp", "rfc3339")
+    prefix, logs = dome_site("--stamp", "rfc3339")   # the site the others read
     head = next(p for p in logs if "head" in os.path.basename(p))
     out = tmp_path / "out"
     with open(head, "rb") as fh:
