@@ -216,13 +216,15 @@ def read_records(path) -> list[dict]:
 
 
 def replayed(*files: list[str]) -> list[dict]:
-    """What the core makes of the same lines in-process: the independent expectation."""
+    """What the core makes of the same lines in-process: the independent expectation (fed
+    as replay feeds them, Source.feed_lines: the same records as line by line, a third
+    cheaper on a 240,000-line backlog: tests/parsers/test_pipeline.py
+    test_feed_lines_gives_the_records_and_counts_of_feeding_line_by_line)."""
     records: list[dict] = []
     pipeline = Pipeline(on_record=records.append)
     for n, lines in enumerate(files):
         src = pipeline.source(f"f{n}", host="head01", tz="UTC", year=2011)
-        for line in lines:
-            src.feed(line)
+        src.feed_lines(lines)
     pipeline.finish()
     return [to_json_dict(r) for r in records]
 

@@ -87,7 +87,7 @@ def test_the_dome_metrics_served_by_run_count_the_truth_with_bounded_labels(dome
         want_puts = Counter(r["status"] for r in truth(prefix, "puts"))
         while run.total("dpm_dome_puts_total") < sum(want_puts.values()):
             assert time.monotonic() < deadline and run.proc.poll() is None
-            time.sleep(0.5)
+            time.sleep(0.1)
         samples = scraped(run)
     finally:
         run.stop()
