@@ -472,11 +472,9 @@ def _record_rows(records: list[dict], kind: str) -> list[list[str]]:
 def test_simulated_head_node_followed_through_rotation_and_truncation_matches_its_truth(
         tmp_path, running):
     sim = tmp_path / "sim"
-    made = subprocess.run(
-        [sys.executable, "-m", "dpmstream", "simulate", "--out", str(sim), "--scenario", "mixed",
-         "--requests", "300", "--seed", "7", "--tz", "UTC", "--quiet"],
-        capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
+    made = dpmstream_in_process("simulate", "--out", str(sim), "--scenario", "mixed",
+                                "--requests", "300", "--seed", "7", "--tz", "UTC", "--quiet")
+    assert made.returncode == 0, made.stderr.decode()
     with open(f"{sim}.log", encoding="utf-8") as fh:
         dpm_lines = fh.read().splitlines()
     with open(f"{sim}.dpns.log", encoding="utf-8") as fh:
