@@ -13,7 +13,7 @@ import pytest
 
 from dpmstream.parsers import fastpath
 
-from tests.helpers import DATA, REAL
+from tests.helpers import DATA, REAL, dpmstream_in_process
 from tests.parsers.test_reassembly import REFERENCE_PUT
 
 # Every test runs with both line parsers in `make test`. `make check` runs the pure one
@@ -23,12 +23,15 @@ PARSERS = ["compiled", pytest.param("pure", marks=pytest.mark.slow if fastpath.a
 
 
 def check(*args, parser="pure"):
-    env = dict(os.environ)
-    env.pop("DPMSTREAM_PURE_PYTHON", None)
-    if parser == "pure":
-        env["DPMSTREAM_PURE_PYTHON"] = "1"
-    elif not fastpath.available():
-        pytest.skip("the compiled line parser is not built (no Rust toolchain at install)")
+    """`dpmstream profile check ARGS` with that line parser: the compiled one in this
+    process (tests/helpers.py dpmstream_in_process: it is this process's parser, as
+    fastpath.available() says), the pure one in a process started with
+    DPMSTREAM_PURE_PYTHON=1 (read as the modules load)."""
+    if parser == "compiled":
+        if not fastpath.available():
+            pytest.skip("the compiled line parser is not built (no Rust toolchain at install)")
+        return dpmstream_in_process("profile", "check", *map(str, args), text=True)
+    env = {**os.environ, "DPMSTREAM_PURE_PYTHON": "1"}
     return subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", *map(str, args)],
                           capture_output=True, text=True, timeout=300, env=env)
 
@@ -37,9 +40,9 @@ def check(*args, parser="pure"):
 def simulated(tmp_path_factory):
     """A simulated head node: 300 requests (puts and gets) and their name-server calls."""
     prefix = tmp_path_factory.mktemp("sim") / "head"
-    subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(prefix),
-                    "--requests", "300", "--get-fraction", "0.3", "--seed", "5", "--quiet"],
-                   check=True, timeout=300)
+    done = dpmstream_in_process("simulate", "--out", str(prefix), "--requests", "300",
+                                "--get-fraction", "0.3", "--seed", "5", "--quiet")
+    assert done.returncode == 0, done.stderr
     return prefix
 
 
@@ -164,9 +167,9 @@ def long_simulated(tmp_path_factory):
     """Two minutes of a head node at 10 requests a second: long enough to tell orphans
     from a file that begins mid-way."""
     prefix = tmp_path_factory.mktemp("long") / "head"
-    subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(prefix),
-                    "--rate", "10", "--duration", "120", "--get-fraction", "0.3", "--seed", "2",
-                    "--quiet"], check=True, timeout=300)
+    done = dpmstream_in_process("simulate", "--out", str(prefix), "--rate", "10", "--duration",
+                                "120", "--get-fraction", "0.3", "--seed", "2", "--quiet")
+    assert done.returncode == 0, done.stderr
     return prefix
 
 

@@ -21,16 +21,20 @@ from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.streams.inputs import describe, iter_chunks, open_binary
 
 from tests.commands.test_profile_check import real_files, rewritten
+from tests.commands.test_profile_check_dome import check as check_on_the_node
+from tests.helpers import dpmstream_in_process, sampled
 
 pytestmark = pytest.mark.skipif(fastpath.ProfileLines is None or not fastpath.available(),
                                 reason="the extension is not built (no Rust toolchain at install)")
 
 
 def check(*args, pure: bool):
-    env = {**os.environ, "TZ": DomeConfig().tz}  # the DOME node's zone (test_profile_check_dome)
-    env.pop("DPMSTREAM_PURE_PYTHON", None)
-    if pure:
-        env["DPMSTREAM_PURE_PYTHON"] = "1"
+    """The check in the DOME node's zone (test_profile_check_dome): the compiled one in
+    this process (the module runs where the extension is built), the Python reference in
+    a process started with DPMSTREAM_PURE_PYTHON=1 (read as the modules load)."""
+    if not pure:
+        return check_on_the_node(*args, text=False)
+    env = {**os.environ, "TZ": DomeConfig().tz, "DPMSTREAM_PURE_PYTHON": "1"}
     return subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", *map(str, args)],
                           capture_output=True, timeout=300, env=env)
 
@@ -45,9 +49,9 @@ def assert_same_check(*args):
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
     prefix = tmp_path_factory.mktemp("sim") / "head"
-    subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(prefix),
-                    "--requests", "200", "--get-fraction", "0.3", "--seed", "7", "--quiet"],
-                   check=True, timeout=300)
+    done = dpmstream_in_process("simulate", "--out", str(prefix), "--requests", "200",
+                                "--get-fraction", "0.3", "--seed", "7", "--quiet")
+    assert done.returncode == 0, done.stderr
     return prefix
 
 
@@ -90,15 +94,22 @@ def test_every_bundled_profile_has_its_compiled_role_lines():
         assert ProfileTally(profile, "x").compiled is not None, profile.name
 
 
-def test_the_compiled_shapes_are_the_python_ones(simulated):
+@pytest.mark.parametrize("every", sampled([1, 5], keep=[5]), ids=lambda n: f"every-{n}")
+def test_the_compiled_shapes_are_the_python_ones(simulated, every):
+    """Every real and odd line, and of the simulated logs' lines `every` n-th: `make test`
+    each one (slow: 5,000 lines four ways in Python), `make check` every fifth
+    (tests/helpers.sampled)."""
     compiled = fastpath.compiled_shapes()
-    texts = []
-    for path in (*real_files(), f"{simulated}.log", f"{simulated}.dpns.log"):
+    texts, sims = [], []
+    for path in real_files():
         with open(path, "rb") as f:
             texts += f.read().splitlines()
-    texts += odd_lines(texts[-1], 5)
+    for path in (f"{simulated}.log", f"{simulated}.dpns.log"):
+        with open(path, "rb") as f:
+            sims += f.read().splitlines()
+    texts += sims[::every] + odd_lines(sims[-1], 5)
     texts = [t.decode() for t in texts if t.isascii() and all(c >= 32 or c == 9 for c in t)]
-    assert len(texts) > 5000
+    assert len(texts) > 5000 // every
     for text in texts + texts[:100]:  # and again, remembered
         for message in (text, text[19:], text.split(": ", 1)[-1], text * 10):
             assert compiled.of(message) == shape(message), message

@@ -6,24 +6,24 @@ reworded `Exiting` line is a missing required role, a reworded call start makes 
 from __future__ import annotations
 
 import csv
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 
+from tests.helpers import dpmstream_in_process
 
-def check(*args):
+
+def check(*args, text=True):
     """The check as run on the node: in its zone (the simulator's), as /etc/localtime
-    would give it there. A whole-second stamp is local time, and the join of a putdone
-    to its put compares it with the PFN's UTC epoch."""
-    return subprocess.run([sys.executable, "-m", "dpmstream", "profile", "check", *map(str, args)],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TZ": DomeConfig().tz})
+    would give it there (TZ, read by parsers/clock.load_zone as the check runs). A
+    whole-second stamp is local time, and the join of a putdone to its put compares it
+    with the PFN's UTC epoch. In this process (tests/helpers.py dpmstream_in_process)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TZ", DomeConfig().tz)
+        return dpmstream_in_process("profile", "check", *map(str, args), text=text)
 
 
 @pytest.fixture(scope="module", params=["tid", "notid"])
@@ -85,13 +85,11 @@ def test_a_dome_profile_check_of_a_dpm_log_names_the_dome_profile(tmp_path):
 
 
 def test_profile_list_and_show_name_the_dome_profiles():
-    listed = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "list"],
-                            capture_output=True, text=True, timeout=300)
+    listed = dpmstream_in_process("profile", "list", text=True)
     assert listed.returncode == 0
     assert re.search(r"^dmlite-dome +family=dome ", listed.stdout, re.M)
     assert re.search(r"^dmlite-dome-notid +family=dome ", listed.stdout, re.M)
-    shown = subprocess.run([sys.executable, "-m", "dpmstream", "profile", "show", "dmlite-dome"],
-                           capture_output=True, text=True, timeout=300)
+    shown = dpmstream_in_process("profile", "show", "dmlite-dome", text=True)
     assert shown.returncode == 0 and "family: dome" in shown.stdout
     assert "envelope (traditional): " in shown.stdout and "  put_selected " in shown.stdout
 

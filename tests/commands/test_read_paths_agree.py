@@ -18,7 +18,7 @@ from dpmstream.streams.inputs import describe
 from dpmstream.streams.progress import Progress
 
 from tests.engine_inputs import DEFAULT_REQUESTS, two_heads_input
-from tests.helpers import dpmstream, read_csv
+from tests.helpers import dpmstream_in_process, read_csv
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +39,9 @@ def rows_of(records: list[dict]) -> tuple[list, list]:
 
 
 def replayed(inp, out) -> tuple[list, list]:
-    dpmstream("replay", "--quiet", "--tz", inp.tz, "--host", inp.host, "--out", str(out),
-              *map(str, inp.paths))
+    done = dpmstream_in_process("replay", "--quiet", "--tz", inp.tz, "--host", inp.host,
+                                "--out", str(out), *map(str, inp.paths))
+    assert done.returncode == 0, done.stderr.decode()
     return read_csv(out / "requests.csv")[1:], read_csv(out / "calls.csv")[1:]
 
 

@@ -13,7 +13,7 @@ import pytest
 from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS
 
 from tests.dpmlog import T1, T2, call, closing, proc, put, status
-from tests.helpers import REAL, read_csv, sampled
+from tests.helpers import REAL, dpmstream_in_process, read_csv, sampled
 
 LOG = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
        + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1)
@@ -23,9 +23,10 @@ LOG = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
 SECOND = put("08/12 10:05:00.000", 3, T2, end="08/12 10:05:00.009", rc=28)
 
 
-def dpmstream(*args, stdin=None, check=True):
-    proc_ = subprocess.run([sys.executable, "-m", "dpmstream", *args], input=stdin,
-                           capture_output=True, check=False)
+def dpmstream(*args, stdin=b"", check=True):
+    """`dpmstream ARGS` in this process (tests/helpers.py dpmstream_in_process): what a
+    replay writes, says and returns is what these tests read."""
+    proc_ = dpmstream_in_process(*args, stdin=stdin)
     if check:
         assert proc_.returncode == 0, proc_.stderr.decode()
     return proc_

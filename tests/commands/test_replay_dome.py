@@ -18,6 +18,7 @@ import pytest
 
 from dpmstream.parsers.dome_records import KINDS
 
+from tests.helpers import dpmstream_in_process
 from tests.scenarios.test_dome_truth import INTS, ORDER
 
 # truth file -> (replay's records file, kind)
@@ -27,8 +28,14 @@ FILES = {"calls": ("dome-calls.csv", "dome_call"), "puts": ("dome-puts.csv", "do
 
 
 def dpmstream(*args, check=True, env=None):
-    proc = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
-                          text=True, check=False, env=env)
+    """`dpmstream ARGS`: in this process (tests/helpers.py dpmstream_in_process), the
+    records and the summary being what these tests read; in a process of its own where
+    it needs another environment (an engine or a zone chosen as the process starts)."""
+    if env is None:
+        proc = dpmstream_in_process(*args, text=True)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "dpmstream", *args], capture_output=True,
+                              text=True, check=False, env=env)
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -109,7 +116,7 @@ def test_a_dome_profile_named_reads_the_nodes_as_detection_does(dome_site, tmp_p
 def test_the_order_of_the_files_on_the_command_line_changes_no_record(dome_site, tmp_path):
     """Each node is a lane of its own, the lanes read side by side in event time: the
     disk nodes given first give the same records as the head given first."""
-    prefix, logs = dome_site("--duration", "300")
+    prefix, logs = dome_site("--duration", "200")
     a, b = tmp_path / "a", tmp_path / "b"
     common = ("--year", "2017", "--tz", "Europe/Zurich", "--request-timeout", "120", "--quiet")
     dpmstream("replay", *logs, "--out", str(a), *common)
@@ -155,7 +162,7 @@ def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summar
     _, logs = dome_site("--duration", "120")
     out = tmp_path / "out"
     proc = dpmstream("replay", "--out", str(out), "--year", "2017", *logs,
-                     env={**os.environ, **engine_env})
+                     env={**os.environ, **engine_env} if engine_env else None)
     assert "DOME calls" in proc.stdout and "DOME puts" in proc.stdout, proc.stdout
     assert rows(out / "dome-calls.csv") and rows(out / "dome-puts.csv")
 
@@ -164,12 +171,13 @@ def test_whole_second_stamps_read_in_the_wrong_zone_join_no_put_and_say_so(dome_
     """The nodes log Zurich time without an offset; read as UTC, no putdone finds its put
     (the join compares the local stamp with the replica's UTC epoch): one warning names
     the zone used and --tz. With the right zone the puts join and nothing is said."""
-    _, logs = dome_site("--duration", "200", "--stamp", "traditional")
-    env = {**os.environ, "TZ": "UTC"}
-    wrong = dpmstream("replay", "--year", "2017", *logs, env=env)
+    _, logs = dome_site("--duration", "200")   # the simulator's default stamp: traditional
+    with pytest.MonkeyPatch.context() as patch:   # this machine's zone, read as replay runs
+        patch.setenv("TZ", "UTC")
+        wrong = dpmstream("replay", "--year", "2017", *logs)
+        right = dpmstream("replay", "--year", "2017", "--tz", "Europe/Zurich", *logs)
     assert "no DOME put met its putdone" in wrong.stderr and "--tz" in wrong.stderr
     assert "success 0," in wrong.stdout
-    right = dpmstream("replay", "--year", "2017", "--tz", "Europe/Zurich", *logs, env=env)
     assert "no DOME put met its putdone" not in right.stderr and "success 0," not in right.stdout
 
 
@@ -177,13 +185,13 @@ def test_a_dome_log_on_stdin_is_recognised_from_its_first_lines(dome_site, tmp_p
     """stdin cannot be read twice: its source detects the DOME profile itself, over its
     first lines, as a DPM log's does. A node's calls are its own: the head's log alone
     gives exactly the truth's calls of the head."""
-    prefix, logs = dome_site("--duration", "200", "--stamp", "rfc3339")
+    prefix, logs = dome_site("--stamp", "rfc3339")   # the site the others read
     head = next(p for p in logs if "head" in os.path.basename(p))
     out = tmp_path / "out"
     with open(head, "rb") as fh:
-        proc = subprocess.run([sys.executable, "-m", "dpmstream", "replay", "-", "--out", str(out),
-                               "--year", "2017", "--request-timeout", "120", "--quiet"],
-                              stdin=fh, capture_output=True, text=True)
+        proc = dpmstream_in_process("replay", "-", "--out", str(out), "--year", "2017",
+                                    "--request-timeout", "120", "--quiet", stdin=fh.read(),
+                                    text=True)
     assert proc.returncode == 0, proc.stderr
     truth = [r for r in truth_as_written(prefix, "calls") if r["host"] == "dpmhead01"]
     mine = [{c: r[c] for c in truth[0]} for r in rows(out / "dome-calls.csv")]

@@ -14,8 +14,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -24,6 +22,7 @@ import pytest
 from dpmstream.parsers.dome_records import KINDS
 
 from tests.commands.test_run import RunProcess, read_records
+from tests.helpers import dpmstream_in_process
 from tests.scenarios.test_dome_truth import INTS, ORDER
 
 TRUTH = {"calls": "dome_call", "puts": "dome_put", "capacity": "dome_capacity",
@@ -68,8 +67,7 @@ def assert_the_records_are_the_truth(records: list[dict], prefix: str) -> dict:
 def test_run_once_on_every_node_of_a_dome_site_writes_the_truths_records(tmp_path, dome_site):
     prefix, logs = dome_site("--stamp", "traditional")
     rec = tmp_path / "records.jsonl"
-    done = subprocess.run([sys.executable, "-m", "dpmstream", "run", "--once", "--records",
-                           str(rec), *SETTINGS, *logs], capture_output=True, text=True, timeout=900)
+    done = dpmstream_in_process("run", "--once", "--records", str(rec), *SETTINGS, *logs, text=True)
     assert done.returncode == 0, done.stderr
     matched = assert_the_records_are_the_truth(read_records(rec), prefix)
     assert matched["calls"] > 5000 and matched["puts"] > 1500 and matched["fs_events"] > 0
@@ -89,7 +87,7 @@ def test_the_dome_metrics_served_by_run_count_the_truth_with_bounded_labels(dome
         want_puts = Counter(r["status"] for r in truth(prefix, "puts"))
         while run.total("dpm_dome_puts_total") < sum(want_puts.values()):
             assert time.monotonic() < deadline and run.proc.poll() is None
-            time.sleep(0.5)
+            time.sleep(0.1)
         samples = scraped(run)
     finally:
         run.stop()

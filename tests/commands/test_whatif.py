@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import re
 import statistics
-import subprocess
-import sys
 
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
+
+from tests.helpers import dpmstream_in_process
 
 REQUESTS = 1000
 LOG_SEED, TRUTH_SEED = 11, 12
@@ -24,8 +24,9 @@ CHECKED = ("queue", "proc", "ready_wait", "total")
 
 
 def run_whatif(*args):
-    return subprocess.run([sys.executable, "-m", "dpmstream", "whatif", "--host", "dpmhead01.cern.ch",
-                           *args], capture_output=True, text=True, timeout=600)
+    """`dpmstream whatif` in this process (tests/helpers.py dpmstream_in_process): its
+    prediction, what it prints and its exit status are what these tests read."""
+    return dpmstream_in_process("whatif", "--host", "dpmhead01.cern.ch", *args, text=True)
 
 
 def p50s(records, op="put") -> dict[str, float]:

@@ -1,6 +1,8 @@
 """The report's DOME section (report/dome_analysis.py, report/dome_page.py): its numbers
-are the simulator's truth for the records the DOME reference reassembler gives, and the
-page says when durations are whole-second rounded."""
+are the simulator's truth for the records the DOME engine gives (the compiled one where
+built, as the report's replay runs it: record for record the reference's,
+tests/parsers/test_dome_engines_agree.py), and the page says when durations are
+whole-second rounded."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from dpmstream.parsers import engines
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.report.dome_analysis import dome_numbers
 from dpmstream.report.dome_page import dome_section
@@ -22,7 +25,7 @@ def site(request, tmp_path_factory):
                      disk_down_at=150.0, disk_down_s=120.0, timeout=120.0)
     prefix = tmp_path_factory.mktemp("dome") / "site"
     result = simulate_dome(cfg, prefix)
-    _, records = reassemble(result, cfg)
+    _, records = reassemble(result, cfg, engines.choose(None, engines.compiled_dome_available))
     truth = {name: truth_rows(f"{prefix}.{name}.csv")
              for name in ("calls", "puts", "capacity", "fs_events")}
     return request.param, records, truth
