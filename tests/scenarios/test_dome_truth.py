@@ -47,11 +47,23 @@ def node_events(path, cfg: DomeConfig, profile, engine: str = engines.PYTHON):
             yield ev
 
 
-def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON):
+def merged_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list:
+    """Every node's events read by `engine_name`'s parser, merged by event time: a list,
+    for the tests that feed the same events more than once (events are not changed by
+    the reassemblers they are fed to)."""
     profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
+    return list(merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()]))
+
+
+def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON, events=None):
+    """(reassembler, records) of the site's logs read and merged, or of `events` (from
+    merged_events) where given."""
+    if events is None:
+        profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
+        events = merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()])
     engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
     records = []
-    for ev in merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()]):
+    for ev in events:
         records += engine.feed(ev)
     records += engine.finish()
     return engine, records
@@ -164,8 +176,9 @@ def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interlea
     the same sequence."""
     cfg = DomeConfig(**SMALL_SITE)
     result = simulated(cfg)
-    _, records = reassemble(result, cfg, engine_name)
-    _, again = reassemble(result, cfg, engine_name)
+    events = merged_events(result, cfg, engine_name)
+    _, records = reassemble(result, cfg, engine_name, events)
+    _, again = reassemble(result, cfg, engine_name, events)
     assert again == records
     profile = resolve_dome_profile("dmlite-dome")
     engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
@@ -188,11 +201,10 @@ def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_
     the same order, and the same counters, as the uninterrupted run."""
     cfg = DomeConfig(generation=generation, **SMALL_SITE)
     result = simulated(cfg)
-    whole, records = reassemble(result, cfg, engine_name)
-    profile = resolve_dome_profile("dmlite-dome" if generation == "tid" else "dmlite-dome-notid")
+    events = merged_events(result, cfg, engine_name)
+    whole, records = reassemble(result, cfg, engine_name, events)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     engine, resumed, restarts = engines.new_dome_reassembler(engine_name, **settings), [], 0
-    events = merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()])
     for n, ev in enumerate(events, 1):
         resumed += engine.feed(ev)
         if n % 2500 == 0:
