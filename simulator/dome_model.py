@@ -471,7 +471,9 @@ def _assign_threads(site: Site) -> None:
     rng = random.Random(f"{site.cfg.seed}/threads")
     pools: dict[int, list[tuple[int, int]]] = {}   # id(life) -> [(busy until, tid)]
     for call in sorted(site.calls, key=lambda c: (c.start, c.end)):
-        pool = pools.setdefault(id(call.life), [(0, site._tid()) for _ in range(site.cfg.threads)])
+        pool = pools.get(id(call.life))
+        if pool is None:   # drawn once per process (a default drawn per call cost 64 draws a call)
+            pool = pools[id(call.life)] = [(0, site._tid()) for _ in range(site.cfg.threads)]
         free = [i for i, (until, _) in enumerate(pool) if until < call.start]
         if not free:
             raise ValueError(f"more than --threads {site.cfg.threads} concurrent calls on "

@@ -50,16 +50,27 @@ class Stamper:
 
     def __init__(self, style: str, tz: str, rng: random.Random):
         self.style, self.zone, self.rng = style, ZoneInfo(tz), rng
+        self._second, self._parts = None, ("", "")   # the last second's parts, made once:
+        # a node's lines come in time order, many in one second
 
     def __call__(self, ms: int) -> str:
-        local = datetime.fromtimestamp(ms // 1000, timezone.utc).astimezone(self.zone)
+        if ms // 1000 != self._second:
+            self._second, self._parts = ms // 1000, self._second_parts(ms // 1000)
+        whole, offset = self._parts
         if self.style == "traditional":
-            return f"{local:%b} {local.day:>2} {local:%H:%M:%S}"
+            return whole
         micros = (ms % 1000) * 1000 + self.rng.randrange(1000)
+        return f"{whole}.{micros:06d}{offset}"
+
+    def _second_parts(self, second: int) -> tuple[str, str]:
+        """The stamp of a whole second, and its offset (empty: the traditional style)."""
+        local = datetime.fromtimestamp(second, timezone.utc).astimezone(self.zone)
+        if self.style == "traditional":
+            return f"{local:%b} {local.day:>2} {local:%H:%M:%S}", ""
         offset = local.strftime("%z")
         if self.style == "rfc3339":
             offset = f"{offset[:3]}:{offset[3:]}"
-        return f"{local:%Y-%m-%dT%H:%M:%S}.{micros:06d}{offset}"
+        return f"{local:%Y-%m-%dT%H:%M:%S}", offset
 
 
 def write_node_log(path, node: Node, lines: list[Line], cfg, gap, rng: random.Random,
