@@ -47,20 +47,29 @@ def node_events(path, cfg: DomeConfig, profile, engine: str = engines.PYTHON):
             yield ev
 
 
-def merged_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list:
-    """Every node's events read by `engine_name`'s parser, merged by event time: a list,
-    for the tests that feed the same events more than once (events are not changed by
-    the reassemblers they are fed to)."""
+def each_nodes_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list:
+    """Each node's events as `engine_name`'s parser reads them (an iterator a node, in the
+    site's order of its logs)."""
     profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
-    return list(merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()]))
+    return [node_events(path, cfg, profile, engine_name) for path in result.logs.values()]
+
+
+def nodes_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list[list]:
+    """each_nodes_events as lists: for the tests that feed the same events more than once,
+    or merged otherwise (events are not changed by the reassemblers they are fed to)."""
+    return [list(events) for events in each_nodes_events(result, cfg, engine_name)]
+
+
+def merged_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list:
+    """Every node's events (nodes_events) merged by event time, as a list."""
+    return list(merge_by_time(nodes_events(result, cfg, engine_name)))
 
 
 def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON, events=None):
     """(reassembler, records) of the site's logs read and merged, or of `events` (from
     merged_events) where given."""
     if events is None:
-        profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
-        events = merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()])
+        events = merge_by_time(each_nodes_events(result, cfg, engine_name))
     engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
     records = []
     for ev in events:
@@ -176,15 +185,14 @@ def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interlea
     the same sequence."""
     cfg = DomeConfig(**SMALL_SITE)
     result = simulated(cfg)
-    events = merged_events(result, cfg, engine_name)
+    nodes = nodes_events(result, cfg, engine_name)
+    events = list(merge_by_time(nodes))
     _, records = reassemble(result, cfg, engine_name, events)
     _, again = reassemble(result, cfg, engine_name, events)
     assert again == records
-    profile = resolve_dome_profile("dmlite-dome")
     engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
     reversed_records = []
-    for ev in merge_by_time([node_events(path, cfg, profile, engine_name)
-                             for path in reversed(list(result.logs.values()))]):
+    for ev in merge_by_time(reversed(nodes)):
         reversed_records += engine.feed(ev)
     reversed_records += engine.finish()
     def canonical(recs):
