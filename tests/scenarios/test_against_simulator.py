@@ -9,12 +9,11 @@ import csv
 import io
 import os
 import socket
-import subprocess
-import sys
 
 import pytest
 
 from dpmstream.cli import main
+from dpmstream.parsers import engines, fastpath
 from dpmstream.simulator import simulate
 from dpmstream.simulator.scenarios import names, scenario
 
@@ -25,33 +24,31 @@ def rows(path):
     return data[0], sorted(map(tuple, data[1:]))
 
 
-def replay(*args: str, env: dict | None = None) -> str:
-    """`dpmstream replay ARGS`, which must succeed; its standard output. In this process's
-    environment (env None, or equal to it) the command runs here, its own parsing and exit
-    code included (a child process would add only its start); in another (the pure-Python
-    parser, chosen as its modules load) in a child process."""
-    if env is None or env == dict(os.environ):
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            assert main(["replay", *args]) == 0
-        return printed.getvalue()
-    done = subprocess.run([sys.executable, "-m", "dpmstream", "replay", *args], env=env,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+def replay(*args: str) -> str:
+    """`dpmstream replay ARGS`, which must succeed; its standard output. Run here by the
+    entry point's own function, its parsing of the options and exit code included (a child
+    process would add only its start), with the line parser of the test's `parser_env`."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["replay", *args]) == 0
+    return printed.getvalue()
 
 
 PARSERS = ("compiled", "pure-python")
 
 
 @pytest.fixture
-def parser_env(request):
+def parser_env(request, monkeypatch):
     """The replay runs with either line parser (request.param, one of PARSERS, given by
-    the test's parametrize): both must give the truth."""
-    env = dict(os.environ)
+    the test's parametrize): both must give the truth. The pure-Python one by
+    DPMSTREAM_PURE_PYTHON set for the test: the line parser and the engine are chosen
+    when a replay's sources are made, so in this process (only the records' CSV
+    formatter is chosen as the modules load: the compiled one where built; the two are
+    held to the same bytes by tests/streams/sinks/test_csv_blocks.py)."""
     if request.param == "pure-python":
-        env["DPMSTREAM_PURE_PYTHON"] = "1"
-    return env
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+        assert engines.choose() == engines.PYTHON and not fastpath.available()
+    return request.param
 
 
 def on_both_parsers(argname: str, values, pure_python_in_check=None, compiled_in_check=None):
@@ -86,7 +83,7 @@ def simulated(tmp_path_factory):
     return site
 
 
-def replay_and_compare(tmp_path, sim, cfg, env=None, inputs=None, name_head=True):
+def replay_and_compare(tmp_path, sim, cfg, inputs=None, name_head=True):
     """`sim`: the directory of the simulated logs and truth; `inputs` (paths) default to
     its logs. name_head=False: the README's command, no --host: the records' host is this
     machine's name (the DPM log names none), and the head's name-server client is learned."""
@@ -94,7 +91,7 @@ def replay_and_compare(tmp_path, sim, cfg, env=None, inputs=None, name_head=True
     files = inputs or [sim / f for f in (["sim.messages"] if cfg.syslog_file
                                          else ["sim.log", "sim.dpns.log"])]
     replay("--quiet", "--tz", cfg.tz, *(["--host", cfg.host] if name_head else []),
-           "--out", str(out), *map(str, files), env=env)
+           "--out", str(out), *map(str, files))
     for kind in ("requests", "calls"):
         ours_header, ours = rows(out / f"{kind}.csv")
         truth_header, truth = rows(sim / f"sim.{kind}.csv")
@@ -124,19 +121,21 @@ def test_replay_equals_the_ground_truth_in_scenario(tmp_path, simulated, name, p
     """Every scenario on both parsers; the fast loop runs the pure-Python parser on
     PURE_PYTHON_IN_CHECK only (on_both_parsers)."""
     cfg = scenario(name, requests=600)
-    replay_and_compare(tmp_path, simulated(cfg), cfg, parser_env,
+    replay_and_compare(tmp_path, simulated(cfg), cfg,
                        name_head=name not in HEAD_LEARNED)
 
 
-@on_both_parsers("name", ["thesis", "ns-clients"], pure_python_in_check={"ns-clients"})
+@on_both_parsers("name", ["thesis", "ns-clients"], pure_python_in_check=set())
 def test_the_readme_commands_link_name_server_calls_on_a_machine_not_named_like_the_head(
         tmp_path, simulated, name, parser_env):
     """`dpmstream simulate --out out/t20` then `dpmstream replay out/t20.log
     out/t20.dpns.log` (issue 27): no --host, this machine's name is not the head's, and at
     a site's size (3,000 requests) the name-server calls link as the truth says. The fast
-    loop runs both scenarios compiled and ns-clients on the pure-Python parser."""
+    loop runs both scenarios compiled; the pure-Python parser on the README's command
+    (ns-clients, no --host) it runs at 600 requests in
+    test_replay_equals_the_ground_truth_in_scenario[pure-python-ns-clients]."""
     cfg = scenario(name, requests=3000)
-    replay_and_compare(tmp_path, simulated(cfg), cfg, parser_env, name_head=False)
+    replay_and_compare(tmp_path, simulated(cfg), cfg, name_head=False)
     with open(tmp_path / "replayed" / "requests.csv") as f:
         linked = [int(row["ns_calls"]) for row in csv.DictReader(f)]
     assert sum(linked) > 0.9 * len(linked) > 2000
@@ -155,7 +154,7 @@ def test_overlapping_archives_give_the_records_of_the_archive_read_once(tmp_path
     mtime = os.stat(sim / "sim.log").st_mtime  # like the archive: dates the year
     for name in ("log.1", "log"):
         os.utime(tmp_path / name, (mtime, mtime))
-    replay_and_compare(tmp_path, sim, cfg, parser_env,
+    replay_and_compare(tmp_path, sim, cfg,
                        inputs=[tmp_path / "log.1", tmp_path / "log", sim / "sim.dpns.log",
                                sim / "sim.log", sim / "sim.dpns.log"])
 
@@ -227,7 +226,7 @@ def test_a_clock_stepped_back_at_a_sites_size_loses_no_line_as_a_repeat(tmp_path
     sim = simulated(cfg)
     out = tmp_path / "replayed"
     said = replay("--tz", cfg.tz, "--host", cfg.host, "--out", str(out), str(sim / "sim.log"),
-                  str(sim / "sim.dpns.log"), env=parser_env)
+                  str(sim / "sim.dpns.log"))
     assert "read twice 0," in said
     assert "clock steps back 1," in said  # one step of the head node's clock, in both logs
     for kind in ("requests", "calls"):
@@ -263,7 +262,7 @@ def test_two_days_concatenated_lose_no_name_server_link(tmp_path, two_days, pars
     lines come after it): every request keeps its linked calls, every call its token."""
     out = tmp_path / "replayed"
     replay("--quiet", "--tz", TWO_DAYS[0].tz, "--host", TWO_DAYS[0].host, "--out", str(out),
-           str(two_days / "both.log"), str(two_days / "both.dpns.log"), env=parser_env)
+           str(two_days / "both.log"), str(two_days / "both.dpns.log"))
 
     def linked(path, key, columns):
         with open(path) as f:

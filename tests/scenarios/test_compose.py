@@ -51,6 +51,13 @@ def _needs_compose():
         pytest.fail("docker-compose not installed: run `make install-system`")
 
 
+@pytest.fixture(scope="module")
+def default_config(tmp_path_factory) -> dict:
+    """compose_config with the secrets alone in the environment: resolved once for the
+    tests that read it (each resolution is two process starts)."""
+    return compose_config(tmp_path_factory.mktemp("compose"))
+
+
 def test_compose_file_is_valid_with_the_required_secrets(tmp_path):
     done = compose(tmp_path, "config", "-q")
     assert done.returncode == 0, done.stderr
@@ -65,8 +72,8 @@ def test_compose_refuses_to_start_without_a_required_secret(tmp_path, missing):
     assert f"set {missing}" in done.stderr
 
 
-def test_every_published_port_binds_loopback_by_default(tmp_path):
-    config = compose_config(tmp_path)
+def test_every_published_port_binds_loopback_by_default(default_config):
+    config = default_config
     published = {}
     for name, service in config["services"].items():
         for port in service.get("ports", []):
@@ -84,8 +91,8 @@ def test_bind_address_and_ports_follow_the_environment(tmp_path):
     assert config["services"]["grafana"]["ports"] == ["10.0.0.5:3300:3000/tcp"]
 
 
-def test_secrets_reach_the_services_through_the_environment_only(tmp_path):
-    config = compose_config(tmp_path)
+def test_secrets_reach_the_services_through_the_environment_only(default_config):
+    config = default_config
     services = config["services"]
     assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "grafana-s3cret"
     assert services["worker"]["environment"]["DPMSTREAM_KAFKA_PASSWORD"] == "kafka-s3cret"
@@ -111,8 +118,8 @@ def test_log_folders_are_mounted_read_only_and_configs_exist(tmp_path):
             assert (Path(build["context"]) / build.get("dockerfile", "Dockerfile")).is_file()
 
 
-def test_prometheus_config_is_valid_and_scrapes_the_worker_port(tmp_path):
-    config = compose_config(tmp_path)
+def test_prometheus_config_is_valid_and_scrapes_the_worker_port(default_config):
+    config = default_config
     done = subprocess.run(["promtool", "check", "config", str(REPO / "deploy/prometheus/prometheus.yml")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -121,8 +128,8 @@ def test_prometheus_config_is_valid_and_scrapes_the_worker_port(tmp_path):
     assert "--metrics-port=9108" in config["services"]["worker"]["command"]
 
 
-def test_grafana_mounts_the_provisioning_the_dashboards_provider_reads(tmp_path):
-    config = compose_config(tmp_path)
+def test_grafana_mounts_the_provisioning_the_dashboards_provider_reads(default_config):
+    config = default_config
     volumes = config["services"]["grafana"]["volumes"]
     assert f"{REPO}/dashboards/provisioning:/etc/grafana/provisioning:ro" in volumes
     assert f"{REPO}/dashboards:/var/lib/grafana/dashboards/dpmstream:ro" in volumes

@@ -10,12 +10,16 @@ import sys
 from dpmstream.simulator import simulate
 from dpmstream.simulator.scenarios import scenario
 from dpmstream.streams.sinks.directories import COLUMNS
+from tests.helpers import dpmstream_in_process
 
 
 def replay(tmp_path, cfg, *files, out="o"):
-    args = [sys.executable, "-m", "dpmstream", "replay", "--tz", cfg.tz, "--host", cfg.host,
-            "--out", str(tmp_path / out), *[str(tmp_path / f) for f in files]]
-    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    """`dpmstream replay` (in this process: what it prints and writes is tested), which
+    must succeed; what it prints."""
+    done = dpmstream_in_process("replay", "--tz", cfg.tz, "--host", cfg.host, "--out",
+                                str(tmp_path / out), *[str(tmp_path / f) for f in files], text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_replay_ranks_the_hot_directory_first_with_its_lock_queue(tmp_path):

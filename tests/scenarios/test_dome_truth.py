@@ -47,11 +47,32 @@ def node_events(path, cfg: DomeConfig, profile, engine: str = engines.PYTHON):
             yield ev
 
 
-def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON):
+def each_nodes_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list:
+    """Each node's events as `engine_name`'s parser reads them (an iterator a node, in the
+    site's order of its logs)."""
     profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
+    return [node_events(path, cfg, profile, engine_name) for path in result.logs.values()]
+
+
+def nodes_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list[list]:
+    """each_nodes_events as lists: for the tests that feed the same events more than once,
+    or merged otherwise (events are not changed by the reassemblers they are fed to)."""
+    return [list(events) for events in each_nodes_events(result, cfg, engine_name)]
+
+
+def merged_events(result, cfg: DomeConfig, engine_name: str = engines.PYTHON) -> list:
+    """Every node's events (nodes_events) merged by event time, as a list."""
+    return list(merge_by_time(nodes_events(result, cfg, engine_name)))
+
+
+def reassemble(result, cfg: DomeConfig, engine_name: str = engines.PYTHON, events=None):
+    """(reassembler, records) of the site's logs read and merged, or of `events` (from
+    merged_events) where given."""
+    if events is None:
+        events = merge_by_time(each_nodes_events(result, cfg, engine_name))
     engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
     records = []
-    for ev in merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()]):
+    for ev in events:
         records += engine.feed(ev)
     records += engine.finish()
     return engine, records
@@ -164,14 +185,14 @@ def test_the_records_do_not_depend_on_how_the_nodes_lines_of_one_second_interlea
     the same sequence."""
     cfg = DomeConfig(**SMALL_SITE)
     result = simulated(cfg)
-    _, records = reassemble(result, cfg, engine_name)
-    _, again = reassemble(result, cfg, engine_name)
+    nodes = nodes_events(result, cfg, engine_name)
+    events = list(merge_by_time(nodes))
+    _, records = reassemble(result, cfg, engine_name, events)
+    _, again = reassemble(result, cfg, engine_name, events)
     assert again == records
-    profile = resolve_dome_profile("dmlite-dome")
     engine = engines.new_dome_reassembler(engine_name, timeout_ms=int(cfg.timeout * 1000))
     reversed_records = []
-    for ev in merge_by_time([node_events(path, cfg, profile, engine_name)
-                             for path in reversed(list(result.logs.values()))]):
+    for ev in merge_by_time(reversed(nodes)):
         reversed_records += engine.feed(ev)
     reversed_records += engine.finish()
     def canonical(recs):
@@ -188,11 +209,10 @@ def test_a_reassembler_rebuilt_from_its_json_snapshot_goes_on_as_one_that_never_
     the same order, and the same counters, as the uninterrupted run."""
     cfg = DomeConfig(generation=generation, **SMALL_SITE)
     result = simulated(cfg)
-    whole, records = reassemble(result, cfg, engine_name)
-    profile = resolve_dome_profile("dmlite-dome" if generation == "tid" else "dmlite-dome-notid")
+    events = merged_events(result, cfg, engine_name)
+    whole, records = reassemble(result, cfg, engine_name, events)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     engine, resumed, restarts = engines.new_dome_reassembler(engine_name, **settings), [], 0
-    events = merge_by_time([node_events(path, cfg, profile, engine_name) for path in result.logs.values()])
     for n, ev in enumerate(events, 1):
         resumed += engine.feed(ev)
         if n % 2500 == 0:

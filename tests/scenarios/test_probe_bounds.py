@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import dpmstream_in_process
 from tests.metrics_stack import simulate
 from tests.probes.test_sources_prometheus import CHECK_DPM, PERF
 
@@ -187,8 +188,10 @@ def test_a_fifo_that_never_writes_is_refused_at_once(tmp_path):
 
 
 def test_lines_over_the_bound_are_skipped_and_counted_with_the_same_result(tmp_path):
-    prefix = simulate(tmp_path / "long", "--scenario", "mixed", "--rate", "3", "--duration", "600",
-                      "--tz", TZ)
+    prefix = tmp_path / "long"   # simulated in this process: the probe's runs are what is bounded
+    made = dpmstream_in_process("simulate", "--out", str(prefix), "--quiet", "--scenario", "mixed",
+                                "--rate", "3", "--duration", "600", "--tz", TZ, text=True)
+    assert made.returncode == 0, made.stderr
     log = Path(f"{prefix}.log")
     lines = log.read_bytes().splitlines(keepends=True)
     polluted = tmp_path / "polluted.log"

@@ -1,14 +1,21 @@
 """`dpmstream report`'s what-if section (report/whatif.py) answers for doubled slow threads
-what `dpmstream whatif` answers, end to end through both commands."""
+what `dpmstream whatif` answers, end to end through both commands (run by their entry
+point's function in this process: what they write is what is tested, not their process)."""
 
 import csv
 import re
 
 import pytest
 
-from tests.helpers import dpmstream
+from tests.helpers import dpmstream_in_process
 
 TZ = "Europe/Zurich"
+
+
+def dpmstream(*args: str) -> None:
+    """`dpmstream ARGS`, which must succeed."""
+    done = dpmstream_in_process(*args, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(scope="module")
