@@ -60,7 +60,7 @@ def test_the_compiled_dome_engine_is_built_where_the_install_could_build_it():
 
 
 def site_config(shape: str, **more) -> DomeConfig:
-    settings = dict(duration=600.0, rate=4.0, disks=4, disk_down_at=150.0, disk_down_s=120.0,
+    settings = dict(duration=600.0, rate=3.0, disks=4, disk_down_at=150.0, disk_down_s=120.0,
                     restart_at=380.0, gap_at=250.0, gap_s=4.0, timeout=120.0)
     settings.update(SHAPES[shape])
     settings.update(more)
