@@ -60,7 +60,7 @@ def test_the_compiled_dome_engine_is_built_where_the_install_could_build_it():
 
 
 def site_config(shape: str, **more) -> DomeConfig:
-    settings = dict(duration=600.0, rate=4.0, disks=4, disk_down_at=150.0, disk_down_s=120.0,
+    settings = dict(duration=600.0, rate=3.0, disks=4, disk_down_at=150.0, disk_down_s=120.0,
                     restart_at=380.0, gap_at=250.0, gap_s=4.0, timeout=120.0)
     settings.update(SHAPES[shape])
     settings.update(more)
@@ -93,14 +93,30 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def python_run(site):
+def python_events(site):
+    """The Python parser's events of each node of a shape's site, parsed once per shape:
+    the input most tests here feed both engines (the parsers themselves are compared
+    line by line in test_both_parsers_read_every_simulated_line_alike)."""
+    made = {}
+
+    def get(shape):
+        if shape not in made:
+            cfg, nodes = site(shape)
+            made[shape] = [tuple(events(PYTHON, cfg, lines)) for lines in nodes]
+        return made[shape]
+    return get
+
+
+@pytest.fixture(scope="module")
+def python_run(site, python_events):
     """The Python engine's (records, counters) over a shape's site, run once per shape:
     the reference most tests here hold the compiled engine to."""
     made = {}
 
     def get(shape):
         if shape not in made:
-            made[shape] = run(PYTHON, *site(shape))
+            cfg, _ = site(shape)
+            made[shape] = run(PYTHON, cfg, python_events(shape))
         return made[shape]
     return get
 
@@ -113,13 +129,17 @@ def events(parser_engine: str, cfg: DomeConfig, lines: list[str]):
             yield ev
 
 
-def run(engine: str, cfg: DomeConfig, nodes, *, parser_engine: str | None = None, snapshot_every: int = 0,
+def compiled_events(cfg: DomeConfig, nodes) -> list:
+    """Each node's lines read by the compiled parser, as the compiled engine reads them."""
+    return [events(COMPILED, cfg, lines) for lines in nodes]
+
+
+def run(engine: str, cfg: DomeConfig, streams, *, snapshot_every: int = 0,
         restore_in: str | None = None, advance_every: int = 0, **settings):
-    """Records and counters of one engine over the merged nodes; with snapshot_every, the
-    engine is rebuilt every so many events from its snapshot (through JSON) in
-    `restore_in`'s engine, alternating."""
+    """Records and counters of one engine over the nodes' event streams merged; with
+    snapshot_every, the engine is rebuilt every so many events from its snapshot
+    (through JSON) in `restore_in`'s engine, alternating."""
     settings = {"timeout_ms": int(cfg.timeout * 1000), **settings}
-    streams = [events(parser_engine or engine, cfg, lines) for lines in nodes]
     current = engine
     r = engines.new_dome_reassembler(current, **settings)
     records = []
@@ -150,7 +170,7 @@ CHECKED = ("tid-traditional", "notid-rfc3339")
 def test_both_engines_give_the_same_dome_records_in_the_same_order(site, python_run, shape):
     cfg, nodes = site(shape)
     want, want_stats = python_run(shape)
-    got, got_stats = run(COMPILED, cfg, nodes)
+    got, got_stats = run(COMPILED, cfg, compiled_events(cfg, nodes))
     assert got == want, first_difference(want, got)
     assert got_stats == want_stats
     kinds = {k: sum(r["kind"] == k for r in want) for k in ("dome_call", "dome_put", "dome_capacity", "dome_fs_event")}
@@ -182,12 +202,12 @@ def test_both_parsers_read_every_simulated_line_alike(site, shape):
 
 @pytest.mark.parametrize("shape", sampled(["tid-traditional", "notid-traditional"],
                                           keep=["tid-traditional"]))
-def test_the_compiled_engine_takes_the_python_parsers_events(site, python_run, shape):
+def test_the_compiled_engine_takes_the_python_parsers_events(site, python_events, python_run, shape):
     # `make check`: tid only; the snapshot test below feeds notid-rfc3339's Python events
     # to the compiled engine too (compiled-then-python).
-    cfg, nodes = site(shape)
+    cfg, _ = site(shape)
     want, want_stats = python_run(shape)
-    got, got_stats = run(COMPILED, cfg, nodes, parser_engine=PYTHON)
+    got, got_stats = run(COMPILED, cfg, python_events(shape))
     assert got == want, first_difference(want, got)
     assert got_stats == want_stats
 
@@ -202,12 +222,12 @@ TIGHT = {
     [(shape, tight) for shape in ("tid-rfc3339-no-accept", "notid-traditional") for tight in sorted(TIGHT)]
     + [("tid-traditional", "caps"), ("notid-rfc3339", "timeouts")],
     keep=[("tid-traditional", "caps"), ("notid-rfc3339", "timeouts")]))
-def test_both_engines_agree_where_caps_timeouts_and_advances_bite(site, shape, tight):
+def test_both_engines_agree_where_caps_timeouts_and_advances_bite(site, python_events, shape, tight):
     # Both bounds on two shapes of their own, and (the cells `make check` runs) each bound
     # once on a shape the other tests here simulate too.
     cfg, nodes = site(shape)
-    want, want_stats = run(PYTHON, cfg, nodes, advance_every=997, **TIGHT[tight])
-    got, got_stats = run(COMPILED, cfg, nodes, advance_every=997, **TIGHT[tight])
+    want, want_stats = run(PYTHON, cfg, python_events(shape), advance_every=997, **TIGHT[tight])
+    got, got_stats = run(COMPILED, cfg, compiled_events(cfg, nodes), advance_every=997, **TIGHT[tight])
     assert got == want, first_difference(want, got)
     assert got_stats == want_stats
     if tight == "caps":
@@ -224,13 +244,13 @@ ORDERS = {"python-then-compiled": (PYTHON, COMPILED), "compiled-then-python": (C
 @pytest.mark.parametrize("shape,order", sampled(
     [(shape, order) for shape in CHECKED for order in ORDERS],
     keep=[("tid-traditional", "python-then-compiled"), ("notid-rfc3339", "compiled-then-python")]))
-def test_a_snapshot_written_by_one_engine_restores_in_the_other(site, python_run, shape, order):
+def test_a_snapshot_written_by_one_engine_restores_in_the_other(site, python_events, python_run, shape, order):
     """Stopped every 1,500 events, its snapshot through JSON rebuilt in the other engine
     (and back): the records, their order and the counters of one uninterrupted run."""
     first, second = ORDERS[order]
-    cfg, nodes = site(shape)
+    cfg, _ = site(shape)
     want, want_stats = python_run(shape)
-    got, got_stats = run(first, cfg, nodes, parser_engine=PYTHON, snapshot_every=1_500, restore_in=second)
+    got, got_stats = run(first, cfg, python_events(shape), snapshot_every=1_500, restore_in=second)
     assert got == want, first_difference(want, got)
     assert got_stats == want_stats
 
@@ -247,18 +267,18 @@ def comparable(state: dict) -> dict:
 
 
 @pytest.mark.parametrize("shape", sampled(list(CHECKED), keep=["tid-traditional"]))
-def test_both_engines_hold_the_same_state_in_the_same_snapshot_shape(site, shape):
+def test_both_engines_hold_the_same_state_in_the_same_snapshot_shape(site, python_events, shape):
     """Fed the same events, the two snapshots are equal every 1,500 events (open calls and
     puts in activity order, indices, PUTCOUNT counts and offsets, waiting putdones,
     clocks, counters), the lists built from a dict compared as sets. (`make check`: tid;
     a notid snapshot of the compiled engine restores in the Python one in
     test_a_snapshot_written_by_one_engine_restores_in_the_other[notid-rfc3339-compiled-then-python].)"""
-    cfg, nodes = site(shape)
+    cfg, _ = site(shape)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     reference = engines.new_dome_reassembler(PYTHON, **settings)
     compiled = engines.new_dome_reassembler(COMPILED, **settings)
     compared = 0
-    for n, ev in enumerate(merge_by_time([events(PYTHON, cfg, lines) for lines in nodes]), 1):
+    for n, ev in enumerate(merge_by_time(python_events(shape)), 1):
         assert compiled.feed(ev) == reference.feed(ev)
         if n % 1_500 == 0:
             want = comparable(reference.snapshot())
@@ -275,7 +295,7 @@ def test_the_compiled_engine_reads_one_streams_lines_without_python_per_line(sit
     profile = profile_of(cfg)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     started = time.perf_counter()
-    want, want_stats = run(PYTHON, cfg, [head])
+    want, want_stats = run(PYTHON, cfg, [events(PYTHON, cfg, head)])
     python_s = time.perf_counter() - started
     parser = engines.new_dome_parser(COMPILED, profile, EventClock(cfg.tz, year=2017))
     engine = engines.new_dome_reassembler(COMPILED, **settings)

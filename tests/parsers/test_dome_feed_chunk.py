@@ -69,12 +69,14 @@ def hostile_lines(disk_line: bytes) -> list[bytes]:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """A simulated site per shape, made once, hostile lines planted in its head's file
-    every 997 lines: (config, [the nodes' files])."""
+    every 997 lines: (config, [the nodes' files]). Some 27,000 lines: what is tested is
+    how chunks are cut and counted, not a site's size (several sweeps, hundreds of puts,
+    thousands of records: the tests check it)."""
     made = {}
 
     def get(shape):
         if shape not in made:
-            cfg = DomeConfig(duration=400.0, rate=5.0, disks=3, disk_down_at=100.0,
+            cfg = DomeConfig(duration=400.0, rate=3.0, disks=3, disk_down_at=100.0,
                              disk_down_s=60.0, restart_at=250.0, gap_at=180.0, tz="UTC",
                              timeout=60.0, **SHAPES[shape])
             result = simulate_dome(cfg, tmp_path_factory.mktemp(shape) / "site")

@@ -58,6 +58,13 @@ def envelopes(result) -> list[tuple[object, bytes]]:
     return [(env, raw) for _ms, env, raw in merged]
 
 
+@pytest.fixture(scope="module")
+def shipped(new_year_site) -> list[tuple[object, bytes]]:
+    """The site's envelopes (envelopes()), decoded once for the module: every test only
+    reads them."""
+    return envelopes(new_year_site)
+
+
 def assert_truth(result, records) -> dict:
     """Every call and put record equal to its truth row (every column), none missing."""
     matched = {}
@@ -80,7 +87,7 @@ def years(records) -> set[int]:
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("feed", ["feed", pytest.param("feed_received", marks=pytest.mark.slow)])
 def test_traditional_stamps_take_the_year_of_their_receive_time_not_the_files_mtime(
-        new_year_site, engine, feed):
+        new_year_site, shipped, engine, feed):
     """A source per node dated by a file mtime of 2026, fed each line with its receive
     time (one by one, or as the worker groups them): the records of 2016 and 2017.
     (`make check` feeds them one by one here; the worker's test below feeds them grouped,
@@ -90,7 +97,7 @@ def test_traditional_stamps_take_the_year_of_their_receive_time_not_the_files_mt
     assert pipeline.dome_engine == engine
     profile = resolve_dome_profile("dmlite-dome")
     sources = {}
-    for env, _raw in envelopes(new_year_site):
+    for env, _raw in shipped:
         src = sources.get(env.host)
         if src is None:
             src = sources[env.host] = pipeline.source(env.host, host=env.host, path=env.path,
@@ -105,17 +112,17 @@ def test_traditional_stamps_take_the_year_of_their_receive_time_not_the_files_mt
     assert years(records) == {2016, 2017}   # the truth's, across midnight
     head = new_year_site.config.head
     assert pipeline.stats.latest_received_ms[head] == max(
-        env.received_ms for env, _raw in envelopes(new_year_site) if env.host == head)
+        env.received_ms for env, _raw in shipped if env.host == head)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_the_worker_dates_a_traditional_dmlite_log_shipped_across_new_year(new_year_site, engine, monkeypatch):
+def test_the_worker_dates_a_traditional_dmlite_log_shipped_across_new_year(new_year_site, shipped, engine, monkeypatch):
     """The worker's partition (streams/kafka/state.py, the loop `dpmstream worker` runs per
     partition) fed the envelopes in batches: every record is its truth's."""
     monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
     part = PartitionState(0, ReassemblySettings(timeout_s=TIMEOUT_S), tz=TZ)
     assert part.pipeline.dome_engine == engine
-    msgs = [Message(env.host.encode(), raw, i) for i, (env, raw) in enumerate(envelopes(new_year_site))]
+    msgs = [Message(env.host.encode(), raw, i) for i, (env, raw) in enumerate(shipped)]
     out = []
     for start in range(0, len(msgs), 500):
         part.feed_batch(msgs[start:start + 500])

@@ -14,7 +14,7 @@ from dpmstream.parsers.dome_state import DomeStateTracker, snapshot_of
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 from tests.helpers import sampled
-from tests.scenarios.test_dome_truth import node_events, reassemble
+from tests.scenarios.test_dome_truth import node_events
 
 
 COMPILED_MISSING = not (engines.compiled_dome_available() or os.environ.get("DPMSTREAM_REQUIRE_NATIVE"))
@@ -74,29 +74,42 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(site):
+def events(site):
+    """events(generation) -> (config, the site's events merged by event time): each node's
+    log read by the Python parser once for the module (what is tested here is the
+    reassembler's state, not the parsing), merged afresh for each run."""
+    parsed = {}
+
+    def of(generation="tid"):
+        cfg, result = site(generation)
+        if generation not in parsed:
+            profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
+            parsed[generation] = [tuple(node_events(path, cfg, profile)) for path in result.logs.values()]
+        return cfg, merge_by_time(parsed[generation])
+    return of
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(events):
     """The Python engine's (reassembler, records) straight through a generation's site,
     run once for the module: what every rebuilt or crossed run must give."""
     made = {}
 
     def of(generation="tid"):
         if generation not in made:
-            cfg, result = site(generation)
-            made[generation] = reassemble(result, cfg)
+            cfg, merged = events(generation)
+            engine = engines.new_dome_reassembler(engines.PYTHON, timeout_ms=int(cfg.timeout * 1000))
+            records = [record for ev in merged for record in engine.feed(ev)]
+            made[generation] = engine, records + engine.finish()
         return made[generation]
     return of
-
-
-def events(cfg, result):
-    profile = resolve_dome_profile("dmlite-dome" if cfg.generation == "tid" else "dmlite-dome-notid")
-    return merge_by_time([node_events(path, cfg, profile) for path in result.logs.values()])
 
 
 @pytest.mark.parametrize("generation,engine", sampled(
     [(generation, engine) for engine in (engines.PYTHON, engines.COMPILED) for generation in ("tid", "notid")],
     keep=[("tid", engines.COMPILED), ("notid", engines.PYTHON)]))
 def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never_stopped(
-        site, uninterrupted, generation, engine):
+        events, uninterrupted, generation, engine):
     """Changes taken every 300 lines into a store (latest per key, through JSON); every
     2,400 lines, right after a take, the reassembler is dropped and rebuilt from the store
     alone: the same records in the same order, and the same counters, as the
@@ -104,11 +117,11 @@ def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never
     on tid, the Python one on notid)."""
     if engine == engines.COMPILED:
         needs_compiled()
-    cfg, result = site(generation)
+    cfg, merged = events(generation)
     whole, records = uninterrupted(generation)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     r, tracker, store, resumed, rebuilt = new_engine(engine, **settings), DomeStateTracker(), {}, [], 0
-    for n, ev in enumerate(events(cfg, result), 1):
+    for n, ev in enumerate(merged, 1):
         resumed += r.feed(ev)
         if n % 300 == 0:
             stored(store, take(tracker, r))
@@ -125,15 +138,15 @@ def test_a_reassembler_rebuilt_from_its_stored_changes_goes_on_as_one_that_never
 
 @pytest.mark.parametrize("stored_by, restored_in", [(engines.PYTHON, engines.COMPILED),
                                                     (engines.COMPILED, engines.PYTHON)])
-def test_changes_stored_by_one_engine_restore_in_the_other(site, uninterrupted, stored_by, restored_in):
+def test_changes_stored_by_one_engine_restore_in_the_other(events, uninterrupted, stored_by, restored_in):
     if not engines.compiled_dome_available():
         pytest.skip("compiled DOME engine not built")
-    cfg, result = site()
+    cfg, merged = events()
     whole, records = uninterrupted()
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     current = stored_by
     r, tracker, store, resumed = new_engine(current, **settings), DomeStateTracker(), {}, []
-    for n, ev in enumerate(events(cfg, result), 1):
+    for n, ev in enumerate(merged, 1):
         resumed += r.feed(ev)
         if n % 500 == 0:
             stored(store, take(tracker, r))
@@ -148,13 +161,12 @@ def test_changes_stored_by_one_engine_restore_in_the_other(site, uninterrupted, 
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_take_names_only_the_calls_and_puts_that_changed(site, engine):
+def test_a_take_names_only_the_calls_and_puts_that_changed(events, engine):
     """Thousands of lines in, with calls and puts open: the next take after one more line
     holds that line's call (and the bounded rest), not the tables; the reassembler
     itself hands out only that (its cost follows the changes)."""
-    cfg, result = site()
+    cfg, stream = events()
     r, tracker = new_engine(engine, timeout_ms=int(cfg.timeout * 1000)), DomeStateTracker()
-    stream = iter(events(cfg, result))
     for _ in range(5000):
         r.feed(next(stream))
     first = take(tracker, r)
@@ -175,12 +187,12 @@ def test_a_take_names_only_the_calls_and_puts_that_changed(site, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_tracker_restored_from_the_store_takes_nothing_when_nothing_changed(site, engine):
+def test_a_tracker_restored_from_the_store_takes_nothing_when_nothing_changed(events, engine):
     """Tuples the engine holds and the lists JSON gives back must not read as changes."""
-    cfg, result = site()
+    cfg, merged = events()
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     r, tracker, store = new_engine(engine, **settings), DomeStateTracker(), {}
-    for n, ev in enumerate(events(cfg, result), 1):
+    for n, ev in enumerate(merged, 1):
         r.feed(ev)
         if n == 6000:
             break
@@ -193,12 +205,12 @@ def test_a_tracker_restored_from_the_store_takes_nothing_when_nothing_changed(si
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_calls_and_puts_come_back_in_their_order_of_activity(site, engine):
+def test_calls_and_puts_come_back_in_their_order_of_activity(events, engine):
     """The order the caps and timeouts take them in: a call touched last is last again,
     a put whose codes changed in place stays where it was."""
-    cfg, result = site()
+    cfg, merged = events()
     r, tracker, store = new_engine(engine, timeout_ms=int(cfg.timeout * 1000)), DomeStateTracker(), {}
-    for n, ev in enumerate(events(cfg, result), 1):
+    for n, ev in enumerate(merged, 1):
         r.feed(ev)
         if n % 97 == 0:
             stored(store, take(tracker, r))
@@ -236,14 +248,14 @@ def comparable_changes(changes: dict) -> dict:
 
 
 @pytest.mark.parametrize("generation", ["tid", "notid"])
-def test_both_engines_hand_out_the_same_changes(site, generation):
+def test_both_engines_hand_out_the_same_changes(events, generation):
     if not engines.compiled_dome_available():
         pytest.skip("compiled DOME engine not built")
-    cfg, result = site(generation)
+    cfg, merged = events(generation)
     settings = {"timeout_ms": int(cfg.timeout * 1000)}
     reference, compiled = new_engine(engines.PYTHON, **settings), new_engine(engines.COMPILED, **settings)
     compared = 0
-    for n, ev in enumerate(events(cfg, result), 1):
+    for n, ev in enumerate(merged, 1):
         assert compiled.feed(ev) == reference.feed(ev)
         if n % 250 == 0:
             want = comparable_changes(reference.take_changes())

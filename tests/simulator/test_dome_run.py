@@ -9,8 +9,6 @@ from __future__ import annotations
 import csv
 import random
 import re
-import subprocess
-import sys
 from collections import defaultdict
 
 import pytest
@@ -20,6 +18,7 @@ from dpmstream.simulator.dome_model import Site
 from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.simulator.dome_truth import EPOCH_SLACK_S
 from dpmstream.simulator.dome_writer import Stamper
+from tests.helpers import dpmstream_in_process
 
 # The default site, shortened: disk node 1 down 60-160 s, journald's gap 200-204 s on the
 # head, the head restarting at 260 s.
@@ -235,8 +234,8 @@ def test_the_truth_files_hold_the_records(traditional):
 
 def test_the_command_line_writes_a_dome_site_and_refuses_options_of_the_other_simulator(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "dpmstream", "simulate", "--out", str(tmp_path / "s"), *args],
-                              capture_output=True, text=True, timeout=300)
+        # The command's own function in this process (what it writes, says and returns).
+        return dpmstream_in_process("simulate", "--out", str(tmp_path / "s"), *args, text=True)
     ok = run("--dome", "--duration", "60", "--envelope", "journal", "--disks", "2", "--quiet")
     assert ok.returncode == 0, ok.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
