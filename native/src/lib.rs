@@ -42,6 +42,7 @@ mod hashing;
 mod jit;
 mod linking;
 mod lru;
+mod model;
 mod names;
 mod profile_tally;
 mod py_engine;
@@ -78,5 +79,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(envelope_batch::plan_batch, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(model::run_model, m)?)?;
     Ok(())
 }
