@@ -82,7 +82,7 @@ def spec(cfg: SimConfig) -> dict:
         "get_fraction": float(cfg.get_fraction), "abort_rate": float(cfg.abort_rate),
         "abandon_rate": float(cfg.abandon_rate), "plain_rate": float(cfg.plain_rate),
         "auth_fail_rate": float(cfg.auth_fail_rate), "put_fail_rate": float(cfg.put_fail_rate),
-        "proc_fail_rate": float(cfg.proc_fail_rate), "done_fail_rate": float(cfg.done_fail_rate),
+        "proc_fail_rate": float(cfg.proc_fail_rate),
         "files": cfg.files, "backlog": cfg.backlog, "sync_get": bool(cfg.sync_get),
         "accept_lines": bool(cfg.accept_lines), "pid": cfg.pid, "dpns_pid": cfg.dpns_pid,
         "poll_first_ms": cfg.poll_first_ms, "poll_factor": float(cfg.poll_factor),

@@ -13,6 +13,7 @@
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally;
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
+//! - the simulator's model run: model (simulator/native_model.py's `run_model`);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this

@@ -86,7 +86,7 @@ impl PyRandom {
 fn make_uuid(rng: &mut PyRandom) -> String {
     let clear = !((0xc000u128 << 48) | (0xf000u128 << 64));
     let set = (0x8000u128 << 48) | (4u128 << 76);
-    let h = format!("{:032x}", rng.bits128() & clear | set);
+    let h = format!("{:032x}", (rng.bits128() & clear) | set);
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }
 
@@ -371,7 +371,6 @@ struct Cfg {
     auth_fail_rate: f64,
     put_fail_rate: f64,
     proc_fail_rate: f64,
-    done_fail_rate: f64,
     files: usize,
     backlog: usize,
     sync_get: bool,
@@ -442,7 +441,7 @@ impl Model {
 
     fn printed(&mut self) -> i64 {
         let now = self.now;
-        if self.max_printed.map_or(true, |m| now > m) {
+        if self.max_printed.is_none_or(|m| now > m) {
             self.max_printed = Some(now);
         }
         now
@@ -898,8 +897,9 @@ impl Model {
     fn closing_returns(&mut self, tid: i64, conn: usize, opened: i64) {
         let (req, kind) = (self.conns[conn].req.unwrap(), self.conns[conn].kind);
         let abort = kind == Kind::Abortreq;
-        if !abort && self.rng.random() < self.cfg.done_fail_rate {
-            // rc 22: the reply's value is not read by the client
+        if !abort {
+            // done_fail_rate's draw: its rc 22 shows in the log only (no truth or client reads it)
+            self.rng.random();
         }
         if abort {
             self.reqs[req].state = State::Aborted;
@@ -1090,7 +1090,7 @@ impl Model {
         if let Some(counts) = &self.bag_counts {
             if self.bag.is_empty() {
                 let mut bag: Vec<usize> =
-                    counts.iter().enumerate().flat_map(|(k, &n)| std::iter::repeat(k).take(n)).collect();
+                    counts.iter().enumerate().flat_map(|(k, &n)| std::iter::repeat_n(k, n)).collect();
                 self.rng.shuffle(&mut bag);
                 self.bag = bag;
             }
@@ -1187,7 +1187,6 @@ pub fn run_model<'py>(py: Python<'py>, spec: &Bound<'py, PyDict>) -> PyResult<Bo
         auth_fail_rate: item(spec, "auth_fail_rate")?,
         put_fail_rate: item(spec, "put_fail_rate")?,
         proc_fail_rate: item(spec, "proc_fail_rate")?,
-        done_fail_rate: item(spec, "done_fail_rate")?,
         files: item(spec, "files")?,
         backlog: item(spec, "backlog")?,
         sync_get: item(spec, "sync_get")?,
