@@ -133,3 +133,18 @@ def test_configs_the_compiled_model_does_not_cover_run_in_python(changes, why):
 def test_a_bad_config_is_refused_as_by_the_python_model():
     with pytest.raises(ValueError, match="thread pools"):
         native_model.run_compiled(SimConfig(sthreads=0))
+
+
+def test_pure_python_turns_the_compiled_model_off(monkeypatch):
+    monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    assert not native_model.available()
+
+
+def test_a_missing_extension_is_an_error_when_the_native_build_is_required(monkeypatch):
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(native_model, "run_model", None)   # as where no Rust toolchain built it
+    monkeypatch.setenv("DPMSTREAM_REQUIRE_NATIVE", "1")
+    with pytest.raises(RuntimeError, match="compiled model"):
+        native_model.available()
+    monkeypatch.delenv("DPMSTREAM_REQUIRE_NATIVE")
+    assert not native_model.available()
