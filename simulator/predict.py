@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dpmstream.parsers.records import PHASES
+from dpmstream.simulator import native_model
 from dpmstream.simulator.estimators import quantile
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.observe import growth, measure_all
@@ -67,18 +68,29 @@ def limit_model(config: SimConfig, model_requests: int) -> tuple[SimConfig, bool
     return config, False
 
 
+def model_run(config: SimConfig) -> tuple[list[dict], list[dict]]:
+    """The request and call records of one model run that writes no log: the compiled
+    model's where it is built and covers the config (native_model.py, the same records),
+    else simulate(config, None)'s."""
+    if native_model.available() and native_model.unsupported(config) is None:
+        requests, calls, _ = native_model.run_compiled(config)
+        return requests, calls
+    result = simulate(config, None)
+    return result.requests, result.calls
+
+
 def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
     """Run `config` at each seed and pool the request records of its ground truth;
     measure `observations` (observe.py) and the queues' growth on each seed's run. The
-    runs write no logs (simulate(out=None)): only their truth is read."""
+    runs write no logs (model_run): only their truth is read."""
     out = Prediction(config, tuple(seeds))
     pooled: dict[tuple[str, str], list[int]] = {}
     for seed in seeds:
-        result = simulate(config.replace(seed=seed), None)
-        out.requests += len(result.requests)
-        out.observed.append(measure_all(list(observations), result.requests, result.calls))
-        out.growth.append(growth(result.requests, result.calls))
-        for key, values in phase_table(result.requests).items():
+        requests, calls = model_run(config.replace(seed=seed))
+        out.requests += len(requests)
+        out.observed.append(measure_all(list(observations), requests, calls))
+        out.growth.append(growth(requests, calls))
+        for key, values in phase_table(requests).items():
             pooled.setdefault(key, []).extend(values)
             out.by_seed.setdefault(key, []).append(summarise(values))
     out.pooled = {key: dict(summarise(values), count=len(values)) for key, values in pooled.items()}

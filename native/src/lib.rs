@@ -13,6 +13,7 @@
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally;
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
+//! - the simulator's model run: model (simulator/native_model.py's `run_model`);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
@@ -42,6 +43,7 @@ mod hashing;
 mod jit;
 mod linking;
 mod lru;
+mod model;
 mod names;
 mod profile_tally;
 mod py_engine;
@@ -78,5 +80,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(envelope_batch::plan_batch, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(model::run_model, m)?)?;
     Ok(())
 }

@@ -25,14 +25,14 @@ use crate::rec::Rec;
 const N: usize = 624;
 const M: usize = 397;
 
-struct Mt {
+pub(crate) struct Mt {
     mt: [u32; N],
     index: usize,
 }
 
 impl Mt {
     /// init_by_array([seed]) after init_genrand(19650218): CPython's seeding of a small int.
-    fn seeded(seed: u32) -> Mt {
+    pub(crate) fn seeded(seed: u32) -> Mt {
         let mut mt = [0u32; N];
         mt[0] = 19_650_218;
         for i in 1..N {
@@ -72,7 +72,7 @@ impl Mt {
         self.index = 0;
     }
 
-    fn next_u32(&mut self) -> u32 {
+    pub(crate) fn next_u32(&mut self) -> u32 {
         if self.index >= N {
             self.twist();
         }
@@ -85,7 +85,7 @@ impl Mt {
     }
 
     /// getrandbits(k), 1 <= k <= 64: the low word first, the high word's top bits.
-    fn bits(&mut self, k: u32) -> u64 {
+    pub(crate) fn bits(&mut self, k: u32) -> u64 {
         if k <= 32 {
             return u64::from(self.next_u32() >> (32 - k));
         }
@@ -95,7 +95,7 @@ impl Mt {
     }
 
     /// randrange(n), n >= 1: _randbelow_with_getrandbits.
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         let k = 64 - n.leading_zeros();
         loop {
             let r = self.bits(k);

@@ -1,0 +1,137 @@
+"""The model-only run (`simulate(cfg, None)`, as predict.py runs it) in the compiled
+extension (native/src/model.rs), for the configs it covers.
+
+The compiled model draws from a twin of `random.Random` in the same order as the Python
+model, which stays the reference: for the same config and seed both give exactly the
+same truth (tests/simulator/test_native_model.py). It returns the raw truth (requests,
+processing runs, calls as the model made them); the records follow from truth.py's rules
+here, written once. Configs with what it does not model (a restart, strays, a clock
+step, a log gap, a line target, other name-server clients, a seed beyond 32 bits) run in
+Python: `unsupported` says why. DPMSTREAM_PURE_PYTHON=1 turns it off;
+DPMSTREAM_REQUIRE_NATIVE=1 makes a missing extension an error instead of a fallback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from dpmstream.simulator.config import SimConfig
+from dpmstream.simulator.identities import Namespace, _bag_counts, make_clients
+from dpmstream.simulator.service import Dist, Empirical
+from dpmstream.simulator.truth import CallTruth, RequestTruth, RunTruth, Truth
+
+try:
+    from dpmstream.parsers._native import run_model
+except ImportError:  # not built: the Python model runs
+    run_model = None
+
+
+def available() -> bool:
+    """Whether model runs use the compiled model (where the config allows)."""
+    if os.environ.get("DPMSTREAM_PURE_PYTHON"):
+        return False
+    if run_model is None and os.environ.get("DPMSTREAM_REQUIRE_NATIVE"):
+        raise RuntimeError("DPMSTREAM_REQUIRE_NATIVE is set but the compiled model "
+                           "(dpmstream.parsers._native.run_model) is not built")
+    return run_model is not None
+
+
+def unsupported(cfg: SimConfig) -> str | None:
+    """Why the compiled model cannot run `cfg` (the Python model then does), or None."""
+    reasons = [
+        (cfg.restart_at is not None, "a restart"),
+        (cfg.stray_lines > 0, "stray lines"),
+        (cfg.future_lines > 0, "lines stamped ahead"),
+        (cfg.clock_step_at is not None, "a clock step"),
+        (cfg.whole_seconds, "whole-second stamps"),
+        (cfg.dpns_gap is not None, "a gap in the DPNS log"),
+        (cfg.lines is not None, "a line target"),
+        (cfg.ns_other_clients, "other name-server clients"),
+        (not (isinstance(cfg.seed, int) and 0 <= cfg.seed < 2**32), "a seed beyond 32 bits"),
+    ]
+    for field in dataclasses.fields(cfg.service):
+        value = getattr(cfg.service, field.name)
+        values = value if field.name == "dpns_creat_dirs" else (value,)
+        if not all(type(v) in (Dist, Empirical) for v in values):
+            reasons.append((True, f"a service time {field.name} of another kind"))
+    return next((why for bad, why in reasons if bad), None)
+
+
+def _dist(d) -> tuple:
+    if isinstance(d, Empirical):
+        return ("empirical", [int(v) for v in d.values])
+    return ("lognormal", float(d.median_ms), float(d.sigma), int(d.min_ms))
+
+
+def spec(cfg: SimConfig) -> dict:
+    """The plain values the compiled model reads (model.rs run_model)."""
+    svc = cfg.service
+    clients = make_clients(cfg.clients)
+    weighted = [Namespace.weighted_dir(k) for k in range(len(cfg.dir_shares or ()))]
+    start = cfg.start_ms()
+    return {
+        "service": {f.name: _dist(getattr(svc, f.name)) for f in dataclasses.fields(svc)
+                    if f.name not in ("dpns_creat_dirs", "restart_retry")},
+        "hosts": [c.host for c in clients], "shorts": [c.short for c in clients],
+        "ns_head": cfg.ns_head_client or cfg.host,
+        "weighted": weighted, "holds": [_dist(d) for d in svc.dpns_creat_dirs],
+        "bag_counts": _bag_counts(cfg.dir_shares) if cfg.dir_shares else None,
+        "start_ms": start, "seed": cfg.seed,
+        "fthreads": cfg.fthreads, "sthreads": cfg.sthreads, "dpns_threads": cfg.dpns_threads,
+        "get_fraction": float(cfg.get_fraction), "abort_rate": float(cfg.abort_rate),
+        "abandon_rate": float(cfg.abandon_rate), "plain_rate": float(cfg.plain_rate),
+        "auth_fail_rate": float(cfg.auth_fail_rate), "put_fail_rate": float(cfg.put_fail_rate),
+        "proc_fail_rate": float(cfg.proc_fail_rate),
+        "files": cfg.files, "backlog": cfg.backlog, "sync_get": bool(cfg.sync_get),
+        "accept_lines": bool(cfg.accept_lines), "pid": cfg.pid, "dpns_pid": cfg.dpns_pid,
+        "poll_first_ms": cfg.poll_first_ms, "poll_factor": float(cfg.poll_factor),
+        "poll_max_ms": cfg.poll_max_ms, "budget": cfg.request_budget(),
+        "same_dir": bool(cfg.same_dir), "dirs": cfg.dirs,
+        "arrivals": None if cfg.arrivals is None else
+        [(int(offset), op, client) for offset, op, client in cfg.arrivals],
+        "rate_lambda": None if cfg.arrivals is not None or cfg.rate is None
+        else 1.0 / (1000.0 / cfg.rate),
+        "concurrency": cfg.concurrency,
+        "until": None if cfg.duration is None else start + int(round(cfg.duration * 1000)),
+    }
+
+
+def truth_of(cfg: SimConfig, raw) -> tuple[Truth, dict]:
+    """The Truth of a compiled run's raw output, and its counts."""
+    raw_requests, raw_runs, raw_calls, counts = raw
+    requests, paths = [], []
+    for (token, op, host, req_paths, accepted, started, put_ret, first_run, proc, polls,
+         poll_ms, first_success), (first_done_open, done_open, done_ret, status, ended,
+                                   last_line, closed) in raw_requests:
+        r = RequestTruth(token, op, host, len(req_paths), accepted, started)
+        r.put_ret, r.first_run, r.proc, r.polls, r.poll_ms = put_ret, first_run, proc, polls, poll_ms
+        r.first_success, r.first_done_open = first_success, first_done_open
+        r.done_open, r.done_ret, r.status, r.ended = done_open, done_ret, status, ended
+        r.last_line, r.closed = last_line, closed
+        requests.append(r)
+        paths.append(req_paths)
+    runs = []
+    for request, start, end, true_start in raw_runs:
+        run = RunTruth(requests[request], start, paths[request])
+        run.end, run.true_start = end, true_start
+        requests[request].runs.append(run)
+        runs.append(run)
+    calls = []
+    for (daemon, pid, thread, op, client, accepted, started, ended, rc, path, run,
+         true_start) in raw_calls:
+        call = CallTruth(daemon, pid, thread, op, client, accepted, started)
+        call.ended, call.rc, call.path, call.true_start = ended, rc, path, true_start
+        call.run = None if run is None else runs[run]
+        calls.append(call)
+    truth = Truth(cfg.host)
+    truth.adopt(requests, calls, runs)
+    truth.ns_read = counts["dpns_lines"] > 0
+    return truth, counts
+
+
+def run_compiled(cfg: SimConfig):
+    """(request records, call records, counts) of the compiled model's run of `cfg`."""
+    cfg.validate()
+    truth, counts = truth_of(cfg, run_model(spec(cfg)))
+    return truth.request_records(counts["max_printed"]), truth.call_records(), counts
