@@ -111,12 +111,28 @@ fn compile(pattern: &str, dotall: bool) -> PyResult<Pattern> {
         .map_err(|e| PyValueError::new_err(format!("PCRE2 cannot compile a DOME pattern: {e}")))
 }
 
+#[inline]
 fn ascii_number(text: &str) -> Option<i64> {
     let b = text.as_bytes();
-    // The common case (a field's digits, 18 at most: no overflow) without trim and parse.
-    if !b.is_empty() && b.len() <= 18 && b.iter().all(u8::is_ascii_digit) {
-        return Some(b.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')));
+    // The common case (a field's digits, 18 at most: no overflow) in one pass, without
+    // trim and parse: ~10 numbers a line (stamp, pid, tid, level, fields).
+    if b.is_empty() || b.len() > 18 {
+        return other_number(text);
     }
+    let mut n = 0i64;
+    for &d in b {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            return other_number(text);
+        }
+        n = n * 10 + i64::from(digit);
+    }
+    Some(n)
+}
+
+/// A number with white space about it, or too long for ascii_number's loop.
+#[cold]
+fn other_number(text: &str) -> Option<i64> {
     let t = text.trim();
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -224,7 +240,10 @@ impl DomeScanner {
                 Err(_) => self.python_rfc3339(py, rtime)?,
             });
         }
-        let parts: Vec<&str> = form.g.stamp[..5].iter().map(|g| g.and_then(|g| span(line, locs, g)).unwrap_or("")).collect();
+        let mut parts = [""; 5];
+        for (part, g) in parts.iter_mut().zip(&form.g.stamp[..5]) {
+            *part = g.and_then(|g| span(line, locs, g)).unwrap_or("");
+        }
         Ok(self.traditional_ms(py, &parts)?.map(|ms| (ms, true)))
     }
 
