@@ -10,7 +10,7 @@
 //! Python) once per second: consecutive lines of one second reuse its answer, which
 //! the clock would give again without changing its state.
 
-use crate::dome_regex::{compile as compile_pattern, CaptureLocations, Regex};
+use crate::jit::Pattern;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
@@ -33,10 +33,8 @@ struct Alternative {
 
 struct Form {
     rfc3339: bool,
-    regex: Regex,
-    locs: CaptureLocations,
-    prefix: Regex,
-    prefix_locs: CaptureLocations,
+    regex: Pattern,  // holds the spans of its last match
+    prefix: Pattern, // the envelope alone
     prefix_tag: usize,
     g: Groups,
     alternatives: Vec<Alternative>,
@@ -58,8 +56,7 @@ struct Groups {
 /// `lines` and `program` groups.
 struct Journald {
     tags: Vec<String>,
-    regex: Regex,
-    locs: CaptureLocations,
+    regex: Pattern,
     lines: usize,
     program: usize,
 }
@@ -98,21 +95,44 @@ pub struct DomeScanner {
     event_type: Py<PyType>,
 }
 
-fn span<'a>(line: &'a str, locs: &CaptureLocations, group: usize) -> Option<&'a str> {
+fn span<'a>(line: &'a str, locs: &Pattern, group: usize) -> Option<&'a str> {
     locs.get(group).map(|(s, e)| &line[s..e])
 }
 
-fn compile(pattern: &str, dotall: bool) -> PyResult<Regex> {
-    compile_pattern(pattern, dotall)
+/// Whether `pattern` matches `line` (its spans then in `pattern`); an error of PCRE2's (a
+/// limit) is no match, as the Python parser's `re` has none.
+fn matches(pattern: &mut Pattern, line: &str) -> bool {
+    pattern.find_str(line) == Ok(true)
+}
+
+/// The patterns are read in UTF mode (a `.` is one character, as Python's).
+fn compile(pattern: &str, dotall: bool) -> PyResult<Pattern> {
+    Pattern::with_options(pattern, true, dotall)
         .map_err(|e| PyValueError::new_err(format!("PCRE2 cannot compile a DOME pattern: {e}")))
 }
 
+#[inline]
 fn ascii_number(text: &str) -> Option<i64> {
     let b = text.as_bytes();
-    // The common case (a field's digits, 18 at most: no overflow) without trim and parse.
-    if !b.is_empty() && b.len() <= 18 && b.iter().all(u8::is_ascii_digit) {
-        return Some(b.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')));
+    // The common case (a field's digits, 18 at most: no overflow) in one pass, without
+    // trim and parse: ~10 numbers a line (stamp, pid, tid, level, fields).
+    if b.is_empty() || b.len() > 18 {
+        return other_number(text);
     }
+    let mut n = 0i64;
+    for &d in b {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            return other_number(text);
+        }
+        n = n * 10 + i64::from(digit);
+    }
+    Some(n)
+}
+
+/// A number with white space about it, or too long for ascii_number's loop.
+#[cold]
+fn other_number(text: &str) -> Option<i64> {
     let t = text.trim();
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -143,7 +163,7 @@ impl DomeScanner {
         }
         let mut matched = None;
         for (i, form) in self.forms.iter_mut().enumerate() {
-            if form.regex.captures_read(&mut form.locs, line) {
+            if matches(&mut form.regex, line) {
                 matched = Some(i);
                 break;
             }
@@ -152,7 +172,7 @@ impl DomeScanner {
             return self.not_dmlite(py, line);
         };
         let form = &self.forms[fi];
-        let locs = &form.locs;
+        let locs = &form.regex;
         let tag = span(line, locs, form.g.tag).unwrap_or("");
         if !self.tags.iter().any(|t| t == tag) {
             let why = format!("program {}", Self::repr(py, tag));
@@ -212,7 +232,7 @@ impl DomeScanner {
     /// alone) matched it: (ms, whole seconds), or Err(reason) for a malformed line.
     fn stamp(&mut self, py: Python<'_>, fi: usize, prefix: bool, line: &str) -> PyResult<Result<(i64, bool), String>> {
         let form = &self.forms[fi];
-        let locs = if prefix { &form.prefix_locs } else { &form.locs };
+        let locs = if prefix { &form.prefix } else { &form.regex };
         if form.rfc3339 {
             let rtime = span(line, locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
             return Ok(match rfc3339_ms(rtime) {
@@ -220,7 +240,10 @@ impl DomeScanner {
                 Err(_) => self.python_rfc3339(py, rtime)?,
             });
         }
-        let parts: Vec<&str> = form.g.stamp[..5].iter().map(|g| g.and_then(|g| span(line, locs, g)).unwrap_or("")).collect();
+        let mut parts = [""; 5];
+        for (part, g) in parts.iter_mut().zip(&form.g.stamp[..5]) {
+            *part = g.and_then(|g| span(line, locs, g)).unwrap_or("");
+        }
         Ok(self.traditional_ms(py, &parts)?.map(|ms| (ms, true)))
     }
 
@@ -264,8 +287,8 @@ impl DomeScanner {
     fn not_dmlite(&mut self, py: Python<'_>, line: &str) -> PyResult<Outcome> {
         for i in 0..self.forms.len() {
             let form = &mut self.forms[i];
-            if form.prefix.captures_read(&mut form.prefix_locs, line) {
-                let tag = span(line, &form.prefix_locs, form.prefix_tag).unwrap_or("");
+            if matches(&mut form.prefix, line) {
+                let tag = span(line, &form.prefix, form.prefix_tag).unwrap_or("");
                 if self.journald.as_ref().is_some_and(|j| j.tags.iter().any(|t| t == tag)) {
                     return self.suppressed(py, i, tag, line);
                 }
@@ -285,16 +308,16 @@ impl DomeScanner {
     /// N); any other journald line is foreign.
     fn suppressed(&mut self, py: Python<'_>, fi: usize, tag: &str, line: &str) -> PyResult<Outcome> {
         let form = &self.forms[fi];
-        let end = form.prefix_locs.get(0).map_or(0, |(_, e)| e);
-        let host = span(line, &form.prefix_locs, form.g.host).unwrap_or("").to_string();
+        let end = form.prefix.get(0).map_or(0, |(_, e)| e);
+        let host = span(line, &form.prefix, form.g.host).unwrap_or("").to_string();
         let rest = &line[end..];
         let Some(j) = self.journald.as_mut() else {
             return Ok(self.fail(FOREIGN, format!("program {}", Self::repr(py, tag))));
         };
         // The locations hold a match's spans only after it matched.
-        let matched = j.regex.captures_read(&mut j.locs, rest);
+        let matched = matches(&mut j.regex, rest);
         let (program, lines) = if matched {
-            (span(rest, &j.locs, j.program), span(rest, &j.locs, j.lines).unwrap_or(""))
+            (span(rest, &j.regex, j.program), span(rest, &j.regex, j.lines).unwrap_or(""))
         } else {
             (None, "")
         };
@@ -433,9 +456,7 @@ impl DomeScanner {
                 .collect();
             compiled.push(Form {
                 rfc3339,
-                locs: regex.capture_locations(),
                 regex,
-                prefix_locs: prefix.capture_locations(),
                 prefix,
                 prefix_tag,
                 g,
@@ -445,7 +466,7 @@ impl DomeScanner {
         let journald = match journald {
             Some((tags, pattern, lines, program)) => {
                 let regex = compile(&pattern, false)?;
-                Some(Journald { tags, locs: regex.capture_locations(), regex, lines, program })
+                Some(Journald { tags, regex, lines, program })
             }
             None => None,
         };

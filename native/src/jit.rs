@@ -6,7 +6,15 @@
 //! call before handing over to the JIT code (about 120 instructions a line), and it does
 //! not give the name of the `(*MARK)` the match passed, which tells the scanner which
 //! alternative matched without a capture group per alternative. This wraps the few
-//! calls of pcre2-sys (the same PCRE2 the crate builds) that the scanner needs.
+//! calls of pcre2-sys (the same PCRE2 the crate builds) that the scanners need.
+//!
+//! The DOME scanner's patterns are compiled in UTF mode (a `.` is one character, as
+//! Python's). In UTF mode `pcre2_match` validates the whole subject before each match
+//! unless told PCRE2_NO_UTF_CHECK (the crate never tells it: unsound on arbitrary bytes),
+//! which read each line twice (~1,400 instructions a 200-byte line, issue 30). A `&str`
+//! subject (`find_str`) is valid UTF-8 by its type, PCRE2's condition for skipping the
+//! check (and for its JIT entry point, which never checks); a byte subject of a UTF
+//! pattern goes through `pcre2_match` with the check.
 
 use std::ffi::CStr;
 use std::ptr::NonNull;
@@ -15,8 +23,8 @@ use pcre2_sys::{
     pcre2_code_8, pcre2_code_free_8, pcre2_compile_8, pcre2_get_error_message_8, pcre2_get_mark_8,
     pcre2_get_ovector_pointer_8, pcre2_jit_compile_8, pcre2_jit_match_8, pcre2_match_8,
     pcre2_match_data_8, pcre2_match_data_create_from_pattern_8, pcre2_match_data_free_8,
-    pcre2_pattern_info_8, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT, PCRE2_JIT_COMPLETE,
-    PCRE2_UNSET,
+    pcre2_pattern_info_8, PCRE2_DOTALL, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT, PCRE2_JIT_COMPLETE,
+    PCRE2_NO_UTF_CHECK, PCRE2_UNSET, PCRE2_UTF,
 };
 
 /// A compiled pattern and the match data of its last match.
@@ -26,6 +34,7 @@ pub(crate) struct Pattern {
     ovector: *const usize,
     captures: usize, // groups, group 0 included
     jit: bool,
+    utf: bool,
 }
 
 // SAFETY: the pointers are owned by the Pattern alone (freed in Drop) and used only
@@ -33,7 +42,7 @@ pub(crate) struct Pattern {
 unsafe impl Send for Pattern {}
 unsafe impl Sync for Pattern {}
 
-/// PCRE2's message for an error code (also the DOME scanner's: dome_regex.rs).
+/// PCRE2's message for an error code.
 pub(crate) fn error_text(code: i32) -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer and its length are those of `buf`.
@@ -47,10 +56,17 @@ pub(crate) fn error_text(code: i32) -> String {
 impl Pattern {
     /// The pattern compiled (and JIT-compiled where PCRE2 can), or PCRE2's message.
     pub(crate) fn new(pattern: &str) -> Result<Self, String> {
+        Self::with_options(pattern, false, false)
+    }
+
+    /// As `new`, in UTF mode (`.` one character, subjects UTF-8) and with `.` matching a
+    /// newline too (DOTALL) where asked.
+    pub(crate) fn with_options(pattern: &str, utf: bool, dotall: bool) -> Result<Self, String> {
+        let options = if utf { PCRE2_UTF } else { 0 } | if dotall { PCRE2_DOTALL } else { 0 };
         let (mut err, mut offset) = (0i32, 0usize);
         // SAFETY: pointer and length of a live str; the error outputs are locals.
         let code = unsafe {
-            pcre2_compile_8(pattern.as_ptr(), pattern.len(), 0, &mut err, &mut offset, std::ptr::null_mut())
+            pcre2_compile_8(pattern.as_ptr(), pattern.len(), options, &mut err, &mut offset, std::ptr::null_mut())
         };
         let Some(code) = NonNull::new(code) else {
             return Err(format!("{} at offset {offset}", error_text(err)));
@@ -69,7 +85,7 @@ impl Pattern {
                 return Err("PCRE2 could not make match data".into());
             };
             let ovector = pcre2_get_ovector_pointer_8(data.as_ptr());
-            Ok(Pattern { code, data, ovector, captures: count as usize + 1, jit })
+            Ok(Pattern { code, data, ovector, captures: count as usize + 1, jit, utf })
         }
     }
 
@@ -79,17 +95,31 @@ impl Pattern {
     }
 
     /// Matches `subject` from its start: Ok(true) matched, Ok(false) did not, Err a PCRE2
-    /// error (such as the JIT stack's limit) with its code.
+    /// error (such as the JIT stack's limit, or invalid UTF-8 for a UTF pattern) with its
+    /// code.
     pub(crate) fn find(&mut self, subject: &[u8]) -> Result<bool, i32> {
+        self.run(subject, !self.utf)
+    }
+
+    /// As `find`, on text: valid UTF-8 by its type, so a UTF pattern skips PCRE2's check.
+    pub(crate) fn find_str(&mut self, subject: &str) -> Result<bool, i32> {
+        self.run(subject.as_bytes(), true)
+    }
+
+    /// `valid`: the subject is known valid for the pattern's mode (always so outside UTF
+    /// mode), so neither PCRE2's check nor pcre2_match's is needed: the JIT's entry point.
+    fn run(&mut self, subject: &[u8], valid: bool) -> Result<bool, i32> {
         static ONE: [u8; 1] = [0]; // an empty subject still gets a pointer PCRE2 may read
         let ptr = if subject.is_empty() { ONE.as_ptr() } else { subject.as_ptr() };
+        let options = if valid && self.utf { PCRE2_NO_UTF_CHECK } else { 0 };
         // SAFETY: subject pointer and length are those of a live slice; code and data are
-        // live, and data was made for code.
+        // live, and data was made for code; the JIT entry point (which checks nothing) and
+        // PCRE2_NO_UTF_CHECK only for a subject valid in the pattern's mode.
         let rc = unsafe {
-            if self.jit {
+            if self.jit && valid {
                 pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), 0, 0, self.data.as_ptr(), std::ptr::null_mut())
             } else {
-                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), 0, 0, self.data.as_ptr(), std::ptr::null_mut())
+                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), 0, options, self.data.as_ptr(), std::ptr::null_mut())
             }
         };
         match rc {
@@ -151,6 +181,17 @@ mod tests {
         assert_eq!(p.find(b"x"), Ok(false));
         assert_eq!(p.find(b""), Ok(false));
         assert_eq!(p.get(9), None);
+    }
+
+    #[test]
+    fn a_utf_pattern_reads_characters_and_refuses_invalid_bytes() {
+        let mut p = Pattern::with_options(r"\A(.)x.\z", true, true).unwrap();
+        assert_eq!(p.find_str("éx\n"), Ok(true));
+        assert_eq!(p.get(1), Some((0, 2)));
+        assert_eq!(p.find("éx\n".as_bytes()), Ok(true));
+        assert!(p.find(b"\xffx\n").is_err(), "invalid UTF-8 is PCRE2's error, not a match");
+        let mut bytes = Pattern::with_options(r"\A(.)x.\z", false, true).unwrap();
+        assert_eq!(bytes.find("éx\n".as_bytes()), Ok(false));
     }
 
     #[test]
