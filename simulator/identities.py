@@ -42,7 +42,7 @@ def make_clients(count: int) -> list[Client]:
 BAG_SIZE = 1000     # a bag dealt from shares that are not whole counts holds about this many
 
 
-def _bag_counts(shares) -> list[int]:
+def bag_counts(shares) -> list[int]:
     """Files per directory in one bag: whole counts (a log's) as they are, other shares
     scaled to BAG_SIZE; every directory with a share has a file in it."""
     total = sum(shares)
@@ -81,7 +81,7 @@ class Namespace:
         # Directories are dealt from a shuffled bag holding each in proportion to its share
         # (a log's counts of creates): a run as long as the log gives each its count, as
         # the log did, instead of drawing the counts at random a second time.
-        self._bag_counts = _bag_counts(shares) if shares else None
+        self._bag_counts = bag_counts(shares) if shares else None
         self._bag: list[int] = []
         self.written: list[str] = []          # paths of files put successfully
         self.disks = [f"disk{k:02d}.cern.ch:/srv/dpm/{m:02d}" for k in range(1, 9) for m in (1, 2)]

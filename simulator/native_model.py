@@ -17,7 +17,7 @@ import dataclasses
 import os
 
 from dpmstream.simulator.config import SimConfig
-from dpmstream.simulator.identities import Namespace, _bag_counts, make_clients
+from dpmstream.simulator.identities import Namespace, bag_counts, make_clients
 from dpmstream.simulator.service import Dist, Empirical
 from dpmstream.simulator.truth import CallTruth, RequestTruth, RunTruth, Truth
 
@@ -76,7 +76,7 @@ def spec(cfg: SimConfig) -> dict:
         "hosts": [c.host for c in clients], "shorts": [c.short for c in clients],
         "ns_head": cfg.ns_head_client or cfg.host,
         "weighted": weighted, "holds": [_dist(d) for d in svc.dpns_creat_dirs],
-        "bag_counts": _bag_counts(cfg.dir_shares) if cfg.dir_shares else None,
+        "bag_counts": bag_counts(cfg.dir_shares) if cfg.dir_shares else None,
         "start_ms": start, "seed": cfg.seed,
         "fthreads": cfg.fthreads, "sthreads": cfg.sthreads, "dpns_threads": cfg.dpns_threads,
         "get_fraction": float(cfg.get_fraction), "abort_rate": float(cfg.abort_rate),
