@@ -42,7 +42,7 @@ def get(stamp, tid, token, surls=("srm://head/dpm/x/f1",), end=None, rc=0, **kw)
 def proc(start, end, tid, token, op="put", rc=0, pid=12345):
     out = [line(start, tid, f"dpm_srv_proc_{op}", f"processing {op} request {token}", pid)]
     if end is not None:
-        out.append(line(end, tid, f"dpm_srv_proc_{op}", f"selected disk01:/srv/dpm/01 for srm://x", pid))
+        out.append(line(end, tid, f"dpm_srv_proc_{op}", "selected disk01:/srv/dpm/01 for srm://x", pid))
         out.append(line(end, tid, f"dpm_srv_proc_{op}", f"returns {rc}", pid))
     return out
 

@@ -43,16 +43,10 @@ class LiveStack:
         self.prometheus.stop()
 
 
-def simulate(prefix: Path, *args: str, timeout: float = 120) -> Path:
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([DPMSTREAM, "simulate", "--out", str(prefix), "--quiet", *args],
-                   check=True, capture_output=True, text=True, timeout=timeout)
-    return prefix
-
-
-def simulate_in_process(prefix: Path, *args: str) -> Path:
-    """As simulate(), by the command's function in this process (tests.helpers.
-    dpmstream_in_process): the same files, without an interpreter's start."""
+def simulate(prefix: Path, *args: str) -> Path:
+    """`dpmstream simulate --out PREFIX --quiet ARGS`, run by the command's function in this
+    process (tests.helpers.dpmstream_in_process): the same files as the CLI writes, without
+    an interpreter's start. tests/commands/test_simulate.py tests the process itself."""
     from tests.helpers import dpmstream_in_process
 
     prefix.parent.mkdir(parents=True, exist_ok=True)

@@ -178,7 +178,7 @@ def test_lines_out_of_order_across_threads_keep_every_duration():
     # The status call's DP092 is written before an earlier-stamped proc line of another thread.
     lines = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
              + [line("08/12 10:00:00.105", 4, "dpm_srv_getstatus_putreq",
-                     f"DP092 - getstatus_putreq request by /CN=x (1,1) from c")]
+                     "DP092 - getstatus_putreq request by /CN=x (1,1) from c")]
              + proc("08/12 10:00:00.100", None, 21, T1)
              + [line("08/12 10:00:00.105", 4, "dpm_srv_getstatus_putreq", f"DP098 - getstatus_putreq {T1} 1"),
                 line("08/12 10:00:00.106", 4, "dpm_srv_getstatus_putreq", "request status DPM_QUEUED"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.metrics_stack import simulate_in_process
+from tests.metrics_stack import simulate
 from tests.probes.test_sources_log import TZ
 
 
@@ -14,5 +14,5 @@ def long_log(tmp_path_factory):
     reads it (test_sources_log, test_check_dpm); none changes it. Long in time (a tail
     found by seeking is what it is for), not in requests: one every two seconds, some 300
     in a 10-minute window."""
-    return simulate_in_process(tmp_path_factory.mktemp("long") / "long", "--scenario", "mixed",
+    return simulate(tmp_path_factory.mktemp("long") / "long", "--scenario", "mixed",
                                "--rate", "0.5", "--duration", "9000", "--tz", TZ)

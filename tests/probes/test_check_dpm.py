@@ -116,8 +116,8 @@ def test_the_help_lists_every_dome_threshold_once():
 
 
 def test_the_dome_log_probe_runs_without_dpmstream_streams(tmp_path):
-    from tests.metrics_stack import simulate_in_process
-    prefix = simulate_in_process(tmp_path / "site", "--dome", "--duration", "120")
+    from tests.metrics_stack import simulate
+    prefix = simulate(tmp_path / "site", "--dome", "--duration", "120")
     done = subprocess.run([sys.executable, "-c", _NO_STREAMS, "--dome", "--log",
                            f"{prefix}.dpmhead01.log", "--tz", TZ, "--last-line-year", "2017"],
                           capture_output=True, text=True, timeout=60)

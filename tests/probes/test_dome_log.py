@@ -16,7 +16,7 @@ from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.quantiles import nearest_rank
 from tests.helpers import sampled
-from tests.metrics_stack import simulate_in_process
+from tests.metrics_stack import simulate
 from tests.probes.test_sources_prometheus import check_dpm_in_process
 
 TZ = "Europe/Zurich"
@@ -37,7 +37,7 @@ def sites(tmp_path_factory):
 
     def site_of(stamp: str):
         if stamp not in made:
-            prefix = simulate_in_process(tmp_path_factory.mktemp("dome-log") / "site", "--dome",
+            prefix = simulate(tmp_path_factory.mktemp("dome-log") / "site", "--dome",
                                          "--stamp", stamp, *SITE)
             truth = {}
             for name in ("calls", "puts", "capacity", "fs_events"):

@@ -15,7 +15,7 @@ import pytest
 
 from dpmstream.parsers.records import PHASES, column_of, text_to_ms
 from dpmstream.parsers.quantiles import nearest_rank
-from tests.metrics_stack import simulate_in_process
+from tests.metrics_stack import simulate
 # The answers are the probe's, read in this process (test_check_dpm runs its process).
 from tests.probes.test_sources_prometheus import check_dpm_in_process as check_dpm
 
@@ -79,7 +79,7 @@ def assert_probe_matches_truth(prefix: Path, window: str, window_s: float, year_
 
 def test_window_across_the_year_end_matches_the_truth(tmp_path):
     # One request a second (as the other dated windows): the window still holds some 900.
-    prefix = simulate_in_process(tmp_path / "ye", "--scenario", "mixed", "--rate", "1",
+    prefix = simulate(tmp_path / "ye", "--scenario", "mixed", "--rate", "1",
                                  "--duration", "1200", "--start", "2011-12-31 23:50:00", "--tz", TZ)
     # The last line is in 2012 (00:10 local), the window reaches back into 2011.
     status = assert_probe_matches_truth(prefix, "15m", 900, 2012)
@@ -89,13 +89,13 @@ def test_window_across_the_year_end_matches_the_truth(tmp_path):
 
 
 def test_window_across_a_month_end_matches_the_truth(tmp_path):
-    prefix = simulate_in_process(tmp_path / "me", "--scenario", "mixed", "--rate", "1",
+    prefix = simulate(tmp_path / "me", "--scenario", "mixed", "--rate", "1",
                                  "--duration", "600", "--start", "2011-08-31 23:55:00", "--tz", TZ)
     assert_probe_matches_truth(prefix, "8m", 480, 2011)
 
 
 def test_window_across_a_daemon_restart_matches_the_truth(tmp_path):
-    prefix = simulate_in_process(tmp_path / "rs", "--scenario", "mixed", "--rate", "1",
+    prefix = simulate(tmp_path / "rs", "--scenario", "mixed", "--rate", "1",
                                  "--duration", "400", "--restart-at", "200", "--tz", TZ)
     pids = {line.split()[2].split(",")[0] for line in Path(f"{prefix}.log").read_text().splitlines()}
     assert len(pids) == 2  # the restart did change the pid inside the window
@@ -106,7 +106,7 @@ def test_window_across_a_daemon_restart_matches_the_truth(tmp_path):
 def mixed_10min(tmp_path_factory):
     """Ten minutes of a mixed site, simulated once for the tests that only read it (one
     that changes its log works on a copy)."""
-    return simulate_in_process(tmp_path_factory.mktemp("mixed") / "m", "--scenario", "mixed",
+    return simulate(tmp_path_factory.mktemp("mixed") / "m", "--scenario", "mixed",
                                "--rate", "3", "--duration", "600", "--tz", TZ)
 
 
@@ -192,7 +192,7 @@ def test_a_stale_log_with_no_request_in_its_window_is_critical_not_unknown(tmp_p
 def _simulate_ending(tmp_path, name: str, ago: timedelta, duration_s: int = 300) -> Path:
     """A UTC log whose last line was written `ago` before now."""
     start = datetime.now(timezone.utc) - ago - timedelta(seconds=duration_s)
-    prefix = simulate_in_process(tmp_path / name, "--scenario", "mixed", "--rate", "1",
+    prefix = simulate(tmp_path / name, "--scenario", "mixed", "--rate", "1",
                                  "--duration", str(duration_s),
                                  "--start", start.strftime("%Y-%m-%d %H:%M:%S"), "--tz", "UTC")
     return Path(f"{prefix}.log")

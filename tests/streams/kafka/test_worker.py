@@ -24,7 +24,7 @@ from dpmstream.streams.kafka.worker import Worker, WorkerConfig
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from dpmstream.commands.stack.process import free_port
 from tests.worker_helpers import (
-    as_json, canonical, committed_offsets, committed_offsets_async, core_records, end_offsets, envelopes, produce,
+    as_json, canonical, committed_offsets, committed_offsets_async, core_records, envelopes, produce,
     read_topic, kill_mid_transaction,
 )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import heapq
-import json
 import signal
 import subprocess
 import sys
