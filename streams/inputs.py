@@ -4,8 +4,6 @@ from memory, so a .gz decompresses it once and a FIFO or stdin replays whole."""
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import io
 import os
@@ -70,9 +68,12 @@ def open_binary(inp: Input) -> tuple[BinaryIO, BinaryIO]:
     else:
         raw = open(inp.path, "rb")
     peek = raw.peek(3)[:3] if hasattr(raw, "peek") else b""
+    # The decompressors imported for the inputs that need them, not at every start-up.
     if peek[:2] == _GZIP_MAGIC:
+        import gzip  # noqa: PLC0415
         return gzip.GzipFile(fileobj=raw), raw
     if peek == _BZIP2_MAGIC:
+        import bz2  # noqa: PLC0415
         return bz2.BZ2File(raw), raw
     if not hasattr(raw, "peek"):
         raw = io.BufferedReader(raw)
