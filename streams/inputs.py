@@ -174,21 +174,24 @@ def _lists(texts: Iterator[list], size: int) -> Iterator[list[bytes]]:
 def _blocks(texts: Iterator[list], size: int) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
     per line (sequences of bytes lines, as the lists are)."""
-    rest = b""
+    # The lines carried to the next text: a view of the text they are in, copied once,
+    # by the join that puts them before the next text (a slice of bytes was a second copy).
+    rest = memoryview(b"")
     try:
         for parts in texts:
             # One copy: the lines carried and the text (a lone bytes is taken as it is).
             data = b"".join([rest, *parts] if rest else parts)
             blocks, at = LineBlock.split(data, size, False)
             yield from blocks
-            rest = data[at:]
+            rest = memoryview(data)[at:]
             if len(rest) > CARRY_BYTES:
-                yield from LineBlock.split(rest, size, True)[0]
-                rest = b""
+                yield from LineBlock.split(bytes(rest), size, True)[0]
+                rest = memoryview(b"")
     except InputError:
-        yield from LineBlock.split(rest, size, True)[0]  # the whole lines before the damage
+        # the whole lines before the damage
+        yield from LineBlock.split(bytes(rest), size, True)[0]
         raise
-    yield from LineBlock.split(rest, size, True)[0]
+    yield from LineBlock.split(bytes(rest), size, True)[0]
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:
