@@ -4,8 +4,6 @@ from memory, so a .gz decompresses it once and a FIFO or stdin replays whole."""
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import io
 import os
@@ -70,9 +68,12 @@ def open_binary(inp: Input) -> tuple[BinaryIO, BinaryIO]:
     else:
         raw = open(inp.path, "rb")
     peek = raw.peek(3)[:3] if hasattr(raw, "peek") else b""
+    # The decompressors imported for the inputs that need them, not at every start-up.
     if peek[:2] == _GZIP_MAGIC:
+        import gzip  # noqa: PLC0415
         return gzip.GzipFile(fileobj=raw), raw
     if peek == _BZIP2_MAGIC:
+        import bz2  # noqa: PLC0415
         return bz2.BZ2File(raw), raw
     if not hasattr(raw, "peek"):
         raw = io.BufferedReader(raw)
@@ -173,21 +174,24 @@ def _lists(texts: Iterator[list], size: int) -> Iterator[list[bytes]]:
 def _blocks(texts: Iterator[list], size: int) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
     per line (sequences of bytes lines, as the lists are)."""
-    rest = b""
+    # The lines carried to the next text: a view of the text they are in, copied once,
+    # by the join that puts them before the next text (a slice of bytes was a second copy).
+    rest = memoryview(b"")
     try:
         for parts in texts:
             # One copy: the lines carried and the text (a lone bytes is taken as it is).
             data = b"".join([rest, *parts] if rest else parts)
             blocks, at = LineBlock.split(data, size, False)
             yield from blocks
-            rest = data[at:]
+            rest = memoryview(data)[at:]
             if len(rest) > CARRY_BYTES:
-                yield from LineBlock.split(rest, size, True)[0]
-                rest = b""
+                yield from LineBlock.split(bytes(rest), size, True)[0]
+                rest = memoryview(b"")
     except InputError:
-        yield from LineBlock.split(rest, size, True)[0]  # the whole lines before the damage
+        # the whole lines before the damage
+        yield from LineBlock.split(bytes(rest), size, True)[0]
         raise
-    yield from LineBlock.split(rest, size, True)[0]
+    yield from LineBlock.split(bytes(rest), size, True)[0]
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:

@@ -48,8 +48,14 @@ class Lane(ChunkLane):
         return False
 
 
+# `dome_profiles` below: a callable giving the DOME profiles to try on a head no DPM
+# profile reads (none: the driver takes no DOME records). It is called only then: compiling
+# the DOME profiles' regexes was a fifth of a DPM log's replay start-up.
+NO_DOME: Callable[[], list[DomeProfile]] = list
+
+
 def daemon_of(first_lines: list[bytes], profiles: list[Profile], forced,
-              dome_profiles: list[DomeProfile] = ()) -> str:
+              dome_profiles: Callable[[], list[DomeProfile]] = NO_DOME) -> str:
     """The lane of an input from its first lines: its daemon ("?" when no profile
     recognises them), or for a DOME log `dome@NODE` (each node's files one lane, the
     nodes side by side: the put on the head and its putdone on a disk node meet)."""
@@ -73,14 +79,16 @@ def recognise_profile(first_lines, profiles, forced, dome_profiles) -> tuple[str
         profile = detect_profile(text, profiles)
         if profile is not None:
             return profile.daemon, profile
-        forced = detect_dome_profile(text, dome_profiles) if dome_profiles else None
+        # (an empty input is no DOME log either: not worth compiling their profiles)
+        candidates = dome_profiles() if text else []
+        forced = detect_dome_profile(text, candidates) if candidates else None
     if forced is not None:
         return f"dome@{first_host(forced, text) or '?'}", forced
     return "?", None
 
 
 def lanes_of(inputs: list, profiles: list[Profile], forced, open_input: Callable,
-             dome_profiles: list[DomeProfile] = (), *,
+             dome_profiles: Callable[[], list[DomeProfile]] = NO_DOME, *,
              first_lines: Callable[[object], list[bytes]]) -> list[Lane]:
     """One lane per daemon (per node for DOME logs), its inputs in the order given, each
     recognised once from `first_lines(input)` (its head, read once: streams/inputs.py

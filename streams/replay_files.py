@@ -113,7 +113,7 @@ def replay_inputs(pipeline: Pipeline, inputs, *, host: str, profile, tz, year,
         head.close()
         state["done_before"] += inp.size or 0
 
-    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input, pipeline.dome_profiles,
+    lanes = lanes_of(inputs, pipeline.profiles, profile, open_input, lambda: pipeline.dome_profiles,
                      first_lines=first_lines)
     # Each input's source reads with the profile it was recognised by (or the forced one).
     lane_profile = {id(inp): p for lane in lanes for inp, p in

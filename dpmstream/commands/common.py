@@ -13,7 +13,7 @@ import argparse
 import copy
 import logging
 import math
-import socket
+import os
 import sys
 
 from dpmstream.parsers.clock import ClockError, load_zone
@@ -215,4 +215,6 @@ def checked_zone(name: str | None) -> str | None:
 
 
 def default_host(given: str | None) -> str:
-    return given or socket.gethostname()
+    # uname's node name is what socket.gethostname() returns on Linux (glibc reads it
+    # there), without importing socket (and selectors) into every command's start-up.
+    return given or os.uname().nodename

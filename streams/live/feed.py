@@ -175,7 +175,8 @@ class LiveFeed:
             args = self._source_args
             if args["profile"] is None:  # a DOME log: its profile from the lines at hand
                 first = [*lines, *islice(self._buffers[id(f)], DETECT_LINES)][:DETECT_LINES]
-                dome = recognise(first, self.pipeline.profiles, None, self.pipeline.dome_profiles)[1]
+                dome = recognise(first, self.pipeline.profiles, None,
+                                 lambda: self.pipeline.dome_profiles)[1]
                 args = {**args, "profile": dome}
             src = self._sources[id(f)] = self.pipeline.source(
                 f.path, host=self.host, path=f.path, year_hint_ms=f.mtime_ms, **args)

@@ -1,0 +1,86 @@
+"""What `dpmstream replay` loads before its first line: only what replaying needs.
+
+Start-up is paid by every replay (a third of a 100 k-line one; issue 30), so the modules
+and work that only some paths use stay out of it: the Kafka clients and the other commands'
+machinery, socket (the host name comes from uname), the decompressors (imported for a .gz
+or .bz2 input only), and the DOME profiles' regexes (compiled only when no DPM profile
+reads a file's head). Each run is a fresh interpreter, as a user's is."""
+
+import json
+import subprocess
+import sys
+
+from tests.dpmlog import T1, closing, proc, put, status
+
+# Run in a fresh interpreter: replay as the command line runs it, then report the modules
+# loaded and how many DOME profiles were read (a counting wrapper around the real loader).
+PROBE = """
+import json, sys
+from dpmstream.parsers import dome_profiles
+read = []
+real = dome_profiles.dome_profile_from_dict
+def counted(*args, **kwargs):
+    read.append(1)
+    return real(*args, **kwargs)
+dome_profiles.dome_profile_from_dict = counted
+from dpmstream.cli import main
+rc = main(["replay", "--quiet", "--tz", "UTC", "--year", "2011", *sys.argv[1:]])
+print(json.dumps({"rc": rc, "modules": sorted(sys.modules), "dome_profiles_read": len(read)}))
+"""
+
+# Modules of other paths: none is imported by a replay of archives.
+NOT_FOR_REPLAY = (
+    "socket", "selectors", "ssl", "asyncio", "http", "email", "tempfile", "subprocess",
+    "gzip", "aiokafka", "confluent_kafka", "faust", "prometheus_client",
+    "dpmstream.streams.live", "dpmstream.streams.metrics", "dpmstream.simulator",
+    "dpmstream.report", "dpmstream.probes",
+)
+
+
+def replay_probe(*files) -> dict:
+    done = subprocess.run([sys.executable, "-c", PROBE, *map(str, files)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules
+            if any(m == name or m.startswith(name + ".") for name in NOT_FOR_REPLAY)]
+
+
+def a_dpm_log(tmp_path):
+    log = tmp_path / "log"
+    lines = (put("08/12 10:00:00.000", 3, T1, end="08/12 10:00:00.002")
+             + proc("08/12 10:00:00.100", "08/12 10:00:00.300", 21, T1)
+             + status("08/12 10:00:00.400", "08/12 10:00:00.401", 4, T1, "SUCCESS")
+             + closing("08/12 10:00:01.000", "08/12 10:00:01.001", 6, "putdone", T1))
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_replaying_a_dpm_log_loads_no_module_of_another_path_nor_any_dome_profile(tmp_path):
+    got = replay_probe(a_dpm_log(tmp_path))
+    assert got["rc"] == 0
+    assert heavy(got["modules"]) == []
+    assert got["dome_profiles_read"] == 0
+
+
+def test_an_empty_log_compiles_no_profile_of_dome_either(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    got = replay_probe(empty)
+    assert got["rc"] == 1  # nothing parsed: said so, as before
+    assert heavy(got["modules"]) == []
+    assert got["dome_profiles_read"] == 0
+
+
+def test_a_gzip_input_brings_its_decompressor_and_a_dome_log_its_profiles(tmp_path):
+    import gzip
+    packed = tmp_path / "log.gz"
+    packed.write_bytes(gzip.compress(a_dpm_log(tmp_path).read_bytes()))
+    assert "gzip" in replay_probe(packed)["modules"]
+    dome = tmp_path / "dome.log"
+    dome.write_text("Nov 26 10:00:00 disk01 dmlite[123]: a line no DPM profile reads\n")
+    got = replay_probe(dome)
+    assert got["rc"] == 1 and got["dome_profiles_read"] > 0  # tried as a DOME log
