@@ -88,6 +88,7 @@ pub struct Linker {
     aliases: FxSet<String>,
     learn_head: bool,
     heads: FxMap<Sym, String>, // host -> its learned head client (lower case)
+    host_names: FxMap<Sym, String>, // host -> its name in lower case, made once (take())
     clients: Vec<String>,      // name-server clients seen, the first few
     ran: bool,                 // whether a processing run was heard of
     delay_ms: i64,
@@ -155,6 +156,7 @@ impl Linker {
             detecting: None,
             learn_head: learn_head && aliases.is_empty(),
             heads: FxMap::default(),
+            host_names: FxMap::default(),
             clients: Vec::new(),
             ran: false,
             aliases: aliases.into_iter().map(|a| a.to_lowercase()).collect(),
@@ -255,7 +257,11 @@ impl Linker {
     /// Whether `client` (lower case) is the head node `host` as the name server sees it;
     /// with `learning`, also any client while the host's head client is to be learned.
     fn head_client(&self, cx: &Ctx, host: Sym, client: &str, learning: bool) -> bool {
-        if client == cx.names.borrow().text(host).to_lowercase() || self.aliases.contains(client) {
+        let is_host = match self.host_names.get(&host) {
+            Some(name) => client == name,
+            None => client == cx.names.borrow().text(host).to_lowercase(),
+        };
+        if is_host || self.aliases.contains(client) {
             return true;
         }
         match self.heads.get(&host) {
@@ -301,15 +307,15 @@ impl Linker {
                         if self.clients.len() < MAX_CLIENTS_SEEN && !self.clients.contains(&client) {
                             self.clients.push(client.clone());
                         }
-                        self.head_client(cx, host, &client, true).then_some(ended)
+                        if !self.host_names.contains_key(&host) {
+                            self.host_names.insert(host, cx.names.borrow().text(host).to_lowercase());
+                        }
+                        self.head_client(cx, host, &client, true).then_some((ended, client))
                     }
                     _ => None,
                 };
                 match linkable {
-                    Some(ended) => {
-                        let client = client.as_deref().unwrap_or("").to_lowercase();
-                        self.hold_call(record, client, host, path.unwrap(), started, ended, ns_epoch)
-                    }
+                    Some((ended, client)) => self.hold_call(record, client, host, path.unwrap(), started, ended, ns_epoch),
                     None => self.emit(cx, &record)?,
                 }
                 host
