@@ -54,6 +54,18 @@ struct HeldCall {
 
 type CallRef = Rc<RefCell<HeldCall>>;
 
+/// A host's held name-server calls in the order they were held, and how many at the front
+/// were found waiting (due, but inside a run still open), with the latest end among them.
+/// A call waits until a run of its host ends (its candidates only grow), so release()
+/// goes on after those instead of looking at each again on every line; a run's end
+/// (run_ended) has them looked at again.
+#[derive(Default)]
+struct HeldCalls {
+    queue: VecDeque<CallRef>,
+    waiting: usize,
+    waiting_ended: i64,
+}
+
 struct HeldRequest {
     record: Rec,
     token: Text,
@@ -76,6 +88,7 @@ pub struct Linker {
     aliases: FxSet<String>,
     learn_head: bool,
     heads: FxMap<Sym, String>, // host -> its learned head client (lower case)
+    host_names: FxMap<Sym, String>, // host -> its name in lower case, made once (take())
     clients: Vec<String>,      // name-server clients seen, the first few
     ran: bool,                 // whether a processing run was heard of
     delay_ms: i64,
@@ -91,7 +104,7 @@ pub struct Linker {
     seq: u64,
     call_hosts: Vec<Sym>,
     request_hosts: Vec<Sym>,
-    calls: FxMap<Sym, VecDeque<CallRef>>,
+    calls: FxMap<Sym, HeldCalls>,
     calls_by_path: FxMap<(Sym, Text), Vec<CallRef>>,
     requests: FxMap<Sym, VecDeque<HeldRequest>>,
     // (host, daemon) -> (steps back its log has taken, its latest stamp since the last)
@@ -143,6 +156,7 @@ impl Linker {
             detecting: None,
             learn_head: learn_head && aliases.is_empty(),
             heads: FxMap::default(),
+            host_names: FxMap::default(),
             clients: Vec::new(),
             ran: false,
             aliases: aliases.into_iter().map(|a| a.to_lowercase()).collect(),
@@ -209,7 +223,7 @@ impl Linker {
         if !self.calls.contains_key(&host) {
             self.call_hosts.push(host);
         }
-        self.calls.entry(host).or_default()
+        &mut self.calls.entry(host).or_default().queue
     }
 
     fn requests_of(&mut self, host: Sym) -> &mut VecDeque<HeldRequest> {
@@ -243,7 +257,11 @@ impl Linker {
     /// Whether `client` (lower case) is the head node `host` as the name server sees it;
     /// with `learning`, also any client while the host's head client is to be learned.
     fn head_client(&self, cx: &Ctx, host: Sym, client: &str, learning: bool) -> bool {
-        if client == cx.names.borrow().text(host).to_lowercase() || self.aliases.contains(client) {
+        let is_host = match self.host_names.get(&host) {
+            Some(name) => client == name,
+            None => client == cx.names.borrow().text(host).to_lowercase(),
+        };
+        if is_host || self.aliases.contains(client) {
             return true;
         }
         match self.heads.get(&host) {
@@ -289,15 +307,15 @@ impl Linker {
                         if self.clients.len() < MAX_CLIENTS_SEEN && !self.clients.contains(&client) {
                             self.clients.push(client.clone());
                         }
-                        self.head_client(cx, host, &client, true).then_some(ended)
+                        if !self.host_names.contains_key(&host) {
+                            self.host_names.insert(host, cx.names.borrow().text(host).to_lowercase());
+                        }
+                        self.head_client(cx, host, &client, true).then_some((ended, client))
                     }
                     _ => None,
                 };
                 match linkable {
-                    Some(ended) => {
-                        let client = client.as_deref().unwrap_or("").to_lowercase();
-                        self.hold_call(record, client, host, path.unwrap(), started, ended, ns_epoch)
-                    }
+                    Some((ended, client)) => self.hold_call(record, client, host, path.unwrap(), started, ended, ns_epoch),
                     None => self.emit(cx, &record)?,
                 }
                 host
@@ -340,6 +358,9 @@ impl Linker {
             for run in runs {
                 let mut r = run.borrow_mut();
                 if r.start == start && r.open() {
+                    if let Some(calls) = self.calls.get_mut(&host) {
+                        calls.waiting = 0; // the calls inside it may be due now
+                    }
                     match end {
                         None => r.cut = true,
                         Some(e) => {
@@ -384,7 +405,7 @@ impl Linker {
     }
 
     pub fn held(&self) -> usize {
-        self.calls.values().map(VecDeque::len).sum::<usize>() + self.requests.values().map(VecDeque::len).sum::<usize>()
+        self.calls.values().map(|c| c.queue.len()).sum::<usize>() + self.requests.values().map(VecDeque::len).sum::<usize>()
     }
 
     // -- calls -----------------------------------------------------------------------
@@ -468,28 +489,35 @@ impl Linker {
                 Some(wm) => Some(wm - self.delay_ms),
             }
         };
-        let mut waiting: Vec<CallRef> = Vec::new();
         loop {
-            let Some(held) = self.calls.get(&host).and_then(|q| q.front()).cloned() else { break };
-            if let Some(horizon) = horizon {
-                let h = held.borrow();
-                if h.ended > horizon {
-                    break;
+            let Some(calls) = self.calls.get_mut(&host) else { break };
+            let held = match horizon {
+                None => {
+                    calls.waiting = 0;
+                    calls.queue.pop_front()
                 }
-                if h.cands.iter().any(|r| r.borrow().open()) {
+                Some(horizon) => {
+                    // linking.py's pass looks at the waiting ones first: it stops at the
+                    // first due after the horizon, else goes on after them.
+                    if calls.waiting > 0 && calls.waiting_ended > horizon {
+                        break;
+                    }
+                    let Some(held) = calls.queue.get(calls.waiting) else { break };
+                    let h = held.borrow();
+                    if h.ended > horizon {
+                        break;
+                    }
+                    if h.cands.iter().any(|r| r.borrow().open()) {
+                        calls.waiting_ended = if calls.waiting == 0 { h.ended } else { calls.waiting_ended.max(h.ended) };
+                        calls.waiting += 1;
+                        continue;
+                    }
                     drop(h);
-                    waiting.push(self.calls.get_mut(&host).unwrap().pop_front().unwrap());
-                    continue;
+                    calls.queue.remove(calls.waiting)
                 }
-            }
-            self.calls.get_mut(&host).unwrap().pop_front();
+            };
+            let Some(held) = held else { break };
             self.decide(cx, &held)?;
-        }
-        if !waiting.is_empty() {
-            let queue = self.calls.entry(host).or_default();
-            for held in waiting.into_iter().rev() {
-                queue.push_front(held);
-            }
         }
         let has_requests = self.requests.get(&host).is_some_and(|q| !q.is_empty());
         if horizon.is_some() && has_requests && self.detecting(cx, host)? {
@@ -497,11 +525,11 @@ impl Linker {
         }
         loop {
             let Some(front) = self.requests.get(&host).and_then(|q| q.front()) else { break };
-            let token = front.token.clone();
-            let runs = self.runs_by_token.get(&(host, token.clone())).cloned().unwrap_or_default();
+            let key = (host, front.token.clone());
             if let Some(horizon) = horizon {
+                let runs = self.runs_by_token.get(&key).map_or(&[][..], Vec::as_slice);
                 let mut due = front.ended.unwrap_or(0);
-                for r in &runs {
+                for r in runs {
                     if let Some(e) = r.borrow().end {
                         due = due.max(e + self.slack_ms);
                     }
@@ -513,8 +541,9 @@ impl Linker {
                     break;
                 }
             }
+            let runs = self.runs_by_token.get(&key).cloned().unwrap_or_default();
             let held = self.requests.get_mut(&host).unwrap().pop_front().unwrap();
-            self.complete(cx, held.record, host, &token, &runs)?;
+            self.complete(cx, held.record, host, &key.1, &runs)?;
         }
         Ok(())
     }
@@ -571,7 +600,7 @@ impl Linker {
         }
         let calls = PyList::empty(py);
         for host in &self.call_hosts {
-            for held in &self.calls[host] {
+            for held in &self.calls[host].queue {
                 let h = held.borrow();
                 let cands: Vec<usize> = h.cands.iter().filter_map(|c| index.iter().find(|(r, _)| Rc::ptr_eq(r, c)).map(|(_, i)| *i)).collect();
                 let row: [PyObject; 4] = [snapshot(py, &h.record, cx.names)?.into_any().unbind(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind(), h.epoch.into_pyobject(py)?.into_any().unbind()];

@@ -112,6 +112,7 @@ impl Core {
             st: RefCell::new(State {
                 set,
                 threads: FxMap::default(),
+                spare_thread: None,
                 thread_order: FxMap::default(),
                 thread_order_hosts: Vec::new(),
                 requests: FxMap::default(),

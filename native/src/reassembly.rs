@@ -188,7 +188,6 @@ impl State {
     pub(crate) fn feed(&mut self, cx: &Cx, ev: &Ev) -> PyResult<()> {
         enum Next {
             Process,
-            Accept,
             Held(bool, Option<Vec<OwnedEv>>),
             Wait,
         }
@@ -196,8 +195,13 @@ impl State {
         let next = {
             let mut clk = cx.clk.borrow_mut();
             let clk = &mut *clk;
+            // A line at or behind its host's clock moves no clock: processed at once
+            // (accept_event's clock update would change nothing).
             let (next, raise) = match clk.hosts.get_mut(&host) {
-                None => (Next::Accept, None),
+                None => {
+                    clk.insert(host, ts);
+                    (Next::Process, Some(ts))
+                }
                 Some(clock) if clock.held.is_some() => {
                     let (go, released) = self.judge_held(clock, ev);
                     (Next::Held(go, released), None)
@@ -212,12 +216,8 @@ impl State {
                         (Next::Process, Some(ts))
                     }
                 }
-                Some(_) => (Next::Accept, None),
+                Some(_) => (Next::Process, None),
             };
-            if matches!(next, Next::Accept) && !clk.hosts.contains_key(&host) {
-                clk.insert(host, ts);
-                clk.raise_latest(ts);
-            }
             if let Some(ts) = raise {
                 clk.raise_latest(ts);
             }
@@ -225,7 +225,6 @@ impl State {
         };
         match next {
             Next::Process => self.process(cx, ev),
-            Next::Accept => self.accept_event(cx, ev),
             Next::Held(go, released) => {
                 for old in released.iter().flatten() {
                     self.accept_event(cx, &old.view())?;
@@ -321,17 +320,17 @@ impl State {
                 Some(_) => {}
             }
         }
-        let mut th = match self.threads.remove(&key) {
-            Some(th) => {
-                self.thread_order.get_mut(&host).unwrap().move_back(th.order);
-                th
+        let mut th = match self.threads.get_mut(&key) {
+            Some(slot) => {
+                self.thread_order.get_mut(&host).unwrap().move_back(slot.order);
+                std::mem::replace(slot, self.spare_thread.take().unwrap_or_else(|| Thread::detached(daemon, ts)))
             }
             None => {
                 self.new_thread(cx, key, daemon, ts)?;
                 // The cap may have dropped the new thread itself: it is then handled detached.
-                match self.threads.remove(&key) {
-                    Some(th) => th,
-                    None => Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order: NIL, born: 0 }),
+                match self.threads.get_mut(&key) {
+                    Some(slot) => std::mem::replace(slot, self.spare_thread.take().unwrap_or_else(|| Thread::detached(daemon, ts))),
+                    None => Thread::detached(daemon, ts),
                 }
             }
         };
@@ -361,7 +360,9 @@ impl State {
             Role::Other => Ok(self.on_line(ev, &mut th)),
         };
         if attached {
-            self.threads.insert(key, th);
+            // No rule drops the thread of the line it handles (on_startup drops the others).
+            let slot = self.threads.get_mut(&key).expect("the line's thread stays while its line is handled");
+            self.spare_thread = Some(std::mem::replace(slot, th));
         }
         let rkey = result?;
         if self.changed.is_some() {

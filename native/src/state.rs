@@ -90,6 +90,11 @@ pub(crate) struct Thread {
 pub(crate) const MAX_SAME_STAMP: usize = 64;
 
 impl Thread {
+    /// A thread in no activity order (the cap dropped it, or a stand-in).
+    pub(crate) fn detached(daemon: Sym, ts: i64) -> Box<Thread> {
+        Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order: crate::lru::NIL, born: 0 })
+    }
+
     /// A line `digest` stamped `ts` was read on the thread.
     pub(crate) fn moved_to(&mut self, ts: i64, digest: u64) {
         if ts != self.latest || self.at_latest.is_empty() {
@@ -186,9 +191,13 @@ pub(crate) struct State {
     pub(crate) set: Settings,
     /// host -> its last counted clock step: (from, to, daemons whose logs showed it)
     pub(crate) host_steps: FxMap<Sym, (i64, i64, Vec<Sym>)>,
-    /// Boxed: process() takes a thread out of the map and puts it back on every line,
-    /// and moving a pointer is cheaper than moving a thread (a tenth of all copying).
+    /// Boxed: process() takes a line's thread out of the map while it handles the line
+    /// (the rules change the thread and the rest of the state at once), leaving
+    /// `spare_thread` in its slot, and moving a pointer is cheaper than moving a thread.
     pub(crate) threads: FxMap<TKey, Box<Thread>>,
+    /// What stands in a thread's slot while its line is handled: a swap in the slot found
+    /// once costs half a removal and a reinsertion. Its contents mean nothing.
+    pub(crate) spare_thread: Option<Box<Thread>>,
     pub(crate) thread_order: FxMap<Sym, Lru<TKey>>,
     pub(crate) thread_order_hosts: Vec<Sym>,
     pub(crate) requests: FxMap<Sym, FxMap<Text, Request>>,

@@ -488,3 +488,31 @@ def test_a_linker_state_saved_before_clock_steps_were_counted_still_loads(engine
     again.linker.finish()
     (req,) = requests_of(records)
     assert (req["ns_calls"], req["ns_ms"]) == (1, 250)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_call_due_after_one_still_inside_an_open_run_goes_out_first_and_that_one_at_the_runs_end(engine):
+    """A creat of F1 inside a processing run that lasts eight seconds waits for the run's
+    end; a creat of F2 (in no run), held after it, goes out before it once due (the
+    DPM log's ping of 08.000 takes the horizon past it). The run's end (08.900) lets the
+    first creat of F1 out at once, before the ping of 09.000; a second creat of F1, due
+    later, follows. Both link to the run's request."""
+    surls = [f"srm://{HEAD}{F1}"]
+    dpm = (put("08/12 10:00:01.000", 3, T1, surls=surls, end="08/12 10:00:01.010")
+           + proc_run("08/12 10:00:01.100", "08/12 10:00:08.900", 27, T1, surls)
+           + status("08/12 10:00:09.000", "08/12 10:00:09.001", 5, T1, "SUCCESS")
+           + closing("08/12 10:00:09.500", "08/12 10:00:09.510", 9, "putdone", T1)
+           + [text for s in range(4, 10) for text in
+              call(f"08/12 10:00:0{s}.000", 4, "ping", end=f"08/12 10:00:0{s}.001")])
+    dpns = (ns_call("08/12 10:00:01.200", "08/12 10:00:01.450", 2, "creat", F1)
+            + ns_call("08/12 10:00:02.000", "08/12 10:00:02.100", 4, "creat", F2)
+            + ns_call("08/12 10:00:03.000", "08/12 10:00:03.100", 2, "creat", F1)
+            + [text for s in range(4, 9) for text in
+               ns_call(f"08/12 10:00:0{s}.000", f"08/12 10:00:0{s}.001", 1, "statg", F2, client="wn1")])
+    (req,), calls = link(dpm, dpns, engine=engine)
+    out = [(c["op"], c["started"] % 100_000, c["token"]) for c in calls if c["op"] in ("creat", "ping")]
+    assert out == [("ping", 4_000, None), ("ping", 5_000, None), ("ping", 6_000, None),
+                   ("ping", 7_000, None), ("ping", 8_000, None),
+                   ("creat", 2_000, None), ("creat", 1_200, T1), ("ping", 9_000, None),
+                   ("creat", 3_000, T1)]
+    assert (req["ns_calls"], req["ns_ms"]) == (2, 350)
