@@ -4,9 +4,40 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 use crate::dome_event::Val;
+use crate::hashing::FxMap;
+
+/// The texts of records as Python strings, each made once: a run's records repeat a few
+/// hosts, roles, commands and client DNs, so a record's dict takes the string made for
+/// the record before rather than a new copy (no allocation, and its hash already known
+/// to the dicts and Counters that key on it). Bounded: at MAX_STRINGS texts it starts
+/// afresh.
+#[derive(Default)]
+pub struct PyStrings {
+    made: FxMap<String, Py<PyString>>,
+}
+
+const MAX_STRINGS: usize = 4096;
+
+impl PyStrings {
+    pub fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+        if let Some(s) = self.made.get(text) {
+            return s.bind(py).clone();
+        }
+        if self.made.len() >= MAX_STRINGS {
+            self.made.clear();
+        }
+        let s = PyString::new(py, text);
+        self.made.insert(text.to_string(), s.clone().unbind());
+        s
+    }
+
+    fn opt<'py>(&mut self, py: Python<'py>, text: &Option<String>) -> Option<Bound<'py, PyString>> {
+        text.as_deref().map(|t| self.get(py, t))
+    }
+}
 
 pub struct CallRecord {
     pub host: String,
@@ -52,19 +83,20 @@ pub enum Record {
 }
 
 impl Record {
-    pub fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// The record's dict; its texts of calls and puts from `strings`.
+    pub fn to_py<'py>(&self, py: Python<'py>, strings: &mut PyStrings) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         match self {
             Record::Call(c) => {
                 d.set_item(intern!(py, "kind"), intern!(py, "dome_call"))?;
-                d.set_item(intern!(py, "host"), &c.host)?;
+                d.set_item(intern!(py, "host"), strings.get(py, &c.host))?;
                 d.set_item(intern!(py, "pid"), c.pid)?;
                 d.set_item(intern!(py, "tid"), c.tid)?;
-                d.set_item(intern!(py, "role"), &c.role)?;
-                d.set_item(intern!(py, "command"), &c.command)?;
+                d.set_item(intern!(py, "role"), strings.opt(py, &c.role))?;
+                d.set_item(intern!(py, "command"), strings.opt(py, &c.command))?;
                 d.set_item(intern!(py, "http_code"), c.http_code)?;
-                d.set_item(intern!(py, "caller"), &c.caller)?;
-                d.set_item(intern!(py, "remote_client"), &c.remote_client)?;
+                d.set_item(intern!(py, "caller"), strings.opt(py, &c.caller))?;
+                d.set_item(intern!(py, "remote_client"), strings.opt(py, &c.remote_client))?;
                 d.set_item(intern!(py, "start"), c.start)?;
                 d.set_item(intern!(py, "end"), c.end)?;
                 d.set_item(intern!(py, "duration"), c.duration)?;
@@ -73,20 +105,20 @@ impl Record {
             }
             Record::Put(p) => {
                 d.set_item(intern!(py, "kind"), intern!(py, "dome_put"))?;
-                d.set_item(intern!(py, "head"), &p.head)?;
+                d.set_item(intern!(py, "head"), strings.get(py, &p.head))?;
                 d.set_item(intern!(py, "lfn"), &p.lfn)?;
                 d.set_item(intern!(py, "put_time"), p.put_time)?;
                 d.set_item(intern!(py, "put_code"), p.put_code)?;
-                d.set_item(intern!(py, "server"), &p.server)?;
-                d.set_item(intern!(py, "fs"), &p.fs)?;
+                d.set_item(intern!(py, "server"), strings.opt(py, &p.server))?;
+                d.set_item(intern!(py, "fs"), strings.opt(py, &p.fs))?;
                 d.set_item(intern!(py, "pfn"), &p.pfn)?;
                 d.set_item(intern!(py, "size"), p.size)?;
                 d.set_item(intern!(py, "putdone_code"), p.putdone_code)?;
                 d.set_item(intern!(py, "putdone_disk_time"), p.putdone_disk_time)?;
                 d.set_item(intern!(py, "putdone_head_time"), p.putdone_head_time)?;
                 d.set_item(intern!(py, "put_to_putdone"), p.put_to_putdone)?;
-                d.set_item(intern!(py, "status"), p.status)?;
-                d.set_item(intern!(py, "end_reason"), p.end_reason)?;
+                d.set_item(intern!(py, "status"), strings.get(py, p.status))?;
+                d.set_item(intern!(py, "end_reason"), strings.get(py, p.end_reason))?;
                 d.set_item(intern!(py, "ended"), p.ended)?;
                 d.set_item(intern!(py, "whole_seconds"), i64::from(p.whole_seconds))?;
             }
