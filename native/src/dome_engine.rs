@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::dome_event::DomeEvent;
-use crate::dome_records::{PyStrings, Record};
+use crate::dome_records::{Record, RecordCache};
 use crate::dome_state::DomeState;
 use crate::block::LineBlock;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN, UNMATCHED};
@@ -20,14 +20,14 @@ use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 #[pyclass(module = "dpmstream.parsers._native", subclass, unsendable)]
 pub struct DomeCore {
     pub st: DomeState,
-    strings: PyStrings,
+    cache: RecordCache,
 }
 
 impl DomeCore {
     fn records<'py>(&mut self, py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for r in out {
-            list.append(r.to_py(py, &mut self.strings)?)?;
+            list.append(r.to_py(py, &mut self.cache)?)?;
         }
         Ok(list)
     }
@@ -41,7 +41,7 @@ impl DomeCore {
         if max_calls == 0 || max_puts == 0 {
             return Err(PyValueError::new_err("max_calls and max_puts must be at least 1"));
         }
-        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms), strings: PyStrings::default() })
+        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms), cache: RecordCache::default() })
     }
 
     /// One event: a DomeLine of the compiled scanner, or a Python DomeEvent.
