@@ -112,14 +112,28 @@ class ChecksumWaits:
         the checksum waits it ends."""
         if record.get("kind") != "dome_call":
             return []
+        return self._call(record)
+
+    def _call(self, record: dict) -> list[dict]:
+        """feed() of a dome_call record. Most calls are no poll and end no run: their
+        host's clock moves and, only when a deadline of that host is due, it is swept (the
+        heap's first deadline not before the watermark: _sweep would pop nothing)."""
         out: list[dict] = []
         host = record["host"]
-        seen = record["end"] if record["end"] is not None else record["start"]
-        if seen > self.clocks.get(host, seen - 1):
-            self.clocks[host] = seen
+        seen = record["end"]
+        if seen is None:
+            seen = record["start"]
+        clocks = self.clocks
+        clock = clocks.get(host)
+        if clock is None or seen > clock:
+            clocks[host] = clock = seen
         if record["command"] == COMMAND:
             self._poll(record, out)
-        self._sweep(host, out)
+            self._sweep(host, out)
+            return out
+        heap = self.deadlines.get(host)
+        if heap and heap[0][0] < clock - self.allowance_ms:
+            self._sweep(host, out)
         return out
 
     def advance(self, now_ms: int) -> list[dict]:
@@ -241,11 +255,11 @@ def with_checksums(records: list[dict], waits: ChecksumWaits) -> list[dict]:
     """The DOME reassembler's records, each followed by the checksum waits it ends: the
     one call a driver needs where it takes records out of the reassembler."""
     out: list[dict] = []
-    feed = waits.feed
+    call = waits._call
     for record in records:
         out.append(record)
-        if record.get("kind") == "dome_call":   # feed() reads no other kind
-            ended = feed(record)
+        if record["kind"] == "dome_call":   # feed() reads no other kind
+            ended = call(record)
             if ended:
                 out += ended
     return out

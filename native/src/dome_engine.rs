@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::dome_event::DomeEvent;
-use crate::dome_records::Record;
+use crate::dome_records::{Record, RecordCache};
 use crate::dome_state::DomeState;
 use crate::block::LineBlock;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN, UNMATCHED};
@@ -20,14 +20,17 @@ use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 #[pyclass(module = "dpmstream.parsers._native", subclass, unsendable)]
 pub struct DomeCore {
     pub st: DomeState,
+    cache: RecordCache,
 }
 
-fn records<'py>(py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    for r in out {
-        list.append(r.to_py(py)?)?;
+impl DomeCore {
+    fn records<'py>(&mut self, py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for r in out {
+            list.append(r.to_py(py, &mut self.cache)?)?;
+        }
+        Ok(list)
     }
-    Ok(list)
 }
 
 #[pymethods]
@@ -38,7 +41,7 @@ impl DomeCore {
         if max_calls == 0 || max_puts == 0 {
             return Err(PyValueError::new_err("max_calls and max_puts must be at least 1"));
         }
-        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms) })
+        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms), cache: RecordCache::default() })
     }
 
     /// One event: a DomeLine of the compiled scanner, or a Python DomeEvent.
@@ -49,7 +52,7 @@ impl DomeCore {
         } else {
             self.st.feed(&DomeEvent::from_py(ev)?, &mut out);
         }
-        records(py, &out)
+        self.records(py, &out)
     }
 
     /// One stream's lines, lines[start:] (a LineBlock, or a list of bytes or str),
@@ -108,19 +111,19 @@ impl DomeCore {
                 break BUDGET;
             }
         };
-        Ok((i, unmatched, foreign, hosts, latest, why, records(py, &out)?))
+        Ok((i, unmatched, foreign, hosts, latest, why, self.records(py, &out)?))
     }
 
     fn advance<'py>(&mut self, py: Python<'py>, now_ms: i64) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.st.advance(now_ms, &mut out);
-        records(py, &out)
+        self.records(py, &out)
     }
 
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.st.finish(&mut out);
-        records(py, &out)
+        self.records(py, &out)
     }
 
     fn stats_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

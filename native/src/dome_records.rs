@@ -4,9 +4,45 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 use crate::dome_event::Val;
+use crate::hashing::FxMap;
+
+/// What the records' dicts are made of, kept over a run (DomeCore holds one):
+/// - their texts as Python strings, each made once: a run's records repeat a few hosts,
+///   roles, commands and client DNs, so a record's dict takes the string made for the
+///   record before rather than a new copy (no allocation, and its hash already known to
+///   the dicts and Counters that key on it). Bounded: at MAX_STRINGS texts it starts afresh.
+/// - per kind, a dict of its keys in their order, copied for each record of the kind
+///   (a copy of a dict is one block; a new dict grew twice to take a call's 14 keys),
+///   each of whose values the record then sets.
+#[derive(Default)]
+pub struct RecordCache {
+    strings: FxMap<String, Py<PyString>>,
+    templates: [Option<Py<PyDict>>; KINDS],
+}
+
+const MAX_STRINGS: usize = 4096;
+const KINDS: usize = 5;
+
+impl RecordCache {
+    pub fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+        if let Some(s) = self.strings.get(text) {
+            return s.bind(py).clone();
+        }
+        if self.strings.len() >= MAX_STRINGS {
+            self.strings.clear();
+        }
+        let s = PyString::new(py, text);
+        self.strings.insert(text.to_string(), s.clone().unbind());
+        s
+    }
+
+    fn opt<'py>(&mut self, py: Python<'py>, text: &Option<String>) -> Option<Bound<'py, PyString>> {
+        text.as_deref().map(|t| self.get(py, t))
+    }
+}
 
 pub struct CallRecord {
     pub host: String,
@@ -52,19 +88,44 @@ pub enum Record {
 }
 
 impl Record {
-    pub fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
+    fn kind_index(&self) -> usize {
+        match self {
+            Record::Call(_) => 0,
+            Record::Put(_) => 1,
+            Record::Capacity { .. } => 2,
+            Record::FsEvent { .. } => 3,
+            Record::JournaldGap { .. } => 4,
+        }
+    }
+
+    /// The record's dict, from `cache` (its kind's keys, the texts of calls and puts).
+    /// Every key of the kind is set for every record: a copy of the kind's first dict has
+    /// the keys in their order, and no value of that record is left.
+    pub fn to_py<'py>(&self, py: Python<'py>, cache: &mut RecordCache) -> PyResult<Bound<'py, PyDict>> {
+        let kind = self.kind_index();
+        let d = match &cache.templates[kind] {
+            Some(template) => template.bind(py).copy()?,
+            None => PyDict::new(py),
+        };
+        self.fill(py, &d, cache)?;
+        if cache.templates[kind].is_none() {
+            cache.templates[kind] = Some(d.copy()?.unbind());
+        }
+        Ok(d)
+    }
+
+    fn fill<'py>(&self, py: Python<'py>, d: &Bound<'py, PyDict>, cache: &mut RecordCache) -> PyResult<()> {
         match self {
             Record::Call(c) => {
                 d.set_item(intern!(py, "kind"), intern!(py, "dome_call"))?;
-                d.set_item(intern!(py, "host"), &c.host)?;
+                d.set_item(intern!(py, "host"), cache.get(py, &c.host))?;
                 d.set_item(intern!(py, "pid"), c.pid)?;
                 d.set_item(intern!(py, "tid"), c.tid)?;
-                d.set_item(intern!(py, "role"), &c.role)?;
-                d.set_item(intern!(py, "command"), &c.command)?;
+                d.set_item(intern!(py, "role"), cache.opt(py, &c.role))?;
+                d.set_item(intern!(py, "command"), cache.opt(py, &c.command))?;
                 d.set_item(intern!(py, "http_code"), c.http_code)?;
-                d.set_item(intern!(py, "caller"), &c.caller)?;
-                d.set_item(intern!(py, "remote_client"), &c.remote_client)?;
+                d.set_item(intern!(py, "caller"), cache.opt(py, &c.caller))?;
+                d.set_item(intern!(py, "remote_client"), cache.opt(py, &c.remote_client))?;
                 d.set_item(intern!(py, "start"), c.start)?;
                 d.set_item(intern!(py, "end"), c.end)?;
                 d.set_item(intern!(py, "duration"), c.duration)?;
@@ -73,20 +134,20 @@ impl Record {
             }
             Record::Put(p) => {
                 d.set_item(intern!(py, "kind"), intern!(py, "dome_put"))?;
-                d.set_item(intern!(py, "head"), &p.head)?;
+                d.set_item(intern!(py, "head"), cache.get(py, &p.head))?;
                 d.set_item(intern!(py, "lfn"), &p.lfn)?;
                 d.set_item(intern!(py, "put_time"), p.put_time)?;
                 d.set_item(intern!(py, "put_code"), p.put_code)?;
-                d.set_item(intern!(py, "server"), &p.server)?;
-                d.set_item(intern!(py, "fs"), &p.fs)?;
+                d.set_item(intern!(py, "server"), cache.opt(py, &p.server))?;
+                d.set_item(intern!(py, "fs"), cache.opt(py, &p.fs))?;
                 d.set_item(intern!(py, "pfn"), &p.pfn)?;
                 d.set_item(intern!(py, "size"), p.size)?;
                 d.set_item(intern!(py, "putdone_code"), p.putdone_code)?;
                 d.set_item(intern!(py, "putdone_disk_time"), p.putdone_disk_time)?;
                 d.set_item(intern!(py, "putdone_head_time"), p.putdone_head_time)?;
                 d.set_item(intern!(py, "put_to_putdone"), p.put_to_putdone)?;
-                d.set_item(intern!(py, "status"), p.status)?;
-                d.set_item(intern!(py, "end_reason"), p.end_reason)?;
+                d.set_item(intern!(py, "status"), cache.get(py, p.status))?;
+                d.set_item(intern!(py, "end_reason"), cache.get(py, p.end_reason))?;
                 d.set_item(intern!(py, "ended"), p.ended)?;
                 d.set_item(intern!(py, "whole_seconds"), i64::from(p.whole_seconds))?;
             }
@@ -115,6 +176,6 @@ impl Record {
                 d.set_item(intern!(py, "lines"), lines)?;
             }
         }
-        Ok(d)
+        Ok(())
     }
 }

@@ -87,6 +87,9 @@ pub struct DomeScanner {
     max_digits: usize,
     /// The last traditional second asked of the clock, and its answer.
     last_second: Option<([i64; 5], i64)>,
+    /// The text of that second's stamp (`May 30 08:44:00`): a line whose stamp reads the
+    /// same has that second, found without reading its parts again.
+    last_stamp: String,
     #[pyo3(get)]
     result: &'static str,
     #[pyo3(get)]
@@ -240,11 +243,27 @@ impl DomeScanner {
                 Err(_) => self.python_rfc3339(py, rtime)?,
             });
         }
+        // From the month's first byte to the second's last: most lines share the line
+        // before's second.
+        let text = match (form.g.stamp[0].and_then(|g| locs.get(g)), form.g.stamp[4].and_then(|g| locs.get(g))) {
+            (Some((start, _)), Some((_, end))) if start <= end => &line[start..end],
+            _ => "",
+        };
+        if let Some((_, ms)) = self.last_second {
+            if !text.is_empty() && text == self.last_stamp {
+                return Ok(Ok((ms, true)));
+            }
+        }
         let mut parts = [""; 5];
         for (part, g) in parts.iter_mut().zip(&form.g.stamp[..5]) {
             *part = g.and_then(|g| span(line, locs, g)).unwrap_or("");
         }
-        Ok(self.traditional_ms(py, &parts)?.map(|ms| (ms, true)))
+        let ms = self.traditional_ms(py, &parts)?;
+        if ms.is_ok() {   // last_second is this stamp's now
+            self.last_stamp.clear();
+            self.last_stamp.push_str(text);
+        }
+        Ok(ms.map(|ms| (ms, true)))
     }
 
     /// A traditional stamp's ms through the stream's EventClock; Err(reason) when the
@@ -479,6 +498,7 @@ impl DomeScanner {
             max_bytes,
             max_digits,
             last_second: None,
+            last_stamp: String::new(),
             result: RESULTS[PARSED],
             reason: String::new(),
             counts: [0; 4],

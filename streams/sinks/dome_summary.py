@@ -21,6 +21,9 @@ from dpmstream.streams.sinks.summary import QUANTILES, Series
 DOME_KINDS = frozenset(("dome_call", "dome_put", "dome_checksum", "dome_capacity", "dome_fs_event",
                         "dome_journald_gap"))
 PUT_STATUSES = ("success", "failed", "incomplete")
+# Combinations of (role, command, http code) whose labels are remembered; a run with more
+# (commands outside KNOWN_COMMANDS, odd codes) labels the others call by call.
+MAX_CALL_LABELS = 1024
 
 
 class DomeSummary:
@@ -39,6 +42,9 @@ class DomeSummary:
         self.suppressed: Counter = Counter()   # host -> lines journald's notices say it dropped
         self.first_ms: int | None = None
         self.last_ms: int | None = None
+        # (role, command, http code) -> their labels: ((role, command label), code class),
+        # made once per combination rather than once per call (bounded)
+        self._call_labels: dict[tuple, tuple] = {}
 
     def __bool__(self) -> bool:
         return bool(self.calls or self.puts or self.checksums or self.capacity or self.fs_events
@@ -46,10 +52,28 @@ class DomeSummary:
 
     def write(self, record: dict) -> None:
         kind = record["kind"]
-        if kind == "dome_call":
-            self._cover(record["start"], record["end"])
-            key = (record["role"] or "?", command_label(record["command"]))
-            self.calls[(*key, code_class(record["http_code"]))] += 1
+        if kind == "dome_call":   # most records: _cover and the labels inlined
+            start, end = record["start"], record["end"]
+            first, last = self.first_ms, self.last_ms
+            if start is not None:
+                if first is None or start < first:
+                    first = start
+                if last is None or start > last:
+                    last = start
+            if end is not None:
+                if first is None or end < first:
+                    first = end
+                if last is None or end > last:
+                    last = end
+            self.first_ms, self.last_ms = first, last
+            raw = (record["role"], record["command"], record["http_code"])
+            labels = self._call_labels.get(raw)
+            if labels is None:
+                labels = ((raw[0] or "?", command_label(raw[1])), code_class(raw[2]))
+                if len(self._call_labels) < MAX_CALL_LABELS:
+                    self._call_labels[raw] = labels
+            key, cls = labels
+            self.calls[(*key, cls)] += 1
             if record["whole_seconds"]:
                 self.whole_second_calls += 1
             elif record["duration"] is not None:
