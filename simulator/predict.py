@@ -15,7 +15,6 @@ from dpmstream.simulator import native_model
 from dpmstream.simulator.estimators import quantile
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.observe import growth, measure_all
-from dpmstream.simulator.run import simulate
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
@@ -75,6 +74,8 @@ def model_run(config: SimConfig) -> tuple[list[dict], list[dict]]:
     if native_model.available() and native_model.unsupported(config) is None:
         requests, calls, _ = native_model.run_compiled(config)
         return requests, calls
+    from dpmstream.simulator.run import simulate   # the Python model: rarely needed here
+
     result = simulate(config, None)
     return result.requests, result.calls
 
