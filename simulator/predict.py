@@ -14,7 +14,7 @@ from dpmstream.parsers.records import PHASES
 from dpmstream.simulator import native_model
 from dpmstream.simulator.estimators import quantile
 from dpmstream.simulator.config import SimConfig
-from dpmstream.simulator.observe import growth, measure_all
+from dpmstream.simulator.observe import growth, measure_all, records
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
@@ -87,7 +87,7 @@ def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
     out = Prediction(config, tuple(seeds))
     pooled: dict[tuple[str, str], list[int]] = {}
     for seed in seeds:
-        requests, calls = model_run(config.replace(seed=seed))
+        requests, calls = records(*model_run(config.replace(seed=seed)))
         out.requests += len(requests)
         out.observed.append(measure_all(list(observations), requests, calls))
         out.growth.append(growth(requests, calls))
