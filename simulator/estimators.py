@@ -10,7 +10,16 @@ import math
 
 def quantile(values, q: float) -> float:
     """Linear interpolation between order statistics; values need not be sorted."""
+    return _interpolated(sorted(values), q)
+
+
+def quantiles(values, qs) -> tuple[float, ...]:
+    """`quantile` at each of `qs`, the values sorted once."""
     ordered = sorted(values)
+    return tuple(_interpolated(ordered, q) for q in qs)
+
+
+def _interpolated(ordered: list, q: float) -> float:
     if not ordered:
         return math.nan
     pos = q * (len(ordered) - 1)
@@ -54,7 +63,7 @@ def subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[in
     if not part:
         return tuple(max(floor, v - offset) for v in ordered)
     part_sorted = sorted(part)
-    return tuple(max(floor, int(round(v - quantile(part_sorted, (i + 0.5) / n) - offset)))
+    return tuple(max(floor, int(round(v - _interpolated(part_sorted, (i + 0.5) / n) - offset)))
                  for i, v in enumerate(ordered))
 
 
@@ -64,11 +73,12 @@ def max_overlap(intervals) -> int:
     for start, end in intervals:
         events.append((start, 1))
         events.append((end, -1))
-    events.sort(key=lambda e: (e[0], e[1]))   # an end before a start at the same instant
+    events.sort()   # by instant, then step: an end (-1) before a start at the same instant
     most = now = 0
     for _, step in events:
         now += step
-        most = max(most, now)
+        if now > most:
+            most = now
     return most
 
 

@@ -18,7 +18,7 @@ from typing import Callable
 from dpmstream.parsers.linking import directory_of
 from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
 from dpmstream.simulator.fits import (
-    NET_MS, directory_locks, get_gap, lock_holds, proc_interval,
+    NET_MS, get_gap, lock_holds, proc_interval,
 )
 from dpmstream.simulator.identities import Namespace
 
@@ -54,13 +54,53 @@ def _p50(values) -> list:
     return [v for v in values if v is not None]
 
 
+class Records(list):
+    """Records with the views the observations take of them, each made once: some twenty
+    observations filter the same requests and creates (see `records`)."""
+
+    __slots__ = ("views",)
+
+    def __init__(self, items=()):
+        super().__init__(items)
+        self.views = {}
+
+
+def records(requests, calls) -> tuple[Records, Records]:
+    """The records as Records, for `measure_all` and `growth` on the same run."""
+    return (requests if isinstance(requests, Records) else Records(requests),
+            calls if isinstance(calls, Records) else Records(calls))
+
+
+def _view(items, key, make):
+    """`make()`, kept on Records (read only: every taker shares it)."""
+    views = getattr(items, "views", None)
+    if views is None:
+        return make()
+    if key not in views:
+        views[key] = make()
+    return views[key]
+
+
 def _reqs(requests, op=None):
-    return [r for r in requests if r.get("op") in ("put", "get") and (op is None or r["op"] == op)]
+    return _view(requests, ("reqs", op), lambda: [
+        r for r in requests if r.get("op") in ("put", "get") and (op is None or r["op"] == op)])
 
 
 def _creats(calls):
-    return [c for c in calls if c.get("daemon") == "dpns" and c.get("op") == "creat"
-            and c.get("ended") is not None and c.get("started") is not None]
+    return _view(calls, "creats", lambda: [
+        c for c in calls if c.get("daemon") == "dpns" and c.get("op") == "creat"
+        and c.get("ended") is not None and c.get("started") is not None])
+
+
+def _creats_by_directory(calls) -> dict[str, list[tuple[int, int]]]:
+    """directory -> (started, ended) of its creates, in the order of the calls."""
+    def make():
+        out: dict[str, list] = {}
+        for c in _creats(calls):
+            if c.get("path"):
+                out.setdefault(directory_of(c["path"]), []).append((c["started"], c["ended"]))
+        return out
+    return _view(calls, "creats by directory", make)
 
 
 def _own_work(op):
@@ -78,8 +118,9 @@ def _arrival_rate(requests, calls):
 
 
 def _pooled_hold(requests, calls):
-    locks, _ = directory_locks([(c["started"], c["ended"], c.get("path")) for c in _creats(calls)])
-    return _p50(h for lock in locks for h in lock.holds)
+    # Each directory's own queue, in fits.directory_locks' order (most creates first).
+    groups = sorted(_creats_by_directory(calls).items(), key=lambda g: (-len(g[1]), g[0]))
+    return _p50(h for _, creats in groups for h in lock_holds(creats))
 
 
 def _directory(names: tuple[str, ...], what: str):
@@ -87,8 +128,9 @@ def _directory(names: tuple[str, ...], what: str):
     holds (values), their share of all creates, or their wait + hold p50."""
     def measure(requests, calls):
         creats = _creats(calls)
-        mine = [(c["started"], c["ended"]) for c in creats
-                if c.get("path") and directory_of(c["path"]) in names]
+        by_directory = _creats_by_directory(calls)
+        # Which name a create came under does not matter: holds sort, the rest count.
+        mine = [pair for name in dict.fromkeys(names) for pair in by_directory.get(name, ())]
         if what == "hold":
             return lock_holds(mine)
         if what == "share":
@@ -145,6 +187,7 @@ def observations(directories: list[str], shown: int) -> list[Observation]:
 
 
 def measure_all(obs: list[Observation], requests, calls) -> list:
+    requests, calls = records(requests, calls)
     return [o.measure(requests, calls) for o in obs]
 
 

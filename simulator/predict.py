@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 
 from dpmstream.parsers.records import PHASES
 from dpmstream.simulator import native_model
-from dpmstream.simulator.estimators import quantile
+from dpmstream.simulator.estimators import quantile, quantiles
 from dpmstream.simulator.config import SimConfig
-from dpmstream.simulator.observe import growth, measure_all
-from dpmstream.simulator.run import simulate
+from dpmstream.simulator.observe import growth, measure_all, records
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
@@ -25,22 +24,22 @@ MIN_COUNT = 20          # phases measured fewer times than this are not checked
 
 
 def phase_table(records: list[dict]) -> dict[tuple[str, str], list[int]]:
-    """(op, phase) -> the phase's values in ms, over every request record of that op."""
+    """(op, phase) -> the phase's values in ms, over every request record of that op, in
+    the records' order (a phase no record of the op has is left out)."""
     table: dict[tuple[str, str], list[int]] = {}
-    for r in records:
-        op = r.get("op")
-        if op not in ("put", "get"):
-            continue
+    for op in ("put", "get"):
+        mine = [r for r in records if r.get("op") == op]
         for field_name, phase in PHASES:
-            value = r.get(field_name)
-            if value is not None:
-                table.setdefault((op, phase), []).append(value)
+            values = [v for r in mine if (v := r.get(field_name)) is not None]
+            if values:
+                table[(op, phase)] = values
     return table
 
 
 def summarise(values) -> dict[str, float]:
     """p50/p95/p99 in seconds."""
-    return {name: quantile(values, q) / 1000 for name, q in QUANTILES}
+    return {name: value / 1000 for (name, _), value in
+            zip(QUANTILES, quantiles(values, [q for _, q in QUANTILES]))}
 
 
 @dataclass
@@ -75,6 +74,8 @@ def model_run(config: SimConfig) -> tuple[list[dict], list[dict]]:
     if native_model.available() and native_model.unsupported(config) is None:
         requests, calls, _ = native_model.run_compiled(config)
         return requests, calls
+    from dpmstream.simulator.run import simulate   # the Python model: rarely needed here
+
     result = simulate(config, None)
     return result.requests, result.calls
 
@@ -86,7 +87,7 @@ def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
     out = Prediction(config, tuple(seeds))
     pooled: dict[tuple[str, str], list[int]] = {}
     for seed in seeds:
-        requests, calls = model_run(config.replace(seed=seed))
+        requests, calls = records(*model_run(config.replace(seed=seed)))
         out.requests += len(requests)
         out.observed.append(measure_all(list(observations), requests, calls))
         out.growth.append(growth(requests, calls))

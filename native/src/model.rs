@@ -86,8 +86,18 @@ impl PyRandom {
 fn make_uuid(rng: &mut PyRandom) -> String {
     let clear = !((0xc000u128 << 48) | (0xf000u128 << 64));
     let set = (0x8000u128 << 48) | (4u128 << 76);
-    let h = format!("{:032x}", (rng.bits128() & clear) | set);
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    let bits = (rng.bits128() & clear) | set;
+    // Python's str(uuid.UUID(int=bits)): 32 lowercase hex digits in groups 8-4-4-4-12,
+    // written here digit by digit (format! twice per request was a tenth of a run).
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for i in 0..32 {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        out.push(HEX[((bits >> (124 - 4 * i)) & 0xf) as usize] as char);
+    }
+    out
 }
 
 // -- service times (service.py) ------------------------------------------------------------
@@ -334,7 +344,9 @@ enum Event {
     SlowAnswered { tid: i64, req: usize, i: usize, run_start: i64 },
     SlowSelected { tid: i64, req: usize, i: usize, run_start: i64 },
     SlowEnd { tid: i64, req: usize, run_start: i64 },
-    NsCreated { dir: String, item: NsItem },
+    // Boxed, as in NsFinish: every Event is as large as its largest variant, and the
+    // scheduler's heap moves Events on each push and pop.
+    NsCreated { dir: String, item: Box<NsItem> },
     NsFinish { tid: i64, item: Box<NsItem> },
     Arrive,
 }
@@ -522,7 +534,7 @@ impl Model {
             Event::SlowEnd { tid, req, run_start } => self.slow_end(tid, req, run_start),
             Event::NsCreated { dir, item } => {
                 self.ns_line();
-                self.ns_finish(item.tid, item, Some(dir));
+                self.ns_finish(item.tid, *item, Some(dir));
             }
             Event::NsFinish { tid, item } => self.ns_finish(tid, *item, None),
             Event::Arrive => {
@@ -1041,7 +1053,7 @@ impl Model {
             None => {
                 self.ns_locks.insert(dir.clone(), VecDeque::new());
                 let d = self.ns_hold(&dir);
-                self.after(d, Event::NsCreated { dir, item });
+                self.after(d, Event::NsCreated { dir, item: Box::new(item) });
             }
             Some(waiters) => {
                 waiters.push_back(item);
@@ -1066,7 +1078,7 @@ impl Model {
             match next {
                 Some(next) => {
                     let d = self.ns_hold(&dir);
-                    self.after(d, Event::NsCreated { dir, item: next });
+                    self.after(d, Event::NsCreated { dir, item: Box::new(next) });
                 }
                 None => {
                     self.ns_locks.remove(&dir);

@@ -9,7 +9,7 @@ import pytest
 
 from dpmstream.simulator.estimators import (
     in_flight_at_arrivals, in_flight_at_start, max_overlap, mean_interval, median,
-    median_interval, quantile, subtract_quantiles, wilson_interval)
+    median_interval, quantile, quantiles, subtract_quantiles, wilson_interval)
 
 
 # -- quantiles ---------------------------------------------------------------------------
@@ -23,6 +23,13 @@ def test_a_quantile_interpolates_linearly_between_order_statistics_of_unsorted_v
 def test_the_quantile_of_a_single_value_is_that_value_and_of_none_is_nan():
     assert quantile([7], 0.9) == 7
     assert math.isnan(quantile([], 0.5))
+
+
+def test_several_quantiles_at_once_are_each_the_quantile_at_its_level():
+    assert quantiles([40, 10, 30, 20], (0.0, 0.25, 0.5, 1.0)) == (10, 17.5, 25, 40)
+    values = [(7919 * i) % 1009 for i in range(333)]
+    assert quantiles(values, (0.5, 0.95, 0.99)) == tuple(quantile(values, q) for q in (0.5, 0.95, 0.99))
+    assert all(math.isnan(v) for v in quantiles([], (0.5, 0.9)))
 
 
 def test_the_median_is_the_middle_value_or_the_mean_of_the_two_middle_ones():
