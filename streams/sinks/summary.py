@@ -148,7 +148,9 @@ class Summary:
         """Take the figures a Tally gathered from a run's records (Tally.take_summary_state()):
         the same as write() given each of those records. The state's lists are consumed
         (emptied as they are read), so that each series' bytes go as its array is made."""
-        self.first_ms, self.last_ms = state["first_ms"], state["last_ms"]
+        # Joined with, not put in place of, the times DOME records gave (write_dome): a
+        # DOME-only run's tally names none, and its range must still be printed.
+        self._cover(state["first_ms"], state["last_ms"])
         self.statuses = Counter(dict(state["statuses"]))
         for target, series in ((self.phases, state["phases"]), (self.polls, state["polls"]),
                                (self.calls, state["calls"])):

@@ -155,6 +155,18 @@ def test_the_python_engine_and_the_default_engine_read_a_dome_site_alike(dome_si
     assert_records_are_the_truth(python, prefix)
 
 
+def test_both_engines_print_the_same_summary_of_a_dome_site_with_the_time_it_covers(dome_site):
+    """The summary-only replay (no --out) of a DOME site: the compiled engine's summary is
+    the reference's, line for line, "Records from ... to ..." included (the compiled
+    run's tally, holding no DPM record, once put its empty range over the DOME records')."""
+    _, logs = dome_site("--duration", "120")
+    args = ("replay", *logs, "--year", "2017", "--tz", "Europe/Zurich")
+    default = dpmstream(*args)
+    python = dpmstream(*args, env={**os.environ, "DPMSTREAM_PURE_PYTHON": "1"})
+    assert "Records from 2017-" in python.stdout, python.stdout
+    assert default.stdout == python.stdout
+
+
 @pytest.mark.parametrize("engine_env", [{}, {"DPMSTREAM_PURE_PYTHON": "1"}], ids=["default", "python"])
 def test_the_readmes_dome_command_without_a_zone_writes_the_records_and_a_summary(dome_site, tmp_path, engine_env):
     """As the README gives it: --out and --year, no --tz, the summary printed (its time
