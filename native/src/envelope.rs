@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
@@ -64,18 +65,16 @@ impl<'a> Json<'a> {
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let start = self.at;
-        loop {
-            match *self.s.get(self.at)? {
-                b'"' => {
-                    // no escapes (the common case): the text as it lies in the record
-                    let text = std::str::from_utf8(&self.s[start..self.at]).ok()?;
-                    self.at += 1;
-                    return Some(Cow::Borrowed(text));
-                }
-                b'\\' => break,
-                c if c < 0x20 => return None,
-                _ => self.at += 1,
+        self.at += plain_run(&self.s[start..]);
+        match *self.s.get(self.at)? {
+            b'"' => {
+                // no escapes (the common case): the text as it lies in the record
+                let text = utf8(&self.s[start..self.at])?;
+                self.at += 1;
+                return Some(Cow::Borrowed(text));
             }
+            b'\\' => {}
+            _ => return None, // a control character
         }
         let mut out = std::str::from_utf8(&self.s[start..self.at]).ok()?.to_owned();
         loop {
@@ -118,13 +117,8 @@ impl<'a> Json<'a> {
                 c if c < 0x20 => return None,
                 _ => {
                     let run = self.at;
-                    while let Some(&c) = self.s.get(self.at) {
-                        if c == b'"' || c == b'\\' || c < 0x20 {
-                            break;
-                        }
-                        self.at += 1;
-                    }
-                    out.push_str(std::str::from_utf8(&self.s[run..self.at]).ok()?);
+                    self.at += plain_run(&self.s[run..]);
+                    out.push_str(utf8(&self.s[run..self.at])?);
                 }
             }
         }
@@ -154,6 +148,54 @@ impl<'a> Json<'a> {
             return None;
         }
         std::str::from_utf8(digits).ok()?.parse().ok()
+    }
+}
+
+/// How many bytes from the start of `s` are plain string content: up to the first quote,
+/// backslash or control character (or the end). Eight bytes a step: a word with none of
+/// them is passed whole (the byte tests below are exact for "some byte of the word").
+fn plain_run(s: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v; // high bit set where v has a zero byte
+    let mut i = 0;
+    while let Some(chunk) = s.get(i..i + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let control = w.wrapping_sub(ONES * 0x20) & !w; // a byte under 0x20
+        if (zero_byte(w ^ (ONES * b'"' as u64)) | zero_byte(w ^ (ONES * b'\\' as u64)) | control) & HIGHS != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < s.len() && !matches!(s[i], b'"' | b'\\' | 0..=0x1f) {
+        i += 1;
+    }
+    i
+}
+
+/// `bytes` as UTF-8 text (None: not UTF-8); ASCII, the common case, without decoding.
+fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII is UTF-8
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
+    }
+}
+
+/// A str of `text`: ASCII text (nearly every log line) copied into a new compact ASCII
+/// str as it lies, without PyString::new's UTF-8 decoding of it again.
+pub(crate) fn new_str<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyString>> {
+    if !text.is_ascii() {
+        return Ok(PyString::new(py, text));
+    }
+    // SAFETY: PyUnicode_New(n, 127) makes a compact ASCII str of n one-byte characters
+    // (its terminating NUL set) that only this reference holds; the n bytes copied into
+    // it are ASCII, as its kind requires.
+    unsafe {
+        let obj = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127))?;
+        std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(obj.as_ptr()).cast::<u8>(), text.len());
+        Ok(obj.downcast_into_unchecked())
     }
 }
 
@@ -310,7 +352,30 @@ fn members(s: &[u8]) -> Option<Members<'_>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{days_from_civil, received_ms};
+    use super::{days_from_civil, plain_run, received_ms};
+
+    #[test]
+    fn a_plain_run_ends_at_the_first_quote_backslash_or_control_character_wherever_it_lies() {
+        let naive = |s: &[u8]| s.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).unwrap_or(s.len());
+        let stops: [u8; 6] = [b'"', b'\\', 0, 0x1f, b'\n', b'\t'];
+        let fillers: [u8; 6] = [b'a', b' ', 0x20, 0x7f, 0x80, 0xff]; // 0x20 and up are plain
+        for len in 0..40 {
+            for &fill in &fillers {
+                let plain = vec![fill; len];
+                assert_eq!(plain_run(&plain), len);
+                for at in 0..len {
+                    for &stop in &stops {
+                        let mut s = plain.clone();
+                        s[at] = stop;
+                        assert_eq!(plain_run(&s), naive(&s), "{s:?}");
+                        assert_eq!(plain_run(&s), at);
+                    }
+                }
+            }
+        }
+        let line = "08/12 14:31:43.118 dpm: put \u{e9}t\u{e9} \"token\" ok".as_bytes();
+        assert_eq!(plain_run(line), naive(line));
+    }
 
     #[test]
     fn civil_days_count_from_the_epoch_across_leap_years() {

@@ -11,16 +11,31 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 
-use crate::envelope::{decoded_fields, name, Decoded};
+use crate::envelope::{decoded_fields, name, new_str, Decoded};
 
-/// The file of the run being planned: its names, its marks key and its mark.
+/// The file of the run being planned: its names, its marks key and its mark, with the
+/// mark's high-water offset and where its next line starts as the plan moved them
+/// (written back to the mark when the plan leaves the file: `put_back`).
 struct File<'py> {
     host: String,
     path: String,
     names: (Bound<'py, PyString>, Bound<'py, PyString>),
     key: Bound<'py, PyTuple>,
     mark: Bound<'py, PyList>,
+    high: i64,
+    next_at: i64,
     dirty: bool,
+}
+
+impl File<'_> {
+    /// The mark as moved (nothing when no line of the file was planned).
+    fn put_back(&self) -> PyResult<()> {
+        if self.dirty {
+            self.mark.set_item(0, self.high)?;
+            self.mark.set_item(3, self.next_at)?;
+        }
+        Ok(())
+    }
 }
 
 /// (runs, next): the runs [(host, path, received_ms, [line, ...]), ...] of
@@ -33,10 +48,27 @@ pub fn plan_batch<'py>(
     marks: &Bound<'py, PyDict>,
     dirty: &Bound<'py, PySet>,
 ) -> PyResult<(Bound<'py, PyList>, usize)> {
-    let py = messages.py();
-    let runs = PyList::empty(py);
-    let value_name = pyo3::intern!(py, "value");
+    let runs = PyList::empty(messages.py());
     let mut file: Option<File<'py>> = None;
+    let planned = plan(messages, start, marks, dirty, &runs, &mut file);
+    // the last file's mark as moved, whether the plan ended or failed (as the marks are
+    // moved in place record by record in plan_runs)
+    let put = file.as_ref().map_or(Ok(()), File::put_back);
+    let next = planned?;
+    put?;
+    Ok((runs, next))
+}
+
+fn plan<'py>(
+    messages: &Bound<'py, PyList>,
+    start: usize,
+    marks: &Bound<'py, PyDict>,
+    dirty: &Bound<'py, PySet>,
+    runs: &Bound<'py, PyList>,
+    file: &mut Option<File<'py>>,
+) -> PyResult<usize> {
+    let py = messages.py();
+    let value_name = pyo3::intern!(py, "value");
     let mut run: Option<(Option<i64>, Bound<'py, PyList>)> = None; // its time, its lines
     let mut i = start;
     while i < messages.len() {
@@ -45,7 +77,10 @@ pub fn plan_batch<'py>(
         let Some(Decoded { host, path, offset, received_ms, line }) = decoded_fields(raw.as_bytes()) else {
             break;
         };
-        if !matches!(&file, Some(f) if f.host == host && f.path == path) {
+        if !matches!(&*file, Some(f) if f.host == host && f.path == path) {
+            if let Some(f) = file.take() {
+                f.put_back()?;
+            }
             let names = (name(py, &host), name(py, &path));
             let key = PyTuple::new(py, [&names.0, &names.1])?;
             let Some(mark) = marks.get_item(&key)? else { break };
@@ -53,20 +88,20 @@ pub fn plan_batch<'py>(
             if mark.len() != 4 {
                 break; // a jump held: Python's _admit decides
             }
-            file = Some(File { host: host.into_owned(), path: path.into_owned(), names, key, mark, dirty: false });
+            let (Ok(high), Ok(next_at)) = (mark.get_item(0)?.extract::<i64>(), mark.get_item(3)?.extract::<i64>()) else {
+                break; // not known where the next line starts (an older worker's mark)
+            };
+            *file = Some(File { host: host.into_owned(), path: path.into_owned(), names, key, mark, high, next_at, dirty: false });
             run = None;
         }
         let f = file.as_mut().expect("set above");
-        let (Ok(high), Ok(next_at)) = (f.mark.get_item(0)?.extract::<i64>(), f.mark.get_item(3)?.extract::<i64>()) else {
-            break; // not known where the next line starts (an older worker's mark)
-        };
-        if !(high < offset && offset <= next_at.saturating_add(1)) {
+        if !(f.high < offset && offset <= f.next_at.saturating_add(1)) {
             break; // a duplicate, a rotation or a jump: Python's _admit decides
         }
         // state._next_at: the line's UTF-8 bytes and the newline
         let Some(line_next) = offset.checked_add(line.len() as i64 + 1) else { break };
-        f.mark.set_item(0, offset)?;
-        f.mark.set_item(3, line_next)?;
+        f.high = offset;
+        f.next_at = line_next;
         if !f.dirty {
             dirty.add(&f.key)?;
             f.dirty = true;
@@ -76,8 +111,8 @@ pub fn plan_batch<'py>(
             runs.append((&f.names.0, &f.names.1, received_ms, &lines))?;
             run = Some((received_ms, lines));
         }
-        run.as_ref().expect("set above").1.append(PyString::new(py, &line))?;
+        run.as_ref().expect("set above").1.append(new_str(py, &line)?)?;
         i += 1;
     }
-    Ok((runs, i))
+    Ok(i)
 }

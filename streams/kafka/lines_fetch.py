@@ -39,10 +39,11 @@ import concurrent.futures
 import logging
 import queue
 import threading
+from itertools import groupby, repeat
 from typing import NamedTuple
 
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError,
-                             KafkaException, TopicPartition)
+                             KafkaException, Message, TopicPartition)
 
 log = logging.getLogger("dpmstream.worker")
 
@@ -164,29 +165,18 @@ class LinesConsumer:
                 log.warning("partition %d: seek failed (%s); tried again", p, exc)
                 with self._seek_lock:
                     self._pending.setdefault(p, offset)
-        batch: dict[int, list[Record]] = {}
         # As aiokafka's getmany: wait up to timeout_s for a first record, then take what is
         # fetched already. (consume(n, timeout_s) alone waits for n records or the timeout:
         # at the stream's tail every line would wait out the timeout.)
         first = self._consumer.poll(timeout_s)
         if first is None:
-            return batch
+            return {}
         rebalances = self._rebalances
         rest = self._consumer.consume(n - 1, 0) if n > 1 else []
         # A rebalance inside consume() (librdkafka drops the lines it outdates from that
         # call's own) outdates the first record too: it is read again from its new start.
         messages = rest if self._rebalances != rebalances else [first, *rest]
-        new = tuple.__new__   # Record(...) through namedtuple's __new__ costs twice as much
-        for msg in messages:
-            if msg.error() is not None:
-                _log_error(msg.error())
-                continue
-            p = msg.partition()
-            records = batch.get(p)
-            if records is None:
-                records = batch[p] = []
-            records.append(new(Record, (msg.key(), msg.value(), msg.offset())))
-        return batch
+        return _by_partition(messages)
 
     def _position(self, p: int, offset: int | None) -> int:
         if offset is not None:
@@ -225,6 +215,48 @@ class LinesConsumer:
     def _on_loop(self, coro) -> None:
         """Run coro on the worker's loop and wait for it (the consumer thread waits)."""
         asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+
+_KEY, _VALUE, _OFFSET, _PARTITION, _ERROR = (Message.key, Message.value, Message.offset,
+                                             Message.partition, Message.error)
+
+
+def records_by_partition(messages: list[Message]) -> tuple[dict[int, list[Record]], list]:
+    """({partition: [Record, ...]}, [error, ...]): one consume()'s messages as Records by
+    partition, each partition's in the order consumed; a message carrying an error is
+    left out and its error returned.
+
+    Without a Python loop over the records (map() over the Message type's own methods,
+    then a slice per run of one partition: consume() returns each partition's records in
+    runs, a fetch response each): the loop it replaced cost ~0.3 us a record more. (The
+    same in the extension saved only ~0.05 us more: what is left is touching each
+    Message librdkafka's consume() just made.)"""
+    errors = []
+    if any(map(_ERROR, messages)):
+        errors = [err for err in map(_ERROR, messages) if err is not None]
+        messages = [msg for msg in messages if msg.error() is None]
+    # tuple.__new__: Record(...) through namedtuple's __new__ costs twice as much
+    records = list(map(tuple.__new__, repeat(Record),
+                       zip(map(_KEY, messages), map(_VALUE, messages), map(_OFFSET, messages))))
+    batch: dict[int, list[Record]] = {}
+    start = 0
+    for p, run in groupby(map(_PARTITION, messages)):
+        end = start + len(list(run))
+        held = batch.get(p)
+        if held is None:
+            batch[p] = records[start:end]
+        else:
+            held += records[start:end]
+        start = end
+    return batch, errors
+
+
+def _by_partition(messages: list[Message]) -> dict[int, list[Record]]:
+    """records_by_partition's batch, its errors logged."""
+    batch, errors = records_by_partition(messages)
+    for err in errors:
+        _log_error(err)
+    return batch
 
 
 def _log_error(err: KafkaError) -> None:

@@ -42,3 +42,13 @@ def test_it_remembers_a_bounded_number_of_keys(monkeypatch):
         key = b"host-%d" % i
         assert mine(key, [0, 1, 2, 3], []) == default(key, [0, 1, 2, 3], [])
         assert len(mine._index) <= 10
+
+
+def test_its_murmur2_is_kafkas_on_every_length_and_byte():
+    from aiokafka.partitioner import murmur2 as aiokafka_murmur2
+
+    rng = random.Random(5)
+    keys = [bytes(range(n)) for n in range(12)] + [b"\xff" * n for n in range(12)]
+    keys += [rng.randbytes(rng.randint(0, 80)) for _ in range(2000)]
+    for key in keys:
+        assert key_partitioner.murmur2(key) == aiokafka_murmur2(key), key

@@ -159,3 +159,41 @@ def test_a_consumer_that_stops_taking_records_prefetches_a_bounded_amount(kafka_
     most = max(size for _cnt, size in queued)
     assert 0 < most <= PREFETCH_BOUND_BYTES, \
         f"prefetched {most:,} bytes of a {TOPIC_BYTES:,}-byte topic"
+
+
+def test_a_consumes_records_are_grouped_by_partition_in_offset_order_errors_apart(kafka_broker):
+    """records_by_partition on what a real consume() returns: several partitions' runs,
+    and its partition-EOF events, which are messages carrying an error (left out, their
+    errors returned)."""
+    from confluent_kafka import Consumer, KafkaError
+
+    from dpmstream.streams.kafka.lines_fetch import Record, records_by_partition
+
+    topic = f"lf-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topics([topic], partitions=3)
+    sent = [(f"head{i % 5}".encode(), f"line {i}".encode()) for i in range(3000)]
+    produce(kafka_broker.bootstrap, topic, sent + [(None, b"no key")])
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": topic,
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    consumer.subscribe([topic])
+    messages, eofs = [], set()
+    deadline = time.monotonic() + WITHIN_S
+    try:
+        while len(eofs) < 3:   # every partition read to its end
+            assert time.monotonic() < deadline, f"{len(messages)} messages consumed"
+            got = consumer.consume(500, 0.2)
+            messages += got
+            eofs |= {m.partition() for m in got if m.error() is not None}
+    finally:
+        consumer.close()
+
+    batch, errors = records_by_partition(messages)
+    assert sorted(batch) == [0, 1, 2]
+    assert [e.code() for e in errors] == [KafkaError._PARTITION_EOF] * len(errors)
+    assert len(errors) >= 3
+    for p, records in batch.items():
+        assert all(type(r) is Record for r in records)
+        assert [r.offset for r in records] == list(range(len(records)))
+    by_value = lambda kv: kv[1]   # noqa: E731 - every value differs; a key may be None
+    assert sorted(((r.key, r.value) for rs in batch.values() for r in rs), key=by_value) == \
+        sorted(sent + [(None, b"no key")], key=by_value)
