@@ -40,6 +40,7 @@ mod envelope_batch;
 mod event;
 mod hashing;
 mod jit;
+mod line_match;
 mod linking;
 mod lru;
 mod model;
@@ -55,6 +56,7 @@ mod schema_check;
 mod state;
 mod state_codec;
 mod tally;
+mod template;
 mod window;
 
 use pyo3::prelude::*;
