@@ -23,7 +23,7 @@ use pcre2_sys::{
     pcre2_code_8, pcre2_code_free_8, pcre2_compile_8, pcre2_get_error_message_8, pcre2_get_mark_8,
     pcre2_get_ovector_pointer_8, pcre2_jit_compile_8, pcre2_jit_match_8, pcre2_match_8,
     pcre2_match_data_8, pcre2_match_data_create_from_pattern_8, pcre2_match_data_free_8,
-    pcre2_pattern_info_8, PCRE2_ANCHORED, PCRE2_DOTALL, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT, PCRE2_JIT_COMPLETE,
+    pcre2_pattern_info_8, PCRE2_DOTALL, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT, PCRE2_JIT_COMPLETE,
     PCRE2_NO_UTF_CHECK, PCRE2_UNSET, PCRE2_UTF,
 };
 
@@ -63,17 +63,6 @@ impl Pattern {
     /// newline too (DOTALL) where asked.
     pub(crate) fn with_options(pattern: &str, utf: bool, dotall: bool) -> Result<Self, String> {
         let options = if utf { PCRE2_UTF } else { 0 } | if dotall { PCRE2_DOTALL } else { 0 };
-        Self::compile(pattern, options)
-    }
-
-    /// As `new`, anchored: it matches only where `find_at` starts it, as a part of a
-    /// longer pattern would there (the text before stays visible to `\b` and look-behind).
-    pub(crate) fn anchored(pattern: &str) -> Result<Self, String> {
-        Self::compile(pattern, PCRE2_ANCHORED)
-    }
-
-    fn compile(pattern: &str, options: u32) -> Result<Self, String> {
-        let utf = options & PCRE2_UTF != 0;
         let (mut err, mut offset) = (0i32, 0usize);
         // SAFETY: pointer and length of a live str; the error outputs are locals.
         let code = unsafe {
@@ -109,24 +98,17 @@ impl Pattern {
     /// error (such as the JIT stack's limit, or invalid UTF-8 for a UTF pattern) with its
     /// code.
     pub(crate) fn find(&mut self, subject: &[u8]) -> Result<bool, i32> {
-        self.run(subject, 0, !self.utf)
-    }
-
-    /// As `find`, starting at byte `start` of `subject` (group spans stay offsets in the
-    /// whole subject); a pattern outside UTF mode only (a byte offset is then a character's).
-    pub(crate) fn find_at(&mut self, subject: &[u8], start: usize) -> Result<bool, i32> {
-        debug_assert!(!self.utf && start <= subject.len());
-        self.run(subject, start, true)
+        self.run(subject, !self.utf)
     }
 
     /// As `find`, on text: valid UTF-8 by its type, so a UTF pattern skips PCRE2's check.
     pub(crate) fn find_str(&mut self, subject: &str) -> Result<bool, i32> {
-        self.run(subject.as_bytes(), 0, true)
+        self.run(subject.as_bytes(), true)
     }
 
     /// `valid`: the subject is known valid for the pattern's mode (always so outside UTF
     /// mode), so neither PCRE2's check nor pcre2_match's is needed: the JIT's entry point.
-    fn run(&mut self, subject: &[u8], start: usize, valid: bool) -> Result<bool, i32> {
+    fn run(&mut self, subject: &[u8], valid: bool) -> Result<bool, i32> {
         static ONE: [u8; 1] = [0]; // an empty subject still gets a pointer PCRE2 may read
         let ptr = if subject.is_empty() { ONE.as_ptr() } else { subject.as_ptr() };
         let options = if valid && self.utf { PCRE2_NO_UTF_CHECK } else { 0 };
@@ -135,9 +117,9 @@ impl Pattern {
         // PCRE2_NO_UTF_CHECK only for a subject valid in the pattern's mode.
         let rc = unsafe {
             if self.jit && valid {
-                pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), start, 0, self.data.as_ptr(), std::ptr::null_mut())
+                pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), 0, 0, self.data.as_ptr(), std::ptr::null_mut())
             } else {
-                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), start, options, self.data.as_ptr(), std::ptr::null_mut())
+                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), 0, options, self.data.as_ptr(), std::ptr::null_mut())
             }
         };
         match rc {

@@ -40,7 +40,6 @@ mod envelope_batch;
 mod event;
 mod hashing;
 mod jit;
-mod line_match;
 mod linking;
 mod lru;
 mod model;
@@ -56,7 +55,6 @@ mod schema_check;
 mod state;
 mod state_codec;
 mod tally;
-mod template;
 mod window;
 
 use pyo3::prelude::*;

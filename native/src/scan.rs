@@ -6,12 +6,10 @@
 //! (and handed in with `remember`). For anything else (a non-ASCII DN, a control byte,
 //! an rsyslog prefix, a new second, a malformed line) it returns None and Python's
 //! LineParser decides, so the rules for time and bad input live in one place. The
-//! profile's own regex is compiled here with PCRE2 (JIT, src/jit.rs), as fastpath.py
-//! hands it over: split (fastpath.split_form: the envelope, then each role alternative
-//! on its own, tried only where its literal prefix fits, src/line_match.rs), or whole:
-//! the portable pattern, whose group numbers are those of Python's compiled pattern, or
-//! its marked form (fastpath.marked_form), fewer groups renumbered, the matching
-//! alternative named by its `(*MARK)`.
+//! profile's own combined regex is compiled here with PCRE2 (JIT, src/jit.rs), as
+//! fastpath.py hands it over: the portable pattern, whose group numbers are those of
+//! Python's compiled pattern, or its marked form (fastpath.marked_form), fewer groups
+//! renumbered, the matching alternative named by its `(*MARK)`.
 
 use std::collections::HashMap;
 
@@ -23,8 +21,6 @@ use pyo3::types::{PyString, PyType};
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
 use crate::jit::Pattern;
-use crate::line_match::{LineMatch, Part, RolePattern};
-use crate::template::{Item, Template};
 use crate::names::{Names, Sym};
 
 const ABSENT: usize = usize::MAX;
@@ -51,6 +47,7 @@ const FIELDS: usize = 8;
 const EVENT_LEN: usize = 7 + FIELDS;
 
 struct Alternative {
+    group: usize, // its wrapper group; unused when the pattern is marked
     role: Option<Py<PyString>>, // None: the catch-all `unmatched`
     code: Option<Role>,   // the engine's handler; None: unmatched, or a role it lacks
     slots: [usize; FIELDS],
@@ -65,7 +62,10 @@ pub(crate) enum Scan {
 
 #[pyclass(module = "dpmstream.parsers._native")]
 pub(crate) struct FastLines {
-    matcher: LineMatch,
+    regex: Pattern,
+    /// Each alternative opens with `(*MARK:i)`, i its index here, and has no wrapper
+    /// group (fastpath.py's marked form): the mark tells which one matched.
+    marked: bool,
     envelope: [usize; 9],
     alternatives: Vec<Alternative>,
     event_type: Py<PyType>,
@@ -160,51 +160,6 @@ fn second_key(parts: [u64; 5]) -> Option<u64> {
     Some(key)
 }
 
-/// A compiled pattern with the groups Python counted (`groups`, group 0 not counted).
-fn counted(pattern: Result<Pattern, String>, groups: usize) -> PyResult<Pattern> {
-    let regex = pattern.map_err(PyValueError::new_err)?;
-    // captures_len counts group 0; Python's `groups` does not.
-    if regex.captures_len() != groups + 1 {
-        return Err(PyValueError::new_err(format!(
-            "group count differs: PCRE2 {}, Python {}",
-            regex.captures_len() - 1,
-            groups
-        )));
-    }
-    Ok(regex)
-}
-
-/// A template item as fastpath.template_items hands it over: (kind, bytes, a, b).
-type RawItem = (u8, Vec<u8>, usize, usize);
-
-/// kind 0: literal `bytes`; 1: a class of the bytes `bytes`, a to b of them (b past
-/// any line's length: no bound); 2/3: group a opens/closes; 4: the next a items
-/// are optional, taken when the byte there is one of `bytes`.
-fn template(raw: Vec<RawItem>, groups: usize, to_end: bool) -> PyResult<Part> {
-    let set = |bytes: &[u8]| {
-        let mut s = [false; 256];
-        for &c in bytes {
-            s[usize::from(c)] = true;
-        }
-        s
-    };
-    let mut items = Vec::with_capacity(raw.len());
-    for (kind, bytes, a, b) in raw {
-        items.push(match kind {
-            0 => Item::Literal(bytes.into()),
-            1 => {
-                let set = set(&bytes);
-                Item::Class { every: set.iter().all(|&b| b), set, min: a, max: b }
-            }
-            2 => Item::Open(a),
-            3 => Item::Close(a),
-            4 => Item::Optional { first: set(&bytes), len: a },
-            _ => return Err(PyValueError::new_err(format!("no template item of kind {kind}"))),
-        });
-    }
-    Template::new(items, groups, to_end).map(Part::Template).map_err(PyValueError::new_err)
-}
-
 unsafe fn new_int(value: i64) -> *mut ffi::PyObject {
     ffi::PyLong_FromLongLong(value)
 }
@@ -252,12 +207,15 @@ impl FastLines {
         }
         // SAFETY: printable ASCII and tab only, checked just above: valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-        let Some(alt) = self.matcher.find(bytes) else {
+        if self.regex.find(bytes) != Ok(true) {
+            return Scan::Python;
+        }
+        let Some(alt) = self.matched_alternative() else {
             return Scan::Python;
         };
         let mut spans = [(0usize, 0usize); 5];
         for (i, span) in spans.iter_mut().enumerate() {
-            match self.matcher.envelope(self.envelope[MONTH + i]) {
+            match self.regex.get(self.envelope[MONTH + i]) {
                 Some(s) => *span = s,
                 None => return Scan::Python,
             }
@@ -281,7 +239,7 @@ impl FastLines {
             }
         };
         let mut ms = 0i64;
-        if let Some(frac) = self.env_text(text, self.envelope[FRAC]) {
+        if let Some(frac) = self.span_text(text, self.envelope[FRAC]) {
             if !frac.is_empty() {
                 let f = frac.as_bytes();
                 for i in 0..3 {
@@ -297,10 +255,10 @@ impl FastLines {
         if self.alternatives[alt].role.is_none() {
             return Scan::Unmatched;
         }
-        let Some(pid) = self.env_text(text, self.envelope[PID]).and_then(digits) else {
+        let Some(pid) = self.span_text(text, self.envelope[PID]).and_then(digits) else {
             return Scan::Python;
         };
-        let tid = match self.env_text(text, self.envelope[TID]) {
+        let tid = match self.span_text(text, self.envelope[TID]) {
             None => -1,
             Some(t) => match digits(t) {
                 Some(v) => v as i64,
@@ -308,14 +266,14 @@ impl FastLines {
             },
         };
         let slots = self.alternatives[alt].slots;
-        let nfiles = match self.field_text(text, alt, slots[NFILES]) {
+        let nfiles = match self.span_text(text, slots[NFILES]) {
             None => None,
             Some(t) => match digits(t) {
                 Some(v) => Some(v as i64),
                 None => return Scan::Python,
             },
         };
-        let rc = match self.field_text(text, alt, slots[RC]) {
+        let rc = match self.span_text(text, slots[RC]) {
             None => None,
             Some(t) => match signed(t) {
                 Some(v) => Some(v),
@@ -344,16 +302,16 @@ impl FastLines {
             daemon,
             pid,
             tid,
-            func: names.intern(self.env_text(text, self.envelope[FUNC]).unwrap_or("")),
+            func: names.intern(self.span_text(text, self.envelope[FUNC]).unwrap_or("")),
             role,
-            op: self.field_text(text, alt, slots[OP]).map(|t| names.intern(t)),
-            client: self.field_text(text, alt, slots[CLIENT]),
-            token: self.field_text(text, alt, slots[TOKEN]),
+            op: self.span_text(text, slots[OP]).map(|t| names.intern(t)),
+            client: self.span_text(text, slots[CLIENT]),
+            token: self.span_text(text, slots[TOKEN]),
             nfiles,
-            state: self.field_text(text, alt, slots[STATE]).map(|t| names.intern(t)),
+            state: self.span_text(text, slots[STATE]).map(|t| names.intern(t)),
             rc,
-            surl: self.field_text(text, alt, slots[SURL]),
-            path: self.field_text(text, alt, slots[PATH]),
+            surl: self.span_text(text, slots[SURL]),
+            path: self.span_text(text, slots[PATH]),
         })
     }
 
@@ -361,20 +319,21 @@ impl FastLines {
         (self.host.bind(py).clone(), self.daemon.bind(py).clone())
     }
 
-    /// The text of envelope group `group` in the last line scanned.
-    fn env_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
+    fn span_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
         if group == ABSENT {
             return None;
         }
-        self.matcher.envelope(group).map(|(a, b)| &line[a..b])
+        self.regex.get(group).map(|(a, b)| &line[a..b])
     }
 
-    /// The text of group `group` of alternative `alt`, the one the last line scanned took.
-    fn field_text<'a>(&self, line: &'a str, alt: usize, group: usize) -> Option<&'a str> {
-        if group == ABSENT {
-            return None;
+    /// The index of the alternative the last match took: by its mark, or by its wrapper group.
+    fn matched_alternative(&self) -> Option<usize> {
+        if !self.marked {
+            return self.alternatives.iter().position(|a| self.regex.get(a.group).is_some());
         }
-        self.matcher.field(alt, group).map(|(a, b)| &line[a..b])
+        let mark = self.regex.mark()?;
+        let index = digits(std::str::from_utf8(mark).ok()?)? as usize;
+        (index < self.alternatives.len()).then_some(index)
     }
 
     /// A new reference to a shared Python string equal to `text`.
@@ -402,15 +361,9 @@ impl FastLines {
     /// pattern: the profile's combined native regex in `regex` syntax, with Python's
     /// group numbering; envelope: group per ENVELOPE_GROUPS entry (-1: absent);
     /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
-    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused);
-    /// roles: the split form instead (fastpath.split_form): `pattern` is the envelope
-    /// alone and `groups` its groups, and per alternative (its literal prefix, its own
-    /// pattern, matched anchored where the envelope ends, its groups), which its field
-    /// slots number (wrapper groups unused).
+    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
     #[new]
-    /// Each part of the split form (its envelope: `envelope_items`) may come as a template
-    /// too (fastpath.template_items, src/template.rs), then matched without PCRE2.
-    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false, roles=None, envelope_items=None))]
+    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -424,10 +377,16 @@ impl FastLines {
         unmatched: PyObject,
         max_chars: usize,
         marked: bool,
-        roles: Option<Vec<(Vec<u8>, String, usize, Option<Vec<RawItem>>)>>,
-        envelope_items: Option<Vec<RawItem>>,
     ) -> PyResult<Self> {
-        let regex = counted(Pattern::new(pattern), groups)?;
+        let regex = Pattern::new(pattern).map_err(PyValueError::new_err)?;
+        // captures_len counts group 0; Python's `groups` does not.
+        if regex.captures_len() != groups + 1 {
+            return Err(PyValueError::new_err(format!(
+                "group count differs: PCRE2 {}, Python {}",
+                regex.captures_len() - 1,
+                groups
+            )));
+        }
         if envelope.len() != 9 {
             return Err(PyValueError::new_err("envelope needs 9 slots"));
         }
@@ -439,7 +398,6 @@ impl FastLines {
             return Err(PyValueError::new_err("envelope lacks a stamp, pid or func group"));
         }
         let mut alts = Vec::with_capacity(alternatives.len());
-        let mut wrappers = Vec::with_capacity(alternatives.len());
         for (group, role, fields) in alternatives {
             if fields.len() != FIELDS {
                 return Err(PyValueError::new_err(format!("an alternative needs {FIELDS} field slots")));
@@ -448,36 +406,16 @@ impl FastLines {
             for (i, g) in fields.into_iter().enumerate() {
                 slots[i] = slot(g);
             }
-            wrappers.push(slot(group));
             alts.push(Alternative {
+                group: slot(group),
                 code: role.as_deref().and_then(Role::from_name),
                 role: role.map(|r| PyString::intern(py, &r).unbind()),
                 slots,
             });
         }
-        let matcher = match roles {
-            None => LineMatch::Whole { regex, marked, wrappers },
-            Some(roles) => {
-                if roles.len() != alts.len() {
-                    return Err(PyValueError::new_err("the split form needs a pattern per alternative"));
-                }
-                let mut patterns = Vec::with_capacity(roles.len());
-                for (prefix, role, groups, items) in roles {
-                    let part = match items {
-                        Some(items) => template(items, groups, true)?,
-                        None => Part::Pcre(counted(Pattern::anchored(&role), groups)?),
-                    };
-                    patterns.push(RolePattern { prefix: prefix.into(), part });
-                }
-                let envelope = match envelope_items {
-                    Some(items) => template(items, groups, false)?,
-                    None => Part::Pcre(regex),
-                };
-                LineMatch::Split { envelope, roles: patterns }
-            }
-        };
         Ok(FastLines {
-            matcher,
+            regex,
+            marked,
             envelope: env,
             alternatives: alts,
             event_type: event_type.unbind(),
@@ -503,13 +441,13 @@ impl FastLines {
             Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => (alt, ts, pid, tid, nfiles, rc),
         };
         let slots = self.alternatives[alt_index].slots;
-        let func = self.env_text(text, self.envelope[FUNC]).unwrap_or("");
-        let op = self.field_text(text, alt_index, slots[OP]);
-        let client = self.field_text(text, alt_index, slots[CLIENT]);
-        let token = self.field_text(text, alt_index, slots[TOKEN]);
-        let state = self.field_text(text, alt_index, slots[STATE]);
-        let surl = self.field_text(text, alt_index, slots[SURL]);
-        let path = self.field_text(text, alt_index, slots[PATH]);
+        let func = self.span_text(text, self.envelope[FUNC]).unwrap_or("");
+        let op = self.span_text(text, slots[OP]);
+        let client = self.span_text(text, slots[CLIENT]);
+        let token = self.span_text(text, slots[TOKEN]);
+        let state = self.span_text(text, slots[STATE]);
+        let surl = self.span_text(text, slots[SURL]);
+        let path = self.span_text(text, slots[PATH]);
         // An Event (a NamedTuple: a tuple subclass) built the way tuple.__new__ builds one.
         unsafe {
             let tp = self.event_type.as_ptr().cast::<ffi::PyTypeObject>();
