@@ -94,7 +94,7 @@ def marked_form(form: CompiledForm):
     PCRE2's JIT code costs about 15 instructions a line for each group of the pattern,
     taking part or not, and 30 for each it enters: the 15 wrapper groups and 26 field
     groups of the DPM profile were 2/5 of its cost. Here each alternative `(?P<ai>body)`
-    becomes `(?:(*MARK:i)body)` (the mark names the alternative that matched, in
+    becomes `(?:(*MARK:i)(?:body))` (the mark names the alternative that matched, in
     FastLines' list order), its named groups plain ones, and the alternation a branch
     reset `(?|...)`, in which every alternative numbers its groups from the same place.
     The alternatives, their order and so what matches are unchanged; only where PCRE2
@@ -133,7 +133,8 @@ def marked_form(form: CompiledForm):
             return None
         body, inner = plain
         widest = max(widest, inner)
-        branches.append(f"(?:(*MARK:{i}){body})")
+        # the body in a group of its own: a `|` of its own must leave no branch unmarked
+        branches.append(f"(?:(*MARK:{i})(?:{body}))")
         alt = form.alternatives[wrapper]
         # the alternative's own groups are numbered from first (the envelope's last + 1)
         renumbered.append([-1 if g == never else first + g - wrapper - 1 for g in alt.slots])

@@ -218,6 +218,17 @@ def test_a_pattern_referring_to_its_groups_by_number_is_left_unmarked_and_still_
     compare(lines * 2, profile, tz="UTC")
 
 
+@needs_native
+def test_a_role_pattern_with_a_bar_of_its_own_is_read_by_the_compiled_parser_in_every_branch():
+    # `a|b` as one role: in the marked form its second branch must carry the mark too,
+    # else PCRE2 names no alternative for `rc=9` and every such line goes to Python.
+    profile = site_profile({"returns": r"returns (?P<rc>\d+)|rc=(?P<nfiles>\d+)"})
+    assert fastpath.marked_form(profile.native) is not None
+    lines = ["08/12 10:00:00 1,2 f: returns 3", "08/12 10:00:00 1,2 f: rc=9"] * 2
+    # the first line teaches the second; the compiled parser takes the three after it
+    assert compare(lines, profile, tz="UTC") == 3
+
+
 def run_pipeline(lines, chunked):
     records = []
     pipeline = Pipeline(records.append)
