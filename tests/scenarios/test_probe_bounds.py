@@ -111,7 +111,7 @@ def big_dome_site(tmp_path_factory) -> list[Path]:
     """A simulated DOME site's logs, a head and three disk nodes, of about 2 M lines over
     an hour (some 340 MB; the simulator writes it in about 80 s of CPU)."""
     prefix = simulate(tmp_path_factory.mktemp("big-dome") / "site", "--dome", "--rate", "23",
-                      "--duration", "3600", timeout=1200)
+                      "--duration", "3600")
     logs = sorted(prefix.parent.glob(f"{prefix.name}.dpm*.log"))
     assert len(logs) == 4
     return logs
