@@ -101,9 +101,9 @@ class DirectoryLock:
         return len(self.creats) / span * (sum(self.holds) / len(self.holds))
 
 
-def directory_locks(creats) -> tuple[list[DirectoryLock], int]:
-    """(start, end, path) creates grouped by parent directory, most creates first, and
-    how many named no path (they cannot be placed under a lock)."""
+def creates_by_directory(creats) -> tuple[dict[str, list[tuple[int, int]]], int]:
+    """(start, end, path) creates grouped by parent directory, in the order of the calls,
+    and how many named no path (they cannot be placed under a lock)."""
     groups: dict[str, list] = {}
     pathless = 0
     for start, end, path in creats:
@@ -111,9 +111,20 @@ def directory_locks(creats) -> tuple[list[DirectoryLock], int]:
             pathless += 1
             continue
         groups.setdefault(directory_of(path), []).append((start, end))
-    locks = [DirectoryLock(name, calls, lock_holds(calls)) for name, calls in groups.items()]
-    locks.sort(key=lambda lock: (-len(lock.creats), lock.name))
-    return locks, pathless
+    return groups, pathless
+
+
+def busiest_first(groups: dict[str, list]) -> list[tuple[str, list]]:
+    """creates_by_directory's groups, most creates first (then by name)."""
+    return sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))
+
+
+def directory_locks(creats) -> tuple[list[DirectoryLock], int]:
+    """(start, end, path) creates grouped by parent directory, most creates first, and
+    how many named no path (they cannot be placed under a lock)."""
+    groups, pathless = creates_by_directory(creats)
+    return [DirectoryLock(name, calls, lock_holds(calls))
+            for name, calls in busiest_first(groups)], pathless
 
 
 DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)

@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from dpmstream.parsers.linking import directory_of
 from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
 from dpmstream.simulator.fits import (
-    NET_MS, get_gap, lock_holds, proc_interval,
+    NET_MS, busiest_first, creates_by_directory, get_gap, lock_holds, proc_interval,
 )
 from dpmstream.simulator.identities import Namespace
 
@@ -94,13 +93,8 @@ def _creats(calls):
 
 def _creats_by_directory(calls) -> dict[str, list[tuple[int, int]]]:
     """directory -> (started, ended) of its creates, in the order of the calls."""
-    def make():
-        out: dict[str, list] = {}
-        for c in _creats(calls):
-            if c.get("path"):
-                out.setdefault(directory_of(c["path"]), []).append((c["started"], c["ended"]))
-        return out
-    return _view(calls, "creats by directory", make)
+    return _view(calls, "creats by directory", lambda: creates_by_directory(
+        (c["started"], c["ended"], c.get("path")) for c in _creats(calls))[0])
 
 
 def _own_work(op):
@@ -118,8 +112,8 @@ def _arrival_rate(requests, calls):
 
 
 def _pooled_hold(requests, calls):
-    # Each directory's own queue, in fits.directory_locks' order (most creates first).
-    groups = sorted(_creats_by_directory(calls).items(), key=lambda g: (-len(g[1]), g[0]))
+    # Each directory's own queue, in fits.directory_locks' order.
+    groups = busiest_first(_creats_by_directory(calls))
     return _p50(h for _, creats in groups for h in lock_holds(creats))
 
 
