@@ -134,12 +134,8 @@ class Summary:
         records come apart from its DPM ones calls, without write()'s test of the kind."""
         dome = self.dome
         dome.write(record)
-        first, last = dome.first_ms, dome.last_ms   # both set once one is
-        if first is not None:
-            if self.first_ms is None or first < self.first_ms:
-                self.first_ms = first
-            if self.last_ms is None or last > self.last_ms:
-                self.last_ms = last
+        if dome.first_ms is not None:   # both set once one is
+            self._cover(dome.first_ms, dome.last_ms)
 
     def close(self) -> None:
         """Nothing to release: render() reads the summary after the run."""
