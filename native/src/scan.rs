@@ -18,6 +18,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
+use crate::envelope_steps::EnvelopeSteps;
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
 use crate::jit::Pattern;
@@ -66,6 +67,10 @@ pub(crate) struct FastLines {
     /// Each alternative opens with `(*MARK:i)`, i its index here, and has no wrapper
     /// group (fastpath.py's marked form): the mark tells which one matched.
     marked: bool,
+    /// The envelope's steps (parsers/envelope_steps.py), where the profile's envelope
+    /// compiles to them: then `regex` holds the roles alone, matched from the envelope's
+    /// end, and the envelope's groups are the steps'.
+    steps: Option<EnvelopeSteps>,
     envelope: [usize; 9],
     alternatives: Vec<Alternative>,
     event_type: Py<PyType>,
@@ -213,7 +218,14 @@ impl FastLines {
         }
         // SAFETY: printable ASCII and tab only, checked just above: valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-        if self.regex.find(bytes) != Ok(true) {
+        let start = match self.steps.as_mut() {
+            Some(steps) => match steps.run(bytes) {
+                Some(end) => end,
+                None => return Scan::Python,
+            },
+            None => 0,
+        };
+        if self.regex.find_at(bytes, start) != Ok(true) {
             return Scan::Python;
         }
         let Some(alt) = self.matched_alternative() else {
@@ -221,7 +233,7 @@ impl FastLines {
         };
         let mut spans = [(0usize, 0usize); 5];
         for (i, span) in spans.iter_mut().enumerate() {
-            match self.regex.get(self.envelope[MONTH + i]) {
+            match self.envelope_span(self.envelope[MONTH + i]) {
                 Some(s) => *span = s,
                 None => return Scan::Python,
             }
@@ -245,7 +257,7 @@ impl FastLines {
             }
         };
         let mut ms = 0i64;
-        if let Some(frac) = self.span_text(text, self.envelope[FRAC]) {
+        if let Some(frac) = self.envelope_text(text, self.envelope[FRAC]) {
             if !frac.is_empty() {
                 let f = frac.as_bytes();
                 for i in 0..3 {
@@ -261,10 +273,10 @@ impl FastLines {
         if self.alternatives[alt].role.is_none() {
             return Scan::Unmatched;
         }
-        let Some(pid) = self.span_text(text, self.envelope[PID]).and_then(digits) else {
+        let Some(pid) = self.envelope_text(text, self.envelope[PID]).and_then(digits) else {
             return Scan::Python;
         };
-        let tid = match self.span_text(text, self.envelope[TID]) {
+        let tid = match self.envelope_text(text, self.envelope[TID]) {
             None => -1,
             Some(t) => match digits(t) {
                 Some(v) => v as i64,
@@ -308,7 +320,7 @@ impl FastLines {
             daemon,
             pid,
             tid,
-            func: names.intern(self.span_text(text, self.envelope[FUNC]).unwrap_or("")),
+            func: names.intern(self.envelope_text(text, self.envelope[FUNC]).unwrap_or("")),
             role,
             op: self.span_text(text, slots[OP]).map(|t| names.intern(t)),
             client: self.span_text(text, slots[CLIENT]),
@@ -323,6 +335,19 @@ impl FastLines {
 
     pub(crate) fn host_daemon<'py>(&self, py: Python<'py>) -> (Bound<'py, PyAny>, Bound<'py, PyAny>) {
         (self.host.bind(py).clone(), self.daemon.bind(py).clone())
+    }
+
+    /// An envelope group's span: the steps' where they read the envelope.
+    #[inline]
+    fn envelope_span(&self, group: usize) -> Option<(usize, usize)> {
+        match &self.steps {
+            Some(steps) => steps.get(group),
+            None => self.regex.get(group),
+        }
+    }
+
+    fn envelope_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
+        self.envelope_span(group).map(|(a, b)| &line[a..b])
     }
 
     fn span_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
@@ -366,9 +391,11 @@ impl FastLines {
     /// pattern: the profile's combined native regex in `regex` syntax, with Python's
     /// group numbering; envelope: group per ENVELOPE_GROUPS entry (-1: absent);
     /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
-    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
+    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused);
+    /// envelope_steps: (program, groups) of parsers/envelope_steps.py, the pattern then
+    /// the roles alone from `\G`, and `envelope` the steps' group numbers.
     #[new]
-    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false))]
+    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false, envelope_steps=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -382,6 +409,7 @@ impl FastLines {
         unmatched: PyObject,
         max_chars: usize,
         marked: bool,
+        envelope_steps: Option<(Vec<(String, Vec<i64>, Vec<u8>)>, usize)>,
     ) -> PyResult<Self> {
         let regex = Pattern::new(pattern).map_err(PyValueError::new_err)?;
         // captures_len counts group 0; Python's `groups` does not.
@@ -402,6 +430,16 @@ impl FastLines {
         if env[MONTH..=SECOND].contains(&ABSENT) || env[PID] == ABSENT || env[FUNC] == ABSENT {
             return Err(PyValueError::new_err("envelope lacks a stamp, pid or func group"));
         }
+        let steps = match envelope_steps {
+            None => None,
+            Some((program, count)) => {
+                let steps = EnvelopeSteps::new(program, count).map_err(PyValueError::new_err)?;
+                if env.iter().any(|&g| g != ABSENT && g >= steps.groups_len()) {
+                    return Err(PyValueError::new_err("an envelope slot beyond the steps' groups"));
+                }
+                Some(steps)
+            }
+        };
         let mut alts = Vec::with_capacity(alternatives.len());
         for (group, role, fields) in alternatives {
             if fields.len() != FIELDS {
@@ -421,6 +459,7 @@ impl FastLines {
         Ok(FastLines {
             regex,
             marked,
+            steps,
             envelope: env,
             alternatives: alts,
             event_type: event_type.unbind(),
@@ -446,7 +485,7 @@ impl FastLines {
             Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => (alt, ts, pid, tid, nfiles, rc),
         };
         let slots = self.alternatives[alt_index].slots;
-        let func = self.span_text(text, self.envelope[FUNC]).unwrap_or("");
+        let func = self.envelope_text(text, self.envelope[FUNC]).unwrap_or("");
         let op = self.span_text(text, slots[OP]);
         let client = self.span_text(text, slots[CLIENT]);
         let token = self.span_text(text, slots[TOKEN]);
