@@ -10,15 +10,11 @@
 /// A group's bounds while unset.
 const UNSET: (usize, usize) = (usize::MAX, usize::MAX);
 
-/// Held in the step itself: one load a byte, no pointer to follow.
-type ByteSet = [bool; 256];
+type ByteSet = Box<[bool; 256]>;
 
 enum Step {
     Lit(Box<[u8]>),
-    /// `group`: the run is the whole of that group (0: of none), its open and close
-    /// steps folded in (each step costs its dispatch; the DPM envelope's nine groups are
-    /// each one run).
-    Run { set: ByteSet, min: usize, max: usize, group: usize },
+    Run { set: ByteSet, min: usize, max: usize },
     Open(usize),
     Close(usize),
     /// Enter the body (the next step) where the next byte is in `first`, else go to `skip`;
@@ -42,7 +38,7 @@ fn byte_set(bitmap: &[u8]) -> Result<ByteSet, String> {
     if bitmap.len() != 32 {
         return Err("a byte set is a 32-byte bitmap".into());
     }
-    let mut set = [false; 256];
+    let mut set = Box::new([false; 256]);
     for (b, member) in set.iter_mut().enumerate() {
         *member = bitmap[b >> 3] & (1 << (b & 7)) != 0;
     }
@@ -71,7 +67,6 @@ impl EnvelopeSteps {
                     set: byte_set(&bytes)?,
                     min: min as usize,
                     max: if max < 0 { usize::MAX } else { max as usize },
-                    group: 0,
                 },
                 ("open", n) => Step::Open(group(n)?),
                 ("close", n) => Step::Close(group(n)?),
@@ -100,52 +95,40 @@ impl EnvelopeSteps {
         {
             return Err(format!("bad group range {lo}..{hi}"));
         }
-        let steps = fold_groups(steps);
         Ok(EnvelopeSteps { steps, groups: vec![UNSET; groups + 1], opened: vec![0; groups + 1], frames: Vec::new() })
     }
 
     /// Where the envelope at the start of `line` ends, None if the line has none.
     pub(crate) fn run(&mut self, line: &[u8]) -> Option<usize> {
-        // Locals, not fields: a write to a group cannot change a step, and the compiler
-        // knows it (no reloads of the steps after each write).
-        let steps = &self.steps[..];
-        let groups = &mut self.groups[..];
-        let opened = &mut self.opened[..];
-        let frames = &mut self.frames;
-        groups.fill(UNSET);
-        frames.clear();
+        self.groups.fill(UNSET);
+        self.frames.clear();
         let (mut pc, mut pos) = (0usize, 0usize);
-        while pc < steps.len() {
-            let matched = match &steps[pc] {
+        while let Some(step) = self.steps.get(pc) {
+            let matched = match step {
                 Step::Lit(text) => {
-                    let hit = line.get(pos..pos + text.len()).is_some_and(|seen| seen == &text[..]);
+                    let hit = line.get(pos..pos + text.len()) == Some(&text[..]);
                     pos += if hit { text.len() } else { 0 };
                     hit
                 }
-                Step::Run { set, min, max, group } => {
-                    let limit = line.len().min(pos.saturating_add(*max));
-                    let start = pos;
-                    while pos < limit && set[usize::from(line[pos])] {
-                        pos += 1;
-                    }
-                    let hit = pos - start >= *min;
-                    if hit && *group != 0 {
-                        groups[*group] = (start, pos);
-                    }
-                    hit
+                Step::Run { set, min, max } => {
+                    let rest = &line[pos..];
+                    let limit = rest.len().min(*max);
+                    let n = rest[..limit].iter().position(|&b| !set[usize::from(b)]).unwrap_or(limit);
+                    pos += if n >= *min { n } else { 0 };
+                    n >= *min
                 }
                 Step::Open(g) => {
-                    opened[*g] = pos;
+                    self.opened[*g] = pos;
                     true
                 }
                 Step::Close(g) => {
-                    groups[*g] = (opened[*g], pos);
+                    self.groups[*g] = (self.opened[*g], pos);
                     true
                 }
                 Step::Opt { first, skip, fallback } => {
-                    if pos < line.len() && first[usize::from(line[pos])] {
+                    if line.get(pos).is_some_and(|&b| first[usize::from(b)]) {
                         if let Some((lo, hi)) = *fallback {
-                            frames.push((pos, *skip, lo, hi));
+                            self.frames.push((pos, *skip, lo, hi));
                         }
                     } else {
                         pc = *skip;
@@ -155,7 +138,7 @@ impl EnvelopeSteps {
                 }
                 Step::EndOpt { fallback } => {
                     if *fallback {
-                        frames.pop();
+                        self.frames.pop();
                     }
                     true
                 }
@@ -174,9 +157,8 @@ impl EnvelopeSteps {
             if matched {
                 pc += 1;
             } else {
-                // a run that failed moved pos: the frame restores it, or there is no match
-                let (at, skip, lo, hi) = frames.pop()?;
-                groups[lo..hi].fill(UNSET);
+                let (at, skip, lo, hi) = self.frames.pop()?;
+                self.groups[lo..hi].fill(UNSET);
                 pos = at;
                 pc = skip;
             }
@@ -194,60 +176,6 @@ impl EnvelopeSteps {
     pub(crate) fn groups_len(&self) -> usize {
         self.groups.len()
     }
-}
-
-/// The steps with each `Open(g), Run, Close(g)` folded into the run, and the jump
-/// targets moved to match (a triple a jump lands inside of stays as it is).
-fn fold_groups(steps: Vec<Step>) -> Vec<Step> {
-    let mut landed = vec![false; steps.len() + 1];
-    for step in &steps {
-        match step {
-            Step::Opt { skip, .. } => landed[*skip] = true,
-            Step::Jump(t) => landed[*t] = true,
-            Step::Branch(arms) => arms.iter().for_each(|(_, t)| landed[*t] = true),
-            _ => {}
-        }
-    }
-    // where a folded triple starts
-    let mut starts = vec![false; steps.len()];
-    let mut i = 0;
-    while i < steps.len() {
-        starts[i] = match (&steps[i], steps.get(i + 1), steps.get(i + 2)) {
-            (Step::Open(g), Some(Step::Run { group: 0, .. }), Some(Step::Close(c))) => g == c && !landed[i + 1] && !landed[i + 2],
-            _ => false,
-        };
-        i += if starts[i] { 3 } else { 1 };
-    }
-    let mut moved = vec![0; steps.len() + 1];
-    let (mut i, mut at) = (0, 0);
-    while i < steps.len() {
-        let width = if starts[i] { 3 } else { 1 };
-        moved[i..i + width].fill(at);
-        i += width;
-        at += 1;
-    }
-    moved[steps.len()] = at;
-    let mut steps: Vec<Option<Step>> = steps.into_iter().map(Some).collect();
-    let mut out = Vec::with_capacity(at);
-    let mut i = 0;
-    while i < steps.len() {
-        if starts[i] {
-            let (Some(Step::Open(group)), Some(Step::Run { set, min, max, .. })) = (steps[i].take(), steps[i + 1].take()) else {
-                unreachable!("a folded triple opens with its group and a run")
-            };
-            out.push(Step::Run { set, min, max, group });
-            i += 3;
-            continue;
-        }
-        out.push(match steps[i].take().expect("each step taken once") {
-            Step::Opt { first, skip, fallback } => Step::Opt { first, skip: moved[skip], fallback },
-            Step::Jump(t) => Step::Jump(moved[t]),
-            Step::Branch(arms) => Step::Branch(arms.into_iter().map(|(set, t)| (set, moved[t])).collect()),
-            other => other,
-        });
-        i += 1;
-    }
-    out
 }
 
 #[cfg(test)]
@@ -308,13 +236,6 @@ mod tests {
         assert_eq!(s.run(b"12,x"), None, "a comma opens the group, which then fails: no envelope");
         assert_eq!(s.run(b"x"), None);
         assert_eq!(s.run(b""), None);
-    }
-
-    #[test]
-    fn each_group_that_is_one_run_is_folded_into_it_and_the_jumps_follow() {
-        let s = steps();
-        assert_eq!(s.steps.len(), 17 - 3 * 2, "the three groups folded, the opt targets moved");
-        assert!(matches!(s.steps[1], super::Step::Opt { skip: 5, .. }));
     }
 
     #[test]
