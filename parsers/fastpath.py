@@ -13,9 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import NamedTuple
 
-from .envelope_steps import envelope_steps
 from .events import Event
 from .shapes import MASKS, SHAPE_CHARS
 from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, ROLES, UNMATCHED, CompiledForm, Profile
@@ -51,8 +49,7 @@ def reads_alike(pattern: str) -> bool:
 def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
     """A FastLines for this (native) envelope form, or None: Python parses every line.
     It takes the marked form of the pattern where one can be made (marked_form), else
-    the portable one as it is; in the marked form, the envelope is read by its steps
-    (envelope_steps.py) where it compiles to them, and PCRE2 matches the roles alone."""
+    the portable one as it is."""
     if not available() or not reads_alike(form.portable):
         return None
     never = form.regex.groupindex["never"]
@@ -67,23 +64,13 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
     assert len(form.envelope_slots) == len(ENVELOPE_GROUPS)
     assert all(len(alt[2]) == len(EVENT_FIELDS) for alt in alternatives)
     envelope = [slot(g) for g in form.envelope_slots]
-    parts = marked_parts(form)
-    if parts is not None:
-        marked = [(-1, role, slots) for (_, role, _), slots in zip(alternatives, parts.renumbered)]
-        steps = envelope_steps(parts.envelope, parts.first - 1) if parts.ends_in_catch_all() else None
-        if steps is not None:  # the envelope by its steps, the roles alone by PCRE2
-            base = parts.first - 1  # the roles' groups numbered from 1
-            try:
-                return FastLines(parts.roles_from_envelope_end(), parts.groups - base, envelope,
-                                 [(g, role, [s - base if s >= 0 else -1 for s in slots])
-                                  for g, role, slots in marked],
-                                 Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True,
-                                 envelope_steps=(steps, base))
-            except ValueError as exc:
-                log.info("envelope steps refused (%s): the marked pattern is used", exc)
+    marked = marked_form(form)
+    if marked is not None:
+        pattern, groups, renumbered = marked
         try:
-            return FastLines(parts.pattern(), parts.groups,
-                             envelope, marked, Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True)
+            return FastLines(pattern, groups, envelope,
+                             [(-1, role, slots) for (_, role, _), slots in zip(alternatives, renumbered)],
+                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True)
         except ValueError as exc:
             log.info("marked pattern refused by PCRE2 (%s): the portable one is used", exc)
     try:
@@ -95,30 +82,6 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
 
 
 _PORTABLE_HEAD, _PORTABLE_TAIL = r"(?s)\A(?:", r")\s*\z"
-# The roles alone, matched from where the envelope's steps ended (\G: the start offset).
-_ROLES_HEAD, _ROLES_TAIL = r"(?s)\G", _PORTABLE_TAIL[1:]
-# The catch-all alternative profiles._compile ends the roles with: it matches whatever
-# follows any envelope, so PCRE2 never goes back into the envelope (envelope_steps.py).
-_CATCH_ALL = r"(?:(*MARK:{i})(?:.*))"
-
-
-class MarkedParts(NamedTuple):
-    envelope: str  # the envelope pattern, its groups numbered from 1
-    roles: str  # `(?|...)`: the marked alternatives, in a branch reset
-    groups: int  # the marked pattern's groups
-    first: int  # the number of the roles' first group
-    renumbered: list  # per alternative, its EVENT_FIELDS groups (-1 absent)
-
-    def pattern(self) -> str:
-        return _PORTABLE_HEAD + self.envelope + ")" + self.roles + _ROLES_TAIL
-
-    def roles_from_envelope_end(self) -> str:
-        """The roles alone, for a match that starts where the envelope's steps ended."""
-        return _ROLES_HEAD + self.roles + _ROLES_TAIL
-
-    def ends_in_catch_all(self) -> bool:
-        return self.roles.endswith(
-            "|" + _CATCH_ALL.format(i=len(self.renumbered) - 1) + ")")
 
 
 def marked_form(form: CompiledForm):
@@ -136,14 +99,6 @@ def marked_form(form: CompiledForm):
     reset `(?|...)`, in which every alternative numbers its groups from the same place.
     The alternatives, their order and so what matches are unchanged; only where PCRE2
     reports the groups moves, and the slots returned say where."""
-    parts = marked_parts(form)
-    if parts is None:
-        return None
-    return parts.pattern(), parts.groups, parts.renumbered
-
-
-def marked_parts(form: CompiledForm) -> MarkedParts | None:
-    """The parts of marked_form's pattern, or None where it cannot be made."""
     portable, index = form.portable, form.regex.groupindex
     ordered = sorted(form.alternatives)  # wrapper group numbers, the alternatives' order
     names = [f"a{i}" for i in range(len(ordered) - 1)] + ["unmatched"]
@@ -183,7 +138,8 @@ def marked_parts(form: CompiledForm) -> MarkedParts | None:
         alt = form.alternatives[wrapper]
         # the alternative's own groups are numbered from first (the envelope's last + 1)
         renumbered.append([-1 if g == never else first + g - wrapper - 1 for g in alt.slots])
-    return MarkedParts(envelope, "(?|" + "|".join(branches) + ")", first - 1 + widest, first, renumbered)
+    pattern = (_PORTABLE_HEAD + envelope + ")(?|" + "|".join(branches) + _PORTABLE_TAIL)
+    return pattern, first - 1 + widest, renumbered
 
 
 def _plain_groups(body: str):

@@ -94,19 +94,11 @@ impl Pattern {
         self.captures
     }
 
-    /// Matches `subject` from its start (the scanners use find_at and find_str): Ok(true) matched, Ok(false) did not, Err a PCRE2
+    /// Matches `subject` from its start: Ok(true) matched, Ok(false) did not, Err a PCRE2
     /// error (such as the JIT stack's limit, or invalid UTF-8 for a UTF pattern) with its
     /// code.
-    #[cfg(test)]
     pub(crate) fn find(&mut self, subject: &[u8]) -> Result<bool, i32> {
         self.run(subject, !self.utf)
-    }
-
-    /// As `find`, the match starting at `start` (a `\G` in the pattern anchors it there;
-    /// look-behinds and `\b` still see the bytes before it). Outside UTF mode only.
-    pub(crate) fn find_at(&mut self, subject: &[u8], start: usize) -> Result<bool, i32> {
-        debug_assert!(!self.utf && start <= subject.len());
-        self.run_at(subject, start, true)
     }
 
     /// As `find`, on text: valid UTF-8 by its type, so a UTF pattern skips PCRE2's check.
@@ -117,10 +109,6 @@ impl Pattern {
     /// `valid`: the subject is known valid for the pattern's mode (always so outside UTF
     /// mode), so neither PCRE2's check nor pcre2_match's is needed: the JIT's entry point.
     fn run(&mut self, subject: &[u8], valid: bool) -> Result<bool, i32> {
-        self.run_at(subject, 0, valid)
-    }
-
-    fn run_at(&mut self, subject: &[u8], start: usize, valid: bool) -> Result<bool, i32> {
         static ONE: [u8; 1] = [0]; // an empty subject still gets a pointer PCRE2 may read
         let ptr = if subject.is_empty() { ONE.as_ptr() } else { subject.as_ptr() };
         let options = if valid && self.utf { PCRE2_NO_UTF_CHECK } else { 0 };
@@ -129,9 +117,9 @@ impl Pattern {
         // PCRE2_NO_UTF_CHECK only for a subject valid in the pattern's mode.
         let rc = unsafe {
             if self.jit && valid {
-                pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), start, 0, self.data.as_ptr(), std::ptr::null_mut())
+                pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), 0, 0, self.data.as_ptr(), std::ptr::null_mut())
             } else {
-                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), start, options, self.data.as_ptr(), std::ptr::null_mut())
+                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), 0, options, self.data.as_ptr(), std::ptr::null_mut())
             }
         };
         match rc {
@@ -245,15 +233,6 @@ mod tests {
         assert!(p.find(b"\xffx\n").is_err(), "invalid UTF-8 is PCRE2's error, not a match");
         let mut bytes = Pattern::with_options(r"\A(.)x.\z", false, true).unwrap();
         assert_eq!(bytes.find("éx\n".as_bytes()), Ok(false));
-    }
-
-    #[test]
-    fn a_match_from_an_offset_sees_the_bytes_before_it() {
-        let mut p = Pattern::new(r"\G\b(\w+)\z").unwrap();
-        assert_eq!(p.find_at(b"ab cd", 3), Ok(true));
-        assert_eq!(p.get(1), Some((3, 5)));
-        assert_eq!(p.find_at(b"abcd", 2), Ok(false), "no word boundary inside a word");
-        assert_eq!(p.find_at(b"ab cd", 5), Ok(false));
     }
 
     #[test]

@@ -6,8 +6,7 @@
 //! The modules are layered, each using only those of the layers before it and of its
 //! own (tests/test_native_layering.py checks the `crate::` uses have no cycle; the DOME
 //! modules are listed in docs/architecture.md, which draws the map):
-//! - primitives: hashing (the tables' hasher), jit (a PCRE2 pattern through its JIT entry),
-//!   envelope_steps (a profile's envelope read by compiled steps), names (the interner), lru (activity
+//! - primitives: hashing (the tables' hasher), jit (a PCRE2 pattern through its JIT entry), names (the interner), lru (activity
 //!   order), window (the duplicate memory), schema (parsers/schema.py's copy);
 //! - the DPM domain's data: event (a parsed line), scan (the line scanner), state (what
 //!   the engine holds), counters, rec (finished records);
@@ -17,8 +16,7 @@
 //! - the simulator's model run: model (simulator/native_model.py's `run_model`);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
-//!   schema_check (schema.rs checked against Python's as the module loads), envelope_check
-//!   (the envelope's steps and PCRE2 on the same lines, for the tests), and this
+//!   schema_check (schema.rs checked against Python's as the module loads), and this
 //!   file, which only registers the classes and functions.
 
 mod block;
@@ -39,8 +37,6 @@ mod dome_stats;
 mod dome_time;
 mod envelope;
 mod envelope_batch;
-mod envelope_check;
-mod envelope_steps;
 mod event;
 mod hashing;
 mod jit;
@@ -81,7 +77,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(envelope_batch::plan_batch, m)?)?;
-    m.add_function(wrap_pyfunction!(envelope_check::envelope_differences, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
     m.add_function(wrap_pyfunction!(model::run_model, m)?)?;

@@ -18,7 +18,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
-use crate::envelope_steps::EnvelopeSteps;
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
 use crate::jit::Pattern;
@@ -67,10 +66,6 @@ pub(crate) struct FastLines {
     /// Each alternative opens with `(*MARK:i)`, i its index here, and has no wrapper
     /// group (fastpath.py's marked form): the mark tells which one matched.
     marked: bool,
-    /// The envelope's steps (parsers/envelope_steps.py), where the profile's envelope
-    /// compiles to them: then `regex` holds the roles alone, matched from the envelope's
-    /// end, and the envelope's groups are the steps'.
-    steps: Option<EnvelopeSteps>,
     envelope: [usize; 9],
     alternatives: Vec<Alternative>,
     event_type: Py<PyType>,
@@ -218,14 +213,7 @@ impl FastLines {
         }
         // SAFETY: printable ASCII and tab only, checked just above: valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-        let start = match self.steps.as_mut() {
-            Some(steps) => match steps.run(bytes) {
-                Some(end) => end,
-                None => return Scan::Python,
-            },
-            None => 0,
-        };
-        if self.regex.find_at(bytes, start) != Ok(true) {
+        if self.regex.find(bytes) != Ok(true) {
             return Scan::Python;
         }
         let Some(alt) = self.matched_alternative() else {
@@ -233,7 +221,7 @@ impl FastLines {
         };
         let mut spans = [(0usize, 0usize); 5];
         for (i, span) in spans.iter_mut().enumerate() {
-            match self.envelope_span(self.envelope[MONTH + i]) {
+            match self.regex.get(self.envelope[MONTH + i]) {
                 Some(s) => *span = s,
                 None => return Scan::Python,
             }
@@ -257,7 +245,7 @@ impl FastLines {
             }
         };
         let mut ms = 0i64;
-        if let Some(frac) = self.envelope_text(text, self.envelope[FRAC]) {
+        if let Some(frac) = self.span_text(text, self.envelope[FRAC]) {
             if !frac.is_empty() {
                 let f = frac.as_bytes();
                 for i in 0..3 {
@@ -273,10 +261,10 @@ impl FastLines {
         if self.alternatives[alt].role.is_none() {
             return Scan::Unmatched;
         }
-        let Some(pid) = self.envelope_text(text, self.envelope[PID]).and_then(digits) else {
+        let Some(pid) = self.span_text(text, self.envelope[PID]).and_then(digits) else {
             return Scan::Python;
         };
-        let tid = match self.envelope_text(text, self.envelope[TID]) {
+        let tid = match self.span_text(text, self.envelope[TID]) {
             None => -1,
             Some(t) => match digits(t) {
                 Some(v) => v as i64,
@@ -320,7 +308,7 @@ impl FastLines {
             daemon,
             pid,
             tid,
-            func: names.intern(self.envelope_text(text, self.envelope[FUNC]).unwrap_or("")),
+            func: names.intern(self.span_text(text, self.envelope[FUNC]).unwrap_or("")),
             role,
             op: self.span_text(text, slots[OP]).map(|t| names.intern(t)),
             client: self.span_text(text, slots[CLIENT]),
@@ -335,19 +323,6 @@ impl FastLines {
 
     pub(crate) fn host_daemon<'py>(&self, py: Python<'py>) -> (Bound<'py, PyAny>, Bound<'py, PyAny>) {
         (self.host.bind(py).clone(), self.daemon.bind(py).clone())
-    }
-
-    /// An envelope group's span: the steps' where they read the envelope.
-    #[inline]
-    fn envelope_span(&self, group: usize) -> Option<(usize, usize)> {
-        match &self.steps {
-            Some(steps) => steps.get(group),
-            None => self.regex.get(group),
-        }
-    }
-
-    fn envelope_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
-        self.envelope_span(group).map(|(a, b)| &line[a..b])
     }
 
     fn span_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
@@ -391,11 +366,9 @@ impl FastLines {
     /// pattern: the profile's combined native regex in `regex` syntax, with Python's
     /// group numbering; envelope: group per ENVELOPE_GROUPS entry (-1: absent);
     /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
-    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused);
-    /// envelope_steps: (program, groups) of parsers/envelope_steps.py, the pattern then
-    /// the roles alone from `\G`, and `envelope` the steps' group numbers.
+    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
     #[new]
-    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false, envelope_steps=None))]
+    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -409,7 +382,6 @@ impl FastLines {
         unmatched: PyObject,
         max_chars: usize,
         marked: bool,
-        envelope_steps: Option<(Vec<(String, Vec<i64>, Vec<u8>)>, usize)>,
     ) -> PyResult<Self> {
         let regex = Pattern::new(pattern).map_err(PyValueError::new_err)?;
         // captures_len counts group 0; Python's `groups` does not.
@@ -430,16 +402,6 @@ impl FastLines {
         if env[MONTH..=SECOND].contains(&ABSENT) || env[PID] == ABSENT || env[FUNC] == ABSENT {
             return Err(PyValueError::new_err("envelope lacks a stamp, pid or func group"));
         }
-        let steps = match envelope_steps {
-            None => None,
-            Some((program, count)) => {
-                let steps = EnvelopeSteps::new(program, count).map_err(PyValueError::new_err)?;
-                if env.iter().any(|&g| g != ABSENT && g >= steps.groups_len()) {
-                    return Err(PyValueError::new_err("an envelope slot beyond the steps' groups"));
-                }
-                Some(steps)
-            }
-        };
         let mut alts = Vec::with_capacity(alternatives.len());
         for (group, role, fields) in alternatives {
             if fields.len() != FIELDS {
@@ -459,7 +421,6 @@ impl FastLines {
         Ok(FastLines {
             regex,
             marked,
-            steps,
             envelope: env,
             alternatives: alts,
             event_type: event_type.unbind(),
@@ -485,7 +446,7 @@ impl FastLines {
             Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => (alt, ts, pid, tid, nfiles, rc),
         };
         let slots = self.alternatives[alt_index].slots;
-        let func = self.envelope_text(text, self.envelope[FUNC]).unwrap_or("");
+        let func = self.span_text(text, self.envelope[FUNC]).unwrap_or("");
         let op = self.span_text(text, slots[OP]);
         let client = self.span_text(text, slots[CLIENT]);
         let token = self.span_text(text, slots[TOKEN]);
