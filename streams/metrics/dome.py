@@ -188,8 +188,9 @@ class DomeMetrics:
         if host is None:
             return None
         labels = (host, self._role(key[1]), command_label(key[2]), key[3])
-        if not self._budget["calls"].settled(labels):
-            return None
+        if labels[1:3] != key[1:3] or not self._budget["calls"].settled(labels):
+            return None   # a role or command labelled "other" is not kept by its raw value:
+            # raw values are unbounded, the slots would grow without end
         return _CallSlot(labels[:3], self.calls.labels(*labels))
 
     def _call_seconds_child(self, labels: tuple, duration):

@@ -138,6 +138,21 @@ def test_dome_calls_past_the_budget_count_an_overflow_at_every_record():
                  code_class="2xx") == 2.0
 
 
+def test_slots_stay_bounded_whatever_the_raw_values():
+    # Raw values folded into one label (unknown DOME commands and roles, hosts past the
+    # cap) are not kept one slot each: thousands of them keep no more slots than labels
+    metrics = PipelineMetrics(CollectorRegistry(), max_hosts=3)
+    for i in range(3000):
+        metrics.write(dome_call(i, host=f"disk{i % 3}", command=f"dome_made_up_{i}"))
+        metrics.write(dome_call(i, host=f"disk{i % 3}", role=f"role{i}", command="dome_put"))
+        metrics.write(call(host=f"host{i}", op=f"op{i}"))
+        metrics.write(put_request(host=f"host{i}", op=f"op{i}"))
+    assert metrics.host_label.overflowed > 0
+    kept = (len(metrics._request_slots) + len(metrics._call_children)
+            + len(metrics.dome._call_slots))
+    assert kept <= 3 * 3 * 5 + 3 + 3
+
+
 @pytest.mark.skipif(not engines.compiled_available(), reason="compiled engine not built")
 def test_both_engines_records_give_the_same_exposition(tmp_path):
     inp = make_input(tmp_path, "scenario:ns-clients")
