@@ -35,7 +35,7 @@ from dpmstream.parsers.dome_checksums import DONE, EVICTED, FAILED, INPUT_END, T
 from dpmstream.parsers.dome_records import code_class, command_label
 from dpmstream.streams.metrics.buckets import CALL_BUCKETS, PHASE_BUCKETS
 from dpmstream.streams.metrics.labelled_histogram import LabelledHistogram
-from dpmstream.streams.metrics.series_budget import OTHER, SeriesBudget
+from dpmstream.streams.metrics.series_budget import OTHER, SeriesBudget, settled_key
 
 MAX_FILESYSTEMS = 1024
 # A mount point: a short absolute path of plain characters (no spaces, no quotes).
@@ -66,6 +66,16 @@ class _Filesystems:
 
 def _one_of(allowed: frozenset):
     return lambda value: value if value in allowed else OTHER
+
+
+class _CallSlot:
+    """What a settled (host, role, command, code class) of DOME calls observes into."""
+    __slots__ = ("labels", "calls", "seconds")
+
+    def __init__(self, labels: tuple, calls) -> None:
+        self.labels = labels      # (host, role, command): call_seconds' label set
+        self.calls = calls
+        self.seconds = None       # call_seconds' child once settled
 
 
 class DomeMetrics:
@@ -126,6 +136,8 @@ class DomeMetrics:
             "journald's rate limit dropped before syslog (and dpmstream) saw them, as its "
             "`Suppressed N messages from UNIT` notices say", ["host"], registry=r)
 
+        self._call_slots: dict[tuple, _CallSlot] = {}   # see _dome_call
+
         def budget(family, labelnames, cost=lambda values: 2):  # a counter: _total, _created
             return SeriesBudget(family, labelnames, max_series, overflow, cost)
 
@@ -149,9 +161,47 @@ class DomeMetrics:
         getattr(self, "_" + record["kind"])(record)
 
     def _dome_call(self, rec: dict) -> None:
+        # As PipelineMetrics._observe_request: once a call's raw labels have settled (no
+        # overflow, no fold), its counter and histogram children are kept by those raw
+        # values and observed straight, in the same order as the labelled path would.
+        key = (rec["host"], rec["role"], rec["command"], code_class(rec["http_code"]))
+        slot = self._call_slots.get(key)
+        if slot is None:
+            self._dome_call_labelled(rec, key[3])
+            slot = self._settled_call(key)
+            if slot is not None:
+                self._call_slots[key] = slot
+            return
+        slot.calls.inc()
+        if not rec["whole_seconds"] and rec["duration"] is not None:
+            if slot.seconds is None:   # observes it, as _dome_call_labelled does
+                slot.seconds = self._call_seconds_child(slot.labels, rec["duration"])
+            else:
+                slot.seconds.observe(max(rec["duration"], 0) / 1000.0)
+
+    def _settled_call(self, key: tuple):
+        """The slot of a call's raw (host, role, command, code class), or None while its
+        host or its calls' label set is not settled."""
+        if not settled_key(key):
+            return None
+        host = self._host.settled(key[0])
+        if host is None:
+            return None
+        labels = (host, self._role(key[1]), command_label(key[2]), key[3])
+        if labels[1:3] != key[1:3] or not self._budget["calls"].settled(labels):
+            return None   # a role or command labelled "other" is not kept by its raw value:
+            # raw values are unbounded, the slots would grow without end
+        return _CallSlot(labels[:3], self.calls.labels(*labels))
+
+    def _call_seconds_child(self, labels: tuple, duration):
+        budget = self._budget["call_seconds"]
+        self.call_seconds.observe(budget(labels), max(duration, 0) / 1000.0)
+        return self.call_seconds.child(labels) if budget.settled(labels) else None
+
+    def _dome_call_labelled(self, rec: dict, code: str) -> None:
         host, role = self._host(rec["host"]), self._role(rec["role"])
         command = command_label(rec["command"])
-        labels = (host, role, command, code_class(rec["http_code"]))
+        labels = (host, role, command, code)
         self.calls.labels(*self._budget["calls"](labels)).inc()
         if not rec["whole_seconds"] and rec["duration"] is not None:
             self.call_seconds.observe(self._budget["call_seconds"]((host, role, command)),

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import re
 import time
+from bisect import bisect_left
+from operator import itemgetter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,7 +42,9 @@ from dpmstream.parsers.dome_records import KINDS as DOME_KINDS
 from dpmstream.streams.metrics.buckets import CALL_BUCKETS, PHASE_BUCKETS
 from dpmstream.streams.metrics.dome import DomeMetrics
 from dpmstream.streams.metrics.labelled_histogram import LabelledHistogram
-from dpmstream.streams.metrics.series_budget import DEFAULT_MAX_SERIES, OTHER, SeriesBudget
+from dpmstream.streams.metrics.series_budget import (
+    DEFAULT_MAX_SERIES, OTHER, SeriesBudget, settled_key,
+)
 from dpmstream.streams.metrics.stats_collector import StatsCollector, StatsSnapshot
 
 POLL_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64, 128)
@@ -107,6 +111,15 @@ class BoundedLabel:
         self.overflowed += 1
         return OTHER
 
+    def settled(self, value) -> str | None:
+        """value's label if asking for it again can only give that label with no side
+        effect (a known or admitted value, or none), else None (past the cap, each ask
+        counts an overflow; a value not seen yet may still be admitted)."""
+        if value is None or value == "":
+            return "none"
+        value = str(value)
+        return value if value in self.known or value in self.extra else None
+
 
 class PipelineMetrics:
     """Turns records and pipeline stats into the metric contract, on `registry`."""
@@ -149,6 +162,10 @@ class PipelineMetrics:
         self._daemons = BoundedLabel(max_daemons, frozenset(KNOWN_OPS))
         self._results = BoundedLabel(8, frozenset(("parsed", "unmatched", "malformed")))
         self._statuses = BoundedLabel(0, frozenset(STATUSES))
+        # What settled label sets observe into, by the records' raw label values (see
+        # _observe_request)
+        self._request_slots: dict[tuple, _RequestSlot] = {}
+        self._call_children: dict[tuple, object] = {}
         self.series_overflow = Counter(
             "dpmstream_series_overflow", "Observations whose label set was past the series "
             "budget of its metric family, counted under host/op/daemon \"other\"",
@@ -200,7 +217,77 @@ class PipelineMetrics:
         elif kind in DOME_KINDS:
             self.dome.write(record)
 
+    # Each record's labels are bounded (BoundedLabel) and budgeted (SeriesBudget) in the
+    # *_labelled methods, the reference. Once a record's raw label values have settled
+    # (every label and label set resolves to itself with no side effect: no overflow
+    # counted, no fold), later records with the same raw values go straight to the
+    # histogram children and counter children kept for them: the same children, observed
+    # in the same order (so the same float sums), without asking the labels again.
+
     def _observe_request(self, rec: dict) -> None:
+        key = (rec.get("host"), rec.get("op"), rec.get("status"))
+        slot = self._request_slots.get(key)
+        if slot is None:
+            self._observe_request_labelled(rec)
+            slot = self._settled_request(key)
+            if slot is not None:
+                self._request_slots[key] = slot
+            return
+        try:
+            phases = _phase_values(rec)
+        except KeyError:   # a record with fields left out (not the engines')
+            phases = tuple(rec.get(field) for field, _ in PHASES)
+        for i, ms, child in zip(_PHASE_INDICES, phases, slot.phases):
+            if ms is None:
+                continue
+            if child is None:   # observes it, as _observe_request_labelled does
+                slot.phases[i] = self._phase_child(slot.labels, PHASES[i][1], ms)
+            else:   # LabelledHistogram's _Child.observe, inlined (~10 a record)
+                amount = ms / 1000.0 if ms > 0 else max(ms, 0) / 1000.0   # max(ms, 0) / 1000.0
+                child.counts[bisect_left(child.bounds, amount)] += 1
+                child.sum += amount
+        slot.requests.inc()
+        slot.polls.observe(rec.get("polls") or 0)
+        ns_ms = rec.get("ns_ms")
+        if ns_ms is not None:
+            if slot.ns is None:
+                slot.ns = self._ns_child(slot.labels, ns_ms)
+            else:
+                slot.ns.observe(ns_ms / 1000.0)
+
+    def _settled_request(self, key: tuple):
+        """The slot of a request's raw (host, op, status), or None while any of them or
+        the requests' or polls' label sets is not settled."""
+        if not settled_key(key):
+            return None
+        host = self.host_label.settled(key[0])
+        op = self._ops["dpm"].settled(key[1])
+        status = self._statuses.settled(key[2])
+        if host is None or op is None or status is None:
+            return None
+        labels = (host, op, status)
+        if not (self._budget["requests"].settled(labels)
+                and self._budget["polls"].settled(labels[:2])):
+            return None
+        return _RequestSlot(labels, self.requests.labels(*labels),
+                            self.polls.child(labels[:2]))
+
+    def _phase_child(self, labels: tuple, phase: str, ms):
+        """Observes a phase the slot has no child for yet (as _observe_request_labelled
+        does); returns its child once its label set is settled, else None."""
+        host, op, status = labels
+        values = (host, op, phase, status)
+        budget = self._budget["phase"]
+        self.phase_seconds.observe(budget(values), max(ms, 0) / 1000.0)
+        return self.phase_seconds.child(values) if budget.settled(values) else None
+
+    def _ns_child(self, labels: tuple, ns_ms):
+        values = labels[:2]
+        budget = self._budget["ns"]
+        self.request_ns_seconds.observe(budget(values), ns_ms / 1000.0)
+        return self.request_ns_seconds.child(values) if budget.settled(values) else None
+
+    def _observe_request_labelled(self, rec: dict) -> None:
         host = self.host_label(rec.get("host"))
         op = self.op_label("dpm", rec.get("op"))
         status = self._statuses(rec.get("status"))
@@ -219,12 +306,41 @@ class PipelineMetrics:
             self.request_ns_seconds.observe(self._budget["ns"]((host, op)), ns_ms / 1000.0)
 
     def _observe_call(self, rec: dict) -> None:
-        daemon_raw = rec.get("daemon") or "none"
+        rc = rec.get("rc")
+        result = "noreturn" if rc is None else ("ok" if rc == 0 else "error")
+        key = (rec.get("host"), rec.get("daemon") or "none", rec.get("op"), result)
+        child = self._call_children.get(key)
+        if child is None:
+            self._observe_call_labelled(rec, key[1], result)
+            child = self._settled_call(key)
+            if child is not None:
+                self._call_children[key] = child
+            return
+        ms = rec.get("duration_ms")
+        # _Child.observe, inlined, of 0.0 if ms is None else max(ms, 0) / 1000.0
+        amount = 0.0 if ms is None else (ms / 1000.0 if ms > 0 else max(ms, 0) / 1000.0)
+        child.counts[bisect_left(child.bounds, amount)] += 1
+        child.sum += amount
+
+    def _settled_call(self, key: tuple):
+        """The call_seconds child of a call's raw (host, daemon, op, result), or None
+        while any of its labels or its label set is not settled."""
+        if not settled_key(key):
+            return None
+        host = self.host_label.settled(key[0])
+        daemon = self._daemons.settled(key[1])
+        if host is None or daemon is None:
+            return None
+        op = self._ops[daemon].settled(key[2])
+        values = (host, daemon, op, key[3])
+        if op is None or not self._budget["calls"].settled(values):
+            return None
+        return self.call_seconds.child(values)
+
+    def _observe_call_labelled(self, rec: dict, daemon_raw: str, result: str) -> None:
         daemon = self._daemons(daemon_raw)
         host = self.host_label(rec.get("host"))
         op = self.op_label(daemon, rec.get("op"))
-        rc = rec.get("rc")
-        result = "noreturn" if rc is None else ("ok" if rc == 0 else "error")
         ms = rec.get("duration_ms")
         seconds = 0.0 if ms is None else max(ms, 0) / 1000.0
         self.call_seconds.observe(self._budget["calls"]((host, daemon, op, result)), seconds)
@@ -252,6 +368,22 @@ class PipelineMetrics:
     def exposition(self) -> str:
         """The registry in the Prometheus text format (what /metrics serves)."""
         return generate_latest(self.registry).decode("utf-8")
+
+
+_phase_values = itemgetter(*(field for field, _ in PHASES))
+_PHASE_INDICES = range(len(PHASES))
+
+
+class _RequestSlot:
+    """What a settled (host, op, status) of request records observes into."""
+    __slots__ = ("labels", "phases", "requests", "polls", "ns")
+
+    def __init__(self, labels: tuple, requests, polls) -> None:
+        self.labels = labels
+        self.phases: list = [None] * len(PHASES)   # the phase's child once settled
+        self.requests = requests
+        self.polls = polls
+        self.ns = None
 
 
 @dataclass

@@ -26,6 +26,11 @@ class _Child:
         self.counts = [0] * (len(bounds) + 1)   # the last one is +Inf
         self.sum = 0.0
 
+    def observe(self, amount: float) -> None:
+        # An observation equal to a bound belongs to it (le: less than or equal).
+        self.counts[bisect_left(self.bounds, amount)] += 1
+        self.sum += amount
+
 
 class LabelledHistogram:
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
@@ -44,12 +49,15 @@ class LabelledHistogram:
         return len(self.bounds_for(values)) + 3
 
     def observe(self, values: tuple, amount: float) -> None:
+        self.child(values).observe(amount)
+
+    def child(self, values: tuple) -> _Child:
+        """The counts of one label set (created empty the first time): a caller that
+        observes one label set often keeps it and calls its observe(amount)."""
         child = self._children.get(values)
         if child is None:
             child = self._children[values] = _Child(self.bounds_for(values))
-        # An observation equal to a bound belongs to it (le: less than or equal).
-        child.counts[bisect_left(child.bounds, amount)] += 1
-        child.sum += amount
+        return child
 
     def describe(self):
         return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]

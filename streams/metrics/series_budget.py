@@ -21,6 +21,16 @@ FOLDED_LABELS = frozenset({"host", "op", "daemon", "server", "command", "fs"})
 DEFAULT_MAX_SERIES = 25_000
 
 
+def settled_key(raw: tuple) -> bool:
+    """Whether a record's raw label values may key what their settled label sets observe
+    into (PipelineMetrics, DomeMetrics): strings and None only, since a value of another
+    type may equal one whose label differs (True == 1, labelled "True" and "1")."""
+    for value in raw:
+        if value is not None and type(value) is not str:
+            return False
+    return True
+
+
 class SeriesBudget:
     def __init__(self, family: str, labelnames: Sequence[str], max_series: int, overflow,
                  series_per_set: Callable[[tuple], int] = lambda values: 1) -> None:
@@ -49,6 +59,11 @@ class SeriesBudget:
         if folded not in self._sets:
             self._admit(folded, self._cost(folded))
         return folded
+
+    def settled(self, values: tuple) -> bool:
+        """Whether asking for `values` again gives `values`, with no side effect (the
+        label set was admitted; a folded one counts an overflow at each ask)."""
+        return values in self._sets
 
     def _admit(self, values: tuple, cost: int) -> None:
         self._sets.add(values)
