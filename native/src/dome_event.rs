@@ -149,6 +149,38 @@ pub struct DomeEvent {
 }
 
 impl DomeEvent {
+    /// An event with nothing in it yet: the buffer a scanner fills line after line
+    /// (DomeScanner::scan_into), its Strings' room reused rather than allocated per line.
+    pub fn empty() -> DomeEvent {
+        DomeEvent {
+            ts: 0, host: String::new(), program: String::new(), pid: 0, tid: -1, level: -1, error: false,
+            role: Role::Other, present: 0, fields: Default::default(), whole_seconds: false,
+        }
+    }
+
+    /// The role pattern's fields are `present` now: the fields of no declared group
+    /// become None (a field not in `present` is always None), those of one keep their
+    /// value until set_text or set_int gives them this line's.
+    pub fn declare(&mut self, present: u32) {
+        let mut gone = self.present & !present;
+        while gone != 0 {
+            self.fields[gone.trailing_zeros() as usize] = None;
+            gone &= gone - 1;
+        }
+        self.present = present;
+    }
+
+    /// Field `index` is `text` (its String's room reused when it held one).
+    pub fn set_text(&mut self, index: usize, text: &str) {
+        match &mut self.fields[index] {
+            Some(Val::Str(s)) => {
+                s.clear();
+                s.push_str(text);
+            }
+            slot => *slot = Some(Val::Str(text.to_string())),
+        }
+    }
+
     pub fn field(&self, index: usize) -> &Option<Val> {
         &self.fields[index]
     }
