@@ -15,7 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-use crate::dome_event::{is_int_field, DomeEvent, Role, Val, COUNT};
+use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
 use crate::dome_time::rfc3339_ms;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -90,6 +90,8 @@ pub struct DomeScanner {
     /// The text of that second's stamp (`May 30 08:44:00`): a line whose stamp reads the
     /// same has that second, found without reading its parts again.
     last_stamp: String,
+    /// The text fields' Strings scan_into set aside, by field (DomeEvent::declare).
+    spare: Spare,
     #[pyo3(get)]
     result: &'static str,
     #[pyo3(get)]
@@ -213,12 +215,13 @@ impl DomeScanner {
             let why = format!("a number longer than {} digits", self.max_digits);
             return Ok(self.fail(MALFORMED, why));
         }
-        ev.declare(alt.fields.iter().fold(0u32, |bits, &(field, _)| bits | 1 << field));
+        let spare = &mut self.spare;
+        ev.declare(alt.fields.iter().fold(0u32, |bits, &(field, _)| bits | 1 << field), spare);
         for &(field, group) in &alt.fields {
             match span(line, locs, group) {
-                None => ev.fields[field] = None,
+                None => ev.set_none(field, spare),
                 Some(text) if is_int_field(field) => ev.fields[field] = Some(Val::Int(ascii_number(text).unwrap_or(0))),
-                Some(text) => ev.set_text(field, text),
+                Some(text) => ev.set_text(field, text, spare),
             }
         }
         ev.pid = ascii_number(pid_text).unwrap_or(0);
@@ -361,7 +364,7 @@ impl DomeScanner {
             Ok(v) => v,
             Err(why) => return Ok(self.fail(MALFORMED, why)),
         };
-        ev.declare(1 << COUNT);
+        ev.declare(1 << COUNT, &mut self.spare);
         ev.fields[COUNT] = Some(Val::Int(count));
         (ev.ts, ev.whole_seconds) = (ts, whole);
         ev.host.clear();
@@ -511,6 +514,7 @@ impl DomeScanner {
             max_digits,
             last_second: None,
             last_stamp: String::new(),
+            spare: Default::default(),
             result: RESULTS[PARSED],
             reason: String::new(),
             counts: [0; 4],
