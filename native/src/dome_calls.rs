@@ -87,10 +87,13 @@ impl CallTable {
     pub fn line(&mut self, ev: &DomeEvent, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let key = (ev.pid, ev.tid);
         let role = ev.role;
-        if !self.open.contains_key(&ev.host) {
-            self.open.insert(ev.host.clone(), HostCalls::default());
-        }
-        let framed = self.open[&ev.host].calls.get(&key).map(|(_, c)| c.framed);
+        let framed = match self.open.get(&ev.host) {
+            Some(host) => host.calls.get(&key).map(|(_, c)| c.framed),
+            None => {
+                self.open.insert(ev.host.clone(), HostCalls::default());
+                None
+            }
+        };
         let mut has_call = framed.is_some();
         if role == Role::Accept || (role == Role::Call && framed == Some(true)) {
             if has_call {
