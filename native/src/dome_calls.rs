@@ -114,13 +114,17 @@ impl CallTable {
             }
             return;
         }
-        let stamp = self.stamp();
         self.mark(&ev.host, key);
         let host = self.open.get_mut(&ev.host).unwrap();
         let (old, call) = host.calls.get_mut(&key).unwrap();
-        host.order.remove(old);
-        *old = stamp;
-        host.order.insert(stamp, key);
+        // A call that holds the latest stamp of all is at its host's end already (most
+        // lines are of the thread the line before was): nothing to move.
+        if *old != self.tick {
+            self.tick += 1;
+            host.order.remove(old);
+            *old = self.tick;
+            host.order.insert(self.tick, key);
+        }
         call.latest = call.latest.max(ev.ts);
         call.whole = call.whole || ev.whole_seconds;
         match role {
