@@ -87,10 +87,13 @@ impl CallTable {
     pub fn line(&mut self, ev: &DomeEvent, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let key = (ev.pid, ev.tid);
         let role = ev.role;
-        if !self.open.contains_key(&ev.host) {
-            self.open.insert(ev.host.clone(), HostCalls::default());
-        }
-        let framed = self.open[&ev.host].calls.get(&key).map(|(_, c)| c.framed);
+        let framed = match self.open.get(&ev.host) {
+            Some(host) => host.calls.get(&key).map(|(_, c)| c.framed),
+            None => {
+                self.open.insert(ev.host.clone(), HostCalls::default());
+                None
+            }
+        };
         let mut has_call = framed.is_some();
         if role == Role::Accept || (role == Role::Call && framed == Some(true)) {
             if has_call {
@@ -111,13 +114,17 @@ impl CallTable {
             }
             return;
         }
-        let stamp = self.stamp();
         self.mark(&ev.host, key);
         let host = self.open.get_mut(&ev.host).unwrap();
         let (old, call) = host.calls.get_mut(&key).unwrap();
-        host.order.remove(old);
-        *old = stamp;
-        host.order.insert(stamp, key);
+        // A call that holds the latest stamp of all is at its host's end already (most
+        // lines are of the thread the line before was): nothing to move.
+        if *old != self.tick {
+            self.tick += 1;
+            host.order.remove(old);
+            *old = self.tick;
+            host.order.insert(self.tick, key);
+        }
         call.latest = call.latest.max(ev.ts);
         call.whole = call.whole || ev.whole_seconds;
         match role {

@@ -11,14 +11,16 @@ use crate::hashing::FxMap;
 /// A map that keeps its keys in insertion order (Python's dict), for the tables whose
 /// order shows in the records (clocks: advance() sweeps hosts in that order).
 ///
-/// It remembers the row it found last and looks there first: a stream's lines come in
-/// runs of one host (feed_chunk takes one stream at a time), so most look-ups are the
-/// last one again, and a hit costs a compare instead of a hash.
+/// It remembers the two rows it found last and looks there first: a stream's lines come
+/// in runs of one host (feed_chunk takes one stream at a time), and a line of a disk
+/// node looks up its own clock and the head's (the put table's sweep), so most look-ups
+/// are one of the last two again, and a hit costs a compare instead of a hash.
 #[derive(Default, Clone)]
 pub struct Ordered<K, V> {
     pub rows: Vec<(K, V)>,
     index: FxMap<K, usize>,
     last: Cell<usize>,
+    before_last: Cell<usize>,
 }
 
 impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
@@ -28,14 +30,21 @@ impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Some((k, _)) = self.rows.get(self.last.get()) {
-            if k.borrow() == key {
-                return Some(self.last.get());
+        for i in [self.last.get(), self.before_last.get()] {
+            if let Some((k, _)) = self.rows.get(i) {
+                if k.borrow() == key {
+                    return Some(i);
+                }
             }
         }
         let i = *self.index.get(key)?;
-        self.last.set(i);
+        self.remember(i);
         Some(i)
+    }
+
+    fn remember(&self, i: usize) {
+        self.before_last.set(self.last.get());
+        self.last.set(i);
     }
 
     pub fn get<Q>(&self, key: &Q) -> Option<V>
@@ -87,7 +96,7 @@ impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
 
     fn insert(&mut self, key: K, value: V) {
         self.index.insert(key.clone(), self.rows.len());
-        self.last.set(self.rows.len());
+        self.remember(self.rows.len());
         self.rows.push((key, value));
     }
 

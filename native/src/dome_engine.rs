@@ -11,7 +11,7 @@ use crate::dome_event::DomeEvent;
 use crate::dome_records::{Record, RecordCache};
 use crate::dome_state::DomeState;
 use crate::block::LineBlock;
-use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN, UNMATCHED};
+use crate::dome_scan::{DomeLine, DomeScanner, FOREIGN, PARSED, UNMATCHED};
 use crate::dome_stats::DomeStats;
 use crate::chunk::Chunk;
 use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
@@ -78,6 +78,8 @@ impl DomeCore {
         let (mut unmatched, mut foreign, mut latest) = (0usize, 0usize, latest);
         let mut hosts: Vec<(String, usize, i64)> = Vec::new();
         let mut out = Vec::new();
+        // One event for all the lines: scan_into writes each over the one before.
+        let mut ev = DomeEvent::empty();
         let (n, mut i) = (chunk.len(), start);
         let why = loop {
             if i >= n {
@@ -86,10 +88,10 @@ impl DomeCore {
             let Some((raw, _holder)) = chunk.line(i)? else { break SLOW };
             // Not UTF-8: Python decodes it with replacement characters, and counts it.
             let Ok(text) = std::str::from_utf8(raw) else { break SLOW };
-            let outcome = scanner.scan(py, text)?;
+            let result = scanner.scan_into(py, text, &mut ev)?;
             i += 1;
-            match outcome {
-                Outcome::Parsed(ev) => {
+            match result {
+                PARSED => {
                     match hosts.iter_mut().find(|h| h.0 == ev.host) {
                         Some(h) => {
                             h.1 += 1;
@@ -100,9 +102,9 @@ impl DomeCore {
                     latest = latest.max(ev.ts);
                     self.st.feed(&ev, &mut out);
                 }
-                Outcome::Failed(UNMATCHED) => unmatched += 1,
-                Outcome::Failed(FOREIGN) => foreign += 1,
-                Outcome::Failed(_) => break MALFORMED,
+                UNMATCHED => unmatched += 1,
+                FOREIGN => foreign += 1,
+                _ => break MALFORMED,
             }
             if limit.is_some_and(|l| latest > l) {
                 break LIMIT;

@@ -131,6 +131,10 @@ impl Val {
     }
 }
 
+/// Strings set aside by field, for an event filled line after line (DomeEvent::declare):
+/// a line of another role takes them again rather than allocating its own.
+pub type Spare = [String; 20];
+
 #[derive(Clone, Debug)]
 pub struct DomeEvent {
     pub ts: i64,
@@ -149,6 +153,51 @@ pub struct DomeEvent {
 }
 
 impl DomeEvent {
+    /// An event with nothing in it yet: the buffer a scanner fills line after line
+    /// (DomeScanner::scan_into), its Strings' room reused rather than allocated per line.
+    pub fn empty() -> DomeEvent {
+        DomeEvent {
+            ts: 0, host: String::new(), program: String::new(), pid: 0, tid: -1, level: -1, error: false,
+            role: Role::Other, present: 0, fields: Default::default(), whole_seconds: false,
+        }
+    }
+
+    /// The role pattern's fields are `present` now: the fields of no declared group
+    /// become None (a field not in `present` is always None), those of one keep their
+    /// value until set_text, set_none or an Int gives them this line's. A text field's
+    /// String goes to `spare[field]`, for set_text to fill again.
+    pub fn declare(&mut self, present: u32, spare: &mut Spare) {
+        let mut gone = self.present & !present;
+        while gone != 0 {
+            self.set_none(gone.trailing_zeros() as usize, spare);
+            gone &= gone - 1;
+        }
+        self.present = present;
+    }
+
+    /// Field `index` is None (its String, if it held one, to `spare`).
+    pub fn set_none(&mut self, index: usize, spare: &mut Spare) {
+        if let Some(Val::Str(s)) = self.fields[index].take() {
+            spare[index] = s;
+        }
+    }
+
+    /// Field `index` is `text`, in the room of the String it holds or of `spare`'s.
+    pub fn set_text(&mut self, index: usize, text: &str, spare: &mut Spare) {
+        match &mut self.fields[index] {
+            Some(Val::Str(s)) => {
+                s.clear();
+                s.push_str(text);
+            }
+            slot => {
+                let mut s = std::mem::take(&mut spare[index]);
+                s.clear();
+                s.push_str(text);
+                *slot = Some(Val::Str(s));
+            }
+        }
+    }
+
     pub fn field(&self, index: usize) -> &Option<Val> {
         &self.fields[index]
     }

@@ -15,7 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-use crate::dome_event::{is_int_field, DomeEvent, Role, Val, COUNT};
+use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
 use crate::dome_time::rfc3339_ms;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -90,6 +90,8 @@ pub struct DomeScanner {
     /// The text of that second's stamp (`May 30 08:44:00`): a line whose stamp reads the
     /// same has that second, found without reading its parts again.
     last_stamp: String,
+    /// The text fields' Strings scan_into set aside, by field (DomeEvent::declare).
+    spare: Spare,
     #[pyo3(get)]
     result: &'static str,
     #[pyo3(get)]
@@ -144,19 +146,31 @@ fn other_number(text: &str) -> Option<i64> {
 }
 
 impl DomeScanner {
-    fn fail(&mut self, result: usize, reason: String) -> Outcome {
+    fn fail(&mut self, result: usize, reason: String) -> usize {
         self.result = RESULTS[result];
         self.reason = reason;
         self.counts[result] += 1;
-        Outcome::Failed(result)
+        result
     }
 
     fn repr(py: Python<'_>, text: &str) -> String {
         PyString::new(py, text).repr().map(|r| r.to_string()).unwrap_or_else(|_| format!("'{text}'"))
     }
 
-    /// The steps of DomeLineParser.parse, in its order.
+    /// The steps of DomeLineParser.parse, in its order: the line's event, or why not.
     pub fn scan(&mut self, py: Python<'_>, raw: &str) -> PyResult<Outcome> {
+        let mut ev = DomeEvent::empty();
+        Ok(match self.scan_into(py, raw, &mut ev)? {
+            PARSED => Outcome::Parsed(ev),
+            result => Outcome::Failed(result),
+        })
+    }
+
+    /// scan() into `ev`, a buffer the caller keeps from line to line (feed_chunk): the
+    /// result (PARSED: `ev` is the line's event; else `ev` holds no line's, and `result`
+    /// and `reason` say why). Its host, program and text fields are written over the
+    /// line before's, in the room their Strings have: no allocation for most lines.
+    pub fn scan_into(&mut self, py: Python<'_>, raw: &str, ev: &mut DomeEvent) -> PyResult<usize> {
         let line = raw.trim_end_matches(['\r', '\n']);
         if line.len() > self.max_bytes {
             return Ok(self.fail(MALFORMED, format!("line longer than {} bytes", self.max_bytes)));
@@ -172,7 +186,7 @@ impl DomeScanner {
             }
         }
         let Some(fi) = matched else {
-            return self.not_dmlite(py, line);
+            return self.not_dmlite(py, line, ev);
         };
         let form = &self.forms[fi];
         let locs = &form.regex;
@@ -201,34 +215,32 @@ impl DomeScanner {
             let why = format!("a number longer than {} digits", self.max_digits);
             return Ok(self.fail(MALFORMED, why));
         }
-        let mut fields: [Option<Val>; 20] = Default::default();
-        let mut present = 0u32;
+        let spare = &mut self.spare;
+        ev.declare(alt.fields.iter().fold(0u32, |bits, &(field, _)| bits | 1 << field), spare);
         for &(field, group) in &alt.fields {
-            present |= 1 << field;
-            fields[field] = span(line, locs, group).map(|text| {
-                if is_int_field(field) {
-                    Val::Int(ascii_number(text).unwrap_or(0))
-                } else {
-                    Val::Str(text.to_string())
-                }
-            });
+            match span(line, locs, group) {
+                None => ev.set_none(field, spare),
+                Some(text) if is_int_field(field) => ev.fields[field] = Some(Val::Int(ascii_number(text).unwrap_or(0))),
+                Some(text) => ev.set_text(field, text, spare),
+            }
         }
-        let pid = ascii_number(pid_text).unwrap_or(0);
-        let tid = tid_text.map_or(-1, |t| ascii_number(t).unwrap_or(0));
-        let level = span(line, locs, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
-        let error = locs.get(form.g.error).is_some();
-        let host = span(line, locs, form.g.host).unwrap_or("").to_string();
-        let (ts, whole) = match self.stamp(py, fi, false, line)? {
+        ev.pid = ascii_number(pid_text).unwrap_or(0);
+        ev.tid = tid_text.map_or(-1, |t| ascii_number(t).unwrap_or(0));
+        ev.level = span(line, locs, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
+        ev.error = locs.get(form.g.error).is_some();
+        ev.role = role;
+        ev.host.clear();
+        ev.host.push_str(span(line, locs, form.g.host).unwrap_or(""));
+        ev.program.clear();
+        ev.program.push_str(tag);
+        (ev.ts, ev.whole_seconds) = match self.stamp(py, fi, false, line)? {
             Ok(v) => v,
             Err(why) => return Ok(self.fail(MALFORMED, why)),
         };
-        let program = tag.to_string();
         self.result = RESULTS[PARSED];
         // as DomeLineParser: `reason` keeps the last failure's
         self.counts[PARSED] += 1;
-        Ok(Outcome::Parsed(DomeEvent {
-            ts, host, program, pid, tid, level, error, role, present, fields, whole_seconds: whole,
-        }))
+        Ok(PARSED)
     }
 
     /// The stamp of form `fi`'s envelope as its full regex (or, `prefix`, its envelope
@@ -303,13 +315,13 @@ impl DomeScanner {
         }
     }
 
-    fn not_dmlite(&mut self, py: Python<'_>, line: &str) -> PyResult<Outcome> {
+    fn not_dmlite(&mut self, py: Python<'_>, line: &str, ev: &mut DomeEvent) -> PyResult<usize> {
         for i in 0..self.forms.len() {
             let form = &mut self.forms[i];
             if matches(&mut form.prefix, line) {
                 let tag = span(line, &form.prefix, form.prefix_tag).unwrap_or("");
                 if self.journald.as_ref().is_some_and(|j| j.tags.iter().any(|t| t == tag)) {
-                    return self.suppressed(py, i, tag, line);
+                    return self.suppressed(py, i, tag, line, ev);
                 }
                 let why = if self.tags.iter().any(|t| t == tag) {
                     "not a dmlite message".to_string()
@@ -325,10 +337,10 @@ impl DomeScanner {
     /// journald's line (DomeLineParser._suppressed): `Suppressed N messages from UNIT` for
     /// a unit of the profile's programs is an event (program the unit's, pid -1, COUNT
     /// N); any other journald line is foreign.
-    fn suppressed(&mut self, py: Python<'_>, fi: usize, tag: &str, line: &str) -> PyResult<Outcome> {
+    fn suppressed(&mut self, py: Python<'_>, fi: usize, tag: &str, line: &str, ev: &mut DomeEvent) -> PyResult<usize> {
         let form = &self.forms[fi];
         let end = form.prefix.get(0).map_or(0, |(_, e)| e);
-        let host = span(line, &form.prefix, form.g.host).unwrap_or("").to_string();
+        let host = span(line, &form.prefix, form.g.host).unwrap_or("");
         let rest = &line[end..];
         let Some(j) = self.journald.as_mut() else {
             return Ok(self.fail(FOREIGN, format!("program {}", Self::repr(py, tag))));
@@ -352,14 +364,17 @@ impl DomeScanner {
             Ok(v) => v,
             Err(why) => return Ok(self.fail(MALFORMED, why)),
         };
-        let mut fields: [Option<Val>; 20] = Default::default();
-        fields[COUNT] = Some(Val::Int(count));
+        ev.declare(1 << COUNT, &mut self.spare);
+        ev.fields[COUNT] = Some(Val::Int(count));
+        (ev.ts, ev.whole_seconds) = (ts, whole);
+        ev.host.clear();
+        ev.host.push_str(host);
+        ev.program.clear();
+        ev.program.push_str(program);
+        (ev.pid, ev.tid, ev.level, ev.error, ev.role) = (-1, -1, -1, false, Role::JournaldSuppressed);
         self.result = RESULTS[PARSED];
         self.counts[PARSED] += 1;
-        Ok(Outcome::Parsed(DomeEvent {
-            ts, host, program: program.to_string(), pid: -1, tid: -1, level: -1, error: false,
-            role: Role::JournaldSuppressed, present: 1 << COUNT, fields, whole_seconds: whole,
-        }))
+        Ok(PARSED)
     }
 
     pub fn event_type(&self, py: Python<'_>) -> Py<PyType> {
@@ -499,6 +514,7 @@ impl DomeScanner {
             max_digits,
             last_second: None,
             last_stamp: String::new(),
+            spare: Default::default(),
             result: RESULTS[PARSED],
             reason: String::new(),
             counts: [0; 4],
