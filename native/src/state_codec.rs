@@ -385,27 +385,9 @@ fn push_state_json(out: &mut String, v: &Bound<'_, PyAny>, depth: usize) -> bool
     } else if depth >= STATE_JSON_DEPTH {
         return false;
     } else if let Ok(items) = v.downcast_exact::<PyList>() {
-        out.push('[');
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            if !push_state_json(out, &item, depth + 1) {
-                return false;
-            }
-        }
-        out.push(']');
+        return push_state_array(out, items.iter(), depth);
     } else if let Ok(items) = v.downcast_exact::<PyTuple>() {
-        out.push('[');
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            if !push_state_json(out, &item, depth + 1) {
-                return false;
-            }
-        }
-        out.push(']');
+        return push_state_array(out, items.iter(), depth);
     } else if let Ok(d) = v.downcast_exact::<PyDict>() {
         out.push('{');
         for (i, (key, item)) in d.iter().enumerate() {
@@ -424,6 +406,21 @@ fn push_state_json(out: &mut String, v: &Bound<'_, PyAny>, depth: usize) -> bool
     } else {
         return false;
     }
+    true
+}
+
+/// A list's or a tuple's items as a JSON array (see push_state_json).
+fn push_state_array<'py>(out: &mut String, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> bool {
+    out.push('[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if !push_state_json(out, &item, depth + 1) {
+            return false;
+        }
+    }
+    out.push(']');
     true
 }
 
