@@ -308,6 +308,37 @@ pub fn decode_envelope<'py>(raw: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'p
     Ok(Some((host, path, offset, received_ms, line).into_pyobject(py)?))
 }
 
+/// The envelope's members.
+#[derive(Clone, Copy)]
+enum Member {
+    Host,
+    Path,
+    Offset,
+    Received,
+    Line,
+}
+
+/// The members' names as rsyslog writes them, quotes included (no escapes in them).
+const MEMBER_KEYS: [(&[u8], Member); 5] = [
+    (b"\"host\"", Member::Host),
+    (b"\"path\"", Member::Path),
+    (b"\"offset\"", Member::Offset),
+    (b"\"received\"", Member::Received),
+    (b"\"line\"", Member::Line),
+];
+
+impl Json<'_> {
+    /// The member whose name comes next, spelt plainly (the common case: no escape in it),
+    /// the name passed; None for any other name, left to string() and nothing passed.
+    fn known_key(&mut self) -> Option<Member> {
+        self.ws();
+        let rest = &self.s[self.at..];
+        let (key, member) = MEMBER_KEYS.iter().find(|(key, _)| rest.starts_with(key))?;
+        self.at += key.len();
+        Some(*member)
+    }
+}
+
 type Members<'a> = (Cow<'a, str>, Cow<'a, str>, i64, Option<Cow<'a, str>>, Cow<'a, str>);
 
 fn members(s: &[u8]) -> Option<Members<'_>> {
@@ -315,15 +346,24 @@ fn members(s: &[u8]) -> Option<Members<'_>> {
     j.eat(b'{')?;
     let (mut host, mut path, mut offset, mut received, mut line) = (None, None, None, None, None);
     loop {
-        let key = j.string()?;
+        let member = match j.known_key() {
+            Some(member) => member,
+            None => match &*j.string()? {
+                "host" => Member::Host,
+                "path" => Member::Path,
+                "received" => Member::Received,
+                "line" => Member::Line,
+                "offset" => Member::Offset,
+                _ => return None,
+            },
+        };
         j.eat(b':')?;
-        let slot_taken = match &*key {
-            "host" => host.replace(j.string()?).is_some(),
-            "path" => path.replace(j.string()?).is_some(),
-            "received" => received.replace(j.string()?).is_some(),
-            "line" => line.replace(j.string()?).is_some(),
-            "offset" => offset.replace(j.offset()?).is_some(),
-            _ => return None,
+        let slot_taken = match member {
+            Member::Host => host.replace(j.string()?).is_some(),
+            Member::Path => path.replace(j.string()?).is_some(),
+            Member::Received => received.replace(j.string()?).is_some(),
+            Member::Line => line.replace(j.string()?).is_some(),
+            Member::Offset => offset.replace(j.offset()?).is_some(),
         };
         if slot_taken {
             return None; // a member twice: JSON parsers disagree on which wins
@@ -344,8 +384,8 @@ fn members(s: &[u8]) -> Option<Members<'_>> {
     }
     // envelope.MAX_HOST_CHARS and MAX_PATH_CHARS (in characters): longer, Python refuses it
     let (host, path) = (
-        host.filter(|h| !h.is_empty() && h.chars().count() <= 253)?,
-        path.filter(|p| !p.is_empty() && p.chars().count() <= 4096)?,
+        host.filter(|h| !h.is_empty() && (h.len() <= 253 || h.chars().count() <= 253))?,
+        path.filter(|p| !p.is_empty() && (p.len() <= 4096 || p.chars().count() <= 4096))?,
     );
     Some((host, path, offset?, received, line?))
 }

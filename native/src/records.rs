@@ -88,7 +88,7 @@ fn dict_values<'a, 'py: 'a>(record: &Bound<'py, PyDict>, keys: &[&str],
 /// `n` in decimal, the digits `write!(out, "{n}")` writes, without core::fmt's machinery:
 /// formatting the numbers through it was two thirds of what `replay --out` spends writing
 /// a record.
-fn push_int(out: &mut String, n: i64) {
+pub(crate) fn push_int(out: &mut String, n: i64) {
     if n < 0 {
         out.push('-');
     }
@@ -182,7 +182,7 @@ pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
     })
 }
 
-fn push_json_str(out: &mut String, s: &str, ascii: bool) {
+pub(crate) fn push_json_str(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {

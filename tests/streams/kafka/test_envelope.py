@@ -137,6 +137,10 @@ RSYSLOG_FORM = [   # what rsyslog writes: the extension must take every one of t
     b'{"host":"h","path":"/p","offset":1,"line":"no received time"}',
     b'{"host":"h","path":"/p","offset":123456789012345678,"received":'
     b'"9999-12-31T23:59:59.999999-23:59","line":"\\/\\b\\f\\r\\r\\n"}',
+    # member names spelt with escapes (not the names as rsyslog writes them)
+    b'{"h\\u006fst":"h","\\u0070ath":"/p","offse\\u0074":3,"line":"names escaped"}',
+    # a host of 253 characters in twice as many bytes: characters are counted
+    encode("é" * 253, "/p", 1, "2011-08-12T14:31:43.118402Z", "x"),
 ]
 ELSEWHERE = [   # valid or not, Python's to decode (and to report)
     None, "a str", b"", b"[]", b"{}", b"not json", b'{"host":"h"}',
@@ -148,6 +152,8 @@ ELSEWHERE = [   # valid or not, Python's to decode (and to report)
     b'{"host":"h","path":"/p","offset":1234567890123456789012,"line":"x"}',
     b'{"host":"","path":"/p","offset":1,"line":"x"}',
     b'{"host":"h","path":"/p","offset":1,"line":"x","extra":1}',
+    b'{"hostname":"h","path":"/p","offset":1,"line":"x"}',
+    b'{"host":"h","path":"/p","offset":1,"line":"x","line ":"y"}',
     b'{"host":"h","host":"g","path":"/p","offset":1,"line":"x"}',
     b'{"host":"h","path":"/p","offset":1,"line":"lone \\ud800 surrogate"}',
     b'{"host":"h","path":"/p","offset":1,"line":"raw\tcontrol"}',
