@@ -3,8 +3,9 @@
 Start-up is paid by every replay (a third of a 100 k-line one; issue 30), so the modules
 and work that only some paths use stay out of it: the Kafka clients and the other commands'
 machinery, socket (the host name comes from uname), the decompressors (imported for a .gz
-or .bz2 input only), and the DOME profiles' regexes (compiled only when no DPM profile
-reads a file's head). Each run is a fresh interpreter, as a user's is."""
+or .bz2 input only), the DOME engine's modules and the DOME profiles' regexes (compiled
+only when no DPM profile reads a file's head), and the rsyslog forms of the DPM profiles
+that a native log's lines never reach. Each run is a fresh interpreter, as a user's is."""
 
 import json
 import subprocess
@@ -25,7 +26,10 @@ def counted(*args, **kwargs):
 dome_profiles.dome_profile_from_dict = counted
 from dpmstream.cli import main
 rc = main(["replay", "--quiet", "--tz", "UTC", "--year", "2011", *sys.argv[1:]])
-print(json.dumps({"rc": rc, "modules": sorted(sys.modules), "dome_profiles_read": len(read)}))
+from dpmstream.parsers.profiles import bundled_profiles
+rsyslog = sorted(p.name for p in bundled_profiles() if "rsyslog" in vars(p))  # compiled
+print(json.dumps({"rc": rc, "modules": sorted(sys.modules), "dome_profiles_read": len(read),
+                  "rsyslog_forms_compiled": rsyslog}))
 """
 
 # Modules of other paths: none is imported by a replay of archives.
@@ -34,6 +38,9 @@ NOT_FOR_REPLAY = (
     "gzip", "aiokafka", "confluent_kafka", "faust", "prometheus_client",
     "dpmstream.streams.live", "dpmstream.streams.metrics", "dpmstream.simulator",
     "dpmstream.report", "dpmstream.probes",
+    # The DOME engine's modules (either engine): imported at the first DOME log.
+    "dpmstream.parsers.dome_reassembly", "dpmstream.parsers.dome_checksums",
+    "dpmstream.parsers.dome_state", "dpmstream.parsers.compiled_dome",
 )
 
 
@@ -64,6 +71,9 @@ def test_replaying_a_dpm_log_loads_no_module_of_another_path_nor_any_dome_profil
     assert got["rc"] == 0
     assert heavy(got["modules"]) == []
     assert got["dome_profiles_read"] == 0
+    # The profile reading the log parses its rsyslog-wrapped lines too; the others were
+    # only tried on native lines, which their native form reads.
+    assert got["rsyslog_forms_compiled"] == ["lcgdm-dpm"]
 
 
 def test_an_empty_log_compiles_no_profile_of_dome_either(tmp_path):
@@ -73,6 +83,7 @@ def test_an_empty_log_compiles_no_profile_of_dome_either(tmp_path):
     assert got["rc"] == 1  # nothing parsed: said so, as before
     assert heavy(got["modules"]) == []
     assert got["dome_profiles_read"] == 0
+    assert got["rsyslog_forms_compiled"] == []
 
 
 def test_a_gzip_input_brings_its_decompressor_and_a_dome_log_its_profiles(tmp_path):
@@ -84,3 +95,17 @@ def test_a_gzip_input_brings_its_decompressor_and_a_dome_log_its_profiles(tmp_pa
     dome.write_text("Nov 26 10:00:00 disk01 dmlite[123]: a line no DPM profile reads\n")
     got = replay_probe(dome)
     assert got["rc"] == 1 and got["dome_profiles_read"] > 0  # tried as a DOME log
+
+
+def test_a_dome_log_brings_the_dome_engine_it_needs(tmp_path):
+    from dpmstream.parsers import engines
+    dome = tmp_path / "dome.log"
+    dome.write_text("May 30 08:44:00 dpmhead01 dome[2345]: {139914452218445}[1] dmlite dome "
+                    "workerFunc : Accepted connection, ipcfd: 10, keepConnection: 1\n")
+    got = replay_probe(dome)
+    assert got["rc"] == 0
+    modules = got["modules"]
+    # a DOME source started: its reassembler (the compiled one where built) came with it
+    compiled = "dpmstream.parsers.compiled_dome" in modules
+    assert compiled == engines.compiled_dome_available()
+    assert "dpmstream.parsers.dome_checksums" in modules
