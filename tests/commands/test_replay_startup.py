@@ -84,6 +84,7 @@ def test_an_empty_log_compiles_no_profile_of_dome_either(tmp_path):
     assert heavy(got["modules"]) == []
     assert got["dome_profiles_read"] == 0
     assert got["rsyslog_forms_compiled"] == []
+    assert "zoneinfo" not in got["modules"]  # no line dated: no zone loaded
 
 
 def test_a_gzip_input_brings_its_decompressor_and_a_dome_log_its_profiles(tmp_path):
