@@ -49,11 +49,16 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dpmstream {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    # Import only the chosen command's module (or all of them for top-level --help).
+    # Import only the chosen command's module. Without one (top-level --help, a name that
+    # is no command) each command is only listed: its name and help line, which is all the
+    # top-level help and argparse's "invalid choice" show (importing every command's
+    # module was 70% of `dpmstream --help`'s instructions).
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
-        if chosen is None or chosen == name or chosen not in COMMANDS:
+        if chosen == name:
             importlib.import_module(module).register(sub, name, help_text)
+        elif chosen not in COMMANDS:
+            sub.add_parser(name, help=help_text)
     return parser
 
 

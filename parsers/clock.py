@@ -14,7 +14,10 @@ import functools
 import os
 import re
 from datetime import datetime, timezone
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # zoneinfo itself is imported by load_zone: a run that dates no line skips it
+    from zoneinfo import ZoneInfo
 
 # A stamp this far behind the latest one seen in a repeated hour means the clock went back.
 FOLD_BACK_MS = 10_000
@@ -28,6 +31,7 @@ class ClockError(ValueError):
 
 def load_zone(name: str | None) -> ZoneInfo:
     """An IANA zone; None or "local" is this machine's zone (TZ, then /etc/localtime)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
     if name in (None, "", "local"):
         tz_env = os.environ.get("TZ", "").lstrip(":")
         if tz_env:

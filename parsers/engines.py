@@ -19,10 +19,9 @@ the reference, and their compiled twins in parsers/compiled_dome.py
 from __future__ import annotations
 
 import os
+from functools import cache
 
 from . import fastpath, schema
-from .dome_lines import DomeLineParser
-from .dome_reassembly import DomeReassembler
 from .linking import Linker
 from .reassembly import Reassembler
 
@@ -37,10 +36,18 @@ try:
     from .compiled_reassembly import CompiledLinker, CompiledReassembler
 except ImportError:  # not built: pure Python
     CompiledReassembler = CompiledLinker = None
-try:
-    from .compiled_dome import CompiledDomeLineParser, CompiledDomeReassembler
-except ImportError:  # not built (or built before the DOME engine): pure Python
-    CompiledDomeLineParser = CompiledDomeReassembler = None
+
+
+@cache
+def compiled_dome():
+    """parsers/compiled_dome.py, or None where it is not built (or was built before the
+    DOME engine). Imported at the first DOME log, as are the Python DOME engine's modules:
+    a DPM log's replay loads neither (tests/commands/test_replay_startup.py)."""
+    try:
+        from . import compiled_dome as module
+    except ImportError:
+        return None
+    return module
 
 
 def compiled_available() -> bool:
@@ -48,7 +55,7 @@ def compiled_available() -> bool:
 
 
 def compiled_dome_available() -> bool:
-    return CompiledDomeReassembler is not None and fastpath.available()
+    return compiled_dome() is not None and fastpath.available()
 
 
 def choose(engine: str | None = None, available=compiled_available) -> str:
@@ -77,7 +84,10 @@ def new_dome_reassembler(engine: str, state: dict | None = None, **settings):
     """A DOME reassembler of `engine` (choose(..., compiled_dome_available) it first) with
     DomeReassembler's settings, restored from `state` (a snapshot() of either engine) when
     given."""
-    cls = CompiledDomeReassembler if engine == COMPILED else DomeReassembler
+    if engine == COMPILED:
+        cls = compiled_dome().CompiledDomeReassembler
+    else:
+        from .dome_reassembly import DomeReassembler as cls
     if state is not None:
         return cls.from_snapshot(state, **settings)
     return cls(**settings)
@@ -86,7 +96,8 @@ def new_dome_reassembler(engine: str, state: dict | None = None, **settings):
 def new_dome_parser(engine: str, profile, clock):
     """A DOME line parser of `engine` for one stream; its events feed either reassembler."""
     if engine == COMPILED:
-        return CompiledDomeLineParser(profile, clock)
+        return compiled_dome().CompiledDomeLineParser(profile, clock)
+    from .dome_lines import DomeLineParser
     return DomeLineParser(profile, clock)
 
 

@@ -27,19 +27,15 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterable
+from functools import cached_property
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
-from dpmstream.parsers.dome_checksums import ChecksumWaits, WithChecksumWaits
 from dpmstream.parsers.dome_lines import DAEMON as DOME_DAEMON
-from dpmstream.parsers.dome_lines import DomeLineParser
 from dpmstream.parsers.dome_profiles import (
     DomeProfile, bundled_dome_profiles, detect_dome_profile, resolve_any_profile,
 )
-from dpmstream.parsers.dome_state import CHECKSUMS as DOME_CHECKSUMS
-from dpmstream.parsers.dome_state import DomeStateTracker
-from dpmstream.parsers.dome_state import snapshot_of as dome_snapshot_of
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
 from dpmstream.parsers.lines import (
     FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
@@ -49,6 +45,12 @@ from dpmstream.parsers.profiles import (
 )
 from dpmstream.parsers.reassembly import Reassembler, RequestKey, ThreadKey
 from dpmstream.parsers.settings import ReassemblySettings
+
+if TYPE_CHECKING:
+    from dpmstream.parsers.dome_lines import DomeLineParser
+
+# The DOME engine's modules (dome_checksums, dome_state, the reassembler's) are imported
+# where a DOME source starts or a DOME state is restored: a DPM log's replay needs none.
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +172,7 @@ class Pipeline:
                              f"not {duplicate_memory}")
         # parsers/engines.py: the Python reference, or its compiled twin where built.
         self.engine = engines.choose(engine)
-        # The DOME engine is chosen the same way, from its own availability.
-        self.dome_engine = engines.choose(engine, available=engines.compiled_dome_available)
+        self._engine_asked = engine  # the DOME engine's too (dome_engine)
         self.reassembler = engines.new_reassembler(
             self.engine, on_record, timeout_ms=settings.timeout_ms,
             max_in_flight=settings.max_in_flight, max_threads=settings.max_threads,
@@ -199,6 +200,12 @@ class Pipeline:
                                    max_puts=settings.max_in_flight)
         self.dome = None
         self._dome_puts_joined = 0  # in this run: what the no-join warning asks
+
+    @cached_property
+    def dome_engine(self) -> str:
+        """The DOME engine, chosen as the DPM one is, from its own availability; at the
+        first DOME source (its modules are imported then: none for a DPM log)."""
+        return engines.choose(self._engine_asked, available=engines.compiled_dome_available)
 
     @property
     def dome_profiles(self) -> list[DomeProfile]:
@@ -250,6 +257,7 @@ class Pipeline:
             raise ValueError("this command reads DPM logs only (a DOME profile needs a "
                              "pipeline with on_dome_record)")
         if self.dome is None:
+            from dpmstream.parsers.dome_checksums import WithChecksumWaits
             self.dome = WithChecksumWaits(
                 engines.new_dome_reassembler(self.dome_engine, **self._dome_settings))
             self.stats.count_dome(self.dome)
@@ -280,6 +288,7 @@ class Pipeline:
         self._last_sources: dict[str, dict] = {}
         self._last_clock: dict | None = None
         self._last_linker: dict = {}  # a new linker holds nothing
+        from dpmstream.parsers.dome_state import DomeStateTracker
         self._dome_state = DomeStateTracker()
         if self.dome is not None:
             self.dome.track_changes()
@@ -335,9 +344,11 @@ class Pipeline:
         dome = {key: entry for key, entry in state.dome.items() if entry is not None}
         if dome:   # its DOME sources made an empty one: the stored one replaces it
             self._start_dome()
-            checksums = dome.get(DOME_CHECKSUMS)
+            from dpmstream.parsers.dome_checksums import ChecksumWaits, WithChecksumWaits
+            from dpmstream.parsers.dome_state import CHECKSUMS, snapshot_of
+            checksums = dome.get(CHECKSUMS)
             self.dome = WithChecksumWaits(
-                engines.new_dome_reassembler(self.dome_engine, state=dome_snapshot_of(dome),
+                engines.new_dome_reassembler(self.dome_engine, state=snapshot_of(dome),
                                              **self._dome_settings),
                 None if checksums is None else ChecksumWaits.from_snapshot(checksums))
             self.stats.count_dome(self.dome)

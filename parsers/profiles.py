@@ -9,9 +9,11 @@ its position), then a catch-all that marks the line `unmatched`.
 
 from __future__ import annotations
 
+import os
 import re
-import tomllib
+import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 # Roles the reassembler understands; a profile may leave any of them out.
@@ -74,10 +76,11 @@ class Profile:
     tags: tuple[str, ...] = ()
     # Roles a fitting profile must produce on a real log of its daemon (`profile check`).
     required_roles: tuple[str, ...] = ()
-    native: CompiledForm = field(init=False, repr=False)
-    rsyslog: CompiledForm = field(init=False, repr=False)
-    func_regex: re.Pattern = field(init=False, repr=False)
-    rsyslog_prefix: re.Pattern = field(init=False, repr=False)  # the rsyslog part alone
+    # Whether __post_init__ compiles and checks the patterns now (a file given by a user:
+    # a bad pattern is refused as it loads). The bundled profiles compile at first use,
+    # each form on its own: a replay of a DPM log never needs most of them (their regexes
+    # were an eighth of its start-up); tests/parsers/test_profiles.py checks them all.
+    check_now: bool = field(default=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.roles) - set(ROLES)
@@ -86,19 +89,58 @@ class Profile:
         patternless = [r for r in self.required_roles if not self.roles.get(r)]
         if patternless:
             raise ProfileError(f"{self.source}: required role(s) {patternless} have no pattern")
-        try:
-            self.native = _compile(self.native_envelope, self.roles)
-            self.rsyslog = _compile(self.rsyslog_envelope + self.native_envelope, self.roles)
-            self.func_regex = re.compile(self.func + r"\Z")
-        except re.error as exc:
-            raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
-        missing = [g for g in ENVELOPE_GROUPS if g not in self.native.envelope]
+        if self.check_now:
+            self.check()
+
+    def check(self) -> None:
+        """Compile every pattern now (in the order of the checks a user sees first: the
+        patterns, then the groups); ProfileError names the first that cannot be used."""
+        native = self._compiled(self.native_envelope)
+        rsyslog = self._compiled(self.rsyslog_envelope + self.native_envelope)
+        func_regex = self._regex(self.func + r"\Z")
+        self._check_native(native)
+        self._check_rsyslog(rsyslog)
+        # Kept where the cached properties below keep theirs.
+        self.__dict__.update(native=native, rsyslog=rsyslog, func_regex=func_regex,
+                             rsyslog_prefix=self._regex(self.rsyslog_envelope))
+
+    @cached_property
+    def native(self) -> CompiledForm:
+        return self._check_native(self._compiled(self.native_envelope))
+
+    @cached_property
+    def rsyslog(self) -> CompiledForm:
+        return self._check_rsyslog(self._compiled(self.rsyslog_envelope + self.native_envelope))
+
+    @cached_property
+    def func_regex(self) -> re.Pattern:
+        return self._regex(self.func + r"\Z")
+
+    @cached_property
+    def rsyslog_prefix(self) -> re.Pattern:
+        """The rsyslog part of the envelope alone."""
+        return self._regex(self.rsyslog_envelope)
+
+    def _check_native(self, form: CompiledForm) -> CompiledForm:
+        missing = [g for g in ENVELOPE_GROUPS if g not in form.envelope]
         if missing:
             raise ProfileError(f"{self.source}: envelope lacks group(s) {missing}")
-        if "rtime" not in self.rsyslog.envelope or "host" not in self.rsyslog.envelope:
+        return form
+
+    def _check_rsyslog(self, form: CompiledForm) -> CompiledForm:
+        if "rtime" not in form.envelope or "host" not in form.envelope:
             raise ProfileError(f"{self.source}: rsyslog envelope needs groups rtime and host")
+        return form
+
+    def _compiled(self, envelope: str) -> CompiledForm:
         try:
-            self.rsyslog_prefix = re.compile(self.rsyslog_envelope)
+            return _compile(envelope, self.roles)
+        except re.error as exc:
+            raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
+
+    def _regex(self, pattern: str) -> re.Pattern:
+        try:
+            return re.compile(pattern)
         except re.error as exc:
             raise ProfileError(f"{self.source}: bad pattern: {exc}") from exc
 
@@ -151,10 +193,44 @@ def as_list(value) -> list[str]:
 
 def read_profile_file(path: str | Path) -> dict:
     """A profile file's TOML, whatever its family; ProfileError when it cannot be read."""
+    import tomllib  # here, not at the top: a command that reads no profile file skips it
     try:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: {exc}") from exc
+
+
+# A bundled profile's parsed TOML is kept beside it, as Python keeps bytecode (`__pycache__`),
+# with the text it was parsed from: tomllib and the parse were a tenth of a replay's
+# start-up. The cache is used only where its text is the file's text now, byte for byte,
+# and was written by this Python (marshal's format and tomllib's reading are its own), so
+# an edited profile is read afresh; one that cannot be read or written is passed by.
+_CACHE_FORMAT = ("dpmstream-profile-toml", 1, sys.version)
+
+
+def read_bundled_profile_file(path: Path) -> dict:
+    """read_profile_file, through the cache beside the bundled profile `path`."""
+    import marshal
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"{path}: {exc}") from exc
+    cache = path.parent / "__pycache__" / f"{path.name}.marshal"
+    try:
+        form, cached_text, data = marshal.loads(cache.read_bytes())
+        if form == _CACHE_FORMAT and cached_text == text:
+            return data
+    except (OSError, EOFError, ValueError, TypeError):
+        pass  # none yet, or unreadable: parsed again below
+    data = read_profile_file(path)
+    try:
+        cache.parent.mkdir(exist_ok=True)
+        partial = cache.with_name(f"{cache.name}.{os.getpid()}")
+        partial.write_bytes(marshal.dumps((_CACHE_FORMAT, text, data)))
+        os.replace(partial, cache)  # whole or not at all for a concurrent reader
+    except (OSError, ValueError):
+        pass  # a read-only install: each run parses the file
+    return data
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -171,7 +247,7 @@ def _other_family(what: str, family: str) -> ProfileError:
                         f"the DPM commands cannot read its logs yet (docs/dome.md)")
 
 
-def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
+def profile_from_dict(data: dict, source: str = "<memory>", check_now: bool = True) -> Profile:
     family = data.get("family", FAMILY)
     if family != FAMILY:
         raise _other_family(source, family)
@@ -189,6 +265,7 @@ def profile_from_dict(data: dict, source: str = "<memory>") -> Profile:
             source=source,
             tags=tuple(as_list(data.get("tags", [data["daemon"]]))),
             required_roles=tuple(as_list(data.get("required_roles", ()))),
+            check_now=check_now,
         )
     except KeyError as exc:
         raise ProfileError(f"{source}: missing key {exc}") from exc
@@ -210,11 +287,11 @@ _BUNDLED_OTHER: dict[str, str] = {}  # bundled profiles of another family: name 
 def bundled_profiles() -> list[Profile]:
     if not _BUNDLED:
         for path in bundled_profile_paths():
-            data = read_profile_file(path)
+            data = read_bundled_profile_file(path)
             if data.get("family", FAMILY) != FAMILY:  # parsers/dome_profiles.py reads it
                 _BUNDLED_OTHER[data.get("name", path.stem)] = data["family"]
                 continue
-            profile = profile_from_dict(data, source=str(path))
+            profile = profile_from_dict(data, source=str(path), check_now=False)
             _BUNDLED[profile.name] = profile
     return list(_BUNDLED.values())
 
@@ -236,12 +313,15 @@ def resolve_profile(spec: str) -> Profile:
 def match_line(profile: Profile, line: str):
     """(form, match, alternative or None if unmatched); (None, None, None) when neither
     envelope form matches. For tools; the hot path lives in parsers/lines.py."""
-    for form in (profile.native, profile.rsyslog):
+    form = profile.native
+    m = form.regex.match(line)
+    if m is None:  # the rsyslog form is compiled only when a native line is not this
+        form = profile.rsyslog
         m = form.regex.match(line)
-        if m is not None:
-            alt = form.alternatives[m.lastindex]
-            return form, m, (None if alt.role == UNMATCHED else alt)
-    return None, None, None
+        if m is None:
+            return None, None, None
+    alt = form.alternatives[m.lastindex]
+    return form, m, (None if alt.role == UNMATCHED else alt)
 
 
 def score(profile: Profile, lines: list[str]) -> int:

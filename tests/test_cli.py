@@ -6,11 +6,14 @@ The commands run in this process, through the entry point's function (tests/help
 dpmstream_in_process); test_the_entry_point_refuses_and_helps_as_the_function_does runs
 the program itself and checks it says the same."""
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 
-from dpmstream.cli import build_parser
+from dpmstream.cli import COMMANDS, build_parser
 from tests.commands.test_replay import dpmstream as dpmstream_process
 from tests.helpers import dpmstream_in_process
 
@@ -220,3 +223,21 @@ def test_the_rsyslog_drop_in_generator_names_the_topic_alike(spelling, capsys):
     from dpmstream.commands.stack import rsyslog
     assert rsyslog.main([spelling, "site.lines"]) == 0
     assert 'topic="site.lines"' in capsys.readouterr().out
+
+
+def test_top_level_help_lists_every_command_without_importing_any_of_them():
+    # A fresh interpreter, as a user's: `dpmstream --help` (and a name that is no command)
+    # shows each command's name and help line from cli.COMMANDS, not from its module.
+    probe = ("import json, sys\nfrom dpmstream.cli import COMMANDS, main\n"
+             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('dpmstream.commands.')"
+             " and m != 'dpmstream.commands.common')))")
+    for argv, shown in ((["--help"], "stdout"), (["no-such-command"], "stderr")):
+        done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True,
+                              text=True, timeout=120)
+        assert json.loads(done.stdout.splitlines()[-1]) == [], argv
+        out = " ".join(getattr(done, shown).split())
+        for name, (_, help_text) in COMMANDS.items():
+            assert name in out
+            if shown == "stdout":
+                assert f"{name} {help_text}" in out

@@ -16,10 +16,9 @@ import math
 import os
 import sys
 
-from dpmstream.parsers.clock import ClockError, load_zone
-from dpmstream.parsers.profiles import ProfileError, resolve_profile
-from dpmstream.parsers.dome_profiles import resolve_any_profile
-from dpmstream.parsers.settings import ReassemblySettings
+# The domain's modules (profiles, clock, settings) are imported where an option is read,
+# not here: the top-level parser takes HelpFormatter from this module, and `dpmstream
+# --help` reads no profile, zone or setting.
 
 # The years the dating code reads sensibly (a rotated name log-YYYYMMDD counts from 1990;
 # epoch milliseconds from 1970; nothing in a DPM log is dated after 2100).
@@ -81,6 +80,7 @@ year_number = bounded(int, "a year", *YEARS)
 
 def zone_name(text: str) -> str:
     """--tz: an IANA zone name (or 'local'/'UTC' as clock.load_zone takes them)."""
+    from dpmstream.parsers.clock import ClockError, load_zone
     try:
         load_zone(text)
     except ClockError as exc:
@@ -92,6 +92,7 @@ def loads_with(resolve):
     """An argparse type: a profile spec (bundled name or .toml file) that `resolve` loads,
     kept as given; a ProfileError exits 2 through argparse."""
     def parse(text: str) -> str:
+        from dpmstream.parsers.profiles import ProfileError
         try:
             resolve(text)
         except ProfileError as exc:
@@ -100,10 +101,22 @@ def loads_with(resolve):
     return parse
 
 
+def dpm_profile(spec: str):
+    """A bundled DPM profile name or a .toml file, loaded (parsers/profiles.py)."""
+    from dpmstream.parsers.profiles import resolve_profile
+    return resolve_profile(spec)
+
+
+def any_profile(spec: str):
+    """A DPM or a DOME profile, loaded (parsers/dome_profiles.resolve_any_profile)."""
+    from dpmstream.parsers.dome_profiles import resolve_any_profile
+    return resolve_any_profile(spec)
+
+
 # --profile: a bundled DPM profile name or a .toml file that loads.
-profile_spec = loads_with(resolve_profile)
+profile_spec = loads_with(dpm_profile)
 # --profile of the commands that read DOME logs too (replay, run): a DPM or a DOME profile.
-any_profile_spec = loads_with(resolve_any_profile)
+any_profile_spec = loads_with(any_profile)
 
 
 def hidden_alias(p, old: str, new_dest: str, **kwargs) -> None:
@@ -112,10 +125,11 @@ def hidden_alias(p, old: str, new_dest: str, **kwargs) -> None:
     p.add_argument(old, dest=new_dest, help=argparse.SUPPRESS, **kwargs)
 
 
-def reassembly_settings(args) -> ReassemblySettings:
+def reassembly_settings(args) -> "ReassemblySettings":  # noqa: F821 (imported here)
     """The one value of the options of add_reassembly_options, built once per command.
     Head clients named by --head-alias are not learned from the logs (record-rules.md):
     the linker of either engine learns no head where aliases are given."""
+    from dpmstream.parsers.settings import ReassemblySettings
     return ReassemblySettings(timeout_s=args.timeout, max_in_flight=args.max_in_flight,
                               max_threads=args.max_threads, grace_s=args.grace,
                               head_aliases=tuple(args.head_alias or ()))
@@ -199,14 +213,16 @@ def checked_profile(spec: str | None):
     """The forced profile, or None; exits with a clear message when it cannot be loaded."""
     if spec is None:
         return None
+    from dpmstream.parsers.profiles import ProfileError
     try:
-        return resolve_any_profile(spec)  # a DOME one only where --profile's type took it
+        return any_profile(spec)  # a DOME one only where --profile's type took it
     except ProfileError as exc:
         raise SystemExit(f"dpmstream: {exc}")
 
 
 def checked_zone(name: str | None) -> str | None:
     if name is not None:
+        from dpmstream.parsers.clock import ClockError, load_zone
         try:
             load_zone(name)
         except ClockError as exc:

@@ -70,8 +70,8 @@ class DomeTally:
         """The first n of `lines` (a block of bytes lines; `text` decodes one as add()
         takes it), as add() takes each: with the compiled scanner, the lines of other
         programs and without an envelope are only counted, in the extension."""
-        compiled = engines.CompiledDomeLineParser
-        if compiled is None or not isinstance(self.parser, compiled):  # the reference: line by line
+        compiled = engines.compiled_dome()
+        if compiled is None or not isinstance(self.parser, compiled.CompiledDomeLineParser):  # the reference: line by line
             for i in range(n):
                 self.add(text(lines[i]))
             return

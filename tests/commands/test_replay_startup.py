@@ -2,14 +2,17 @@
 
 Start-up is paid by every replay (a third of a 100 k-line one; issue 30), so the modules
 and work that only some paths use stay out of it: the Kafka clients and the other commands'
-machinery, socket (the host name comes from uname), the decompressors (imported for a .gz
-or .bz2 input only), and the DOME profiles' regexes (compiled only when no DPM profile
-reads a file's head). Each run is a fresh interpreter, as a user's is."""
+machinery, socket (the host name comes from uname), tomllib (the bundled profiles' parsed
+TOML is cached beside them), the decompressors (imported for a .gz
+or .bz2 input only), the DOME engine's modules and the DOME profiles' regexes (compiled
+only when no DPM profile reads a file's head), and the rsyslog forms of the DPM profiles
+that a native log's lines never reach. Each run is a fresh interpreter, as a user's is."""
 
 import json
 import subprocess
 import sys
 
+from dpmstream.parsers.profiles import bundled_profiles
 from tests.dpmlog import T1, closing, proc, put, status
 
 # Run in a fresh interpreter: replay as the command line runs it, then report the modules
@@ -24,8 +27,11 @@ def counted(*args, **kwargs):
     return real(*args, **kwargs)
 dome_profiles.dome_profile_from_dict = counted
 from dpmstream.cli import main
-rc = main(["replay", "--quiet", "--tz", "UTC", "--year", "2011", *sys.argv[1:]])
-print(json.dumps({"rc": rc, "modules": sorted(sys.modules), "dome_profiles_read": len(read)}))
+rc = main(["replay", "--quiet", *sys.argv[1:]])
+from dpmstream.parsers.profiles import bundled_profiles
+rsyslog = sorted(p.name for p in bundled_profiles() if "rsyslog" in vars(p))  # compiled
+print(json.dumps({"rc": rc, "modules": sorted(sys.modules), "dome_profiles_read": len(read),
+                  "rsyslog_forms_compiled": rsyslog}))
 """
 
 # Modules of other paths: none is imported by a replay of archives.
@@ -34,11 +40,14 @@ NOT_FOR_REPLAY = (
     "gzip", "aiokafka", "confluent_kafka", "faust", "prometheus_client",
     "dpmstream.streams.live", "dpmstream.streams.metrics", "dpmstream.simulator",
     "dpmstream.report", "dpmstream.probes",
+    # The DOME engine's modules (either engine): imported at the first DOME log.
+    "dpmstream.parsers.dome_reassembly", "dpmstream.parsers.dome_checksums",
+    "dpmstream.parsers.dome_state", "dpmstream.parsers.compiled_dome",
 )
 
 
-def replay_probe(*files) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROBE, *map(str, files)],
+def replay_probe(*files, options=("--tz", "UTC", "--year", "2011")) -> dict:
+    done = subprocess.run([sys.executable, "-c", PROBE, *options, *map(str, files)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
@@ -60,10 +69,15 @@ def a_dpm_log(tmp_path):
 
 
 def test_replaying_a_dpm_log_loads_no_module_of_another_path_nor_any_dome_profile(tmp_path):
+    bundled_profiles()  # the profiles' parsed TOML is cached beside them once read
     got = replay_probe(a_dpm_log(tmp_path))
+    assert "tomllib" not in got["modules"]
     assert got["rc"] == 0
     assert heavy(got["modules"]) == []
     assert got["dome_profiles_read"] == 0
+    # The profile reading the log parses its rsyslog-wrapped lines too; the others were
+    # only tried on native lines, which their native form reads.
+    assert got["rsyslog_forms_compiled"] == ["lcgdm-dpm"]
 
 
 def test_an_empty_log_compiles_no_profile_of_dome_either(tmp_path):
@@ -73,6 +87,9 @@ def test_an_empty_log_compiles_no_profile_of_dome_either(tmp_path):
     assert got["rc"] == 1  # nothing parsed: said so, as before
     assert heavy(got["modules"]) == []
     assert got["dome_profiles_read"] == 0
+    assert got["rsyslog_forms_compiled"] == []
+    # No line to date and no --tz to check: no time zone is loaded.
+    assert "zoneinfo" not in replay_probe(empty, options=())["modules"]
 
 
 def test_a_gzip_input_brings_its_decompressor_and_a_dome_log_its_profiles(tmp_path):
@@ -84,3 +101,17 @@ def test_a_gzip_input_brings_its_decompressor_and_a_dome_log_its_profiles(tmp_pa
     dome.write_text("Nov 26 10:00:00 disk01 dmlite[123]: a line no DPM profile reads\n")
     got = replay_probe(dome)
     assert got["rc"] == 1 and got["dome_profiles_read"] > 0  # tried as a DOME log
+
+
+def test_a_dome_log_brings_the_dome_engine_it_needs(tmp_path):
+    from dpmstream.parsers import engines
+    dome = tmp_path / "dome.log"
+    dome.write_text("May 30 08:44:00 dpmhead01 dome[2345]: {139914452218445}[1] dmlite dome "
+                    "workerFunc : Accepted connection, ipcfd: 10, keepConnection: 1\n")
+    got = replay_probe(dome)
+    assert got["rc"] == 0
+    modules = got["modules"]
+    # a DOME source started: its reassembler (the compiled one where built) came with it
+    compiled = "dpmstream.parsers.compiled_dome" in modules
+    assert compiled == engines.compiled_dome_available()
+    assert "dpmstream.parsers.dome_checksums" in modules

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from dpmstream.parsers.profiles import (
-    ProfileError, bundled_profiles, detect_profile, load_profile, profile_from_dict, resolve_profile,
+    ProfileError, bundled_profiles, detect_profile, load_profile, profile_from_dict, read_profile_file,
+    resolve_profile,
 )
 
 from tests.helpers import DATA, reassemble, requests_of
@@ -79,3 +80,58 @@ def test_a_required_role_without_a_pattern_is_rejected_when_loading():
         "native": "(?P<month>..)", "rsyslog": ""}, "roles": {"returns": "returns"}}
     with pytest.raises(ProfileError, match=r"required role\(s\) \['call'\] have no pattern"):
         profile_from_dict({**base, "required_roles": ["call", "returns"]})
+
+
+def test_every_bundled_profile_compiles_and_passes_the_checks_a_site_file_passes_as_it_loads():
+    # Bundled profiles compile each form at first use (start-up); a broken one would only
+    # fail then, so every pattern of each is compiled and checked here.
+    for profile in bundled_profiles():
+        profile.check()
+        assert profile.native.regex.groups and profile.rsyslog.regex.groups
+
+
+def _site_profile(tmp_path, **envelope) -> str:
+    path = tmp_path / "site.toml"
+    native = envelope.get("native", r"(?P<month>\d\d)/(?P<day>\d\d) (?P<hour>\d\d):(?P<minute>\d\d):"
+                          r"(?P<second>\d\d)\.(?P<frac>\d+) +(?P<pid>\d+),(?P<tid>\d+) (?P<func>\w+): ")
+    rsyslog = envelope.get("rsyslog", r"(?P<rtime>\S+) (?P<host>\S+) (?P<tag>\w+): ")
+    path.write_text(f"name = 'site'\ndaemon = 'dpm'\n[envelope]\nnative = '''{native}'''\n"
+                    f"rsyslog = '''{rsyslog}'''\n[roles]\ncall = 'returns (?P<rc>\\d+)'\n")
+    return str(path)
+
+
+def test_a_site_profile_file_is_compiled_and_checked_as_it_loads(tmp_path):
+    assert resolve_profile(_site_profile(tmp_path)).name == "site"
+    with pytest.raises(ProfileError, match="bad pattern"):
+        resolve_profile(_site_profile(tmp_path, rsyslog="(?P<rtime>"))
+    with pytest.raises(ProfileError, match="needs groups rtime and host"):
+        resolve_profile(_site_profile(tmp_path, rsyslog=r"(?P<rtime>\S+) "))
+    with pytest.raises(ProfileError, match=r"envelope lacks group\(s\) \['tid', 'func'\]"):
+        resolve_profile(_site_profile(tmp_path, native=r"(?P<month>\d\d)/(?P<day>\d\d) (?P<hour>\d\d):"
+                                      r"(?P<minute>\d\d):(?P<second>\d\d)\.(?P<frac>\d+) (?P<pid>\d+) "))
+
+
+def test_native_lines_are_detected_without_compiling_the_rsyslog_forms_of_other_profiles():
+    fresh = [profile_from_dict(read_profile_file(p.source), check_now=False) for p in bundled_profiles()]
+    assert detect_profile(REFERENCE_PUT, fresh).name == "lcgdm-dpm"
+    assert [p.name for p in fresh if "rsyslog" in vars(p)] == []  # each native form read them
+
+
+
+def test_a_bundled_profile_is_read_through_its_cache_and_an_edit_is_read_afresh(tmp_path):
+    from dpmstream.parsers.profiles import bundled_profile_paths, read_bundled_profile_file
+    original = next(p for p in bundled_profile_paths() if p.name == "lcgdm-dpm.toml")
+    path = tmp_path / original.name
+    path.write_bytes(original.read_bytes())
+    assert read_bundled_profile_file(path) == read_profile_file(original)
+    cache = tmp_path / "__pycache__" / "lcgdm-dpm.toml.marshal"
+    assert cache.exists()
+    assert read_bundled_profile_file(path)["name"] == "lcgdm-dpm"  # from the cache
+    # An edit of the file (a site patching the bundled profile in place): never stale.
+    path.write_text(path.read_text().replace('name = "lcgdm-dpm"', 'name = "site-dpm"'))
+    assert read_bundled_profile_file(path)["name"] == "site-dpm"
+    assert read_bundled_profile_file(path) == read_profile_file(path)
+    # A damaged cache is passed by, and written again.
+    cache.write_bytes(b"\x00 not marshal")
+    assert read_bundled_profile_file(path)["name"] == "site-dpm"
+    assert read_bundled_profile_file(path) == read_profile_file(path)
