@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .profiles import (
-    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_bundled_profile_file,
-    read_profile_file, resolve_profile,
+    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_profile_file, resolve_profile,
     role_patterns,
 )
 
@@ -170,7 +169,7 @@ _BUNDLED: list[DomeProfile] = []
 def bundled_dome_profiles() -> list[DomeProfile]:
     if not _BUNDLED:
         for path in bundled_profile_paths():
-            data = read_bundled_profile_file(path)
+            data = read_profile_file(path)
             if data.get("family") == FAMILY:
                 _BUNDLED.append(dome_profile_from_dict(data, source=str(path)))
     return list(_BUNDLED)

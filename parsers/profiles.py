@@ -9,9 +9,7 @@ its position), then a catch-all that marks the line `unmatched`.
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -200,39 +198,6 @@ def read_profile_file(path: str | Path) -> dict:
         raise ProfileError(f"{path}: {exc}") from exc
 
 
-# A bundled profile's parsed TOML is kept beside it, as Python keeps bytecode (`__pycache__`),
-# with the text it was parsed from: tomllib and the parse were a tenth of a replay's
-# start-up. The cache is used only where its text is the file's text now, byte for byte,
-# and was written by this Python (marshal's format and tomllib's reading are its own), so
-# an edited profile is read afresh; one that cannot be read or written is passed by.
-_CACHE_FORMAT = ("dpmstream-profile-toml", 1, sys.version)
-
-
-def read_bundled_profile_file(path: Path) -> dict:
-    """read_profile_file, through the cache beside the bundled profile `path`."""
-    import marshal
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ProfileError(f"{path}: {exc}") from exc
-    cache = path.parent / "__pycache__" / f"{path.name}.marshal"
-    try:
-        form, cached_text, data = marshal.loads(cache.read_bytes())
-        if form == _CACHE_FORMAT and cached_text == text:
-            return data
-    except (OSError, EOFError, ValueError, TypeError):
-        pass  # none yet, or unreadable: parsed again below
-    data = read_profile_file(path)
-    try:
-        cache.parent.mkdir(exist_ok=True)
-        partial = cache.with_name(f"{cache.name}.{os.getpid()}")
-        partial.write_bytes(marshal.dumps((_CACHE_FORMAT, text, data)))
-        os.replace(partial, cache)  # whole or not at all for a concurrent reader
-    except (OSError, ValueError):
-        pass  # a read-only install: each run parses the file
-    return data
-
-
 def load_profile(path: str | Path) -> Profile:
     return profile_from_dict(read_profile_file(path), source=str(path))
 
@@ -287,7 +252,7 @@ _BUNDLED_OTHER: dict[str, str] = {}  # bundled profiles of another family: name 
 def bundled_profiles() -> list[Profile]:
     if not _BUNDLED:
         for path in bundled_profile_paths():
-            data = read_bundled_profile_file(path)
+            data = read_profile_file(path)
             if data.get("family", FAMILY) != FAMILY:  # parsers/dome_profiles.py reads it
                 _BUNDLED_OTHER[data.get("name", path.stem)] = data["family"]
                 continue

@@ -2,8 +2,7 @@
 
 Start-up is paid by every replay (a third of a 100 k-line one; issue 30), so the modules
 and work that only some paths use stay out of it: the Kafka clients and the other commands'
-machinery, socket (the host name comes from uname), tomllib (the bundled profiles' parsed
-TOML is cached beside them), the decompressors (imported for a .gz
+machinery, socket (the host name comes from uname), the decompressors (imported for a .gz
 or .bz2 input only), the DOME engine's modules and the DOME profiles' regexes (compiled
 only when no DPM profile reads a file's head), and the rsyslog forms of the DPM profiles
 that a native log's lines never reach. Each run is a fresh interpreter, as a user's is."""
@@ -12,7 +11,6 @@ import json
 import subprocess
 import sys
 
-from dpmstream.parsers.profiles import bundled_profiles
 from tests.dpmlog import T1, closing, proc, put, status
 
 # Run in a fresh interpreter: replay as the command line runs it, then report the modules
@@ -69,9 +67,7 @@ def a_dpm_log(tmp_path):
 
 
 def test_replaying_a_dpm_log_loads_no_module_of_another_path_nor_any_dome_profile(tmp_path):
-    bundled_profiles()  # the profiles' parsed TOML is cached beside them once read
     got = replay_probe(a_dpm_log(tmp_path))
-    assert "tomllib" not in got["modules"]
     assert got["rc"] == 0
     assert heavy(got["modules"]) == []
     assert got["dome_profiles_read"] == 0

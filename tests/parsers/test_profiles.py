@@ -116,22 +116,3 @@ def test_native_lines_are_detected_without_compiling_the_rsyslog_forms_of_other_
     assert detect_profile(REFERENCE_PUT, fresh).name == "lcgdm-dpm"
     assert [p.name for p in fresh if "rsyslog" in vars(p)] == []  # each native form read them
 
-
-
-def test_a_bundled_profile_is_read_through_its_cache_and_an_edit_is_read_afresh(tmp_path):
-    from dpmstream.parsers.profiles import bundled_profile_paths, read_bundled_profile_file
-    original = next(p for p in bundled_profile_paths() if p.name == "lcgdm-dpm.toml")
-    path = tmp_path / original.name
-    path.write_bytes(original.read_bytes())
-    assert read_bundled_profile_file(path) == read_profile_file(original)
-    cache = tmp_path / "__pycache__" / "lcgdm-dpm.toml.marshal"
-    assert cache.exists()
-    assert read_bundled_profile_file(path)["name"] == "lcgdm-dpm"  # from the cache
-    # An edit of the file (a site patching the bundled profile in place): never stale.
-    path.write_text(path.read_text().replace('name = "lcgdm-dpm"', 'name = "site-dpm"'))
-    assert read_bundled_profile_file(path)["name"] == "site-dpm"
-    assert read_bundled_profile_file(path) == read_profile_file(path)
-    # A damaged cache is passed by, and written again.
-    cache.write_bytes(b"\x00 not marshal")
-    assert read_bundled_profile_file(path)["name"] == "site-dpm"
-    assert read_bundled_profile_file(path) == read_profile_file(path)
