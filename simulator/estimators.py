@@ -78,23 +78,17 @@ def subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[in
 
 
 def max_overlap(intervals) -> int:
-    """The most intervals [start, end) open at one instant (one ending as another starts:
-    not both). The count only rises at a start, so the most is right after one: the starts
-    so far less the ends at or before it. Two sorted lists of ints, walked together, where
-    one sorted list of (instant, step) tuples cost three times as much."""
-    starts, ends = [], []
+    """The most intervals [start, end) open at one instant."""
+    events = []
     for start, end in intervals:
-        starts.append(start)
-        ends.append(end)
-    starts.sort()
-    ends.sort()
-    most = ended = 0
-    n_ends = len(ends)
-    for opened, start in enumerate(starts, start=1):
-        while ended < n_ends and ends[ended] <= start:
-            ended += 1
-        if opened - ended > most:
-            most = opened - ended
+        events.append((start, 1))
+        events.append((end, -1))
+    events.sort()   # by instant, then step: an end (-1) before a start at the same instant
+    most = now = 0
+    for _, step in events:
+        now += step
+        if now > most:
+            most = now
     return most
 
 
