@@ -8,7 +8,7 @@ import csv
 import os
 from dataclasses import dataclass, field
 
-from dpmstream.parsers import dome_records
+from dpmstream.parsers import dome_records, engines
 from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, key_of, text_to_ms
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
@@ -21,6 +21,7 @@ from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs
 from dpmstream.streams.sinks.summary import Summary, label_zone, moment_text
+from dpmstream.streams.sinks.tally import Aggregates
 
 INT_FIELDS = frozenset(("nfiles", "polls", "pid", "thread", "rc", "ns_calls"))
 DOME_INT_FIELDS = frozenset(("pid", "tid", "http_code", "put_code", "putdone_code", "size",
@@ -64,10 +65,14 @@ class Dataset:
 
 class WindowFilter:
     """Keeps the records that start in the window; the window's forms without a date are
-    dated by the first record seen."""
+    dated by the first record seen. Each request and call kept goes to `tally` (the
+    dataset's summary, or streams/sinks/tally.Aggregates: the summary and the directory
+    table, gathered in the extension)."""
 
-    def __init__(self, data: Dataset, since_text: str | None, until_text: str | None):
+    def __init__(self, data: Dataset, since_text: str | None, until_text: str | None,
+                 tally=None):
         self.data, self.texts, self.resolved = data, (since_text, until_text), False
+        self.tally = tally if tally is not None else data.summary
 
     def __call__(self, record: dict) -> None:
         dome = is_dome(record)
@@ -82,7 +87,7 @@ class WindowFilter:
             return
         if record["kind"] == "request" and not record.get("op"):
             record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
-        self.data.summary.write(record)
+        self.tally.write(record)
         (self.data.requests if record["kind"] == "request" else self.data.calls).append(record)
 
     def resolve(self, first_ms: int | None) -> None:
@@ -151,7 +156,12 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     reassembly `settings` (commands.common.reassembly_settings)."""
     data = Dataset(origin="logs", inputs=[i.name for i in inputs])
     data.zone = load_zone(tz) if tz else None
-    keep = WindowFilter(data, since, until)
+    directories = DirectoryStats()
+    # The summary and the directory table as `dpmstream replay` gathers them: in the
+    # extension where the compiled engine runs (no Python per record for them).
+    aggregates = Aggregates(data.summary, directories,
+                            compiled=engines.choose() == engines.COMPILED)
+    keep = WindowFilter(data, since, until, aggregates)
 
     def emit(record: dict) -> None:
         if data.zone is None:   # the zone the first file's profile reads stamps in
@@ -189,9 +199,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
                      if in_window(t, data.since, data.until)]
     data.spans = {kind: [(a, b) for a, b in found if _overlaps(a, b, data.since, data.until)]
                   for kind, found in spans.items()}
-    directories = DirectoryStats()
-    for record in data.requests + data.calls:
-        directories.write(record)
+    aggregates.close()
     data.directories = directories.top(TOP_DIRECTORIES) or None
     data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]
     return data

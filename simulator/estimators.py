@@ -63,8 +63,18 @@ def subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[in
     if not part:
         return tuple(max(floor, v - offset) for v in ordered)
     part_sorted = sorted(part)
-    return tuple(max(floor, int(round(v - _interpolated(part_sorted, (i + 0.5) / n) - offset)))
-                 for i, v in enumerate(ordered))
+    # _interpolated(part_sorted, (i + 0.5) / n) written out (the same arithmetic): one
+    # call per total cost as much again as the rest.
+    top = len(part_sorted) - 1
+    out = []
+    for i, v in enumerate(ordered):
+        pos = (i + 0.5) / n * top
+        lo = int(math.floor(pos))
+        hi = lo + 1 if lo < top else top
+        below = part_sorted[lo]
+        out.append(max(floor, int(round(v - (below + (part_sorted[hi] - below) * (pos - lo))
+                                        - offset))))
+    return tuple(out)
 
 
 def max_overlap(intervals) -> int:

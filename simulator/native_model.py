@@ -130,8 +130,11 @@ def truth_of(cfg: SimConfig, raw) -> tuple[Truth, dict]:
     return truth, counts
 
 
-def run_compiled(cfg: SimConfig):
-    """(request records, call records, counts) of the compiled model's run of `cfg`."""
+def run_compiled(cfg: SimConfig, same_but_seed: dict | None = None):
+    """(request records, call records, counts) of the compiled model's run of `cfg`.
+    `same_but_seed`: spec() of a config that differs from `cfg` in its seed alone (the
+    spec of its service times' values is made once for every seed of a prediction)."""
     cfg.validate()
-    truth, counts = truth_of(cfg, run_model(spec(cfg)))
+    plain = spec(cfg) if same_but_seed is None else dict(same_but_seed, seed=cfg.seed)
+    truth, counts = truth_of(cfg, run_model(plain))
     return truth.request_records(counts["max_printed"]), truth.call_records(), counts

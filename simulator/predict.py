@@ -67,27 +67,33 @@ def limit_model(config: SimConfig, model_requests: int) -> tuple[SimConfig, bool
     return config, False
 
 
-def model_run(config: SimConfig) -> tuple[list[dict], list[dict]]:
-    """The request and call records of one model run that writes no log: the compiled
-    model's where it is built and covers the config (native_model.py, the same records),
-    else simulate(config, None)'s."""
-    if native_model.available() and native_model.unsupported(config) is None:
-        requests, calls, _ = native_model.run_compiled(config)
-        return requests, calls
-    from dpmstream.simulator.run import simulate   # the Python model: rarely needed here
+def model_runs(config: SimConfig, seeds):
+    """The request and call records of a model run that writes no log, at each seed in
+    turn: the compiled model's where it is built and covers the config (native_model.py,
+    the same records), else simulate(config, None)'s."""
+    same_but_seed = None
+    for seed in seeds:
+        seeded = config.replace(seed=seed)
+        if native_model.available() and native_model.unsupported(seeded) is None:
+            if same_but_seed is None:       # the service times' values, made once
+                same_but_seed = native_model.spec(seeded)
+            requests, calls, _ = native_model.run_compiled(seeded, same_but_seed)
+            yield requests, calls
+            continue
+        from dpmstream.simulator.run import simulate   # the Python model: rarely needed here
 
-    result = simulate(config, None)
-    return result.requests, result.calls
+        result = simulate(seeded, None)
+        yield result.requests, result.calls
 
 
 def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
     """Run `config` at each seed and pool the request records of its ground truth;
     measure `observations` (observe.py) and the queues' growth on each seed's run. The
-    runs write no logs (model_run): only their truth is read."""
+    runs write no logs (model_runs): only their truth is read."""
     out = Prediction(config, tuple(seeds))
     pooled: dict[tuple[str, str], list[int]] = {}
-    for seed in seeds:
-        requests, calls = records(*model_run(config.replace(seed=seed)))
+    for run in model_runs(config, seeds):
+        requests, calls = records(*run)
         out.requests += len(requests)
         out.observed.append(measure_all(list(observations), requests, calls))
         out.growth.append(growth(requests, calls))

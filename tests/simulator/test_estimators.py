@@ -4,6 +4,7 @@ worked out by hand (and, for the Wilson interval, the published table values).""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -107,6 +108,30 @@ def test_the_most_intervals_open_at_once_counts_nested_ones():
 def test_an_interval_ending_as_another_starts_does_not_overlap_it():
     assert max_overlap([(0, 10), (5, 15), (10, 20)]) == 2
     assert max_overlap([(10, 20), (0, 10)]) == 1
+
+
+def test_the_most_intervals_open_at_once_is_the_most_open_at_any_instant_of_random_sets():
+    rng = random.Random(7)
+    for _ in range(500):
+        intervals = []
+        for _ in range(rng.randrange(0, 25)):
+            start = rng.randrange(0, 40)
+            intervals.append((start, start + rng.randrange(0, 12)))   # some empty
+        # By definition: at each instant the intervals with start <= t < end (ends first).
+        instants = [t for pair in intervals for t in pair]
+        direct = max([sum(1 for s, e in intervals if s <= t < e) for t in instants], default=0)
+        assert max_overlap(intervals) == direct, intervals
+
+
+def test_subtracting_a_part_interpolates_as_the_quantile_does():
+    rng = random.Random(11)
+    for _ in range(200):
+        total = [rng.randrange(0, 5000) for _ in range(rng.randrange(1, 40))]
+        part = [rng.randrange(0, 3000) for _ in range(rng.randrange(1, 40))]
+        ordered, n = sorted(total), len(total)
+        expected = tuple(max(1, int(round(v - quantile(part, (i + 0.5) / n) - 2)))
+                         for i, v in enumerate(ordered))
+        assert subtract_quantiles(total, part, offset=2, floor=1) == expected
 
 
 def test_each_call_in_start_order_gets_the_calls_in_flight_when_it_began_and_its_duration():
