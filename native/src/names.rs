@@ -34,11 +34,13 @@ pub struct Names {
     index: FxMap<Box<str>, Sym>,
     texts: Vec<Box<str>>,
     strings: Vec<Option<Py<PyString>>>,
+    /// op -> "proc_" + op (reassembly's processing-run call op), made once per op.
+    proc_ops: FxMap<Option<Sym>, Sym>,
 }
 
 impl Names {
     pub(crate) fn new() -> Self {
-        let mut names = Names { index: FxMap::default(), texts: Vec::new(), strings: Vec::new() };
+        let mut names = Names { index: FxMap::default(), texts: Vec::new(), strings: Vec::new(), proc_ops: FxMap::default() };
         for text in KNOWN {
             names.intern(text);
         }
@@ -53,6 +55,17 @@ impl Names {
         self.index.insert(text.into(), s);
         self.texts.push(text.into());
         self.strings.push(None);
+        s
+    }
+
+    /// The op of a processing run of `op` (none: "proc_"), as reassembly.py names it.
+    pub(crate) fn proc_op(&mut self, op: Option<Sym>) -> Sym {
+        if let Some(&s) = self.proc_ops.get(&op) {
+            return s;
+        }
+        let text = format!("proc_{}", op.map_or("", |o| self.text(o)));
+        let s = self.intern(&text);
+        self.proc_ops.insert(op, s);
         s
     }
 
