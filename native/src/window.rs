@@ -14,10 +14,7 @@
 //! no entry is ever lost. Answers are exact: a match is checked on the whole digest.
 //!
 //! Memory follows the lines seen, as Python's set does: the buckets start small and are
-//! made four times as many (Python's set grows its small tables fourfold too), and refilled
-//! from the ring, as it fills (a large `cap` costs nothing upfront). Fourfold, not twofold:
-//! each growth places every digest again, and doubling placed each line's digest about
-//! twice more before the memory was full (a third of the window's work on 100 k lines).
+//! doubled, and refilled from the ring, as it fills (a large `cap` costs nothing upfront).
 
 use crate::hashing::FxMap;
 
@@ -27,10 +24,8 @@ const SLOTS: usize = 15; // entries per bucket; the 16th word counts those sent 
 const META: usize = 15;
 /// Entries per bucket on average (of SLOTS): room to spare, so few go elsewhere.
 const LOAD: usize = 10;
-/// Buckets before the first growth.
+/// Buckets before the first doubling.
 const FIRST_BUCKETS: usize = 64;
-/// How many times the buckets each growth makes.
-const GROWTH: usize = 4;
 
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Default)]
@@ -190,10 +185,10 @@ impl DigestWindow {
         }
     }
 
-    /// Four times the buckets (at most what `cap` needs), refilled from the ring: it is not
-    /// full yet, so its positions are those of its digests, oldest first.
+    /// Twice the buckets (at most what `cap` needs), refilled from the ring: it is not full
+    /// yet, so its positions are those of its digests, oldest first.
     fn grow(&mut self) {
-        let buckets = (self.buckets.len() * GROWTH).min(self.cap.div_ceil(LOAD));
+        let buckets = (self.buckets.len() * 2).min(self.cap.div_ceil(LOAD));
         self.buckets = vec![Bucket::default(); buckets];
         self.stash.clear();
         for pos in 0..self.ring.len() {
