@@ -583,14 +583,7 @@ impl State {
             Some(t) => self.find(cx, host, t, ev.op)?,
             None => false,
         };
-        let op = {
-            let mut names = cx.names.borrow_mut();
-            let suffix = match ev.op {
-                Some(o) => names.text(o).to_string(),
-                None => String::new(),
-            };
-            names.intern(&format!("proc_{suffix}"))
-        };
+        let op = cx.names.borrow_mut().proc_op(ev.op);
         th.call = Some(Call {
             op,
             client: None,

@@ -18,8 +18,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use std::cell::RefCell;
 
 use crate::hashing::FxMap;
-use crate::names::Names;
-use crate::rec::Rec;
+use crate::names::{Names, Sym};
+use crate::rec::{Rec, RequestRec};
 
 // -- random.Random(1), as CPython's _random module runs it --------------------------------
 const N: usize = 624;
@@ -188,6 +188,23 @@ impl<K: Hash + Eq + Clone, V: Default> Ordered<K, V> {
         }
         &mut self.entries[i].1
     }
+
+    /// entry() by a borrowed key: the owned one is made only for a new entry.
+    fn entry_of<Q: ?Sized + Hash + Eq>(&mut self, key: &Q, owned: impl FnOnce(&Q) -> K) -> &mut V
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        let i = match self.index.get(key) {
+            Some(&i) => i,
+            None => {
+                let key = owned(key);
+                self.index.insert(key.clone(), self.entries.len());
+                self.entries.push((key, V::default()));
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i].1
+    }
 }
 
 /// directories.Directory.
@@ -242,11 +259,126 @@ impl Dir {
 
 type Name = u32; // an interned string; NONE is Python's None
 const NONE: Name = 0;
+const UNKNOWN: Name = Name::MAX;
+/// Strings the table knows by their object (held, so that no other takes their address).
+const OBJECTS: usize = 8;
+
+/// The tally's names (ops, daemons, statuses) as small numbers, each with its Python
+/// string for the state it hands back. A record's name costs a table lookup, not a text
+/// hash: the engine's names come as its own numbers (names.rs's Sym), each looked up here
+/// once; a Python string seen before (the few statuses, on every record) by its object.
+struct NameTable {
+    index: FxMap<Box<str>, Name>,
+    texts: Vec<Option<Py<PyString>>>,
+    truthy: Vec<bool>,
+    by_sym: Vec<Name>,
+    by_object: Vec<(Py<PyString>, Name)>,
+}
+
+impl NameTable {
+    fn new() -> Self {
+        NameTable { index: FxMap::default(), texts: vec![None], truthy: vec![false], by_sym: Vec::new(), by_object: Vec::new() }
+    }
+
+    fn of_text(&mut self, text: &str, string: impl FnOnce() -> Py<PyString>) -> Name {
+        if let Some(&n) = self.index.get(text) {
+            return n;
+        }
+        let n = self.texts.len() as Name;
+        self.index.insert(text.into(), n);
+        self.texts.push(Some(string()));
+        self.truthy.push(!text.is_empty());
+        n
+    }
+
+    /// A name as a record's dict holds it: None or a str (anything else is refused).
+    fn of_py(&mut self, v: &Bound<'_, PyAny>) -> PyResult<Name> {
+        if v.is_none() {
+            return Ok(NONE);
+        }
+        let s = v.downcast::<PyString>().map_err(|_| PyTypeError::new_err("a record's name is not a str"))?;
+        if let Some((_, n)) = self.by_object.iter().find(|(o, _)| o.as_ptr() == s.as_ptr()) {
+            return Ok(*n);
+        }
+        let n = self.of_text(s.to_str()?, || s.clone().unbind());
+        if self.by_object.len() < OBJECTS {
+            self.by_object.push((s.clone().unbind(), n));
+        }
+        Ok(n)
+    }
+
+    /// A name as the engine holds it.
+    fn of_sym(&mut self, py: Python<'_>, names: &RefCell<Names>, sym: Sym) -> Name {
+        if let Some(&n) = self.by_sym.get(sym as usize) {
+            if n != UNKNOWN {
+                return n;
+            }
+        }
+        let n = {
+            let mut names = names.borrow_mut();
+            let string = names.py(py, sym);
+            let string = string.bind(py).downcast::<PyString>().expect("Names::py makes a str").clone().unbind();
+            self.of_text(names.text(sym), || string)
+        };
+        if self.by_sym.len() <= sym as usize {
+            self.by_sym.resize(sym as usize + 1, UNKNOWN);
+        }
+        self.by_sym[sym as usize] = n;
+        n
+    }
+
+    fn py<'py>(&self, py: Python<'py>, n: Name) -> Bound<'py, PyAny> {
+        match &self.texts[n as usize] {
+            Some(s) => s.bind(py).clone().into_any(),
+            None => py.None().into_bound(py),
+        }
+    }
+}
 
 /// PHASES' index of proc_ms, which DirectoryStats also sums.
 const PROC: usize = 3;
 /// (record field, phase), in the order the summary renders them.
-use crate::schema::PHASES;
+use crate::schema::{named, PHASES};
+
+const PHASE_FIELDS: [&str; PHASES.len()] = {
+    let mut fields = [""; PHASES.len()];
+    let mut i = 0;
+    while i < PHASES.len() {
+        fields[i] = PHASES[i].0;
+        i += 1;
+    }
+    fields
+};
+// phase_value's arms are PHASES' fields by index: a reordered PHASES fails the build.
+const _: () = assert!(
+    PHASES.len() == 9
+        && named(&PHASE_FIELDS, 0, "auth_ms")
+        && named(&PHASE_FIELDS, 1, "request_ms")
+        && named(&PHASE_FIELDS, 2, "queue_ms")
+        && named(&PHASE_FIELDS, PROC, "proc_ms")
+        && named(&PHASE_FIELDS, 4, "poll_ms")
+        && named(&PHASE_FIELDS, 5, "ready_wait_ms")
+        && named(&PHASE_FIELDS, 6, "transfer_ms")
+        && named(&PHASE_FIELDS, 7, "done_ms")
+        && named(&PHASE_FIELDS, 8, "total_ms"),
+    "tally.rs's phase_value does not match schema::PHASES"
+);
+
+/// The engine's request's value of PHASES[i] (by index: no field name compared per record).
+fn phase_value(r: &RequestRec, i: usize) -> Option<i64> {
+    match i {
+        0 => r.auth_ms,
+        1 => r.request_ms,
+        2 => r.queue_ms,
+        PROC => r.proc_ms,
+        4 => Some(r.poll_ms),
+        5 => r.ready_wait_ms,
+        6 => r.transfer_ms,
+        7 => r.done_ms,
+        8 => r.total_ms,
+        _ => None,
+    }
+}
 
 #[pyclass(module = "dpmstream.parsers._native")]
 pub struct Tally {
@@ -254,15 +386,15 @@ pub struct Tally {
     max_dirs: usize,
     fold_ms: i64,    // directories.FOLD_MS
     fold_at: usize,  // directories.FOLD_AT
-    ns_daemon: String,
+    ns_daemon: Name, // DirectoryStats' daemon
+    creat: Name,
     /// Called with each record after it is tallied (the run's other sinks), or None.
     #[pyo3(get, set)]
     pub(crate) forward: Option<PyObject>,
     /// Records the engine handed over as they are (no dict made): deliver.rs.
     #[pyo3(get)]
     engine_records: u64,
-    index: FxMap<Box<str>, Name>,
-    texts: Vec<Option<Py<PyString>>>,
+    names: NameTable,
     phase_keys: Vec<Py<PyString>>,
     // Summary
     first_ms: Option<i64>,
@@ -323,10 +455,12 @@ trait Record<'py> {
     fn int(&self, f: Field) -> PyResult<Option<i64>>;
     /// An int field that must be there (`record[...]`).
     fn need_int(&self, f: Field) -> PyResult<i64>;
-    /// A name field that must be there: a str, or None.
-    fn name(&self, f: Field) -> PyResult<Bound<'py, PyAny>>;
-    /// A text field, None when absent or None.
-    fn text(&self, f: Field) -> PyResult<Option<Bound<'py, PyAny>>>;
+    /// A name field that must be there (a str, or None), as the tally's number.
+    fn name(&self, f: Field, names: &mut NameTable) -> PyResult<Name>;
+    /// Whether a text field is there and true (not None, not empty).
+    fn has_text(&self, f: Field) -> PyResult<bool>;
+    /// A text field has_text found, read as a str (anything else is refused).
+    fn with_text<R>(&self, f: Field, read: impl FnOnce(&str) -> R) -> PyResult<R>;
 }
 
 struct DictRecord<'a, 'py> {
@@ -368,11 +502,16 @@ impl<'py> Record<'py> for DictRecord<'_, 'py> {
     fn need_int(&self, f: Field) -> PyResult<i64> {
         need(self.d, &self.key(f))?.extract()
     }
-    fn name(&self, f: Field) -> PyResult<Bound<'py, PyAny>> {
-        need(self.d, &self.key(f))
+    fn name(&self, f: Field, names: &mut NameTable) -> PyResult<Name> {
+        names.of_py(&need(self.d, &self.key(f))?)
     }
-    fn text(&self, f: Field) -> PyResult<Option<Bound<'py, PyAny>>> {
-        get(self.d, &self.key(f))
+    fn has_text(&self, f: Field) -> PyResult<bool> {
+        truthy_text(&get(self.d, &self.key(f))?)
+    }
+    fn with_text<R>(&self, f: Field, read: impl FnOnce(&str) -> R) -> PyResult<R> {
+        let v = need(self.d, &self.key(f))?;
+        let s = v.downcast::<PyString>().map_err(|_| PyTypeError::new_err(format!("a record's {} is not a str", field_name(f))))?;
+        Ok(read(s.to_str()?))
     }
 }
 
@@ -418,18 +557,7 @@ impl<'py> Record<'py> for EngineRecord<'_, 'py> {
             (Rec::Request(r), Field::Started) => r.started,
             (Rec::Request(r), Field::Ended) => r.ended,
             (Rec::Request(r), Field::Polls) => Some(r.polls),
-            (Rec::Request(r), Field::Phase(i)) => match PHASES[i].0 {
-                "auth_ms" => r.auth_ms,
-                "request_ms" => r.request_ms,
-                "queue_ms" => r.queue_ms,
-                "proc_ms" => r.proc_ms,
-                "poll_ms" => Some(r.poll_ms),
-                "ready_wait_ms" => r.ready_wait_ms,
-                "transfer_ms" => r.transfer_ms,
-                "done_ms" => r.done_ms,
-                "total_ms" => r.total_ms,
-                _ => None,
-            },
+            (Rec::Request(r), Field::Phase(i)) => phase_value(r, i),
             (Rec::Call(c), Field::Started) => Some(c.started),
             (Rec::Call(c), Field::Ended) => c.ended,
             (Rec::Call(c), Field::DurationMs) => c.duration_ms,
@@ -440,29 +568,35 @@ impl<'py> Record<'py> for EngineRecord<'_, 'py> {
     fn need_int(&self, f: Field) -> PyResult<i64> {
         self.int(f)?.ok_or_else(|| self.missing(f))
     }
-    fn name(&self, f: Field) -> PyResult<Bound<'py, PyAny>> {
-        let py = self.py;
-        let mut names = self.names.borrow_mut();
+    fn name(&self, f: Field, names: &mut NameTable) -> PyResult<Name> {
         let sym = match (self.rec, f) {
             (Rec::Request(r), Field::Op) => r.op,
-            (Rec::Request(r), Field::Status) => return Ok(r.status.bind(py).clone().into_any()),
+            (Rec::Request(r), Field::Status) => return names.of_py(r.status.bind(self.py)),
             (Rec::Call(c), Field::Op) => Some(c.op),
             (Rec::Call(c), Field::Daemon) => Some(c.daemon),
             _ => return Err(self.missing(f)),
         };
         Ok(match sym {
-            Some(s) => names.py(py, s).into_bound(py),
-            None => py.None().into_bound(py),
+            Some(s) => names.of_sym(self.py, self.names, s),
+            None => NONE,
         })
     }
-    fn text(&self, f: Field) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let text = match (self.rec, f) {
+    fn has_text(&self, f: Field) -> PyResult<bool> {
+        Ok(self.text(f).is_some_and(|t| !t.is_empty()))
+    }
+    fn with_text<R>(&self, f: Field, read: impl FnOnce(&str) -> R) -> PyResult<R> {
+        self.text(f).map(read).ok_or_else(|| self.missing(f))
+    }
+}
+
+impl EngineRecord<'_, '_> {
+    fn text(&self, f: Field) -> Option<&str> {
+        match (self.rec, f) {
             (Rec::Call(c), Field::Path) => c.path.as_deref(),
             (Rec::Call(c), Field::Token) => c.token.as_deref(),
             (Rec::Request(r), Field::Token) => r.token.as_deref(),
             _ => None,
-        };
-        Ok(text.map(|t| PyString::new(self.py, t).into_any()))
+        }
     }
 }
 
@@ -476,26 +610,8 @@ fn directory_of(path: &str) -> &str {
 }
 
 impl Tally {
-    fn name(&mut self, v: &Bound<'_, PyAny>) -> PyResult<Name> {
-        if v.is_none() {
-            return Ok(NONE);
-        }
-        let s = v.downcast::<PyString>().map_err(|_| PyTypeError::new_err("a record's name is not a str"))?;
-        let text = s.to_str()?;
-        if let Some(&n) = self.index.get(text) {
-            return Ok(n);
-        }
-        let n = self.texts.len() as Name;
-        self.index.insert(text.into(), n);
-        self.texts.push(Some(s.clone().unbind()));
-        Ok(n)
-    }
-
     fn py_name<'py>(&self, py: Python<'py>, n: Name) -> Bound<'py, PyAny> {
-        match &self.texts[n as usize] {
-            Some(s) => s.bind(py).clone().into_any(),
-            None => py.None().into_bound(py),
-        }
+        self.names.py(py, n)
     }
 
     fn cover(&mut self, t: Option<i64>) {
@@ -518,9 +634,9 @@ impl Tally {
         }
         let reservoir = self.reservoir;
         if record.is_request()? {
-            let op = record.name(Field::Op)?;
-            let op = if op.is_truthy()? { self.name(&op)? } else { self.name(intern!(py, "?"))? };
-            let status = self.name(&record.name(Field::Status)?)?;
+            let op = record.name(Field::Op, &mut self.names)?;
+            let op = if self.names.truthy[op as usize] { op } else { self.names.of_text("?", || intern!(py, "?").clone().unbind()) };
+            let status = record.name(Field::Status, &mut self.names)?;
             *self.statuses.entry((op, status)) += 1;
             for i in 0..PHASES.len() {
                 if let Some(v) = record.int(Field::Phase(i))? {
@@ -534,8 +650,7 @@ impl Tally {
             self.polls.entry(op).add(polls, reservoir);
             return Ok(());
         }
-        let daemon = record.name(Field::Daemon)?;
-        let key = (self.name(&daemon)?, self.name(&record.name(Field::Op)?)?);
+        let key = (record.name(Field::Daemon, &mut self.names)?, record.name(Field::Op, &mut self.names)?);
         if let Some(d) = record.int(Field::DurationMs)? {
             self.calls.entry(key).add(d, reservoir);
         }
@@ -543,30 +658,29 @@ impl Tally {
         if rc != Some(0) {
             *self.call_errors.entry(key) += 1;
         }
-        self.directory(record, &daemon, ended)
+        self.directory(record, key, ended)
     }
 
-    fn directory<'py>(&mut self, record: &impl Record<'py>, daemon: &Bound<'py, PyAny>, ended: Option<i64>) -> PyResult<()> {
-        let py = record.py();
-        let path = record.text(Field::Path)?;
-        if !daemon.eq(&self.ns_daemon)? || !truthy_text(&path)? {
+    fn directory<'py>(&mut self, record: &impl Record<'py>, (daemon, op): (Name, Name), ended: Option<i64>) -> PyResult<()> {
+        if daemon != self.ns_daemon || !record.has_text(Field::Path)? {
             return Ok(());
         }
         let Some(ended) = ended else {
             return Ok(());
         };
         let started = record.need_int(Field::Started)?;
-        let path = path.unwrap();
-        let path = path.downcast::<PyString>().map_err(|_| PyTypeError::new_err("a record's path is not a str"))?;
-        let name = directory_of(path.to_str()?);
+        let linked = record.has_text(Field::Token)?;
+        let creat = op == self.creat;
+        record.with_text(Field::Path, |path| self.add_to_directory(directory_of(path), started, ended, linked, creat))
+    }
+
+    fn add_to_directory(&mut self, name: &str, started: i64, ended: i64, linked: bool, creat: bool) {
         if !self.dirs.index.contains_key(name) && self.dirs.entries.len() >= self.max_dirs + self.max_dirs / 10 {
             self.shrink();
         }
-        let linked = truthy_text(&record.text(Field::Token)?)?;
-        let creat = record.name(Field::Op)?.eq(intern!(py, "creat"))?;
         let ms = ended.saturating_sub(started).max(0);
         let (reservoir, fold_ms, fold_at) = (self.reservoir, self.fold_ms, self.fold_at);
-        let d = self.dirs.entry(name.into());
+        let d = self.dirs.entry_of(name, |n: &str| Box::from(n));
         d.calls += 1;
         d.ms += i128::from(ms);
         if linked {
@@ -581,7 +695,6 @@ impl Tally {
                 d.fold(latest.saturating_sub(fold_ms), fold_at);
             }
         }
-        Ok(())
     }
 
     fn tally_dict(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
@@ -619,6 +732,9 @@ impl Tally {
     #[new]
     #[pyo3(signature = (reservoir, max_dirs, ns_daemon, fold_ms, fold_at, forward=None))]
     fn new(py: Python<'_>, reservoir: usize, max_dirs: usize, ns_daemon: String, fold_ms: i64, fold_at: usize, forward: Option<PyObject>) -> Self {
+        let mut names = NameTable::new();
+        let ns_daemon = names.of_text(&ns_daemon, || PyString::new(py, &ns_daemon).unbind());
+        let creat = names.of_text("creat", || intern!(py, "creat").clone().unbind());
         Tally {
             fold_ms,
             fold_at,
@@ -626,10 +742,10 @@ impl Tally {
             reservoir,
             max_dirs,
             ns_daemon,
+            creat,
             forward,
             engine_records: 0,
-            index: FxMap::default(),
-            texts: vec![None],
+            names,
             first_ms: None,
             last_ms: None,
             statuses: Ordered::new(),
