@@ -181,12 +181,7 @@ impl<K: Hash + Eq + Clone, V: Default> Ordered<K, V> {
     }
 
     fn entry(&mut self, key: K) -> &mut V {
-        let n = self.entries.len();
-        let i = *self.index.entry(key.clone()).or_insert(n);
-        if i == n {
-            self.entries.push((key, V::default()));
-        }
-        &mut self.entries[i].1
+        self.entry_of(&key, K::clone)
     }
 
     /// entry() by a borrowed key: the owned one is made only for a new entry.
