@@ -327,6 +327,12 @@ const MEMBER_KEYS: [(&[u8], Member); 5] = [
     (b"\"line\"", Member::Line),
 ];
 
+/// The member of a name read as a string (escapes and all): MEMBER_KEYS' names unquoted.
+fn member_named(name: &str) -> Option<Member> {
+    let quoted = |key: &[u8]| &key[1..key.len() - 1] == name.as_bytes();
+    MEMBER_KEYS.iter().find(|(key, _)| quoted(key)).map(|&(_, member)| member)
+}
+
 impl Json<'_> {
     /// The member whose name comes next, spelt plainly (the common case: no escape in it),
     /// the name passed; None for any other name, left to string() and nothing passed.
@@ -348,14 +354,7 @@ fn members(s: &[u8]) -> Option<Members<'_>> {
     loop {
         let member = match j.known_key() {
             Some(member) => member,
-            None => match &*j.string()? {
-                "host" => Member::Host,
-                "path" => Member::Path,
-                "received" => Member::Received,
-                "line" => Member::Line,
-                "offset" => Member::Offset,
-                _ => return None,
-            },
+            None => member_named(&j.string()?)?,
         };
         j.eat(b':')?;
         let slot_taken = match member {
