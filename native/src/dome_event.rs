@@ -175,6 +175,14 @@ impl DomeEvent {
         self.present = present;
     }
 
+    /// The line's host and program, written over the line before's in their room.
+    pub fn set_origin(&mut self, host: &str, program: &str) {
+        self.host.clear();
+        self.host.push_str(host);
+        self.program.clear();
+        self.program.push_str(program);
+    }
+
     /// Field `index` is None (its String, if it held one, to `spare`).
     pub fn set_none(&mut self, index: usize, spare: &mut Spare) {
         if let Some(Val::Str(s)) = self.fields[index].take() {

@@ -229,10 +229,7 @@ impl DomeScanner {
         ev.level = span(line, locs, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
         ev.error = locs.get(form.g.error).is_some();
         ev.role = role;
-        ev.host.clear();
-        ev.host.push_str(span(line, locs, form.g.host).unwrap_or(""));
-        ev.program.clear();
-        ev.program.push_str(tag);
+        ev.set_origin(span(line, locs, form.g.host).unwrap_or(""), tag);
         (ev.ts, ev.whole_seconds) = match self.stamp(py, fi, false, line)? {
             Ok(v) => v,
             Err(why) => return Ok(self.fail(MALFORMED, why)),
@@ -367,10 +364,7 @@ impl DomeScanner {
         ev.declare(1 << COUNT, &mut self.spare);
         ev.fields[COUNT] = Some(Val::Int(count));
         (ev.ts, ev.whole_seconds) = (ts, whole);
-        ev.host.clear();
-        ev.host.push_str(host);
-        ev.program.clear();
-        ev.program.push_str(program);
+        ev.set_origin(host, program);
         (ev.pid, ev.tid, ev.level, ev.error, ev.role) = (-1, -1, -1, false, Role::JournaldSuppressed);
         self.result = RESULTS[PARSED];
         self.counts[PARSED] += 1;
