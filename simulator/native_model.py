@@ -3,12 +3,13 @@ extension (native/src/model.rs), for the configs it covers.
 
 The compiled model draws from a twin of `random.Random` in the same order as the Python
 model, which stays the reference: for the same config and seed both give exactly the
-same truth (tests/simulator/test_native_model.py). It returns the raw truth (requests,
-processing runs, calls as the model made them); the records follow from truth.py's rules
-here, written once. Configs with what it does not model (a restart, strays, a clock
-step, a log gap, a line target, other name-server clients, a seed beyond 32 bits) run in
-Python: `unsupported` says why. DPMSTREAM_PURE_PYTHON=1 turns it off;
-DPMSTREAM_REQUIRE_NATIVE=1 makes a missing extension an error instead of a fallback.
+same records (tests/simulator/test_native_model.py). It returns the ground truth's
+records themselves, made by truth.py's rules compiled (native/src/model_truth.rs): a
+Python truth rebuilt from a raw one was two thirds of each run. Configs with what it
+does not model (a restart, strays, a clock step, a log gap, a line target, other
+name-server clients, a seed beyond 32 bits) run in Python: `unsupported` says why.
+DPMSTREAM_PURE_PYTHON=1 turns it off; DPMSTREAM_REQUIRE_NATIVE=1 makes a missing
+extension an error instead of a fallback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import os
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.identities import Namespace, bag_counts, make_clients
 from dpmstream.simulator.service import Dist, Empirical
-from dpmstream.simulator.truth import CallTruth, RequestTruth, RunTruth, Truth
 
 try:
     from dpmstream.parsers._native import run_model
@@ -74,7 +74,7 @@ def spec(cfg: SimConfig) -> dict:
         "service": {f.name: _dist(getattr(svc, f.name)) for f in dataclasses.fields(svc)
                     if f.name not in ("dpns_creat_dirs", "restart_retry")},
         "hosts": [c.host for c in clients], "shorts": [c.short for c in clients],
-        "ns_head": cfg.ns_head_client or cfg.host,
+        "host": cfg.host, "ns_head": cfg.ns_head_client or cfg.host,
         "weighted": weighted, "holds": [_dist(d) for d in svc.dpns_creat_dirs],
         "bag_counts": bag_counts(cfg.dir_shares) if cfg.dir_shares else None,
         "start_ms": start, "seed": cfg.seed,
@@ -97,44 +97,11 @@ def spec(cfg: SimConfig) -> dict:
     }
 
 
-def truth_of(cfg: SimConfig, raw) -> tuple[Truth, dict]:
-    """The Truth of a compiled run's raw output, and its counts."""
-    raw_requests, raw_runs, raw_calls, counts = raw
-    requests, paths = [], []
-    for (token, op, host, req_paths, accepted, started, put_ret, first_run, proc, polls,
-         poll_ms, first_success), (first_done_open, done_open, done_ret, status, ended,
-                                   last_line, closed) in raw_requests:
-        r = RequestTruth(token, op, host, len(req_paths), accepted, started)
-        r.put_ret, r.first_run, r.proc, r.polls, r.poll_ms = put_ret, first_run, proc, polls, poll_ms
-        r.first_success, r.first_done_open = first_success, first_done_open
-        r.done_open, r.done_ret, r.status, r.ended = done_open, done_ret, status, ended
-        r.last_line, r.closed = last_line, closed
-        requests.append(r)
-        paths.append(req_paths)
-    runs = []
-    for request, start, end, true_start in raw_runs:
-        run = RunTruth(requests[request], start, paths[request])
-        run.end, run.true_start = end, true_start
-        requests[request].runs.append(run)
-        runs.append(run)
-    calls = []
-    for (daemon, pid, thread, op, client, accepted, started, ended, rc, path, run,
-         true_start) in raw_calls:
-        call = CallTruth(daemon, pid, thread, op, client, accepted, started)
-        call.ended, call.rc, call.path, call.true_start = ended, rc, path, true_start
-        call.run = None if run is None else runs[run]
-        calls.append(call)
-    truth = Truth(cfg.host)
-    truth.adopt(requests, calls, runs)
-    truth.ns_read = counts["dpns_lines"] > 0
-    return truth, counts
-
-
 def run_compiled(cfg: SimConfig, same_but_seed: dict | None = None):
     """(request records, call records, counts) of the compiled model's run of `cfg`.
     `same_but_seed`: spec() of a config that differs from `cfg` in its seed alone (the
     spec of its service times' values is made once for every seed of a prediction)."""
     cfg.validate()
     plain = spec(cfg) if same_but_seed is None else dict(same_but_seed, seed=cfg.seed)
-    truth, counts = truth_of(cfg, run_model(plain))
-    return truth.request_records(counts["max_printed"]), truth.call_records(), counts
+    requests, calls, counts = run_model(plain)
+    return requests, calls, counts

@@ -183,12 +183,6 @@ class Truth:
         self._linked = False
         self.now = lambda: None           # the model's true instant (set by the run)
 
-    def adopt(self, requests: list, calls: list, runs: list) -> None:
-        """Take the truth a model run made elsewhere (the compiled model,
-        simulator/native_model.py): its records then follow from the same rules."""
-        self._requests, self._calls, self._runs = requests, calls, runs
-        self._linked = False
-
     def new_run(self, *args) -> RunTruth:
         run = RunTruth(*args)
         run.true_start = self.now()

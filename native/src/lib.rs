@@ -43,6 +43,7 @@ mod jit;
 mod linking;
 mod lru;
 mod model;
+mod model_truth;
 mod names;
 mod profile_tally;
 mod py_engine;

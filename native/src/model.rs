@@ -3,8 +3,9 @@
 //! name server and clients, drawing from a twin of CPython's `random.Random` in the same
 //! order, so that the same config and seed give exactly the same ground truth. The Python
 //! model stays the reference (tests/simulator/test_native_model.py runs both); the
-//! config is prepared by simulator/native_model.py, which also takes back the raw truth
-//! and builds the records with simulator/truth.py (its linking and rules, written once).
+//! config is prepared by simulator/native_model.py, and the run returns its ground
+//! truth's records, made by model_truth.rs with truth.py's rules (no Python truth is
+//! rebuilt: that was two thirds of a run).
 //! Only what predict's calibrated configs use is here: no restart, strays, clock step,
 //! log gap, line target or other name-server clients (native_model.py runs those in
 //! Python).
@@ -14,8 +15,10 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::intern;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use crate::model_truth::{idle_before, link, span, NsCall, RequestSpan, RunSpan};
 use crate::tally::Mt;
 
 // -- random.Random, as CPython 3 runs it ---------------------------------------------------
@@ -1173,7 +1176,7 @@ fn threads(from: i64, count: i64) -> BinaryHeap<Reverse<i64>> {
 }
 
 /// Run the model that simulator/native_model.py `spec` describes (a dict of plain values);
-/// returns (requests, runs, calls, counts): the raw truth, in the order the model made it.
+/// returns (request records, call records, counts): its ground truth's records.
 #[pyfunction]
 pub fn run_model<'py>(py: Python<'py>, spec: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
     let svc_spec: Bound<'py, PyDict> = item(spec, "service")?;
@@ -1271,50 +1274,97 @@ pub fn run_model<'py>(py: Python<'py>, spec: &Bound<'py, PyDict>) -> PyResult<Bo
     }
     let until: Option<i64> = item(spec, "until")?;
     m.run(until);
-    output(py, &m)
+    let reader_host: String = item(spec, "host")?;
+    output(py, &m, &reader_host)
 }
 
-fn output<'py>(py: Python<'py>, m: &Model) -> PyResult<Bound<'py, PyTuple>> {
+/// The ground truth's records (model_truth.rs: truth.py's rules), as truth.py's
+/// `request_records(latest)` and `call_records()` give them: the same dicts, the same order.
+fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<'py, PyTuple>> {
+    let dpns: Vec<usize> = (0..m.calls.len()).filter(|&c| m.calls[c].dpns).collect();
+    let paths: Vec<&[String]> = m.reqs.iter().map(|r| r.paths.as_slice()).collect();
+    let runs: Vec<RunSpan> = m.runs.iter().map(|r| RunSpan {
+        request: r.request, start: r.start, end: r.end, true_start: r.true_start,
+    }).collect();
+    let ns_calls: Vec<NsCall> = dpns.iter().map(|&c| {
+        let call = &m.calls[c];
+        NsCall {
+            started: call.started, ended: call.ended, path: call.path.as_deref().unwrap_or(""),
+            client: &m.hosts[call.client], run: call.run, true_start: call.true_start,
+        }
+    }).collect();
+    let links = link(m.reqs.len(), &paths, &runs, &ns_calls, reader_host);
+    let mut token_of: Vec<Option<usize>> = vec![None; m.calls.len()];
+    for (k, &c) in dpns.iter().enumerate() {
+        token_of[c] = links.request_of[k];
+    }
+    let ns_read = m.dpns_lines > 0;
+    let idle = idle_before(m.max_printed);
+    let host = PyString::new(py, reader_host);
+    let hosts: Vec<Bound<'py, PyString>> = m.hosts.iter().map(|h| PyString::new(py, h)).collect();
+    let tokens: Vec<Bound<'py, PyString>> = m.reqs.iter().map(|r| PyString::new(py, &r.token)).collect();
+
+    let mut order: Vec<usize> = (0..m.reqs.len()).collect();
+    order.sort_by(|&a, &b| (m.reqs[a].started, &m.reqs[a].token).cmp(&(m.reqs[b].started, &m.reqs[b].token)));
     let requests = PyList::empty(py);
-    for r in &m.reqs {
-        let fields = (
-            r.token.as_str(),
-            if r.op == Op::Put { "put" } else { "get" },
-            m.hosts[r.client].as_str(),
-            r.paths.clone(),
-            r.accepted,
-            r.started,
-            r.put_ret,
-            r.first_run,
-            r.proc,
-            r.polls,
-            r.poll_ms,
-            r.first_success,
-        );
-        let more = (r.first_done_open, r.done_open, r.done_ret, r.status, r.ended, r.last_line, r.closed);
-        requests.append((fields, more))?;
+    for q in order {
+        let r = &m.reqs[q];
+        let end = RequestSpan {
+            is_get: r.op == Op::Get, accepted: r.accepted, started: r.started, put_ret: r.put_ret,
+            first_run: r.first_run, first_success: r.first_success,
+            first_done_open: r.first_done_open, done_open: r.done_open, done_ret: r.done_ret,
+            status: r.status, ended: r.ended, last_line: r.last_line, closed: r.closed,
+        }.end(idle);
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "kind"), intern!(py, "request"))?;
+        d.set_item(intern!(py, "host"), &host)?;
+        d.set_item(intern!(py, "token"), &tokens[q])?;
+        d.set_item(intern!(py, "op"), if r.op == Op::Put { intern!(py, "put") } else { intern!(py, "get") })?;
+        d.set_item(intern!(py, "client"), &hosts[r.client])?;
+        d.set_item(intern!(py, "nfiles"), r.paths.len())?;
+        d.set_item(intern!(py, "status"), end.status)?;
+        d.set_item(intern!(py, "accepted"), r.accepted)?;
+        d.set_item(intern!(py, "started"), r.started)?;
+        d.set_item(intern!(py, "ended"), end.ended)?;
+        d.set_item(intern!(py, "auth_ms"), end.auth_ms)?;
+        d.set_item(intern!(py, "request_ms"), end.request_ms)?;
+        d.set_item(intern!(py, "queue_ms"), end.queue_ms)?;
+        d.set_item(intern!(py, "proc_ms"), r.proc)?;
+        d.set_item(intern!(py, "polls"), r.polls)?;
+        d.set_item(intern!(py, "poll_ms"), r.poll_ms)?;
+        d.set_item(intern!(py, "ready_wait_ms"), end.ready_wait_ms)?;
+        d.set_item(intern!(py, "transfer_ms"), end.transfer_ms)?;
+        d.set_item(intern!(py, "done_ms"), end.done_ms)?;
+        d.set_item(intern!(py, "total_ms"), end.total_ms)?;
+        d.set_item(intern!(py, "end_reason"), end.end_reason)?;
+        d.set_item(intern!(py, "ns_calls"), ns_read.then_some(links.ns_calls[q]))?;
+        d.set_item(intern!(py, "ns_ms"), ns_read.then_some(links.ns_ms[q]))?;
+        requests.append(d)?;
     }
-    let runs = PyList::empty(py);
-    for run in &m.runs {
-        runs.append((run.request, run.start, run.end, run.true_start))?;
-    }
+
+    // Sorted by (started, host, pid, thread): the host is the reader's for every call.
+    let mut order: Vec<usize> = (0..m.calls.len()).collect();
+    order.sort_by_key(|&c| (m.calls[c].started, m.calls[c].pid, m.calls[c].thread));
     let calls = PyList::empty(py);
-    for c in &m.calls {
-        let fields = (
-            if c.dpns { "dpns" } else { "dpm" },
-            c.pid,
-            c.thread,
-            c.op,
-            m.hosts[c.client].as_str(),
-            c.accepted,
-            c.started,
-            c.ended,
-            c.rc,
-            c.path.as_deref(),
-            c.run,
-            c.true_start,
-        );
-        calls.append(fields)?;
+    for c in order {
+        let call = &m.calls[c];
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "kind"), intern!(py, "call"))?;
+        d.set_item(intern!(py, "host"), &host)?;
+        d.set_item(intern!(py, "daemon"), if call.dpns { intern!(py, "dpns") } else { intern!(py, "dpm") })?;
+        d.set_item(intern!(py, "pid"), call.pid)?;
+        d.set_item(intern!(py, "thread"), call.thread)?;
+        d.set_item(intern!(py, "op"), call.op)?;
+        d.set_item(intern!(py, "client"), &hosts[call.client])?;
+        d.set_item(intern!(py, "started"), call.started)?;
+        d.set_item(intern!(py, "ended"), call.ended)?;
+        d.set_item(intern!(py, "duration_ms"), span(call.ended, Some(call.started)))?;
+        d.set_item(intern!(py, "rc"), call.rc)?;
+        d.set_item(intern!(py, "auth_ms"), span(Some(call.started), call.accepted))?;
+        d.set_item(intern!(py, "session"), py.None())?;
+        d.set_item(intern!(py, "token"), token_of[c].map(|q| &tokens[q]))?;
+        d.set_item(intern!(py, "path"), call.path.as_deref())?;
+        calls.append(d)?;
     }
     let counts = PyDict::new(py);
     counts.set_item("dpm_lines", m.dpm_lines)?;
@@ -1325,7 +1375,7 @@ fn output<'py>(py: Python<'py>, m: &Model) -> PyResult<Bound<'py, PyTuple>> {
     counts.set_item("auth_failures", m.auth_failures)?;
     counts.set_item("cycles", m.started_cycles)?;
     counts.set_item("max_lock_waiters", m.max_lock_waiters)?;
-    (requests, runs, calls, counts).into_pyobject(py)
+    (requests, calls, counts).into_pyobject(py)
 }
 
 #[cfg(test)]
