@@ -10,15 +10,18 @@
 //! log gap, line target or other name-server clients (native_model.py runs those in
 //! Python).
 
+use std::cell::RefCell;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::rc::Rc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::intern;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::model_truth::{idle_before, link, span, NsCall, RequestSpan, RunSpan};
+use crate::names::Names;
+use crate::rec::{CallRec, Rec, RequestRec};
 use crate::tally::Mt;
 
 // -- random.Random, as CPython 3 runs it ---------------------------------------------------
@@ -1300,9 +1303,14 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
     }
     let ns_read = m.dpns_lines > 0;
     let idle = idle_before(m.max_printed);
-    let host = PyString::new(py, reader_host);
-    let hosts: Vec<Bound<'py, PyString>> = m.hosts.iter().map(|h| PyString::new(py, h)).collect();
-    let tokens: Vec<Bound<'py, PyString>> = m.reqs.iter().map(|r| PyString::new(py, &r.token)).collect();
+    // The dicts as the engine's records are made (rec.rs): one writer of the records' keys.
+    let names = RefCell::new(Names::new());
+    let (host, put, get, dpm, dpns_daemon) = {
+        let mut n = names.borrow_mut();
+        (n.intern(reader_host), n.intern("put"), n.intern("get"), n.intern("dpm"), n.intern("dpns"))
+    };
+    let clients: Vec<Rc<str>> = m.hosts.iter().map(|h| Rc::from(h.as_str())).collect();
+    let tokens: Vec<Rc<str>> = m.reqs.iter().map(|r| Rc::from(r.token.as_str())).collect();
 
     let mut order: Vec<usize> = (0..m.reqs.len()).collect();
     order.sort_by(|&a, &b| (m.reqs[a].started, &m.reqs[a].token).cmp(&(m.reqs[b].started, &m.reqs[b].token)));
@@ -1315,31 +1323,30 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
             first_done_open: r.first_done_open, done_open: r.done_open, done_ret: r.done_ret,
             status: r.status, ended: r.ended, last_line: r.last_line, closed: r.closed,
         }.end(idle);
-        let d = PyDict::new(py);
-        d.set_item(intern!(py, "kind"), intern!(py, "request"))?;
-        d.set_item(intern!(py, "host"), &host)?;
-        d.set_item(intern!(py, "token"), &tokens[q])?;
-        d.set_item(intern!(py, "op"), if r.op == Op::Put { intern!(py, "put") } else { intern!(py, "get") })?;
-        d.set_item(intern!(py, "client"), &hosts[r.client])?;
-        d.set_item(intern!(py, "nfiles"), r.paths.len())?;
-        d.set_item(intern!(py, "status"), end.status)?;
-        d.set_item(intern!(py, "accepted"), r.accepted)?;
-        d.set_item(intern!(py, "started"), r.started)?;
-        d.set_item(intern!(py, "ended"), end.ended)?;
-        d.set_item(intern!(py, "auth_ms"), end.auth_ms)?;
-        d.set_item(intern!(py, "request_ms"), end.request_ms)?;
-        d.set_item(intern!(py, "queue_ms"), end.queue_ms)?;
-        d.set_item(intern!(py, "proc_ms"), r.proc)?;
-        d.set_item(intern!(py, "polls"), r.polls)?;
-        d.set_item(intern!(py, "poll_ms"), r.poll_ms)?;
-        d.set_item(intern!(py, "ready_wait_ms"), end.ready_wait_ms)?;
-        d.set_item(intern!(py, "transfer_ms"), end.transfer_ms)?;
-        d.set_item(intern!(py, "done_ms"), end.done_ms)?;
-        d.set_item(intern!(py, "total_ms"), end.total_ms)?;
-        d.set_item(intern!(py, "end_reason"), end.end_reason)?;
-        d.set_item(intern!(py, "ns_calls"), ns_read.then_some(links.ns_calls[q]))?;
-        d.set_item(intern!(py, "ns_ms"), ns_read.then_some(links.ns_ms[q]))?;
-        requests.append(d)?;
+        let rec = Rec::Request(Box::new(RequestRec {
+            host,
+            token: Some(tokens[q].clone()),
+            op: Some(if r.op == Op::Put { put } else { get }),
+            client: Some(clients[r.client].clone()),
+            nfiles: Some(r.paths.len() as i64),
+            status: PyString::intern(py, end.status).unbind(),
+            accepted: r.accepted,
+            started: Some(r.started),
+            ended: Some(end.ended),
+            auth_ms: end.auth_ms,
+            request_ms: end.request_ms,
+            queue_ms: end.queue_ms,
+            proc_ms: r.proc,
+            polls: r.polls,
+            poll_ms: r.poll_ms,
+            ready_wait_ms: end.ready_wait_ms,
+            transfer_ms: end.transfer_ms,
+            done_ms: end.done_ms,
+            total_ms: end.total_ms,
+            end_reason: PyString::intern(py, end.end_reason).unbind(),
+            ns: Some(if ns_read { (Some(links.ns_calls[q]), Some(links.ns_ms[q])) } else { (None, None) }),
+        }));
+        requests.append(rec.to_dict(py, &names)?)?;
     }
 
     // Sorted by (started, host, pid, thread): the host is the reader's for every call.
@@ -1348,23 +1355,24 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
     let calls = PyList::empty(py);
     for c in order {
         let call = &m.calls[c];
-        let d = PyDict::new(py);
-        d.set_item(intern!(py, "kind"), intern!(py, "call"))?;
-        d.set_item(intern!(py, "host"), &host)?;
-        d.set_item(intern!(py, "daemon"), if call.dpns { intern!(py, "dpns") } else { intern!(py, "dpm") })?;
-        d.set_item(intern!(py, "pid"), call.pid)?;
-        d.set_item(intern!(py, "thread"), call.thread)?;
-        d.set_item(intern!(py, "op"), call.op)?;
-        d.set_item(intern!(py, "client"), &hosts[call.client])?;
-        d.set_item(intern!(py, "started"), call.started)?;
-        d.set_item(intern!(py, "ended"), call.ended)?;
-        d.set_item(intern!(py, "duration_ms"), span(call.ended, Some(call.started)))?;
-        d.set_item(intern!(py, "rc"), call.rc)?;
-        d.set_item(intern!(py, "auth_ms"), span(Some(call.started), call.accepted))?;
-        d.set_item(intern!(py, "session"), py.None())?;
-        d.set_item(intern!(py, "token"), token_of[c].map(|q| &tokens[q]))?;
-        d.set_item(intern!(py, "path"), call.path.as_deref())?;
-        calls.append(d)?;
+        let op = names.borrow_mut().intern(call.op);
+        let rec = Rec::Call(Box::new(CallRec {
+            host,
+            daemon: if call.dpns { dpns_daemon } else { dpm },
+            pid: call.pid,
+            thread: Some(call.thread),
+            op,
+            client: Some(clients[call.client].clone()),
+            started: call.started,
+            ended: call.ended,
+            duration_ms: span(call.ended, Some(call.started)),
+            rc: call.rc,
+            auth_ms: span(Some(call.started), call.accepted),
+            session: None,
+            token: token_of[c].map(|q| tokens[q].clone()),
+            path: call.path.as_deref().map(Rc::from),
+        }));
+        calls.append(rec.to_dict(py, &names)?)?;
     }
     let counts = PyDict::new(py);
     counts.set_item("dpm_lines", m.dpm_lines)?;
