@@ -568,17 +568,19 @@ class Source:
         indexable = hasattr(lines, "__getitem__") and hasattr(lines, "__len__")
         self.feed_chunk(lines if indexable else list(lines))
 
-    def feed_chunk(self, lines: list, start: int = 0, limit: int | None = None) -> int:
-        """feed() for lines[start:], stopping after the first line that takes this source
-        past `limit` in event time (its position: replay's lanes). Returns the index after
-        the last line fed (len(lines) when every one was).
+    def feed_chunk(self, lines: list, start: int = 0, limit: int | None = None,
+                   end: int | None = None) -> int:
+        """feed() for lines[start:end] (to the last line without `end`: a run of a block
+        fed where it lies, no copy of it), stopping after the first line that takes this
+        source past `limit` in event time (its position: replay's lanes). Returns the index
+        after the last line fed (`end` when every one was).
 
         With the compiled engine, the lines its parser takes (parsers/fastpath.py) are
         parsed and reassembled without Python; with the Python engine they go straight
         from the compiled parser to the reassembler. A DOME source's lines go to the
         compiled DOME engine's feed_chunk where it runs. Any other line takes feed()'s
         path, so the counts and the records are the same either way."""
-        n, i = len(lines), start
+        n, i = len(lines) if end is None else min(end, len(lines)), start
         while i < n and not self._takes_chunks():
             self.feed(lines[i])  # line by line until the profile is known
             i += 1
@@ -587,10 +589,10 @@ class Source:
         if i >= n:
             return i
         if self.dome:
-            return self._feed_dome_compiled(lines, i, limit)
+            return self._feed_dome_compiled(lines, i, limit, n)
         if self._compiled_engine:
-            return self._feed_compiled(lines, i, limit)
-        return self._feed_events(lines, i, limit)
+            return self._feed_compiled(lines, i, limit, n)
+        return self._feed_events(lines, i, limit, n)
 
     def _takes_chunks(self) -> bool:
         """Whether lines go to the compiled parser in chunks: a DPM profile the compiled
@@ -608,11 +610,12 @@ class Source:
         head = getattr(lines, "head", None)
         return lines[i] if head is None else head(i, MAX_LINE_BYTES + 1)
 
-    def _feed_compiled(self, lines: list, i: int, limit: int | None) -> int:
+    def _feed_compiled(self, lines: list, i: int, limit: int | None, n: int) -> int:
         core, pipeline, parser = self._reassembler, self.pipeline, self.parser
-        compiled, n = parser._compiled, len(lines)
+        compiled = parser._compiled
         while i < n:
-            budget = max(1, ADVANCE_EVERY - pipeline._since_advance)
+            # the budget stops the extension at the sweep's turn or at the run's end
+            budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
             nxt, parsed, unmatched, latest, why = core.feed_lines(compiled, lines, i, limit, budget)
             self.line_no += nxt - i
             self.n_parsed += parsed
@@ -632,13 +635,13 @@ class Source:
                     return i
         return i
 
-    def _feed_dome_compiled(self, lines: list, i: int, limit: int | None) -> int:
+    def _feed_dome_compiled(self, lines: list, i: int, limit: int | None, n: int) -> int:
         """A DOME source's lines through the compiled DOME engine's feed_chunk: counted,
         swept every ADVANCE_EVERY lines and stopped at `limit` as _parse_dome and
         _line_done do line by line, the same records in the same order."""
-        pipeline, parser, n = self.pipeline, self.parser, len(lines)
+        pipeline, parser = self.pipeline, self.parser
         while i < n:
-            budget = max(1, ADVANCE_EVERY - pipeline._since_advance)
+            budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
             chunk = pipeline.dome.feed_chunk(parser, lines, i, limit, budget, self._latest)
             self.line_no += chunk.next - i
             self._count_dome_chunk(chunk)
@@ -675,11 +678,10 @@ class Source:
         if chunk.latest > self._latest:
             self._latest = chunk.latest
 
-    def _feed_events(self, lines: list, i: int, limit: int | None) -> int:
+    def _feed_events(self, lines: list, i: int, limit: int | None, n: int) -> int:
         fast = self.parser._fast
         unmatched = UNMATCHED_LINE
         feed_event, pipeline, host = self._reassembler.feed, self.pipeline, self.host
-        n = len(lines)
         while i < n:
             line = bounded(lines[i])
             i += 1

@@ -85,27 +85,26 @@ class ProfileTally:
             if own:
                 self.own_roles[role] += own
         shapes, shaped = t.shapes, 0
+        # A step a token line, about one in five of a DPM log's: its Python kept short.
+        cut, reassembler, feed_chunk = self.cut, self.pipeline.reassembler, self.source.feed_chunk
         for kind, start, end, role, token in t.steps:
             if kind == PYTHON:
                 shaped = self._add_shapes(lines, shapes, shaped, start)
                 self.add(_text(lines[start]))
                 continue
-            self._feed_run(lines, start, end)
+            # Own lines [start, end) into the reassembly, as a chunk once the watch has
+            # its first event time (until then one by one, as add() feeds).
+            while start < end and not cut.started:
+                self._feed(_text(lines[start]), None)
+                start += 1
+            if start < end:
+                feed_chunk(lines, start, end=end)
+                cut.on_time(reassembler.latest)
             if kind != RUN:  # its last line is a token or slow-thread line: watch after it
                 self._watched(ROLES[role])
                 if kind == WATCH_TOKEN:
-                    self.cut.on_token(token, self.pipeline.reassembler.latest)
+                    cut.on_token(token, reassembler.latest)
         self._add_shapes(lines, shapes, shaped, n)
-
-    def _feed_run(self, lines, start: int, end: int) -> None:
-        """Own lines [start, end) into the reassembly, as a chunk once the watch has its
-        first event time (until then one by one, as add() feeds)."""
-        while start < end and not self.cut.started:
-            self._feed(_text(lines[start]), None)
-            start += 1
-        if start < end:
-            self.source.feed_chunk(lines if (start, end) == (0, len(lines)) else lines[start:end])
-            self.cut.on_time(self.pipeline.reassembler.latest)
 
     def _add_shapes(self, lines, shapes: list, at: int, before: int) -> int:
         """shapes[at:] the extension found up to line `before` (ProfileLines: one per

@@ -81,10 +81,13 @@ class DomeTally:
         for i, kind, ev in left:
             if kind == DOME_PYTHON:
                 self.add(text(lines[i]))
+            elif kind == DOME_PARSED:   # its text is not read: not decoded
+                self._count("", ev, PARSED)
             else:
-                self._count(text(lines[i]), ev, PARSED if kind == DOME_PARSED else UNMATCHED_RESULT)
+                self._count(text(lines[i]), ev, UNMATCHED_RESULT)
 
     def _count(self, line: str, ev, result: str) -> None:
+        """One line's result; `line`, its text, is read only when unmatched."""
         self.results[result] += 1
         if result == UNMATCHED_RESULT:
             self._unmatched(line)
@@ -100,9 +103,10 @@ class DomeTally:
             self._first_ts = ev.ts
         if ev.role in ("putdone_disk", "putdone_head"):
             self.seen.putdone_lines += 1
-        before = self.engine.stats.orphan_putdones
         self._records(self.engine.feed(ev))
-        self._orphan_times += [ev.ts] * (self.engine.stats.orphan_putdones - before)
+        # One read of the counters a line (the compiled engine's copy them all): those
+        # before it are the orphans timed so far.
+        self._orphan_times += [ev.ts] * (self.engine.stats.orphan_putdones - len(self._orphan_times))
 
     def finish(self) -> None:
         """The end of the file: the reassembly's last records, then the orphans a file

@@ -88,17 +88,17 @@ impl Shapes {
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
-    fn shape(&mut self, message: &[u8]) -> PyResult<String> {
+    /// The shape, borrowed from the memo: a line of a known message allocates nothing.
+    fn shape(&mut self, message: &[u8]) -> PyResult<&str> {
         let message = &message[..message.len().min(self.chars * 4)];
-        if let Some(known) = self.memo.get(message) {
-            return Ok(known.clone());
+        if !self.memo.contains_key(message) {
+            let shape = self.mask(message)?;
+            if self.memo.len() >= SHAPES_REMEMBERED {
+                self.memo.clear();
+            }
+            self.memo.insert(message.into(), shape);
         }
-        let shape = self.mask(message)?;
-        if self.memo.len() >= SHAPES_REMEMBERED {
-            self.memo.clear();
-        }
-        self.memo.insert(message.into(), shape.clone());
-        Ok(shape)
+        Ok(self.memo[message].as_str())
     }
 }
 
@@ -116,9 +116,12 @@ impl Shapes {
 
     /// The shape of a printable ASCII message (a test's handle on the rule).
     fn of(&mut self, message: &str) -> PyResult<String> {
-        self.shape(message.as_bytes())
+        self.shape(message.as_bytes()).map(str::to_owned)
     }
 }
+
+/// Distinct function names whose match is remembered (then forgotten all at once).
+const FUNCS_REMEMBERED: usize = 1 << 12;
 
 /// A thread as the cut watch keys it: (host, pid, tid) as the line spells them.
 type ThreadKey = (Option<Box<[u8]>>, Box<[u8]>, Option<Box<[u8]>>);
@@ -133,6 +136,9 @@ pub(crate) struct ProfileLines {
     framing: Vec<u8>,     // per role: 1 opens a call, 2 returns, 0 neither
     max_bytes: usize,
     shapes: Py<Shapes>,
+    /// The function names seen, each with whether `func` matches it: a log has few, and
+    /// the match of each line's costs more than the lookup (forgotten all at once when full).
+    own_funcs: FxMap<Box<[u8]>, bool>,
     threads: FxSet<ThreadKey>,
     #[pyo3(get)]
     returns_at_thread_start: u64,
@@ -251,6 +257,7 @@ impl ProfileLines {
             framing,
             max_bytes,
             shapes,
+            own_funcs: FxMap::default(),
             threads: FxSet::default(),
             returns_at_thread_start: 0,
         })
@@ -272,7 +279,10 @@ impl ProfileLines {
             steps: Vec::new(),
             shapes: Vec::new(),
         };
-        let mut shaped: FxMap<(Option<usize>, String), usize> = FxMap::default();
+        // `func: shape` -> its index in t.shapes, per role (0: unmatched, r + 1: role r),
+        // looked up by the text built in `text` (no allocation for a shape seen before)
+        let mut shaped: Vec<FxMap<String, usize>> = vec![FxMap::default(); self.roles + 1];
+        let mut text = String::new();
         let shapes = self.shapes.clone_ref(py);
         let mut shapes = shapes.bind(py).borrow_mut();
         let mut run: Option<usize> = None; // where the current run of own lines began
@@ -311,7 +321,17 @@ impl ProfileLines {
             };
             let form = &self.forms[fi];
             let func = span(&form.locs, line, form.func).unwrap_or(b"");
-            let own = matches!(self.func.is_match(func), Ok(true));
+            let own = match self.own_funcs.get(func) {
+                Some(&own) => own,
+                None => {
+                    let own = matches!(self.func.is_match(func), Ok(true));
+                    if self.own_funcs.len() >= FUNCS_REMEMBERED {
+                        self.own_funcs.clear();
+                    }
+                    self.own_funcs.insert(func.into(), own);
+                    own
+                }
+            };
             let alt = form.alts.iter().find(|a| form.locs.get(a.group).is_some());
             let (role, has_token, token) = match alt {
                 Some(a) => (a.role, a.token != ABSENT, span(&form.locs, line, a.token)),
@@ -321,13 +341,17 @@ impl ProfileLines {
             let message = alt.and_then(|a| form.locs.get(a.group)).map_or(0, |(a, _)| a);
             if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
                 let shape = shapes.shape(&line[message..])?;
-                let text = format!("{}: {shape}", String::from_utf8_lossy(func));
-                let key = (role, text);
-                match shaped.get(&key) {
+                text.clear();
+                // SAFETY: printable ASCII, checked above.
+                text.push_str(unsafe { std::str::from_utf8_unchecked(func) });
+                text.push_str(": ");
+                text.push_str(shape);
+                let of_role = &mut shaped[role.map_or(0, |r| r + 1)];
+                match of_role.get(text.as_str()) {
                     Some(&k) => t.shapes[k].4 += 1,
                     None => {
-                        t.shapes.push((i, role, key.1.clone(), shape, 1));
-                        shaped.insert(key, t.shapes.len() - 1);
+                        t.shapes.push((i, role, text.clone(), shape.to_owned(), 1));
+                        of_role.insert(text.clone(), t.shapes.len() - 1);
                     }
                 }
             }
