@@ -25,7 +25,7 @@ use crate::deliver::deliver;
 use crate::event::{Ev, OwnedEv, Role};
 use crate::hashing::{FxMap, FxSet};
 use crate::linking::{Ctx, Linker, Meta};
-use crate::lru::{Lru, NIL};
+use crate::lru::Lru;
 use crate::names::{
     Names, Sym, ABORTREQ, ABORTTRANS, EMPTY, ENDSESS, ENDTRANS, GET, PUT, PUTDONE, RELFILES,
     STARTSESS, STARTTRANS, STATE_FAILED, STATE_SUCCESS, STATUS_GET, STATUS_PUT,
@@ -320,21 +320,19 @@ impl State {
                 Some(_) => {}
             }
         }
-        let mut th = match self.threads.get_mut(&key) {
-            Some(slot) => {
-                self.thread_order.get_mut(&host).unwrap().move_back(slot.order);
-                std::mem::replace(slot, self.spare_thread.take().unwrap_or_else(|| Thread::detached(daemon, ts)))
+        // The line's thread and its slot (None: the cap dropped the new thread itself,
+        // which is then handled detached).
+        let (slot, mut th) = match self.threads.id(&key) {
+            Some(id) => {
+                let th = self.threads.take(id).expect("a thread is out of its slot only while its line is handled");
+                self.thread_order.get_mut(&host).unwrap().move_back(th.order);
+                (Some(id), th)
             }
-            None => {
-                self.new_thread(cx, key, daemon, ts)?;
-                // The cap may have dropped the new thread itself: it is then handled detached.
-                match self.threads.get_mut(&key) {
-                    Some(slot) => std::mem::replace(slot, self.spare_thread.take().unwrap_or_else(|| Thread::detached(daemon, ts))),
-                    None => Thread::detached(daemon, ts),
-                }
-            }
+            None => match self.new_thread(cx, key, daemon, ts)? {
+                Some(id) => (Some(id), self.threads.take(id).expect("the new thread is in its slot")),
+                None => (None, Thread::detached(daemon, ts)),
+            },
         };
-        let attached = th.order != NIL;
         th.moved_to(ts, digest);
         let proc = self
             .processes
@@ -359,10 +357,9 @@ impl State {
             Role::Detail => self.on_detail(ev, &mut th),
             Role::Other => Ok(self.on_line(ev, &mut th)),
         };
-        if attached {
+        if let Some(id) = slot {
             // No rule drops the thread of the line it handles (on_startup drops the others).
-            let slot = self.threads.get_mut(&key).expect("the line's thread stays while its line is handled");
-            self.spare_thread = Some(std::mem::replace(slot, th));
+            self.threads.put(id, th);
         }
         let rkey = result?;
         if self.changed.is_some() {
@@ -374,7 +371,8 @@ impl State {
         Ok(())
     }
 
-    fn new_thread(&mut self, cx: &Cx, key: TKey, daemon: Sym, ts: i64) -> PyResult<()> {
+    /// A new thread for `key`: its slot, None when the cap dropped it at once.
+    fn new_thread(&mut self, cx: &Cx, key: TKey, daemon: Sym, ts: i64) -> PyResult<Option<u32>> {
         let (host, _, pid, tid) = key;
         if !self.processes.contains_key(&(host, daemon)) {
             self.processes.insert((host, daemon), FxMap::default());
@@ -395,7 +393,7 @@ impl State {
         if self.threads.len() > self.set.max_threads {
             self.evict_thread(cx)?;
         }
-        Ok(())
+        Ok(self.threads.id(&key))
     }
 
     fn least_recent_thread(&self) -> Option<TKey> {
@@ -1051,7 +1049,7 @@ impl State {
             loop {
                 let Some((_, key)) = self.thread_order.get(&host).and_then(|o| o.first_key_value()) else { break };
                 let key = *key;
-                if self.threads[&key].latest >= horizon {
+                if self.threads.get(&key).expect("a thread in its host's order is in the table").latest >= horizon {
                     break;
                 }
                 self.stats[EXPIRED_THREADS] += 1;

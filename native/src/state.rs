@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 
 use crate::event::OwnedEv;
 use crate::hashing::{FxMap, FxSet};
+use crate::keyed_slab::KeyedSlab;
 use crate::lru::Lru;
 use crate::names::Sym;
 use crate::schema::STAT_NAMES;
@@ -191,13 +192,10 @@ pub(crate) struct State {
     pub(crate) set: Settings,
     /// host -> its last counted clock step: (from, to, daemons whose logs showed it)
     pub(crate) host_steps: FxMap<Sym, (i64, i64, Vec<Sym>)>,
-    /// Boxed: process() takes a line's thread out of the map while it handles the line
-    /// (the rules change the thread and the rest of the state at once), leaving
-    /// `spare_thread` in its slot, and moving a pointer is cheaper than moving a thread.
-    pub(crate) threads: FxMap<TKey, Box<Thread>>,
-    /// What stands in a thread's slot while its line is handled: a swap in the slot found
-    /// once costs half a removal and a reinsertion. Its contents mean nothing.
-    pub(crate) spare_thread: Option<Box<Thread>>,
+    /// process() takes a line's thread out of its slot while it handles the line (the
+    /// rules change the thread and the rest of the state at once) and puts it back by the
+    /// slot's number. Boxed: moving a pointer is cheaper than moving a thread.
+    pub(crate) threads: KeyedSlab<TKey, Box<Thread>>,
     pub(crate) thread_order: FxMap<Sym, Lru<TKey>>,
     pub(crate) thread_order_hosts: Vec<Sym>,
     pub(crate) requests: FxMap<Sym, FxMap<Text, Request>>,
