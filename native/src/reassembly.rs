@@ -15,7 +15,7 @@
 //! the Python class around it, state_codec.rs its state as Python dicts.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -330,19 +330,16 @@ impl State {
             }
             None => match self.new_thread(cx, key, daemon, ts)? {
                 Some(id) => (Some(id), self.threads.take(id).expect("the new thread is in its slot")),
-                None => (None, Thread::detached(daemon, ts)),
+                None => (None, Thread::detached(daemon, ts, self.processes[&(host, daemon)][&pid].clone())),
             },
         };
         th.moved_to(ts, digest);
-        let proc = self
-            .processes
-            .entry((host, daemon))
-            .or_default()
-            .entry(pid)
-            .or_insert_with(|| Process { first: ts, last: ts, lines: 0, tids: BTreeSet::new(), succeeded: false, born: 0 });
-        proc.lines += 1;
-        if ts > proc.last {
-            proc.last = ts;
+        {
+            let mut proc = th.process.borrow_mut();
+            proc.lines += 1;
+            if ts > proc.last {
+                proc.last = ts;
+            }
         }
         let result = match ev.role {
             Role::Accept => self.on_accept(ev, &mut th),
@@ -380,16 +377,14 @@ impl State {
         }
         let seq = self.next_seq();
         let procs = self.processes.get_mut(&(host, daemon)).unwrap();
-        let proc = procs
-            .entry(pid)
-            .or_insert_with(|| Process { first: ts, last: ts, lines: 0, tids: BTreeSet::new(), succeeded: false, born: seq });
-        proc.tids.insert(tid);
+        let proc = procs.entry(pid).or_insert_with(|| Process::seen_at(ts, seq)).clone();
+        proc.borrow_mut().tids.insert(tid);
         if !self.thread_order.contains_key(&host) {
             self.thread_order.insert(host, Lru::default());
             self.thread_order_hosts.push(host);
         }
         let order = self.thread_order.get_mut(&host).unwrap().push_back(key);
-        self.threads.insert(key, Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order, born: seq }));
+        self.threads.insert(key, Thread::new(daemon, ts, order, seq, proc));
         if self.threads.len() > self.set.max_threads {
             self.evict_thread(cx)?;
         }
@@ -434,8 +429,8 @@ impl State {
         if th.sess || th.trans {
             self.stats[EXPIRED_SESSIONS] += 1;
         }
-        if let Some(proc) = self.processes.get_mut(&(key.0, key.1)).and_then(|p| p.get_mut(&key.2)) {
-            proc.tids.remove(&key.3);
+        if let Some(proc) = self.processes.get(&(key.0, key.1)).and_then(|p| p.get(&key.2)) {
+            proc.borrow_mut().tids.remove(&key.3);
         }
         self.mark_thread(key);
         result
@@ -460,15 +455,15 @@ impl State {
 
     fn on_startup(&mut self, cx: &Cx, ev: &Ev, th: &mut Thread, key: TKey) -> PyResult<Option<RKey>> {
         let (host, daemon, pid, tid) = key;
-        let lines = self.processes[&(host, daemon)][&pid].lines;
+        let lines = self.processes[&(host, daemon)][&pid].borrow().lines;
         if lines > 1 {
-            let others: Vec<i64> = self.processes[&(host, daemon)][&pid].tids.iter().copied().filter(|&t| t != tid).collect();
+            let others: Vec<i64> = self.processes[&(host, daemon)][&pid].borrow().tids.iter().copied().filter(|&t| t != tid).collect();
             for other in others {
                 self.drop_thread(cx, (host, daemon, pid, other))?;
             }
             self.stats[RESTARTS] += 1;
             self.log_restart(ev.ts, host, daemon);
-            let proc = self.processes.get_mut(&(host, daemon)).unwrap().get_mut(&pid).unwrap();
+            let mut proc = self.processes[&(host, daemon)][&pid].borrow_mut();
             proc.first = ev.ts;
             proc.lines = 1;
         }
@@ -973,7 +968,10 @@ impl State {
             if procs.len() < 2 {
                 continue;
             }
-            let mut by_first: Vec<(i64, i64, i64, u64)> = procs.iter().map(|(&pid, p)| (pid, p.first, p.last, p.born)).collect();
+            let mut by_first: Vec<(i64, i64, i64, u64)> = procs.iter().map(|(&pid, p)| {
+                let p = p.borrow();
+                (pid, p.first, p.last, p.born)
+            }).collect();
             by_first.sort_by_key(|&(_, first, _, born)| (first, born));
             let mut newer_last: Option<i64> = None;
             let mut retired = Vec::new();
@@ -997,10 +995,10 @@ impl State {
                 while alive.front().is_some_and(|p| gone.contains(p)) {
                     alive.pop_front();
                 }
-                let procs = self.processes.get_mut(&stream).unwrap();
-                let newest_succeeded = procs[&newest].succeeded;
+                let newest_proc = self.processes[&stream][&newest].clone();
+                let newest_succeeded = newest_proc.borrow().succeeded;
                 if alive.front() == Some(&pid) && !newest_succeeded {
-                    let newest_proc = procs.get_mut(&newest).unwrap();
+                    let mut newest_proc = newest_proc.borrow_mut();
                     newest_proc.succeeded = true;
                     let first = newest_proc.first;
                     self.stats[RESTARTS] += 1;
@@ -1008,7 +1006,7 @@ impl State {
                 } else {
                     self.stats[STRAY_PROCESSES] += 1;
                 }
-                let tids: Vec<i64> = self.processes[&stream][&pid].tids.iter().copied().collect();
+                let tids: Vec<i64> = self.processes[&stream][&pid].borrow().tids.iter().copied().collect();
                 for tid in tids {
                     self.drop_thread(cx, (host, daemon, pid, tid))?;
                 }
@@ -1022,7 +1020,10 @@ impl State {
     fn expire_processes(&mut self, horizons: &FxMap<Sym, i64>) {
         for ((host, _), procs) in self.processes.iter_mut() {
             let Some(&horizon) = horizons.get(host) else { continue };
-            procs.retain(|_, p| !(p.last < horizon && p.tids.is_empty()));
+            procs.retain(|_, p| {
+                let p = p.borrow();
+                !(p.last < horizon && p.tids.is_empty())
+            });
         }
     }
 
