@@ -40,6 +40,7 @@ mod envelope_batch;
 mod event;
 mod hashing;
 mod jit;
+mod keyed_slab;
 mod linking;
 mod lru;
 mod model;

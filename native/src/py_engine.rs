@@ -16,6 +16,7 @@ use crate::chunk::Chunk;
 use crate::counters::DUPLICATE_LINES;
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
+use crate::keyed_slab::KeyedSlab;
 use crate::linking::Linker;
 use crate::names::{Names, Sym};
 use crate::reassembly::{Callbacks, Cx, Keys, DPM_DAEMON, NS_DAEMON};
@@ -111,8 +112,7 @@ impl Core {
         Ok(Core {
             st: RefCell::new(State {
                 set,
-                threads: FxMap::default(),
-                spare_thread: None,
+                threads: KeyedSlab::default(),
                 thread_order: FxMap::default(),
                 thread_order_hosts: Vec::new(),
                 requests: FxMap::default(),

@@ -15,7 +15,7 @@
 //! the Python class around it, state_codec.rs its state as Python dicts.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -25,7 +25,7 @@ use crate::deliver::deliver;
 use crate::event::{Ev, OwnedEv, Role};
 use crate::hashing::{FxMap, FxSet};
 use crate::linking::{Ctx, Linker, Meta};
-use crate::lru::{Lru, NIL};
+use crate::lru::Lru;
 use crate::names::{
     Names, Sym, ABORTREQ, ABORTTRANS, EMPTY, ENDSESS, ENDTRANS, GET, PUT, PUTDONE, RELFILES,
     STARTSESS, STARTTRANS, STATE_FAILED, STATE_SUCCESS, STATUS_GET, STATUS_PUT,
@@ -320,31 +320,26 @@ impl State {
                 Some(_) => {}
             }
         }
-        let mut th = match self.threads.get_mut(&key) {
-            Some(slot) => {
-                self.thread_order.get_mut(&host).unwrap().move_back(slot.order);
-                std::mem::replace(slot, self.spare_thread.take().unwrap_or_else(|| Thread::detached(daemon, ts)))
+        // The line's thread and its slot (None: the cap dropped the new thread itself,
+        // which is then handled detached).
+        let (slot, mut th) = match self.threads.id(&key) {
+            Some(id) => {
+                let th = self.threads.take(id).expect("a thread is out of its slot only while its line is handled");
+                self.thread_order.get_mut(&host).unwrap().move_back(th.order);
+                (Some(id), th)
             }
-            None => {
-                self.new_thread(cx, key, daemon, ts)?;
-                // The cap may have dropped the new thread itself: it is then handled detached.
-                match self.threads.get_mut(&key) {
-                    Some(slot) => std::mem::replace(slot, self.spare_thread.take().unwrap_or_else(|| Thread::detached(daemon, ts))),
-                    None => Thread::detached(daemon, ts),
-                }
-            }
+            None => match self.new_thread(cx, key, daemon, ts)? {
+                Some(id) => (Some(id), self.threads.take(id).expect("the new thread is in its slot")),
+                None => (None, Thread::detached(daemon, ts, self.processes[&(host, daemon)][&pid].clone())),
+            },
         };
-        let attached = th.order != NIL;
         th.moved_to(ts, digest);
-        let proc = self
-            .processes
-            .entry((host, daemon))
-            .or_default()
-            .entry(pid)
-            .or_insert_with(|| Process { first: ts, last: ts, lines: 0, tids: BTreeSet::new(), succeeded: false, born: 0 });
-        proc.lines += 1;
-        if ts > proc.last {
-            proc.last = ts;
+        {
+            let mut proc = th.process.borrow_mut();
+            proc.lines += 1;
+            if ts > proc.last {
+                proc.last = ts;
+            }
         }
         let result = match ev.role {
             Role::Accept => self.on_accept(ev, &mut th),
@@ -359,10 +354,9 @@ impl State {
             Role::Detail => self.on_detail(ev, &mut th),
             Role::Other => Ok(self.on_line(ev, &mut th)),
         };
-        if attached {
+        if let Some(id) = slot {
             // No rule drops the thread of the line it handles (on_startup drops the others).
-            let slot = self.threads.get_mut(&key).expect("the line's thread stays while its line is handled");
-            self.spare_thread = Some(std::mem::replace(slot, th));
+            self.threads.put(id, th);
         }
         let rkey = result?;
         if self.changed.is_some() {
@@ -374,7 +368,8 @@ impl State {
         Ok(())
     }
 
-    fn new_thread(&mut self, cx: &Cx, key: TKey, daemon: Sym, ts: i64) -> PyResult<()> {
+    /// A new thread for `key`: its slot, None when the cap dropped it at once.
+    fn new_thread(&mut self, cx: &Cx, key: TKey, daemon: Sym, ts: i64) -> PyResult<Option<u32>> {
         let (host, _, pid, tid) = key;
         if !self.processes.contains_key(&(host, daemon)) {
             self.processes.insert((host, daemon), FxMap::default());
@@ -382,20 +377,18 @@ impl State {
         }
         let seq = self.next_seq();
         let procs = self.processes.get_mut(&(host, daemon)).unwrap();
-        let proc = procs
-            .entry(pid)
-            .or_insert_with(|| Process { first: ts, last: ts, lines: 0, tids: BTreeSet::new(), succeeded: false, born: seq });
-        proc.tids.insert(tid);
+        let proc = procs.entry(pid).or_insert_with(|| Process::seen_at(ts, seq)).clone();
+        proc.borrow_mut().tids.insert(tid);
         if !self.thread_order.contains_key(&host) {
             self.thread_order.insert(host, Lru::default());
             self.thread_order_hosts.push(host);
         }
         let order = self.thread_order.get_mut(&host).unwrap().push_back(key);
-        self.threads.insert(key, Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order, born: seq }));
+        self.threads.insert(key, Thread::new(daemon, ts, order, seq, proc));
         if self.threads.len() > self.set.max_threads {
             self.evict_thread(cx)?;
         }
-        Ok(())
+        Ok(self.threads.id(&key))
     }
 
     fn least_recent_thread(&self) -> Option<TKey> {
@@ -436,8 +429,8 @@ impl State {
         if th.sess || th.trans {
             self.stats[EXPIRED_SESSIONS] += 1;
         }
-        if let Some(proc) = self.processes.get_mut(&(key.0, key.1)).and_then(|p| p.get_mut(&key.2)) {
-            proc.tids.remove(&key.3);
+        if let Some(proc) = self.processes.get(&(key.0, key.1)).and_then(|p| p.get(&key.2)) {
+            proc.borrow_mut().tids.remove(&key.3);
         }
         self.mark_thread(key);
         result
@@ -462,15 +455,15 @@ impl State {
 
     fn on_startup(&mut self, cx: &Cx, ev: &Ev, th: &mut Thread, key: TKey) -> PyResult<Option<RKey>> {
         let (host, daemon, pid, tid) = key;
-        let lines = self.processes[&(host, daemon)][&pid].lines;
+        let lines = self.processes[&(host, daemon)][&pid].borrow().lines;
         if lines > 1 {
-            let others: Vec<i64> = self.processes[&(host, daemon)][&pid].tids.iter().copied().filter(|&t| t != tid).collect();
+            let others: Vec<i64> = self.processes[&(host, daemon)][&pid].borrow().tids.iter().copied().filter(|&t| t != tid).collect();
             for other in others {
                 self.drop_thread(cx, (host, daemon, pid, other))?;
             }
             self.stats[RESTARTS] += 1;
             self.log_restart(ev.ts, host, daemon);
-            let proc = self.processes.get_mut(&(host, daemon)).unwrap().get_mut(&pid).unwrap();
+            let mut proc = self.processes[&(host, daemon)][&pid].borrow_mut();
             proc.first = ev.ts;
             proc.lines = 1;
         }
@@ -975,7 +968,10 @@ impl State {
             if procs.len() < 2 {
                 continue;
             }
-            let mut by_first: Vec<(i64, i64, i64, u64)> = procs.iter().map(|(&pid, p)| (pid, p.first, p.last, p.born)).collect();
+            let mut by_first: Vec<(i64, i64, i64, u64)> = procs.iter().map(|(&pid, p)| {
+                let p = p.borrow();
+                (pid, p.first, p.last, p.born)
+            }).collect();
             by_first.sort_by_key(|&(_, first, _, born)| (first, born));
             let mut newer_last: Option<i64> = None;
             let mut retired = Vec::new();
@@ -999,10 +995,10 @@ impl State {
                 while alive.front().is_some_and(|p| gone.contains(p)) {
                     alive.pop_front();
                 }
-                let procs = self.processes.get_mut(&stream).unwrap();
-                let newest_succeeded = procs[&newest].succeeded;
+                let newest_proc = self.processes[&stream][&newest].clone();
+                let newest_succeeded = newest_proc.borrow().succeeded;
                 if alive.front() == Some(&pid) && !newest_succeeded {
-                    let newest_proc = procs.get_mut(&newest).unwrap();
+                    let mut newest_proc = newest_proc.borrow_mut();
                     newest_proc.succeeded = true;
                     let first = newest_proc.first;
                     self.stats[RESTARTS] += 1;
@@ -1010,7 +1006,7 @@ impl State {
                 } else {
                     self.stats[STRAY_PROCESSES] += 1;
                 }
-                let tids: Vec<i64> = self.processes[&stream][&pid].tids.iter().copied().collect();
+                let tids: Vec<i64> = self.processes[&stream][&pid].borrow().tids.iter().copied().collect();
                 for tid in tids {
                     self.drop_thread(cx, (host, daemon, pid, tid))?;
                 }
@@ -1024,7 +1020,10 @@ impl State {
     fn expire_processes(&mut self, horizons: &FxMap<Sym, i64>) {
         for ((host, _), procs) in self.processes.iter_mut() {
             let Some(&horizon) = horizons.get(host) else { continue };
-            procs.retain(|_, p| !(p.last < horizon && p.tids.is_empty()));
+            procs.retain(|_, p| {
+                let p = p.borrow();
+                !(p.last < horizon && p.tids.is_empty())
+            });
         }
     }
 
@@ -1051,7 +1050,7 @@ impl State {
             loop {
                 let Some((_, key)) = self.thread_order.get(&host).and_then(|o| o.first_key_value()) else { break };
                 let key = *key;
-                if self.threads[&key].latest >= horizon {
+                if self.threads.get(&key).expect("a thread in its host's order is in the table").latest >= horizon {
                     break;
                 }
                 self.stats[EXPIRED_THREADS] += 1;

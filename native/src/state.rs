@@ -2,6 +2,7 @@
 //! requests, processes, the per-host clocks, the changes since the last state taken, and
 //! the settings. reassembly.rs changes it line by line; state_codec.rs saves and loads it.
 
+use std::cell::RefCell;
 use std::collections::{BTreeSet, VecDeque};
 use std::rc::Rc;
 
@@ -10,6 +11,7 @@ use pyo3::prelude::*;
 
 use crate::event::OwnedEv;
 use crate::hashing::{FxMap, FxSet};
+use crate::keyed_slab::KeyedSlab;
 use crate::lru::Lru;
 use crate::names::Sym;
 use crate::schema::STAT_NAMES;
@@ -84,6 +86,9 @@ pub(crate) struct Thread {
     pub(crate) at_latest: Vec<u64>, // digests of its lines stamped `latest` (reassembly.py's Thread)
     pub(crate) order: u32, // its handle in its host's activity order (NIL: not in one)
     pub(crate) born: u64,  // when it was created: Python's dict order
+    /// Its process, as `State::processes` holds it: each line counts itself there without
+    /// searching the two maps. A process outlives its threads (it is removed only with none).
+    pub(crate) process: ProcRef,
 }
 
 /// reassembly.py's MAX_SAME_STAMP: lines of one thread and millisecond remembered.
@@ -91,8 +96,13 @@ pub(crate) const MAX_SAME_STAMP: usize = 64;
 
 impl Thread {
     /// A thread in no activity order (the cap dropped it, or a stand-in).
-    pub(crate) fn detached(daemon: Sym, ts: i64) -> Box<Thread> {
-        Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order: crate::lru::NIL, born: 0 })
+    pub(crate) fn detached(daemon: Sym, ts: i64, process: ProcRef) -> Box<Thread> {
+        Thread::new(daemon, ts, crate::lru::NIL, 0, process)
+    }
+
+    /// A thread with no call, no session and no accept yet, last seen at `ts`.
+    pub(crate) fn new(daemon: Sym, ts: i64, order: u32, born: u64, process: ProcRef) -> Box<Thread> {
+        Box::new(Thread { daemon, accept: None, call: None, sess: false, trans: false, latest: ts, at_latest: Vec::new(), order, born, process })
     }
 
     /// A line `digest` stamped `ts` was read on the thread.
@@ -114,6 +124,16 @@ pub(crate) struct Process {
     pub(crate) tids: BTreeSet<i64>,
     pub(crate) succeeded: bool,
     pub(crate) born: u64,
+}
+
+/// A process shared by the table of processes and each of its threads.
+pub(crate) type ProcRef = Rc<RefCell<Process>>;
+
+impl Process {
+    /// A process first seen at `ts`, with no lines counted and no threads.
+    pub(crate) fn seen_at(ts: i64, born: u64) -> ProcRef {
+        Rc::new(RefCell::new(Process { first: ts, last: ts, lines: 0, tids: BTreeSet::new(), succeeded: false, born }))
+    }
 }
 
 pub(crate) struct HostClock {
@@ -191,13 +211,10 @@ pub(crate) struct State {
     pub(crate) set: Settings,
     /// host -> its last counted clock step: (from, to, daemons whose logs showed it)
     pub(crate) host_steps: FxMap<Sym, (i64, i64, Vec<Sym>)>,
-    /// Boxed: process() takes a line's thread out of the map while it handles the line
-    /// (the rules change the thread and the rest of the state at once), leaving
-    /// `spare_thread` in its slot, and moving a pointer is cheaper than moving a thread.
-    pub(crate) threads: FxMap<TKey, Box<Thread>>,
-    /// What stands in a thread's slot while its line is handled: a swap in the slot found
-    /// once costs half a removal and a reinsertion. Its contents mean nothing.
-    pub(crate) spare_thread: Option<Box<Thread>>,
+    /// process() takes a line's thread out of its slot while it handles the line (the
+    /// rules change the thread and the rest of the state at once) and puts it back by the
+    /// slot's number. Boxed: moving a pointer is cheaper than moving a thread.
+    pub(crate) threads: KeyedSlab<TKey, Box<Thread>>,
     pub(crate) thread_order: FxMap<Sym, Lru<TKey>>,
     pub(crate) thread_order_hosts: Vec<Sym>,
     pub(crate) requests: FxMap<Sym, FxMap<Text, Request>>,
@@ -208,7 +225,7 @@ pub(crate) struct State {
     pub(crate) finished_order: VecDeque<RKey>,
     pub(crate) finished_groups: FxMap<u64, Vec<RKey>>,
     pub(crate) group: u64,
-    pub(crate) processes: FxMap<(Sym, Sym), FxMap<i64, Process>>,
+    pub(crate) processes: FxMap<(Sym, Sym), FxMap<i64, ProcRef>>,
     pub(crate) process_streams: Vec<(Sym, Sym)>,
     pub(crate) seen: DigestWindow,
     pub(crate) stats: [i64; STAT_NAMES.len()],

@@ -3,7 +3,9 @@
 //! last take, the clocks, and the loading of both.
 
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
@@ -76,7 +78,7 @@ pub(crate) fn clock_state<'py>(py: Python<'py>, st: &RefCell<State>, clk: &RefCe
     let processes = PyList::empty(py);
     for stream in &st.process_streams {
         let Some(procs) = st.processes.get(stream) else { continue };
-        let mut rows: Vec<(&i64, &Process)> = procs.iter().collect();
+        let mut rows: Vec<(&i64, std::cell::Ref<'_, Process>)> = procs.iter().map(|(pid, p)| (pid, p.borrow())).collect();
         rows.sort_by_key(|(_, p)| p.born);
         for (pid, p) in rows {
             let row = PyList::new(py, [names.py(py, stream.0), names.py(py, stream.1), pid.into_pyobject(py)?.into_any().unbind(), p.first.into_pyobject(py)?.into_any().unbind(), p.last.into_pyobject(py)?.into_any().unbind(), p.lines.into_pyobject(py)?.into_any().unbind()])?;
@@ -121,7 +123,14 @@ pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCel
                     st.process_streams.push(stream);
                 }
                 let born = st.next_seq();
-                st.processes.get_mut(&stream).unwrap().insert(pid, Process { first, last, lines, tids: BTreeSet::new(), succeeded: false, born });
+                let process = Process { first, last, lines, tids: BTreeSet::new(), succeeded: false, born };
+                // A process known already is written over in place: its threads share it.
+                match st.processes.get_mut(&stream).unwrap().entry(pid) {
+                    Entry::Occupied(known) => *known.get().borrow_mut() = process,
+                    Entry::Vacant(slot) => {
+                        slot.insert(Rc::new(RefCell::new(process)));
+                    }
+                }
             }
         }
         if let Some(rows) = clock.get_item("hosts")? {
@@ -178,6 +187,13 @@ pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCel
             })
         };
         let th_daemon: String = item(&v, "daemon")?.extract()?;
+        if !st.processes.contains_key(&(host, daemon)) {
+            st.processes.insert((host, daemon), FxMap::default());
+            st.process_streams.push((host, daemon));
+        }
+        let born = st.next_seq();
+        let process = st.processes.get_mut(&(host, daemon)).unwrap().entry(pid).or_insert_with(|| Process::seen_at(latest, born)).clone();
+        process.borrow_mut().tids.insert(tid);
         st.threads.insert(key, Box::new(Thread {
             daemon: names.intern(&th_daemon),
             accept: item(&v, "accept")?.extract()?,
@@ -188,6 +204,7 @@ pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCel
             at_latest: Vec::new(),
             order: NIL,
             born: seq,
+            process,
         }));
         if !st.thread_order.contains_key(&host) {
             st.thread_order.insert(host, Lru::default());
@@ -195,12 +212,6 @@ pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCel
         }
         let handle = st.thread_order.get_mut(&host).unwrap().push_back(key);
         st.threads.get_mut(&key).unwrap().order = handle;
-        if !st.processes.contains_key(&(host, daemon)) {
-            st.processes.insert((host, daemon), FxMap::default());
-            st.process_streams.push((host, daemon));
-        }
-        let born = st.next_seq();
-        st.processes.get_mut(&(host, daemon)).unwrap().entry(pid).or_insert_with(|| Process { first: latest, last: latest, lines: 0, tids: BTreeSet::new(), succeeded: false, born }).tids.insert(tid);
     }
     if let Some(finished) = finished {
         let mut groups: Vec<(u64, Bound<'_, PyAny>)> = Vec::new();
