@@ -58,15 +58,18 @@ def core_alone(records, batch: int) -> tuple[float, float]:
     return len(records) / wall, len(records) / cpu
 
 
-def run_worker(bootstrap: str, topic: str, total: int, batch: int, tag: str) -> None:
+def run_worker(bootstrap: str, topic: str, total: int, batch: int, tag: str,
+               transaction_lines: int | None = None, transaction_age: float | None = None) -> None:
     """Child process: one worker (consumer group and output topics named by `tag`) until
     `total` records are fed; prints JSON figures."""
     from dpmstream.streams.kafka.worker import Worker, WorkerConfig
+    from dpmstream.streams.kafka.txn_bounds import TRANSACTION_AGE_S, TRANSACTION_LINES
     from dpmstream.streams.metrics.exporter import PipelineMetrics
 
     cfg = WorkerConfig(bootstrap=bootstrap, lines_topic=topic, requests_topic=f"bench-req-{tag}",
                        calls_topic=f"bench-calls-{tag}", group_id=f"bench-{tag}",
-                       batch_records=batch)
+                       batch_records=batch, transaction_lines=transaction_lines or TRANSACTION_LINES,
+                       transaction_age_s=TRANSACTION_AGE_S if transaction_age is None else transaction_age)
     worker = Worker(cfg, PipelineMetrics())
     figures = {}
 
@@ -101,7 +104,8 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_consumer(bootstrap: str, topic: str, total: int, batch: int, tag: str) -> None:
+def run_consumer(bootstrap: str, topic: str, total: int, batch: int, tag: str,
+                 transaction_lines: int | None = None, transaction_age: float | None = None) -> None:
     """Child process: a bare consumer with the worker's settings that only counts the
     records (bench_kafka_clients.py's); prints JSON figures timed like run_worker's."""
     from bench_kafka_clients import run_confluent
@@ -111,11 +115,12 @@ def run_consumer(bootstrap: str, topic: str, total: int, batch: int, tag: str) -
 
 
 def worker_child(batch: int, bootstrap: str, topic: str, total: int, tag: str | None = None,
-                 bare: bool = False) -> dict:
+                 bare: bool = False, transaction_lines: int | None = None) -> dict:
     """One child on one core: a worker (or with `bare`, the bare consumer) in a consumer
     group of its own (`tag`, default a fresh one), so it reads the topic from the start."""
     out = subprocess.run([*ONE_CORE, sys.executable, __file__, "--batch", str(batch),
                           "--tag", tag or uuid.uuid4().hex[:8], *(["--bare"] if bare else []),
+                          *(["--transaction-lines", str(transaction_lines)] if transaction_lines else []),
                           "--child", bootstrap, topic, str(total)],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -133,6 +138,10 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=400_000)
     ap.add_argument("--hosts", type=int, default=4)
     ap.add_argument("--batch", type=int, default=20_000)
+    ap.add_argument("--transaction-lines", type=int, default=None,
+                    help="a partition's lines per transaction at most (WorkerConfig."
+                         "transaction_lines; default: the worker's); 1: a transaction per fetch")
+    ap.add_argument("--transaction-age", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=100_000,
                     help="lines of a worker run on another topic first, unreported but printed "
                          "(a broker just started serves its first transactions slowly, its JIT "
@@ -147,7 +156,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.child:
         run = run_consumer if args.bare else run_worker
-        run(args.child[0], args.child[1], int(args.child[2]), args.batch, args.tag)
+        run(args.child[0], args.child[1], int(args.child[2]), args.batch, args.tag,
+            args.transaction_lines, args.transaction_age)
         return 0
 
     workdir = Path(args.workdir)
@@ -164,7 +174,8 @@ def main() -> int:
             warm = records[:args.warmup]
             warm_topic = f"bench-warmup-{uuid.uuid4().hex[:8]}"
             asyncio.run(fill_topic(bootstrap, warm_topic, args.hosts, warm))
-            fig = worker_child(args.batch, bootstrap, warm_topic, len(warm))
+            fig = worker_child(args.batch, bootstrap, warm_topic, len(warm),
+                               transaction_lines=args.transaction_lines)
             print(f"warm-up worker on {len(warm):,} lines of another topic: "
                   f"{fig['lines'] / fig['wall']:,.0f} lines/s (not the measure)")
         del records
@@ -172,7 +183,8 @@ def main() -> int:
         figures = []   # each round's worker figures, for RSS and batches
 
         def one_worker() -> Measured:
-            figures.append(worker_child(args.batch, bootstrap, topic, total))
+            figures.append(worker_child(args.batch, bootstrap, topic, total,
+                                        transaction_lines=args.transaction_lines))
             return as_measured(figures[-1], total)
 
         grep_files = [*log_files(workdir, args.lines, args.hosts)] * args.hosts  # the logs once per host
@@ -184,7 +196,7 @@ def main() -> int:
               f"partition: decode, duplicate marks, parse, reassemble): {core:,.0f} lines/s, "
               f"{core_cpu:,.0f} per CPU second")
         print(f"worker: {total:,} lines in {cmp.wall:.2f} s = {rate:,.0f} lines/s "
-              f"({fig['batches']} batches, each one transaction per partition; median of the "
+              f"({fig['batches']} rounds of transactions, one per partition due; median of the "
               f"last rounds, a fresh consumer group each)")
         print(f"worker per CPU second: {total / cmp.cpu:,.0f} lines "
               f"({cmp.cpu / total * 1e6:.2f} us a line)")

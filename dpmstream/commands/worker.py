@@ -53,7 +53,18 @@ def register(sub, name: str, help_text: str) -> None:
                    help="DOME lines held waiting for another node at most, per partition; "
                         "past it the earliest goes on (default: %(default)s)")
     p.add_argument("--batch", type=positive_int, default=20_000, metavar="N",
-                   help="records per poll and transaction (all partitions together)")
+                   help="records per poll at most (all partitions together)")
+    from dpmstream.streams.kafka.txn_bounds import TRANSACTION_AGE_S, TRANSACTION_LINES
+    p.add_argument("--transaction-lines", type=positive_int, default=TRANSACTION_LINES,
+                   metavar="N",
+                   help="a partition's transaction spans fetches: it commits once it holds "
+                        "this many lines (their records held until then) "
+                        "(default: %(default)s)")
+    p.add_argument("--transaction-age", type=non_negative_float, default=TRANSACTION_AGE_S,
+                   metavar="SECONDS",
+                   help="... or once its first line was fed this long ago, or a fetch comes "
+                        "back empty: records reach their topics at most this much later; 0 "
+                        "commits each fetch's lines at once (default: %(default)s)")
     add_verbose_option(p)
     p.set_defaults(func=run)
 
@@ -85,6 +96,7 @@ def run(args) -> int:
         profile=checked_profile(args.profile),
         tz=checked_zone(args.tz), batch_records=args.batch,
         dome_merge_horizon_s=args.dome_merge_horizon,
-        dome_merge_max_lines=args.dome_merge_max_lines)
+        dome_merge_max_lines=args.dome_merge_max_lines,
+        transaction_lines=args.transaction_lines, transaction_age_s=args.transaction_age)
     return run_worker(config, metrics_port=args.metrics_port, metrics_bind=args.metrics_bind,
                       max_series=args.max_series)

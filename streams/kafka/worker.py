@@ -2,10 +2,12 @@
 
 One consumer in group `group_id` reads the lines topic. Each assigned partition p has
 its own PartitionState (one Pipeline) and its own transactional producer
-(transactional.id "<group>-<lines topic>-<p>"). A batch of p's lines is processed, then
-ONE Kafka transaction of p's producer carries, atomically:
-  - the records the batch finished (requests keyed by token, calls keyed by host),
-  - the batch's net state changes, to partition p of the compacted state topic,
+(transactional.id "<group>-<lines topic>-<p>"). Each fetch of p's lines is fed at
+once; once p holds `transaction_lines` lines not yet committed (or its first of them was
+fed `transaction_age_s` ago, or a fetch came back empty, or p is revoked, or the worker
+stops) ONE Kafka transaction of p's producer carries, atomically:
+  - the records those lines finished (requests keyed by token, calls keyed by host),
+  - their net state changes, to partition p of the compacted state topic,
   - the consumer offset of p (send_offsets_to_transaction).
 A crash (kill -9) before the commit aborts all three; after it, all three are there.
 The worker that takes p next (a restart, or another worker after a rebalance) starts
@@ -37,6 +39,7 @@ from dpmstream.streams.kafka.log_pace import flush_installed
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.topics import ensure_topics
+from dpmstream.streams.kafka.txn_bounds import TRANSACTION_AGE_S, TRANSACTION_LINES
 from dpmstream.streams.kafka.partition_metrics import PartitionReport
 
 log = logging.getLogger("dpmstream.worker")
@@ -66,6 +69,9 @@ class WorkerConfig:
     dome_merge_max_lines: int = MAX_HELD  # lines held at most, per partition
     batch_records: int = 20_000          # records per poll (all partitions together)
     poll_ms: int = 200
+    # a partition's transaction: at most this many lines, its first this long uncommitted
+    transaction_lines: int = TRANSACTION_LINES
+    transaction_age_s: float = TRANSACTION_AGE_S
 
     @property
     def state(self) -> str:
@@ -81,10 +87,12 @@ class Worker:
         self._committing: asyncio.Future | None = None   # the last batch's transactions
         self._seeks: dict[int, int] = {}     # partition -> times the consumer was sought to its state
         self._one_by_one: dict[int, int] = {}   # partition -> fed record by record up to this offset
+        # partition -> [lines fed since its last checkpoint, when the first of them was fed]
+        self._uncommitted: dict[int, list] = {}
         self._stopping = asyncio.Event()
         self._consumer: LinesConsumer | None = None
         self.lines_seen = 0                  # records fed, all partitions (bench, tests)
-        self.batches = 0                     # batches committed
+        self.batches = 0                     # rounds of transactions committed
         self.report = PartitionReport(metrics, config.lines_topic)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -136,14 +144,16 @@ class Worker:
                     break
                 batch, seeks = fetch.result()
                 fetch = None
-                if batch:
+                if batch or self._uncommitted:
+                    # An empty fetch: the topic is read to its end, what is fed commits now.
                     async with self._lock:
-                        await self._process(batch, seeks)
+                        await self._process(batch, seeks, idle=not batch)
                 # Fed: not held while the next batch is fetched (one batch in memory, not two)
                 batch = None
         finally:
             stop_wait.cancel()
             async with self._lock:
+                await self._checkpoint_and_commit(list(self._uncommitted))
                 await self._settle()
 
     async def _fetch(self) -> tuple[dict, dict[int, int]]:
@@ -155,11 +165,12 @@ class Worker:
         return batch, dict(self._seeks)
 
     # -- one batch ---------------------------------------------------------------------
-    async def _process(self, batch: dict, seeks: dict[int, int]) -> None:
-        """Feed the batch, then commit it in the background: the next batch is fetched
-        and fed while these transactions travel (each producer still has one open
-        transaction at a time: _settle() first)."""
-        work, broken = [], []
+    async def _process(self, batch: dict, seeks: dict[int, int], idle: bool = False) -> None:
+        """Feed the batch, then commit the partitions whose transaction is due (_due) in
+        the background: the next batch is fetched and fed while these transactions travel
+        (each producer still has one open transaction at a time: _settle() first)."""
+        broken = []
+        now = time.monotonic()
         for p, messages in batch.items():
             part = self.parts.get(p)
             if part is None or seeks.get(p) != self._seeks.get(p) or not messages:
@@ -170,17 +181,49 @@ class Worker:
                 broken.append(p)
                 continue
             self.lines_seen += len(messages)
-            records, changes = part.checkpoint()
-            work.append((part, records, encode_changes(changes), part.next_offset,
-                         self.report.take(part)))
+            held = self._uncommitted.get(p)
+            if held is None:
+                self._uncommitted[p] = [len(messages), now]
+            else:
+                held[0] += len(messages)
             await asyncio.sleep(0)   # let the transactions in flight take their next step
         await self._settle()
-        if work:
-            self._committing = asyncio.ensure_future(self._commit_all(work))
+        due = list(self._uncommitted) if idle else self._due(now)
+        if due:
+            self._committing = asyncio.ensure_future(self._commit_all(self._checkpoints(due)))
         for p in broken:
             await self._settle()
             await self._drop([p])
             await self._take_again(p)
+
+    def _due(self, now: float) -> list[int]:
+        """The partitions whose lines fed and not committed are enough for a transaction,
+        or whose first of them waited long enough."""
+        lines, age = self.cfg.transaction_lines, self.cfg.transaction_age_s
+        return [p for p, (n, since) in self._uncommitted.items()
+                if n >= lines or now - since >= age]
+
+    def _checkpoints(self, partitions) -> list[tuple]:
+        """Each partition's checkpoint, as its transaction carries it: the records and
+        state changes since the last one, the offset past its lines, its figures."""
+        work = []
+        for p in partitions:
+            del self._uncommitted[p]
+            part = self.parts.get(p)
+            if part is None:
+                continue
+            records, changes = part.checkpoint()
+            work.append((part, records, encode_changes(changes), part.next_offset,
+                         self.report.take(part)))
+        return work
+
+    async def _checkpoint_and_commit(self, partitions) -> None:
+        """Commit what these partitions fed since their last checkpoint, and wait for it
+        (a revoke, the stop)."""
+        await self._settle()
+        work = self._checkpoints([p for p in partitions if p in self._uncommitted])
+        if work:
+            await self._commit_all(work)
 
     def _feed(self, part: PartitionState, messages) -> bool:
         """Feed a batch; False if it raised. Then the partition is taken again (its state
@@ -258,6 +301,7 @@ class Worker:
                 continue
             started = time.monotonic()
             part, _states = await self.owners.take(p)
+            self._uncommitted.pop(p, None)   # what an earlier take fed is not this one's
             # Nothing committed with a state (None): where the group would start.
             # Lines fetched before this seek (from wherever the consumer was) are not
             # this owner's: the new seek number tells _process so (see _fetch).
@@ -278,13 +322,15 @@ class Worker:
             await self._assign(sorted(partitions))
 
     async def revoke(self, partitions) -> None:
-        """Give these partitions up once the batch in hand is committed (work not
-        committed would be redone by their next owner anyway)."""
+        """Give these partitions up once what they fed is committed (their next owner
+        would redo it otherwise)."""
         async with self._lock:
-            await self._settle()
+            await self._checkpoint_and_commit(list(partitions))
             await self._drop(list(partitions))
 
     async def _drop(self, partitions) -> None:
+        for p in partitions:
+            self._uncommitted.pop(p, None)
         await self.owners.drop(partitions)
         self.report.forget(partitions)
 

@@ -172,6 +172,8 @@ def _spawn_worker(broker, t, port, log, extra=(), env=None):
         [sys.executable, "-m", "dpmstream", "worker", "--broker", broker.url,
          "--lines-topic", t["lines"], "--requests-topic", t["requests"],
          "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", "300",
+         # a transaction every few fetches: many, for the kills to land in
+         "--transaction-lines", "600",
          "--timeout", str(TIMEOUT_S), "--metrics-port", str(port), *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 

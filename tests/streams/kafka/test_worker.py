@@ -208,7 +208,8 @@ def _spawn_worker(broker, t, metrics_port, log):
         [sys.executable, "-m", "dpmstream", "worker", "--broker", broker.url,
          "--lines-topic", t["lines"], "--requests-topic", t["requests"],
          "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", "400",
-         "--metrics-port", str(metrics_port)],
+         # transactions of a few fetches each: many, for the kills to land in
+         "--transaction-lines", "1000", "--metrics-port", str(metrics_port)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
@@ -310,7 +311,8 @@ def run_with_owners(broker, sims, prefix, make_owners, metrics=None):
     total = sum(len(r) for r in recs.values())
     cfg = WorkerConfig(bootstrap=broker.bootstrap, lines_topic=t["lines"],
                        requests_topic=t["requests"], calls_topic=t["calls"],
-                       group_id=t["group"], batch_records=300)
+                       group_id=t["group"], batch_records=300,
+                       transaction_lines=300)   # commits every few fetches: enough to fail some
     worker = Worker(cfg, metrics)
     worker.owners = owners = make_owners(cfg, cfg.state)
 
