@@ -2,7 +2,8 @@
 the one streams/sinks/dome_summary.DomeSummary (the reference) gathers from the same
 records: the same counters and labels in the same order, the same reservoir samples and
 quantiles, the same time range, capacities, filesystem events and journald gaps, and the
-same rendered text."""
+same rendered text. Records come as dicts (the checksum stage's, any driver's) or as the
+compiled DOME engine's own values (DomeCore's `receiver`: no dict made)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import os
 
 import pytest
 
+from dpmstream.parsers import engines
+from dpmstream.parsers.clock import EventClock
+from dpmstream.parsers.dome_checksums import ChecksumWaits, with_checksums
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
+from dpmstream.parsers.dome_reassembly import merge_by_time
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.simulator.dome_config import DomeConfig
@@ -208,3 +213,43 @@ def test_records_forwarded_after_the_tally_are_the_same_dicts(site_records):
     aggregates.close()
     assert seen == records and all(a is b for a, b in zip(seen, records))
     assert_same(summary, reference(records))
+
+
+@pytest.mark.skipif(not engines.compiled_dome_available(), reason="compiled DOME engine not built")
+@pytest.mark.parametrize("stamp", list(SITES))
+def test_the_engines_records_handed_over_undicted_are_tallied_as_their_dicts(sites, stamp):
+    """The compiled DOME engine with the tally as its receiver returns no dicts: its own
+    values are tallied. The checksum stage's records still come as dicts (from the engine
+    run beside it that returns dicts), into the same tally."""
+    def engine():
+        return engines.new_dome_reassembler(engines.COMPILED, timeout_ms=TIMEOUT_S * 1000)
+
+    def events():
+        streams = []
+        for node_lines in sites[stamp].values():
+            parser = engines.new_dome_parser(engines.COMPILED, PROFILE, EventClock("UTC", year=2017))
+            streams.append([ev for ev in map(parser.parse, node_lines) if ev is not None])
+        return merge_by_time(streams)
+
+    dicts = engine()
+    engine_records = [r for ev in events() for r in dicts.feed(ev)] + dicts.finish()
+    called = engine()   # a receiver that is no tally: the same records, as their dicts
+    called.receiver = (handed_dicts := []).append
+    assert [r for ev in events() for r in called.feed(ev)] + called.finish() == []
+    assert handed_dicts == engine_records
+    waits = ChecksumWaits()
+    checksums = [r for r in with_checksums(engine_records, waits) + waits.finish()
+                 if r["kind"] == "dome_checksum"]
+    assert engine_records and checksums
+
+    summary = Summary()
+    aggregates = Aggregates(summary, DirectoryStats(), compiled=True)
+    undicted = engine()
+    undicted.receiver = aggregates.dome_tally
+    returned = [r for ev in events() for r in undicted.feed(ev)] + undicted.finish()
+    for record in checksums:
+        aggregates.dome_tally(record)
+    handed = aggregates.dome_tally.engine_records
+    aggregates.close()
+    assert returned == [] and handed == len(engine_records)
+    assert_same(summary, reference(engine_records + checksums))
