@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 use crate::dome_event::Val;
 use crate::dome_records::Record;
 use crate::hashing::FxMap;
-use crate::tally::{Name, NameTable, Ordered, Series, NONE};
+use crate::tally::{tally_and_forward, Name, NameTable, Ordered, Series, NONE};
 
 /// A key's part as a record holds it: None, an int or a str (a capacity's `fs`, `phys`
 /// and `free` are the profile's fields: a str, or an int where the profile reads one).
@@ -401,15 +401,10 @@ impl DomeSummaryTally {
 
     /// Tally a record, then hand it to `forward` (a pipeline's on_dome_record).
     fn __call__(slf: &Bound<'_, Self>, record: &Bound<'_, PyDict>) -> PyResult<()> {
-        let forward = {
-            let mut me = slf.borrow_mut();
+        tally_and_forward(slf, record, |me| {
             me.tally_dict(record)?;
-            me.forward.as_ref().map(|f| f.clone_ref(slf.py()))
-        };
-        if let Some(f) = forward {
-            f.call1(slf.py(), (record,))?;
-        }
-        Ok(())
+            Ok(me.forward.as_ref().map(|f| f.clone_ref(record.py())))
+        })
     }
 
     /// DomeSummary's state, taken (the tally keeps none of it), for DomeSummary.load:

@@ -722,6 +722,21 @@ impl Tally {
     }
 }
 
+/// A tally's __call__: the record's dict tallied by `tally`, which gives the tally's
+/// `forward`, then handed to that, if any, with the tally no longer borrowed (a forward
+/// may read it).
+pub(crate) fn tally_and_forward<T>(slf: &Bound<'_, T>, record: &Bound<'_, PyDict>,
+                                   tally: impl FnOnce(&mut T) -> PyResult<Option<PyObject>>) -> PyResult<()>
+where
+    T: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::False>,
+{
+    let forward = tally(&mut slf.borrow_mut())?;
+    if let Some(f) = forward {
+        f.call1(slf.py(), (record,))?;
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl Tally {
     #[new]
@@ -761,15 +776,10 @@ impl Tally {
 
     /// Tally a record, then hand it to `forward` (a pipeline's on_record).
     fn __call__(slf: &Bound<'_, Self>, record: &Bound<'_, PyDict>) -> PyResult<()> {
-        let forward = {
-            let mut me = slf.borrow_mut();
+        tally_and_forward(slf, record, |me| {
             me.tally_dict(record)?;
-            me.forward.as_ref().map(|f| f.clone_ref(slf.py()))
-        };
-        if let Some(f) = forward {
-            f.call1(slf.py(), (record,))?;
-        }
-        Ok(())
+            Ok(me.forward.as_ref().map(|f| f.clone_ref(record.py())))
+        })
     }
 
     /// Summary's state, taken (the tally keeps none of it): first_ms, last_ms, and
