@@ -4,7 +4,7 @@
 //! summarises runs no Python per record to sum them. DomeSummary stays the reference: it
 //! loads this state when the run ends (streams/sinks/tally.py), and
 //! tests/streams/sinks/test_dome_summary_tally.py requires the same state and rendered summary
-//! from both. A record comes as its dict (`write`, `__call__`: the checksum stage's, or any
+//! from both. A record comes as its dict (the tally called with it: the checksum stage's, or any
 //! driver's) or as the compiled engine's own value (dome_records.rs's Record: no dict
 //! made); each is read into a `Facts` and the rules are written once, over those.
 
@@ -394,12 +394,8 @@ impl DomeSummaryTally {
         }
     }
 
-    /// Tally a record (and no more).
-    fn write(&mut self, record: &Bound<'_, PyDict>) -> PyResult<()> {
-        self.tally_dict(record)
-    }
-
-    /// Tally a record, then hand it to `forward` (a pipeline's on_dome_record).
+    /// Tally a record, then hand it to `forward` (a pipeline's on_dome_record; None: no
+    /// more).
     fn __call__(slf: &Bound<'_, Self>, record: &Bound<'_, PyDict>) -> PyResult<()> {
         tally_and_forward(slf, record, |me| {
             me.tally_dict(record)?;

@@ -189,9 +189,9 @@ def test_a_record_missing_a_field_the_summary_reads_is_an_error_not_a_silent_ski
     del record["http_code"]
     tally = Aggregates(Summary(), DirectoryStats(), compiled=True).dome_tally
     with pytest.raises(KeyError):
-        tally.write(record)
+        tally(record)
     with pytest.raises(TypeError):
-        tally.write({**odd_records()[0], "role": 3})
+        tally({**odd_records()[0], "role": 3})
 
 
 def test_records_forwarded_after_the_tally_are_the_same_dicts(site_records):
