@@ -105,11 +105,9 @@ def run(args) -> int:
     others = FanOut(outputs)
     sinks = FanOut([aggregates, *outputs])
 
-    # DOME records (docs/dome.md) bypass the compiled tally, which sums DPM records; with
-    # no other sink they go straight to the summary's DOME part (no fan-out per record).
-    on_dome_record = FanOut([summary, *outputs]).write if outputs else summary.write_dome
+    # DOME records (docs/dome.md) go to their own tally (the summary's DOME part), then on.
     pipeline = Pipeline(aggregates.on_record(others), reassembly_settings(args),
-                        on_dome_record=on_dome_record)
+                        on_dome_record=aggregates.on_dome_record(others))
     host = default_host(args.host)
     progress = Progress(sum(i.size or 0 for i in inputs) or None, enabled=args.progress)
     failures, sources = replay_inputs(pipeline, inputs, host=host, profile=profile, tz=tz,

@@ -1,7 +1,9 @@
 //! The compiled DOME reassembler's Python class: the state and rules of dome_state.rs
 //! (`parsers/dome_reassembly.DomeReassembler` rule for rule), fed events one by one
 //! (`feed`, an event of either parser) or a stream's lines at once (`feed_chunk`, parsed
-//! by a DomeScanner with no Python per line); its state through dome_snapshot.rs.
+//! by a DomeScanner with no Python per line); its state through dome_snapshot.rs. Its
+//! records come back as dicts, or, with a `receiver`, go to it instead: to a DomeSummaryTally as
+//! the engine's own values (no dict made), to anything else as their dicts.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -13,6 +15,7 @@ use crate::dome_state::DomeState;
 use crate::block::LineBlock;
 use crate::dome_scan::{DomeLine, DomeScanner, FOREIGN, PARSED, UNMATCHED};
 use crate::dome_stats::DomeStats;
+use crate::dome_summary_tally::DomeSummaryTally;
 use crate::chunk::Chunk;
 use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 
@@ -21,15 +24,47 @@ use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 pub struct DomeCore {
     pub st: DomeState,
     cache: RecordCache,
+    /// Where the records go instead of the lists returned (which are then empty), or None.
+    #[pyo3(get, set)]
+    receiver: Option<PyObject>,
 }
 
 impl DomeCore {
     fn records<'py>(&mut self, py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for r in out {
-            list.append(r.to_py(py, &mut self.cache)?)?;
+        match &self.receiver {
+            None => {
+                for r in out {
+                    list.append(r.to_py(py, &mut self.cache)?)?;
+                }
+            }
+            Some(receiver) => {
+                let receiver = receiver.clone_ref(py);
+                for r in out {
+                    self.deliver(py, &receiver, r)?;
+                }
+            }
         }
         Ok(list)
+    }
+
+    /// A record to `receiver`: a DomeSummaryTally's own (then on to its `forward` as a dict, if
+    /// any), anything else's as its dict.
+    fn deliver(&mut self, py: Python<'_>, receiver: &PyObject, r: &Record) -> PyResult<()> {
+        let target = receiver.bind(py);
+        if let Ok(tally) = target.downcast::<DomeSummaryTally>() {
+            let forward = {
+                let mut tally = tally.try_borrow_mut()?;
+                tally.tally_record(py, r)?;
+                tally.forward.as_ref().map(|f| f.clone_ref(py))
+            };
+            return match forward {
+                Some(forward) => self.deliver(py, &forward, r),
+                None => Ok(()),
+            };
+        }
+        target.call1((r.to_py(py, &mut self.cache)?,))?;
+        Ok(())
     }
 }
 
@@ -41,7 +76,7 @@ impl DomeCore {
         if max_calls == 0 || max_puts == 0 {
             return Err(PyValueError::new_err("max_calls and max_puts must be at least 1"));
         }
-        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms), cache: RecordCache::default() })
+        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms), cache: RecordCache::default(), receiver: None })
     }
 
     /// One event: a DomeLine of the compiled scanner, or a Python DomeEvent.

@@ -34,6 +34,7 @@ mod dome_scan;
 mod dome_snapshot;
 mod dome_state;
 mod dome_stats;
+mod dome_summary_tally;
 mod dome_time;
 mod envelope;
 mod envelope_batch;
@@ -76,6 +77,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<profile_tally::LineTally>()?;
     m.add_class::<profile_tally::Shapes>()?;
     m.add_class::<dome_csv::DomeCsv>()?;
+    m.add_class::<dome_summary_tally::DomeSummaryTally>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(envelope_batch::plan_batch, m)?)?;

@@ -115,7 +115,7 @@ impl Mt {
 
 // -- Series (summary.Series) ------------------------------------------------------------
 #[derive(Default)]
-struct Series {
+pub(crate) struct Series {
     count: u64,
     sum: i128,
     max: Option<i64>,
@@ -124,7 +124,7 @@ struct Series {
 }
 
 impl Series {
-    fn add(&mut self, value: i64, reservoir: usize) {
+    pub(crate) fn add(&mut self, value: i64, reservoir: usize) {
         self.count += 1;
         self.sum += i128::from(value);
         if self.max.map_or(true, |m| value > m) {
@@ -143,7 +143,7 @@ impl Series {
 
     /// (count, sum, max, values, random state or None): Series.restored's arguments, the
     /// values as the bytes of an array('q'); the series' memory is freed as it goes.
-    fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
         let rng = match &self.rng {
             Some(r) => r.state(py)?.into_any(),
             None => py.None().into_bound(py),
@@ -170,17 +170,17 @@ fn push_gently(v: &mut Vec<i64>, value: i64, cap: usize) {
 }
 
 /// A dict in insertion order (the Python sinks' dicts are; ties in their sorts keep it).
-struct Ordered<K, V> {
+pub(crate) struct Ordered<K, V> {
     index: FxMap<K, usize>,
-    entries: Vec<(K, V)>,
+    pub(crate) entries: Vec<(K, V)>,
 }
 
 impl<K: Hash + Eq + Clone, V: Default> Ordered<K, V> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Ordered { index: FxMap::default(), entries: Vec::new() }
     }
 
-    fn entry(&mut self, key: K) -> &mut V {
+    pub(crate) fn entry(&mut self, key: K) -> &mut V {
         self.entry_of(&key, K::clone)
     }
 
@@ -252,8 +252,8 @@ impl Dir {
     }
 }
 
-type Name = u32; // an interned string; NONE is Python's None
-const NONE: Name = 0;
+pub(crate) type Name = u32; // an interned string; NONE is Python's None
+pub(crate) const NONE: Name = 0;
 const UNKNOWN: Name = Name::MAX;
 /// Strings the table knows by their object (held, so that no other takes their address).
 const OBJECTS: usize = 8;
@@ -262,20 +262,20 @@ const OBJECTS: usize = 8;
 /// string for the state it hands back. A record's name costs a table lookup, not a text
 /// hash: the engine's names come as its own numbers (names.rs's Sym), each looked up here
 /// once; a Python string seen before (the few statuses, on every record) by its object.
-struct NameTable {
+pub(crate) struct NameTable {
     index: FxMap<Box<str>, Name>,
     texts: Vec<Option<Py<PyString>>>,
-    truthy: Vec<bool>,
+    pub(crate) truthy: Vec<bool>,
     by_sym: Vec<Name>,
     by_object: Vec<(Py<PyString>, Name)>,
 }
 
 impl NameTable {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         NameTable { index: FxMap::default(), texts: vec![None], truthy: vec![false], by_sym: Vec::new(), by_object: Vec::new() }
     }
 
-    fn of_text(&mut self, text: &str, string: impl FnOnce() -> Py<PyString>) -> Name {
+    pub(crate) fn of_text(&mut self, text: &str, string: impl FnOnce() -> Py<PyString>) -> Name {
         if let Some(&n) = self.index.get(text) {
             return n;
         }
@@ -287,7 +287,7 @@ impl NameTable {
     }
 
     /// A name as a record's dict holds it: None or a str (anything else is refused).
-    fn of_py(&mut self, v: &Bound<'_, PyAny>) -> PyResult<Name> {
+    pub(crate) fn of_py(&mut self, v: &Bound<'_, PyAny>) -> PyResult<Name> {
         if v.is_none() {
             return Ok(NONE);
         }
@@ -322,7 +322,7 @@ impl NameTable {
         n
     }
 
-    fn py<'py>(&self, py: Python<'py>, n: Name) -> Bound<'py, PyAny> {
+    pub(crate) fn py<'py>(&self, py: Python<'py>, n: Name) -> Bound<'py, PyAny> {
         match &self.texts[n as usize] {
             Some(s) => s.bind(py).clone().into_any(),
             None => py.None().into_bound(py),
@@ -722,6 +722,21 @@ impl Tally {
     }
 }
 
+/// A tally's __call__: the record's dict tallied by `tally`, which gives the tally's
+/// `forward`, then handed to that, if any, with the tally no longer borrowed (a forward
+/// may read it).
+pub(crate) fn tally_and_forward<T>(slf: &Bound<'_, T>, record: &Bound<'_, PyDict>,
+                                   tally: impl FnOnce(&mut T) -> PyResult<Option<PyObject>>) -> PyResult<()>
+where
+    T: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::False>,
+{
+    let forward = tally(&mut slf.borrow_mut())?;
+    if let Some(f) = forward {
+        f.call1(slf.py(), (record,))?;
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl Tally {
     #[new]
@@ -761,15 +776,10 @@ impl Tally {
 
     /// Tally a record, then hand it to `forward` (a pipeline's on_record).
     fn __call__(slf: &Bound<'_, Self>, record: &Bound<'_, PyDict>) -> PyResult<()> {
-        let forward = {
-            let mut me = slf.borrow_mut();
+        tally_and_forward(slf, record, |me| {
             me.tally_dict(record)?;
-            me.forward.as_ref().map(|f| f.clone_ref(slf.py()))
-        };
-        if let Some(f) = forward {
-            f.call1(slf.py(), (record,))?;
-        }
-        Ok(())
+            Ok(me.forward.as_ref().map(|f| f.clone_ref(record.py())))
+        })
     }
 
     /// Summary's state, taken (the tally keeps none of it): first_ms, last_ms, and

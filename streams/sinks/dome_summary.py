@@ -16,11 +16,13 @@ from collections import Counter
 
 from dpmstream.parsers.dome_records import CODE_CLASSES, code_class, command_label
 from dpmstream.parsers.records import ms_to_text
-from dpmstream.streams.sinks.summary import QUANTILES, Series
+from dpmstream.streams.sinks.summary import QUANTILES, Series, drained
 
 DOME_KINDS = frozenset(("dome_call", "dome_put", "dome_checksum", "dome_capacity", "dome_fs_event",
                         "dome_journald_gap"))
 PUT_STATUSES = ("success", "failed", "incomplete")
+UNKNOWN_ROLE = "?"                    # a call's role label when its host's role is not known
+TIMED_OUTCOMES = ("done", "failed")  # checksum waits that ended at an answer: timed
 # Combinations of (role, command, http code) whose labels are remembered; a run with more
 # (commands outside KNOWN_COMMANDS, odd codes) labels the others call by call.
 MAX_CALL_LABELS = 1024
@@ -69,7 +71,7 @@ class DomeSummary:
             raw = (record["role"], record["command"], record["http_code"])
             labels = self._call_labels.get(raw)
             if labels is None:
-                labels = ((raw[0] or "?", command_label(raw[1])), code_class(raw[2]))
+                labels = ((raw[0] or UNKNOWN_ROLE, command_label(raw[1])), code_class(raw[2]))
                 if len(self._call_labels) < MAX_CALL_LABELS:
                     self._call_labels[raw] = labels
             key, cls = labels
@@ -87,7 +89,7 @@ class DomeSummary:
         elif kind == "dome_checksum":
             self._cover(record["start"], record["end"])
             self.checksums[record["outcome"]] += 1
-            if record["outcome"] in ("done", "failed") and not record["overlap"]:
+            if record["outcome"] in TIMED_OUTCOMES and not record["overlap"]:
                 series = self.checksum_wait_whole if record["whole_seconds"] else self.checksum_wait
                 series.add(record["wait"])
         elif kind == "dome_capacity":
@@ -104,6 +106,25 @@ class DomeSummary:
 
     def close(self) -> None:
         """Nothing to release: render() reads it after the run."""
+
+    def load(self, state: dict) -> None:
+        """Take the figures the extension's DomeSummaryTally gathered from a run's
+        records (native/src/dome_summary_tally.rs, take_state()): the same as write() given
+        each of those records, in a DomeSummary that was written none itself. The state's
+        series are consumed (each list slot emptied as its array is made)."""
+        self._cover(state["first_ms"], state["last_ms"])
+        self.whole_second_calls = state["whole_second_calls"]
+        self.calls = Counter(dict(state["calls"]))
+        self.call_seconds = {key: Series.restored(*args) for key, args in drained(state["call_seconds"])}
+        self.puts = Counter(dict(state["puts"]))
+        self.put_to_putdone = Series.restored(*state["put_to_putdone"])
+        self.put_to_putdone_whole = Series.restored(*state["put_to_putdone_whole"])
+        self.checksums = Counter(dict(state["checksums"]))
+        self.checksum_wait = Series.restored(*state["checksum_wait"])
+        self.checksum_wait_whole = Series.restored(*state["checksum_wait_whole"])
+        self.capacity = dict(state["capacity"])
+        self.fs_events = Counter(dict(state["fs_events"]))
+        self.suppressed = Counter(dict(state["suppressed"]))
 
     def _cover(self, *times) -> None:
         for t in times:   # comparisons, not min()/max(): once or twice a record

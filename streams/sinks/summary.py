@@ -137,6 +137,14 @@ class Summary:
         if dome.first_ms is not None:   # both set once one is
             self._cover(dome.first_ms, dome.last_ms)
 
+    def load_dome(self, state: dict) -> None:
+        """Take the figures a DomeTally gathered from a run's DOME records
+        (DomeSummary.load): the same as write_dome() given each of those records."""
+        dome = self.dome
+        dome.load(state)
+        if dome.first_ms is not None:
+            self._cover(dome.first_ms, dome.last_ms)
+
     def close(self) -> None:
         """Nothing to release: render() reads the summary after the run."""
 

@@ -11,12 +11,20 @@ the same order, with the same reservoir sample, then hands each record to the ot
 (none in a replay without --out: no Python per record at all; the CSV files alone with
 --out: the records go on undicted, fan_out.FanOut.receiver). The Python sinks stay the
 reference and the fallback (no extension, the Python engine, a live directory window).
+
+The DOME records (a pipeline's on_dome_record) go to the extension's DomeSummaryTally
+(native/src/dome_summary_tally.rs) the same way, with DomeSummary's rules, the summary's DOME
+part loading its figures at the end:
+
+    pipeline = Pipeline(aggregates.on_record(others), on_dome_record=aggregates.on_dome_record(others))
 """
 
 from __future__ import annotations
 
 from dpmstream.parsers import fastpath
+from dpmstream.parsers.dome_records import KNOWN_COMMANDS, OTHER_COMMAND
 from dpmstream.parsers.linking import NS_DAEMON
+from dpmstream.streams.sinks import dome_summary
 from dpmstream.streams.sinks import directories as directories_module
 from dpmstream.streams.sinks import summary as summary_module
 from dpmstream.streams.sinks.directories import DirectoryStats
@@ -24,9 +32,9 @@ from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
 
 try:
-    from dpmstream.parsers._native import Tally
+    from dpmstream.parsers._native import DomeSummaryTally, Tally
 except ImportError:  # not built: pure Python
-    Tally = None
+    DomeSummaryTally = Tally = None
 
 
 class Aggregates:
@@ -40,6 +48,11 @@ class Aggregates:
         if compiled and Tally is not None and fastpath.available() and directories.keep_ms is None:
             self.tally = Tally(summary_module.RESERVOIR, directories.max_dirs, NS_DAEMON,
                                directories_module.FOLD_MS, directories_module.FOLD_AT)
+        self.dome_tally = None
+        if compiled and DomeSummaryTally is not None and fastpath.available():
+            self.dome_tally = DomeSummaryTally(summary_module.RESERVOIR, sorted(KNOWN_COMMANDS),
+                                        OTHER_COMMAND, dome_summary.UNKNOWN_ROLE,
+                                        list(dome_summary.TIMED_OUTCOMES))
 
     @property
     def compiled(self) -> bool:
@@ -53,6 +66,14 @@ class Aggregates:
         self.tally.forward = others.receiver()
         return self.tally
 
+    def on_dome_record(self, others: FanOut):
+        """The callable a pipeline hands each DOME record (its on_dome_record): the DOME
+        tally (forwarding to `others`), or the summary's DOME part and `others`."""
+        if self.dome_tally is None:
+            return FanOut([self.summary, *others.sinks]).write if others.sinks else self.summary.write_dome
+        self.dome_tally.forward = others.write if others.sinks else None
+        return self.dome_tally
+
     def write(self, record: dict) -> None:
         if self.tally is None:
             self.summary.write(record)
@@ -62,9 +83,12 @@ class Aggregates:
 
     def close(self) -> None:
         """The tally's figures into the Python sinks, then close them (directories.csv)."""
-        if self.tally is not None and not self._loaded:  # taken once: the tally is then empty
-            self.summary.load(self.tally.take_summary_state())
-            self.directories.load(self.tally.take_directories_state())
+        if not self._loaded:  # taken once: the tallies are then empty
+            if self.tally is not None:
+                self.summary.load(self.tally.take_summary_state())
+                self.directories.load(self.tally.take_directories_state())
+            if self.dome_tally is not None:
+                self.summary.load_dome(self.dome_tally.take_state())
             self._loaded = True
         self.summary.close()
         self.directories.close()
