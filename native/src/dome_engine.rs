@@ -1,12 +1,15 @@
 //! The compiled DOME reassembler's Python class: the state and rules of dome_state.rs
 //! (`parsers/dome_reassembly.DomeReassembler` rule for rule), fed events one by one
 //! (`feed`, an event of either parser) or a stream's lines at once (`feed_chunk`, parsed
-//! by a DomeScanner with no Python per line); its state through dome_snapshot.rs.
+//! by a DomeScanner with no Python per line); its state through dome_snapshot.rs. Once
+//! asked (`pair_checksums`), it runs the checksum stage (dome_checksums.rs) after the
+//! reassembly: its records come out each followed by the checksum waits it ends.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::dome_checksums::ChecksumWaits;
 use crate::dome_event::DomeEvent;
 use crate::dome_records::{Record, RecordCache};
 use crate::dome_state::DomeState;
@@ -21,10 +24,25 @@ use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 pub struct DomeCore {
     pub st: DomeState,
     cache: RecordCache,
+    checksums: Option<ChecksumWaits>,
 }
 
 impl DomeCore {
-    fn records<'py>(&mut self, py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
+    fn paired(&self) -> PyResult<&ChecksumWaits> {
+        self.checksums.as_ref().ok_or_else(|| PyValueError::new_err("no checksum stage here: pair_checksums() first"))
+    }
+
+    /// The reassembly's records, each followed by the checksum waits it ends (when the
+    /// stage runs here), as Python dicts.
+    fn records<'py>(&mut self, py: Python<'py>, out: Vec<Record>) -> PyResult<Bound<'py, PyList>> {
+        let out = match self.checksums.as_mut() {
+            Some(waits) => waits.pair(out),
+            None => out,
+        };
+        self.dicts(py, &out)
+    }
+
+    fn dicts<'py>(&mut self, py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for r in out {
             list.append(r.to_py(py, &mut self.cache)?)?;
@@ -41,7 +59,11 @@ impl DomeCore {
         if max_calls == 0 || max_puts == 0 {
             return Err(PyValueError::new_err("max_calls and max_puts must be at least 1"));
         }
-        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms), cache: RecordCache::default() })
+        Ok(DomeCore {
+            st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms),
+            cache: RecordCache::default(),
+            checksums: None,
+        })
     }
 
     /// One event: a DomeLine of the compiled scanner, or a Python DomeEvent.
@@ -52,7 +74,7 @@ impl DomeCore {
         } else {
             self.st.feed(&DomeEvent::from_py(ev)?, &mut out);
         }
-        self.records(py, &out)
+        self.records(py, out)
     }
 
     /// One stream's lines, lines[start:] (a LineBlock, or a list of bytes or str),
@@ -113,19 +135,36 @@ impl DomeCore {
                 break BUDGET;
             }
         };
-        Ok((i, unmatched, foreign, hosts, latest, why, self.records(py, &out)?))
+        Ok((i, unmatched, foreign, hosts, latest, why, self.records(py, out)?))
     }
 
     fn advance<'py>(&mut self, py: Python<'py>, now_ms: i64) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.st.advance(now_ms, &mut out);
-        self.records(py, &out)
+        // with_checksums(the reassembler's advance) + the stage's advance, as WithChecksumWaits
+        let out = match self.checksums.as_mut() {
+            Some(waits) => {
+                let mut paired = waits.pair(out);
+                waits.advance(now_ms, &mut paired);
+                paired
+            }
+            None => out,
+        };
+        self.dicts(py, &out)
     }
 
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.st.finish(&mut out);
-        self.records(py, &out)
+        let out = match self.checksums.as_mut() {
+            Some(waits) => {
+                let mut paired = waits.pair(out);
+                waits.finish(&mut paired);
+                paired
+            }
+            None => out,
+        };
+        self.dicts(py, &out)
     }
 
     fn stats_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -163,5 +202,35 @@ impl DomeCore {
     /// Take the state of a snapshot (either engine's), replacing what it holds.
     fn restore(&mut self, state: &Bound<'_, PyDict>) -> PyResult<()> {
         crate::dome_snapshot::restore(&mut self.st, state)
+    }
+
+    /// From now on run the checksum stage here (parsers/dome_checksums.ChecksumWaits's
+    /// settings, which that class checks), from `state` (a ChecksumWaits snapshot of
+    /// either engine): records come out each followed by the waits it ends, and advance
+    /// and finish end the stage's runs too, after the reassembler's records.
+    #[pyo3(signature = (timeout_ms, poll_interval_ms, max_open, allowance_ms, state=None))]
+    fn pair_checksums(&mut self, timeout_ms: i64, poll_interval_ms: i64, max_open: usize, allowance_ms: i64,
+                      state: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+        let mut waits = ChecksumWaits::new(timeout_ms, poll_interval_ms, max_open, allowance_ms);
+        if let Some(state) = state {
+            crate::dome_snapshot::checksums_restore(&mut waits, state)?;
+        }
+        self.checksums = Some(waits);
+        Ok(())
+    }
+
+    /// The checksum stage's counters (ChecksumStats by name and order).
+    fn checksum_stats_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let waits = self.paired()?;
+        for (name, value) in crate::dome_checksums::ChecksumStats::NAMES.iter().zip(waits.stats.values()) {
+            d.set_item(*name, value)?;
+        }
+        Ok(d)
+    }
+
+    /// The checksum stage's state, as ChecksumWaits.snapshot() shapes it.
+    fn checksum_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::dome_snapshot::checksums_snapshot(py, self.paired()?)
     }
 }
