@@ -12,7 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::dome_clocks::Clocks;
+use crate::dome_clocks::{advance_clocks, Clocks};
 use crate::dome_records::{CallRecord, ChecksumRecord, Record};
 use crate::hashing::FxMap;
 use crate::lru::Lru;
@@ -121,13 +121,7 @@ impl ChecksumWaits {
 
     /// Every head's event time is at least now_ms: runs silent past the timeout end.
     pub fn advance(&mut self, now_ms: i64, out: &mut Vec<Record>) {
-        for i in 0..self.clocks.rows.len() {
-            if self.clocks.rows[i].1 < now_ms {
-                self.clocks.rows[i].1 = now_ms;
-            }
-            let host = self.clocks.rows[i].0.clone();
-            self.sweep(&host, out);
-        }
+        advance_clocks(self, |w| &mut w.clocks, now_ms, |w, host| w.sweep(host, out));
     }
 
     /// The end of input: every open run, by start (`timeout` if its key was silent for
