@@ -155,7 +155,7 @@ impl ChecksumWaits {
             self.order.remove(h);
         }
         let h = self.order.push_back(key.clone());
-        self.schedule(&run);
+        self.schedule(run.last_end + self.timeout_ms, run.seq, key.clone());
         self.open.insert(key, (run, h));
     }
 
@@ -220,18 +220,18 @@ impl ChecksumWaits {
                 return;
             }
         }
-        let h = *h;
-        let run = run.clone();
+        let (h, deadline, seq) = (*h, run.last_end + self.timeout_ms, run.seq);
         self.order.move_back(h);
-        self.schedule(&run);
+        self.schedule(deadline, seq, key);
     }
 
-    fn schedule(&mut self, run: &Run) {
-        let heap = match self.deadlines.get_mut(run.head.as_str()) {
+    /// The run `key` (of number `seq`) is due at `deadline`, unless it moves before.
+    fn schedule(&mut self, deadline: i64, seq: i64, key: Key) {
+        let heap = match self.deadlines.get_mut(key.0.as_str()) {
             Some(heap) => heap,
-            None => self.deadlines.entry(run.head.clone()).or_default(),
+            None => self.deadlines.entry(key.0.clone()).or_default(),
         };
-        heap.push(Reverse((run.last_end + self.timeout_ms, run.seq, run.key())));
+        heap.push(Reverse((deadline, seq, key)));
     }
 
     /// Whether the host's first deadline is before `watermark` (a sweep would pop it).
