@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ._native import DomeCore, DomeScanner, dome_lines
 from .clock import EventClock, rfc3339_to_ms
+from .dome_checksums import ChecksumStats, ChecksumWaits
 from .dome_lines import DomeEvent, traditional_ms
 from .dome_profiles import FIELDS, FORMS, DomeProfile
 from .dome_reassembly import DomeStats
@@ -156,3 +157,38 @@ class CompiledDomeReassembler(DomeCore):
         r = cls(**settings)
         r.restore(state)
         return r
+
+    def paired_checksums(self, waits: ChecksumWaits) -> "CompiledChecksumWaits":
+        """The checksum stage `waits` (its settings and state) run from now on inside the
+        extension (native/src/dome_checksums.rs): feed, feed_chunk, advance and finish
+        then give each record followed by the waits it ends, as WithChecksumWaits does over
+        the Python stage. Its view for WithChecksumWaits."""
+        self.pair_checksums(waits.timeout_ms, waits.poll_interval_ms, waits.max_open,
+                            waits.allowance_ms, waits.snapshot())
+        return CompiledChecksumWaits(self)
+
+
+class CompiledChecksumWaits:
+    """The checksum stage inside a CompiledDomeReassembler, as WithChecksumWaits sees a
+    ChecksumWaits: its counters and snapshot (ChecksumWaits's shape: either restores the
+    other's); pair, advance and finish have nothing to add, as the reassembler's own
+    records already carry the waits."""
+
+    def __init__(self, core: CompiledDomeReassembler):
+        self.core = core
+
+    @property
+    def stats(self) -> ChecksumStats:
+        return ChecksumStats(**self.core.checksum_stats_dict())
+
+    def snapshot(self) -> dict:
+        return self.core.checksum_snapshot()
+
+    def pair(self, records: list[dict]) -> list[dict]:
+        return records
+
+    def advance(self, now_ms: int) -> list[dict]:
+        return []
+
+    def finish(self) -> list[dict]:
+        return []

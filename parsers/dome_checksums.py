@@ -22,7 +22,11 @@ up, or its answer was lost). Cut calls (no code) and calls naming no caller are 
 and left out.
 
 Pure: reads only the records it is given (and `advance`), so both engines, which emit
-the same call records, give the same waits. Bounded: at most `max_open` open runs; the
+the same call records, give the same waits. This class is the reference and the Python
+engine's stage; the compiled engine runs its twin inside the extension
+(native/src/dome_checksums.rs: WithChecksumWaits hands it the stage), so that there its
+records come out already paired with their waits, with no Python per record
+(tests/parsers/test_dome_checksums_engines_agree.py holds the two equal). Bounded: at most `max_open` open runs; the
 least recently active is emitted `evicted` (counted) to make room.
 """
 
@@ -92,6 +96,7 @@ RUN_STATE = OpenRun.__slots__
 class ChecksumWaits:
     def __init__(self, timeout_ms: int = TIMEOUT_MS, poll_interval_ms: int = POLL_INTERVAL_MS,
                  max_open: int = MAX_OPEN, allowance_ms: int = ALLOWANCE_MS):
+        # The compiled stage takes these settings as they are: checked here only.
         if timeout_ms <= poll_interval_ms:
             raise ValueError("the checksum timeout must be longer than the poll interval")
         if max_open < 1:
@@ -175,6 +180,10 @@ class ChecksumWaits:
             waits.open[run.key] = run
             waits._schedule(run)
         return waits
+
+    def pair(self, records: list[dict]) -> list[dict]:
+        """with_checksums(records, self): the stage's part of WithChecksumWaits."""
+        return with_checksums(records, self)
 
     # -- rules ---------------------------------------------------------------------------
     def _poll(self, record: dict, out: list) -> None:
@@ -271,11 +280,17 @@ class WithChecksumWaits:
 
         dome = WithChecksumWaits(engines.new_dome_reassembler(engine, **settings))
 
-    and calls feed, advance and finish as on the reassembler itself."""
+    and calls feed, advance and finish as on the reassembler itself.
+
+    The compiled reassembler runs the stage itself (its `paired_checksums`, given the
+    stage's settings and state): `waits` is then its view of the stage inside, whose pair,
+    advance and finish have nothing left to do."""
 
     def __init__(self, reassembler, waits: ChecksumWaits | None = None):
         self.reassembler = reassembler
-        self.waits = waits if waits is not None else ChecksumWaits()
+        waits = waits if waits is not None else ChecksumWaits()
+        paired = getattr(reassembler, "paired_checksums", None)
+        self.waits = waits if paired is None else paired(waits)
 
     @property
     def stats(self):
@@ -287,20 +302,20 @@ class WithChecksumWaits:
         return self.waits.stats
 
     def feed(self, event) -> list[dict]:
-        return with_checksums(self.reassembler.feed(event), self.waits)
+        return self.waits.pair(self.reassembler.feed(event))
 
     def feed_chunk(self, parser, lines, start: int, limit: int | None, budget: int, latest: int):
         """The compiled reassembler's feed_chunk (parsers/compiled_dome.py): one stream's
         lines with no Python per line, its records each followed by the waits they end."""
         chunk = self.reassembler.feed_chunk(parser, lines, start, limit, budget, latest)
-        chunk.records = with_checksums(chunk.records, self.waits)
+        chunk.records = self.waits.pair(chunk.records)
         return chunk
 
     def advance(self, now_ms: int) -> list[dict]:
-        return with_checksums(self.reassembler.advance(now_ms), self.waits) + self.waits.advance(now_ms)
+        return self.waits.pair(self.reassembler.advance(now_ms)) + self.waits.advance(now_ms)
 
     def finish(self) -> list[dict]:
-        return with_checksums(self.reassembler.finish(), self.waits) + self.waits.finish()
+        return self.waits.pair(self.reassembler.finish()) + self.waits.finish()
 
     def snapshot(self) -> dict:
         return {"reassembler": self.reassembler.snapshot(), "checksums": self.waits.snapshot()}

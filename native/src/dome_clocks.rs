@@ -106,3 +106,18 @@ impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
 }
 
 pub type Clocks = Ordered<String, i64>;
+
+/// parsers/dome_reassembly.advance_clocks: in the hosts' order, each host's clock of
+/// `state` (`clocks` picks them) raised to at least now_ms, then `sweep(state, host)`,
+/// before the next host's is raised (a sweep may read the other hosts' clocks).
+pub fn advance_clocks<S>(state: &mut S, clocks: fn(&mut S) -> &mut Clocks, now_ms: i64,
+                         mut sweep: impl FnMut(&mut S, &str)) {
+    for i in 0..clocks(state).rows.len() {
+        let row = &mut clocks(state).rows[i];
+        if row.1 < now_ms {
+            row.1 = now_ms;
+        }
+        let host = row.0.clone();
+        sweep(state, &host);
+    }
+}

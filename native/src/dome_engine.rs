@@ -1,7 +1,9 @@
 //! The compiled DOME reassembler's Python class: the state and rules of dome_state.rs
 //! (`parsers/dome_reassembly.DomeReassembler` rule for rule), fed events one by one
 //! (`feed`, an event of either parser) or a stream's lines at once (`feed_chunk`, parsed
-//! by a DomeScanner with no Python per line); its state through dome_snapshot.rs. Its
+//! by a DomeScanner with no Python per line); its state through dome_snapshot.rs. Once
+//! asked (`pair_checksums`), it runs the checksum stage (dome_checksums.rs) after the
+//! reassembly: its records come out each followed by the checksum waits it ends. Its
 //! records come back as dicts, or, with a `receiver`, go to it instead: to a DomeSummaryTally as
 //! the engine's own values (no dict made), to anything else as their dicts.
 
@@ -9,6 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::dome_checksums::ChecksumWaits;
 use crate::dome_event::DomeEvent;
 use crate::dome_records::{Record, RecordCache};
 use crate::dome_state::DomeState;
@@ -27,10 +30,25 @@ pub struct DomeCore {
     /// Where the records go instead of the lists returned (which are then empty), or None.
     #[pyo3(get, set)]
     receiver: Option<PyObject>,
+    checksums: Option<ChecksumWaits>,
 }
 
 impl DomeCore {
-    fn records<'py>(&mut self, py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
+    fn paired(&self) -> PyResult<&ChecksumWaits> {
+        self.checksums.as_ref().ok_or_else(|| PyValueError::new_err("no checksum stage here: pair_checksums() first"))
+    }
+
+    /// The reassembly's records, each followed by the checksum waits it ends (when the
+    /// stage runs here), as Python dicts.
+    fn records<'py>(&mut self, py: Python<'py>, out: Vec<Record>) -> PyResult<Bound<'py, PyList>> {
+        let out = match self.checksums.as_mut() {
+            Some(waits) => waits.pair(out),
+            None => out,
+        };
+        self.dicts(py, &out)
+    }
+
+    fn dicts<'py>(&mut self, py: Python<'py>, out: &[Record]) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         match &self.receiver {
             None => {
@@ -76,7 +94,12 @@ impl DomeCore {
         if max_calls == 0 || max_puts == 0 {
             return Err(PyValueError::new_err("max_calls and max_puts must be at least 1"));
         }
-        Ok(DomeCore { st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms), cache: RecordCache::default(), receiver: None })
+        Ok(DomeCore {
+            st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms),
+            cache: RecordCache::default(),
+            receiver: None,
+            checksums: None,
+        })
     }
 
     /// One event: a DomeLine of the compiled scanner, or a Python DomeEvent.
@@ -87,7 +110,7 @@ impl DomeCore {
         } else {
             self.st.feed(&DomeEvent::from_py(ev)?, &mut out);
         }
-        self.records(py, &out)
+        self.records(py, out)
     }
 
     /// One stream's lines, lines[start:] (a LineBlock, or a list of bytes or str),
@@ -148,19 +171,36 @@ impl DomeCore {
                 break BUDGET;
             }
         };
-        Ok((i, unmatched, foreign, hosts, latest, why, self.records(py, &out)?))
+        Ok((i, unmatched, foreign, hosts, latest, why, self.records(py, out)?))
     }
 
     fn advance<'py>(&mut self, py: Python<'py>, now_ms: i64) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.st.advance(now_ms, &mut out);
-        self.records(py, &out)
+        // with_checksums(the reassembler's advance) + the stage's advance, as WithChecksumWaits
+        let out = match self.checksums.as_mut() {
+            Some(waits) => {
+                let mut paired = waits.pair(out);
+                waits.advance(now_ms, &mut paired);
+                paired
+            }
+            None => out,
+        };
+        self.dicts(py, &out)
     }
 
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.st.finish(&mut out);
-        self.records(py, &out)
+        let out = match self.checksums.as_mut() {
+            Some(waits) => {
+                let mut paired = waits.pair(out);
+                waits.finish(&mut paired);
+                paired
+            }
+            None => out,
+        };
+        self.dicts(py, &out)
     }
 
     fn stats_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -198,5 +238,35 @@ impl DomeCore {
     /// Take the state of a snapshot (either engine's), replacing what it holds.
     fn restore(&mut self, state: &Bound<'_, PyDict>) -> PyResult<()> {
         crate::dome_snapshot::restore(&mut self.st, state)
+    }
+
+    /// From now on run the checksum stage here (parsers/dome_checksums.ChecksumWaits's
+    /// settings, which that class checks), from `state` (a ChecksumWaits snapshot of
+    /// either engine): records come out each followed by the waits it ends, and advance
+    /// and finish end the stage's runs too, after the reassembler's records.
+    #[pyo3(signature = (timeout_ms, poll_interval_ms, max_open, allowance_ms, state=None))]
+    fn pair_checksums(&mut self, timeout_ms: i64, poll_interval_ms: i64, max_open: usize, allowance_ms: i64,
+                      state: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+        let mut waits = ChecksumWaits::new(timeout_ms, poll_interval_ms, max_open, allowance_ms);
+        if let Some(state) = state {
+            crate::dome_snapshot::checksums_restore(&mut waits, state)?;
+        }
+        self.checksums = Some(waits);
+        Ok(())
+    }
+
+    /// The checksum stage's counters (ChecksumStats by name and order).
+    fn checksum_stats_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let waits = self.paired()?;
+        for (name, value) in crate::dome_checksums::ChecksumStats::NAMES.iter().zip(waits.stats.values()) {
+            d.set_item(*name, value)?;
+        }
+        Ok(d)
+    }
+
+    /// The checksum stage's state, as ChecksumWaits.snapshot() shapes it.
+    fn checksum_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::dome_snapshot::checksums_snapshot(py, self.paired()?)
     }
 }

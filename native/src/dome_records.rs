@@ -24,7 +24,7 @@ pub struct RecordCache {
 }
 
 const MAX_STRINGS: usize = 4096;
-const KINDS: usize = 5;
+const KINDS: usize = 6;
 
 impl RecordCache {
     pub fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
@@ -79,12 +79,29 @@ pub struct PutRecord {
     pub whole_seconds: bool,
 }
 
+/// A checksum wait (dome_checksums.rs), parsers/dome_checksums.py's `dome_checksum` record.
+pub struct ChecksumRecord {
+    pub head: String,
+    pub caller: String,
+    pub remote_client: Option<String>,
+    pub start: i64,
+    pub end: i64,
+    pub wait: i64,
+    pub polls: i64,
+    pub outcome: &'static str,
+    pub http_code: Option<i64>,
+    pub endings: i64,
+    pub overlap: bool,
+    pub whole_seconds: bool,
+}
+
 pub enum Record {
     Call(CallRecord),
     Put(PutRecord),
     Capacity { time: i64, host: String, fs: Option<Val>, phys: Option<Val>, free: Option<Val> },
     FsEvent { time: i64, host: String, server: Option<Val>, fs: Option<Val>, enabled: bool, transition: bool },
     JournaldGap { time: i64, host: String, program: String, lines: i64 },
+    Checksum(ChecksumRecord),
 }
 
 impl Record {
@@ -95,6 +112,7 @@ impl Record {
             Record::Capacity { .. } => 2,
             Record::FsEvent { .. } => 3,
             Record::JournaldGap { .. } => 4,
+            Record::Checksum(_) => 5,
         }
     }
 
@@ -174,6 +192,21 @@ impl Record {
                 d.set_item(intern!(py, "host"), host)?;
                 d.set_item(intern!(py, "program"), program)?;
                 d.set_item(intern!(py, "lines"), lines)?;
+            }
+            Record::Checksum(c) => {
+                d.set_item(intern!(py, "kind"), intern!(py, "dome_checksum"))?;
+                d.set_item(intern!(py, "head"), cache.get(py, &c.head))?;
+                d.set_item(intern!(py, "caller"), cache.get(py, &c.caller))?;
+                d.set_item(intern!(py, "remote_client"), cache.opt(py, &c.remote_client))?;
+                d.set_item(intern!(py, "start"), c.start)?;
+                d.set_item(intern!(py, "end"), c.end)?;
+                d.set_item(intern!(py, "wait"), c.wait)?;
+                d.set_item(intern!(py, "polls"), c.polls)?;
+                d.set_item(intern!(py, "outcome"), cache.get(py, c.outcome))?;
+                d.set_item(intern!(py, "http_code"), c.http_code)?;
+                d.set_item(intern!(py, "endings"), c.endings)?;
+                d.set_item(intern!(py, "overlap"), i64::from(c.overlap))?;
+                d.set_item(intern!(py, "whole_seconds"), i64::from(c.whole_seconds))?;
             }
         }
         Ok(())

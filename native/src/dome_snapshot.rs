@@ -1,7 +1,8 @@
 //! The compiled DOME engine's state as `DomeReassembler.snapshot()` shapes it (plain
 //! lists and dicts, JSON-able), and back: a snapshot either engine wrote restores in
 //! the other (parsers/dome_reassembly.py, parsers/dome_calls.py, parsers/dome_puts.py
-//! state() / load_state()).
+//! state() / load_state()); and the checksum stage's (dome_checksums.rs) as
+//! `parsers/dome_checksums.ChecksumWaits.snapshot()` shapes it.
 
 use std::cmp::Reverse;
 
@@ -11,6 +12,7 @@ use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 
 use crate::dome_calls::OpenCall;
+use crate::dome_checksums::{ChecksumStats, ChecksumWaits, Run};
 use crate::hashing::FxSet;
 use crate::dome_state::DomeState;
 use crate::dome_event::DomeEvent;
@@ -401,6 +403,51 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
     }
     for h in item(s, "heads")?.try_iter()? {
         t.heads.insert(h?.extract()?);
+    }
+    Ok(())
+}
+
+/// The checksum stage's state as `ChecksumWaits.snapshot()` shapes it: seq, clocks, stats,
+/// and the open runs, least recently active first, as OpenRun's slots in order.
+pub fn checksums_snapshot<'py>(py: Python<'py>, w: &ChecksumWaits) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("seq", w.seq)?;
+    let clocks = PyDict::new(py);
+    for (h, ms) in &w.clocks.rows {
+        clocks.set_item(h, ms)?;
+    }
+    d.set_item("clocks", clocks)?;
+    let stats = PyDict::new(py);
+    for (name, value) in ChecksumStats::NAMES.iter().zip(w.stats.values()) {
+        stats.set_item(*name, value)?;
+    }
+    d.set_item("stats", stats)?;
+    let open = PyList::empty(py);
+    for r in w.runs() {
+        open.append(row![py; r.seq, &r.head, &r.caller, &r.client, r.start, r.last_start, r.last_end,
+                         r.polls, r.endings, r.code, r.ended, r.overlap, r.whole])?;
+    }
+    d.set_item("open", open)?;
+    Ok(d)
+}
+
+/// Take a checksum stage's snapshot (either engine's) into `w`, which holds nothing yet.
+pub fn checksums_restore(w: &mut ChecksumWaits, state: &Bound<'_, PyDict>) -> PyResult<()> {
+    w.seq = item(state, "seq")?.extract()?;
+    for (h, ms) in item(state, "clocks")?.downcast::<PyDict>()?.iter() {
+        w.clocks.set(h.extract()?, ms.extract()?);
+    }
+    for (name, value) in item(state, "stats")?.downcast::<PyDict>()?.iter() {
+        w.stats.set(&name.extract::<String>()?, value.extract()?);
+    }
+    for r in item(state, "open")?.try_iter()? {
+        let r = r?;
+        w.restore_run(Run {
+            seq: at(&r, 0)?, head: at(&r, 1)?, caller: at(&r, 2)?, client: at(&r, 3)?, start: at(&r, 4)?,
+            last_start: at(&r, 5)?, last_end: at(&r, 6)?, polls: at(&r, 7)?, endings: at(&r, 8)?,
+            code: at(&r, 9)?, ended: r.get_item(10)?.is_truthy()?, overlap: r.get_item(11)?.is_truthy()?,
+            whole: r.get_item(12)?.is_truthy()?,
+        });
     }
     Ok(())
 }

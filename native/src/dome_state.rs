@@ -5,7 +5,7 @@
 //! its state codec.
 
 use crate::dome_calls::{role_of_query, CallTable};
-use crate::dome_clocks::{Clocks, Ordered};
+use crate::dome_clocks::{advance_clocks, Clocks, Ordered};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
@@ -107,13 +107,7 @@ impl DomeState {
     }
 
     pub fn advance(&mut self, now_ms: i64, out: &mut Vec<Record>) {
-        for i in 0..self.clocks.rows.len() {
-            if self.clocks.rows[i].1 < now_ms {
-                self.clocks.rows[i].1 = now_ms;
-            }
-            let host = self.clocks.rows[i].0.clone();
-            self.sweep(&host, out);
-        }
+        advance_clocks(self, |st| &mut st.clocks, now_ms, |st, host| st.sweep(host, out));
     }
 
     pub fn finish(&mut self, out: &mut Vec<Record>) {

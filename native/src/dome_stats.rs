@@ -1,13 +1,15 @@
-//! The DOME engine's counters, `parsers/dome_reassembly.DomeStats` by name and order.
+//! The DOME engine's counters, `parsers/dome_reassembly.DomeStats` by name and order, and
+//! `counters!`, which makes such a struct (the checksum stage's: dome_checksums.rs).
 
-macro_rules! dome_stats {
-    ($($name:ident),* $(,)?) => {
+/// A struct of i64 counters with their names in order (a Python dataclass's fields).
+macro_rules! counters {
+    ($struct:ident; $($name:ident),* $(,)?) => {
         #[derive(Default, Clone, Debug, PartialEq, Eq)]
-        pub struct DomeStats {
+        pub struct $struct {
             $(pub $name: i64,)*
         }
 
-        impl DomeStats {
+        impl $struct {
             pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
 
             pub fn values(&self) -> Vec<i64> {
@@ -24,8 +26,9 @@ macro_rules! dome_stats {
         }
     };
 }
+pub(crate) use counters;
 
-dome_stats!(
+counters!(DomeStats;
     lines, calls, cut_calls, stray_call_ends, commands_without_call, expired_calls, call_evictions,
     process_deaths, puts, expired_puts, put_evictions, orphan_putdones, putcount_joins,
     ambiguous_putdones, repeated_putdones, orphan_putdone_errors, unframed_lines, unusable_lines,

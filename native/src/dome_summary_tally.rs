@@ -251,6 +251,14 @@ impl DomeSummaryTally {
             Record::JournaldGap { time, host, lines, .. } => {
                 Facts::JournaldGap { time: Some(*time), host: Atom::Text(self.text(py, host)), lines: *lines }
             }
+            Record::Checksum(c) => Facts::Checksum {
+                start: Some(c.start),
+                end: Some(c.end),
+                outcome: self.text(py, c.outcome),
+                overlap: c.overlap,
+                whole: c.whole_seconds,
+                wait: Some(c.wait),
+            },
         }
     }
 

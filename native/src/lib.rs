@@ -24,6 +24,7 @@ mod chunk;
 mod counters;
 mod deliver;
 mod dome_calls;
+mod dome_checksums;
 mod dome_clocks;
 mod dome_csv;
 mod dome_engine;

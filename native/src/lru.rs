@@ -88,6 +88,16 @@ impl<K> Lru<K> {
         self.nodes[h as usize].key.take()
     }
 
+    /// The keys, least recent first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &K> + '_ {
+        let mut h = self.head;
+        std::iter::from_fn(move || {
+            let node = self.nodes.get(h as usize)?;
+            h = node.next;
+            node.key.as_ref()
+        })
+    }
+
     /// The least recent key, with its handle.
     pub(crate) fn first_key_value(&self) -> Option<(u32, &K)> {
         if self.head == NIL {
