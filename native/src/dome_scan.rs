@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
-use crate::dome_time::rfc3339_ms;
+use crate::dome_time::Rfc3339Reader;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 pub const PARSED: usize = 0;
@@ -108,6 +108,8 @@ pub struct DomeScanner {
     /// The text of that second's stamp (`May 30 08:44:00`): a line whose stamp reads the
     /// same has that second, found without reading its parts again.
     last_stamp: String,
+    /// RFC 3339 stamps, read knowing the stamp before's second.
+    rfc3339: Rfc3339Reader,
     /// The text fields' Strings scan_into set aside, by field (DomeEvent::declare).
     spare: Spare,
     #[pyo3(get)]
@@ -268,7 +270,7 @@ impl DomeScanner {
         let locs = if prefix { &form.prefix } else { &form.head };
         if form.rfc3339 {
             let rtime = span(line, locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
-            return Ok(match rfc3339_ms(rtime) {
+            return Ok(match self.rfc3339.read(rtime) {
                 Ok(v) => Ok(v),
                 Err(_) => self.python_rfc3339(py, rtime)?,
             });
@@ -534,6 +536,7 @@ impl DomeScanner {
             max_digits,
             last_second: None,
             last_stamp: String::new(),
+            rfc3339: Rfc3339Reader::default(),
             spare: Default::default(),
             result: RESULTS[PARSED],
             reason: String::new(),
