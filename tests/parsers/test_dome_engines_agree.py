@@ -189,7 +189,13 @@ def test_both_engines_give_the_same_dome_records_in_the_same_order(site, python_
                                           keep=CHECKED))
 def test_both_parsers_read_every_simulated_line_alike(site, shape):
     cfg, nodes = site(shape)
-    profile = profile_of(cfg)
+    read_alike(cfg, nodes, profile_of(cfg))
+
+
+def read_alike(cfg: DomeConfig, nodes, profile) -> set[str]:
+    """Each node's lines read by both parsers with `profile`, required alike line by line
+    (event, result and reason); the roles and results the lines read as."""
+    results = set()
     for lines in nodes:
         reference = engines.new_dome_parser(PYTHON, profile, EventClock(cfg.tz, year=2017))
         compiled = engines.new_dome_parser(COMPILED, profile, EventClock(cfg.tz, year=2017))
@@ -200,6 +206,8 @@ def test_both_parsers_read_every_simulated_line_alike(site, shape):
                 seen = (got.ts, got.host, got.program, got.pid, got.tid, got.role, got.whole_seconds)
                 assert seen == (want.ts, want.host, want.program, want.pid, want.tid, want.role, want.whole_seconds)
             assert (compiled.result, compiled.reason) == (reference.result, reference.reason), text
+            results.add(reference.result if want is None else want.role)
+    return results
 
 
 @pytest.mark.parametrize("shape", sampled(["tid-traditional", "notid-traditional"],
@@ -436,13 +444,4 @@ def test_a_profile_of_other_wording_reads_alike_in_both_parsers(site, shape, wor
     cfg, nodes = site(shape)
     profile = variant(profile_of(cfg), wording)
     assert all((scan_plan(form)[1][0][1] is not None) == split for form in profile.forms.values())
-    results = set()
-    for lines in nodes:
-        reference = engines.new_dome_parser(PYTHON, profile, EventClock(cfg.tz, year=2017))
-        compiled = engines.new_dome_parser(COMPILED, profile, EventClock(cfg.tz, year=2017))
-        for text in lines:
-            want, got = reference.parse(text), compiled.parse(text)
-            assert (None if got is None else got.event()) == want, text
-            assert (compiled.result, compiled.reason) == (reference.result, reference.reason), text
-            results.add(want.role if want is not None else reference.result)
-    assert {"command", "returns", "other", seen} <= results
+    assert {"command", "returns", "other", seen} <= read_alike(cfg, nodes, profile)
