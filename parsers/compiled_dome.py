@@ -64,6 +64,12 @@ def scan_plan(form: DomeForm) -> tuple[str, list]:
     pattern alone (`\\G`, at the envelope's end) is tried as the alternation tries it.
     A role pattern referring to a group (whose number or whose group would differ alone)
     keeps the one regex: its pattern None, its wrapper group in the regex."""
+    if form.plan is None:
+        form.plan = _plan(form)
+    return form.plan
+
+
+def _plan(form: DomeForm) -> tuple[str, list]:
     flags = form.regex.flags
     if not all(self_contained(part, flags) for _, part in form.parts):
         return form.regex.pattern, [

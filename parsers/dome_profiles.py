@@ -71,6 +71,9 @@ class DomeForm:
     # pattern as `regex` holds it (wrapped, its groups renamed), in the alternation's order.
     head: str = ""
     parts: tuple[tuple[str, str], ...] = ()
+    # compiled_dome.scan_plan's reading of them, made once per form: every stream's parser
+    # (each file, each partition restored) would read the patterns again (~5 ms).
+    plan: tuple | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
