@@ -17,16 +17,18 @@ same records in the same order, the same counters and interchangeable snapshots.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ._native import DomeCore, DomeScanner, dome_lines
 from .clock import EventClock, rfc3339_to_ms
 from .dome_checksums import ChecksumStats, ChecksumWaits
 from .dome_lines import DomeEvent, traditional_ms
-from .dome_profiles import FIELDS, FORMS, DomeProfile
+from .dome_profiles import FIELDS, FORMS, DomeForm, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
+from .regex_lead import lead, self_contained
 
 @dataclass(slots=True)
 class DomeChunk:
@@ -49,6 +51,41 @@ def pcre2_pattern(pattern: str) -> str:
     return r"\A(?:" + pattern + ")"
 
 
+def scan_plan(form: DomeForm) -> tuple[str, list]:
+    """How the scanner matches a form: (the pattern it matches first, [(role or None,
+    pattern or None, wrapper group, lead, [(field index, group)])] in the alternation's
+    order).
+
+    The form's regex is the envelope, then one alternation of every role's pattern and a
+    catch-all: in PCRE2 each match of it set up and copied out all ~80 groups (some 1,500
+    instructions a line, issue 30). So the scanner matches the envelope alone, then each
+    role's pattern alone where the message starts with the pattern's lead (literal text it
+    requires, regex_lead.py), in order; none matching is the catch-all's `unmatched`. The
+    same match: the catch-all always completes the envelope's first match, and a role
+    pattern alone (`\\G`, at the envelope's end) is tried as the alternation tries it.
+    A role pattern referring to a group (whose number or whose group would differ alone)
+    keeps the one regex: its pattern None, its wrapper group in the regex."""
+    if form.plan is None:
+        form.plan = _plan(form)
+    return form.plan
+
+
+def _plan(form: DomeForm) -> tuple[str, list]:
+    flags = form.regex.flags
+    if not all(self_contained(part, flags) for _, part in form.parts):
+        return form.regex.pattern, [
+            (None if role == UNMATCHED else role, None, group, b"",
+             [(FIELDS.index(field), g) for field, g in fields.items()])
+            for group, (role, fields) in form.roles.items()
+        ]
+    alternatives = []
+    for role, part in form.parts:
+        index = re.compile(part, flags).groupindex
+        fields = [(FIELDS.index(name.split("_", 1)[1]), g) for name, g in index.items() if "_" in name]
+        alternatives.append((role, "\\G(?:" + part + ")\\s*\\z", 0, lead(part, flags).encode(), fields))
+    return form.head, alternatives
+
+
 class CompiledDomeLineParser:
     """DomeLineParser's twin: the same `parse(line)` (an event or None), `result` and
     `reason`; its events are the compiled engine's own (DomeLine: `ts`, and `event()` the
@@ -60,12 +97,8 @@ class CompiledDomeLineParser:
         forms = []
         for name in FORMS:
             form = profile.forms[name]
-            alternatives = [
-                (group, None if role == UNMATCHED else role,
-                 [(FIELDS.index(field), g) for field, g in fields.items()])
-                for group, (role, fields) in form.roles.items()
-            ]
-            forms.append((name, pcre2_pattern(form.regex.pattern), pcre2_pattern(form.prefix.pattern),
+            head, alternatives = scan_plan(form)
+            forms.append((name, pcre2_pattern(head), pcre2_pattern(form.prefix.pattern),
                           form.prefix.groupindex["tag"], dict(form.groups), alternatives))
         # As DomeLineParser's: the summary's time labels read it (not gathered for DOME yet).
         self.stated_offsets: list[tuple[int, int]] = []

@@ -66,6 +66,14 @@ class DomeForm:
     groups: dict[str, int]             # envelope and message group -> index
     roles: dict[int, tuple[str, dict[str, int]]]   # wrapper group -> (role, field -> group)
     prefix: re.Pattern                 # the syslog envelope alone: host, tag, pid
+    # The regex's pieces, for a scanner that matches them one by one (compiled_dome.py):
+    # the envelope and message prefix (its groups numbered as in `regex`), and each role
+    # pattern as `regex` holds it (wrapped, its groups renamed), in the alternation's order.
+    head: str = ""
+    parts: tuple[tuple[str, str], ...] = ()
+    # compiled_dome.scan_plan's reading of them, made once per form: every stream's parser
+    # (each file, each partition restored) would read the patterns again (~5 ms).
+    plan: tuple | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -120,16 +128,17 @@ class DomeProfile:
 
 def _compile(name: str, envelope: str, message: str, roles: dict[str, list[str]]) -> DomeForm:
     parts, order = role_patterns(roles, ROLES, FIELDS)
-    parts.append(fr"(?P<{UNMATCHED}>.*)")
+    head = f"(?:{envelope})(?:{message})"
     # ASCII classes (\d is 0-9, \s ASCII white space): what a syslog line's numbers and
     # separators are, and what the compiled scanner (PCRE2, native/src/dome_scan.rs) reads.
-    regex = re.compile(f"(?:{envelope})(?:{message})(?:{'|'.join(parts)})\\s*\\Z", re.DOTALL | re.ASCII)
+    regex = re.compile(f"{head}(?:{'|'.join([*parts, fr'(?P<{UNMATCHED}>.*)'])})\\s*\\Z", re.DOTALL | re.ASCII)
     index = regex.groupindex
     wrapped = {index[f"a{i}"]: (role, {n: index[f"a{i}_{n}"] for n in names})
                for i, (role, names) in enumerate(order)}
     wrapped[index[UNMATCHED]] = (UNMATCHED, {})
     groups = {n: index[n] for n in re.compile(envelope + message).groupindex}
-    return DomeForm(name, regex, groups, wrapped, re.compile(envelope, re.ASCII))
+    return DomeForm(name, regex, groups, wrapped, re.compile(envelope, re.ASCII), head,
+                    tuple((role, part) for (role, _), part in zip(order, parts)))
 
 
 def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:

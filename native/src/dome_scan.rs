@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
-use crate::dome_time::rfc3339_ms;
+use crate::dome_time::Rfc3339Reader;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 pub const PARSED: usize = 0;
@@ -25,15 +25,32 @@ pub const FOREIGN: usize = 2;
 pub const MALFORMED: usize = 3;
 const RESULTS: [&str; 4] = ["parsed", "unmatched", "foreign", "malformed"];
 
+/// A role pattern of the form's alternation: matched alone after the head (`regex`,
+/// where the message starts with `lead`), or, for a profile whose patterns refer to
+/// groups, read from the head's match (the whole alternation) by its wrapper `group`
+/// (compiled_dome.scan_plan says which).
 struct Alternative {
     group: usize,
+    regex: Option<Pattern>,
+    lead: Vec<u8>,
     role: Option<Role>, // None: the catch-all `unmatched`
     fields: Vec<(usize, usize)>, // (FIELD_NAMES index, group)
 }
 
+impl Alternative {
+    /// Whether this alternative matches `line` from `at` (the head's end): its spans then
+    /// in its regex, or in `head`.
+    fn matches(&mut self, head: &Pattern, line: &str, at: usize) -> bool {
+        match &mut self.regex {
+            Some(regex) => line.as_bytes()[at..].starts_with(&self.lead) && regex.find_str_at(line, at) == Ok(true),
+            None => head.get(self.group).is_some(),
+        }
+    }
+}
+
 struct Form {
     rfc3339: bool,
-    regex: Pattern,  // holds the spans of its last match
+    head: Pattern,   // the envelope and message (or the whole alternation); its spans
     prefix: Pattern, // the envelope alone
     prefix_tag: usize,
     g: Groups,
@@ -64,9 +81,10 @@ struct Journald {
 /// `[journald]` as Python describes it: (tags, pattern, lines group, program group).
 type JournaldSpec = (Vec<String>, String, usize, usize);
 
-/// An alternative as Python describes it: (wrapper group, role or None, [(field, group)]).
-type AlternativeSpec = (usize, Option<String>, Vec<(usize, usize)>);
-/// A form as Python describes it: (name, pattern, prefix pattern, prefix's tag group,
+/// An alternative as Python describes it: (role or None, pattern or None, wrapper group,
+/// lead, [(field, group)]).
+type AlternativeSpec = (Option<String>, Option<String>, usize, Vec<u8>, Vec<(usize, usize)>);
+/// A form as Python describes it: (name, head pattern, prefix pattern, prefix's tag group,
 /// {group name: index}, alternatives).
 type FormSpec<'py> = (String, String, String, usize, Bound<'py, PyDict>, Vec<AlternativeSpec>);
 
@@ -90,6 +108,8 @@ pub struct DomeScanner {
     /// The text of that second's stamp (`May 30 08:44:00`): a line whose stamp reads the
     /// same has that second, found without reading its parts again.
     last_stamp: String,
+    /// RFC 3339 stamps, read knowing the stamp before's second.
+    rfc3339: Rfc3339Reader,
     /// The text fields' Strings scan_into set aside, by field (DomeEvent::declare).
     spare: Spare,
     #[pyo3(get)]
@@ -180,7 +200,7 @@ impl DomeScanner {
         }
         let mut matched = None;
         for (i, form) in self.forms.iter_mut().enumerate() {
-            if matches(&mut form.regex, line) {
+            if matches(&mut form.head, line) {
                 matched = Some(i);
                 break;
             }
@@ -188,23 +208,26 @@ impl DomeScanner {
         let Some(fi) = matched else {
             return self.not_dmlite(py, line, ev);
         };
-        let form = &self.forms[fi];
-        let locs = &form.regex;
-        let tag = span(line, locs, form.g.tag).unwrap_or("");
+        let form = &mut self.forms[fi];
+        let tag = span(line, &form.head, form.g.tag).unwrap_or("");
         if !self.tags.iter().any(|t| t == tag) {
             let why = format!("program {}", Self::repr(py, tag));
             return Ok(self.fail(FOREIGN, why));
         }
-        let Some(alt) = form.alternatives.iter().find(|a| locs.get(a.group).is_some()) else {
+        let (head, at) = (&form.head, form.head.get(0).map_or(0, |(_, e)| e));
+        let Some(ai) = form.alternatives.iter_mut().position(|a| a.matches(head, line, at)) else {
             return Ok(self.fail(UNMATCHED, "no role".into()));
         };
+        let form = &self.forms[fi];
+        let (head, alt) = (&form.head, &form.alternatives[ai]);
+        let locs = alt.regex.as_ref().unwrap_or(head);
         let Some(role) = alt.role else {
             return Ok(self.fail(UNMATCHED, "no role".into()));
         };
-        let Some(pid_text) = span(line, locs, form.g.pid) else {
+        let Some(pid_text) = span(line, head, form.g.pid) else {
             return Ok(self.fail(MALFORMED, "a dmlite line without the program's pid".into()));
         };
-        let tid_text = form.g.tid.and_then(|g| span(line, locs, g));
+        let tid_text = form.g.tid.and_then(|g| span(line, head, g));
         let mut longest = pid_text.len().max(tid_text.map_or(0, str::len));
         for &(field, group) in &alt.fields {
             if is_int_field(field) {
@@ -226,10 +249,10 @@ impl DomeScanner {
         }
         ev.pid = ascii_number(pid_text).unwrap_or(0);
         ev.tid = tid_text.map_or(-1, |t| ascii_number(t).unwrap_or(0));
-        ev.level = span(line, locs, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
-        ev.error = locs.get(form.g.error).is_some();
+        ev.level = span(line, head, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
+        ev.error = head.get(form.g.error).is_some();
         ev.role = role;
-        ev.set_origin(span(line, locs, form.g.host).unwrap_or(""), tag);
+        ev.set_origin(span(line, head, form.g.host).unwrap_or(""), tag);
         (ev.ts, ev.whole_seconds) = match self.stamp(py, fi, false, line)? {
             Ok(v) => v,
             Err(why) => return Ok(self.fail(MALFORMED, why)),
@@ -240,14 +263,14 @@ impl DomeScanner {
         Ok(PARSED)
     }
 
-    /// The stamp of form `fi`'s envelope as its full regex (or, `prefix`, its envelope
-    /// alone) matched it: (ms, whole seconds), or Err(reason) for a malformed line.
+    /// The stamp of form `fi`'s envelope as its head (or, `prefix`, its envelope alone)
+    /// matched it: (ms, whole seconds), or Err(reason) for a malformed line.
     fn stamp(&mut self, py: Python<'_>, fi: usize, prefix: bool, line: &str) -> PyResult<Result<(i64, bool), String>> {
         let form = &self.forms[fi];
-        let locs = if prefix { &form.prefix } else { &form.regex };
+        let locs = if prefix { &form.prefix } else { &form.head };
         if form.rfc3339 {
             let rtime = span(line, locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
-            return Ok(match rfc3339_ms(rtime) {
+            return Ok(match self.rfc3339.read(rtime) {
                 Ok(v) => Ok(v),
                 Err(_) => self.python_rfc3339(py, rtime)?,
             });
@@ -436,9 +459,10 @@ impl DomeLine {
 
 #[pymethods]
 impl DomeScanner {
-    /// forms: per envelope form in parsers/dome_profiles.FORMS order, (name, pattern,
-    /// prefix pattern, prefix's tag group, {group name: index}, [(wrapper group, role or
-    /// None, [(field index, group)])]); the patterns in PCRE2 syntax, anchored.
+    /// forms: per envelope form in parsers/dome_profiles.FORMS order, (name, head pattern,
+    /// prefix pattern, prefix's tag group, {group name: index}, [(role or None, pattern or
+    /// None, wrapper group, lead, [(field index, group)])]: compiled_dome.scan_plan); the
+    /// patterns in PCRE2 syntax, anchored (a role's at its start offset, `\G`).
     #[new]
     /// journald: the profile's `[journald]` (tags, pattern in PCRE2 syntax, anchored,
     /// lines group, program group), or None.
@@ -457,7 +481,7 @@ impl DomeScanner {
         let mut compiled = Vec::new();
         for (name, pattern, prefix, prefix_tag, groups, alternatives) in forms {
             let rfc3339 = name == "rfc3339";
-            let regex = compile(&pattern, true)?;
+            let head = compile(&pattern, true)?;
             let prefix = compile(&prefix, false)?;
             let get = |n: &str| -> PyResult<Option<usize>> {
                 groups.get_item(n)?.map(|v| v.extract::<usize>()).transpose()
@@ -476,15 +500,19 @@ impl DomeScanner {
             }
             let alternatives = alternatives
                 .into_iter()
-                .map(|(group, role, fields)| Alternative {
-                    group,
-                    role: role.as_deref().map(|r| Role::from_name(r).unwrap_or(Role::Other)),
-                    fields,
+                .map(|(role, pattern, group, lead, fields)| {
+                    Ok(Alternative {
+                        group,
+                        regex: pattern.map(|p| compile(&p, true)).transpose()?,
+                        lead,
+                        role: role.as_deref().map(|r| Role::from_name(r).unwrap_or(Role::Other)),
+                        fields,
+                    })
                 })
-                .collect();
+                .collect::<PyResult<_>>()?;
             compiled.push(Form {
                 rfc3339,
-                regex,
+                head,
                 prefix,
                 prefix_tag,
                 g,
@@ -508,6 +536,7 @@ impl DomeScanner {
             max_digits,
             last_second: None,
             last_stamp: String::new(),
+            rfc3339: Rfc3339Reader::default(),
             spare: Default::default(),
             result: RESULTS[PARSED],
             reason: String::new(),

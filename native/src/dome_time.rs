@@ -103,9 +103,86 @@ pub fn rfc3339_ms(text: &str) -> Result<(i64, bool), String> {
     Ok((seconds * 1000 + ms, whole))
 }
 
+/// rfc3339_ms over a stream's stamps, most of which share the stamp before's second and
+/// offset and differ in their fraction alone: such a stamp's ms is that second's plus its
+/// fraction's, found without reading the date again (~400 instructions a line, issue 30).
+#[derive(Default)]
+pub struct Rfc3339Reader {
+    /// The last stamp read, without its fraction (`YYYY-MM-DDTHH:MM:SS` and the offset),
+    /// and the ms of its second; empty before a stamp was read.
+    second: Vec<u8>,
+    second_ms: i64,
+}
+
+/// A stamp's text before its fraction (19 bytes), the fraction's digits if it has one
+/// (`.` and 1 to 6 digits: else None, a stamp for rfc3339_ms to refuse), the text after.
+fn around_fraction(b: &[u8]) -> Option<(&[u8], Option<&[u8]>, &[u8])> {
+    if b.len() < 20 {
+        return None;
+    }
+    let (head, rest) = b.split_at(19);
+    if rest[0] != b'.' {
+        return Some((head, None, rest));
+    }
+    let digits = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+    (1..=6).contains(&digits).then(|| (head, Some(&rest[1..1 + digits]), &rest[1 + digits..]))
+}
+
+/// A fraction's ms: its first three digits, as rfc3339_ms reads them.
+fn fraction_ms(digits: Option<&[u8]>) -> i64 {
+    let mut padded = [b'0'; 3];
+    for (p, d) in padded.iter_mut().zip(digits.unwrap_or_default()) {
+        *p = *d;
+    }
+    number(&padded).unwrap_or(0)
+}
+
+impl Rfc3339Reader {
+    /// rfc3339_ms(text), the same value or refusal.
+    pub fn read(&mut self, text: &str) -> Result<(i64, bool), String> {
+        let Some((head, fraction, tail)) = around_fraction(text.as_bytes()) else {
+            return rfc3339_ms(text);
+        };
+        let same = self.second.len() == head.len() + tail.len()
+            && self.second[..head.len()] == *head
+            && self.second[head.len()..] == *tail;
+        if same {
+            return Ok((self.second_ms + fraction_ms(fraction), fraction.is_none()));
+        }
+        let read = rfc3339_ms(text);
+        match &read {
+            Ok((ms, _)) => {
+                self.second.clear();
+                self.second.extend_from_slice(head);
+                self.second.extend_from_slice(tail);
+                self.second_ms = ms - fraction_ms(fraction);
+            }
+            Err(_) => self.second.clear(),
+        }
+        read
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reader_gives_what_rfc3339_ms_gives_stamp_after_stamp() {
+        let stamps = [
+            "2017-05-30T08:44:00.000001+02:00", "2017-05-30T08:44:00.999+02:00", "2017-05-30T08:44:00+02:00",
+            "2017-05-30T08:44:00.5+0200", "2017-05-30T08:44:00.5Z", "2017-05-30T08:44:00.1234567Z",
+            "2017-05-30T08:44:00.Z", "2017-05-30T08:44:00.25Z", "2017-05-30T08:44:01.25Z", "2017-02-29T08:44:01.25Z",
+            "2017-02-29T08:44:01.5Z", "2017-05-30T08:44:01.75-01:30", "2017-05-30T08:44:01.75+24:00",
+            "2017-05-30T08:44:01.75+24:00", "2017-05-30T08:44:01", "2017-05-30T08:44:01.1", "2017-05-30T08:44:01.1x",
+            "2017-05-30T08:44:01.9x",
+        ];
+        let mut reader = Rfc3339Reader::default();
+        for text in stamps {
+            assert_eq!(reader.read(text), rfc3339_ms(text), "{text}");
+        }
+        assert!(reader.read("2017-05-30T08:44:00.5Z").is_ok() && reader.read("2017-05-30T08:44:00.6Z") == Ok((1_496_133_840_600, false)));
+    }
 
     #[test]
     fn reads_the_three_offset_forms() {

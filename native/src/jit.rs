@@ -98,17 +98,27 @@ impl Pattern {
     /// error (such as the JIT stack's limit, or invalid UTF-8 for a UTF pattern) with its
     /// code.
     pub(crate) fn find(&mut self, subject: &[u8]) -> Result<bool, i32> {
-        self.run(subject, !self.utf)
+        self.run(subject, 0, !self.utf)
     }
 
     /// As `find`, on text: valid UTF-8 by its type, so a UTF pattern skips PCRE2's check.
     pub(crate) fn find_str(&mut self, subject: &str) -> Result<bool, i32> {
-        self.run(subject.as_bytes(), true)
+        self.run(subject.as_bytes(), 0, true)
+    }
+
+    /// As `find_str`, from byte `start` (a character boundary at most the length: else
+    /// PCRE2's error), with the text before it still there for lookbehinds; the spans are
+    /// the subject's. A pattern starting `\G` is anchored there.
+    pub(crate) fn find_str_at(&mut self, subject: &str, start: usize) -> Result<bool, i32> {
+        if !subject.is_char_boundary(start) {
+            return Err(pcre2_sys::PCRE2_ERROR_BADOFFSET);
+        }
+        self.run(subject.as_bytes(), start, true)
     }
 
     /// `valid`: the subject is known valid for the pattern's mode (always so outside UTF
     /// mode), so neither PCRE2's check nor pcre2_match's is needed: the JIT's entry point.
-    fn run(&mut self, subject: &[u8], valid: bool) -> Result<bool, i32> {
+    fn run(&mut self, subject: &[u8], start: usize, valid: bool) -> Result<bool, i32> {
         static ONE: [u8; 1] = [0]; // an empty subject still gets a pointer PCRE2 may read
         let ptr = if subject.is_empty() { ONE.as_ptr() } else { subject.as_ptr() };
         let options = if valid && self.utf { PCRE2_NO_UTF_CHECK } else { 0 };
@@ -117,9 +127,9 @@ impl Pattern {
         // PCRE2_NO_UTF_CHECK only for a subject valid in the pattern's mode.
         let rc = unsafe {
             if self.jit && valid {
-                pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), 0, 0, self.data.as_ptr(), std::ptr::null_mut())
+                pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), start, 0, self.data.as_ptr(), std::ptr::null_mut())
             } else {
-                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), 0, options, self.data.as_ptr(), std::ptr::null_mut())
+                pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), start, options, self.data.as_ptr(), std::ptr::null_mut())
             }
         };
         match rc {
@@ -233,6 +243,17 @@ mod tests {
         assert!(p.find(b"\xffx\n").is_err(), "invalid UTF-8 is PCRE2's error, not a match");
         let mut bytes = Pattern::with_options(r"\A(.)x.\z", false, true).unwrap();
         assert_eq!(bytes.find("éx\n".as_bytes()), Ok(false));
+    }
+
+    #[test]
+    fn a_match_from_an_offset_is_anchored_there_by_g_and_sees_the_text_before() {
+        let mut p = Pattern::with_options(r"\G(?<= )(b+)\z", true, false).unwrap();
+        assert_eq!(p.find_str_at("aé bb", 4), Ok(true));
+        assert_eq!(p.get(1), Some((4, 6)), "spans are the subject's");
+        assert_eq!(p.find_str_at("aé bb", 5), Ok(false), "the lookbehind reads the text before the offset");
+        assert_eq!(p.find_str_at("a bxb", 2), Ok(false), "anchored at the offset, not searching on");
+        assert!(p.find_str_at("aé bb", 2).is_err(), "inside a character");
+        assert!(p.find_str_at("ab", 3).is_err(), "past the end");
     }
 
     #[test]
