@@ -63,7 +63,7 @@ def test_the_share_of_a_phase_is_its_summed_time_over_the_summed_total_as_the_re
     summary = Summary()
     for r in requests:
         summary.write(r)
-    assert A.phase_share(requests, "put", "queue_ms") == pytest.approx(summary.share("put", "queue"))
+    assert A.phase_shares(requests, "put")["queue_ms"] == pytest.approx(summary.share("put", "queue"))
     assert A.dominant_phase(requests, "put")[0] == "proc_ms"   # 1000 ms against 700 queued
 
 
