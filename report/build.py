@@ -62,7 +62,7 @@ def build_page(data) -> tuple[str, object]:
             "fig-dists", "The distribution of each phase.",
             "Histograms on logarithmic bins; durations of 0 s or less are counted in the corner.",
             F.phase_distributions(requests)))
-    latency = A.ns_latency(calls)
+    latency = story.ns_latency
     timeline = _timeline(data, story, latency)
     figures.append(Figure(
         "fig-timeline", f"Over time, between {span_text(story.t0, story.t1, zone)}.",

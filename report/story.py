@@ -37,11 +37,12 @@ class Story:
     slow_pool: int = 0
     slow_full_share: float | None = None
     # What the words were computed from, kept for the figures (report/build.py) so that
-    # the page computes each once: the per-op breakdown and the busy slow threads and
-    # queue depth over time.
+    # the page computes each once: the per-op breakdown, the busy slow threads and
+    # queue depth over time, and the name server's latency per op.
     breakdowns: dict = field(default_factory=dict)
     slow: A.Steps | None = None
     queue: A.Steps | None = None
+    ns_latency: dict = field(default_factory=dict)
 
 
 def clock(ms: int, zone, with_date: bool = False) -> str:
@@ -174,7 +175,8 @@ def tell(data) -> Story | None:
     # 4. observations that only some data support
     story.observations += _client_observation(requests)
     story.observations += _poll_observation(requests, ops)
-    story.observations += _ns_observation(data.calls)
+    story.ns_latency = A.ns_latency(data.calls)
+    story.observations += _ns_observation(story.ns_latency)
     story.observations += _failure_observation(requests)
     story.observations += _health_observations(data, zone)
     story.observations.sort(key=lambda o: -o.score)
@@ -217,8 +219,7 @@ def _poll_observation(requests, ops) -> list[Observation]:
     return out
 
 
-def _ns_observation(calls) -> list[Observation]:
-    latency = A.ns_latency(calls)
+def _ns_observation(latency: dict[str, list[int]]) -> list[Observation]:
     if not latency:
         return []
     p95 = {op: A.series_of(v).quantile(0.95) for op, v in latency.items() if len(v) >= 10}
