@@ -119,11 +119,22 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
     return dict(sorted(out.items()))
 
 
-def phase_share(requests: list[dict], op: str, fieldname: str) -> float | None:
-    """Summed phase over summed total_ms of the op: the replay table's share column."""
-    phase = sum(r[fieldname] for r in requests if r["op"] == op and r.get(fieldname) is not None)
-    total = sum(r["total_ms"] for r in requests if r["op"] == op and r.get("total_ms") is not None)
-    return phase / total if total > 0 else None
+def phase_shares(requests: list[dict], op: str) -> dict[str, float] | None:
+    """Each of PHASE_FIELDS summed over the op's summed total_ms (the replay table's share
+    column), in one pass over the requests; None when the op has no time."""
+    sums = dict.fromkeys(PHASE_WORDS, 0)
+    total = 0
+    for r in requests:
+        if r["op"] != op:
+            continue
+        t = r.get("total_ms")
+        if t is not None:
+            total += t
+        for fieldname in sums:
+            v = r.get(fieldname)
+            if v is not None:
+                sums[fieldname] += v
+    return {k: v / total for k, v in sums.items()} if total > 0 else None
 
 
 def series_of(values) -> Series:
@@ -134,13 +145,15 @@ def series_of(values) -> Series:
 
 
 def dominant_phase(requests: list[dict], op: str) -> tuple[str, float] | None:
+    shares = phase_shares(requests, op)
+    if shares is None:
+        return None
     best = None
     for fieldname, _ in PHASE_FIELDS:
         if fieldname in CONTAINERS:
             continue
-        share = phase_share(requests, op, fieldname)
-        if share is not None and (best is None or share > best[1]):
-            best = (fieldname, share)
+        if best is None or shares[fieldname] > best[1]:
+            best = (fieldname, shares[fieldname])
     return best
 
 

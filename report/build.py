@@ -53,7 +53,7 @@ def build_page(data) -> tuple[str, object]:
             "record's ready_wait in the table is longer: from the put/get's reply to that "
             "status call, it holds the queue and the processing too. The hatched bar is the "
             "time spent in status polls, which overlap the wait.",
-            F.phase_breakdown(A.breakdowns(requests), has_ns)))
+            F.phase_breakdown(story.breakdowns, has_ns)))
         figures.append(Figure(
             "fig-scatter", "Request duration against start time, by client host.",
             "One point per request (the 2011 thesis's Figure 1).",
@@ -62,7 +62,7 @@ def build_page(data) -> tuple[str, object]:
             "fig-dists", "The distribution of each phase.",
             "Histograms on logarithmic bins; durations of 0 s or less are counted in the corner.",
             F.phase_distributions(requests)))
-    latency = A.ns_latency(calls)
+    latency = story.ns_latency
     timeline = _timeline(data, story, latency)
     figures.append(Figure(
         "fig-timeline", f"Over time, between {span_text(story.t0, story.t1, zone)}.",
@@ -91,17 +91,16 @@ def _timeline(data, story, latency) -> dict:
     edges = A.bin_edges(story.t0, story.t1)
     spans = data.spans  # from the log itself; a replay directory holds only records
     fast_intervals = spans["fast"] if spans else list(A.fast_calls(requests, calls))
-    slow_intervals = spans["slow"] if spans else list(A.slow_runs(requests))
     ns_intervals = spans["ns"] if spans else list(A.ns_calls(calls))
     restarts = data.restarts if data.lines is not None else A.restarts_from_calls(calls)
     return {
         "edges": edges,
         "rate": A.rate_by_status(requests, edges),
-        "slow": A.concurrency(slow_intervals).binned(edges),
+        "slow": story.slow.binned(edges),
         "fast": A.concurrency(fast_intervals).binned(edges),
         "ns_busy": A.concurrency(ns_intervals).binned(edges) if latency else None,
         "slow_pool": story.slow_pool,
-        "queue": A.concurrency(A.queue_stays(requests)).binned(edges),
+        "queue": story.queue.binned(edges),
         "polls": A.polls_by_bin(requests, edges),
         "restarts": [(t, d) for t, d in restarts if edges[0] <= t <= edges[-1]],
         "unparsed": _per_bin(data.unparsed, edges),

@@ -156,10 +156,16 @@ def phase_distributions(requests: list) -> str:
         x0 = 60 + (n % cols) * cell_w
         y0 = (n // cols) * cell_h + 26
         p = Panel(svg, x0, y0, plot_w, plot_h)
-        positive = {op: [r[fieldname] / 1000 for r in requests
-                         if r["op"] == op and r.get(fieldname) is not None and r[fieldname] > 0]
-                    for op in ops}
-        zeros = sum(1 for r in requests if r.get(fieldname) is not None and r[fieldname] <= 0)
+        positive: dict[str, list[float]] = {op: [] for op in ops}
+        zeros = 0
+        for r in requests:   # one pass per phase, not one per op and one for the zeros
+            v = r.get(fieldname)
+            if v is None:
+                continue
+            if v <= 0:
+                zeros += 1
+            elif (of_op := positive.get(r["op"])) is not None:
+                of_op.append(v / 1000)
         everything = [v for vs in positive.values() for v in vs]
         p.title(column_of(fieldname), size=11.5)  # the column the user knows
         counts = {}

@@ -36,6 +36,13 @@ class Story:
     observations: list[Observation] = field(default_factory=list)
     slow_pool: int = 0
     slow_full_share: float | None = None
+    # What the words were computed from, kept for the figures (report/build.py) so that
+    # the page computes each once: the per-op breakdown, the busy slow threads and
+    # queue depth over time, and the name server's latency per op.
+    breakdowns: dict = field(default_factory=dict)
+    slow: A.Steps | None = None
+    queue: A.Steps | None = None
+    ns_latency: dict = field(default_factory=dict)
 
 
 def clock(ms: int, zone, with_date: bool = False) -> str:
@@ -106,9 +113,11 @@ def tell(data) -> Story | None:
                              f"{plural(len(data.calls), 'other call')}.")
 
     # 2. where each op's time goes
+    story.breakdowns = A.breakdowns(requests)
     for op in ops:
-        top = A.dominant_phase(requests, op)
-        totals = [r["total_ms"] for r in requests if r["op"] == op and r.get("total_ms") is not None]
+        of_op = [r for r in requests if r["op"] == op]
+        top = A.dominant_phase(of_op, op)
+        totals = [r["total_ms"] for r in of_op if r.get("total_ms") is not None]
         if top is None or not totals:
             continue
         fieldname, share = top
@@ -116,13 +125,13 @@ def tell(data) -> Story | None:
         words = A.PHASE_WORDS[fieldname]
         story.summary.append(f"{words[0].upper() + words[1:]} is {pct(share)} of a {op}'s "
                              f"time (median {op} {ms_to_text(median)} s).")
-        phase_median = A.series_of(r[fieldname] for r in requests
-                                   if r["op"] == op and r.get(fieldname) is not None).quantile(0.5)
+        phase_median = A.series_of(r[fieldname] for r in of_op
+                                   if r.get(fieldname) is not None).quantile(0.5)
         story.observations.append(Observation(
             share, f"The largest part of a {op} is {words}: {pct(share)} of its time over "
                    f"{plural(len(totals), op)}; the median is {ms_to_text(phase_median)} s of "
                    f"a {ms_to_text(median)} s {op}.", "fig-phases"))
-        after = A.breakdowns([r for r in requests if r["op"] == op]).get(op)
+        after = story.breakdowns.get(op)
         if after is not None and after.share("after_proc") >= 0.05:
             story.observations.append(Observation(
                 after.share("after_proc"),
@@ -131,8 +140,8 @@ def tell(data) -> Story | None:
                 f"{pct(after.share('after_proc'))} of its time, which the clients' poll intervals set, "
                 f"not the head node.", "fig-phases"))
 
-        both = [(r["ns_ms"], r["proc_ms"]) for r in requests if r["op"] == op
-                and r.get("ns_ms") is not None and r.get("proc_ms")]
+        both = [(r["ns_ms"], r["proc_ms"]) for r in of_op
+                if r.get("ns_ms") is not None and r.get("proc_ms")]
         if both and sum(p for _, p in both) > 0:   # records that link name-server calls
             story.summary.append(
                 f"Name-server calls are {pct(sum(n for n, _ in both) / sum(p for _, p in both))} "
@@ -140,13 +149,14 @@ def tell(data) -> Story | None:
 
     # 3. the slow threads
     runs = data.spans["slow"] if data.spans else list(A.slow_runs(requests))
+    story.slow = slow = A.concurrency(runs)
+    story.queue = A.concurrency(A.queue_stays(requests))
     if runs:
-        slow = A.concurrency(runs)
         story.slow_pool = pool = slow.sustained_peak()
         queued = [r for r in requests if (r.get("queue_ms") or 0) > QUEUED_MS]
         full_ms = slow.time_at_least(pool, t0, t1)
         story.slow_full_share = full_ms / (t1 - t0)
-        depth = A.concurrency(A.queue_stays(requests)).peak
+        depth = story.queue.peak
         if len(queued) >= QUEUED_SHARE * len(requests):
             story.summary.append(
                 f"All {pool} slow threads were busy {pct(story.slow_full_share)} of the "
@@ -165,7 +175,8 @@ def tell(data) -> Story | None:
     # 4. observations that only some data support
     story.observations += _client_observation(requests)
     story.observations += _poll_observation(requests, ops)
-    story.observations += _ns_observation(data.calls)
+    story.ns_latency = A.ns_latency(data.calls)
+    story.observations += _ns_observation(story.ns_latency)
     story.observations += _failure_observation(requests)
     story.observations += _health_observations(data, zone)
     story.observations.sort(key=lambda o: -o.score)
@@ -208,8 +219,7 @@ def _poll_observation(requests, ops) -> list[Observation]:
     return out
 
 
-def _ns_observation(calls) -> list[Observation]:
-    latency = A.ns_latency(calls)
+def _ns_observation(latency: dict[str, list[int]]) -> list[Observation]:
     if not latency:
         return []
     p95 = {op: A.series_of(v).quantile(0.95) for op, v in latency.items() if len(v) >= 10}

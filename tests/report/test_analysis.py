@@ -63,8 +63,17 @@ def test_the_share_of_a_phase_is_its_summed_time_over_the_summed_total_as_the_re
     summary = Summary()
     for r in requests:
         summary.write(r)
-    assert A.phase_share(requests, "put", "queue_ms") == pytest.approx(summary.share("put", "queue"))
+    assert A.phase_shares(requests, "put")["queue_ms"] == pytest.approx(summary.share("put", "queue"))
     assert A.dominant_phase(requests, "put")[0] == "proc_ms"   # 1000 ms against 700 queued
+
+
+def test_an_ops_shares_are_of_its_own_requests_and_an_op_without_time_has_none():
+    requests = [put(T0, transfer=900), put(T0 + 1000, op="get", transfer=0)]
+    get = requests[1]
+    shares = A.phase_shares(requests, "get")
+    assert shares["transfer_ms"] == 0   # the put's 900 ms are not the get's
+    assert shares["queue_ms"] == pytest.approx(get["queue_ms"] / get["total_ms"])
+    assert A.phase_shares(requests, "ls") is None
 
 
 def test_concurrency_counts_open_intervals_and_the_time_spent_at_a_level():
