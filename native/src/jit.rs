@@ -16,6 +16,7 @@
 //! check (and for its JIT entry point, which never checks); a byte subject of a UTF
 //! pattern goes through `pcre2_match` with the check.
 
+#[cfg(test)]
 use std::ffi::CStr;
 use std::ptr::NonNull;
 
@@ -153,7 +154,9 @@ impl Pattern {
         Some((a, b))
     }
 
-    /// The name of the last `(*MARK:name)` the last successful match passed, if any.
+    /// The name of the last `(*MARK:name)` the last successful match passed, if any: the
+    /// tests' reading of the mark, that mark_number's is checked against.
+    #[cfg(test)]
     pub(crate) fn mark(&self) -> Option<&[u8]> {
         // SAFETY: data is live; a non-null mark is a NUL-terminated name inside the
         // compiled pattern, which lives as long as self.
