@@ -30,6 +30,7 @@ MAX_SHAPES = 10_000  # distinct catch-all shapes kept per profile; more are coun
 NOT_FITTING = 1
 # The steps ProfileLines.tally leaves to Python (native/src/profile_tally.rs).
 RUN, WATCH, PYTHON, WATCH_TOKEN = range(4)
+ORPHAN_ROLE_INDEX = frozenset(ROLES.index(r) for r in ORPHAN_ROLES)  # a step's role is an index
 
 
 def _text(raw: bytes) -> str:
@@ -85,25 +86,32 @@ class ProfileTally:
             if own:
                 self.own_roles[role] += own
         shapes, shaped = t.shapes, 0
-        # A step a token line, about one in five of a DPM log's: its Python kept short.
+        # A step a token line, about one in five of a DPM log's: its Python kept short
+        # (the watch's methods bound once, the engine's latest time read once a step).
         cut, reassembler, feed_chunk = self.cut, self.pipeline.reassembler, self.source.feed_chunk
+        on_time, on_token, started = cut.on_time, cut.on_token, cut.started
         for kind, start, end, role, token in t.steps:
             if kind == PYTHON:
                 shaped = self._add_shapes(lines, shapes, shaped, start)
                 self.add(_text(lines[start]))
+                started = cut.started
                 continue
-            # Own lines [start, end) into the reassembly, as a chunk once the watch has
-            # its first event time (until then one by one, as add() feeds).
-            while start < end and not cut.started:
-                self._feed(_text(lines[start]), None)
-                start += 1
-            if start < end:
+            if not started:  # one by one, as add() feeds, until the watch has its first time
+                while start < end and not cut.started:
+                    self._feed(_text(lines[start]), None)
+                    start += 1
+                started = cut.started
+            if start < end:  # own lines [start, end) into the reassembly as a chunk
                 feed_chunk(lines, start, end=end)
-                cut.on_time(reassembler.latest)
+                latest = reassembler.latest
+                on_time(latest)
+            else:
+                latest = reassembler.latest
             if kind != RUN:  # its last line is a token or slow-thread line: watch after it
-                self._watched(ROLES[role])
+                if role in ORPHAN_ROLE_INDEX:
+                    self._watched_orphans(latest)
                 if kind == WATCH_TOKEN:
-                    cut.on_token(token, reassembler.latest)
+                    on_token(token, latest)
         self._add_shapes(lines, shapes, shaped, n)
 
     def _add_shapes(self, lines, shapes: list, at: int, before: int) -> int:
@@ -166,12 +174,14 @@ class ProfileTally:
 
     def _watched(self, role: str | None) -> None:
         """After a line of `role` went into the reassembly: the orphans it made or unmade."""
-        if role not in ORPHAN_ROLES:   # read the counter where it can move
-            return
-        reassembler = self.pipeline.reassembler
-        orphans = reassembler.stat("orphans")
+        if role in ORPHAN_ROLES:   # read the counter where it can move
+            self._watched_orphans(self.pipeline.reassembler.latest)
+
+    def _watched_orphans(self, latest: int | None) -> None:
+        """The orphans the line just fed made or unmade, at the engine's `latest` time."""
+        orphans = self.pipeline.reassembler.stat("orphans")
         if orphans != self._orphans:
-            self.cut.on_orphans(orphans - self._orphans, reassembler.latest)
+            self.cut.on_orphans(orphans - self._orphans, latest)
             self._orphans = orphans
 
     def _shape(self, counter: Counter, role, func: str, message: str, line: str) -> None:
