@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ._native import DomeCore, DomeScanner, dome_lines
+from ._native import DomeCore, DomeScanner, DomeSummaryTally, dome_lines
 from .clock import EventClock, rfc3339_to_ms
 from .dome_checksums import ChecksumStats, ChecksumWaits
 from .dome_lines import DomeEvent, traditional_ms
@@ -179,6 +179,14 @@ class CompiledDomeReassembler(DomeCore):
         parser.result and reason say why), the latest stamp read (from `latest`, the
         stream's before) past `limit`, or `budget` lines taken."""
         return DomeChunk(*super().feed_chunk(parser.scanner, lines, start, limit, budget, latest))
+
+    def receive(self, on_record) -> None:
+        """Hand the records to `on_record` from now on, instead of returning them, when it
+        is the extension's DomeSummaryTally: it takes the engine's own values, no dict
+        made (a replay that only summarises runs no Python per DOME record). Any other
+        callable is left to the caller, with the lists."""
+        if isinstance(on_record, DomeSummaryTally):
+            self.receiver = on_record
 
     @property
     def stats(self) -> DomeStats:

@@ -14,7 +14,8 @@ reference and the fallback (no extension, the Python engine, a live directory wi
 
 The DOME records (a pipeline's on_dome_record) go to the extension's DomeSummaryTally
 (native/src/dome_summary_tally.rs) the same way, with DomeSummary's rules, the summary's DOME
-part loading its figures at the end:
+part loading its figures at the end; the compiled DOME engine hands it its records as they
+are, no dict made (parsers/pipeline.py, Pipeline._dome_receives):
 
     pipeline = Pipeline(aggregates.on_record(others), on_dome_record=aggregates.on_dome_record(others))
 """

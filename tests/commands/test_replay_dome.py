@@ -16,7 +16,9 @@ import sys
 
 import pytest
 
+from dpmstream.parsers import engines
 from dpmstream.parsers.dome_records import KINDS
+from dpmstream.parsers.pipeline import Pipeline
 
 from tests.helpers import dpmstream_in_process
 from tests.scenarios.test_dome_truth import INTS, ORDER
@@ -165,6 +167,52 @@ def test_both_engines_print_the_same_summary_of_a_dome_site_with_the_time_it_cov
     python = dpmstream(*args, env={**os.environ, "DPMSTREAM_PURE_PYTHON": "1"})
     assert "Records from 2017-" in python.stdout, python.stdout
     assert default.stdout == python.stdout
+
+
+def head_cut(logs: list[str], tmp_path) -> list[str]:
+    """The site's logs with the head's first third lost: the putdones of the puts it held
+    join none (orphans), the later puts theirs."""
+    head = next(log for log in logs if "head" in os.path.basename(log))
+    lines = open(head, encoding="utf-8").readlines()
+    cut = tmp_path / os.path.basename(head)
+    cut.write_text("".join(lines[len(lines) // 3:]), encoding="utf-8")
+    return [str(cut) if log == head else log for log in logs]
+
+
+@pytest.mark.skipif(not engines.compiled_dome_available() and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+                    reason="the compiled DOME engine is not built")
+@pytest.mark.parametrize("zone, cut, warned", [("Europe/Zurich", False, False), ("UTC", False, True),
+                                               ("Europe/Zurich", True, False)],
+                         ids=["puts-join", "no-put-joins", "orphans-and-joins"])
+def test_a_summary_only_replay_hands_each_dome_record_to_the_tally_undicted(dome_site, tmp_path, monkeypatch,
+                                                                            zone, cut, warned):
+    """Summary-only replay on the compiled engine: the DOME engine hands every record to
+    the summary's DOME tally as its own value (its receiver), so no record comes back to
+    the pipeline as a dict; the summary and the warnings are the Python engine's, byte for
+    byte: the no-join one with stamps read in the wrong zone, none where puts joined,
+    however many putdones joined nothing (the head's log cut: the engine counts the puts
+    that joined among the records it handed over)."""
+    from dpmstream.parsers.compiled_dome import CompiledDomeReassembler
+    _, logs = dome_site("--duration", "200")
+    args = ("replay", *(head_cut(logs, tmp_path) if cut else logs), "--year", "2017", "--tz", zone)
+    receivers, emitted = [], []
+    receive, emit = CompiledDomeReassembler.receive, Pipeline._emit_dome
+    monkeypatch.setattr(CompiledDomeReassembler, "receive",
+                        lambda self, on_record: (receive(self, on_record), receivers.append(self))[0])
+    monkeypatch.setattr(Pipeline, "_emit_dome",
+                        lambda self, records: (emitted.extend(records), emit(self, records))[1])
+    compiled = dpmstream(*args)
+    [engine] = receivers
+    assert engine.receiver is not None and engine.receiver.engine_records > 1000
+    assert emitted == []
+    monkeypatch.setenv("DPMSTREAM_ENGINE", "python")
+    python = dpmstream(*args)
+    assert len(emitted) == engine.receiver.engine_records   # each as a dict, to the pipeline
+    assert compiled.stdout == python.stdout
+    assert compiled.stderr == python.stderr
+    assert ("no DOME put met its putdone" in python.stderr) == warned
+    if cut:
+        assert "orphan putdones 0," not in python.stdout and "success 0," not in python.stdout
 
 
 @pytest.mark.parametrize("engine_env", [{}, {"DPMSTREAM_PURE_PYTHON": "1"}], ids=["default", "python"])
