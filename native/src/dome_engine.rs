@@ -4,14 +4,16 @@
 //! by a DomeScanner with no Python per line); its state through dome_snapshot.rs. Once
 //! asked (`pair_checksums`), it runs the checksum stage (dome_checksums.rs) after the
 //! reassembly: its records come out each followed by the checksum waits it ends. Its
-//! records come back as dicts, or, with a `receiver`, go to it instead: to a DomeSummaryTally as
-//! the engine's own values (no dict made), to anything else as their dicts.
+//! records come back as dicts, or, with a `receiver`, go to it instead: to a DomeSummaryTally
+//! (and on to a DomeCsvBlocks) as the engine's own values (no dict made), to anything else
+//! as their dicts.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::dome_checksums::ChecksumWaits;
+use crate::dome_csv::DomeCsvBlocks;
 use crate::dome_event::DomeEvent;
 use crate::dome_records::{Record, RecordCache};
 use crate::dome_state::DomeState;
@@ -75,8 +77,8 @@ impl DomeCore {
         Ok(list)
     }
 
-    /// A record to `receiver`: a DomeSummaryTally's own (then on to its `forward` as a dict, if
-    /// any), anything else's as its dict.
+    /// A record to `receiver`: a DomeSummaryTally's own (then on to its `forward`, if any),
+    /// a DomeCsvBlocks's own (the CSV files: no dict made), anything else's as its dict.
     fn deliver(&mut self, py: Python<'_>, receiver: &PyObject, r: &Record) -> PyResult<()> {
         let target = receiver.bind(py);
         if let Ok(tally) = target.downcast::<DomeSummaryTally>() {
@@ -89,6 +91,9 @@ impl DomeCore {
                 Some(forward) => self.deliver(py, &forward, r),
                 None => Ok(()),
             };
+        }
+        if let Ok(blocks) = target.downcast::<DomeCsvBlocks>() {
+            return blocks.try_borrow_mut()?.write_record(py, r);
         }
         target.call1((r.to_py(py, &mut self.cache)?,))?;
         Ok(())

@@ -24,7 +24,7 @@ pub struct RecordCache {
 }
 
 const MAX_STRINGS: usize = 4096;
-const KINDS: usize = 6;
+pub(crate) const KINDS: usize = 6;
 
 impl RecordCache {
     pub fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
@@ -104,8 +104,12 @@ pub enum Record {
     Checksum(ChecksumRecord),
 }
 
+/// The kinds' names, by Record::kind_index.
+pub(crate) const KIND_NAMES: [&str; KINDS] =
+    ["dome_call", "dome_put", "dome_capacity", "dome_fs_event", "dome_journald_gap", "dome_checksum"];
+
 impl Record {
-    fn kind_index(&self) -> usize {
+    pub(crate) fn kind_index(&self) -> usize {
         match self {
             Record::Call(_) => 0,
             Record::Put(_) => 1,

@@ -78,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<profile_tally::LineTally>()?;
     m.add_class::<profile_tally::Shapes>()?;
     m.add_class::<dome_csv::DomeCsv>()?;
+    m.add_class::<dome_csv::DomeCsvBlocks>()?;
     m.add_class::<dome_summary_tally::DomeSummaryTally>()?;
     m.add_function(wrap_pyfunction!(records::record_csv_line, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;

@@ -10,7 +10,9 @@ Where the extension is built, the request and call rows go through its CsvBlocks
 (`compiled_receiver`, the Sink protocol of fan_out.py), which it formats to CSV bytes and
 writes a block at a time, with no dict made; a dict given to write() takes the same
 blocks, so the rows keep the order they came in. The bytes are those of csv_line (one
-rule: parsers/records.py), UTF-8."""
+rule: parsers/records.py), UTF-8. The DOME rows go the same way through its DomeCsvBlocks
+(native/src/dome_csv.rs; `compiled_dome_receiver`, which the extension's DOME tally
+forwards the compiled DOME engine's records to as they are), a block per kind file."""
 
 from __future__ import annotations
 
@@ -22,9 +24,9 @@ from dpmstream.parsers import dome_records, fastpath
 from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, csv_line
 
 try:
-    from dpmstream.parsers._native import CsvBlocks
+    from dpmstream.parsers._native import CsvBlocks, DomeCsvBlocks
 except ImportError:  # not built: Python formats every row
-    CsvBlocks = None
+    CsvBlocks = DomeCsvBlocks = None
 
 # DOME kind -> its file in the output directory
 DOME_FILES = {"dome_call": "dome-calls.csv", "dome_put": "dome-puts.csv",
@@ -45,21 +47,27 @@ class CsvSink:
         self.dome_paths: dict[str, str] = {}   # DOME kind -> path, once written
         self._dome_files: dict[str, object] = {}
         # The compiled engine's records straight to bytes (None: Python formats each row).
-        self.compiled_receiver = (CsvBlocks(*self._files, csv_line)
-                                  if CsvBlocks is not None and fastpath.available() else None)
+        compiled = CsvBlocks is not None and fastpath.available()
+        self.compiled_receiver = CsvBlocks(*self._files, csv_line) if compiled else None
+        # The DOME rows likewise, each kind's file opened at its first row.
+        self.compiled_dome_receiver = (DomeCsvBlocks(dome_records.KINDS, self._dome_file,
+                                                     dome_records.python_csv_line)
+                                       if compiled else None)
 
     def write(self, record: dict) -> None:
         kind = record["kind"]
         if kind in DOME_FILES:
-            self._dome_file(kind).write(dome_records.csv_line(record))
+            if self.compiled_dome_receiver is not None:
+                self.compiled_dome_receiver(record)
+            else:
+                self._dome_file(kind).write(dome_records.csv_line(record))
         elif self.compiled_receiver is not None:
             self.compiled_receiver(record)
         else:
             self._files[0 if kind == "request" else 1].write(csv_line(record).encode())
 
     def flush(self) -> None:
-        if self.compiled_receiver is not None:
-            self.compiled_receiver.flush()
+        self._flush_blocks()
         for f in (*self._files, *self._dome_files.values()):
             f.flush()
 
@@ -71,10 +79,19 @@ class CsvSink:
             csv.writer(f).writerow(dome_records.KINDS[kind][0])
         return f
 
-    def close(self) -> None:
+    def _flush_blocks(self) -> None:
+        """The compiled writers' blocks to the files (the DOME ones even when the DPM
+        one fails: a run cut short keeps what it had)."""
         try:
             if self.compiled_receiver is not None:
                 self.compiled_receiver.flush()
+        finally:
+            if self.compiled_dome_receiver is not None:
+                self.compiled_dome_receiver.flush()
+
+    def close(self) -> None:
+        try:
+            self._flush_blocks()
         finally:
             for f in (*self._files, *self._dome_files.values()):
                 f.close()

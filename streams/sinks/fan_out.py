@@ -13,8 +13,9 @@ record topics (streams/kafka/record_topics.RecordTopics) are sinks.
 
 A sink may also have `compiled_receiver`: an extension object the compiled engine hands
 its records to as they are, before any dict is made of them (the CSV sink's CsvBlocks,
-native/src/records.rs, formats them to bytes itself); it takes dicts too, as write()
-does. A pipeline whose only receiver is such a sink runs no Python per record
+native/src/records.rs, formats them to bytes itself), and `compiled_dome_receiver` for
+the DOME records (its DomeCsvBlocks, native/src/dome_csv.rs); each takes dicts too, as
+write() does. A pipeline whose only receiver is such a sink runs no Python per record
 (FanOut.receiver); any other sink gets dicts, as before.
 """
 
@@ -40,14 +41,15 @@ class FanOut:
         for sink in self.sinks:
             sink.write(record)
 
-    def receiver(self):
+    def receiver(self, compiled_as: str = "compiled_receiver"):
         """What a pipeline (or the tally, streams/sinks/tally.py) hands each record: None
-        when there is no sink, the one sink's compiled_receiver when it has one (the
+        when there is no sink, the one sink's compiled receiver (its attribute
+        `compiled_as`: "compiled_dome_receiver" for the DOME records) when it has one (the
         engine's records go to it undicted), else write."""
         if not self.sinks:
             return None
         if len(self.sinks) == 1:
-            compiled = getattr(self.sinks[0], "compiled_receiver", None)
+            compiled = getattr(self.sinks[0], compiled_as, None)
             if compiled is not None:
                 return compiled
         return self.write

@@ -15,7 +15,8 @@ reference and the fallback (no extension, the Python engine, a live directory wi
 The DOME records (a pipeline's on_dome_record) go to the extension's DomeSummaryTally
 (native/src/dome_summary_tally.rs) the same way, with DomeSummary's rules, the summary's DOME
 part loading its figures at the end; the compiled DOME engine hands it its records as they
-are, no dict made (parsers/pipeline.py, Pipeline._dome_receives):
+are, no dict made (parsers/pipeline.py, Pipeline._dome_receives), and with the CSV files
+alone after it (--out) they go on undicted to the CSV sink's DOME writer:
 
     pipeline = Pipeline(aggregates.on_record(others), on_dome_record=aggregates.on_dome_record(others))
 """
@@ -72,7 +73,7 @@ class Aggregates:
         tally (forwarding to `others`), or the summary's DOME part and `others`."""
         if self.dome_tally is None:
             return FanOut([self.summary, *others.sinks]).write if others.sinks else self.summary.write_dome
-        self.dome_tally.forward = others.write if others.sinks else None
+        self.dome_tally.forward = others.receiver("compiled_dome_receiver")
         return self.dome_tally
 
     def write(self, record: dict) -> None:
