@@ -18,7 +18,6 @@ from dpmstream.parsers.dome_profiles import dome_profile_from_dict, resolve_dome
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.profiles import read_profile_file
 from dpmstream.parsers.settings import ReassemblySettings
-from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.streams.sinks.csv import DOME_FILES, CsvSink, _header
 from dpmstream.streams.sinks.directories import DirectoryStats
@@ -26,19 +25,11 @@ from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
 from dpmstream.streams.sinks.tally import Aggregates
 
+from tests.streams.sinks.test_dome_summary_tally import SITES, TIMEOUT_S, feed_site, site_config
+
 pytestmark = pytest.mark.skipif(
     not engines.compiled_dome_available() and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
     reason="the compiled DOME engine is not built here")
-
-SITES = {"traditional": "messages", "rfc3339": "journal"}
-TIMEOUT_S = 120
-
-
-def site_config(stamp: str) -> DomeConfig:
-    return DomeConfig(duration=400.0, rate=3.0, disks=2, tz="UTC", stamp=stamp, envelope=SITES[stamp],
-                      disk_down_at=100.0, disk_down_s=90.0, restart_at=260.0, gap_at=200.0,
-                      gap_s=4.0, timeout=float(TIMEOUT_S))
-
 
 # A site's wording where a capacity's phys and free may be missing: the records' None
 # cells, which the bundled wording never gives.
@@ -65,7 +56,8 @@ def odd(lines: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory):
-    """Each stamp kind's simulated site, odd lines mixed in: {node: its lines}."""
+    """Each stamp kind's simulated site (the DOME tally's test's), odd lines mixed in:
+    {node: its lines}."""
     made = {}
     for stamp in SITES:
         result = simulate_dome(site_config(stamp), tmp_path_factory.mktemp(stamp) / "site")
@@ -74,16 +66,9 @@ def sites(tmp_path_factory):
     return made
 
 
-def replay(lines: dict, engine: str, on_dome_record, on_record) -> Pipeline:
-    pipeline = Pipeline(on_record, ReassemblySettings(timeout_s=TIMEOUT_S), engine=engine,
-                        on_dome_record=on_dome_record)
-    dome_profile = profile()
-    for host, node_lines in lines.items():
-        src = pipeline.source(host, host=host, profile=dome_profile, tz="UTC", year=2017)
-        for line in node_lines:
-            src.feed(line)
-    pipeline.finish()
-    return pipeline
+def replay(lines: dict, engine: str, on_dome_record, on_record) -> None:
+    feed_site(Pipeline(on_record, ReassemblySettings(timeout_s=TIMEOUT_S), engine=engine,
+                       on_dome_record=on_dome_record), lines, profile())
 
 
 @pytest.mark.parametrize("stamp", list(SITES))

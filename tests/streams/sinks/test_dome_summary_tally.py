@@ -62,14 +62,18 @@ PROFILE = resolve_dome_profile("dmlite-dome")
 def pipeline_records(lines: dict) -> list[dict]:
     """A site's DOME records as a pipeline hands them on, checksum waits included."""
     records: list[dict] = []
-    pipeline = Pipeline(records.append, ReassemblySettings(timeout_s=TIMEOUT_S),
-                        on_dome_record=records.append)
+    feed_site(Pipeline(records.append, ReassemblySettings(timeout_s=TIMEOUT_S),
+                       on_dome_record=records.append), lines)
+    return records
+
+
+def feed_site(pipeline: Pipeline, lines: dict, profile=PROFILE) -> None:
+    """A site's lines ({node: its lines}) fed to `pipeline`, a source per node, to the end."""
     for host, node_lines in lines.items():
-        src = pipeline.source(host, host=host, profile=PROFILE, tz="UTC", year=2017)
+        src = pipeline.source(host, host=host, profile=profile, tz="UTC", year=2017)
         for line in node_lines:
             src.feed(line)
     pipeline.finish()
-    return records
 
 
 def reference(records) -> Summary:
