@@ -10,7 +10,9 @@
 //! Python) once per second: consecutive lines of one second reuse its answer, which
 //! the clock would give again without changing its state.
 
-use crate::jit::Pattern;
+use std::borrow::Cow;
+
+use crate::jit::{FirstBytes, Pattern};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
@@ -37,6 +39,24 @@ struct Alternative {
     fields: Vec<(usize, usize)>, // (FIELD_NAMES index, group)
 }
 
+impl Form {
+    /// Whether this form's envelope may match at `line`'s start.
+    #[inline]
+    fn may_start(&self, line: &str) -> bool {
+        self.starts.as_ref().is_none_or(|s| s.admits(line.as_bytes()))
+    }
+}
+
+/// The first bytes of the envelope `prefix` (pcre2_pattern's `\A(?:envelope)`) reads,
+/// from the envelope compiled unanchored as the head is (UTF, `.` matching all: the
+/// prefix's `.` matches less): None when PCRE2 knows none or the pattern is not so made.
+fn envelope_starts(prefix: &str) -> PyResult<Option<FirstBytes>> {
+    let Some(envelope) = prefix.strip_prefix(r"\A") else {
+        return Ok(None);
+    };
+    Ok(compile(envelope, true)?.first_bytes())
+}
+
 impl Alternative {
     /// Whether this alternative matches `line` from `at` (the head's end): its spans then
     /// in its regex, or in `head`.
@@ -53,6 +73,10 @@ struct Form {
     head: Pattern,   // the envelope and message (or the whole alternation); its spans
     prefix: Pattern, // the envelope alone
     prefix_tag: usize,
+    /// The bytes a match of the envelope can start with (head and prefix start with it),
+    /// or None if any: a line starting otherwise (all of a DPM log's for the traditional
+    /// form) is not this form's, known without running either regex (issue 30).
+    starts: Option<FirstBytes>,
     g: Groups,
     alternatives: Vec<Alternative>,
 }
@@ -114,8 +138,10 @@ pub struct DomeScanner {
     spare: Spare,
     #[pyo3(get)]
     result: &'static str,
-    #[pyo3(get)]
-    reason: String,
+    /// Why the last line failed: most reasons are fixed words, held without a copy (each
+    /// DPM line `profile check` shows a DOME profile fails with one: a String a line
+    /// made and dropped, issue 30).
+    reason: Cow<'static, str>,
     counts: [u64; 4],
     event_type: Py<PyType>,
 }
@@ -166,9 +192,9 @@ fn other_number(text: &str) -> Option<i64> {
 }
 
 impl DomeScanner {
-    fn fail(&mut self, result: usize, reason: String) -> usize {
+    fn fail(&mut self, result: usize, reason: impl Into<Cow<'static, str>>) -> usize {
         self.result = RESULTS[result];
-        self.reason = reason;
+        self.reason = reason.into();
         self.counts[result] += 1;
         result
     }
@@ -196,11 +222,11 @@ impl DomeScanner {
             return Ok(self.fail(MALFORMED, format!("line longer than {} bytes", self.max_bytes)));
         }
         if line.contains('\0') {
-            return Ok(self.fail(MALFORMED, "binary data (NUL byte)".into()));
+            return Ok(self.fail(MALFORMED, "binary data (NUL byte)"));
         }
         let mut matched = None;
         for (i, form) in self.forms.iter_mut().enumerate() {
-            if matches(&mut form.head, line) {
+            if form.may_start(line) && matches(&mut form.head, line) {
                 matched = Some(i);
                 break;
             }
@@ -216,16 +242,16 @@ impl DomeScanner {
         }
         let (head, at) = (&form.head, form.head.get(0).map_or(0, |(_, e)| e));
         let Some(ai) = form.alternatives.iter_mut().position(|a| a.matches(head, line, at)) else {
-            return Ok(self.fail(UNMATCHED, "no role".into()));
+            return Ok(self.fail(UNMATCHED, "no role"));
         };
         let form = &self.forms[fi];
         let (head, alt) = (&form.head, &form.alternatives[ai]);
         let locs = alt.regex.as_ref().unwrap_or(head);
         let Some(role) = alt.role else {
-            return Ok(self.fail(UNMATCHED, "no role".into()));
+            return Ok(self.fail(UNMATCHED, "no role"));
         };
         let Some(pid_text) = span(line, head, form.g.pid) else {
-            return Ok(self.fail(MALFORMED, "a dmlite line without the program's pid".into()));
+            return Ok(self.fail(MALFORMED, "a dmlite line without the program's pid"));
         };
         let tid_text = form.g.tid.and_then(|g| span(line, head, g));
         let mut longest = pid_text.len().max(tid_text.map_or(0, str::len));
@@ -338,20 +364,20 @@ impl DomeScanner {
     fn not_dmlite(&mut self, py: Python<'_>, line: &str, ev: &mut DomeEvent) -> PyResult<usize> {
         for i in 0..self.forms.len() {
             let form = &mut self.forms[i];
-            if matches(&mut form.prefix, line) {
+            if form.may_start(line) && matches(&mut form.prefix, line) {
                 let tag = span(line, &form.prefix, form.prefix_tag).unwrap_or("");
                 if self.journald.as_ref().is_some_and(|j| j.tags.iter().any(|t| t == tag)) {
                     return self.suppressed(py, i, tag, line, ev);
                 }
                 let why = if self.tags.iter().any(|t| t == tag) {
-                    "not a dmlite message".to_string()
+                    Cow::Borrowed("not a dmlite message")
                 } else {
-                    format!("program {}", Self::repr(py, tag))
+                    Cow::Owned(format!("program {}", Self::repr(py, tag)))
                 };
                 return Ok(self.fail(FOREIGN, why));
             }
         }
-        Ok(self.fail(MALFORMED, "no syslog envelope".into()))
+        Ok(self.fail(MALFORMED, "no syslog envelope"))
     }
 
     /// journald's line (DomeLineParser._suppressed): `Suppressed N messages from UNIT` for
@@ -462,7 +488,8 @@ impl DomeScanner {
     /// forms: per envelope form in parsers/dome_profiles.FORMS order, (name, head pattern,
     /// prefix pattern, prefix's tag group, {group name: index}, [(role or None, pattern or
     /// None, wrapper group, lead, [(field index, group)])]: compiled_dome.scan_plan); the
-    /// patterns in PCRE2 syntax, anchored (a role's at its start offset, `\G`).
+    /// patterns in PCRE2 syntax, anchored (a role's at its start offset, `\G`); the
+    /// prefix `\A(?:envelope)` and the head starting with that envelope.
     #[new]
     /// journald: the profile's `[journald]` (tags, pattern in PCRE2 syntax, anchored,
     /// lines group, program group), or None.
@@ -482,6 +509,7 @@ impl DomeScanner {
         for (name, pattern, prefix, prefix_tag, groups, alternatives) in forms {
             let rfc3339 = name == "rfc3339";
             let head = compile(&pattern, true)?;
+            let starts = envelope_starts(&prefix)?;
             let prefix = compile(&prefix, false)?;
             let get = |n: &str| -> PyResult<Option<usize>> {
                 groups.get_item(n)?.map(|v| v.extract::<usize>()).transpose()
@@ -515,6 +543,7 @@ impl DomeScanner {
                 head,
                 prefix,
                 prefix_tag,
+                starts,
                 g,
                 alternatives,
             });
@@ -539,7 +568,7 @@ impl DomeScanner {
             rfc3339: Rfc3339Reader::default(),
             spare: Default::default(),
             result: RESULTS[PARSED],
-            reason: String::new(),
+            reason: Cow::Borrowed(""),
             counts: [0; 4],
             event_type: event_type.unbind(),
         })
@@ -552,6 +581,11 @@ impl DomeScanner {
             Outcome::Parsed(ev) => Some(self.line(py, ev)),
             Outcome::Failed(_) => None,
         })
+    }
+
+    #[getter]
+    fn reason(&self) -> &str {
+        &self.reason
     }
 
     /// Lines by result so far: parsed, unmatched, foreign, malformed.

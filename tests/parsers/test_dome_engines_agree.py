@@ -19,7 +19,9 @@ where they fail.
 
 import json
 import os
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,12 +33,15 @@ from dpmstream.parsers.dome_profiles import dome_profile_from_dict, resolve_dome
 from dpmstream.parsers.profiles import read_profile_file
 from dpmstream.parsers.dome_reassembly import merge_by_time
 from dpmstream.simulator.dome_config import DomeConfig
+from dpmstream.simulator import simulate
 from dpmstream.simulator.dome_run import simulate_dome
+from dpmstream.simulator.scenarios import scenario
 from dpmstream.streams.kafka.envelope import decode
 
 from tests.helpers import sampled
 
 PYTHON, COMPILED = engines.PYTHON, engines.COMPILED
+REAL_SRM = Path(__file__).parents[1] / "data" / "real" / "srmv2-manpage-example.log"
 REQUIRED = bool(os.environ.get("DPMSTREAM_REQUIRE_NATIVE"))
 pytestmark = pytest.mark.skipif(
     not (engines.compiled_dome_available() or REQUIRED),
@@ -445,3 +450,48 @@ def test_a_profile_of_other_wording_reads_alike_in_both_parsers(site, shape, wor
     profile = variant(profile_of(cfg), wording)
     assert all((scan_plan(form)[1][0][1] is not None) == split for form in profile.forms.values())
     assert {"command", "returns", "other", seen} <= read_alike(cfg, nodes, profile)
+
+
+# A site's envelope that starts otherwise: a syslog priority before either stamp (a first
+# byte PCRE2 reads as one literal), or a case-insensitive lookahead before the month.
+PRIORITY = "<13>"
+ENVELOPE_STARTS = {
+    "priority": lambda env: {form: re.escape(PRIORITY) + env[form] for form in ("traditional", "rfc3339")},
+    "caseless-lookahead": lambda env: {"traditional": "(?i:(?=[jfmasond]))" + env["traditional"]},
+}
+# Lines at the edge of the forms' first bytes: empty, one byte, a month's other case, a
+# non-ASCII first character, a year, a priority.
+EDGES = ["", "M", "may 30 08:44:05 h dome[1]: {1}[1] dmlite x", "É", "2", "<", PRIORITY,
+         PRIORITY + "May 30 08:44:05 h cron[1]: x", "\tMay 30 08:44:05 h dome[1]: x"]
+
+
+@pytest.fixture(scope="module")
+def dpm_lines(tmp_path_factory) -> list[str]:
+    """A simulated DPM head's lines (both daemons) and the real SRM example's."""
+    result = simulate(scenario("thesis", requests=60), tmp_path_factory.mktemp("dpm") / "thesis")
+    lines = []
+    for path in (result.log_path, result.dpns_log_path, REAL_SRM):
+        lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return lines
+
+
+@pytest.mark.parametrize("shape", CHECKED)
+@pytest.mark.parametrize("starts", [None, *ENVELOPE_STARTS])
+def test_lines_a_form_cannot_start_read_alike_in_both_parsers(site, dpm_lines, shape, starts):
+    """The compiled scanner passes over a form whose envelope cannot start with a line's
+    first byte (PCRE2's reading of the profile's own envelope) without matching it: a DPM
+    head's lines, a DOME site's and the edge cases read as the Python parser reads them
+    (event, result and reason), with the bundled profile and with a site's envelope that
+    starts otherwise."""
+    cfg, nodes = site(shape)
+    profile, prefix = profile_of(cfg), ""
+    if starts is not None:
+        data = read_profile_file(profile.source)
+        data["envelope"] = {**data["envelope"], **ENVELOPE_STARTS[starts](data["envelope"])}
+        profile = dome_profile_from_dict(data, source=f"{profile.source} ({starts})")
+        prefix = PRIORITY if starts == "priority" else ""
+    dome = [prefix + text for lines in nodes for text in lines]
+    results = read_alike(cfg, [dpm_lines, dome, EDGES, [text.lower() for text in dome[:200]]], profile)
+    assert {"malformed", "command"} <= results
+    if starts is None or starts == "priority":
+        assert len(read_alike(cfg, [dpm_lines], profile)) == 1, "a DPM line is never a DOME profile's"
