@@ -38,10 +38,12 @@ def topics(prefix):
             "calls": f"{prefix}-calls-{tag}", "group": f"{prefix}-group-{tag}"}
 
 
-def worker_command(broker_url, t, *, batch=1000, port=None):
+def worker_command(broker_url, t, *, batch=1000, port=None, transaction_lines=None):
     command = [sys.executable, "-m", "dpmstream", "worker", "--broker", broker_url,
                "--lines-topic", t["lines"], "--requests-topic", t["requests"],
                "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", str(batch)]
+    if transaction_lines is not None:
+        command += ["--transaction-lines", str(transaction_lines)]
     return command + ([] if port is None else ["--metrics-port", str(port)])
 
 
@@ -220,7 +222,9 @@ def test_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
     try:
         with open(log_path, "ab") as log:
             for _round in range(2):
-                proc = spawn(kafka_broker, t, log)
+                # a transaction per fetch or so: many, for the kills to land in (the
+                # default, 50,000 lines or 1 s, leaves few and short open ones)
+                proc = spawn(kafka_broker, t, log, transaction_lines=1000)
                 try:
                     if _round == 0:
                         feeder.start()
