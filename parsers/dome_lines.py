@@ -28,6 +28,14 @@ MONTHS = {m: i for i, m in enumerate(
 DAEMON = "dome"
 # Fields read as integers (HTTP code, byte counts, counts, seconds).
 INT_FIELDS = frozenset(("code", "size", "matchings", "timeout", "phys", "free", "count"))
+NOT_A_NUMBER = "a number field that is not a number"
+
+
+def ascii_int(text: str) -> int | None:
+    """A number field's value: ASCII digits, white space about them allowed (the compiled
+    scanner's rule: not int()'s, which takes a sign, underscores and other scripts' digits)."""
+    t = text.strip()
+    return int(t) if t.isascii() and t.isdigit() else None
 
 
 class DomeEvent(NamedTuple):
@@ -95,17 +103,24 @@ class DomeLineParser:
         values = {name: m.group(i) for name, i in fields.items()}
         if max(len(pid), len(tid or ""), *(len(values[f] or "") for f in INT_FIELDS & values.keys())) > MAX_DIGITS:
             return self._fail(MALFORMED, f"a number longer than {MAX_DIGITS} digits")
+        # A site's profile may capture more than digits where a number belongs: such a
+        # line is malformed (counted), as the compiled scanner has it.
         for name in INT_FIELDS & values.keys():
             if values[name] is not None:
-                values[name] = int(values[name])
+                number = ascii_int(values[name])
+                if number is None:
+                    return self._fail(MALFORMED, NOT_A_NUMBER)
+                values[name] = number
+        level = m.group(g["level"])
+        pid, tid, level = ascii_int(pid), -1 if tid is None else ascii_int(tid), -1 if level is None else ascii_int(level)
+        if pid is None or tid is None or level is None:
+            return self._fail(MALFORMED, NOT_A_NUMBER)
         try:
             ts, whole = self._time(form.name, m, g)
         except (ClockError, ValueError) as exc:
             return self._fail(MALFORMED, str(exc))
-        level = m.group(g["level"])
         self.result = PARSED
-        return DomeEvent(ts, m.group(g["host"]), tag, int(pid), -1 if tid is None else int(tid),
-                         -1 if level is None else int(level), m.group(g["error"]) is not None,
+        return DomeEvent(ts, m.group(g["host"]), tag, pid, tid, level, m.group(g["error"]) is not None,
                          role, values, whole)
 
     def _time(self, form: str, m, g) -> tuple[int, bool]:

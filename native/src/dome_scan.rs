@@ -26,6 +26,8 @@ pub const UNMATCHED: usize = 1;
 pub const FOREIGN: usize = 2;
 pub const MALFORMED: usize = 3;
 const RESULTS: [&str; 4] = ["parsed", "unmatched", "foreign", "malformed"];
+/// parsers/dome_lines.NOT_A_NUMBER: a number field's text is not digits.
+const NOT_A_NUMBER: &str = "a number field that is not a number";
 
 /// A role pattern of the form's alternation: matched alone after the head (`regex`,
 /// where the message starts with `lead`), or, for a profile whose patterns refer to
@@ -264,18 +266,32 @@ impl DomeScanner {
             let why = format!("a number longer than {} digits", self.max_digits);
             return Ok(self.fail(MALFORMED, why));
         }
+        // A site's profile may capture more than digits where a number belongs: such a
+        // line is malformed (counted), as DomeLineParser has it.
+        let number = |text: Option<&str>| text.map_or(Some(-1), ascii_number);
+        let (Some(pid), Some(tid), Some(level)) =
+            (ascii_number(pid_text), number(tid_text), number(span(line, head, form.g.level)))
+        else {
+            return Ok(self.fail(MALFORMED, NOT_A_NUMBER));
+        };
         let spare = &mut self.spare;
         ev.declare(alt.fields.iter().fold(0u32, |bits, &(field, _)| bits | 1 << field), spare);
+        let mut numbers = true;
         for &(field, group) in &alt.fields {
             match span(line, locs, group) {
                 None => ev.set_none(field, spare),
-                Some(text) if is_int_field(field) => ev.fields[field] = Some(Val::Int(ascii_number(text).unwrap_or(0))),
+                Some(text) if is_int_field(field) => {
+                    let n = ascii_number(text);
+                    numbers &= n.is_some();
+                    ev.fields[field] = Some(Val::Int(n.unwrap_or(0)));
+                }
                 Some(text) => ev.set_text(field, text, spare),
             }
         }
-        ev.pid = ascii_number(pid_text).unwrap_or(0);
-        ev.tid = tid_text.map_or(-1, |t| ascii_number(t).unwrap_or(0));
-        ev.level = span(line, head, form.g.level).map_or(-1, |t| ascii_number(t).unwrap_or(0));
+        if !numbers {
+            return Ok(self.fail(MALFORMED, NOT_A_NUMBER));
+        }
+        (ev.pid, ev.tid, ev.level) = (pid, tid, level);
         ev.error = head.get(form.g.error).is_some();
         ev.role = role;
         ev.set_origin(span(line, head, form.g.host).unwrap_or(""), tag);

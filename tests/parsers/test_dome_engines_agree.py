@@ -417,6 +417,27 @@ def test_a_pfn_whose_putcount_is_no_ascii_number_is_unusable_not_a_crash():
         assert r.stats.unusable_lines == 1, engine
 
 
+# A site's wording that captures more than digits where a number belongs (phys, free).
+LOOSE_NUMBERS = {"capacity": r"dome checkDiskSpaces : fs: (?P<fs>\S+) phys: (?P<phys>\S+) free: (?P<free>\S+)"}
+
+
+@pytest.mark.parametrize("shape", CHECKED)
+def test_a_number_field_a_sites_profile_reads_as_text_is_a_malformed_line_in_both_parsers(site, shape):
+    """A profile may let a number field take any text: the Python parser crashed on int()
+    of it and the compiled one read it as 0; both now count the line as malformed, and
+    the other lines read as before."""
+    cfg, nodes = site(shape)
+    profile = variant(profile_of(cfg), LOOSE_NUMBERS)
+    capacity = next(line for lines in nodes for line in lines if " phys: " in line and " free: " in line)
+    odd = [capacity.replace(" free: ", " free: x"), capacity.replace(" phys: ", " phys: -"),
+           capacity.replace(" free: ", " free: \N{SUPERSCRIPT TWO}"), capacity]
+    assert "capacity" in read_alike(cfg, [*nodes, odd], profile)
+    for engine in (PYTHON, COMPILED):
+        parser = engines.new_dome_parser(engine, profile, EventClock(cfg.tz, year=2017))
+        read = [(parser.parse(line) is None, parser.result) for line in odd]
+        assert read == [(True, "malformed")] * 3 + [(False, "parsed")], engine
+
+
 # A site's own wording: role patterns changed so that the leads the compiled scanner reads
 # from them (regex_lead.py) differ from the bundled ones'; some no longer fit every line.
 REWORDED = {
