@@ -120,7 +120,9 @@ def _spawn_worker(broker, t, metrics_port, log):
         [sys.executable, "-m", "dpmstream", "worker", "--broker", broker.url,
          "--lines-topic", t["lines"], "--requests-topic", t["requests"],
          "--calls-topic", t["calls"], "--group-id", t["group"], "--batch", "400",
-         "--timeout", str(TIMEOUT_S), "--metrics-port", str(metrics_port)],
+         "--timeout", str(TIMEOUT_S), "--metrics-port", str(metrics_port),
+         # transactions of a few fetches each: many, for the kills to land in
+         "--transaction-lines", "1000"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
