@@ -178,6 +178,9 @@ class Worker:
                 # to the partition's stored offset, from where these lines come again.
                 continue
             if not self._feed(part, messages):
+                # Half fed: nothing of it since its last commit is committed; it is taken
+                # again from what was (below), and those lines come again.
+                self._uncommitted.pop(p, None)
                 broken.append(p)
                 continue
             self.lines_seen += len(messages)

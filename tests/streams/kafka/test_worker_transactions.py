@@ -124,3 +124,36 @@ def test_a_revoked_partition_commits_what_it_fed_before_it_is_dropped(lines):
     asyncio.run(main())
     assert [(p, offset) for p, offset, _ in owners.commits] == [(1, FETCH)]
     assert 1 not in owners.parts and list(worker._uncommitted) == [0]
+
+
+def test_a_partition_whose_fetch_failed_commits_nothing_it_fed_since_its_last_commit(lines):
+    """A fetch whose feed raised leaves the partition's state half fed: neither it nor the
+    lines fed before it since the last commit are committed, even where the age makes the
+    transaction due; the partition is taken again from what was committed, its lines come
+    again (test_hostile_records.py: on a real broker)."""
+    worker, owners = _worker(transaction_lines=10 ** 9, transaction_age_s=0.05)
+
+    class _GaveUp:   # the consumer no longer holds the partition: taking it again ends there
+        def assignment(self):
+            return set()
+
+    worker._consumer = _GaveUp()
+    part = owners.parts[0]
+    feed_batch = part.feed_batch
+
+    def half_then_fail(messages):
+        feed_batch(messages[:len(messages) // 2])
+        raise RuntimeError("a record the pipeline cannot process")
+
+    async def main():
+        fetches = _fetches(lines)
+        await worker._process({0: next(fetches)[0]}, dict(worker._seeks))
+        assert owners.commits == [] and worker._uncommitted[0][0] == FETCH
+        await asyncio.sleep(0.1)   # the first fetch's lines are now old enough to commit
+        part.feed_batch = half_then_fail
+        await worker._process({0: next(fetches)[0]}, dict(worker._seeks))
+        await worker._settle()
+
+    asyncio.run(main())
+    assert owners.commits == []
+    assert 0 not in owners.parts and 0 not in worker._uncommitted
