@@ -5,6 +5,8 @@ put() and call() write those records; test_story and test_window use them too.
 
 from __future__ import annotations
 
+import bisect
+import random
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -88,6 +90,33 @@ def test_binned_levels_are_time_weighted_means_and_maxima():
     steps = A.concurrency([(0, 10), (5, 20)])
     means, peaks = steps.binned([0, 10, 20])
     assert means == [1.5, 1.0] and peaks == [2, 1]
+
+
+def _binned_ms_by_ms(steps, edges):
+    """binned by definition: the level at each millisecond of a bin (times are whole ms;
+    before the first step nothing is open, the last step holds to the end)."""
+    means, peaks = [], []
+    for a, b in zip(edges, edges[1:]):
+        at = [steps.levels[k] if (k := bisect.bisect_right(steps.times, t) - 1) >= 0 else 0
+              for t in range(a, b)]
+        means.append(sum(at) / (b - a))
+        peaks.append(max([0, *at]))
+    return means, peaks
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_binned_is_the_millisecond_by_millisecond_mean_and_maximum(seed):
+    # Intervals crossing bin edges, ending on them, inside one bin, empty, outside the
+    # bins on either side; bins wider and narrower than the steps.
+    rng = random.Random(seed)
+    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
+                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
+    steps = A.concurrency(intervals)
+    width = rng.choice((1, 7, 25, 100, 1000))
+    edges = list(range(rng.randrange(0, 40), 560, width)) or [0, width]
+    if len(edges) == 1:
+        edges.append(edges[0] + width)
+    assert steps.binned(edges) == _binned_ms_by_ms(steps, edges)
 
 
 def test_a_slow_run_starts_at_the_puts_returns_plus_the_queue_wait():
