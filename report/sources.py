@@ -73,14 +73,15 @@ class WindowFilter:
                  tally=None):
         self.data, self.texts, self.resolved = data, (since_text, until_text), False
         self.tally = tally if tally is not None else data.summary
+        # Without --since/--until every record is kept and nothing needs dating: the
+        # window is open from the start, and no record's time is looked up.
+        self.bounded = bool(since_text or until_text)
+        if not self.bounded:
+            self.resolve(None)
 
     def __call__(self, record: dict) -> None:
         dome = is_dome(record)
-        t = time_of(record) if dome else \
-            start_of(record) if record["kind"] == "request" else record.get("started")
-        if not self.resolved:
-            self.resolve(t)
-        if not in_window(t, self.data.since, self.data.until):
+        if self.bounded and not self.inside(record, dome):
             return
         if dome:
             self.data.dome.append(record)
@@ -89,6 +90,13 @@ class WindowFilter:
             record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
         self.tally.write(record)
         (self.data.requests if record["kind"] == "request" else self.data.calls).append(record)
+
+    def inside(self, record: dict, dome: bool) -> bool:
+        t = time_of(record) if dome else \
+            start_of(record) if record["kind"] == "request" else record.get("started")
+        if not self.resolved:
+            self.resolve(t)
+        return in_window(t, self.data.since, self.data.until)
 
     def resolve(self, first_ms: int | None) -> None:
         since, until = self.texts
