@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from dpmstream.parsers import dome_records, engines
 from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, key_of, text_to_ms
-from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, start_of
+from dpmstream.report.analysis import start_of
 from dpmstream.report.dome_analysis import is_dome, time_of
+from dpmstream.report.spans import busy_spans
 from dpmstream.report.window import WindowError, in_window, parse_moment
 from dpmstream.streams.sinks.csv import DOME_FILES
 from dpmstream.streams.sinks.directories import DirectoryStats
@@ -177,15 +178,8 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
         keep(record)
 
     pipeline = Pipeline(emit, settings, on_dome_record=emit)
-    spans: dict = {"slow": [], "fast": [], "ns": []}
-
-    def on_span(host, daemon, pid, tid, kind, started, ended) -> None:
-        if daemon == FAST_DAEMON:
-            spans["slow" if kind == "proc" else "fast"].append((started, ended))
-        elif daemon in NS_DAEMONS:
-            spans["ns"].append((started, ended))
-
-    pipeline.reassembler.on_span = on_span
+    spans = busy_spans(engines.is_compiled(pipeline.reassembler))
+    pipeline.reassembler.on_span = spans
     marks = _MarkTaker(pipeline)
     data.failures, sources = replay_inputs(
         pipeline, inputs, host=host, profile=profile, tz=tz, year=year, progress=progress,
@@ -205,16 +199,11 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     data.stats = stats
     data.restarts = [(t, d) for t, _, d in pipeline.reassembler.restart_log
                      if in_window(t, data.since, data.until)]
-    data.spans = {kind: [(a, b) for a, b in found if _overlaps(a, b, data.since, data.until)]
-                  for kind, found in spans.items()}
+    data.spans = spans.windowed(data.since, data.until)
     aggregates.close()
     data.directories = directories.top(TOP_DIRECTORIES) or None
     data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]
     return data
-
-
-def _overlaps(a: int, b: int, since: int | None, until: int | None) -> bool:
-    return (since is None or b >= since) and (until is None or a <= until)
 
 
 class _MarkTaker:

@@ -9,7 +9,8 @@
 //! - primitives: hashing (the tables' hasher), jit (a PCRE2 pattern through its JIT entry), names (the interner), lru (activity
 //!   order), window (the duplicate memory), schema (parsers/schema.py's copy);
 //! - the DPM domain's data: event (a parsed line), scan (the line scanner), state (what
-//!   the engine holds), counters, rec (finished records);
+//!   the engine holds), counters, rec (finished records),
+//!   busy_spans (the threads' busy intervals the report reads);
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally;
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
@@ -20,6 +21,7 @@
 //!   file, which only registers the classes and functions.
 
 mod block;
+mod busy_spans;
 mod chunk;
 mod counters;
 mod deliver;
@@ -69,6 +71,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scan::FastLines>()?;
     m.add_class::<py_engine::Core>()?;
     m.add_class::<tally::Tally>()?;
+    m.add_class::<busy_spans::BusySpans>()?;
     m.add_class::<records::CsvBlocks>()?;
     m.add_class::<block::LineBlock>()?;
     m.add_class::<dome_scan::DomeScanner>()?;

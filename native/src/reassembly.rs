@@ -20,6 +20,7 @@ use std::collections::VecDeque;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
+use crate::busy_spans::BusySpans;
 use crate::counters::*;
 use crate::deliver::deliver;
 use crate::event::{Ev, OwnedEv, Role};
@@ -666,13 +667,20 @@ impl State {
         let (ts, rc, host) = (ev.ts, ev.rc, ev.host);
         if let Some(on_span) = &cx.cb.on_span {
             let py = cx.py;
-            let (h, d, is_proc) = {
-                let mut names = cx.names.borrow_mut();
+            // The report's BusySpans takes the span here, with no call into Python.
+            if let Ok(spans) = on_span.downcast_bound::<BusySpans>(py) {
+                let names = cx.names.borrow();
                 let is_proc = names.text(call.op).starts_with("proc_");
-                (names.py(py, key.0), names.py(py, key.1), is_proc)
-            };
-            let kind = if is_proc { "proc" } else { "call" };
-            on_span.call1(py, (h, d, key.2, key.3, kind, call.started, ts))?;
+                spans.borrow_mut().add(names.text(key.1), is_proc, call.started, ts);
+            } else {
+                let (h, d, is_proc) = {
+                    let mut names = cx.names.borrow_mut();
+                    let is_proc = names.text(call.op).starts_with("proc_");
+                    (names.py(py, key.0), names.py(py, key.1), is_proc)
+                };
+                let kind = if is_proc { "proc" } else { "call" };
+                on_span.call1(py, (h, d, key.2, key.3, kind, call.started, ts))?;
+            }
         }
         if call.kind == Kind::Plain || (call.kind == Kind::Step && call.token.is_none()) {
             self.emit_call(cx, key, th, &call, Some(ts), rc)?;

@@ -1,0 +1,84 @@
+//! The busy intervals of each kind of DPM thread, gathered as the engine reads each
+//! call's returns (report/spans.py's `BusySpans`, compiled): the report's timeline and
+//! slow-thread pool read them. Set as the engine's `on_span`, the engine pushes each span
+//! here with no call into Python (the thesis log has ~23 k of them), and the report takes
+//! them once, already cut to its window.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+type Spans = Vec<(i64, i64)>;
+
+#[pyclass(module = "dpmstream.parsers._native")]
+pub struct BusySpans {
+    fast_daemon: String,
+    ns_daemons: Vec<String>,
+    slow: Spans, // the fast daemon's processing runs ("proc_*" calls)
+    fast: Spans, // the fast daemon's other calls, status polls included
+    ns: Spans,   // the name server's calls
+}
+
+impl BusySpans {
+    /// One span, as `on_span(host, daemon, pid, tid, kind, started, ended)` gives it.
+    pub(crate) fn add(&mut self, daemon: &str, proc_run: bool, started: i64, ended: i64) {
+        if daemon == self.fast_daemon {
+            if proc_run { &mut self.slow } else { &mut self.fast }.push((started, ended));
+        } else if self.ns_daemons.iter().any(|d| d == daemon) {
+            self.ns.push((started, ended));
+        }
+    }
+}
+
+/// The spans that overlap [since, until] (either end open when None).
+fn overlapping(spans: &Spans, since: Option<i64>, until: Option<i64>) -> Spans {
+    spans.iter().copied()
+        .filter(|&(a, b)| since.is_none_or(|s| b >= s) && until.is_none_or(|u| a <= u))
+        .collect()
+}
+
+#[pymethods]
+impl BusySpans {
+    #[new]
+    fn new(fast_daemon: String, ns_daemons: Vec<String>) -> Self {
+        BusySpans { fast_daemon, ns_daemons, slow: Vec::new(), fast: Vec::new(), ns: Vec::new() }
+    }
+
+    /// The Python engine's callback (the compiled engine calls `add` itself).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (_host, daemon, _pid, _tid, kind, started, ended))]
+    fn __call__(&mut self, _host: &Bound<'_, PyAny>, daemon: &str, _pid: &Bound<'_, PyAny>,
+                _tid: &Bound<'_, PyAny>, kind: &str, started: i64, ended: i64) {
+        self.add(daemon, kind == "proc", started, ended);
+    }
+
+    /// {"slow": [(start, end), ...], "fast": [...], "ns": [...]}: the spans overlapping
+    /// [since, until], in the order they ended.
+    #[pyo3(signature = (since=None, until=None))]
+    fn windowed<'py>(&self, py: Python<'py>, since: Option<i64>, until: Option<i64>)
+                     -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("slow", overlapping(&self.slow, since, until))?;
+        out.set_item("fast", overlapping(&self.fast, since, until))?;
+        out.set_item("ns", overlapping(&self.ns, since, until))?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_go_by_daemon_and_kind_and_a_window_keeps_those_overlapping_it() {
+        let mut s = BusySpans::new("dpm".into(), vec!["dpns".into(), "lfc".into()]);
+        s.add("dpm", true, 10, 20);
+        s.add("dpm", false, 5, 6);
+        s.add("lfc", false, 30, 40);
+        s.add("srm", false, 1, 2); // neither kind of thread: not kept
+        assert_eq!((s.slow.clone(), s.fast.clone(), s.ns.clone()),
+                   (vec![(10, 20)], vec![(5, 6)], vec![(30, 40)]));
+        assert_eq!(overlapping(&s.slow, Some(20), Some(10)), vec![(10, 20)]); // ends touch
+        assert_eq!(overlapping(&s.slow, Some(21), None), vec![]);
+        assert_eq!(overlapping(&s.slow, None, Some(9)), vec![]);
+    }
+}

@@ -1,0 +1,39 @@
+"""The busy intervals of each kind of DPM thread, from the log itself: "slow" (processing
+runs), "fast" (every DPM call, status polls included), "ns" (name-server calls). The
+reassembler hands each call's span to its `on_span` as it reads the call's returns; set
+this as `on_span`, it keeps those of the three kinds, and `windowed` gives them cut to the
+report's window. The compiled engine fills the compiled twin (native/src/busy_spans.rs)
+with no call into Python per span; tests/report/test_spans.py pins the two equal."""
+
+from __future__ import annotations
+
+from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS
+
+try:
+    from dpmstream.parsers._native import BusySpans as CompiledBusySpans
+except ImportError:  # not built: pure Python
+    CompiledBusySpans = None
+
+
+class BusySpans:
+    def __init__(self):
+        self.found: dict[str, list] = {"slow": [], "fast": [], "ns": []}
+
+    def __call__(self, host, daemon, pid, tid, kind, started, ended) -> None:
+        if daemon == FAST_DAEMON:
+            self.found["slow" if kind == "proc" else "fast"].append((started, ended))
+        elif daemon in NS_DAEMONS:
+            self.found["ns"].append((started, ended))
+
+    def windowed(self, since: int | None = None, until: int | None = None) -> dict:
+        """Each kind's spans that overlap [since, until] (None: open), in the order they ended."""
+        return {kind: [(a, b) for a, b in found
+                       if (since is None or b >= since) and (until is None or a <= until)]
+                for kind, found in self.found.items()}
+
+
+def busy_spans(compiled: bool):
+    """The on_span for an engine: the compiled twin for the compiled one."""
+    if compiled and CompiledBusySpans is not None:
+        return CompiledBusySpans(FAST_DAEMON, sorted(NS_DAEMONS))
+    return BusySpans()
