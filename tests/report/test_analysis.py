@@ -92,6 +92,17 @@ def test_binned_levels_are_time_weighted_means_and_maxima():
     assert means == [1.5, 1.0] and peaks == [2, 1]
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_concurrency_steps_at_each_start_and_end_to_the_number_open_there(seed):
+    rng = random.Random(seed)
+    intervals = [(a, a + rng.choice((-3, 0, 1, 2, 40))) for a in
+                 (rng.randrange(0, 100) for _ in range(rng.randrange(0, 80)))]
+    steps = A.concurrency(iter(intervals))   # a generator, as slow_runs gives
+    kept = [(a, b) for a, b in intervals if b > a]
+    assert steps.times == sorted({t for span in kept for t in span})
+    assert steps.levels == [sum(1 for a, b in kept if a <= t < b) for t in steps.times]
+
+
 def _binned_ms_by_ms(steps, edges):
     """binned by definition: the level at each millisecond of a bin (times are whole ms;
     before the first step nothing is open, the last step holds to the end)."""
