@@ -206,6 +206,9 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     return data
 
 
+UNPARSED = ("unmatched", "malformed")
+
+
 class _MarkTaker:
     """Places the unparsed lines counted in each chunk at the latest event time the source
     had read by then (so within REPORT_CHUNK_LINES lines of where they were); counts
@@ -219,8 +222,9 @@ class _MarkTaker:
         self.unparsed: list = []
 
     def __call__(self, src) -> None:
-        stats = self.pipeline.stats
-        bad = stats.total("unmatched") + stats.total("malformed")
+        # the line counts merged once a chunk, not once per result (stats.total merges)
+        bad = sum(n for (_, _, result), n in self.pipeline.stats.lines.items()
+                  if result in UNPARSED)
         self.undated_bad += bad - self.bad
         self.bad = bad
         when = max(src.latest_by_host.values(), default=None)
