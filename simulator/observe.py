@@ -13,6 +13,7 @@ the first quarter of the arrivals against the last quarter.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Callable
 
 from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
@@ -220,7 +221,7 @@ def compare(obs: list[Observation], logged: list, modelled_by_seed: list[list],
 def growth(requests: list[dict], calls: list[dict]) -> dict[str, tuple[float, float]]:
     """Per queue-bearing phase, (p50 in the first quarter of the arrivals, p50 in the
     last), ms: a queue that grows over the run shows as a last quarter far above the first."""
-    reqs = sorted((r for r in _reqs(requests) if r["started"] is not None), key=lambda r: r["started"])
+    reqs = sorted((r for r in _reqs(requests) if r["started"] is not None), key=itemgetter("started"))
     out = {}
     for field in ("queue_ms", "proc_ms"):
         phase = field[:-3]
