@@ -23,15 +23,17 @@ MIN_SAMPLES = 20
 def proc_interval(r: dict):
     """(start, end) of the processing run of a request record, when it has one, or of
     the part of it known for sure: the most runs at once is then a lower bound."""
-    if r["proc_ms"] is None or r["queue_ms"] is None or r["request_ms"] is None:
+    proc, queue, request = r["proc_ms"], r["queue_ms"], r["request_ms"]
+    if proc is None or queue is None or request is None:
         return None
-    put_ret = r["started"] + r["request_ms"]
-    if r["queue_ms"] > 0:
-        start = put_ret + r["queue_ms"]
-        return start, start + r["proc_ms"]
+    put_ret = r["started"] + request
+    if queue > 0:
+        start = put_ret + queue
+        return start, start + proc
     # A queue of 0 may be a slow thread that began before the put's `returns` was
     # logged: the run began between DP092 and `returns`; this part of it ran for sure.
-    return put_ret, max(put_ret, r["started"] + r["proc_ms"])
+    end = r["started"] + proc
+    return put_ret, end if end > put_ret else put_ret
 
 
 def get_gap(r: dict):
@@ -77,9 +79,13 @@ def lock_holds(creats) -> list[int]:
     they ended, each began holding at the later of its start and the previous end. Exact
     for any lock served one at a time that is never idle while a create waits, whatever
     the load (idle, or a queue that never empties)."""
-    hold, prev_end = [], None
-    for start, end in sorted(creats, key=lambda c: (c[1], c[0])):
-        hold.append(max(0, end - (start if prev_end is None else max(start, prev_end))))
+    hold = []
+    # (end, start) pairs sort as the creates by (end, start) do, without a key call each.
+    ordered = sorted([(end, start) for start, end in creats])
+    prev_end = ordered[0][1] if ordered else None     # the first holds from its start
+    for end, start in ordered:
+        began = start if start > prev_end else prev_end
+        hold.append(end - began if end > began else 0)
         prev_end = end
     return hold
 

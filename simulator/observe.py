@@ -13,6 +13,7 @@ the first quarter of the arrivals against the last quarter.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Callable
 
 from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
@@ -111,10 +112,17 @@ def _arrival_rate(requests, calls):
     return len(stamps) / max(1e-3, (max(stamps) - min(stamps)) / 1000)
 
 
+def _holds_by_directory(calls) -> dict[str, list[int]]:
+    """directory -> lock_holds of its creates (the pooled hold and each lock's share them)."""
+    return _view(calls, "holds by directory", lambda: {
+        name: lock_holds(creats) for name, creats in _creats_by_directory(calls).items()})
+
+
 def _pooled_hold(requests, calls):
     # Each directory's own queue, in fits.directory_locks' order.
+    holds = _holds_by_directory(calls)
     groups = busiest_first(_creats_by_directory(calls))
-    return _p50(h for _, creats in groups for h in lock_holds(creats))
+    return _p50(h for name, _ in groups for h in holds[name])
 
 
 def _directory(names: tuple[str, ...], what: str):
@@ -124,9 +132,12 @@ def _directory(names: tuple[str, ...], what: str):
         creats = _creats(calls)
         by_directory = _creats_by_directory(calls)
         # Which name a create came under does not matter: holds sort, the rest count.
-        mine = [pair for name in dict.fromkeys(names) for pair in by_directory.get(name, ())]
+        present = [name for name in dict.fromkeys(names) if name in by_directory]
         if what == "hold":
-            return lock_holds(mine)
+            if len(present) == 1:      # one queue: its holds as the pooled hold took them
+                return _holds_by_directory(calls)[present[0]]
+            return lock_holds([pair for name in present for pair in by_directory[name]])
+        mine = [pair for name in present for pair in by_directory[name]]
         if what == "share":
             return len(mine) / len(creats) if creats else None
         return median([e - s for s, e in mine]) if mine else None
@@ -210,10 +221,11 @@ def compare(obs: list[Observation], logged: list, modelled_by_seed: list[list],
 def growth(requests: list[dict], calls: list[dict]) -> dict[str, tuple[float, float]]:
     """Per queue-bearing phase, (p50 in the first quarter of the arrivals, p50 in the
     last), ms: a queue that grows over the run shows as a last quarter far above the first."""
-    reqs = sorted((r for r in _reqs(requests) if r["started"] is not None), key=lambda r: r["started"])
+    reqs = sorted((r for r in _reqs(requests) if r["started"] is not None), key=itemgetter("started"))
     out = {}
-    for phase in ("queue", "proc"):
-        values = [r[f"{phase}_ms"] for r in reqs if r[f"{phase}_ms"] is not None]
+    for field in ("queue_ms", "proc_ms"):
+        phase = field[:-3]
+        values = [v for r in reqs if (v := r[field]) is not None]
         if len(values) >= 8:
             q = len(values) // 4
             out[phase] = (quantile(values[:q], 0.5), quantile(values[-q:], 0.5))

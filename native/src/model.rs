@@ -1312,6 +1312,19 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
     let clients: Vec<Rc<str>> = m.hosts.iter().map(|h| Rc::from(h.as_str())).collect();
     let tokens: Vec<Rc<str>> = m.reqs.iter().map(|r| Rc::from(r.token.as_str())).collect();
 
+    // A status and an end reason are one of a few words: each made a Python string once
+    // per run, not interned again for every record (a lookup in the interned table each).
+    let mut words: Vec<(&'static str, Py<PyString>)> = Vec::new();
+    let mut word = |w: &'static str| -> Py<PyString> {
+        match words.iter().find(|(k, _)| *k == w) {
+            Some((_, s)) => s.clone_ref(py),
+            None => {
+                let s = PyString::intern(py, w).unbind();
+                words.push((w, s.clone_ref(py)));
+                s
+            }
+        }
+    };
     let mut order: Vec<usize> = (0..m.reqs.len()).collect();
     order.sort_by(|&a, &b| (m.reqs[a].started, &m.reqs[a].token).cmp(&(m.reqs[b].started, &m.reqs[b].token)));
     let requests = PyList::empty(py);
@@ -1329,7 +1342,7 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
             op: Some(if r.op == Op::Put { put } else { get }),
             client: Some(clients[r.client].clone()),
             nfiles: Some(r.paths.len() as i64),
-            status: PyString::intern(py, end.status).unbind(),
+            status: word(end.status),
             accepted: r.accepted,
             started: Some(r.started),
             ended: Some(end.ended),
@@ -1343,7 +1356,7 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
             transfer_ms: end.transfer_ms,
             done_ms: end.done_ms,
             total_ms: end.total_ms,
-            end_reason: PyString::intern(py, end.end_reason).unbind(),
+            end_reason: word(end.end_reason),
             ns: Some(if ns_read { (Some(links.ns_calls[q]), Some(links.ns_ms[q])) } else { (None, None) }),
         }));
         requests.append(rec.to_dict(py, &names)?)?;
