@@ -51,8 +51,10 @@ impl Alt {
     fn matches(&mut self, head: &Pattern, line: &[u8], at: usize) -> bool {
         match &mut self.regex {
             // SAFETY: printable ASCII (tally checks each line first): valid UTF-8.
+            // the lead's first byte compared here: most leads differ there, without a memcmp call
             Some(regex) => {
-                line[at..].starts_with(&self.lead)
+                self.lead.first().is_none_or(|b| line.get(at) == Some(b))
+                    && line[at..].starts_with(&self.lead)
                     && regex.find_str_at(unsafe { std::str::from_utf8_unchecked(line) }, at) == Ok(true)
             }
             None => head.get(self.group).is_some(),
