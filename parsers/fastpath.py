@@ -243,14 +243,16 @@ def role_plan(profile: Profile, index: dict[str, int]):
     completes the envelope's first match, and the alternation tries each pattern so. The
     one regex set up all ~40 groups and tried every alternative on every line, for each
     profile. None when a role pattern refers to a group (alone, its numbering differs)."""
-    parts, order = role_patterns(profile.roles, ROLES, FIELDS)
+    parts, _ = role_patterns(profile.roles, ROLES, FIELDS)
     if not all(self_contained(part, re.DOTALL) for part in parts):
         return None
     plan = []
-    for i, (part, (role, _)) in enumerate(zip(parts, order)):
-        token = re.compile(part, re.DOTALL).groupindex.get(f"a{i}_token", -1)
+    # A part alone numbers its groups from its wrapper's, 1: the token's is where it is
+    # in the one regex, less the wrapper's (the last alternative is `unmatched`).
+    for part, (wrapper, alt) in zip(parts, profile.native.alternatives.items()):
+        token = alt.fields["token"] - wrapper + 1 if "token" in alt.fields else -1
         plan.append((r"(?s)\G(?:" + part + r")\s*\z", lead(part, re.DOTALL).encode(), 0,
-                     index[role], token))
+                     index[alt.role], token))
     return plan
 
 
