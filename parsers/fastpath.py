@@ -17,7 +17,6 @@ import re
 from .events import Event
 from .shapes import MASKS, SHAPE_CHARS
 from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, FIELDS, ROLES, UNMATCHED, CompiledForm, Profile, role_patterns
-from .regex_lead import lead, self_contained
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +242,7 @@ def role_plan(profile: Profile, index: dict[str, int]):
     completes the envelope's first match, and the alternation tries each pattern so. The
     one regex set up all ~40 groups and tried every alternative on every line, for each
     profile. None when a role pattern refers to a group (alone, its numbering differs)."""
+    from .regex_lead import lead, self_contained  # here: replay, which imports this module, needs it not
     parts, _ = role_patterns(profile.roles, ROLES, FIELDS)
     if not all(self_contained(part, re.DOTALL) for part in parts):
         return None
