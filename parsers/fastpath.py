@@ -16,7 +16,7 @@ import re
 
 from .events import Event
 from .shapes import MASKS, SHAPE_CHARS
-from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, ROLES, UNMATCHED, CompiledForm, Profile
+from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, FIELDS, ROLES, UNMATCHED, CompiledForm, Profile, role_patterns
 
 log = logging.getLogger(__name__)
 
@@ -219,16 +219,45 @@ def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, 
     def group(form: CompiledForm, name: str) -> int:
         return form.envelope.get(name, -1)
 
-    def alternatives(form: CompiledForm):
-        return [(g, None if alt.role == UNMATCHED else index[alt.role], alt.fields.get("token", -1))
-                for g, alt in form.alternatives.items()]
+    alone = role_plan(profile, index)
     try:
         return ProfileLines(
-            [(f.portable, group(f, "func"), group(f, "host"), group(f, "pid"), group(f, "tid"),
-              alternatives(f)) for f in forms],
+            [(f.portable if alone is None else f.head,
+              group(f, "func"), group(f, "host"), group(f, "pid"), group(f, "tid"),
+              _in_one_regex(f, index) if alone is None else alone) for f in forms],
             profile.func, len(ROLES), *([index[r] for r in roles if r in index]
                                         for roles in (catch_all, watched, opening, returns)),
             max_chars, shapes)
     except ValueError as exc:  # e.g. a site profile using look-around: fine in Python
         log.info("compiled role lines unavailable for profile %s (%s)", profile.name, exc)
         return None
+
+
+def role_plan(profile: Profile, index: dict[str, int]):
+    """How ProfileLines matches a line's role after the envelope, alone (as the DOME
+    scanner does, parsers/compiled_dome.scan_plan): [(pattern, lead, 0, role index, token
+    group)] per role pattern in the alternation's order, each matched from the envelope's
+    end (`\\G`) where the message starts with its lead (regex_lead.py); none matching is
+    the catch-all `unmatched`. The same match as the one regex's: its catch-all always
+    completes the envelope's first match, and the alternation tries each pattern so. The
+    one regex set up all ~40 groups and tried every alternative on every line, for each
+    profile. None when a role pattern refers to a group (alone, its numbering differs)."""
+    from .regex_lead import lead, self_contained  # here: replay, which imports this module, needs it not
+    parts, _ = role_patterns(profile.roles, ROLES, FIELDS)
+    if not all(self_contained(part, re.DOTALL) for part in parts):
+        return None
+    plan = []
+    # A part alone numbers its groups from its wrapper's, 1: the token's is where it is
+    # in the one regex, less the wrapper's (the last alternative is `unmatched`).
+    for part, (wrapper, alt) in zip(parts, profile.native.alternatives.items()):
+        token = alt.fields["token"] - wrapper + 1 if "token" in alt.fields else -1
+        plan.append((r"(?s)\G(?:" + part + r")\s*\z", lead(part, re.DOTALL).encode(), 0,
+                     index[alt.role], token))
+    return plan
+
+
+def _in_one_regex(form: CompiledForm, index: dict[str, int]):
+    """The alternatives of the form's one regex (role_plan's fallback): (None, no lead,
+    the wrapper group, role index or None for `unmatched`, token group)."""
+    return [(None, b"", g, None if alt.role == UNMATCHED else index[alt.role], alt.fields.get("token", -1))
+            for g, alt in form.alternatives.items()]

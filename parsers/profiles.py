@@ -56,6 +56,8 @@ class CompiledForm:
     # The same pattern for PCRE2 (parsers/fastpath.py): anchored, no `never`
     # group, `\z` for `\Z`; the group numbers are the same.
     portable: str = ""
+    # Its envelope alone for PCRE2, anchored (fastpath.role_plan): the same group numbers.
+    head: str = ""
 
 
 @dataclass
@@ -182,7 +184,7 @@ def _compile(envelope: str, roles: dict[str, list[str]]) -> CompiledForm:
                        if n in index}
     envelope_slots = tuple(envelope_groups.get(n, never) for n in ENVELOPE_GROUPS)
     return CompiledForm(regex, alternatives, envelope_groups, envelope_slots,
-                        portable=r"(?s)\A" + body + r"\z")
+                        portable=r"(?s)\A" + body + r"\z", head=r"(?s)\A(?:" + envelope + ")")
 
 
 def as_list(value) -> list[str]:

@@ -14,7 +14,7 @@
 //! profile's own scanner. The profile's regexes are its own (the portable PCRE2 forms parsers/fastpath.py
 //! builds the line scanner from), so the roles are the same by construction.
 
-use pcre2::bytes::{CaptureLocations, Regex, RegexBuilder};
+use pcre2::bytes::{Regex, RegexBuilder};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -24,6 +24,7 @@ use crate::hashing::FxMap;
 use crate::chunk::Chunk;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, MALFORMED as DOME_MALFORMED};
 use crate::hashing::FxSet;
+use crate::jit::Pattern;
 use crate::scan::printable_ascii;
 
 const ABSENT: usize = usize::MAX;
@@ -35,15 +36,45 @@ const PYTHON: u8 = 2;
 /// WATCH of a line whose pattern has a token field: the watch notes the token too.
 const WATCH_TOKEN: u8 = 3;
 
+/// A role pattern: alone (`regex`, matched from the envelope's end where the message
+/// starts with `lead`: fastpath.role_plan), or a wrapper `group` of the form's one regex.
 struct Alt {
+    regex: Option<Pattern>,
+    lead: Vec<u8>,
     group: usize,
     role: Option<usize>, // index into `roles`; None: the catch-all `unmatched`
-    token: usize,        // the token field's group, or ABSENT
+    token: usize,        // the token field's group (in `regex` if alone), or ABSENT
 }
 
+impl Alt {
+    /// Whether it matches `line` (printable ASCII) after the envelope `head` ended at `at`.
+    fn matches(&mut self, head: &Pattern, line: &[u8], at: usize) -> bool {
+        match &mut self.regex {
+            // SAFETY: printable ASCII (tally checks each line first): valid UTF-8.
+            // the lead's first byte compared here: most leads differ there, without a memcmp call
+            Some(regex) => {
+                self.lead.first().is_none_or(|b| line.get(at) == Some(b))
+                    && line[at..].starts_with(&self.lead)
+                    && regex.find_str_at(unsafe { std::str::from_utf8_unchecked(line) }, at) == Ok(true)
+            }
+            None => head.get(self.group).is_some(),
+        }
+    }
+
+    /// Where the message begins (the text shaped) and the token's span.
+    fn spans<'a>(&self, head: &Pattern, line: &'a [u8], at: usize) -> (usize, Option<&'a [u8]>) {
+        match &self.regex {
+            Some(regex) => (at, span(regex, line, self.token)),
+            None => (head.get(self.group).map_or(at, |(a, _)| a), span(head, line, self.token)),
+        }
+    }
+}
+
+/// An envelope form: its regex through PCRE2's JIT entry point (jit.rs: the `pcre2`
+/// crate's captures_read goes through pcre2_match, which checks its arguments again on
+/// each of the profiles' matches of every line), holding the spans of its last match.
 struct Form {
-    regex: Regex,
-    locs: CaptureLocations,
+    regex: Pattern,
     func: usize,
     host: usize,
     pid: usize,
@@ -62,7 +93,10 @@ const SHAPES_REMEMBERED: usize = 1 << 16;
 pub(crate) struct Shapes {
     masks: Vec<(Regex, Vec<u8>)>, // parsers/shapes.py's MASKS, in its order
     chars: usize,
-    memo: FxMap<Box<[u8]>, String>,
+    /// message -> its shape's index in `known`: a line of a known message hashes it once
+    /// (a map of the shapes themselves took a second lookup to hand one out borrowed)
+    memo: FxMap<Box<[u8]>, usize>,
+    known: Vec<String>,
 }
 
 impl Shapes {
@@ -91,14 +125,17 @@ impl Shapes {
     /// The shape, borrowed from the memo: a line of a known message allocates nothing.
     fn shape(&mut self, message: &[u8]) -> PyResult<&str> {
         let message = &message[..message.len().min(self.chars * 4)];
-        if !self.memo.contains_key(message) {
-            let shape = self.mask(message)?;
-            if self.memo.len() >= SHAPES_REMEMBERED {
-                self.memo.clear();
-            }
-            self.memo.insert(message.into(), shape);
+        if let Some(&k) = self.memo.get(message) {
+            return Ok(self.known[k].as_str());
         }
-        Ok(self.memo[message].as_str())
+        let shape = self.mask(message)?;
+        if self.memo.len() >= SHAPES_REMEMBERED {
+            self.memo.clear();
+            self.known.clear();
+        }
+        self.memo.insert(message.into(), self.known.len());
+        self.known.push(shape);
+        Ok(self.known[self.known.len() - 1].as_str())
     }
 }
 
@@ -111,7 +148,7 @@ impl Shapes {
             .into_iter()
             .map(|(pattern, mask)| Ok((compile(&pattern)?, mask.into_bytes())))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(Shapes { masks, chars, memo: FxMap::default() })
+        Ok(Shapes { masks, chars, memo: FxMap::default(), known: Vec::new() })
     }
 
     /// The shape of a printable ASCII message (a test's handle on the rule).
@@ -159,7 +196,7 @@ fn slot(index: i64) -> usize {
     }
 }
 
-fn span<'a>(locs: &CaptureLocations, line: &'a [u8], group: usize) -> Option<&'a [u8]> {
+fn span<'a>(locs: &Pattern, line: &'a [u8], group: usize) -> Option<&'a [u8]> {
     if group == ABSENT {
         return None;
     }
@@ -196,11 +233,11 @@ impl ProfileLines {
         if kind == 0 {
             return;
         }
-        let f = &self.forms[form];
+        let f = &self.forms[form].regex;
         let key: ThreadKey = (
-            span(&f.locs, line, f.host).map(Into::into),
-            span(&f.locs, line, f.pid).unwrap_or(b"").into(),
-            span(&f.locs, line, f.tid).map(Into::into),
+            span(f, line, self.forms[form].host).map(Into::into),
+            span(f, line, self.forms[form].pid).unwrap_or(b"").into(),
+            span(f, line, self.forms[form].tid).map(Into::into),
         );
         self.note(key, kind == 2);
     }
@@ -214,16 +251,18 @@ impl ProfileLines {
 
 #[pymethods]
 impl ProfileLines {
-    /// forms: per envelope form (native, then rsyslog), (portable pattern, func group,
-    /// host group, pid group, tid group, alternatives); an alternative is (wrapper group,
-    /// role index or None for unmatched, token group); groups -1 where absent. func: the
+    /// forms: per envelope form (native, then rsyslog), (pattern, func group, host group,
+    /// pid group, tid group, alternatives): the envelope alone and its role patterns
+    /// alone, or its one portable pattern and the wrapper groups in it
+    /// (fastpath.role_plan); an alternative is (its pattern alone or None, lead, wrapper
+    /// group, role index or None for unmatched, token group); groups -1 where absent. func: the
     /// profile's function pattern (anchored both ends here). roles: how many role names
     /// the indices run over; catch_all, watched, opening, returns: role indices.
     #[new]
     #[pyo3(signature = (forms, func, roles, catch_all, watched, opening, returns, max_bytes, shapes))]
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn new(
-        forms: Vec<(String, i64, i64, i64, i64, Vec<(i64, Option<usize>, i64)>)>,
+        forms: Vec<(String, i64, i64, i64, i64, Vec<(Option<String>, Vec<u8>, i64, Option<usize>, i64)>)>,
         func: &str,
         roles: usize,
         catch_all: Vec<usize>,
@@ -235,16 +274,18 @@ impl ProfileLines {
     ) -> PyResult<Self> {
         let mut compiled = Vec::with_capacity(forms.len());
         for (pattern, func_group, host, pid, tid, alts) in forms {
-            let regex = compile(&pattern)?;
-            let locs = regex.capture_locations();
+            let regex = Pattern::new(&pattern).map_err(PyValueError::new_err)?;
             let alts = alts
                 .into_iter()
-                .map(|(group, role, token)| Alt { group: slot(group), role, token: slot(token) })
-                .collect::<Vec<_>>();
-            if alts.iter().any(|a| a.group == ABSENT || a.role.is_some_and(|r| r >= roles)) {
+                .map(|(alone, lead, group, role, token)| {
+                    let regex = alone.map(|p| Pattern::new(&p).map_err(PyValueError::new_err)).transpose()?;
+                    Ok(Alt { regex, lead, group: slot(group), role, token: slot(token) })
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            if alts.iter().any(|a| (a.regex.is_none() && a.group == ABSENT) || a.role.is_some_and(|r| r >= roles)) {
                 return Err(PyValueError::new_err("an alternative needs its group and a known role"));
             }
-            compiled.push(Form { regex, locs, func: slot(func_group), host: slot(host), pid: slot(pid), tid: slot(tid), alts });
+            compiled.push(Form { regex, func: slot(func_group), host: slot(host), pid: slot(pid), tid: slot(tid), alts });
         }
         let flags = |of: &[usize]| (0..roles).map(|r| of.contains(&r)).collect::<Vec<_>>();
         let framing = (0..roles).map(|r| if returns.contains(&r) { 2 } else { u8::from(opening.contains(&r)) }).collect();
@@ -309,7 +350,7 @@ impl ProfileLines {
             }
             let mut matched = None;
             for (fi, form) in self.forms.iter_mut().enumerate() {
-                if matches!(form.regex.captures_read(&mut form.locs, line), Ok(Some(_))) {
+                if form.regex.find(line) == Ok(true) {
                     matched = Some(fi);
                     break;
                 }
@@ -319,8 +360,11 @@ impl ProfileLines {
                 close(&mut t.steps, &mut run, i);
                 continue;
             };
+            let form = &mut self.forms[fi];
+            let at = form.regex.get(0).map_or(0, |(_, e)| e);
+            let alt = form.alts.iter_mut().position(|a| a.matches(&form.regex, line, at));
             let form = &self.forms[fi];
-            let func = span(&form.locs, line, form.func).unwrap_or(b"");
+            let func = span(&form.regex, line, form.func).unwrap_or(b"");
             let own = match self.own_funcs.get(func) {
                 Some(&own) => own,
                 None => {
@@ -332,13 +376,14 @@ impl ProfileLines {
                     own
                 }
             };
-            let alt = form.alts.iter().find(|a| form.locs.get(a.group).is_some());
-            let (role, has_token, token) = match alt {
-                Some(a) => (a.role, a.token != ABSENT, span(&form.locs, line, a.token)),
-                None => (None, false, None),
+            // where the role's pattern (or `unmatched`) begins: the message shaped
+            let (role, has_token, token, message) = match alt.map(|k| &form.alts[k]) {
+                Some(a) => {
+                    let (message, token) = a.spans(&form.regex, line, at);
+                    (a.role, a.token != ABSENT, token, message)
+                }
+                None => (None, false, None, at),
             };
-            // where the role's wrapper (or `unmatched`) begins: the message shaped
-            let message = alt.and_then(|a| form.locs.get(a.group)).map_or(0, |(a, _)| a);
             if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
                 let shape = shapes.shape(&line[message..])?;
                 text.clear();

@@ -6,15 +6,17 @@ CRLF, rsyslog-wrapped, a catch-all line, an overlong line)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
 from dpmstream.commands.profile_check import ProfileTally
 from dpmstream.parsers import fastpath
-from dpmstream.parsers.profiles import bundled_profiles
+from dpmstream.parsers.profiles import ROLES, bundled_profiles, profile_from_dict
 from dpmstream.parsers.shapes import shape
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
@@ -168,11 +170,33 @@ def tally_state(t: ProfileTally) -> dict:
                 reassembled=t.reassembled, findings=t.findings())
 
 
+def site_profiles() -> list:
+    """The bundled DPM profile as sites may word it: a role pattern looking behind into the
+    envelope (matched alone from the envelope's end, it still sees it), and one referring
+    to a group by number (which ProfileLines matches in the one regex: fastpath.role_plan)."""
+    with open(bundled_profiles()[0].source, "rb") as f:
+        data = tomllib.load(f)
+    behind = copy.deepcopy(data)
+    behind["name"] = "looks-behind"
+    behind["roles"]["returns"] = r"(?<=: )returns (?P<rc>-?\d+)"
+    refers = copy.deepcopy(data)
+    refers["name"] = "refers"
+    refers["roles"]["other"] = [r"selected (\w)\w* \1.*", *data["roles"]["other"]]
+    return [profile_from_dict(d) for d in (behind, refers)]
+
+
+def test_role_patterns_are_matched_alone_unless_one_refers_to_a_group():
+    assert all(fastpath.role_plan(p, {r: i for i, r in enumerate(ROLES)}) is not None
+               for p in (*bundled_profiles(), site_profiles()[0]))
+    assert fastpath.role_plan(site_profiles()[1], {}) is None
+
+
 def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulated, tmp_path):
     odd = tmp_path / "odd.log"
     planted(f"{simulated}.log", odd, every=29)
-    for profile in bundled_profiles():
+    for profile in (*bundled_profiles(), *site_profiles()):
         block, reference = ProfileTally(profile, str(odd)), ProfileTally(profile, str(odd))
+        assert block.compiled is not None, profile.name
         reference.compiled = None
         stream, _ = open_binary(describe(str(odd)))
         with stream:
