@@ -45,6 +45,7 @@ mod event;
 mod hashing;
 mod jit;
 mod keyed_slab;
+mod lcgdm_head;
 mod linking;
 mod lru;
 mod model;

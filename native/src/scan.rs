@@ -21,6 +21,7 @@ use pyo3::types::{PyString, PyType};
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
 use crate::jit::Pattern;
+use crate::lcgdm_head;
 use crate::names::{Names, Sym};
 
 const ABSENT: usize = usize::MAX;
@@ -66,7 +67,12 @@ pub(crate) struct FastLines {
     /// Each alternative opens with `(*MARK:i)`, i its index here, and has no wrapper
     /// group (fastpath.py's marked form): the mark tells which one matched.
     marked: bool,
+    /// The envelope is lcgdm_head's, read by hand: `regex` is then the marked pattern's
+    /// alternation alone, matched where the envelope ends (`\G`), its groups renumbered.
+    hand_head: bool,
     envelope: [usize; 9],
+    /// The envelope's spans in the line scan() took last (ENVELOPE_GROUPS order).
+    head: lcgdm_head::Spans,
     alternatives: Vec<Alternative>,
     event_type: Py<PyType>,
     host: PyObject,
@@ -213,15 +219,27 @@ impl FastLines {
         }
         // SAFETY: printable ASCII and tab only, checked just above: valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-        if self.regex.find(bytes) != Ok(true) {
-            return Scan::Python;
+        if self.hand_head {
+            let Some(end) = lcgdm_head::read(bytes, &mut self.head) else {
+                return Scan::Python;
+            };
+            if self.regex.find_str_at(text, end) != Ok(true) {
+                return Scan::Python;
+            }
+        } else {
+            if self.regex.find(bytes) != Ok(true) {
+                return Scan::Python;
+            }
+            for (span, &group) in self.head.iter_mut().zip(&self.envelope) {
+                *span = if group == ABSENT { None } else { self.regex.get(group) };
+            }
         }
         let Some(alt) = self.matched_alternative() else {
             return Scan::Python;
         };
         let mut spans = [(0usize, 0usize); 5];
         for (i, span) in spans.iter_mut().enumerate() {
-            match self.regex.get(self.envelope[MONTH + i]) {
+            match self.head[MONTH + i] {
                 Some(s) => *span = s,
                 None => return Scan::Python,
             }
@@ -245,7 +263,7 @@ impl FastLines {
             }
         };
         let mut ms = 0i64;
-        if let Some(frac) = self.span_text(text, self.envelope[FRAC]) {
+        if let Some(frac) = self.head_text(text, FRAC) {
             if !frac.is_empty() {
                 let f = frac.as_bytes();
                 for i in 0..3 {
@@ -261,10 +279,10 @@ impl FastLines {
         if self.alternatives[alt].role.is_none() {
             return Scan::Unmatched;
         }
-        let Some(pid) = self.span_text(text, self.envelope[PID]).and_then(digits) else {
+        let Some(pid) = self.head_text(text, PID).and_then(digits) else {
             return Scan::Python;
         };
-        let tid = match self.span_text(text, self.envelope[TID]) {
+        let tid = match self.head_text(text, TID) {
             None => -1,
             Some(t) => match digits(t) {
                 Some(v) => v as i64,
@@ -308,7 +326,7 @@ impl FastLines {
             daemon,
             pid,
             tid,
-            func: names.intern(self.span_text(text, self.envelope[FUNC]).unwrap_or("")),
+            func: names.intern(self.head_text(text, FUNC).unwrap_or("")),
             role,
             op: self.span_text(text, slots[OP]).map(|t| names.intern(t)),
             client: self.span_text(text, slots[CLIENT]),
@@ -323,6 +341,12 @@ impl FastLines {
 
     pub(crate) fn host_daemon<'py>(&self, py: Python<'py>) -> (Bound<'py, PyAny>, Bound<'py, PyAny>) {
         (self.host.bind(py).clone(), self.daemon.bind(py).clone())
+    }
+
+    /// The text of envelope field `field` (ENVELOPE_GROUPS' index) in the line scanned last.
+    #[inline(always)]
+    fn head_text<'a>(&self, line: &'a str, field: usize) -> Option<&'a str> {
+        self.head[field].map(|(a, b)| &line[a..b])
     }
 
     fn span_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
@@ -383,12 +407,26 @@ impl FastLines {
         max_chars: usize,
         marked: bool,
     ) -> PyResult<Self> {
-        let regex = Pattern::new(pattern).map_err(PyValueError::new_err)?;
+        // The marked pattern opening with lcgdm_head's envelope (groups 1 to 9) has its
+        // alternation matched alone, where the envelope read by hand ends: its groups are
+        // numbered 9 lower, the alternatives' slots with them.
+        let hand_prefix = format!(r"(?s)\A(?:{})", lcgdm_head::PATTERN);
+        let hand_head = marked
+            && pattern.starts_with(&hand_prefix)
+            && pattern[hand_prefix.len()..].starts_with("(?|")
+            && envelope.iter().copied().eq(1..=9i64);
+        let shift = if hand_head { 9 } else { 0 };
+        let regex = if hand_head {
+            Pattern::new(&format!(r"(?s)\G{}", &pattern[hand_prefix.len()..]))
+        } else {
+            Pattern::new(pattern)
+        }
+        .map_err(PyValueError::new_err)?;
         // captures_len counts group 0; Python's `groups` does not.
-        if regex.captures_len() != groups + 1 {
+        if regex.captures_len() + shift != groups + 1 {
             return Err(PyValueError::new_err(format!(
                 "group count differs: PCRE2 {}, Python {}",
-                regex.captures_len() - 1,
+                regex.captures_len() + shift - 1,
                 groups
             )));
         }
@@ -409,7 +447,11 @@ impl FastLines {
             }
             let mut slots = [ABSENT; FIELDS];
             for (i, g) in fields.into_iter().enumerate() {
-                slots[i] = slot(g);
+                slots[i] = match slot(g) {
+                    ABSENT => ABSENT,
+                    g if g > shift => g - shift,
+                    _ => return Err(PyValueError::new_err("an alternative's field is an envelope group")),
+                };
             }
             alts.push(Alternative {
                 group: slot(group),
@@ -421,7 +463,9 @@ impl FastLines {
         Ok(FastLines {
             regex,
             marked,
+            hand_head,
             envelope: env,
+            head: [None; 9],
             alternatives: alts,
             event_type: event_type.unbind(),
             host,
@@ -446,7 +490,7 @@ impl FastLines {
             Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => (alt, ts, pid, tid, nfiles, rc),
         };
         let slots = self.alternatives[alt_index].slots;
-        let func = self.span_text(text, self.envelope[FUNC]).unwrap_or("");
+        let func = self.head_text(text, FUNC).unwrap_or("");
         let op = self.span_text(text, slots[OP]);
         let client = self.span_text(text, slots[CLIENT]);
         let token = self.span_text(text, slots[TOKEN]);
@@ -504,6 +548,12 @@ impl FastLines {
         self.seconds.clear();
         self.last_second = None;
         self.last_stamp = StampText::default();
+    }
+
+    /// Whether the envelope is read by hand (lcgdm_head.rs) rather than by the pattern.
+    #[getter]
+    fn reads_envelope_by_hand(&self) -> bool {
+        self.hand_head
     }
 
     fn __len__(&self) -> usize {
