@@ -577,6 +577,9 @@ impl PutTable {
         let with_pfn = status != INCOMPLETE && joined;
         let code = put.head_code.or(put.disk_code);
         stats.puts += 1;
+        if joined && (put.disk_time.is_some() || put.head_time.is_some()) {
+            stats.puts_joined += 1;
+        }
         out.push(Record::Put(PutRecord {
             head: put.head,
             lfn: Some(put.lfn),
