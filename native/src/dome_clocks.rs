@@ -186,3 +186,28 @@ pub fn advance_clocks<S>(state: &mut S, clocks: fn(&mut S) -> &mut Clocks, now_m
         sweep(state, &host);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Ordered;
+
+    #[test]
+    fn a_row_keeps_its_index_and_the_rows_their_first_insertion_order() {
+        let mut hosts: Ordered<String, Vec<i64>> = Ordered::default();
+        let head = hosts.row_or_insert_with("head", Vec::new);
+        let disk = hosts.row_or_insert_with("disk", Vec::new);
+        hosts.rows[head].1.push(1);
+        // found again (the last row, the one before it, and by hash past both): the same row
+        assert_eq!(hosts.row_or_insert_with("disk", Vec::new), disk);
+        assert_eq!(hosts.row_or_insert_with("head", Vec::new), head);
+        hosts.row_or_insert_with("other", Vec::new);
+        hosts.row_or_insert_with("third", Vec::new);
+        assert_eq!(hosts.row_or_insert_with("head", || vec![9]), head);
+        hosts.get_mut("disk").unwrap().push(2);
+        assert_eq!(hosts.get_ref("head"), Some(&vec![1]));
+        assert_eq!(hosts.get_ref("disk"), Some(&vec![2]));
+        assert_eq!(hosts.get_ref("none"), None);
+        let order: Vec<&str> = hosts.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(order, ["head", "disk", "other", "third"]);
+    }
+}
