@@ -172,6 +172,9 @@ impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
 
 pub type Clocks = Ordered<String, i64>;
 
+/// The clock of a host with none yet, as the rules read it (Python's default).
+pub const NO_CLOCK: i64 = i64::MIN / 2;
+
 /// parsers/dome_reassembly.advance_clocks: in the hosts' order, each host's clock of
 /// `state` (`clocks` picks them) raised to at least now_ms, then `sweep(state, host)`,
 /// before the next host's is raised (a sweep may read the other hosts' clocks).

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
-use crate::dome_state::NO_CLOCK;
+use crate::dome_clocks::NO_CLOCK;
 use crate::hashing::{FxMap, FxSet};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
 use crate::schema::{BY_EVICTION as EVICTED, BY_INPUT_END as INPUT_END, BY_LINE as LINE, BY_TIMEOUT as TIMEOUT};

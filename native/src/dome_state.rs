@@ -5,14 +5,11 @@
 //! its state codec.
 
 use crate::dome_calls::{role_of_query, CallTable};
-use crate::dome_clocks::{advance_clocks, Clocks, Ordered};
+use crate::dome_clocks::{advance_clocks, Clocks, Ordered, NO_CLOCK};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
 use crate::dome_stats::DomeStats;
-
-/// The clock of a host with none yet, as the rules read it (Python's default).
-pub const NO_CLOCK: i64 = i64::MIN / 2;
 
 pub struct DomeState {
     pub timeout_ms: i64,
