@@ -497,6 +497,8 @@ class PutTable:
             pfn_cols = {"pfn": put.pfn, "size": put.size, "putdone_code": codes[0] if codes else None}
         joined = put.pfn is not None
         self.stats.puts += 1
+        if joined and (put.disk_time is not None or put.head_time is not None):
+            self.stats.puts_joined += 1
         out.append({
             "kind": "dome_put", "head": put.head, "lfn": put.lfn, "put_time": put.put_time,
             "put_code": put.put_code, "server": put.server, "fs": put.fs, **pfn_cols,

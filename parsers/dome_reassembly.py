@@ -43,6 +43,7 @@ class DomeStats:
     call_evictions: int = 0         # calls cut because of the cap on open calls
     process_deaths: int = 0         # a new pid, or a startup line, for a host's program
     puts: int = 0                   # put records emitted
+    puts_joined: int = 0            # ... of them joined with a putdone (the no-join warning reads it)
     expired_puts: int = 0           # puts emitted at their timeout
     put_evictions: int = 0          # puts emitted early because of the cap on open puts
     orphan_putdones: int = 0        # putdone lines that joined no open put

@@ -199,7 +199,6 @@ class Pipeline:
         self._dome_settings = dict(timeout_ms=settings.timeout_ms, max_calls=settings.max_threads,
                                    max_puts=settings.max_in_flight)
         self.dome = None
-        self._dome_puts_joined = 0  # in this run: what the no-join warning asks
 
     @cached_property
     def dome_engine(self) -> str:
@@ -278,9 +277,6 @@ class Pipeline:
 
     def _emit_dome(self, records: list[dict]) -> None:
         for record in records:
-            if record["kind"] == "dome_put" and (record["putdone_disk_time"] is not None
-                                                 or record["putdone_head_time"] is not None):
-                self._dome_puts_joined += 1
             self._on_dome_record(record)
 
     def _dome_sources_time(self) -> int | None:
@@ -390,10 +386,9 @@ class Pipeline:
         """Putdones came, yet none joined a put: most likely whole-second stamps read in
         another zone than the nodes', as the join compares a put's local stamp with the
         UTC epoch in its replica's name (docs/dome.md; one line, once)."""
-        orphans = self.dome.stats.orphan_putdones
-        # the puts the engine handed its receiver itself are in no list _emit_dome saw
-        joined = self._dome_puts_joined + getattr(self.dome.reassembler, "receiver_puts_joined", 0)
-        if orphans >= 10 and joined == 0:
+        stats = self.dome.stats
+        orphans = stats.orphan_putdones
+        if orphans >= 10 and stats.puts_joined == 0:
             zones = sorted({str(src.parser.clock.zone) for src in self.sources.values()
                             if src.dome and src.parser is not None})
             zones = [z if z != "localtime" else "this machine's zone" for z in zones]

@@ -6,12 +6,15 @@
 
 use std::collections::BTreeMap;
 
+use crate::dome_clocks::Ordered;
 use crate::dome_event::{DomeEvent, Role, Val, CLIENT_HOST, CODE, OP, QUERY, REMOTE_HOST};
 use crate::dome_records::{CallRecord, Record};
 use crate::dome_stats::DomeStats;
 use crate::hashing::{FxMap, FxSet};
 
 pub type ThreadKey = (i64, i64);
+/// host -> its role (DomeState's).
+pub type Roles = Ordered<String, String>;
 
 #[derive(Clone, Debug)]
 pub struct OpenCall {
@@ -59,7 +62,9 @@ pub fn role_of_query(query: Option<&str>) -> Option<&'static str> {
 
 pub struct CallTable {
     pub max_open: usize,
-    pub open: BTreeMap<String, HostCalls>,
+    /// Per host, in the order the hosts came (Python's dict): a line looks its host up
+    /// twice or more, most often the host of the line before (Ordered's cheap case).
+    pub open: Ordered<String, HostCalls>,
     pub count: usize,
     tick: u64,
     /// The calls opened, moved or closed since the last take (dome_snapshot::take_changes),
@@ -69,7 +74,7 @@ pub struct CallTable {
 
 impl CallTable {
     pub fn new(max_open: usize) -> Self {
-        CallTable { max_open, open: BTreeMap::new(), count: 0, tick: 0, changed: None }
+        CallTable { max_open, open: Ordered::default(), count: 0, tick: 0, changed: None }
     }
 
     fn stamp(&mut self) -> u64 {
@@ -84,20 +89,16 @@ impl CallTable {
     }
 
     /// A line of a thread (tid >= 0): open, fill, end or touch its call.
-    pub fn line(&mut self, ev: &DomeEvent, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn line(&mut self, ev: &DomeEvent, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let key = (ev.pid, ev.tid);
         let role = ev.role;
-        let framed = match self.open.get(&ev.host) {
-            Some(host) => host.calls.get(&key).map(|(_, c)| c.framed),
-            None => {
-                self.open.insert(ev.host.clone(), HostCalls::default());
-                None
-            }
-        };
+        // the host's row, found once for the line (an eviction removes calls, never a row)
+        let row = self.open.row_or_insert_with(ev.host.as_str(), HostCalls::default);
+        let framed = self.open.rows[row].1.calls.get(&key).map(|(_, c)| c.framed);
         let mut has_call = framed.is_some();
         if role == Role::Accept || (role == Role::Call && framed == Some(true)) {
             if has_call {
-                let call = self.open.get_mut(&ev.host).unwrap().remove(&key).unwrap();
+                let call = self.open.rows[row].1.remove(&key).unwrap();
                 self.close(&ev.host, key, call, None, roles, stats, out);
             }
             self.open_call(ev, roles, stats, out);
@@ -115,7 +116,7 @@ impl CallTable {
             return;
         }
         self.mark(&ev.host, key);
-        let host = self.open.get_mut(&ev.host).unwrap();
+        let host = &mut self.open.rows[row].1;
         let (old, call) = host.calls.get_mut(&key).unwrap();
         // A call that holds the latest stamp of all is at its host's end already (most
         // lines are of the thread the line before was): nothing to move.
@@ -146,7 +147,7 @@ impl CallTable {
         }
     }
 
-    fn open_call(&mut self, ev: &DomeEvent, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    fn open_call(&mut self, ev: &DomeEvent, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
         if self.count >= self.max_open {
             self.evict(roles, stats, out);
         }
@@ -159,11 +160,8 @@ impl CallTable {
 
     pub fn insert(&mut self, host: &str, key: ThreadKey, call: OpenCall) {
         let stamp = self.stamp();
-        if !self.open.contains_key(host) {
-            self.open.insert(host.to_string(), HostCalls::default());
-        }
         self.mark(host, key);
-        let h = self.open.get_mut(host).unwrap();
+        let h = self.open.get_or_insert_with(host, HostCalls::default);
         h.order.insert(stamp, key);
         h.calls.insert(key, (stamp, call));
         self.count += 1;
@@ -171,7 +169,7 @@ impl CallTable {
 
     #[allow(clippy::too_many_arguments)]
     fn close(&mut self, host: &str, key: ThreadKey, call: OpenCall, ret: Option<&DomeEvent>,
-             roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+             roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
         self.count -= 1;
         self.mark(host, key);
         stats.calls += 1;
@@ -183,7 +181,7 @@ impl CallTable {
             host: host.to_string(),
             pid: key.0,
             tid: key.1,
-            role: call.role.or_else(|| roles.get(host).cloned()),
+            role: call.role.or_else(|| roles.get_ref(host).cloned()),
             command: call.command,
             http_code: ret.and_then(|r| Val::int(r.field(CODE))),
             caller: call.caller,
@@ -198,9 +196,9 @@ impl CallTable {
 
     /// A process of the host died: cut every call open on the host's other pids
     /// (keep_pid None: every pid, a pid reused by a new process).
-    pub fn end_process(&mut self, host: &str, keep_pid: Option<i64>, roles: &FxMap<String, String>,
+    pub fn end_process(&mut self, host: &str, keep_pid: Option<i64>, roles: &Roles,
                        stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let Some(h) = self.open.get(host) else { return };
+        let Some(h) = self.open.get_ref(host) else { return };
         let keys: Vec<ThreadKey> = h.in_order().map(|(k, _)| k).filter(|k| Some(k.0) != keep_pid).collect();
         for key in keys {
             let call = self.open.get_mut(host).unwrap().remove(&key).unwrap();
@@ -209,10 +207,10 @@ impl CallTable {
     }
 
     /// Cut the calls of the host silent since before horizon.
-    pub fn expire(&mut self, host: &str, horizon: i64, roles: &FxMap<String, String>, stats: &mut DomeStats,
+    pub fn expire(&mut self, host: &str, horizon: i64, roles: &Roles, stats: &mut DomeStats,
                   out: &mut Vec<Record>) {
         loop {
-            let Some(h) = self.open.get(host) else { return };
+            let Some(h) = self.open.get_ref(host) else { return };
             let Some((key, call)) = h.front() else { return };
             if call.latest >= horizon {
                 return;
@@ -224,9 +222,9 @@ impl CallTable {
     }
 
     /// The cap: cut the least recently active call of any host (ties: the host's name).
-    fn evict(&mut self, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    fn evict(&mut self, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let mut best: Option<(i64, &String)> = None;
-        for (host, h) in &self.open {
+        for (host, h) in self.open.iter() {
             if let Some((_, c)) = h.front() {
                 if best.is_none_or(|(latest, bh)| (c.latest, host) < (latest, bh)) {
                     best = Some((c.latest, host));
@@ -235,14 +233,15 @@ impl CallTable {
         }
         let Some((_, host)) = best else { return };
         let host = host.clone();
-        let (key, _) = self.open[&host].front().unwrap();
-        let call = self.open.get_mut(&host).unwrap().remove(&key).unwrap();
+        let h = self.open.get_mut(host.as_str()).unwrap();
+        let (key, _) = h.front().unwrap();
+        let call = h.remove(&key).unwrap();
         stats.call_evictions += 1;
         self.close(&host, key, call, None, roles, stats, out);
     }
 
     /// The end of input cuts every open call, oldest start first.
-    pub fn finish(&mut self, roles: &FxMap<String, String>, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn finish(&mut self, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let mut left: Vec<(i64, String, ThreadKey)> = self
             .open
             .iter()
@@ -250,7 +249,7 @@ impl CallTable {
             .collect();
         left.sort();
         for (_, host, key) in left {
-            let call = self.open.get_mut(&host).unwrap().remove(&key).unwrap();
+            let call = self.open.get_mut(host.as_str()).unwrap().remove(&key).unwrap();
             self.close(&host, key, call, None, roles, stats, out);
         }
     }

@@ -1,6 +1,8 @@
 //! An insertion-ordered map (Python's dict), for the DOME tables whose order shows in the
 //! records: each host's clock (advance() sweeps hosts in that order), process ids,
-//! filesystem states. A primitive of the DOME engine: it uses only the tables' hasher.
+//! filesystem states; and for the per-host tables a line looks its host up in (the open
+//! calls), for its cheap look-up of the host of the line before. A primitive of the DOME
+//! engine: it uses only the tables' hasher.
 
 use std::borrow::Borrow;
 use std::cell::Cell;
@@ -23,18 +25,32 @@ pub struct Ordered<K, V> {
     before_last: Cell<usize>,
 }
 
-impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
-    /// The row of `key`, if it has one.
+impl<K: Hash + Eq + Clone, V> Ordered<K, V> {
+    /// The row of `key`, if it has one. The last row found is checked here, inline (most
+    /// look-ups, a compare), the rest out of line.
+    #[inline]
     fn row<Q>(&self, key: &Q) -> Option<usize>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        for i in [self.last.get(), self.before_last.get()] {
-            if let Some((k, _)) = self.rows.get(i) {
-                if k.borrow() == key {
-                    return Some(i);
-                }
+        let last = self.last.get();
+        match self.rows.get(last) {
+            Some((k, _)) if k.borrow() == key => Some(last),
+            _ => self.row_not_last(key),
+        }
+    }
+
+    #[inline(never)]
+    fn row_not_last<Q>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let i = self.before_last.get();
+        if let Some((k, _)) = self.rows.get(i) {
+            if k.borrow() == key {
+                return Some(i);
             }
         }
         let i = *self.index.get(key)?;
@@ -47,6 +63,61 @@ impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
         self.last.set(i);
     }
 
+    fn insert(&mut self, key: K, value: V) {
+        self.index.insert(key.clone(), self.rows.len());
+        self.remember(self.rows.len());
+        self.rows.push((key, value));
+    }
+
+    pub fn get_ref<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.row(key).map(|i| &self.rows[i].1)
+    }
+
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.row(key).map(|i| &mut self.rows[i].1)
+    }
+
+    /// The value of `key`, a new row of `make()`'s first if it has none (`key` copied then only).
+    pub fn get_or_insert_with<Q>(&mut self, key: &Q, make: impl FnOnce() -> V) -> &mut V
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let i = self.row_or_insert_with(key, make);
+        &mut self.rows[i].1
+    }
+
+    /// The index in `rows` of `key`'s row, a new one of `make()`'s if it has none: rows
+    /// are never removed, so it stays the key's (a caller's several uses, one look-up).
+    pub fn row_or_insert_with<Q>(&mut self, key: &Q, make: impl FnOnce() -> V) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match self.row(key) {
+            Some(i) => i,
+            None => {
+                self.insert(key.to_owned(), make());
+                self.rows.len() - 1
+            }
+        }
+    }
+
+    /// The rows in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.rows.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -94,18 +165,15 @@ impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
         i.map(|i| std::mem::replace(&mut self.rows[i].1, value))
     }
 
-    fn insert(&mut self, key: K, value: V) {
-        self.index.insert(key.clone(), self.rows.len());
-        self.remember(self.rows.len());
-        self.rows.push((key, value));
-    }
-
     pub fn values(&self) -> impl Iterator<Item = V> + '_ {
         self.rows.iter().map(|(_, v)| *v)
     }
 }
 
 pub type Clocks = Ordered<String, i64>;
+
+/// The clock of a host with none yet, as the rules read it (Python's default).
+pub const NO_CLOCK: i64 = i64::MIN / 2;
 
 /// parsers/dome_reassembly.advance_clocks: in the hosts' order, each host's clock of
 /// `state` (`clocks` picks them) raised to at least now_ms, then `sweep(state, host)`,
@@ -119,5 +187,30 @@ pub fn advance_clocks<S>(state: &mut S, clocks: fn(&mut S) -> &mut Clocks, now_m
         }
         let host = row.0.clone();
         sweep(state, &host);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ordered;
+
+    #[test]
+    fn a_row_keeps_its_index_and_the_rows_their_first_insertion_order() {
+        let mut hosts: Ordered<String, Vec<i64>> = Ordered::default();
+        let head = hosts.row_or_insert_with("head", Vec::new);
+        let disk = hosts.row_or_insert_with("disk", Vec::new);
+        hosts.rows[head].1.push(1);
+        // found again (the last row, the one before it, and by hash past both): the same row
+        assert_eq!(hosts.row_or_insert_with("disk", Vec::new), disk);
+        assert_eq!(hosts.row_or_insert_with("head", Vec::new), head);
+        hosts.row_or_insert_with("other", Vec::new);
+        hosts.row_or_insert_with("third", Vec::new);
+        assert_eq!(hosts.row_or_insert_with("head", || vec![9]), head);
+        hosts.get_mut("disk").unwrap().push(2);
+        assert_eq!(hosts.get_ref("head"), Some(&vec![1]));
+        assert_eq!(hosts.get_ref("disk"), Some(&vec![2]));
+        assert_eq!(hosts.get_ref("none"), None);
+        let order: Vec<&str> = hosts.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(order, ["head", "disk", "other", "third"]);
     }
 }

@@ -32,10 +32,6 @@ pub struct DomeCore {
     /// Where the records go instead of the lists returned (which are then empty), or None.
     #[pyo3(get, set)]
     receiver: Option<PyObject>,
-    /// Puts that met their putdone among the records handed to `receiver`: they are in no
-    /// list returned, and a caller's no-join warning (parsers/pipeline.py) counts them.
-    #[pyo3(get)]
-    receiver_puts_joined: u64,
     checksums: Option<ChecksumWaits>,
 }
 
@@ -65,11 +61,6 @@ impl DomeCore {
             Some(receiver) => {
                 let receiver = receiver.clone_ref(py);
                 for r in out {
-                    if let Record::Put(p) = r {
-                        if p.putdone_disk_time.is_some() || p.putdone_head_time.is_some() {
-                            self.receiver_puts_joined += 1;
-                        }
-                    }
                     self.deliver(py, &receiver, r)?;
                 }
             }
@@ -112,7 +103,6 @@ impl DomeCore {
             st: DomeState::new(timeout_ms, max_calls, max_puts, allowance_ms),
             cache: RecordCache::default(),
             receiver: None,
-            receiver_puts_joined: 0,
             checksums: None,
         })
     }

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
+use crate::dome_clocks::NO_CLOCK;
 use crate::hashing::{FxMap, FxSet};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
 use crate::schema::{BY_EVICTION as EVICTED, BY_INPUT_END as INPUT_END, BY_LINE as LINE, BY_TIMEOUT as TIMEOUT};
@@ -125,6 +126,9 @@ pub struct PutTable {
     pub heads: FxSet<String>,
     pub changes: Option<PutChanges>,
     tick: u64,
+    /// The key a line's thread is looked up by, written over for each line: its String's
+    /// room kept, where a key made per line allocated for every accept, call and Exiting.
+    probe: Thread,
 }
 
 fn text(ev: &DomeEvent, field: usize) -> Option<String> {
@@ -139,6 +143,19 @@ impl PutTable {
     fn stamp(&mut self) -> u64 {
         self.tick += 1;
         self.tick
+    }
+
+    /// `ev`'s thread in `probe`, for a look-up (take it, then give it back: put_probe).
+    fn take_probe(&mut self, ev: &DomeEvent) -> Thread {
+        let mut probe = std::mem::take(&mut self.probe);
+        probe.0.clear();
+        probe.0.push_str(&ev.host);
+        (probe.1, probe.2) = (ev.pid, ev.tid);
+        probe
+    }
+
+    fn put_probe(&mut self, probe: Thread) {
+        self.probe = probe;
     }
 
     fn changed(&mut self, seq: i64) {
@@ -231,7 +248,9 @@ impl PutTable {
         *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
         let mut put = None;
         if ev.tid >= 0 {
-            put = self.put_threads.get(&(ev.host.clone(), ev.pid, ev.tid)).copied();
+            let probe = self.take_probe(ev);
+            put = self.put_threads.get(&probe).copied();
+            self.put_probe(probe);
             if let Some(seq) = put {
                 if let Some((_, p)) = self.open.get(&seq) {
                     if p.lfn != lfn || p.sel_sec.is_some() {
@@ -279,9 +298,14 @@ impl PutTable {
 
     /// An `Exiting` line: the code of a put or putdone call on that thread, if any.
     pub fn returns(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let thread = (ev.host.clone(), ev.pid, ev.tid);
+        let thread = self.take_probe(ev);
+        self.returns_of(ev, &thread, stats, out);
+        self.put_probe(thread);
+    }
+
+    fn returns_of(&mut self, ev: &DomeEvent, thread: &Thread, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let code = Val::int(ev.field(CODE));
-        if let Some(seq) = self.put_threads.remove(&thread) {
+        if let Some(seq) = self.put_threads.remove(thread) {
             if self.open.contains_key(&seq) {
                 self.touch(seq, ev);
                 self.get(seq).unwrap().put_code = code;
@@ -290,10 +314,10 @@ impl PutTable {
                 }
             }
         }
-        if let Some((seq, side)) = self.done_threads.remove(&thread) {
+        if let Some((seq, side)) = self.done_threads.remove(thread) {
             self.changed(seq);
             let Some(p) = self.get(seq) else { return };
-            if let Some(at) = p.threads.iter().position(|t| *t == thread) {
+            if let Some(at) = p.threads.iter().position(|t| t == thread) {
                 p.threads.remove(at);
             }
             if side == "disk" {
@@ -313,20 +337,21 @@ impl PutTable {
     }
 
     pub fn thread_reopened(&mut self, ev: &DomeEvent) {
-        let thread = (ev.host.clone(), ev.pid, ev.tid);
+        let thread = self.take_probe(ev);
         if let Some(seq) = self.put_threads.remove(&thread) {
             self.changed(seq);
         }
         if let Some((seq, _)) = self.done_threads.remove(&thread) {
             self.changed(seq);
         }
+        self.put_probe(thread);
     }
 
     pub fn putdone(&mut self, ev: &DomeEvent, side: &'static str, stats: &mut DomeStats) {
-        let pfn = ev.text(PFN).unwrap_or("").to_string();
-        let seq = match self.by_pfn.get(&pfn) {
+        let pfn = ev.text(PFN).unwrap_or("");
+        let seq = match self.by_pfn.get(pfn) {
             Some(&seq) => seq,
-            None => match self.join(ev, side, &pfn, stats) {
+            None => match self.join(ev, side, pfn, stats) {
                 Some(seq) => seq,
                 None => return,
             },
@@ -424,15 +449,23 @@ impl PutTable {
     }
 
     // -- time ---------------------------------------------------------------------------
-    pub fn expire(&mut self, clocks: &crate::dome_clocks::Clocks, allowance_ms: i64, stats: &mut DomeStats,
-                  out: &mut Vec<Record>) {
-        if !self.waiting_order.is_empty() {
+    /// The waits, settled puts and deadlines past by their heads' clocks. `bound`: at
+    /// least every clock of `clocks`, so that where even it is not past, no clock is looked
+    /// up (a put's deadline and most waits are not past on most lines).
+    pub fn expire(&mut self, clocks: &crate::dome_clocks::Clocks, bound: i64, allowance_ms: i64,
+                  stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let not_past = |ms: i64| bound - allowance_ms <= ms;
+        let front_waits = self.waiting_order.front().is_some_and(|(_, id)| {
+            let item = &self.items[id];
+            item.waiting && item.ev.ts >= bound - allowance_ms
+        });
+        if !self.waiting_order.is_empty() && !front_waits {
             let latest = if self.heads.is_empty() {
                 clocks.values().max()
             } else {
                 self.heads.iter().filter_map(|h| clocks.get(h)).max()
             };
-            let now = latest.unwrap_or(i64::MIN / 2) - allowance_ms;
+            let now = latest.unwrap_or(NO_CLOCK) - allowance_ms;
             while let Some(&(_, id)) = self.waiting_order.front() {
                 let item = &self.items[&id];
                 if item.waiting && item.ev.ts >= now {
@@ -447,7 +480,7 @@ impl PutTable {
         }
         while let Some(&Reverse((returned, seq))) = self.settling.peek() {
             if let Some((_, p)) = self.open.get(&seq) {
-                if clocks.get(&p.head).unwrap_or(i64::MIN / 2) - allowance_ms <= returned {
+                if not_past(returned) || clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
                     break;
                 }
             }
@@ -461,7 +494,7 @@ impl PutTable {
                 self.deadlines.pop();
                 continue;
             };
-            if clocks.get(&p.head).unwrap_or(i64::MIN / 2) - allowance_ms <= deadline {
+            if not_past(deadline) || clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
                 return;
             }
             self.deadlines.pop();
@@ -482,7 +515,7 @@ impl PutTable {
         deadlines.sort();
         for (deadline, seq) in deadlines {
             let Some((_, p)) = self.open.get(&seq) else { continue };
-            let reason = if deadline <= clocks.get(&p.head).unwrap_or(i64::MIN / 2) { TIMEOUT } else { INPUT_END };
+            let reason = if deadline <= clocks.get(&p.head).unwrap_or(NO_CLOCK) { TIMEOUT } else { INPUT_END };
             self.end_unfinished(seq, reason, stats, out);
         }
         self.settling.clear();
@@ -577,6 +610,9 @@ impl PutTable {
         let with_pfn = status != INCOMPLETE && joined;
         let code = put.head_code.or(put.disk_code);
         stats.puts += 1;
+        if joined && (put.disk_time.is_some() || put.head_time.is_some()) {
+            stats.puts_joined += 1;
+        }
         out.push(Record::Put(PutRecord {
             head: put.head,
             lfn: Some(put.lfn),

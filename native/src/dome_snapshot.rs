@@ -15,6 +15,7 @@ use crate::dome_calls::OpenCall;
 use crate::dome_checksums::{ChecksumStats, ChecksumWaits, Run};
 use crate::hashing::FxSet;
 use crate::dome_state::DomeState;
+use crate::dome_clocks::NO_CLOCK;
 use crate::dome_event::DomeEvent;
 use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;
@@ -42,7 +43,7 @@ pub fn snapshot<'py>(py: Python<'py>, st: &DomeState) -> PyResult<Bound<'py, PyD
     let d = PyDict::new(py);
     hosts_state(py, st, &d)?;
     let calls = PyDict::new(py);
-    for (host, h) in &st.calls.open {
+    for (host, h) in st.calls.open.iter() {
         if h.calls.is_empty() {
             continue;
         }
@@ -80,8 +81,8 @@ fn hosts_state<'py>(py: Python<'py>, st: &DomeState, d: &Bound<'py, PyDict>) -> 
     }
     d.set_item("clocks", clocks)?;
     let roles = PyDict::new(py);
-    for h in &st.role_order {
-        roles.set_item(h, &st.roles[h])?;
+    for (h, role) in st.roles.iter() {
+        roles.set_item(h, role)?;
     }
     d.set_item("roles", roles)?;
     let pids = PyList::empty(py);
@@ -177,7 +178,7 @@ fn puts_rest<'py>(py: Python<'py>, t: &PutTable, d: &Bound<'py, PyDict>) -> PyRe
 /// Start tracking changes (take_changes): everything open now counts as changed.
 pub fn track_changes(st: &mut DomeState) {
     let mut calls = FxSet::default();
-    for (host, h) in &st.calls.open {
+    for (host, h) in st.calls.open.iter() {
         calls.extend(h.calls.keys().map(|k| (host.clone(), *k)));
     }
     st.calls.changed = Some(calls);
@@ -199,14 +200,14 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
     let calls = PyList::empty(py);
     let mut present = Vec::new();
     for (host, key) in changed {
-        match st.calls.open.get(&host).and_then(|h| h.calls.get(&key)) {
+        match st.calls.open.get_ref(&host).and_then(|h| h.calls.get(&key)) {
             Some((stamp, _)) => present.push((*stamp, host, key)),
             None => calls.append(row![py; &host, key.0, key.1, py.None()])?,
         }
     }
     present.sort();
     for (_, host, key) in present {
-        let call = &st.calls.open[&host].calls[&key].1;
+        let call = &st.calls.open.get_ref(&host).expect("a call present").calls[&key].1;
         calls.append(row![py; &host, key.0, key.1, call_row(py, key.0, key.1, call)?])?;
     }
     d.set_item("calls", calls)?;
@@ -287,6 +288,7 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
     for (h, ms) in item(state, "clocks")?.downcast::<PyDict>()?.iter() {
         fresh.clocks.set(h.extract()?, ms.extract()?);
     }
+    fresh.clock_bound = fresh.clocks.values().max().unwrap_or(NO_CLOCK);
     for (h, role) in item(state, "roles")?.downcast::<PyDict>()?.iter() {
         fresh.set_role(&h.extract::<String>()?, &role.extract::<String>()?);
     }

@@ -5,20 +5,22 @@
 //! its state codec.
 
 use crate::dome_calls::{role_of_query, CallTable};
-use crate::dome_clocks::{advance_clocks, Clocks, Ordered};
+use crate::dome_clocks::{advance_clocks, Clocks, Ordered, NO_CLOCK};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
 use crate::dome_stats::DomeStats;
-use crate::hashing::FxMap;
 
 pub struct DomeState {
     pub timeout_ms: i64,
     pub allowance_ms: i64,
     pub stats: DomeStats,
     pub clocks: Clocks,
-    pub roles: FxMap<String, String>,
-    pub role_order: Vec<String>,
+    /// At least every host's clock (NO_CLOCK: none yet): where even it says no put is
+    /// due, the put table's sweep looks no head's clock up (most lines).
+    pub clock_bound: i64,
+    /// host -> its role, in the order the hosts were first given one (Python's dict).
+    pub roles: Ordered<String, String>,
     pub pids: Ordered<(String, String), i64>,
     pub fs_enabled: Ordered<(Option<String>, Option<String>), bool>,
     pub calls: CallTable,
@@ -32,8 +34,8 @@ impl DomeState {
             allowance_ms,
             stats: DomeStats::default(),
             clocks: Ordered::default(),
-            roles: FxMap::default(),
-            role_order: Vec::new(),
+            clock_bound: NO_CLOCK,
+            roles: Ordered::default(),
             pids: Ordered::default(),
             fs_enabled: Ordered::default(),
             calls: CallTable::new(max_calls),
@@ -42,28 +44,28 @@ impl DomeState {
     }
 
     pub fn set_role(&mut self, host: &str, role: &str) {
-        match self.roles.get_mut(host) {
-            // most lines say again what the host's role is: nothing to copy then
-            Some(known) if known == role => {}
-            Some(known) => *known = role.to_string(),
-            None => {
-                self.role_order.push(host.to_string());
-                self.roles.insert(host.to_string(), role.to_string());
-            }
+        let known = self.roles.get_or_insert_with(host, String::new);
+        // most lines say again what the host's role is: nothing to copy then
+        if known != role {
+            known.clear();
+            known.push_str(role);
         }
     }
 
     pub fn feed(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
         self.stats.lines += 1;
-        if self.clocks.get(ev.host.as_str()).is_none_or(|c| ev.ts > c) {
-            self.clocks.set_ref(ev.host.as_str(), ev.ts);
-        }
+        // The host's clock, found once for the line: its sweep at the end reads it (no
+        // rule before then moves a clock).
+        let clock = self.clocks.get_or_insert_with(ev.host.as_str(), || ev.ts);
+        *clock = (*clock).max(ev.ts);
+        let clock = *clock;
+        self.clock_bound = self.clock_bound.max(clock);
         if ev.role == Role::JournaldSuppressed {
             // journald's notice: no process's line, a record of the gap.
             let lines = Val::int(ev.field(COUNT)).unwrap_or(0);
             self.stats.journald_suppressed_lines += lines;
             out.push(Record::JournaldGap { time: ev.ts, host: ev.host.clone(), program: ev.program.clone(), lines });
-            self.sweep(&ev.host, out);
+            self.sweep_at(&ev.host, clock, out);
             return;
         }
         self.learn_role(ev);
@@ -103,10 +105,12 @@ impl DomeState {
         } else if ev.role.frames() {
             self.stats.unframed_lines += 1;
         }
-        self.sweep(&ev.host, out);
+        self.sweep_at(&ev.host, clock, out);
     }
 
     pub fn advance(&mut self, now_ms: i64, out: &mut Vec<Record>) {
+        // before the first host's clock is raised to now_ms: its sweep reads the bound
+        self.clock_bound = self.clock_bound.max(now_ms);
         advance_clocks(self, |st| &mut st.clocks, now_ms, |st, host| st.sweep(host, out));
     }
 
@@ -149,9 +153,15 @@ impl DomeState {
     }
 
     fn sweep(&mut self, host: &str, out: &mut Vec<Record>) {
-        let Some(clock) = self.clocks.get(host) else { return };
+        if let Some(clock) = self.clocks.get(host) {
+            self.sweep_at(host, clock, out);
+        }
+    }
+
+    /// sweep() of a host whose clock is `clock`.
+    fn sweep_at(&mut self, host: &str, clock: i64, out: &mut Vec<Record>) {
         let horizon = clock - self.allowance_ms - self.timeout_ms;
         self.calls.expire(host, horizon, &self.roles, &mut self.stats, out);
-        self.puts.expire(&self.clocks, self.allowance_ms, &mut self.stats, out);
+        self.puts.expire(&self.clocks, self.clock_bound, self.allowance_ms, &mut self.stats, out);
     }
 }

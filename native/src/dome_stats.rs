@@ -30,7 +30,7 @@ pub(crate) use counters;
 
 counters!(DomeStats;
     lines, calls, cut_calls, stray_call_ends, commands_without_call, expired_calls, call_evictions,
-    process_deaths, puts, expired_puts, put_evictions, orphan_putdones, putcount_joins,
+    process_deaths, puts, puts_joined, expired_puts, put_evictions, orphan_putdones, putcount_joins,
     ambiguous_putdones, repeated_putdones, orphan_putdone_errors, unframed_lines, unusable_lines,
     capacity, fs_events, journald_suppressed_lines,
 );
