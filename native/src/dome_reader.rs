@@ -4,25 +4,85 @@
 //!
 //! Each run ends where the regex's first choice ends it: a lazy run at the first place
 //! its next literal follows, a greedy one at the last, within its class and bounds. When
-//! the rest then reads, that is the match PCRE2 returns and its groups' spans; when it
-//! does not, `read` says false and the scanner runs the regex, which may find a later
-//! choice: the regex stays the authority (issue 30: the call pattern's lazy `.*?` took
-//! ~1,200 instructions a line in PCRE2's JIT).
+//! the rest then reads, that is the match PCRE2 returns and its groups' spans. When it
+//! does not, and a run before had another place to end (its next literal's first byte is
+//! in its class: `.*?'`), the regex may find a later choice: `read` is Unsure and the
+//! scanner runs the regex, which stays the authority; with no such run passed, the regex
+//! has no other choice either: NoMatch, the regex not run (most lines a role's lead lets
+//! through are another role's). Issue 30: the call pattern's lazy `.*?` took ~1,200
+//! instructions a line in PCRE2's JIT.
 
 /// One step of a plan: a literal, a run of bytes of `class` (a 256-bit set) between
 /// `least` and `most` bytes long, captured as `group` (0: not captured), or where a group
 /// of more steps opens or closes.
 pub(crate) enum Step {
     Literal(Vec<u8>),
-    Run { class: [u8; 32], all: bool, least: usize, most: usize, lazy: bool, group: usize },
+    /// `all`: the class takes every byte; `but`: every byte but that one (`[^']`); `only`:
+    /// the run can end in one place alone (Reader::new says).
+    Run { class: [u8; 32], all: bool, but: Option<u8>, only: bool, least: usize, most: usize, lazy: bool, group: usize },
     Open(usize),
     Close(usize),
+}
+
+/// What `read` found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// The regex's match, its spans in the reader.
+    Matched,
+    /// The regex does not match either.
+    NoMatch,
+    /// The regex decides (a run passed had another place to end).
+    Unsure,
 }
 
 pub(crate) struct Reader {
     steps: Vec<Step>,
     /// The spans of the last line read, by group (None: not set).
     spans: Vec<Option<(usize, usize)>>,
+}
+
+// glibc's byte searches (the extension links it): a run of a line's tens of bytes in a
+// few instructions, where a loop of Rust took ~8 a byte and made the reader slower than
+// PCRE2's JIT (issue 30).
+extern "C" {
+    fn memchr(s: *const u8, c: i32, n: usize) -> *const u8;
+    fn memrchr(s: *const u8, c: i32, n: usize) -> *const u8;
+}
+
+/// The index of the first `byte` in `hay`.
+fn find_byte(hay: &[u8], byte: u8) -> Option<usize> {
+    // SAFETY: the pointer and length of a live slice; the answer is null or inside it.
+    let at = unsafe { memchr(hay.as_ptr(), i32::from(byte), hay.len()) };
+    (!at.is_null()).then(|| at as usize - hay.as_ptr() as usize)
+}
+
+/// The index of the last `byte` in `hay`.
+fn rfind_byte(hay: &[u8], byte: u8) -> Option<usize> {
+    // SAFETY: as find_byte's.
+    let at = unsafe { memrchr(hay.as_ptr(), i32::from(byte), hay.len()) };
+    (!at.is_null()).then(|| at as usize - hay.as_ptr() as usize)
+}
+
+/// The first (lazy) or last place in `line[from..=to]` where `lit` starts.
+fn find_literal(line: &[u8], from: usize, to: usize, lit: &[u8], first: bool) -> Option<usize> {
+    // The places left to try: lo..hi (a literal does not start at the line's end).
+    let (mut lo, mut hi) = (from, (to + 1).min(line.len()));
+    while lo < hi {
+        let q = if first {
+            lo + find_byte(&line[lo..hi], lit[0])?
+        } else {
+            lo + rfind_byte(&line[lo..hi], lit[0])?
+        };
+        if line[q..].starts_with(lit) {
+            return Some(q);
+        }
+        if first {
+            lo = q + 1;
+        } else {
+            hi = q;
+        }
+    }
+    None
 }
 
 /// White space as the scanner's `\s` reads it (ASCII): what may follow a role's pattern.
@@ -38,7 +98,9 @@ impl Step {
             "literal" if !literal.is_empty() => Some(Step::Literal(literal)),
             "run" => {
                 let class: [u8; 32] = class.try_into().ok()?;
-                Some(Step::Run { all: class.iter().all(|&b| b == 0xff), class, least, most, lazy, group })
+                let outside: Vec<u8> = (0..=255u8).filter(|&b| class[(b >> 3) as usize] & (1 << (b & 7)) == 0).collect();
+                let but = if outside.len() == 1 { Some(outside[0]) } else { None };
+                Some(Step::Run { all: outside.is_empty(), but, only: false, class, least, most, lazy, group })
             }
             "open" => Some(Step::Open(group)),
             "close" => Some(Step::Close(group)),
@@ -59,16 +121,22 @@ fn next_read(steps: &[Step], i: usize) -> Option<&Step> {
 impl Reader {
     /// A plan whose runs are each followed by a literal or the end, and whose last run is
     /// greedy (role_reader.py makes no other); None otherwise.
-    pub(crate) fn new(steps: Vec<Step>) -> Option<Reader> {
+    pub(crate) fn new(mut steps: Vec<Step>) -> Option<Reader> {
         let mut groups = 0;
-        for (i, step) in steps.iter().enumerate() {
-            match step {
-                Step::Run { lazy, group, .. } => {
-                    match next_read(&steps, i) {
-                        Some(Step::Run { .. }) => return None,
-                        None if *lazy => return None,
-                        _ => {}
-                    }
+        for i in 0..steps.len() {
+            // A run ends in one place alone when the byte that may follow it is not in its
+            // class: its next literal's first, or at the end, white space.
+            let takes = |class: &[u8; 32], b: u8| class[(b >> 3) as usize] & (1 << (b & 7)) != 0;
+            let only = match (&steps[i], next_read(&steps, i)) {
+                (Step::Run { .. }, Some(Step::Run { .. })) => return None,
+                (Step::Run { lazy: true, .. }, None) => return None,
+                (Step::Run { class, .. }, Some(Step::Literal(next))) => !takes(class, next[0]),
+                (Step::Run { class, .. }, None) => !(0..=255u8).any(|b| is_space(b) && takes(class, b)),
+                _ => false,
+            };
+            match &mut steps[i] {
+                Step::Run { group, only: one, .. } => {
+                    *one = only;
                     groups = groups.max(*group + 1);
                 }
                 Step::Open(group) | Step::Close(group) => groups = groups.max(*group + 1),
@@ -84,45 +152,43 @@ impl Reader {
     }
 
     /// Whether the plan reads `line` from `at` to its end (white space may follow), the
-    /// spans then those of the regex's match; false: the regex decides.
-    pub(crate) fn read(&mut self, line: &[u8], at: usize) -> bool {
+    /// spans then those of the regex's match; or whether the regex cannot either.
+    pub(crate) fn read(&mut self, line: &[u8], at: usize) -> Read {
         self.spans.iter_mut().for_each(|s| *s = None);
         let mut p = at;
+        // A run passed that could have ended elsewhere: a failure after it is Unsure.
+        let mut chose = false;
+        let fail = |chose: bool| if chose { Read::Unsure } else { Read::NoMatch };
         for (i, step) in self.steps.iter().enumerate() {
             match step {
                 Step::Literal(lit) => {
                     if !line[p..].starts_with(lit) {
-                        return false;
+                        return fail(chose);
                     }
                     p += lit.len();
                 }
-                Step::Run { class, all, least, most, lazy, group } => {
+                Step::Run { class, all, but, only, least, most, lazy, group } => {
                     let limit = line.len().min(p.saturating_add(*most));
-                    let longest = if *all {
-                        limit
-                    } else {
-                        let run = line[p..limit].iter().position(|&b| class[(b >> 3) as usize] & (1 << (b & 7)) == 0);
-                        run.map_or(limit, |n| p + n)
+                    let longest = match (all, but) {
+                        (true, _) => limit,
+                        (_, Some(stop)) => find_byte(&line[p..limit], *stop).map_or(limit, |n| p + n),
+                        _ => {
+                            let run = line[p..limit].iter().position(|&b| class[(b >> 3) as usize] & (1 << (b & 7)) == 0);
+                            run.map_or(limit, |n| p + n)
+                        }
                     };
                     let shortest = p + least;
                     if longest < shortest {
-                        return false;
+                        return fail(chose);
                     }
                     let end = match next_read(&self.steps, i) {
-                        Some(Step::Literal(next)) => {
-                            let fits = |q: &usize| line.get(*q) == next.first() && line[*q..].starts_with(next);
-                            let found = if *lazy {
-                                (shortest..=longest).find(fits)
-                            } else {
-                                (shortest..=longest).rev().find(fits)
-                            };
-                            match found {
-                                Some(q) => q,
-                                None => return false,
-                            }
-                        }
+                        Some(Step::Literal(next)) => match find_literal(line, shortest, longest, next, *lazy) {
+                            Some(q) => q,
+                            None => return fail(chose),
+                        },
                         _ => longest,
                     };
+                    chose |= !only;
                     if *group > 0 {
                         self.spans[*group] = Some((p, end));
                     }
@@ -136,7 +202,11 @@ impl Reader {
                 }
             }
         }
-        line[p..].iter().all(|&b| is_space(b))
+        if line[p..].iter().all(|&b| is_space(b)) {
+            Read::Matched
+        } else {
+            fail(chose)
+        }
     }
 }
 
@@ -171,6 +241,11 @@ mod tests {
         Step::new("run", Vec::new(), &c, least, most, lazy, group).unwrap()
     }
 
+    fn text<'a>(r: &Reader, line: &'a str, group: usize) -> &'a str {
+        let (s, e) = r.span(group).unwrap();
+        &line[s..e]
+    }
+
     /// `(a: '(.*?)' b: '([^']*)')`, the shape of the call pattern in its role's group 3.
     fn call() -> Reader {
         Reader::new(vec![
@@ -182,30 +257,35 @@ mod tests {
 
     #[test]
     fn a_lazy_run_ends_at_the_first_place_its_literal_follows() {
+        // (line, where the message starts, groups 1, 2, 3); non-ASCII text in the classes
+        // that take it.
+        let cases = [
+            ("x a: 'dn' with' b: 'h'  ", 2, ["dn' with", "h", "a: 'dn' with' b: 'h'"]),
+            ("a: 'é/CN=ü' b: 'ö'", 0, ["é/CN=ü", "ö", "a: 'é/CN=ü' b: 'ö'"]),
+        ];
         let mut r = call();
-        let line = "x a: 'dn' with' b: 'h'  ";
-        assert!(r.read(line.as_bytes(), 2));
-        let (s, e) = r.span(1).unwrap();
-        assert_eq!(&line[s..e], "dn' with");
-        let (s, e) = r.span(2).unwrap();
-        assert_eq!(&line[s..e], "h");
-        assert_eq!(r.span(3), Some((2, line.len() - 2)));
+        for (line, at, groups) in cases {
+            assert_eq!(r.read(line.as_bytes(), at), Read::Matched);
+            assert_eq!([text(&r, line, 1), text(&r, line, 2), text(&r, line, 3)], groups);
+        }
     }
 
     #[test]
     fn a_line_the_first_choice_does_not_read_is_left_to_the_regex() {
         // The regex would take the second `' b: '` (its group 1 `x' b: 'y`): the reader says no.
         let mut r = call();
-        assert!(!r.read(b"a: 'x' b: 'y' b: 'z'", 0));
-        assert!(!r.read(b"a: 'x' b: 'y' tail", 0));
-        assert!(!r.read(b"b: 'x' b: 'y'", 0));
+        assert_eq!(r.read(b"a: 'x' b: 'y' b: 'z'", 0), Read::Unsure);
+        assert_eq!(r.read(b"a: 'x' b: 'y' tail", 0), Read::Unsure);
+        // Failing before any run that could end elsewhere: the regex fails as well.
+        assert_eq!(r.read(b"b: 'x' b: 'y'", 0), Read::NoMatch);
+        assert_eq!(r.read(b"a: 'x y", 0), Read::NoMatch);
     }
 
     #[test]
     fn a_greedy_run_ends_at_the_last_place_its_literal_follows() {
         let mut r = Reader::new(vec![lit("lfn: '"), run(any(), 0, usize::MAX, false, 1), lit("'")]).unwrap();
         let line = "lfn: 'a'b'";
-        assert!(r.read(line.as_bytes(), 0));
+        assert_eq!(r.read(line.as_bytes(), 0), Read::Matched);
         assert_eq!(r.span(1), Some((6, 9)));
     }
 
@@ -213,11 +293,12 @@ mod tests {
     fn a_run_keeps_to_its_class_and_bounds() {
         let digits = class(b"0123456789", false);
         let mut r = Reader::new(vec![lit("code: "), run(digits, 3, 3, false, 1)]).unwrap();
-        assert!(r.read(b"code: 200", 0));
-        assert!(r.read(b"code: 200 \t", 0));
-        assert!(!r.read(b"code: 2000", 0));
-        assert!(!r.read(b"code: 20", 0));
-        assert!(!r.read(b"code: 2x0", 0));
+        assert_eq!(r.read(b"code: 200", 0), Read::Matched);
+        assert_eq!(r.read(b"code: 200 \t", 0), Read::Matched);
+        // A run of digits ends in one place: the regex has no other choice.
+        for line in [&b"code: 2000"[..], b"code: 20", b"code: 2x0"] {
+            assert_eq!(r.read(line, 0), Read::NoMatch);
+        }
     }
 
     #[test]
@@ -227,14 +308,5 @@ mod tests {
         assert!(Reader::new(vec![lit("a"), run(any(), 0, usize::MAX, true, 0), Step::Close(1)]).is_none());
         assert!(Step::new("run", Vec::new(), &[0; 5], 0, 1, false, 0).is_none());
         assert!(Step::new("literal", Vec::new(), &[], 0, 0, false, 0).is_none());
-    }
-
-    #[test]
-    fn non_ascii_text_is_read_in_a_class_that_takes_it() {
-        let mut r = call();
-        let line = "a: 'é/CN=ü' b: 'ö'";
-        assert!(r.read(line.as_bytes(), 0));
-        let (s, e) = r.span(1).unwrap();
-        assert_eq!(&line[s..e], "é/CN=ü");
     }
 }

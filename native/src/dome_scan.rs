@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
-use crate::dome_reader::{Reader, Step};
+use crate::dome_reader::{Read, Reader, Step};
 use crate::dome_time::Rfc3339Reader;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -77,11 +77,14 @@ impl Alternative {
                 if !line.as_bytes()[at..].starts_with(&self.lead) {
                     return false;
                 }
-                if self.reader.as_mut().is_some_and(|r| r.read(line.as_bytes(), at)) {
-                    self.read = true;
-                    return true;
+                match self.reader.as_mut().map(|r| r.read(line.as_bytes(), at)) {
+                    Some(Read::Matched) => {
+                        self.read = true;
+                        true
+                    }
+                    Some(Read::NoMatch) => false,
+                    Some(Read::Unsure) | None => regex.find_str_at(line, at) == Ok(true),
                 }
-                regex.find_str_at(line, at) == Ok(true)
             }
             None => head.get(self.group).is_some(),
         }
