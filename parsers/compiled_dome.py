@@ -29,7 +29,6 @@ from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
 from .regex_lead import lead, self_contained
-from .role_reader import reader_plan
 
 @dataclass(slots=True)
 class DomeChunk:
@@ -54,8 +53,8 @@ def pcre2_pattern(pattern: str) -> str:
 
 def scan_plan(form: DomeForm) -> tuple[str, list]:
     """How the scanner matches a form: (the pattern it matches first, [(role or None,
-    pattern or None, wrapper group, lead, [(field index, group)], reader's plan or None)]
-    in the alternation's order).
+    pattern or None, wrapper group, lead, [(field index, group)])] in the alternation's
+    order).
 
     The form's regex is the envelope, then one alternation of every role's pattern and a
     catch-all: in PCRE2 each match of it set up and copied out all ~80 groups (some 1,500
@@ -65,9 +64,7 @@ def scan_plan(form: DomeForm) -> tuple[str, list]:
     same match: the catch-all always completes the envelope's first match, and a role
     pattern alone (`\\G`, at the envelope's end) is tried as the alternation tries it.
     A role pattern referring to a group (whose number or whose group would differ alone)
-    keeps the one regex: its pattern None, its wrapper group in the regex. A role pattern
-    of literals and runs is read first without the regex (role_reader.py), the regex
-    reading what its plan does not."""
+    keeps the one regex: its pattern None, its wrapper group in the regex."""
     if form.plan is None:
         form.plan = _plan(form)
     return form.plan
@@ -78,15 +75,14 @@ def _plan(form: DomeForm) -> tuple[str, list]:
     if not all(self_contained(part, flags) for _, part in form.parts):
         return form.regex.pattern, [
             (None if role == UNMATCHED else role, None, group, b"",
-             [(FIELDS.index(field), g) for field, g in fields.items()], None)
+             [(FIELDS.index(field), g) for field, g in fields.items()])
             for group, (role, fields) in form.roles.items()
         ]
     alternatives = []
     for role, part in form.parts:
         index = re.compile(part, flags).groupindex
         fields = [(FIELDS.index(name.split("_", 1)[1]), g) for name, g in index.items() if "_" in name]
-        alternatives.append((role, "\\G(?:" + part + ")\\s*\\z", 0, lead(part, flags).encode(), fields,
-                             reader_plan(part, flags)))
+        alternatives.append((role, "\\G(?:" + part + ")\\s*\\z", 0, lead(part, flags).encode(), fields))
     return form.head, alternatives
 
 

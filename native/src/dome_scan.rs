@@ -20,7 +20,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
-use crate::dome_reader::{Read, Reader, Step};
 use crate::dome_time::Rfc3339Reader;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -39,11 +38,6 @@ const NOT_A_NUMBER: &str = "a number field that is not a number";
 struct Alternative {
     group: usize,
     regex: Option<Pattern>,
-    /// The pattern read without PCRE2 where its shape allows (role_reader.py): a line it
-    /// reads has the regex's match; one it does not goes to `regex`.
-    reader: Option<Reader>,
-    /// Whether the last match was the reader's (its spans), not the regex's.
-    read: bool,
     lead: Vec<u8>,
     role: Option<Role>, // None: the catch-all `unmatched`
     fields: Vec<(usize, usize)>, // (FIELD_NAMES index, group)
@@ -71,32 +65,10 @@ impl Alternative {
     /// Whether this alternative matches `line` from `at` (the head's end): its spans then
     /// in its regex, or in `head`.
     fn matches(&mut self, head: &Pattern, line: &str, at: usize) -> bool {
-        self.read = false;
         match &mut self.regex {
-            Some(regex) => {
-                if !line.as_bytes()[at..].starts_with(&self.lead) {
-                    return false;
-                }
-                match self.reader.as_mut().map(|r| r.read(line.as_bytes(), at)) {
-                    Some(Read::Matched) => {
-                        self.read = true;
-                        true
-                    }
-                    Some(Read::NoMatch) => false,
-                    Some(Read::Unsure) | None => regex.find_str_at(line, at) == Ok(true),
-                }
-            }
+            Some(regex) => line.as_bytes()[at..].starts_with(&self.lead) && regex.find_str_at(line, at) == Ok(true),
             None => head.get(self.group).is_some(),
         }
-    }
-
-    /// Group `group`'s text in the last match (the reader's, the regex's, or `head`'s
-    /// when this alternative has no regex of its own).
-    fn span<'a>(&self, head: &Pattern, line: &'a str, group: usize) -> Option<&'a str> {
-        if self.read {
-            return self.reader.as_ref().and_then(|r| r.span(group)).map(|(s, e)| &line[s..e]);
-        }
-        span(line, self.regex.as_ref().unwrap_or(head), group)
     }
 }
 
@@ -138,11 +110,8 @@ struct Journald {
 type JournaldSpec = (Vec<String>, String, usize, usize);
 
 /// An alternative as Python describes it: (role or None, pattern or None, wrapper group,
-/// lead, [(field, group)], the reader's plan or None).
-type AlternativeSpec = (Option<String>, Option<String>, usize, Vec<u8>, Vec<(usize, usize)>, Option<Vec<StepSpec>>);
-/// A step of a reader's plan as role_reader.py describes it: (kind, literal, class,
-/// least, most, lazy, group).
-type StepSpec = (String, Vec<u8>, Vec<u8>, usize, usize, bool, usize);
+/// lead, [(field, group)]).
+type AlternativeSpec = (Option<String>, Option<String>, usize, Vec<u8>, Vec<(usize, usize)>);
 /// A form as Python describes it: (name, head pattern, prefix pattern, prefix's tag group,
 /// {group name: index}, alternatives).
 type FormSpec<'py> = (String, String, String, usize, Bound<'py, PyDict>, Vec<AlternativeSpec>);
@@ -194,15 +163,6 @@ fn span<'a>(line: &'a str, locs: &Pattern, group: usize) -> Option<&'a str> {
 /// limit) is no match, as the Python parser's `re` has none.
 fn matches(pattern: &mut Pattern, line: &str) -> bool {
     pattern.find_str(line) == Ok(true)
-}
-
-/// A reader of a role_reader.py plan; a plan it would not read is the plan's error.
-fn reader(plan: Vec<StepSpec>) -> PyResult<Reader> {
-    let steps = plan
-        .into_iter()
-        .map(|(kind, literal, class, least, most, lazy, group)| Step::new(&kind, literal, &class, least, most, lazy, group))
-        .collect::<Option<Vec<_>>>();
-    steps.and_then(Reader::new).ok_or_else(|| PyValueError::new_err("a role reader's plan of another shape"))
 }
 
 /// The patterns are read in UTF mode (a `.` is one character, as Python's).
@@ -295,6 +255,7 @@ impl DomeScanner {
         };
         let form = &self.forms[fi];
         let (head, alt) = (&form.head, &form.alternatives[ai]);
+        let locs = alt.regex.as_ref().unwrap_or(head);
         let Some(role) = alt.role else {
             return Ok(self.fail(UNMATCHED, "no role"));
         };
@@ -305,7 +266,7 @@ impl DomeScanner {
         let mut longest = pid_text.len().max(tid_text.map_or(0, str::len));
         for &(field, group) in &alt.fields {
             if is_int_field(field) {
-                longest = longest.max(alt.span(head, line, group).map_or(0, str::len));
+                longest = longest.max(span(line, locs, group).map_or(0, str::len));
             }
         }
         if longest > self.max_digits {
@@ -324,7 +285,7 @@ impl DomeScanner {
         ev.declare(alt.fields.iter().fold(0u32, |bits, &(field, _)| bits | 1 << field), spare);
         let mut numbers = true;
         for &(field, group) in &alt.fields {
-            match alt.span(head, line, group) {
+            match span(line, locs, group) {
                 None => ev.set_none(field, spare),
                 Some(text) if is_int_field(field) => {
                     let n = ascii_number(text);
@@ -577,8 +538,7 @@ impl DomeLine {
 impl DomeScanner {
     /// forms: per envelope form in parsers/dome_profiles.FORMS order, (name, head pattern,
     /// prefix pattern, prefix's tag group, {group name: index}, [(role or None, pattern or
-    /// None, wrapper group, lead, [(field index, group)], reader's plan or None)]:
-    /// compiled_dome.scan_plan); the
+    /// None, wrapper group, lead, [(field index, group)])]: compiled_dome.scan_plan); the
     /// patterns in PCRE2 syntax, anchored (a role's at its start offset, `\G`); the
     /// prefix `\A(?:envelope)` and the head starting with that envelope.
     #[new]
@@ -620,12 +580,10 @@ impl DomeScanner {
             }
             let alternatives = alternatives
                 .into_iter()
-                .map(|(role, pattern, group, lead, fields, plan)| {
+                .map(|(role, pattern, group, lead, fields)| {
                     Ok(Alternative {
                         group,
                         regex: pattern.map(|p| compile(&p, true)).transpose()?,
-                        reader: plan.map(reader).transpose()?,
-                        read: false,
                         lead,
                         role: role.as_deref().map(|r| Role::from_name(r).unwrap_or(Role::Other)),
                         fields,

@@ -30,7 +30,6 @@ mod dome_csv;
 mod dome_engine;
 mod dome_event;
 mod dome_puts;
-mod dome_reader;
 mod dome_records;
 mod dome_scan;
 mod dome_snapshot;
