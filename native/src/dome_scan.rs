@@ -135,8 +135,8 @@ pub struct DomeScanner {
     /// The last traditional second dated, and its ms.
     last_second: Option<([i64; 5], i64)>,
     /// The last (month, day, hour, minute) asked of the clock's minute_ms, and its answer:
-    /// its second 0's ms, or None (its seconds go to to_ms). Asking once a minute rather
-    /// than once a second took ~540 instructions a line of Python (issue 30).
+    /// its second 0's ms, or None (its seconds go to to_ms). Asking the clock once a
+    /// second cost ~250 instructions a line more on a traditional site (issue 30).
     last_minute: Option<([i64; 4], Option<i64>)>,
     /// The text of that second's stamp (`May 30 08:44:00`): a line whose stamp reads the
     /// same has that second, found without reading its parts again.
