@@ -164,6 +164,24 @@ class EventClock:
                 self._cache[key] = base
         return base
 
+    def minute_ms(self, month: int, day: int, hour: int, minute: int,
+                  year: int | None = None) -> int | None:
+        """Epoch ms of a local minute's second 0 when each of its seconds s (0-59) is that
+        plus s * 1000 as to_ms dates it: the same offset at its first and last second and
+        neither in a repeated hour. None otherwise (an offset change or a repeated hour
+        inside it, an impossible date): ask to_ms per second. A reader of whole-second
+        stamps asks once a minute instead of once a second (issue 30); the year is decided
+        as to_ms decides it, and deciding it again for the same month changes nothing."""
+        y = self._year_for(month) if year is None else year
+        try:
+            first = self._resolve(y, month, day, hour, minute, 0, 0)
+            last = self._resolve(y, month, day, hour, minute, 59, 0)
+        except ClockError:
+            return None
+        if first is None or last is None or last - first != 59_000:
+            return None
+        return first
+
     def _resolve(self, y, month, day, hour, minute, second, ms) -> int | None:
         try:
             local = datetime(y, month, day, hour, minute, second, tzinfo=self.zone)

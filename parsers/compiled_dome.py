@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ._native import DomeCore, DomeScanner, DomeSummaryTally, dome_lines
 from .clock import EventClock, rfc3339_to_ms
 from .dome_checksums import ChecksumStats, ChecksumWaits
-from .dome_lines import DomeEvent, traditional_ms
+from .dome_lines import DomeEvent, traditional_minute_ms, traditional_ms
 from .dome_profiles import FIELDS, FORMS, DomeForm, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
@@ -108,10 +108,13 @@ class CompiledDomeLineParser:
             regex = profile.suppressed_regex
             journald = (list(profile.journald_tags), pcre2_pattern(regex.pattern),
                         regex.groupindex["lines"], regex.groupindex["program"])
-        # The scanner asks a traditional stamp's second of _traditional_ms, once per
-        # second: DomeLineParser's rule (the receive time's year, else the clock's).
+        # The scanner asks a traditional stamp's minute of _minute_ms, once per minute
+        # (each second of it that plus its seconds), or where the clock says no (an
+        # offset change, a repeated hour, a bad date) each second of _traditional_ms:
+        # DomeLineParser's rule (the receive time's year, else the clock's).
         self.scanner = DomeScanner(forms, list(profile.tags), journald, self._traditional_ms,
-                                   rfc3339_to_ms, DomeEvent, MAX_LINE_BYTES, MAX_DIGITS)
+                                   self._minute_ms, rfc3339_to_ms, DomeEvent, MAX_LINE_BYTES,
+                                   MAX_DIGITS)
 
     @property
     def line_ref(self) -> tuple[int, int] | None:
@@ -126,6 +129,9 @@ class CompiledDomeLineParser:
 
     def _traditional_ms(self, month: int, day: int, hour: int, minute: int, second: int, ms: int) -> int:
         return traditional_ms(self.clock, self._line_ref, month, day, hour, minute, second) + ms
+
+    def _minute_ms(self, month: int, day: int, hour: int, minute: int) -> int | None:
+        return traditional_minute_ms(self.clock, self._line_ref, month, day, hour, minute)
 
     def parse(self, line: str):
         return self.scanner.parse(line)

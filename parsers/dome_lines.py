@@ -51,12 +51,23 @@ class DomeEvent(NamedTuple):
     whole_seconds: bool      # the stamp has no fraction of a second
 
 
+def _line_year(line_ref: tuple[int, int] | None, month: int) -> int | None:
+    """The year nearest to the receive time's (year, month) `line_ref` when the line has
+    one; None: the clock's."""
+    return None if line_ref is None else nearest_year(line_ref[0], line_ref[1], month)
+
+
 def traditional_ms(clock: EventClock, line_ref: tuple[int, int] | None, month: int, day: int,
                    hour: int, minute: int, second: int) -> int:
-    """Epoch ms of a traditional stamp (no year, whole seconds): the year nearest to the
-    receive time's (year, month) `line_ref` when the line has one, else the clock's."""
-    year = None if line_ref is None else nearest_year(line_ref[0], line_ref[1], month)
-    return clock.to_ms(month, day, hour, minute, second, 0, year)
+    """Epoch ms of a traditional stamp (no year, whole seconds), dated by _line_year."""
+    return clock.to_ms(month, day, hour, minute, second, 0, _line_year(line_ref, month))
+
+
+def traditional_minute_ms(clock: EventClock, line_ref: tuple[int, int] | None, month: int, day: int,
+                          hour: int, minute: int) -> int | None:
+    """traditional_ms of the minute's second 0 when each of its seconds is that plus its
+    seconds (EventClock.minute_ms), else None: the compiled parser's once-a-minute ask."""
+    return clock.minute_ms(month, day, hour, minute, _line_year(line_ref, month))
 
 
 class DomeLineParser:

@@ -111,3 +111,47 @@ def test_a_stamp_read_at_a_fixed_offset_needs_no_zone_rules():
 def test_an_impossible_date_at_an_offset_is_a_clock_error():
     with pytest.raises(ClockError, match="invalid date"):
         offset_local_ms(2011, 2, 30, 0, 0, 0, 0, 60)
+
+
+@pytest.mark.parametrize("zone,year,month,day,hour,unanswered", [
+    ("Europe/Zurich", 2013, 5, 30, 8, []),
+    ("Europe/Zurich", 2013, 3, 31, 1, []), ("Europe/Zurich", 2013, 3, 31, 2, []),   # 02:xx: the gap
+    ("Europe/Zurich", 2013, 3, 31, 3, []),
+    ("Europe/Zurich", 2013, 10, 27, 1, []), ("Europe/Zurich", 2013, 10, 27, 2, list(range(60))),
+    ("Europe/Zurich", 2013, 10, 27, 3, []),
+    ("UTC", 2013, 12, 31, 23, []),
+    # Lord Howe's half hour: 02:00 +11 -> 01:30 +10:30, so 01:30-01:59 repeats.
+    ("Australia/Lord_Howe", 2013, 4, 7, 1, list(range(30, 60))),
+    # Bern mean time (+0:29:46) ended at 1894-06-01 00:00, read 00:30:14 CET: a minute
+    # whose offset changes at its 14th second.
+    ("Europe/Zurich", 1894, 6, 1, 0, [30]),
+])
+def test_a_minutes_second_0_plus_its_seconds_is_what_to_ms_gives_each_second(zone, year, month, day, hour,
+                                                                              unanswered):
+    """Where minute_ms answers, each second of the minute is that plus its seconds, as
+    to_ms dates it; a minute of a repeated hour or of an offset change is left to to_ms."""
+    none = []
+    for minute in range(60):
+        base = EventClock(zone, year=year).minute_ms(month, day, hour, minute)
+        reference = EventClock(zone, year=year)
+        seconds = [reference.to_ms(month, day, hour, minute, s, 0) for s in range(60)]
+        if base is None:
+            none.append(minute)
+        else:
+            assert seconds == [base + s * 1000 for s in range(60)]
+    assert none == unanswered
+
+
+def test_an_impossible_minute_is_left_to_to_ms_which_says_why():
+    clock = EventClock("UTC", year=2013)
+    assert clock.minute_ms(2, 30, 10, 0) is None
+    with pytest.raises(ClockError):
+        clock.to_ms(2, 30, 10, 0, 5, 0)
+
+
+def test_asking_a_minute_dates_the_year_as_to_ms_does():
+    asked, reference = EventClock("UTC", year=2013), EventClock("UTC", year=2013)
+    for month, day in [(12, 31), (1, 1), (12, 31), (1, 2)]:
+        base = asked.minute_ms(month, day, 0, 0)
+        assert base == reference.to_ms(month, day, 0, 0, 0, 0)
+        assert (asked.year, asked.state()) == (reference.year, reference.state())

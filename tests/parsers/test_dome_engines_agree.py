@@ -547,3 +547,30 @@ def test_lines_a_form_cannot_start_read_alike_in_both_parsers(site, dpm_lines, s
     assert {"malformed", "command"} <= results
     if starts is None or starts == "priority":
         assert len(read_alike(cfg, [dpm_lines], profile)) == 1, "a DPM line is never a DOME profile's"
+
+
+def test_traditional_stamps_across_daylight_saving_and_the_year_turn_read_alike_in_both_parsers():
+    """The compiled parser dates a traditional stamp once a minute where the clock says
+    each second of it is that minute's second 0 plus its seconds (EventClock.minute_ms),
+    else once a second; the Python parser once a line. Through Zurich's spring gap, its
+    repeated hour (stamps going back, read in the second occurrence), the year's turn with
+    a stray December line after it, a leap second and an impossible date: alike."""
+    stamps = ["Mar 31 01:59:58", "Mar 31 01:59:59", "Mar 31 02:00:00", "Mar 31 02:30:17",
+              "Mar 31 03:00:01", "Oct 27 01:59:59", "Oct 27 02:00:00", "Oct 27 02:59:59",
+              "Oct 27 02:00:01", "Oct 27 02:00:30", "Oct 27 02:59:58", "Oct 27 03:00:00",
+              "Oct 27 03:00:59", "Oct 27 03:00:60", "Dec 31 23:59:59", "Jan  1 00:00:00",
+              "Dec 31 23:59:58", "Jan  1 00:00:01", "Jan  1 00:01:02", "Feb 30 10:00:00",
+              "Feb 28 10:00:00", "Feb 28 10:00:59"]
+    profile = resolve_dome_profile("dmlite-dome")
+    for line_ref in (None, (2014, 1)):
+        reference = engines.new_dome_parser(PYTHON, profile, EventClock("Europe/Zurich", year=2013))
+        compiled = engines.new_dome_parser(COMPILED, profile, EventClock("Europe/Zurich", year=2013))
+        reference.line_ref = compiled.line_ref = line_ref
+        read = []
+        for stamp in stamps:
+            text = f"{stamp} dpmhead01 dome[2345]: {{1}}[1] dmlite dome SendSimpleResp : Exiting: code: 200"
+            want, got = reference.parse(text), compiled.parse(text)
+            assert (None if got is None else got.event()) == want, text
+            assert (compiled.result, compiled.reason) == (reference.result, reference.reason), text
+            read.append(reference.result if want is None else want.ts)
+        assert read.count("malformed") == 2
