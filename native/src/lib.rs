@@ -62,6 +62,7 @@ mod schema_check;
 mod state;
 mod state_codec;
 mod tally;
+mod text_cache;
 mod window;
 
 use pyo3::prelude::*;

@@ -24,6 +24,7 @@ use crate::scan::{FastLines, Scan};
 use crate::schema::{BUDGET, DONE, LIMIT, SLOW, STAT_NAMES};
 use crate::state::{Changed, Clocks, Settings, State};
 use crate::state_codec;
+use crate::text_cache::TextCache;
 use crate::window::{DigestWindow, MAX_DUPLICATE_MEMORY};
 
 /// The compiled reassembler (wrapped by parsers/compiled_reassembly.py).
@@ -132,6 +133,7 @@ impl Core {
                 changed: None,
                 seq: 0,
                 host_steps: FxMap::default(),
+                clients: TextCache::default(),
             }),
             clk: RefCell::new(Clocks::default()),
             names: RefCell::new(Names::new()),

@@ -495,7 +495,7 @@ impl State {
         });
         th.call = Some(Call {
             op,
-            client: ev.client.map(Into::into),
+            client: ev.client.map(|c| self.clients.get(c)),
             accepted: th.accept,
             started: ev.ts,
             kind: if is_step_op(op) { Kind::Step } else { Kind::Plain },

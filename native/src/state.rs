@@ -15,6 +15,7 @@ use crate::keyed_slab::KeyedSlab;
 use crate::lru::Lru;
 use crate::names::Sym;
 use crate::schema::STAT_NAMES;
+use crate::text_cache::TextCache;
 use crate::window::DigestWindow;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -233,4 +234,6 @@ pub(crate) struct State {
     pub(crate) slow_queue_depth: i64,
     pub(crate) changed: Option<Changed>,
     pub(crate) seq: u64,
+    /// The calls' clients, shared: a call line then allocates no text for its client.
+    pub(crate) clients: TextCache,
 }
