@@ -114,13 +114,14 @@ class LiveFeed:
                     src.settle()
         self.pipeline.advance()
         self.drain()
-        if not busy and self.records is not None and self.records.replaying and not any(
+        if not busy and self.records is not None and self.records.rereading and not any(
                 f.waiting_for_copy for f in self.followers):
             # Every line read before the crash has been read again: what was not made
             # again came from lines rotated away while it was down; it stays, once.
             left = self.records.end_replay()
-            self._log(f"{left} record(s) written before the restart were not made again "
-                      "(their lines were not found again); they stay written once")
+            if left:
+                self._log(f"{left} record(s) written before the restart were not made again "
+                          "(their lines were not found again); they stay written once")
         return busy
 
     def open_files(self) -> None:
@@ -238,6 +239,15 @@ class LiveFeed:
                 self._feed(f, [rest])
         self.pipeline.finish()
         self.drain()
+        if self.records is not None and self.records.replaying and not self.records.rereading:
+            # This flush made again what the last one wrote (sinks/jsonlines.py); what
+            # it did not, nothing will make again: it stays, once. (While lines read
+            # before the restart are still ahead, all stays to recognise: the state saved
+            # at this stop keeps the records size of the one it resumed from.)
+            left = self.records.end_replay(flushed=True)
+            if left:
+                self._log(f"{left} record(s) written before the restart were not made again; "
+                          "they stay written once")
 
     def checkpoint(self) -> dict:
         """What a restart needs, as one consistent cut (see the module doc): the state of

@@ -16,10 +16,18 @@ short by the crash (no newline) is removed first: it is made again, whole. While
 still to be recognised, sync() returns `written_since` (the records past it are not all
 accounted for by the state yet: a kill then must recognise them again); end_replay() ends
 that once every line read before the crash has been read again.
+
+Except for the records a stop's flush wrote (`run --flush-on-exit`: end_reason
+`input_end`) after the last save, when the save at that stop failed: the state holds their
+requests still open, and no line makes them again, only the flush at this process's own
+stop (finish()). They stay recognisable after end_replay(), and sync() keeps returning
+`written_since` meanwhile (the state holds those requests open: a kill must recognise them
+again), until they are made again or end_replay(flushed=True) at that stop.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections import Counter
@@ -27,6 +35,7 @@ from typing import IO
 
 from dpmstream.parsers import dome_records
 from dpmstream.parsers.records import json_text
+from dpmstream.parsers.schema import BY_INPUT_END
 
 
 class JsonLinesSink:
@@ -38,6 +47,7 @@ class JsonLinesSink:
         if self.path != "-" and written_since is not None:
             self._replay = _lines_after(self.path, written_since)
         self._replay_from = written_since if self._replay else None
+        self._rereading = bool(self._replay)   # until end_replay(): lines read again
         if self.path == "-":
             self._fh: IO[str] | None = sys.stdout
             self._owned = False
@@ -56,7 +66,14 @@ class JsonLinesSink:
 
     @property
     def replaying(self) -> bool:
+        """Some record written before the restart is still to be recognised."""
         return bool(self._replay)
+
+    @property
+    def rereading(self) -> bool:
+        """The lines read before the restart are still being read again (end_replay()
+        not called yet) and some record is still to be recognised."""
+        return self._rereading and bool(self._replay)
 
     @property
     def to_replay(self) -> int:
@@ -66,6 +83,8 @@ class JsonLinesSink:
         """True, once, for a record the file already holds past the checkpoint."""
         if not self._replay:
             return False
+        if not self._rereading and record.get("end_reason") != BY_INPUT_END:
+            return False   # only a flushed record is left to recognise: no JSON made
         line = _line(record)
         if self._replay[line] <= 0:
             return False
@@ -75,11 +94,18 @@ class JsonLinesSink:
         self.replayed += 1
         return True
 
-    def end_replay(self) -> int:
-        """Stop recognising: the records not made again stay written once. How many."""
-        left = self.to_replay
-        self._replay.clear()
-        self._replay_from = None
+    def end_replay(self, *, flushed: bool = False) -> int:
+        """Every line read before the restart has been read again: stop recognising what
+        lines make; the records not made again stay written once. How many. The records of
+        a flush at the stop stay recognisable (module doc) unless `flushed` (this
+        process's own flush is done: what it did not make again, nothing will)."""
+        self._rereading = False
+        kept = Counter() if flushed else Counter(
+            {line: n for line, n in self._replay.items() if _flushed_at_a_stop(line)})
+        left = self.to_replay - sum(kept.values())
+        self._replay = kept
+        if not kept:
+            self._replay_from = None
         return left
 
     def sync(self) -> int | None:
@@ -119,6 +145,14 @@ def _line(record: dict) -> str:
     if record["kind"] in dome_records.KINDS:  # DOME records: their own columns
         return dome_records.json_text(record, ensure_ascii=False)
     return json_text(record, ensure_ascii=False)
+
+
+def _flushed_at_a_stop(line: str) -> bool:
+    """A record a flush at the stop (Pipeline.finish()) made of a request still open."""
+    try:
+        return json.loads(line).get("end_reason") == BY_INPUT_END
+    except (ValueError, AttributeError):
+        return False   # not a record of ours: nothing makes it again
 
 
 def _lines_after(path: str, size: int) -> Counter:

@@ -85,6 +85,41 @@ def test_records_made_again_after_a_crash_are_not_written_twice(tmp_path):
     assert canonical(read_records(rec)) == canonical(replayed(lines))
 
 
+@pytest.mark.parametrize("idle_polls", [0, 1, 3])
+def test_a_flush_at_a_stop_whose_save_failed_is_recognised_after_idle_polls(
+        tmp_path, idle_polls):
+    """`--flush-on-exit` wrote the open requests as `incomplete`, then the save at that
+    stop failed: the state holds them open. The next process, caught up at once, polls
+    idle a while (how long the machine takes to deliver the stop: the race behind
+    test_a_flush_at_the_stop_whose_save_fails_writes_no_request_twice failing under
+    load), then flushes at its own stop: what it makes again is recognised, not written
+    twice. No line makes those records again, so being caught up must not end that."""
+    log, rec = tmp_path / "dpm.log", tmp_path / "records.jsonl"
+    lines = puts(0, 3) + puts(3, 2, putdone=False)
+    append(log, lines)
+    opts = dict(host="head01", tz="UTC", year=2011, keep_state=True)
+    sink = JsonLinesSink(rec)
+    feed = LiveFeed([Follower(log)], records=sink, **opts)
+    while feed.poll_once():
+        pass
+    saved = json.loads(json.dumps(feed.checkpoint()))      # the last save that worked
+    feed.finish()                                           # the flush; its save fails
+    feed.close()
+    sink.close()
+    sink = JsonLinesSink(rec, written_since=saved["records"]["size"])
+    assert sink.to_replay == 2
+    feed = LiveFeed([Follower(log, resume=saved["files"][str(log)])], records=sink,
+                    state=saved["pipeline"], **opts)
+    for _ in range(idle_polls):
+        assert not feed.poll_once()
+    assert sink.sync() == saved["records"]["size"], "its requests are open in the state"
+    feed.finish()
+    feed.close()
+    sink.close()
+    assert sink.replayed == 2
+    assert canonical(read_records(rec)) == canonical(replayed(lines))
+
+
 def test_run_refuses_a_state_with_a_damaged_file_entry(tmp_path):
     state = tmp_path / "run.state"
     Registry(state).save({"files": {str(tmp_path / "log"): {"offset": "x"}}, "pipeline": {}})
