@@ -21,7 +21,7 @@ use crate::block::LineBlock;
 use crate::dome_scan::{DomeLine, DomeScanner, FOREIGN, PARSED, UNMATCHED};
 use crate::dome_stats::DomeStats;
 use crate::dome_summary_tally::DomeSummaryTally;
-use crate::chunk::Chunk;
+use crate::chunk::{utf8, Chunk};
 use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 
 /// The extension's DOME reassembler (parsers/compiled_dome.py wraps it).
@@ -150,7 +150,7 @@ impl DomeCore {
             }
             let Some((raw, _holder)) = chunk.line(i)? else { break SLOW };
             // Not UTF-8: Python decodes it with replacement characters, and counts it.
-            let Ok(text) = std::str::from_utf8(raw) else { break SLOW };
+            let Some(text) = utf8(raw) else { break SLOW };
             let result = scanner.scan_into(py, text, &mut ev)?;
             i += 1;
             match result {

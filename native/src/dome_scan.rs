@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
+use crate::dome_head::{HeadReader, Spans, GROUPS};
 use crate::dome_time::Rfc3339Reader;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -64,7 +65,7 @@ fn envelope_starts(prefix: &str) -> PyResult<Option<FirstBytes>> {
 impl Alternative {
     /// Whether this alternative matches `line` from `at` (the head's end): its spans then
     /// in its regex, or in `head`.
-    fn matches(&mut self, head: &Pattern, line: &str, at: usize) -> bool {
+    fn matches(&mut self, head: &Head, line: &str, at: usize) -> bool {
         match &mut self.regex {
             Some(regex) => line.as_bytes()[at..].starts_with(&self.lead) && regex.find_str_at(line, at) == Ok(true),
             None => head.get(self.group).is_some(),
@@ -72,9 +73,71 @@ impl Alternative {
     }
 }
 
+/// A form's head (the envelope and message, or the whole alternation): its regex, or, for a
+/// pattern dome_head.rs implements, that reader and the spans it read.
+struct Head {
+    regex: Pattern,
+    hand: Option<(HeadReader, Spans)>,
+}
+
+impl Head {
+    fn new(pattern: &str) -> PyResult<Head> {
+        let hand = HeadReader::of(pattern).map(|r| (r, [None; GROUPS]));
+        Ok(Head { regex: compile(pattern, true)?, hand })
+    }
+
+    /// Whether the head matches at `line`'s start (its spans then in `get`).
+    #[inline]
+    fn matches(&mut self, line: &str) -> bool {
+        match &mut self.hand {
+            Some((reader, spans)) => reader.read(line.as_bytes(), spans).is_some(),
+            None => matches(&mut self.regex, line),
+        }
+    }
+}
+
+/// Group spans of a match, by group number: a regex's, or a head's.
+trait Located {
+    fn get(&self, group: usize) -> Option<(usize, usize)>;
+}
+
+impl Located for Pattern {
+    #[inline]
+    fn get(&self, group: usize) -> Option<(usize, usize)> {
+        Pattern::get(self, group)
+    }
+}
+
+impl Located for Head {
+    #[inline]
+    fn get(&self, group: usize) -> Option<(usize, usize)> {
+        match &self.hand {
+            Some((_, spans)) => spans.get(group).copied().flatten(),
+            None => self.regex.get(group),
+        }
+    }
+}
+
+/// The spans of one of two matches (a role's regex or the head, the envelope alone or
+/// the head), chosen without a call through a vtable per span.
+enum Either<'a> {
+    Regex(&'a Pattern),
+    Head(&'a Head),
+}
+
+impl Located for Either<'_> {
+    #[inline]
+    fn get(&self, group: usize) -> Option<(usize, usize)> {
+        match self {
+            Either::Regex(regex) => regex.get(group),
+            Either::Head(head) => head.get(group),
+        }
+    }
+}
+
 struct Form {
     rfc3339: bool,
-    head: Pattern,   // the envelope and message (or the whole alternation); its spans
+    head: Head,
     prefix: Pattern, // the envelope alone
     prefix_tag: usize,
     /// The bytes a match of the envelope can start with (head and prefix start with it),
@@ -155,7 +218,8 @@ pub struct DomeScanner {
     event_type: Py<PyType>,
 }
 
-fn span<'a>(line: &'a str, locs: &Pattern, group: usize) -> Option<&'a str> {
+#[inline]
+fn span<'a>(line: &'a str, locs: &impl Located, group: usize) -> Option<&'a str> {
     locs.get(group).map(|(s, e)| &line[s..e])
 }
 
@@ -235,7 +299,7 @@ impl DomeScanner {
         }
         let mut matched = None;
         for (i, form) in self.forms.iter_mut().enumerate() {
-            if form.may_start(line) && matches(&mut form.head, line) {
+            if form.may_start(line) && form.head.matches(line) {
                 matched = Some(i);
                 break;
             }
@@ -255,7 +319,10 @@ impl DomeScanner {
         };
         let form = &self.forms[fi];
         let (head, alt) = (&form.head, &form.alternatives[ai]);
-        let locs = alt.regex.as_ref().unwrap_or(head);
+        let locs = match &alt.regex {
+            Some(regex) => Either::Regex(regex),
+            None => Either::Head(head),
+        };
         let Some(role) = alt.role else {
             return Ok(self.fail(UNMATCHED, "no role"));
         };
@@ -266,7 +333,7 @@ impl DomeScanner {
         let mut longest = pid_text.len().max(tid_text.map_or(0, str::len));
         for &(field, group) in &alt.fields {
             if is_int_field(field) {
-                longest = longest.max(span(line, locs, group).map_or(0, str::len));
+                longest = longest.max(span(line, &locs, group).map_or(0, str::len));
             }
         }
         if longest > self.max_digits {
@@ -285,7 +352,7 @@ impl DomeScanner {
         ev.declare(alt.fields.iter().fold(0u32, |bits, &(field, _)| bits | 1 << field), spare);
         let mut numbers = true;
         for &(field, group) in &alt.fields {
-            match span(line, locs, group) {
+            match span(line, &locs, group) {
                 None => ev.set_none(field, spare),
                 Some(text) if is_int_field(field) => {
                     let n = ascii_number(text);
@@ -316,9 +383,9 @@ impl DomeScanner {
     /// matched it: (ms, whole seconds), or Err(reason) for a malformed line.
     fn stamp(&mut self, py: Python<'_>, fi: usize, prefix: bool, line: &str) -> PyResult<Result<(i64, bool), String>> {
         let form = &self.forms[fi];
-        let locs = if prefix { &form.prefix } else { &form.head };
+        let locs = if prefix { Either::Regex(&form.prefix) } else { Either::Head(&form.head) };
         if form.rfc3339 {
-            let rtime = span(line, locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
+            let rtime = span(line, &locs, form.g.stamp[0].unwrap_or(0)).unwrap_or("");
             return Ok(match self.rfc3339.read(rtime) {
                 Ok(v) => Ok(v),
                 Err(_) => self.python_rfc3339(py, rtime)?,
@@ -337,7 +404,7 @@ impl DomeScanner {
         }
         let mut parts = [""; 5];
         for (part, g) in parts.iter_mut().zip(&form.g.stamp[..5]) {
-            *part = g.and_then(|g| span(line, locs, g)).unwrap_or("");
+            *part = g.and_then(|g| span(line, &locs, g)).unwrap_or("");
         }
         let ms = self.traditional_ms(py, &parts)?;
         if ms.is_ok() {   // last_second is this stamp's now
@@ -560,7 +627,7 @@ impl DomeScanner {
         let mut compiled = Vec::new();
         for (name, pattern, prefix, prefix_tag, groups, alternatives) in forms {
             let rfc3339 = name == "rfc3339";
-            let head = compile(&pattern, true)?;
+            let head = Head::new(&pattern)?;
             let starts = envelope_starts(&prefix)?;
             let prefix = compile(&prefix, false)?;
             let get = |n: &str| -> PyResult<Option<usize>> {
@@ -649,6 +716,13 @@ impl DomeScanner {
             d.set_item(*name, n)?;
         }
         Ok(d)
+    }
+
+    /// Whether each form's head (parsers/dome_profiles.FORMS order) is read by hand
+    /// (dome_head.rs) rather than by its pattern.
+    #[getter]
+    fn heads_read_by_hand(&self) -> Vec<bool> {
+        self.forms.iter().map(|f| f.head.hand.is_some()).collect()
     }
 
     /// The stream's clock moved (restored, or its year changed outside): ask it again.

@@ -13,6 +13,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
+use crate::chunk::utf8;
+
 /// Host and path texts recently handed to Python, with their str objects. A partition's
 /// records name a handful of files, so nearly every record reuses both strings: no
 /// allocation, and the hash the worker's dict lookups need is already in them.
@@ -171,16 +173,6 @@ fn plain_run(s: &[u8]) -> usize {
         i += 1;
     }
     i
-}
-
-/// `bytes` as UTF-8 text (None: not UTF-8); ASCII, the common case, without decoding.
-fn utf8(bytes: &[u8]) -> Option<&str> {
-    if bytes.is_ascii() {
-        // SAFETY: ASCII is UTF-8
-        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
-    } else {
-        std::str::from_utf8(bytes).ok()
-    }
 }
 
 /// A str of `text`: ASCII text (nearly every log line) copied into a new compact ASCII

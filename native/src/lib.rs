@@ -31,6 +31,7 @@ mod dome_clocks;
 mod dome_csv;
 mod dome_engine;
 mod dome_event;
+mod dome_head;
 mod dome_puts;
 mod dome_records;
 mod dome_scan;

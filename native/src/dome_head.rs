@@ -1,0 +1,376 @@
+//! The head of a DOME line (the syslog envelope, then dmlite's `{TID}[LVL] dmlite `
+//! prefix: a form's `head` in parsers/dome_profiles.py), read by hand for the DOME scanner
+//! (dome_scan.rs).
+//!
+//! PCRE2's JIT code spent ~1,140 instructions a line on this head (the month's
+//! alternation, the optional pid and day digit: issue 30). A head pattern is read here
+//! only when its text is exactly one this module implements (an ENVELOPES form's, then a
+//! MESSAGES prefix, as pcre2_pattern wraps them), and gives what PCRE2 gives for it: the
+//! same spans, the same lines refused (a test pins the two equal on lines made to stray
+//! from each form at every place). Each pattern reads one way only: where PCRE2 could
+//! backtrack (the day's optional digit, a run's length, the optional pid or offset colon),
+//! the other reading fails at once on the byte that made the first one fail, so the first
+//! reading that holds is the match.
+
+/// The bundled profiles' envelopes (regex_profiles/dmlite-dome*.toml), with their group
+/// count: traditional (mon day hour minute second host tag pid), RFC 3339 (rtime host
+/// tag pid).
+const ENVELOPES: [(Envelope, &str, usize); 2] = [
+    (
+        Envelope::Traditional,
+        r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<day>[ \d]?\d) (?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d) (?P<host>\S+) (?P<tag>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ",
+        8,
+    ),
+    (
+        Envelope::Rfc3339,
+        r"(?P<rtime>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:?\d\d)) (?P<host>\S+) (?P<tag>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ",
+        4,
+    ),
+];
+
+/// The bundled profiles' dmlite prefixes, with their group count: with the thread (tid
+/// level error, dmlite >= 0.8.4) and without (level error).
+const MESSAGES: [(Message, &str, usize); 2] = [
+    (Message::Thread, r"\{(?P<tid>\d+)\}(?:\[(?P<level>\d)\]|(?P<error>!!!)) dmlite ", 3),
+    (Message::NoThread, r"(?:\[(?P<level>\d)\] |(?P<error>(?=dmlite \S+ !! )))dmlite ", 2),
+];
+
+#[derive(Clone, Copy, Debug)]
+enum Envelope {
+    Traditional,
+    Rfc3339,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Message {
+    Thread,
+    NoThread,
+}
+
+/// Room for every group of the longest head (0: the whole match).
+pub(crate) const GROUPS: usize = 12;
+
+/// A head's group spans by PCRE2's group number (as Python's: the patterns number alike).
+pub(crate) type Spans = [Option<(usize, usize)>; GROUPS];
+
+/// The reader of one implemented head pattern.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeadReader {
+    envelope: Envelope,
+    message: Message,
+    /// The message's first group's number (the envelope's groups come first).
+    message_group: usize,
+}
+
+/// PCRE2's `\s` in these patterns (no UCP): tab, LF, VT, FF, CR and space; every byte of
+/// a character past ASCII is not.
+#[inline(always)]
+fn space(c: u8) -> bool {
+    matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
+}
+
+#[inline(always)]
+fn digit(c: u8) -> bool {
+    c.wrapping_sub(b'0') < 10
+}
+
+/// Whether `text` stands in `line` at `at`.
+#[inline(always)]
+fn has(line: &[u8], at: usize, text: &[u8]) -> bool {
+    line.get(at..at + text.len()) == Some(text)
+}
+
+/// The length of the run of bytes from `from` that are `ok`.
+#[inline(always)]
+fn run(line: &[u8], from: usize, ok: impl Fn(u8) -> bool) -> usize {
+    line.get(from..).map_or(0, |rest| rest.iter().take_while(|&&c| ok(c)).count())
+}
+
+impl HeadReader {
+    /// The reader of `pattern` (the head as the scanner is given it: `\A(?:(?:ENVELOPE)
+    /// (?:MESSAGE))`), or None: not a pattern implemented here, the regex reads it.
+    pub(crate) fn of(pattern: &str) -> Option<HeadReader> {
+        for (envelope, e, groups) in ENVELOPES {
+            for (message, m, _) in MESSAGES {
+                if pattern == format!(r"\A(?:(?:{e})(?:{m}))") {
+                    return Some(HeadReader { envelope, message, message_group: groups + 1 });
+                }
+            }
+        }
+        None
+    }
+
+    /// Where the head ends, its groups' spans written to `spans`; None: PCRE2 finds no
+    /// match (`spans` then holds no meaning).
+    #[inline]
+    pub(crate) fn read(&self, line: &[u8], spans: &mut Spans) -> Option<usize> {
+        *spans = [None; GROUPS];
+        let p = match self.envelope {
+            Envelope::Traditional => traditional(line, spans)?,
+            Envelope::Rfc3339 => rfc3339(line, spans)?,
+        };
+        // host, tag and pid: the envelope's last groups
+        let p = origin(line, p, spans, self.message_group - 3)?;
+        let end = match self.message {
+            Message::Thread => thread(line, p, spans, self.message_group)?,
+            Message::NoThread => no_thread(line, p, spans, self.message_group)?,
+        };
+        spans[0] = Some((0, end));
+        Some(end)
+    }
+}
+
+/// `(mon) (day) (hh):(mm):(ss) `: where the host starts.
+#[inline(always)]
+fn traditional(line: &[u8], spans: &mut Spans) -> Option<usize> {
+    let &[a, b, c, b' ', ..] = line else { return None };
+    let month = matches!(&[a, b, c],
+        b"Jan" | b"Feb" | b"Mar" | b"Apr" | b"May" | b"Jun" | b"Jul" | b"Aug" | b"Sep" | b"Oct" | b"Nov" | b"Dec");
+    if !month {
+        return None;
+    }
+    // `[ \d]?\d `: two places if the second is a digit (then a space), else one (a digit,
+    // then a space): the one reading that can hold
+    let day_end = match (line.get(4), line.get(5)) {
+        (Some(&a), Some(&b)) if (a == b' ' || digit(a)) && digit(b) => 6,
+        (Some(&a), _) if digit(a) => 5,
+        _ => return None,
+    };
+    let clock = line.get(day_end..day_end + 10)?;
+    let places = clock[0] == b' ' && clock[3] == b':' && clock[6] == b':' && clock[9] == b' ';
+    if !(places && [1, 2, 4, 5, 7, 8].into_iter().all(|i| digit(clock[i]))) {
+        return None;
+    }
+    spans[1] = Some((0, 3));
+    spans[2] = Some((4, day_end));
+    for (g, from) in [(3, day_end + 1), (4, day_end + 4), (5, day_end + 7)] {
+        spans[g] = Some((from, from + 2));
+    }
+    Some(day_end + 10)
+}
+
+/// `(YYYY-MM-DDTHH:MM:SS[.f{1,6}](Z|±HH[:]MM)) `: where the host starts.
+#[inline(always)]
+fn rfc3339(line: &[u8], spans: &mut Spans) -> Option<usize> {
+    let fixed = line.get(..19)?;
+    let places = fixed[4] == b'-' && fixed[7] == b'-' && fixed[10] == b'T' && fixed[13] == b':' && fixed[16] == b':';
+    if !(places && [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18].into_iter().all(|i| digit(fixed[i]))) {
+        return None;
+    }
+    let mut p = 19;
+    // fewer digits leave a digit where the zone must start, none leaves the dot
+    if line.get(p) == Some(&b'.') {
+        let n = run(line, p + 1, digit);
+        if n == 0 || n > 6 {
+            return None;
+        }
+        p += 1 + n;
+    }
+    match line.get(p).copied() {
+        Some(b'Z') => p += 1,
+        Some(b'+' | b'-') => {
+            let two = |at: usize| line.get(at..at + 2).is_some_and(|d| digit(d[0]) && digit(d[1]));
+            if !two(p + 1) {
+                return None;
+            }
+            // `:?` takes a colon if there is one; without it a digit would have to be there
+            p += if line.get(p + 3) == Some(&b':') { 4 } else { 3 };
+            if !two(p) {
+                return None;
+            }
+            p += 2;
+        }
+        _ => return None,
+    }
+    spans[1] = Some((0, p));
+    (line.get(p) == Some(&b' ')).then_some(p + 1)
+}
+
+/// `(host) (tag)([pid])?: ` from `p`, host at group `g`: where the message starts. A
+/// shorter host or tag leaves a byte of it where a space, `[` or `:` must be.
+#[inline(always)]
+fn origin(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
+    let n = run(line, p, |c| !space(c));
+    if n == 0 || line.get(p + n) != Some(&b' ') {
+        return None;
+    }
+    spans[g] = Some((p, p + n));
+    p += n + 1;
+    let n = run(line, p, |c| !space(c) && c != b'[' && c != b':');
+    if n == 0 {
+        return None;
+    }
+    spans[g + 1] = Some((p, p + n));
+    p += n;
+    // without the pid a `[` stands where the colon must
+    if line.get(p) == Some(&b'[') {
+        let n = run(line, p + 1, digit);
+        if n == 0 || line.get(p + 1 + n) != Some(&b']') {
+            return None;
+        }
+        spans[g + 2] = Some((p + 1, p + 1 + n));
+        p += n + 2;
+    }
+    has(line, p, b": ").then_some(p + 2)
+}
+
+/// `{(tid)}([(level)]|(!!!)) dmlite ` from `p`, tid at group `g`: where the head ends.
+#[inline(always)]
+fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
+    if line.get(p) != Some(&b'{') {
+        return None;
+    }
+    let n = run(line, p + 1, digit);
+    if n == 0 || line.get(p + 1 + n) != Some(&b'}') {
+        return None;
+    }
+    spans[g] = Some((p + 1, p + 1 + n));
+    p += n + 2;
+    let mark = line.get(p..p + 3)?;
+    if mark[0] == b'[' && digit(mark[1]) && mark[2] == b']' {
+        spans[g + 1] = Some((p + 1, p + 2));
+    } else if mark == &b"!!!"[..] {
+        spans[g + 2] = Some((p, p + 3));
+    } else {
+        return None;
+    }
+    p += 3;
+    has(line, p, b" dmlite ").then_some(p + 8)
+}
+
+/// `([(level)] |(?=dmlite \S+ !! ))dmlite ` from `p`, level at group `g`: where the head
+/// ends. A line starting `[` cannot be the error's (the lookahead wants `d` there).
+#[inline(always)]
+fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
+    if line.get(p) == Some(&b'[') {
+        let mark = line.get(p..p + 4)?;
+        if !(digit(mark[1]) && mark[2] == b']' && mark[3] == b' ') {
+            return None;
+        }
+        spans[g] = Some((p + 1, p + 2));
+        p += 4;
+    } else {
+        // the lookahead's `\S+` ends where the run does (shorter, no space follows it)
+        let at = p + 7;
+        let n = run(line, at, |c| !space(c));
+        if n == 0 || !has(line, at + n, b" !! ") {
+            return None;
+        }
+        spans[g + 1] = Some((p, p));
+    }
+    has(line, p, b"dmlite ").then_some(p + 7)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HeadReader, Spans, ENVELOPES, GROUPS, MESSAGES};
+    use crate::jit::Pattern;
+
+    /// Lines of each head's form, as text.
+    fn forms(traditional: bool, thread: bool) -> Vec<String> {
+        let stamps: &[&str] = if traditional {
+            &["May 30 08:44:05", "Jun  1 00:00:00", "Dec 9 23:59:59", "Jan 31 12:00:60"]
+        } else {
+            &["2024-05-30T08:44:05.123456+02:00", "2024-05-30T08:44:05Z", "2024-05-30T08:44:05.1-0200",
+              "2024-05-30T08:44:05+0200", "2024-05-30T08:44:05.1234567Z"]
+        };
+        let origins = ["dpmhead01 dome[2345]: ", "h httpd: ", "dpm-héad.cern.ch xrootd[1]: ", "h\u{a0}x ta\u{85}g[77]: "];
+        let messages: &[&str] = if thread {
+            &["{140737}[1] dmlite dome workerFunc : req:GET cmd:dome_getspaceinfo", "{1}!!! dmlite domex : y",
+              "{12}[0] dmlite ", "{3}[12] dmlite x"]
+        } else {
+            &["[1] dmlite dome workerFunc : x", "dmlite dome !! dome_putdone_head : Replica", "dmlite é !! x",
+              "[1]  dmlite x", "dmlite a  !! b"]
+        };
+        let mut out = Vec::new();
+        for (i, stamp) in stamps.iter().enumerate() {
+            for (j, origin) in origins.iter().enumerate() {
+                // every stamp and origin once, each with every message
+                if i == 0 || j == 0 {
+                    for message in messages {
+                        out.push(format!("{stamp} {origin}{message}"));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Each form, then each with one character changed, dropped or doubled at every place,
+    /// from characters that matter to these patterns.
+    fn strays(traditional: bool, thread: bool) -> Vec<String> {
+        let chars = ['0', '9', ' ', '\t', '\n', '\x0b', '\x0c', '\r', ':', '[', ']', '{', '}', '!', '-', '+', '.',
+                     'T', 'Z', 'a', 'd', '\u{85}', '\u{a0}', '\u{2028}', 'é'];
+        let mut out = Vec::new();
+        for form in forms(traditional, thread) {
+            let form: Vec<char> = form.chars().collect();
+            out.push(form.iter().collect());
+            for i in 0..=form.len() {
+                for &c in &chars {
+                    if i < form.len() {
+                        let mut changed = form.clone();
+                        changed[i] = c;
+                        out.push(changed.iter().collect());
+                    }
+                    let mut put = form.clone();
+                    put.insert(i, c);
+                    out.push(put.iter().collect());
+                }
+                if i < form.len() {
+                    let mut dropped = form.clone();
+                    dropped.remove(i);
+                    out.push(dropped.iter().collect());
+                }
+            }
+            // every length of it
+            out.extend((0..form.len()).map(|n| form[..n].iter().collect()));
+        }
+        out
+    }
+
+    #[test]
+    fn each_head_read_by_hand_is_what_pcre2_reads_on_every_line_near_its_form() {
+        for (ei, (_, envelope, egroups)) in ENVELOPES.iter().enumerate() {
+            for (mi, (_, message, mgroups)) in MESSAGES.iter().enumerate() {
+                // as parsers/compiled_dome.pcre2_pattern wraps dome_profiles' head
+                let pattern = format!(r"\A(?:(?:{envelope})(?:{message}))");
+                let reader = HeadReader::of(&pattern).expect("an implemented head");
+                let mut regex = Pattern::with_options(&pattern, true, true).unwrap();
+                let groups = regex.captures_len();
+                assert_eq!(groups, 1 + egroups + mgroups);
+                assert!(groups <= GROUPS);
+                let (mut matched, mut refused) = (0, 0);
+                for line in strays(ei == 0, mi == 0) {
+                    let want = match regex.find_str(&line) {
+                        Ok(true) => Some((0..GROUPS).map(|g| regex.get(g)).collect::<Vec<_>>()),
+                        Ok(false) => None,
+                        Err(e) => panic!("PCRE2 error {e}"),
+                    };
+                    let mut spans: Spans = [None; GROUPS];
+                    let got = reader.read(line.as_bytes(), &mut spans).map(|end| {
+                        assert_eq!(spans[0], Some((0, end)));
+                        spans.to_vec()
+                    });
+                    assert_eq!(got, want, "{pattern} on {line:?}");
+                    if want.is_some() {
+                        matched += 1;
+                    } else {
+                        refused += 1;
+                    }
+                }
+                assert!(matched > 100 && refused > 1000, "both outcomes tried: {matched} matched, {refused} refused");
+            }
+        }
+    }
+
+    #[test]
+    fn a_head_pattern_not_exactly_implemented_is_left_to_the_regex() {
+        let (_, envelope, _) = ENVELOPES[0];
+        let (_, message, _) = MESSAGES[0];
+        assert!(HeadReader::of(&format!(r"\A(?:(?:{envelope})(?:{message}))")).is_some());
+        let other = envelope.replace(r"(?P<host>\S+)", r"(?P<host>\w+)");
+        assert!(HeadReader::of(&format!(r"\A(?:(?:{other})(?:{message}))")).is_none());
+        assert!(HeadReader::of(&format!(r"\A(?:(?:{envelope})(?:{message}x))")).is_none());
+        assert!(HeadReader::of(envelope).is_none());
+    }
+}
