@@ -28,7 +28,7 @@ from .dome_profiles import FIELDS, FORMS, DomeForm, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
-from .regex_lead import lead, self_contained
+from .regex_lead import lead, lead_sets, self_contained
 
 @dataclass(slots=True)
 class DomeChunk:
@@ -86,6 +86,20 @@ def _plan(form: DomeForm) -> tuple[str, list]:
     return form.head, alternatives
 
 
+def envelope_lead(form: DomeForm) -> list[bytes]:
+    """The bytes a line may have at each of its first places for the form's envelope to
+    match it (regex_lead.lead_sets, up to the first place that may be other than ASCII):
+    the scanner passes over a line that lacks them without running the envelope's regex
+    (a DPM line's digits then `/` for the RFC 3339 `\\d{4}-`: two regex runs a line for
+    each DOME profile `profile check` shows a DPM log, issue 30)."""
+    out = []
+    for chars in lead_sets(form.prefix.pattern, form.prefix.flags):
+        if max(map(ord, chars)) > 127:
+            break
+        out.append(bytes(sorted(map(ord, chars))))
+    return out
+
+
 class CompiledDomeLineParser:
     """DomeLineParser's twin: the same `parse(line)` (an event or None), `result` and
     `reason`; its events are the compiled engine's own (DomeLine: `ts`, and `event()` the
@@ -99,7 +113,8 @@ class CompiledDomeLineParser:
             form = profile.forms[name]
             head, alternatives = scan_plan(form)
             forms.append((name, pcre2_pattern(head), pcre2_pattern(form.prefix.pattern),
-                          form.prefix.groupindex["tag"], dict(form.groups), alternatives))
+                          form.prefix.groupindex["tag"], dict(form.groups), alternatives,
+                          envelope_lead(form)))
         # As DomeLineParser's: the summary's time labels read it (not gathered for DOME yet).
         self.stated_offsets: list[tuple[int, int]] = []
         self._line_ref: tuple[int, int] | None = None

@@ -4,7 +4,9 @@ own regex parser (so escapes, `(?x)` and flags read as `re` reads them).
 The compiled DOME scanner (native/src/dome_scan.rs) matches a line's role patterns one by
 one and skips a pattern whose lead the line's message lacks without running it: a
 literal the pattern requires, derived from the profile's own pattern when it is built,
-so a site's profile with other wording is prefiltered by its own words.
+so a site's profile with other wording is prefiltered by its own words. It also passes
+over a line whose first bytes a form's envelope cannot start with (lead_sets: a DPM
+line's `08/12 14:31` is no RFC 3339 stamp's `\\d{4}-`) without running the envelope.
 """
 
 from __future__ import annotations
@@ -16,25 +18,79 @@ from re import _constants as C, _parser
 def lead(pattern: str, flags: int = 0) -> str:
     """The literal text every match of `pattern` starts with ('' when none is certain:
     a case-insensitive pattern, or one that does not start with a literal)."""
+    text = []
+    for chars in lead_sets(pattern, flags):
+        if len(chars) != 1:
+            break
+        text.extend(chars)
+    return "".join(text)
+
+
+# A class of more characters than this is not spelled out (a place of any character, in
+# effect): the sets are for a check of a few bytes.
+_MAX_CLASS = 128
+
+
+def lead_sets(pattern: str, flags: int = 0) -> list[frozenset[str]]:
+    """The characters a match of `pattern` may have at each of its first places, for as
+    many places as every match has them ([] for a case-insensitive pattern): the places
+    of literals, classes, fixed repeats and branches of one width, up to the first of
+    anything else (an optional part, a run, a look-around, a class it does not spell)."""
     tree = _parser.parse(pattern, flags)
     if tree.state.flags & re.IGNORECASE:
-        return ""
-    out: list[str] = []
-    _literal_run(tree, out)
-    return "".join(out)
+        return []
+    out: list[frozenset[str]] = []
+    _run(tree, out, bool(tree.state.flags & re.ASCII))
+    return out
 
 
-def _literal_run(items, out: list[str]) -> bool:
-    """Appends the literal characters `items` start with; True when all of them are."""
+def _run(items, out: list, ascii: bool) -> bool:
+    """Appends the sets of the places `items` fill; True when it read all of them."""
     for op, av in items:
         if op is C.LITERAL:
-            out.append(chr(av))
-        elif op is C.SUBPATTERN and not av[1] and not av[2]:   # a group with no flags of its own
-            if not _literal_run(av[3], out):
+            out.append(frozenset(chr(av)))
+        elif op is C.IN:
+            chars = _class(av, ascii)
+            if chars is None:
                 return False
+            out.append(chars)
+        elif op is C.SUBPATTERN and not av[1] and not av[2]:   # a group with no flags of its own
+            if not _run(av[3], out, ascii):
+                return False
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] == av[1]:   # x{n}
+            for _ in range(av[0]):
+                if not _run(av[2], out, ascii):
+                    return False
+        elif op is C.BRANCH:
+            runs = []
+            for branch in av[1]:
+                places: list = []
+                runs.append((places, _run(branch, places, ascii)))
+            width = min(len(places) for places, _ in runs)
+            out.extend(frozenset().union(*(places[i] for places, _ in runs)) for i in range(width))
+            if not all(whole and len(places) == width for places, whole in runs):
+                return False
+        elif op is C.AT and av is C.AT_BEGINNING_STRING:   # \A: no place of its own
+            continue
         else:
             return False
     return True
+
+
+def _class(items, ascii: bool) -> frozenset[str] | None:
+    """The characters of a class `[...]`, or None (negated, a category other than an
+    ASCII \\d, or too many to spell)."""
+    chars: set[str] = set()
+    for op, av in items:
+        if op is C.LITERAL:
+            chars.add(chr(av))
+        elif op is C.RANGE and av[1] - av[0] < _MAX_CLASS:
+            chars.update(map(chr, range(av[0], av[1] + 1)))
+        elif op is C.CATEGORY and av is C.CATEGORY_DIGIT and ascii:
+            chars.update("0123456789")
+        else:
+            return None
+    return frozenset(chars) if len(chars) <= _MAX_CLASS else None
 
 
 def self_contained(pattern: str, flags: int = 0) -> bool:

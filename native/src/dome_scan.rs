@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 
-use crate::jit::{FirstBytes, Pattern};
+use crate::jit::Pattern;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
@@ -44,22 +44,33 @@ struct Alternative {
     fields: Vec<(usize, usize)>, // (FIELD_NAMES index, group)
 }
 
-impl Form {
-    /// Whether this form's envelope may match at `line`'s start.
+/// A set of bytes: those a place of an envelope's lead may hold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    fn of(bytes: &[u8]) -> Self {
+        let mut set = ByteSet([0; 4]);
+        for &b in bytes {
+            set.0[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+        set
+    }
+
     #[inline]
-    fn may_start(&self, line: &str) -> bool {
-        self.starts.as_ref().is_none_or(|s| s.admits(line.as_bytes()))
+    fn has(&self, b: u8) -> bool {
+        self.0[usize::from(b >> 6)] & (1 << (b & 63)) != 0
     }
 }
 
-/// The first bytes of the envelope `prefix` (pcre2_pattern's `\A(?:envelope)`) reads,
-/// from the envelope compiled unanchored as the head is (UTF, `.` matching all: the
-/// prefix's `.` matches less): None when PCRE2 knows none or the pattern is not so made.
-fn envelope_starts(prefix: &str) -> PyResult<Option<FirstBytes>> {
-    let Some(envelope) = prefix.strip_prefix(r"\A") else {
-        return Ok(None);
-    };
-    Ok(compile(envelope, true)?.first_bytes())
+impl Form {
+    /// Whether this form's envelope may match at `line`'s start: the line has a byte of
+    /// each of the lead's places (compiled_dome.envelope_lead).
+    #[inline]
+    fn may_start(&self, line: &str) -> bool {
+        let line = line.as_bytes();
+        line.len() >= self.lead.len() && self.lead.iter().zip(line).all(|(set, &b)| set.has(b))
+    }
 }
 
 impl Alternative {
@@ -140,10 +151,10 @@ struct Form {
     head: Head,
     prefix: Pattern, // the envelope alone
     prefix_tag: usize,
-    /// The bytes a match of the envelope can start with (head and prefix start with it),
-    /// or None if any: a line starting otherwise (all of a DPM log's for the traditional
-    /// form) is not this form's, known without running either regex (issue 30).
-    starts: Option<FirstBytes>,
+    /// The bytes every match of the envelope has at each of its first places (head and
+    /// prefix start with it): a line without them (all of a DPM log's) is not this form's,
+    /// known without running either regex (issue 30).
+    lead: Vec<ByteSet>,
     g: Groups,
     alternatives: Vec<Alternative>,
 }
@@ -176,8 +187,8 @@ type JournaldSpec = (Vec<String>, String, usize, usize);
 /// lead, [(field, group)]).
 type AlternativeSpec = (Option<String>, Option<String>, usize, Vec<u8>, Vec<(usize, usize)>);
 /// A form as Python describes it: (name, head pattern, prefix pattern, prefix's tag group,
-/// {group name: index}, alternatives).
-type FormSpec<'py> = (String, String, String, usize, Bound<'py, PyDict>, Vec<AlternativeSpec>);
+/// {group name: index}, alternatives, the envelope's lead: the bytes of each place).
+type FormSpec<'py> = (String, String, String, usize, Bound<'py, PyDict>, Vec<AlternativeSpec>, Vec<Vec<u8>>);
 
 #[allow(clippy::large_enum_variant)] // one per line, never stored
 pub enum Outcome {
@@ -605,7 +616,8 @@ impl DomeLine {
 impl DomeScanner {
     /// forms: per envelope form in parsers/dome_profiles.FORMS order, (name, head pattern,
     /// prefix pattern, prefix's tag group, {group name: index}, [(role or None, pattern or
-    /// None, wrapper group, lead, [(field index, group)])]: compiled_dome.scan_plan); the
+    /// None, wrapper group, lead, [(field index, group)])]: compiled_dome.scan_plan, the
+    /// bytes of each of the envelope's first places: compiled_dome.envelope_lead); the
     /// patterns in PCRE2 syntax, anchored (a role's at its start offset, `\G`); the
     /// prefix `\A(?:envelope)` and the head starting with that envelope.
     #[new]
@@ -625,10 +637,10 @@ impl DomeScanner {
         max_digits: usize,
     ) -> PyResult<Self> {
         let mut compiled = Vec::new();
-        for (name, pattern, prefix, prefix_tag, groups, alternatives) in forms {
+        for (name, pattern, prefix, prefix_tag, groups, alternatives, lead) in forms {
             let rfc3339 = name == "rfc3339";
             let head = Head::new(&pattern)?;
-            let starts = envelope_starts(&prefix)?;
+            let lead = lead.iter().map(|bytes| ByteSet::of(bytes)).collect();
             let prefix = compile(&prefix, false)?;
             let get = |n: &str| -> PyResult<Option<usize>> {
                 groups.get_item(n)?.map(|v| v.extract::<usize>()).transpose()
@@ -662,7 +674,7 @@ impl DomeScanner {
                 head,
                 prefix,
                 prefix_tag,
-                starts,
+                lead,
                 g,
                 alternatives,
             });

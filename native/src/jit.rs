@@ -24,8 +24,8 @@ use pcre2_sys::{
     pcre2_code_8, pcre2_code_free_8, pcre2_compile_8, pcre2_get_error_message_8, pcre2_get_mark_8,
     pcre2_get_ovector_pointer_8, pcre2_jit_compile_8, pcre2_jit_match_8, pcre2_match_8,
     pcre2_match_data_8, pcre2_match_data_create_from_pattern_8, pcre2_match_data_free_8,
-    pcre2_pattern_info_8, PCRE2_DOTALL, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT, PCRE2_INFO_FIRSTBITMAP,
-    PCRE2_INFO_FIRSTCODETYPE, PCRE2_INFO_FIRSTCODEUNIT, PCRE2_JIT_COMPLETE, PCRE2_NO_UTF_CHECK, PCRE2_UNSET,
+    pcre2_pattern_info_8, PCRE2_DOTALL, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT,
+    PCRE2_JIT_COMPLETE, PCRE2_NO_UTF_CHECK, PCRE2_UNSET,
     PCRE2_UTF,
 };
 
@@ -88,51 +88,6 @@ impl Pattern {
             };
             let ovector = pcre2_get_ovector_pointer_8(data.as_ptr());
             Ok(Pattern { code, data, ovector, captures: count as usize + 1, jit, utf })
-        }
-    }
-
-    /// The bytes every match of this pattern starts with, as PCRE2 read them from the
-    /// pattern (its start-of-match optimisation: it skips a start whose byte is not one
-    /// of them), as a 256-bit set; None when PCRE2 knows none (a pattern that may match
-    /// empty, one starting at a line's beginning, or told not to look). A subject whose first
-    /// byte is not in the set (or an empty one) has no match starting at its start.
-    pub(crate) fn first_bytes(&self) -> Option<FirstBytes> {
-        let (mut kind, mut unit): (u32, u32) = (0, 0);
-        let mut bitmap: *const u8 = std::ptr::null();
-        // SAFETY: code is live; each answer is written to a local of the documented type
-        // (uint32_t, uint32_t, const uint8_t *: 32 bytes inside the compiled pattern).
-        unsafe {
-            let code = self.code.as_ptr();
-            if pcre2_pattern_info_8(code, PCRE2_INFO_FIRSTCODETYPE, (&mut kind as *mut u32).cast()) != 0 {
-                return None;
-            }
-            match kind {
-                // One code unit; PCRE2 also tries its other case when caseless, so both
-                // are taken (a byte above ASCII: no set, its cases are not one byte's).
-                1 if pcre2_pattern_info_8(code, PCRE2_INFO_FIRSTCODEUNIT, (&mut unit as *mut u32).cast()) == 0
-                    && unit < 128 =>
-                {
-                    let b = unit as u8;
-                    let mut set = FirstBytes([0; 4]);
-                    set.add(b);
-                    set.add(b.to_ascii_lowercase());
-                    set.add(b.to_ascii_uppercase());
-                    Some(set)
-                }
-                0 if pcre2_pattern_info_8(code, PCRE2_INFO_FIRSTBITMAP, (&mut bitmap as *mut *const u8).cast()) == 0
-                    && !bitmap.is_null() =>
-                {
-                    let bits = std::slice::from_raw_parts(bitmap, 32);
-                    let mut set = FirstBytes([0; 4]);
-                    for b in 0..=255u8 {
-                        if bits[usize::from(b / 8)] & (1 << (b % 8)) != 0 {
-                            set.add(b);
-                        }
-                    }
-                    Some(set)
-                }
-                _ => None,
-            }
         }
     }
 
@@ -240,22 +195,6 @@ impl Pattern {
     }
 }
 
-/// A set of bytes (Pattern::first_bytes).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct FirstBytes([u64; 4]);
-
-impl FirstBytes {
-    fn add(&mut self, b: u8) {
-        self.0[usize::from(b >> 6)] |= 1 << (b & 63);
-    }
-
-    /// Whether a match may start at the start of `subject` (never of an empty one).
-    #[inline]
-    pub(crate) fn admits(&self, subject: &[u8]) -> bool {
-        subject.first().is_some_and(|&b| self.0[usize::from(b >> 6)] & (1 << (b & 63)) != 0)
-    }
-}
-
 impl Drop for Pattern {
     fn drop(&mut self) {
         // SAFETY: both were made in new() and are freed once, here.
@@ -319,26 +258,6 @@ mod tests {
         assert_eq!(p.find_str_at("a bxb", 2), Ok(false), "anchored at the offset, not searching on");
         assert!(p.find_str_at("aé bb", 2).is_err(), "inside a character");
         assert!(p.find_str_at("ab", 3).is_err(), "past the end");
-    }
-
-    #[test]
-    fn the_first_bytes_are_those_a_match_can_start_with_as_pcre2_reads_the_pattern() {
-        let months = Pattern::with_options(r"(?:Jan|Feb) (\d+)", true, true).unwrap().first_bytes().unwrap();
-        assert!(months.admits(b"Jan 1") && months.admits(b"Feb 2") && months.admits(b"Fxx"));
-        assert!(!months.admits(b"08/12 14:31:40") && !months.admits(b"") && !months.admits(b"jan 1"));
-        let digit = Pattern::with_options(r"\d{4}-", true, true).unwrap().first_bytes().unwrap();
-        assert!(digit.admits(b"2020-") && !digit.admits(b"May"));
-        let one = Pattern::with_options(r"<\d+>", true, true).unwrap().first_bytes().unwrap();
-        assert!(one.admits(b"<13>") && !one.admits(b"13>"));
-        let caseless = Pattern::with_options(r"(?i)may", true, true).unwrap().first_bytes().unwrap();
-        assert!(caseless.admits(b"May") && caseless.admits(b"may") && !caseless.admits(b"Jun"));
-        let wide = Pattern::with_options(r"(?:é|x)y", true, true).unwrap().first_bytes().unwrap();
-        assert!(wide.admits("éy".as_bytes()) && wide.admits(b"xy") && !wide.admits(b"ey"));
-        let anchored = Pattern::with_options(r"\A(?:May)", true, true).unwrap().first_bytes().unwrap();
-        assert!(anchored.admits(b"May") && !anchored.admits(b"Jun"));
-        for known_not in [r"a*", r"(?m)^x", r"(*NO_START_OPT)May", r"(?:May|.*)"] {
-            assert_eq!(Pattern::with_options(known_not, true, true).unwrap().first_bytes(), None, "{known_not}");
-        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::chunk::Chunk;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, MALFORMED as DOME_MALFORMED};
 use crate::hashing::FxSet;
 use crate::jit::Pattern;
+use crate::lcgdm_head;
 use crate::scan::printable_ascii;
 
 const ABSENT: usize = usize::MAX;
@@ -48,7 +49,7 @@ struct Alt {
 
 impl Alt {
     /// Whether it matches `line` (printable ASCII) after the envelope `head` ended at `at`.
-    fn matches(&mut self, head: &Pattern, line: &[u8], at: usize) -> bool {
+    fn matches(&mut self, head: &Head, line: &[u8], at: usize) -> bool {
         match &mut self.regex {
             // SAFETY: printable ASCII (tally checks each line first): valid UTF-8.
             // the lead's first byte compared here: most leads differ there, without a memcmp call
@@ -62,7 +63,7 @@ impl Alt {
     }
 
     /// Where the message begins (the text shaped) and the token's span.
-    fn spans<'a>(&self, head: &Pattern, line: &'a [u8], at: usize) -> (usize, Option<&'a [u8]>) {
+    fn spans<'a>(&self, head: &Head, line: &'a [u8], at: usize) -> (usize, Option<&'a [u8]>) {
         match &self.regex {
             Some(regex) => (at, span(regex, line, self.token)),
             None => (head.get(self.group).map_or(at, |(a, _)| a), span(head, line, self.token)),
@@ -70,11 +71,72 @@ impl Alt {
     }
 }
 
+/// Where a form's envelope is read: its regex, or, for the LCGDM native envelope alone
+/// (`\A(?:` lcgdm_head::PATTERN `)`, the head of all three bundled DPM profiles), by
+/// hand (lcgdm_head.rs: the same spans and the same lines refused as PCRE2's, pinned by
+/// its test). PCRE2's JIT spent ~990 instructions a line on this envelope, once for
+/// each profile (issue 30).
+struct Head {
+    regex: Pattern,
+    hand: bool,
+    spans: lcgdm_head::Spans, // the hand read's groups 1 to 9
+    end: usize,               // and where its match ended
+}
+
+impl Head {
+    fn new(pattern: &str) -> PyResult<Self> {
+        let regex = Pattern::new(pattern).map_err(PyValueError::new_err)?;
+        let hand = pattern == format!(r"(?s)\A(?:{})", lcgdm_head::PATTERN);
+        Ok(Head { regex, hand, spans: [None; 9], end: 0 })
+    }
+
+    /// Whether the envelope matches at the line's start (its spans then held here).
+    fn find(&mut self, line: &[u8]) -> bool {
+        if !self.hand {
+            return self.regex.find(line) == Ok(true);
+        }
+        match lcgdm_head::read(line, &mut self.spans) {
+            Some(end) => {
+                self.end = end;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Group `i`'s span in the last match, the pattern's numbering (0: the whole match).
+    #[inline]
+    fn get(&self, i: usize) -> Option<(usize, usize)> {
+        match (self.hand, i) {
+            (false, _) => self.regex.get(i),
+            (true, 0) => Some((0, self.end)),
+            (true, i) => self.spans.get(i - 1).copied().flatten(),
+        }
+    }
+}
+
+/// Spans of the last match of a form's head or of a role pattern alone.
+trait Spans {
+    fn get(&self, i: usize) -> Option<(usize, usize)>;
+}
+
+impl Spans for Pattern {
+    fn get(&self, i: usize) -> Option<(usize, usize)> {
+        Pattern::get(self, i)
+    }
+}
+
+impl Spans for Head {
+    fn get(&self, i: usize) -> Option<(usize, usize)> {
+        Head::get(self, i)
+    }
+}
+
 /// An envelope form: its regex through PCRE2's JIT entry point (jit.rs: the `pcre2`
 /// crate's captures_read goes through pcre2_match, which checks its arguments again on
 /// each of the profiles' matches of every line), holding the spans of its last match.
 struct Form {
-    regex: Pattern,
+    regex: Head,
     func: usize,
     host: usize,
     pid: usize,
@@ -196,7 +258,7 @@ fn slot(index: i64) -> usize {
     }
 }
 
-fn span<'a>(locs: &Pattern, line: &'a [u8], group: usize) -> Option<&'a [u8]> {
+fn span<'a>(locs: &impl Spans, line: &'a [u8], group: usize) -> Option<&'a [u8]> {
     if group == ABSENT {
         return None;
     }
@@ -274,7 +336,7 @@ impl ProfileLines {
     ) -> PyResult<Self> {
         let mut compiled = Vec::with_capacity(forms.len());
         for (pattern, func_group, host, pid, tid, alts) in forms {
-            let regex = Pattern::new(&pattern).map_err(PyValueError::new_err)?;
+            let regex = Head::new(&pattern)?;
             let alts = alts
                 .into_iter()
                 .map(|(alone, lead, group, role, token)| {
@@ -350,7 +412,7 @@ impl ProfileLines {
             }
             let mut matched = None;
             for (fi, form) in self.forms.iter_mut().enumerate() {
-                if form.regex.find(line) == Ok(true) {
+                if form.regex.find(line) {
                     matched = Some(fi);
                     break;
                 }

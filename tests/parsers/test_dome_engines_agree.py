@@ -512,9 +512,15 @@ ENVELOPE_STARTS = {
     "caseless-lookahead": lambda env: {"traditional": "(?i:(?=[jfmasond]))" + env["traditional"]},
 }
 # Lines at the edge of the forms' first bytes: empty, one byte, a month's other case, a
-# non-ASCII first character, a year, a priority.
+# non-ASCII first character, a year, a priority; and a line of each form with each of its
+# first places changed or cut there (the scanner passes over a line without the bytes of
+# the envelope's lead, compiled_dome.envelope_lead, which ends within them).
+STAMPED = ["2017-05-30T08:44:05.123456+02:00 h dome[1]: {1}[1] dmlite dome x : y",
+           "May 30 08:44:05 h dome[1]: {1}[1] dmlite dome x : y"]
 EDGES = ["", "M", "may 30 08:44:05 h dome[1]: {1}[1] dmlite x", "É", "2", "<", PRIORITY,
-         PRIORITY + "May 30 08:44:05 h cron[1]: x", "\tMay 30 08:44:05 h dome[1]: x"]
+         PRIORITY + "May 30 08:44:05 h cron[1]: x", "\tMay 30 08:44:05 h dome[1]: x",
+         *(text[:i] + c + text[i + 1:] for text in STAMPED for i in range(24) for c in "0/ -T:aé"),
+         *(text[:i] for text in STAMPED for i in range(24))]
 
 
 @pytest.fixture(scope="module")
@@ -531,7 +537,7 @@ def dpm_lines(tmp_path_factory) -> list[str]:
 @pytest.mark.parametrize("starts", [None, *ENVELOPE_STARTS])
 def test_lines_a_form_cannot_start_read_alike_in_both_parsers(site, dpm_lines, shape, starts):
     """The compiled scanner passes over a form whose envelope cannot start with a line's
-    first byte (PCRE2's reading of the profile's own envelope) without matching it: a DPM
+    first bytes (regex_lead's reading of the profile's own envelope) without matching it: a DPM
     head's lines, a DOME site's and the edge cases read as the Python parser reads them
     (event, result and reason), with the bundled profile and with a site's envelope that
     starts otherwise."""

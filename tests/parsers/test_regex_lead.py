@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dpmstream.parsers.regex_lead import lead, self_contained
+from dpmstream.parsers.regex_lead import lead, lead_sets, self_contained
 
 FLAGS = re.ASCII | re.DOTALL
 
@@ -16,7 +16,7 @@ FLAGS = re.ASCII | re.DOTALL
     (r"(?P<a0>dome workerFunc : req:(?P<a0_method>[A-Z]+))", "dome workerFunc : req:"),   # into plain groups
     (r"dome \w+ :", "dome "),
     (r"ab?c", "a"),                          # an optional character ends it
-    (r"ab*", "a"), (r"ab{2}", "a"),
+    (r"ab*", "a"), (r"ab{2}", "abb"), (r"ab{2,3}", "a"),
     (r"(?:ab|ac)d", "a"),                    # what both branches start with
     (r"\S+ SendSimpleResp", ""),
     (r"(?x) a b \  c", "ab c"),              # verbose: as re reads it
@@ -29,6 +29,30 @@ def test_the_lead_is_the_literal_text_every_match_starts_with(pattern, want):
     subject = want + "x"
     if re.match(pattern, subject, FLAGS):   # a subject without the lead never matches
         assert subject.startswith(want)
+
+
+DIGITS = "0123456789"
+
+
+@pytest.mark.parametrize("pattern,want", [
+    (r"\A(?:\d{4}-\d\dT)", [DIGITS] * 4 + ["-"] + [DIGITS] * 2 + ["T"]),
+    (r"(?P<mon>Jan|Feb|May) (?P<day>[ \d]?\d)", ["FJM", "ae", "bny", " "]),   # a branch of one width
+    (r"(?:ab|c)d", ["ac"]),                  # branches of two widths: the places all have
+    (r"[ -#]x", [" !\"#", "x"]),
+    (r"a[^b]c", ["a"]), (r"a\wc", ["a"]), (r"a.c", ["a"]), (r"a\bc", ["a"]),   # sets not spelled
+    (r"(?i)ab", []), (r"(?i:a)b", []),
+])
+def test_the_lead_sets_are_the_characters_every_match_has_at_its_first_places(pattern, want):
+    got = lead_sets(pattern, FLAGS)
+    assert ["".join(sorted(chars)) for chars in got] == want
+    for subject in ("2017-05-30T", "May 3", "Feb  1", "cd", "ad", "#x", "abc", "Jan 1"):
+        if re.match(pattern, subject, FLAGS):   # a match has a character of each set
+            assert all(c in chars for c, chars in zip(subject, got)), subject
+
+
+def test_a_digit_is_a_set_only_where_the_pattern_reads_it_as_ascii():
+    assert lead_sets(r"\d-", re.ASCII) == [frozenset(DIGITS), frozenset("-")]
+    assert lead_sets(r"\d-") == []   # a Unicode \d: any of hundreds of digits
 
 
 @pytest.mark.parametrize("pattern,want", [
