@@ -126,10 +126,11 @@ def read_topic(bootstrap, topic, isolation="read_committed", value_of=json.loads
     return asyncio.run(_read_topic(bootstrap, topic, isolation, value_of))
 
 
-def produce(bootstrap, topic, records, chunk=None, pause_s=0.0):
+def produce(bootstrap, topic, records, chunk=None, pause_s=0.0, until=None):
     """Publish (key, value) pairs in order (idempotent producer, acks=all); with `chunk`,
     that many at a time and a pause between: a stream that keeps arriving, so that a fast
-    worker cannot be done with it before the test is done with the worker."""
+    worker cannot be done with it before the test is done with the worker. With `until`
+    (a threading.Event), the pauses end once it is set: the rest goes at once."""
     async def main():
         from aiokafka import AIOKafkaProducer
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
@@ -141,7 +142,7 @@ def produce(bootstrap, topic, records, chunk=None, pause_s=0.0):
                 futures = [await producer.send(topic, value, key=key)
                            for key, value in records[i:i + step]]
                 await asyncio.gather(*futures)
-                if pause_s:
+                if pause_s and not (until is not None and until.is_set()):
                     await asyncio.sleep(pause_s)
         finally:
             await producer.stop()

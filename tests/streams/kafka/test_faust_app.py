@@ -116,13 +116,17 @@ def trickled(recs):
     return head, rest
 
 
-def trickle_feeder(broker, topic, recs):
+def trickle_feeder(broker, topic, recs, until=None):
     """Publish the head of `trickled(recs)` now; the returned thread (not started)
-    publishes the rest in chunks of 1,500 a quarter of a second apart."""
+    publishes the rest in chunks of 1,500 a quarter of a second apart, or with `until`
+    (a threading.Event) in chunks of 300 a fifth of a second apart until it is set, then
+    the rest at once: a commit or two to kill a worker in every chunk, for as long as
+    the kills take (1,500-line chunks were all taken by a first worker in CI)."""
     head, rest = trickled(recs)
     produce(broker.bootstrap, topic, head)
-    return threading.Thread(target=produce, args=(broker.bootstrap, topic, rest),
-                            kwargs={"chunk": 1500, "pause_s": 0.25})
+    pace = {"chunk": 1500, "pause_s": 0.25} if until is None else \
+        {"chunk": 300, "pause_s": 0.2, "until": until}
+    return threading.Thread(target=produce, args=(broker.bootstrap, topic, rest), kwargs=pace)
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +219,8 @@ def test_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
     kafka_broker.create_topics([t["lines"]], partitions=2)
     # A fifth now, the rest trickling in: on a busy machine a pre-filled topic could be
     # done with before an open transaction is seen.
-    feeder = trickle_feeder(kafka_broker, t["lines"], recs)
+    kills_done = threading.Event()
+    feeder = trickle_feeder(kafka_broker, t["lines"], recs, until=kills_done)
     state_topic = f"{t['group']}-state"
     log_path = tmp_path / "worker.log"
     kills = 0
@@ -235,6 +240,7 @@ def test_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
                     os.kill(proc.pid, signal.SIGKILL)
                     proc.wait()
                 kills += 1
+            kills_done.set()
             assert consumed(kafka_broker, t["group"]) < len(recs), "finished before it could be killed"
             feeder.join()
             proc = spawn(kafka_broker, t, log)
@@ -244,6 +250,7 @@ def test_worker_killed_mid_transaction_resumes_with_nothing_lost_or_doubled(
             finally:
                 assert stop(proc) == 0
     finally:
+        kills_done.set()
         if feeder.is_alive():
             feeder.join()
     assert kills == 2

@@ -234,16 +234,23 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
     head, head2 = len(recs) // 5, len(recs2) // 5
     produce(kafka_broker.bootstrap, t["lines"], recs[:head] + recs2[:head2])
     rest = [r for pair in itertools.zip_longest(recs[head:], recs2[head2:]) for r in pair if r]
+    # Small chunks until both kills are done: each is a commit or two to be killed in, and
+    # they must outlast two workers' start (in CI, 1,500 a quarter second apart were all
+    # taken by the first worker, and the second found no transaction left to be killed in).
+    kills_done = threading.Event()
     feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
-                              kwargs={"chunk": 1500, "pause_s": 0.25})
+                              kwargs={"chunk": 300, "pause_s": 0.2, "until": kills_done})
     feeder.start()
     state_topic = f"{t['group']}-state"
     log = open(tmp_path / "worker.log", "ab")
     port = free_port()
     kills_mid_transaction = 0
     try:
-        kills_mid_transaction = kill_mid_transaction(
-            kafka_broker.bootstrap, state_topic, lambda: _spawn_worker(kafka_broker, t, port, log))
+        try:
+            kills_mid_transaction = kill_mid_transaction(
+                kafka_broker.bootstrap, state_topic, lambda: _spawn_worker(kafka_broker, t, port, log))
+        finally:
+            kills_done.set()
         done = committed_offsets(kafka_broker.bootstrap, t["group"])
         assert sum(done.values()) < total, "the worker finished before it could be killed"
         # A last worker finishes the topic; it serves the metrics meanwhile.

@@ -149,16 +149,22 @@ def test_a_dome_worker_killed_mid_transaction_resumes_with_no_record_lost_or_dou
     kafka_broker.create_topics([t["lines"]], partitions=1)
     head = len(recs) // 5
     produce(kafka_broker.bootstrap, t["lines"], recs[:head])
+    # Small chunks until both kills are done: each is a commit to be killed in, for as
+    # long as two workers' start takes (test_worker.py's kill test says why).
+    kills_done = threading.Event()
     feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], recs[head:]),
-                              kwargs={"chunk": 1500, "pause_s": 0.25})
+                              kwargs={"chunk": 300, "pause_s": 0.2, "until": kills_done})
     feeder.start()
     state_topic = f"{t['group']}-state"
     log = open(tmp_path / "worker.log", "ab")
     port = free_port()
     kills_mid_transaction = 0
     try:
-        kills_mid_transaction = kill_mid_transaction(
-            kafka_broker.bootstrap, state_topic, lambda: _spawn_worker(kafka_broker, t, port, log))
+        try:
+            kills_mid_transaction = kill_mid_transaction(
+                kafka_broker.bootstrap, state_topic, lambda: _spawn_worker(kafka_broker, t, port, log))
+        finally:
+            kills_done.set()
         done = committed_offsets(kafka_broker.bootstrap, t["group"])
         assert 0 < sum(done.values()) < len(recs), "the worker finished before it could be killed"
         feeder.join()
