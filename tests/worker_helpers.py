@@ -8,6 +8,7 @@ import heapq
 import json
 import os
 import signal
+import threading
 import time
 
 from dpmstream.streams.kafka.envelope import decode, encode
@@ -147,6 +148,17 @@ def produce(bootstrap, topic, records, chunk=None, pause_s=0.0, until=None):
         finally:
             await producer.stop()
     asyncio.run(main())
+
+
+def feeder_until_killed(bootstrap, topic, records, kills_done):
+    """A thread (not started) publishing `records` 300 at a time, a fifth of a second
+    apart, until `kills_done` (a threading.Event) is set, then the rest at once. Each
+    chunk is a commit or two for a kill to land in, for as long as the kills take: two
+    workers' start included. (1,500-record chunks a quarter second apart lasted ~3 s; in
+    CI a first worker took them all before its kill, and the second found no transaction
+    left to be killed in.)"""
+    return threading.Thread(target=produce, args=(bootstrap, topic, records),
+                            kwargs={"chunk": 300, "pause_s": 0.2, "until": kills_done})
 
 
 # How long a commit already sent may take to show (the broker writing its markers) on a

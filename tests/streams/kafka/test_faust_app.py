@@ -25,7 +25,7 @@ from dpmstream.streams.kafka.replay import publish_files
 from dpmstream.commands.stack.process import free_port
 from tests.worker_helpers import (
     as_json, canonical, committed_offsets, core_records, envelopes, produce, read_topic,
-    wait_for_open_transaction,
+    feeder_until_killed, wait_for_open_transaction,
 )
 
 DPM, DPNS = "/var/log/dpm/log", "/var/log/dpns/log"
@@ -119,14 +119,13 @@ def trickled(recs):
 def trickle_feeder(broker, topic, recs, until=None):
     """Publish the head of `trickled(recs)` now; the returned thread (not started)
     publishes the rest in chunks of 1,500 a quarter of a second apart, or with `until`
-    (a threading.Event) in chunks of 300 a fifth of a second apart until it is set, then
-    the rest at once: a commit or two to kill a worker in every chunk, for as long as
-    the kills take (1,500-line chunks were all taken by a first worker in CI)."""
+    (a threading.Event) as worker_helpers.feeder_until_killed does."""
     head, rest = trickled(recs)
     produce(broker.bootstrap, topic, head)
-    pace = {"chunk": 1500, "pause_s": 0.25} if until is None else \
-        {"chunk": 300, "pause_s": 0.2, "until": until}
-    return threading.Thread(target=produce, args=(broker.bootstrap, topic, rest), kwargs=pace)
+    if until is not None:
+        return feeder_until_killed(broker.bootstrap, topic, rest, until)
+    return threading.Thread(target=produce, args=(broker.bootstrap, topic, rest),
+                            kwargs={"chunk": 1500, "pause_s": 0.25})
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from dpmstream.streams.metrics.exporter import PipelineMetrics
 from dpmstream.commands.stack.process import free_port
 from tests.worker_helpers import (
     as_json, canonical, committed_offsets, committed_offsets_async, core_records, envelopes, produce,
-    read_topic, kill_mid_transaction,
+    read_topic, kill_mid_transaction, feeder_until_killed,
 )
 
 pytestmark = pytest.mark.services
@@ -234,12 +234,8 @@ def test_worker_killed_mid_transaction_resumes_with_no_record_lost_or_doubled(ka
     head, head2 = len(recs) // 5, len(recs2) // 5
     produce(kafka_broker.bootstrap, t["lines"], recs[:head] + recs2[:head2])
     rest = [r for pair in itertools.zip_longest(recs[head:], recs2[head2:]) for r in pair if r]
-    # Small chunks until both kills are done: each is a commit or two to be killed in, and
-    # they must outlast two workers' start (in CI, 1,500 a quarter second apart were all
-    # taken by the first worker, and the second found no transaction left to be killed in).
     kills_done = threading.Event()
-    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], rest),
-                              kwargs={"chunk": 300, "pause_s": 0.2, "until": kills_done})
+    feeder = feeder_until_killed(kafka_broker.bootstrap, t["lines"], rest, kills_done)
     feeder.start()
     state_topic = f"{t['group']}-state"
     log = open(tmp_path / "worker.log", "ab")

@@ -28,7 +28,7 @@ from dpmstream.streams.kafka.envelope import EnvelopeError, decode, encode
 from dpmstream.streams.metrics.exporter import PipelineMetrics
 from tests.streams.kafka.test_worker import run_worker, sample, topics
 from tests.worker_helpers import (
-    canonical, committed_offsets, produce, read_topic, kill_mid_transaction,
+    canonical, committed_offsets, feeder_until_killed, produce, read_topic, kill_mid_transaction,
 )
 
 pytestmark = pytest.mark.services
@@ -149,11 +149,8 @@ def test_a_dome_worker_killed_mid_transaction_resumes_with_no_record_lost_or_dou
     kafka_broker.create_topics([t["lines"]], partitions=1)
     head = len(recs) // 5
     produce(kafka_broker.bootstrap, t["lines"], recs[:head])
-    # Small chunks until both kills are done: each is a commit to be killed in, for as
-    # long as two workers' start takes (test_worker.py's kill test says why).
     kills_done = threading.Event()
-    feeder = threading.Thread(target=produce, args=(kafka_broker.bootstrap, t["lines"], recs[head:]),
-                              kwargs={"chunk": 300, "pause_s": 0.2, "until": kills_done})
+    feeder = feeder_until_killed(kafka_broker.bootstrap, t["lines"], recs[head:], kills_done)
     feeder.start()
     state_topic = f"{t['group']}-state"
     log = open(tmp_path / "worker.log", "ab")
