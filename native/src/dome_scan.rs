@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 
-use crate::jit::Pattern;
+use crate::jit::{Located, Pattern};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
@@ -104,18 +104,6 @@ impl Head {
             Some((reader, spans)) => reader.read(line.as_bytes(), spans).is_some(),
             None => matches(&mut self.regex, line),
         }
-    }
-}
-
-/// Group spans of a match, by group number: a regex's, or a head's.
-trait Located {
-    fn get(&self, group: usize) -> Option<(usize, usize)>;
-}
-
-impl Located for Pattern {
-    #[inline]
-    fn get(&self, group: usize) -> Option<(usize, usize)> {
-        Pattern::get(self, group)
     }
 }
 

@@ -168,6 +168,19 @@ impl Pattern {
     }
 }
 
+/// Group spans of the last match, by group number (0: the whole match): a Pattern's, or a
+/// reader's that takes a pattern's place (profile_tally.rs, dome_scan.rs).
+pub(crate) trait Located {
+    fn get(&self, group: usize) -> Option<(usize, usize)>;
+}
+
+impl Located for Pattern {
+    #[inline]
+    fn get(&self, group: usize) -> Option<(usize, usize)> {
+        Pattern::get(self, group)
+    }
+}
+
 impl Pattern {
     /// The number a `(*MARK:n)` the last successful match passed names (decimal digits,
     /// at most 9), None without a mark or with another name: read in place, with no

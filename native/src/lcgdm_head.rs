@@ -10,7 +10,13 @@
 //! whatever follows, so PCRE2 never backtracks into the envelope for another reading.
 
 /// The envelope this reads (group numbers 1 to 9: ENVELOPE_GROUPS' order).
-pub(crate) const PATTERN: &str = r"(?P<month>\d\d)/(?P<day>\d\d) (?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d)(?:\.(?P<frac>\d{1,6}))? +(?P<pid>\d+)(?:,(?P<tid>\d+))? (?P<func>[^\s:]+): ?";
+const PATTERN: &str = r"(?P<month>\d\d)/(?P<day>\d\d) (?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d)(?:\.(?P<frac>\d{1,6}))? +(?P<pid>\d+)(?:,(?P<tid>\d+))? (?P<func>[^\s:]+): ?";
+
+/// PATTERN as a profile's envelope is compiled (fastpath.py): DOTALL, anchored at the
+/// line's start. A pattern that is (or opens with) this text is read by hand.
+pub(crate) fn anchored() -> String {
+    format!(r"(?s)\A(?:{PATTERN})")
+}
 
 /// Spans of the envelope's groups, in ENVELOPE_GROUPS order (frac and tid may be absent).
 pub(crate) type Spans = [Option<(usize, usize)>; 9];
@@ -87,7 +93,7 @@ pub(crate) fn read(line: &[u8], spans: &mut Spans) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{read, PATTERN};
+    use super::{anchored, read};
     use crate::jit::Pattern;
 
     /// Lines of the envelope's form, then each with one byte changed, dropped or doubled at
@@ -131,7 +137,7 @@ mod tests {
 
     #[test]
     fn the_envelope_read_by_hand_is_what_pcre2_reads_on_every_line_near_its_form() {
-        let mut regex = Pattern::new(&format!(r"(?s)\A(?:{PATTERN})")).unwrap();
+        let mut regex = Pattern::new(&anchored()).unwrap();
         assert_eq!(regex.captures_len(), 10);
         let (mut matched, mut refused) = (0, 0);
         for line in strays() {

@@ -24,7 +24,7 @@ use crate::hashing::FxMap;
 use crate::chunk::Chunk;
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, MALFORMED as DOME_MALFORMED};
 use crate::hashing::FxSet;
-use crate::jit::Pattern;
+use crate::jit::{Located, Pattern};
 use crate::lcgdm_head;
 use crate::scan::printable_ascii;
 
@@ -86,7 +86,7 @@ struct Head {
 impl Head {
     fn new(pattern: &str) -> PyResult<Self> {
         let regex = Pattern::new(pattern).map_err(PyValueError::new_err)?;
-        let hand = pattern == format!(r"(?s)\A(?:{})", lcgdm_head::PATTERN);
+        let hand = pattern == lcgdm_head::anchored();
         Ok(Head { regex, hand, spans: [None; 9], end: 0 })
     }
 
@@ -115,18 +115,8 @@ impl Head {
     }
 }
 
-/// Spans of the last match of a form's head or of a role pattern alone.
-trait Spans {
-    fn get(&self, i: usize) -> Option<(usize, usize)>;
-}
-
-impl Spans for Pattern {
-    fn get(&self, i: usize) -> Option<(usize, usize)> {
-        Pattern::get(self, i)
-    }
-}
-
-impl Spans for Head {
+impl Located for Head {
+    #[inline]
     fn get(&self, i: usize) -> Option<(usize, usize)> {
         Head::get(self, i)
     }
@@ -258,7 +248,7 @@ fn slot(index: i64) -> usize {
     }
 }
 
-fn span<'a>(locs: &impl Spans, line: &'a [u8], group: usize) -> Option<&'a [u8]> {
+fn span<'a>(locs: &impl Located, line: &'a [u8], group: usize) -> Option<&'a [u8]> {
     if group == ABSENT {
         return None;
     }

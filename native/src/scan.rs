@@ -410,7 +410,7 @@ impl FastLines {
         // The marked pattern opening with lcgdm_head's envelope (groups 1 to 9) has its
         // alternation matched alone, where the envelope read by hand ends: its groups are
         // numbered 9 lower, the alternatives' slots with them.
-        let hand_prefix = format!(r"(?s)\A(?:{})", lcgdm_head::PATTERN);
+        let hand_prefix = lcgdm_head::anchored();
         let hand_head = marked
             && pattern.starts_with(&hand_prefix)
             && pattern[hand_prefix.len()..].starts_with("(?|")
