@@ -21,9 +21,9 @@ from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, FIELDS, ROLES, UNMATCHED, C
 log = logging.getLogger(__name__)
 
 try:
-    from ._native import FastLines, ProfileLines, Shapes
+    from ._native import FastLines, ProfileLines, Shapes, tally_profiles
 except ImportError:  # not built: pure Python
-    FastLines = ProfileLines = Shapes = None
+    FastLines = ProfileLines = Shapes = tally_profiles = None
 
 # What FastLines.parse returns for a line whose envelope matches but no role does.
 UNMATCHED_LINE = UNMATCHED

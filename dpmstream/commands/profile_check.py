@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 
 from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
-from dpmstream.parsers.fastpath import compiled_role_lines
+from dpmstream.parsers.fastpath import compiled_role_lines, tally_profiles
 from dpmstream.parsers.fit import (
     CATCH_ALL, MIN_LINES_TO_JUDGE, OPENING, ORPHAN_ROLES, ROLE_MEANING, CutWatch, Reassembled, judge,
     looks_like,
@@ -66,17 +66,12 @@ class ProfileTally:
         self.compiled = compiled_role_lines(profile, CATCH_ALL, ORPHAN_ROLES, OPENING,
                                             ("returns",), MAX_LINE_BYTES)
 
-    def add_block(self, lines, n: int) -> None:
-        """The first n of `lines` (a block of the file's lines as bytes), as add() takes
-        each one: the extension counts and classifies them, Python feeds the daemon's own
-        lines to the reassembly in runs, each ending where the cut watch looks at it (after
-        a token or slow-thread line, as add() does after each), counts the shapes it found
-        and reads whole the lines it leaves."""
-        if self.compiled is None:
-            for i in range(n):
-                self.add(_text(lines[i]))
-            return
-        t = self.compiled.tally(lines, n)
+    def add_tallied(self, lines, n: int, t) -> None:
+        """The first n of `lines` as add() takes each one, from `t`, the extension's
+        counts and classes of them (add_block): Python feeds the daemon's own lines to the
+        reassembly in runs, each ending where the cut watch looks at it (after a token or
+        slow-thread line, as add() does after each), counts the shapes it found and reads
+        whole the lines it leaves."""
         self.malformed += t.malformed
         self.foreign += t.foreign
         self.own += t.own
@@ -238,6 +233,21 @@ class ProfileTally:
         return sorted(found, key=lambda f: -f[0])[:top]
 
 
+def add_block(tallies: list[ProfileTally], lines, n: int) -> None:
+    """The first n of `lines` (a block of the file's lines as bytes) into each tally, as
+    add() takes each line: the extension reads each line once for all the profiles it is
+    built for (tally_profiles: the envelope they share read once, not once a profile),
+    and each of those takes its counts (add_tallied); another, line by line."""
+    built = [t for t in tallies if t.compiled is not None]
+    if built:
+        for t, counts in zip(built, tally_profiles([t.compiled for t in built], lines, n)):
+            t.add_tallied(lines, n, counts)
+    for t in tallies:
+        if t.compiled is None:
+            for i in range(n):
+                t.add(_text(lines[i]))
+
+
 def _profiles(specs) -> tuple[list, list]:
     """(DPM profiles, DOME profiles) named by --profile, or all the bundled ones."""
     if not specs:
@@ -270,8 +280,7 @@ def run_check(args) -> int:
         try:
             for lines in iter_chunks(stream):
                 n = len(lines) if not args.max_lines else min(len(lines), args.max_lines - total)
-                for tally in tallies:
-                    tally.add_block(lines, n)
+                add_block(tallies, lines, n)
                 for dome in dome_tallies:
                     dome.add_block(lines, n, _text)
                 total += n

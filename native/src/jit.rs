@@ -25,6 +25,7 @@ use pcre2_sys::{
     pcre2_get_ovector_pointer_8, pcre2_jit_compile_8, pcre2_jit_match_8, pcre2_match_8,
     pcre2_match_data_8, pcre2_match_data_create_from_pattern_8, pcre2_match_data_free_8,
     pcre2_pattern_info_8, PCRE2_DOTALL, PCRE2_ERROR_NOMATCH, PCRE2_INFO_CAPTURECOUNT,
+    PCRE2_INFO_FIRSTCODETYPE, PCRE2_INFO_FIRSTCODEUNIT, PCRE2_INFO_LASTCODETYPE, PCRE2_INFO_LASTCODEUNIT,
     PCRE2_JIT_COMPLETE, PCRE2_NO_UTF_CHECK, PCRE2_UNSET,
     PCRE2_UTF,
 };
@@ -100,7 +101,17 @@ impl Pattern {
     /// error (such as the JIT stack's limit, or invalid UTF-8 for a UTF pattern) with its
     /// code.
     pub(crate) fn find(&mut self, subject: &[u8]) -> Result<bool, i32> {
-        self.run(subject, 0, !self.utf)
+        self.find_at(subject, 0)
+    }
+
+    /// As `find`, searching from byte `start` (at most the length: else PCRE2's error) on;
+    /// the spans are the subject's.
+    pub(crate) fn find_at(&mut self, subject: &[u8], start: usize) -> Result<bool, i32> {
+        if start > subject.len() {
+            // the JIT entry point does not check the offset: it would read past the subject
+            return Err(pcre2_sys::PCRE2_ERROR_BADOFFSET);
+        }
+        self.run(subject, start, !self.utf)
     }
 
     /// As `find`, on text: valid UTF-8 by its type, so a UTF pattern skips PCRE2's check.
@@ -139,6 +150,25 @@ impl Pattern {
             PCRE2_ERROR_NOMATCH => Ok(false),
             rc => Err(rc),
         }
+    }
+
+    /// Bytes every match holds: the first code unit of every match and the last one every
+    /// match has, where PCRE2 found them in the pattern (and checks for them itself before
+    /// it searches, inside pcre2_match). A subject without one of them has no match. ASCII
+    /// punctuation, digits and spaces only: a letter may stand for its other case.
+    pub(crate) fn required_bytes(&self) -> Vec<u8> {
+        let info = |what: u32| {
+            let mut value: u32 = 0;
+            // SAFETY: code is live; these four items write one u32.
+            let rc = unsafe { pcre2_pattern_info_8(self.code.as_ptr(), what, (&mut value as *mut u32).cast()) };
+            (rc == 0).then_some(value)
+        };
+        [(PCRE2_INFO_FIRSTCODETYPE, PCRE2_INFO_FIRSTCODEUNIT), (PCRE2_INFO_LASTCODETYPE, PCRE2_INFO_LASTCODEUNIT)]
+            .into_iter()
+            .filter(|&(kind, _)| info(kind) == Some(1))
+            .filter_map(|(_, unit)| info(unit).and_then(|u| u8::try_from(u).ok()))
+            .filter(|b| b.is_ascii() && !b.is_ascii_alphabetic())
+            .collect()
     }
 
     /// Group `i`'s span in the last successful match, None if it did not take part.
@@ -271,6 +301,26 @@ mod tests {
         assert_eq!(p.find_str_at("a bxb", 2), Ok(false), "anchored at the offset, not searching on");
         assert!(p.find_str_at("aé bb", 2).is_err(), "inside a character");
         assert!(p.find_str_at("ab", 3).is_err(), "past the end");
+    }
+
+    #[test]
+    fn the_required_bytes_are_those_every_match_holds_and_no_letter() {
+        let required = |p: &str| Pattern::new(p).unwrap().required_bytes();
+        assert_eq!(required(r"\(\d+(?:,\d+)+\)"), b"()");
+        assert_eq!(required(r"(?:/[A-Za-z]+=[^/]*?)+(?= \(\d|$)"), b"/=");
+        assert_eq!(required(r"\b\d+\b"), b"", "no byte is in every match");
+        assert_eq!(required(r"a|b"), b"");
+        assert_eq!(required(r"=x"), b"=", "a letter may be caseless: left out");
+    }
+
+    #[test]
+    fn a_search_from_an_offset_finds_the_next_match_and_its_spans_in_the_subject() {
+        let mut p = Pattern::new(r"\d+").unwrap();
+        assert_eq!(p.find_at(b"a1 22 b", 2), Ok(true));
+        assert_eq!(p.get(0), Some((3, 5)));
+        assert_eq!(p.find_at(b"a1 22 b", 5), Ok(false));
+        assert_eq!(p.find_at(b"a1", 2), Ok(false), "at the end: no match, no error");
+        assert!(p.find_at(b"a1", 3).is_err(), "past the end");
     }
 
     #[test]

@@ -92,6 +92,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
     m.add_function(wrap_pyfunction!(state_codec::state_changes_json, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_tally::tally_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(model::run_model, m)?)?;
     Ok(())
 }

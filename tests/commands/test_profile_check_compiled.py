@@ -1,5 +1,5 @@
 """`profile check` with its per-line work in the extension (native/src/profile_tally.rs,
-ProfileTally.add_block) says exactly what the Python reference (ProfileTally.add, line by
+add_block) says exactly what the Python reference (ProfileTally.add, line by
 line; DPMSTREAM_PURE_PYTHON=1) says: on the real lines, and on simulated logs with odd
 lines planted (unknown wordings, another daemon's lines, no envelope, bytes not UTF-8,
 CRLF, rsyslog-wrapped, a catch-all line, an overlong line)."""
@@ -14,7 +14,7 @@ import tomllib
 
 import pytest
 
-from dpmstream.commands.profile_check import ProfileTally
+from dpmstream.commands.profile_check import ProfileTally, add_block
 from dpmstream.parsers import fastpath
 from dpmstream.parsers.profiles import ROLES, bundled_profiles, profile_from_dict
 from dpmstream.parsers.shapes import shape
@@ -192,17 +192,23 @@ def test_role_patterns_are_matched_alone_unless_one_refers_to_a_group():
 
 
 def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulated, tmp_path):
+    """The profiles tallied together (each line's envelope read once for those sharing
+    it: tally_profiles), each against its reference alone."""
     odd = tmp_path / "odd.log"
     planted(f"{simulated}.log", odd, every=29)
-    for profile in (*bundled_profiles(), *site_profiles()):
-        block, reference = ProfileTally(profile, str(odd)), ProfileTally(profile, str(odd))
-        assert block.compiled is not None, profile.name
+    profiles = (*bundled_profiles(), *site_profiles())
+    blocks = [ProfileTally(profile, str(odd)) for profile in profiles]
+    references = [ProfileTally(profile, str(odd)) for profile in profiles]
+    for block, reference in zip(blocks, references):
+        assert block.compiled is not None, block.profile.name
         reference.compiled = None
-        stream, _ = open_binary(describe(str(odd)))
-        with stream:
-            for lines in iter_chunks(stream, 500):
-                block.add_block(lines, len(lines))
-                reference.add_block(lines, len(lines))
-        for t in (block, reference):
-            t.finish()
-        assert tally_state(block) == tally_state(reference), profile.name
+    stream, _ = open_binary(describe(str(odd)))
+    with stream:
+        for lines in iter_chunks(stream, 500):
+            add_block(blocks, lines, len(lines))
+            for reference in references:
+                add_block([reference], lines, len(lines))
+    for block, reference in zip(blocks, references):
+        block.finish()
+        reference.finish()
+        assert tally_state(block) == tally_state(reference), block.profile.name
