@@ -93,11 +93,11 @@ impl Head {
 
     /// Whether the envelope matches at the line's start (its spans then held here); the
     /// hand read taken from `shared` where another profile made it on this line.
-    fn find(&mut self, line: &[u8], shared: &mut SharedHead) -> bool {
+    fn find(&mut self, line: &[u8], shared: &mut SharedLine) -> bool {
         if !self.hand {
             return self.regex.find(line) == Ok(true);
         }
-        let SharedHead { read, spans } = shared;
+        let SharedLine { read, spans, .. } = shared;
         match *read.get_or_insert_with(|| lcgdm_head::read(line, spans)) {
             Some(end) => {
                 self.spans = *spans;
@@ -119,14 +119,17 @@ impl Head {
     }
 }
 
-/// The LCGDM envelope of the line the profiles are at (`tally_profiles`), read by hand
-/// once for all whose form's head it is (all three bundled DPM profiles: each read it
-/// apart, ~360 instructions a line each, issue 30): where it ended (None: no match), or
-/// not read yet.
+/// What the profiles share of the line they are at (`tally_profiles`): its LCGDM
+/// envelope, read by hand once for all whose form's head it is (all three bundled DPM
+/// profiles: each read it apart, ~360 instructions a line each, issue 30): where it
+/// ended (None: no match), or not read yet; and the last message of it shaped: where it
+/// began and its shape in Shapes (a message most profiles leave unmatched alike, hashed
+/// once, not once a profile).
 #[derive(Default)]
-struct SharedHead {
+struct SharedLine {
     read: Option<Option<usize>>,
     spans: lcgdm_head::Spans,
+    shaped: Option<(usize, usize)>,
 }
 
 impl Located for Head {
@@ -230,11 +233,12 @@ impl Shapes {
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
-    /// The shape, borrowed from the memo: a line of a known message allocates nothing.
-    fn shape(&mut self, message: &[u8]) -> PyResult<&str> {
+    /// The shape's index in `known`, valid until the next message is shaped (which may
+    /// forget them all): a line of a known message allocates nothing.
+    fn index(&mut self, message: &[u8]) -> PyResult<usize> {
         let message = &message[..message.len().min(self.chars * 4)];
         if let Some(&k) = self.memo.get(message) {
-            return Ok(self.known[k].as_str());
+            return Ok(k);
         }
         let shape = self.mask(message)?;
         if self.memo.len() >= SHAPES_REMEMBERED {
@@ -243,7 +247,7 @@ impl Shapes {
         }
         self.memo.insert(message.into(), self.known.len());
         self.known.push(shape);
-        Ok(self.known[self.known.len() - 1].as_str())
+        Ok(self.known.len() - 1)
     }
 }
 
@@ -264,15 +268,31 @@ impl Shapes {
 
     /// The shape of a printable ASCII message (a test's handle on the rule).
     fn of(&mut self, message: &str) -> PyResult<String> {
-        self.shape(message.as_bytes()).map(str::to_owned)
+        let k = self.index(message.as_bytes())?;
+        Ok(self.known[k].clone())
     }
 }
 
 /// Distinct function names whose match is remembered (then forgotten all at once).
 const FUNCS_REMEMBERED: usize = 1 << 12;
 
-/// A thread as the cut watch keys it: (host, pid, tid) as the line spells them.
-type ThreadKey = (Option<Box<[u8]>>, Box<[u8]>, Option<Box<[u8]>>);
+/// A thread as the cut watch keys it: (host, pid, tid) as the line spells them, each
+/// written as its presence, length and bytes (one key, one allocation, and none to look
+/// a known thread up: three boxed fields made three allocations a framing line, ~400
+/// instructions).
+fn thread_key(key: &mut Vec<u8>, host: Option<&[u8]>, pid: &[u8], tid: Option<&[u8]>) {
+    key.clear();
+    for part in [host, Some(pid), tid] {
+        match part {
+            Some(bytes) => {
+                key.push(1);
+                key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+                key.extend_from_slice(bytes);
+            }
+            None => key.push(0),
+        }
+    }
+}
 
 #[pyclass(module = "dpmstream.parsers._native")]
 pub(crate) struct ProfileLines {
@@ -287,7 +307,8 @@ pub(crate) struct ProfileLines {
     /// The function names seen, each with whether `func` matches it: a log has few, and
     /// the match of each line's costs more than the lookup (forgotten all at once when full).
     own_funcs: FxMap<Box<[u8]>, bool>,
-    threads: FxSet<ThreadKey>,
+    threads: FxSet<Box<[u8]>>, // thread_key's
+    key: Vec<u8>,              // the key being written
     #[pyo3(get)]
     returns_at_thread_start: u64,
 }
@@ -344,31 +365,32 @@ impl ProfileLines {
         if kind == 0 {
             return;
         }
-        let f = &self.forms[form].regex;
-        let key: ThreadKey = (
-            span(f, line, self.forms[form].host).map(Into::into),
-            span(f, line, self.forms[form].pid).unwrap_or(b"").into(),
-            span(f, line, self.forms[form].tid).map(Into::into),
-        );
-        self.note(key, kind == 2);
+        let (f, form) = (&self.forms[form].regex, &self.forms[form]);
+        let pid = span(f, line, form.pid).unwrap_or(b"");
+        thread_key(&mut self.key, span(f, line, form.host), pid, span(f, line, form.tid));
+        self.note(kind == 2);
     }
 
-    fn note(&mut self, key: ThreadKey, returns: bool) {
-        if self.threads.insert(key) && returns {
-            self.returns_at_thread_start += 1;
+    /// The thread in `key` opened a call (or returned).
+    fn note(&mut self, returns: bool) {
+        if !self.threads.contains(self.key.as_slice()) {
+            self.threads.insert(self.key.as_slice().into());
+            if returns {
+                self.returns_at_thread_start += 1;
+            }
         }
     }
 
     /// Line `i` of the block into `pass`: `line` without its line break, None where
-    /// Python reads it whole (not bytes or text, or not printable ASCII); `head`, its
-    /// LCGDM envelope as the profiles before this one read it.
-    fn line(&mut self, py: Python<'_>, pass: &mut Pass, head: &mut SharedHead, i: usize, line: Option<&[u8]>) -> PyResult<()> {
+    /// Python reads it whole (not bytes or text, or not printable ASCII); `shared`, what
+    /// the profiles before this one read of it.
+    fn line(&mut self, py: Python<'_>, pass: &mut Pass, shared: &mut SharedLine, i: usize, line: Option<&[u8]>) -> PyResult<()> {
         let Some(line) = line.filter(|l| l.len() <= self.max_bytes) else {
             pass.close(i);
             pass.t.steps.push((PYTHON, i, i + 1, 0, None));
             return Ok(());
         };
-        let Some(fi) = self.forms.iter_mut().position(|form| form.regex.find(line, head)) else {
+        let Some(fi) = self.forms.iter_mut().position(|form| form.regex.find(line, shared)) else {
             pass.t.malformed += 1;
             pass.close(i);
             return Ok(());
@@ -399,7 +421,13 @@ impl ProfileLines {
         };
         if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
             let mut shapes = self.shapes.bind(py).borrow_mut();
-            let shape = shapes.shape(&line[message..])?;
+            // the shape just made or looked up (no other since) is still Shapes' own
+            let k = match shared.shaped {
+                Some((at, k)) if at == message => k,
+                _ => shapes.index(&line[message..])?,
+            };
+            shared.shaped = Some((message, k));
+            let shape = shapes.known[k].as_str();
             let text = &mut pass.text;
             text.clear();
             // SAFETY: printable ASCII, checked by the caller.
@@ -502,9 +530,9 @@ pub(crate) fn tally_profiles(
             &raw[..n]
         });
         let line = line.filter(|l| printable_ascii(l));
-        let mut head = SharedHead::default();
+        let mut shared = SharedLine::default();
         for (profile, pass) in profiles.iter_mut().zip(&mut passes) {
-            profile.line(py, pass, &mut head, i, line)?;
+            profile.line(py, pass, &mut shared, i, line)?;
         }
     }
     Ok(passes
@@ -567,6 +595,7 @@ impl ProfileLines {
             shapes,
             own_funcs: FxMap::default(),
             threads: FxSet::default(),
+            key: Vec::new(),
             returns_at_thread_start: 0,
         })
     }
@@ -575,10 +604,11 @@ impl ProfileLines {
     #[pyo3(signature = (host, pid, tid, returns))]
     fn note_thread(&mut self, host: Option<&Bound<'_, PyString>>, pid: &str, tid: Option<&str>, returns: bool) -> PyResult<()> {
         let host = match host {
-            Some(h) => Some(h.to_str()?.as_bytes().into()),
+            Some(h) => Some(h.to_str()?.as_bytes()),
             None => None,
         };
-        self.note((host, pid.as_bytes().into(), tid.map(|t| t.as_bytes().into())), returns);
+        thread_key(&mut self.key, host, pid.as_bytes(), tid.map(str::as_bytes));
+        self.note(returns);
         Ok(())
     }
 }
