@@ -12,9 +12,20 @@ line's `08/12 14:31` is no RFC 3339 stamp's `\\d{4}-`) without running the envel
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from re import _constants as C, _parser
 
 
+@lru_cache(maxsize=None)
+def _tree(pattern: str, flags: int):
+    """The pattern as `re` parses it, parsed once a process (read only here): a check's
+    profiles share role patterns (a DOME profile's two forms, all of them), and each was
+    parsed once for its lead and again for self_contained (~200 parses of ~50 patterns
+    building `profile check`'s scanners, issue 30)."""
+    return _parser.parse(pattern, flags)
+
+
+@lru_cache(maxsize=None)
 def lead(pattern: str, flags: int = 0) -> str:
     """The literal text every match of `pattern` starts with ('' when none is certain:
     a case-insensitive pattern, or one that does not start with a literal)."""
@@ -36,7 +47,7 @@ def lead_sets(pattern: str, flags: int = 0) -> list[frozenset[str]]:
     many places as every match has them ([] for a case-insensitive pattern): the places
     of literals, classes, fixed repeats and branches of one width, up to the first of
     anything else (an optional part, a run, a look-around, a class it does not spell)."""
-    tree = _parser.parse(pattern, flags)
+    tree = _tree(pattern, flags)
     if tree.state.flags & re.IGNORECASE:
         return []
     out: list[frozenset[str]] = []
@@ -93,12 +104,13 @@ def _class(items, ascii: bool) -> frozenset[str] | None:
     return frozenset(chars) if len(chars) <= _MAX_CLASS else None
 
 
+@lru_cache(maxsize=None)
 def self_contained(pattern: str, flags: int = 0) -> bool:
     """Whether `pattern` means the same matched alone as inside a larger one: no reference
     to a group (by number or name: `\\1`, `(?P=host)`, `(?(1)...)`), whose numbering or
     whose group would differ."""
     try:
-        tree = _parser.parse(pattern, flags)
+        tree = _tree(pattern, flags)
     except re.error:   # a reference to a group outside it
         return False
     return not _refers(tree)
