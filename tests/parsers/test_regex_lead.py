@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dpmstream.parsers.regex_lead import lead, lead_sets, self_contained
+from dpmstream.parsers.regex_lead import group_index, lead, lead_sets, self_contained
 
 FLAGS = re.ASCII | re.DOTALL
 
@@ -64,3 +64,12 @@ def test_a_digit_is_a_set_only_where_the_pattern_reads_it_as_ascii():
 ])
 def test_a_pattern_referring_to_a_group_is_not_self_contained(pattern, want):
     assert self_contained(pattern, FLAGS) is want
+
+
+def test_the_group_index_is_re_s_for_every_role_pattern_of_the_bundled_dome_profiles():
+    from dpmstream.parsers.dome_profiles import bundled_dome_profiles
+    parts = [(part, form.regex.flags) for profile in bundled_dome_profiles()
+             for form in profile.forms.values() for _, part in form.parts]
+    assert len(parts) > 20 and any(group_index(p, f) for p, f in parts)
+    for part, flags in parts + [(r"(?P<a>x)(y)(?P<b>z)", 0), (r"(?x) (?P<c> q )", 0), ("plain", 0)]:
+        assert group_index(part, flags) == re.compile(part, flags).groupindex, part
