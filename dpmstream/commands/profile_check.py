@@ -28,7 +28,7 @@ from dpmstream.parsers.pipeline import Pipeline
 EXAMPLE_CHARS = 200
 MAX_SHAPES = 10_000  # distinct catch-all shapes kept per profile; more are counted apart
 NOT_FITTING = 1
-# The steps ProfileLines.tally leaves to Python (native/src/profile_tally.rs).
+# The steps tally_profiles leaves to Python (native/src/profile_tally.rs).
 RUN, WATCH, PYTHON, WATCH_TOKEN = range(4)
 ORPHAN_ROLE_INDEX = frozenset(ROLES.index(r) for r in ORPHAN_ROLES)  # a step's role is an index
 
