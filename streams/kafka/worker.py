@@ -35,6 +35,7 @@ from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.kafka.gc_pace import relaxed_gc
 from dpmstream.streams.kafka.lines_fetch import LinesConsumer, consumer_settings
+from dpmstream.streams.kafka.malloc_arenas import compact_arenas
 from dpmstream.streams.kafka.log_pace import flush_installed
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
 from dpmstream.streams.kafka.state import PartitionState
@@ -101,6 +102,7 @@ class Worker:
 
     async def run(self, ready: asyncio.Event | None = None) -> None:
         cfg = self.cfg
+        compact_arenas()   # before librdkafka's threads make arenas of their own
         await ensure_topics(cfg.bootstrap, cfg.security, lines=cfg.lines_topic,
                             outputs=[cfg.requests_topic, cfg.calls_topic], state=cfg.state,
                             partitions=cfg.partitions)
