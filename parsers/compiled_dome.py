@@ -17,7 +17,6 @@ same records in the same order, the same counters and interchangeable snapshots.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ._native import DomeCore, DomeScanner, DomeSummaryTally, dome_lines
@@ -28,7 +27,7 @@ from .dome_profiles import FIELDS, FORMS, DomeForm, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
-from .regex_lead import lead, lead_sets, self_contained
+from .regex_lead import group_numbers, lead, lead_sets, self_contained
 
 @dataclass(slots=True)
 class DomeChunk:
@@ -80,7 +79,7 @@ def _plan(form: DomeForm) -> tuple[str, list]:
         ]
     alternatives = []
     for role, part in form.parts:
-        index = re.compile(part, flags).groupindex
+        index = group_numbers(part, flags)
         fields = [(FIELDS.index(name.split("_", 1)[1]), g) for name, g in index.items() if "_" in name]
         alternatives.append((role, "\\G(?:" + part + ")\\s*\\z", 0, lead(part, flags).encode(), fields))
     return form.head, alternatives

@@ -12,7 +12,23 @@ line's `08/12 14:31` is no RFC 3339 stamp's `\\d{4}-`) without running the envel
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from re import _constants as C, _parser
+
+
+@lru_cache(maxsize=256)
+def _tree(pattern: str, flags: int):
+    """The parse of `pattern`, made once per process: a DOME form's scan plan reads each
+    role pattern's lead, self-containment and groups, for each form and profile alike (a
+    parse each time was a third of a DOME replay's start-up in Python, issue 30). Read,
+    never changed."""
+    return _parser.parse(pattern, flags)
+
+
+def group_numbers(pattern: str, flags: int = 0) -> dict[str, int]:
+    """The pattern's named groups and their numbers: re.compile(pattern, flags).groupindex,
+    read from the parse alone (no matcher compiled)."""
+    return dict(_tree(pattern, flags).state.groupdict)
 
 
 def lead(pattern: str, flags: int = 0) -> str:
@@ -36,7 +52,7 @@ def lead_sets(pattern: str, flags: int = 0) -> list[frozenset[str]]:
     many places as every match has them ([] for a case-insensitive pattern): the places
     of literals, classes, fixed repeats and branches of one width, up to the first of
     anything else (an optional part, a run, a look-around, a class it does not spell)."""
-    tree = _parser.parse(pattern, flags)
+    tree = _tree(pattern, flags)
     if tree.state.flags & re.IGNORECASE:
         return []
     out: list[frozenset[str]] = []
@@ -98,7 +114,7 @@ def self_contained(pattern: str, flags: int = 0) -> bool:
     to a group (by number or name: `\\1`, `(?P=host)`, `(?(1)...)`), whose numbering or
     whose group would differ."""
     try:
-        tree = _parser.parse(pattern, flags)
+        tree = _tree(pattern, flags)
     except re.error:   # a reference to a group outside it
         return False
     return not _refers(tree)
