@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from dpmstream.parsers.regex_lead import lead, lead_sets, self_contained
+from dpmstream.parsers.dome_profiles import bundled_dome_profiles
+from dpmstream.parsers.regex_lead import group_numbers, lead, lead_sets, self_contained
 
 FLAGS = re.ASCII | re.DOTALL
 
@@ -64,3 +65,22 @@ def test_a_digit_is_a_set_only_where_the_pattern_reads_it_as_ascii():
 ])
 def test_a_pattern_referring_to_a_group_is_not_self_contained(pattern, want):
     assert self_contained(pattern, FLAGS) is want
+
+
+@pytest.mark.parametrize("pattern", [
+    r"(?P<a0>dome (?P<a0_server>\S+) (?:(?P<a0_fs>/\S+)|-))",
+    r"(a)(?P<b>b)(?:c)(?P<d>(?P<e>e))",      # numbered by opening parenthesis
+    r"(?x) (?P<v> x ) # (?P<not_a_group>",   # verbose: a comment holds no group
+    r"no groups",
+])
+def test_the_group_numbers_are_those_the_compiled_pattern_gives(pattern):
+    got = group_numbers(pattern, FLAGS)
+    assert list(got.items()) == list(re.compile(pattern, FLAGS).groupindex.items())
+
+
+def test_every_bundled_dome_role_pattern_has_the_groups_its_compiled_pattern_has():
+    parts = {(part, form.regex.flags) for profile in bundled_dome_profiles()
+             for form in profile.forms.values() for _, part in form.parts}
+    assert parts
+    for part, flags in parts:
+        assert list(group_numbers(part, flags).items()) == list(re.compile(part, flags).groupindex.items())
