@@ -291,6 +291,12 @@ class WithChecksumWaits:
         waits = waits if waits is not None else ChecksumWaits()
         paired = getattr(reassembler, "paired_checksums", None)
         self.waits = waits if paired is None else paired(waits)
+        if paired is not None:
+            # The compiled reassembler's feed_chunk (parsers/compiled_dome.py) as it is: one
+            # stream's lines with no Python per line, its records already each followed by
+            # the waits they end, as the stage runs inside it (no Python call between the
+            # loop and it, once per chunk of a DOME replay's turns: issue 30).
+            self.feed_chunk = reassembler.feed_chunk
 
     @property
     def stats(self):
@@ -303,13 +309,6 @@ class WithChecksumWaits:
 
     def feed(self, event) -> list[dict]:
         return self.waits.pair(self.reassembler.feed(event))
-
-    def feed_chunk(self, parser, lines, start: int, limit: int | None, budget: int, latest: int):
-        """The compiled reassembler's feed_chunk (parsers/compiled_dome.py): one stream's
-        lines with no Python per line, its records each followed by the waits they end."""
-        chunk = self.reassembler.feed_chunk(parser, lines, start, limit, budget, latest)
-        chunk.records = self.waits.pair(chunk.records)
-        return chunk
 
     def advance(self, now_ms: int) -> list[dict]:
         return self.waits.pair(self.reassembler.advance(now_ms)) + self.waits.advance(now_ms)

@@ -136,7 +136,11 @@ def _compile(name: str, envelope: str, message: str, roles: dict[str, list[str]]
     wrapped = {index[f"a{i}"]: (role, {n: index[f"a{i}_{n}"] for n in names})
                for i, (role, names) in enumerate(order)}
     wrapped[index[UNMATCHED]] = (UNMATCHED, {})
-    groups = {n: index[n] for n in re.compile(envelope + message).groupindex}
+    # The envelope's and message's groups: those numbered before the alternation's first
+    # (numbers go by opening parenthesis), read off the regex rather than compiling the
+    # head again (issue 30: start-up).
+    first = index["a0" if order else UNMATCHED]
+    groups = {n: g for n, g in index.items() if g < first}
     return DomeForm(name, regex, groups, wrapped, re.compile(envelope, re.ASCII), head,
                     tuple((role, part) for (role, _), part in zip(order, parts)))
 

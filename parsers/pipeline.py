@@ -647,16 +647,18 @@ class Source:
         swept every ADVANCE_EVERY lines and stopped at `limit` as _parse_dome and
         _line_done do line by line, the same records in the same order."""
         pipeline, parser = self.pipeline, self.parser
+        feed_chunk = pipeline.dome.feed_chunk
         while i < n:
             budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
-            chunk = pipeline.dome.feed_chunk(parser, lines, i, limit, budget, self._latest)
+            chunk = feed_chunk(parser, lines, i, limit, budget, self._latest)
             self.line_no += chunk.next - i
             self._count_dome_chunk(chunk)
             if chunk.why == engines.MALFORMED_LINE:  # the scanner's result and reason are its
                 line = bounded(self._line_at(lines, chunk.next - 1))
                 text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
                 self._count_unparsed(parser, text.rstrip("\r\n"))
-            pipeline._emit_dome(chunk.records)
+            if chunk.records:   # none when the engine hands them to its receiver itself
+                pipeline._emit_dome(chunk.records)
             pipeline._since_advance += chunk.next - i
             if pipeline._since_advance >= ADVANCE_EVERY:
                 pipeline.advance()

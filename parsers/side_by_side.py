@@ -11,6 +11,7 @@ put on a disk node meets the head's put.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Iterator
 
 STEP_MS = 500          # how far one lane runs ahead of the others per turn
@@ -51,8 +52,9 @@ def feed_side_by_side(lanes: list, feed: Callable[[ChunkLane, int | None], bool]
     `feed(lane, limit)` feeds it up to `limit` (lane.feed_until, or a driver's wrapper
     of it) and says whether the lane has more to give."""
     active = list(lanes)
+    position = attrgetter("position")   # no Python frame of its own per lane and turn
     while active:
-        active.sort(key=lambda lane: lane.position)
+        active.sort(key=position)
         lane = active[0]
         # Up to a little past the next lane (a lane not started yet stops it at its first
         # parsed line, so that every lane starts before any runs ahead).

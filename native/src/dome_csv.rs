@@ -172,7 +172,12 @@ pub struct DomeCsvBlocks {
     layouts: Layouts,
     /// By Record::kind_index: which columns hold milliseconds.
     record_is_ms: Vec<Vec<bool>>,
-    files: FxMap<String, KindFile>,
+    /// The kinds' files in the order opened, found by kind (`by_name`) or, for the
+    /// engine's records, by Record::kind_index (`by_record`: no hashing of the kind's name
+    /// twice a record).
+    files: Vec<KindFile>,
+    by_name: FxMap<String, usize>,
+    by_record: [Option<usize>; KINDS],
     open: PyObject,
     fallback: PyObject,
     block_bytes: usize,
@@ -182,13 +187,15 @@ pub struct DomeCsvBlocks {
 }
 
 impl DomeCsvBlocks {
-    /// The kind's file, opened (its header written) at the kind's first row.
-    fn file(&mut self, py: Python<'_>, kind: &str) -> PyResult<&mut KindFile> {
-        if !self.files.contains_key(kind) {
-            let file = self.open.call1(py, (kind,))?;
-            self.files.insert(kind.to_string(), KindFile { file, pending: String::new() });
+    /// The kind's file's place in `files`, opened (its header written) at the kind's first row.
+    fn slot(&mut self, py: Python<'_>, kind: &str) -> PyResult<usize> {
+        if let Some(&at) = self.by_name.get(kind) {
+            return Ok(at);
         }
-        Ok(self.files.get_mut(kind).expect("inserted above"))
+        let file = self.open.call1(py, (kind,))?;
+        self.files.push(KindFile { file, pending: String::new() });
+        self.by_name.insert(kind.to_string(), self.files.len() - 1);
+        Ok(self.files.len() - 1)
     }
 
     /// The kind's block to its file once it has grown to block_bytes (or `all`).
@@ -211,18 +218,24 @@ impl DomeCsvBlocks {
                 (kind.extract::<String>()?, line.bind(py).downcast::<PyString>()?.to_str()?.to_string())
             }
         };
-        let block_bytes = self.block_bytes;
-        let f = self.file(py, &kind)?;
+        let at = self.slot(py, &kind)?;
+        let f = &mut self.files[at];
         f.pending.push_str(&line);
-        Self::write_block(py, f, block_bytes)
+        Self::write_block(py, f, self.block_bytes)
     }
 
     /// A record from the compiled DOME engine (dome_engine.rs).
     pub(crate) fn write_record(&mut self, py: Python<'_>, rec: &Record) -> PyResult<()> {
         let index = rec.kind_index();
-        let kind = KIND_NAMES[index];
-        self.file(py, kind)?;
-        let f = self.files.get_mut(kind).expect("opened above");
+        let at = match self.by_record[index] {
+            Some(at) => at,
+            None => {
+                let at = self.slot(py, KIND_NAMES[index])?;
+                self.by_record[index] = Some(at);
+                at
+            }
+        };
+        let f = &mut self.files[at];
         let done = push_record_csv(&mut f.pending, &self.record_is_ms[index], rec);
         debug_assert!(done, "the engine's records hold no text where milliseconds belong");
         self.engine_records += 1;
@@ -247,8 +260,9 @@ impl DomeCsvBlocks {
                     "{name}: its columns are not those the compiled engine's records are written in"))),
             }
         }
-        Ok(DomeCsvBlocks { layouts, record_is_ms, files: FxMap::default(), open, fallback,
-                           block_bytes: block_bytes.max(1), engine_records: 0 })
+        Ok(DomeCsvBlocks { layouts, record_is_ms, files: Vec::new(), by_name: FxMap::default(),
+                           by_record: [None; KINDS], open, fallback, block_bytes: block_bytes.max(1),
+                           engine_records: 0 })
     }
 
     /// A record as its dict (the CSV sink's write).
@@ -258,7 +272,7 @@ impl DomeCsvBlocks {
 
     /// The blocks written so far handed to the files (which may still buffer them).
     fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
-        for f in self.files.values_mut() {
+        for f in &mut self.files {
             Self::write_block(py, f, 0)?;
         }
         Ok(())

@@ -89,45 +89,59 @@ fn dict_values<'a, 'py: 'a>(record: &Bound<'py, PyDict>, keys: &[&str],
 /// formatting the numbers through it was two thirds of what `replay --out` spends writing
 /// a record.
 pub(crate) fn push_int(out: &mut String, n: i64) {
+    let mut buf = [0u8; 21]; // a sign and u64::MAX's 20 digits
+    let mut at = digits_into(&mut buf, n.unsigned_abs());
     if n < 0 {
-        out.push('-');
+        at -= 1;
+        buf[at] = b'-';
     }
-    push_digits(out, n.unsigned_abs());
+    push_ascii(out, &buf[at..]);
 }
 
-fn push_digits(out: &mut String, mut a: u64) {
-    let mut digits = [0u8; 20]; // u64::MAX has 20
-    let mut at = digits.len();
+/// `a`'s decimal digits at the end of `buf`; where they start.
+fn digits_into(buf: &mut [u8], mut a: u64) -> usize {
+    let mut at = buf.len();
     loop {
         at -= 1;
-        digits[at] = b'0' + (a % 10) as u8;
+        buf[at] = b'0' + (a % 10) as u8;
         a /= 10;
         if a == 0 {
-            break;
+            return at;
         }
     }
-    for &d in &digits[at..] {
-        out.push(d as char);
-    }
+}
+
+/// ASCII bytes appended at once: a String's push of each digit as a char checked its room
+/// and encoded it, every digit of every number of every row (issue 30, `replay --out`).
+fn push_ascii(out: &mut String, bytes: &[u8]) {
+    debug_assert!(bytes.is_ascii());
+    // SAFETY: ASCII bytes are UTF-8 (the callers write digits, a sign and a point).
+    out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
 }
 
 /// ms_to_text: seconds with three decimals, exactly.
 fn push_ms(out: &mut String, ms: i64) {
-    if ms < 0 {
-        out.push('-');
-    }
+    // sign, up to 17 digits of seconds, the point and three decimals
+    let mut buf = [0u8; 22];
     let a = ms.unsigned_abs();
-    push_digits(out, a / 1000);
     let frac = a % 1000;
-    out.push('.');
-    for digit in [frac / 100, frac / 10 % 10, frac % 10] {
-        out.push((b'0' + digit as u8) as char);
+    buf[18] = b'.';
+    buf[19] = b'0' + (frac / 100) as u8;
+    buf[20] = b'0' + (frac / 10 % 10) as u8;
+    buf[21] = b'0' + (frac % 10) as u8;
+    let mut at = digits_into(&mut buf[..18], a / 1000);
+    if ms < 0 {
+        at -= 1;
+        buf[at] = b'-';
     }
+    push_ascii(out, &buf[at..]);
 }
 
 /// One cell as Python's csv writer (excel dialect, QUOTE_MINIMAL) writes it.
 fn push_csv_text(out: &mut String, text: &str) {
-    if text.contains([',', '"', '\r', '\n']) {
+    // Byte by byte: the four are ASCII, never inside another character's UTF-8 (a search
+    // for a set of chars decoded each character first).
+    if text.bytes().any(|b| matches!(b, b',' | b'"' | b'\r' | b'\n')) {
         out.push('"');
         for c in text.chars() {
             if c == '"' {
@@ -427,6 +441,19 @@ mod tests {
             let mut out = String::new();
             push_int(&mut out, n);
             assert_eq!(out, format!("{n}"));
+        }
+    }
+
+    #[test]
+    fn a_text_is_quoted_where_it_holds_a_comma_a_quote_or_a_line_break() {
+        for (text, want) in [
+            ("plain", "plain"), ("", ""), ("a,b", "\"a,b\""), ("say \"hi\"", "\"say \"\"hi\"\"\""),
+            ("cr\rhere", "\"cr\rhere\""), ("lf\nhere", "\"lf\nhere\""), ("\u{e9}t\u{e9}", "\u{e9}t\u{e9}"),
+            ("/C=CH/CN=J\u{fc}rg, \u{2603}", "\"/C=CH/CN=J\u{fc}rg, \u{2603}\""),
+        ] {
+            let mut out = String::new();
+            push_csv_text(&mut out, text);
+            assert_eq!(out, want, "{text:?}");
         }
     }
 

@@ -27,7 +27,6 @@ import pytest
 
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.parsers import engines
-from dpmstream.parsers.dome_checksums import WithChecksumWaits
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.lines import MAX_LINE_BYTES
 from dpmstream.parsers.pipeline import ADVANCE_EVERY, Pipeline
@@ -116,12 +115,13 @@ def outcome(pipeline: Pipeline, records: list[dict]) -> dict:
 def chunk_calls(monkeypatch) -> list:
     """The calls of the compiled chunked feed, counted (each still runs)."""
     calls: list = []
-    chunked = WithChecksumWaits.feed_chunk
+    from dpmstream.parsers.compiled_dome import CompiledDomeReassembler  # here: needs the extension
+    chunked = CompiledDomeReassembler.feed_chunk
 
     def counting(self, *args):
         calls.append(1)
         return chunked(self, *args)
-    monkeypatch.setattr(WithChecksumWaits, "feed_chunk", counting)
+    monkeypatch.setattr(CompiledDomeReassembler, "feed_chunk", counting)
     return calls
 
 

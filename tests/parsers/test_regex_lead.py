@@ -73,3 +73,14 @@ def test_the_group_index_is_re_s_for_every_role_pattern_of_the_bundled_dome_prof
     assert len(parts) > 20 and any(group_index(p, f) for p, f in parts)
     for part, flags in parts + [(r"(?P<a>x)(y)(?P<b>z)", 0), (r"(?x) (?P<c> q )", 0), ("plain", 0)]:
         assert group_index(part, flags) == re.compile(part, flags).groupindex, part
+
+
+@pytest.mark.parametrize("pattern", [
+    r"(?P<a0>dome (?P<a0_server>\S+) (?:(?P<a0_fs>/\S+)|-))",
+    r"(a)(?P<b>b)(?:c)(?P<d>(?P<e>e))",      # numbered by opening parenthesis
+    r"(?x) (?P<v> x ) # (?P<not_a_group>",   # verbose: a comment holds no group
+    r"no groups",
+])
+def test_the_group_numbers_are_those_the_compiled_pattern_gives(pattern):
+    got = group_index(pattern, FLAGS)
+    assert list(got.items()) == list(re.compile(pattern, FLAGS).groupindex.items())
