@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
-use crate::dome_clocks::NO_CLOCK;
+use crate::dome_clocks::{Ordered, NO_CLOCK};
 use crate::hashing::{FxMap, FxSet};
 use crate::lru::{Lru, Place};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
@@ -23,7 +23,11 @@ const EPOCH_SLACK_S: i64 = 1;
 /// A PUTCOUNT or EPOCH longer than this is no name the head gave (parsers/dome_puts.MAX_DIGITS).
 const MAX_DIGITS: usize = 18;
 
-pub type Thread = (String, i64, i64);
+/// A host's number in a put table's `hosts`.
+pub type HostId = u32;
+/// (host, pid, TID): its host by number, so that a thread's key hashes and compares three
+/// integers (an accept, call and Exiting line each looks its thread up twice).
+pub type Thread = (HostId, i64, i64);
 pub type NameKey = (Option<String>, String);
 
 #[derive(Clone, Debug)]
@@ -129,9 +133,9 @@ pub struct PutTable {
     pub heads: FxSet<String>,
     pub changes: Option<PutChanges>,
     tick: u64,
-    /// The key a line's thread is looked up by, written over for each line: its String's
-    /// room kept, where a key made per line allocated for every accept, call and Exiting.
-    probe: Thread,
+    /// The hosts of the threads, in the order first met: a host's row is its HostId (rows
+    /// are never removed). Most lines are of the host of the line before: a compare.
+    hosts: Ordered<String, ()>,
 }
 
 fn text(ev: &DomeEvent, field: usize) -> Option<String> {
@@ -148,17 +152,17 @@ impl PutTable {
         self.tick
     }
 
-    /// `ev`'s thread in `probe`, for a look-up (take it, then give it back: put_probe).
-    fn take_probe(&mut self, ev: &DomeEvent) -> Thread {
-        let mut probe = std::mem::take(&mut self.probe);
-        probe.0.clear();
-        probe.0.push_str(&ev.host);
-        (probe.1, probe.2) = (ev.pid, ev.tid);
-        probe
+    /// The number of host `name` (a new one for a host not met before).
+    pub fn host_id(&mut self, name: &str) -> HostId {
+        self.hosts.row_or_insert_with(name, || ()) as HostId
     }
 
-    fn put_probe(&mut self, probe: Thread) {
-        self.probe = probe;
+    pub fn host_name(&self, id: HostId) -> &str {
+        &self.hosts.rows[id as usize].0
+    }
+
+    fn thread_of(&mut self, ev: &DomeEvent) -> Thread {
+        (self.host_id(&ev.host), ev.pid, ev.tid)
     }
 
     fn changed(&mut self, seq: i64) {
@@ -188,7 +192,7 @@ impl PutTable {
     /// `thread`'s dome_put call is `seq`'s (a put it named before changes too).
     fn put_thread(&mut self, thread: Thread, seq: i64) {
         if let Some(p) = self.get(seq) {
-            p.thread = Some(thread.clone());
+            p.thread = Some(thread);
         }
         if let Some(old) = self.put_threads.insert(thread, seq) {
             if old != seq {
@@ -233,7 +237,8 @@ impl PutTable {
         let lfn = text(ev, LFN).unwrap_or_default();
         let seq = self.new_put(ev, lfn.clone(), stats, out);
         if ev.tid >= 0 {
-            self.put_thread((ev.host.clone(), ev.pid, ev.tid), seq);
+            let thread = self.thread_of(ev);
+            self.put_thread(thread, seq);
         } else {
             let key = (ev.host.clone(), ev.pid, lfn);
             self.unselected_changed(&key);
@@ -250,9 +255,8 @@ impl PutTable {
         *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
         let mut put = None;
         if ev.tid >= 0 {
-            let probe = self.take_probe(ev);
-            put = self.put_threads.get(&probe).copied();
-            self.put_probe(probe);
+            let thread = self.thread_of(ev);
+            put = self.put_threads.get(&thread).copied();
             if let Some(seq) = put {
                 if let Some((_, p)) = self.open.get(&seq) {
                     if p.lfn != lfn || p.sel_sec.is_some() {
@@ -273,7 +277,8 @@ impl PutTable {
             None => {
                 let seq = self.new_put(ev, lfn.clone(), stats, out);
                 if ev.tid >= 0 {
-                    self.put_thread((ev.host.clone(), ev.pid, ev.tid), seq);
+                    let thread = self.thread_of(ev);
+                    self.put_thread(thread, seq);
                 }
                 seq
             }
@@ -300,9 +305,8 @@ impl PutTable {
 
     /// An `Exiting` line: the code of a put or putdone call on that thread, if any.
     pub fn returns(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let thread = self.take_probe(ev);
+        let thread = self.thread_of(ev);
         self.returns_of(ev, &thread, stats, out);
-        self.put_probe(thread);
     }
 
     fn returns_of(&mut self, ev: &DomeEvent, thread: &Thread, stats: &mut DomeStats, out: &mut Vec<Record>) {
@@ -339,14 +343,13 @@ impl PutTable {
     }
 
     pub fn thread_reopened(&mut self, ev: &DomeEvent) {
-        let thread = self.take_probe(ev);
+        let thread = self.thread_of(ev);
         if let Some(seq) = self.put_threads.remove(&thread) {
             self.changed(seq);
         }
         if let Some((seq, _)) = self.done_threads.remove(&thread) {
             self.changed(seq);
         }
-        self.put_probe(thread);
     }
 
     pub fn putdone(&mut self, ev: &DomeEvent, side: &'static str, stats: &mut DomeStats) {
@@ -368,8 +371,9 @@ impl PutTable {
         p.size = Val::int(ev.field(SIZE));
         p.whole = p.whole || ev.whole_seconds;
         if ev.tid >= 0 {
-            let thread = (ev.host.clone(), ev.pid, ev.tid);
-            p.threads.push(thread.clone());
+            let thread = self.thread_of(ev);
+            let p = self.get(seq).unwrap();
+            p.threads.push(thread);
             if let Some((old, _)) = self.done_threads.insert(thread, (seq, side)) {
                 if old != seq {
                     self.changed(old);
