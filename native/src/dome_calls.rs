@@ -6,10 +6,11 @@
 
 use crate::dome_clocks::Ordered;
 use crate::dome_event::{DomeEvent, Role, Val, CLIENT_HOST, CODE, OP, QUERY, REMOTE_HOST};
-use crate::dome_records::{CallRecord, Record};
+use crate::dome_records::{CallRecord, Record, Text};
 use crate::dome_stats::DomeStats;
 use crate::hashing::{FxMap, FxSet};
 use crate::lru::{Lru, Place};
+use crate::text_cache::TextCache;
 
 pub type ThreadKey = (i64, i64);
 /// host -> its role (DomeState's).
@@ -20,10 +21,10 @@ pub struct OpenCall {
     pub start: i64,
     pub latest: i64,
     pub framed: bool,
-    pub command: Option<String>,
-    pub role: Option<String>,
-    pub caller: Option<String>,
-    pub remote: Option<String>,
+    pub command: Option<Text>,
+    pub role: Option<Text>,
+    pub caller: Option<Text>,
+    pub remote: Option<Text>,
     pub whole: bool,
 }
 
@@ -70,11 +71,14 @@ pub struct CallTable {
     /// The calls opened, moved or closed since the last take (dome_snapshot::take_changes),
     /// once tracked: every change of an open call moves it to the end.
     pub changed: Option<FxSet<(String, ThreadKey)>>,
+    /// The texts of the calls and their records, each made once while it is asked for
+    /// again (a few hosts, roles, commands and clients), not a String per call and record.
+    texts: TextCache,
 }
 
 impl CallTable {
     pub fn new(max_open: usize) -> Self {
-        CallTable { max_open, open: Ordered::default(), count: 0, tick: 0, changed: None }
+        CallTable { max_open, open: Ordered::default(), count: 0, tick: 0, changed: None, texts: TextCache::default() }
     }
 
     fn stamp(&mut self) -> u64 {
@@ -130,13 +134,13 @@ impl CallTable {
         match role {
             Role::Call => {
                 call.framed = true;
-                call.caller = ev.text(CLIENT_HOST).map(str::to_string);
-                call.remote = ev.text(REMOTE_HOST).map(str::to_string);
+                call.caller = ev.text(CLIENT_HOST).map(|t| self.texts.get(t));
+                call.remote = ev.text(REMOTE_HOST).map(|t| self.texts.get(t));
             }
             Role::Command => {
                 call.framed = true;
-                call.command = ev.text(OP).map(str::to_string);
-                call.role = role_of_query(ev.text(QUERY)).map(str::to_string);
+                call.command = ev.text(OP).map(|t| self.texts.get(t));
+                call.role = role_of_query(ev.text(QUERY)).map(|t| self.texts.get(t));
             }
             Role::Returns => {
                 let call = host.remove(&key).unwrap();
@@ -179,10 +183,10 @@ impl CallTable {
         }
         let end = ret.map(|r| r.ts);
         out.push(Record::Call(CallRecord {
-            host: host.to_string(),
+            host: self.texts.get(host),
             pid: key.0,
             tid: key.1,
-            role: call.role.or_else(|| roles.get_ref(host).cloned()),
+            role: call.role.or_else(|| roles.get_ref(host).map(|r| self.texts.get(r))),
             command: call.command,
             http_code: ret.and_then(|r| Val::int(r.field(CODE))),
             caller: call.caller,

@@ -19,6 +19,7 @@ use crate::dome_clocks::NO_CLOCK;
 use crate::dome_event::DomeEvent;
 use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;
+use crate::dome_records::Text;
 
 macro_rules! row {
     ($py:expr; $($v:expr),* $(,)?) => {
@@ -33,6 +34,11 @@ fn item<'py>(d: &Bound<'py, PyDict>, name: &str) -> PyResult<Bound<'py, PyAny>> 
 /// Item i of a snapshot row (a list after JSON, a list or tuple before).
 fn at<'py, T: FromPyObject<'py>>(row: &Bound<'py, PyAny>, i: usize) -> PyResult<T> {
     row.get_item(i)?.extract()
+}
+
+/// Item i of a snapshot row, a text or None, as a shared Text.
+fn opt_text(row: &Bound<'_, PyAny>, i: usize) -> PyResult<Option<Text>> {
+    Ok(at::<Option<String>>(row, i)?.map(Text::from))
 }
 
 fn side(text: &str) -> &'static str {
@@ -59,7 +65,8 @@ pub fn snapshot<'py>(py: Python<'py>, st: &DomeState) -> PyResult<Bound<'py, PyD
 }
 
 fn call_row<'py>(py: Python<'py>, pid: i64, tid: i64, c: &OpenCall) -> PyResult<Bound<'py, PyList>> {
-    Ok(row![py; pid, tid, c.start, c.latest, c.framed, &c.command, &c.role, &c.caller, &c.remote, c.whole])
+    Ok(row![py; pid, tid, c.start, c.latest, c.framed, c.command.as_deref(), c.role.as_deref(), c.caller.as_deref(),
+             c.remote.as_deref(), c.whole])
 }
 
 fn put_row<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<'py, PyList>> {
@@ -311,10 +318,10 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
                 start: r.get_item(2)?.extract()?,
                 latest: r.get_item(3)?.extract()?,
                 framed: r.get_item(4)?.is_truthy()?,
-                command: r.get_item(5)?.extract()?,
-                role: r.get_item(6)?.extract()?,
-                caller: r.get_item(7)?.extract()?,
-                remote: r.get_item(8)?.extract()?,
+                command: opt_text(&r, 5)?,
+                role: opt_text(&r, 6)?,
+                caller: opt_text(&r, 7)?,
+                remote: opt_text(&r, 8)?,
                 whole: r.get_item(9)?.is_truthy()?,
             };
             fresh.calls.insert(&host, (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?), call);
@@ -432,7 +439,7 @@ pub fn checksums_snapshot<'py>(py: Python<'py>, w: &ChecksumWaits) -> PyResult<B
     d.set_item("stats", stats)?;
     let open = PyList::empty(py);
     for r in w.runs() {
-        open.append(row![py; r.seq, &r.head, &r.caller, &r.client, r.start, r.last_start, r.last_end,
+        open.append(row![py; r.seq, &*r.head, &*r.caller, r.client.as_deref(), r.start, r.last_start, r.last_end,
                          r.polls, r.endings, r.code, r.ended, r.overlap, r.whole])?;
     }
     d.set_item("open", open)?;
@@ -451,7 +458,8 @@ pub fn checksums_restore(w: &mut ChecksumWaits, state: &Bound<'_, PyDict>) -> Py
     for r in item(state, "open")?.try_iter()? {
         let r = r?;
         w.restore_run(Run {
-            seq: at(&r, 0)?, head: at(&r, 1)?, caller: at(&r, 2)?, client: at(&r, 3)?, start: at(&r, 4)?,
+            seq: at(&r, 0)?, head: at::<String>(&r, 1)?.into(), caller: at::<String>(&r, 2)?.into(),
+            client: at::<Option<String>>(&r, 3)?.map(Into::into), start: at(&r, 4)?,
             last_start: at(&r, 5)?, last_end: at(&r, 6)?, polls: at(&r, 7)?, endings: at(&r, 8)?,
             code: at(&r, 9)?, ended: r.get_item(10)?.is_truthy()?, overlap: r.get_item(11)?.is_truthy()?,
             whole: r.get_item(12)?.is_truthy()?,
