@@ -136,8 +136,8 @@ fn push_record_csv(out: &mut String, is_ms: &[bool], rec: &Record) -> bool {
         Record::Put(p) => push_csv_row(out, is_ms, [
             Value::Str(&p.head), text(p.lfn.as_deref()), Value::Int(p.put_time), int(p.put_code),
             text(p.server.as_deref()), text(p.fs.as_deref()), text(p.pfn.as_deref()), int(p.size),
-            int(p.putdone_disk_time), int(p.putdone_head_time), int(p.putdone_code), int(p.put_to_putdone), Value::Str(p.status), Value::Str(p.end_reason),
-            Value::Int(p.ended), flag(p.whole_seconds),
+            int(p.putdone_disk_time), int(p.putdone_head_time), int(p.putdone_code), int(p.put_to_putdone),
+            Value::Str(p.status), Value::Str(p.end_reason), Value::Int(p.ended), flag(p.whole_seconds),
         ]),
         Record::Capacity { time, host, fs, phys, free } => push_csv_row(out, is_ms, [
             Value::Int(*time), Value::Str(host), val(fs), val(phys), val(free),
