@@ -484,9 +484,15 @@ impl PutTable {
                 }
             }
         }
+        // A first entry not past even by the bound (most lines) ends each walk with no put
+        // looked up: the entries after it are no earlier, so none of them is past either
+        // (one whose put is gone waits there to be dropped when the bound passes it).
         while let Some(&Reverse((returned, seq))) = self.settling.peek() {
+            if not_past(returned) {
+                break;
+            }
             if let Some((_, p)) = self.open.get(&seq) {
-                if not_past(returned) || clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
+                if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
                     break;
                 }
             }
@@ -496,11 +502,14 @@ impl PutTable {
             }
         }
         while let Some(&Reverse((deadline, seq))) = self.deadlines.peek() {
+            if not_past(deadline) {
+                return;
+            }
             let Some((_, p)) = self.open.get(&seq) else {
                 self.deadlines.pop();
                 continue;
             };
-            if not_past(deadline) || clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
+            if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
                 return;
             }
             self.deadlines.pop();
