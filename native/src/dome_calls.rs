@@ -2,15 +2,15 @@
 //! rule: one call per (host, pid, TID), opened by `accept` (or `call` with no accept
 //! line), ended by `returns`, cut by a new open line, its process's death, silence past
 //! the timeout, the cap, or the end of input. Per host the open calls keep Python's
-//! OrderedDict order (least recently active first) through an activity stamp.
-
-use std::collections::BTreeMap;
+//! OrderedDict order (least recently active first) in an Lru, each call's Place in it.
 
 use crate::dome_clocks::Ordered;
 use crate::dome_event::{DomeEvent, Role, Val, CLIENT_HOST, CODE, OP, QUERY, REMOTE_HOST};
-use crate::dome_records::{CallRecord, Record};
+use crate::dome_records::{CallRecord, Record, Text};
 use crate::dome_stats::DomeStats;
 use crate::hashing::{FxMap, FxSet};
+use crate::lru::{Lru, Place};
+use crate::text_cache::TextCache;
 
 pub type ThreadKey = (i64, i64);
 /// host -> its role (DomeState's).
@@ -21,30 +21,31 @@ pub struct OpenCall {
     pub start: i64,
     pub latest: i64,
     pub framed: bool,
-    pub command: Option<String>,
-    pub role: Option<String>,
-    pub caller: Option<String>,
-    pub remote: Option<String>,
+    pub command: Option<Text>,
+    pub role: Option<Text>,
+    pub caller: Option<Text>,
+    pub remote: Option<Text>,
     pub whole: bool,
 }
 
-/// One host's open calls in activity order.
+/// One host's open calls in activity order (a linked list: a line moves its call to the
+/// end in O(1), where an ordered tree of stamps searched and rebalanced twice a line).
 #[derive(Default)]
 pub struct HostCalls {
-    pub order: BTreeMap<u64, ThreadKey>,
-    pub calls: FxMap<ThreadKey, (u64, OpenCall)>,
+    pub order: Lru<ThreadKey>,
+    pub calls: FxMap<ThreadKey, (Place, OpenCall)>,
 }
 
 impl HostCalls {
     pub fn front(&self) -> Option<(ThreadKey, &OpenCall)> {
-        self.order.values().next().map(|k| (*k, &self.calls[k].1))
+        self.order.first_key_value().map(|(_, k)| (*k, &self.calls[k].1))
     }
     pub fn in_order(&self) -> impl Iterator<Item = (ThreadKey, &OpenCall)> {
-        self.order.values().map(move |k| (*k, &self.calls[k].1))
+        self.order.iter().map(move |k| (*k, &self.calls[k].1))
     }
     fn remove(&mut self, key: &ThreadKey) -> Option<OpenCall> {
-        let (stamp, call) = self.calls.remove(key)?;
-        self.order.remove(&stamp);
+        let (place, call) = self.calls.remove(key)?;
+        self.order.remove(place.h);
         Some(call)
     }
 }
@@ -70,11 +71,14 @@ pub struct CallTable {
     /// The calls opened, moved or closed since the last take (dome_snapshot::take_changes),
     /// once tracked: every change of an open call moves it to the end.
     pub changed: Option<FxSet<(String, ThreadKey)>>,
+    /// The texts of the calls and their records, each made once while it is asked for
+    /// again (a few hosts, roles, commands and clients), not a String per call and record.
+    texts: TextCache,
 }
 
 impl CallTable {
     pub fn new(max_open: usize) -> Self {
-        CallTable { max_open, open: Ordered::default(), count: 0, tick: 0, changed: None }
+        CallTable { max_open, open: Ordered::default(), count: 0, tick: 0, changed: None, texts: TextCache::default() }
     }
 
     fn stamp(&mut self) -> u64 {
@@ -117,27 +121,26 @@ impl CallTable {
         }
         self.mark(&ev.host, key);
         let host = &mut self.open.rows[row].1;
-        let (old, call) = host.calls.get_mut(&key).unwrap();
-        // A call that holds the latest stamp of all is at its host's end already (most
+        let (place, call) = host.calls.get_mut(&key).unwrap();
+        // A call that holds the latest tick of all is at its host's end already (most
         // lines are of the thread the line before was): nothing to move.
-        if *old != self.tick {
+        if place.tick != self.tick {
             self.tick += 1;
-            host.order.remove(old);
-            *old = self.tick;
-            host.order.insert(self.tick, key);
+            host.order.move_back(place.h);
+            place.tick = self.tick;
         }
         call.latest = call.latest.max(ev.ts);
         call.whole = call.whole || ev.whole_seconds;
         match role {
             Role::Call => {
                 call.framed = true;
-                call.caller = ev.text(CLIENT_HOST).map(str::to_string);
-                call.remote = ev.text(REMOTE_HOST).map(str::to_string);
+                call.caller = ev.text(CLIENT_HOST).map(|t| self.texts.get(t));
+                call.remote = ev.text(REMOTE_HOST).map(|t| self.texts.get(t));
             }
             Role::Command => {
                 call.framed = true;
-                call.command = ev.text(OP).map(str::to_string);
-                call.role = role_of_query(ev.text(QUERY)).map(str::to_string);
+                call.command = ev.text(OP).map(|t| self.texts.get(t));
+                call.role = role_of_query(ev.text(QUERY)).map(|t| self.texts.get(t));
             }
             Role::Returns => {
                 let call = host.remove(&key).unwrap();
@@ -159,11 +162,13 @@ impl CallTable {
     }
 
     pub fn insert(&mut self, host: &str, key: ThreadKey, call: OpenCall) {
-        let stamp = self.stamp();
+        let tick = self.stamp();
         self.mark(host, key);
         let h = self.open.get_or_insert_with(host, HostCalls::default);
-        h.order.insert(stamp, key);
-        h.calls.insert(key, (stamp, call));
+        let place = Place { tick, h: h.order.push_back(key) };
+        if let Some((old, _)) = h.calls.insert(key, (place, call)) {
+            h.order.remove(old.h);
+        }
         self.count += 1;
     }
 
@@ -178,10 +183,10 @@ impl CallTable {
         }
         let end = ret.map(|r| r.ts);
         out.push(Record::Call(CallRecord {
-            host: host.to_string(),
+            host: self.texts.get(host),
             pid: key.0,
             tid: key.1,
-            role: call.role.or_else(|| roles.get_ref(host).cloned()),
+            role: call.role.or_else(|| roles.get_ref(host).map(|r| self.texts.get(r))),
             command: call.command,
             http_code: ret.and_then(|r| Val::int(r.field(CODE))),
             caller: call.caller,

@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::dome_clocks::{advance_clocks, Clocks};
-use crate::dome_records::{CallRecord, ChecksumRecord, Record};
+use crate::dome_records::{CallRecord, ChecksumRecord, Record, Text};
 use crate::hashing::FxMap;
 use crate::lru::Lru;
 
@@ -31,16 +31,17 @@ crate::dome_stats::counters!(ChecksumStats;
     polls, cut_polls, unattributed_polls, answers_without_wait, waits, overlaps, timeouts, evictions,
 );
 
-/// (head, caller, remote client): at level 1 the LFN is only in the request body.
-pub type Key = (String, String, Option<String>);
+/// (head, caller, remote client): at level 1 the LFN is only in the request body. Its texts
+/// are the call records' own, shared: a run's key is copied into its deadlines and order.
+pub type Key = (Text, Text, Option<Text>);
 
 /// An open run: OpenRun's fields (its `seq` orders runs of one start and the deadlines).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Run {
     pub seq: i64,
-    pub head: String,
-    pub caller: String,
-    pub client: Option<String>,
+    pub head: Text,
+    pub caller: Text,
+    pub client: Option<Text>,
     pub start: i64,
     pub last_start: i64,
     pub last_end: i64,
@@ -71,7 +72,7 @@ pub struct ChecksumWaits {
     /// the open keys, least recently active first (Python's OrderedDict order)
     order: Lru<Key>,
     /// host -> (deadline, seq, key) due first; stale ones skipped (Python's heaps)
-    deadlines: FxMap<String, BinaryHeap<Reverse<(i64, i64, Key)>>>,
+    deadlines: FxMap<Text, BinaryHeap<Reverse<(i64, i64, Key)>>>,
 }
 
 impl ChecksumWaits {
@@ -102,7 +103,7 @@ impl ChecksumWaits {
     /// ChecksumWaits._call: most calls are no poll and end no run; their host's clock moves
     /// and the host is swept only when one of its deadlines is due.
     pub fn call(&mut self, record: &CallRecord, out: &mut Vec<Record>) {
-        let host = record.host.as_str();
+        let host = &*record.host;
         let seen = record.end.unwrap_or(record.start);
         let clock = match self.clocks.get(host) {
             Some(c) if seen <= c => c,
@@ -133,7 +134,7 @@ impl ChecksumWaits {
             let run = &self.open[&key].0;
             let outcome = if run.ended {
                 answered(run)
-            } else if self.clocks.get(run.head.as_str()).unwrap_or(run.last_end) >= run.last_end + self.timeout_ms {
+            } else if self.clocks.get(&*run.head).unwrap_or(run.last_end) >= run.last_end + self.timeout_ms {
                 TIMEOUT
             } else {
                 INPUT_END
@@ -227,7 +228,7 @@ impl ChecksumWaits {
 
     /// The run `key` (of number `seq`) is due at `deadline`, unless it moves before.
     fn schedule(&mut self, deadline: i64, seq: i64, key: Key) {
-        let heap = match self.deadlines.get_mut(key.0.as_str()) {
+        let heap = match self.deadlines.get_mut(&*key.0) {
             Some(heap) => heap,
             None => self.deadlines.entry(key.0.clone()).or_default(),
         };

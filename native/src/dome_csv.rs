@@ -103,8 +103,8 @@ const RECORD_COLUMNS: [&[&str]; KINDS] = [
       "overlap", "whole_seconds"],
 ];
 
-fn text(t: &Option<String>) -> Value<'_> {
-    t.as_deref().map_or(Value::None, Value::Str)
+fn text(t: Option<&str>) -> Value<'_> {
+    t.map_or(Value::None, Value::Str)
 }
 
 fn int(n: Option<i64>) -> Value<'static> {
@@ -128,15 +128,16 @@ fn val(v: &Option<Val>) -> Value<'_> {
 fn push_record_csv(out: &mut String, is_ms: &[bool], rec: &Record) -> bool {
     match rec {
         Record::Call(c) => push_csv_row(out, is_ms, [
-            Value::Str(&c.host), Value::Int(c.pid), Value::Int(c.tid), text(&c.role), text(&c.command),
-            int(c.http_code), text(&c.caller), text(&c.remote_client), Value::Int(c.start), int(c.end),
-            int(c.duration), flag(c.cut), flag(c.whole_seconds),
+            Value::Str(&c.host), Value::Int(c.pid), Value::Int(c.tid), text(c.role.as_deref()),
+            text(c.command.as_deref()), int(c.http_code), text(c.caller.as_deref()),
+            text(c.remote_client.as_deref()), Value::Int(c.start), int(c.end), int(c.duration), flag(c.cut),
+            flag(c.whole_seconds),
         ]),
         Record::Put(p) => push_csv_row(out, is_ms, [
-            Value::Str(&p.head), text(&p.lfn), Value::Int(p.put_time), int(p.put_code), text(&p.server),
-            text(&p.fs), text(&p.pfn), int(p.size), int(p.putdone_disk_time), int(p.putdone_head_time),
-            int(p.putdone_code), int(p.put_to_putdone), Value::Str(p.status), Value::Str(p.end_reason),
-            Value::Int(p.ended), flag(p.whole_seconds),
+            Value::Str(&p.head), text(p.lfn.as_deref()), Value::Int(p.put_time), int(p.put_code),
+            text(p.server.as_deref()), text(p.fs.as_deref()), text(p.pfn.as_deref()), int(p.size),
+            int(p.putdone_disk_time), int(p.putdone_head_time), int(p.putdone_code), int(p.put_to_putdone),
+            Value::Str(p.status), Value::Str(p.end_reason), Value::Int(p.ended), flag(p.whole_seconds),
         ]),
         Record::Capacity { time, host, fs, phys, free } => push_csv_row(out, is_ms, [
             Value::Int(*time), Value::Str(host), val(fs), val(phys), val(free),
@@ -149,7 +150,7 @@ fn push_record_csv(out: &mut String, is_ms: &[bool], rec: &Record) -> bool {
             Value::Int(*time), Value::Str(host), Value::Str(program), Value::Int(*lines),
         ]),
         Record::Checksum(c) => push_csv_row(out, is_ms, [
-            Value::Str(&c.head), Value::Str(&c.caller), text(&c.remote_client), Value::Int(c.start),
+            Value::Str(&c.head), Value::Str(&c.caller), text(c.remote_client.as_deref()), Value::Int(c.start),
             Value::Int(c.end), Value::Int(c.wait), Value::Int(c.polls), Value::Str(c.outcome), int(c.http_code),
             Value::Int(c.endings), flag(c.overlap), flag(c.whole_seconds),
         ]),

@@ -4,16 +4,17 @@
 //! window, PUTCOUNT told apart by the head process's count of `Selected fs` lines and its
 //! calibrated offset; puts end at the settled disk Exiting, their timeout, the cap or
 //! the end of input. Puts are named by their sequence number, as the Python snapshot
-//! names them; open puts keep Python's OrderedDict order through an activity stamp.
+//! names them; open puts keep Python's OrderedDict order in an Lru, each put's Place in it.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
-use crate::dome_clocks::NO_CLOCK;
+use crate::dome_clocks::{Ordered, NO_CLOCK};
 use crate::hashing::{FxMap, FxSet};
+use crate::lru::{Lru, Place};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
 use crate::schema::{BY_EVICTION as EVICTED, BY_INPUT_END as INPUT_END, BY_LINE as LINE, BY_TIMEOUT as TIMEOUT};
 use crate::schema::{FAILED, INCOMPLETE, SUCCESS};
@@ -22,7 +23,11 @@ const EPOCH_SLACK_S: i64 = 1;
 /// A PUTCOUNT or EPOCH longer than this is no name the head gave (parsers/dome_puts.MAX_DIGITS).
 const MAX_DIGITS: usize = 18;
 
-pub type Thread = (String, i64, i64);
+/// A host's number in a put table's `hosts`.
+pub type HostId = u32;
+/// (host, pid, TID): its host by number, so that a thread's key hashes and compares three
+/// integers (an accept, call and Exiting line each looks its thread up twice).
+pub type Thread = (HostId, i64, i64);
 pub type NameKey = (Option<String>, String);
 
 #[derive(Clone, Debug)]
@@ -68,8 +73,18 @@ pub struct WaitItem {
     pub waiting: bool,
 }
 
+/// The text after the last '/' (all of it without one). The separators here are found
+/// byte by byte (an ASCII byte is never part of another character in UTF-8): str's rsplit
+/// ran a char searcher, ~240 instructions each time, four times a putdone.
 pub fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
+    match last_byte(path, b'/') {
+        Some(at) => &path[at + 1..],
+        None => path,
+    }
+}
+
+fn last_byte(text: &str, byte: u8) -> Option<usize> {
+    text.as_bytes().iter().rposition(|&b| b == byte)
 }
 
 fn decimal(text: &str) -> Option<i64> {
@@ -82,14 +97,13 @@ fn decimal(text: &str) -> Option<i64> {
 /// BASENAME, PUTCOUNT, EPOCH of a PFN named by the head; None for any other name.
 pub fn split_pfn(pfn: &str) -> Option<(&str, i64, i64)> {
     let base = basename(pfn);
-    let mut parts = base.rsplitn(3, '.');
-    let epoch = parts.next()?;
-    let putcount = parts.next()?;
-    let name = parts.next()?;
+    let last = last_byte(base, b'.')?;
+    let before = last_byte(&base[..last], b'.')?;
+    let name = &base[..before];
     if name.is_empty() {
         return None;
     }
-    Some((name, decimal(putcount)?, decimal(epoch)?))
+    Some((name, decimal(&base[before + 1..last])?, decimal(&base[last + 1..])?))
 }
 
 fn discard<K: std::hash::Hash + Eq>(index: &mut FxMap<K, Vec<i64>>, key: &K, seq: i64) {
@@ -108,8 +122,10 @@ pub struct PutTable {
     pub max_open: usize,
     pub timeout_ms: i64,
     pub seq: i64,
-    pub order: BTreeMap<u64, i64>,
-    pub open: FxMap<i64, (u64, OpenPut)>,
+    /// The open puts' seqs, least recently active first (a linked list: a put touched
+    /// moves to the end in O(1), where an ordered tree of stamps cost ~470 instructions a move).
+    pub order: Lru<i64>,
+    pub open: FxMap<i64, (Place, OpenPut)>,
     pub deadlines: BinaryHeap<Reverse<(i64, i64)>>,
     pub settling: BinaryHeap<Reverse<(i64, i64)>>,
     pub put_threads: FxMap<Thread, i64>,
@@ -126,9 +142,9 @@ pub struct PutTable {
     pub heads: FxSet<String>,
     pub changes: Option<PutChanges>,
     tick: u64,
-    /// The key a line's thread is looked up by, written over for each line: its String's
-    /// room kept, where a key made per line allocated for every accept, call and Exiting.
-    probe: Thread,
+    /// The hosts of the threads, in the order first met: a host's row is its HostId (rows
+    /// are never removed). Most lines are of the host of the line before: a compare.
+    hosts: Ordered<String, ()>,
 }
 
 fn text(ev: &DomeEvent, field: usize) -> Option<String> {
@@ -145,17 +161,17 @@ impl PutTable {
         self.tick
     }
 
-    /// `ev`'s thread in `probe`, for a look-up (take it, then give it back: put_probe).
-    fn take_probe(&mut self, ev: &DomeEvent) -> Thread {
-        let mut probe = std::mem::take(&mut self.probe);
-        probe.0.clear();
-        probe.0.push_str(&ev.host);
-        (probe.1, probe.2) = (ev.pid, ev.tid);
-        probe
+    /// The number of host `name` (a new one for a host not met before).
+    pub fn host_id(&mut self, name: &str) -> HostId {
+        self.hosts.row_or_insert_with(name, || ()) as HostId
     }
 
-    fn put_probe(&mut self, probe: Thread) {
-        self.probe = probe;
+    pub fn host_name(&self, id: HostId) -> &str {
+        &self.hosts.rows[id as usize].0
+    }
+
+    fn thread_of(&mut self, ev: &DomeEvent) -> Thread {
+        (self.host_id(&ev.host), ev.pid, ev.tid)
     }
 
     fn changed(&mut self, seq: i64) {
@@ -185,7 +201,7 @@ impl PutTable {
     /// `thread`'s dome_put call is `seq`'s (a put it named before changes too).
     fn put_thread(&mut self, thread: Thread, seq: i64) {
         if let Some(p) = self.get(seq) {
-            p.thread = Some(thread.clone());
+            p.thread = Some(thread);
         }
         if let Some(old) = self.put_threads.insert(thread, seq) {
             if old != seq {
@@ -197,21 +213,20 @@ impl PutTable {
     /// Put `put` last in activity order (a new put, or one touched).
     pub fn place(&mut self, put: OpenPut) {
         self.moved(put.seq);
-        let stamp = self.stamp();
+        let tick = self.stamp();
         if let Some((old, _)) = self.open.get(&put.seq) {
-            self.order.remove(old);
+            self.order.remove(old.h);
         }
-        self.order.insert(stamp, put.seq);
-        self.open.insert(put.seq, (stamp, put));
+        let place = Place { tick, h: self.order.push_back(put.seq) };
+        self.open.insert(put.seq, (place, put));
     }
 
     fn move_to_end(&mut self, seq: i64) {
         self.moved(seq);
-        let stamp = self.stamp();
-        if let Some((old, _)) = self.open.get_mut(&seq) {
-            self.order.remove(old);
-            *old = stamp;
-            self.order.insert(stamp, seq);
+        let tick = self.stamp();
+        if let Some((place, _)) = self.open.get_mut(&seq) {
+            self.order.move_back(place.h);
+            place.tick = tick;
         }
     }
 
@@ -220,7 +235,7 @@ impl PutTable {
     }
 
     pub fn in_order(&self) -> impl Iterator<Item = &OpenPut> {
-        self.order.values().map(move |s| &self.open[s].1)
+        self.order.iter().map(move |s| &self.open[s].1)
     }
 
     // -- lines -------------------------------------------------------------------------
@@ -231,7 +246,8 @@ impl PutTable {
         let lfn = text(ev, LFN).unwrap_or_default();
         let seq = self.new_put(ev, lfn.clone(), stats, out);
         if ev.tid >= 0 {
-            self.put_thread((ev.host.clone(), ev.pid, ev.tid), seq);
+            let thread = self.thread_of(ev);
+            self.put_thread(thread, seq);
         } else {
             let key = (ev.host.clone(), ev.pid, lfn);
             self.unselected_changed(&key);
@@ -248,9 +264,8 @@ impl PutTable {
         *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
         let mut put = None;
         if ev.tid >= 0 {
-            let probe = self.take_probe(ev);
-            put = self.put_threads.get(&probe).copied();
-            self.put_probe(probe);
+            let thread = self.thread_of(ev);
+            put = self.put_threads.get(&thread).copied();
             if let Some(seq) = put {
                 if let Some((_, p)) = self.open.get(&seq) {
                     if p.lfn != lfn || p.sel_sec.is_some() {
@@ -271,7 +286,8 @@ impl PutTable {
             None => {
                 let seq = self.new_put(ev, lfn.clone(), stats, out);
                 if ev.tid >= 0 {
-                    self.put_thread((ev.host.clone(), ev.pid, ev.tid), seq);
+                    let thread = self.thread_of(ev);
+                    self.put_thread(thread, seq);
                 }
                 seq
             }
@@ -298,9 +314,8 @@ impl PutTable {
 
     /// An `Exiting` line: the code of a put or putdone call on that thread, if any.
     pub fn returns(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let thread = self.take_probe(ev);
+        let thread = self.thread_of(ev);
         self.returns_of(ev, &thread, stats, out);
-        self.put_probe(thread);
     }
 
     fn returns_of(&mut self, ev: &DomeEvent, thread: &Thread, stats: &mut DomeStats, out: &mut Vec<Record>) {
@@ -337,14 +352,13 @@ impl PutTable {
     }
 
     pub fn thread_reopened(&mut self, ev: &DomeEvent) {
-        let thread = self.take_probe(ev);
+        let thread = self.thread_of(ev);
         if let Some(seq) = self.put_threads.remove(&thread) {
             self.changed(seq);
         }
         if let Some((seq, _)) = self.done_threads.remove(&thread) {
             self.changed(seq);
         }
-        self.put_probe(thread);
     }
 
     pub fn putdone(&mut self, ev: &DomeEvent, side: &'static str, stats: &mut DomeStats) {
@@ -366,8 +380,9 @@ impl PutTable {
         p.size = Val::int(ev.field(SIZE));
         p.whole = p.whole || ev.whole_seconds;
         if ev.tid >= 0 {
-            let thread = (ev.host.clone(), ev.pid, ev.tid);
-            p.threads.push(thread.clone());
+            let thread = self.thread_of(ev);
+            let p = self.get(seq).unwrap();
+            p.threads.push(thread);
             if let Some((old, _)) = self.done_threads.insert(thread, (seq, side)) {
                 if old != seq {
                     self.changed(old);
@@ -478,9 +493,15 @@ impl PutTable {
                 }
             }
         }
+        // A first entry not past even by the bound (most lines) ends each walk with no put
+        // looked up: the entries after it are no earlier, so none of them is past either
+        // (one whose put is gone waits there to be dropped when the bound passes it).
         while let Some(&Reverse((returned, seq))) = self.settling.peek() {
+            if not_past(returned) {
+                break;
+            }
             if let Some((_, p)) = self.open.get(&seq) {
-                if not_past(returned) || clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
+                if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
                     break;
                 }
             }
@@ -490,11 +511,14 @@ impl PutTable {
             }
         }
         while let Some(&Reverse((deadline, seq))) = self.deadlines.peek() {
+            if not_past(deadline) {
+                return;
+            }
             let Some((_, p)) = self.open.get(&seq) else {
                 self.deadlines.pop();
                 continue;
             };
-            if not_past(deadline) || clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
+            if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
                 return;
             }
             self.deadlines.pop();
@@ -539,7 +563,7 @@ impl PutTable {
     // -- records -----------------------------------------------------------------------
     fn new_put(&mut self, ev: &DomeEvent, lfn: String, stats: &mut DomeStats, out: &mut Vec<Record>) -> i64 {
         if self.open.len() >= self.max_open {
-            if let Some(&front) = self.order.values().next() {
+            if let Some((_, &front)) = self.order.first_key_value() {
                 stats.put_evictions += 1;
                 self.end_unfinished(front, EVICTED, stats, out);
             }
@@ -585,9 +609,9 @@ impl PutTable {
 
     fn emit(&mut self, seq: i64, status: &'static str, reason: &'static str, ended: i64, stats: &mut DomeStats,
             out: &mut Vec<Record>) {
-        let Some((stamp, put)) = self.open.remove(&seq) else { return };
+        let Some((place, put)) = self.open.remove(&seq) else { return };
         self.changed(seq);
-        self.order.remove(&stamp);
+        self.order.remove(place.h);
         if let Some(pfn) = &put.pfn {
             self.by_pfn.remove(pfn);
         } else if put.sel_sec.is_some() {
@@ -631,5 +655,23 @@ impl PutTable {
             ended,
             whole_seconds: put.whole,
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{basename, split_pfn};
+
+    #[test]
+    fn a_pfn_splits_at_its_last_two_dots_after_its_last_slash() {
+        assert_eq!(basename("/srv/dpm/01/cms/f.root.7.1496133840"), "f.root.7.1496133840");
+        assert_eq!(basename("no-slash"), "no-slash");
+        assert_eq!(basename("/ends/with/"), "");
+        assert_eq!(split_pfn("/srv/dpm/01/cms/f.root.7.1496133840"), Some(("f.root", 7, 1496133840)));
+        assert_eq!(split_pfn("d.o.t/é.1.2"), Some(("é", 1, 2)));
+        // no name, too few dots, a count that is no decimal, a dot only before the slash
+        for bad in ["/srv/.7.1", "/srv/f.7", "/srv/f", "/srv/f.x.1", "/srv/f.1.", "a.b/c.1", "f.1.2²"] {
+            assert_eq!(split_pfn(bad), None, "{bad}");
+        }
     }
 }

@@ -8,6 +8,7 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::dome_event::Val;
 use crate::hashing::FxMap;
+pub use crate::text_cache::Text;
 
 /// What the records' dicts are made of, kept over a run (DomeCore holds one):
 /// - their texts as Python strings, each made once: a run's records repeat a few hosts,
@@ -39,20 +40,23 @@ impl RecordCache {
         s
     }
 
-    fn opt<'py>(&mut self, py: Python<'py>, text: &Option<String>) -> Option<Bound<'py, PyString>> {
-        text.as_deref().map(|t| self.get(py, t))
+    fn opt<'py>(&mut self, py: Python<'py>, text: Option<&str>) -> Option<Bound<'py, PyString>> {
+        text.map(|t| self.get(py, t))
     }
 }
 
+/// A call's record: its texts shared with the call table's (Text: a site's calls repeat a
+/// few hosts, roles, commands and clients, and a String each was an allocation and a free
+/// per text of every call).
 pub struct CallRecord {
-    pub host: String,
+    pub host: Text,
     pub pid: i64,
     pub tid: i64,
-    pub role: Option<String>,
-    pub command: Option<String>,
+    pub role: Option<Text>,
+    pub command: Option<Text>,
     pub http_code: Option<i64>,
-    pub caller: Option<String>,
-    pub remote_client: Option<String>,
+    pub caller: Option<Text>,
+    pub remote_client: Option<Text>,
     pub start: i64,
     pub end: Option<i64>,
     pub duration: Option<i64>,
@@ -81,9 +85,9 @@ pub struct PutRecord {
 
 /// A checksum wait (dome_checksums.rs), parsers/dome_checksums.py's `dome_checksum` record.
 pub struct ChecksumRecord {
-    pub head: String,
-    pub caller: String,
-    pub remote_client: Option<String>,
+    pub head: Text,
+    pub caller: Text,
+    pub remote_client: Option<Text>,
     pub start: i64,
     pub end: i64,
     pub wait: i64,
@@ -143,11 +147,11 @@ impl Record {
                 d.set_item(intern!(py, "host"), cache.get(py, &c.host))?;
                 d.set_item(intern!(py, "pid"), c.pid)?;
                 d.set_item(intern!(py, "tid"), c.tid)?;
-                d.set_item(intern!(py, "role"), cache.opt(py, &c.role))?;
-                d.set_item(intern!(py, "command"), cache.opt(py, &c.command))?;
+                d.set_item(intern!(py, "role"), cache.opt(py, c.role.as_deref()))?;
+                d.set_item(intern!(py, "command"), cache.opt(py, c.command.as_deref()))?;
                 d.set_item(intern!(py, "http_code"), c.http_code)?;
-                d.set_item(intern!(py, "caller"), cache.opt(py, &c.caller))?;
-                d.set_item(intern!(py, "remote_client"), cache.opt(py, &c.remote_client))?;
+                d.set_item(intern!(py, "caller"), cache.opt(py, c.caller.as_deref()))?;
+                d.set_item(intern!(py, "remote_client"), cache.opt(py, c.remote_client.as_deref()))?;
                 d.set_item(intern!(py, "start"), c.start)?;
                 d.set_item(intern!(py, "end"), c.end)?;
                 d.set_item(intern!(py, "duration"), c.duration)?;
@@ -160,8 +164,8 @@ impl Record {
                 d.set_item(intern!(py, "lfn"), &p.lfn)?;
                 d.set_item(intern!(py, "put_time"), p.put_time)?;
                 d.set_item(intern!(py, "put_code"), p.put_code)?;
-                d.set_item(intern!(py, "server"), cache.opt(py, &p.server))?;
-                d.set_item(intern!(py, "fs"), cache.opt(py, &p.fs))?;
+                d.set_item(intern!(py, "server"), cache.opt(py, p.server.as_deref()))?;
+                d.set_item(intern!(py, "fs"), cache.opt(py, p.fs.as_deref()))?;
                 d.set_item(intern!(py, "pfn"), &p.pfn)?;
                 d.set_item(intern!(py, "size"), p.size)?;
                 d.set_item(intern!(py, "putdone_code"), p.putdone_code)?;
@@ -201,7 +205,7 @@ impl Record {
                 d.set_item(intern!(py, "kind"), intern!(py, "dome_checksum"))?;
                 d.set_item(intern!(py, "head"), cache.get(py, &c.head))?;
                 d.set_item(intern!(py, "caller"), cache.get(py, &c.caller))?;
-                d.set_item(intern!(py, "remote_client"), cache.opt(py, &c.remote_client))?;
+                d.set_item(intern!(py, "remote_client"), cache.opt(py, c.remote_client.as_deref()))?;
                 d.set_item(intern!(py, "start"), c.start)?;
                 d.set_item(intern!(py, "end"), c.end)?;
                 d.set_item(intern!(py, "wait"), c.wait)?;

@@ -19,6 +19,7 @@ use crate::dome_clocks::NO_CLOCK;
 use crate::dome_event::DomeEvent;
 use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;
+use crate::dome_records::Text;
 
 macro_rules! row {
     ($py:expr; $($v:expr),* $(,)?) => {
@@ -33,6 +34,11 @@ fn item<'py>(d: &Bound<'py, PyDict>, name: &str) -> PyResult<Bound<'py, PyAny>> 
 /// Item i of a snapshot row (a list after JSON, a list or tuple before).
 fn at<'py, T: FromPyObject<'py>>(row: &Bound<'py, PyAny>, i: usize) -> PyResult<T> {
     row.get_item(i)?.extract()
+}
+
+/// Item i of a snapshot row, a text or None, as a shared Text.
+fn opt_text(row: &Bound<'_, PyAny>, i: usize) -> PyResult<Option<Text>> {
+    Ok(at::<Option<String>>(row, i)?.map(Text::from))
 }
 
 fn side(text: &str) -> &'static str {
@@ -59,13 +65,14 @@ pub fn snapshot<'py>(py: Python<'py>, st: &DomeState) -> PyResult<Bound<'py, PyD
 }
 
 fn call_row<'py>(py: Python<'py>, pid: i64, tid: i64, c: &OpenCall) -> PyResult<Bound<'py, PyList>> {
-    Ok(row![py; pid, tid, c.start, c.latest, c.framed, &c.command, &c.role, &c.caller, &c.remote, c.whole])
+    Ok(row![py; pid, tid, c.start, c.latest, c.framed, c.command.as_deref(), c.role.as_deref(), c.caller.as_deref(),
+             c.remote.as_deref(), c.whole])
 }
 
-fn put_row<'py>(py: Python<'py>, p: &OpenPut) -> PyResult<Bound<'py, PyList>> {
+fn put_row<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<'py, PyList>> {
     let threads = PyList::empty(py);
     for (h, pid, tid) in &p.threads {
-        threads.append(row![py; h, pid, tid])?;
+        threads.append(row![py; t.host_name(*h), pid, tid])?;
     }
     Ok(row![py; p.seq, &p.head, p.pid, &p.lfn, p.put_time, p.latest, p.put_code, &p.server, &p.fs,
              p.sel_sec, p.count, &p.pfn, p.size, p.disk_time, p.head_time, p.disk_code, p.head_code,
@@ -107,7 +114,7 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>
     let d = PyDict::new(py);
     let open = PyList::empty(py);
     for p in t.in_order() {
-        open.append(put_row(py, p)?)?;
+        open.append(put_row(py, t, p)?)?;
     }
     d.set_item("open", open)?;
     for (name, heap) in [("deadlines", &t.deadlines), ("settling", &t.settling)] {
@@ -122,14 +129,14 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>
     let list = PyList::empty(py);
     for ((h, pid, tid), seq) in &t.put_threads {
         if t.open.contains_key(seq) {
-            list.append(row![py; h, pid, tid, seq])?;
+            list.append(row![py; t.host_name(*h), pid, tid, seq])?;
         }
     }
     d.set_item("put_threads", list)?;
     let list = PyList::empty(py);
     for ((h, pid, tid), (seq, s)) in &t.done_threads {
         if t.open.contains_key(seq) {
-            list.append(row![py; h, pid, tid, seq, *s])?;
+            list.append(row![py; t.host_name(*h), pid, tid, seq, *s])?;
         }
     }
     d.set_item("done_threads", list)?;
@@ -225,7 +232,7 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
     present.sort();
     for (_, seq, moved) in present {
         let p = &t.open[&seq].1;
-        puts.append(row![py; seq, put_row(py, p)?, put_items(py, t, p)?, moved])?;
+        puts.append(row![py; seq, put_row(py, t, p)?, put_items(py, t, p)?, moved])?;
     }
     d.set_item("puts", puts)?;
     let list = PyList::empty(py);
@@ -262,7 +269,7 @@ fn put_items<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<
         d.set_item("settling", list)?;
     }
     if let Some(th) = p.thread.as_ref().filter(|th| t.put_threads.get(*th) == Some(&p.seq)) {
-        d.set_item("put_threads", PyList::new(py, [row![py; &th.0, th.1, th.2, p.seq]])?)?;
+        d.set_item("put_threads", PyList::new(py, [row![py; t.host_name(th.0), th.1, th.2, p.seq]])?)?;
     }
     let list = PyList::empty(py);
     let mut seen: Vec<&Thread> = Vec::new();
@@ -273,7 +280,7 @@ fn put_items<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<
         seen.push(th);
         if let Some((seq, side)) = t.done_threads.get(th) {
             if *seq == p.seq {
-                list.append(row![py; &th.0, th.1, th.2, p.seq, *side])?;
+                list.append(row![py; t.host_name(th.0), th.1, th.2, p.seq, *side])?;
             }
         }
     }
@@ -311,10 +318,10 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
                 start: r.get_item(2)?.extract()?,
                 latest: r.get_item(3)?.extract()?,
                 framed: r.get_item(4)?.is_truthy()?,
-                command: r.get_item(5)?.extract()?,
-                role: r.get_item(6)?.extract()?,
-                caller: r.get_item(7)?.extract()?,
-                remote: r.get_item(8)?.extract()?,
+                command: opt_text(&r, 5)?,
+                role: opt_text(&r, 6)?,
+                caller: opt_text(&r, 7)?,
+                remote: opt_text(&r, 8)?,
                 whole: r.get_item(9)?.is_truthy()?,
             };
             fresh.calls.insert(&host, (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?), call);
@@ -325,6 +332,11 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
     Ok(())
 }
 
+/// A snapshot row's (host, pid, TID) as the table's Thread.
+fn thread(t: &mut PutTable, row: &Bound<'_, PyAny>) -> PyResult<Thread> {
+    Ok((t.host_id(&at::<String>(row, 0)?), at(row, 1)?, at(row, 2)?))
+}
+
 fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
     t.seq = item(s, "seq")?.extract()?;
     for r in item(s, "open")?.try_iter()? {
@@ -333,7 +345,7 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
         let mut threads = Vec::new();
         for th in g(19)?.try_iter()? {
             let th = th?;
-            threads.push((at(&th, 0)?, at(&th, 1)?, at(&th, 2)?));
+            threads.push(thread(t, &th)?);
         }
         t.place(OpenPut {
             seq: g(0)?.extract()?, head: g(1)?.extract()?, pid: g(2)?.extract()?, lfn: g(3)?.extract()?,
@@ -363,16 +375,17 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
     }
     for r in item(s, "put_threads")?.try_iter()? {
         let r = r?;
-        let (thread, seq): (Thread, i64) = ((at(&r, 0)?, at(&r, 1)?, at(&r, 2)?), at(&r, 3)?);
+        let (thread, seq): (Thread, i64) = (thread(t, &r)?, at(&r, 3)?);
         if let Some((_, p)) = t.open.get_mut(&seq) {
-            p.thread = Some(thread.clone());
+            p.thread = Some(thread);
         }
         t.put_threads.insert(thread, seq);
     }
     for r in item(s, "done_threads")?.try_iter()? {
         let r = r?;
         let sd: String = at(&r, 4)?;
-        t.done_threads.insert((at(&r, 0)?, at(&r, 1)?, at(&r, 2)?), (at(&r, 3)?, side(&sd)));
+        let thread = thread(t, &r)?;
+        t.done_threads.insert(thread, (at(&r, 3)?, side(&sd)));
     }
     for r in item(s, "unselected")?.try_iter()? {
         let r = r?;
@@ -426,7 +439,7 @@ pub fn checksums_snapshot<'py>(py: Python<'py>, w: &ChecksumWaits) -> PyResult<B
     d.set_item("stats", stats)?;
     let open = PyList::empty(py);
     for r in w.runs() {
-        open.append(row![py; r.seq, &r.head, &r.caller, &r.client, r.start, r.last_start, r.last_end,
+        open.append(row![py; r.seq, &*r.head, &*r.caller, r.client.as_deref(), r.start, r.last_start, r.last_end,
                          r.polls, r.endings, r.code, r.ended, r.overlap, r.whole])?;
     }
     d.set_item("open", open)?;
@@ -445,7 +458,8 @@ pub fn checksums_restore(w: &mut ChecksumWaits, state: &Bound<'_, PyDict>) -> Py
     for r in item(state, "open")?.try_iter()? {
         let r = r?;
         w.restore_run(Run {
-            seq: at(&r, 0)?, head: at(&r, 1)?, caller: at(&r, 2)?, client: at(&r, 3)?, start: at(&r, 4)?,
+            seq: at(&r, 0)?, head: at::<String>(&r, 1)?.into(), caller: at::<String>(&r, 2)?.into(),
+            client: at::<Option<String>>(&r, 3)?.map(Into::into), start: at(&r, 4)?,
             last_start: at(&r, 5)?, last_end: at(&r, 6)?, polls: at(&r, 7)?, endings: at(&r, 8)?,
             code: at(&r, 9)?, ended: r.get_item(10)?.is_truthy()?, overlap: r.get_item(11)?.is_truthy()?,
             whole: r.get_item(12)?.is_truthy()?,

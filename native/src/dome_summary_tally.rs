@@ -134,7 +134,7 @@ impl DomeSummaryTally {
         self.names.of_text(text, || PyString::new(py, text).unbind())
     }
 
-    fn opt_text(&mut self, py: Python<'_>, text: &Option<String>) -> Name {
+    fn opt_text(&mut self, py: Python<'_>, text: Option<&str>) -> Name {
         match text {
             Some(t) => self.text(py, t),
             None => NONE,
@@ -223,8 +223,8 @@ impl DomeSummaryTally {
             Record::Call(c) => Facts::Call {
                 start: Some(c.start),
                 end: c.end,
-                role: self.opt_text(py, &c.role),
-                command: self.opt_text(py, &c.command),
+                role: self.opt_text(py, c.role.as_deref()),
+                command: self.opt_text(py, c.command.as_deref()),
                 http_code: c.http_code,
                 whole: c.whole_seconds,
                 duration: c.duration,

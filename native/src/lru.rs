@@ -3,6 +3,15 @@
 /// No node: the handle of a key in no order.
 pub(crate) const NIL: u32 = u32::MAX;
 
+/// A key's place in an activity order: its handle in the Lru, and the tick of its last
+/// move (a table's ticks rise with each move, so places sort in activity order: the
+/// changes a checkpoint takes are listed that way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Place {
+    pub tick: u64,
+    pub h: u32,
+}
+
 struct LruNode<K> {
     key: Option<K>,
     prev: u32,

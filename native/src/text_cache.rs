@@ -11,6 +11,9 @@ use std::rc::Rc;
 
 use crate::hashing::Fx;
 
+/// A text shared by the tables and records that hold it.
+pub type Text = Rc<str>;
+
 /// Slots: 2^SLOT_BITS, more than the clients of a busy site's head node.
 const SLOT_BITS: u32 = 6;
 const SLOTS: usize = 1 << SLOT_BITS;
@@ -27,7 +30,7 @@ impl Default for TextCache {
 
 impl TextCache {
     /// `text` as a shared text: the one this cache made last time, when it still holds it.
-    pub(crate) fn get(&mut self, text: &str) -> Rc<str> {
+    pub(crate) fn get(&mut self, text: &str) -> Text {
         let mut h = Fx::default();
         h.write(text.as_bytes());
         // The hash's top bits: a multiplicative hash mixes its input into them, not the low ones.
