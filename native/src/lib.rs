@@ -50,6 +50,7 @@ mod lcgdm_head;
 mod linking;
 mod lru;
 mod model;
+mod model_summary;
 mod model_truth;
 mod names;
 mod profile_tally;
@@ -93,5 +94,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(state_codec::state_changes_json, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
     m.add_function(wrap_pyfunction!(model::run_model, m)?)?;
+    m.add_function(wrap_pyfunction!(model::run_model_summary, m)?)?;
     Ok(())
 }
