@@ -359,10 +359,13 @@ enum Event {
     Arrive,
 }
 
+/// The scheduler's entry: the order (instant, sequence) and the slot of `Model::events`
+/// its event waits in. The heap moves its entries on each push and pop (the model's
+/// runs are ~a third of `whatif`): 24 bytes, not 56 with the Event (40) in it.
 struct Scheduled {
     when: i64,
     seq: u64,
-    event: Event,
+    slot: u32,
 }
 
 impl PartialEq for Scheduled {
@@ -411,6 +414,8 @@ struct Model {
     rng: PyRandom,
     now: i64,
     queue: BinaryHeap<Scheduled>,
+    events: Vec<Option<Event>>, // the scheduled events, by slot
+    free_slots: Vec<u32>,
     seq: u64,
     hosts: Vec<String>, // the clients' hosts, then the head as the name server names it
     shorts: Vec<String>,
@@ -455,7 +460,17 @@ impl Model {
     }
 
     fn at(&mut self, when: i64, event: Event) {
-        self.queue.push(Scheduled { when, seq: self.seq, event });
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.events[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                self.events.push(Some(event));
+                (self.events.len() - 1) as u32
+            }
+        };
+        self.queue.push(Scheduled { when, seq: self.seq, slot });
         self.seq += 1;
     }
 
@@ -494,7 +509,9 @@ impl Model {
             }
             let item = self.queue.pop().unwrap();
             self.now = item.when;
-            self.fire(item.event);
+            let event = self.events[item.slot as usize].take().expect("a scheduled event");
+            self.free_slots.push(item.slot);
+            self.fire(event);
         }
     }
 
@@ -1245,6 +1262,8 @@ fn run_spec<'py>(spec: &Bound<'py, PyDict>) -> PyResult<(Model, String)> {
         rng: PyRandom::new(item(spec, "seed")?),
         now: start,
         queue: BinaryHeap::new(),
+        events: Vec::new(),
+        free_slots: Vec::new(),
         seq: 0,
         head: hosts.len(),
         hosts: all_hosts,
@@ -1488,6 +1507,12 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scheduler_entry_is_its_order_and_a_slot() {
+        assert_eq!(std::mem::size_of::<Scheduled>(), 24);
+        assert!(std::mem::size_of::<Event>() > 24);
+    }
 
     #[test]
     fn random_matches_cpython_for_seed_1() {
