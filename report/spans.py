@@ -2,8 +2,10 @@
 runs), "fast" (every DPM call, status polls included), "ns" (name-server calls). The
 reassembler hands each call's span to its `on_span` as it reads the call's returns; set
 this as `on_span`, it keeps those of the three kinds, and `windowed` gives them cut to the
-report's window. The compiled engine fills the compiled twin (native/src/busy_spans.rs)
-with no call into Python per span; tests/report/test_spans.py pins the two equal."""
+report's window, and `fast_thread_ids` the threads that served a DPM call (`whatif`'s
+calibration counts them). The compiled engine fills the compiled twin
+(native/src/busy_spans.rs) with no call into Python per span; tests/report/test_spans.py
+pins the two equal."""
 
 from __future__ import annotations
 
@@ -18,12 +20,23 @@ except ImportError:  # not built: pure Python
 class BusySpans:
     def __init__(self):
         self.found: dict[str, list] = {"slow": [], "fast": [], "ns": []}
+        self.fast_threads: set[int] = set()
 
     def __call__(self, host, daemon, pid, tid, kind, started, ended) -> None:
         if daemon == FAST_DAEMON:
-            self.found["slow" if kind == "proc" else "fast"].append((started, ended))
+            if kind == "proc":
+                self.found["slow"].append((started, ended))
+            else:
+                self.found["fast"].append((started, ended))
+                if tid is not None and tid >= 0:
+                    self.fast_threads.add(tid)
         elif daemon in NS_DAEMONS:
             self.found["ns"].append((started, ended))
+
+    def fast_thread_ids(self) -> list[int]:
+        """The ids of the fast daemon's threads that served a call (not a processing
+        run), ascending."""
+        return sorted(self.fast_threads)
 
     def windowed(self, since: int | None = None, until: int | None = None) -> dict:
         """Each kind's spans that overlap [since, until] (None: open), in the order they ended."""

@@ -22,9 +22,9 @@ from dpmstream.simulator.identities import Namespace, bag_counts, make_clients
 from dpmstream.simulator.service import Dist, Empirical
 
 try:
-    from dpmstream.parsers._native import run_model
+    from dpmstream.parsers._native import run_model, run_model_summary
 except ImportError:  # not built: the Python model runs
-    run_model = None
+    run_model = run_model_summary = None
 
 
 def available() -> bool:
@@ -105,3 +105,14 @@ def run_compiled(cfg: SimConfig, same_but_seed: dict | None = None):
     plain = spec(cfg) if same_but_seed is None else dict(same_but_seed, seed=cfg.seed)
     requests, calls, counts = run_model(plain)
     return requests, calls, counts
+
+
+def run_summary(cfg: SimConfig, observations=(), same_but_seed: dict | None = None) -> tuple:
+    """(requests, phase table, growth, observations' summaries) of the compiled model's
+    run of `cfg`, as predict.run_summary gives them of its records (native/src/
+    model_summary.rs): no record is made into a dict."""
+    cfg.validate()
+    plain = spec(cfg) if same_but_seed is None else dict(same_but_seed, seed=cfg.seed)
+    count, table, growth, observed, _ = run_model_summary(
+        plain, [o.compiled for o in observations])
+    return count, dict(table), growth, observed

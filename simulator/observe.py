@@ -34,6 +34,9 @@ class Observation:
     measure: Callable[[list, list], object]   # values (checked), else one number or None
     unit: str = "ms"
     checked: bool = True                 # a median: the model must reproduce it within 10%
+    # Its twin in the compiled model run (native/src/model_summary.rs `Measure::named`):
+    # (kind, directory names).
+    compiled: tuple[str, tuple[str, ...]] = ("", ())
 
     def summary(self, measured) -> float | None:
         if not self.checked:
@@ -152,41 +155,55 @@ def _most_runs(requests, calls):
 def observations(directories: list[str], shown: int) -> list[Observation]:
     """The observations of a calibration whose lock per directory k is `directories[k]`."""
     out = [
-        Observation("arrivals", "put/get requests per s", _arrival_rate, "/s", checked=False),
+        Observation("arrivals", "put/get requests per s", _arrival_rate, "/s", checked=False,
+                    compiled=("arrivals", ())),
         Observation("get share", "share of gets", lambda rq, c: (
             sum(1 for r in _reqs(rq) if r["op"] == "get") / max(1, len(_reqs(rq)))),
-            "share", checked=False),
-        Observation("auth", "auth_s p50", lambda rq, c: _p50(r["auth_ms"] for r in _reqs(rq))),
+            "share", checked=False, compiled=("get share", ())),
+        Observation("auth", "auth_s p50", lambda rq, c: _p50(r["auth_ms"] for r in _reqs(rq)),
+                    compiled=("auth", ())),
         Observation("put/get call", "request_s p50",
-                    lambda rq, c: _p50(r["request_ms"] for r in _reqs(rq))),
+                    lambda rq, c: _p50(r["request_ms"] for r in _reqs(rq)), compiled=("request", ())),
         Observation("status call", "poll_s / polls p50", lambda rq, c: _p50(
-            r["poll_ms"] / r["polls"] for r in _reqs(rq) if r["polls"])),
+            r["poll_ms"] / r["polls"] for r in _reqs(rq) if r["polls"]), compiled=("poll each", ())),
         Observation("putdone/relfiles", "done_s p50 of successes", lambda rq, c: _p50(
-            r["done_ms"] for r in _reqs(rq) if r["status"] == "success")),
-        Observation("transfer", "transfer_s p50", lambda rq, c: _p50(r["transfer_ms"] for r in _reqs(rq))),
-        Observation("get: SUCCESS -> relfiles", "total - the other phases p50 of gets", lambda rq, c: _p50(map(get_gap, _reqs(rq, "get")))),
-        Observation("proc_put own work", "proc_s - ns_s p50 of puts", _own_work("put")),
-        Observation("proc_get own work", "proc_s - ns_s p50 of gets", _own_work("get")),
+            r["done_ms"] for r in _reqs(rq) if r["status"] == "success"),
+            compiled=("done of successes", ())),
+        Observation("transfer", "transfer_s p50", lambda rq, c: _p50(r["transfer_ms"] for r in _reqs(rq)),
+                    compiled=("transfer", ())),
+        Observation("get: SUCCESS -> relfiles", "total - the other phases p50 of gets",
+                    lambda rq, c: _p50(map(get_gap, _reqs(rq, "get"))), compiled=("get gap", ())),
+        Observation("proc_put own work", "proc_s - ns_s p50 of puts", _own_work("put"),
+                    compiled=("own work put", ())),
+        Observation("proc_get own work", "proc_s - ns_s p50 of gets", _own_work("get"),
+                    compiled=("own work get", ())),
         Observation("ns statg", "statg duration p50", lambda rq, c: _p50(
-            x["duration_ms"] for x in c if x.get("daemon") == "dpns" and x.get("op") == "statg")),
-        Observation("ns creat lock hold", "hold p50, each directory's own queue", _pooled_hold),
+            x["duration_ms"] for x in c if x.get("daemon") == "dpns" and x.get("op") == "statg"),
+            compiled=("statg", ())),
+        Observation("ns creat lock hold", "hold p50, each directory's own queue", _pooled_hold,
+                    compiled=("pooled hold", ())),
     ]
     out.append(Observation("directories' locks", "creates' wait + hold p50, all directories",
-                           lambda rq, c: [x["ended"] - x["started"] for x in _creats(c)]))
+                           lambda rq, c: [x["ended"] - x["started"] for x in _creats(c)],
+                           compiled=("creates wait hold", ())))
     for k, name in enumerate(directories[:shown]):
         names = (name, Namespace.weighted_dir(k))
-        out.append(Observation(f"lock {name}", "its creates' hold p50", _directory(names, "hold")))
+        out.append(Observation(f"lock {name}", "its creates' hold p50", _directory(names, "hold"),
+                               compiled=("lock hold", names)))
         out.append(Observation(f"lock {name}", "its share of the creates",
-                               _directory(names, "share"), "share", checked=False))
+                               _directory(names, "share"), "share", checked=False,
+                               compiled=("lock share", names)))
         # Its wait alone swings with the few creates one directory has: shown, and
         # checked over all directories above.
         out.append(Observation(f"lock {name}", "its creates' wait + hold p50",
-                               _directory(names, "wait"), checked=False))
+                               _directory(names, "wait"), checked=False,
+                               compiled=("lock wait", names)))
     out += [
         Observation("slow threads", "most processing runs at once", _most_runs, "threads",
-                    checked=False),
+                    checked=False, compiled=("most runs", ())),
         Observation("poll back-off", "polls per request p50", lambda rq, c: _p50(
-            r["polls"] for r in _reqs(rq) if r["ready_wait_ms"] is not None), "polls"),
+            r["polls"] for r in _reqs(rq) if r["ready_wait_ms"] is not None), "polls",
+            compiled=("polls", ())),
     ]
     return out
 
@@ -196,15 +213,19 @@ def measure_all(obs: list[Observation], requests, calls) -> list:
     return [o.measure(requests, calls) for o in obs]
 
 
+def summaries(obs: list[Observation], requests, calls) -> list:
+    """Each observation's summary on the records (what a model run is compared by)."""
+    return [o.summary(v) for o, v in zip(obs, measure_all(obs, requests, calls))]
+
+
 def compare(obs: list[Observation], logged: list, modelled_by_seed: list[list],
             floor_ms: float) -> list[ObservationLine]:
-    """Each observation on the log beside the model's (the median over its seeds); a
-    checked one is ok within 10% (or `floor_ms`), or inside the 95% interval of the
-    log's median."""
+    """Each observation on the log beside the model's (the median over its seeds of
+    each run's `summaries`); a checked one is ok within 10% (or `floor_ms`), or inside
+    the 95% interval of the log's median."""
     lines = []
     for i, o in enumerate(obs):
-        seeds = [o.summary(seed[i]) for seed in modelled_by_seed]
-        seeds = [v for v in seeds if v is not None]
+        seeds = [seed[i] for seed in modelled_by_seed if seed[i] is not None]
         modelled = median(seeds) if seeds else None
         value = o.summary(logged[i])
         ok = True

@@ -3,7 +3,9 @@
 `phase_table` turns request records (observed, or the model's ground truth) into
 (op, phase) -> values; `predict` runs one SimConfig at each seed and pools them, keeping
 each seed's quantiles for the spread; `fit_check` says whether the model at the current
-settings reproduces the observed medians.
+settings reproduces the observed medians. Of each model run only its `RunSummary` is
+kept: the compiled model returns it without the records (native/src/model_summary.rs,
+`run_summary` here the reference).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dpmstream.parsers.records import PHASES
 from dpmstream.simulator import native_model
 from dpmstream.simulator.estimators import quantile, quantiles
 from dpmstream.simulator.config import SimConfig
-from dpmstream.simulator.observe import growth, measure_all, records
+from dpmstream.simulator.observe import growth, records, summaries
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
@@ -36,6 +38,25 @@ def phase_table(records: list[dict]) -> dict[tuple[str, str], list[int]]:
     return table
 
 
+@dataclass
+class RunSummary:
+    """What a prediction keeps of one model run."""
+    requests: int
+    table: dict          # phase_table, each list sorted
+    growth: dict         # observe.growth
+    observed: list       # observe.summaries of the observations asked for
+
+
+def run_summary(requests, calls, observations=()) -> RunSummary:
+    """The RunSummary of a run's records (the compiled model's twin: model_summary.rs)."""
+    requests, calls = records(requests, calls)
+    table = phase_table(requests)
+    for values in table.values():
+        values.sort()
+    return RunSummary(len(requests), table, growth(requests, calls),
+                      summaries(list(observations), requests, calls))
+
+
 def summarise(values) -> dict[str, float]:
     """p50/p95/p99 in seconds."""
     return {name: value / 1000 for (name, _), value in
@@ -49,7 +70,7 @@ class Prediction:
     pooled: dict = field(default_factory=dict)     # (op, phase) -> {p50, p95, p99} over all seeds
     by_seed: dict = field(default_factory=dict)    # (op, phase) -> [{p50, p95, p99} per seed]
     requests: int = 0
-    observed: list = field(default_factory=list)   # per seed: the observations asked for
+    observed: list = field(default_factory=list)   # per seed: the observations' summaries
     growth: list = field(default_factory=list)     # per seed: observe.growth of its run
 
     def spread(self, key, name: str) -> tuple[float, float]:
@@ -67,23 +88,22 @@ def limit_model(config: SimConfig, model_requests: int) -> tuple[SimConfig, bool
     return config, False
 
 
-def model_runs(config: SimConfig, seeds):
-    """The request and call records of a model run that writes no log, at each seed in
-    turn: the compiled model's where it is built and covers the config (native_model.py,
-    the same records), else simulate(config, None)'s."""
+def model_runs(config: SimConfig, seeds, observations=()):
+    """The RunSummary of a model run that writes no log, at each seed in turn: the
+    compiled model's where it is built and covers the config (native_model.py, the same
+    summary), else that of simulate(config, None)'s records."""
     same_but_seed = None
     for seed in seeds:
         seeded = config.replace(seed=seed)
         if native_model.available() and native_model.unsupported(seeded) is None:
             if same_but_seed is None:       # the service times' values, made once
                 same_but_seed = native_model.spec(seeded)
-            requests, calls, _ = native_model.run_compiled(seeded, same_but_seed)
-            yield requests, calls
+            yield RunSummary(*native_model.run_summary(seeded, observations, same_but_seed))
             continue
         from dpmstream.simulator.run import simulate   # the Python model: rarely needed here
 
         result = simulate(seeded, None)
-        yield result.requests, result.calls
+        yield run_summary(result.requests, result.calls, observations)
 
 
 def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
@@ -92,15 +112,13 @@ def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
     runs write no logs (model_runs): only their truth is read."""
     out = Prediction(config, tuple(seeds))
     pooled: dict[tuple[str, str], list[int]] = {}
-    for run in model_runs(config, seeds):
-        requests, calls = records(*run)
-        out.requests += len(requests)
-        out.observed.append(measure_all(list(observations), requests, calls))
-        out.growth.append(growth(requests, calls))
-        for key, values in phase_table(requests).items():
-            # Sorted here, the pooled values are the seeds' sorted runs, which the pooled
+    for run in model_runs(config, seeds, observations):
+        out.requests += run.requests
+        out.observed.append(run.observed)
+        out.growth.append(run.growth)
+        for key, values in run.table.items():
+            # Sorted, the pooled values are the seeds' sorted runs, which the pooled
             # quantiles' sort merges instead of sorting afresh (the same values, cheaper).
-            values.sort()
             pooled.setdefault(key, []).extend(values)
             out.by_seed.setdefault(key, []).append(summarise(values))
     out.pooled = {key: dict(summarise(values), count=len(values)) for key, values in pooled.items()}

@@ -70,7 +70,9 @@ def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object
     """Every request and call record of the files, through the replay loop: the DPM and
     DPNS logs side by side in event time, so that name-server calls link to requests;
     and the thread of every call the DPM's fast threads served."""
+    from dpmstream.parsers import engines
     from dpmstream.parsers.pipeline import Pipeline
+    from dpmstream.report.spans import busy_spans
     from dpmstream.streams.inputs import InputError, describe
     from dpmstream.streams.progress import Progress
     from dpmstream.streams.replay_files import replay_inputs
@@ -85,20 +87,17 @@ def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object
     except InputError as exc:
         raise ValueError(str(exc)) from None
     pipeline = Pipeline(keep, reassembly_settings(args))
-    fast_ids = set()
-
-    def on_span(host, daemon, pid, tid, kind, started, ended) -> None:
-        if daemon == "dpm" and kind == "call" and tid is not None and tid >= 0:
-            fast_ids.add(tid)
-
-    pipeline.reassembler.on_span = on_span
+    # The threads the fast daemon's calls ran on, gathered in the compiled engine where
+    # it runs (the report's collector of busy spans: no call into Python per call).
+    spans = busy_spans(engines.is_compiled(pipeline.reassembler))
+    pipeline.reassembler.on_span = spans
     failures, _ = replay_inputs(
         pipeline, inputs, host=default_host(args.host), profile=checked_profile(args.profile),
         tz=checked_zone(args.tz), year=args.year, progress=Progress(None, enabled=False),
         command="dpmstream whatif")
     if failures:
         raise ValueError(f"{failures} of {len(inputs)} inputs could not be read whole")
-    return requests, calls, pipeline.stats, sorted(fast_ids)
+    return requests, calls, pipeline.stats, spans.fast_thread_ids()
 
 
 def whatif_config(current, args):

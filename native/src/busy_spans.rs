@@ -2,7 +2,10 @@
 //! call's returns (report/spans.py's `BusySpans`, compiled): the report's timeline and
 //! slow-thread pool read them. Set as the engine's `on_span`, the engine pushes each span
 //! here with no call into Python (the thesis log has ~23 k of them), and the report takes
-//! them once, already cut to its window.
+//! them once, already cut to its window. `whatif` reads the fast threads' ids from it
+//! (the threads that served a DPM call: calibrate's fast-thread count).
+
+use std::collections::BTreeSet;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -16,13 +19,21 @@ pub struct BusySpans {
     slow: Spans, // the fast daemon's processing runs ("proc_*" calls)
     fast: Spans, // the fast daemon's other calls, status polls included
     ns: Spans,   // the name server's calls
+    fast_threads: BTreeSet<i64>, // the thread ids of `fast`'s calls (those known: >= 0)
 }
 
 impl BusySpans {
     /// One span, as `on_span(host, daemon, pid, tid, kind, started, ended)` gives it.
-    pub(crate) fn add(&mut self, daemon: &str, proc_run: bool, started: i64, ended: i64) {
+    pub(crate) fn add(&mut self, daemon: &str, proc_run: bool, tid: i64, started: i64, ended: i64) {
         if daemon == self.fast_daemon {
-            if proc_run { &mut self.slow } else { &mut self.fast }.push((started, ended));
+            if proc_run {
+                self.slow.push((started, ended));
+            } else {
+                self.fast.push((started, ended));
+                if tid >= 0 {
+                    self.fast_threads.insert(tid);
+                }
+            }
         } else if self.ns_daemons.iter().any(|d| d == daemon) {
             self.ns.push((started, ended));
         }
@@ -40,15 +51,22 @@ fn overlapping(spans: &Spans, since: Option<i64>, until: Option<i64>) -> Spans {
 impl BusySpans {
     #[new]
     fn new(fast_daemon: String, ns_daemons: Vec<String>) -> Self {
-        BusySpans { fast_daemon, ns_daemons, slow: Vec::new(), fast: Vec::new(), ns: Vec::new() }
+        BusySpans { fast_daemon, ns_daemons, slow: Vec::new(), fast: Vec::new(), ns: Vec::new(),
+                    fast_threads: BTreeSet::new() }
     }
 
     /// The Python engine's callback (the compiled engine calls `add` itself).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (_host, daemon, _pid, _tid, kind, started, ended))]
+    #[pyo3(signature = (_host, daemon, _pid, tid, kind, started, ended))]
     fn __call__(&mut self, _host: &Bound<'_, PyAny>, daemon: &str, _pid: &Bound<'_, PyAny>,
-                _tid: &Bound<'_, PyAny>, kind: &str, started: i64, ended: i64) {
-        self.add(daemon, kind == "proc", started, ended);
+                tid: Option<i64>, kind: &str, started: i64, ended: i64) {
+        self.add(daemon, kind == "proc", tid.unwrap_or(-1), started, ended);
+    }
+
+    /// The ids of the fast daemon's threads that served a call (not a processing run),
+    /// ascending.
+    fn fast_thread_ids(&self) -> Vec<i64> {
+        self.fast_threads.iter().copied().collect()
     }
 
     /// {"slow": [(start, end), ...], "fast": [...], "ns": [...]}: the spans overlapping
@@ -71,12 +89,14 @@ mod tests {
     #[test]
     fn spans_go_by_daemon_and_kind_and_a_window_keeps_those_overlapping_it() {
         let mut s = BusySpans::new("dpm".into(), vec!["dpns".into(), "lfc".into()]);
-        s.add("dpm", true, 10, 20);
-        s.add("dpm", false, 5, 6);
-        s.add("lfc", false, 30, 40);
-        s.add("srm", false, 1, 2); // neither kind of thread: not kept
+        s.add("dpm", true, 3, 10, 20);
+        s.add("dpm", false, 7, 5, 6);
+        s.add("dpm", false, -1, 6, 7); // a call whose thread is not known
+        s.add("lfc", false, 4, 30, 40);
+        s.add("srm", false, 5, 1, 2); // neither kind of thread: not kept
         assert_eq!((s.slow.clone(), s.fast.clone(), s.ns.clone()),
-                   (vec![(10, 20)], vec![(5, 6)], vec![(30, 40)]));
+                   (vec![(10, 20)], vec![(5, 6), (6, 7)], vec![(30, 40)]));
+        assert_eq!(s.fast_thread_ids(), vec![7]);
         assert_eq!(overlapping(&s.slow, Some(20), Some(10)), vec![(10, 20)]); // ends touch
         assert_eq!(overlapping(&s.slow, Some(21), None), vec![]);
         assert_eq!(overlapping(&s.slow, None, Some(9)), vec![]);

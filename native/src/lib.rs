@@ -11,10 +11,12 @@
 //! - the DPM domain's data: event (a parsed line), scan (the line scanner), state (what
 //!   the engine holds), counters, rec (finished records),
 //!   busy_spans (the threads' busy intervals the report reads);
-//! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally;
+//! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally,
+//!   steps (the report's concurrency step functions);
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
-//! - the simulator's model run: model (simulator/native_model.py's `run_model`);
+//! - the simulator's model run: model (simulator/native_model.py's `run_model`), with
+//!   model_truth (its records' rules) and model_summary (what predict keeps of a run);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
@@ -50,6 +52,7 @@ mod lcgdm_head;
 mod linking;
 mod lru;
 mod model;
+mod model_summary;
 mod model_truth;
 mod names;
 mod profile_tally;
@@ -62,6 +65,7 @@ mod schema;
 mod schema_check;
 mod state;
 mod state_codec;
+mod steps;
 mod tally;
 mod text_cache;
 mod window;
@@ -94,5 +98,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::tally_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(model::run_model, m)?)?;
+    m.add_function(wrap_pyfunction!(model::run_model_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::concurrency_steps, m)?)?;
     Ok(())
 }

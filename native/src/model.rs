@@ -19,8 +19,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::model_truth::{idle_before, link, span, NsCall, RequestSpan, RunSpan};
+use crate::model_summary::{phase_table, CallView, Measure, ReqView, Summaries};
+use crate::model_truth::{idle_before, link, span, NsCall, RequestEnd, RequestSpan, RunSpan};
 use crate::names::Names;
+use crate::schema::{PHASES, SUCCESS};
 use crate::rec::{CallRec, Rec, RequestRec};
 use crate::tally::Mt;
 
@@ -357,10 +359,13 @@ enum Event {
     Arrive,
 }
 
+/// The scheduler's entry: the order (instant, sequence) and the slot of `Model::events`
+/// its event waits in. The heap moves its entries on each push and pop (the model's
+/// runs are ~a third of `whatif`): 24 bytes, not 56 with the Event (40) in it.
 struct Scheduled {
     when: i64,
     seq: u64,
-    event: Event,
+    slot: u32,
 }
 
 impl PartialEq for Scheduled {
@@ -409,6 +414,8 @@ struct Model {
     rng: PyRandom,
     now: i64,
     queue: BinaryHeap<Scheduled>,
+    events: Vec<Option<Event>>, // the scheduled events, by slot
+    free_slots: Vec<u32>,
     seq: u64,
     hosts: Vec<String>, // the clients' hosts, then the head as the name server names it
     shorts: Vec<String>,
@@ -453,7 +460,17 @@ impl Model {
     }
 
     fn at(&mut self, when: i64, event: Event) {
-        self.queue.push(Scheduled { when, seq: self.seq, event });
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.events[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                self.events.push(Some(event));
+                (self.events.len() - 1) as u32
+            }
+        };
+        self.queue.push(Scheduled { when, seq: self.seq, slot });
         self.seq += 1;
     }
 
@@ -492,7 +509,9 @@ impl Model {
             }
             let item = self.queue.pop().unwrap();
             self.now = item.when;
-            self.fire(item.event);
+            let event = self.events[item.slot as usize].take().expect("a scheduled event");
+            self.free_slots.push(item.slot);
+            self.fire(event);
         }
     }
 
@@ -1182,6 +1201,26 @@ fn threads(from: i64, count: i64) -> BinaryHeap<Reverse<i64>> {
 /// returns (request records, call records, counts): its ground truth's records.
 #[pyfunction]
 pub fn run_model<'py>(py: Python<'py>, spec: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyTuple>> {
+    let (m, reader_host) = run_spec(spec)?;
+    output(py, &m, &reader_host)
+}
+
+/// Run the model as `run_model` does and return what predict.py keeps of the run
+/// (model_summary.rs), not its records: (requests, phase table, growth, the summary of
+/// each observation). `observations`: (kind, directory names) per observe.Observation,
+/// by its `native` field.
+#[pyfunction]
+pub fn run_model_summary<'py>(py: Python<'py>, spec: &Bound<'py, PyDict>,
+                              observations: Vec<(String, Vec<String>)>) -> PyResult<Bound<'py, PyTuple>> {
+    let measures = observations.into_iter().map(|(kind, names)| {
+        Measure::named(&kind, names).ok_or_else(|| PyValueError::new_err(format!("no compiled observation {kind:?}")))
+    }).collect::<PyResult<Vec<Measure>>>()?;
+    let (m, reader_host) = run_spec(spec)?;
+    summary_output(py, &m, &reader_host, &measures)
+}
+
+/// The model of `spec`, run to its end, and the host its reader is told.
+fn run_spec<'py>(spec: &Bound<'py, PyDict>) -> PyResult<(Model, String)> {
     let svc_spec: Bound<'py, PyDict> = item(spec, "service")?;
     let hosts: Vec<String> = item(spec, "hosts")?;
     let shorts: Vec<String> = item(spec, "shorts")?;
@@ -1223,6 +1262,8 @@ pub fn run_model<'py>(py: Python<'py>, spec: &Bound<'py, PyDict>) -> PyResult<Bo
         rng: PyRandom::new(item(spec, "seed")?),
         now: start,
         queue: BinaryHeap::new(),
+        events: Vec::new(),
+        free_slots: Vec::new(),
         seq: 0,
         head: hosts.len(),
         hosts: all_hosts,
@@ -1277,13 +1318,21 @@ pub fn run_model<'py>(py: Python<'py>, spec: &Bound<'py, PyDict>) -> PyResult<Bo
     }
     let until: Option<i64> = item(spec, "until")?;
     m.run(until);
-    let reader_host: String = item(spec, "host")?;
-    output(py, &m, &reader_host)
+    Ok((m, item(spec, "host")?))
 }
 
-/// The ground truth's records (model_truth.rs: truth.py's rules), as truth.py's
-/// `request_records(latest)` and `call_records()` give them: the same dicts, the same order.
-fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<'py, PyTuple>> {
+/// A finished run's ground truth by model_truth.rs (truth.py's rules), in the records'
+/// order: each request with its end, the linked name-server calls and ms, each call's
+/// request, and the calls' order.
+struct Truth {
+    requests: Vec<(usize, RequestEnd)>,
+    /// (ns_calls, ns_ms) per request, when the run logged DPNS lines.
+    ns: Option<(Vec<i64>, Vec<i64>)>,
+    token_of: Vec<Option<usize>>,
+    calls: Vec<usize>,
+}
+
+fn truth(m: &Model, reader_host: &str) -> Truth {
     let dpns: Vec<usize> = (0..m.calls.len()).filter(|&c| m.calls[c].dpns).collect();
     let paths: Vec<&[String]> = m.reqs.iter().map(|r| r.paths.as_slice()).collect();
     let runs: Vec<RunSpan> = m.runs.iter().map(|r| RunSpan {
@@ -1301,8 +1350,81 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
     for (k, &c) in dpns.iter().enumerate() {
         token_of[c] = links.request_of[k];
     }
-    let ns_read = m.dpns_lines > 0;
     let idle = idle_before(m.max_printed);
+    // Sorted by (started, token), as truth.py's request_records.
+    let mut order: Vec<usize> = (0..m.reqs.len()).collect();
+    order.sort_by(|&a, &b| (m.reqs[a].started, &m.reqs[a].token).cmp(&(m.reqs[b].started, &m.reqs[b].token)));
+    let requests = order.into_iter().map(|q| {
+        let r = &m.reqs[q];
+        (q, RequestSpan {
+            is_get: r.op == Op::Get, accepted: r.accepted, started: r.started, put_ret: r.put_ret,
+            first_run: r.first_run, first_success: r.first_success,
+            first_done_open: r.first_done_open, done_open: r.done_open, done_ret: r.done_ret,
+            status: r.status, ended: r.ended, last_line: r.last_line, closed: r.closed,
+        }.end(idle))
+    }).collect();
+    // Sorted by (started, host, pid, thread): the host is the reader's for every call.
+    let mut calls: Vec<usize> = (0..m.calls.len()).collect();
+    calls.sort_by_key(|&c| (m.calls[c].started, m.calls[c].pid, m.calls[c].thread));
+    let ns = (m.dpns_lines > 0).then_some((links.ns_calls, links.ns_ms));
+    Truth { requests, ns, token_of, calls }
+}
+
+/// The counts of a run beside its records or its summary.
+fn counts<'py>(py: Python<'py>, m: &Model) -> PyResult<Bound<'py, PyDict>> {
+    let counts = PyDict::new(py);
+    counts.set_item("dpm_lines", m.dpm_lines)?;
+    counts.set_item("dpns_lines", m.dpns_lines)?;
+    counts.set_item("max_printed", m.max_printed)?;
+    counts.set_item("end_ms", m.now)?;
+    counts.set_item("refused", m.refused)?;
+    counts.set_item("auth_failures", m.auth_failures)?;
+    counts.set_item("cycles", m.started_cycles)?;
+    counts.set_item("max_lock_waiters", m.max_lock_waiters)?;
+    Ok(counts)
+}
+
+/// What predict.py keeps of the run (model_summary.rs, the twin of its Python):
+/// (requests, [((op, phase), sorted values)], {phase: (first, last)}, [summary], counts).
+fn summary_output<'py>(py: Python<'py>, m: &Model, reader_host: &str, measures: &[Measure])
+                       -> PyResult<Bound<'py, PyTuple>> {
+    let t = truth(m, reader_host);
+    let reqs: Vec<ReqView> = t.requests.iter().map(|(q, end)| {
+        let r = &m.reqs[*q];
+        ReqView {
+            is_get: r.op == Op::Get,
+            success: end.status == SUCCESS,
+            started: r.started,
+            phases: [end.auth_ms, end.request_ms, end.queue_ms, r.proc, Some(r.poll_ms),
+                     end.ready_wait_ms, end.transfer_ms, end.done_ms, end.total_ms],
+            polls: r.polls,
+            ns_calls: t.ns.as_ref().map(|ns| ns.0[*q]),
+            ns_ms: t.ns.as_ref().map(|ns| ns.1[*q]),
+        }
+    }).collect();
+    let calls: Vec<CallView> = t.calls.iter().map(|&c| {
+        let call = &m.calls[c];
+        CallView { dpns: call.dpns, op: call.op, started: call.started, ended: call.ended,
+                   path: call.path.as_deref() }
+    }).collect();
+    let runs = Summaries::new(&reqs, &calls);
+    let table = PyList::empty(py);
+    for (is_get, phase, values) in phase_table(&reqs) {
+        let key = (if is_get { "get" } else { "put" }, PHASES[phase].1);
+        table.append((key, values))?;
+    }
+    let growth = PyDict::new(py);
+    for (phase, pair) in runs.growth() {
+        growth.set_item(phase, pair)?;
+    }
+    let observed: Vec<Option<f64>> = measures.iter().map(|o| runs.summary(o)).collect();
+    (reqs.len(), table, growth, observed, counts(py, m)?).into_pyobject(py)
+}
+
+/// The ground truth's records (model_truth.rs: truth.py's rules), as truth.py's
+/// `request_records(latest)` and `call_records()` give them: the same dicts, the same order.
+fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<'py, PyTuple>> {
+    let t = truth(m, reader_host);
     // The dicts as the engine's records are made (rec.rs): one writer of the records' keys.
     let names = RefCell::new(Names::new());
     let (host, put, get, dpm, dpns_daemon) = {
@@ -1325,17 +1447,9 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
             }
         }
     };
-    let mut order: Vec<usize> = (0..m.reqs.len()).collect();
-    order.sort_by(|&a, &b| (m.reqs[a].started, &m.reqs[a].token).cmp(&(m.reqs[b].started, &m.reqs[b].token)));
     let requests = PyList::empty(py);
-    for q in order {
+    for (q, end) in t.requests {
         let r = &m.reqs[q];
-        let end = RequestSpan {
-            is_get: r.op == Op::Get, accepted: r.accepted, started: r.started, put_ret: r.put_ret,
-            first_run: r.first_run, first_success: r.first_success,
-            first_done_open: r.first_done_open, done_open: r.done_open, done_ret: r.done_ret,
-            status: r.status, ended: r.ended, last_line: r.last_line, closed: r.closed,
-        }.end(idle);
         let rec = Rec::Request(Box::new(RequestRec {
             host,
             token: Some(tokens[q].clone()),
@@ -1357,16 +1471,16 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
             done_ms: end.done_ms,
             total_ms: end.total_ms,
             end_reason: word(end.end_reason),
-            ns: Some(if ns_read { (Some(links.ns_calls[q]), Some(links.ns_ms[q])) } else { (None, None) }),
+            ns: Some(match &t.ns {
+                Some((ns_calls, ns_ms)) => (Some(ns_calls[q]), Some(ns_ms[q])),
+                None => (None, None),
+            }),
         }));
         requests.append(rec.to_dict(py, &names)?)?;
     }
 
-    // Sorted by (started, host, pid, thread): the host is the reader's for every call.
-    let mut order: Vec<usize> = (0..m.calls.len()).collect();
-    order.sort_by_key(|&c| (m.calls[c].started, m.calls[c].pid, m.calls[c].thread));
     let calls = PyList::empty(py);
-    for c in order {
+    for c in t.calls {
         let call = &m.calls[c];
         let op = names.borrow_mut().intern(call.op);
         let rec = Rec::Call(Box::new(CallRec {
@@ -1382,26 +1496,23 @@ fn output<'py>(py: Python<'py>, m: &Model, reader_host: &str) -> PyResult<Bound<
             rc: call.rc,
             auth_ms: span(Some(call.started), call.accepted),
             session: None,
-            token: token_of[c].map(|q| tokens[q].clone()),
+            token: t.token_of[c].map(|q| tokens[q].clone()),
             path: call.path.as_deref().map(Rc::from),
         }));
         calls.append(rec.to_dict(py, &names)?)?;
     }
-    let counts = PyDict::new(py);
-    counts.set_item("dpm_lines", m.dpm_lines)?;
-    counts.set_item("dpns_lines", m.dpns_lines)?;
-    counts.set_item("max_printed", m.max_printed)?;
-    counts.set_item("end_ms", m.now)?;
-    counts.set_item("refused", m.refused)?;
-    counts.set_item("auth_failures", m.auth_failures)?;
-    counts.set_item("cycles", m.started_cycles)?;
-    counts.set_item("max_lock_waiters", m.max_lock_waiters)?;
-    (requests, calls, counts).into_pyobject(py)
+    (requests, calls, counts(py, m)?).into_pyobject(py)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scheduler_entry_is_its_order_and_a_slot() {
+        assert_eq!(std::mem::size_of::<Scheduled>(), 24);
+        assert!(std::mem::size_of::<Event>() > 24);
+    }
 
     #[test]
     fn random_matches_cpython_for_seed_1() {

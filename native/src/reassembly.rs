@@ -671,7 +671,7 @@ impl State {
             if let Ok(spans) = on_span.downcast_bound::<BusySpans>(py) {
                 let names = cx.names.borrow();
                 let is_proc = names.text(call.op).starts_with("proc_");
-                spans.borrow_mut().add(names.text(key.1), is_proc, call.started, ts);
+                spans.borrow_mut().add(names.text(key.1), is_proc, key.3, call.started, ts);
             } else {
                 let (h, d, is_proc) = {
                     let mut names = cx.names.borrow_mut();

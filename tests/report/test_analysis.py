@@ -103,6 +103,34 @@ def test_concurrency_steps_at_each_start_and_end_to_the_number_open_there(seed):
     assert steps.levels == [sum(1 for a, b in kept if a <= t < b) for t in steps.times]
 
 
+try:
+    from dpmstream.parsers._native import concurrency_steps
+except ImportError:  # not built
+    concurrency_steps = None
+
+
+@pytest.mark.skipif(concurrency_steps is None, reason="the compiled extension is not built")
+def test_the_compiled_concurrency_is_the_python_one():
+    """native/src/steps.rs against python_concurrency, the reference: random intervals
+    (empty, reversed, sharing instants, cancelling at one) and a simulated thesis log's
+    slow runs, queue stays and call spans."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    rng = random.Random(30)
+    cases = [[(a, a + rng.choice((-3, 0, 1, 2, 40))) for a in
+              (rng.randrange(0, 100) for _ in range(rng.randrange(0, 80)))] for _ in range(30)]
+    cases += [[], [(5, 5)], [(0, 5), (5, 9)], [(1, 2)] * 3]
+    run = simulate(scenario("thesis", requests=300), None)
+    cases += [list(A.slow_runs(run.requests)), list(A.queue_stays(run.requests)),
+              [(c["started"], c["ended"]) for c in run.calls if c["ended"] is not None]]
+    assert all(cases[-3:])
+    for intervals in cases:
+        python = A.python_concurrency(intervals)
+        assert concurrency_steps(intervals) == (python.times, python.levels), intervals
+        assert A.concurrency(iter(intervals)) == python
+
+
 def _binned_ms_by_ms(steps, edges):
     """binned by definition: the level at each millisecond of a bin (times are whole ms;
     before the first step nothing is open, the last step holds to the end)."""

@@ -62,6 +62,9 @@ def test_the_compiled_engines_spans_are_the_python_engines(inputs, name):
     for since, until in windows(found):
         assert got.windowed(since, until) == want.windowed(since, until), (since, until)
         assert called.windowed(since, until) == want.windowed(since, until), (since, until)
+    assert got.fast_thread_ids() == called.fast_thread_ids() == want.fast_thread_ids()
+    if found["fast"] and name != "real:lfc/*":
+        assert want.fast_thread_ids()
 
 
 @needs_compiled
@@ -69,12 +72,16 @@ def test_the_compiled_twin_called_as_the_python_engine_calls_it_keeps_the_same_s
     python, compiled = BusySpans(), CompiledBusySpans(FAST_DAEMON, sorted(NS_DAEMONS))
     calls = [("h", "dpm", 1, 2, "proc", 10, 20), ("h", "dpm", 1, 3, "call", 5, 6),
              ("h", "lfc", 4, 5, "call", 30, 40), ("h", "dpns", 4, 6, "call", 41, 42),
-             ("h", "srm", 7, 8, "call", 1, 2), ("h", "dpm", 1, None, "call", 50, 50)]
+             ("h", "srm", 7, 8, "call", 1, 2), ("h", "dpm", 1, None, "call", 50, 50),
+             ("h", "dpm", 1, -1, "call", 51, 52), ("h", "dpm", 1, 3, "call", 53, 54)]
     for span in calls:
         python(*span)
         compiled(*span)
     assert compiled.windowed() == python.windowed() == {
-        "slow": [(10, 20)], "fast": [(5, 6), (50, 50)], "ns": [(30, 40), (41, 42)]}
+        "slow": [(10, 20)], "fast": [(5, 6), (50, 50), (51, 52), (53, 54)],
+        "ns": [(30, 40), (41, 42)]}
+    # A call's thread, once, when known: not a processing run's (2), nor another daemon's.
+    assert compiled.fast_thread_ids() == python.fast_thread_ids() == [3]
     assert compiled.windowed(20, 41) == python.windowed(20, 41) == {
         "slow": [(10, 20)], "fast": [], "ns": [(30, 40), (41, 42)]}
 

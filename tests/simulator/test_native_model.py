@@ -17,6 +17,7 @@ import pytest
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.simulator import native_model
 from dpmstream.simulator.calibrate import calibrate
+from dpmstream.simulator.observe import observations
 from dpmstream.simulator.predict import predict
 from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
 
@@ -108,12 +109,14 @@ def test_a_calibrated_model_runs_the_same_compiled():
 
 
 def test_predict_gives_the_same_prediction_with_either_model(monkeypatch):
-    cfg = SimConfig(requests=300, get_fraction=0.3)
-    compiled = predict(cfg, (1, 2))
+    cfg = SimConfig(requests=300, get_fraction=0.3, dirs=2)
+    obs = observations(["/dpm/cern.ch/home/dteam/dir0", "/elsewhere"], shown=2)
+    compiled = predict(cfg, (1, 2), observations=obs)
     monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
-    python = predict(cfg, (1, 2))
-    assert (compiled.pooled, compiled.by_seed, compiled.growth, compiled.requests) == (
-        python.pooled, python.by_seed, python.growth, python.requests)
+    python = predict(cfg, (1, 2), observations=obs)
+    assert (compiled.pooled, compiled.by_seed, compiled.growth, compiled.requests,
+            compiled.observed) == (python.pooled, python.by_seed, python.growth,
+                                   python.requests, python.observed)
 
 
 @pytest.mark.parametrize("changes, why", [
