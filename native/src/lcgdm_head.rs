@@ -21,74 +21,141 @@ pub(crate) fn anchored() -> String {
 /// Spans of the envelope's groups, in ENVELOPE_GROUPS order (frac and tid may be absent).
 pub(crate) type Spans = [Option<(usize, usize)>; 9];
 
-/// The length of the run of bytes from `from` that are `ok`.
+/// The classes of a byte the envelope tells apart, one bit each (CLASS).
+const DIGIT: u8 = 1;
+const SPACE: u8 = 2;
+/// PCRE2's `\s` (no UCP: tab, LF, VT, FF, CR, space) and `:`: the bytes that end `[^\s:]+`.
+const NOT_FUNC: u8 = 4;
+
+/// Each byte's classes: a run of a class is then one load and one test a byte.
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = b'0';
+    while c <= b'9' {
+        t[c as usize] = DIGIT;
+        c += 1;
+    }
+    t[b' ' as usize] = SPACE | NOT_FUNC;
+    let ends = [b'\t', b'\n', 0x0b, 0x0c, b'\r', b':'];
+    let mut i = 0;
+    while i < ends.len() {
+        t[ends[i] as usize] = NOT_FUNC;
+        i += 1;
+    }
+    t
+};
+
+/// Where the run of bytes from `from` that have `class` ends (`from` itself: none).
 #[inline(always)]
-fn run(line: &[u8], from: usize, ok: impl Fn(u8) -> bool) -> usize {
-    line.get(from..).map_or(0, |rest| rest.iter().take_while(|&&c| ok(c)).count())
+fn run_end(line: &[u8], from: usize, class: u8) -> usize {
+    let mut p = from;
+    while p < line.len() && CLASS[line[p] as usize] & class != 0 {
+        p += 1;
+    }
+    p
+}
+
+/// Where the run of bytes from `from` that lack `class` ends.
+#[inline(always)]
+fn run_end_without(line: &[u8], from: usize, class: u8) -> usize {
+    let mut p = from;
+    while p < line.len() && CLASS[line[p] as usize] & class == 0 {
+        p += 1;
+    }
+    p
+}
+
+/// Whether 8 bytes read little-endian are the digits and separators `form` asks for, each
+/// of its bytes a digit place (`0`) or the byte itself. A byte is a digit when its high
+/// nibble is 3 and adding 6 leaves it 3 (0x30-0x39): a word's two tests, not eight bytes'
+/// sixteen. Adding 6 to each byte carries into the next only from a byte >= 0xfa, which
+/// the first test has already refused.
+#[inline(always)]
+const fn fixed_ok(word: u64, form: &[u8; 8]) -> bool {
+    let mut digits = 0u64; // 0xff at each digit place
+    let mut literal = 0u64; // the separators, at their places
+    let mut i = 0;
+    while i < 8 {
+        if form[i] == b'0' {
+            digits |= 0xff << (8 * i);
+        } else {
+            literal |= (form[i] as u64) << (8 * i);
+        }
+        i += 1;
+    }
+    let nibbles = 0xf0f0_f0f0_f0f0_f0f0u64 & digits;
+    let threes = 0x3030_3030_3030_3030u64 & digits;
+    word & (nibbles | !digits) == threes | literal && word.wrapping_add(0x0606_0606_0606_0606) & nibbles == threes
 }
 
 /// Where the message starts, the envelope's groups written to `spans`; None: PCRE2 finds
 /// no match (`spans` then holds no meaning).
 pub(crate) fn read(line: &[u8], spans: &mut Spans) -> Option<usize> {
-    let at = |i: usize, c: u8| line.get(i) == Some(&c);
-    // MM/DD HH:MM:SS: fixed places
+    // MM/DD HH:MM:SS: fixed places, as two overlapping words (bytes 0-7 and 6-13)
     let fixed = line.get(..14)?;
-    let digit = |i: usize| fixed[i].wrapping_sub(b'0') < 10;
-    let places = fixed[2] == b'/' && fixed[5] == b' ' && fixed[8] == b':' && fixed[11] == b':';
-    if !(places && [0, 1, 3, 4, 6, 7, 9, 10, 12, 13].into_iter().all(digit)) {
+    let word = |from: usize| u64::from_le_bytes(fixed[from..from + 8].try_into().expect("8 bytes"));
+    if !(fixed_ok(word(0), b"00/00 00") & fixed_ok(word(6), b"00:00:00")) {
         return None;
     }
-    *spans = [None; 9];
-    for (i, from) in [0usize, 3, 6, 9, 12].into_iter().enumerate() {
-        spans[i] = Some((from, from + 2));
-    }
+    let at = |i: usize, c: u8| line.get(i) == Some(&c);
     let mut p = 14;
     // `(?:\.(\d{1,6}))? +`: fewer digits leave a digit where a space must follow, and no
     // fraction leaves the dot: only all of 1 to 6 digits reads
-    if at(p, b'.') {
-        let n = run(line, p + 1, |c| c.is_ascii_digit());
-        if n == 0 || n > 6 {
+    let frac = if at(p, b'.') {
+        let end = run_end(line, p + 1, DIGIT);
+        if end == p + 1 || end > p + 7 {
             return None;
         }
-        spans[5] = Some((p + 1, p + 1 + n));
-        p += 1 + n;
-    }
+        let span = (p + 1, end);
+        p = end;
+        Some(span)
+    } else {
+        None
+    };
     // ` +(\d+)`: all the spaces (fewer leave a space where a digit must be), all the digits
-    let spaces = run(line, p, |c| c == b' ');
-    if spaces == 0 {
+    let spaces = run_end(line, p, SPACE);
+    if spaces == p {
         return None;
     }
-    p += spaces;
-    let n = run(line, p, |c| c.is_ascii_digit());
-    if n == 0 {
+    let pid_end = run_end(line, spaces, DIGIT);
+    if pid_end == spaces {
         return None;
     }
-    spans[6] = Some((p, p + n));
-    p += n;
+    p = pid_end;
     // `(?:,(\d+))? `: a comma must start the thread (a space must follow the pid otherwise)
-    if at(p, b',') {
-        let n = run(line, p + 1, |c| c.is_ascii_digit());
-        if n == 0 {
+    let tid = if at(p, b',') {
+        let end = run_end(line, p + 1, DIGIT);
+        if end == p + 1 {
             return None;
         }
-        spans[7] = Some((p + 1, p + 1 + n));
-        p += 1 + n;
-    }
+        let span = (p + 1, end);
+        p = end;
+        Some(span)
+    } else {
+        None
+    };
     if !at(p, b' ') {
         return None;
     }
-    p += 1;
-    // `([^\s:]+): ?`: \s is PCRE2's (no UCP): tab, LF, VT, FF, CR and space
-    let n = run(line, p, |c| !matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' | b':'));
-    if n == 0 || !at(p + n, b':') {
+    // `([^\s:]+): ?`
+    let func = p + 1;
+    let func_end = run_end_without(line, func, NOT_FUNC);
+    if func_end == func || !at(func_end, b':') {
         return None;
     }
-    spans[8] = Some((p, p + n));
-    p += n + 1;
-    if at(p, b' ') {
-        p += 1;
-    }
-    Some(p)
+    *spans = [
+        Some((0, 2)),
+        Some((3, 5)),
+        Some((6, 8)),
+        Some((9, 11)),
+        Some((12, 14)),
+        frac,
+        Some((spaces, pid_end)),
+        tid,
+        Some((func, func_end)),
+    ];
+    p = func_end + 1;
+    Some(if at(p, b' ') { p + 1 } else { p })
 }
 
 #[cfg(test)]
@@ -109,7 +176,7 @@ mod tests {
             b"12/31 23:59:59 7 a::b",
             b"01/01 00:00:00.000 1,1 dpm_srv_put:  returns 0 ",
         ];
-        let bytes = [b'0', b'9', b'/', b' ', b':', b'.', b',', b'\t', b'\n', 0x0b, 0x0c, b'\r', b'a', 0x85, 0xa0, 0];
+        let bytes = [b'0', b'9', b'/', b' ', b':', b'.', b',', b'\t', b'\n', 0x0b, 0x0c, b'\r', b'a', 0x85, 0xa0, 0xfa, 0xff, 0];
         let mut out: Vec<Vec<u8>> = Vec::new();
         for form in forms {
             out.push(form.to_vec());
