@@ -21,7 +21,7 @@ use pyo3::types::{PyList, PyString};
 
 use crate::block::LineBlock;
 use crate::hashing::FxMap;
-use crate::chunk::Chunk;
+use crate::chunk::{self, Chunk};
 use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, MALFORMED as DOME_MALFORMED};
 use crate::hashing::FxSet;
 use crate::jit::{Located, Pattern};
@@ -519,7 +519,8 @@ pub(crate) fn dome_lines(
     let (mut foreign, mut malformed, mut left) = (0u64, 0u64, Vec::new());
     for i in 0..end.min(chunk.len()) {
         let text = match chunk.line(i)? {
-            Some((raw, _holder)) => std::str::from_utf8(raw).ok(),
+            // ASCII checked 16 bytes at a time (std's check only past ASCII), as the feed does
+            Some((raw, _holder)) => chunk::utf8(raw),
             None => None,
         };
         let Some(text) = text else {
