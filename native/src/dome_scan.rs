@@ -86,7 +86,7 @@ impl Alternative {
             return reader.read(line.as_bytes(), at, spans);
         }
         match &mut self.regex {
-            Some(regex) => line.as_bytes()[at..].starts_with(&self.lead) && regex.find_str_at(line, at) == Ok(true),
+            Some(regex) => regex.find_after_lead(&self.lead, line, at),
             None => head.get(self.group).is_some(),
         }
     }
