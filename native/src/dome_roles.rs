@@ -183,14 +183,14 @@ impl RoleReader {
     /// aside), its groups' spans then in `spans` (else they hold no meaning).
     #[inline]
     pub(crate) fn read(&self, line: &[u8], at: usize, spans: &mut Spans) -> bool {
-        // the pattern's own groups (1...), 0 where its steps write a span of no group
-        let mut own = [None; GROUPS - 1];
-        let Some(end) = steps(self.steps, line, at, &mut own) else {
+        // the pattern's own groups (its 1... at 2...) written in place: each on every
+        // reading that holds; its 0 (a step's span of no group) at the wrapper's 1, set last
+        let own: &mut [Option<(usize, usize)>; GROUPS - 1] = (&mut spans[1..]).try_into().expect("GROUPS - 1");
+        let Some(end) = steps(self.steps, line, at, own) else {
             return false;
         };
         spans[0] = Some((at, line.len()));
         spans[1] = Some((at, end));
-        spans[2..].copy_from_slice(&own[1..]);
         true
     }
 }
