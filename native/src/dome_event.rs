@@ -7,6 +7,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::schema::named;
+
 /// Roles, in `parsers/dome_profiles.ROLES` order.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Role {
@@ -95,25 +97,11 @@ const INT_FIELD_NAMES: [&str; 7] = ["code", "size", "matchings", "timeout", "phy
 /// INT_FIELD_NAMES as a bit per FIELD_NAMES index, made once: compared by name, the
 /// scanner's two questions per field of a line cost ~100 instructions a line (issue 30).
 const INT_FIELDS: u32 = {
-    const fn same(a: &str, b: &str) -> bool {
-        let (a, b) = (a.as_bytes(), b.as_bytes());
-        if a.len() != b.len() {
-            return false;
-        }
-        let mut i = 0;
-        while i < a.len() {
-            if a[i] != b[i] {
-                return false;
-            }
-            i += 1;
-        }
-        true
-    }
     let (mut bits, mut i) = (0u32, 0);
     while i < FIELD_NAMES.len() {
         let mut j = 0;
         while j < INT_FIELD_NAMES.len() {
-            if same(FIELD_NAMES[i], INT_FIELD_NAMES[j]) {
+            if named(&FIELD_NAMES, i, INT_FIELD_NAMES[j]) {
                 bits |= 1 << i;
             }
             j += 1;

@@ -252,7 +252,7 @@ fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<u
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::{HeadReader, Spans, ENVELOPES, GROUPS, MESSAGES};
     use crate::jit::Pattern;
 
@@ -291,12 +291,19 @@ mod tests {
     fn strays(traditional: bool, thread: bool) -> Vec<String> {
         let chars = ['0', '9', ' ', '\t', '\n', '\x0b', '\x0c', '\r', ':', '[', ']', '{', '}', '!', '-', '+', '.',
                      'T', 'Z', 'a', 'd', '\u{85}', '\u{a0}', '\u{2028}', 'é'];
+        near(&forms(traditional, thread), &chars)
+    }
+
+    /// Each of `forms`, then each with one of `chars` in place of one of its characters or
+    /// put in before it, each with one character dropped, and every length of it: the
+    /// lines a hand reader is pinned to PCRE2 on (here and in dome_roles.rs).
+    pub(crate) fn near(forms: &[impl AsRef<str>], chars: &[char]) -> Vec<String> {
         let mut out = Vec::new();
-        for form in forms(traditional, thread) {
-            let form: Vec<char> = form.chars().collect();
+        for form in forms {
+            let form: Vec<char> = form.as_ref().chars().collect();
             out.push(form.iter().collect());
             for i in 0..=form.len() {
-                for &c in &chars {
+                for &c in chars {
                     if i < form.len() {
                         let mut changed = form.clone();
                         changed[i] = c;
@@ -312,7 +319,6 @@ mod tests {
                     out.push(dropped.iter().collect());
                 }
             }
-            // every length of it
             out.extend((0..form.len()).map(|n| form[..n].iter().collect()));
         }
         out

@@ -278,6 +278,7 @@ fn steps(steps: &[Step], line: &[u8], mut at: usize, spans: &mut [Option<(usize,
 #[cfg(test)]
 mod tests {
     use super::{RoleReader, Spans, Step, CLASSES, GROUPS, ROLES, SPACE};
+    use crate::dome_head::tests::near;
     use crate::jit::Pattern;
 
     /// The dmlite prefix a role's text follows in a line (the scanner reads from its end).
@@ -319,30 +320,7 @@ mod tests {
     fn strays() -> Vec<String> {
         let chars = ['0', '9', ' ', '\t', '\x0b', '\r', ':', '\'', '.', '!', 'A', 'Z', 'a', '_', '/', '\u{85}',
                      '\u{a0}', 'é'];
-        let mut out = Vec::new();
-        for message in MESSAGES {
-            let form: Vec<char> = message.chars().collect();
-            out.push(form.iter().collect());
-            for i in 0..=form.len() {
-                for &c in &chars {
-                    if i < form.len() {
-                        let mut changed = form.clone();
-                        changed[i] = c;
-                        out.push(changed.iter().collect());
-                    }
-                    let mut put = form.clone();
-                    put.insert(i, c);
-                    out.push(put.iter().collect());
-                }
-                if i < form.len() {
-                    let mut dropped = form.clone();
-                    dropped.remove(i);
-                    out.push(dropped.iter().collect());
-                }
-            }
-            out.extend((0..form.len()).map(|n| form[..n].iter().collect()));
-        }
-        out
+        near(MESSAGES, &chars)
     }
 
     #[test]
