@@ -12,6 +12,8 @@
 //! the other reading fails at once on the byte that made the first one fail, so the first
 //! reading that holds is the match.
 
+use crate::byte_runs::{self, same, until, Stops};
+
 /// The bundled profiles' envelopes (regex_profiles/dmlite-dome*.toml), with their group
 /// count: traditional (mon day hour minute second host tag pid), RFC 3339 (rtime host
 /// tag pid).
@@ -62,28 +64,15 @@ pub(crate) struct HeadReader {
     message_group: usize,
 }
 
-/// PCRE2's `\s` in these patterns (no UCP): tab, LF, VT, FF, CR and space; every byte of
-/// a character past ASCII is not.
-#[inline(always)]
-fn space(c: u8) -> bool {
-    matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
-}
-
 #[inline(always)]
 fn digit(c: u8) -> bool {
     c.wrapping_sub(b'0') < 10
 }
 
-/// Whether `text` stands in `line` at `at`.
+/// The length of the run of digits from `from`.
 #[inline(always)]
-fn has(line: &[u8], at: usize, text: &[u8]) -> bool {
-    line.get(at..at + text.len()) == Some(text)
-}
-
-/// The length of the run of bytes from `from` that are `ok`.
-#[inline(always)]
-fn run(line: &[u8], from: usize, ok: impl Fn(u8) -> bool) -> usize {
-    line.get(from..).map_or(0, |rest| rest.iter().take_while(|&&c| ok(c)).count())
+fn digits(line: &[u8], from: usize) -> usize {
+    byte_runs::digits(line, from) - from
 }
 
 impl HeadReader {
@@ -104,7 +93,7 @@ impl HeadReader {
     /// match (`spans` then holds no meaning).
     #[inline]
     pub(crate) fn read(&self, line: &[u8], spans: &mut Spans) -> Option<usize> {
-        *spans = [None; GROUPS];
+        // each group of the pattern is written below, Some or None: no other is read
         let p = match self.envelope {
             Envelope::Traditional => traditional(line, spans)?,
             Envelope::Rfc3339 => rfc3339(line, spans)?,
@@ -160,7 +149,7 @@ fn rfc3339(line: &[u8], spans: &mut Spans) -> Option<usize> {
     let mut p = 19;
     // fewer digits leave a digit where the zone must start, none leaves the dot
     if line.get(p) == Some(&b'.') {
-        let n = run(line, p + 1, digit);
+        let n = digits(line, p + 1);
         if n == 0 || n > 6 {
             return None;
         }
@@ -190,28 +179,29 @@ fn rfc3339(line: &[u8], spans: &mut Spans) -> Option<usize> {
 /// shorter host or tag leaves a byte of it where a space, `[` or `:` must be.
 #[inline(always)]
 fn origin(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
-    let n = run(line, p, |c| !space(c));
+    let n = until(line, p, Stops::space_or(b' ', b' ')) - p;
     if n == 0 || line.get(p + n) != Some(&b' ') {
         return None;
     }
     spans[g] = Some((p, p + n));
     p += n + 1;
-    let n = run(line, p, |c| !space(c) && c != b'[' && c != b':');
+    let n = until(line, p, Stops::space_or(b'[', b':')) - p;
     if n == 0 {
         return None;
     }
     spans[g + 1] = Some((p, p + n));
     p += n;
     // without the pid a `[` stands where the colon must
+    spans[g + 2] = None;
     if line.get(p) == Some(&b'[') {
-        let n = run(line, p + 1, digit);
+        let n = digits(line, p + 1);
         if n == 0 || line.get(p + 1 + n) != Some(&b']') {
             return None;
         }
         spans[g + 2] = Some((p + 1, p + 1 + n));
         p += n + 2;
     }
-    has(line, p, b": ").then_some(p + 2)
+    same(line, p, b": ").then_some(p + 2)
 }
 
 /// `{(tid)}([(level)]|(!!!)) dmlite ` from `p`, tid at group `g`: where the head ends.
@@ -220,7 +210,7 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usiz
     if line.get(p) != Some(&b'{') {
         return None;
     }
-    let n = run(line, p + 1, digit);
+    let n = digits(line, p + 1);
     if n == 0 || line.get(p + 1 + n) != Some(&b'}') {
         return None;
     }
@@ -228,14 +218,14 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usiz
     p += n + 2;
     let mark = line.get(p..p + 3)?;
     if mark[0] == b'[' && digit(mark[1]) && mark[2] == b']' {
-        spans[g + 1] = Some((p + 1, p + 2));
+        (spans[g + 1], spans[g + 2]) = (Some((p + 1, p + 2)), None);
     } else if mark == &b"!!!"[..] {
-        spans[g + 2] = Some((p, p + 3));
+        (spans[g + 1], spans[g + 2]) = (None, Some((p, p + 3)));
     } else {
         return None;
     }
     p += 3;
-    has(line, p, b" dmlite ").then_some(p + 8)
+    same(line, p, b" dmlite ").then_some(p + 8)
 }
 
 /// `([(level)] |(?=dmlite \S+ !! ))dmlite ` from `p`, level at group `g`: where the head
@@ -247,22 +237,22 @@ fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<u
         if !(digit(mark[1]) && mark[2] == b']' && mark[3] == b' ') {
             return None;
         }
-        spans[g] = Some((p + 1, p + 2));
+        (spans[g], spans[g + 1]) = (Some((p + 1, p + 2)), None);
         p += 4;
     } else {
         // the lookahead's `\S+` ends where the run does (shorter, no space follows it)
         let at = p + 7;
-        let n = run(line, at, |c| !space(c));
-        if n == 0 || !has(line, at + n, b" !! ") {
+        let n = until(line, at, Stops::space_or(b' ', b' ')).max(at) - at;
+        if n == 0 || !same(line, at + n, b" !! ") {
             return None;
         }
-        spans[g + 1] = Some((p, p));
+        (spans[g], spans[g + 1]) = (None, Some((p, p)));
     }
-    has(line, p, b"dmlite ").then_some(p + 7)
+    same(line, p, b"dmlite ").then_some(p + 7)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::{HeadReader, Spans, ENVELOPES, GROUPS, MESSAGES};
     use crate::jit::Pattern;
 
@@ -301,12 +291,19 @@ mod tests {
     fn strays(traditional: bool, thread: bool) -> Vec<String> {
         let chars = ['0', '9', ' ', '\t', '\n', '\x0b', '\x0c', '\r', ':', '[', ']', '{', '}', '!', '-', '+', '.',
                      'T', 'Z', 'a', 'd', '\u{85}', '\u{a0}', '\u{2028}', 'é'];
+        near(&forms(traditional, thread), &chars)
+    }
+
+    /// Each of `forms`, then each with one of `chars` in place of one of its characters or
+    /// put in before it, each with one character dropped, and every length of it: the
+    /// lines a hand reader is pinned to PCRE2 on (here and in dome_roles.rs).
+    pub(crate) fn near(forms: &[impl AsRef<str>], chars: &[char]) -> Vec<String> {
         let mut out = Vec::new();
-        for form in forms(traditional, thread) {
-            let form: Vec<char> = form.chars().collect();
+        for form in forms {
+            let form: Vec<char> = form.as_ref().chars().collect();
             out.push(form.iter().collect());
             for i in 0..=form.len() {
-                for &c in &chars {
+                for &c in chars {
                     if i < form.len() {
                         let mut changed = form.clone();
                         changed[i] = c;
@@ -322,7 +319,6 @@ mod tests {
                     out.push(dropped.iter().collect());
                 }
             }
-            // every length of it
             out.extend((0..form.len()).map(|n| form[..n].iter().collect()));
         }
         out
@@ -340,13 +336,16 @@ mod tests {
                 assert_eq!(groups, 1 + egroups + mgroups);
                 assert!(groups <= GROUPS);
                 let (mut matched, mut refused) = (0, 0);
+                // one buffer for every line, as the scanner's: a read writes each of the
+                // pattern's groups (the others stay None), whatever the line before left
+                let mut spans: Spans = [None; GROUPS];
+                spans[..groups].fill(Some((usize::MAX, 0)));
                 for line in strays(ei == 0, mi == 0) {
                     let want = match regex.find_str(&line) {
                         Ok(true) => Some((0..GROUPS).map(|g| regex.get(g)).collect::<Vec<_>>()),
                         Ok(false) => None,
                         Err(e) => panic!("PCRE2 error {e}"),
                     };
-                    let mut spans: Spans = [None; GROUPS];
                     let got = reader.read(line.as_bytes(), &mut spans).map(|end| {
                         assert_eq!(spans[0], Some((0, end)));
                         spans.to_vec()

@@ -129,6 +129,18 @@ impl Pattern {
         self.run(subject.as_bytes(), start, true)
     }
 
+    /// Whether this role pattern (`\G`-anchored) matches `line` from `at` (a character
+    /// boundary), run only where the text there starts with `lead`, the literal every
+    /// match of it starts with (parsers/regex_lead.py): the lead's first byte compared
+    /// first, where most leads differ, without a memcmp call. The DPM and DOME scanners'
+    /// step for each role pattern matched alone (profile_tally.rs, dome_scan.rs).
+    #[inline]
+    pub(crate) fn find_after_lead(&mut self, lead: &[u8], line: &str, at: usize) -> bool {
+        let rest = &line.as_bytes()[at..];
+        lead.first().is_none_or(|b| rest.first() == Some(b)) && rest.starts_with(lead)
+            && self.find_str_at(line, at) == Ok(true)
+    }
+
     /// `valid`: the subject is known valid for the pattern's mode (always so outside UTF
     /// mode), so neither PCRE2's check nor pcre2_match's is needed: the JIT's entry point.
     fn run(&mut self, subject: &[u8], start: usize, valid: bool) -> Result<bool, i32> {

@@ -24,6 +24,7 @@
 
 mod block;
 mod busy_spans;
+mod byte_runs;
 mod chunk;
 mod counters;
 mod deliver;
@@ -34,6 +35,7 @@ mod dome_csv;
 mod dome_engine;
 mod dome_event;
 mod dome_head;
+mod dome_roles;
 mod dome_puts;
 mod dome_records;
 mod dome_scan;

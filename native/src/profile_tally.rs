@@ -53,12 +53,7 @@ impl Alt {
     fn matches(&mut self, head: &Head, line: &[u8], at: usize) -> bool {
         match &mut self.regex {
             // SAFETY: printable ASCII (tally checks each line first): valid UTF-8.
-            // the lead's first byte compared here: most leads differ there, without a memcmp call
-            Some(regex) => {
-                self.lead.first().is_none_or(|b| line.get(at) == Some(b))
-                    && line[at..].starts_with(&self.lead)
-                    && regex.find_str_at(unsafe { std::str::from_utf8_unchecked(line) }, at) == Ok(true)
-            }
+            Some(regex) => regex.find_after_lead(&self.lead, unsafe { std::str::from_utf8_unchecked(line) }, at),
             None => head.get(self.group).is_some(),
         }
     }
