@@ -100,8 +100,7 @@ class PartitionReport:
         self.duplicates += sum(figures.duplicates.values())
         self.bad_records += sum(figures.bad_reasons.values())
         if self.metrics is not None:
-            for rec in records:
-                self.metrics.write(rec)
+            self.metrics.write_many(records)
             self.metrics.publish(figures.stats, source=f"p{p}")
             host_label = self.metrics.host_label   # the host cap and form of every family
             for host, n in figures.duplicates.items():

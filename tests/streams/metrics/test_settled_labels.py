@@ -6,6 +6,8 @@ tell the two apart: the same series, counts and float sums, the same overflow co
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -84,6 +86,43 @@ def test_the_exposition_is_the_labelled_paths_to_the_byte(caps):
     settled, labelled = both(hostile_mix(1500), **caps)
     assert "dpm_request_phase_seconds_bucket" in settled and "dpm_dome_call_seconds_bucket" in settled
     assert settled == labelled
+
+
+@pytest.mark.parametrize("caps", [{}, {"max_hosts": 4, "max_unknown_ops": 2, "max_series": 900}],
+                         ids=["default", "caps-and-budget-bite"])
+def test_records_written_in_batches_give_the_exposition_of_one_by_one(caps):
+    # write_many (the worker: a fetch's records in one call) counts a settled request slot's
+    # requests once a call; batches of uneven sizes, so a slot is settled in one batch and
+    # counted in the next, and the labelled path's records fall inside batches
+    records = hostile_mix(1500)
+    one_by_one, batched = (PipelineMetrics(CollectorRegistry(), **caps) for _ in range(2))
+    for rec in records:
+        one_by_one.write(dict(rec))
+    start = 0
+    for size in itertools.cycle((1, 7, 64, 300)):
+        if start >= len(records):
+            break
+        batched.write_many([dict(rec) for rec in records[start:start + size]])
+        start += size
+    assert batched._request_slots   # the settled path ran
+    assert value(batched, "dpm_requests_total", host="head01", op="put", status="success") > 1
+    assert exposition(batched) == exposition(one_by_one)
+
+
+def test_a_batch_that_raises_counts_the_requests_observed_before_it():
+    # A record the metrics cannot take (a phase that is not a number) raises, as write()
+    # does, with what write() had observed of it; the requests observed before it in the
+    # batch are counted all the same
+    metrics, reference = PipelineMetrics(CollectorRegistry()), PipelineMetrics(CollectorRegistry())
+    good, bad = [put_request() for _ in range(5)], put_request(proc_ms="soon")
+    for rec in good:
+        reference.write(rec)
+    with pytest.raises(TypeError):
+        reference.write(bad)
+    with pytest.raises(TypeError):
+        metrics.write_many([*good, bad, put_request()])
+    assert value(metrics, "dpm_requests_total", host="head01", op="put", status="success") == 5.0
+    assert exposition(metrics) == exposition(reference)
 
 
 def test_a_folded_label_set_counts_an_overflow_at_every_record():
