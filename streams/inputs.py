@@ -174,24 +174,26 @@ def _lists(texts: Iterator[list], size: int) -> Iterator[list[bytes]]:
 def _blocks(texts: Iterator[list], size: int) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
     per line (sequences of bytes lines, as the lists are)."""
-    # The lines carried to the next text: a view of the text they are in, copied once,
-    # by the join that puts them before the next text (a slice of bytes was a second copy).
-    rest = memoryview(b"")
+    # The buffers of the whole lines not yet in a block, as views of the texts they are
+    # in: the extension copies a block that spans buffers once, into its own bytes (a join
+    # of them with the next text copied the carried lines again at every read).
+    pending: list = []
     try:
         for parts in texts:
-            # One copy: the lines carried and the text (a lone bytes is taken as it is).
-            data = b"".join([rest, *parts] if rest else parts)
-            blocks, at = LineBlock.split(data, size, False)
+            pending += parts
+            blocks, part, at = LineBlock.split_parts(pending, size, False)
             yield from blocks
-            rest = memoryview(data)[at:]
-            if len(rest) > CARRY_BYTES:
-                yield from LineBlock.split(bytes(rest), size, True)[0]
-                rest = memoryview(b"")
+            pending = pending[part:]
+            if at:
+                pending[0] = memoryview(pending[0])[at:]
+            if sum(map(len, pending)) > CARRY_BYTES:
+                yield from LineBlock.split_parts(pending, size, True)[0]
+                pending = []
     except InputError:
         # the whole lines before the damage
-        yield from LineBlock.split(bytes(rest), size, True)[0]
+        yield from LineBlock.split_parts(pending, size, True)[0]
         raise
-    yield from LineBlock.split(bytes(rest), size, True)[0]
+    yield from LineBlock.split_parts(pending, size, True)[0]
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:
