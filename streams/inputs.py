@@ -110,8 +110,8 @@ def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
 def _texts(stream: BinaryIO) -> Iterator[list]:
     """The input as texts of whole lines, each line with its line break (the last text's
     last line may lack it), a read of about READ_HINT bytes each, cut by LineCutter; each
-    text as the buffers it is made of (LineCutter.whole_parts), joined by the reader with
-    what it carries: one copy of the input, not one for each step."""
+    text as the buffers it is made of (LineCutter.whole_parts), which the reader joins
+    (lists) or splits as they are (blocks): a copy of the input at most, not one a step."""
     lines = LineCutter()
     while True:
         data, error = _read(stream)

@@ -63,16 +63,23 @@ impl LineBlock {
             }
         }
         let len = *bounds.last().unwrap_or(&0);
-        let buf = PyBytes::new_with(parts[0].py(), len, |out| {
-            let mut filled = 0;
-            for (j, text) in texts.iter().enumerate().take(to.0 + 1).skip(from.0) {
-                let lo = if j == from.0 { from.1 } else { 0 };
-                let hi = if j == to.0 { to.1 } else { text.len() };
-                out[filled..filled + hi - lo].copy_from_slice(&text[lo..hi]);
-                filled += hi - lo;
-            }
-            Ok(())
-        })?;
+        let py = parts[0].py();
+        // Bytes left uninitialised and filled here: PyBytes::new_with zeroes them first, a
+        // second pass over every byte copied.
+        // SAFETY: a new bytes object of `len` bytes, owned here, written whole below before
+        // any Python code sees it.
+        let buf = unsafe {
+            Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as isize))?
+                .downcast_into_unchecked::<PyBytes>()
+        };
+        let out = unsafe { std::slice::from_raw_parts_mut(pyo3::ffi::PyBytes_AsString(buf.as_ptr()).cast::<u8>(), len) };
+        let mut filled = 0;
+        for (j, text) in texts.iter().enumerate().take(to.0 + 1).skip(from.0) {
+            let lo = if j == from.0 { from.1 } else { 0 };
+            let hi = if j == to.0 { to.1 } else { text.len() };
+            out[filled..filled + hi - lo].copy_from_slice(&text[lo..hi]);
+            filled += hi - lo;
+        }
         Ok(LineBlock { buf: buf.unbind(), bounds })
     }
 
