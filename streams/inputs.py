@@ -110,8 +110,8 @@ def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
 def _texts(stream: BinaryIO) -> Iterator[list]:
     """The input as texts of whole lines, each line with its line break (the last text's
     last line may lack it), a read of about READ_HINT bytes each, cut by LineCutter; each
-    text as the buffers it is made of (LineCutter.whole_parts), joined by the reader with
-    what it carries: one copy of the input, not one for each step."""
+    text as the buffers it is made of (LineCutter.whole_parts), which the reader joins
+    (lists) or splits as they are (blocks): a copy of the input at most, not one a step."""
     lines = LineCutter()
     while True:
         data, error = _read(stream)
@@ -174,24 +174,26 @@ def _lists(texts: Iterator[list], size: int) -> Iterator[list[bytes]]:
 def _blocks(texts: Iterator[list], size: int) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
     per line (sequences of bytes lines, as the lists are)."""
-    # The lines carried to the next text: a view of the text they are in, copied once,
-    # by the join that puts them before the next text (a slice of bytes was a second copy).
-    rest = memoryview(b"")
+    # The buffers of the whole lines not yet in a block, as views of the texts they are
+    # in: the extension copies a block that spans buffers once, into its own bytes (a join
+    # of them with the next text copied the carried lines again at every read).
+    pending: list = []
     try:
         for parts in texts:
-            # One copy: the lines carried and the text (a lone bytes is taken as it is).
-            data = b"".join([rest, *parts] if rest else parts)
-            blocks, at = LineBlock.split(data, size, False)
+            pending += parts
+            blocks, part, at = LineBlock.split_parts(pending, size, False)
             yield from blocks
-            rest = memoryview(data)[at:]
-            if len(rest) > CARRY_BYTES:
-                yield from LineBlock.split(bytes(rest), size, True)[0]
-                rest = memoryview(b"")
+            pending = pending[part:]
+            if at:
+                pending[0] = memoryview(pending[0])[at:]
+            if sum(map(len, pending)) > CARRY_BYTES:
+                yield from LineBlock.split_parts(pending, size, True)[0]
+                pending = []
     except InputError:
         # the whole lines before the damage
-        yield from LineBlock.split(bytes(rest), size, True)[0]
+        yield from LineBlock.split_parts(pending, size, True)[0]
         raise
-    yield from LineBlock.split(bytes(rest), size, True)[0]
+    yield from LineBlock.split_parts(pending, size, True)[0]
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:

@@ -6,7 +6,8 @@
 //! Python code that takes lines one at a time (the slow path, the Python engine) takes it
 //! as it takes a list.
 
-use pyo3::exceptions::PyIndexError;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice};
 
@@ -52,6 +53,36 @@ impl LineBlock {
         unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) }
     }
 
+    /// The block of `bounds` (from 0) over the texts from `from` to `to` (part, offset):
+    /// the part itself when it is bytes and holds the block, else a copy of the span.
+    fn over(parts: &[Bound<'_, PyAny>], texts: &[&[u8]], from: (usize, usize), to: (usize, usize), mut bounds: Vec<usize>) -> PyResult<LineBlock> {
+        if from.0 == to.0 {
+            if let Ok(bytes) = parts[from.0].downcast::<PyBytes>() {
+                bounds.iter_mut().for_each(|b| *b += from.1);
+                return Ok(LineBlock { buf: bytes.clone().unbind(), bounds });
+            }
+        }
+        let len = *bounds.last().unwrap_or(&0);
+        let py = parts[0].py();
+        // Bytes left uninitialised and filled here: PyBytes::new_with zeroes them first, a
+        // second pass over every byte copied.
+        // SAFETY: a new bytes object of `len` bytes, owned here, written whole below before
+        // any Python code sees it.
+        let buf = unsafe {
+            Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as isize))?
+                .downcast_into_unchecked::<PyBytes>()
+        };
+        let out = unsafe { std::slice::from_raw_parts_mut(pyo3::ffi::PyBytes_AsString(buf.as_ptr()).cast::<u8>(), len) };
+        let mut filled = 0;
+        for (j, text) in texts.iter().enumerate().take(to.0 + 1).skip(from.0) {
+            let lo = if j == from.0 { from.1 } else { 0 };
+            let hi = if j == to.0 { to.1 } else { text.len() };
+            out[filled..filled + hi - lo].copy_from_slice(&text[lo..hi]);
+            filled += hi - lo;
+        }
+        Ok(LineBlock { buf: buf.unbind(), bounds })
+    }
+
     fn to_list<'py>(&self, py: Python<'py>, from: usize, to: usize) -> PyResult<Bound<'py, PyList>> {
         let data = self.data(py);
         PyList::new(py, (from..to).map(|i| PyBytes::new(py, self.line(data, i))))
@@ -65,35 +96,64 @@ impl LineBlock {
     /// left is a block too (its final line may lack a newline) and the offset is len(data).
     #[staticmethod]
     fn split(data: Bound<'_, PyBytes>, size: usize, last: bool) -> PyResult<(Vec<LineBlock>, usize)> {
+        let len = data.as_bytes().len();
+        let (blocks, _, at) = Self::split_parts(vec![data.into_any()], size, last)?;
+        Ok((blocks, if last { len } else { at }))
+    }
+
+    /// split() of the text the buffers `parts` make in turn (bytes or memoryviews of
+    /// them), without joining them first: a block within one bytes part holds that part,
+    /// one that spans parts is copied once into bytes of its own (a join of what a read
+    /// carried with the next read copied the carried lines again at every read). What is
+    /// left starts at (part index, offset in it); with `last` it is (len(parts), 0).
+    #[staticmethod]
+    fn split_parts(parts: Vec<Bound<'_, PyAny>>, size: usize, last: bool) -> PyResult<(Vec<LineBlock>, usize, usize)> {
         let size = size.max(1);
-        let bytes = data.as_bytes();
+        let views = parts.iter().map(PyBuffer::<u8>::get).collect::<PyResult<Vec<_>>>()?;
+        let mut texts: Vec<&[u8]> = Vec::with_capacity(views.len());
+        for view in &views {
+            if !view.is_c_contiguous() {
+                return Err(PyValueError::new_err("a part is not a contiguous buffer"));
+            }
+            // SAFETY: the buffer is held (views) while the slice is used, and read only.
+            texts.push(unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) });
+        }
         let mut blocks = Vec::new();
-        // Room for a block's bounds from the start (no growing and copying as it fills),
-        // but no more than the text's lines could need (a short last read).
-        let room = size.min(bytes.len()) + 1;
+        let total: usize = texts.iter().map(|t| t.len()).sum();
+        let room = size.min(total) + 1;
+        // The block being filled starts at texts[first.0][first.1..]; `base` is the block
+        // offset of the current text's byte 0 (negative when the block starts inside it).
+        let mut first = (0usize, 0usize);
         let mut bounds = Vec::with_capacity(room);
         bounds.push(0usize);
-        let mut at = 0usize;
-        while let Some(p) = find_newline(&bytes[at..]) {
-            at += p + 1;
-            bounds.push(at);
-            if bounds.len() > size {
-                let mut next = Vec::with_capacity(room);
-                next.push(at);
-                blocks.push(LineBlock { buf: data.clone().unbind(), bounds: std::mem::replace(&mut bounds, next) });
+        let mut base = 0isize;
+        for (j, text) in texts.iter().enumerate() {
+            let mut at = if j == first.0 { first.1 } else { 0 };
+            while let Some(p) = find_newline(&text[at..]) {
+                at += p + 1;
+                bounds.push((base + at as isize) as usize);
+                if bounds.len() > size {
+                    let mut next = Vec::with_capacity(room);
+                    next.push(0usize);
+                    let done = std::mem::replace(&mut bounds, next);
+                    blocks.push(Self::over(&parts, &texts, first, (j, at), done)?);
+                    first = (j, at);
+                    base = -(at as isize);
+                }
             }
+            base += text.len() as isize;
         }
         if !last {
-            return Ok((blocks, bounds[0]));
+            return Ok((blocks, first.0, first.1));
         }
-        let end = bytes.len();
-        if at < end {
+        let end = base as usize;
+        if *bounds.last().unwrap_or(&0) < end {
             bounds.push(end);
         }
         if bounds.len() > 1 {
-            blocks.push(LineBlock { buf: data.clone().unbind(), bounds });
+            blocks.push(Self::over(&parts, &texts, first, (texts.len() - 1, texts.last().map_or(0, |t| t.len())), bounds)?);
         }
-        Ok((blocks, end))
+        Ok((blocks, parts.len(), 0))
     }
 
     /// Line i's first `n` bytes at most: what a reader needs of a line it will refuse

@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import io
 import os
+import random
 import sys
 import types
 
@@ -279,14 +280,19 @@ SOURCES = {"plain": io.BytesIO, "pipe": Pipe,   # compressed: as piped to stdin
            "bzip2": lambda data: bz2.BZ2File(Pipe(bz2.compress(data)))}
 
 
-def lines_read(data: bytes, source: str, pure: bool, monkeypatch, read_hint=4096):
+def lines_chunks(data: bytes, source: str, pure: bool, monkeypatch, read_hint=4096, size=7):
     monkeypatch.setattr(inputs_module, "READ_HINT", read_hint)
     if pure:
         monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
     else:
         monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
-    chunks = list(iter_chunks(SOURCES[source](data), 7))
+    chunks = list(iter_chunks(SOURCES[source](data), size))
     assert all(type(c) is list for c in chunks) == pure
+    return chunks
+
+
+def lines_read(data: bytes, source: str, pure: bool, monkeypatch, read_hint=4096):
+    chunks = lines_chunks(data, source, pure, monkeypatch, read_hint)
     return [line for chunk in chunks for line in chunk]
 
 
@@ -332,6 +338,52 @@ def test_chunks_of_long_lines_end_early_so_what_is_carried_stays_bounded(pure, m
     chunks = [list(c) for c in iter_chunks(io.BytesIO(b"".join(lines)), 1000)]
     assert [line for c in chunks for line in c] == lines
     assert max(sum(map(len, c)) for c in chunks) <= 10_000 + 2 * 4096 + 3006
+
+
+def awkward_lines(seed: int) -> bytes:
+    """Up to 400 lines of 0 to 900 bytes (empty ones, some longer than the small reads),
+    the last one sometimes without its newline: blocks start and end anywhere in a read."""
+    rng = random.Random(seed)
+    lines = [b"" if rng.random() < 0.05 else
+             b"%d" % i + b"w" * rng.choice([0, 1, 5, 40, 90, 300]) * rng.randint(0, 3)
+             for i in range(rng.randint(0, 400))]
+    return b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
+
+
+@needs_blocks
+@pytest.mark.parametrize("source", ["plain", "pipe", "gzip"])
+@pytest.mark.parametrize("read_hint,size,carry", [
+    (1, 3, 10_000), (7, 1, 10_000), (64, 5, 500), (333, 512, 2_000), (4096, 7, 1_000),
+    (4096, 512, 1 << 21)])
+@pytest.mark.parametrize("seed", range(4))
+def test_blocks_end_where_the_lists_end_on_awkward_sizes(seed, read_hint, size, carry,
+                                                          source, monkeypatch):
+    """The blocks (split by the extension from the reads' buffers, a block across reads
+    copied once) hold the lines the pure lists hold, chunk for chunk: report's time marks
+    hang on where its chunks end. Small CARRY_BYTES: chunks of long lines ending early."""
+    data = awkward_lines(seed)
+    monkeypatch.setattr(inputs_module, "CARRY_BYTES", carry)
+    want = [list(c) for c in lines_chunks(data, source, True, monkeypatch, read_hint, size)]
+    got = [list(c) for c in lines_chunks(data, source, False, monkeypatch, read_hint, size)]
+    assert got == want
+    assert b"".join(line for chunk in got for line in chunk) == data
+
+
+@needs_blocks
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("size", [1, 2, 9, 1000])
+@pytest.mark.parametrize("seed", range(6))
+def test_split_parts_gives_the_blocks_split_gives_of_the_parts_joined(seed, size, last):
+    rng = random.Random(seed)
+    text = awkward_lines(seed + 100)
+    cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 12))))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    # bytes, and views into bytes (what a read leaves and the lines carried are)
+    parts = [memoryview(b"<" + p + b">")[1:-1] if i % 2 else p for i, p in enumerate(pieces)]
+    blocks, part, at = inputs_module.LineBlock.split_parts(parts, size, last)
+    whole, rest = inputs_module.LineBlock.split(text, size, last)
+    assert [list(b) for b in blocks] == [list(b) for b in whole]
+    assert sum(map(len, pieces[:part])) + at == rest
 
 
 # -- fingerprint --------------------------------------------------------------------------
