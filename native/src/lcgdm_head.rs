@@ -21,6 +21,28 @@ pub(crate) fn anchored() -> String {
 /// Spans of the envelope's groups, in ENVELOPE_GROUPS order (frac and tid may be absent).
 pub(crate) type Spans = [Option<(usize, usize)>; 9];
 
+/// The numbers of an envelope read (read_numbers), as the line scanner (scan.rs) takes
+/// them from the spans of a pattern's match: the reader has found where they are, so they
+/// are summed from known digits, never looked at again for what they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Numbers {
+    /// MMDDhhmmss as one decimal: LineParser.second_key's key of the stamp.
+    pub key: u64,
+    /// The fraction's first three digits, zeros after the last (0 without a fraction).
+    pub ms: i64,
+    /// None: more digits than 18 (more than Python's fast path takes; it decides).
+    pub pid: Option<u64>,
+    /// -1: no thread; None: more digits than 18.
+    pub tid: Option<i64>,
+}
+
+/// The value of a run of ASCII digits (the caller knows they are), None past 18 of them
+/// (a u64 holds any 18; the scanner leaves longer numbers to Python).
+#[inline(always)]
+pub(crate) fn value(digits: &[u8]) -> Option<u64> {
+    (digits.len() <= 18).then(|| digits.iter().fold(0u64, |v, &c| v * 10 + u64::from(c - b'0')))
+}
+
 /// `\d` without UCP.
 #[inline(always)]
 fn digit(c: u8) -> bool {
@@ -149,6 +171,17 @@ const fn fixed_ok(word: u64, form: &[u8; 8]) -> bool {
 /// Where the message starts, the envelope's groups written to `spans`; None: PCRE2 finds
 /// no match (`spans` then holds no meaning).
 pub(crate) fn read(line: &[u8], spans: &mut Spans) -> Option<usize> {
+    read_into(line, spans, None)
+}
+
+/// read, and the envelope's numbers written to `numbers` (no meaning on None).
+pub(crate) fn read_numbers(line: &[u8], spans: &mut Spans, numbers: &mut Numbers) -> Option<usize> {
+    read_into(line, spans, Some(numbers))
+}
+
+/// read's one body: inlined into each, so the reader that wants no numbers sums none.
+#[inline(always)]
+fn read_into(line: &[u8], spans: &mut Spans, numbers: Option<&mut Numbers>) -> Option<usize> {
     // MM/DD HH:MM:SS: fixed places, as two overlapping words (bytes 0-7 and 6-13)
     let fixed = line.get(..14)?;
     let word = |from: usize| u64::from_le_bytes(fixed[from..from + 8].try_into().expect("8 bytes"));
@@ -202,6 +235,20 @@ pub(crate) fn read(line: &[u8], spans: &mut Spans) -> Option<usize> {
     if func_end == func || !at(func_end, b':') {
         return None;
     }
+    if let Some(n) = numbers {
+        let d = |i: usize| u64::from(fixed[i] - b'0');
+        let two = |i: usize| d(i) * 10 + d(i + 1);
+        n.key = (((two(0) * 100 + two(3)) * 100 + two(6)) * 100 + two(9)) * 100 + two(12);
+        n.ms = frac.map_or(0, |(a, end)| {
+            let f = |i: usize| if a + i < end { i64::from(line[a + i] - b'0') } else { 0 };
+            f(0) * 100 + f(1) * 10 + f(2)
+        });
+        n.pid = value(&line[spaces..pid_end]);
+        n.tid = match tid {
+            None => Some(-1),
+            Some((a, b)) => value(&line[a..b]).map(|v| v as i64),
+        };
+    }
     *spans = [
         Some((0, 2)),
         Some((3, 5)),
@@ -218,13 +265,13 @@ pub(crate) fn read(line: &[u8], spans: &mut Spans) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::{anchored, bits, bits_by_byte, read};
     use crate::jit::Pattern;
 
     /// Lines of the envelope's form, then each with one byte changed, dropped or doubled at
     /// every place, from bytes that matter to it: what PCRE2 makes of each is the answer.
-    fn strays() -> Vec<Vec<u8>> {
+    pub(crate) fn strays() -> Vec<Vec<u8>> {
         // The last four carry the envelope past its first 64 bytes (read a byte at a time
         // there): a long function name, spaces, pid and thread, and one ending at byte 64.
         let forms: [&[u8]; 12] = [

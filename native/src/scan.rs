@@ -22,6 +22,7 @@ use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
 use crate::jit::Pattern;
 use crate::lcgdm_head;
+use crate::lcgdm_head::Numbers;
 use crate::names::{Names, Sym};
 
 const ABSENT: usize = usize::MAX;
@@ -132,19 +133,13 @@ fn slot(index: i64) -> usize {
     }
 }
 
-/// Unsigned decimal of ASCII digits only (what Python's int() would also accept).
+/// Unsigned decimal of ASCII digits only (what Python's int() would also accept), at
+/// most 18 of them.
 fn digits(text: &str) -> Option<u64> {
-    if text.is_empty() || text.len() > 18 {
+    if text.is_empty() || !text.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    let mut value = 0u64;
-    for c in text.bytes() {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        value = value * 10 + u64::from(c - b'0');
-    }
-    Some(value)
+    lcgdm_head::value(text.as_bytes())
 }
 
 fn signed(text: &str) -> Option<i64> {
@@ -152,6 +147,41 @@ fn signed(text: &str) -> Option<i64> {
         Some(rest) => digits(rest).map(|v| -(v as i64)),
         None => digits(text).map(|v| v as i64),
     }
+}
+
+/// The key of a stamp from its five fields in a pattern's match: two digits each, as
+/// Python remembers them (one key per stamp text).
+fn stamp_key(text: &str, spans: &[(usize, usize); 5]) -> Option<u64> {
+    let mut stamp = [0u64; 5];
+    for (part, &(a, b)) in stamp.iter_mut().zip(spans) {
+        *part = Some(&text[a..b]).filter(|t| t.len() == 2).and_then(digits)?;
+    }
+    second_key(stamp)
+}
+
+/// The envelope's numbers from a pattern's spans (the envelope lcgdm_head does not read),
+/// all but the stamp's key (left 0: stamp_key, or the stamp text seen last, gives the
+/// second). None: a fraction that is not digits.
+fn span_numbers(text: &str, head: &lcgdm_head::Spans) -> Option<Numbers> {
+    let field = |i: usize| head[i].map(|(a, b)| &text[a..b]);
+    let mut ms = 0i64;
+    if let Some(frac) = field(FRAC).filter(|f| !f.is_empty()) {
+        let f = frac.as_bytes();
+        for i in 0..3 {
+            let d = match f.get(i) {
+                Some(c) if c.is_ascii_digit() => i64::from(c - b'0'),
+                Some(_) => return None,
+                None => 0,
+            };
+            ms = ms * 10 + d;
+        }
+    }
+    let pid = field(PID).and_then(digits);
+    let tid = match field(TID) {
+        None => Some(-1),
+        Some(t) => digits(t).map(|v| v as i64),
+    };
+    Some(Numbers { key: 0, ms, pid, tid })
 }
 
 /// The key Python's LineParser.second_key gives the same stamp.
@@ -219,13 +249,22 @@ impl FastLines {
         }
         // SAFETY: printable ASCII and tab only, checked just above: valid UTF-8.
         let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-        if self.hand_head {
-            let Some(end) = lcgdm_head::read(bytes, &mut self.head) else {
+        let (alt, base, numbers) = if self.hand_head {
+            // The reader sums the numbers it found; the stamp's key is the second's.
+            let mut numbers = Numbers::default();
+            let Some(end) = lcgdm_head::read_numbers(bytes, &mut self.head, &mut numbers) else {
                 return Scan::Python;
             };
             if self.regex.find_str_at(text, end) != Ok(true) {
                 return Scan::Python;
             }
+            let Some(alt) = self.matched_alternative() else {
+                return Scan::Python;
+            };
+            let Some(base) = self.second_ms(numbers.key) else {
+                return Scan::Python;
+            };
+            (alt, base, numbers)
         } else {
             if self.regex.find(bytes) != Ok(true) {
                 return Scan::Python;
@@ -233,61 +272,36 @@ impl FastLines {
             for (span, &group) in self.head.iter_mut().zip(&self.envelope) {
                 *span = if group == ABSENT { None } else { self.regex.get(group) };
             }
-        }
-        let Some(alt) = self.matched_alternative() else {
-            return Scan::Python;
-        };
-        let mut spans = [(0usize, 0usize); 5];
-        for (i, span) in spans.iter_mut().enumerate() {
-            match self.head[MONTH + i] {
-                Some(s) => *span = s,
-                None => return Scan::Python,
-            }
-        }
-        let base = match self.last_stamp.lookup(bytes, &spans) {
-            Some(base) => base,
-            None => {
-                let mut stamp = [0u64; 5];
-                for (part, &(a, b)) in stamp.iter_mut().zip(&spans) {
-                    // Two digits each, as Python remembers them: one key per stamp text.
-                    match Some(&text[a..b]).filter(|t| t.len() == 2).and_then(digits) {
-                        Some(v) => *part = v,
-                        None => return Scan::Python,
-                    }
+            let Some(alt) = self.matched_alternative() else {
+                return Scan::Python;
+            };
+            let mut spans = [(0usize, 0usize); 5];
+            for (i, span) in spans.iter_mut().enumerate() {
+                match self.head[MONTH + i] {
+                    Some(s) => *span = s,
+                    None => return Scan::Python,
                 }
-                let Some(base) = second_key(stamp).and_then(|k| self.second_ms(k)) else {
-                    return Scan::Python;
-                };
-                self.last_stamp.store(bytes, spans, base);
-                base
             }
-        };
-        let mut ms = 0i64;
-        if let Some(frac) = self.head_text(text, FRAC) {
-            if !frac.is_empty() {
-                let f = frac.as_bytes();
-                for i in 0..3 {
-                    let d = match f.get(i) {
-                        Some(c) if c.is_ascii_digit() => i64::from(c - b'0'),
-                        Some(_) => return Scan::Python,
-                        None => 0,
+            let base = match self.last_stamp.lookup(bytes, &spans) {
+                Some(base) => base,
+                None => {
+                    let Some(base) = stamp_key(text, &spans).and_then(|k| self.second_ms(k)) else {
+                        return Scan::Python;
                     };
-                    ms = ms * 10 + d;
+                    self.last_stamp.store(bytes, spans, base);
+                    base
                 }
-            }
-        }
+            };
+            let Some(numbers) = span_numbers(text, &self.head) else {
+                return Scan::Python;
+            };
+            (alt, base, numbers)
+        };
         if self.alternatives[alt].role.is_none() {
             return Scan::Unmatched;
         }
-        let Some(pid) = self.head_text(text, PID).and_then(digits) else {
+        let (Some(pid), Some(tid)) = (numbers.pid, numbers.tid) else {
             return Scan::Python;
-        };
-        let tid = match self.head_text(text, TID) {
-            None => -1,
-            Some(t) => match digits(t) {
-                Some(v) => v as i64,
-                None => return Scan::Python,
-            },
         };
         let slots = self.alternatives[alt].slots;
         let nfiles = match self.span_text(text, slots[NFILES]) {
@@ -304,7 +318,7 @@ impl FastLines {
                 None => return Scan::Python,
             },
         };
-        Scan::Parsed { alt, ts: base + ms, pid: pid as i64, tid, nfiles, rc }
+        Scan::Parsed { alt, ts: base + numbers.ms, pid: pid as i64, tid, nfiles, rc }
     }
 
     /// The engine's event of a line scan() parsed (None: a role the engine lacks).
@@ -563,7 +577,37 @@ impl FastLines {
 
 #[cfg(test)]
 mod tests {
-    use super::printable_ascii;
+    use super::{printable_ascii, span_numbers, stamp_key};
+    use crate::jit::Pattern;
+    use crate::lcgdm_head::{self, tests::strays, Numbers};
+
+    #[test]
+    fn the_numbers_read_with_the_envelope_are_those_of_pcre2s_spans_on_every_line_near_its_form() {
+        let mut regex = Pattern::new(&lcgdm_head::anchored()).unwrap();
+        let (mut read, mut long) = (0, 0);
+        for line in strays() {
+            let (mut spans, mut got) = ([None; 9], Numbers::default());
+            let ended = lcgdm_head::read_numbers(&line, &mut spans, &mut got);
+            if regex.find(&line) != Ok(true) {
+                assert_eq!(ended, None);
+                continue;
+            }
+            assert!(ended.is_some());
+            // The fallback path's reading of PCRE2's spans is the answer (of the lines
+            // scan() takes: those of bytes not UTF-8 never come here).
+            let Ok(text) = std::str::from_utf8(&line) else {
+                continue;
+            };
+            let head: lcgdm_head::Spans = std::array::from_fn(|g| regex.get(g + 1));
+            let stamp = std::array::from_fn(|i| head[i].unwrap());
+            let mut want = span_numbers(text, &head).unwrap();
+            want.key = stamp_key(text, &stamp).unwrap();
+            assert_eq!(got, want, "{text:?}");
+            read += 1;
+            long += usize::from(want.pid.is_none() || want.tid.is_none());
+        }
+        assert!(read > 500 && long > 10, "{read} read, {long} with a number too long");
+    }
 
     #[test]
     fn a_control_or_non_ascii_byte_anywhere_in_a_line_of_any_length_is_found() {
