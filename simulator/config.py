@@ -9,10 +9,34 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+import re
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from dpmstream.simulator.service import ServiceTimes
+
+# The start as calibrate writes it (and as most users type it): every field of its full
+# width. strptime's first call costs ~12 M instructions (importing _strptime, reading the
+# locale, compiling its patterns), a noticeable part of `report`'s what-if; a string of
+# this form reads the same either way (tests/simulator/test_config_start.py pins it).
+_PLAIN_START = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?", re.ASCII)
+
+STRPTIME_FORMATS = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M")
+
+
+def _plain_local(text: str) -> datetime | None:
+    """`text` as a naive datetime when it has _PLAIN_START's form and names a real
+    moment; None otherwise (then strptime reads it, or says what is wrong)."""
+    m = _PLAIN_START.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, fraction = m.groups()
+    try:
+        return datetime(int(year), int(month), int(day), int(hour), int(minute),
+                        int(second or 0), int((fraction or "0").ljust(6, "0")))
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -103,8 +127,8 @@ class SimConfig:
         """The start instant (UTC ms) of `start`, read as local time in `tz` (first
         occurrence when the hour repeats)."""
         text = self.start.strip().replace("T", " ")
-        local = None
-        for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"):
+        local = _plain_local(text)
+        for fmt in STRPTIME_FORMATS if local is None else ():
             try:
                 local = datetime.strptime(text, fmt)
                 break
