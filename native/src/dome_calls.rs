@@ -4,7 +4,7 @@
 //! the timeout, the cap, or the end of input. Per host the open calls keep Python's
 //! OrderedDict order (least recently active first) in an Lru, each call's Place in it.
 
-use crate::dome_clocks::Ordered;
+use crate::dome_clocks::{HostId, Ordered};
 use crate::dome_event::{DomeEvent, Role, Val, CLIENT_HOST, CODE, OP, QUERY, REMOTE_HOST};
 use crate::dome_records::{CallRecord, Record, Text};
 use crate::dome_stats::DomeStats;
@@ -14,7 +14,7 @@ use crate::text_cache::TextCache;
 
 pub type ThreadKey = (i64, i64);
 /// host -> its role (DomeState's).
-pub type Roles = Ordered<String, String>;
+pub type Roles = Ordered<HostId, String>;
 
 #[derive(Clone, Debug)]
 pub struct OpenCall {
@@ -30,13 +30,17 @@ pub struct OpenCall {
 
 /// One host's open calls in activity order (a linked list: a line moves its call to the
 /// end in O(1), where an ordered tree of stamps searched and rebalanced twice a line).
-#[derive(Default)]
 pub struct HostCalls {
+    /// The host's name, as its calls' records hold it.
+    pub name: Text,
     pub order: Lru<ThreadKey>,
     pub calls: FxMap<ThreadKey, (Place, OpenCall)>,
 }
 
 impl HostCalls {
+    fn new(name: Text) -> Self {
+        HostCalls { name, order: Lru::default(), calls: FxMap::default() }
+    }
     pub fn front(&self) -> Option<(ThreadKey, &OpenCall)> {
         self.order.first_key_value().map(|(_, k)| (*k, &self.calls[k].1))
     }
@@ -65,12 +69,12 @@ pub struct CallTable {
     pub max_open: usize,
     /// Per host, in the order the hosts came (Python's dict): a line looks its host up
     /// twice or more, most often the host of the line before (Ordered's cheap case).
-    pub open: Ordered<String, HostCalls>,
+    pub open: Ordered<HostId, HostCalls>,
     pub count: usize,
     tick: u64,
     /// The calls opened, moved or closed since the last take (dome_snapshot::take_changes),
     /// once tracked: every change of an open call moves it to the end.
-    pub changed: Option<FxSet<(String, ThreadKey)>>,
+    pub changed: Option<FxSet<(HostId, ThreadKey)>>,
     /// The texts of the calls and their records, each made once while it is asked for
     /// again (a few hosts, roles, commands and clients), not a String per call and record.
     texts: TextCache,
@@ -86,29 +90,31 @@ impl CallTable {
         self.tick
     }
 
-    fn mark(&mut self, host: &str, key: ThreadKey) {
+    fn mark(&mut self, host: HostId, key: ThreadKey) {
         if let Some(changed) = self.changed.as_mut() {
-            changed.insert((host.to_string(), key));
+            changed.insert((host, key));
         }
     }
 
     /// A line of a thread (tid >= 0): open, fill, end or touch its call.
-    pub fn line(&mut self, ev: &DomeEvent, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn line(&mut self, ev: &DomeEvent, host_id: HostId, roles: &Roles, stats: &mut DomeStats,
+                out: &mut Vec<Record>) {
         let key = (ev.pid, ev.tid);
         let role = ev.role;
         // the host's row, found once for the line (an eviction removes calls, never a row)
-        let row = self.open.row_or_insert_with(ev.host.as_str(), HostCalls::default);
+        let texts = &mut self.texts;
+        let row = self.open.row_or_insert_with(&host_id, || HostCalls::new(texts.get(&ev.host)));
         let framed = self.open.rows[row].1.calls.get(&key).map(|(_, c)| c.framed);
         let mut has_call = framed.is_some();
         if role == Role::Accept || (role == Role::Call && framed == Some(true)) {
             if has_call {
                 let call = self.open.rows[row].1.remove(&key).unwrap();
-                self.close(&ev.host, key, call, None, roles, stats, out);
+                self.close(host_id, key, call, None, roles, stats, out);
             }
-            self.open_call(ev, roles, stats, out);
+            self.open_call(ev, host_id, roles, stats, out);
             has_call = true;
         } else if role == Role::Call && !has_call {
-            self.open_call(ev, roles, stats, out);
+            self.open_call(ev, host_id, roles, stats, out);
             has_call = true;
         }
         if !has_call {
@@ -119,7 +125,7 @@ impl CallTable {
             }
             return;
         }
-        self.mark(&ev.host, key);
+        self.mark(host_id, key);
         let host = &mut self.open.rows[row].1;
         let (place, call) = host.calls.get_mut(&key).unwrap();
         // A call that holds the latest tick of all is at its host's end already (most
@@ -144,13 +150,14 @@ impl CallTable {
             }
             Role::Returns => {
                 let call = host.remove(&key).unwrap();
-                self.close(&ev.host, key, call, Some(ev), roles, stats, out);
+                self.close(host_id, key, call, Some(ev), roles, stats, out);
             }
             _ => {}
         }
     }
 
-    fn open_call(&mut self, ev: &DomeEvent, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    fn open_call(&mut self, ev: &DomeEvent, host: HostId, roles: &Roles, stats: &mut DomeStats,
+                 out: &mut Vec<Record>) {
         if self.count >= self.max_open {
             self.evict(roles, stats, out);
         }
@@ -158,13 +165,15 @@ impl CallTable {
             start: ev.ts, latest: ev.ts, framed: false, command: None, role: None, caller: None, remote: None,
             whole: ev.whole_seconds,
         };
-        self.insert(&ev.host, (ev.pid, ev.tid), call);
+        self.insert(host, &ev.host, (ev.pid, ev.tid), call);
     }
 
-    pub fn insert(&mut self, host: &str, key: ThreadKey, call: OpenCall) {
+    /// A call of host `host`, named `name`, open.
+    pub fn insert(&mut self, host: HostId, name: &str, key: ThreadKey, call: OpenCall) {
         let tick = self.stamp();
         self.mark(host, key);
-        let h = self.open.get_or_insert_with(host, HostCalls::default);
+        let texts = &mut self.texts;
+        let h = self.open.get_or_insert_with(&host, || HostCalls::new(texts.get(name)));
         let place = Place { tick, h: h.order.push_back(key) };
         if let Some((old, _)) = h.calls.insert(key, (place, call)) {
             h.order.remove(old.h);
@@ -173,7 +182,7 @@ impl CallTable {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn close(&mut self, host: &str, key: ThreadKey, call: OpenCall, ret: Option<&DomeEvent>,
+    fn close(&mut self, host: HostId, key: ThreadKey, call: OpenCall, ret: Option<&DomeEvent>,
              roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
         self.count -= 1;
         self.mark(host, key);
@@ -183,10 +192,10 @@ impl CallTable {
         }
         let end = ret.map(|r| r.ts);
         out.push(Record::Call(CallRecord {
-            host: self.texts.get(host),
+            host: self.open.get_ref(&host).expect("a closed call's host has a row").name.clone(),
             pid: key.0,
             tid: key.1,
-            role: call.role.or_else(|| roles.get_ref(host).map(|r| self.texts.get(r))),
+            role: call.role.or_else(|| roles.get_ref(&host).map(|r| self.texts.get(r))),
             command: call.command,
             http_code: ret.and_then(|r| Val::int(r.field(CODE))),
             caller: call.caller,
@@ -201,61 +210,62 @@ impl CallTable {
 
     /// A process of the host died: cut every call open on the host's other pids
     /// (keep_pid None: every pid, a pid reused by a new process).
-    pub fn end_process(&mut self, host: &str, keep_pid: Option<i64>, roles: &Roles,
+    pub fn end_process(&mut self, host: HostId, keep_pid: Option<i64>, roles: &Roles,
                        stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let Some(h) = self.open.get_ref(host) else { return };
+        let Some(h) = self.open.get_ref(&host) else { return };
         let keys: Vec<ThreadKey> = h.in_order().map(|(k, _)| k).filter(|k| Some(k.0) != keep_pid).collect();
         for key in keys {
-            let call = self.open.get_mut(host).unwrap().remove(&key).unwrap();
+            let call = self.open.get_mut(&host).unwrap().remove(&key).unwrap();
             self.close(host, key, call, None, roles, stats, out);
         }
     }
 
     /// Cut the calls of the host silent since before horizon.
-    pub fn expire(&mut self, host: &str, horizon: i64, roles: &Roles, stats: &mut DomeStats,
+    pub fn expire(&mut self, host: HostId, horizon: i64, roles: &Roles, stats: &mut DomeStats,
                   out: &mut Vec<Record>) {
         loop {
-            let Some(h) = self.open.get_ref(host) else { return };
+            let Some(h) = self.open.get_ref(&host) else { return };
             let Some((key, call)) = h.front() else { return };
             if call.latest >= horizon {
                 return;
             }
             stats.expired_calls += 1;
-            let call = self.open.get_mut(host).unwrap().remove(&key).unwrap();
+            let call = self.open.get_mut(&host).unwrap().remove(&key).unwrap();
             self.close(host, key, call, None, roles, stats, out);
         }
     }
 
     /// The cap: cut the least recently active call of any host (ties: the host's name).
     fn evict(&mut self, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let mut best: Option<(i64, &String)> = None;
+        let mut best: Option<(i64, &Text, HostId)> = None;
         for (host, h) in self.open.iter() {
             if let Some((_, c)) = h.front() {
-                if best.is_none_or(|(latest, bh)| (c.latest, host) < (latest, bh)) {
-                    best = Some((c.latest, host));
+                if best.is_none_or(|(latest, bn, _)| (c.latest, &h.name) < (latest, bn)) {
+                    best = Some((c.latest, &h.name, *host));
                 }
             }
         }
-        let Some((_, host)) = best else { return };
-        let host = host.clone();
-        let h = self.open.get_mut(host.as_str()).unwrap();
+        let Some((_, _, host)) = best else { return };
+        let h = self.open.get_mut(&host).unwrap();
         let (key, _) = h.front().unwrap();
         let call = h.remove(&key).unwrap();
         stats.call_evictions += 1;
-        self.close(&host, key, call, None, roles, stats, out);
+        self.close(host, key, call, None, roles, stats, out);
     }
 
     /// The end of input cuts every open call, oldest start first.
     pub fn finish(&mut self, roles: &Roles, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let mut left: Vec<(i64, String, ThreadKey)> = self
+        // (start, name, key) the order; a name is its host's alone, so the number after it
+        // orders nothing
+        let mut left: Vec<(i64, Text, ThreadKey, HostId)> = self
             .open
             .iter()
-            .flat_map(|(host, h)| h.in_order().map(move |(k, c)| (c.start, host.clone(), k)))
+            .flat_map(|(host, h)| h.in_order().map(move |(k, c)| (c.start, h.name.clone(), k, *host)))
             .collect();
         left.sort();
-        for (_, host, key) in left {
-            let call = self.open.get_mut(host.as_str()).unwrap().remove(&key).unwrap();
-            self.close(&host, key, call, None, roles, stats, out);
+        for (_, _, key, host) in left {
+            let call = self.open.get_mut(&host).unwrap().remove(&key).unwrap();
+            self.close(host, key, call, None, roles, stats, out);
         }
     }
 }

@@ -1,7 +1,8 @@
 //! An insertion-ordered map (Python's dict), for the DOME tables whose order shows in the
 //! records: each host's clock (advance() sweeps hosts in that order), process ids,
 //! filesystem states; and for the per-host tables a line looks its host up in (the open
-//! calls), for its cheap look-up of the host of the line before. A primitive of the DOME
+//! calls), for its cheap look-up of the host of the line before; and the DOME state's
+//! hosts numbered (HostIds), which those tables key a host by. A primitive of the DOME
 //! engine: it uses only the tables' hasher.
 
 use std::borrow::Borrow;
@@ -17,12 +18,19 @@ use crate::hashing::FxMap;
 /// in runs of one host (feed_chunk takes one stream at a time), and a line of a disk
 /// node looks up its own clock and the head's (the put table's sweep), so most look-ups
 /// are one of the last two again, and a hit costs a compare instead of a hash.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub struct Ordered<K, V> {
     pub rows: Vec<(K, V)>,
     index: FxMap<K, usize>,
     last: Cell<usize>,
     before_last: Cell<usize>,
+}
+
+// By hand: derived, it would ask a Default of V (a host's calls have none, they hold its name).
+impl<K, V> Default for Ordered<K, V> {
+    fn default() -> Self {
+        Ordered { rows: Vec::new(), index: FxMap::default(), last: Cell::new(0), before_last: Cell::new(0) }
+    }
 }
 
 impl<K: Hash + Eq + Clone, V> Ordered<K, V> {
@@ -170,7 +178,49 @@ impl<K: Hash + Eq + Clone, V: Copy> Ordered<K, V> {
     }
 }
 
-pub type Clocks = Ordered<String, i64>;
+/// host -> its clock: the checksum stage's by name, the DOME state's by HostId.
+pub type Clocks<K = String> = Ordered<K, i64>;
+
+/// A host's number in the DOME state's HostIds.
+pub type HostId = u32;
+
+/// The DOME state's hosts, numbered in the order first met (rows are never removed): its
+/// tables are keyed by the number, so a line's host is hashed and compared as a string
+/// once (most lines are of the host of the line before: one compare), not in each table.
+#[derive(Default)]
+pub struct HostIds(Ordered<String, ()>);
+
+impl HostIds {
+    /// The number of host `name` (a new one for a host not met before).
+    pub fn id(&mut self, name: &str) -> HostId {
+        self.0.row_or_insert_with(name, || ()) as HostId
+    }
+
+    /// The number of host `name` if it has one.
+    pub fn find(&self, name: &str) -> Option<HostId> {
+        self.0.row(name).map(|i| i as HostId)
+    }
+
+    pub fn name(&self, id: HostId) -> &str {
+        &self.0.rows[id as usize].0
+    }
+}
+
+/// The DOME state's clocks read by a host's name (a put's head is a name).
+pub struct NamedClocks<'a> {
+    pub hosts: &'a HostIds,
+    pub clocks: &'a Clocks<HostId>,
+}
+
+impl NamedClocks<'_> {
+    pub fn get(&self, name: &str) -> Option<i64> {
+        self.clocks.get(&self.hosts.find(name)?)
+    }
+
+    pub fn max(&self) -> Option<i64> {
+        self.clocks.values().max()
+    }
+}
 
 /// The clock of a host with none yet, as the rules read it (Python's default).
 pub const NO_CLOCK: i64 = i64::MIN / 2;
@@ -178,8 +228,8 @@ pub const NO_CLOCK: i64 = i64::MIN / 2;
 /// parsers/dome_reassembly.advance_clocks: in the hosts' order, each host's clock of
 /// `state` (`clocks` picks them) raised to at least now_ms, then `sweep(state, host)`,
 /// before the next host's is raised (a sweep may read the other hosts' clocks).
-pub fn advance_clocks<S>(state: &mut S, clocks: fn(&mut S) -> &mut Clocks, now_ms: i64,
-                         mut sweep: impl FnMut(&mut S, &str)) {
+pub fn advance_clocks<S, K: Hash + Eq + Clone>(state: &mut S, clocks: fn(&mut S) -> &mut Clocks<K>, now_ms: i64,
+                                                mut sweep: impl FnMut(&mut S, &K)) {
     for i in 0..clocks(state).rows.len() {
         let row = &mut clocks(state).rows[i];
         if row.1 < now_ms {
@@ -192,7 +242,21 @@ pub fn advance_clocks<S>(state: &mut S, clocks: fn(&mut S) -> &mut Clocks, now_m
 
 #[cfg(test)]
 mod tests {
-    use super::Ordered;
+    use super::{HostIds, NamedClocks, Ordered};
+
+    #[test]
+    fn a_host_is_numbered_once_in_the_order_first_met_and_its_clock_read_by_name() {
+        let mut hosts = HostIds::default();
+        assert_eq!((hosts.id("head"), hosts.id("disk1"), hosts.id("head"), hosts.id("disk2")), (0, 1, 0, 2));
+        assert_eq!((hosts.find("disk1"), hosts.find("disk3")), (Some(1), None));
+        assert_eq!((hosts.name(0), hosts.name(2)), ("head", "disk2"));
+        let mut clocks = Ordered::default();
+        clocks.set(hosts.id("disk2"), 7);
+        clocks.set(hosts.id("head"), 5);
+        let named = NamedClocks { hosts: &hosts, clocks: &clocks };
+        assert_eq!((named.get("head"), named.get("disk1"), named.get("nobody")), (Some(5), None, None));
+        assert_eq!(named.max(), Some(7));
+    }
 
     #[test]
     fn a_row_keeps_its_index_and_the_rows_their_first_insertion_order() {

@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
-use crate::dome_clocks::{Ordered, NO_CLOCK};
+use crate::dome_clocks::{HostId, NamedClocks, NO_CLOCK};
 use crate::hashing::{FxMap, FxSet};
 use crate::lru::{Lru, Place};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
@@ -23,8 +23,6 @@ const EPOCH_SLACK_S: i64 = 1;
 /// A PUTCOUNT or EPOCH longer than this is no name the head gave (parsers/dome_puts.MAX_DIGITS).
 const MAX_DIGITS: usize = 18;
 
-/// A host's number in a put table's `hosts`.
-pub type HostId = u32;
 /// (host, pid, TID): its host by number, so that a thread's key hashes and compares three
 /// integers (an accept, call and Exiting line each looks its thread up twice).
 pub type Thread = (HostId, i64, i64);
@@ -69,6 +67,8 @@ pub struct PutChanges {
 
 pub struct WaitItem {
     pub ev: DomeEvent,
+    /// ev's host's number
+    pub host: HostId,
     pub side: &'static str,
     pub waiting: bool,
 }
@@ -142,9 +142,6 @@ pub struct PutTable {
     pub heads: FxSet<String>,
     pub changes: Option<PutChanges>,
     tick: u64,
-    /// The hosts of the threads, in the order first met: a host's row is its HostId (rows
-    /// are never removed). Most lines are of the host of the line before: a compare.
-    hosts: Ordered<String, ()>,
 }
 
 fn text(ev: &DomeEvent, field: usize) -> Option<String> {
@@ -161,17 +158,9 @@ impl PutTable {
         self.tick
     }
 
-    /// The number of host `name` (a new one for a host not met before).
-    pub fn host_id(&mut self, name: &str) -> HostId {
-        self.hosts.row_or_insert_with(name, || ()) as HostId
-    }
-
-    pub fn host_name(&self, id: HostId) -> &str {
-        &self.hosts.rows[id as usize].0
-    }
-
-    fn thread_of(&mut self, ev: &DomeEvent) -> Thread {
-        (self.host_id(&ev.host), ev.pid, ev.tid)
+    /// `ev`'s thread, `host` the number of its host.
+    fn thread_of(ev: &DomeEvent, host: HostId) -> Thread {
+        (host, ev.pid, ev.tid)
     }
 
     fn changed(&mut self, seq: i64) {
@@ -239,14 +228,14 @@ impl PutTable {
     }
 
     // -- lines -------------------------------------------------------------------------
-    pub fn entering(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn entering(&mut self, ev: &DomeEvent, host: HostId, stats: &mut DomeStats, out: &mut Vec<Record>) {
         if !self.heads.contains(&ev.host) {
             self.heads.insert(ev.host.clone());
         }
         let lfn = text(ev, LFN).unwrap_or_default();
         let seq = self.new_put(ev, lfn.clone(), stats, out);
         if ev.tid >= 0 {
-            let thread = self.thread_of(ev);
+            let thread = Self::thread_of(ev, host);
             self.put_thread(thread, seq);
         } else {
             let key = (ev.host.clone(), ev.pid, lfn);
@@ -255,7 +244,7 @@ impl PutTable {
         }
     }
 
-    pub fn selected(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn selected(&mut self, ev: &DomeEvent, host: HostId, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let proc = (ev.host.clone(), ev.pid);
         let lfn = text(ev, LFN).unwrap_or_default();
         if !self.heads.contains(&ev.host) {
@@ -264,7 +253,7 @@ impl PutTable {
         *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
         let mut put = None;
         if ev.tid >= 0 {
-            let thread = self.thread_of(ev);
+            let thread = Self::thread_of(ev, host);
             put = self.put_threads.get(&thread).copied();
             if let Some(seq) = put {
                 if let Some((_, p)) = self.open.get(&seq) {
@@ -286,7 +275,7 @@ impl PutTable {
             None => {
                 let seq = self.new_put(ev, lfn.clone(), stats, out);
                 if ev.tid >= 0 {
-                    let thread = self.thread_of(ev);
+                    let thread = Self::thread_of(ev, host);
                     self.put_thread(thread, seq);
                 }
                 seq
@@ -303,18 +292,18 @@ impl PutTable {
         self.by_name_changed(&key);
         self.by_name.entry(key.clone()).or_default().push(seq);
         for id in self.waiting.remove(&key).unwrap_or_default() {
-            let (wev, side) = {
+            let (wev, whost, side) = {
                 let item = self.items.get_mut(&id).unwrap();
                 item.waiting = false;
-                (item.ev.clone(), item.side)
+                (item.ev.clone(), item.host, item.side)
             };
-            self.putdone(&wev, side, stats);
+            self.putdone(&wev, whost, side, stats);
         }
     }
 
     /// An `Exiting` line: the code of a put or putdone call on that thread, if any.
-    pub fn returns(&mut self, ev: &DomeEvent, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let thread = self.thread_of(ev);
+    pub fn returns(&mut self, ev: &DomeEvent, host: HostId, stats: &mut DomeStats, out: &mut Vec<Record>) {
+        let thread = Self::thread_of(ev, host);
         self.returns_of(ev, &thread, stats, out);
     }
 
@@ -351,8 +340,8 @@ impl PutTable {
         self.offset.insert(proc, 0);
     }
 
-    pub fn thread_reopened(&mut self, ev: &DomeEvent) {
-        let thread = self.thread_of(ev);
+    pub fn thread_reopened(&mut self, ev: &DomeEvent, host: HostId) {
+        let thread = Self::thread_of(ev, host);
         if let Some(seq) = self.put_threads.remove(&thread) {
             self.changed(seq);
         }
@@ -361,11 +350,11 @@ impl PutTable {
         }
     }
 
-    pub fn putdone(&mut self, ev: &DomeEvent, side: &'static str, stats: &mut DomeStats) {
+    pub fn putdone(&mut self, ev: &DomeEvent, host: HostId, side: &'static str, stats: &mut DomeStats) {
         let pfn = ev.text(PFN).unwrap_or("");
         let seq = match self.by_pfn.get(pfn) {
             Some(&seq) => seq,
-            None => match self.join(ev, side, pfn, stats) {
+            None => match self.join(ev, host, side, pfn, stats) {
                 Some(seq) => seq,
                 None => return,
             },
@@ -380,7 +369,7 @@ impl PutTable {
         p.size = Val::int(ev.field(SIZE));
         p.whole = p.whole || ev.whole_seconds;
         if ev.tid >= 0 {
-            let thread = self.thread_of(ev);
+            let thread = Self::thread_of(ev, host);
             let p = self.get(seq).unwrap();
             p.threads.push(thread);
             if let Some((old, _)) = self.done_threads.insert(thread, (seq, side)) {
@@ -402,7 +391,7 @@ impl PutTable {
         }
     }
 
-    fn join(&mut self, ev: &DomeEvent, side: &'static str, pfn: &str, stats: &mut DomeStats) -> Option<i64> {
+    fn join(&mut self, ev: &DomeEvent, host: HostId, side: &'static str, pfn: &str, stats: &mut DomeStats) -> Option<i64> {
         let Some((base, putcount, epoch)) = split_pfn(pfn) else {
             stats.unusable_lines += 1;
             return None;
@@ -427,7 +416,7 @@ impl PutTable {
         if candidates.is_empty() {
             let id = self.next_item;
             self.next_item += 1;
-            self.items.insert(id, WaitItem { ev: ev.clone(), side, waiting: true });
+            self.items.insert(id, WaitItem { ev: ev.clone(), host, side, waiting: true });
             self.waiting.entry(key.clone()).or_default().push(id);
             self.waiting_order.push_back((key, id));
             return None;
@@ -467,7 +456,7 @@ impl PutTable {
     /// The waits, settled puts and deadlines past by their heads' clocks. `bound`: at
     /// least every clock of `clocks`, so that where even it is not past, no clock is looked
     /// up (a put's deadline and most waits are not past on most lines).
-    pub fn expire(&mut self, clocks: &crate::dome_clocks::Clocks, bound: i64, allowance_ms: i64,
+    pub fn expire(&mut self, clocks: &NamedClocks, bound: i64, allowance_ms: i64,
                   stats: &mut DomeStats, out: &mut Vec<Record>) {
         let not_past = |ms: i64| bound - allowance_ms <= ms;
         let front_waits = self.waiting_order.front().is_some_and(|(_, id)| {
@@ -476,7 +465,7 @@ impl PutTable {
         });
         if !self.waiting_order.is_empty() && !front_waits {
             let latest = if self.heads.is_empty() {
-                clocks.values().max()
+                clocks.max()
             } else {
                 self.heads.iter().filter_map(|h| clocks.get(h)).max()
             };
@@ -527,7 +516,7 @@ impl PutTable {
         }
     }
 
-    pub fn finish(&mut self, clocks: &crate::dome_clocks::Clocks, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn finish(&mut self, clocks: &NamedClocks, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let order: Vec<(NameKey, u64)> = self.waiting_order.drain(..).collect();
         for (key, id) in order {
             if self.items.get(&id).is_some_and(|i| i.waiting) {

@@ -15,7 +15,7 @@ use crate::dome_calls::OpenCall;
 use crate::dome_checksums::{ChecksumStats, ChecksumWaits, Run};
 use crate::hashing::FxSet;
 use crate::dome_state::DomeState;
-use crate::dome_clocks::NO_CLOCK;
+use crate::dome_clocks::{HostIds, NO_CLOCK};
 use crate::dome_event::DomeEvent;
 use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;
@@ -57,10 +57,10 @@ pub fn snapshot<'py>(py: Python<'py>, st: &DomeState) -> PyResult<Bound<'py, PyD
         for ((pid, tid), c) in h.in_order() {
             rows.append(call_row(py, pid, tid, c)?)?;
         }
-        calls.set_item(host, rows)?;
+        calls.set_item(st.hosts.name(*host), rows)?;
     }
     d.set_item("calls", calls)?;
-    d.set_item("puts", puts_state(py, &st.puts)?)?;
+    d.set_item("puts", puts_state(py, &st.puts, &st.hosts)?)?;
     Ok(d)
 }
 
@@ -69,10 +69,10 @@ fn call_row<'py>(py: Python<'py>, pid: i64, tid: i64, c: &OpenCall) -> PyResult<
              c.remote.as_deref(), c.whole])
 }
 
-fn put_row<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<'py, PyList>> {
+fn put_row<'py>(py: Python<'py>, hosts: &HostIds, p: &OpenPut) -> PyResult<Bound<'py, PyList>> {
     let threads = PyList::empty(py);
     for (h, pid, tid) in &p.threads {
-        threads.append(row![py; t.host_name(*h), pid, tid])?;
+        threads.append(row![py; hosts.name(*h), pid, tid])?;
     }
     Ok(row![py; p.seq, &p.head, p.pid, &p.lfn, p.put_time, p.latest, p.put_code, &p.server, &p.fs,
              p.sel_sec, p.count, &p.pfn, p.size, p.disk_time, p.head_time, p.disk_code, p.head_code,
@@ -84,17 +84,17 @@ fn put_row<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<'p
 fn hosts_state<'py>(py: Python<'py>, st: &DomeState, d: &Bound<'py, PyDict>) -> PyResult<()> {
     let clocks = PyDict::new(py);
     for (h, ms) in &st.clocks.rows {
-        clocks.set_item(h, ms)?;
+        clocks.set_item(st.hosts.name(*h), ms)?;
     }
     d.set_item("clocks", clocks)?;
     let roles = PyDict::new(py);
     for (h, role) in st.roles.iter() {
-        roles.set_item(h, role)?;
+        roles.set_item(st.hosts.name(*h), role)?;
     }
     d.set_item("roles", roles)?;
     let pids = PyList::empty(py);
     for ((h, prog), pid) in &st.pids.rows {
-        pids.append(row![py; h, prog, pid])?;
+        pids.append(row![py; st.hosts.name(*h), prog, pid])?;
     }
     d.set_item("pids", pids)?;
     let fs = PyList::empty(py);
@@ -110,11 +110,11 @@ fn hosts_state<'py>(py: Python<'py>, st: &DomeState, d: &Bound<'py, PyDict>) -> 
     Ok(())
 }
 
-fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>> {
+fn puts_state<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let open = PyList::empty(py);
     for p in t.in_order() {
-        open.append(put_row(py, t, p)?)?;
+        open.append(put_row(py, hosts, p)?)?;
     }
     d.set_item("open", open)?;
     for (name, heap) in [("deadlines", &t.deadlines), ("settling", &t.settling)] {
@@ -129,14 +129,14 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable) -> PyResult<Bound<'py, PyDict>
     let list = PyList::empty(py);
     for ((h, pid, tid), seq) in &t.put_threads {
         if t.open.contains_key(seq) {
-            list.append(row![py; t.host_name(*h), pid, tid, seq])?;
+            list.append(row![py; hosts.name(*h), pid, tid, seq])?;
         }
     }
     d.set_item("put_threads", list)?;
     let list = PyList::empty(py);
     for ((h, pid, tid), (seq, s)) in &t.done_threads {
         if t.open.contains_key(seq) {
-            list.append(row![py; t.host_name(*h), pid, tid, seq, *s])?;
+            list.append(row![py; hosts.name(*h), pid, tid, seq, *s])?;
         }
     }
     d.set_item("done_threads", list)?;
@@ -186,7 +186,7 @@ fn puts_rest<'py>(py: Python<'py>, t: &PutTable, d: &Bound<'py, PyDict>) -> PyRe
 pub fn track_changes(st: &mut DomeState) {
     let mut calls = FxSet::default();
     for (host, h) in st.calls.open.iter() {
-        calls.extend(h.calls.keys().map(|k| (host.clone(), *k)));
+        calls.extend(h.calls.keys().map(|k| (*host, *k)));
     }
     st.calls.changed = Some(calls);
     let t = &st.puts;
@@ -207,20 +207,22 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
     let calls = PyList::empty(py);
     let mut present = Vec::new();
     for (host, key) in changed {
+        let name = st.hosts.name(host);
         match st.calls.open.get_ref(&host).and_then(|h| h.calls.get(&key)) {
-            Some((stamp, _)) => present.push((*stamp, host, key)),
-            None => calls.append(row![py; &host, key.0, key.1, py.None()])?,
+            Some((stamp, _)) => present.push((*stamp, name, key, host)),
+            None => calls.append(row![py; name, key.0, key.1, py.None()])?,
         }
     }
     present.sort();
-    for (_, host, key) in present {
+    for (_, name, key, host) in present {
         let call = &st.calls.open.get_ref(&host).expect("a call present").calls[&key].1;
-        calls.append(row![py; &host, key.0, key.1, call_row(py, key.0, key.1, call)?])?;
+        calls.append(row![py; name, key.0, key.1, call_row(py, key.0, key.1, call)?])?;
     }
     d.set_item("calls", calls)?;
     let t = &mut st.puts;
     let changes = t.changes.replace(PutChanges::default()).unwrap_or_default();
     let t = &*t;
+    let hosts = &st.hosts;
     let puts = PyList::empty(py);
     let mut present = Vec::new();
     for (seq, moved) in changes.puts {
@@ -232,7 +234,7 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
     present.sort();
     for (_, seq, moved) in present {
         let p = &t.open[&seq].1;
-        puts.append(row![py; seq, put_row(py, t, p)?, put_items(py, t, p)?, moved])?;
+        puts.append(row![py; seq, put_row(py, hosts, p)?, put_items(py, t, hosts, p)?, moved])?;
     }
     d.set_item("puts", puts)?;
     let list = PyList::empty(py);
@@ -256,7 +258,7 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
 
 /// A put's items in the indices by seq, as puts_state lists them: its deadline, its
 /// settling disk Exiting times, its dome_put thread and its putdone threads.
-fn put_items<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<'py, PyDict>> {
+fn put_items<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds, p: &OpenPut) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("deadlines", PyList::new(py, [row![py; p.deadline, p.seq]])?)?;
     if !p.settled.is_empty() {
@@ -269,7 +271,7 @@ fn put_items<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<
         d.set_item("settling", list)?;
     }
     if let Some(th) = p.thread.as_ref().filter(|th| t.put_threads.get(*th) == Some(&p.seq)) {
-        d.set_item("put_threads", PyList::new(py, [row![py; t.host_name(th.0), th.1, th.2, p.seq]])?)?;
+        d.set_item("put_threads", PyList::new(py, [row![py; hosts.name(th.0), th.1, th.2, p.seq]])?)?;
     }
     let list = PyList::empty(py);
     let mut seen: Vec<&Thread> = Vec::new();
@@ -280,7 +282,7 @@ fn put_items<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<
         seen.push(th);
         if let Some((seq, side)) = t.done_threads.get(th) {
             if *seq == p.seq {
-                list.append(row![py; t.host_name(th.0), th.1, th.2, p.seq, *side])?;
+                list.append(row![py; hosts.name(th.0), th.1, th.2, p.seq, *side])?;
             }
         }
     }
@@ -293,15 +295,18 @@ fn put_items<'py>(py: Python<'py>, t: &PutTable, p: &OpenPut) -> PyResult<Bound<
 pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
     let mut fresh = DomeState::new(st.timeout_ms, st.calls.max_open, st.puts.max_open, st.allowance_ms);
     for (h, ms) in item(state, "clocks")?.downcast::<PyDict>()?.iter() {
-        fresh.clocks.set(h.extract()?, ms.extract()?);
+        let h = fresh.hosts.id(&h.extract::<String>()?);
+        fresh.clocks.set(h, ms.extract()?);
     }
     fresh.clock_bound = fresh.clocks.values().max().unwrap_or(NO_CLOCK);
     for (h, role) in item(state, "roles")?.downcast::<PyDict>()?.iter() {
-        fresh.set_role(&h.extract::<String>()?, &role.extract::<String>()?);
+        let h = fresh.hosts.id(&h.extract::<String>()?);
+        fresh.set_role(h, &role.extract::<String>()?);
     }
     for r in item(state, "pids")?.try_iter()? {
         let r = r?;
-        fresh.pids.set((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+        let h = fresh.hosts.id(&at::<String>(&r, 0)?);
+        fresh.pids.set((h, at(&r, 1)?), at(&r, 2)?);
     }
     for r in item(state, "fs_enabled")?.try_iter()? {
         let r = r?;
@@ -311,7 +316,8 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
         fresh.stats.set(&name.extract::<String>()?, value.extract()?);
     }
     for (host, rows) in item(state, "calls")?.downcast::<PyDict>()?.iter() {
-        let host: String = host.extract()?;
+        let name: String = host.extract()?;
+        let host = fresh.hosts.id(&name);
         for r in rows.try_iter()? {
             let r = r?;
             let call = OpenCall {
@@ -324,20 +330,20 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
                 remote: opt_text(&r, 8)?,
                 whole: r.get_item(9)?.is_truthy()?,
             };
-            fresh.calls.insert(&host, (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?), call);
+            fresh.calls.insert(host, &name, (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?), call);
         }
     }
-    restore_puts(&mut fresh.puts, item(state, "puts")?.downcast::<PyDict>()?)?;
+    restore_puts(&mut fresh.puts, &mut fresh.hosts, item(state, "puts")?.downcast::<PyDict>()?)?;
     *st = fresh;
     Ok(())
 }
 
 /// A snapshot row's (host, pid, TID) as the table's Thread.
-fn thread(t: &mut PutTable, row: &Bound<'_, PyAny>) -> PyResult<Thread> {
-    Ok((t.host_id(&at::<String>(row, 0)?), at(row, 1)?, at(row, 2)?))
+fn thread(hosts: &mut HostIds, row: &Bound<'_, PyAny>) -> PyResult<Thread> {
+    Ok((hosts.id(&at::<String>(row, 0)?), at(row, 1)?, at(row, 2)?))
 }
 
-fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
+fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) -> PyResult<()> {
     t.seq = item(s, "seq")?.extract()?;
     for r in item(s, "open")?.try_iter()? {
         let r = r?;
@@ -345,7 +351,7 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
         let mut threads = Vec::new();
         for th in g(19)?.try_iter()? {
             let th = th?;
-            threads.push(thread(t, &th)?);
+            threads.push(thread(hosts, &th)?);
         }
         t.place(OpenPut {
             seq: g(0)?.extract()?, head: g(1)?.extract()?, pid: g(2)?.extract()?, lfn: g(3)?.extract()?,
@@ -375,7 +381,7 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
     }
     for r in item(s, "put_threads")?.try_iter()? {
         let r = r?;
-        let (thread, seq): (Thread, i64) = (thread(t, &r)?, at(&r, 3)?);
+        let (thread, seq): (Thread, i64) = (thread(hosts, &r)?, at(&r, 3)?);
         if let Some((_, p)) = t.open.get_mut(&seq) {
             p.thread = Some(thread);
         }
@@ -384,7 +390,7 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
     for r in item(s, "done_threads")?.try_iter()? {
         let r = r?;
         let sd: String = at(&r, 4)?;
-        let thread = thread(t, &r)?;
+        let thread = thread(hosts, &r)?;
         t.done_threads.insert(thread, (at(&r, 3)?, side(&sd)));
     }
     for r in item(s, "unselected")?.try_iter()? {
@@ -412,7 +418,8 @@ fn restore_puts(t: &mut PutTable, s: &Bound<'_, PyDict>) -> PyResult<()> {
         let sd = side(&r.get_item(3)?.extract::<String>()?);
         let id = t.next_item;
         t.next_item += 1;
-        t.items.insert(id, WaitItem { ev, side: sd, waiting: true });
+        let host = hosts.id(&ev.host);
+        t.items.insert(id, WaitItem { ev, host, side: sd, waiting: true });
         t.waiting.entry(key.clone()).or_default().push(id);
         t.waiting_order.push_back((key, id));
     }

@@ -5,7 +5,7 @@
 //! its state codec.
 
 use crate::dome_calls::{role_of_query, CallTable};
-use crate::dome_clocks::{advance_clocks, Clocks, Ordered, NO_CLOCK};
+use crate::dome_clocks::{advance_clocks, Clocks, HostId, HostIds, NamedClocks, Ordered, NO_CLOCK};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
@@ -15,13 +15,16 @@ pub struct DomeState {
     pub timeout_ms: i64,
     pub allowance_ms: i64,
     pub stats: DomeStats,
-    pub clocks: Clocks,
+    /// The hosts' numbers, which every table below keys a host by (the snapshot writes
+    /// the names).
+    pub hosts: HostIds,
+    pub clocks: Clocks<HostId>,
     /// At least every host's clock (NO_CLOCK: none yet): where even it says no put is
     /// due, the put table's sweep looks no head's clock up (most lines).
     pub clock_bound: i64,
     /// host -> its role, in the order the hosts were first given one (Python's dict).
-    pub roles: Ordered<String, String>,
-    pub pids: Ordered<(String, String), i64>,
+    pub roles: Ordered<HostId, String>,
+    pub pids: Ordered<(HostId, String), i64>,
     pub fs_enabled: Ordered<(Option<String>, Option<String>), bool>,
     pub calls: CallTable,
     pub puts: PutTable,
@@ -33,6 +36,7 @@ impl DomeState {
             timeout_ms,
             allowance_ms,
             stats: DomeStats::default(),
+            hosts: HostIds::default(),
             clocks: Ordered::default(),
             clock_bound: NO_CLOCK,
             roles: Ordered::default(),
@@ -43,8 +47,8 @@ impl DomeState {
         }
     }
 
-    pub fn set_role(&mut self, host: &str, role: &str) {
-        let known = self.roles.get_or_insert_with(host, String::new);
+    pub fn set_role(&mut self, host: HostId, role: &str) {
+        let known = self.roles.get_or_insert_with(&host, String::new);
         // most lines say again what the host's role is: nothing to copy then
         if known != role {
             known.clear();
@@ -56,7 +60,8 @@ impl DomeState {
         self.stats.lines += 1;
         // The host's clock, found once for the line: its sweep at the end reads it (no
         // rule before then moves a clock).
-        let clock = self.clocks.get_or_insert_with(ev.host.as_str(), || ev.ts);
+        let host = self.hosts.id(&ev.host);
+        let clock = self.clocks.get_or_insert_with(&host, || ev.ts);
         *clock = (*clock).max(ev.ts);
         let clock = *clock;
         self.clock_bound = self.clock_bound.max(clock);
@@ -65,21 +70,21 @@ impl DomeState {
             let lines = Val::int(ev.field(COUNT)).unwrap_or(0);
             self.stats.journald_suppressed_lines += lines;
             out.push(Record::JournaldGap { time: ev.ts, host: ev.host.clone(), program: ev.program.clone(), lines });
-            self.sweep_at(&ev.host, clock, out);
+            self.sweep_at(host, clock, out);
             return;
         }
-        self.learn_role(ev);
-        self.process_life(ev, out);
+        self.learn_role(ev, host);
+        self.process_life(ev, host, out);
         if matches!(ev.role, Role::Accept | Role::Call) && ev.tid >= 0 {
-            self.puts.thread_reopened(ev);
+            self.puts.thread_reopened(ev, host);
         }
         let st = &mut self.stats;
         match ev.role {
-            Role::Put => self.puts.entering(ev, st, out),
-            Role::PutSelected => self.puts.selected(ev, st, out),
-            Role::Returns if ev.tid >= 0 => self.puts.returns(ev, st, out),
-            Role::PutdoneDisk => self.puts.putdone(ev, "disk", st),
-            Role::PutdoneHead => self.puts.putdone(ev, "head", st),
+            Role::Put => self.puts.entering(ev, host, st, out),
+            Role::PutSelected => self.puts.selected(ev, host, st, out),
+            Role::Returns if ev.tid >= 0 => self.puts.returns(ev, host, st, out),
+            Role::PutdoneDisk => self.puts.putdone(ev, host, "disk", st),
+            Role::PutdoneHead => self.puts.putdone(ev, host, "head", st),
             Role::PutdoneError => self.puts.putdone_error(ev, st),
             Role::Capacity => {
                 st.capacity += 1;
@@ -101,25 +106,25 @@ impl DomeState {
             _ => {}
         }
         if ev.tid >= 0 {
-            self.calls.line(ev, &self.roles, &mut self.stats, out);
+            self.calls.line(ev, host, &self.roles, &mut self.stats, out);
         } else if ev.role.frames() {
             self.stats.unframed_lines += 1;
         }
-        self.sweep_at(&ev.host, clock, out);
+        self.sweep_at(host, clock, out);
     }
 
     pub fn advance(&mut self, now_ms: i64, out: &mut Vec<Record>) {
         // before the first host's clock is raised to now_ms: its sweep reads the bound
         self.clock_bound = self.clock_bound.max(now_ms);
-        advance_clocks(self, |st| &mut st.clocks, now_ms, |st, host| st.sweep(host, out));
+        advance_clocks(self, |st| &mut st.clocks, now_ms, |st, host| st.sweep(*host, out));
     }
 
     pub fn finish(&mut self, out: &mut Vec<Record>) {
         self.calls.finish(&self.roles, &mut self.stats, out);
-        self.puts.finish(&self.clocks, &mut self.stats, out);
+        self.puts.finish(&NamedClocks { hosts: &self.hosts, clocks: &self.clocks }, &mut self.stats, out);
     }
 
-    fn learn_role(&mut self, ev: &DomeEvent) {
+    fn learn_role(&mut self, ev: &DomeEvent, host: HostId) {
         let role = if ev.role == Role::Command {
             role_of_query(ev.text(QUERY))
         } else if ev.role.says_head() {
@@ -130,38 +135,39 @@ impl DomeState {
             None
         };
         if let Some(role) = role {
-            self.set_role(&ev.host, role);
+            self.set_role(host, role);
         }
     }
 
-    fn process_life(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
+    fn process_life(&mut self, ev: &DomeEvent, host: HostId, out: &mut Vec<Record>) {
         let before = self.pids.replace_with(
-            |(host, program)| *host == ev.host && *program == ev.program,
-            || (ev.host.clone(), ev.program.clone()),
+            |(h, program)| *h == host && *program == ev.program,
+            || (host, ev.program.clone()),
             ev.pid,
         );
         if ev.role == Role::Startup {
             if before.is_some() {
                 self.stats.process_deaths += 1;
             }
-            self.calls.end_process(&ev.host, None, &self.roles, &mut self.stats, out);
+            self.calls.end_process(host, None, &self.roles, &mut self.stats, out);
             self.puts.process_started(&ev.host, ev.pid);
         } else if before.is_some_and(|b| b != ev.pid) {
             self.stats.process_deaths += 1;
-            self.calls.end_process(&ev.host, Some(ev.pid), &self.roles, &mut self.stats, out);
+            self.calls.end_process(host, Some(ev.pid), &self.roles, &mut self.stats, out);
         }
     }
 
-    fn sweep(&mut self, host: &str, out: &mut Vec<Record>) {
-        if let Some(clock) = self.clocks.get(host) {
+    fn sweep(&mut self, host: HostId, out: &mut Vec<Record>) {
+        if let Some(clock) = self.clocks.get(&host) {
             self.sweep_at(host, clock, out);
         }
     }
 
     /// sweep() of a host whose clock is `clock`.
-    fn sweep_at(&mut self, host: &str, clock: i64, out: &mut Vec<Record>) {
+    fn sweep_at(&mut self, host: HostId, clock: i64, out: &mut Vec<Record>) {
         let horizon = clock - self.allowance_ms - self.timeout_ms;
         self.calls.expire(host, horizon, &self.roles, &mut self.stats, out);
-        self.puts.expire(&self.clocks, self.clock_bound, self.allowance_ms, &mut self.stats, out);
+        let clocks = NamedClocks { hosts: &self.hosts, clocks: &self.clocks };
+        self.puts.expire(&clocks, self.clock_bound, self.allowance_ms, &mut self.stats, out);
     }
 }
