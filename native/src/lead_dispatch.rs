@@ -42,22 +42,38 @@ impl LeadDispatch {
         }
         let all = if leads.len() == MAX { u64::MAX } else { (1u64 << leads.len()) - 1 };
         let longest = leads.iter().map(|l| l.len()).max().unwrap_or(0);
-        let mut offsets: Vec<usize> = Vec::new();
+        // allows[k][i]: the alternatives a line of lead i's (the lead, then anything)
+        // leaves to try by its byte at place k (a mask each: built once, the scanner's
+        // construction runs per profile tried)
+        let allows: Vec<Vec<u64>> = (0..longest)
+            .map(|k| {
+                let mut by_byte = [bits(leads, |lead| lead.len() <= k); 256];
+                for (j, lead) in leads.iter().enumerate() {
+                    if let Some(&b) = lead.get(k) {
+                        by_byte[usize::from(b)] |= 1 << j;
+                    }
+                }
+                leads.iter().map(|lead| lead.get(k).map_or(all, |&b| by_byte[usize::from(b)])).collect()
+            })
+            .collect();
         // greedily, the place that leaves the fewest alternatives to try for a line of
         // each lead's; no place once one leaves no fewer
-        let mut best = kept(leads, &offsets);
+        let mut may = vec![all; leads.len()];
+        let kept = |may: &[u64], k: usize| may.iter().zip(&allows[k]).map(|(m, a)| (m & a).count_ones()).sum::<u32>();
+        let mut best = (leads.len() * leads.len()) as u32;
+        let mut offsets: Vec<usize> = Vec::new();
         while offsets.len() < PLACES {
-            let Some((k, n)) = (0..longest)
-                .filter(|k| !offsets.contains(k))
-                .map(|k| (k, kept(leads, &[offsets.as_slice(), &[k]].concat())))
-                .min_by_key(|&(k, n)| (n, k))
-            else {
+            let Some((n_kept, k)) = (0..longest).map(|k| (kept(&may, k), k)).min() else {
                 break;
             };
-            if n >= best {
+            if n_kept >= best {
                 break;
             }
-            (best, offsets) = (n, [offsets.as_slice(), &[k]].concat());
+            for (m, a) in may.iter_mut().zip(&allows[k]) {
+                *m &= a;
+            }
+            best = n_kept;
+            offsets.push(k);
         }
         let places = offsets
             .into_iter()
@@ -91,19 +107,6 @@ impl LeadDispatch {
 /// The mask of the leads that hold `test`.
 fn bits(leads: &[&[u8]], test: impl Fn(&[u8]) -> bool) -> u64 {
     leads.iter().enumerate().filter(|(_, l)| test(l)).fold(0, |m, (i, _)| m | 1 << i)
-}
-
-/// For a line of each lead's (the lead then anything), the alternatives these places
-/// leave to try, summed.
-fn kept(leads: &[&[u8]], offsets: &[usize]) -> usize {
-    let byte_allows = |other: &[u8], lead: &[u8], k: usize| match (other.get(k), lead.get(k)) {
-        (None, _) | (_, None) => true,
-        (Some(a), Some(b)) => a == b,
-    };
-    leads
-        .iter()
-        .map(|lead| leads.iter().filter(|other| offsets.iter().all(|&k| byte_allows(other, lead, k))).count())
-        .sum()
 }
 
 #[cfg(test)]
