@@ -89,10 +89,11 @@ impl HeadReader {
         None
     }
 
-    /// Where the head ends, its groups' spans written to `spans`; None: PCRE2 finds no
-    /// match (`spans` then holds no meaning).
+    /// Where the head ends, its groups' spans written to `spans`, and to `tid` the thread
+    /// id's number (None: no thread group, or more digits than THREAD_DIGITS); None: PCRE2
+    /// finds no match (`spans` and `tid` then hold no meaning).
     #[inline]
-    pub(crate) fn read(&self, line: &[u8], spans: &mut Spans) -> Option<usize> {
+    pub(crate) fn read(&self, line: &[u8], spans: &mut Spans, tid: &mut Option<i64>) -> Option<usize> {
         // each group of the pattern is written below, Some or None: no other is read
         let p = match self.envelope {
             Envelope::Traditional => traditional(line, spans)?,
@@ -101,8 +102,11 @@ impl HeadReader {
         // host, tag and pid: the envelope's last groups
         let p = origin(line, p, spans, self.message_group - 3)?;
         let end = match self.message {
-            Message::Thread => thread(line, p, spans, self.message_group)?,
-            Message::NoThread => no_thread(line, p, spans, self.message_group)?,
+            Message::Thread => thread(line, p, spans, self.message_group, tid)?,
+            Message::NoThread => {
+                *tid = None;
+                no_thread(line, p, spans, self.message_group)?
+            }
         };
         spans[0] = Some((0, end));
         Some(end)
@@ -204,9 +208,15 @@ fn origin(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usiz
     same(line, p, b": ").then_some(p + 2)
 }
 
-/// `{(tid)}([(level)]|(!!!)) dmlite ` from `p`, tid at group `g`: where the head ends.
+/// The most digits of a thread id read to its number here (no overflow); a longer one is
+/// left to the scanner's number reading, as any field's.
+pub(crate) const THREAD_DIGITS: usize = 18;
+
+/// `{(tid)}([(level)]|(!!!)) dmlite ` from `p`, tid at group `g` (its number in `tid`,
+/// read here where its digits were just found: the scanner read them again): where the
+/// head ends.
 #[inline(always)]
-fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
+fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, tid: &mut Option<i64>) -> Option<usize> {
     if line.get(p) != Some(&b'{') {
         return None;
     }
@@ -215,6 +225,8 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usiz
         return None;
     }
     spans[g] = Some((p + 1, p + 1 + n));
+    *tid = (n <= THREAD_DIGITS)
+        .then(|| line[p + 1..p + 1 + n].iter().fold(0i64, |v, &d| v * 10 + i64::from(d - b'0')));
     p += n + 2;
     let mark = line.get(p..p + 3)?;
     if mark[0] == b'[' && digit(mark[1]) && mark[2] == b']' {
@@ -253,7 +265,7 @@ fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<u
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::{HeadReader, Spans, ENVELOPES, GROUPS, MESSAGES};
+    use super::{HeadReader, Spans, ENVELOPES, GROUPS, MESSAGES, THREAD_DIGITS};
     use crate::jit::Pattern;
 
     /// Lines of each head's form, as text.
@@ -267,7 +279,9 @@ pub(crate) mod tests {
         let origins = ["dpmhead01 dome[2345]: ", "h httpd: ", "dpm-héad.cern.ch xrootd[1]: ", "h\u{a0}x ta\u{85}g[77]: "];
         let messages: &[&str] = if thread {
             &["{140737}[1] dmlite dome workerFunc : req:GET cmd:dome_getspaceinfo", "{1}!!! dmlite domex : y",
-              "{12}[0] dmlite ", "{3}[12] dmlite x"]
+              "{12}[0] dmlite ", "{3}[12] dmlite x",
+              // a thread id of THREAD_DIGITS digits, one of more (read as a field's number)
+              "{140230412875520123}[2] dmlite x", "{1402304128755201234}[2] dmlite x"]
         } else {
             &["[1] dmlite dome workerFunc : x", "dmlite dome !! dome_putdone_head : Replica", "dmlite é !! x",
               "[1]  dmlite x", "dmlite a  !! b"]
@@ -340,14 +354,20 @@ pub(crate) mod tests {
                 // pattern's groups (the others stay None), whatever the line before left
                 let mut spans: Spans = [None; GROUPS];
                 spans[..groups].fill(Some((usize::MAX, 0)));
+                let mut tid = Some(-7);
+                let tid_group = (mi == 0).then_some(1 + egroups);
                 for line in strays(ei == 0, mi == 0) {
                     let want = match regex.find_str(&line) {
                         Ok(true) => Some((0..GROUPS).map(|g| regex.get(g)).collect::<Vec<_>>()),
                         Ok(false) => None,
                         Err(e) => panic!("PCRE2 error {e}"),
                     };
-                    let got = reader.read(line.as_bytes(), &mut spans).map(|end| {
+                    let got = reader.read(line.as_bytes(), &mut spans, &mut tid).map(|end| {
                         assert_eq!(spans[0], Some((0, end)));
+                        // the thread id's number is its digits', where they fit
+                        let digits = tid_group.and_then(|g| spans[g]).map(|(a, b)| &line[a..b]);
+                        let want = digits.filter(|d| d.len() <= THREAD_DIGITS).map(|d| d.parse::<i64>().unwrap());
+                        assert_eq!(tid, want, "{line:?}");
                         spans.to_vec()
                     });
                     assert_eq!(got, want, "{pattern} on {line:?}");

@@ -280,6 +280,7 @@ mod tests {
     use super::{RoleReader, Spans, Step, CLASSES, GROUPS, ROLES, SPACE};
     use crate::dome_head::tests::near;
     use crate::jit::Pattern;
+    use crate::lead_dispatch::LeadDispatch;
 
     /// The dmlite prefix a role's text follows in a line (the scanner reads from its end).
     const PREFIX: &str = "{140737}[1] dmlite ";
@@ -382,6 +383,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The scanner tries only the roles the dispatch leaves (lead_dispatch.rs): on every
+    /// line near a role line the first of them PCRE2 matches is the first of all roles,
+    /// in their order, that it matches.
+    #[test]
+    fn the_roles_a_dispatch_by_their_leads_leaves_find_the_role_that_trying_all_finds() {
+        // each role's lead: its first literal (a `\S+` first has none)
+        let leads: Vec<&[u8]> =
+            ROLES.iter().map(|(_, steps, _)| if let Step::Lit(text) = steps[0] { text } else { b"" }).collect();
+        let dispatch = LeadDispatch::of(&leads).expect("fewer roles than MAX");
+        let mut regexes: Vec<Pattern> =
+            ROLES.iter().enumerate().map(|(i, (part, _, _))| Pattern::with_options(&wrapped(part, i), true, true).unwrap()).collect();
+        let (mut lines, mut tried) = (0, 0);
+        for message in strays() {
+            let line = format!("{PREFIX}{message}");
+            let mut matches = |i: usize| regexes[i].find_str_at(&line, PREFIX.len()).expect("no PCRE2 error");
+            let first = (0..ROLES.len()).find(|&i| matches(i));
+            let mask = dispatch.candidates(line.as_bytes(), PREFIX.len());
+            let dispatched = (0..ROLES.len()).filter(|&i| mask & 1 << i != 0).find(|&i| matches(i));
+            assert_eq!(dispatched, first, "{line:?}");
+            (lines, tried) = (lines + 1, tried + mask.count_ones() as usize);
+        }
+        assert!(tried * 2 < lines * ROLES.len(), "the dispatch leaves most roles untried: {tried} of {}", lines * ROLES.len());
     }
 
     #[test]

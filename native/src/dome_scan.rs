@@ -24,6 +24,7 @@ use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
 use crate::dome_head::{HeadReader, Spans, GROUPS};
 use crate::dome_roles::{RoleReader, Spans as RoleSpans, GROUPS as ROLE_GROUPS};
 use crate::dome_time::Rfc3339Reader;
+use crate::lead_dispatch::LeadDispatch;
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 pub const PARSED: usize = 0;
@@ -96,12 +97,13 @@ impl Alternative {
 /// pattern dome_head.rs implements, that reader and the spans it read.
 struct Head {
     regex: Pattern,
-    hand: Option<(HeadReader, Spans)>,
+    /// The thread id's number as the hand reader read it (None: not read there).
+    hand: Option<(HeadReader, Spans, Option<i64>)>,
 }
 
 impl Head {
     fn new(pattern: &str) -> PyResult<Head> {
-        let hand = HeadReader::of(pattern).map(|r| (r, [None; GROUPS]));
+        let hand = HeadReader::of(pattern).map(|r| (r, [None; GROUPS], None));
         Ok(Head { regex: compile(pattern, true)?, hand })
     }
 
@@ -109,9 +111,15 @@ impl Head {
     #[inline]
     fn matches(&mut self, line: &str) -> bool {
         match &mut self.hand {
-            Some((reader, spans)) => reader.read(line.as_bytes(), spans).is_some(),
+            Some((reader, spans, tid)) => reader.read(line.as_bytes(), spans, tid).is_some(),
             None => matches(&mut self.regex, line),
         }
+    }
+
+    /// The thread id's number where the hand reader read it with the head.
+    #[inline]
+    fn tid(&self) -> Option<i64> {
+        self.hand.as_ref().and_then(|&(_, _, tid)| tid)
     }
 }
 
@@ -119,7 +127,7 @@ impl Located for Head {
     #[inline]
     fn get(&self, group: usize) -> Option<(usize, usize)> {
         match &self.hand {
-            Some((_, spans)) => spans.get(group).copied().flatten(),
+            Some((_, spans, _)) => spans.get(group).copied().flatten(),
             None => self.regex.get(group),
         }
     }
@@ -155,6 +163,9 @@ struct Form {
     lead: Vec<ByteSet>,
     g: Groups,
     alternatives: Vec<Alternative>,
+    /// The alternatives a message's bytes allow, by their leads (None: too many to
+    /// dispatch, each tried in turn).
+    dispatch: Option<LeadDispatch>,
 }
 
 #[derive(Default)]
@@ -325,7 +336,25 @@ impl DomeScanner {
             return Ok(self.fail(FOREIGN, why));
         }
         let (head, at) = (&form.head, form.head.get(0).map_or(0, |(_, e)| e));
-        let Some(ai) = form.alternatives.iter_mut().position(|a| a.matches(head, line, at)) else {
+        // in the alternation's order, skipping only those whose lead the message lacks
+        let alternatives = &mut form.alternatives;
+        let ai = match &form.dispatch {
+            Some(dispatch) => {
+                let mut candidates = dispatch.candidates(line.as_bytes(), at);
+                loop {
+                    if candidates == 0 {
+                        break None;
+                    }
+                    let i = candidates.trailing_zeros() as usize;
+                    candidates &= candidates - 1;
+                    if alternatives[i].matches(head, line, at) {
+                        break Some(i);
+                    }
+                }
+            }
+            None => alternatives.iter_mut().position(|a| a.matches(head, line, at)),
+        };
+        let Some(ai) = ai else {
             return Ok(self.fail(UNMATCHED, "no role"));
         };
         let form = &self.forms[fi];
@@ -356,7 +385,7 @@ impl DomeScanner {
         // line is malformed (counted), as DomeLineParser has it.
         let number = |text: Option<&str>| text.map_or(Some(-1), ascii_number);
         let (Some(pid), Some(tid), Some(level)) =
-            (ascii_number(pid_text), number(tid_text), number(span(line, head, form.g.level)))
+            (ascii_number(pid_text), head.tid().or_else(|| number(tid_text)), number(span(line, head, form.g.level)))
         else {
             return Ok(self.fail(MALFORMED, NOT_A_NUMBER));
         };
@@ -671,7 +700,9 @@ impl DomeScanner {
                         fields,
                     })
                 })
-                .collect::<PyResult<_>>()?;
+                .collect::<PyResult<Vec<Alternative>>>()?;
+            let leads: Vec<&[u8]> = alternatives.iter().map(|a| a.lead.as_slice()).collect();
+            let dispatch = LeadDispatch::of(&leads);
             compiled.push(Form {
                 rfc3339,
                 head,
@@ -680,6 +711,7 @@ impl DomeScanner {
                 lead,
                 g,
                 alternatives,
+                dispatch,
             });
         }
         let journald = match journald {

@@ -51,6 +51,7 @@ mod hashing;
 mod jit;
 mod keyed_slab;
 mod lcgdm_head;
+mod lead_dispatch;
 mod linking;
 mod lru;
 mod model;
