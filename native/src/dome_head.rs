@@ -64,11 +64,6 @@ pub(crate) struct HeadReader {
     message_group: usize,
 }
 
-#[inline(always)]
-fn digit(c: u8) -> bool {
-    c.wrapping_sub(b'0') < 10
-}
-
 /// The length of the run of digits from `from`.
 #[inline(always)]
 fn digits(line: &[u8], from: usize) -> usize {
@@ -125,13 +120,13 @@ fn traditional(line: &[u8], spans: &mut Spans) -> Option<usize> {
     // `[ \d]?\d `: two places if the second is a digit (then a space), else one (a digit,
     // then a space): the one reading that can hold
     let day_end = match (line.get(4), line.get(5)) {
-        (Some(&a), Some(&b)) if (a == b' ' || digit(a)) && digit(b) => 6,
-        (Some(&a), _) if digit(a) => 5,
+        (Some(&a), Some(&b)) if (a == b' ' || a.is_ascii_digit()) && b.is_ascii_digit() => 6,
+        (Some(&a), _) if a.is_ascii_digit() => 5,
         _ => return None,
     };
     let clock = line.get(day_end..day_end + 10)?;
     let places = clock[0] == b' ' && clock[3] == b':' && clock[6] == b':' && clock[9] == b' ';
-    if !(places && [1, 2, 4, 5, 7, 8].into_iter().all(|i| digit(clock[i]))) {
+    if !(places && [1, 2, 4, 5, 7, 8].into_iter().all(|i| clock[i].is_ascii_digit())) {
         return None;
     }
     spans[1] = Some((0, 3));
@@ -147,7 +142,7 @@ fn traditional(line: &[u8], spans: &mut Spans) -> Option<usize> {
 fn rfc3339(line: &[u8], spans: &mut Spans) -> Option<usize> {
     let fixed = line.get(..19)?;
     let places = fixed[4] == b'-' && fixed[7] == b'-' && fixed[10] == b'T' && fixed[13] == b':' && fixed[16] == b':';
-    if !(places && [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18].into_iter().all(|i| digit(fixed[i]))) {
+    if !(places && [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18].into_iter().all(|i| fixed[i].is_ascii_digit())) {
         return None;
     }
     let mut p = 19;
@@ -162,7 +157,7 @@ fn rfc3339(line: &[u8], spans: &mut Spans) -> Option<usize> {
     match line.get(p).copied() {
         Some(b'Z') => p += 1,
         Some(b'+' | b'-') => {
-            let two = |at: usize| line.get(at..at + 2).is_some_and(|d| digit(d[0]) && digit(d[1]));
+            let two = |at: usize| line.get(at..at + 2).is_some_and(|d| d[0].is_ascii_digit() && d[1].is_ascii_digit());
             if !two(p + 1) {
                 return None;
             }
@@ -229,7 +224,7 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, tid: &mut Opti
         .then(|| line[p + 1..p + 1 + n].iter().fold(0i64, |v, &d| v * 10 + i64::from(d - b'0')));
     p += n + 2;
     let mark = line.get(p..p + 3)?;
-    if mark[0] == b'[' && digit(mark[1]) && mark[2] == b']' {
+    if mark[0] == b'[' && mark[1].is_ascii_digit() && mark[2] == b']' {
         (spans[g + 1], spans[g + 2]) = (Some((p + 1, p + 2)), None);
     } else if mark == &b"!!!"[..] {
         (spans[g + 1], spans[g + 2]) = (None, Some((p, p + 3)));
@@ -246,7 +241,7 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, tid: &mut Opti
 fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
     if line.get(p) == Some(&b'[') {
         let mark = line.get(p..p + 4)?;
-        if !(digit(mark[1]) && mark[2] == b']' && mark[3] == b' ') {
+        if !(mark[1].is_ascii_digit() && mark[2] == b']' && mark[3] == b' ') {
             return None;
         }
         (spans[g], spans[g + 1]) = (Some((p + 1, p + 2)), None);

@@ -43,16 +43,10 @@ pub(crate) fn value(digits: &[u8]) -> Option<u64> {
     (digits.len() <= 18).then(|| digits.iter().fold(0u64, |v, &c| v * 10 + u64::from(c - b'0')))
 }
 
-/// `\d` without UCP.
-#[inline(always)]
-fn digit(c: u8) -> bool {
-    c.wrapping_sub(b'0') < 10
-}
-
 /// A byte of `[^\s:]`: PCRE2's `\s` without UCP is tab, LF, VT, FF, CR (9 to 13) and space.
 #[inline(always)]
 fn in_func(c: u8) -> bool {
-    !(c == b' ' || c == b':' || c.wrapping_sub(b'\t') < 5)
+    !(c == b':' || crate::byte_runs::is_space(c))
 }
 
 /// The classes of the line's first 64 bytes, bit i for byte i (none past the line's end):
@@ -121,7 +115,7 @@ fn bits(block: &[u8; 64]) -> (u64, u64, u64) {
 fn bits_by_byte(block: &[u8; 64]) -> (u64, u64, u64) {
     let (mut d, mut s, mut f) = (0u64, 0u64, 0u64);
     for (i, &c) in block.iter().enumerate() {
-        d |= u64::from(digit(c)) << i;
+        d |= u64::from(c.is_ascii_digit()) << i;
         s |= u64::from(c == b' ') << i;
         f |= u64::from(in_func(c)) << i;
     }
@@ -194,7 +188,7 @@ fn read_into(line: &[u8], spans: &mut Spans, numbers: Option<&mut Numbers>) -> O
     // `(?:\.(\d{1,6}))? +`: fewer digits leave a digit where a space must follow, and no
     // fraction leaves the dot: only all of 1 to 6 digits reads
     let frac = if at(p, b'.') {
-        let end = run_end(line, classes.digit, p + 1, digit);
+        let end = run_end(line, classes.digit, p + 1, |c| c.is_ascii_digit());
         if end == p + 1 || end > p + 7 {
             return None;
         }
@@ -209,14 +203,14 @@ fn read_into(line: &[u8], spans: &mut Spans, numbers: Option<&mut Numbers>) -> O
     if spaces == p {
         return None;
     }
-    let pid_end = run_end(line, classes.digit, spaces, digit);
+    let pid_end = run_end(line, classes.digit, spaces, |c| c.is_ascii_digit());
     if pid_end == spaces {
         return None;
     }
     p = pid_end;
     // `(?:,(\d+))? `: a comma must start the thread (a space must follow the pid otherwise)
     let tid = if at(p, b',') {
-        let end = run_end(line, classes.digit, p + 1, digit);
+        let end = run_end(line, classes.digit, p + 1, |c| c.is_ascii_digit());
         if end == p + 1 {
             return None;
         }
