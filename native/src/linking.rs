@@ -17,7 +17,7 @@ use crate::hashing::{FxMap, FxSet};
 use crate::names::{Names, Sym};
 use crate::rec::Rec;
 
-type Text = Rc<str>;
+use crate::text_cache::Text;
 
 pub struct Run {
     host: Sym,

@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::names::{Names, Sym};
 
-type Text = Rc<str>;
+use crate::text_cache::Text;
 
 pub struct RequestRec {
     pub host: Sym,

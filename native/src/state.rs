@@ -61,7 +61,7 @@ impl Session {
     }
 }
 
-pub(crate) type Text = Rc<str>;
+pub(crate) use crate::text_cache::Text;
 pub(crate) type TKey = (Sym, Sym, i64, i64);
 pub(crate) type RKey = (Sym, Text);
 
