@@ -12,6 +12,7 @@ use std::rc::Rc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+use crate::byte_runs;
 use crate::deliver::deliver;
 use crate::hashing::{FxMap, FxSet};
 use crate::names::{Names, Sym};
@@ -137,12 +138,13 @@ fn snapshot<'py>(py: Python<'py>, record: &Rec, names: &RefCell<Names>) -> PyRes
 }
 
 pub fn surl_path(surl: &str) -> &str {
-    if let Some(i) = surl.find("?SFN=") {
+    // The literals' places in bytes: ASCII, so each is a char boundary of `surl`.
+    if let Some(i) = byte_runs::find(surl.as_bytes(), b"?SFN=") {
         return &surl[i + 5..];
     }
-    let Some(i) = surl.find("://") else { return surl };
+    let Some(i) = byte_runs::find(surl.as_bytes(), b"://") else { return surl };
     let rest = &surl[i + 3..];
-    match rest.find('/') {
+    match byte_runs::find(rest.as_bytes(), b"/") {
         Some(slash) => &rest[slash..],
         None => "/",
     }
