@@ -44,7 +44,7 @@ type RunRef = Rc<RefCell<Run>>;
 
 struct HeldCall {
     record: Rec,
-    client: String, // lower case
+    client: Text, // lower case
     host: Sym,
     path: Text,
     started: i64,
@@ -147,6 +147,17 @@ pub fn surl_path(surl: &str) -> &str {
     match byte_runs::find(rest.as_bytes(), b"/") {
         Some(slash) => &rest[slash..],
         None => "/",
+    }
+}
+
+/// A name-server call's client in lower case (linking.py's `.lower()`): the text itself,
+/// shared, where lowering leaves it as it is (a host name as the name server logs it),
+/// rather than a new String per call (an allocation, a copy and a free).
+fn lower_case(client: &Text) -> Text {
+    if client.bytes().all(|c| c.is_ascii() && !c.is_ascii_uppercase()) {
+        client.clone()
+    } else {
+        client.to_lowercase().into()
     }
 }
 
@@ -296,8 +307,7 @@ impl Linker {
             Meta::Request { host, token, ended } => {
                 let queued = self.requests.get(&host).is_some_and(|q| !q.is_empty());
                 if !(self.expect_ns || self.ns_read(cx, host) || self.detecting(cx, host)? || queued) {
-                    let runs = self.runs_by_token.get(&(host, token.clone())).cloned().unwrap_or_default();
-                    return self.complete(cx, record, host, &token, &runs);
+                    return self.complete(cx, record, host, &token);
                 }
                 self.requests_of(host).push_back(HeldRequest { record, token, ended });
                 host
@@ -305,9 +315,9 @@ impl Linker {
             Meta::Call { host, daemon, path, client, started, ended } => {
                 let linkable = match (&path, ended) {
                     (Some(p), Some(ended)) if daemon == cx.ns_daemon && !p.is_empty() => {
-                        let client = client.as_deref().unwrap_or("").to_lowercase();
-                        if self.clients.len() < MAX_CLIENTS_SEEN && !self.clients.contains(&client) {
-                            self.clients.push(client.clone());
+                        let client = client.as_ref().map_or_else(|| Text::from(""), lower_case);
+                        if self.clients.len() < MAX_CLIENTS_SEEN && !self.clients.iter().any(|c| **c == *client) {
+                            self.clients.push(client.to_string());
                         }
                         if !self.host_names.contains_key(&host) {
                             self.host_names.insert(host, cx.names.borrow().text(host).to_lowercase());
@@ -412,7 +422,7 @@ impl Linker {
 
     // -- calls -----------------------------------------------------------------------
     #[allow(clippy::too_many_arguments)]
-    fn hold_call(&mut self, record: Rec, client: String, host: Sym, path: Text, started: i64, ended: i64, epoch: i64) {
+    fn hold_call(&mut self, record: Rec, client: Text, host: Sym, path: Text, started: i64, ended: i64, epoch: i64) {
         let slack = self.slack_ms;
         let mut cands = Vec::new();
         if let Some(runs) = self.runs_by_path.get(&(host, path.clone())) {
@@ -447,7 +457,7 @@ impl Linker {
             }
             if inside.len() == 1 {
                 if self.learn_head && !self.heads.contains_key(&h.host) {
-                    self.heads.insert(h.host, h.client.clone()); // the first call that links names the head
+                    self.heads.insert(h.host, h.client.to_string()); // the first call that links names the head
                 } else if !self.head_client(cx, h.host, &h.client, false) {
                     inside.clear(); // another client (a disk node): inside the run by chance
                 }
@@ -543,17 +553,18 @@ impl Linker {
                     break;
                 }
             }
-            let runs = self.runs_by_token.get(&key).cloned().unwrap_or_default();
             let held = self.requests.get_mut(&host).unwrap().pop_front().unwrap();
-            self.complete(cx, held.record, host, &key.1, &runs)?;
+            self.complete(cx, held.record, host, &key.1)?;
         }
         Ok(())
     }
 
-    fn complete(&mut self, cx: &Ctx, mut record: Rec, host: Sym, token: &Text, runs: &[RunRef]) -> PyResult<()> {
-        self.runs_by_token.remove(&(host, token.clone()));
+    /// The request of `token` goes out with its runs' calls: its runs are forgotten, taken
+    /// out of the token's list (not a copy of it made first).
+    fn complete(&mut self, cx: &Ctx, mut record: Rec, host: Sym, token: &Text) -> PyResult<()> {
+        let runs = self.runs_by_token.remove(&(host, token.clone())).unwrap_or_default();
         self.token_seq.remove(&(host, token.clone()));
-        for run in runs {
+        for run in &runs {
             for path in run.borrow().paths.iter() {
                 let key = (host, path.clone());
                 if let Some(same) = self.runs_by_path.get_mut(&key) {
@@ -568,7 +579,7 @@ impl Linker {
         }
         if self.expect_ns || self.ns_read(cx, host) {
             let (mut calls, mut ms) = (0i64, 0i64);
-            for r in runs {
+            for r in &runs {
                 let r = r.borrow();
                 if r.end.is_some() {
                     calls += r.calls;
@@ -737,7 +748,7 @@ impl Linker {
                         cands.push(run.clone());
                     }
                 }
-                let client: String = record.get_item("client")?.map(|v| v.extract::<Option<String>>()).transpose()?.flatten().unwrap_or_default().to_lowercase();
+                let client: Text = record.get_item("client")?.map(|v| v.extract::<Option<String>>()).transpose()?.flatten().unwrap_or_default().to_lowercase().into();
                 let path: Text = path.into();
                 let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), client, host, path: path.clone(), started, ended, cands, epoch }));
                 self.calls_of(host).push_back(held.clone());
