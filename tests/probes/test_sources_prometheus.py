@@ -70,6 +70,15 @@ def check_dpm_in_process(*args: str, env: dict | None = None):
     return answer(check_dpm_run(*args, env=env))
 
 
+# The -t of the tests of what a log source counts (tests/scenarios/test_probe_bounds.py
+# tests -t itself). -t is wall-clock time: a window not read whole within it is a partial
+# answer, UNKNOWN (exit 3), and at the default 10 s a loaded machine does not read it
+# whole (a rsyslog-wrapped 7 MiB log, parsed line by line in Python, took 4 s of wall for
+# 0.6 s of CPU at load 10, and make check's 3 workers add to that). 60 s is some hundred
+# times the CPU the slowest of those reads takes.
+COUNTING_TIME = ("-t", "60")
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     work = tmp_path_factory.mktemp("probe")
