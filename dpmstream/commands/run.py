@@ -188,13 +188,16 @@ def run(args: argparse.Namespace) -> int:
     received: list[int] = []
 
     def on_signal(signum, frame):
+        # The loop finishes its pass, then stops cleanly. A thread sets `stop`: this
+        # handler runs in the main thread between any two bytecodes, inside stop.wait()
+        # too, where the main thread holds the Event's lock, and stop.set() here would
+        # wait for that lock for ever (the stop then ended at the deadline, exit 143).
+        # Whatever the loop is blocked in (a full pipe, a hung disk), the same thread
+        # exits in time; the registry saved last is consistent on its own.
         if not received:
-            # Whatever the loop is blocked in (a full pipe, a hung disk), exit in time;
-            # the registry saved last is consistent on its own.
-            threading.Thread(target=_exit_after, args=(STOP_DEADLINE_S, signum),
+            threading.Thread(target=_stop_then_exit, args=(stop, STOP_DEADLINE_S, signum),
                              daemon=True).start()
         received.append(signum)
-        stop.set()  # the loop finishes its pass, then stops cleanly
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     metrics = PipelineMetrics(CollectorRegistry(), max_series=args.max_series)
@@ -348,7 +351,9 @@ def _is_position(pos) -> bool:
     return True
 
 
-def _exit_after(seconds: float, signum: int) -> None:
+def _stop_then_exit(stop: threading.Event, seconds: float, signum: int) -> None:
+    """Ask the loop to stop; exit `seconds` later if the process still runs."""
+    stop.set()
     time.sleep(seconds)
     try:
         _say(f"could not stop cleanly within {seconds:g} s; exiting now "

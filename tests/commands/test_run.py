@@ -558,6 +558,43 @@ def test_sigterm_while_reading_a_large_backlog_stops_within_5_s_and_resumes_exac
     assert canonical(got) == canonical(replayed(lines))
 
 
+# `dpmstream run ARGS` whose stop event has SIGTERM delivered while it holds its lock, at
+# its first wait(): as a signal landing between two of Event.wait's bytecodes does, which
+# a loaded machine makes likelier (the thread is preempted there). Fault injection: run's
+# own threading.Event only.
+_SIGTERM_INSIDE_STOP_WAIT = """
+import os, signal, sys, threading, types
+from dpmstream.cli import main
+from dpmstream.commands import run
+
+class Event(threading.Event):
+    signalled = False
+
+    def wait(self, timeout=None):
+        if not Event.signalled:
+            Event.signalled = True
+            with self._cond:
+                os.kill(os.getpid(), signal.SIGTERM)   # the handler runs here
+        return super().wait(timeout)
+
+run.threading = types.SimpleNamespace(Event=Event, Thread=threading.Thread)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_while_the_loop_waits_on_its_stop_event_stops_cleanly(tmp_path):
+    log, rec = tmp_path / "dpm.log", tmp_path / "records.jsonl"
+    append(log, puts(0, 1) + put_lines(1, 3000, putdone=False))
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_INSIDE_STOP_WAIT, "run", "--no-metrics", "--records",
+         str(rec), "--flush-on-exit", *COMMON, str(log)],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "could not stop cleanly" not in done.stderr
+    statuses = {r["token"]: r["status"] for r in read_records(rec)}
+    assert statuses == {token(0): "success", token(1): "incomplete"}
+
+
 def _open_files(pid: int) -> set[str]:
     """The paths a process has open; an fd closed while we look is simply not there."""
     paths = set()

@@ -135,3 +135,14 @@ def test_a_dome_log_pattern_matching_no_file_is_unknown_naming_it(tmp_path):
     pattern = str(tmp_path / "dmlite" / "*.log")
     rc, lines = _usage_error("--dome", "--log", pattern)
     assert (rc, lines) == (3, [f"DOME UNKNOWN - --log {pattern}: no file matches"])
+
+
+def test_t_counts_from_the_start_of_the_process_not_from_the_probes_import():
+    # Nagios counts -t from its fork: the interpreter's start and what ran before the
+    # probe's module was imported (here a 1 s pause, under load the imports) is in it.
+    done = subprocess.run(
+        [sys.executable, "-c", "import time; time.sleep(1.0); before = time.monotonic()\n"
+         "from dpmstream.probes import check_dpm\n"
+         "print(before - check_dpm._STARTED)"],
+        capture_output=True, text=True, timeout=60, check=True)
+    assert float(done.stdout) >= 1.0

@@ -17,7 +17,7 @@ from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.quantiles import nearest_rank
 from tests.helpers import sampled
 from tests.metrics_stack import simulate
-from tests.probes.test_sources_prometheus import check_dpm_in_process
+from tests.probes.test_sources_prometheus import COUNTING_TIME, check_dpm_in_process
 
 TZ = "Europe/Zurich"
 WINDOW_MS = 300_000
@@ -71,11 +71,12 @@ def _puts_over(truth, end: int) -> list[dict]:
 
 def _probe(*paths, engine: str | None = None, args=()):
     logs = [arg for path in paths for arg in ("--log", str(path))]
-    # -t 60: these tests are about what is counted; under -t the answer may be partial.
+    # These tests are about what is counted; under -t the answer may be partial.
     # The answer is the probe's, read in this process (test_check_dpm runs its process).
     return check_dpm_in_process("--dome", *logs, "--tz", TZ, "--last-line-year", "2017",
                                 "--window", "5m", "--request-timeout", str(TIMEOUT_MS // 1000),
-                                "-t", "60", *args, env={"DPMSTREAM_ENGINE": engine} if engine else None)
+                                *COUNTING_TIME, *args,
+                                env={"DPMSTREAM_ENGINE": engine} if engine else None)
 
 
 def _nodes(prefix) -> list[str]:

@@ -16,10 +16,18 @@ import pytest
 from dpmstream.parsers.records import PHASES, column_of, text_to_ms
 from dpmstream.parsers.quantiles import nearest_rank
 from tests.metrics_stack import simulate
-# The answers are the probe's, read in this process (test_check_dpm runs its process).
-from tests.probes.test_sources_prometheus import check_dpm_in_process as check_dpm
+from tests.probes.test_sources_prometheus import COUNTING_TIME, check_dpm_in_process
 
 TZ = "Europe/Zurich"
+
+
+def check_dpm(*args: str):
+    """The probe's answer, read in this process (test_check_dpm runs its process), with a
+    -t these reads are sure to fit in: these tests are about what is counted in a window
+    read whole, which under -t may be partial (UNKNOWN)."""
+    return check_dpm_in_process(*args, *COUNTING_TIME)
+
+
 STAMP = re.compile(r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?")
 
 
