@@ -73,6 +73,8 @@ pub struct ChecksumWaits {
     order: Lru<Key>,
     /// host -> (deadline, seq, key) due first; stale ones skipped (Python's heaps)
     deadlines: FxMap<Text, BinaryHeap<Reverse<(i64, i64, Key)>>>,
+    /// sweep's deadlines due, kept empty between sweeps (no allocation a sweep)
+    due: Vec<(i64, i64, Key)>,
 }
 
 impl ChecksumWaits {
@@ -81,20 +83,32 @@ impl ChecksumWaits {
         ChecksumWaits {
             timeout_ms, poll_interval_ms, max_open: max_open.max(1), allowance_ms,
             stats: ChecksumStats::default(), clocks: Clocks::default(), seq: 0,
-            open: FxMap::default(), order: Lru::default(), deadlines: FxMap::default(),
+            open: FxMap::default(), order: Lru::default(), deadlines: FxMap::default(), due: Vec::new(),
         }
     }
 
     /// `records` (the reassembler's), each followed by the waits it ends: with_checksums.
+    /// Most chunks end no wait: their records are handed back where they are, where each
+    /// was moved into a new list (a record is ~200 bytes, a copy call each).
     pub fn pair(&mut self, records: Vec<Record>) -> Vec<Record> {
-        let mut out = Vec::with_capacity(records.len());
-        for record in records {
-            let at = out.len();
-            out.push(record);
-            if let Record::Call(call) = &out[at] {
-                let mut ended = Vec::new();
+        // the waits ended, each with the place of the call that ended it
+        let mut after: Vec<(usize, Record)> = Vec::new();
+        let mut ended = Vec::new();
+        for (at, record) in records.iter().enumerate() {
+            if let Record::Call(call) = record {
                 self.call(call, &mut ended);
-                out.append(&mut ended);
+                after.extend(ended.drain(..).map(|r| (at, r)));
+            }
+        }
+        if after.is_empty() {
+            return records;
+        }
+        let mut out = Vec::with_capacity(records.len() + after.len());
+        let mut after = after.into_iter().peekable();
+        for (at, record) in records.into_iter().enumerate() {
+            out.push(record);
+            while let Some((_, wait)) = after.next_if(|(by, _)| *by == at) {
+                out.push(wait);
             }
         }
         out
@@ -244,14 +258,23 @@ impl ChecksumWaits {
     fn sweep(&mut self, host: &str, out: &mut Vec<Record>) {
         let Some(clock) = self.clocks.get(host) else { return };
         let watermark = clock - self.allowance_ms;
-        while self.due(host, watermark) {
-            let heap = self.deadlines.get_mut(host).expect("due: the host has deadlines");
-            let Reverse((deadline, seq, key)) = heap.pop().expect("due: a deadline");
+        let Some(heap) = self.deadlines.get_mut(host) else { return };
+        // The due deadlines taken at once, the host looked up once (it was twice a deadline):
+        // closing a run moves no deadline, so they are the ones popped one by one.
+        let mut due = std::mem::take(&mut self.due);
+        while let Some(Reverse(first)) = heap.peek() {
+            if first.0 >= watermark {
+                break;
+            }
+            due.push(heap.pop().expect("peeked").0);
+        }
+        for (deadline, seq, key) in due.drain(..) {
             let live = self.open.get(&key).is_some_and(|(r, _)| r.seq == seq && r.last_end + self.timeout_ms == deadline);
             if live {
                 self.close(&key, out);
             }
         }
+        self.due = due;
     }
 
     fn close(&mut self, key: &Key, out: &mut Vec<Record>) {
@@ -323,6 +346,37 @@ mod tests {
         w.call(&call("head", "dome_access", Some(200), 32_010, 32_011), &mut out);
         assert_eq!(waits(&out), vec![(TIMEOUT, 5, 1)]);
         assert_eq!(w.stats.timeouts, 1);
+    }
+
+    /// The kinds of `out` in order: 'c' a call (with its start), 'w' a wait.
+    fn shape(out: &[Record]) -> Vec<(char, i64)> {
+        out.iter()
+            .map(|r| match r {
+                Record::Call(c) => ('c', c.start),
+                Record::Checksum(c) => ('w', c.start),
+                _ => ('?', 0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_wait_follows_the_call_that_ended_it_and_a_chunk_that_ends_none_comes_back_as_it_was() {
+        let mut w = ChecksumWaits::new(30_000, 5_000, 10, 2_000);
+        let none = w.pair(vec![Record::Call(call("head", COMMAND, Some(202), 0, 5)),
+                               Record::Call(call("head", "dome_access", Some(200), 1, 2))]);
+        assert_eq!(shape(&none), vec![('c', 0), ('c', 1)]);
+        let mut other = call("head", COMMAND, Some(202), 3_000, 3_005);
+        other.caller = Some("fe02".into());
+        let mut other_done = call("head", COMMAND, Some(200), 8_000, 8_005);
+        other_done.caller = Some("fe02".into());
+        let paired = w.pair(vec![
+            Record::Call(other), Record::Call(call("head", COMMAND, Some(200), 5_000, 5_010)),
+            Record::Call(call("head", "dome_access", Some(200), 6_000, 6_001)), Record::Call(other_done),
+            // past the first's timeout: it ends nothing (its run ended), the runs are gone
+            Record::Call(call("head", "dome_access", Some(200), 60_000, 60_001)),
+        ]);
+        assert_eq!(shape(&paired), vec![('c', 3_000), ('c', 5_000), ('w', 0), ('c', 6_000), ('c', 8_000), ('w', 3_000),
+                                        ('c', 60_000)]);
     }
 
     #[test]

@@ -88,10 +88,12 @@ fn last_byte(text: &str, byte: u8) -> Option<usize> {
 }
 
 fn decimal(text: &str) -> Option<i64> {
-    if text.is_empty() || text.len() > MAX_DIGITS || !text.bytes().all(|b| b.is_ascii_digit()) {
+    if text.is_empty() || text.len() > MAX_DIGITS {
         return None;
     }
-    text.parse().ok()
+    // summed as the digits are checked (str::parse checked them again, ~140 instructions
+    // a call, two a putdone); 18 digits never overflow an i64
+    text.bytes().try_fold(0i64, |n, b| b.is_ascii_digit().then(|| n * 10 + i64::from(b - b'0')))
 }
 
 /// BASENAME, PUTCOUNT, EPOCH of a PFN named by the head; None for any other name.
@@ -397,37 +399,35 @@ impl PutTable {
             return None;
         };
         let key: NameKey = (text(ev, SERVER), base.to_string());
-        let candidates: Vec<i64> = self
-            .by_name
-            .get(&key)
-            .map(|seqs| {
-                seqs.iter()
-                    .copied()
-                    .filter(|s| {
-                        let p = &self.open[s].1;
-                        let fs = p.fs.as_deref().unwrap_or("");
-                        let under = pfn.len() > fs.len() && pfn.starts_with(fs) && pfn.as_bytes()[fs.len()] == b'/';
-                        let gap = epoch - p.sel_sec.unwrap_or(i64::MIN / 2);
-                        under && (0..=EPOCH_SLACK_S).contains(&gap) && ev.ts - p.put_time <= self.timeout_ms
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if candidates.is_empty() {
+        let candidate = |s: &i64| {
+            let p = &self.open[s].1;
+            let fs = p.fs.as_deref().unwrap_or("");
+            let under = pfn.len() > fs.len() && pfn.starts_with(fs) && pfn.as_bytes()[fs.len()] == b'/';
+            let gap = epoch - p.sel_sec.unwrap_or(i64::MIN / 2);
+            under && (0..=EPOCH_SLACK_S).contains(&gap) && ev.ts - p.put_time <= self.timeout_ms
+        };
+        // The first candidate and whether there is another: most putdones have one, which
+        // needs no list made (an allocation and its free a putdone).
+        let seqs = self.by_name.get(&key).map_or(&[][..], Vec::as_slice);
+        let mut found = seqs.iter().filter(|s| candidate(s));
+        let first = found.next().copied();
+        let several = found.next().is_some();
+        let Some(first) = first else {
             let id = self.next_item;
             self.next_item += 1;
             self.items.insert(id, WaitItem { ev: ev.clone(), host, side, waiting: true });
             self.waiting.entry(key.clone()).or_default().push(id);
             self.waiting_order.push_back((key, id));
             return None;
-        }
-        let seq = if candidates.len() == 1 {
-            let p = &self.open[&candidates[0]].1;
+        };
+        let seq = if !several {
+            let p = &self.open[&first].1;
             let proc = (p.head.clone(), p.pid);
             let off = putcount - p.count.unwrap_or(0);
             self.offset.insert(proc, off);
-            candidates[0]
+            first
         } else {
+            let candidates: Vec<i64> = seqs.iter().copied().filter(candidate).collect();
             let named: Vec<i64> = candidates
                 .iter()
                 .copied()
@@ -658,6 +658,10 @@ mod tests {
         assert_eq!(basename("/ends/with/"), "");
         assert_eq!(split_pfn("/srv/dpm/01/cms/f.root.7.1496133840"), Some(("f.root", 7, 1496133840)));
         assert_eq!(split_pfn("d.o.t/é.1.2"), Some(("é", 1, 2)));
+        // up to MAX_DIGITS digits, leading zeros read as Python's int() reads them
+        assert_eq!(split_pfn("/s/f.999999999999999999.007"), Some(("f", 999_999_999_999_999_999, 7)));
+        assert_eq!(split_pfn("/s/f.1.1234567890123456789"), None);
+        assert_eq!(split_pfn("/s/f.+1.2"), None);
         // no name, too few dots, a count that is no decimal, a dot only before the slash
         for bad in ["/srv/.7.1", "/srv/f.7", "/srv/f", "/srv/f.x.1", "/srv/f.1.", "a.b/c.1", "f.1.2²"] {
             assert_eq!(split_pfn(bad), None, "{bad}");

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::dome_event::Val;
-use crate::dome_records::Record;
+use crate::dome_records::{Record, Text};
 use crate::hashing::FxMap;
 use crate::tally::{tally_and_forward, Name, NameTable, Ordered, Series, NONE};
 
@@ -39,16 +39,27 @@ enum Facts {
     Other, // a kind the summary does not read
 }
 
-/// dome_records.code_class: 2xx..5xx, or none (a cut call, a code outside 200..599).
-fn code_class(code: Option<i64>) -> &'static str {
+/// The code classes, by class_index.
+const CLASSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "none"];
+
+/// dome_records.code_class's place in CLASSES: 2xx..5xx, or none (a cut call, a code
+/// outside 200..599).
+fn class_index(code: Option<i64>) -> usize {
     match code {
-        Some(200..=299) => "2xx",
-        Some(300..=399) => "3xx",
-        Some(400..=499) => "4xx",
-        Some(500..=599) => "5xx",
-        _ => "none",
+        Some(c @ 200..=599) => (c / 100 - 2) as usize,
+        _ => 4,
     }
 }
+
+/// dome_records.code_class.
+#[cfg(test)]
+fn code_class(code: Option<i64>) -> &'static str {
+    CLASSES[class_index(code)]
+}
+
+/// Slots of the memory of the engine's shared texts (a call's role and command: a site
+/// has few of each).
+const SHARED_SLOTS: usize = 64;
 
 #[derive(Default)]
 struct Capacity {
@@ -73,6 +84,13 @@ pub struct DomeSummaryTally {
     timed_outcomes: Vec<Name>,
     /// A command's name -> its label (the name, or other_command), found once per name.
     command_labels: Vec<Option<Name>>,
+    /// CLASSES' names, each found at its first call.
+    class_names: [Option<Name>; CLASSES.len()],
+    /// The engine's shared texts (Text) seen last, by their address, with their names: a
+    /// text at the same address with the same bytes has its name found with no hash of
+    /// them and no table probe (two texts a call record). A copy, not the Rc (which would
+    /// make the tally !Send); compared, as a freed text's address may be another's later.
+    shared: Vec<Option<(usize, Box<str>, Name)>>,
     first_ms: Option<i64>,
     last_ms: Option<i64>,
     calls: Ordered<(Name, Name, Name), u64>,
@@ -134,10 +152,31 @@ impl DomeSummaryTally {
         self.names.of_text(text, || PyString::new(py, text).unbind())
     }
 
-    fn opt_text(&mut self, py: Python<'_>, text: Option<&str>) -> Name {
-        match text {
-            Some(t) => self.text(py, t),
-            None => NONE,
+    /// The name of an engine's shared text (or None).
+    fn shared_text(&mut self, py: Python<'_>, text: Option<&Text>) -> Name {
+        let Some(t) = text else { return NONE };
+        let address = t.as_ptr() as usize;
+        // an Rc<str>'s text is 8-byte aligned (after its two counts): the bits above those
+        let slot = (address >> 3) % SHARED_SLOTS;
+        if let Some((held_at, held, name)) = &self.shared[slot] {
+            if *held_at == address && **held == **t {
+                return *name;
+            }
+        }
+        let name = self.text(py, t);
+        self.shared[slot] = Some((address, Box::from(&**t), name));
+        name
+    }
+
+    fn class_name(&mut self, py: Python<'_>, code: Option<i64>) -> Name {
+        let at = class_index(code);
+        match self.class_names[at] {
+            Some(name) => name,
+            None => {
+                let name = self.text(py, CLASSES[at]);
+                self.class_names[at] = Some(name);
+                name
+            }
         }
     }
 
@@ -223,8 +262,8 @@ impl DomeSummaryTally {
             Record::Call(c) => Facts::Call {
                 start: Some(c.start),
                 end: c.end,
-                role: self.opt_text(py, c.role.as_deref()),
-                command: self.opt_text(py, c.command.as_deref()),
+                role: self.shared_text(py, c.role.as_ref()),
+                command: self.shared_text(py, c.command.as_ref()),
                 http_code: c.http_code,
                 whole: c.whole_seconds,
                 duration: c.duration,
@@ -301,7 +340,7 @@ impl DomeSummaryTally {
                 self.cover(end);
                 let role = if self.names.truthy[role as usize] { role } else { self.unknown_role };
                 let command = self.command_label(py, command)?;
-                let class = self.text(py, code_class(http_code));
+                let class = self.class_name(py, http_code);
                 *self.calls.entry((role, command, class)) += 1;
                 if whole {
                     self.whole_second_calls += 1;
@@ -385,6 +424,8 @@ impl DomeSummaryTally {
             unknown_role,
             timed_outcomes,
             command_labels: Vec::new(),
+            class_names: [None; CLASSES.len()],
+            shared: vec![None; SHARED_SLOTS],
             first_ms: None,
             last_ms: None,
             calls: Ordered::new(),
