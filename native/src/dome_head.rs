@@ -108,6 +108,21 @@ impl HeadReader {
     }
 }
 
+/// Each byte of a word's 8 (the first the lowest) where `YYYY-MM-` has a digit: its high
+/// bit; where it has a dash: all its bits.
+const DIGITS_YYYY_MM: u64 = 0x0080_8000_8080_8080;
+const DASHES_YYYY_MM: u64 = 0xff00_00ff_0000_0000;
+
+/// Whether a word's 8 bytes read `HH:MM:SS` (two digits, a colon...), checked at once
+/// where a byte at a time through an iterator was a call, ~86 instructions a traditional
+/// stamp and ~180 an RFC 3339 one (issue 30).
+#[inline(always)]
+fn hh_mm_ss(w: u64) -> bool {
+    const DIGITS: u64 = 0x8080_0080_8000_8080;
+    const COLONS: u64 = 0x0000_ff00_00ff_0000;
+    byte_runs::non_digits(w) & DIGITS == 0 && w & COLONS == u64::from_le_bytes(*b"\0\0:\0\0:\0\0")
+}
+
 /// `(mon) (day) (hh):(mm):(ss) `: where the host starts.
 #[inline(always)]
 fn traditional(line: &[u8], spans: &mut Spans) -> Option<usize> {
@@ -125,8 +140,7 @@ fn traditional(line: &[u8], spans: &mut Spans) -> Option<usize> {
         _ => return None,
     };
     let clock = line.get(day_end..day_end + 10)?;
-    let places = clock[0] == b' ' && clock[3] == b':' && clock[6] == b':' && clock[9] == b' ';
-    if !(places && [1, 2, 4, 5, 7, 8].into_iter().all(|i| clock[i].is_ascii_digit())) {
+    if !(clock[0] == b' ' && clock[9] == b' ' && byte_runs::word(line, day_end + 1).is_some_and(hh_mm_ss)) {
         return None;
     }
     spans[1] = Some((0, 3));
@@ -141,8 +155,11 @@ fn traditional(line: &[u8], spans: &mut Spans) -> Option<usize> {
 #[inline(always)]
 fn rfc3339(line: &[u8], spans: &mut Spans) -> Option<usize> {
     let fixed = line.get(..19)?;
-    let places = fixed[4] == b'-' && fixed[7] == b'-' && fixed[10] == b'T' && fixed[13] == b':' && fixed[16] == b':';
-    if !(places && [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18].into_iter().all(|i| fixed[i].is_ascii_digit())) {
+    let date = byte_runs::word(fixed, 0).is_some_and(|w| {
+        byte_runs::non_digits(w) & DIGITS_YYYY_MM == 0 && w & DASHES_YYYY_MM == u64::from_le_bytes(*b"\0\0\0\0-\0\0-")
+    });
+    let day = fixed[8].is_ascii_digit() && fixed[9].is_ascii_digit() && fixed[10] == b'T';
+    if !(date && day && byte_runs::word(fixed, 11).is_some_and(hh_mm_ss)) {
         return None;
     }
     let mut p = 19;
@@ -220,8 +237,7 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, tid: &mut Opti
         return None;
     }
     spans[g] = Some((p + 1, p + 1 + n));
-    *tid = (n <= THREAD_DIGITS)
-        .then(|| line[p + 1..p + 1 + n].iter().fold(0i64, |v, &d| v * 10 + i64::from(d - b'0')));
+    *tid = (n <= THREAD_DIGITS).then(|| byte_runs::digits_value(line, p + 1, p + 1 + n) as i64);
     p += n + 2;
     let mark = line.get(p..p + 3)?;
     if mark[0] == b'[' && mark[1].is_ascii_digit() && mark[2] == b']' {

@@ -19,7 +19,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-use crate::byte_runs::{until, Stops};
+use crate::byte_runs::has_nul;
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
 use crate::dome_head::{HeadReader, Spans, GROUPS};
 use crate::dome_roles::{RoleReader, Spans as RoleSpans, GROUPS as ROLE_GROUPS};
@@ -96,7 +96,9 @@ impl Alternative {
 /// A form's head (the envelope and message, or the whole alternation): its regex, or, for a
 /// pattern dome_head.rs implements, that reader and the spans it read.
 struct Head {
-    regex: Pattern,
+    /// Compiled only for a pattern no hand reader reads: one never run cost each scanner
+    /// (each source, each profile `profile check` tries) a PCRE2 compile and JIT.
+    regex: Option<Pattern>,
     /// The thread id's number as the hand reader read it (None: not read there).
     hand: Option<(HeadReader, Spans, Option<i64>)>,
 }
@@ -104,15 +106,17 @@ struct Head {
 impl Head {
     fn new(pattern: &str) -> PyResult<Head> {
         let hand = HeadReader::of(pattern).map(|r| (r, [None; GROUPS], None));
-        Ok(Head { regex: compile(pattern, true)?, hand })
+        let regex = if hand.is_some() { None } else { Some(compile(pattern, true)?) };
+        Ok(Head { regex, hand })
     }
 
     /// Whether the head matches at `line`'s start (its spans then in `get`).
     #[inline]
     fn matches(&mut self, line: &str) -> bool {
-        match &mut self.hand {
-            Some((reader, spans, tid)) => reader.read(line.as_bytes(), spans, tid).is_some(),
-            None => matches(&mut self.regex, line),
+        match (&mut self.hand, &mut self.regex) {
+            (Some((reader, spans, tid)), _) => reader.read(line.as_bytes(), spans, tid).is_some(),
+            (None, Some(regex)) => matches(regex, line),
+            (None, None) => false, // not made: one or the other
         }
     }
 
@@ -126,9 +130,10 @@ impl Head {
 impl Located for Head {
     #[inline]
     fn get(&self, group: usize) -> Option<(usize, usize)> {
-        match &self.hand {
-            Some((_, spans, _)) => spans.get(group).copied().flatten(),
-            None => self.regex.get(group),
+        match (&self.hand, &self.regex) {
+            (Some((_, spans, _)), _) => spans.get(group).copied().flatten(),
+            (None, Some(regex)) => regex.get(group),
+            (None, None) => None,
         }
     }
 }
@@ -314,9 +319,9 @@ impl DomeScanner {
         if line.len() > self.max_bytes {
             return Ok(self.fail(MALFORMED, format!("line longer than {} bytes", self.max_bytes)));
         }
-        // 16 bytes a step: str::contains went through core's memchr, ~220 instructions a
+        // 64 bytes a step: str::contains went through core's memchr, ~220 instructions a
         // DOME line (issue 30)
-        if until(line.as_bytes(), 0, Stops::byte(0)) < line.len() {
+        if has_nul(line.as_bytes()) {
             return Ok(self.fail(MALFORMED, "binary data (NUL byte)"));
         }
         let mut matched = None;
@@ -691,6 +696,8 @@ impl DomeScanner {
                 .into_iter()
                 .map(|(role, pattern, group, lead, fields)| {
                     let hand = pattern.as_deref().and_then(RoleReader::of).map(|r| (r, [None; ROLE_GROUPS]));
+                    // as the head's: no regex where the hand reader reads it
+                    let pattern = if hand.is_some() { None } else { pattern };
                     Ok(Alternative {
                         group,
                         hand,

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from dpmstream.parsers.profiles import (
-    ProfileError, bundled_profiles, detect_profile, load_profile, profile_from_dict, read_profile_file,
+    ProfileError, bundled_profiles, detect_profile, load_profile, match_line, profile_from_dict, read_profile_file,
     resolve_profile,
 )
 
@@ -116,3 +116,31 @@ def test_native_lines_are_detected_without_compiling_the_rsyslog_forms_of_other_
     assert detect_profile(REFERENCE_PUT, fresh).name == "lcgdm-dpm"
     assert [p.name for p in fresh if "rsyslog" in vars(p)] == []  # each native form read them
 
+
+
+DOME_LINES = [
+    "May 30 08:44:05 dpmhead01 dome[2345]: {140685573784640}[1] dmlite dome workerFunc : req:GET "
+    "cmd:dome_access query:/domehead/command/dome_access bodyitems: 0",
+    "2017-05-30T08:44:05.118402+02:00 dpmhead01 dome[2345]: {140685573784640}[1] dmlite dome "
+    "SendSimpleResp : Exiting: code: 200",
+]
+
+
+def test_a_dome_log_is_no_dpm_daemons_and_detecting_so_compiles_none_of_their_forms():
+    fresh = [profile_from_dict(read_profile_file(p.source), check_now=False) for p in bundled_profiles()]
+    assert detect_profile(DOME_LINES, fresh) is None
+    assert [p.name for p in fresh if {"native", "rsyslog"} & set(vars(p))] == []
+
+
+def test_a_form_not_yet_compiled_reads_every_line_as_the_compiled_form_does():
+    # DPM lines in both envelopes, DOME lines, half an envelope, and nothing
+    rsyslog = [f"2017-05-30T08:44:05.118402+02:00 dpmhead01 dpm[2345]: {line}" for line in REFERENCE_PUT]
+    lines = [*REFERENCE_PUT, *rsyslog, *DOME_LINES, REFERENCE_PUT[0][:12], rsyslog[0][:40], "", "x"]
+    for bundled in bundled_profiles():
+        compiled = profile_from_dict(read_profile_file(bundled.source))
+        for line in lines:
+            fresh = profile_from_dict(read_profile_file(bundled.source), check_now=False)
+            want, got = match_line(compiled, line), match_line(fresh, line)
+            read = [(m and m.span(), alt and alt.role, form is None) for form, m, alt in (want, got)]
+            assert read[1] == read[0], line
+    assert any(match_line(compiled, line)[2] is not None for line in rsyslog)
