@@ -115,3 +115,66 @@ impl<K> Lru<K> {
         self.nodes[self.head as usize].key.as_ref().map(|k| (self.head, k))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Lru, NIL};
+
+    /// The order as a list, the reference: move = take out, append.
+    fn check(lru: &Lru<u64>, model: &[(u32, u64)]) {
+        let keys: Vec<u64> = lru.iter().copied().collect();
+        let want: Vec<u64> = model.iter().map(|&(_, k)| k).collect();
+        assert_eq!(keys, want);
+        assert_eq!(lru.first_key_value().map(|(h, &k)| (h, k)), model.first().copied());
+    }
+
+    #[test]
+    fn it_keeps_the_order_of_a_list_under_pushes_moves_and_removals() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for keys in [1usize, 3, 40, 600] {
+            let mut lru: Lru<u64> = Lru::default();
+            let mut model: Vec<(u32, u64)> = Vec::new();
+            let mut key = 0u64;
+            for step in 0..20_000 {
+                let r = next();
+                let at = |n: usize| (r >> 8) as usize % n;
+                match r % 8 {
+                    0 | 1 if model.len() < keys => {
+                        key += 1;
+                        let h = lru.push_back(key);
+                        model.push((h, key));
+                    }
+                    2 if !model.is_empty() => {
+                        let (h, k) = model.remove(at(model.len()));
+                        assert_eq!(lru.remove(h), Some(k));
+                        assert_eq!(lru.remove(h), None, "a removed handle removes nothing");
+                        lru.move_back(h); // and moves nothing
+                    }
+                    3 => {
+                        // the least recent, as an expiry or eviction takes it
+                        if let Some((h, k)) = model.first().copied() {
+                            model.remove(0);
+                            assert_eq!(lru.remove(h), Some(k));
+                        }
+                    }
+                    _ if !model.is_empty() => {
+                        let entry = model.remove(at(model.len()));
+                        model.push(entry);
+                        lru.move_back(entry.0);
+                    }
+                    _ => lru.move_back(NIL),
+                }
+                if step % 97 == 0 || keys < 4 {
+                    check(&lru, &model);
+                }
+            }
+            check(&lru, &model);
+        }
+    }
+}
