@@ -210,6 +210,14 @@ pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
 }
 
 pub(crate) fn push_json_str(out: &mut String, s: &str, ascii: bool) {
+    // Printable ASCII but a quote and a backslash (nearly every text) is written as it
+    // is, either way: not a char at a time.
+    if s.bytes().all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     out.push('"');
     for c in s.chars() {
         match c {
