@@ -7,32 +7,38 @@
 //! instructions a byte, more than PCRE2's JIT code spent on the same patterns (issue
 //! 30); libc's memcmp, called for each literal, ~30 a call.
 
-/// The bytes a run stops at: `a`, `b` (the same byte for one), and, with `space`, PCRE2's
-/// `\s` without UCP (tab, LF, VT, FF, CR, space).
+/// The bytes a run stops at: `a`, `b` (the same byte for one), with `space` PCRE2's `\s`
+/// without UCP (tab, LF, VT, FF, CR, space), with `control` every byte below 0x20.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stops {
     a: u8,
     b: u8,
     space: bool,
+    control: bool,
 }
 
 impl Stops {
     pub(crate) const fn byte(a: u8) -> Stops {
-        Stops { a, b: a, space: false }
+        Stops { a, b: a, space: false, control: false }
     }
 
     pub(crate) const fn bytes(a: u8, b: u8) -> Stops {
-        Stops { a, b, space: false }
+        Stops { a, b, space: false, control: false }
     }
 
     /// White space, and `a` and `b`.
     pub(crate) const fn space_or(a: u8, b: u8) -> Stops {
-        Stops { a, b, space: true }
+        Stops { a, b, space: true, control: false }
+    }
+
+    /// Where a JSON string's plain text stops: a quote, a backslash, a control character.
+    pub(crate) const fn json_text() -> Stops {
+        Stops { a: b'"', b: b'\\', space: false, control: true }
     }
 
     #[inline(always)]
     fn has(self, c: u8) -> bool {
-        c == self.a || c == self.b || (self.space && is_space(c))
+        c == self.a || c == self.b || (self.space && is_space(c)) || (self.control && c < 0x20)
     }
 }
 
@@ -75,6 +81,10 @@ mod sse2 {
             let tab = _mm_subs_epu8(_mm_sub_epi8(v, _mm_set1_epi8(9)), _mm_set1_epi8(4));
             m = _mm_or_si128(m, _mm_or_si128(_mm_cmpeq_epi8(tab, _mm_setzero_si128()),
                                              _mm_cmpeq_epi8(v, _mm_set1_epi8(b' ' as i8))));
+        }
+        if stops.control {
+            // below 0x20: the byte is its own minimum with 0x1f (unsigned)
+            m = _mm_or_si128(m, _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v));
         }
         _mm_movemask_epi8(m) as u32
     }
@@ -301,9 +311,10 @@ mod tests {
 
     #[test]
     fn a_run_stops_where_a_byte_at_a_time_it_would() {
-        let sets = [Stops::byte(b'\''), Stops::bytes(b'\'', b':'), Stops::space_or(b'[', b':'), Stops::space_or(b' ', b' ')];
-        let fill = [b'a', 0x80, 0xff, b'\x08', b'\x0e', b'!', b'\x1f', b'0'];
-        let stops = [b'\'', b':', b'[', b' ', b'\t', b'\n', 0x0b, 0x0c, b'\r'];
+        let sets = [Stops::byte(b'\''), Stops::bytes(b'\'', b':'), Stops::space_or(b'[', b':'), Stops::space_or(b' ', b' '),
+                    Stops::json_text()];
+        let fill = [b'a', 0x80, 0xff, b'\x08', b'\x0e', b'!', b'\x1f', b'0', b' ', 0x7f];
+        let stops = [b'\'', b':', b'[', b' ', b'\t', b'\n', 0x0b, 0x0c, b'\r', b'"', b'\\', 0, 0x1f, 0x20, 0x9f];
         for len in 0..40 {
             for &f in &fill {
                 for at in 0..=len {

@@ -13,6 +13,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
+use crate::byte_runs::{until, Stops};
 use crate::chunk::utf8;
 
 /// Host and path texts recently handed to Python, with their str objects. A partition's
@@ -154,25 +155,9 @@ impl<'a> Json<'a> {
 }
 
 /// How many bytes from the start of `s` are plain string content: up to the first quote,
-/// backslash or control character (or the end). Eight bytes a step: a word with none of
-/// them is passed whole (the byte tests below are exact for "some byte of the word").
+/// backslash or control character (or the end), 16 bytes a step (byte_runs).
 fn plain_run(s: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v; // high bit set where v has a zero byte
-    let mut i = 0;
-    while let Some(chunk) = s.get(i..i + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        let control = w.wrapping_sub(ONES * 0x20) & !w; // a byte under 0x20
-        if (zero_byte(w ^ (ONES * b'"' as u64)) | zero_byte(w ^ (ONES * b'\\' as u64)) | control) & HIGHS != 0 {
-            break;
-        }
-        i += 8;
-    }
-    while i < s.len() && !matches!(s[i], b'"' | b'\\' | 0..=0x1f) {
-        i += 1;
-    }
-    i
+    until(s, 0, Stops::json_text())
 }
 
 /// A str of `text`: ASCII text (nearly every log line) copied into a new compact ASCII

@@ -13,7 +13,9 @@
 use std::cell::RefCell;
 use std::fmt::Write;
 
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 
 use crate::names::Names;
@@ -65,21 +67,32 @@ const REQUEST_IS_MS: [bool; REQUEST_FIELDS.len()] = ms_mask(&REQUEST_FIELDS, &RE
 const CALL_IS_MS: [bool; CALL_FIELDS.len()] = ms_mask(&CALL_FIELDS, &CALL_MS);
 
 /// A kind's columns, the record key of each, and which of them hold milliseconds.
-type Layout = (&'static [&'static str], &'static [&'static str], &'static [bool]);
+type Layout = (&'static [&'static str], &'static [&'static str], &'static [bool], &'static Keys);
+
+/// A layout's record keys as interned Python strs, made once a process: a look-up by a
+/// str made from a &str for each cell made and hashed that str anew, ~900 instructions a
+/// cell, more than the JSON it wrote (issue 30, the worker's records). Interned, they are
+/// the very keys the engine's dicts were written with (rec.rs, intern!).
+type Keys = GILOnceCell<Vec<Py<PyString>>>;
+static REQUEST_KEYS: Keys = GILOnceCell::new();
+static CALL_KEYS: Keys = GILOnceCell::new();
 
 fn columns(kind: &str) -> Layout {
     if kind == "request" {
-        (&REQUEST_COLUMNS, &REQUEST_FIELDS, &REQUEST_IS_MS)
+        (&REQUEST_COLUMNS, &REQUEST_FIELDS, &REQUEST_IS_MS, &REQUEST_KEYS)
     } else {
-        (&CALL_COLUMNS, &CALL_FIELDS, &CALL_IS_MS)
+        (&CALL_COLUMNS, &CALL_FIELDS, &CALL_IS_MS, &CALL_KEYS)
     }
 }
 
-/// A dict's cells under `keys`, in order; None when one is of a type Python formats.
-fn dict_values<'a, 'py: 'a>(record: &Bound<'py, PyDict>, keys: &[&str],
+/// A dict's cells under `keys` (their interned strs in `interned`), in order; None when
+/// one is of a type Python formats.
+fn dict_values<'a, 'py: 'a>(record: &Bound<'py, PyDict>, keys: &[&str], interned: &'static Keys,
                             items: &'a mut Vec<Option<Bound<'py, PyAny>>>) -> PyResult<Option<Vec<Value<'a>>>> {
-    for key in keys {
-        items.push(record.get_item(*key)?);
+    let py = record.py();
+    let interned = interned.get_or_init(py, || keys.iter().map(|k| PyString::intern(py, k).unbind()).collect());
+    for key in interned {
+        items.push(record.get_item(key.bind(py))?);
     }
     let items: &'a Vec<_> = items;
     Ok(items.iter().map(|item| item.as_ref().map_or(Some(Value::None), value)).collect())
@@ -227,11 +240,11 @@ pub(crate) fn push_csv_row<'a>(out: &mut String, is_ms: &[bool], values: impl In
 fn format_dict(record: &Bound<'_, PyDict>,
                format: impl for<'a> FnOnce(&str, &[&str], &[bool], Vec<Value<'a>>) -> Option<String>)
                -> PyResult<Option<String>> {
-    let Some(kind) = record.get_item("kind")? else { return Ok(None) };
+    let Some(kind) = record.get_item(intern!(record.py(), "kind"))? else { return Ok(None) };
     let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
-    let (cols, keys, is_ms) = columns(&kind);
+    let (cols, keys, is_ms, interned) = columns(&kind);
     let mut items = Vec::with_capacity(keys.len());
-    let Some(values) = dict_values(record, keys, &mut items)? else { return Ok(None) };
+    let Some(values) = dict_values(record, keys, interned, &mut items)? else { return Ok(None) };
     Ok(format(&kind, cols, is_ms, values))
 }
 
@@ -245,6 +258,14 @@ pub fn record_csv_line(record: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
 }
 
 pub(crate) fn push_json_str(out: &mut String, s: &str, ascii: bool) {
+    // Printable ASCII but a quote and a backslash (nearly every text) is written as it
+    // is, either way: not a char at a time.
+    if s.bytes().all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     out.push('"');
     for c in s.chars() {
         match c {
@@ -270,10 +291,34 @@ pub(crate) fn push_json_str(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
 }
 
+/// Below this many milliseconds (4e12 s < 2^42 s) the float nearest ms / 1000 is less than
+/// half a millisecond from it (its spacing is 2^-11 s at most), so no decimal of three
+/// places or fewer but ms / 1000 itself reads back as that float, and none with more
+/// places is shorter: Python's repr of it is the exact decimal (push_ms's digits, its
+/// trailing zeros dropped, ".0" kept for whole seconds).
+const EXACT_SECONDS_MS: u64 = 4_000_000_000_000_000;
+
 /// Python's repr of ms / 1000.0 (to_json_dict's seconds): the shortest digits that read
 /// back as the same float, which Rust prints too; Python adds ".0" to whole numbers and
-/// writes exponents outside 1e-4 .. 1e16, which milliseconds never reach below.
+/// writes exponents outside 1e-4 .. 1e16, which milliseconds never reach below. Below
+/// EXACT_SECONDS_MS the decimal is written from the integer (core::fmt's float printing
+/// took ~660 instructions a value; a request record has ten).
 fn push_seconds(out: &mut String, ms: i64) -> bool {
+    if ms.unsigned_abs() < EXACT_SECONDS_MS {
+        push_ms(out, ms);
+        let mut end = out.len();
+        while out.as_bytes()[end - 1] == b'0' {
+            end -= 1;
+        }
+        // "1.500" -> "1.5", "2.000" -> "2.0": the point stays, a digit after it too
+        out.truncate(if out.as_bytes()[end - 1] == b'.' { end + 1 } else { end });
+        return true;
+    }
+    push_float_seconds(out, ms)
+}
+
+/// ms / 1000.0 printed as a float (Rust's shortest round-trip digits, Python's ".0").
+fn push_float_seconds(out: &mut String, ms: i64) -> bool {
     let secs = ms as f64 / 1000.0;
     if !secs.is_finite() || secs.abs() >= 1e16 {
         return false;
@@ -579,5 +624,33 @@ mod tests {
         let mut out = String::new();
         push_ms(&mut out, -5);
         assert_eq!(out, "-0.005");
+    }
+
+    /// push_seconds's decimal from the integer is the float's shortest round-trip digits
+    /// (core::fmt's, Python's repr), wherever it is used: every value to 300 s, the edges,
+    /// the powers of ten and their neighbours, and spread values up to its bound.
+    #[test]
+    fn seconds_from_the_integer_are_the_floats_shortest_digits() {
+        let bound = EXACT_SECONDS_MS as i64;
+        let mut values: Vec<i64> = (-2_000..300_000).collect();
+        values.extend(EDGES.iter().copied().filter(|ms| ms.unsigned_abs() < EXACT_SECONDS_MS));
+        values.extend([bound - 1, -(bound - 1), bound - 1000, bound - 999]);
+        let mut p = 1i64;
+        while p < bound {
+            values.extend([p - 1, p, p + 1, 7 * p - 1, -p]);
+            p *= 10;
+        }
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..300_000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let v = (x >> 11) as i64 % bound;   // spread over every magnitude below the bound
+            values.extend([v, v >> (x % 50)]);
+        }
+        for ms in values {
+            let (mut exact, mut float) = (String::new(), String::new());
+            assert!(push_seconds(&mut exact, ms));
+            assert!(push_float_seconds(&mut float, ms));
+            assert_eq!(exact, float, "{ms} ms");
+        }
     }
 }
