@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import bisect
 import os
-from itertools import accumulate
-from operator import mul, sub
+from itertools import accumulate, repeat
+from functools import partial
+from operator import is_not, itemgetter, mul, sub
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -107,43 +108,48 @@ class Breakdown:
 
 
 def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
-    out: dict[str, Breakdown] = {}
-    sums: dict[str, list[int]] = {}     # op -> its segments' sums, in SEGMENTS' order
+    # Each op's requests and segments gathered first, then summed a column at a time by
+    # sum() in C (issue 30: a list built per request was a third of the report's story
+    # on the thesis log), each column in the requests' order.
+    rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
     for r in requests:
         parts = _segment_parts(r)
         if parts is None:
             continue
         op = r["op"] or "?"
-        b = out.get(op)
-        if b is None:
-            b = out[op] = Breakdown(op)
-            sums[op] = [0] * len(SEGMENT_NAMES)
-        b.requests += 1
-        b.total_ms += r["total_ms"]
-        sums[op] = [a + v for a, v in zip(sums[op], parts)]
-        b.poll_ms += r.get("poll_ms") or 0
-        b.polls += r.get("polls") or 0
-    for op, b in out.items():
-        b.segments = dict(zip(SEGMENT_NAMES, sums[op]))
-    return dict(sorted(out.items()))
+        of_op = rows.get(op)
+        if of_op is None:
+            of_op = rows[op] = ([], [])
+        of_op[0].append(r)
+        of_op[1].append(parts)
+    out: dict[str, Breakdown] = {}
+    for op in sorted(rows):
+        of_op, parts = rows[op]
+        out[op] = Breakdown(
+            op, requests=len(of_op), total_ms=sum(map(itemgetter("total_ms"), of_op)),
+            segments=dict(zip(SEGMENT_NAMES, map(sum, zip(*parts)))),
+            poll_ms=summed(of_op, "poll_ms"), polls=summed(of_op, "polls"))
+    return out
 
 
 def phase_shares(requests: list[dict], op: str) -> dict[str, float] | None:
     """Each of PHASE_FIELDS summed over the op's summed total_ms (the replay table's share
-    column), in one pass over the requests; None when the op has no time."""
-    sums = dict.fromkeys(PHASE_WORDS, 0)
-    total = 0
-    for r in requests:
-        if r["op"] != op:
-            continue
-        t = r.get("total_ms")
-        if t is not None:
-            total += t
-        for fieldname in sums:
-            v = r.get(fieldname)
-            if v is not None:
-                sums[fieldname] += v
-    return {k: v / total for k, v in sums.items()} if total > 0 else None
+    column); None when the op has no time. Each field's values are read and summed in C
+    (summed; issue 30: a Python step per request and field was ~30 M instructions of the
+    report on the thesis log)."""
+    of_op = [r for r in requests if r["op"] == op]
+    total = summed(of_op, "total_ms")
+    return {k: summed(of_op, k) / total for k in PHASE_WORDS} if total > 0 else None
+
+
+_GIVEN = partial(is_not, None)
+
+
+def summed(records: list[dict], fieldname: str) -> int:
+    """The sum of the records' values of `fieldname` where they have one, in their order,
+    read and added in C (map, filter, sum) rather than a Python step per record
+    (dict.get mapped over the key repeated: a methodcaller makes a bound method a call)."""
+    return sum(filter(_GIVEN, map(dict.get, records, repeat(fieldname))))
 
 
 def series_of(values) -> Series:
@@ -185,17 +191,25 @@ class Steps:
     def sustained_peak(self, min_ms: int = SUSTAINED_MS) -> int:
         """The highest level held for at least `min_ms` at a stretch. Records place a
         slow-thread run to the millisecond and clamp a queue time that would be negative
-        to 0, so one run may seem to overlap the next on its thread for a few ms."""
-        best, n = 0, len(self.times)
-        for i, lv in enumerate(self.levels):
-            if lv <= best or i + 1 >= n:
-                continue
-            j = i
-            while j + 1 < n and self.levels[j + 1] >= lv:
-                j += 1
-            end = self.times[j + 1] if j + 1 < n else self.times[j]
-            if end - self.times[i] >= min_ms:
-                best = lv
+        to 0, so one run may seem to overlap the next on its thread for a few ms.
+
+        A level holds from its step to the first later step below it (or to the last
+        step's time): each step's stretch ends where a stack of the steps not yet
+        below pops it, in one pass (issue 30: walking forward from each step went over
+        most of the steps again for each level of a pool busy most of the time)."""
+        times, levels = self.times, self.levels
+        best, open_steps = 0, []   # open_steps: indices whose level nothing later is below yet
+        for k, lv in enumerate(levels):
+            while open_steps and levels[open_steps[-1]] > lv:
+                i = open_steps.pop()
+                if levels[i] > best and times[k] - times[i] >= min_ms:
+                    best = levels[i]
+            open_steps.append(k)
+        # The rest hold to the last step's time; the last step itself (open_steps[-1])
+        # for no time.
+        for i in open_steps[:-1]:
+            if levels[i] > best and times[-1] - times[i] >= min_ms:
+                best = levels[i]
         return best
 
     def time_at_least(self, level: int, t0: int, t1: int) -> int:

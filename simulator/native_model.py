@@ -60,7 +60,7 @@ def unsupported(cfg: SimConfig) -> str | None:
 
 def _dist(d) -> tuple:
     if isinstance(d, Empirical):
-        return ("empirical", [int(v) for v in d.values])
+        return ("empirical", list(map(int, d.values)))   # in C: thousands a run (issue 30)
     return ("lognormal", float(d.median_ms), float(d.sigma), int(d.min_ms))
 
 

@@ -60,6 +60,26 @@ def test_name_server_time_is_cut_out_of_processing_only_when_the_record_has_it()
     assert seg["proc_ns"] == 120 and seg["proc"] == 380
 
 
+def test_an_ops_breakdown_is_the_sum_of_its_requests_segments_on_a_simulated_thesis_log():
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    requests = simulate(scenario("thesis", requests=300), None).requests
+    requests[0] = dict(requests[0], poll_ms=None, polls=None)   # a request without polls
+    out = A.breakdowns(requests)
+    assert list(out) == ["put"]   # the thesis workload: puts only
+    for op, b in out.items():
+        mine = [r for r in requests if r["op"] == op and r.get("total_ms") is not None]
+        assert (b.requests, b.total_ms) == (len(mine), sum(r["total_ms"] for r in mine))
+        assert b.segments == {k: sum(A.segments_of(r)[k] for r in mine) for k in A.SEGMENT_NAMES}
+        assert b.poll_ms == sum(r.get("poll_ms") or 0 for r in mine)
+        assert b.polls == sum(r.get("polls") or 0 for r in mine)
+        shares = A.phase_shares(requests, op)
+        for fieldname in A.PHASE_WORDS:
+            assert shares[fieldname] == sum(r[fieldname] for r in mine if r.get(fieldname) is not None) \
+                / b.total_ms
+
+
 def test_the_share_of_a_phase_is_its_summed_time_over_the_summed_total_as_the_replay_says():
     requests = [put(T0), put(T0 + 1000, queue=100), put(T0 + 2000, op="get", transfer=0)]
     summary = Summary()
@@ -84,6 +104,53 @@ def test_concurrency_counts_open_intervals_and_the_time_spent_at_a_level():
     assert steps.time_at_least(3, 0, 20) == 3
     assert steps.time_at_least(1, 0, 20) == 20
     assert steps.time_at_least(2, 0, 20) == 5
+
+
+def _sustained_by_definition(steps, min_ms):
+    """sustained_peak as it reads: each step's level held from its time while no later
+    step is below it, to that step's time (or the last step's); the highest level held
+    for min_ms or more."""
+    times, levels, best = steps.times, steps.levels, 0
+    for i in range(len(times) - 1):
+        j = i
+        while j + 1 < len(times) and levels[j + 1] >= levels[i]:
+            j += 1
+        end = times[j + 1] if j + 1 < len(times) else times[j]
+        if end - times[i] >= min_ms:
+            best = max(best, levels[i])
+    return best
+
+
+def test_the_sustained_peak_is_the_highest_level_held_long_enough():
+    steps = A.Steps([0, 10, 30, 100, 140], [2, 5, 3, 1, 0])
+    assert steps.sustained_peak(50) == 3    # 5 holds 20 ms, 3 holds 70, 2 holds 100
+    assert steps.sustained_peak(20) == 5
+    assert steps.sustained_peak(200) == 0
+    assert A.Steps([], []).sustained_peak() == 0
+    assert A.Steps([0, 60], [4, 4]).sustained_peak() == 4    # held to the last step's time
+    assert A.Steps([0, 40, 60], [5, 3, 0]).sustained_peak() == 0   # 3 from its own step only
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_sustained_peak_is_its_definition_on_random_steps(seed):
+    # Equal levels in a row, plateaus, a last step above zero, spans around min_ms.
+    rng = random.Random(seed)
+    n = rng.randrange(0, 120)
+    times = sorted(rng.sample(range(0, 2000), n))
+    steps = A.Steps(times, [rng.choice((0, 1, 2, 3, 3, 4, 7, 20)) for _ in range(n)])
+    for min_ms in (0, 1, 17, 50, 300):
+        assert steps.sustained_peak(min_ms) == _sustained_by_definition(steps, min_ms)
+
+
+def test_the_sustained_peak_is_its_definition_on_a_simulated_thesis_log():
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    run = simulate(scenario("thesis", requests=300), None)
+    for steps in (A.concurrency(A.slow_runs(run.requests)), A.concurrency(A.queue_stays(run.requests))):
+        assert steps.peak > 1
+        for min_ms in (1, 50, 500):
+            assert steps.sustained_peak(min_ms) == _sustained_by_definition(steps, min_ms)
 
 
 def test_binned_levels_are_time_weighted_means_and_maxima():
