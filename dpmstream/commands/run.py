@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import logging
 import os
 import signal
 import stat
@@ -55,8 +56,9 @@ from dpmstream.commands.common import (
     add_log_options, add_metrics_options, checked_profile, checked_zone, default_host,
     hidden_alias, non_negative_float, positive_float, reassembly_settings, setup_logging)
 from dpmstream.streams.live.follow import DEFAULT_ROTATED, not_followable
+from dpmstream.streams.live.stop_deadline import STOP_WITHIN_S, StopDeadline
 
-STOP_DEADLINE_S = 4.0  # after a stop signal, exit by then whatever the loop is doing
+log = logging.getLogger("dpmstream.run")
 
 EPILOG = r"""
 examples:
@@ -192,11 +194,12 @@ def run(args: argparse.Namespace) -> int:
         # handler runs in the main thread between any two bytecodes, inside stop.wait()
         # too, where the main thread holds the Event's lock, and stop.set() here would
         # wait for that lock for ever (the stop then ended at the deadline, exit 143).
-        # Whatever the loop is blocked in (a full pipe, a hung disk), the same thread
-        # exits in time; the registry saved last is consistent on its own.
+        # Whatever the loop is blocked in (a full pipe, a hung disk), the deadline exits
+        # in time; the registry saved last is consistent on its own.
         if not received:
-            threading.Thread(target=_stop_then_exit, args=(stop, STOP_DEADLINE_S, signum),
-                             daemon=True).start()
+            StopDeadline(STOP_WITHIN_S, log, consequence="the state saved last stands",
+                         exit_code=128 + signum).arm()
+            threading.Thread(target=stop.set, daemon=True).start()
         received.append(signum)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -349,17 +352,6 @@ def _is_position(pos) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _stop_then_exit(stop: threading.Event, seconds: float, signum: int) -> None:
-    """Ask the loop to stop; exit `seconds` later if the process still runs."""
-    stop.set()
-    time.sleep(seconds)
-    try:
-        _say(f"could not stop cleanly within {seconds:g} s; exiting now "
-             "(the state saved last stands)")
-    finally:
-        os._exit(128 + signum)
 
 
 class _StatusLine:

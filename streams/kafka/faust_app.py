@@ -134,7 +134,8 @@ def run_worker(config, metrics_port: int | None = None, metrics_bind: str = "127
     scratch = tempfile.TemporaryDirectory(prefix="dpmstream-worker-")
     cleanup = [server.close] if server is not None else []
     cleanup.append(scratch.cleanup)
-    deadline = StopDeadline(STOP_WITHIN_S, log, cleanup)
+    deadline = StopDeadline(STOP_WITHIN_S, log, cleanup, consequence=(
+        "is the broker reachable? What was not committed is read again by the next worker"))
     app = host_app(engine, deadline, datadir=scratch.name, loop=loop)
     if on_worker is not None:
         on_worker(engine, app)

@@ -10,6 +10,8 @@ import pytest
 from dpmstream.streams.live import stop_deadline
 from dpmstream.streams.live.stop_deadline import STOP_WITHIN_S, StopDeadline
 
+WHAT = "what was not committed is read again"
+
 
 class ManualTimer:
     """threading.Timer that fires only when the test says so."""
@@ -66,12 +68,12 @@ def a_log(events) -> logging.Logger:
 
 
 def test_nothing_happens_until_it_is_armed(events, timers):
-    StopDeadline(4.0, a_log(events), cleanup=[lambda: events.append("cleanup")])
+    StopDeadline(4.0, a_log(events), cleanup=[lambda: events.append("cleanup")], consequence=WHAT)
     assert timers == [] and events == []
 
 
 def test_arming_starts_one_daemon_timer_of_the_given_seconds(events, timers):
-    StopDeadline(2.5, a_log(events)).arm()
+    StopDeadline(2.5, a_log(events), consequence=WHAT).arm()
     (timer,) = timers
     assert timer.interval == 2.5
     assert timer.daemon is True   # never keeps a stopping process alive by itself
@@ -80,11 +82,12 @@ def test_arming_starts_one_daemon_timer_of_the_given_seconds(events, timers):
 def test_on_expiry_it_logs_runs_the_cleanups_in_order_and_exits_with_code_1(events, timers):
     deadline = StopDeadline(4.0, a_log(events),
                             cleanup=[lambda: events.append("first"),
-                                     lambda: events.append("second")])
+                                     lambda: events.append("second")], consequence=WHAT)
     deadline.arm()
     timers[0].fire()
     (_, level, message), *rest = events
     assert level == "WARNING" and "4.0 s" in message and "not stopped cleanly" in message
+    assert message.endswith(WHAT)   # the admin is told what the cut-short stop leaves
     assert rest == ["first", "second", "shutdown", ("exit", 1)]
 
 
@@ -92,7 +95,8 @@ def test_a_failing_cleanup_is_logged_and_the_others_still_run_before_the_exit(ev
     def broken():
         raise OSError("scratch dir busy")
 
-    deadline = StopDeadline(4.0, a_log(events), cleanup=[broken, lambda: events.append("ran")])
+    deadline = StopDeadline(4.0, a_log(events), cleanup=[broken, lambda: events.append("ran")],
+                            consequence=WHAT)
     deadline.arm()
     timers[0].fire()
     assert ("log", "WARNING", "cleanup at exit failed: scratch dir busy") in events
@@ -100,14 +104,14 @@ def test_a_failing_cleanup_is_logged_and_the_others_still_run_before_the_exit(ev
 
 
 def test_arming_again_keeps_the_first_deadline(events, timers):
-    deadline = StopDeadline(4.0, a_log(events))
+    deadline = StopDeadline(4.0, a_log(events), consequence=WHAT)
     deadline.arm()
     deadline.arm()
     assert len(timers) == 1
 
 
 def test_a_cancelled_deadline_does_not_end_the_process(events, timers):
-    deadline = StopDeadline(4.0, a_log(events), cleanup=[lambda: events.append("cleanup")])
+    deadline = StopDeadline(4.0, a_log(events), cleanup=[lambda: events.append("cleanup")], consequence=WHAT)
     deadline.arm()
     deadline.cancel()
     timers[0].fire()
@@ -115,13 +119,20 @@ def test_a_cancelled_deadline_does_not_end_the_process(events, timers):
 
 
 def test_cancelling_before_arming_is_harmless(events, timers):
-    StopDeadline(4.0, a_log(events)).cancel()
+    StopDeadline(4.0, a_log(events), consequence=WHAT).cancel()
     assert timers == [] and events == []
+
+
+def test_the_exit_code_is_the_callers_where_it_gives_one(events, timers):
+    # `dpmstream run` exits 128 + the signal's number, as a shell reports a killed command
+    StopDeadline(4.0, a_log(events), consequence=WHAT, exit_code=143).arm()
+    timers[0].fire()
+    assert events[-1] == ("exit", 143)
 
 
 def test_a_real_timer_ends_the_process_after_the_deadline(events):
     ended = threading.Event()
-    deadline = StopDeadline(0.05, a_log(events), cleanup=[ended.set])
+    deadline = StopDeadline(0.05, a_log(events), cleanup=[ended.set], consequence=WHAT)
     deadline.arm()
     assert ended.wait(10)
     deadline._timer.join(10)
