@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
-use crate::dome_clocks::{HostId, NamedClocks, NO_CLOCK};
+use crate::dome_clocks::{Clocks, HostId, NO_CLOCK};
 use crate::hashing::{FxMap, FxSet};
 use crate::lru::{Lru, Place};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
@@ -26,12 +26,17 @@ const MAX_DIGITS: usize = 18;
 /// (host, pid, TID): its host by number, so that a thread's key hashes and compares three
 /// integers (an accept, call and Exiting line each looks its thread up twice).
 pub type Thread = (HostId, i64, i64);
+/// (host, pid) of a head process by its host's number: a putdone's join sets its head's
+/// offset, where a key of the head's name was a copy of the name, hashed, and freed.
+pub type Proc = (HostId, i64);
 pub type NameKey = (Option<String>, String);
 
 #[derive(Clone, Debug)]
 pub struct OpenPut {
     pub seq: i64,
     pub head: String,
+    /// head's number (not in its snapshot row, which names it)
+    pub host: HostId,
     pub pid: i64,
     pub lfn: String,
     pub put_time: i64,
@@ -135,13 +140,14 @@ pub struct PutTable {
     pub unselected: FxMap<(String, i64, String), Vec<i64>>,
     pub by_name: FxMap<NameKey, Vec<i64>>,
     pub by_pfn: FxMap<String, i64>,
-    pub selected_count: FxMap<(String, i64), i64>,
-    pub offset: FxMap<(String, i64), i64>,
+    pub selected_count: FxMap<Proc, i64>,
+    pub offset: FxMap<Proc, i64>,
     pub waiting: FxMap<NameKey, Vec<u64>>,
     pub waiting_order: VecDeque<(NameKey, u64)>,
     pub items: FxMap<u64, WaitItem>,
     pub next_item: u64,
-    pub heads: FxSet<String>,
+    /// the hosts of dome_put lines, by number
+    pub heads: FxSet<HostId>,
     pub changes: Option<PutChanges>,
     tick: u64,
 }
@@ -231,11 +237,9 @@ impl PutTable {
 
     // -- lines -------------------------------------------------------------------------
     pub fn entering(&mut self, ev: &DomeEvent, host: HostId, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        if !self.heads.contains(&ev.host) {
-            self.heads.insert(ev.host.clone());
-        }
+        self.heads.insert(host);
         let lfn = text(ev, LFN).unwrap_or_default();
-        let seq = self.new_put(ev, lfn.clone(), stats, out);
+        let seq = self.new_put(ev, host, lfn.clone(), stats, out);
         if ev.tid >= 0 {
             let thread = Self::thread_of(ev, host);
             self.put_thread(thread, seq);
@@ -247,12 +251,12 @@ impl PutTable {
     }
 
     pub fn selected(&mut self, ev: &DomeEvent, host: HostId, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let proc = (ev.host.clone(), ev.pid);
+        let proc = (host, ev.pid);
         let lfn = text(ev, LFN).unwrap_or_default();
-        if !self.heads.contains(&ev.host) {
-            self.heads.insert(ev.host.clone());
-        }
-        *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
+        self.heads.insert(host);
+        let count = self.selected_count.entry(proc).or_insert(0);
+        *count += 1;
+        let count = *count;
         let mut put = None;
         if ev.tid >= 0 {
             let thread = Self::thread_of(ev, host);
@@ -275,7 +279,7 @@ impl PutTable {
         let seq = match put.filter(|s| self.open.contains_key(s)) {
             Some(seq) => seq,
             None => {
-                let seq = self.new_put(ev, lfn.clone(), stats, out);
+                let seq = self.new_put(ev, host, lfn.clone(), stats, out);
                 if ev.tid >= 0 {
                     let thread = Self::thread_of(ev, host);
                     self.put_thread(thread, seq);
@@ -284,7 +288,6 @@ impl PutTable {
             }
         };
         self.touch(seq, ev);
-        let count = self.selected_count[&proc];
         let p = self.get(seq).unwrap();
         p.server = text(ev, SERVER);
         p.fs = text(ev, FS);
@@ -336,8 +339,8 @@ impl PutTable {
         }
     }
 
-    pub fn process_started(&mut self, host: &str, pid: i64) {
-        let proc = (host.to_string(), pid);
+    pub fn process_started(&mut self, host: HostId, pid: i64) {
+        let proc = (host, pid);
         self.selected_count.remove(&proc);
         self.offset.insert(proc, 0);
     }
@@ -422,7 +425,7 @@ impl PutTable {
         };
         let seq = if !several {
             let p = &self.open[&first].1;
-            let proc = (p.head.clone(), p.pid);
+            let proc = (p.host, p.pid);
             let off = putcount - p.count.unwrap_or(0);
             self.offset.insert(proc, off);
             first
@@ -433,7 +436,7 @@ impl PutTable {
                 .copied()
                 .filter(|s| {
                     let p = &self.open[s].1;
-                    self.offset.get(&(p.head.clone(), p.pid)).is_some_and(|o| p.count.unwrap_or(0) + o == putcount)
+                    self.offset.get(&(p.host, p.pid)).is_some_and(|o| p.count.unwrap_or(0) + o == putcount)
                 })
                 .collect();
             if named.len() == 1 {
@@ -456,7 +459,7 @@ impl PutTable {
     /// The waits, settled puts and deadlines past by their heads' clocks. `bound`: at
     /// least every clock of `clocks`, so that where even it is not past, no clock is looked
     /// up (a put's deadline and most waits are not past on most lines).
-    pub fn expire(&mut self, clocks: &NamedClocks, bound: i64, allowance_ms: i64,
+    pub fn expire(&mut self, clocks: &Clocks<HostId>, bound: i64, allowance_ms: i64,
                   stats: &mut DomeStats, out: &mut Vec<Record>) {
         let not_past = |ms: i64| bound - allowance_ms <= ms;
         let front_waits = self.waiting_order.front().is_some_and(|(_, id)| {
@@ -465,7 +468,7 @@ impl PutTable {
         });
         if !self.waiting_order.is_empty() && !front_waits {
             let latest = if self.heads.is_empty() {
-                clocks.max()
+                clocks.values().max()
             } else {
                 self.heads.iter().filter_map(|h| clocks.get(h)).max()
             };
@@ -490,7 +493,7 @@ impl PutTable {
                 break;
             }
             if let Some((_, p)) = self.open.get(&seq) {
-                if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
+                if clocks.get(&p.host).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
                     break;
                 }
             }
@@ -507,7 +510,7 @@ impl PutTable {
                 self.deadlines.pop();
                 continue;
             };
-            if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
+            if clocks.get(&p.host).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
                 return;
             }
             self.deadlines.pop();
@@ -516,7 +519,7 @@ impl PutTable {
         }
     }
 
-    pub fn finish(&mut self, clocks: &NamedClocks, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn finish(&mut self, clocks: &Clocks<HostId>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let order: Vec<(NameKey, u64)> = self.waiting_order.drain(..).collect();
         for (key, id) in order {
             if self.items.get(&id).is_some_and(|i| i.waiting) {
@@ -528,7 +531,7 @@ impl PutTable {
         deadlines.sort();
         for (deadline, seq) in deadlines {
             let Some((_, p)) = self.open.get(&seq) else { continue };
-            let reason = if deadline <= clocks.get(&p.head).unwrap_or(NO_CLOCK) { TIMEOUT } else { INPUT_END };
+            let reason = if deadline <= clocks.get(&p.host).unwrap_or(NO_CLOCK) { TIMEOUT } else { INPUT_END };
             self.end_unfinished(seq, reason, stats, out);
         }
         self.settling.clear();
@@ -550,7 +553,7 @@ impl PutTable {
     }
 
     // -- records -----------------------------------------------------------------------
-    fn new_put(&mut self, ev: &DomeEvent, lfn: String, stats: &mut DomeStats, out: &mut Vec<Record>) -> i64 {
+    fn new_put(&mut self, ev: &DomeEvent, host: HostId, lfn: String, stats: &mut DomeStats, out: &mut Vec<Record>) -> i64 {
         if self.open.len() >= self.max_open {
             if let Some((_, &front)) = self.order.first_key_value() {
                 stats.put_evictions += 1;
@@ -559,7 +562,7 @@ impl PutTable {
         }
         self.seq += 1;
         let put = OpenPut {
-            seq: self.seq, head: ev.host.clone(), pid: ev.pid, lfn, put_time: ev.ts, latest: ev.ts,
+            seq: self.seq, head: ev.host.clone(), host, pid: ev.pid, lfn, put_time: ev.ts, latest: ev.ts,
             put_code: None, server: None, fs: None, sel_sec: None, count: None, pfn: None, size: None,
             disk_time: None, head_time: None, disk_code: None, head_code: None, error: false,
             whole: ev.whole_seconds, threads: Vec::new(), deadline: ev.ts + self.timeout_ms, settled: Vec::new(),

@@ -150,20 +150,20 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds) -> PyResult<B
         list.append(row![py; server, base, seqs.clone()])?;
     }
     d.set_item("by_name", list)?;
-    puts_rest(py, t, &d)?;
+    puts_rest(py, t, hosts, &d)?;
     Ok(d)
 }
 
 /// The put table's counts, offsets, waiting putdones and heads: bounded by processes,
-/// hosts and the allowance, not by traffic.
-fn puts_rest<'py>(py: Python<'py>, t: &PutTable, d: &Bound<'py, PyDict>) -> PyResult<()> {
+/// hosts and the allowance, not by traffic. Their hosts by name, as the snapshot names them.
+fn puts_rest<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds, d: &Bound<'py, PyDict>) -> PyResult<()> {
     d.set_item("seq", t.seq)?;
     for (name, map) in [("selected_count", &t.selected_count), ("offset", &t.offset)] {
-        // Sorted: a map has no order, and the same state must give the same rest.
-        let mut rows: Vec<_> = map.iter().collect();
+        // Sorted by name: a map has no order, and the same state must give the same rest.
+        let mut rows: Vec<_> = map.iter().map(|((h, pid), n)| (hosts.name(*h), pid, n)).collect();
         rows.sort();
         let list = PyList::empty(py);
-        for ((h, pid), n) in rows {
+        for (h, pid, n) in rows {
             list.append(row![py; h, pid, n])?;
         }
         d.set_item(name, list)?;
@@ -176,7 +176,7 @@ fn puts_rest<'py>(py: Python<'py>, t: &PutTable, d: &Bound<'py, PyDict>) -> PyRe
         }
     }
     d.set_item("waiting", list)?;
-    let mut heads: Vec<&String> = t.heads.iter().collect();
+    let mut heads: Vec<&str> = t.heads.iter().map(|h| hosts.name(*h)).collect();
     heads.sort();
     d.set_item("heads", heads)?;
     Ok(())
@@ -251,7 +251,7 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
     d.set_item("by_name", list)?;
     let rest = PyDict::new(py);
     hosts_state(py, st, &rest)?;
-    puts_rest(py, &st.puts, &rest)?;
+    puts_rest(py, &st.puts, &st.hosts, &rest)?;
     d.set_item("rest", rest)?;
     Ok(d)
 }
@@ -353,8 +353,9 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
             let th = th?;
             threads.push(thread(hosts, &th)?);
         }
+        let head: String = g(1)?.extract()?;
         t.place(OpenPut {
-            seq: g(0)?.extract()?, head: g(1)?.extract()?, pid: g(2)?.extract()?, lfn: g(3)?.extract()?,
+            seq: g(0)?.extract()?, host: hosts.id(&head), head, pid: g(2)?.extract()?, lfn: g(3)?.extract()?,
             put_time: g(4)?.extract()?, latest: g(5)?.extract()?, put_code: g(6)?.extract()?,
             server: g(7)?.extract()?, fs: g(8)?.extract()?, sel_sec: g(9)?.extract()?, count: g(10)?.extract()?,
             pfn: g(11)?.extract()?, size: g(12)?.extract()?, disk_time: g(13)?.extract()?,
@@ -405,11 +406,11 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
     t.by_pfn.extend(pfns);
     for r in item(s, "selected_count")?.try_iter()? {
         let r = r?;
-        t.selected_count.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+        t.selected_count.insert((hosts.id(&at::<String>(&r, 0)?), at(&r, 1)?), at(&r, 2)?);
     }
     for r in item(s, "offset")?.try_iter()? {
         let r = r?;
-        t.offset.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+        t.offset.insert((hosts.id(&at::<String>(&r, 0)?), at(&r, 1)?), at(&r, 2)?);
     }
     for r in item(s, "waiting")?.try_iter()? {
         let r = r?;
@@ -424,7 +425,7 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
         t.waiting_order.push_back((key, id));
     }
     for h in item(s, "heads")?.try_iter()? {
-        t.heads.insert(h?.extract()?);
+        t.heads.insert(hosts.id(&h?.extract::<String>()?));
     }
     Ok(())
 }
