@@ -6,8 +6,10 @@
 //! the end of input. Puts are named by their sequence number, as the Python snapshot
 //! names them; open puts keep Python's OrderedDict order in an Lru, each put's Place in it.
 
+use std::borrow::Borrow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::hash::Hash;
 
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
@@ -29,7 +31,40 @@ pub type Thread = (HostId, i64, i64);
 /// (host, pid) of a head process by its host's number: a putdone's join sets its head's
 /// offset, where a key of the head's name was a copy of the name, hashed, and freed.
 pub type Proc = (HostId, i64);
-pub type NameKey = (Option<String>, String);
+/// A joinable put's name, (server, BASENAME), in one text: BASENAME, then '/' and the server
+/// when there is one. A basename has no '/', so the two read back apart (name_parts). One
+/// text is looked up by &str from a buffer the table reuses (PutTable::name), where a key
+/// of two Strings was two copies made, hashed and freed for each look-up (a Selected fs,
+/// a putdone's join and its discard).
+pub type NameKey = String;
+
+/// `key` (empty first) made the name of (server, base), base a basename (no '/').
+fn write_name(key: &mut String, server: Option<&str>, base: &str) {
+    key.clear();
+    key.push_str(base);
+    if let Some(server) = server {
+        key.push('/');
+        key.push_str(server);
+    }
+}
+
+/// The name of (server, base); None where base has a '/' (no basename: a bad snapshot).
+pub fn name_key(server: Option<&str>, base: &str) -> Option<NameKey> {
+    if base.as_bytes().contains(&b'/') {
+        return None;
+    }
+    let mut key = String::new();
+    write_name(&mut key, server, base);
+    Some(key)
+}
+
+/// (server, base) of a name (the snapshot writes them apart).
+pub fn name_parts(key: &str) -> (Option<&str>, &str) {
+    match key.as_bytes().iter().position(|&b| b == b'/') {
+        Some(at) => (Some(&key[at + 1..]), &key[..at]),
+        None => (None, key),
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct OpenPut {
@@ -113,7 +148,7 @@ pub fn split_pfn(pfn: &str) -> Option<(&str, i64, i64)> {
     Some((name, decimal(&base[before + 1..last])?, decimal(&base[last + 1..])?))
 }
 
-fn discard<K: std::hash::Hash + Eq>(index: &mut FxMap<K, Vec<i64>>, key: &K, seq: i64) {
+fn discard<K: Borrow<Q> + Hash + Eq, Q: Hash + Eq + ?Sized>(index: &mut FxMap<K, Vec<i64>>, key: &Q, seq: i64) {
     if let Some(same) = index.get_mut(key) {
         if let Some(at) = same.iter().position(|s| *s == seq) {
             same.remove(at);
@@ -150,6 +185,8 @@ pub struct PutTable {
     pub heads: FxSet<HostId>,
     pub changes: Option<PutChanges>,
     tick: u64,
+    /// the name looked up last (write_name): a buffer kept, not a key made per look-up
+    name: String,
 }
 
 fn text(ev: &DomeEvent, field: usize) -> Option<String> {
@@ -189,9 +226,12 @@ impl PutTable {
         }
     }
 
-    fn by_name_changed(&mut self, key: &NameKey) {
+    /// The name in `self.name` changed in by_name.
+    fn by_name_changed(&mut self) {
         if let Some(c) = self.changes.as_mut() {
-            c.by_name.insert(key.clone());
+            if !c.by_name.contains(self.name.as_str()) {
+                c.by_name.insert(self.name.clone());
+            }
         }
     }
 
@@ -293,10 +333,17 @@ impl PutTable {
         p.fs = text(ev, FS);
         p.sel_sec = Some(ev.ts.div_euclid(1000));
         p.count = Some(count);
-        let key = (p.server.clone(), basename(&p.lfn).to_string());
-        self.by_name_changed(&key);
-        self.by_name.entry(key.clone()).or_default().push(seq);
-        for id in self.waiting.remove(&key).unwrap_or_default() {
+        let p = &self.open[&seq].1;
+        write_name(&mut self.name, p.server.as_deref(), basename(&p.lfn));
+        self.by_name_changed();
+        match self.by_name.get_mut(self.name.as_str()) {
+            Some(seqs) => seqs.push(seq),
+            None => {
+                self.by_name.insert(self.name.clone(), vec![seq]);
+            }
+        }
+        // taken before the loop: each putdone's join writes self.name again
+        for id in self.waiting.remove(self.name.as_str()).unwrap_or_default() {
             let (wev, whost, side) = {
                 let item = self.items.get_mut(&id).unwrap();
                 item.waiting = false;
@@ -401,7 +448,7 @@ impl PutTable {
             stats.unusable_lines += 1;
             return None;
         };
-        let key: NameKey = (text(ev, SERVER), base.to_string());
+        write_name(&mut self.name, ev.text(SERVER), base);
         let candidate = |s: &i64| {
             let p = &self.open[s].1;
             let fs = p.fs.as_deref().unwrap_or("");
@@ -411,11 +458,12 @@ impl PutTable {
         };
         // The first candidate and whether there is another: most putdones have one, which
         // needs no list made (an allocation and its free a putdone).
-        let seqs = self.by_name.get(&key).map_or(&[][..], Vec::as_slice);
+        let seqs = self.by_name.get(self.name.as_str()).map_or(&[][..], Vec::as_slice);
         let mut found = seqs.iter().filter(|s| candidate(s));
         let first = found.next().copied();
         let several = found.next().is_some();
         let Some(first) = first else {
+            let key = self.name.clone();
             let id = self.next_item;
             self.next_item += 1;
             self.items.insert(id, WaitItem { ev: ev.clone(), host, side, waiting: true });
@@ -447,8 +495,8 @@ impl PutTable {
                 candidates[0]
             }
         };
-        discard(&mut self.by_name, &key, seq);
-        self.by_name_changed(&key);
+        discard(&mut self.by_name, self.name.as_str(), seq);
+        self.by_name_changed();
         self.changed(seq);
         self.get(seq).unwrap().pfn = Some(pfn.to_string());
         self.by_pfn.insert(pfn.to_string(), seq);
@@ -537,7 +585,7 @@ impl PutTable {
         self.settling.clear();
     }
 
-    fn orphan(&mut self, key: &NameKey, id: u64, stats: &mut DomeStats) {
+    fn orphan(&mut self, key: &str, id: u64, stats: &mut DomeStats) {
         if let Some(item) = self.items.get_mut(&id) {
             item.waiting = false;
         }
@@ -607,9 +655,9 @@ impl PutTable {
         if let Some(pfn) = &put.pfn {
             self.by_pfn.remove(pfn);
         } else if put.sel_sec.is_some() {
-            let key = (put.server.clone(), basename(&put.lfn).to_string());
-            discard(&mut self.by_name, &key, seq);
-            self.by_name_changed(&key);
+            write_name(&mut self.name, put.server.as_deref(), basename(&put.lfn));
+            discard(&mut self.by_name, self.name.as_str(), seq);
+            self.by_name_changed();
         } else {
             let key = (put.head.clone(), put.pid, put.lfn.clone());
             discard(&mut self.unselected, &key, seq);
@@ -652,7 +700,27 @@ impl PutTable {
 
 #[cfg(test)]
 mod tests {
-    use super::{basename, split_pfn};
+    use super::{basename, name_key, name_parts, split_pfn};
+
+    #[test]
+    fn a_name_reads_back_as_its_server_and_basename_and_no_two_names_share_a_key() {
+        let names = [(None, "f.root"), (Some(""), "f.root"), (Some("disk01"), "f.root"), (Some("disk01"), ""),
+                     (None, ""), (Some("a/b"), "f"), (Some("a"), "b/f"), (Some("é/"), "é")];
+        let mut keys = Vec::new();
+        for (server, base) in names {
+            let Some(key) = name_key(server, base) else {
+                // a text with a '/' is no basename (a snapshot's bad row), refused
+                assert!(base.contains('/'), "{base}");
+                continue;
+            };
+            assert_eq!(name_parts(&key), (server, base));
+            keys.push(key);
+        }
+        let count = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!((count, keys.len()), (7, 7));
+    }
 
     #[test]
     fn a_pfn_splits_at_its_last_two_dots_after_its_last_slash() {

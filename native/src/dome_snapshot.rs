@@ -6,7 +6,7 @@
 
 use std::cmp::Reverse;
 
-use pyo3::exceptions::PyKeyError;
+use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
@@ -17,7 +17,7 @@ use crate::hashing::FxSet;
 use crate::dome_state::DomeState;
 use crate::dome_clocks::{HostIds, NO_CLOCK};
 use crate::dome_event::DomeEvent;
-use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
+use crate::dome_puts::{name_key, name_parts, NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;
 use crate::dome_records::Text;
 
@@ -146,7 +146,8 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds) -> PyResult<B
     }
     d.set_item("unselected", list)?;
     let list = PyList::empty(py);
-    for ((server, base), seqs) in &t.by_name {
+    for (key, seqs) in &t.by_name {
+        let (server, base) = name_parts(key);
         list.append(row![py; server, base, seqs.clone()])?;
     }
     d.set_item("by_name", list)?;
@@ -169,9 +170,10 @@ fn puts_rest<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds, d: &Bound<'py,
         d.set_item(name, list)?;
     }
     let list = PyList::empty(py);
-    for ((server, base), id) in &t.waiting_order {
+    for (key, id) in &t.waiting_order {
         let item = &t.items[id];
         if item.waiting {
+            let (server, base) = name_parts(key);
             list.append(row![py; server, base, item.ev.to_list(py)?, item.side])?;
         }
     }
@@ -246,7 +248,8 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
     let list = PyList::empty(py);
     for key in changes.by_name {
         let seqs = t.by_name.get(&key).cloned();
-        list.append(row![py; &key.0, &key.1, seqs])?;
+        let (server, base) = name_parts(&key);
+        list.append(row![py; server, base, seqs])?;
     }
     d.set_item("by_name", list)?;
     let rest = PyDict::new(py);
@@ -338,6 +341,12 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
     Ok(())
 }
 
+/// A snapshot row's (server, basename) as the put table's name.
+fn name_row(row: &Bound<'_, PyAny>) -> PyResult<NameKey> {
+    let (server, base): (Option<String>, String) = (at(row, 0)?, at(row, 1)?);
+    name_key(server.as_deref(), &base).ok_or_else(|| PyValueError::new_err(format!("a put's name is no basename: {base:?}")))
+}
+
 /// A snapshot row's (host, pid, TID) as the table's Thread.
 fn thread(hosts: &mut HostIds, row: &Bound<'_, PyAny>) -> PyResult<Thread> {
     Ok((hosts.id(&at::<String>(row, 0)?), at(row, 1)?, at(row, 2)?))
@@ -400,7 +409,7 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
     }
     for r in item(s, "by_name")?.try_iter()? {
         let r = r?;
-        t.by_name.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+        t.by_name.insert(name_row(&r)?, at(&r, 2)?);
     }
     let pfns: Vec<(String, i64)> = t.in_order().filter_map(|p| p.pfn.clone().map(|f| (f, p.seq))).collect();
     t.by_pfn.extend(pfns);
@@ -414,7 +423,7 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
     }
     for r in item(s, "waiting")?.try_iter()? {
         let r = r?;
-        let key: NameKey = (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?);
+        let key = name_row(&r)?;
         let ev = DomeEvent::from_py(&r.get_item(2)?)?;
         let sd = side(&r.get_item(3)?.extract::<String>()?);
         let id = t.next_item;
