@@ -196,29 +196,8 @@ impl HostIds {
         self.0.row_or_insert_with(name, || ()) as HostId
     }
 
-    /// The number of host `name` if it has one.
-    pub fn find(&self, name: &str) -> Option<HostId> {
-        self.0.row(name).map(|i| i as HostId)
-    }
-
     pub fn name(&self, id: HostId) -> &str {
         &self.0.rows[id as usize].0
-    }
-}
-
-/// The DOME state's clocks read by a host's name (a put's head is a name).
-pub struct NamedClocks<'a> {
-    pub hosts: &'a HostIds,
-    pub clocks: &'a Clocks<HostId>,
-}
-
-impl NamedClocks<'_> {
-    pub fn get(&self, name: &str) -> Option<i64> {
-        self.clocks.get(&self.hosts.find(name)?)
-    }
-
-    pub fn max(&self) -> Option<i64> {
-        self.clocks.values().max()
     }
 }
 
@@ -242,20 +221,13 @@ pub fn advance_clocks<S, K: Hash + Eq + Clone>(state: &mut S, clocks: fn(&mut S)
 
 #[cfg(test)]
 mod tests {
-    use super::{HostIds, NamedClocks, Ordered};
+    use super::{HostIds, Ordered};
 
     #[test]
-    fn a_host_is_numbered_once_in_the_order_first_met_and_its_clock_read_by_name() {
+    fn a_host_is_numbered_once_in_the_order_first_met() {
         let mut hosts = HostIds::default();
         assert_eq!((hosts.id("head"), hosts.id("disk1"), hosts.id("head"), hosts.id("disk2")), (0, 1, 0, 2));
-        assert_eq!((hosts.find("disk1"), hosts.find("disk3")), (Some(1), None));
         assert_eq!((hosts.name(0), hosts.name(2)), ("head", "disk2"));
-        let mut clocks = Ordered::default();
-        clocks.set(hosts.id("disk2"), 7);
-        clocks.set(hosts.id("head"), 5);
-        let named = NamedClocks { hosts: &hosts, clocks: &clocks };
-        assert_eq!((named.get("head"), named.get("disk1"), named.get("nobody")), (Some(5), None, None));
-        assert_eq!(named.max(), Some(7));
     }
 
     #[test]

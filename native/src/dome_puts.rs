@@ -6,13 +6,15 @@
 //! the end of input. Puts are named by their sequence number, as the Python snapshot
 //! names them; open puts keep Python's OrderedDict order in an Lru, each put's Place in it.
 
+use std::borrow::Borrow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::hash::Hash;
 
 use crate::dome_event::{DomeEvent, Val, CODE, FS, LFN, PFN, SERVER, SIZE};
 use crate::dome_records::{PutRecord, Record};
 use crate::dome_stats::DomeStats;
-use crate::dome_clocks::{HostId, NamedClocks, NO_CLOCK};
+use crate::dome_clocks::{Clocks, HostId, NO_CLOCK};
 use crate::hashing::{FxMap, FxSet};
 use crate::lru::{Lru, Place};
 // A put record ends, and is named, as a request record does (schema.rs, one declaration).
@@ -26,12 +28,50 @@ const MAX_DIGITS: usize = 18;
 /// (host, pid, TID): its host by number, so that a thread's key hashes and compares three
 /// integers (an accept, call and Exiting line each looks its thread up twice).
 pub type Thread = (HostId, i64, i64);
-pub type NameKey = (Option<String>, String);
+/// (host, pid) of a head process by its host's number: a putdone's join sets its head's
+/// offset, where a key of the head's name was a copy of the name, hashed, and freed.
+pub type Proc = (HostId, i64);
+/// A joinable put's name, (server, BASENAME), in one text: BASENAME, then '/' and the server
+/// when there is one. A basename has no '/', so the two read back apart (name_parts). One
+/// text is looked up by &str from a buffer the table reuses (PutTable::name), where a key
+/// of two Strings was two copies made, hashed and freed for each look-up (a Selected fs,
+/// a putdone's join and its discard).
+pub type NameKey = String;
+
+/// `key` (empty first) made the name of (server, base), base a basename (no '/').
+fn write_name(key: &mut String, server: Option<&str>, base: &str) {
+    key.clear();
+    key.push_str(base);
+    if let Some(server) = server {
+        key.push('/');
+        key.push_str(server);
+    }
+}
+
+/// The name of (server, base); None where base has a '/' (no basename: a bad snapshot).
+pub fn name_key(server: Option<&str>, base: &str) -> Option<NameKey> {
+    if base.as_bytes().contains(&b'/') {
+        return None;
+    }
+    let mut key = String::new();
+    write_name(&mut key, server, base);
+    Some(key)
+}
+
+/// (server, base) of a name (the snapshot writes them apart).
+pub fn name_parts(key: &str) -> (Option<&str>, &str) {
+    match key.as_bytes().iter().position(|&b| b == b'/') {
+        Some(at) => (Some(&key[at + 1..]), &key[..at]),
+        None => (None, key),
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct OpenPut {
     pub seq: i64,
     pub head: String,
+    /// head's number (not in its snapshot row, which names it)
+    pub host: HostId,
     pub pid: i64,
     pub lfn: String,
     pub put_time: i64,
@@ -108,7 +148,7 @@ pub fn split_pfn(pfn: &str) -> Option<(&str, i64, i64)> {
     Some((name, decimal(&base[before + 1..last])?, decimal(&base[last + 1..])?))
 }
 
-fn discard<K: std::hash::Hash + Eq>(index: &mut FxMap<K, Vec<i64>>, key: &K, seq: i64) {
+fn discard<K: Borrow<Q> + Hash + Eq, Q: Hash + Eq + ?Sized>(index: &mut FxMap<K, Vec<i64>>, key: &Q, seq: i64) {
     if let Some(same) = index.get_mut(key) {
         if let Some(at) = same.iter().position(|s| *s == seq) {
             same.remove(at);
@@ -135,15 +175,18 @@ pub struct PutTable {
     pub unselected: FxMap<(String, i64, String), Vec<i64>>,
     pub by_name: FxMap<NameKey, Vec<i64>>,
     pub by_pfn: FxMap<String, i64>,
-    pub selected_count: FxMap<(String, i64), i64>,
-    pub offset: FxMap<(String, i64), i64>,
+    pub selected_count: FxMap<Proc, i64>,
+    pub offset: FxMap<Proc, i64>,
     pub waiting: FxMap<NameKey, Vec<u64>>,
     pub waiting_order: VecDeque<(NameKey, u64)>,
     pub items: FxMap<u64, WaitItem>,
     pub next_item: u64,
-    pub heads: FxSet<String>,
+    /// the hosts of dome_put lines, by number
+    pub heads: FxSet<HostId>,
     pub changes: Option<PutChanges>,
     tick: u64,
+    /// the name looked up last (write_name): a buffer kept, not a key made per look-up
+    name: String,
 }
 
 fn text(ev: &DomeEvent, field: usize) -> Option<String> {
@@ -183,9 +226,12 @@ impl PutTable {
         }
     }
 
-    fn by_name_changed(&mut self, key: &NameKey) {
+    /// The name in `self.name` changed in by_name.
+    fn by_name_changed(&mut self) {
         if let Some(c) = self.changes.as_mut() {
-            c.by_name.insert(key.clone());
+            if !c.by_name.contains(self.name.as_str()) {
+                c.by_name.insert(self.name.clone());
+            }
         }
     }
 
@@ -231,11 +277,9 @@ impl PutTable {
 
     // -- lines -------------------------------------------------------------------------
     pub fn entering(&mut self, ev: &DomeEvent, host: HostId, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        if !self.heads.contains(&ev.host) {
-            self.heads.insert(ev.host.clone());
-        }
+        self.heads.insert(host);
         let lfn = text(ev, LFN).unwrap_or_default();
-        let seq = self.new_put(ev, lfn.clone(), stats, out);
+        let seq = self.new_put(ev, host, lfn.clone(), stats, out);
         if ev.tid >= 0 {
             let thread = Self::thread_of(ev, host);
             self.put_thread(thread, seq);
@@ -247,12 +291,12 @@ impl PutTable {
     }
 
     pub fn selected(&mut self, ev: &DomeEvent, host: HostId, stats: &mut DomeStats, out: &mut Vec<Record>) {
-        let proc = (ev.host.clone(), ev.pid);
+        let proc = (host, ev.pid);
         let lfn = text(ev, LFN).unwrap_or_default();
-        if !self.heads.contains(&ev.host) {
-            self.heads.insert(ev.host.clone());
-        }
-        *self.selected_count.entry(proc.clone()).or_insert(0) += 1;
+        self.heads.insert(host);
+        let count = self.selected_count.entry(proc).or_insert(0);
+        *count += 1;
+        let count = *count;
         let mut put = None;
         if ev.tid >= 0 {
             let thread = Self::thread_of(ev, host);
@@ -275,7 +319,7 @@ impl PutTable {
         let seq = match put.filter(|s| self.open.contains_key(s)) {
             Some(seq) => seq,
             None => {
-                let seq = self.new_put(ev, lfn.clone(), stats, out);
+                let seq = self.new_put(ev, host, lfn.clone(), stats, out);
                 if ev.tid >= 0 {
                     let thread = Self::thread_of(ev, host);
                     self.put_thread(thread, seq);
@@ -284,16 +328,22 @@ impl PutTable {
             }
         };
         self.touch(seq, ev);
-        let count = self.selected_count[&proc];
         let p = self.get(seq).unwrap();
         p.server = text(ev, SERVER);
         p.fs = text(ev, FS);
         p.sel_sec = Some(ev.ts.div_euclid(1000));
         p.count = Some(count);
-        let key = (p.server.clone(), basename(&p.lfn).to_string());
-        self.by_name_changed(&key);
-        self.by_name.entry(key.clone()).or_default().push(seq);
-        for id in self.waiting.remove(&key).unwrap_or_default() {
+        let p = &self.open[&seq].1;
+        write_name(&mut self.name, p.server.as_deref(), basename(&p.lfn));
+        self.by_name_changed();
+        match self.by_name.get_mut(self.name.as_str()) {
+            Some(seqs) => seqs.push(seq),
+            None => {
+                self.by_name.insert(self.name.clone(), vec![seq]);
+            }
+        }
+        // taken before the loop: each putdone's join writes self.name again
+        for id in self.waiting.remove(self.name.as_str()).unwrap_or_default() {
             let (wev, whost, side) = {
                 let item = self.items.get_mut(&id).unwrap();
                 item.waiting = false;
@@ -336,8 +386,8 @@ impl PutTable {
         }
     }
 
-    pub fn process_started(&mut self, host: &str, pid: i64) {
-        let proc = (host.to_string(), pid);
+    pub fn process_started(&mut self, host: HostId, pid: i64) {
+        let proc = (host, pid);
         self.selected_count.remove(&proc);
         self.offset.insert(proc, 0);
     }
@@ -398,7 +448,7 @@ impl PutTable {
             stats.unusable_lines += 1;
             return None;
         };
-        let key: NameKey = (text(ev, SERVER), base.to_string());
+        write_name(&mut self.name, ev.text(SERVER), base);
         let candidate = |s: &i64| {
             let p = &self.open[s].1;
             let fs = p.fs.as_deref().unwrap_or("");
@@ -408,11 +458,12 @@ impl PutTable {
         };
         // The first candidate and whether there is another: most putdones have one, which
         // needs no list made (an allocation and its free a putdone).
-        let seqs = self.by_name.get(&key).map_or(&[][..], Vec::as_slice);
+        let seqs = self.by_name.get(self.name.as_str()).map_or(&[][..], Vec::as_slice);
         let mut found = seqs.iter().filter(|s| candidate(s));
         let first = found.next().copied();
         let several = found.next().is_some();
         let Some(first) = first else {
+            let key = self.name.clone();
             let id = self.next_item;
             self.next_item += 1;
             self.items.insert(id, WaitItem { ev: ev.clone(), host, side, waiting: true });
@@ -422,7 +473,7 @@ impl PutTable {
         };
         let seq = if !several {
             let p = &self.open[&first].1;
-            let proc = (p.head.clone(), p.pid);
+            let proc = (p.host, p.pid);
             let off = putcount - p.count.unwrap_or(0);
             self.offset.insert(proc, off);
             first
@@ -433,7 +484,7 @@ impl PutTable {
                 .copied()
                 .filter(|s| {
                     let p = &self.open[s].1;
-                    self.offset.get(&(p.head.clone(), p.pid)).is_some_and(|o| p.count.unwrap_or(0) + o == putcount)
+                    self.offset.get(&(p.host, p.pid)).is_some_and(|o| p.count.unwrap_or(0) + o == putcount)
                 })
                 .collect();
             if named.len() == 1 {
@@ -444,8 +495,8 @@ impl PutTable {
                 candidates[0]
             }
         };
-        discard(&mut self.by_name, &key, seq);
-        self.by_name_changed(&key);
+        discard(&mut self.by_name, self.name.as_str(), seq);
+        self.by_name_changed();
         self.changed(seq);
         self.get(seq).unwrap().pfn = Some(pfn.to_string());
         self.by_pfn.insert(pfn.to_string(), seq);
@@ -456,7 +507,7 @@ impl PutTable {
     /// The waits, settled puts and deadlines past by their heads' clocks. `bound`: at
     /// least every clock of `clocks`, so that where even it is not past, no clock is looked
     /// up (a put's deadline and most waits are not past on most lines).
-    pub fn expire(&mut self, clocks: &NamedClocks, bound: i64, allowance_ms: i64,
+    pub fn expire(&mut self, clocks: &Clocks<HostId>, bound: i64, allowance_ms: i64,
                   stats: &mut DomeStats, out: &mut Vec<Record>) {
         let not_past = |ms: i64| bound - allowance_ms <= ms;
         let front_waits = self.waiting_order.front().is_some_and(|(_, id)| {
@@ -465,7 +516,7 @@ impl PutTable {
         });
         if !self.waiting_order.is_empty() && !front_waits {
             let latest = if self.heads.is_empty() {
-                clocks.max()
+                clocks.values().max()
             } else {
                 self.heads.iter().filter_map(|h| clocks.get(h)).max()
             };
@@ -490,7 +541,7 @@ impl PutTable {
                 break;
             }
             if let Some((_, p)) = self.open.get(&seq) {
-                if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
+                if clocks.get(&p.host).unwrap_or(NO_CLOCK) - allowance_ms <= returned {
                     break;
                 }
             }
@@ -507,7 +558,7 @@ impl PutTable {
                 self.deadlines.pop();
                 continue;
             };
-            if clocks.get(&p.head).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
+            if clocks.get(&p.host).unwrap_or(NO_CLOCK) - allowance_ms <= deadline {
                 return;
             }
             self.deadlines.pop();
@@ -516,7 +567,7 @@ impl PutTable {
         }
     }
 
-    pub fn finish(&mut self, clocks: &NamedClocks, stats: &mut DomeStats, out: &mut Vec<Record>) {
+    pub fn finish(&mut self, clocks: &Clocks<HostId>, stats: &mut DomeStats, out: &mut Vec<Record>) {
         let order: Vec<(NameKey, u64)> = self.waiting_order.drain(..).collect();
         for (key, id) in order {
             if self.items.get(&id).is_some_and(|i| i.waiting) {
@@ -528,13 +579,13 @@ impl PutTable {
         deadlines.sort();
         for (deadline, seq) in deadlines {
             let Some((_, p)) = self.open.get(&seq) else { continue };
-            let reason = if deadline <= clocks.get(&p.head).unwrap_or(NO_CLOCK) { TIMEOUT } else { INPUT_END };
+            let reason = if deadline <= clocks.get(&p.host).unwrap_or(NO_CLOCK) { TIMEOUT } else { INPUT_END };
             self.end_unfinished(seq, reason, stats, out);
         }
         self.settling.clear();
     }
 
-    fn orphan(&mut self, key: &NameKey, id: u64, stats: &mut DomeStats) {
+    fn orphan(&mut self, key: &str, id: u64, stats: &mut DomeStats) {
         if let Some(item) = self.items.get_mut(&id) {
             item.waiting = false;
         }
@@ -550,7 +601,7 @@ impl PutTable {
     }
 
     // -- records -----------------------------------------------------------------------
-    fn new_put(&mut self, ev: &DomeEvent, lfn: String, stats: &mut DomeStats, out: &mut Vec<Record>) -> i64 {
+    fn new_put(&mut self, ev: &DomeEvent, host: HostId, lfn: String, stats: &mut DomeStats, out: &mut Vec<Record>) -> i64 {
         if self.open.len() >= self.max_open {
             if let Some((_, &front)) = self.order.first_key_value() {
                 stats.put_evictions += 1;
@@ -559,7 +610,7 @@ impl PutTable {
         }
         self.seq += 1;
         let put = OpenPut {
-            seq: self.seq, head: ev.host.clone(), pid: ev.pid, lfn, put_time: ev.ts, latest: ev.ts,
+            seq: self.seq, head: ev.host.clone(), host, pid: ev.pid, lfn, put_time: ev.ts, latest: ev.ts,
             put_code: None, server: None, fs: None, sel_sec: None, count: None, pfn: None, size: None,
             disk_time: None, head_time: None, disk_code: None, head_code: None, error: false,
             whole: ev.whole_seconds, threads: Vec::new(), deadline: ev.ts + self.timeout_ms, settled: Vec::new(),
@@ -604,9 +655,9 @@ impl PutTable {
         if let Some(pfn) = &put.pfn {
             self.by_pfn.remove(pfn);
         } else if put.sel_sec.is_some() {
-            let key = (put.server.clone(), basename(&put.lfn).to_string());
-            discard(&mut self.by_name, &key, seq);
-            self.by_name_changed(&key);
+            write_name(&mut self.name, put.server.as_deref(), basename(&put.lfn));
+            discard(&mut self.by_name, self.name.as_str(), seq);
+            self.by_name_changed();
         } else {
             let key = (put.head.clone(), put.pid, put.lfn.clone());
             discard(&mut self.unselected, &key, seq);
@@ -649,7 +700,27 @@ impl PutTable {
 
 #[cfg(test)]
 mod tests {
-    use super::{basename, split_pfn};
+    use super::{basename, name_key, name_parts, split_pfn};
+
+    #[test]
+    fn a_name_reads_back_as_its_server_and_basename_and_no_two_names_share_a_key() {
+        let names = [(None, "f.root"), (Some(""), "f.root"), (Some("disk01"), "f.root"), (Some("disk01"), ""),
+                     (None, ""), (Some("a/b"), "f"), (Some("a"), "b/f"), (Some("é/"), "é")];
+        let mut keys = Vec::new();
+        for (server, base) in names {
+            let Some(key) = name_key(server, base) else {
+                // a text with a '/' is no basename (a snapshot's bad row), refused
+                assert!(base.contains('/'), "{base}");
+                continue;
+            };
+            assert_eq!(name_parts(&key), (server, base));
+            keys.push(key);
+        }
+        let count = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!((count, keys.len()), (7, 7));
+    }
 
     #[test]
     fn a_pfn_splits_at_its_last_two_dots_after_its_last_slash() {

@@ -6,7 +6,7 @@
 
 use std::cmp::Reverse;
 
-use pyo3::exceptions::PyKeyError;
+use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
@@ -17,7 +17,7 @@ use crate::hashing::FxSet;
 use crate::dome_state::DomeState;
 use crate::dome_clocks::{HostIds, NO_CLOCK};
 use crate::dome_event::DomeEvent;
-use crate::dome_puts::{NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
+use crate::dome_puts::{name_key, name_parts, NameKey, OpenPut, PutChanges, PutTable, Thread, WaitItem};
 use crate::dome_stats::DomeStats;
 use crate::dome_records::Text;
 
@@ -146,37 +146,39 @@ fn puts_state<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds) -> PyResult<B
     }
     d.set_item("unselected", list)?;
     let list = PyList::empty(py);
-    for ((server, base), seqs) in &t.by_name {
+    for (key, seqs) in &t.by_name {
+        let (server, base) = name_parts(key);
         list.append(row![py; server, base, seqs.clone()])?;
     }
     d.set_item("by_name", list)?;
-    puts_rest(py, t, &d)?;
+    puts_rest(py, t, hosts, &d)?;
     Ok(d)
 }
 
 /// The put table's counts, offsets, waiting putdones and heads: bounded by processes,
-/// hosts and the allowance, not by traffic.
-fn puts_rest<'py>(py: Python<'py>, t: &PutTable, d: &Bound<'py, PyDict>) -> PyResult<()> {
+/// hosts and the allowance, not by traffic. Their hosts by name, as the snapshot names them.
+fn puts_rest<'py>(py: Python<'py>, t: &PutTable, hosts: &HostIds, d: &Bound<'py, PyDict>) -> PyResult<()> {
     d.set_item("seq", t.seq)?;
     for (name, map) in [("selected_count", &t.selected_count), ("offset", &t.offset)] {
-        // Sorted: a map has no order, and the same state must give the same rest.
-        let mut rows: Vec<_> = map.iter().collect();
+        // Sorted by name: a map has no order, and the same state must give the same rest.
+        let mut rows: Vec<_> = map.iter().map(|((h, pid), n)| (hosts.name(*h), pid, n)).collect();
         rows.sort();
         let list = PyList::empty(py);
-        for ((h, pid), n) in rows {
+        for (h, pid, n) in rows {
             list.append(row![py; h, pid, n])?;
         }
         d.set_item(name, list)?;
     }
     let list = PyList::empty(py);
-    for ((server, base), id) in &t.waiting_order {
+    for (key, id) in &t.waiting_order {
         let item = &t.items[id];
         if item.waiting {
+            let (server, base) = name_parts(key);
             list.append(row![py; server, base, item.ev.to_list(py)?, item.side])?;
         }
     }
     d.set_item("waiting", list)?;
-    let mut heads: Vec<&String> = t.heads.iter().collect();
+    let mut heads: Vec<&str> = t.heads.iter().map(|h| hosts.name(*h)).collect();
     heads.sort();
     d.set_item("heads", heads)?;
     Ok(())
@@ -246,12 +248,13 @@ pub fn take_changes<'py>(py: Python<'py>, st: &mut DomeState) -> PyResult<Bound<
     let list = PyList::empty(py);
     for key in changes.by_name {
         let seqs = t.by_name.get(&key).cloned();
-        list.append(row![py; &key.0, &key.1, seqs])?;
+        let (server, base) = name_parts(&key);
+        list.append(row![py; server, base, seqs])?;
     }
     d.set_item("by_name", list)?;
     let rest = PyDict::new(py);
     hosts_state(py, st, &rest)?;
-    puts_rest(py, &st.puts, &rest)?;
+    puts_rest(py, &st.puts, &st.hosts, &rest)?;
     d.set_item("rest", rest)?;
     Ok(d)
 }
@@ -338,6 +341,12 @@ pub fn restore(st: &mut DomeState, state: &Bound<'_, PyDict>) -> PyResult<()> {
     Ok(())
 }
 
+/// A snapshot row's (server, basename) as the put table's name.
+fn name_row(row: &Bound<'_, PyAny>) -> PyResult<NameKey> {
+    let (server, base): (Option<String>, String) = (at(row, 0)?, at(row, 1)?);
+    name_key(server.as_deref(), &base).ok_or_else(|| PyValueError::new_err(format!("a put's name is no basename: {base:?}")))
+}
+
 /// A snapshot row's (host, pid, TID) as the table's Thread.
 fn thread(hosts: &mut HostIds, row: &Bound<'_, PyAny>) -> PyResult<Thread> {
     Ok((hosts.id(&at::<String>(row, 0)?), at(row, 1)?, at(row, 2)?))
@@ -353,8 +362,9 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
             let th = th?;
             threads.push(thread(hosts, &th)?);
         }
+        let head: String = g(1)?.extract()?;
         t.place(OpenPut {
-            seq: g(0)?.extract()?, head: g(1)?.extract()?, pid: g(2)?.extract()?, lfn: g(3)?.extract()?,
+            seq: g(0)?.extract()?, host: hosts.id(&head), head, pid: g(2)?.extract()?, lfn: g(3)?.extract()?,
             put_time: g(4)?.extract()?, latest: g(5)?.extract()?, put_code: g(6)?.extract()?,
             server: g(7)?.extract()?, fs: g(8)?.extract()?, sel_sec: g(9)?.extract()?, count: g(10)?.extract()?,
             pfn: g(11)?.extract()?, size: g(12)?.extract()?, disk_time: g(13)?.extract()?,
@@ -399,21 +409,21 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
     }
     for r in item(s, "by_name")?.try_iter()? {
         let r = r?;
-        t.by_name.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+        t.by_name.insert(name_row(&r)?, at(&r, 2)?);
     }
     let pfns: Vec<(String, i64)> = t.in_order().filter_map(|p| p.pfn.clone().map(|f| (f, p.seq))).collect();
     t.by_pfn.extend(pfns);
     for r in item(s, "selected_count")?.try_iter()? {
         let r = r?;
-        t.selected_count.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+        t.selected_count.insert((hosts.id(&at::<String>(&r, 0)?), at(&r, 1)?), at(&r, 2)?);
     }
     for r in item(s, "offset")?.try_iter()? {
         let r = r?;
-        t.offset.insert((at(&r, 0)?, at(&r, 1)?), at(&r, 2)?);
+        t.offset.insert((hosts.id(&at::<String>(&r, 0)?), at(&r, 1)?), at(&r, 2)?);
     }
     for r in item(s, "waiting")?.try_iter()? {
         let r = r?;
-        let key: NameKey = (r.get_item(0)?.extract()?, r.get_item(1)?.extract()?);
+        let key = name_row(&r)?;
         let ev = DomeEvent::from_py(&r.get_item(2)?)?;
         let sd = side(&r.get_item(3)?.extract::<String>()?);
         let id = t.next_item;
@@ -424,7 +434,7 @@ fn restore_puts(t: &mut PutTable, hosts: &mut HostIds, s: &Bound<'_, PyDict>) ->
         t.waiting_order.push_back((key, id));
     }
     for h in item(s, "heads")?.try_iter()? {
-        t.heads.insert(h?.extract()?);
+        t.heads.insert(hosts.id(&h?.extract::<String>()?));
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! its state codec.
 
 use crate::dome_calls::{role_of_query, CallTable};
-use crate::dome_clocks::{advance_clocks, Clocks, HostId, HostIds, NamedClocks, Ordered, NO_CLOCK};
+use crate::dome_clocks::{advance_clocks, Clocks, HostId, HostIds, Ordered, NO_CLOCK};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
 use crate::dome_puts::PutTable;
 use crate::dome_records::Record;
@@ -121,7 +121,7 @@ impl DomeState {
 
     pub fn finish(&mut self, out: &mut Vec<Record>) {
         self.calls.finish(&self.roles, &mut self.stats, out);
-        self.puts.finish(&NamedClocks { hosts: &self.hosts, clocks: &self.clocks }, &mut self.stats, out);
+        self.puts.finish(&self.clocks, &mut self.stats, out);
     }
 
     fn learn_role(&mut self, ev: &DomeEvent, host: HostId) {
@@ -150,7 +150,7 @@ impl DomeState {
                 self.stats.process_deaths += 1;
             }
             self.calls.end_process(host, None, &self.roles, &mut self.stats, out);
-            self.puts.process_started(&ev.host, ev.pid);
+            self.puts.process_started(host, ev.pid);
         } else if before.is_some_and(|b| b != ev.pid) {
             self.stats.process_deaths += 1;
             self.calls.end_process(host, Some(ev.pid), &self.roles, &mut self.stats, out);
@@ -167,7 +167,6 @@ impl DomeState {
     fn sweep_at(&mut self, host: HostId, clock: i64, out: &mut Vec<Record>) {
         let horizon = clock - self.allowance_ms - self.timeout_ms;
         self.calls.expire(host, horizon, &self.roles, &mut self.stats, out);
-        let clocks = NamedClocks { hosts: &self.hosts, clocks: &self.clocks };
-        self.puts.expire(&clocks, self.clock_bound, self.allowance_ms, &mut self.stats, out);
+        self.puts.expire(&self.clocks, self.clock_bound, self.allowance_ms, &mut self.stats, out);
     }
 }
