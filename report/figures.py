@@ -16,8 +16,9 @@ from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import column_of
 from dpmstream.report import analysis as A
 from dpmstream.report.svg import (
-    WIDTH, Key, Panel, Svg, dots_path, legend, legend_size, linear_ticks, log_bounds,
-    log_ticks, nice_top, num, percentile, seconds, steps_area, steps_path, text_width,
+    WIDTH, Key, Panel, Svg, dots_path, legend, legend_size, line_path, linear_ticks,
+    log_bounds, log_ticks, nice_top, percentile, seconds, steps_area, steps_path,
+    text_width,
 )
 
 COLOURS = {
@@ -137,7 +138,8 @@ def duration_scatter(requests: list, zone) -> str:
     p.frame()
     p.ylabel("request duration total_s (s)", left - 12)
     for (i, g), key in zip(drawn, keys):
-        svg.path(dots_path((p.sx(t), p.sy(v)) for t, v in points[g]), stroke=key.colour,
+        ts, vs = zip(*points[g])
+        svg.path(dots_path(p.sx.many(ts), p.sy.many(vs)), stroke=key.colour,
                  width=4, stroke_linecap="round", stroke_opacity="0.6")
     legend(svg, keys, left, 8, 4)
     return svg.render("Request duration against start time, by client host")
@@ -292,12 +294,13 @@ def timeline(t: dict, zone) -> str:
     polls = panels["polls"]
     keys = []
     for op, values in t["polls"].items():
-        pts = [(polls.sx(m), polls.sy(v)) for m, v in zip(mids, values) if v is not None]
-        if pts:
+        known = [(m, v) for m, v in zip(mids, values) if v is not None]
+        if known:
             colour = OP_COLOURS.get(op, "#777777")
-            svg.path("M" + "L".join(f"{num(x)} {num(y)}" for x, y in pts), stroke=colour,
-                     width=1.2)
-            svg.path(dots_path(pts), stroke=colour, width=5, stroke_linecap="round")
+            ms, vs = zip(*known)
+            xs, ys = polls.sx.many(ms), polls.sy.many(vs)
+            svg.path(line_path(xs, ys), stroke=colour, width=1.2)
+            svg.path(dots_path(xs, ys), stroke=colour, width=5, stroke_linecap="round")
             keys.append(Key(op, colour, "line", width=1.2))
     _panel_head(polls, "d. Status polls per request (mean, by start time)", "polls / request",
                 keys, 2, "no put/get requests")
