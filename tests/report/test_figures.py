@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -134,3 +135,25 @@ def test_step_lines_areas_dots_and_polylines_are_written_as_point_by_point():
             assert line_path(xs, ys) == "M" + "L".join(f"{num(x)} {num(y)}"
                                                        for x, y in zip(xs, ys))
 
+
+def _binned_counts_per_value(values, edges):
+    """binned_counts' definition, a value at a time: its bin is the last edge at or below
+    it, the first bin for one below every edge, the last for one at or above the last."""
+    bins = [0] * (len(edges) - 1)
+    for v in values:
+        at_or_below = [i for i, e in enumerate(edges) if e <= v]
+        bins[min(at_or_below[-1], len(bins) - 1) if at_or_below else 0] += 1
+    return bins
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_values_are_counted_in_the_bin_whose_edges_hold_them(seed):
+    rng = random.Random(seed)
+    n_bins = rng.choice((1, 2, 40))
+    lo, hi = 10.0 ** rng.randint(-4, -1), 10.0 ** rng.randint(0, 3)
+    edges = [lo * (hi / lo) ** (i / n_bins) for i in range(n_bins + 1)]
+    # values on the edges themselves, below the first, at and above the last, repeated
+    values = [rng.choice((rng.choice(edges), rng.uniform(lo / 10, hi * 2),
+                          10 ** rng.uniform(math.log10(lo), math.log10(hi))))
+              for _ in range(rng.choice((1, 5, 3000)))]
+    assert F.binned_counts(values, edges) == _binned_counts_per_value(values, edges)
