@@ -154,8 +154,7 @@ def summed(records: list[dict], fieldname: str) -> int:
 
 def series_of(values) -> Series:
     s = Series()
-    for v in values:
-        s.add(v)
+    s.extend(values)
     return s
 
 

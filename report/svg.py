@@ -11,8 +11,10 @@ Each figure passes its own id prefix, so ids (hatch patterns) never clash once i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from html import escape
+from itertools import chain, repeat
 
 from dpmstream.streams.sinks.summary import moment
 
@@ -34,6 +36,24 @@ def text_width(text: str, size: float) -> float:
 def num(v: float) -> str:
     """A coordinate, short: two decimals at most."""
     return f"{v:.2f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
+
+
+# The endings num() drops from a %.2f number: "12.50" -> "12.5", "12.00" -> "12" (each
+# number has exactly two decimals, so no other ending changes). No group in the pattern:
+# an empty replacement is copied in C, where a template with one calls Python per match.
+_ZEROS = re.compile(r"\.00(?![0-9])|(?<=\.[0-9])0(?![0-9])")
+
+
+def nums(template: str, values) -> str:
+    """`template` % `values`, its %.2f numbers written as num() writes each (floats, and
+    ints below 2**53): one formatting and one substitution for a path of thousands of
+    points, where a Python call per number was most of the scatter's cost (issue 30).
+    `template` holds no "." before a digit, no "nan" and no "inf"."""
+    # + 0.0 turns -0.0 into 0.0, which num() writes "0" (a %.2f writes "-0.00").
+    text = _ZEROS.sub("", template % tuple(map((0.0).__add__, values)))
+    if "nan" in text or "inf" in text:
+        raise ValueError(f"not a finite coordinate in {text[:80]!r}")   # as num() refuses one
+    return text
 
 
 class Svg:
@@ -114,6 +134,19 @@ class Scale:
         if hi == lo:
             return self.a
         return self.a + (v - lo) / (hi - lo) * (self.b - self.a)
+
+    def many(self, values) -> list[float]:
+        """self(v) for each of `values`: the same operations in the same order, so the same
+        floats, without a call each."""
+        if self.log:
+            lo, hi = math.log10(self.lo), math.log10(self.hi)
+            values = list(map(math.log10, map(max, values, repeat(self.lo * 1e-3))))
+        else:
+            lo, hi, values = self.lo, self.hi, list(values)
+        if hi == lo:
+            return [self.a] * len(values)
+        a, span, extent = self.a, hi - lo, self.b - self.a
+        return [a + (v - lo) / span * extent for v in values]
 
 
 def nice_step(span: float, most: int, integer: bool = False) -> float:
@@ -329,11 +362,11 @@ def legend(svg: Svg, keys: list[Key], x: float, y: float, ncol: int, anchor="lef
 def steps_path(sx: Scale, sy: Scale, edges, values) -> str:
     """A line of `values`, each level across its bin [edges[i], edges[i+1]] (a step plot
     over bin middles, where="mid")."""
-    parts = []
-    for i, v in enumerate(values):
-        x0, x1, y = sx(edges[i]), sx(edges[i + 1]), sy(v)
-        parts.append(f"{'M' if i == 0 else 'L'}{num(x0)} {num(y)}H{num(x1)}")
-    return "".join(parts)
+    if not values:
+        return ""
+    xs, ys = sx.many(edges[:len(values) + 1]), sy.many(values)
+    return nums("M%.2f %.2fH%.2f" + "L%.2f %.2fH%.2f" * (len(values) - 1),
+                chain.from_iterable(zip(xs, ys, xs[1:])))
 
 
 def steps_area(sx: Scale, sy: Scale, edges, values, floor: float = 0.0) -> str:
@@ -341,14 +374,20 @@ def steps_area(sx: Scale, sy: Scale, edges, values, floor: float = 0.0) -> str:
     if not values:
         return ""
     base = sy(floor)
-    return (f"M{num(sx(edges[0]))} {num(base)}"
-            + "".join(f"V{num(sy(v))}H{num(sx(edges[i + 1]))}" for i, v in enumerate(values))
-            + f"V{num(base)}Z")
+    xs, ys = sx.many(edges[:len(values) + 1]), sy.many(values)
+    return nums("M%.2f %.2f" + "V%.2fH%.2f" * len(values) + "V%.2fZ",
+                chain((xs[0], base), chain.from_iterable(zip(ys, xs[1:])), (base,)))
 
 
-def dots_path(points) -> str:
-    """Zero-length segments: with round caps each is a dot as wide as the stroke."""
-    return "".join(f"M{num(x)} {num(y)}h0" for x, y in points)
+def dots_path(xs, ys) -> str:
+    """Zero-length segments at (xs[i], ys[i]) (pixels): with round caps each is a dot as
+    wide as the stroke."""
+    return nums("M%.2f %.2fh0" * len(xs), chain.from_iterable(zip(xs, ys)))
+
+
+def line_path(xs, ys) -> str:
+    """A polyline through (xs[i], ys[i]) (pixels)."""
+    return "M" + nums("L".join(["%.2f %.2f"] * len(xs)), chain.from_iterable(zip(xs, ys)))
 
 
 def percentile(sorted_values: list[float], p: float) -> float:

@@ -62,6 +62,23 @@ class Series:
         if j < RESERVOIR:
             self.values[j] = value
 
+    def extend(self, values) -> None:
+        """add() of each of `values` in turn; those the reservoir still has room for are
+        counted, summed and kept in C (the report makes series of thousands of values:
+        a Python call each was most of series_of's cost, issue 30). Values are ints, as
+        add() takes them, so the sum is the same whatever the order of additions."""
+        values = list(values)
+        head = values[:max(RESERVOIR - len(self.values), 0)]
+        if head:
+            self.count += len(head)
+            self.sum = sum(head, self.sum)
+            top = max(head)   # the first of the largest, as add() keeps
+            if self.max is None or top > self.max:
+                self.max = top
+            self.values.extend(head)
+        for value in values[len(head):]:
+            self.add(value)
+
     @classmethod
     def restored(cls, count: int, total: int, top: int | None, values: bytes,
                  rng_state: tuple | None) -> Series:

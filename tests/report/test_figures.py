@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import random
+
+import pytest
+
 from dpmstream.parsers.clock import load_zone
 from dpmstream.report import figures as F
 from dpmstream.report.svg import (
-    linear_ticks, log_ticks, nice_top, percentile, time_label, time_offset_text, time_ticks,
+    Scale, dots_path, line_path, linear_ticks, log_ticks, nice_top, num, nums, percentile,
+    steps_area, steps_path, time_label, time_offset_text, time_ticks,
 )
 
 ZURICH = load_zone("Europe/Zurich")
@@ -59,3 +65,95 @@ def test_a_figure_is_one_inline_svg_with_its_labels_as_text():
     assert svg.startswith("<svg ") and svg.endswith("</svg>")
     assert ">creat (5)</text>" in svg and ">stat (4)</text>" in svg
     assert "call duration (s, log scale)" in svg    # 1 ms to 60 ms spans decades
+
+
+# -- paths written in bulk: each number as num() writes it alone -----------------------------
+
+def _coordinates(rng: random.Random, n: int) -> list[float]:
+    """Pixels as figures make them, and the endings num() treats apart: whole numbers (as
+    floats and ints), -0.0, values that round to a whole number or to one decimal, halves
+    of a hundredth, tiny negatives that write as "-0"."""
+    edge = [0.0, -0.0, 0, 7, 12.0, 1000, 9.999, 99.995, 0.125, 2.675, 1.005, 12.5, 12.30,
+            -0.001, -0.004, -0.005, -3.5, 1e-9, 123456.789, 0.1 + 0.2]
+    return edge + [rng.choice((rng.uniform(-50, 1100), round(rng.uniform(0, 1000), 1),
+                               round(rng.uniform(0, 1000), 2), rng.randint(0, 1000) + 0.005))
+                   for _ in range(n)]
+
+
+def test_numbers_written_in_bulk_are_written_as_num_writes_each():
+    values = _coordinates(random.Random(30), 20_000)
+    assert nums("%.2f " * len(values), values) == "".join(num(v) + " " for v in values)
+    assert nums("M%.2f %.2fh0" * 2, [1.5, 2.0, -0.0, 3.25]) == "M1.5 2h0M0 3.25h0"
+
+
+def test_a_number_num_refuses_is_refused_in_bulk_too():
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises((ValueError, OverflowError)):
+            num(bad)
+        with pytest.raises(ValueError):
+            nums("M%.2f %.2f", [1.0, bad])
+
+
+def test_a_scale_maps_many_values_to_the_same_pixels_as_one_at_a_time():
+    values = _coordinates(random.Random(31), 2_000)
+    for scale in (Scale(0, 7.3, 60.0, 940.0), Scale(1313152300000, 1313159500000, 80.5, 980.0),
+                  Scale(0, 12.5, 300.0, 26.0), Scale(1e-3, 10.0, 60.0, 260.0, log=True),
+                  Scale(5, 5, 10.0, 20.0), Scale(0.1, 0.1, 10.0, 20.0, log=True)):
+        # a log scale draws a value at or below 0 a thousandth of its low end
+        assert scale.many(values) == list(map(scale, values))
+        assert scale.many(iter(values)) == list(map(scale, values))
+
+
+def _steps_path_per_point(sx, sy, edges, values) -> str:
+    """steps_path's definition, one num() per number."""
+    return "".join(f"{'M' if i == 0 else 'L'}{num(sx(edges[i]))} {num(sy(v))}H{num(sx(edges[i + 1]))}"
+                   for i, v in enumerate(values))
+
+
+def _steps_area_per_point(sx, sy, edges, values, floor=0.0) -> str:
+    base = sy(floor)
+    return (f"M{num(sx(edges[0]))} {num(base)}"
+            + "".join(f"V{num(sy(v))}H{num(sx(edges[i + 1]))}" for i, v in enumerate(values))
+            + f"V{num(base)}Z") if values else ""
+
+
+def test_step_lines_areas_dots_and_polylines_are_written_as_point_by_point():
+    rng = random.Random(32)
+    for n in (0, 1, 2, 40, 300):
+        edges = sorted(rng.sample(range(1313152300000, 1313159500000), n + 1))
+        values = [rng.choice((0, rng.random() * 40, rng.randint(0, 93))) for _ in range(n)]
+        sx, sy = Scale(edges[0], edges[-1], 71.3, 980.0), Scale(0, 100, 158.0, 30.0)
+        assert steps_path(sx, sy, edges, values) == _steps_path_per_point(sx, sy, edges, values)
+        assert steps_area(sx, sy, edges, values) == _steps_area_per_point(sx, sy, edges, values)
+        logs = Scale(1e-3, 100.0, 60.0, 210.0, log=True)
+        shares = [v / 40 for v in values]
+        assert steps_path(logs, sy, [10 ** (i / 8 - 3) for i in range(n + 1)], shares) == \
+            _steps_path_per_point(logs, sy, [10 ** (i / 8 - 3) for i in range(n + 1)], shares)
+        xs, ys = sx.many(edges[:n]), sy.many(values)
+        assert dots_path(xs, ys) == "".join(f"M{num(x)} {num(y)}h0" for x, y in zip(xs, ys))
+        if n:
+            assert line_path(xs, ys) == "M" + "L".join(f"{num(x)} {num(y)}"
+                                                       for x, y in zip(xs, ys))
+
+
+def _binned_counts_per_value(values, edges):
+    """binned_counts' definition, a value at a time: its bin is the last edge at or below
+    it, the first bin for one below every edge, the last for one at or above the last."""
+    bins = [0] * (len(edges) - 1)
+    for v in values:
+        at_or_below = [i for i, e in enumerate(edges) if e <= v]
+        bins[min(at_or_below[-1], len(bins) - 1) if at_or_below else 0] += 1
+    return bins
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_values_are_counted_in_the_bin_whose_edges_hold_them(seed):
+    rng = random.Random(seed)
+    n_bins = rng.choice((1, 2, 40))
+    lo, hi = 10.0 ** rng.randint(-4, -1), 10.0 ** rng.randint(0, 3)
+    edges = [lo * (hi / lo) ** (i / n_bins) for i in range(n_bins + 1)]
+    # values on the edges themselves, below the first, at and above the last, repeated
+    values = [rng.choice((rng.choice(edges), rng.uniform(lo / 10, hi * 2),
+                          10 ** rng.uniform(math.log10(lo), math.log10(hi))))
+              for _ in range(rng.choice((1, 5, 3000)))]
+    assert F.binned_counts(values, edges) == _binned_counts_per_value(values, edges)
