@@ -27,7 +27,7 @@ from .dome_profiles import FIELDS, FORMS, DomeForm, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
-from .regex_lead import group_index, lead_sets, role_alone, self_contained
+from .regex_lead import group_index, lead, lead_sets, self_contained
 
 @dataclass(slots=True)
 class DomeChunk:
@@ -81,8 +81,7 @@ def _plan(form: DomeForm) -> tuple[str, list]:
     for role, part in form.parts:
         index = group_index(part, flags)
         fields = [(FIELDS.index(name.split("_", 1)[1]), g) for name, g in index.items() if "_" in name]
-        pattern, part_lead = role_alone(part, flags)
-        alternatives.append((role, pattern, 0, part_lead, fields))
+        alternatives.append((role, "\\G(?:" + part + ")\\s*\\z", 0, lead(part, flags).encode(), fields))
     return form.head, alternatives
 
 

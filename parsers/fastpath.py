@@ -66,12 +66,11 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
     envelope = [slot(g) for g in form.envelope_slots]
     marked = marked_form(form)
     if marked is not None:
-        pattern, groups, renumbered, parts = marked
+        pattern, groups, renumbered = marked
         try:
             return FastLines(pattern, groups, envelope,
                              [(-1, role, slots) for (_, role, _), slots in zip(alternatives, renumbered)],
-                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True,
-                             roles=hand_roles(parts))
+                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True)
         except ValueError as exc:
             log.info("marked pattern refused by PCRE2 (%s): the portable one is used", exc)
     try:
@@ -90,8 +89,7 @@ def marked_form(form: CompiledForm):
     (pattern, groups, per alternative its EVENT_FIELDS groups in that pattern, -1 absent),
     or None where it cannot be rewritten safely (a back reference or a condition on a
     group, whose numbers would change, or a pattern not built the way profiles._compile
-    builds it): the portable pattern is used as it is. Also the alternatives' own text,
-    each `(?P<ai>...)` (`unmatched` aside), for hand_roles.
+    builds it): the portable pattern is used as it is.
 
     PCRE2's JIT code costs about 15 instructions a line for each group of the pattern,
     taking part or not, and 30 for each it enters: the 15 wrapper groups and 26 field
@@ -124,11 +122,10 @@ def marked_form(form: CompiledForm):
     if any(g != index["never"] and g >= first for g in form.envelope_slots):
         return None
     never = index["never"]
-    branches, renumbered, parts, widest = [], [], [], 0
+    branches, renumbered, widest = [], [], 0
     next_groups = ordered[1:] + [never]
     for i, (name, start, end, wrapper, after) in enumerate(zip(names, starts, ends, ordered, next_groups)):
         part, opening = portable[start:end], f"(?P<{name}>"
-        parts.append(part)
         if not part.endswith(")"):
             return None
         plain = _plain_groups(part[len(opening):-1])
@@ -142,16 +139,7 @@ def marked_form(form: CompiledForm):
         # the alternative's own groups are numbered from first (the envelope's last + 1)
         renumbered.append([-1 if g == never else first + g - wrapper - 1 for g in alt.slots])
     pattern = (_PORTABLE_HEAD + envelope + ")(?|" + "|".join(branches) + _PORTABLE_TAIL)
-    return pattern, first - 1 + widest, renumbered, parts[:-1]
-
-
-def hand_roles(parts: list[str]) -> list[tuple[str, bytes]]:
-    """Per alternative, its pattern as the scanners take a role's alone (matched from the
-    envelope's end) and the text its every match starts with: FastLines reads a role it
-    knows by hand (native/src/dome_roles.rs) where no earlier role can match a message
-    starting with that text; the DOME scanner's plan (compiled_dome.scan_plan) is read so."""
-    from .regex_lead import role_alone  # here: the pure-Python parser needs it not
-    return [role_alone(part, re.DOTALL) for part in parts]
+    return pattern, first - 1 + widest, renumbered
 
 
 def _plain_groups(body: str):
@@ -254,7 +242,7 @@ def role_plan(profile: Profile, index: dict[str, int]):
     completes the envelope's first match, and the alternation tries each pattern so. The
     one regex set up all ~40 groups and tried every alternative on every line, for each
     profile. None when a role pattern refers to a group (alone, its numbering differs)."""
-    from .regex_lead import role_alone, self_contained  # here: replay, which imports this module, needs it not
+    from .regex_lead import lead, self_contained  # here: replay, which imports this module, needs it not
     parts, _ = role_patterns(profile.roles, ROLES, FIELDS)
     if not all(self_contained(part, re.DOTALL) for part in parts):
         return None
@@ -263,8 +251,8 @@ def role_plan(profile: Profile, index: dict[str, int]):
     # in the one regex, less the wrapper's (the last alternative is `unmatched`).
     for part, (wrapper, alt) in zip(parts, profile.native.alternatives.items()):
         token = alt.fields["token"] - wrapper + 1 if "token" in alt.fields else -1
-        pattern, part_lead = role_alone(part, re.DOTALL)
-        plan.append(("(?s)" + pattern, part_lead, 0, index[alt.role], token))
+        plan.append((r"(?s)\G(?:" + part + r")\s*\z", lead(part, re.DOTALL).encode(), 0,
+                     index[alt.role], token))
     return plan
 
 

@@ -37,13 +37,6 @@ def lead(pattern: str, flags: int = 0) -> str:
     return "".join(text)
 
 
-def role_alone(part: str, flags: int = 0) -> tuple[str, bytes]:
-    """A role's pattern as the compiled scanners match it alone, from the envelope's end
-    to the line's (trailing white space aside), and the text its every match starts with
-    (the scanner runs it, or its hand reader, only on a message starting so)."""
-    return "\\G(?:" + part + ")\\s*\\z", lead(part, flags).encode()
-
-
 # A class of more characters than this is not spelled out (a place of any character, in
 # effect): the sets are for a check of a few bytes.
 _MAX_CLASS = 128

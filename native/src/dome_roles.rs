@@ -1,6 +1,5 @@
 //! The role patterns of the bundled DOME profiles (regex_profiles/dmlite-dome*.toml,
-//! `[roles]`) read by hand for the DOME scanner (dome_scan.rs), and two of the name
-//! server's (lcgdm-ns.toml) for the DPM line scanner (scan.rs), where a role's pattern is
+//! `[roles]`) read by hand for the DOME scanner (dome_scan.rs), where a role's pattern is
 //! exactly one this module implements; any other (a site's own wording) stays PCRE2's.
 //!
 //! PCRE2's JIT code spent ~1,200 instructions a line on these patterns, ~2,170 on a
@@ -16,7 +15,7 @@
 //! without UCP: `\s \d \w` are ASCII, and a byte past ASCII is in `\S`, `[^']` and
 //! `[^:']` and in no other class here, so a run is counted in bytes.
 
-use crate::byte_runs::{digits, is_space, same, until, Stops};
+use crate::byte_runs::{is_space, same, until, Stops};
 
 /// Byte classes of the role patterns: one bit each in CLASSES.
 const DIGIT: u8 = 1; // \d
@@ -26,7 +25,6 @@ const UPPER: u8 = 8; // [A-Z]
 const NOT_QUOTE: u8 = 16; // [^']
 const NOT_COLON_QUOTE: u8 = 32; // [^:']
 const SPACE: u8 = 64; // \s: tab, LF, VT, FF, CR, space
-const DIGIT_COMMA: u8 = 128; // [\d,]
 
 /// The classes of each byte.
 static CLASSES: [u8; 256] = classes();
@@ -46,9 +44,6 @@ const fn classes() -> [u8; 256] {
         }
         if c.is_ascii_uppercase() {
             bits |= UPPER;
-        }
-        if c.is_ascii_digit() || c == b',' {
-            bits |= DIGIT_COMMA;
         }
         if c != b'\'' {
             bits |= NOT_QUOTE;
@@ -152,16 +147,6 @@ const ROLES: &[(&str, &[Step], usize)] = &[
         &[run(NOT_SPACE, 1, 0), Lit(b" !! "), run(NOT_SPACE, 1, 0), Lit(b" : "), Greedy { g: 0 }],
         0,
     ),
-    // the name server's (regex_profiles/lcgdm-ns.toml), read by the DPM line scanner
-    // (scan.rs): its `call`, whose `.*` PCRE2 took to the line's end and gave back a
-    // byte at a time (~600 instructions a line), and its `other` line most seen
-    (
-        r"NS092 - (?P<op>\w+) request by .* \(\d+,[\d,]+\) from (?P<client>\S+)",
-        &[Lit(b"NS092 - "), run(WORD, 1, 1), Lit(b" request by "), Greedy { g: 0 }, Lit(b" ("), run(DIGIT, 1, 0),
-          Lit(b","), run(DIGIT_COMMA, 1, 0), Lit(b") from "), run(NOT_SPACE, 1, 2)],
-        2,
-    ),
-    (r"file \d+ created.*", &[Lit(b"file "), run(DIGIT, 1, 0), Lit(b" created"), Greedy { g: 0 }], 0),
 ];
 
 /// Room for every group of the implemented patterns as the scanner is given them: 0 the
@@ -236,8 +221,6 @@ fn steps(steps: &[Step], line: &[u8], mut at: usize, spans: &mut [Option<(usize,
             Run { class, min, max, g } => {
                 let end = match stops(class) {
                     Some(stops) => until(line, at, stops),
-                    // 8 bytes a step (a name server's ids, a file's number)
-                    None if class == DIGIT => digits(line, at).min(at.saturating_add(max)),
                     None => {
                         let rest = &line[at..];
                         let n = rest.iter().take(max).position(|&c| CLASSES[usize::from(c)] & class == 0);
@@ -274,17 +257,15 @@ fn steps(steps: &[Step], line: &[u8], mut at: usize, spans: &mut [Option<(usize,
                     spans[g] = Some((at, line.len()));
                     return Some(line.len());
                 };
-                // each place the literal stands, farthest first (its first byte found by a
-                // slice's search: a range's reversed steps cost ~9 instructions a byte)
-                let mut stop = (line.len() + 1).checked_sub(text.len())?;
-                while let Some(p) = line.get(at..stop)?.iter().rposition(|&c| c == text[0]).map(|n| at + n) {
-                    if same(line, p, text) {
+                // each place the literal stands, farthest first
+                let last = line.len().checked_sub(text.len())?;
+                for p in (at..=last).rev() {
+                    if line[p] == text[0] && same(line, p, text) {
                         spans[g] = Some((at, p));
                         if let Some(end) = self::steps(&steps[i + 1..], line, p, spans) {
                             return Some(end);
                         }
                     }
-                    stop = p;
                 }
                 return None;
             }
@@ -327,11 +308,6 @@ mod tests {
         "domedome_putdone_head : Invalid status for replica 'a:b'",
         "dome !! dome_putdone_head : Replica not found 'x:y'",
         "a : ",
-        "NS092 - creat request by /DC=ch/DC=cern/OU=Users/CN=robot/CN=Robot: Grid User 003 (perf tests) (1003,1001) from dpmhead01.cern.ch",
-        "NS092 - lstat request by /DC=es/O=ugr/CN=Grid User 004 (491,117,104) from 131.154.200.195 ",
-        "NS092 - a_1 request by x (1,2) (3,4,) from h (5,6) from é",
-        "file 37836862 created",
-        "file 1 created file 2 created\t",
     ];
 
     /// `part` as the scanner is given a profile's role pattern, the `i`th of its roles

@@ -18,7 +18,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
-use crate::dome_roles::{RoleReader, Spans as RoleSpans, GROUPS as ROLE_GROUPS};
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
 use crate::jit::Pattern;
@@ -76,13 +75,6 @@ pub(crate) struct FastLines {
     /// The envelope's spans in the line scan() took last (ENVELOPE_GROUPS order).
     head: lcgdm_head::Spans,
     alternatives: Vec<Alternative>,
-    /// The alternatives read by hand (dome_roles.rs) where the envelope is: (index, lead,
-    /// reader), each one no earlier alternative can match on a message starting with its
-    /// lead, so that the reader matching is the alternation's first match.
-    hands: Vec<(usize, Box<[u8]>, RoleReader)>,
-    /// The spans the reader read in the line scan() took last, if a reader took it (by
-    /// the reader's group numbers: an alternative's group g at g + 1).
-    hand_spans: Option<RoleSpans>,
     event_type: Py<PyType>,
     host: PyObject,
     daemon: PyObject,
@@ -139,19 +131,6 @@ fn slot(index: i64) -> usize {
     } else {
         index as usize
     }
-}
-
-/// The roles (pattern, lead) read by hand: each one dome_roles.rs implements, with a lead,
-/// whose lead no earlier role's lead agrees with byte for byte (neither empty nor a prefix
-/// of the other: a message starting with it cannot be that role's).
-fn hand_readers(roles: &[(String, Vec<u8>)]) -> Vec<(usize, Box<[u8]>, RoleReader)> {
-    let apart = |a: &[u8], b: &[u8]| a.iter().zip(b).any(|(x, y)| x != y);
-    roles
-        .iter()
-        .enumerate()
-        .filter(|(i, (_, lead))| !lead.is_empty() && roles[..*i].iter().all(|(_, earlier)| apart(earlier, lead)))
-        .filter_map(|(i, (pattern, lead))| RoleReader::of(pattern).map(|r| (i, lead.clone().into_boxed_slice(), r)))
-        .collect()
 }
 
 /// Unsigned decimal of ASCII digits only (what Python's int() would also accept), at
@@ -276,18 +255,11 @@ impl FastLines {
             let Some(end) = lcgdm_head::read_numbers(bytes, &mut self.head, &mut numbers) else {
                 return Scan::Python;
             };
-            self.hand_spans = None;
-            let alt = match self.read_by_hand(bytes, end) {
-                Some(alt) => alt,
-                None => {
-                    if self.regex.find_str_at(text, end) != Ok(true) {
-                        return Scan::Python;
-                    }
-                    let Some(alt) = self.matched_alternative() else {
-                        return Scan::Python;
-                    };
-                    alt
-                }
+            if self.regex.find_str_at(text, end) != Ok(true) {
+                return Scan::Python;
+            }
+            let Some(alt) = self.matched_alternative() else {
+                return Scan::Python;
             };
             let Some(base) = self.second_ms(numbers.key) else {
                 return Scan::Python;
@@ -395,24 +367,7 @@ impl FastLines {
         if group == ABSENT {
             return None;
         }
-        let span = match &self.hand_spans {
-            Some(spans) => spans.get(group + 1).copied().flatten(),
-            None => self.regex.get(group),
-        };
-        span.map(|(a, b)| &line[a..b])
-    }
-
-    /// The alternative a reader read the message at `at` as (its spans in hand_spans),
-    /// or None: the regex reads it. At most one reader's lead starts a message (their
-    /// leads are apart, hand_readers), and its failing leaves the regex to decide.
-    #[inline]
-    fn read_by_hand(&mut self, line: &[u8], at: usize) -> Option<usize> {
-        let (alt, _, reader) = self.hands.iter().find(|(_, lead, _)| line[at..].starts_with(lead))?;
-        let mut spans = [None; ROLE_GROUPS];
-        reader.read(line, at, &mut spans).then(|| {
-            self.hand_spans = Some(spans);
-            *alt
-        })
+        self.regex.get(group).map(|(a, b)| &line[a..b])
     }
 
     /// The index of the alternative the last match took: by its mark, or by its wrapper group.
@@ -449,13 +404,9 @@ impl FastLines {
     /// pattern: the profile's combined native regex in `regex` syntax, with Python's
     /// group numbering; envelope: group per ENVELOPE_GROUPS entry (-1: absent);
     /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
-    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused);
-    /// roles: per alternative but the last (`unmatched`), its pattern as the DOME scanner
-    /// is given one (`\G(?:(?P<a<i>>PATTERN))\s*\z`) and the text every match of it
-    /// starts with (parsers/regex_lead.py): a role dome_roles.rs implements is read by
-    /// hand where the envelope is read by hand and no earlier one can take its lines.
+    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
     #[new]
-    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false, roles=Vec::new()))]
+    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -469,7 +420,6 @@ impl FastLines {
         unmatched: PyObject,
         max_chars: usize,
         marked: bool,
-        roles: Vec<(String, Vec<u8>)>,
     ) -> PyResult<Self> {
         // The marked pattern opening with lcgdm_head's envelope (groups 1 to 9) has its
         // alternation matched alone, where the envelope read by hand ends: its groups are
@@ -524,7 +474,6 @@ impl FastLines {
                 slots,
             });
         }
-        let hands = if hand_head && roles.len() + 1 == alts.len() { hand_readers(&roles) } else { Vec::new() };
         Ok(FastLines {
             regex,
             marked,
@@ -532,8 +481,6 @@ impl FastLines {
             envelope: env,
             head: [None; 9],
             alternatives: alts,
-            hands,
-            hand_spans: None,
             event_type: event_type.unbind(),
             host,
             daemon,
@@ -615,13 +562,6 @@ impl FastLines {
         self.seconds.clear();
         self.last_second = None;
         self.last_stamp = StampText::default();
-    }
-
-    /// Whether each alternative (but `unmatched`) is read by hand (dome_roles.rs) where
-    /// its lead starts the message, rather than by the pattern.
-    #[getter]
-    fn roles_read_by_hand(&self) -> Vec<bool> {
-        (0..self.alternatives.len() - 1).map(|i| self.hands.iter().any(|h| h.0 == i)).collect()
     }
 
     /// Whether the envelope is read by hand (lcgdm_head.rs) rather than by the pattern.

@@ -184,7 +184,7 @@ def site_profile(roles):
 @pytest.mark.parametrize("name", ["lcgdm-dpm", "lcgdm-ns", "lcgdm-srm"])
 def test_every_bundled_profile_is_matched_in_its_marked_form_with_fewer_groups(name):
     form = resolve_profile(name).native
-    pattern, groups, slots, _ = fastpath.marked_form(form)
+    pattern, groups, slots = fastpath.marked_form(form)
     assert "(*MARK:0)" in pattern and "(?P<a0" not in pattern
     assert groups < form.regex.groups - 1
     assert len(slots) == len(form.alternatives)
