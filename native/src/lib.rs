@@ -97,6 +97,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(envelope::decode_envelope, m)?)?;
     m.add_function(wrap_pyfunction!(envelope_batch::plan_batch, m)?)?;
     m.add_function(wrap_pyfunction!(records::record_json, m)?)?;
+    m.add_function(wrap_pyfunction!(records::record_messages, m)?)?;
     m.add_function(wrap_pyfunction!(state_codec::state_changes_json, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::dome_lines, m)?)?;
     m.add_function(wrap_pyfunction!(profile_tally::tally_profiles, m)?)?;

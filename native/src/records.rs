@@ -16,7 +16,7 @@ use std::fmt::Write;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::names::Names;
 use crate::rec::{CallRec, Rec, RequestRec};
@@ -95,7 +95,16 @@ fn dict_values<'a, 'py: 'a>(record: &Bound<'py, PyDict>, keys: &[&str], interned
         items.push(record.get_item(key.bind(py))?);
     }
     let items: &'a Vec<_> = items;
-    Ok(items.iter().map(|item| item.as_ref().map_or(Some(Value::None), value)).collect())
+    // Collected into an Option<Vec>, the cells grew their Vec two or three times a
+    // record (no size known up front): ~1,300 instructions a record (issue 30).
+    let mut values = Vec::with_capacity(items.len());
+    for item in items {
+        match item.as_ref().map_or(Some(Value::None), value) {
+            Some(v) => values.push(v),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(values))
 }
 
 /// `n` in decimal, the digits `write!(out, "{n}")` writes, without core::fmt's machinery:
@@ -242,10 +251,17 @@ fn format_dict(record: &Bound<'_, PyDict>,
                -> PyResult<Option<String>> {
     let Some(kind) = record.get_item(intern!(record.py(), "kind"))? else { return Ok(None) };
     let Ok(kind) = kind.extract::<String>() else { return Ok(None) };
-    let (cols, keys, is_ms, interned) = columns(&kind);
+    format_kind(record, &kind, format)
+}
+
+/// format_dict of a record whose kind is known.
+fn format_kind(record: &Bound<'_, PyDict>, kind: &str,
+               format: impl for<'a> FnOnce(&str, &[&str], &[bool], Vec<Value<'a>>) -> Option<String>)
+               -> PyResult<Option<String>> {
+    let (cols, keys, is_ms, interned) = columns(kind);
     let mut items = Vec::with_capacity(keys.len());
     let Some(values) = dict_values(record, keys, interned, &mut items)? else { return Ok(None) };
-    Ok(format(&kind, cols, is_ms, values))
+    Ok(format(kind, cols, is_ms, values))
 }
 
 /// The CSV line of a record (with csv's "\r\n"), or None: Python formats it.
@@ -361,10 +377,62 @@ fn push_json_object<'a>(out: &mut String, kind: &str, cols: &[&str], is_ms: &[bo
 #[pyfunction]
 #[pyo3(signature = (record, ensure_ascii))]
 pub fn record_json(record: &Bound<'_, PyDict>, ensure_ascii: bool) -> PyResult<Option<String>> {
-    format_dict(record, |kind, cols, is_ms, values| {
-        let mut out = String::with_capacity(384);
-        push_json_object(&mut out, kind, cols, is_ms, values, ensure_ascii).then_some(out)
-    })
+    format_dict(record, |kind, cols, is_ms, values| json_object(kind, cols, is_ms, values, ensure_ascii))
+}
+
+fn json_object<'a>(kind: &str, cols: &[&str], is_ms: &[bool], values: Vec<Value<'a>>, ascii: bool) -> Option<String> {
+    // a request's object is ~440 bytes, more with a long client DN: room for it at once
+    let mut out = String::with_capacity(640);
+    push_json_object(&mut out, kind, cols, is_ms, values, ascii).then_some(out)
+}
+
+// -- the worker's output messages ----------------------------------------------------------
+
+/// The worker's messages of `records` (streams/kafka/record_topics.output_message, the
+/// reference): for a request, (requests_topic, its token's bytes, its JSON's bytes); for a
+/// call, (calls_topic, its host's bytes, its JSON's bytes); None for any other record (a
+/// DOME kind, not a dict), a missing token or host (output_message raises KeyError), a key
+/// that is neither a str nor None, or a value record_json leaves to Python: Python builds
+/// those. One call a batch: a record's message made in Python cost ~1.5 us (issue 30).
+#[pyfunction]
+pub fn record_messages<'py>(records: &Bound<'py, PyList>, requests_topic: &Bound<'py, PyString>,
+                            calls_topic: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyList>> {
+    let py = records.py();
+    let messages = records.iter().map(|record| {
+        Ok(match record.downcast_exact::<PyDict>() {
+            Ok(record) => record_message(record, requests_topic, calls_topic)?.map(Bound::into_any),
+            Err(_) => None,
+        })
+    });
+    PyList::new(py, messages.collect::<PyResult<Vec<_>>>()?)
+}
+
+fn record_message<'py>(record: &Bound<'py, PyDict>, requests_topic: &Bound<'py, PyString>,
+                       calls_topic: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let py = record.py();
+    let Some(kind) = record.get_item(intern!(py, "kind"))? else { return Ok(None) };
+    let Ok(kind) = kind.downcast_exact::<PyString>() else { return Ok(None) };
+    let Ok(kind) = kind.to_str() else { return Ok(None) };
+    let (topic, key_name) = match kind {
+        "request" => (requests_topic, intern!(py, "token")),
+        "call" => (calls_topic, intern!(py, "host")),
+        _ => return Ok(None),
+    };
+    let Some(key) = record.get_item(key_name)? else { return Ok(None) };
+    // `(key or "").encode()`: None is the empty key; any other value but a str is Python's
+    let key: &[u8] = if key.is_none() {
+        b""
+    } else {
+        match key.downcast_exact::<PyString>().map(|k| k.to_str()) {
+            Ok(Ok(k)) => k.as_bytes(),
+            _ => return Ok(None),
+        }
+    };
+    let json = |kind: &str, cols: &[&str], is_ms: &[bool], values: Vec<Value<'_>>| json_object(kind, cols, is_ms, values, true);
+    let Some(value) = format_kind(record, kind, json)? else { return Ok(None) };
+    let message = PyTuple::new(py, [topic.as_any().clone(), PyBytes::new(py, key).into_any(),
+                                    PyBytes::new(py, value.as_bytes()).into_any()])?;
+    Ok(Some(message))
 }
 
 // -- the engine's records, straight to CSV ------------------------------------------------

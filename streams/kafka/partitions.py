@@ -176,8 +176,7 @@ class PartitionOwners:
         try:
             await producer.begin_transaction()
             out = RecordTopics(cfg.requests_topic, cfg.calls_topic)
-            for rec in records:
-                out.write(rec)
+            out.write_all(records)
             messages = [(topic, key, value, None) for topic, key, value in out.take()]
             state = self.state_topic
             stored = self.state_parts[p].split(changes)

@@ -83,3 +83,83 @@ def test_every_dome_record_kind_goes_out_keyed_by_its_node():
         topic, key, value = output_message(record, "req", "calls")
         assert topic == ("req" if kind == "dome_put" else "calls")
         assert key == node[kind].encode() and json.loads(value)["kind"] == kind
+
+
+# -- the compiled messages (native/src/records.rs, record_messages) against output_message --
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+from dpmstream.parsers.dome_checksums import ChecksumWaits, with_checksums  # noqa: E402
+from dpmstream.streams.kafka import record_topics  # noqa: E402
+
+from tests.parsers import test_dome_csv, test_records  # noqa: E402
+from tests.scenarios.test_dome_truth import reassemble  # noqa: E402
+
+needs_compiled_messages = pytest.mark.skipif(
+    record_topics._compiled_messages is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    reason="the compiled messages are not built (no Rust toolchain at install time)")
+
+
+class Record(dict):
+    """A dict of another type: its items may not be what the dict holds."""
+
+
+def odd_records() -> list:
+    """Records output_message builds from values no engine writes, or refuses."""
+    request = test_records.awkward_records()[0]
+    call = test_records.awkward_records()[1]
+    return [
+        dict(request, token=0), dict(request, token=""), dict(call, host=None),   # the empty key
+        dict(request, token=5), dict(call, host=b"h1"),                           # AttributeError
+        dict(request, token="bad \ud800"),                                        # UnicodeEncodeError
+        {k: v for k, v in request.items() if k != "token"},                       # KeyError
+        {k: v for k, v in call.items() if k != "host"},
+        {"host": "h1", "token": "t1"},                                            # no kind
+        dict(call, kind=None), dict(call, kind="other"), dict(call, kind="\ud800"),
+        dict(request, nfiles=1.5), dict(request, polls=10 ** 30), dict(call, pid=True),
+        dict(call, started="1.5"), Record(call), ["kind", "call"],
+    ]
+
+
+def outcome(build, *args):
+    try:
+        return build(*args)
+    except Exception as exc:   # noqa: BLE001 (what output_message raises is part of the pin)
+        return type(exc)
+
+
+@needs_compiled_messages
+def test_compiled_messages_are_output_messages_of_every_record_kind_and_odd_ones(tmp_path):
+    """The batch's messages made at once are output_message's, byte for byte, for the
+    engines' legacy and DOME records and for odd ones; where the extension leaves one to
+    Python (None) the sink's write_all builds it as write() does, raising what it raises."""
+    legacy = test_records.awkward_records() + test_records.simulated_records(tmp_path)
+    site = test_dome_csv.simulate_dome(test_dome_csv.SITE, tmp_path / "site")
+    dome = test_dome_csv.awkward_records() + with_checksums(
+        reassemble(site, test_dome_csv.SITE)[1], ChecksumWaits())
+    records = legacy + dome + odd_records()
+    compiled = record_topics._compiled_messages(records, "req", "calls")
+    assert len(compiled) == len(records)
+    for record, message in zip(records, compiled):
+        if message is not None:
+            assert message == outcome(record_topics.output_message, record, "req", "calls"), record
+    missing_token = legacy[len(test_records.awkward_records()) - 1]
+    assert "token" not in missing_token
+    assert [m is None for m in compiled[:len(legacy)]] == [r is missing_token for r in legacy], \
+        "every legacy record the engines write is made by the extension; a KeyError is Python's"
+    assert compiled[len(legacy):len(legacy) + len(dome)] == [None] * len(dome), "DOME: Python's"
+    assert len(legacy) > 600 and {r["kind"] for r in dome} >= {"dome_call", "dome_put", "dome_checksum"}
+    for record in records:
+        out, one_by_one = RecordTopics("req", "calls"), RecordTopics("req", "calls")
+        assert outcome(out.write_all, [record]) == outcome(one_by_one.write, record)
+        assert out.take() == one_by_one.take()
+
+
+@needs_compiled_messages
+def test_a_batch_is_held_in_its_order_with_python_filling_in_what_the_extension_leaves():
+    records = test_records.awkward_records()[:6] + test_dome_csv.awkward_records()[:6]
+    out = RecordTopics("req", "calls")
+    out.write_all(records)
+    assert out.take() == [output_message(r, "req", "calls") for r in records]
