@@ -20,7 +20,7 @@ from dpmstream.parsers.records import (
 )
 from dpmstream.simulator import SimConfig
 from dpmstream.commands.stack.process import tail
-from tests.worker_helpers import read_topic
+from tests.worker_helpers import committed_offsets, end_offsets, read_topic
 
 SIM_TZ = "Europe/Zurich"
 
@@ -195,6 +195,13 @@ def file_line_offsets(paths) -> set[tuple[str, int]]:
                 out.add((str(path), pos))
                 pos += len(raw)
     return out
+
+
+def group_caught_up(bootstrap: str, lines_topic: str, group: str) -> tuple[bool, dict, dict]:
+    """(committed == end for every partition of the lines topic, committed, end)."""
+    end = end_offsets(bootstrap, lines_topic)
+    done = committed_offsets(bootstrap, group)
+    return all(done.get(p, 0) >= off for p, off in end.items()), done, end
 
 
 def service_logs(*services) -> str:

@@ -262,13 +262,6 @@ def wait_while_worker_runs(cond, timeout: float, what: str, proc, log) -> None:
         time.sleep(0.2)
 
 
-def group_caught_up(bootstrap: str, lines_topic: str, group: str) -> tuple[bool, dict, dict]:
-    """(committed == end for every partition of the lines topic, committed, end)."""
-    end = end_offsets(bootstrap, lines_topic)
-    done = committed_offsets(bootstrap, group)
-    return all(done.get(p, 0) >= off for p, off in end.items()), done, end
-
-
 def end_offsets(bootstrap, topic, isolation="read_uncommitted"):
     async def main():
         from aiokafka import AIOKafkaConsumer

@@ -20,10 +20,10 @@ from dpmstream.parsers.dome_reassembly import ALLOWANCE_MS
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 from tests.commands.stack.test_rsyslog_dome import as_datagram, dome_node, send, stamp_ms
-from tests.e2e_helpers import lines_on_topic, service_logs
+from tests.e2e_helpers import group_caught_up, lines_on_topic, service_logs
 from tests.scenarios.test_dome_checksums_truth import alone, key
 from tests.scenarios.test_dome_truth import KIND, as_cells, in_truth_order, truth_rows
-from tests.worker_helpers import group_caught_up, read_topic
+from tests.worker_helpers import read_topic
 
 pytestmark = pytest.mark.services
 

@@ -21,10 +21,9 @@ from dpmstream.simulator import simulate
 from dpmstream.commands.stack.process import ServiceError, pid_alive
 from dpmstream.commands.stack.worker_process import WorkerProcess
 from tests.e2e_helpers import (
-    SIM_TZ, AppendingWriter, compare_rows, file_line_offsets, lines_on_topic,
+    SIM_TZ, AppendingWriter, compare_rows, file_line_offsets, group_caught_up, lines_on_topic,
     end_tick, live_sim_config, ordered_lines, service_logs, topic_records, without_tick,
 )
-from tests.worker_helpers import group_caught_up
 
 pytestmark = pytest.mark.services
 
