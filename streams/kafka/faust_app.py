@@ -161,6 +161,7 @@ def run_worker(config, metrics_port: int | None = None, metrics_bind: str = "127
         if server is not None:
             server.close()
         scratch.cleanup()
-    log.info("worker stopped after %d records (%d lines seen before, skipped)",
-             engine.lines_seen, engine.duplicates)
+    log.info("worker stopped after %d records (%d lines seen before, skipped; %d fed again "
+             "after a partition was taken again)",
+             engine.lines_seen, engine.duplicates, engine.lines_fed_again)
     return code

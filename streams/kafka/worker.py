@@ -92,7 +92,12 @@ class Worker:
         self._uncommitted: dict[int, list] = {}
         self._stopping = asyncio.Event()
         self._consumer: LinesConsumer | None = None
-        self.lines_seen = 0                  # records fed, all partitions (bench, tests)
+        # Records fed, all partitions, each once (the stop log line, bench, tests): a
+        # partition taken again (a batch that raised, a failed transaction) is fed its
+        # lines since its last commit anew; they count in lines_fed_again (_count_new).
+        self.lines_seen = 0
+        self.lines_fed_again = 0
+        self._counted_to: dict[int, int] = {}   # partition -> offset past its last record counted
         self.batches = 0                     # rounds of transactions committed
         self.report = PartitionReport(metrics, config.lines_topic)
 
@@ -185,7 +190,9 @@ class Worker:
                 self._uncommitted.pop(p, None)
                 broken.append(p)
                 continue
-            self.lines_seen += len(messages)
+            new = self._count_new(p, messages)
+            self.lines_seen += new
+            self.lines_fed_again += len(messages) - new
             held = self._uncommitted.get(p)
             if held is None:
                 self._uncommitted[p] = [len(messages), now]
@@ -200,6 +207,15 @@ class Worker:
             await self._settle()
             await self._drop([p])
             await self._take_again(p)
+
+    def _count_new(self, p: int, messages) -> int:
+        """How many of this fed batch of p are fed for the first time (offsets ascend
+        within a batch)."""
+        counted = self._counted_to.get(p, 0)
+        self._counted_to[p] = max(counted, messages[-1].offset + 1)
+        if messages[0].offset >= counted:
+            return len(messages)
+        return sum(1 for msg in messages if msg.offset >= counted)
 
     def _due(self, now: float) -> list[int]:
         """The partitions whose lines fed and not committed are enough for a transaction,
