@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -24,7 +25,8 @@ from tests.scenarios.test_e2e_dome import from_json
 from tests.streams.kafka.test_worker import run_worker, sample, topics
 from tests.streams.kafka.test_worker_dome import TIMEOUT_S, dome_site, published, site_records
 from tests.worker_helpers import (
-    committed_total, kill_mid_transaction, produce, read_topic, wait_while_worker_runs,
+    committed_total, feeder_until_killed, kill_mid_transaction, produce, read_topic,
+    wait_while_worker_runs,
 )
 
 pytestmark = pytest.mark.services
@@ -198,14 +200,25 @@ def test_a_worker_killed_while_it_holds_a_late_nodes_others_loses_and_doubles_no
     recs = first + others[:-2] + rest + others[-2:]
     t = topics("dome-late-kill")
     kafka_broker.create_topics([t["lines"]], partitions=1)
-    produce(kafka_broker.bootstrap, t["lines"], recs)
+    # The lines arrive as the kills go on, in the same order, so each worker finds a
+    # transaction to be killed in (all of them at once, a compiled worker under CI load
+    # committed every one before the watcher saw it open, and waited 240 s for another).
+    head = len(recs) // 5
+    produce(kafka_broker.bootstrap, t["lines"], recs[:head])
+    kills_done = threading.Event()
+    feeder = feeder_until_killed(kafka_broker.bootstrap, t["lines"], recs[head:], kills_done)
+    feeder.start()
     state_topic = f"{t['group']}-state"
     extra = ("--dome-merge-horizon", "3660")
     port, log_path = free_port(), tmp_path / "worker.log"
     env = {**os.environ, **engine_env}
     with open(log_path, "ab") as log:
-        kills = kill_mid_transaction(kafka_broker.bootstrap, state_topic,
-                                     lambda: _spawn_worker(kafka_broker, t, port, log, extra, env))
+        try:
+            kills = kill_mid_transaction(kafka_broker.bootstrap, state_topic,
+                                         lambda: _spawn_worker(kafka_broker, t, port, log, extra, env))
+        finally:
+            kills_done.set()
+            feeder.join()
         assert kills == 2
         assert committed_total(kafka_broker.bootstrap, t["group"]) < len(recs)
         proc = _spawn_worker(kafka_broker, t, port, log, extra, env)
