@@ -133,7 +133,8 @@ mod sse2 {
     }
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
+/// A one in each byte of a word (word()): times a byte, that byte in each.
+pub(crate) const ONES: u64 = 0x0101_0101_0101_0101;
 
 /// The 8 bytes of `line` from `at` as one word, the first the lowest (None: fewer there).
 #[inline(always)]

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
+use crate::byte_runs::{word, ONES};
 use crate::names::Names;
 use crate::rec::{CallRec, Rec, RequestRec};
 use crate::schema::{
@@ -181,7 +182,6 @@ fn push_ms(out: &mut String, ms: i64) {
 /// bytes a step, each byte sought by the has-a-zero-byte test of the word XORed with it,
 /// where a byte at a time cost ~5 instructions a byte of every text cell (issue 30).
 fn needs_quotes(bytes: &[u8]) -> bool {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGHS: u64 = ONES << 7;
     // (x - 1) & !x has a byte's high bit set only where x's byte is 0 (or after a
     // borrow from a lower 0 byte): nonzero exactly when x has a 0 byte.
@@ -191,7 +191,7 @@ fn needs_quotes(bytes: &[u8]) -> bool {
             any | (x.wrapping_sub(ONES) & !x & HIGHS)
         })
     };
-    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let word_at = |at: usize| word(bytes, at).expect("8 bytes");
     if bytes.len() < 8 {
         // padded with zero bytes, none of the four
         let mut last = [0u8; 8];
@@ -200,13 +200,13 @@ fn needs_quotes(bytes: &[u8]) -> bool {
     }
     let mut at = 0;
     while at + 8 < bytes.len() {
-        if hits(word(at)) != 0 {
+        if hits(word_at(at)) != 0 {
             return true;
         }
         at += 8;
     }
     // the last eight bytes, over some already seen: no copy of the rest (a copy call a cell)
-    hits(word(bytes.len() - 8)) != 0
+    hits(word_at(bytes.len() - 8)) != 0
 }
 
 /// One cell as Python's csv writer (excel dialect, QUOTE_MINIMAL) writes it.
