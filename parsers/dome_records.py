@@ -17,8 +17,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 
+from .extension import compiled
 from .records import ms_to_text
 
 KINDS = {
@@ -71,12 +71,9 @@ def row(record: dict) -> list[str]:
     return out
 
 
-try:  # the compiled formatting (native/src/dome_csv.rs); python_csv_line is the reference
-    from ._native import DomeCsv
-except ImportError:  # not built
-    DomeCsv = None
-_compiled_csv = (DomeCsv(KINDS).line
-                 if DomeCsv is not None and not os.environ.get("DPMSTREAM_PURE_PYTHON") else None)
+# The compiled formatting (native/src/dome_csv.rs); python_csv_line is the reference
+DomeCsv = compiled("DomeCsv")
+_compiled_csv = DomeCsv(KINDS).line if DomeCsv is not None else None
 
 
 def csv_line(record: dict) -> str:

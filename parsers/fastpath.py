@@ -11,19 +11,14 @@ the work.
 from __future__ import annotations
 
 import logging
-import os
 import re
 
 from .events import Event
+from .extension import compiled
 from .shapes import MASKS, SHAPE_CHARS
 from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, FIELDS, ROLES, UNMATCHED, CompiledForm, Profile, role_patterns
 
 log = logging.getLogger(__name__)
-
-try:
-    from ._native import FastLines, ProfileLines, Shapes, tally_profiles
-except ImportError:  # not built: pure Python
-    FastLines = ProfileLines = Shapes = tally_profiles = None
 
 # What FastLines.parse returns for a line whose envelope matches but no role does.
 UNMATCHED_LINE = UNMATCHED
@@ -35,7 +30,7 @@ _DIVERGENT = re.compile(r"\[:\^?[a-z]+:\]|(?<!\\)\{,\d")
 
 
 def available() -> bool:
-    return FastLines is not None and not os.environ.get("DPMSTREAM_PURE_PYTHON")
+    return compiled("FastLines") is not None
 
 
 def reads_alike(pattern: str) -> bool:
@@ -50,7 +45,8 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
     """A FastLines for this (native) envelope form, or None: Python parses every line.
     It takes the marked form of the pattern where one can be made (marked_form), else
     the portable one as it is."""
-    if not available() or not reads_alike(form.portable):
+    FastLines = compiled("FastLines")
+    if FastLines is None or not reads_alike(form.portable):
         return None
     never = form.regex.groupindex["never"]
 
@@ -195,6 +191,7 @@ _SHAPES: list = []  # the one Shapes, made when first asked
 def compiled_shapes():
     """The extension's parsers/shapes.shape (printable ASCII messages), shared by every
     profile: a message is masked once however many profiles leave it unmatched; or None."""
+    Shapes = compiled("Shapes")
     if Shapes is None or not all(reads_alike(pattern.pattern) for pattern, _ in MASKS):
         return None
     if not _SHAPES:
@@ -208,7 +205,8 @@ def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, 
     those it leaves unmatched or to a catch-all role, or None (not built, a pattern PCRE2
     reads otherwise or cannot compile): Python reads every line. The role arguments are
     role names, passed as indices into ROLES."""
-    if ProfileLines is None or not available():
+    ProfileLines = compiled("ProfileLines")
+    if ProfileLines is None:
         return None
     forms = (profile.native, profile.rsyslog)
     shapes = compiled_shapes()

@@ -12,20 +12,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 
 # The columns, their units and the statuses: parsers/schema.py, the one declaration.
 from .schema import (  # noqa: F401 (re-exported: the sinks and reports read them here)
     CALL_COLUMNS, CALL_FIELDS, CALL_MS_FIELDS, PHASES, REQUEST_COLUMNS, REQUEST_FIELDS,
     REQUEST_MS_FIELDS, STATUSES, column_of, key_of,
 )
+from .extension import compiled
 
-try:  # the compiled formatting (native/src/records.rs); the functions below are the reference
-    from ._native import record_csv_line as _compiled_csv, record_json as _compiled_json
-except ImportError:  # not built
-    _compiled_csv = _compiled_json = None
-if os.environ.get("DPMSTREAM_PURE_PYTHON"):
-    _compiled_csv = _compiled_json = None
+# The compiled formatting (native/src/records.rs); the functions below are the reference
+_compiled_csv, _compiled_json = compiled("record_csv_line"), compiled("record_json")
 
 def ms_to_text(ms: int | None) -> str:
     """Milliseconds as seconds with three decimals, exactly (no float rounding)."""

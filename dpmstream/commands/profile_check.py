@@ -13,7 +13,8 @@ import sys
 from collections import Counter
 
 from dpmstream.commands.profile_check_dome import DomeTally, render_dome, render_dome_warning
-from dpmstream.parsers.fastpath import compiled_role_lines, tally_profiles
+from dpmstream.parsers.extension import compiled
+from dpmstream.parsers.fastpath import compiled_role_lines
 from dpmstream.parsers.fit import (
     CATCH_ALL, MIN_LINES_TO_JUDGE, OPENING, ORPHAN_ROLES, ROLE_MEANING, CutWatch, Reassembled, judge,
     looks_like,
@@ -240,6 +241,7 @@ def add_block(tallies: list[ProfileTally], lines, n: int) -> None:
     and each of those takes its counts (add_tallied); another, line by line."""
     built = [t for t in tallies if t.compiled is not None]
     if built:
+        tally_profiles = compiled("tally_profiles")
         for t, counts in zip(built, tally_profiles([t.compiled for t in built], lines, n)):
             t.add_tallied(lines, n, counts)
     for t in tallies:

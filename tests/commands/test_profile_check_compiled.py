@@ -15,7 +15,7 @@ import tomllib
 import pytest
 
 from dpmstream.commands.profile_check import ProfileTally, add_block
-from dpmstream.parsers import fastpath
+from dpmstream.parsers import extension, fastpath
 from dpmstream.parsers.profiles import ROLES, bundled_profiles, profile_from_dict
 from dpmstream.parsers.shapes import shape
 from dpmstream.simulator.dome_config import DomeConfig
@@ -26,7 +26,7 @@ from tests.commands.test_profile_check import real_files, rewritten
 from tests.commands.test_profile_check_dome import check as check_on_the_node
 from tests.helpers import dpmstream_in_process, sampled
 
-pytestmark = pytest.mark.skipif(fastpath.ProfileLines is None or not fastpath.available(),
+pytestmark = pytest.mark.skipif(extension.compiled("ProfileLines") is None or not fastpath.available(),
                                 reason="the extension is not built (no Rust toolchain at install)")
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from dpmstream.parsers import engines, fastpath
+from dpmstream.parsers import engines, extension
 from dpmstream.parsers.reassembly import Reassembler
 
 from tests.engine_helpers import (
@@ -130,7 +130,7 @@ needs_compiled = pytest.mark.skipif(
     not (engines.compiled_available() or REQUIRED or STANDIN),
     reason="compiled engine not built (parsers/compiled_reassembly.py, native/)")
 needs_compiled_parser = pytest.mark.skipif(
-    fastpath.FastLines is None, reason="compiled line parser not built: pure is all there is")
+    extension.compiled("FastLines") is None, reason="compiled line parser not built: pure is all there is")
 
 
 @pytest.fixture

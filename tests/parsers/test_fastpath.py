@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dpmstream.parsers import fastpath
+from dpmstream.parsers import extension, fastpath
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.lines import LineParser
 from dpmstream.parsers.profiles import detect_profile, load_profile, profile_from_dict, resolve_profile
@@ -31,7 +31,7 @@ def test_the_compiled_parser_is_built_where_the_install_could_build_it():
     # `make test` sets DPMSTREAM_REQUIRE_NATIVE when cargo is on PATH: a silently failed
     # build must not pass as "pure Python".
     if os.environ.get("DPMSTREAM_REQUIRE_NATIVE"):
-        assert fastpath.FastLines is not None, "native/ was not built by the install"
+        assert extension.compiled("FastLines") is not None, "native/ was not built by the install"
     else:
         pytest.skip("DPMSTREAM_REQUIRE_NATIVE not set")
 

@@ -1,0 +1,32 @@
+"""The compiled extension's optional names: the one way a module asks for one.
+
+    CsvBlocks = compiled("CsvBlocks")     # None: the Python reference does the work
+
+`compiled(name)` is the extension's function or class `name` (parsers._native, built from
+native/ where a Rust toolchain existed at install time), or None where the extension is
+not built, was built before that name, or DPMSTREAM_PURE_PYTHON is set. The environment
+is read at each call, so a module asks at the moment it chooses: at import for a choice
+made once a process (records.py's formatting; tests turn it off in a fresh process), at
+each construction for one that tests turn off mid-process (monkeypatch.setenv; fastpath,
+the sinks, inputs). It imports nothing but the extension, so asking adds nothing to a
+module's start-up (tests/commands/test_replay_startup.py).
+
+parsers/compiled_reassembly.py and compiled_dome.py import the extension unconditionally:
+they are its twins of the Python engines, and engines.py decides whether to load them.
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    from . import _native
+except ImportError:  # not built: pure Python
+    _native = None
+
+
+def compiled(name: str):
+    """The extension's `name`, or None: not built, built without it, or turned off."""
+    if _native is None or os.environ.get("DPMSTREAM_PURE_PYTHON"):
+        return None
+    return getattr(_native, name, None)

@@ -1,0 +1,53 @@
+"""parsers/extension.py: the one way a module asks for a name of the compiled extension.
+
+`compiled(name)` is the extension's own object where it is built, and None where it is
+not built, was built without the name, or DPMSTREAM_PURE_PYTHON is set; the environment is
+read at each call, so a module that asks at each construction follows a test's setenv."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dpmstream.parsers import extension
+
+try:
+    from dpmstream.parsers import _native
+except ImportError:  # not built
+    _native = None
+
+needs_native = pytest.mark.skipif(
+    _native is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    reason="the compiled extension is not built (native/)")
+
+
+@needs_native
+def test_a_name_of_the_built_extension_is_the_extensions_own_object(monkeypatch):
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    for name in ("FastLines", "LineBlock", "CsvBlocks", "record_csv_line", "run_model"):
+        assert extension.compiled(name) is getattr(_native, name), name
+
+
+@needs_native
+def test_pure_python_turns_every_name_off_from_the_moment_it_is_set(monkeypatch):
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    assert extension.compiled("FastLines") is not None
+    monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    assert extension.compiled("FastLines") is None
+    assert extension.compiled("record_csv_line") is None
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON")
+    assert extension.compiled("FastLines") is _native.FastLines
+
+
+def test_a_name_the_build_does_not_have_is_none(monkeypatch):
+    """An extension built before a name was added to native/ leaves that name to Python."""
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    assert extension.compiled("NoSuchNameInTheExtension") is None
+
+
+def test_without_the_extension_every_name_is_none(monkeypatch):
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(extension, "_native", None)   # as where no Rust toolchain built it
+    assert extension.compiled("FastLines") is None
+    assert extension.compiled("record_csv_line") is None
