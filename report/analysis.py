@@ -8,22 +8,18 @@ records alone, and says so where the records cannot tell (see `Gaps`).
 from __future__ import annotations
 
 import bisect
-import os
 from itertools import accumulate, repeat
 from functools import partial
 from operator import is_not, itemgetter, mul, sub
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from dpmstream.parsers import extension
 from dpmstream.parsers.records import STATUSES
 from dpmstream.streams.sinks.summary import Series
 
-try:  # concurrency's step function compiled (native/src/steps.rs); the Python below is the reference
-    from dpmstream.parsers._native import concurrency_steps as _compiled_steps
-except ImportError:  # not built
-    _compiled_steps = None
-if os.environ.get("DPMSTREAM_PURE_PYTHON"):
-    _compiled_steps = None
+# concurrency's step function compiled (native/src/steps.rs); the Python below is the reference
+_compiled_steps = extension.compiled("concurrency_steps")
 
 # The stacked breakdown of a request's time, in the order the steps happen. They do not
 # overlap, and for every request they add up to total_ms ("between" takes the rest).

@@ -9,12 +9,8 @@ pins the two equal."""
 
 from __future__ import annotations
 
+from dpmstream.parsers import extension
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS
-
-try:
-    from dpmstream.parsers._native import BusySpans as CompiledBusySpans
-except ImportError:  # not built: pure Python
-    CompiledBusySpans = None
 
 
 class BusySpans:
@@ -47,6 +43,7 @@ class BusySpans:
 
 def busy_spans(compiled: bool):
     """The on_span for an engine: the compiled twin for the compiled one."""
-    if compiled and CompiledBusySpans is not None:
-        return CompiledBusySpans(FAST_DAEMON, sorted(NS_DAEMONS))
+    twin = extension.compiled("BusySpans") if compiled else None
+    if twin is not None:
+        return twin(FAST_DAEMON, sorted(NS_DAEMONS))
     return BusySpans()

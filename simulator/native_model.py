@@ -17,24 +17,21 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from dpmstream.parsers import extension
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.identities import Namespace, bag_counts, make_clients
 from dpmstream.simulator.service import Dist, Empirical
 
-try:
-    from dpmstream.parsers._native import run_model, run_model_summary
-except ImportError:  # not built: the Python model runs
-    run_model = run_model_summary = None
-
 
 def available() -> bool:
     """Whether model runs use the compiled model (where the config allows)."""
-    if os.environ.get("DPMSTREAM_PURE_PYTHON"):
-        return False
-    if run_model is None and os.environ.get("DPMSTREAM_REQUIRE_NATIVE"):
+    if extension.compiled("run_model") is not None:
+        return True
+    # None: turned off (DPMSTREAM_PURE_PYTHON, no error) or not built
+    if os.environ.get("DPMSTREAM_REQUIRE_NATIVE") and not os.environ.get("DPMSTREAM_PURE_PYTHON"):
         raise RuntimeError("DPMSTREAM_REQUIRE_NATIVE is set but the compiled model "
                            "(dpmstream.parsers._native.run_model) is not built")
-    return run_model is not None
+    return False
 
 
 def unsupported(cfg: SimConfig) -> str | None:
@@ -103,7 +100,7 @@ def run_compiled(cfg: SimConfig, same_but_seed: dict | None = None):
     spec of its service times' values is made once for every seed of a prediction)."""
     cfg.validate()
     plain = spec(cfg) if same_but_seed is None else dict(same_but_seed, seed=cfg.seed)
-    requests, calls, counts = run_model(plain)
+    requests, calls, counts = extension.compiled("run_model")(plain)
     return requests, calls, counts
 
 
@@ -113,6 +110,6 @@ def run_summary(cfg: SimConfig, observations=(), same_but_seed: dict | None = No
     model_summary.rs): no record is made into a dict."""
     cfg.validate()
     plain = spec(cfg) if same_but_seed is None else dict(same_but_seed, seed=cfg.seed)
-    count, table, growth, observed, _ = run_model_summary(
+    count, table, growth, observed, _ = extension.compiled("run_model_summary")(
         plain, [o.compiled for o in observations])
     return count, dict(table), growth, observed

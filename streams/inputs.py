@@ -13,13 +13,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import BinaryIO, Iterator
 
-from dpmstream.parsers import fastpath
+from dpmstream.parsers import extension
 from dpmstream.streams.linecut import CUT_BYTES, LineCutter
-
-try:
-    from dpmstream.parsers._native import LineBlock
-except ImportError:  # not built: lists of lines
-    LineBlock = None
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BZIP2_MAGIC = b"BZh"
@@ -101,8 +96,9 @@ def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
     into memory; a run of NULs is one NUL_BLOCK line and the line after it its own. So time
     is linear and memory bounded (a few READ_HINTs) whatever the input holds."""
     size = max(size, 1)
-    if LineBlock is not None and fastpath.available():
-        yield from _blocks(_texts(stream), size)
+    LineBlock = extension.compiled("LineBlock")
+    if LineBlock is not None:
+        yield from _blocks(_texts(stream), size, LineBlock.split_parts)
     else:
         yield from _lists(_texts(stream), size)
 
@@ -171,7 +167,7 @@ def _lists(texts: Iterator[list], size: int) -> Iterator[list[bytes]]:
         yield pending
 
 
-def _blocks(texts: Iterator[list], size: int) -> Iterator:
+def _blocks(texts: Iterator[list], size: int, split_parts) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
     per line (sequences of bytes lines, as the lists are)."""
     # The buffers of the whole lines not yet in a block, as views of the texts they are
@@ -181,19 +177,19 @@ def _blocks(texts: Iterator[list], size: int) -> Iterator:
     try:
         for parts in texts:
             pending += parts
-            blocks, part, at = LineBlock.split_parts(pending, size, False)
+            blocks, part, at = split_parts(pending, size, False)
             yield from blocks
             pending = pending[part:]
             if at:
                 pending[0] = memoryview(pending[0])[at:]
             if sum(map(len, pending)) > CARRY_BYTES:
-                yield from LineBlock.split_parts(pending, size, True)[0]
+                yield from split_parts(pending, size, True)[0]
                 pending = []
     except InputError:
         # the whole lines before the damage
-        yield from LineBlock.split_parts(pending, size, True)[0]
+        yield from split_parts(pending, size, True)[0]
         raise
-    yield from LineBlock.split_parts(pending, size, True)[0]
+    yield from split_parts(pending, size, True)[0]
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:

@@ -15,7 +15,7 @@ import datetime as _dt
 import json
 from typing import NamedTuple
 
-from dpmstream.parsers import fastpath
+from dpmstream.parsers import extension
 from dpmstream.parsers.clock import rfc3339_to_ms
 
 try:   # decoding envelopes is a large share of a worker's time; orjson does it fastest
@@ -25,13 +25,9 @@ except ImportError:   # pragma: no cover - the kafka extra installs it
     _fast_loads, _FastJSONError = json.loads, ValueError
 
 
-try:   # rsyslog's form decoded in the extension (native/src/envelope.rs); None for the rest
-    from dpmstream.parsers._native import decode_envelope as _compiled_decode
-    from dpmstream.parsers._native import plan_batch as _compiled_plan
-except ImportError:   # not built: Python decodes every record
-    _compiled_decode = _compiled_plan = None
-if not fastpath.available():   # DPMSTREAM_PURE_PYTHON
-    _compiled_decode = _compiled_plan = None
+# rsyslog's form decoded in the extension (native/src/envelope.rs); None for the rest
+_compiled_decode = extension.compiled("decode_envelope")
+_compiled_plan = extension.compiled("plan_batch")
 
 
 # Why a record was skipped: the `reason` label of dpmstream_bad_records_total, so a fixed

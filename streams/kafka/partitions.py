@@ -31,7 +31,7 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from dpmstream.parsers import fastpath
+from dpmstream.parsers import extension
 from dpmstream.streams.kafka.batch_send import send_batched
 from dpmstream.streams.kafka.key_partitioner import KeyPartitioner
 from dpmstream.streams.kafka.state import PartitionState
@@ -51,12 +51,8 @@ def transactional_id(group_id: str, lines_topic: str, p: int) -> str:
     return f"{group_id}-{lines_topic}-{p}"
 
 
-try:   # the changelog's JSON in the extension (native/src/state_codec.rs)
-    from dpmstream.parsers._native import state_changes_json as _compiled_changes
-except ImportError:   # not built: Python encodes every value
-    _compiled_changes = None
-if not fastpath.available():   # DPMSTREAM_PURE_PYTHON
-    _compiled_changes = None
+# the changelog's JSON in the extension (native/src/state_codec.rs)
+_compiled_changes = extension.compiled("state_changes_json")
 
 # json.dumps(state, separators=(",", ":")) without building an encoder for each value:
 # the same bytes, a quarter less of the time the changelog takes (one value per key changed)

@@ -16,15 +16,11 @@ when the state and offsets that produced it are committed.
 
 from __future__ import annotations
 
-from dpmstream.parsers import dome_records, fastpath
+from dpmstream.parsers import dome_records, extension
 from dpmstream.parsers.records import json_text
 
-try:   # a batch's request and call messages made at once (native/src/records.rs)
-    from dpmstream.parsers._native import record_messages as _compiled_messages
-except ImportError:   # not built: output_message makes every one
-    _compiled_messages = None
-if not fastpath.available():   # DPMSTREAM_PURE_PYTHON
-    _compiled_messages = None
+# a batch's request and call messages made at once (native/src/records.rs)
+_compiled_messages = extension.compiled("record_messages")
 
 
 def output_message(record: dict, requests_topic: str, calls_topic: str) -> tuple[str, bytes, bytes]:

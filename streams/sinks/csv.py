@@ -20,13 +20,8 @@ import csv
 import io
 import os
 
-from dpmstream.parsers import dome_records, fastpath
+from dpmstream.parsers import dome_records, extension
 from dpmstream.parsers.records import CALL_COLUMNS, REQUEST_COLUMNS, csv_line
-
-try:
-    from dpmstream.parsers._native import CsvBlocks, DomeCsvBlocks
-except ImportError:  # not built: Python formats every row
-    CsvBlocks = DomeCsvBlocks = None
 
 # DOME kind -> its file in the output directory
 DOME_FILES = {"dome_call": "dome-calls.csv", "dome_put": "dome-puts.csv",
@@ -47,12 +42,13 @@ class CsvSink:
         self.dome_paths: dict[str, str] = {}   # DOME kind -> path, once written
         self._dome_files: dict[str, object] = {}
         # The compiled engine's records straight to bytes (None: Python formats each row).
-        compiled = CsvBlocks is not None and fastpath.available()
-        self.compiled_receiver = CsvBlocks(*self._files, csv_line) if compiled else None
+        CsvBlocks = extension.compiled("CsvBlocks")
+        self.compiled_receiver = CsvBlocks(*self._files, csv_line) if CsvBlocks is not None else None
         # The DOME rows likewise, each kind's file opened at its first row.
+        DomeCsvBlocks = extension.compiled("DomeCsvBlocks")
         self.compiled_dome_receiver = (DomeCsvBlocks(dome_records.KINDS, self._dome_file,
                                                      dome_records.python_csv_line)
-                                       if compiled else None)
+                                       if DomeCsvBlocks is not None else None)
 
     def write(self, record: dict) -> None:
         kind = record["kind"]

@@ -23,7 +23,7 @@ alone after it (--out) they go on undicted to the CSV sink's DOME writer:
 
 from __future__ import annotations
 
-from dpmstream.parsers import fastpath
+from dpmstream.parsers import extension
 from dpmstream.parsers.dome_records import KNOWN_COMMANDS, OTHER_COMMAND
 from dpmstream.parsers.linking import NS_DAEMON
 from dpmstream.streams.sinks import dome_summary
@@ -32,11 +32,6 @@ from dpmstream.streams.sinks import summary as summary_module
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
-
-try:
-    from dpmstream.parsers._native import DomeSummaryTally, Tally
-except ImportError:  # not built: pure Python
-    DomeSummaryTally = Tally = None
 
 
 class Aggregates:
@@ -47,11 +42,13 @@ class Aggregates:
         self.tally = None
         self._loaded = False
         # keep_ms (run's sliding window of creats) is Python's alone
-        if compiled and Tally is not None and fastpath.available() and directories.keep_ms is None:
+        Tally = extension.compiled("Tally") if compiled else None
+        if Tally is not None and directories.keep_ms is None:
             self.tally = Tally(summary_module.RESERVOIR, directories.max_dirs, NS_DAEMON,
                                directories_module.FOLD_MS, directories_module.FOLD_AT)
         self.dome_tally = None
-        if compiled and DomeSummaryTally is not None and fastpath.available():
+        DomeSummaryTally = extension.compiled("DomeSummaryTally") if compiled else None
+        if DomeSummaryTally is not None:
             self.dome_tally = DomeSummaryTally(summary_module.RESERVOIR, sorted(KNOWN_COMMANDS),
                                         OTHER_COMMAND, dome_summary.UNKNOWN_ROLE,
                                         list(dome_summary.TIMED_OUTCOMES))

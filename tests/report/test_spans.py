@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import pytest
 
-from dpmstream.parsers import engines
+from dpmstream.parsers import engines, extension
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS
-from dpmstream.report.spans import BusySpans, CompiledBusySpans, busy_spans
+from dpmstream.report.spans import BusySpans, busy_spans
 from dpmstream.streams.inputs import describe
 from dpmstream.streams.progress import Progress
 from dpmstream.streams.replay_files import replay_inputs
 
 from tests.engine_inputs import real_inputs, scenario_input
 
+CompiledBusySpans = extension.compiled("BusySpans")   # the compiled twin, or None
 needs_compiled = pytest.mark.skipif(
     not engines.compiled_available() or CompiledBusySpans is None,
     reason="compiled engine not built (native/)")

@@ -13,6 +13,7 @@ import pytest
 
 from dpmstream.parsers.linking import directory_of
 from dpmstream.simulator import SimConfig, simulate
+from dpmstream.parsers import extension
 from dpmstream.simulator import native_model
 from dpmstream.simulator.calibrate import SHOWN_DIRS, calibrate
 from dpmstream.simulator.identities import Namespace
@@ -22,7 +23,7 @@ from dpmstream.simulator.scenarios import scenario
 
 from tests.simulator.test_native_model import CONFIGS
 
-COMPILED_MISSING = native_model.run_model is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE")
+COMPILED_MISSING = extension.compiled("run_model") is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE")
 pytestmark = pytest.mark.skipif(COMPILED_MISSING, reason="the compiled extension is not built")
 
 

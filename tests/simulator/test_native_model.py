@@ -15,13 +15,14 @@ import os
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
+from dpmstream.parsers import extension
 from dpmstream.simulator import native_model
 from dpmstream.simulator.calibrate import calibrate
 from dpmstream.simulator.observe import observations
 from dpmstream.simulator.predict import predict
 from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
 
-COMPILED_MISSING = native_model.run_model is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE")
+COMPILED_MISSING = extension.compiled("run_model") is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE")
 pytestmark = pytest.mark.skipif(COMPILED_MISSING, reason="the compiled extension is not built")
 
 FAILING = dict(auth_fail_rate=0.1, put_fail_rate=0.2, proc_fail_rate=0.1, done_fail_rate=0.2,
@@ -145,7 +146,7 @@ def test_pure_python_turns_the_compiled_model_off(monkeypatch):
 
 def test_a_missing_extension_is_an_error_when_the_native_build_is_required(monkeypatch):
     monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
-    monkeypatch.setattr(native_model, "run_model", None)   # as where no Rust toolchain built it
+    monkeypatch.setattr(extension, "_native", None)   # as where no Rust toolchain built it
     monkeypatch.setenv("DPMSTREAM_REQUIRE_NATIVE", "1")
     with pytest.raises(RuntimeError, match="compiled model"):
         native_model.available()

@@ -14,6 +14,7 @@ import types
 
 import pytest
 
+from dpmstream.parsers import extension
 from dpmstream.streams import inputs as inputs_module
 from dpmstream.streams.linecut import CUT_BYTES, NUL_BLOCK
 from dpmstream.streams.inputs import (
@@ -173,7 +174,8 @@ def test_a_truncated_bzip2_raises_an_input_error_not_eof(tmp_path):
 
 # -- blocks of lines (the extension's LineBlock) -------------------------------------------
 
-needs_blocks = pytest.mark.skipif(inputs_module.LineBlock is None, reason="extension not built")
+LineBlock = extension.compiled("LineBlock")   # the extension's, or None
+needs_blocks = pytest.mark.skipif(LineBlock is None, reason="extension not built")
 
 AWKWARD = (b"first\n" + b"\n" + b"crlf\r\n" + b"x" * 3000 + b"\n" + b"\xfe\xff binary\n"
            + b"".join(b"line %d\n" % i for i in range(50)) + b"no newline at the end")
@@ -214,7 +216,7 @@ def test_blocks_hold_the_lines_and_chunks_readlines_gives(data, size, stream, mo
 
 @needs_blocks
 def test_a_block_is_a_sequence_of_bytes_lines_like_a_list():
-    (block,), rest = inputs_module.LineBlock.split(b"a\nbb\nccc\nd", 10, True)
+    (block,), rest = LineBlock.split(b"a\nbb\nccc\nd", 10, True)
     lines = [b"a\n", b"bb\n", b"ccc\n", b"d"]
     assert rest == len(b"a\nbb\nccc\nd")
     assert len(block) == 4 and list(block) == lines and block == lines
@@ -229,7 +231,7 @@ def test_a_block_is_a_sequence_of_bytes_lines_like_a_list():
 
 @needs_blocks
 def test_without_the_end_an_unfinished_line_is_left_for_the_next_read():
-    blocks, rest = inputs_module.LineBlock.split(b"a\nb\nc\npart", 2, False)
+    blocks, rest = LineBlock.split(b"a\nb\nc\npart", 2, False)
     assert [list(b) for b in blocks] == [[b"a\n", b"b\n"]]
     assert rest == 4   # c and the unfinished line: fewer than a chunk, read again with more
 
@@ -380,8 +382,8 @@ def test_split_parts_gives_the_blocks_split_gives_of_the_parts_joined(seed, size
     pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
     # bytes, and views into bytes (what a read leaves and the lines carried are)
     parts = [memoryview(b"<" + p + b">")[1:-1] if i % 2 else p for i, p in enumerate(pieces)]
-    blocks, part, at = inputs_module.LineBlock.split_parts(parts, size, last)
-    whole, rest = inputs_module.LineBlock.split(text, size, last)
+    blocks, part, at = LineBlock.split_parts(parts, size, last)
+    whole, rest = LineBlock.split(text, size, last)
     assert [list(b) for b in blocks] == [list(b) for b in whole]
     assert sum(map(len, pieces[:part])) + at == rest
 

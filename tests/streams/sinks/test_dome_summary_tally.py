@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from dpmstream.parsers import engines
+from dpmstream.parsers import engines, extension
 from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_checksums import ChecksumWaits, with_checksums
 from dpmstream.parsers.dome_profiles import resolve_dome_profile
@@ -21,7 +21,6 @@ from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.simulator.dome_config import DomeConfig
 from dpmstream.simulator.dome_run import simulate_dome
 from dpmstream.streams.sinks import summary as summary_module
-from dpmstream.streams.sinks import tally as tally_module
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.streams.sinks.dome_summary import DomeSummary
 from dpmstream.streams.sinks.fan_out import FanOut
@@ -29,7 +28,7 @@ from dpmstream.streams.sinks.summary import Summary
 from dpmstream.streams.sinks.tally import Aggregates
 
 pytestmark = pytest.mark.skipif(
-    tally_module.DomeSummaryTally is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    extension.compiled("DomeSummaryTally") is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
     reason="the extension is not built here")
 
 # Both stamp kinds, each site with a disk node down and back, the head restarting and a

@@ -11,13 +11,13 @@ import tracemalloc
 
 import pytest
 
-from dpmstream.streams.sinks import tally as tally_module
+from dpmstream.parsers import extension
 from dpmstream.streams.sinks.directories import Directory, DirectoryStats
 from dpmstream.streams.sinks.summary import Summary
 from dpmstream.streams.sinks.tally import Aggregates
 
 pytestmark = pytest.mark.skipif(
-    tally_module.Tally is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    extension.compiled("Tally") is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
     reason="the extension is not built here")
 
 REQUESTS = 60_000

@@ -12,7 +12,7 @@ import pytest
 
 from dpmstream.parsers import engines
 from dpmstream.streams.sinks import summary as summary_module
-from dpmstream.streams.sinks import tally as tally_module
+from dpmstream.parsers import extension
 from dpmstream.streams.sinks.directories import DirectoryStats
 from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary
@@ -27,7 +27,7 @@ from tests.engine_helpers import CHUNK_LINES, run_engine
 from tests.engine_inputs import make_input, real_inputs
 
 pytestmark = pytest.mark.skipif(
-    tally_module.Tally is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
+    extension.compiled("Tally") is None and not os.environ.get("DPMSTREAM_REQUIRE_NATIVE"),
     reason="the extension is not built here")
 
 
