@@ -127,17 +127,13 @@ class Scale:
     log: bool = False
 
     def __call__(self, v: float) -> float:
-        if self.log:
-            lo, hi, v = math.log10(self.lo), math.log10(self.hi), math.log10(max(v, self.lo * 1e-3))
-        else:
-            lo, hi = self.lo, self.hi
-        if hi == lo:
-            return self.a
-        return self.a + (v - lo) / (hi - lo) * (self.b - self.a)
+        # One value (a tick, a bar's edge) mapped by many's one rule: ~3 k instructions a
+        # call more than arithmetic of its own, +0.1% of a report's (838 calls).
+        return self.many((v,))[0]
 
     def many(self, values) -> list[float]:
-        """self(v) for each of `values`: the same operations in the same order, so the same
-        floats, without a call each."""
+        """Each of `values` on the pixels, in one comprehension: a path's thousands of
+        points without a call each."""
         if self.log:
             lo, hi = math.log10(self.lo), math.log10(self.hi)
             values = list(map(math.log10, map(max, values, repeat(self.lo * 1e-3))))

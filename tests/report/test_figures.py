@@ -94,14 +94,20 @@ def test_a_number_num_refuses_is_refused_in_bulk_too():
             nums("M%.2f %.2f", [1.0, bad])
 
 
-def test_a_scale_maps_many_values_to_the_same_pixels_as_one_at_a_time():
-    values = _coordinates(random.Random(31), 2_000)
-    for scale in (Scale(0, 7.3, 60.0, 940.0), Scale(1313152300000, 1313159500000, 80.5, 980.0),
-                  Scale(0, 12.5, 300.0, 26.0), Scale(1e-3, 10.0, 60.0, 260.0, log=True),
-                  Scale(5, 5, 10.0, 20.0), Scale(0.1, 0.1, 10.0, 20.0, log=True)):
-        # a log scale draws a value at or below 0 a thousandth of its low end
-        assert scale.many(values) == list(map(scale, values))
-        assert scale.many(iter(values)) == list(map(scale, values))
+def test_a_scale_puts_its_ends_on_its_pixels_and_the_values_between_in_proportion():
+    """Scale.many is the mapping (a scale called on one value is many of one): data lo and
+    hi land on pixels a and b, values between and beyond in proportion, of their logs on a
+    log scale, where a value at or below 0 is drawn a thousandth of its low end."""
+    y = Scale(0, 12.5, 300.0, 26.0)   # a y axis: up is smaller y
+    assert y.many([0, 12.5, 6.25, 25, -12.5]) == [300.0, 26.0, 163.0, -248.0, 574.0]
+    assert y.many(iter([6.25, 0])) == [163.0, 300.0]
+    assert [y(6.25), y(12.5)] == [163.0, 26.0]
+    logs = Scale(1e-3, 10.0, 60.0, 260.0, log=True)   # four decades, 50 pixels each
+    assert logs.many([1e-3, 10.0, 0.1, 0, -4]) == [60.0, 260.0, 160.0, -90.0, -90.0]
+    assert [logs(0.1), logs(0)] == [160.0, -90.0]
+    # no span: every value on the low end's pixel
+    assert Scale(5, 5, 10.0, 20.0).many([1, 5, 9]) == [10.0] * 3
+    assert Scale(0.1, 0.1, 10.0, 20.0, log=True)(3) == 10.0
 
 
 def _steps_path_per_point(sx, sy, edges, values) -> str:
