@@ -122,6 +122,11 @@ def group_index(pattern: str, flags: int = 0) -> dict[str, int]:
     return dict(_tree(pattern, flags).state.groupdict)
 
 
+def group_count(pattern: str, flags: int = 0) -> int:
+    """re.compile(pattern, flags).groups, read from the parse, as group_index."""
+    return _tree(pattern, flags).state.groups - 1
+
+
 def _refers(items) -> bool:
     for op, av in items:
         if op in (C.GROUPREF, C.GROUPREF_EXISTS):
