@@ -27,7 +27,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from .profiles import (
-    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_profile_file, resolve_profile,
+    UNMATCHED, ProfileError, as_list, bundled_profile_data, read_profile_file, resolve_profile,
     role_patterns,
 )
 from .regex_lead import group_count, group_index, self_contained
@@ -244,8 +244,7 @@ _BUNDLED: list[DomeProfile] = []
 
 def bundled_dome_profiles() -> list[DomeProfile]:
     if not _BUNDLED:
-        for path in bundled_profile_paths():
-            data = read_profile_file(path)
+        for path, data in bundled_profile_data():
             if data.get("family") == FAMILY:
                 _BUNDLED.append(dome_profile_from_dict(data, source=str(path)))
     return list(_BUNDLED)
