@@ -13,21 +13,24 @@ daemon's (parsers/profiles.py) in where the time is and what a line says:
   limit dropped a service's lines (`suppressed`: groups `lines` and `program`, the unit's
   name without `.service` or `@instance`), read as an event of role SUPPRESSED.
 
-Each form compiles into one regular expression (envelope, message prefix, an alternation
-of the role patterns, a catch-all marking the line `unmatched`), so a line costs one match,
-as in parsers/profiles.py.
+Each form is one regular expression (envelope, message prefix, an alternation of the role
+patterns, a catch-all marking the line `unmatched`), as in parsers/profiles.py; the Python
+engine matches it whole (compiled when first used), detection and the compiled scanner its
+pieces one by one (DomeForm.read, compiled_dome.scan_plan), with the same outcome.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from .profiles import (
-    UNMATCHED, ProfileError, as_list, bundled_profile_paths, read_profile_file, resolve_profile,
+    UNMATCHED, ProfileError, as_list, bundled_profile_data, read_profile_file, resolve_profile,
     role_patterns,
 )
+from .regex_lead import group_count, group_index, self_contained
 
 FAMILY = "dome"
 # Roles, in the order their patterns are tried: specific wording first, catch-alls last.
@@ -55,6 +58,9 @@ FORM_GROUPS = {
     "rfc3339": ("rtime", "host", "tag", "pid"),
 }
 MESSAGE_GROUPS = ("level", "error")  # `tid` too, in a generation that logs it
+# ASCII classes (\d is 0-9, \s ASCII white space): what a syslog line's numbers and
+# separators are, and what the compiled scanner (PCRE2, native/src/dome_scan.rs) reads.
+FLAGS = re.DOTALL | re.ASCII
 
 
 @dataclass
@@ -62,7 +68,7 @@ class DomeForm:
     """One envelope form compiled with the message prefix and every role."""
 
     name: str
-    regex: re.Pattern
+    pattern: str                       # the one regex: head, the roles' alternation, a catch-all
     groups: dict[str, int]             # envelope and message group -> index
     roles: dict[int, tuple[str, dict[str, int]]]   # wrapper group -> (role, field -> group)
     prefix: re.Pattern                 # the syslog envelope alone: host, tag, pid
@@ -71,9 +77,47 @@ class DomeForm:
     # pattern as `regex` holds it (wrapped, its groups renamed), in the alternation's order.
     head: str = ""
     parts: tuple[tuple[str, str], ...] = ()
+    # Whether every part means alone what it means in the alternation (no reference to a
+    # group): then `read` and the compiled scanner match the head, then the parts one by one.
+    alone: bool = False
     # compiled_dome.scan_plan's reading of them, made once per form: every stream's parser
     # (each file, each partition restored) would read the patterns again (~5 ms).
     plan: tuple | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def regex(self) -> re.Pattern:
+        """The one regex, compiled where it is matched (the Python engine's parser): the
+        compiled engine and detection match its pieces, and compiling the four forms'
+        was ~1.3% of a 1 M-line DOME replay (issue 30: start-up)."""
+        return re.compile(self.pattern, FLAGS)
+
+    @cached_property
+    def head_regex(self) -> re.Pattern:
+        return re.compile(self.head, FLAGS)
+
+    def read(self, line: str) -> tuple[re.Match, str] | None:
+        """The match of the line's envelope and message prefix (its groups as `groups`
+        numbers them) and the role `regex` reads the line as (UNMATCHED: none), or None
+        where the form does not read it. The same decision as `regex`: its catch-all
+        completes the head's first match, so the alternation is tried where that ends,
+        part by part in its order, each to the end of the line."""
+        if not self.alone:
+            m = self.regex.match(line)
+            return None if m is None else (m, self.roles[m.lastindex][0])
+        m = self.head_regex.match(line)
+        if m is None:
+            return None
+        end = m.end()
+        for role, part in self.parts:
+            if _to_the_end(part).match(line, end) is not None:
+                return m, role
+        return m, UNMATCHED
+
+
+@lru_cache(maxsize=None)
+def _to_the_end(part: str) -> re.Pattern:
+    """A role pattern as the alternation ends it (shared by a profile's forms)."""
+    return re.compile(f"(?:{part})\\s*\\Z", FLAGS)
 
 
 @dataclass
@@ -129,20 +173,39 @@ class DomeProfile:
 def _compile(name: str, envelope: str, message: str, roles: dict[str, list[str]]) -> DomeForm:
     parts, order = role_patterns(roles, ROLES, FIELDS)
     head = f"(?:{envelope})(?:{message})"
-    # ASCII classes (\d is 0-9, \s ASCII white space): what a syslog line's numbers and
-    # separators are, and what the compiled scanner (PCRE2, native/src/dome_scan.rs) reads.
-    regex = re.compile(f"{head}(?:{'|'.join([*parts, fr'(?P<{UNMATCHED}>.*)'])})\\s*\\Z", re.DOTALL | re.ASCII)
-    index = regex.groupindex
+    pattern = f"{head}(?:{'|'.join([*parts, fr'(?P<{UNMATCHED}>.*)'])})\\s*\\Z"
+    head_regex = re.compile(head, FLAGS)
+    alone = all(self_contained(part, FLAGS) for part in parts)
+    index = _group_index(head_regex, parts, pattern) if alone else None
+    if index is None:   # a part refers to a group, or names clash: the regex numbers them
+        index = re.compile(pattern, FLAGS).groupindex
     wrapped = {index[f"a{i}"]: (role, {n: index[f"a{i}_{n}"] for n in names})
                for i, (role, names) in enumerate(order)}
     wrapped[index[UNMATCHED]] = (UNMATCHED, {})
-    # The envelope's and message's groups: those numbered before the alternation's first
-    # (numbers go by opening parenthesis), read off the regex rather than compiling the
-    # head again (issue 30: start-up).
-    first = index["a0" if order else UNMATCHED]
-    groups = {n: g for n, g in index.items() if g < first}
-    return DomeForm(name, regex, groups, wrapped, re.compile(envelope, re.ASCII), head,
-                    tuple((role, part) for (role, _), part in zip(order, parts)))
+    form = DomeForm(name, pattern, dict(head_regex.groupindex), wrapped,
+                    re.compile(envelope, re.ASCII), head,
+                    tuple((role, part) for (role, _), part in zip(order, parts)), alone)
+    form.head_regex = head_regex
+    return form
+
+
+def _group_index(head: re.Pattern, parts: list[str], pattern: str) -> dict[str, int] | None:
+    """The one regex's group index without compiling it (most of loading a DOME profile,
+    issue 30): the head's groups, then each part's as the part alone numbers them, shifted
+    by the groups before it (numbers go by opening parenthesis). None where a name is
+    taken twice (the regex's own error then says which)."""
+    index = dict(head.groupindex)
+    before = head.groups
+    for part in parts:
+        own = group_index(part, FLAGS)
+        if own.keys() & index.keys():
+            return None
+        index.update((n, before + g) for n, g in own.items())
+        before += group_count(part, FLAGS)
+    if UNMATCHED in index:
+        return None
+    index[UNMATCHED] = before + 1
+    return index
 
 
 def dome_profile_from_dict(data: dict, source: str = "<memory>") -> DomeProfile:
@@ -181,8 +244,7 @@ _BUNDLED: list[DomeProfile] = []
 
 def bundled_dome_profiles() -> list[DomeProfile]:
     if not _BUNDLED:
-        for path in bundled_profile_paths():
-            data = read_profile_file(path)
+        for path, data in bundled_profile_data():
             if data.get("family") == FAMILY:
                 _BUNDLED.append(dome_profile_from_dict(data, source=str(path)))
     return list(_BUNDLED)
@@ -205,9 +267,9 @@ def dome_score(profile: DomeProfile, lines: list[str]) -> int:
     for line in lines:
         line = line.rstrip("\r\n")
         for form in profile.forms.values():
-            m = form.regex.match(line)
-            if m is not None:
-                role = form.roles[m.lastindex][0]
+            read = form.read(line)
+            if read is not None:
+                m, role = read
                 if role != UNMATCHED and m.group(form.groups["tag"]) in profile.tags:
                     hits += 1
                 break

@@ -260,14 +260,27 @@ def bundled_profile_paths() -> list[Path]:
     return sorted(p for folder in folders for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
+# Each bundled file's TOML, read once a process: this module's loader and
+# dome_profiles.py's each go through every file (skipping the other family's), and each
+# read and parsed all of them again (issue 30: start-up).
+_BUNDLED_DATA: list[tuple[Path, dict]] = []
+
+
+def bundled_profile_data() -> list[tuple[Path, dict]]:
+    """(path, its TOML) of every bundled profile file, whatever its family (the dicts are
+    shared: read, not changed)."""
+    if not _BUNDLED_DATA:
+        _BUNDLED_DATA.extend((path, read_profile_file(path)) for path in bundled_profile_paths())
+    return _BUNDLED_DATA
+
+
 _BUNDLED: dict[str, Profile] = {}
 _BUNDLED_OTHER: dict[str, str] = {}  # bundled profiles of another family: name -> family
 
 
 def bundled_profiles() -> list[Profile]:
     if not _BUNDLED:
-        for path in bundled_profile_paths():
-            data = read_profile_file(path)
+        for path, data in bundled_profile_data():
             if data.get("family", FAMILY) != FAMILY:  # parsers/dome_profiles.py reads it
                 _BUNDLED_OTHER[data.get("name", path.stem)] = data["family"]
                 continue

@@ -113,13 +113,25 @@ def self_contained(pattern: str, flags: int = 0) -> bool:
         tree = _tree(pattern, flags)
     except re.error:   # a reference to a group outside it
         return False
-    return not _refers(tree)
+    # Only these spell a reference: a pattern without them is known so without walking
+    # its tree (the walk was most of reading a DOME profile's role patterns, issue 30).
+    return _SPELLS_A_REFERENCE.search(pattern) is None or not _refers(tree)
+
+
+# `\1`..`\9` (an octal escape too, when more digits follow: the walk tells them apart),
+# `(?P=name)` and `(?(group)yes|no)`.
+_SPELLS_A_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
 
 
 def group_index(pattern: str, flags: int = 0) -> dict[str, int]:
     """re.compile(pattern, flags).groupindex, read from the parse (a compile of each role
     pattern alone, only for its groups' numbers, was most of building a DOME scanner)."""
     return dict(_tree(pattern, flags).state.groupdict)
+
+
+def group_count(pattern: str, flags: int = 0) -> int:
+    """re.compile(pattern, flags).groups, read from the parse, as group_index."""
+    return _tree(pattern, flags).state.groups - 1
 
 
 def _refers(items) -> bool:

@@ -231,3 +231,58 @@ def test_dome_inside_xrootd_logs_under_the_xrootd_program_name(tmp_path):
     p = parser()
     events = [p.parse(text) for text in result.logs["dpmhead01"].read_text().splitlines()]
     assert events and all(ev is not None and ev.program == "xrootd" for ev in events)
+
+
+# -- a form's pieces read as its one regex ----------------------------------------------
+def _lines_of_every_shape(tmp_path) -> list[str]:
+    """The reference's lines in every prefix and generation, their err shapes, lines of no
+    role, of other programs, broken ones, and what the simulator writes in two envelopes."""
+    lines = [f"{prefix}{tid}[1] dmlite {text}{tail}"
+             for prefix in (TRADITIONAL, RFC3339, JOURNAL) for tid in (f"{{{TID}}}", "")
+             for text, _, _ in LOG_LINES for tail in ("", "  ", " trailing words")]
+    lines += [f"{RFC3339}{{{TID}}}!!! dmlite {where}{func} : {text}" for where, func, text, _, _ in ERR_LINES]
+    lines += [f"{TRADITIONAL}dmlite {where} !! {func} : {text}" for where, func, text, _, _ in ERR_LINES]
+    lines += ["May 30 08:44:05 dpmhead01 sshd[2211]: Accepted publickey for root",
+              f"May 30 08:44:05 dpmhead01 httpd[77]: {{{TID}}}[1] dmlite dome weird",
+              f"May 30 08:44:05 dpmhead01 dome: {{{TID}}}[1] dmlite {LOG_LINES[3][0]}",
+              "30/05 08:44:05 not syslog", ""]
+    for envelope, generation, stamp in (("messages", "notid", "traditional"), ("dmlite-log", "tid", "rfc3339")):
+        cfg = DomeConfig(envelope=envelope, generation=generation, stamp=stamp, accept_lines=True, **SHORT)
+        for path in simulate_dome(cfg, tmp_path / envelope).logs.values():
+            lines += path.read_text(encoding="utf-8").splitlines()
+    return lines
+
+
+def test_a_form_read_piece_by_piece_gives_its_regex_s_envelope_and_role_on_every_line(tmp_path):
+    lines = _lines_of_every_shape(tmp_path)
+    roles = set()
+    for profile in bundled_dome_profiles():
+        for form in profile.forms.values():
+            assert form.alone   # the bundled patterns refer to no group: read piece by piece
+            index = form.regex.groupindex
+            assert form.groups == {n: g for n, g in index.items() if g < index["a0"]}
+            # the groups numbered without compiling the regex are the regex's
+            assert form.roles == {index[f"a{i}"]: (role, {n.split("_", 1)[1]: g for n, g in index.items()
+                                                          if n.startswith(f"a{i}_")})
+                                  for i, (role, _) in enumerate(form.parts)} | {index["unmatched"]: ("unmatched", {})}
+            for line in lines:
+                m, read = form.regex.match(line), form.read(line)
+                if m is None:
+                    assert read is None, line
+                    continue
+                head, role = read
+                assert role == form.roles[m.lastindex][0], line
+                assert head.groups() == m.groups()[:len(form.groups)], line
+                roles.add(role)
+    assert {"accept", "putdone_error", "unmatched", "other"} <= roles
+
+
+def test_a_role_pattern_referring_to_a_group_is_read_by_the_one_regex():
+    import tomllib
+    data = tomllib.loads(open(resolve_dome_profile("dmlite-dome").source).read())
+    data["roles"]["startup"] = r"dome DomeStatus : My hostname is: (?P=host)"
+    form = dome_profile_from_dict(data).forms["traditional"]
+    assert not form.alone
+    line = f"{TRADITIONAL}{{{TID}}}[1] dmlite dome DomeStatus : My hostname is: dpmhead01"
+    assert form.read(line)[1] == "startup"
+    assert form.read(line.replace("is: dpmhead01", "is: other"))[1] == "other"   # the catch-all role

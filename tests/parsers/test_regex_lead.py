@@ -61,6 +61,9 @@ def test_a_digit_is_a_set_only_where_the_pattern_reads_it_as_ascii():
     (r"(a)\1", False),                       # numbered: another number alone
     (r"(?P<q>a)(?(q)b|c)", False),           # a conditional on a group
     (r"x(?P=host)", False),                  # a group outside it
+    (r"(a)\\1", True),                       # an escaped backslash, then a digit
+    (r"(a)[\1]", True),                      # in a class: an octal escape
+    (r"(a)(?:x(?:y\1))", False),             # however deep
 ])
 def test_a_pattern_referring_to_a_group_is_not_self_contained(pattern, want):
     assert self_contained(pattern, FLAGS) is want
