@@ -225,14 +225,13 @@ class Steps:
 
     def binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1]). The
-        steps inside a bin are summed from running totals (exact integers), so a bin costs
-        a few steps of Python whatever the number of steps in it (issue 30: the fast
-        threads' steps are one per call and poll)."""
+        steps whole inside a bin are multiplied and summed in C (map, sum: exact
+        integers), so a bin costs a few steps of Python whatever the number of steps in it
+        (issue 30: the fast threads' steps are one per call and poll); each step is read
+        by its own bin alone, where running totals over every step cost ~18% more."""
         means, peaks = [], []
         times, levels = self.times, self.levels
         n = len(times)
-        # area_to[i]: the level's integral from times[0] to times[i]
-        area_to = [0, *accumulate(map(mul, levels, map(sub, times[1:], times)))]
         for a, b in zip(edges, edges[1:]):
             first = max(bisect.bisect_right(times, a) - 1, 0)
             end = bisect.bisect_left(times, b, first)   # steps first..end - 1 start before b
@@ -246,8 +245,10 @@ class Steps:
                     area += levels[i] * (hi - lo)
                     peak = max(peak, levels[i])
             if end - first > 2:
-                area += area_to[end - 1] - area_to[first + 1]
-                peak = max(peak, max(levels[first + 1:end - 1]))
+                inside = levels[first + 1:end - 1]
+                area += sum(map(mul, inside,
+                                map(sub, times[first + 2:end], times[first + 1:end - 1])))
+                peak = max(peak, max(inside))
             means.append(area / (b - a))
             peaks.append(peak)
         return means, peaks
