@@ -225,6 +225,26 @@ def test_binned_is_the_millisecond_by_millisecond_mean_and_maximum(seed):
     assert steps.binned(edges) == _binned_ms_by_ms(steps, edges)
 
 
+def _time_at_least_ms_by_ms(steps, level, t0, t1):
+    """time_at_least by definition: the milliseconds of [t0, t1) from the first step on
+    whose step's level is at least `level` (the last step holds to t1)."""
+    return sum(1 for t in range(t0, t1)
+               if (k := bisect.bisect_right(steps.times, t) - 1) >= 0 and steps.levels[k] >= level)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_time_at_least_counts_the_milliseconds_at_or_above_the_level(seed):
+    # Spans starting before, inside and after the steps, empty, and levels from 0 up.
+    rng = random.Random(seed)
+    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
+                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
+    steps = A.concurrency(intervals)
+    t0 = rng.randrange(-100, 500)
+    t1 = t0 + rng.choice((0, 1, 30, 400, 900))
+    for level in range(0, steps.peak + 2):
+        assert steps.time_at_least(level, t0, t1) == _time_at_least_ms_by_ms(steps, level, t0, t1)
+
+
 def test_a_slow_run_starts_at_the_puts_returns_plus_the_queue_wait():
     assert list(A.slow_runs([put(T0)])) == [(T0 + 5 + 600, T0 + 5 + 600 + 500)]
 
