@@ -67,27 +67,33 @@ SEGMENT_NAMES = tuple(name for name, _ in SEGMENTS)
 
 
 def _segment_parts(r: dict) -> tuple[int, ...] | None:
-    """segments_of's values in SEGMENTS' order (breakdowns sums them per op)."""
+    """segments_of's values in SEGMENTS' order (breakdowns sums them per op). It runs once
+    a request: clamps by conditional expressions rather than min() and max() (a builtin
+    call parses its arguments each time) and what is left of the total kept as it goes
+    (issue 30: 50.7 -> 35.3 M instructions over the thesis log's 2,994 requests)."""
     total = r.get("total_ms")
     if total is None:
         return None
-    queue = max(r.get("queue_ms") or 0, 0)   # never negative from an engine (parsers/schema.py)
+    queue = r.get("queue_ms") or 0
+    if queue < 0:    # never negative from an engine (parsers/schema.py)
+        queue = 0
     proc = r.get("proc_ms") or 0
     ns = r.get("ns_ms")
-    proc_ns = min(ns, proc) if ns is not None and ns > 0 else 0
+    proc_ns = (ns if ns < proc else proc) if ns is not None and ns > 0 else 0
     ready = r.get("ready_wait_ms")
-    after = max(ready - queue - proc, 0) if ready is not None else 0
+    after = ready - queue - proc if ready is not None else 0
+    if after < 0:
+        after = 0
     wanted = (r.get("auth_ms") or 0, r.get("request_ms") or 0, queue, proc_ns,
               proc - proc_ns, after, r.get("transfer_ms") or 0, r.get("done_ms") or 0)
-    out, used = [], 0
+    out, left = [], total   # left: what the parts so far leave of the total
     for value in wanted:
-        left = total - used
         part = value if value < left else left
         if part < 0:
             part = 0
         out.append(part)
-        used += part
-    out.append(total - used if total > used else 0)
+        left -= part
+    out.append(left if left > 0 else 0)
     return tuple(out)
 
 

@@ -54,6 +54,40 @@ def test_a_slightly_negative_queue_counts_as_none_and_the_total_still_adds_up():
     assert seg["queue"] == 0 and sum(seg.values()) == r["total_ms"]
 
 
+def _segments_by_definition(r):
+    """segments_of as SEGMENTS reads: each step's time in turn (queue never below 0, the
+    name server's share of processing at most all of it, the wait after processing what
+    ready_wait leaves of queue and processing), each cut to what the earlier steps leave
+    of total_ms and never below 0; "between" takes the rest."""
+    queue = max(r["queue_ms"] or 0, 0)
+    proc = r["proc_ms"] or 0
+    ns = r["ns_ms"] if r["ns_ms"] is not None and r["ns_ms"] > 0 else 0
+    after = max(r["ready_wait_ms"] - queue - proc, 0) if r["ready_wait_ms"] is not None else 0
+    wanted = (r["auth_ms"] or 0, r["request_ms"] or 0, queue, min(ns, proc), proc - min(ns, proc),
+              after, r["transfer_ms"] or 0, r["done_ms"] or 0)
+    seg, used = {}, 0
+    for name, value in zip(A.SEGMENT_NAMES, wanted):
+        seg[name] = max(0, min(value, r["total_ms"] - used))
+        used += seg[name]
+    seg["between"] = max(r["total_ms"] - used, 0)
+    return seg
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_each_segment_is_its_step_cut_to_what_the_earlier_steps_leave(seed):
+    # Missing, negative, zero and large values in every field, totals shorter and longer
+    # than the steps.
+    rng = random.Random(seed)
+    fields = ("total_ms", "auth_ms", "request_ms", "queue_ms", "proc_ms", "ns_ms",
+              "ready_wait_ms", "transfer_ms", "done_ms")
+    for _ in range(300):
+        r = {k: rng.choice((None, -40, -1, 0, 1, 30, 500, 2000)) for k in fields}
+        if r["total_ms"] is None:
+            assert A.segments_of(r) is None
+        else:
+            assert A.segments_of(r) == _segments_by_definition(r), r
+
+
 def test_name_server_time_is_cut_out_of_processing_only_when_the_record_has_it():
     assert A.segments_of(put(T0))["proc_ns"] == 0
     seg = A.segments_of(put(T0, ns=120))
