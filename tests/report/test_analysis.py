@@ -244,14 +244,19 @@ def _binned_ms_by_ms(steps, edges):
     return means, peaks
 
 
+def _random_steps(rng):
+    """The steps of up to 60 intervals, empty to 250 ms long, from -50 to 850 ms."""
+    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
+                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
+    return A.concurrency(intervals)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_binned_is_the_millisecond_by_millisecond_mean_and_maximum(seed):
     # Intervals crossing bin edges, ending on them, inside one bin, empty, outside the
     # bins on either side; bins wider and narrower than the steps.
     rng = random.Random(seed)
-    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
-                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
-    steps = A.concurrency(intervals)
+    steps = _random_steps(rng)
     width = rng.choice((1, 7, 25, 100, 1000))
     edges = list(range(rng.randrange(0, 40), 560, width)) or [0, width]
     if len(edges) == 1:
@@ -270,9 +275,7 @@ def _time_at_least_ms_by_ms(steps, level, t0, t1):
 def test_time_at_least_counts_the_milliseconds_at_or_above_the_level(seed):
     # Spans starting before, inside and after the steps, empty, and levels from 0 up.
     rng = random.Random(seed)
-    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
-                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
-    steps = A.concurrency(intervals)
+    steps = _random_steps(rng)
     t0 = rng.randrange(-100, 500)
     t1 = t0 + rng.choice((0, 1, 30, 400, 900))
     for level in range(0, steps.peak + 2):
