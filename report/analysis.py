@@ -63,27 +63,33 @@ SEGMENT_NAMES = tuple(name for name, _ in SEGMENTS)
 
 
 def _segment_parts(r: dict) -> tuple[int, ...] | None:
-    """segments_of's values in SEGMENTS' order (breakdowns sums them per op)."""
+    """segments_of's values in SEGMENTS' order (breakdowns sums them per op). It runs once
+    a request: clamps by conditional expressions rather than min() and max() (a builtin
+    call parses its arguments each time) and what is left of the total kept as it goes
+    (issue 30: 50.7 -> 35.3 M instructions over the thesis log's 2,994 requests)."""
     total = r.get("total_ms")
     if total is None:
         return None
-    queue = max(r.get("queue_ms") or 0, 0)   # never negative from an engine (parsers/schema.py)
+    queue = r.get("queue_ms") or 0
+    if queue < 0:    # never negative from an engine (parsers/schema.py)
+        queue = 0
     proc = r.get("proc_ms") or 0
     ns = r.get("ns_ms")
-    proc_ns = min(ns, proc) if ns is not None and ns > 0 else 0
+    proc_ns = (ns if ns < proc else proc) if ns is not None and ns > 0 else 0
     ready = r.get("ready_wait_ms")
-    after = max(ready - queue - proc, 0) if ready is not None else 0
+    after = ready - queue - proc if ready is not None else 0
+    if after < 0:
+        after = 0
     wanted = (r.get("auth_ms") or 0, r.get("request_ms") or 0, queue, proc_ns,
               proc - proc_ns, after, r.get("transfer_ms") or 0, r.get("done_ms") or 0)
-    out, used = [], 0
+    out, left = [], total   # left: what the parts so far leave of the total
     for value in wanted:
-        left = total - used
         part = value if value < left else left
         if part < 0:
             part = 0
         out.append(part)
-        used += part
-    out.append(total - used if total > used else 0)
+        left -= part
+    out.append(left if left > 0 else 0)
     return tuple(out)
 
 
@@ -208,27 +214,31 @@ class Steps:
         return best
 
     def time_at_least(self, level: int, t0: int, t1: int) -> int:
-        """Milliseconds within [t0, t1) during which the level was >= `level`."""
+        """Milliseconds within [t0, t1) during which the level was >= `level`. Each step
+        is clipped by conditional expressions, not min() and max() (issue 30: a builtin
+        call parses its arguments each time; the thesis log's 5.5 k slow-thread steps)."""
         total = 0
-        for i, lv in enumerate(self.levels):
+        times = self.times
+        ends = times[1:]
+        ends.append(t1)   # the last step holds to t1
+        for start, end, lv in zip(times, ends, self.levels):
             if lv < level:
                 continue
-            a = max(self.times[i], t0)
-            b = min(self.times[i + 1] if i + 1 < len(self.times) else t1, t1)
+            a = start if start > t0 else t0
+            b = end if end < t1 else t1
             if b > a:
                 total += b - a
         return total
 
     def binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1]). The
-        steps inside a bin are summed from running totals (exact integers), so a bin costs
-        a few steps of Python whatever the number of steps in it (issue 30: the fast
-        threads' steps are one per call and poll)."""
+        steps whole inside a bin are multiplied and summed in C (map, sum: exact
+        integers), so a bin costs a few steps of Python whatever the number of steps in it
+        (issue 30: the fast threads' steps are one per call and poll); each step is read
+        by its own bin alone, where running totals over every step cost ~18% more."""
         means, peaks = [], []
         times, levels = self.times, self.levels
         n = len(times)
-        # area_to[i]: the level's integral from times[0] to times[i]
-        area_to = [0, *accumulate(map(mul, levels, map(sub, times[1:], times)))]
         for a, b in zip(edges, edges[1:]):
             first = max(bisect.bisect_right(times, a) - 1, 0)
             end = bisect.bisect_left(times, b, first)   # steps first..end - 1 start before b
@@ -242,8 +252,10 @@ class Steps:
                     area += levels[i] * (hi - lo)
                     peak = max(peak, levels[i])
             if end - first > 2:
-                area += area_to[end - 1] - area_to[first + 1]
-                peak = max(peak, max(levels[first + 1:end - 1]))
+                inside = levels[first + 1:end - 1]
+                area += sum(map(mul, inside,
+                                map(sub, times[first + 2:end], times[first + 1:end - 1])))
+                peak = max(peak, max(inside))
             means.append(area / (b - a))
             peaks.append(peak)
         return means, peaks

@@ -54,6 +54,40 @@ def test_a_slightly_negative_queue_counts_as_none_and_the_total_still_adds_up():
     assert seg["queue"] == 0 and sum(seg.values()) == r["total_ms"]
 
 
+def _segments_by_definition(r):
+    """segments_of as SEGMENTS reads: each step's time in turn (queue never below 0, the
+    name server's share of processing at most all of it, the wait after processing what
+    ready_wait leaves of queue and processing), each cut to what the earlier steps leave
+    of total_ms and never below 0; "between" takes the rest."""
+    queue = max(r["queue_ms"] or 0, 0)
+    proc = r["proc_ms"] or 0
+    ns = r["ns_ms"] if r["ns_ms"] is not None and r["ns_ms"] > 0 else 0
+    after = max(r["ready_wait_ms"] - queue - proc, 0) if r["ready_wait_ms"] is not None else 0
+    wanted = (r["auth_ms"] or 0, r["request_ms"] or 0, queue, min(ns, proc), proc - min(ns, proc),
+              after, r["transfer_ms"] or 0, r["done_ms"] or 0)
+    seg, used = {}, 0
+    for name, value in zip(A.SEGMENT_NAMES, wanted):
+        seg[name] = max(0, min(value, r["total_ms"] - used))
+        used += seg[name]
+    seg["between"] = max(r["total_ms"] - used, 0)
+    return seg
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_each_segment_is_its_step_cut_to_what_the_earlier_steps_leave(seed):
+    # Missing, negative, zero and large values in every field, totals shorter and longer
+    # than the steps.
+    rng = random.Random(seed)
+    fields = ("total_ms", "auth_ms", "request_ms", "queue_ms", "proc_ms", "ns_ms",
+              "ready_wait_ms", "transfer_ms", "done_ms")
+    for _ in range(300):
+        r = {k: rng.choice((None, -40, -1, 0, 1, 30, 500, 2000)) for k in fields}
+        if r["total_ms"] is None:
+            assert A.segments_of(r) is None
+        else:
+            assert A.segments_of(r) == _segments_by_definition(r), r
+
+
 def test_name_server_time_is_cut_out_of_processing_only_when_the_record_has_it():
     assert A.segments_of(put(T0))["proc_ns"] == 0
     seg = A.segments_of(put(T0, ns=120))
@@ -210,19 +244,42 @@ def _binned_ms_by_ms(steps, edges):
     return means, peaks
 
 
+def _random_steps(rng):
+    """The steps of up to 60 intervals, empty to 250 ms long, from -50 to 850 ms."""
+    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
+                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
+    return A.concurrency(intervals)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_binned_is_the_millisecond_by_millisecond_mean_and_maximum(seed):
     # Intervals crossing bin edges, ending on them, inside one bin, empty, outside the
     # bins on either side; bins wider and narrower than the steps.
     rng = random.Random(seed)
-    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
-                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
-    steps = A.concurrency(intervals)
+    steps = _random_steps(rng)
     width = rng.choice((1, 7, 25, 100, 1000))
     edges = list(range(rng.randrange(0, 40), 560, width)) or [0, width]
     if len(edges) == 1:
         edges.append(edges[0] + width)
     assert steps.binned(edges) == _binned_ms_by_ms(steps, edges)
+
+
+def _time_at_least_ms_by_ms(steps, level, t0, t1):
+    """time_at_least by definition: the milliseconds of [t0, t1) from the first step on
+    whose step's level is at least `level` (the last step holds to t1)."""
+    return sum(1 for t in range(t0, t1)
+               if (k := bisect.bisect_right(steps.times, t) - 1) >= 0 and steps.levels[k] >= level)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_time_at_least_counts_the_milliseconds_at_or_above_the_level(seed):
+    # Spans starting before, inside and after the steps, empty, and levels from 0 up.
+    rng = random.Random(seed)
+    steps = _random_steps(rng)
+    t0 = rng.randrange(-100, 500)
+    t1 = t0 + rng.choice((0, 1, 30, 400, 900))
+    for level in range(0, steps.peak + 2):
+        assert steps.time_at_least(level, t0, t1) == _time_at_least_ms_by_ms(steps, level, t0, t1)
 
 
 def test_a_slow_run_starts_at_the_puts_returns_plus_the_queue_wait():
