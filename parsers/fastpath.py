@@ -46,12 +46,22 @@ def reads_alike(pattern: str) -> bool:
     return divergent is None
 
 
-def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
-    """A FastLines for this (native) envelope form, or None: Python parses every line.
-    It takes the marked form of the pattern where one can be made (marked_form), else
-    the portable one as it is."""
+def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int,
+                    native: CompiledForm | None = None, other_tags=()):
+    """A FastLines for this envelope form, or None: Python parses every line. It takes
+    the marked form of the pattern where one can be made (marked_form), else the portable
+    one as it is. With `native` (the profile's native form), `form` is its rsyslog form:
+    the twin takes only lines the native form does not match, whose tag is none of
+    `other_tags` and whose prefix's year, month and offset are those of the seconds
+    LineParser remembered in it (its events' host is the prefix's)."""
     if not available() or not reads_alike(form.portable):
         return None
+    prefix = None
+    if native is not None:
+        if not reads_alike(native.head):
+            return None
+        prefix = (form.envelope["rtime"], form.envelope["host"], form.envelope.get("tag", -1),
+                  sorted(other_tags), native.head)
     never = form.regex.groupindex["never"]
 
     def slot(group: int) -> int:
@@ -70,12 +80,13 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
         try:
             return FastLines(pattern, groups, envelope,
                              [(-1, role, slots) for (_, role, _), slots in zip(alternatives, renumbered)],
-                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True)
+                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True,
+                             rsyslog=prefix)
         except ValueError as exc:
             log.info("marked pattern refused by PCRE2 (%s): the portable one is used", exc)
     try:
         return FastLines(form.portable, form.regex.groups - 1, envelope, alternatives, Event,
-                         host, daemon, UNMATCHED_LINE, max_chars)
+                         host, daemon, UNMATCHED_LINE, max_chars, rsyslog=prefix)
     except ValueError as exc:  # e.g. a site profile using look-around: fine in Python
         log.info("compiled parser unavailable for this profile (%s): Python parses it", exc)
         return None

@@ -620,6 +620,7 @@ class Source:
     def _feed_compiled(self, lines: list, i: int, limit: int | None, n: int) -> int:
         core, pipeline, parser = self._reassembler, self.pipeline, self.parser
         compiled = parser._compiled
+        tried = -1  # the line at which the other form's parser was last tried
         while i < n:
             # the budget stops the extension at the sweep's turn or at the run's end
             budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
@@ -636,6 +637,12 @@ class Source:
             if why == engines.LIMIT:
                 return i
             if why == engines.SLOW:  # a line the compiled parser leaves to Python
+                # or to the other form's (native, rsyslog: LineParser._prefixed, once an
+                # rsyslog line made it): a file of either form stays with one
+                other = parser._prefixed if compiled is parser._compiled else parser._compiled
+                if other is not None and tried != i:
+                    compiled, tried = other, i
+                    continue
                 self.feed(self._line_at(lines, i))
                 i += 1
                 if limit is not None and self.position > limit:
