@@ -1,8 +1,10 @@
 """The optional compiled line parser (native/, a Rust extension built by `pip install`).
 
 It takes the common line off Python's hands: printable ASCII, native envelope, a second
-already seen. Everything else falls back to LineParser's Python code, which stays the
-reference: tests/parsers/test_fastpath.py checks the two agree line for line. Without the
+already seen; its twin of the rsyslog form, the same behind a prefix whose receive time
+reads the stamp as before. Everything else falls back to LineParser's Python code, which
+stays the reference: tests/parsers/test_fastpath.py and test_fastpath_rsyslog.py check
+the two agree line for line. Without the
 extension (no Rust toolchain at install time), with a profile pattern PCRE2 cannot
 compile or reads differently, or with DPMSTREAM_PURE_PYTHON=1, the Python path does all
 the work.

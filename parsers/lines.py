@@ -69,6 +69,10 @@ class LineParser:
         self._prefixed = None
         self._twin_tried = False
         self._rfast = None
+        # The host of the last rsyslog line parse_python read, and the one whose lines the
+        # twin takes in the engine (Source._feed_compiled, point_twin).
+        self.prefix_host: str | None = None
+        self.twin_host = host
 
     @property
     def line_ref(self) -> tuple[int, int] | None:
@@ -89,6 +93,8 @@ class LineParser:
             ev = fast(line)
             if ev is None and self._rfast is not None:
                 ev = self._rfast(line)
+                if ev is not None and ev is not fastpath.UNMATCHED_LINE:
+                    self.prefix_host = ev[1]
             if ev is not None:
                 if ev is fastpath.UNMATCHED_LINE:
                     self.result = UNMATCHED_RESULT
@@ -116,7 +122,7 @@ class LineParser:
                 self.routed_tag = m.group(tag_group)
                 self.result = ROUTED
                 return None
-            host = m.group(form.envelope["host"])
+            host = self.prefix_host = m.group(form.envelope["host"])
         month, day, hour, minute, second, frac, pid, tid, func = m.group(*form.envelope_slots)
         ms = int((frac + "00")[:3]) if frac else 0
         # Lines of the same second share the conversion; year logic runs on misses only,
@@ -207,6 +213,11 @@ class LineParser:
         if twin is not None:
             self._rfast = twin.parse
         return twin
+
+    def point_twin(self, host: str) -> None:
+        """The engine takes the twin's lines of `host` from now on (their events name it)."""
+        self._prefixed.point_at(host)
+        self.twin_host = host
 
     def _forget_seconds(self) -> None:
         self._seconds.clear()

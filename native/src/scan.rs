@@ -3,9 +3,11 @@
 //!
 //! It handles only the line Python would handle the same way every time: printable
 //! ASCII, the native envelope, a second whose epoch time Python has already worked out
-//! (and handed in with `remember`). For anything else (a non-ASCII DN, a control byte,
-//! an rsyslog prefix, a new second, a malformed line) it returns None and Python's
-//! LineParser decides, so the rules for time and bad input live in one place. The
+//! (and handed in with `remember`); or, as the twin of the rsyslog form, the same behind
+//! a prefix whose receive time Python read that second under (`remember_in`, Prefix).
+//! For anything else (a non-ASCII DN, a control byte, a new second or offset, a routed
+//! tag, a malformed line) it returns None and Python's LineParser decides, so the rules
+//! for time and bad input live in one place. The
 //! profile's own combined regex is compiled here with PCRE2 (JIT, src/jit.rs), as
 //! fastpath.py hands it over: the portable pattern, whose group numbers are those of
 //! Python's compiled pattern, or its marked form (fastpath.marked_form), fewer groups
@@ -677,6 +679,18 @@ impl FastLines {
             }
         }
         self.remember(key, base_ms);
+        Ok(())
+    }
+
+    /// The rsyslog twin's lines feed_lines takes from now on: those whose prefix names
+    /// `host` (its events' host then). parse() takes any host's, as before.
+    fn point_at(&mut self, py: Python<'_>, host: PyObject) -> PyResult<()> {
+        let text = host.extract::<String>(py)?.into_bytes();
+        let Some(prefix) = self.rsyslog.as_mut() else {
+            return Err(PyValueError::new_err("point_at is for the rsyslog form's twin"));
+        };
+        prefix.own_host = text;
+        self.host = host;
         Ok(())
     }
 

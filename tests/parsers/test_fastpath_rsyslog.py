@@ -138,10 +138,16 @@ def run_pipeline(lines, host):
 
 
 @needs_native
+@pytest.mark.parametrize("hosts", [1, 2], ids=["one-host", "two-hosts"])
 @pytest.mark.parametrize("host", ["dpmhead01", "head01"], ids=["prefix-host", "other-host"])
-def test_a_compiled_pipeline_reads_an_rsyslog_file_as_the_pure_python_one(tmp_path, monkeypatch, host):
-    # the prefixes name dpmhead01: as the source's host, the engine takes the lines itself
+def test_a_compiled_pipeline_reads_an_rsyslog_file_as_the_pure_python_one(tmp_path, monkeypatch, host, hosts):
+    # The prefixes name dpmhead01: the engine takes their lines as the source's host's or
+    # (another source host) as that host's, counted apart; with two hosts, the second
+    # half's prefixes name dpmhead02: the engine follows the host the lines name.
     lines = [line.encode() for line in messages(tmp_path, "autumn")]
+    if hosts == 2:
+        half = len(lines) // 2
+        lines[half:] = [line.replace(b" dpmhead01 ", b" dpmhead02 ") for line in lines[half:]]
     compiled = run_pipeline(lines, host)
     monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
     assert not fastpath.available()
