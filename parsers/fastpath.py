@@ -1,8 +1,10 @@
 """The optional compiled line parser (native/, a Rust extension built by `pip install`).
 
 It takes the common line off Python's hands: printable ASCII, native envelope, a second
-already seen. Everything else falls back to LineParser's Python code, which stays the
-reference: tests/parsers/test_fastpath.py checks the two agree line for line. Without the
+already seen; its twin of the rsyslog form, the same behind a prefix whose receive time
+reads the stamp as before. Everything else falls back to LineParser's Python code, which
+stays the reference: tests/parsers/test_fastpath.py and test_fastpath_rsyslog.py check
+the two agree line for line. Without the
 extension (no Rust toolchain at install time), with a profile pattern PCRE2 cannot
 compile or reads differently, or with DPMSTREAM_PURE_PYTHON=1, the Python path does all
 the work.
@@ -41,13 +43,23 @@ def reads_alike(pattern: str) -> bool:
     return divergent is None
 
 
-def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
-    """A FastLines for this (native) envelope form, or None: Python parses every line.
-    It takes the marked form of the pattern where one can be made (marked_form), else
-    the portable one as it is."""
+def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int,
+                    native: CompiledForm | None = None, other_tags=()):
+    """A FastLines for this envelope form, or None: Python parses every line. It takes
+    the marked form of the pattern where one can be made (marked_form), else the portable
+    one as it is. With `native` (the profile's native form), `form` is its rsyslog form:
+    the twin takes only lines the native form does not match, whose tag is none of
+    `other_tags` and whose prefix's year, month and offset are those of the seconds
+    LineParser remembered in it (its events' host is the prefix's)."""
     FastLines = compiled("FastLines")
     if FastLines is None or not reads_alike(form.portable):
         return None
+    prefix = None
+    if native is not None:
+        if not reads_alike(native.head):
+            return None
+        prefix = (form.envelope["rtime"], form.envelope["host"], form.envelope.get("tag", -1),
+                  sorted(other_tags), native.head)
     never = form.regex.groupindex["never"]
 
     def slot(group: int) -> int:
@@ -66,12 +78,13 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int):
         try:
             return FastLines(pattern, groups, envelope,
                              [(-1, role, slots) for (_, role, _), slots in zip(alternatives, renumbered)],
-                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True)
+                             Event, host, daemon, UNMATCHED_LINE, max_chars, marked=True,
+                             rsyslog=prefix)
         except ValueError as exc:
             log.info("marked pattern refused by PCRE2 (%s): the portable one is used", exc)
     try:
         return FastLines(form.portable, form.regex.groups - 1, envelope, alternatives, Event,
-                         host, daemon, UNMATCHED_LINE, max_chars)
+                         host, daemon, UNMATCHED_LINE, max_chars, rsyslog=prefix)
     except ValueError as exc:  # e.g. a site profile using look-around: fine in Python
         log.info("compiled parser unavailable for this profile (%s): Python parses it", exc)
         return None

@@ -63,6 +63,16 @@ class LineParser:
         fast = fastpath.compiled_parser(profile.native, host, self.daemon, MAX_LINE_BYTES)
         self._compiled = fast
         self._fast = None if fast is None else fast.parse  # bound once: called per line
+        # The rsyslog form's twin (fastpath.compiled_parser with `native`): built at the
+        # first rsyslog line whose second is worked out here (a native log never needs
+        # it; tried once: None where it cannot be), its parse bound as _rfast.
+        self._prefixed = None
+        self._twin_tried = False
+        self._rfast = None
+        # The host of the last rsyslog line parse_python read, and the one whose lines the
+        # twin takes in the engine (Source._feed_compiled, point_twin).
+        self.prefix_host: str | None = None
+        self.twin_host = host
 
     @property
     def line_ref(self) -> tuple[int, int] | None:
@@ -81,6 +91,10 @@ class LineParser:
         fast = self._fast
         if fast is not None:
             ev = fast(line)
+            if ev is None and self._rfast is not None:
+                ev = self._rfast(line)
+                if ev is not None and ev is not fastpath.UNMATCHED_LINE:
+                    self.prefix_host = ev[1]
             if ev is not None:
                 if ev is fastpath.UNMATCHED_LINE:
                     self.result = UNMATCHED_RESULT
@@ -108,7 +122,7 @@ class LineParser:
                 self.routed_tag = m.group(tag_group)
                 self.result = ROUTED
                 return None
-            host = m.group(form.envelope["host"])
+            host = self.prefix_host = m.group(form.envelope["host"])
         month, day, hour, minute, second, frac, pid, tid, func = m.group(*form.envelope_slots)
         ms = int((frac + "00")[:3]) if frac else 0
         # Lines of the same second share the conversion; year logic runs on misses only,
@@ -116,11 +130,14 @@ class LineParser:
         cacheable = form is self._native
         base = self._seconds.get((month, day, hour, minute, second)) if cacheable else None
         if not cacheable and not self.clock.zone_given:
+            rtime = m.group(form.envelope["rtime"])
             try:
-                ts = self._stated(m.group(form.envelope["rtime"]), month, day, hour, minute,
-                                  second, ms)
+                ts = self._stated(rtime, month, day, hour, minute, second, ms)
             except ClockError as exc:
                 return self._malformed(str(exc))
+            # read in the offset its prefix states, the one the next lines are read in too
+            if self._last_offset == rfc3339_offset_minutes(rtime):
+                self._remember_prefixed(rtime, (month, day, hour, minute, second), ts - ms)
         elif base is None:
             try:
                 base = self._convert(form, m, month, day, hour, minute, second, cacheable)
@@ -170,12 +187,44 @@ class LineParser:
             self._seconds[stamp] = base
             if self._compiled is not None and all(len(t) == 2 for t in stamp):
                 self._compiled.remember(second_key(*stamp), base)
+        elif base is not None and form is self._rsyslog:
+            self._remember_prefixed(m.group(form.envelope["rtime"]),
+                                    (month, day, hour, minute, second), base)
         return base
+
+    def _remember_prefixed(self, rtime: str, stamp: tuple, base: int) -> None:
+        """The epoch ms of a whole second behind an rsyslog prefix, for the rsyslog twin:
+        the same for every line of that stamp whose prefix has the same context."""
+        context = rsyslog_context(rtime)
+        if context is None or not all(len(t) == 2 for t in stamp):
+            return
+        if not self._twin_tried:
+            self._twin_tried = True
+            self._prefixed = self._rsyslog_twin()
+        if self._prefixed is not None:
+            self._prefixed.remember_in(context, second_key(*stamp), base)
+
+    def _rsyslog_twin(self):
+        """The rsyslog form's compiled twin, or None (no native one, or refused)."""
+        if self._compiled is None:
+            return None
+        twin = fastpath.compiled_parser(self._rsyslog, self.host, self.daemon, MAX_LINE_BYTES,
+                                        native=self._native, other_tags=self.other_tags)
+        if twin is not None:
+            self._rfast = twin.parse
+        return twin
+
+    def point_twin(self, host: str) -> None:
+        """The engine takes the twin's lines of `host` from now on (their events name it)."""
+        self._prefixed.point_at(host)
+        self.twin_host = host
 
     def _forget_seconds(self) -> None:
         self._seconds.clear()
         if self._compiled is not None:
             self._compiled.forget()
+        if self._prefixed is not None:
+            self._prefixed.forget()
 
     def _stated(self, rtime: str, month, day, hour, minute, second, ms: int) -> int:
         """Epoch ms of the stamp behind an rsyslog prefix, read in the UTC offset the
@@ -197,6 +246,8 @@ class LineParser:
                 ts, offset = before, last
         if offset != last:
             self._last_offset = offset
+            if self._prefixed is not None:  # its seconds were read in the offset before
+                self._prefixed.forget()
             if len(self.stated_offsets) < MAX_OFFSET_CHANGES:
                 self.stated_offsets.append((ts, offset))
         return ts
@@ -228,6 +279,17 @@ class LineParser:
 def prefix_year(rtime: str, month: int) -> int:
     """The year of a stamp of `month` behind the rsyslog prefix time `rtime`: the nearest."""
     return nearest_year(int(rtime[:4]), int(rtime[5:7]), month)
+
+
+def rsyslog_context(rtime: str) -> str | None:
+    """What reading a stamp behind an rsyslog prefix takes from its receive time: the
+    year and month (prefix_year) and the offset stated (`Z` or `+hh:mm`,
+    rfc3339_offset_minutes); None for a time too short to have them. The compiled twin
+    (native/src/scan.rs, context_parts) cuts the same text from a line."""
+    tail = 1 if rtime[-1:] in ("Z", "z") else 6
+    if len(rtime) < 7 + tail:
+        return None
+    return rtime[:7] + rtime[-tail:]
 
 
 def second_key(month: str, day: str, hour: str, minute: str, second: str) -> int:

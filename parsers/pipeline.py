@@ -620,15 +620,25 @@ class Source:
     def _feed_compiled(self, lines: list, i: int, limit: int | None, n: int) -> int:
         core, pipeline, parser = self._reassembler, self.pipeline, self.parser
         compiled = parser._compiled
+        tried = -1  # the line at which the other form's parser was last tried
+        if limit is not None and parser._prefixed is not None and parser.twin_host != self.host:
+            # the engine's `limit` is its parser's host's stream time, position this host's
+            parser.point_twin(self.host)
         while i < n:
             # the budget stops the extension at the sweep's turn or at the run's end
             budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
             nxt, parsed, unmatched, latest, why = core.feed_lines(compiled, lines, i, limit, budget)
             self.line_no += nxt - i
-            self.n_parsed += parsed
             self.n_unmatched += unmatched
-            if latest > self._latest:
-                self._latest = self.latest_by_host[self.host] = latest
+            host = self.host if compiled is parser._compiled else parser.twin_host
+            if host == self.host:
+                self.n_parsed += parsed
+                if latest > self._latest:
+                    self._latest = self.latest_by_host[host] = latest
+            elif parsed:  # rsyslog lines of another host, counted as _parse counts them
+                self.other_counts[(host, parser.daemon, "parsed")] += parsed
+                if latest > self.latest_by_host.get(host, -1):
+                    self.latest_by_host[host] = latest
             pipeline._since_advance += nxt - i
             if pipeline._since_advance >= ADVANCE_EVERY:
                 pipeline.advance()
@@ -636,10 +646,19 @@ class Source:
             if why == engines.LIMIT:
                 return i
             if why == engines.SLOW:  # a line the compiled parser leaves to Python
+                # or to the other form's (native, rsyslog: LineParser._prefixed, once an
+                # rsyslog line made it): a file of either form stays with one
+                other = parser._prefixed if compiled is parser._compiled else parser._compiled
+                if other is not None and tried != i:
+                    compiled, tried = other, i
+                    continue
                 self.feed(self._line_at(lines, i))
                 i += 1
                 if limit is not None and self.position > limit:
                     return i
+                if (limit is None and parser._prefixed is not None
+                        and parser.prefix_host not in (None, parser.twin_host)):
+                    parser.point_twin(parser.prefix_host)  # a file of another host's lines
         return i
 
     def _feed_dome_compiled(self, lines: list, i: int, limit: int | None, n: int) -> int:

@@ -219,6 +219,7 @@ impl Core {
                 match parser.scan(bytes) {
                     Scan::Python => return Ok(SLOW),
                     Scan::Unmatched => unmatched += 1,
+                    Scan::Parsed { .. } if parser.names_another_host(bytes) => return Ok(SLOW),
                     Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => {
                         // SAFETY: scan() took it: printable ASCII.
                         let text = unsafe { std::str::from_utf8_unchecked(bytes) };

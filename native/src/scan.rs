@@ -3,9 +3,11 @@
 //!
 //! It handles only the line Python would handle the same way every time: printable
 //! ASCII, the native envelope, a second whose epoch time Python has already worked out
-//! (and handed in with `remember`). For anything else (a non-ASCII DN, a control byte,
-//! an rsyslog prefix, a new second, a malformed line) it returns None and Python's
-//! LineParser decides, so the rules for time and bad input live in one place. The
+//! (and handed in with `remember`); or, as the twin of the rsyslog form, the same behind
+//! a prefix whose receive time Python read that second under (`remember_in`, Prefix).
+//! For anything else (a non-ASCII DN, a control byte, a new second or offset, a routed
+//! tag, a malformed line) it returns None and Python's LineParser decides, so the rules
+//! for time and bad input live in one place. The
 //! profile's own combined regex is compiled here with PCRE2 (JIT, src/jit.rs), as
 //! fastpath.py hands it over: the portable pattern, whose group numbers are those of
 //! Python's compiled pattern, or its marked form (fastpath.marked_form), fewer groups
@@ -87,6 +89,36 @@ pub(crate) struct FastLines {
     last_stamp: StampText,
     max_bytes: usize,
     interned: HashMap<Box<str>, Py<PyString>>,
+    /// Set for the twin of the rsyslog-wrapped form (lines.py's `_rsyslog`): None, the native.
+    rsyslog: Option<Prefix>,
+}
+
+/// What the rsyslog form's twin checks beyond the pattern, so that it takes only lines
+/// LineParser.parse_python would read the same way every time: the native form does not
+/// match (Python tries it first), the tag routes nowhere else, and the prefix's receive
+/// time shares its year, month and stated offset (`context`) with the line Python worked
+/// out the seconds under (remember_in): then the year, the offset and so each stamp's
+/// epoch ms are the same, and Python's clock state (the offset last stated) does not move.
+struct Prefix {
+    rtime: usize,
+    host: usize,
+    tag: usize,
+    other_tags: Vec<Box<[u8]>>,
+    native_head: Pattern,
+    context: Vec<u8>,
+    /// The parser's own host: feed_lines takes a line only when its prefix names it.
+    own_host: Vec<u8>,
+}
+
+/// The part of an rsyslog receive time its stamp's reading depends on: the year and month
+/// (the stamp's year is the nearest to them) and the stated offset (`Z` or `+hh:mm`).
+/// lines.py's rsyslog_context says the same of the same text; None: too short to say.
+fn context_parts(rtime: &[u8]) -> Option<(&[u8], &[u8])> {
+    let tail = if matches!(rtime.last(), Some(b'Z' | b'z')) { 1 } else { 6 };
+    if rtime.len() < 7 + tail {
+        return None;
+    }
+    Some((&rtime[..7], &rtime[rtime.len() - tail..]))
 }
 
 /// The text of a stamp whose second is known: where its five fields were in the line, the
@@ -229,6 +261,41 @@ pub(crate) fn printable_ascii(bytes: &[u8]) -> bool {
 }
 
 impl FastLines {
+    /// Whether an rsyslog line (the twin's pattern matched it) is one Python would read
+    /// as the seconds remembered say: see Prefix.
+    fn prefix_known(&mut self, bytes: &[u8]) -> bool {
+        let regex = &self.regex;
+        let Some(prefix) = self.rsyslog.as_mut() else {
+            return true;
+        };
+        if prefix.native_head.find(bytes) != Ok(false) {
+            return false;
+        }
+        if prefix.tag != ABSENT {
+            if let Some((a, b)) = regex.get(prefix.tag) {
+                if prefix.other_tags.iter().any(|t| **t == bytes[a..b]) {
+                    return false;
+                }
+            }
+        }
+        let Some((a, b)) = (prefix.rtime != ABSENT).then(|| regex.get(prefix.rtime)).flatten() else {
+            return false;
+        };
+        let Some((ym, offset)) = context_parts(&bytes[a..b]) else {
+            return false;
+        };
+        let known = &prefix.context;
+        known.len() == ym.len() + offset.len() && known[..ym.len()] == *ym && known[ym.len()..] == *offset
+    }
+
+    /// Whether the line scan() took last names a host of its own in its rsyslog prefix
+    /// (not the parser's): its event is not the one feed_lines would make.
+    pub(crate) fn names_another_host(&self, line: &[u8]) -> bool {
+        self.rsyslog.as_ref().is_some_and(|p| {
+            self.regex.get(p.host).is_none_or(|(a, b)| line[a..b] != *p.own_host)
+        })
+    }
+
     /// The epoch ms Python worked out for this second, if it has.
     fn second_ms(&mut self, key: u64) -> Option<i64> {
         if let Some((k, ms)) = self.last_second {
@@ -271,6 +338,9 @@ impl FastLines {
             }
             for (span, &group) in self.head.iter_mut().zip(&self.envelope) {
                 *span = if group == ABSENT { None } else { self.regex.get(group) };
+            }
+            if self.rsyslog.is_some() && !self.prefix_known(bytes) {
+                return Scan::Python;
             }
             let Some(alt) = self.matched_alternative() else {
                 return Scan::Python;
@@ -406,7 +476,9 @@ impl FastLines {
     /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
     /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
     #[new]
-    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false))]
+    /// rsyslog: for the rsyslog form's twin, (rtime, host and tag group (-1: none), the
+    /// program tags routed to other profiles, the native form's envelope alone): see Prefix.
+    #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false, rsyslog=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -420,12 +492,14 @@ impl FastLines {
         unmatched: PyObject,
         max_chars: usize,
         marked: bool,
+        rsyslog: Option<(i64, i64, i64, Vec<String>, String)>,
     ) -> PyResult<Self> {
         // The marked pattern opening with lcgdm_head's envelope (groups 1 to 9) has its
         // alternation matched alone, where the envelope read by hand ends: its groups are
         // numbered 9 lower, the alternatives' slots with them.
         let hand_prefix = lcgdm_head::anchored();
         let hand_head = marked
+            && rsyslog.is_none()
             && pattern.starts_with(&hand_prefix)
             && pattern[hand_prefix.len()..].starts_with("(?|")
             && envelope.iter().copied().eq(1..=9i64);
@@ -474,7 +548,25 @@ impl FastLines {
                 slots,
             });
         }
+        let rsyslog = match rsyslog {
+            None => None,
+            Some((rtime, host_group, tag, other_tags, native_head)) => {
+                if slot(rtime) == ABSENT || slot(host_group) == ABSENT {
+                    return Err(PyValueError::new_err("an rsyslog form needs its rtime and host groups"));
+                }
+                Some(Prefix {
+                    rtime: slot(rtime),
+                    host: slot(host_group),
+                    tag: slot(tag),
+                    other_tags: other_tags.into_iter().map(|t| t.into_bytes().into_boxed_slice()).collect(),
+                    native_head: Pattern::new(&native_head).map_err(PyValueError::new_err)?,
+                    context: Vec::new(),
+                    own_host: host.extract::<String>(py)?.into_bytes(),
+                })
+            }
+        };
         Ok(FastLines {
+            rsyslog,
             regex,
             marked,
             hand_head,
@@ -521,7 +613,14 @@ impl FastLines {
             }
             let items: [*mut ffi::PyObject; EVENT_LEN] = [
                 new_int(ts),
-                self.host.clone_ref(py).into_ptr(),
+                match self.rsyslog.as_ref().map(|p| p.host) {
+                    // the prefix's host (its group took part: prefix_known read the match)
+                    Some(group) => match self.regex.get(group) {
+                        Some((a, b)) => self.interned(py, &text[a..b]),
+                        None => new_str(""),
+                    },
+                    None => self.host.clone_ref(py).into_ptr(),
+                },
                 self.daemon.clone_ref(py).into_ptr(),
                 new_int(pid),
                 new_int(tid),
@@ -562,6 +661,37 @@ impl FastLines {
         self.seconds.clear();
         self.last_second = None;
         self.last_stamp = StampText::default();
+        if let Some(prefix) = self.rsyslog.as_mut() {
+            prefix.context.clear();
+        }
+    }
+
+    /// remember() for the rsyslog form's twin: the second of a line whose prefix's receive
+    /// time has `context` (lines.py's rsyslog_context); the seconds of another are forgotten.
+    fn remember_in(&mut self, context: &str, key: u64, base_ms: i64) -> PyResult<()> {
+        let Some(prefix) = self.rsyslog.as_ref() else {
+            return Err(PyValueError::new_err("remember_in is for the rsyslog form's twin"));
+        };
+        if prefix.context != context.as_bytes() {
+            self.forget();
+            if let Some(prefix) = self.rsyslog.as_mut() {
+                prefix.context = context.as_bytes().to_vec();
+            }
+        }
+        self.remember(key, base_ms);
+        Ok(())
+    }
+
+    /// The rsyslog twin's lines feed_lines takes from now on: those whose prefix names
+    /// `host` (its events' host then). parse() takes any host's, as before.
+    fn point_at(&mut self, py: Python<'_>, host: PyObject) -> PyResult<()> {
+        let text = host.extract::<String>(py)?.into_bytes();
+        let Some(prefix) = self.rsyslog.as_mut() else {
+            return Err(PyValueError::new_err("point_at is for the rsyslog form's twin"));
+        };
+        prefix.own_host = text;
+        self.host = host;
+        Ok(())
     }
 
     /// Whether the envelope is read by hand (lcgdm_head.rs) rather than by the pattern.

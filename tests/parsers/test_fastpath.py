@@ -104,7 +104,8 @@ def test_rsyslog_lines_are_read_in_their_prefixs_offset_by_both_parsers():
     """A file mixing the daemon's own lines (read in the stream's zone, here UTC, and
     taken by the compiled parser once their second is known) with the same stamps behind
     rsyslog prefixes across the autumn change (read in the offset each prefix states,
-    by LineParser, to which the compiled parser leaves every rsyslog line)."""
+    by LineParser, or by the rsyslog form's compiled twin once LineParser has read a line
+    in that offset)."""
     prefixed = [("2011-10-30T02:59:59.000100+02:00", "10/30 02:59:59"),
                 ("2011-10-30T02:00:00.000100+01:00", "10/30 02:00:00")]
     lines = []
