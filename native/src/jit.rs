@@ -281,6 +281,17 @@ mod tests {
     }
 
     #[test]
+    fn a_mark_closing_a_branch_is_that_branchs_even_where_an_earlier_branch_passed_its_own_and_failed_later() {
+        // fastpath.marked_form puts each alternative's mark after its body: a branch that
+        // passed its mark and then failed (here at `\z`) must not leave it behind
+        let mut p = Pattern::new(r"\A(?|(?:a(x)?(*MARK:0))|(?:a(y)(*MARK:1))|(?:.*(*MARK:2)))\z").unwrap();
+        for (line, mark, group) in [(&b"ax"[..], 0, Some((1, 2))), (b"a", 0, None), (b"ay", 1, Some((1, 2))), (b"az", 2, None), (b"", 2, None)] {
+            assert_eq!(p.find(line), Ok(true));
+            assert_eq!((p.mark_number(), p.get(1)), (Some(mark), group), "{line:?}");
+        }
+    }
+
+    #[test]
     fn a_mark_that_is_no_number_or_no_mark_gives_no_number() {
         let mut p = Pattern::new(r"\A(?:(*MARK:12)a|(*MARK:x1)b|(*MARK:1234567890)c|d)\z").unwrap();
         let numbers: Vec<_> = [b"a", b"b", b"c", b"d"]

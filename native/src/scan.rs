@@ -65,7 +65,7 @@ pub(crate) enum Scan {
 #[pyclass(module = "dpmstream.parsers._native")]
 pub(crate) struct FastLines {
     regex: Pattern,
-    /// Each alternative opens with `(*MARK:i)`, i its index here, and has no wrapper
+    /// Each alternative closes with `(*MARK:i)`, i its index here, and has no wrapper
     /// group (fastpath.py's marked form): the mark tells which one matched.
     marked: bool,
     /// The envelope is lcgdm_head's, read by hand: `regex` is then the marked pattern's
@@ -404,7 +404,7 @@ impl FastLines {
     /// pattern: the profile's combined native regex in `regex` syntax, with Python's
     /// group numbering; envelope: group per ENVELOPE_GROUPS entry (-1: absent);
     /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
-    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
+    /// marked: the alternatives close with `(*MARK:i)` instead (wrapper groups unused).
     #[new]
     #[pyo3(signature = (pattern, groups, envelope, alternatives, event_type, host, daemon, unmatched, max_chars, marked=false))]
     #[allow(clippy::too_many_arguments)]
