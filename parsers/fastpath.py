@@ -103,9 +103,14 @@ def marked_form(form: CompiledForm):
     PCRE2's JIT code costs about 15 instructions a line for each group of the pattern,
     taking part or not, and 30 for each it enters: the 15 wrapper groups and 26 field
     groups of the DPM profile were 2/5 of its cost. Here each alternative `(?P<ai>body)`
-    becomes `(?:(*MARK:i)(?:body))` (the mark names the alternative that matched, in
+    becomes `(?:(?:body)(*MARK:i))` (the mark names the alternative that matched, in
     FastLines' list order), its named groups plain ones, and the alternation a branch
     reset `(?|...)`, in which every alternative numbers its groups from the same place.
+    The mark closes its alternative: PCRE2 reports the last mark on the path that
+    matched (one it backtracked over is forgotten), and an alternative that fails at its
+    first bytes, as most do on a line, never passes it. Opening each alternative, the
+    mark cost ~10 instructions for every alternative tried (a `returns` line, the 11th
+    of the DPM profile's, 399 -> 290 a line of JIT code; the threads slice -1.0%).
     The alternatives, their order and so what matches are unchanged; only where PCRE2
     reports the groups moves, and the slots returned say where."""
     portable, index = form.portable, form.regex.groupindex
@@ -143,7 +148,7 @@ def marked_form(form: CompiledForm):
         body, inner = plain
         widest = max(widest, inner)
         # the body in a group of its own: a `|` of its own must leave no branch unmarked
-        branches.append(f"(?:(*MARK:{i})(?:{body}))")
+        branches.append(f"(?:(?:{body})(*MARK:{i}))")
         alt = form.alternatives[wrapper]
         # the alternative's own groups are numbered from first (the envelope's last + 1)
         renumbered.append([-1 if g == never else first + g - wrapper - 1 for g in alt.slots])

@@ -183,6 +183,26 @@ impl Pattern {
             .collect()
     }
 
+    /// The byte every match of `pattern` starts with, where PCRE2 finds one in it (its
+    /// first code unit, compiled without JIT, never matched); None: none, or a pattern it
+    /// refuses. A letter may stand for its other case (a caseless part).
+    pub(crate) fn first_byte(pattern: &str) -> Option<u8> {
+        let (mut err, mut offset) = (0i32, 0usize);
+        // SAFETY: pointer and length of a live str; the error outputs are locals.
+        let code = unsafe { pcre2_compile_8(pattern.as_ptr(), pattern.len(), 0, &mut err, &mut offset, std::ptr::null_mut()) };
+        let code = NonNull::new(code)?;
+        let info = |what: u32| {
+            let mut value: u32 = 0;
+            // SAFETY: code is live; these two items write one u32.
+            let rc = unsafe { pcre2_pattern_info_8(code.as_ptr(), what, (&mut value as *mut u32).cast()) };
+            (rc == 0).then_some(value)
+        };
+        let first = (info(PCRE2_INFO_FIRSTCODETYPE) == Some(1)).then(|| info(PCRE2_INFO_FIRSTCODEUNIT)).flatten();
+        // SAFETY: made above, freed once, here.
+        unsafe { pcre2_code_free_8(code.as_ptr()) };
+        first.and_then(|u| u8::try_from(u).ok())
+    }
+
     /// Group `i`'s span in the last successful match, None if it did not take part.
     #[inline]
     pub(crate) fn get(&self, i: usize) -> Option<(usize, usize)> {
@@ -278,6 +298,27 @@ mod tests {
         assert_eq!(p.find(b"x"), Ok(false));
         assert_eq!(p.find(b""), Ok(false));
         assert_eq!(p.get(9), None);
+    }
+
+    #[test]
+    fn a_mark_closing_a_branch_is_that_branchs_even_where_an_earlier_branch_passed_its_own_and_failed_later() {
+        // fastpath.marked_form puts each alternative's mark after its body: a branch that
+        // passed its mark and then failed (here at `\z`) must not leave it behind
+        let mut p = Pattern::new(r"\A(?|(?:a(x)?(*MARK:0))|(?:a(y)(*MARK:1))|(?:.*(*MARK:2)))\z").unwrap();
+        for (line, mark, group) in [(&b"ax"[..], 0, Some((1, 2))), (b"a", 0, None), (b"ay", 1, Some((1, 2))), (b"az", 2, None), (b"", 2, None)] {
+            assert_eq!(p.find(line), Ok(true));
+            assert_eq!((p.mark_number(), p.get(1)), (Some(mark), group), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_byte_is_the_one_every_match_starts_with() {
+        assert_eq!(Pattern::first_byte(r"(?s)(?:returns (-?\d+))"), Some(b'r'));
+        assert_eq!(Pattern::first_byte(r"(?s)(?:\[[^\]]*\] x|\[y)"), Some(b'['));
+        assert_eq!(Pattern::first_byte(r"(?s)(?:(?i)returns)").map(|b| b.to_ascii_lowercase()), Some(b'r'));
+        for none in [r"(?s)(?:.*)", r"(?s)(?:a|b)", r"(?s)(?:x?y)", r"(?s)(?:)", r"(?s)(?:\d+)", "(?s)(?:("] {
+            assert_eq!(Pattern::first_byte(none), None, "{none}");
+        }
     }
 
     #[test]

@@ -67,12 +67,15 @@ pub(crate) enum Scan {
 #[pyclass(module = "dpmstream.parsers._native")]
 pub(crate) struct FastLines {
     regex: Pattern,
-    /// Each alternative opens with `(*MARK:i)`, i its index here, and has no wrapper
+    /// Each alternative closes with `(*MARK:i)`, i its index here, and has no wrapper
     /// group (fastpath.py's marked form): the mark tells which one matched.
     marked: bool,
     /// The envelope is lcgdm_head's, read by hand: `regex` is then the marked pattern's
     /// alternation alone, matched where the envelope ends (`\G`), its groups renumbered.
     hand_head: bool,
+    /// With the envelope read by hand: per first byte of the message, the pattern to
+    /// match there (0: `regex`; k: `first.patterns[k - 1]`), and the one that matched last.
+    first: FirstByte,
     envelope: [usize; 9],
     /// The envelope's spans in the line scan() took last (ENVELOPE_GROUPS order).
     head: lcgdm_head::Spans,
@@ -119,6 +122,89 @@ fn context_parts(rtime: &[u8]) -> Option<(&[u8], &[u8])> {
         return None;
     }
     Some((&rtime[..7], &rtime[rtime.len() - tail..]))
+}
+
+/// The marked alternation split by the message's first byte: each pattern holds the
+/// alternatives (their branches as they are, marks and groups included, in their order)
+/// that can start with that byte, the rest left out. PCRE2's JIT code tries every
+/// alternative in turn, ~20 instructions for each that fails at its first byte: a
+/// `returns` line tried ten before its own. An alternative's first byte is PCRE2's first
+/// code unit of its body (a letter: either case); one without is in every pattern. At
+/// most MAX_FIRST_PATTERNS patterns (each compiled and JIT-compiled at start-up, ~0.2 M
+/// instructions): a profile whose roles open with more bytes keeps one pattern.
+const MAX_FIRST_PATTERNS: usize = 16;
+
+#[derive(Default)]
+struct FirstByte {
+    patterns: Vec<Pattern>,
+    index: Vec<u8>, // 256 entries, or none: `regex` for every byte
+    last: usize,
+}
+
+impl FirstByte {
+    /// The split of `alternation` (`(?|B0|...|Bn-1)TAIL`, branch i `(?:(?:BODY)(*MARK:i))`,
+    /// as fastpath.marked_form writes them) into patterns `(?s)\G(?|...)TAIL`: none where
+    /// it is not written so or no byte leaves an alternative out.
+    fn split(alternation: &str, n: usize) -> FirstByte {
+        let none = FirstByte::default();
+        let Some(rest) = alternation.strip_prefix("(?|") else { return none };
+        if n > 64 || n == 0 {
+            return none;
+        }
+        let (mut branches, mut firsts, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n), 0);
+        for i in 0..n {
+            let mark = format!("(*MARK:{i}))");
+            let Some(at) = rest[pos..].find(&mark) else { return none };
+            let end = pos + at + mark.len();
+            let branch = &rest[pos..end];
+            let Some(body) = branch.strip_prefix("(?:(?:").and_then(|b| b.strip_suffix(&format!("){mark}"))) else {
+                return none;
+            };
+            if body.contains("(*") {
+                return none; // a verb of its own: not a branch marked_form wrote
+            }
+            branches.push(branch);
+            firsts.push(Pattern::first_byte(&format!("(?s)(?:{body})")));
+            pos = end;
+            if i + 1 < n {
+                if rest.get(end..end + 1) != Some("|") {
+                    return none;
+                }
+                pos += 1;
+            }
+        }
+        let tail = &rest[pos..];
+        if !tail.starts_with(')') {
+            return none;
+        }
+        let all = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let (mut masks, mut index) = (Vec::<u64>::new(), vec![0u8; 256]);
+        for byte in 0..=255u8 {
+            let mask = (0..n)
+                .filter(|&i| firsts[i].map_or(true, |f| f.eq_ignore_ascii_case(&byte)))
+                .fold(0u64, |m, i| m | 1 << i);
+            if mask == all {
+                continue;
+            }
+            let k = masks.iter().position(|&m| m == mask).unwrap_or_else(|| {
+                masks.push(mask);
+                masks.len() - 1
+            });
+            index[usize::from(byte)] = (k + 1) as u8;
+        }
+        if masks.is_empty() || masks.len() > MAX_FIRST_PATTERNS {
+            return none;
+        }
+        let mut patterns = Vec::with_capacity(masks.len());
+        for mask in masks {
+            let kept: Vec<&str> = (0..n).filter(|i| mask >> i & 1 == 1).map(|i| branches[i]).collect();
+            match Pattern::new(&format!(r"(?s)\G(?|{}{tail}", kept.join("|"))) {
+                Ok(p) => patterns.push(p),
+                Err(_) => return none,
+            }
+        }
+        FirstByte { patterns, index, last: 0 }
+    }
 }
 
 /// The text of a stamp whose second is known: where its five fields were in the line, the
@@ -322,9 +408,12 @@ impl FastLines {
             let Some(end) = lcgdm_head::read_numbers(bytes, &mut self.head, &mut numbers) else {
                 return Scan::Python;
             };
-            if self.regex.find_str_at(text, end) != Ok(true) {
+            let k = self.first.index.get(bytes.get(end).map_or(256, |&b| usize::from(b))).map_or(0, |&k| usize::from(k));
+            let regex = if k == 0 { &mut self.regex } else { &mut self.first.patterns[k - 1] };
+            if regex.find_str_at(text, end) != Ok(true) {
                 return Scan::Python;
             }
+            self.first.last = k;
             let Some(alt) = self.matched_alternative() else {
                 return Scan::Python;
             };
@@ -433,11 +522,22 @@ impl FastLines {
         self.head[field].map(|(a, b)| &line[a..b])
     }
 
+    /// Inlined: a line's event reads six of these from the pattern that matched.
+    #[inline(always)]
     fn span_text<'a>(&self, line: &'a str, group: usize) -> Option<&'a str> {
         if group == ABSENT {
             return None;
         }
-        self.regex.get(group).map(|(a, b)| &line[a..b])
+        self.matched().get(group).map(|(a, b)| &line[a..b])
+    }
+
+    /// The pattern that took the last line.
+    #[inline(always)]
+    fn matched(&self) -> &Pattern {
+        match self.first.last {
+            0 => &self.regex,
+            k => &self.first.patterns[k - 1],
+        }
     }
 
     /// The index of the alternative the last match took: by its mark, or by its wrapper group.
@@ -445,7 +545,7 @@ impl FastLines {
         if !self.marked {
             return self.alternatives.iter().position(|a| self.regex.get(a.group).is_some());
         }
-        let index = self.regex.mark_number()?;
+        let index = self.matched().mark_number()?;
         (index < self.alternatives.len()).then_some(index)
     }
 
@@ -474,7 +574,7 @@ impl FastLines {
     /// pattern: the profile's combined native regex in `regex` syntax, with Python's
     /// group numbering; envelope: group per ENVELOPE_GROUPS entry (-1: absent);
     /// alternatives: (wrapper group, role or None for unmatched, group per EVENT_FIELDS);
-    /// marked: the alternatives open with `(*MARK:i)` instead (wrapper groups unused).
+    /// marked: the alternatives close with `(*MARK:i)` instead (wrapper groups unused).
     #[new]
     /// rsyslog: for the rsyslog form's twin, (rtime, host and tag group (-1: none), the
     /// program tags routed to other profiles, the native form's envelope alone): see Prefix.
@@ -570,6 +670,7 @@ impl FastLines {
             regex,
             marked,
             hand_head,
+            first: if hand_head { FirstByte::split(&pattern[hand_prefix.len()..], alts.len()) } else { FirstByte::default() },
             envelope: env,
             head: [None; 9],
             alternatives: alts,

@@ -255,6 +255,29 @@ def test_a_role_pattern_with_a_bar_of_its_own_is_read_by_the_compiled_parser_in_
     assert compare(lines, profile, tz="UTC") == 3
 
 
+@needs_native
+def test_a_message_is_read_alike_whichever_byte_it_opens_with():
+    # The compiled parser matches a message with the alternatives that can open with its
+    # first byte only (scan.rs, FirstByte): a caseless role, roles sharing a first byte,
+    # roles with no first byte of their own, and messages opening with every printable
+    # byte must read as Python reads them, the earlier role winning as before.
+    profile = site_profile({
+        "returns": r"(?i:returns) (?P<rc>-?\d+)",
+        "status": r"request status DPM_(?P<state>[A-Z_]+)",
+        "token": r"x?DP098 - (?P<op>\w+) (?P<token>[0-9a-f]{8})",
+        "detail": r"DP098 - .*",
+        "other": [r"request .*", r"\d+ left", r"r.*"],
+    })
+    messages = ["returns 0", "RETURNS -4", "rEtUrNs 7", "returns x", "request status DPM_DONE",
+                "request status dpm", "request", "r", "DP098 - put 0123abcd", "xDP098 - get 01234567",
+                "DP098 - put", "DP099", "12 left", "12", "", " returns 1", "returns 1 "]
+    messages += [chr(c) + "eturns 1" for c in range(32, 127)]
+    lines = [f"08/12 10:00:00.123 1,2 f: {m}" for m in messages]
+    assert fastpath.compiled_parser(profile.native, "h", "dpm", 100).reads_envelope_by_hand
+    # the first line teaches the second; the compiled parser takes the others
+    assert compare(lines * 2, profile, tz="UTC") == 2 * len(lines) - 1
+
+
 def run_pipeline(lines, chunked):
     records = []
     pipeline = Pipeline(records.append)
