@@ -63,17 +63,29 @@ impl Filling {
     }
 
     /// Add the line from `from` (part, offset) to `to` (part, offset after its newline).
-    fn add(&mut self, texts: &[&[u8]], mut from: (usize, usize), to: (usize, usize)) {
-        // a line that starts at a part's end starts in the next one
-        while from.0 < to.0 && from.1 == texts[from.0].len() {
-            from = (from.0 + 1, 0);
-        }
+    #[inline]
+    fn add(&mut self, texts: &[&[u8]], from: (usize, usize), to: (usize, usize)) {
         if from.0 == to.0 {
             if self.held.last() != Some(&to.0) {
                 self.held.push(to.0);
             }
             self.lines.push((texts[to.0].as_ptr() as usize + from.1, to.1 - from.1));
-            return;
+        } else {
+            self.add_across(texts, from, to);
+        }
+    }
+
+    /// add() of a line that starts in an earlier part than it ends: one a read at most,
+    /// kept out of the loop over every line.
+    #[cold]
+    #[inline(never)]
+    fn add_across(&mut self, texts: &[&[u8]], mut from: (usize, usize), to: (usize, usize)) {
+        // a line that starts at a part's end starts in the next one
+        while from.0 < to.0 && from.1 == texts[from.0].len() {
+            from = (from.0 + 1, 0);
+        }
+        if from.0 == to.0 {
+            return self.add(texts, from, to);
         }
         let at = self.joined.len();
         self.joined.extend_from_slice(&texts[from.0][from.1..]);
