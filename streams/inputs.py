@@ -171,8 +171,8 @@ def _blocks(texts: Iterator[list], size: int, split_parts) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
     per line (sequences of bytes lines, as the lists are)."""
     # The buffers of the whole lines not yet in a block, as views of the texts they are
-    # in: the extension copies a block that spans buffers once, into its own bytes (a join
-    # of them with the next text copied the carried lines again at every read).
+    # in: a block that spans buffers holds them and copies only the line across two (a
+    # join of them with the next text copied the carried lines again at every read).
     pending: list = []
     try:
         for parts in texts:

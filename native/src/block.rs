@@ -1,6 +1,6 @@
 //! Lines split in the extension: replay reads an archive a megabyte at a time, cut by
 //! streams/linecut's rule (so no line here is longer than about a read), and hands
-//! the engine blocks of lines over that buffer (streams/inputs.iter_chunks), not lists of
+//! the engine blocks of lines over those buffers (streams/inputs.iter_chunks), not lists of
 //! bytes objects, one allocated and freed per line. A block is a read-only sequence of
 //! bytes lines (len, index, slice, iteration, equality with a list of bytes), so the
 //! Python code that takes lines one at a time (the slow path, the Python engine) takes it
@@ -13,9 +13,21 @@ use pyo3::types::{PyBytes, PyList, PySlice};
 
 #[pyclass(module = "dpmstream.parsers._native", sequence, frozen)]
 pub struct LineBlock {
-    buf: Py<PyBytes>,
-    /// Line i is buf[bounds[i]..bounds[i + 1]], its newline included.
-    bounds: Vec<usize>,
+    /// The read buffers (bytes, or memoryviews of them) the lines lie in, held while the
+    /// block lives: a block that spans reads points into each of them rather than copying
+    /// them into bytes of its own (a DOME block of 8,192 lines is about 1.4 MiB, more
+    /// than a read, so nearly every one spanned two: 3.4% of a DOME replay's instructions
+    /// went to that copy, and the page faults of a fresh 1.4 MiB each time). Held, never
+    /// read: `lines` points into them.
+    #[allow(dead_code)]
+    held: Vec<PyBuffer<u8>>,
+    /// Copies of the few lines that run from one buffer into the next (the line a read
+    /// cut, one a read at most): each line must be one run of bytes. Held, as `held` is.
+    #[allow(dead_code)]
+    joined: Box<[u8]>,
+    /// Line i is at address lines[i].0, lines[i].1 bytes long, its newline included, in
+    /// `held` or `joined`.
+    lines: Vec<(usize, usize)>,
 }
 
 extern "C" {
@@ -36,56 +48,81 @@ fn find_newline(s: &[u8]) -> Option<usize> {
     }
 }
 
+/// The block being filled by split_parts: its lines in the parts where they lie, a line
+/// across parts copied into `joined` (its offset there kept until the copy stops growing).
+struct Filling {
+    held: Vec<usize>,
+    joined: Vec<u8>,
+    across: Vec<usize>,
+    lines: Vec<(usize, usize)>,
+}
+
+impl Filling {
+    fn new(room: usize) -> Self {
+        Filling { held: Vec::new(), joined: Vec::new(), across: Vec::new(), lines: Vec::with_capacity(room) }
+    }
+
+    /// Add the line from `from` (part, offset) to `to` (part, offset after its newline).
+    #[inline]
+    fn add(&mut self, texts: &[&[u8]], from: (usize, usize), to: (usize, usize)) {
+        if from.0 == to.0 {
+            if self.held.last() != Some(&to.0) {
+                self.held.push(to.0);
+            }
+            self.lines.push((texts[to.0].as_ptr() as usize + from.1, to.1 - from.1));
+        } else {
+            self.add_across(texts, from, to);
+        }
+    }
+
+    /// add() of a line that starts in an earlier part than it ends: one a read at most,
+    /// kept out of the loop over every line.
+    #[cold]
+    #[inline(never)]
+    fn add_across(&mut self, texts: &[&[u8]], mut from: (usize, usize), to: (usize, usize)) {
+        // a line that starts at a part's end starts in the next one
+        while from.0 < to.0 && from.1 == texts[from.0].len() {
+            from = (from.0 + 1, 0);
+        }
+        if from.0 == to.0 {
+            return self.add(texts, from, to);
+        }
+        let at = self.joined.len();
+        self.joined.extend_from_slice(&texts[from.0][from.1..]);
+        for text in &texts[from.0 + 1..to.0] {
+            self.joined.extend_from_slice(text);
+        }
+        self.joined.extend_from_slice(&texts[to.0][..to.1]);
+        self.across.push(self.lines.len());
+        self.lines.push((at, self.joined.len() - at));
+    }
+
+    fn block(self, parts: &[Bound<'_, PyAny>]) -> PyResult<LineBlock> {
+        let held = self.held.iter().map(|&j| PyBuffer::<u8>::get(&parts[j])).collect::<PyResult<Vec<_>>>()?;
+        let joined = self.joined.into_boxed_slice();
+        let mut lines = self.lines;
+        for &i in &self.across {
+            lines[i].0 += joined.as_ptr() as usize;
+        }
+        Ok(LineBlock { held, joined, lines })
+    }
+}
+
 impl LineBlock {
     pub fn len(&self) -> usize {
-        self.bounds.len() - 1
+        self.lines.len()
     }
 
-    /// Line i (no bounds check beyond the slice's) of the buffer's bytes `data`.
-    pub fn line<'a>(&self, data: &'a [u8], i: usize) -> &'a [u8] {
-        &data[self.bounds[i]..self.bounds[i + 1]]
-    }
-
-    pub fn data<'py>(&self, py: Python<'py>) -> &[u8] {
-        // SAFETY: the block holds `buf` (immutable bytes) for as long as it lives, and
-        // callers use the slice while they hold the block.
-        let b = self.buf.bind(py).as_bytes();
-        unsafe { std::slice::from_raw_parts(b.as_ptr(), b.len()) }
-    }
-
-    /// The block of `bounds` (from 0) over the texts from `from` to `to` (part, offset):
-    /// the part itself when it is bytes and holds the block, else a copy of the span.
-    fn over(parts: &[Bound<'_, PyAny>], texts: &[&[u8]], from: (usize, usize), to: (usize, usize), mut bounds: Vec<usize>) -> PyResult<LineBlock> {
-        if from.0 == to.0 {
-            if let Ok(bytes) = parts[from.0].downcast::<PyBytes>() {
-                bounds.iter_mut().for_each(|b| *b += from.1);
-                return Ok(LineBlock { buf: bytes.clone().unbind(), bounds });
-            }
-        }
-        let len = *bounds.last().unwrap_or(&0);
-        let py = parts[0].py();
-        // Bytes left uninitialised and filled here: PyBytes::new_with zeroes them first, a
-        // second pass over every byte copied.
-        // SAFETY: a new bytes object of `len` bytes, owned here, written whole below before
-        // any Python code sees it.
-        let buf = unsafe {
-            Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as isize))?
-                .downcast_into_unchecked::<PyBytes>()
-        };
-        let out = unsafe { std::slice::from_raw_parts_mut(pyo3::ffi::PyBytes_AsString(buf.as_ptr()).cast::<u8>(), len) };
-        let mut filled = 0;
-        for (j, text) in texts.iter().enumerate().take(to.0 + 1).skip(from.0) {
-            let lo = if j == from.0 { from.1 } else { 0 };
-            let hi = if j == to.0 { to.1 } else { text.len() };
-            out[filled..filled + hi - lo].copy_from_slice(&text[lo..hi]);
-            filled += hi - lo;
-        }
-        Ok(LineBlock { buf: buf.unbind(), bounds })
+    /// Line i, its newline included (i < len()).
+    pub fn line(&self, i: usize) -> &[u8] {
+        let (at, len) = self.lines[i];
+        // SAFETY: the line lies in a buffer the block holds (`held`, read-only, or
+        // `joined`, never changed), for as long as the block lives.
+        unsafe { std::slice::from_raw_parts(at as *const u8, len) }
     }
 
     fn to_list<'py>(&self, py: Python<'py>, from: usize, to: usize) -> PyResult<Bound<'py, PyList>> {
-        let data = self.data(py);
-        PyList::new(py, (from..to).map(|i| PyBytes::new(py, self.line(data, i))))
+        PyList::new(py, (from..to).map(|i| PyBytes::new(py, self.line(i))))
     }
 }
 
@@ -101,11 +138,10 @@ impl LineBlock {
         Ok((blocks, if last { len } else { at }))
     }
 
-    /// split() of the text the buffers `parts` make in turn (bytes or memoryviews of
-    /// them), without joining them first: a block within one bytes part holds that part,
-    /// one that spans parts is copied once into bytes of its own (a join of what a read
-    /// carried with the next read copied the carried lines again at every read). What is
-    /// left starts at (part index, offset in it); with `last` it is (len(parts), 0).
+    /// split() of the text the read-only buffers `parts` make in turn (bytes or
+    /// memoryviews of them), without joining them: a block holds the parts its lines lie
+    /// in, and copies only a line that runs across parts. What is left starts at (part
+    /// index, offset in it); with `last` it is (len(parts), 0).
     #[staticmethod]
     fn split_parts(parts: Vec<Bound<'_, PyAny>>, size: usize, last: bool) -> PyResult<(Vec<LineBlock>, usize, usize)> {
         let size = size.max(1);
@@ -115,43 +151,45 @@ impl LineBlock {
             if !view.is_c_contiguous() {
                 return Err(PyValueError::new_err("a part is not a contiguous buffer"));
             }
+            // A block points into the parts: one that could change under it would change
+            // its lines.
+            if !view.readonly() {
+                return Err(PyValueError::new_err("a part is not a read-only buffer"));
+            }
             // SAFETY: the buffer is held (views) while the slice is used, and read only.
             texts.push(unsafe { std::slice::from_raw_parts(view.buf_ptr() as *const u8, view.len_bytes()) });
         }
         let mut blocks = Vec::new();
         let total: usize = texts.iter().map(|t| t.len()).sum();
-        let room = size.min(total) + 1;
-        // The block being filled starts at texts[first.0][first.1..]; `base` is the block
-        // offset of the current text's byte 0 (negative when the block starts inside it).
+        let room = size.min(total);
+        // The block being filled starts at `first` (part, offset); the line being read at
+        // `start`.
         let mut first = (0usize, 0usize);
-        let mut bounds = Vec::with_capacity(room);
-        bounds.push(0usize);
-        let mut base = 0isize;
+        let mut start = first;
+        let mut filling = Filling::new(room);
         for (j, text) in texts.iter().enumerate() {
-            let mut at = if j == first.0 { first.1 } else { 0 };
+            let mut at = if j == start.0 { start.1 } else { 0 };
             while let Some(p) = find_newline(&text[at..]) {
                 at += p + 1;
-                bounds.push((base + at as isize) as usize);
-                if bounds.len() > size {
-                    let mut next = Vec::with_capacity(room);
-                    next.push(0usize);
-                    let done = std::mem::replace(&mut bounds, next);
-                    blocks.push(Self::over(&parts, &texts, first, (j, at), done)?);
-                    first = (j, at);
-                    base = -(at as isize);
+                filling.add(&texts, start, (j, at));
+                start = (j, at);
+                if filling.lines.len() == size {
+                    blocks.push(std::mem::replace(&mut filling, Filling::new(room)).block(&parts)?);
+                    first = start;
                 }
             }
-            base += text.len() as isize;
         }
         if !last {
             return Ok((blocks, first.0, first.1));
         }
-        let end = base as usize;
-        if *bounds.last().unwrap_or(&0) < end {
-            bounds.push(end);
+        // The final line, without a newline, if any bytes are left.
+        let end = texts.len().saturating_sub(1);
+        let left = (start.0..texts.len()).any(|j| texts[j].len() > if j == start.0 { start.1 } else { 0 });
+        if left {
+            filling.add(&texts, start, (end, texts[end].len()));
         }
-        if bounds.len() > 1 {
-            blocks.push(Self::over(&parts, &texts, first, (texts.len() - 1, texts.last().map_or(0, |t| t.len())), bounds)?);
+        if !filling.lines.is_empty() {
+            blocks.push(filling.block(&parts)?);
         }
         Ok((blocks, parts.len(), 0))
     }
@@ -162,7 +200,7 @@ impl LineBlock {
         if i >= self.len() {
             return Err(PyIndexError::new_err("line index out of range"));
         }
-        let line = self.line(self.data(py), i);
+        let line = self.line(i);
         Ok(PyBytes::new(py, &line[..line.len().min(n)]))
     }
 
@@ -186,7 +224,7 @@ impl LineBlock {
         if i < 0 || i as usize >= n {
             return Err(PyIndexError::new_err("line index out of range"));
         }
-        Ok(PyBytes::new(py, self.line(self.data(py), i as usize)).into_any().unbind())
+        Ok(PyBytes::new(py, self.line(i as usize)).into_any().unbind())
     }
 
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -204,7 +242,41 @@ impl LineBlock {
 
 #[cfg(test)]
 mod tests {
-    use super::find_newline;
+    use super::{find_newline, Filling};
+
+    fn lines_of(filling: &Filling) -> Vec<Vec<u8>> {
+        let mut lines = filling.lines.clone();
+        for &i in &filling.across {
+            lines[i].0 += filling.joined.as_ptr() as usize;
+        }
+        // SAFETY: the texts and `joined` outlive this, unchanged since the lines were added.
+        lines.iter().map(|&(at, len)| unsafe { std::slice::from_raw_parts(at as *const u8, len) }.to_vec()).collect()
+    }
+
+    #[test]
+    fn a_line_within_a_part_points_into_it_and_only_one_across_parts_is_copied() {
+        let texts: [&[u8]; 4] = [b"a\nbb", b"", b"b", b"b\nc\n"];
+        let mut filling = Filling::new(4);
+        filling.add(&texts, (0, 0), (0, 2));
+        filling.add(&texts, (0, 2), (3, 2));
+        filling.add(&texts, (3, 2), (3, 4));
+        assert_eq!(lines_of(&filling), [b"a\n".to_vec(), b"bbbb\n".to_vec(), b"c\n".to_vec()]);
+        assert_eq!(filling.lines[0].0, texts[0].as_ptr() as usize);
+        assert_eq!(filling.lines[2].0, texts[3].as_ptr() as usize + 2);
+        assert_eq!(filling.joined, b"bbbb\n");
+        assert_eq!(filling.held, [0, 3]);
+    }
+
+    #[test]
+    fn a_line_that_starts_at_a_parts_end_lies_in_the_next_part_uncopied() {
+        let texts: [&[u8]; 3] = [b"a\n", b"", b"b\n"];
+        let mut filling = Filling::new(2);
+        filling.add(&texts, (0, 0), (0, 2));
+        filling.add(&texts, (0, 2), (2, 2));
+        assert_eq!(lines_of(&filling), [b"a\n".to_vec(), b"b\n".to_vec()]);
+        assert!(filling.joined.is_empty());
+        assert_eq!(filling.held, [0, 2]);
+    }
 
     #[test]
     fn the_first_newline_is_found_wherever_it_falls_in_a_word() {

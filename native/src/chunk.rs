@@ -1,4 +1,4 @@
-//! The lines a compiled feed takes (`feed_lines`): a block over one read buffer, or a
+//! The lines a compiled feed takes (`feed_lines`): a block over the read buffers, or a
 //! list of bytes or str, read line by line without copying.
 
 use pyo3::prelude::*;
@@ -6,17 +6,17 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::block::LineBlock;
 
-/// The lines feed_lines takes: a block over one read buffer (replay's plain files), or a
+/// The lines feed_lines takes: a block over the read buffers (replay's plain files), or a
 /// list of bytes or str (everything else).
 pub(crate) enum Chunk<'a, 'py> {
-    Block(&'a LineBlock, &'a [u8]),
+    Block(&'a LineBlock),
     List(&'a Bound<'py, PyList>),
 }
 
 impl<'py> Chunk<'_, 'py> {
     pub(crate) fn len(&self) -> usize {
         match self {
-            Chunk::Block(b, _) => b.len(),
+            Chunk::Block(b) => b.len(),
             Chunk::List(l) => l.len(),
         }
     }
@@ -26,8 +26,8 @@ impl<'py> Chunk<'_, 'py> {
     /// emits meanwhile run Python. None for a line neither bytes nor UTF-8 text (Python's).
     pub(crate) fn line(&self, i: usize) -> PyResult<Option<(&'static [u8], Option<Bound<'py, PyAny>>)>> {
         let (ptr, len, item) = match self {
-            Chunk::Block(b, data) => {
-                let raw = b.line(data, i);
+            Chunk::Block(b) => {
+                let raw = b.line(i);
                 (raw.as_ptr(), raw.len(), None)
             }
             Chunk::List(l) => {

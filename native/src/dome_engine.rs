@@ -138,7 +138,7 @@ impl DomeCore {
                        start: usize, limit: Option<i64>, budget: usize, latest: i64)
                        -> PyResult<(usize, usize, usize, Vec<(String, usize, i64)>, i64, u8, Bound<'py, PyList>)> {
         let chunk = match lines.downcast::<LineBlock>() {
-            Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+            Ok(b) => Chunk::Block(b.get()),
             Err(_) => Chunk::List(lines.downcast::<PyList>()?),
         };
         let mut scanner = scanner.borrow_mut();

@@ -509,7 +509,7 @@ pub(crate) fn tally_profiles(
     end: usize,
 ) -> PyResult<Vec<LineTally>> {
     let chunk = match lines.downcast::<LineBlock>() {
-        Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+        Ok(b) => Chunk::Block(b.get()),
         Err(_) => Chunk::List(lines.downcast::<PyList>()?),
     };
     let mut profiles = profiles.iter().map(|p| p.try_borrow_mut()).collect::<Result<Vec<_>, _>>()?;
@@ -627,7 +627,7 @@ pub(crate) fn dome_lines(
     end: usize,
 ) -> PyResult<(u64, u64, Vec<(usize, u8, Option<DomeLine>)>)> {
     let chunk = match lines.downcast::<LineBlock>() {
-        Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+        Ok(b) => Chunk::Block(b.get()),
         Err(_) => Chunk::List(lines.downcast::<PyList>()?),
     };
     let mut scanner = scanner.borrow_mut();

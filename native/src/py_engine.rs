@@ -196,7 +196,7 @@ impl Core {
     #[pyo3(signature = (parser, lines, start, limit, budget))]
     fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8)> {
         let chunk = match lines.downcast::<LineBlock>() {
-            Ok(b) => Chunk::Block(b.get(), b.get().data(py)),
+            Ok(b) => Chunk::Block(b.get()),
             Err(_) => Chunk::List(lines.downcast::<PyList>()?),
         };
         let mut parser = parser.borrow_mut();
