@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from dpmstream.streams.kafka.lines_fetch import (PREFETCH_BOUND_BYTES, LinesConsumer,
-                                                 consumer_settings)
+from dpmstream.streams.kafka.lines_fetch import (FETCH_MAX_BYTES, PREFETCH_BOUND_BYTES,
+                                                 LinesConsumer, consumer_settings)
 from dpmstream.streams.kafka.worker import WorkerConfig
 from tests.worker_helpers import committed_offsets, produce
 
@@ -159,6 +159,32 @@ def test_a_consumer_that_stops_taking_records_prefetches_a_bounded_amount(kafka_
     most = max(size for _cnt, size in queued)
     assert 0 < most <= PREFETCH_BOUND_BYTES, \
         f"prefetched {most:,} bytes of a {TOPIC_BYTES:,}-byte topic"
+
+
+def test_a_record_larger_than_a_fetch_is_read_whole_with_the_records_after_it(kafka_broker):
+    """The consumer's fetches are small (FETCH_MAX_BYTES, message.max.bytes lowered with
+    it): a record batch larger than a fetch, as rsyslog's producer may write one (the
+    broker takes up to 1 MiB), is still fetched whole, not refused or skipped."""
+    topic, group = f"lf-{uuid.uuid4().hex[:8]}", f"lf-group-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topics([topic], partitions=1)
+    big = b"x" * (3 * FETCH_MAX_BYTES)
+    produce(kafka_broker.bootstrap, topic, [(b"head01", big)], chunk=1)
+    produce(kafka_broker.bootstrap, topic, [(b"head01", b"after")], chunk=1)
+
+    async def main():
+        async def nothing(ps):
+            pass
+
+        consumer = LinesConsumer(topic, consumer_settings(kafka_broker.bootstrap, group, {}),
+                                 nothing, nothing)
+        consumer.start()
+        try:
+            return await _fetch_until(consumer, 2)
+        finally:
+            await consumer.close()
+
+    got = asyncio.run(main())
+    assert [(o, len(v)) for _p, o, v in got] == [(0, len(big)), (1, len(b"after"))]
 
 
 def test_a_consumes_records_are_grouped_by_partition_in_offset_order_errors_apart(kafka_broker):
