@@ -41,6 +41,23 @@ async def _fetch_until(consumer, want: int, stop_after=None) -> list[tuple[int, 
     return got
 
 
+def _read(bootstrap: str, topic: str, group: str, want: int) -> list[tuple[int, int, bytes]]:
+    """_fetch_until's records, read by a consumer of its own in `group` that takes every
+    partition from its start."""
+    async def main():
+        async def nothing(ps):
+            pass
+
+        consumer = LinesConsumer(topic, consumer_settings(bootstrap, group, {}), nothing, nothing)
+        consumer.start()
+        try:
+            return await _fetch_until(consumer, want)
+        finally:
+            await consumer.close()
+
+    return asyncio.run(main())
+
+
 def test_a_partition_taken_starts_where_its_take_seeks_and_no_offset_is_committed(kafka_broker):
     topic, group = f"lf-{uuid.uuid4().hex[:8]}", f"lf-group-{uuid.uuid4().hex[:8]}"
     kafka_broker.create_topics([topic], partitions=1)
@@ -96,21 +113,8 @@ def test_only_committed_transactions_lines_are_fetched(kafka_broker):
         finally:
             await producer.stop()
 
-    async def main():
-        await write()
-
-        async def nothing(ps):
-            pass
-
-        consumer = LinesConsumer(topic, consumer_settings(kafka_broker.bootstrap, group, {}),
-                                 nothing, nothing)
-        consumer.start()
-        try:
-            return await _fetch_until(consumer, 1)
-        finally:
-            await consumer.close()
-
-    got = asyncio.run(main())
+    asyncio.run(write())
+    got = _read(kafka_broker.bootstrap, topic, group, 1)
     assert [v for _p, _o, v in got] == [b"committed"]
 
 
@@ -170,20 +174,7 @@ def test_a_record_larger_than_a_fetch_is_read_whole_with_the_records_after_it(ka
     big = b"x" * (3 * FETCH_MAX_BYTES)
     produce(kafka_broker.bootstrap, topic, [(b"head01", big)], chunk=1)
     produce(kafka_broker.bootstrap, topic, [(b"head01", b"after")], chunk=1)
-
-    async def main():
-        async def nothing(ps):
-            pass
-
-        consumer = LinesConsumer(topic, consumer_settings(kafka_broker.bootstrap, group, {}),
-                                 nothing, nothing)
-        consumer.start()
-        try:
-            return await _fetch_until(consumer, 2)
-        finally:
-            await consumer.close()
-
-    got = asyncio.run(main())
+    got = _read(kafka_broker.bootstrap, topic, group, 2)
     assert [(o, len(v)) for _p, o, v in got] == [(0, len(big)), (1, len(b"after"))]
 
 
