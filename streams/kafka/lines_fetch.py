@@ -59,16 +59,17 @@ FETCH_MAX_WAIT_MS = 100
 # With 8 MiB fetches and queue a worker held up to ~150,000 records (its peak RSS 200-250
 # MiB against aiokafka's 90, issue 30); with 1 MiB fetches and a 2 MiB queue ~30,000
 # (12.5 MiB of lz4 buffers and 9.7 MiB of librdkafka's records at the worker's peak,
-# heaptrack: peak RSS 105-110 MiB). Now a consume() takes ~2,200-4,400 records of that
-# topic (peak RSS 82-84 MiB), batches that small at the same CPU per line.
-MAX_PARTITION_FETCH_BYTES = 128 << 10  # a fetch takes at most this much of one partition
-FETCH_MAX_BYTES = 256 << 10            # ... and of all partitions together
+# heaptrack: peak RSS 105-110 MiB). Now a consume() takes ~6,500-14,000 records of that
+# topic (peak RSS 89-93 MiB) at the same CPU a line within the bench's noise. Half these
+# (~2,200 a consume) gave 82-85 MiB, but up to 16 % more CPU a line: batches that small.
+MAX_PARTITION_FETCH_BYTES = 256 << 10  # a fetch takes at most this much of one partition
+FETCH_MAX_BYTES = 512 << 10            # ... and of all partitions together
 # librdkafka raises fetch.max.bytes to at least message.max.bytes (a consumer's too,
 # default 1,000,000), so it is lowered with it; the consumer sends no record. A record
 # batch larger than the fetch is still fetched whole (KIP-74), so a large batch of
 # rsyslog's is read, not refused.
 MESSAGE_MAX_BYTES = FETCH_MAX_BYTES
-PREFETCH_MAX_KBYTES = 256              # librdkafka's queue of fetched records, per consumer
+PREFETCH_MAX_KBYTES = 512              # librdkafka's queue of fetched records, per consumer
 # A full queue is looked at again after this long: librdkafka's default (1 s) left the
 # worker waiting on a queue this small, at half its rate (bench_worker, issue 30).
 FETCH_QUEUE_BACKOFF_MS = 10
