@@ -53,12 +53,23 @@ FETCH_MAX_WAIT_MS = 100
 # The prefetch: what librdkafka holds of records fetched and not yet consumed. Each costs
 # it some 470 bytes beyond its payload (~220 bytes a worker envelope), and its queue is
 # bounded by payload only (queued.max.messages.kbytes), overshot by the fetches under way.
-# With 8 MiB fetches and queue a worker held up to ~150,000 records (7 batches, ~100 MiB:
-# its peak RSS 200-250 MiB against aiokafka's 90, issue 30). Now it holds about a batch:
-# in bench_worker's topic at most ~7 MiB of payload (~34,000 records) was queued.
-MAX_PARTITION_FETCH_BYTES = 512 << 10  # a fetch takes at most this much of one partition
-FETCH_MAX_BYTES = 1 << 20             # ... and of all partitions together
-PREFETCH_MAX_KBYTES = 2 << 10         # librdkafka's queue of fetched records, per consumer
+# Both bounds count the bytes as fetched, compressed: a topic written with lz4 (as
+# rsyslog/dpmstream.conf's omkafka and bench_worker's write it) holds ~4x that
+# decompressed, each record batch's buffer kept whole while one record of it is queued.
+# With 8 MiB fetches and queue a worker held up to ~150,000 records (its peak RSS 200-250
+# MiB against aiokafka's 90, issue 30); with 1 MiB fetches and a 2 MiB queue ~30,000
+# (12.5 MiB of lz4 buffers and 9.7 MiB of librdkafka's records at the worker's peak,
+# heaptrack: peak RSS 105-110 MiB). Now a consume() takes ~6,500-14,000 records of that
+# topic (peak RSS 89-93 MiB) at the same CPU a line within the bench's noise. Half these
+# (~2,200 a consume) gave 82-85 MiB, but up to 16 % more CPU a line: batches that small.
+MAX_PARTITION_FETCH_BYTES = 256 << 10  # a fetch takes at most this much of one partition
+FETCH_MAX_BYTES = 512 << 10            # ... and of all partitions together
+# librdkafka raises fetch.max.bytes to at least message.max.bytes (a consumer's too,
+# default 1,000,000), so it is lowered with it; the consumer sends no record. A record
+# batch larger than the fetch is still fetched whole (KIP-74), so a large batch of
+# rsyslog's is read, not refused.
+MESSAGE_MAX_BYTES = FETCH_MAX_BYTES
+PREFETCH_MAX_KBYTES = 512              # librdkafka's queue of fetched records, per consumer
 # A full queue is looked at again after this long: librdkafka's default (1 s) left the
 # worker waiting on a queue this small, at half its rate (bench_worker, issue 30).
 FETCH_QUEUE_BACKOFF_MS = 10
@@ -89,7 +100,8 @@ def consumer_settings(bootstrap: str, group_id: str, security: dict) -> dict:
         "enable.auto.commit": False, "enable.auto.offset.store": False,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
         "max.partition.fetch.bytes": MAX_PARTITION_FETCH_BYTES,
-        "fetch.max.bytes": FETCH_MAX_BYTES, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
+        "fetch.max.bytes": FETCH_MAX_BYTES, "message.max.bytes": MESSAGE_MAX_BYTES,
+        "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
         "queued.max.messages.kbytes": PREFETCH_MAX_KBYTES,
         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,

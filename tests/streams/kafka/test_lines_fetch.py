@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from dpmstream.streams.kafka.lines_fetch import (PREFETCH_BOUND_BYTES, LinesConsumer,
-                                                 consumer_settings)
+from dpmstream.streams.kafka.lines_fetch import (FETCH_MAX_BYTES, PREFETCH_BOUND_BYTES,
+                                                 LinesConsumer, consumer_settings)
 from dpmstream.streams.kafka.worker import WorkerConfig
 from tests.worker_helpers import committed_offsets, produce
 
@@ -39,6 +39,23 @@ async def _fetch_until(consumer, want: int, stop_after=None) -> list[tuple[int, 
         for p, records in (await consumer.fetch(1000, 0.2)).items():
             got += [(p, r.offset, r.value) for r in records]
     return got
+
+
+def _read(bootstrap: str, topic: str, group: str, want: int) -> list[tuple[int, int, bytes]]:
+    """_fetch_until's records, read by a consumer of its own in `group` that takes every
+    partition from its start."""
+    async def main():
+        async def nothing(ps):
+            pass
+
+        consumer = LinesConsumer(topic, consumer_settings(bootstrap, group, {}), nothing, nothing)
+        consumer.start()
+        try:
+            return await _fetch_until(consumer, want)
+        finally:
+            await consumer.close()
+
+    return asyncio.run(main())
 
 
 def test_a_partition_taken_starts_where_its_take_seeks_and_no_offset_is_committed(kafka_broker):
@@ -96,21 +113,8 @@ def test_only_committed_transactions_lines_are_fetched(kafka_broker):
         finally:
             await producer.stop()
 
-    async def main():
-        await write()
-
-        async def nothing(ps):
-            pass
-
-        consumer = LinesConsumer(topic, consumer_settings(kafka_broker.bootstrap, group, {}),
-                                 nothing, nothing)
-        consumer.start()
-        try:
-            return await _fetch_until(consumer, 1)
-        finally:
-            await consumer.close()
-
-    got = asyncio.run(main())
+    asyncio.run(write())
+    got = _read(kafka_broker.bootstrap, topic, group, 1)
     assert [v for _p, _o, v in got] == [b"committed"]
 
 
@@ -159,6 +163,19 @@ def test_a_consumer_that_stops_taking_records_prefetches_a_bounded_amount(kafka_
     most = max(size for _cnt, size in queued)
     assert 0 < most <= PREFETCH_BOUND_BYTES, \
         f"prefetched {most:,} bytes of a {TOPIC_BYTES:,}-byte topic"
+
+
+def test_a_record_larger_than_a_fetch_is_read_whole_with_the_records_after_it(kafka_broker):
+    """The consumer's fetches are small (FETCH_MAX_BYTES, message.max.bytes lowered with
+    it): a record batch larger than a fetch, as rsyslog's producer may write one (the
+    broker takes up to 1 MiB), is still fetched whole, not refused or skipped."""
+    topic, group = f"lf-{uuid.uuid4().hex[:8]}", f"lf-group-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topics([topic], partitions=1)
+    big = b"x" * (FETCH_MAX_BYTES * 3 // 2)   # under the broker's 1 MiB, over a fetch
+    produce(kafka_broker.bootstrap, topic, [(b"head01", big)], chunk=1)
+    produce(kafka_broker.bootstrap, topic, [(b"head01", b"after")], chunk=1)
+    got = _read(kafka_broker.bootstrap, topic, group, 2)
+    assert [(o, len(v)) for _p, o, v in got] == [(0, len(big)), (1, len(b"after"))]
 
 
 def test_a_consumes_records_are_grouped_by_partition_in_offset_order_errors_apart(kafka_broker):
