@@ -12,7 +12,7 @@ from dpmstream.commands.common import (
     setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
-from dpmstream.streams.kafka.gc_pace import relaxed_gc
+from dpmstream.streams.gc_pace import relaxed_gc
 from dpmstream.streams.progress import Progress
 
 

@@ -33,7 +33,7 @@ from aiokafka.errors import KafkaError
 
 from dpmstream.parsers.dome_merge import HORIZON_MS, MAX_HELD
 from dpmstream.parsers.settings import ReassemblySettings
-from dpmstream.streams.kafka.gc_pace import relaxed_gc
+from dpmstream.streams.gc_pace import relaxed_gc
 from dpmstream.streams.kafka.lines_fetch import LinesConsumer, consumer_settings
 from dpmstream.streams.kafka.malloc_arenas import compact_arenas
 from dpmstream.streams.kafka.log_pace import flush_installed

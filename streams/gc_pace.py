@@ -1,4 +1,4 @@
-"""The garbage collector's pace while a worker runs.
+"""The garbage collector's pace while a long pass runs (the Kafka worker, `report`).
 
 Each Kafka record the worker reads becomes several short-lived container objects (the
 consumer's record, the decoded envelope), all freed within the batch. CPython collects
@@ -6,6 +6,8 @@ its youngest generation every 700 net allocations, so a 20,000-record batch ran 
 collections, and every tenth of those also walked the older generation: 8 to 10 % of the
 worker's CPU time in bench/bench_worker.py. Collecting every 50,000 allocations instead
 keeps the same cycles collectable (gen0 holds a few MB at most) at a fraction of the cost.
+`report` makes short-lived containers by the thousand beside the records it keeps, and
+takes the same pace (dpmstream/commands/report.py).
 
     with relaxed_gc():
         await worker_loop()

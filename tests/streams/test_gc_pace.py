@@ -5,7 +5,7 @@ import weakref
 
 import pytest
 
-from dpmstream.streams.kafka.gc_pace import relaxed_gc
+from dpmstream.streams.gc_pace import relaxed_gc
 
 
 @pytest.fixture
