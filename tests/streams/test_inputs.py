@@ -392,7 +392,7 @@ def test_split_parts_gives_the_blocks_split_gives_of_the_parts_joined(seed, size
 def test_a_block_keeps_its_lines_after_the_parts_it_was_split_from_are_gone():
     # a block points into the read buffers rather than copying them: it must hold them
     parts = [b"one\ntw", memoryview(b"<o\nthree\nfo>")[1:-1], b"ur\n"]
-    blocks, _, _ = inputs_module.LineBlock.split_parts(parts, 3, True)
+    blocks, _, _ = LineBlock.split_parts(parts, 3, True)
     del parts
     assert [list(b) for b in blocks] == [[b"one\n", b"two\n", b"three\n"], [b"four\n"]]
 
@@ -400,7 +400,7 @@ def test_a_block_keeps_its_lines_after_the_parts_it_was_split_from_are_gone():
 @needs_blocks
 def test_a_part_that_could_change_under_its_blocks_is_refused():
     with pytest.raises(ValueError, match="read-only"):
-        inputs_module.LineBlock.split_parts([b"a\n", memoryview(bytearray(b"b\n"))], 8, True)
+        LineBlock.split_parts([b"a\n", memoryview(bytearray(b"b\n"))], 8, True)
 
 
 # -- fingerprint --------------------------------------------------------------------------
