@@ -150,15 +150,25 @@ def produce(bootstrap, topic, records, chunk=None, pause_s=0.0, until=None):
     asyncio.run(main())
 
 
+# How long a feeder's records last at the least while the kills go on (two workers'
+# start and a kill each, on a machine as loaded as CI's, ~20 on 2 cores), a chunk every
+# FEED_PAUSE_S.
+FEED_LASTS_S = 120.0
+FEED_PAUSE_S = 0.2
+
+
 def feeder_until_killed(bootstrap, topic, records, kills_done):
-    """A thread (not started) publishing `records` 300 at a time, a fifth of a second
-    apart, until `kills_done` (a threading.Event) is set, then the rest at once. Each
-    chunk is a commit or two for a kill to land in, for as long as the kills take: two
-    workers' start included. (1,500-record chunks a quarter second apart lasted ~3 s; in
-    CI a first worker took them all before its kill, and the second found no transaction
-    left to be killed in.)"""
+    """A thread (not started) publishing `records` a chunk a fifth of a second apart, the
+    chunks (300 records at the most) as small as makes them last FEED_LASTS_S, until
+    `kills_done` (a threading.Event) is set, then the rest at once. Each chunk is a commit
+    or two for a kill to land in, for as long as the kills take: two workers' start
+    included. (1,500-record chunks a quarter second apart lasted ~3 s: in CI a first
+    worker took them all before its kill. 300 a fifth of a second apart lasted ~23 s for
+    a DOME site's 35 k: in a loaded run a first round took 16 s, the second worker found
+    the rest published, took it in a burst, and no transaction was seen open.)"""
+    chunk = min(300, max(1, int(len(records) * FEED_PAUSE_S / FEED_LASTS_S)))
     return threading.Thread(target=produce, args=(bootstrap, topic, records),
-                            kwargs={"chunk": 300, "pause_s": 0.2, "until": kills_done})
+                            kwargs={"chunk": chunk, "pause_s": FEED_PAUSE_S, "until": kills_done})
 
 
 # How long a commit already sent may take to show (the broker writing its markers) on a
