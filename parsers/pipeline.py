@@ -636,9 +636,7 @@ class Source:
                 if latest > self._latest:
                     self._latest = self.latest_by_host[host] = latest
             elif parsed:  # rsyslog lines of another host, counted as _parse counts them
-                self.other_counts[(host, parser.daemon, "parsed")] += parsed
-                if latest > self.latest_by_host.get(host, -1):
-                    self.latest_by_host[host] = latest
+                self._count_elsewhere(host, parser.daemon, parsed, latest)
             pipeline._since_advance += nxt - i
             if pipeline._since_advance >= ADVANCE_EVERY:
                 pipeline.advance()
@@ -766,13 +764,18 @@ class Source:
                 if ts > self._latest:
                     self._latest = self.latest_by_host[host] = ts
             else:
-                self.other_counts[(host, ev[2], "parsed")] += 1
-                if ts > self.latest_by_host.get(host, -1):
-                    self.latest_by_host[host] = ts
+                self._count_elsewhere(host, ev[2], 1, ts)
             self._reassembler.feed(ev)
             if received_ms is not None:
                 self.pipeline.stats.latest_received_ms[host] = received_ms
         self.pipeline._line_done()
+
+    def _count_elsewhere(self, host: str, daemon: str, parsed: int, latest: int) -> None:
+        """`parsed` lines of another host than the source's (an rsyslog file's, a routed
+        daemon's), the latest at `latest`: counted by host, as the run's totals read them."""
+        self.other_counts[(host, daemon, "parsed")] += parsed
+        if latest > self.latest_by_host.get(host, -1):
+            self.latest_by_host[host] = latest
 
     def _count_unparsed(self, parser, line: str) -> None:
         """A line this source's own parser gave no event for: malformed (remembered),
