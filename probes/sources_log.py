@@ -36,6 +36,7 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 from datetime import datetime
 
 from dpmstream.parsers.clock import ClockError, load_zone, stream_reference
@@ -229,7 +230,9 @@ class LogSource:
         def keep(rec):  # what ended a window or more before the latest line is out
             ended = rec.get("ended")
             if ended is not None and ended > latest[0] - window_ms:
-                kept.append(rec)
+                counted = self._counted(rec, wanted)
+                if counted is not None:
+                    kept.append(counted)
 
         # The engine is replay's (parsers/engines.py): DPMSTREAM_ENGINE, else the compiled
         # one where built. Only the profile found is read: no other daemon's lines are
@@ -251,15 +254,14 @@ class LogSource:
             # per block (1 MiB, some 9,000 lines): event-time sweep, drop what is too old
             latest[0] = max(pipeline.stats.latest_event_ms.values(), default=-1)
             pipeline.advance()
-            while kept and kept[0]["ended"] <= latest[0] - window_ms:
+            while kept and kept[0].ended <= latest[0] - window_ms:
                 kept.popleft()
         self._count(pipeline.stats)
         if latest[0] < 0:
             raise SourceError(f"{self.path}: no line of its window could be parsed "
                               f"(profile {found.profile.name}; --profile to choose another)")
         pipeline.finish()
-        records = [r for r in kept if _finished_before_the_end(r)]
-        snap = self._snapshot(records, latest[0], wanted)
+        snap = self._snapshot(kept, latest[0], wanted)
         snap.age_s = time.time() - latest[0] / 1000.0  # "is it fresh now?": the wall clock
         snap.long_lines = t.long_lines
         snap.read_s = read_s
@@ -353,33 +355,46 @@ class LogSource:
             return self.year, month
         return stream_reference(self.path, int(mtime * 1000), zone)
 
-    def _snapshot(self, records: list[dict], end_ms: int, wanted: Wanted) -> Snapshot:
+    def _counted(self, rec: dict, wanted: Wanted) -> "_Request | _Call | None":
+        """What the window's answer reads of a record: a few values in a tuple, not the
+        record's dict (the window of a busy 1 GB log holds some 90,000 requests: as dicts
+        they were half the probe's memory). None for one that is never counted: another
+        host's, another operation's, an orphan, a request the end of the file forced out."""
+        host = rec.get("host")
+        if self.host and host != self.host_name and not self.host.fullmatch(str(host)):
+            return None  # (a native line's host is --host's text itself: it is selected)
+        if rec["kind"] == "call":
+            op, ms = rec.get("op"), rec.get("duration_ms")
+            if op in wanted.ns and ms is not None and self.ns_daemons.fullmatch(str(rec.get("daemon"))):
+                return _Call(rec["ended"], op, ms / 1000.0)
+            return _Call(rec["ended"], None, None)
+        if rec.get("started") is None and rec.get("accepted") is None:
+            return None  # orphan: began before what was read
+        if self.op and not self.op.fullmatch(str(rec.get("op"))):
+            return None
+        if rec["end_reason"] == BY_INPUT_END and rec["status"] != "success":
+            return None  # still in progress when the file ends (a get answered SUCCESS is over)
+        return _Request(rec["ended"], rec["status"],
+                        tuple(None if rec.get(field) is None else rec[field] / 1000.0
+                              for field, _ in PHASES))
+
+    def _snapshot(self, counted, end_ms: int, wanted: Wanted) -> Snapshot:
         snap = Snapshot(window_s=self.window_s, source=os.path.basename(self.path), end_ms=end_ms)
         begin_ms = end_ms - int(self.window_s * 1000)
         phase_values: dict[str, list[float]] = {phase: [] for _, phase in PHASES}
         ns_values: dict[str, list[float]] = {op: [] for op in wanted.ns}
-        for rec in records:
-            ended = rec.get("ended")
-            if ended is None or not begin_ms < ended <= end_ms:
+        for c in counted:
+            if not begin_ms < c.ended <= end_ms:
                 continue
-            host = rec.get("host")
-            if self.host and host != self.host_name and not self.host.fullmatch(str(host)):
-                continue  # (a native line's host is --host's text itself: it is selected)
-            if rec["kind"] == "call":
+            if type(c) is _Call:
                 snap.calls += 1
-                op = rec.get("op")
-                if op in ns_values and self.ns_daemons.fullmatch(str(rec.get("daemon"))) \
-                        and rec.get("duration_ms") is not None:
-                    ns_values[op].append(rec["duration_ms"] / 1000.0)
+                if c.ns_op is not None:
+                    ns_values[c.ns_op].append(c.seconds)
                 continue
-            if rec.get("started") is None and rec.get("accepted") is None:
-                continue  # orphan: began before what was read
-            if self.op and not self.op.fullmatch(str(rec.get("op"))):
-                continue
-            snap.by_status[rec["status"]] = snap.by_status.get(rec["status"], 0) + 1
-            for field, phase in PHASES:
-                if rec.get(field) is not None:
-                    phase_values[phase].append(rec[field] / 1000.0)
+            snap.by_status[c.status] = snap.by_status.get(c.status, 0) + 1
+            for (_, phase), seconds in zip(PHASES, c.phases):
+                if seconds is not None:
+                    phase_values[phase].append(seconds)
         for phase, values in phase_values.items():
             values.sort()
             for q in wanted.phase_quantiles:
@@ -391,12 +406,20 @@ class LogSource:
         return snap
 
 
-def _finished_before_the_end(rec: dict) -> bool:
-    """Whether a record is over: of the requests the end of the file forces out, only a
-    get already answered SUCCESS is; everything else is still in progress (a call still
-    open has no end: it is left out by its window)."""
-    return (rec["kind"] != "request" or rec["end_reason"] != BY_INPUT_END
-            or rec["status"] == "success")
+class _Request(NamedTuple):
+    """A finished request as the window counts it: its status and phases (seconds, None
+    where the record has none, in PHASES' order)."""
+    ended: int
+    status: str
+    phases: tuple
+
+
+class _Call(NamedTuple):
+    """A finished call: counted, and its duration (seconds) when it is a name-server
+    operation whose quantiles are wanted (ns_op), else None."""
+    ended: int
+    ns_op: str | None
+    seconds: float | None
 
 
 def measure_log(path: str, stats: tail.TailStats, deadline: float | None, measure) -> Snapshot:
