@@ -36,7 +36,6 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import NamedTuple
 from datetime import datetime
 
 from dpmstream.parsers.clock import ClockError, load_zone, stream_reference
@@ -254,7 +253,7 @@ class LogSource:
             # per block (1 MiB, some 9,000 lines): event-time sweep, drop what is too old
             latest[0] = max(pipeline.stats.latest_event_ms.values(), default=-1)
             pipeline.advance()
-            while kept and kept[0].ended <= latest[0] - window_ms:
+            while kept and kept[0][0] <= latest[0] - window_ms:
                 kept.popleft()
         self._count(pipeline.stats)
         if latest[0] < 0:
@@ -355,44 +354,46 @@ class LogSource:
             return self.year, month
         return stream_reference(self.path, int(mtime * 1000), zone)
 
-    def _counted(self, rec: dict, wanted: Wanted) -> "_Request | _Call | None":
-        """What the window's answer reads of a record: a few values in a tuple, not the
-        record's dict (the window of a busy 1 GB log holds some 90,000 requests: as dicts
-        they were half the probe's memory). None for one that is never counted: another
-        host's, another operation's, an orphan, a request the end of the file forced out."""
+    def _counted(self, rec: dict, wanted: Wanted) -> tuple | None:
+        """What the window's answer reads of a record, in a plain tuple (the cheapest to
+        make), not the record's dict (the window of a busy 1 GB log holds some 90,000
+        requests: as dicts they were half the probe's memory): a call's (end ms, the
+        name-server operation whose quantiles are wanted or None, its seconds or None), a
+        request's (end ms, status, then each of PHASES in seconds, None where it has none). None for one that is never counted: another host's, another
+        operation's, an orphan, a request the end of the file forced out."""
         host = rec.get("host")
         if self.host and host != self.host_name and not self.host.fullmatch(str(host)):
             return None  # (a native line's host is --host's text itself: it is selected)
         if rec["kind"] == "call":
             op, ms = rec.get("op"), rec.get("duration_ms")
             if op in wanted.ns and ms is not None and self.ns_daemons.fullmatch(str(rec.get("daemon"))):
-                return _Call(rec["ended"], op, ms / 1000.0)
-            return _Call(rec["ended"], None, None)
+                return rec["ended"], op, ms / 1000.0
+            return rec["ended"], None, None
         if rec.get("started") is None and rec.get("accepted") is None:
             return None  # orphan: began before what was read
         if self.op and not self.op.fullmatch(str(rec.get("op"))):
             return None
         if rec["end_reason"] == BY_INPUT_END and rec["status"] != "success":
             return None  # still in progress when the file ends (a get answered SUCCESS is over)
-        return _Request(rec["ended"], rec["status"],
-                        tuple(None if rec.get(field) is None else rec[field] / 1000.0
-                              for field, _ in PHASES))
+        return (rec["ended"], rec["status"],
+                *[None if rec.get(field) is None else rec[field] / 1000.0 for field, _ in PHASES])
 
     def _snapshot(self, counted, end_ms: int, wanted: Wanted) -> Snapshot:
         snap = Snapshot(window_s=self.window_s, source=os.path.basename(self.path), end_ms=end_ms)
         begin_ms = end_ms - int(self.window_s * 1000)
         phase_values: dict[str, list[float]] = {phase: [] for _, phase in PHASES}
         ns_values: dict[str, list[float]] = {op: [] for op in wanted.ns}
-        for c in counted:
-            if not begin_ms < c.ended <= end_ms:
+        for entry in counted:
+            if not begin_ms < entry[0] <= end_ms:
                 continue
-            if type(c) is _Call:
+            if len(entry) == 3:  # a call
+                _, ns_op, seconds = entry
                 snap.calls += 1
-                if c.ns_op is not None:
-                    ns_values[c.ns_op].append(c.seconds)
+                if ns_op is not None:
+                    ns_values[ns_op].append(seconds)
                 continue
-            snap.by_status[c.status] = snap.by_status.get(c.status, 0) + 1
-            for (_, phase), seconds in zip(PHASES, c.phases):
+            snap.by_status[entry[1]] = snap.by_status.get(entry[1], 0) + 1
+            for (_, phase), seconds in zip(PHASES, entry[2:]):
                 if seconds is not None:
                     phase_values[phase].append(seconds)
         for phase, values in phase_values.items():
@@ -405,21 +406,6 @@ class LogSource:
                 snap.ns[(op, q)] = nearest_rank(values, q)
         return snap
 
-
-class _Request(NamedTuple):
-    """A finished request as the window counts it: its status and phases (seconds, None
-    where the record has none, in PHASES' order)."""
-    ended: int
-    status: str
-    phases: tuple
-
-
-class _Call(NamedTuple):
-    """A finished call: counted, and its duration (seconds) when it is a name-server
-    operation whose quantiles are wanted (ns_op), else None."""
-    ended: int
-    ns_op: str | None
-    seconds: float | None
 
 
 def measure_log(path: str, stats: tail.TailStats, deadline: float | None, measure) -> Snapshot:
