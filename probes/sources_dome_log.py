@@ -304,9 +304,9 @@ class DomeLogSource:
     def _read(self, logs: list[_NodeLog], fraction: float, wanted: Wanted) -> _Read:
         """The lines of `fraction` of each log's span to its end, the logs side by side in
         event time through one pipeline."""
-        records: list[dict] = []
+        counted = _Counted(self.host)
         pipeline = Pipeline(lambda record: None, ReassemblySettings(timeout_s=self.timeout_s),
-                            on_dome_record=records.append)
+                            on_dome_record=counted.add)
         lanes, first = [], []
         for log in logs:
             start = log.start if fraction >= 1 else \
@@ -325,7 +325,7 @@ class DomeLogSource:
             feed_side_by_side(lanes, lambda lane, limit: lane.feed_until(limit))
         except tail.DeadlineExceeded:
             cut = True
-        done = len(records)
+        counted.at_the_end = True
         pipeline.finish()
         end_ms = max((t for src in pipeline.sources.values() for t in src.latest_by_host.values()),
                      default=-1)
@@ -334,7 +334,7 @@ class DomeLogSource:
                 raise tail.DeadlineExceeded("no DOME line parsed yet")
             raise SourceError(f"{self.path}: no line of the window could be parsed "
                               f"(profile {logs[0].profile.name}; --profile to choose another)")
-        snap = self._snapshot(records[:done], records[done:], end_ms, wanted, cut)
+        snap = self._snapshot(counted, end_ms, wanted, cut)
         snap.long_lines = sum(log.stats.long_lines for log in logs)
         self.engine = pipeline.dome_engine
         return _Read(snap, sum(log.stats.lines_read for log in logs),
@@ -342,42 +342,26 @@ class DomeLogSource:
                      max(first) if len(first) == len(logs) else None, cut,
                      [replace(log.stats) for log in logs])
 
-    def _snapshot(self, records: list[dict], forced: list[dict], end_ms: int,
-                  wanted: Wanted, cut: bool) -> Snapshot:
+    def _snapshot(self, counted: "_Counted", end_ms: int, wanted: Wanted, cut: bool) -> Snapshot:
         snap = Snapshot(window_s=self.window_s,
                         source=", ".join(os.path.basename(p) for p in self.paths),
                         end_ms=end_ms, dome=True)
         begin_ms = end_ms - int(self.window_s * 1000)
         durations: list[int] = []
         whole = 0
-        capacity: dict = {}
-        fs_state: dict = {}
-        roles = {rec.get("role") for rec in records + forced if rec["kind"] == "dome_call"}
-        # What the end of the logs forces out is in progress, but a capacity or filesystem
-        # line is a state whenever it comes, and a put whose putdone was answered is over.
-        for rec in records + [r for r in forced if _over_at_the_end(r)]:
-            kind = rec["kind"]
-            if kind == "dome_capacity":
-                capacity[(rec["host"], rec["fs"])] = rec
+        roles = counted.roles
+        for entry in counted.entries:
+            if not begin_ms < entry[0] <= end_ms:
                 continue
-            if kind == "dome_fs_event":
-                fs_state[(rec["server"], rec["fs"])] = rec["event"]
-                continue
-            ended = dome_records.event_ms(rec)  # its end; a cut call's start
-            if ended is None or not begin_ms < ended <= end_ms:
-                continue
-            host = rec.get("host" if kind == "dome_call" else "head")
-            if self.host and not self.host.fullmatch(str(host)):
-                continue
-            if kind == "dome_call":
-                cls = dome_records.code_class(rec.get("http_code"))
+            if len(entry) == 4:  # a call
+                _, cls, whole_seconds, duration = entry
                 snap.calls_by_class[cls] = snap.calls_by_class.get(cls, 0) + 1
-                if rec.get("whole_seconds"):
+                if whole_seconds:
                     whole += 1
-                elif rec.get("duration") is not None:
-                    durations.append(rec["duration"])
-            elif kind == "dome_put":
-                snap.by_status[rec["status"]] = snap.by_status.get(rec["status"], 0) + 1
+                elif duration is not None:
+                    durations.append(duration)
+            else:  # a put
+                snap.by_status[entry[1]] = snap.by_status.get(entry[1], 0) + 1
         snap.calls = sum(snap.calls_by_class.values())
         snap.whole_seconds = whole > 0 and not durations
         if cut:
@@ -391,10 +375,9 @@ class DomeLogSource:
         for q in wanted.dome_call_quantiles:
             value = nearest_rank(durations, q)
             snap.dome_call[q] = None if value is None else value / 1000.0
-        known = set(capacity) | set(fs_state)
-        if known:
-            snap.fs_disabled = sum(1 for event in fs_state.values() if event == "disabled")
-        sizes = [(r["free"], r["phys"]) for r in capacity.values() if r.get("free") is not None]
+        if counted.capacity or counted.fs_state:
+            snap.fs_disabled = sum(1 for event in counted.fs_state.values() if event == "disabled")
+        sizes = [size for size in counted.capacity.values() if size is not None]
         if sizes:
             snap.fs_free_bytes = float(min(free for free, _ in sizes))
             ratios = [free / phys for free, phys in sizes if phys]
@@ -415,6 +398,51 @@ def log_paths(given: list[str]) -> list[str]:
             matched = [text]
         paths += [path for path in matched if path not in paths]
     return paths
+
+
+class _Counted:
+    """What the window's answer reads of each DOME record, taken as the pipeline emits it:
+    a call's or a put's few values in a tuple (not the record's dict: a day of a
+    busy site is hundreds of thousands of calls), each filesystem's latest state and
+    capacity. Records of another host than --host's are left out; once `at_the_end` is
+    set (the end of the logs forcing out what is open), only those over all the same."""
+
+    def __init__(self, host: re.Pattern | None) -> None:
+        self.host = host
+        self.at_the_end = False
+        self.roles: set = set()  # the node roles whose calls were read (head, disk)
+        # In the order emitted, plain tuples (the cheapest to make): a call's (end or cut
+        # call's start ms, code class 2xx..5xx or none, stamps in whole seconds (no
+        # duration measured), duration ms or None), a put's (end ms, status).
+        self.entries: list[tuple] = []
+        self.capacity: dict = {}  # (host, fs) -> (free, phys) of its latest line, None without free
+        self.fs_state: dict = {}  # (server, fs) -> its latest event
+
+    def add(self, rec: dict) -> None:
+        kind = rec["kind"]
+        if kind == "dome_call":
+            self.roles.add(rec.get("role"))
+        if self.at_the_end and not _over_at_the_end(rec):
+            return
+        # A capacity or filesystem line is a state whenever it comes.
+        if kind == "dome_capacity":
+            free = rec.get("free")
+            self.capacity[(rec["host"], rec["fs"])] = None if free is None else (free, rec["phys"])
+            return
+        if kind == "dome_fs_event":
+            self.fs_state[(rec["server"], rec["fs"])] = rec["event"]
+            return
+        ended = dome_records.event_ms(rec)  # its end; a cut call's start
+        if ended is None:
+            return
+        host = rec.get("host" if kind == "dome_call" else "head")
+        if self.host and not self.host.fullmatch(str(host)):
+            return
+        if kind == "dome_call":
+            self.entries.append((ended, dome_records.code_class(rec.get("http_code")),
+                                 bool(rec.get("whole_seconds")), rec.get("duration")))
+        elif kind == "dome_put":
+            self.entries.append((ended, rec["status"]))
 
 
 def _over_at_the_end(rec: dict) -> bool:
