@@ -1,4 +1,4 @@
-"""The garbage collector's pace while a long pass runs (the Kafka worker, `report`).
+"""The garbage collector's pace while a long pass runs (the Kafka worker, `report`, `whatif`).
 
 Each Kafka record the worker reads becomes several short-lived container objects (the
 consumer's record, the decoded envelope), all freed within the batch. CPython collects
@@ -9,6 +9,7 @@ keeps the same cycles collectable (gen0 holds a few MB at most) at a fraction of
 `report` makes short-lived containers by the thousand beside the records it keeps, and
 takes the same pace (dpmstream/commands/report.py); it also freezes the records once read
 (gc.freeze), inside thawed_after(), which puts them back in the collections at its end.
+`whatif` keeps its records and calibrates and runs the model beside them: the same pace.
 
     with relaxed_gc():
         await worker_loop()
