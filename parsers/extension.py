@@ -9,7 +9,8 @@ is read at each call, so a module asks at the moment it chooses: at import for a
 made once a process (records.py's formatting; tests turn it off in a fresh process), at
 each construction for one that tests turn off mid-process (monkeypatch.setenv; fastpath,
 the sinks, inputs). It imports nothing but the extension, so asking adds nothing to a
-module's start-up (tests/commands/test_replay_startup.py).
+module's start-up (tests/commands/test_replay_startup.py). DPMSTREAM_REQUIRE_NATIVE (set by
+`make check` where cargo is) makes a name asked as `required` an error when missing.
 
 parsers/compiled_reassembly.py and compiled_dome.py import the extension unconditionally:
 they are its twins of the Python engines, and engines.py decides whether to load them.
@@ -25,8 +26,15 @@ except ImportError:  # not built: pure Python
     _native = None
 
 
-def compiled(name: str):
-    """The extension's `name`, or None: not built, built without it, or turned off."""
-    if _native is None or os.environ.get("DPMSTREAM_PURE_PYTHON"):
-        return None
-    return getattr(_native, name, None)
+def compiled(name: str, required: str | None = None):
+    """The extension's `name`, or None: not built, built without it, or turned off.
+    `required`: what the name is, for a module whose Python fallback would hide a failed
+    build (simulator/native_model.py): with DPMSTREAM_REQUIRE_NATIVE set, the name
+    missing (not turned off) is then a RuntimeError that says so, not None."""
+    off = os.environ.get("DPMSTREAM_PURE_PYTHON")
+    found = None if _native is None or off else getattr(_native, name, None)
+    if found is None and required is not None and not off \
+            and os.environ.get("DPMSTREAM_REQUIRE_NATIVE"):
+        raise RuntimeError(f"DPMSTREAM_REQUIRE_NATIVE is set but {required} "
+                           f"(dpmstream.parsers._native.{name}) is not built")
+    return found

@@ -194,15 +194,18 @@ class LineParser:
 
     def _remember_prefixed(self, rtime: str, stamp: tuple, base: int) -> None:
         """The epoch ms of a whole second behind an rsyslog prefix, for the rsyslog twin:
-        the same for every line of that stamp whose prefix has the same context."""
-        context = rsyslog_context(rtime)
-        if context is None or not all(len(t) == 2 for t in stamp):
+        the same for every line of that stamp whose prefix has the same context, the part
+        of the receive time `rtime` this code reads the stamp by (prefix_year's year and
+        month, the offset stated). The twin cuts the context from `rtime` itself, as from
+        each line it scans (native/src/scan.rs, context_parts): one cut, not two to pin
+        equal. The pure-Python path needs none: it reads every line's prefix whole."""
+        if not all(len(t) == 2 for t in stamp):
             return
         if not self._twin_tried:
             self._twin_tried = True
             self._prefixed = self._rsyslog_twin()
         if self._prefixed is not None:
-            self._prefixed.remember_in(context, second_key(*stamp), base)
+            self._prefixed.remember_in(rtime, second_key(*stamp), base)
 
     def _rsyslog_twin(self):
         """The rsyslog form's compiled twin, or None (no native one, or refused)."""
@@ -279,17 +282,6 @@ class LineParser:
 def prefix_year(rtime: str, month: int) -> int:
     """The year of a stamp of `month` behind the rsyslog prefix time `rtime`: the nearest."""
     return nearest_year(int(rtime[:4]), int(rtime[5:7]), month)
-
-
-def rsyslog_context(rtime: str) -> str | None:
-    """What reading a stamp behind an rsyslog prefix takes from its receive time: the
-    year and month (prefix_year) and the offset stated (`Z` or `+hh:mm`,
-    rfc3339_offset_minutes); None for a time too short to have them. The compiled twin
-    (native/src/scan.rs, context_parts) cuts the same text from a line."""
-    tail = 1 if rtime[-1:] in ("Z", "z") else 6
-    if len(rtime) < 7 + tail:
-        return None
-    return rtime[:7] + rtime[-tail:]
 
 
 def second_key(month: str, day: str, hour: str, minute: str, second: str) -> int:

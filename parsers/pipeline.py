@@ -690,19 +690,28 @@ class Source:
         return i
 
     def _count_dome_chunk(self, chunk) -> None:
-        """What a chunk of DOME lines read, counted as _parse_dome counts each line."""
+        """What a chunk of DOME lines read, counted as _parse_dome counts each line (both
+        through _count_dome_parsed)."""
         self.n_unmatched += chunk.unmatched
         if chunk.foreign:
             self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += chunk.foreign
         for host, parsed, latest in chunk.hosts:  # each line names its node
-            if host == self.host:
-                self.n_parsed += parsed
-            else:
-                self.other_counts[(host, DOME_DAEMON, "parsed")] += parsed
-            if latest > self.latest_by_host.get(host, -1):
-                self.latest_by_host[host] = latest
+            self._count_dome_parsed(host, parsed, latest)
         if chunk.latest > self._latest:
             self._latest = chunk.latest
+
+    def _count_dome_parsed(self, host: str, parsed: int, latest: int) -> None:
+        """`parsed` DOME lines of `host`, the latest at `latest` (one line's, or a chunk's
+        of that host). Another host's are counted as a DPM source's are (_count_elsewhere).
+        The source's own host's differ from _parse's: a DOME file holds several nodes'
+        lines, so _latest (the source's position) is the latest of them all, kept by the
+        caller, and the own host's latest is tracked in latest_by_host apart from it."""
+        if host == self.host:
+            self.n_parsed += parsed
+            if latest > self.latest_by_host.get(host, -1):
+                self.latest_by_host[host] = latest
+        else:
+            self._count_elsewhere(host, DOME_DAEMON, parsed, latest)
 
     def _feed_events(self, lines: list, i: int, limit: int | None, n: int) -> int:
         fast = self.parser._fast
@@ -772,7 +781,8 @@ class Source:
 
     def _count_elsewhere(self, host: str, daemon: str, parsed: int, latest: int) -> None:
         """`parsed` lines of another host than the source's (an rsyslog file's, a routed
-        daemon's), the latest at `latest`: counted by host, as the run's totals read them."""
+        daemon's, a DOME file's other nodes'), the latest at `latest`: counted by host, as
+        the run's totals read them."""
         self.other_counts[(host, daemon, "parsed")] += parsed
         if latest > self.latest_by_host.get(host, -1):
             self.latest_by_host[host] = latest
@@ -800,14 +810,9 @@ class Source:
             self._count_unparsed(parser, line)
         else:
             ts, host = ev.ts, ev.host  # each line names its node (the syslog envelope)
-            if host == self.host:
-                self.n_parsed += 1
-            else:
-                self.other_counts[(host, DOME_DAEMON, "parsed")] += 1
+            self._count_dome_parsed(host, 1, ts)
             if ts > self._latest:
                 self._latest = ts
-            if ts > self.latest_by_host.get(host, -1):
-                self.latest_by_host[host] = ts
             self.pipeline._feed_dome(ev)
             if received_ms is not None:
                 self.pipeline.stats.latest_received_ms[host] = received_ms

@@ -15,7 +15,6 @@ extension an error instead of a fallback.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 from dpmstream.parsers import extension
 from dpmstream.simulator.config import SimConfig
@@ -24,14 +23,10 @@ from dpmstream.simulator.service import Dist, Empirical
 
 
 def available() -> bool:
-    """Whether model runs use the compiled model (where the config allows)."""
-    if extension.compiled("run_model") is not None:
-        return True
-    # None: turned off (DPMSTREAM_PURE_PYTHON, no error) or not built
-    if os.environ.get("DPMSTREAM_REQUIRE_NATIVE") and not os.environ.get("DPMSTREAM_PURE_PYTHON"):
-        raise RuntimeError("DPMSTREAM_REQUIRE_NATIVE is set but the compiled model "
-                           "(dpmstream.parsers._native.run_model) is not built")
-    return False
+    """Whether model runs use the compiled model (where the config allows). Required: the
+    Python model gives the same predictions, only slower, so a failed build would pass
+    unseen (DPMSTREAM_REQUIRE_NATIVE makes it an error, extension.compiled)."""
+    return extension.compiled("run_model", required="the compiled model") is not None
 
 
 def unsupported(cfg: SimConfig) -> str | None:

@@ -225,6 +225,27 @@ def test_the_rsyslog_drop_in_generator_names_the_topic_alike(spelling, capsys):
     assert 'topic="site.lines"' in capsys.readouterr().out
 
 
+def test_what_is_alive_when_the_process_ends_is_frozen_out_of_its_last_collections():
+    # A fresh interpreter: its exit hook, registered before main, runs after main's
+    # (atexit runs them last in, first out) and sees what the interpreter's last
+    # collections will: frozen then, not when main returned (an in-process caller keeps
+    # its collections), and once however many times main ran (gc.freeze counted).
+    probe = ("import atexit, contextlib, gc, io\n"
+             "calls, real = [], gc.freeze\n"
+             "def freeze():\n"
+             "    calls.append(1)\n"
+             "    real()\n"
+             "gc.freeze = freeze\n"
+             "atexit.register(lambda: print('at exit', len(calls), gc.get_freeze_count() > 0))\n"
+             "from dpmstream.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    codes = [main([]), main([])]\n"
+             "print('after main', codes, len(calls), gc.get_freeze_count() > 0)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.splitlines() == ["after main [2, 2] 0 False", "at exit 1 True"], done.stderr
+
+
 def test_top_level_help_lists_every_command_without_importing_any_of_them():
     # A fresh interpreter, as a user's: `dpmstream --help` (and a name that is no command)
     # shows each command's name and help line from cli.COMMANDS, not from its module.

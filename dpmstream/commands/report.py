@@ -12,7 +12,7 @@ from dpmstream.commands.common import (
     setup_logging,
 )
 from dpmstream.streams.inputs import InputError, describe
-from dpmstream.streams.gc_pace import relaxed_gc
+from dpmstream.streams.gc_pace import relaxed_gc, thawed_after
 from dpmstream.streams.progress import Progress
 
 
@@ -60,8 +60,9 @@ def run(args) -> int:
     # on the thesis log, replay's own 39 M). So the young generation is collected at the
     # worker's pace, and the records, once read, are frozen out of the collections
     # (_write_page): reference counts still free them; a cycle among them waits for the
-    # process's end, where a command's memory goes anyway.
-    with relaxed_gc():
+    # page's end, where they are thawed (thawed_after: a caller in this process keeps
+    # no frozen objects).
+    with relaxed_gc(), thawed_after():
         return _write_page(args)
 
 

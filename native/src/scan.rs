@@ -114,14 +114,21 @@ struct Prefix {
 }
 
 /// The part of an rsyslog receive time its stamp's reading depends on: the year and month
-/// (the stamp's year is the nearest to them) and the stated offset (`Z` or `+hh:mm`).
-/// lines.py's rsyslog_context says the same of the same text; None: too short to say.
+/// (lines.py's prefix_year: the stamp's year is the nearest to them) and the stated
+/// offset (`Z` or `+hh:mm`, rfc3339_offset_minutes). Cut here alone, both from the line
+/// scanned (prefix_known) and from the receive time Python hands to remember_in; None:
+/// too short to say.
 fn context_parts(rtime: &[u8]) -> Option<(&[u8], &[u8])> {
     let tail = if matches!(rtime.last(), Some(b'Z' | b'z')) { 1 } else { 6 };
     if rtime.len() < 7 + tail {
         return None;
     }
     Some((&rtime[..7], &rtime[rtime.len() - tail..]))
+}
+
+/// Whether the context cut as (`ym`, `offset`) is `known` (Prefix.context, both joined).
+fn is_context(known: &[u8], ym: &[u8], offset: &[u8]) -> bool {
+    known.len() == ym.len() + offset.len() && known[..ym.len()] == *ym && known[ym.len()..] == *offset
 }
 
 /// The marked alternation split by the message's first byte: each pattern holds the
@@ -370,8 +377,7 @@ impl FastLines {
         let Some((ym, offset)) = context_parts(&bytes[a..b]) else {
             return false;
         };
-        let known = &prefix.context;
-        known.len() == ym.len() + offset.len() && known[..ym.len()] == *ym && known[ym.len()..] == *offset
+        is_context(&prefix.context, ym, offset)
     }
 
     /// Whether the line scan() took last names a host of its own in its rsyslog prefix
@@ -768,15 +774,21 @@ impl FastLines {
     }
 
     /// remember() for the rsyslog form's twin: the second of a line whose prefix's receive
-    /// time has `context` (lines.py's rsyslog_context); the seconds of another are forgotten.
-    fn remember_in(&mut self, context: &str, key: u64, base_ms: i64) -> PyResult<()> {
+    /// time is `rtime`; the seconds remembered under another context (context_parts) are
+    /// forgotten. A time too short to have a context remembers nothing: prefix_known takes
+    /// no line of it.
+    fn remember_in(&mut self, rtime: &str, key: u64, base_ms: i64) -> PyResult<()> {
         let Some(prefix) = self.rsyslog.as_ref() else {
             return Err(PyValueError::new_err("remember_in is for the rsyslog form's twin"));
         };
-        if prefix.context != context.as_bytes() {
+        let Some((ym, offset)) = context_parts(rtime.as_bytes()) else {
+            return Ok(());
+        };
+        if !is_context(&prefix.context, ym, offset) {
+            let context = [ym, offset].concat();
             self.forget();
             if let Some(prefix) = self.rsyslog.as_mut() {
-                prefix.context = context.as_bytes().to_vec();
+                prefix.context = context;
             }
         }
         self.remember(key, base_ms);
@@ -808,7 +820,7 @@ impl FastLines {
 
 #[cfg(test)]
 mod tests {
-    use super::{printable_ascii, span_numbers, stamp_key};
+    use super::{context_parts, is_context, printable_ascii, span_numbers, stamp_key};
     use crate::jit::Pattern;
     use crate::lcgdm_head::{self, tests::strays, Numbers};
 
@@ -856,5 +868,26 @@ mod tests {
                 assert!(printable_ascii(&tab), "a tab is allowed: {len} {at}");
             }
         }
+    }
+
+    #[test]
+    fn the_context_of_a_receive_time_is_its_year_month_and_offset() {
+        let parts = |t: &str| context_parts(t.as_bytes()).map(|(ym, off)| [ym, off].concat());
+        assert_eq!(parts("2011-08-12T14:31:43.118402+02:00").as_deref(), Some(&b"2011-08+02:00"[..]));
+        assert_eq!(parts("2011-08-12T14:31:43Z").as_deref(), Some(&b"2011-08Z"[..]));
+        assert_eq!(parts("2011-08-12T14:31:43z").as_deref(), Some(&b"2011-08z"[..]));
+        assert_eq!(parts("2011-08-12T14:31:43-04:30").as_deref(), Some(&b"2011-08-04:30"[..]));
+        assert_eq!(parts("2011Z"), None);
+        assert_eq!(parts("2011-08"), None);
+    }
+
+    #[test]
+    fn a_context_is_known_only_when_both_its_parts_are_the_ones_kept() {
+        let known = b"2011-08+02:00";
+        assert!(is_context(known, b"2011-08", b"+02:00"));
+        assert!(!is_context(known, b"2011-09", b"+02:00"));
+        assert!(!is_context(known, b"2011-08", b"+01:00"));
+        assert!(!is_context(known, b"2011-08", b"Z"));
+        assert!(!is_context(b"", b"2011-08", b"Z"));
     }
 }

@@ -4,6 +4,7 @@ replay's name-server time and hot directories carried onto the page."""
 from __future__ import annotations
 
 import csv
+import gc
 import html
 import re
 
@@ -45,6 +46,16 @@ def test_since_and_until_keep_the_requests_that_start_in_the_window(tmp_path):
     assert "1 request (1 put) between 10:05:00 and 10:05:02 on 2011-08-12 (UTC)" in res.stdout
     page = (tmp_path / "w.html").read_text()
     assert "Window asked for: 2011-08-12 10:03:00 UTC to 2011-08-12 10:10:00 UTC" in page
+
+
+def test_the_records_report_froze_are_back_in_the_collections_when_it_is_done(tmp_path):
+    """report freezes the records it read (gc.freeze: no collection walks them while it
+    works); a caller in the same process (a test, a library user) keeps none frozen."""
+    gc.unfreeze()   # whatever an earlier test left frozen
+    log = write(tmp_path / "log", FIRST + SECOND)
+    result = dpmstream("report", *BASE, "--no-whatif", "--out", str(tmp_path / "r.html"), log)
+    assert result.returncode == 0, result.stderr
+    assert gc.get_freeze_count() == 0
 
 
 def test_the_window_may_be_given_as_the_logs_own_stamp(tmp_path):

@@ -2,7 +2,8 @@
 
 `compiled(name)` is the extension's own object where it is built, and None where it is
 not built, was built without the name, or DPMSTREAM_PURE_PYTHON is set; the environment is
-read at each call, so a module that asks at each construction follows a test's setenv."""
+read at each call, so a module that asks at each construction follows a test's setenv.
+A name asked `required` is an error where missing under DPMSTREAM_REQUIRE_NATIVE."""
 
 from __future__ import annotations
 
@@ -51,3 +52,31 @@ def test_without_the_extension_every_name_is_none(monkeypatch):
     monkeypatch.setattr(extension, "_native", None)   # as where no Rust toolchain built it
     assert extension.compiled("FastLines") is None
     assert extension.compiled("record_csv_line") is None
+
+
+def test_a_required_name_missing_is_an_error_when_the_native_build_is_required(monkeypatch):
+    """A module whose Python fallback would hide a failed build asks its name `required`:
+    under DPMSTREAM_REQUIRE_NATIVE (make check, where cargo is) missing is an error that
+    names it; without, None as for any name."""
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(extension, "_native", None)   # as where no Rust toolchain built it
+    monkeypatch.setenv("DPMSTREAM_REQUIRE_NATIVE", "1")
+    with pytest.raises(RuntimeError, match=r"the compiled model \(dpmstream.parsers._native.run_model\)"):
+        extension.compiled("run_model", required="the compiled model")
+    assert extension.compiled("run_model") is None   # not asked as required: the fallback
+    monkeypatch.delenv("DPMSTREAM_REQUIRE_NATIVE")
+    assert extension.compiled("run_model", required="the compiled model") is None
+
+
+def test_a_required_name_turned_off_is_none_even_when_the_native_build_is_required(monkeypatch):
+    monkeypatch.setenv("DPMSTREAM_REQUIRE_NATIVE", "1")
+    monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    assert extension.compiled("NoSuchNameInTheExtension", required="a name") is None
+    assert extension.compiled("FastLines", required="the line parser") is None
+
+
+@needs_native
+def test_a_required_name_the_build_has_is_the_extensions_own_object(monkeypatch):
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    monkeypatch.setenv("DPMSTREAM_REQUIRE_NATIVE", "1")
+    assert extension.compiled("run_model", required="the compiled model") is _native.run_model

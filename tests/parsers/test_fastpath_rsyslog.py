@@ -13,7 +13,7 @@ import pytest
 
 from dpmstream.parsers import fastpath
 from dpmstream.parsers.clock import EventClock
-from dpmstream.parsers.lines import LineParser, rsyslog_context
+from dpmstream.parsers.lines import LineParser
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.profiles import resolve_profile
 from dpmstream.simulator import simulate
@@ -120,12 +120,6 @@ def test_odd_rsyslog_lines_are_left_to_python_or_read_alike():
     # twice: the second round meets every second already worked out
     assert compare(odd * 2, "Europe/Zurich", zone_given=False) > 0
     assert compare(odd * 2, "Europe/Zurich", zone_given=True) > 0
-
-
-def test_the_context_of_a_receive_time_is_its_year_month_and_offset():
-    assert rsyslog_context("2011-08-12T14:31:43.118402+02:00") == "2011-08+02:00"
-    assert rsyslog_context("2011-08-12T14:31:43Z") == "2011-08Z"
-    assert rsyslog_context("2011Z") is None
 
 
 def run_pipeline(lines, host):

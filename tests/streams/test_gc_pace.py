@@ -1,11 +1,12 @@
-"""The worker's garbage-collector pace: relaxed while it runs, restored after."""
+"""The garbage-collector's pace of a long pass (the worker, report): relaxed while it runs,
+restored after; and what report freezes, thawed when it is done."""
 
 import gc
 import weakref
 
 import pytest
 
-from dpmstream.streams.gc_pace import relaxed_gc
+from dpmstream.streams.gc_pace import relaxed_gc, thawed_after
 
 
 @pytest.fixture
@@ -49,3 +50,34 @@ def test_a_cycle_is_still_collected_by_itself_once_enough_objects_were_allocated
         kept = [[] for _ in range(6_000)]   # past the gen0 threshold: a collection runs
         assert gone() is None
         del kept
+
+
+@pytest.fixture
+def nothing_frozen():
+    gc.unfreeze()   # whatever an earlier test left frozen goes back to the collections
+    yield
+    gc.unfreeze()
+
+
+def test_what_a_block_froze_is_thawed_at_its_end(nothing_frozen):
+    kept = [[] for _ in range(100)]
+    with thawed_after():
+        gc.freeze()
+        assert gc.get_freeze_count() > len(kept)
+    assert gc.get_freeze_count() == 0
+
+
+def test_what_a_block_froze_is_thawed_when_it_fails(nothing_frozen):
+    with pytest.raises(RuntimeError):
+        with thawed_after():
+            gc.freeze()
+            raise RuntimeError("the page could not be written")
+    assert gc.get_freeze_count() == 0
+
+
+def test_what_a_caller_froze_before_the_block_stays_frozen(nothing_frozen):
+    gc.freeze()
+    before = gc.get_freeze_count()
+    with thawed_after():
+        gc.freeze()
+    assert gc.get_freeze_count() >= before > 0
