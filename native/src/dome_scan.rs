@@ -19,7 +19,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-use crate::byte_runs::has_nul;
+use crate::byte_runs::{equal, has_nul};
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
 use crate::dome_head::{HeadReader, Spans, GROUPS};
 use crate::dome_roles::{RoleReader, Spans as RoleSpans, GROUPS as ROLE_GROUPS};
@@ -336,7 +336,7 @@ impl DomeScanner {
         };
         let form = &mut self.forms[fi];
         let tag = span(line, &form.head, form.g.tag).unwrap_or("");
-        if !self.tags.iter().any(|t| t == tag) {
+        if !self.tags.iter().any(|t| equal(t.as_bytes(), tag.as_bytes())) {
             let why = format!("program {}", Self::repr(py, tag));
             return Ok(self.fail(FOREIGN, why));
         }
@@ -444,7 +444,7 @@ impl DomeScanner {
             _ => "",
         };
         if let Some((_, ms)) = self.last_second {
-            if !text.is_empty() && text == self.last_stamp {
+            if !text.is_empty() && equal(text.as_bytes(), self.last_stamp.as_bytes()) {
                 return Ok(Ok((ms, true)));
             }
         }
