@@ -146,6 +146,8 @@ impl DomeCore {
         let mut hosts: Vec<(String, usize, i64)> = Vec::new();
         // The last parsed line's row of `hosts` and number in the state (usize::MAX: no
         // line yet): a line of the same host (most) takes both without a look-up by name.
+        // `ev.same_host` compares with the last line scan_into gave a host, which is that
+        // line: the one line it gives a host and then refuses (its stamp) ends this loop.
         let (mut row, mut host) = (usize::MAX, 0);
         let mut out = Vec::with_capacity(self.records_hint);
         // One event for all the lines: scan_into writes each over the one before.
