@@ -144,6 +144,11 @@ impl DomeCore {
         let mut scanner = scanner.borrow_mut();
         let (mut unmatched, mut foreign, mut latest) = (0usize, 0usize, latest);
         let mut hosts: Vec<(String, usize, i64)> = Vec::new();
+        // The last parsed line's row of `hosts` and number in the state (usize::MAX: no
+        // line yet): a line of the same host (most) takes both without a look-up by name.
+        // `ev.same_host` compares with the last line scan_into gave a host, which is that
+        // line: the one line it gives a host and then refuses (its stamp) ends this loop.
+        let (mut row, mut host) = (usize::MAX, 0);
         let mut out = Vec::with_capacity(self.records_hint);
         // One event for all the lines: scan_into writes each over the one before.
         let mut ev = DomeEvent::empty();
@@ -159,15 +164,21 @@ impl DomeCore {
             i += 1;
             match result {
                 PARSED => {
-                    match hosts.iter_mut().find(|h| h.0 == ev.host) {
-                        Some(h) => {
-                            h.1 += 1;
-                            h.2 = h.2.max(ev.ts);
-                        }
-                        None => hosts.push((ev.host.clone(), 1, ev.ts)),
+                    if !(ev.same_host && row != usize::MAX) {
+                        row = match hosts.iter().position(|h| h.0 == ev.host) {
+                            Some(r) => r,
+                            None => {
+                                hosts.push((ev.host.clone(), 0, ev.ts));
+                                hosts.len() - 1
+                            }
+                        };
+                        host = self.st.hosts.id(&ev.host);
                     }
+                    let h = &mut hosts[row];
+                    h.1 += 1;
+                    h.2 = h.2.max(ev.ts);
                     latest = latest.max(ev.ts);
-                    self.st.feed(&ev, &mut out);
+                    self.st.feed_host(host, &ev, &mut out);
                 }
                 UNMATCHED => unmatched += 1,
                 FOREIGN => foreign += 1,

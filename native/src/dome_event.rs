@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::byte_runs::equal;
 use crate::schema::named;
 
 /// Roles, in `parsers/dome_profiles.ROLES` order.
@@ -172,6 +173,9 @@ pub struct DomeEvent {
     pub present: u32,
     pub fields: [Option<Val>; 20],
     pub whole_seconds: bool,
+    /// The host is the one this event held before (set_origin's: the line before's, for
+    /// an event a scanner fills line after line): its tables' rows need no look-up by name.
+    pub same_host: bool,
 }
 
 impl DomeEvent {
@@ -180,7 +184,7 @@ impl DomeEvent {
     pub fn empty() -> DomeEvent {
         DomeEvent {
             ts: 0, host: String::new(), program: String::new(), pid: 0, tid: -1, level: -1, error: false,
-            role: Role::Other, present: 0, fields: Default::default(), whole_seconds: false,
+            role: Role::Other, present: 0, fields: Default::default(), whole_seconds: false, same_host: false,
         }
     }
 
@@ -197,12 +201,18 @@ impl DomeEvent {
         self.present = present;
     }
 
-    /// The line's host and program, written over the line before's in their room.
+    /// The line's host and program, written over the line before's in their room (most
+    /// lines have the line before's: nothing to copy then).
     pub fn set_origin(&mut self, host: &str, program: &str) {
-        self.host.clear();
-        self.host.push_str(host);
-        self.program.clear();
-        self.program.push_str(program);
+        self.same_host = equal(self.host.as_bytes(), host.as_bytes());
+        if !self.same_host {
+            self.host.clear();
+            self.host.push_str(host);
+        }
+        if !equal(self.program.as_bytes(), program.as_bytes()) {
+            self.program.clear();
+            self.program.push_str(program);
+        }
     }
 
     /// Field `index` is None (its String, if it held one, to `spare`).
@@ -262,6 +272,7 @@ impl DomeEvent {
             present,
             fields,
             whole_seconds: ev.get_item(9)?.is_truthy()?,
+            same_host: false,
         })
     }
 

@@ -15,7 +15,7 @@
 //! without UCP: `\s \d \w` are ASCII, and a byte past ASCII is in `\S`, `[^']` and
 //! `[^:']` and in no other class here, so a run is counted in bytes.
 
-use crate::byte_runs::{is_space, same, until, Stops};
+use crate::byte_runs::{digits, is_space, same, until, Stops};
 
 /// Byte classes of the role patterns: one bit each in CLASSES.
 const DIGIT: u8 = 1; // \d
@@ -221,6 +221,9 @@ fn steps(steps: &[Step], line: &[u8], mut at: usize, spans: &mut [Option<(usize,
             Run { class, min, max, g } => {
                 let end = match stops(class) {
                     Some(stops) => until(line, at, stops),
+                    // 8 bytes a step: a byte at a time through an iterator was ~8
+                    // instructions a digit (ipcfd, keepConnection, bodyitems, matchings, size)
+                    None if class == DIGIT && max == ANY => digits(line, at),
                     None => {
                         let rest = &line[at..];
                         let n = rest.iter().take(max).position(|&c| CLASSES[usize::from(c)] & class == 0);

@@ -19,7 +19,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-use crate::byte_runs::has_nul;
+use crate::byte_runs::{equal, has_nul};
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
 use crate::dome_head::{HeadReader, Spans, GROUPS};
 use crate::dome_roles::{RoleReader, Spans as RoleSpans, GROUPS as ROLE_GROUPS};
@@ -336,7 +336,7 @@ impl DomeScanner {
         };
         let form = &mut self.forms[fi];
         let tag = span(line, &form.head, form.g.tag).unwrap_or("");
-        if !self.tags.iter().any(|t| t == tag) {
+        if !self.tags.iter().any(|t| equal(t.as_bytes(), tag.as_bytes())) {
             let why = format!("program {}", Self::repr(py, tag));
             return Ok(self.fail(FOREIGN, why));
         }
@@ -426,8 +426,37 @@ impl DomeScanner {
     }
 
     /// The stamp of form `fi`'s envelope as its head (or, `prefix`, its envelope alone)
-    /// matched it: (ms, whole seconds), or Err(reason) for a malformed line.
+    /// matched it: (ms, whole seconds), or Err(reason) for a malformed line. Inline, the
+    /// case of most traditional lines (the second of the line before), the rest out of
+    /// line: a call with the slow paths' frame cost ~50 instructions a line (issue 30).
+    #[inline(always)]
     fn stamp(&mut self, py: Python<'_>, fi: usize, prefix: bool, line: &str) -> PyResult<Result<(i64, bool), String>> {
+        if let Some((_, ms)) = self.last_second {
+            if !self.forms[fi].rfc3339 {
+                let text = self.stamp_text(fi, prefix, line);
+                if !text.is_empty() && equal(text.as_bytes(), self.last_stamp.as_bytes()) {
+                    return Ok(Ok((ms, true)));
+                }
+            }
+        }
+        self.any_stamp(py, fi, prefix, line)
+    }
+
+    /// A traditional stamp's text, from the month's first byte to the second's last ("" if
+    /// the form's match lacks them).
+    #[inline(always)]
+    fn stamp_text<'a>(&self, fi: usize, prefix: bool, line: &'a str) -> &'a str {
+        let form = &self.forms[fi];
+        let locs = if prefix { Either::Regex(&form.prefix) } else { Either::Head(&form.head) };
+        match (form.g.stamp[0].and_then(|g| locs.get(g)), form.g.stamp[4].and_then(|g| locs.get(g))) {
+            (Some((start, _)), Some((_, end))) if start <= end => &line[start..end],
+            _ => "",
+        }
+    }
+
+    /// stamp() of any line.
+    #[inline(never)]
+    fn any_stamp(&mut self, py: Python<'_>, fi: usize, prefix: bool, line: &str) -> PyResult<Result<(i64, bool), String>> {
         let form = &self.forms[fi];
         let locs = if prefix { Either::Regex(&form.prefix) } else { Either::Head(&form.head) };
         if form.rfc3339 {
@@ -437,14 +466,10 @@ impl DomeScanner {
                 Err(_) => self.python_rfc3339(py, rtime)?,
             });
         }
-        // From the month's first byte to the second's last: most lines share the line
-        // before's second.
-        let text = match (form.g.stamp[0].and_then(|g| locs.get(g)), form.g.stamp[4].and_then(|g| locs.get(g))) {
-            (Some((start, _)), Some((_, end))) if start <= end => &line[start..end],
-            _ => "",
-        };
+        // most lines share the line before's second
+        let text = self.stamp_text(fi, prefix, line);
         if let Some((_, ms)) = self.last_second {
-            if !text.is_empty() && text == self.last_stamp {
+            if !text.is_empty() && equal(text.as_bytes(), self.last_stamp.as_bytes()) {
                 return Ok(Ok((ms, true)));
             }
         }

@@ -4,6 +4,7 @@
 //! put table (dome_puts). No Python here: dome_engine.rs is its binding, dome_snapshot.rs
 //! its state codec.
 
+use crate::byte_runs::equal;
 use crate::dome_calls::{role_of_query, CallTable};
 use crate::dome_clocks::{advance_clocks, Clocks, HostId, HostIds, Ordered, NO_CLOCK};
 use crate::dome_event::{DomeEvent, Role, Val, COUNT, FS, PHYS, FREE, QUERY, SERVER};
@@ -50,17 +51,22 @@ impl DomeState {
     pub fn set_role(&mut self, host: HostId, role: &str) {
         let known = self.roles.get_or_insert_with(&host, String::new);
         // most lines say again what the host's role is: nothing to copy then
-        if known != role {
+        if !equal(known.as_bytes(), role.as_bytes()) {
             known.clear();
             known.push_str(role);
         }
     }
 
     pub fn feed(&mut self, ev: &DomeEvent, out: &mut Vec<Record>) {
+        let host = self.hosts.id(&ev.host);
+        self.feed_host(host, ev, out);
+    }
+
+    /// feed() of an event whose host's number the caller knows (`self.hosts.id(&ev.host)`).
+    pub fn feed_host(&mut self, host: HostId, ev: &DomeEvent, out: &mut Vec<Record>) {
         self.stats.lines += 1;
         // The host's clock, found once for the line: its sweep at the end reads it (no
         // rule before then moves a clock).
-        let host = self.hosts.id(&ev.host);
         let clock = self.clocks.get_or_insert_with(&host, || ev.ts);
         *clock = (*clock).max(ev.ts);
         let clock = *clock;
@@ -141,7 +147,7 @@ impl DomeState {
 
     fn process_life(&mut self, ev: &DomeEvent, host: HostId, out: &mut Vec<Record>) {
         let before = self.pids.replace_with(
-            |(h, program)| *h == host && *program == ev.program,
+            |(h, program)| *h == host && equal(program.as_bytes(), ev.program.as_bytes()),
             || (host, ev.program.clone()),
             ev.pid,
         );

@@ -13,6 +13,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+use crate::byte_runs::equal;
 use crate::dome_event::Val;
 use crate::dome_records::{Record, Text};
 use crate::hashing::FxMap;
@@ -159,7 +160,7 @@ impl DomeSummaryTally {
         // an Rc<str>'s text is 8-byte aligned (after its two counts): the bits above those
         let slot = (address >> 3) % SHARED_SLOTS;
         if let Some((held_at, held, name)) = &self.shared[slot] {
-            if *held_at == address && **held == **t {
+            if *held_at == address && equal(held.as_bytes(), t.as_bytes()) {
                 return *name;
             }
         }

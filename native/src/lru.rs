@@ -107,6 +107,12 @@ impl<K> Lru<K> {
         })
     }
 
+    /// The key of handle `h`, to change what it carries beside the key itself (not what
+    /// it is keyed by: the order goes by handles, never by the key's value).
+    pub(crate) fn get_mut(&mut self, h: u32) -> Option<&mut K> {
+        self.nodes.get_mut(h as usize).and_then(|n| n.key.as_mut())
+    }
+
     /// The least recent key, with its handle.
     pub(crate) fn first_key_value(&self) -> Option<(u32, &K)> {
         if self.head == NIL {

@@ -1,4 +1,5 @@
-//! A small memory of recently made shared texts (primitive: depends only on hashing.rs).
+//! A small memory of recently made shared texts (primitive: depends only on hashing.rs
+//! and byte_runs.rs).
 //!
 //! Every call line names its client, and a site has few: making a new `Rc<str>` for each
 //! was an allocation and a free a call, about one line in six, and what it left behind
@@ -9,6 +10,7 @@
 use std::hash::Hasher;
 use std::rc::Rc;
 
+use crate::byte_runs::equal;
 use crate::hashing::Fx;
 
 /// A text shared by the tables and records that hold it.
@@ -36,7 +38,7 @@ impl TextCache {
         // The hash's top bits: a multiplicative hash mixes its input into them, not the low ones.
         let slot = &mut self.slots[(h.finish() >> (u64::BITS - SLOT_BITS)) as usize];
         match slot {
-            Some(held) if **held == *text => held.clone(),
+            Some(held) if equal(held.as_bytes(), text.as_bytes()) => held.clone(),
             _ => {
                 let made: Rc<str> = text.into();
                 *slot = Some(made.clone());
