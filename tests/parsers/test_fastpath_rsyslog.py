@@ -255,3 +255,19 @@ def test_a_routed_line_read_by_the_engine_leaves_the_hosts_latest_time_where_pyt
         with monkeypatch.context() as pure_python:
             pure_python.setenv("DPMSTREAM_PURE_PYTHON", "1")
             assert run_sources([line.encode() for line in lines], "dpmhead01", zone, dpm)[1:] == compiled[1:]
+
+
+@needs_native
+def test_a_twin_routes_only_its_routed_tags_and_only_to_another_rsyslog_twin():
+    clock = EventClock("UTC", year=2011, zone_given=True)
+    dpm = LineParser(resolve_profile("lcgdm-dpm"), clock, "dpmhead01", DPNS_TAGS)
+    ns = LineParser(resolve_profile("lcgdm-ns"), clock, "dpmhead01")
+    twin, ns_twin = dpm._rsyslog_twin(), ns._rsyslog_twin()
+    assert twin is not None and ns_twin is not None
+    with pytest.raises(ValueError, match="no tag routed elsewhere"):
+        twin.route("dpm", ns_twin)          # the daemon's own tag
+    with pytest.raises(ValueError, match="another rsyslog form's twin"):
+        twin.route("dpns", dpm._compiled)   # the native form's parser
+    with pytest.raises(ValueError, match="another rsyslog form's twin"):
+        twin.route("dpns", twin)            # itself
+    twin.route("dpns", ns_twin)
