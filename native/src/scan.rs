@@ -111,6 +111,9 @@ struct Prefix {
     tag: usize,
     other_tags: Vec<Box<[u8]>>,
     native_head: Pattern,
+    /// native_head is lcgdm_head's envelope: read by hand, which refuses exactly the lines
+    /// PCRE2 does, and an rsyslog line at its first bytes (a JIT match a line, saved).
+    native_by_hand: bool,
     context: Vec<u8>,
     /// The parser's own host: feed_lines takes a line only when its prefix names it.
     own_host: Vec<u8>,
@@ -371,7 +374,12 @@ impl FastLines {
         let Some(prefix) = self.rsyslog.as_mut() else {
             return Known::Yes;
         };
-        if prefix.native_head.find(bytes) != Ok(false) {
+        let native = if prefix.native_by_hand {
+            lcgdm_head::read(bytes, &mut [None; 9]).is_some()
+        } else {
+            prefix.native_head.find(bytes) != Ok(false)
+        };
+        if native {
             return Known::No;
         }
         if prefix.tag != ABSENT {
@@ -691,6 +699,7 @@ impl FastLines {
                     tag: slot(tag),
                     other_tags: other_tags.into_iter().map(|t| t.into_bytes().into_boxed_slice()).collect(),
                     native_head: Pattern::new(&native_head).map_err(PyValueError::new_err)?,
+                    native_by_hand: native_head == hand_prefix,
                     context: Vec::new(),
                     own_host: host.extract::<String>(py)?.into_bytes(),
                 })
