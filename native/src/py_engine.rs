@@ -48,6 +48,23 @@ pub struct Core {
 unsafe impl Send for Core {}
 unsafe impl Sync for Core {}
 
+/// The engine's event of a line `twin` scanned (Scan::Parsed), fed to the state; false,
+/// nothing fed: a role the engine lacks (the line is Python's). Inlined: the hot loop's
+/// own step, for the daemon's lines and the routed ones.
+#[inline(always)]
+fn feed_scanned(st: &mut State, cx: &Cx<'_, '_>, twin: &FastLines, bytes: &[u8], host: Sym, daemon: Sym,
+                parsed: (usize, i64, i64, i64, Option<i64>, Option<i64>)) -> PyResult<bool> {
+    // SAFETY: scan() took it: printable ASCII.
+    let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+    let ev = {
+        let mut names = cx.names.borrow_mut();
+        twin.event(&mut names, text, host, daemon, parsed)
+    };
+    let Some(ev) = ev else { return Ok(false) };
+    st.feed(cx, &ev)?;
+    Ok(true)
+}
+
 /// A routed daemon's twin as one feed_lines call uses it, and what it read there.
 struct Route<'py> {
     twin: Bound<'py, FastLines>,
@@ -61,6 +78,8 @@ struct Route<'py> {
     /// line-by-line count last set the source host's latest (Source._parse).
     latest: i64,
     after: i64,
+    /// The line `after` counts from (feed_lines' latest_at when it was last reset).
+    after_since: usize,
 }
 
 impl<'py> Route<'py> {
@@ -69,7 +88,7 @@ impl<'py> Route<'py> {
         let (host_py, daemon_py) = twin.borrow().host_daemon(py);
         let host = names.intern(host_py.downcast::<PyString>()?.to_str()?);
         let daemon = names.intern(daemon_py.downcast::<PyString>()?.to_str()?);
-        Ok(Route { twin, host, daemon, daemon_py, parsed: 0, unmatched: 0, latest: -1, after: -1 })
+        Ok(Route { twin, host, daemon, daemon_py, parsed: 0, unmatched: 0, latest: -1, after: -1, after_since: usize::MAX })
     }
 }
 
@@ -240,6 +259,7 @@ impl Core {
         let n = chunk.len();
         let (mut parsed, mut unmatched, mut latest) = (0usize, 0usize, -1i64);
         let mut routes: Vec<Option<Route<'_>>> = Vec::new();
+        let mut latest_at = usize::MAX; // the line of the first of `parser`'s at `latest`
         let mut i = start;
         let why = self.with(py, |st, cx| {
             while i < n {
@@ -266,38 +286,30 @@ impl Core {
                             Scan::Unmatched => route.unmatched += 1,
                             Scan::Parsed { .. } if twin.names_another_host(bytes) => return Ok(SLOW),
                             Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => {
-                                // SAFETY: scan() took it: printable ASCII.
-                                let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-                                let ev = {
-                                    let mut names = cx.names.borrow_mut();
-                                    twin.event(&mut names, text, route.host, route.daemon, (alt, ts, pid, tid, nfiles, rc))
-                                };
-                                let Some(ev) = ev else { return Ok(SLOW) };
+                                if !feed_scanned(st, cx, &twin, bytes, route.host, route.daemon, (alt, ts, pid, tid, nfiles, rc))? {
+                                    return Ok(SLOW);
+                                }
                                 route.parsed += 1;
                                 route.latest = route.latest.max(ts);
+                                if route.after_since != latest_at {
+                                    route.after = -1;
+                                    route.after_since = latest_at;
+                                }
                                 route.after = route.after.max(ts);
-                                st.feed(cx, &ev)?;
                             }
                             Scan::Python | Scan::Routed(_) => return Ok(SLOW),
                         }
                     }
                     Scan::Parsed { .. } if parser.names_another_host(bytes) => return Ok(SLOW),
                     Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => {
-                        // SAFETY: scan() took it: printable ASCII.
-                        let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-                        let ev = {
-                            let mut names = cx.names.borrow_mut();
-                            parser.event(&mut names, text, host, daemon, (alt, ts, pid, tid, nfiles, rc))
-                        };
-                        let Some(ev) = ev else { return Ok(SLOW) };
+                        if !feed_scanned(st, cx, &parser, bytes, host, daemon, (alt, ts, pid, tid, nfiles, rc))? {
+                            return Ok(SLOW);
+                        }
                         parsed += 1;
                         if ts > latest {
                             latest = ts;
-                            for route in routes.iter_mut().flatten() {
-                                route.after = -1;
-                            }
+                            latest_at = i;
                         }
-                        st.feed(cx, &ev)?;
                     }
                 }
                 i += 1;
@@ -313,7 +325,10 @@ impl Core {
             Ok(DONE)
         })?;
         let routed = routes.iter().any(Option::is_some).then(|| {
-            routes.into_iter().flatten().map(|r| (r.daemon_py.unbind(), r.parsed, r.unmatched, r.latest, r.after)).collect()
+            routes.into_iter().flatten().map(|r| {
+                let after = if r.after_since == latest_at { r.after } else { -1 };
+                (r.daemon_py.unbind(), r.parsed, r.unmatched, r.latest, after)
+            }).collect()
         });
         Ok((i, parsed, unmatched, latest, why, routed))
     }
