@@ -2,7 +2,8 @@
 
 It takes the common line off Python's hands: printable ASCII, native envelope, a second
 already seen; its twin of the rsyslog form, the same behind a prefix whose receive time
-reads the stamp as before. Everything else falls back to LineParser's Python code, which
+reads the stamp as before (and, handed the twin of the parser a tag is routed to, the
+engine has that one read its lines: LineParser.route_to). Everything else falls back to LineParser's Python code, which
 stays the reference: tests/parsers/test_fastpath.py and test_fastpath_rsyslog.py check
 the two agree line for line. Without the
 extension (no Rust toolchain at install time), with a profile pattern PCRE2 cannot
@@ -50,7 +51,8 @@ def compiled_parser(form: CompiledForm, host: str, daemon: str, max_chars: int,
     one as it is. With `native` (the profile's native form), `form` is its rsyslog form:
     the twin takes only lines the native form does not match, whose tag is none of
     `other_tags` and whose prefix's year, month and offset are those of the seconds
-    LineParser remembered in it (its events' host is the prefix's)."""
+    LineParser remembered in it (its events' host is the prefix's); a line of one of
+    `other_tags` its FastLines.route'd twin reads in the engine, where one is given."""
     FastLines = compiled("FastLines")
     if FastLines is None or not reads_alike(form.portable):
         return None

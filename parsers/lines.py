@@ -73,6 +73,8 @@ class LineParser:
         # twin takes in the engine (Source._feed_compiled, point_twin).
         self.prefix_host: str | None = None
         self.twin_host = host
+        # The parsers whose twins read the lines routed to them in the engine (route_to).
+        self._routes: list[LineParser] = []
 
     @property
     def line_ref(self) -> tuple[int, int] | None:
@@ -218,9 +220,24 @@ class LineParser:
         return twin
 
     def point_twin(self, host: str) -> None:
-        """The engine takes the twin's lines of `host` from now on (their events name it)."""
+        """The engine takes the twin's lines of `host` from now on (their events name it),
+        and the routed ones of `host` (route_to)."""
         self._prefixed.point_at(host)
         self.twin_host = host
+        for routed in self._routes:
+            routed.point_twin(host)
+
+    def route_to(self, tag: str, routed: LineParser) -> bool:
+        """The engine reads the rsyslog lines tagged `tag` (one of other_tags) with the
+        twin of `routed`, the parser the caller routes them to, where this twin routes
+        them, as parse() then routed.parse() read them: False (nothing done) until both
+        twins are built. Its lines are taken for the host this twin is pointed at."""
+        if self._prefixed is None or routed._prefixed is None:
+            return False
+        routed.point_twin(self.twin_host)
+        self._prefixed.route(tag, routed._prefixed)
+        self._routes.append(routed)
+        return True
 
     def _forget_seconds(self) -> None:
         self._seconds.clear()

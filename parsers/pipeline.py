@@ -473,6 +473,7 @@ class Source:
         pipeline._register(self)
         self._received_cache: tuple[int, tuple[int, int]] | None = None
         self._routed: dict[str, LineParser] = {}
+        self._linked: set[str] = set()  # the tags of _routed the engine reads (_link_routes)
         self.dome = False  # a DOME source: DomeLineParser, the pipeline's DomeReassembler
         if profile is not None:
             self._start(profile)
@@ -627,16 +628,20 @@ class Source:
         while i < n:
             # the budget stops the extension at the sweep's turn or at the run's end
             budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
-            nxt, parsed, unmatched, latest, why = core.feed_lines(compiled, lines, i, limit, budget)
+            nxt, parsed, unmatched, latest, why, routed = core.feed_lines(compiled, lines, i, limit, budget)
             self.line_no += nxt - i
             self.n_unmatched += unmatched
             host = self.host if compiled is parser._compiled else parser.twin_host
+            raised = False
             if host == self.host:
                 self.n_parsed += parsed
                 if latest > self._latest:
                     self._latest = self.latest_by_host[host] = latest
+                    raised = True
             elif parsed:  # rsyslog lines of another host, counted as _parse counts them
                 self._count_elsewhere(host, parser.daemon, parsed, latest)
+            if routed is not None:
+                self._count_routed(routed, host, raised)
             pipeline._since_advance += nxt - i
             if pipeline._since_advance >= ADVANCE_EVERY:
                 pipeline.advance()
@@ -652,12 +657,34 @@ class Source:
                     continue
                 self.feed(self._line_at(lines, i))
                 i += 1
+                if len(self._linked) < len(self._routed):
+                    self._link_routes()
                 if limit is not None and self.position > limit:
                     return i
                 if (limit is None and parser._prefixed is not None
                         and parser.prefix_host not in (None, parser.twin_host)):
                     parser.point_twin(parser.prefix_host)  # a file of another host's lines
         return i
+
+    def _count_routed(self, routed: list, host: str, raised: bool) -> None:
+        """The lines feed_lines read with routed daemons' twins (all of `host`): counted as
+        _parse counts a routed line, parsed by its host and unmatched by the source's. A
+        source's own line sets its host's latest even below a routed line's (_parse), so
+        where the chunk's own lines set it (`raised`), only the routed lines after the
+        first at its latest count towards it."""
+        for daemon, parsed, unmatched, latest, after in routed:
+            if unmatched:
+                self.other_counts[(self.host, daemon, UNMATCHED_RESULT)] += unmatched
+            if parsed:
+                self._count_elsewhere(host, daemon, parsed, after if raised else latest)
+
+    def _link_routes(self) -> None:
+        """The engine reads a routed daemon's lines (LineParser.route_to) once the twins of
+        this source's parser and of the routed one are built, which Python's reading of
+        their first lines does."""
+        for tag, routed in self._routed.items():
+            if tag not in self._linked and self.parser.route_to(tag, routed):
+                self._linked.add(tag)
 
     def _feed_dome_compiled(self, lines: list, i: int, limit: int | None, n: int) -> int:
         """A DOME source's lines through the compiled DOME engine's feed_chunk: counted,

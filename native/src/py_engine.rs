@@ -48,6 +48,50 @@ pub struct Core {
 unsafe impl Send for Core {}
 unsafe impl Sync for Core {}
 
+/// The engine's event of a line `twin` scanned (Scan::Parsed), fed to the state; false,
+/// nothing fed: a role the engine lacks (the line is Python's). Inlined: the hot loop's
+/// own step, for the daemon's lines and the routed ones.
+#[inline(always)]
+fn feed_scanned(st: &mut State, cx: &Cx<'_, '_>, twin: &FastLines, bytes: &[u8], host: Sym, daemon: Sym,
+                parsed: (usize, i64, i64, i64, Option<i64>, Option<i64>)) -> PyResult<bool> {
+    // SAFETY: scan() took it: printable ASCII.
+    let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+    let ev = {
+        let mut names = cx.names.borrow_mut();
+        twin.event(&mut names, text, host, daemon, parsed)
+    };
+    let Some(ev) = ev else { return Ok(false) };
+    st.feed(cx, &ev)?;
+    Ok(true)
+}
+
+/// A routed daemon's twin as one feed_lines call uses it, and what it read there.
+struct Route<'py> {
+    twin: Bound<'py, FastLines>,
+    host: Sym,
+    daemon: Sym,
+    daemon_py: Bound<'py, PyAny>,
+    parsed: usize,
+    unmatched: usize,
+    /// The latest time of its parsed lines, and the latest of those after the first of
+    /// the source parser's lines at the source's latest time so far: where Python's
+    /// line-by-line count last set the source host's latest (Source._parse).
+    latest: i64,
+    after: i64,
+    /// The line `after` counts from (feed_lines' latest_at when it was last reset).
+    after_since: usize,
+}
+
+impl<'py> Route<'py> {
+    fn new(py: Python<'py>, twin: Py<FastLines>, names: &mut Names) -> PyResult<Self> {
+        let twin = twin.into_bound(py);
+        let (host_py, daemon_py) = twin.borrow().host_daemon(py);
+        let host = names.intern(host_py.downcast::<PyString>()?.to_str()?);
+        let daemon = names.intern(daemon_py.downcast::<PyString>()?.to_str()?);
+        Ok(Route { twin, host, daemon, daemon_py, parsed: 0, unmatched: 0, latest: -1, after: -1, after_since: usize::MAX })
+    }
+}
+
 impl Core {
     fn with<R>(&self, py: Python<'_>, f: impl FnOnce(&mut State, &Cx<'_, '_>) -> PyResult<R>) -> PyResult<R> {
         let cb = {
@@ -191,10 +235,17 @@ impl Core {
     /// Lines of one source, from lines[start], parsed by `parser` (its FastLines) and
     /// reassembled here, until the list ends, a line needs Python (SLOW: lines[next] is
     /// left to the caller), the source's stream time passes `limit` (LIMIT), or `budget`
-    /// lines were taken (BUDGET: an event-time sweep is due).
-    /// Returns (next, parsed, unmatched, latest event time parsed or -1, why).
+    /// lines were taken (BUDGET: an event-time sweep is due). An rsyslog line the parser's
+    /// prefix routes to another daemon is read by that daemon's twin (FastLines.route)
+    /// where the parser has one, as Python reads it after routing; else it is SLOW.
+    /// Returns (next, parsed, unmatched, latest event time parsed or -1, why, routed):
+    /// routed is None when no route was taken, else per route taken (its daemon, lines
+    /// parsed, unmatched, their latest time, and their latest after the first of
+    /// `parser`'s lines at its own latest time): Source._count_routed counts them as its
+    /// line-by-line path would have.
     #[pyo3(signature = (parser, lines, start, limit, budget))]
-    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8)> {
+    #[allow(clippy::type_complexity)]
+    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8, Option<Vec<(PyObject, usize, usize, i64, i64)>>)> {
         let chunk = match lines.downcast::<LineBlock>() {
             Ok(b) => Chunk::Block(b.get()),
             Err(_) => Chunk::List(lines.downcast::<PyList>()?),
@@ -207,6 +258,8 @@ impl Core {
         };
         let n = chunk.len();
         let (mut parsed, mut unmatched, mut latest) = (0usize, 0usize, -1i64);
+        let mut routes: Vec<Option<Route<'_>>> = Vec::new();
+        let mut latest_at = usize::MAX; // the line of the first of `parser`'s at `latest`
         let mut i = start;
         let why = self.with(py, |st, cx| {
             while i < n {
@@ -219,20 +272,44 @@ impl Core {
                 match parser.scan(bytes) {
                     Scan::Python => return Ok(SLOW),
                     Scan::Unmatched => unmatched += 1,
+                    Scan::Routed(k) => {
+                        if routes.len() <= k {
+                            routes.resize_with(k + 1, || None);
+                        }
+                        if routes[k].is_none() {
+                            let Some(twin) = parser.route_of(k) else { return Ok(SLOW) };
+                            routes[k] = Some(Route::new(py, twin.clone_ref(py), &mut cx.names.borrow_mut())?);
+                        }
+                        let route = routes[k].as_mut().expect("made just above");
+                        let mut twin = route.twin.borrow_mut();
+                        match twin.scan(bytes) {
+                            Scan::Unmatched => route.unmatched += 1,
+                            Scan::Parsed { .. } if twin.names_another_host(bytes) => return Ok(SLOW),
+                            Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => {
+                                if !feed_scanned(st, cx, &twin, bytes, route.host, route.daemon, (alt, ts, pid, tid, nfiles, rc))? {
+                                    return Ok(SLOW);
+                                }
+                                route.parsed += 1;
+                                route.latest = route.latest.max(ts);
+                                if route.after_since != latest_at {
+                                    route.after = -1;
+                                    route.after_since = latest_at;
+                                }
+                                route.after = route.after.max(ts);
+                            }
+                            Scan::Python | Scan::Routed(_) => return Ok(SLOW),
+                        }
+                    }
                     Scan::Parsed { .. } if parser.names_another_host(bytes) => return Ok(SLOW),
                     Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => {
-                        // SAFETY: scan() took it: printable ASCII.
-                        let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-                        let ev = {
-                            let mut names = cx.names.borrow_mut();
-                            parser.event(&mut names, text, host, daemon, (alt, ts, pid, tid, nfiles, rc))
-                        };
-                        let Some(ev) = ev else { return Ok(SLOW) };
+                        if !feed_scanned(st, cx, &parser, bytes, host, daemon, (alt, ts, pid, tid, nfiles, rc))? {
+                            return Ok(SLOW);
+                        }
                         parsed += 1;
                         if ts > latest {
                             latest = ts;
+                            latest_at = i;
                         }
-                        st.feed(cx, &ev)?;
                     }
                 }
                 i += 1;
@@ -247,7 +324,13 @@ impl Core {
             }
             Ok(DONE)
         })?;
-        Ok((i, parsed, unmatched, latest, why))
+        let routed = routes.iter().any(Option::is_some).then(|| {
+            routes.into_iter().flatten().map(|r| {
+                let after = if r.after_since == latest_at { r.after } else { -1 };
+                (r.daemon_py.unbind(), r.parsed, r.unmatched, r.latest, after)
+            }).collect()
+        });
+        Ok((i, parsed, unmatched, latest, why, routed))
     }
 
     fn advance(&self, py: Python<'_>) -> PyResult<()> {

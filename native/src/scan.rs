@@ -57,10 +57,13 @@ struct Alternative {
     slots: [usize; FIELDS],
 }
 
-/// What scan() made of a line: ask Python, no role, or a role with its numbers.
+/// What scan() made of a line: ask Python, no role, or a role with its numbers; or, for
+/// the rsyslog twin, a line its prefix's tag routes to another daemon: `other_tags`' k-th
+/// (Prefix.routes says which twin reads it).
 pub(crate) enum Scan {
     Python,
     Unmatched,
+    Routed(usize),
     Parsed { alt: usize, ts: i64, pid: i64, tid: i64, nfiles: Option<i64>, rc: Option<i64> },
 }
 
@@ -108,9 +111,24 @@ struct Prefix {
     tag: usize,
     other_tags: Vec<Box<[u8]>>,
     native_head: Pattern,
+    /// native_head is lcgdm_head's envelope: read by hand, which refuses exactly the lines
+    /// PCRE2 does, and an rsyslog line at its first bytes (a JIT match a line, saved).
+    native_by_hand: bool,
     context: Vec<u8>,
     /// The parser's own host: feed_lines takes a line only when its prefix names it.
     own_host: Vec<u8>,
+    /// Per tag of `other_tags`, the rsyslog twin of the parser Python routes its lines to
+    /// (Source._routed's, handed in by `route` once both twins are built): feed_lines has
+    /// it read them, as LineParser.parse of that parser would, with no Python per line.
+    routes: Vec<Option<Py<FastLines>>>,
+}
+
+/// What prefix_known made of an rsyslog line: the twin reads it, Python does, or it is a
+/// routed tag's (the k-th of other_tags).
+enum Known {
+    Yes,
+    No,
+    Routed(usize),
 }
 
 /// The part of an rsyslog receive time its stamp's reading depends on: the year and month
@@ -356,28 +374,44 @@ pub(crate) fn printable_ascii(bytes: &[u8]) -> bool {
 impl FastLines {
     /// Whether an rsyslog line (the twin's pattern matched it) is one Python would read
     /// as the seconds remembered say: see Prefix.
-    fn prefix_known(&mut self, bytes: &[u8]) -> bool {
+    /// A routed tag is told apart where Python tells it (parse_python: the native form
+    /// tried first, then the tag, before any reading of time).
+    fn prefix_known(&mut self, bytes: &[u8]) -> Known {
         let regex = &self.regex;
         let Some(prefix) = self.rsyslog.as_mut() else {
-            return true;
+            return Known::Yes;
         };
-        if prefix.native_head.find(bytes) != Ok(false) {
-            return false;
+        let native = if prefix.native_by_hand {
+            lcgdm_head::read(bytes, &mut [None; 9]).is_some()
+        } else {
+            prefix.native_head.find(bytes) != Ok(false)
+        };
+        if native {
+            return Known::No;
         }
         if prefix.tag != ABSENT {
             if let Some((a, b)) = regex.get(prefix.tag) {
-                if prefix.other_tags.iter().any(|t| **t == bytes[a..b]) {
-                    return false;
+                if let Some(k) = prefix.other_tags.iter().position(|t| **t == bytes[a..b]) {
+                    return Known::Routed(k);
                 }
             }
         }
         let Some((a, b)) = (prefix.rtime != ABSENT).then(|| regex.get(prefix.rtime)).flatten() else {
-            return false;
+            return Known::No;
         };
         let Some((ym, offset)) = context_parts(&bytes[a..b]) else {
-            return false;
+            return Known::No;
         };
-        is_context(&prefix.context, ym, offset)
+        if is_context(&prefix.context, ym, offset) {
+            Known::Yes
+        } else {
+            Known::No
+        }
+    }
+
+    /// The twin that reads the lines of `other_tags`' k-th tag, once Python handed it in.
+    pub(crate) fn route_of(&self, k: usize) -> Option<&Py<FastLines>> {
+        self.rsyslog.as_ref()?.routes.get(k)?.as_ref()
     }
 
     /// Whether the line scan() took last names a host of its own in its rsyslog prefix
@@ -434,8 +468,12 @@ impl FastLines {
             for (span, &group) in self.head.iter_mut().zip(&self.envelope) {
                 *span = if group == ABSENT { None } else { self.regex.get(group) };
             }
-            if self.rsyslog.is_some() && !self.prefix_known(bytes) {
-                return Scan::Python;
+            if self.rsyslog.is_some() {
+                match self.prefix_known(bytes) {
+                    Known::Yes => {}
+                    Known::No => return Scan::Python,
+                    Known::Routed(k) => return Scan::Routed(k),
+                }
             }
             let Some(alt) = self.matched_alternative() else {
                 return Scan::Python;
@@ -487,6 +525,9 @@ impl FastLines {
     }
 
     /// The engine's event of a line scan() parsed (None: a role the engine lacks).
+    /// Inlined into feed_lines' step (py_engine.rs, feed_scanned): called, it cost ~60
+    /// instructions a line more (the event built in one frame and copied to another).
+    #[inline(always)]
     pub(crate) fn event<'a>(
         &self,
         names: &mut Names,
@@ -661,11 +702,13 @@ impl FastLines {
                     return Err(PyValueError::new_err("an rsyslog form needs its rtime and host groups"));
                 }
                 Some(Prefix {
+                    routes: other_tags.iter().map(|_| None).collect(),
                     rtime: slot(rtime),
                     host: slot(host_group),
                     tag: slot(tag),
                     other_tags: other_tags.into_iter().map(|t| t.into_bytes().into_boxed_slice()).collect(),
                     native_head: Pattern::new(&native_head).map_err(PyValueError::new_err)?,
+                    native_by_hand: native_head == hand_prefix,
                     context: Vec::new(),
                     own_host: host.extract::<String>(py)?.into_bytes(),
                 })
@@ -698,7 +741,7 @@ impl FastLines {
             return Ok(py.None());
         };
         let (alt_index, ts, pid, tid, nfiles, rc) = match self.scan(text.as_bytes()) {
-            Scan::Python => return Ok(py.None()),
+            Scan::Python | Scan::Routed(_) => return Ok(py.None()),
             Scan::Unmatched => return Ok(self.unmatched.clone_ref(py)),
             Scan::Parsed { alt, ts, pid, tid, nfiles, rc } => (alt, ts, pid, tid, nfiles, rc),
         };
@@ -804,6 +847,23 @@ impl FastLines {
         };
         prefix.own_host = text;
         self.host = host;
+        Ok(())
+    }
+
+    /// The lines whose prefix's tag is `tag` (one of other_tags) are read by `twin`, the
+    /// rsyslog twin of the parser Python routes them to, in feed_lines from now on.
+    fn route(&mut self, py: Python<'_>, tag: &str, twin: Py<FastLines>) -> PyResult<()> {
+        // (a twin routed to itself is already borrowed here: refused too)
+        if twin.bind(py).try_borrow().map_or(true, |t| t.rsyslog.is_none()) {
+            return Err(PyValueError::new_err("a route goes to another rsyslog form's twin"));
+        }
+        let Some(prefix) = self.rsyslog.as_mut() else {
+            return Err(PyValueError::new_err("route is for the rsyslog form's twin"));
+        };
+        let Some(k) = prefix.other_tags.iter().position(|t| **t == *tag.as_bytes()) else {
+            return Err(PyValueError::new_err(format!("{tag:?} is no tag routed elsewhere")));
+        };
+        prefix.routes[k] = Some(twin);
         Ok(())
     }
 

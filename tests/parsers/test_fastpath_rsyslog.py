@@ -9,6 +9,8 @@ across the daylight-saving changes and a year end, read with the zone given (--t
 in the offsets the prefixes state, and odd lines written here.
 """
 
+from collections import Counter
+
 import pytest
 
 from dpmstream.parsers import fastpath
@@ -148,3 +150,118 @@ def test_a_compiled_pipeline_reads_an_rsyslog_file_as_the_pure_python_one(tmp_pa
     pure = run_pipeline(lines, host)
     assert pure[1] == compiled[1] and pure[2] == compiled[2]
     assert pure[0] == compiled[0] and pure[0]
+
+
+def with_odd_name_server_lines(lines):
+    """The simulator's file with some of its name-server lines made odd: another host's,
+    tagged `lfc` (another tag of the same profile: a second route), a tag no profile
+    knows, cut short, or moved ahead of the lines before it (their stamps then run
+    backwards across the two daemons)."""
+    out, ns = [], 0
+    for line in lines:
+        if " dpns: " in line:
+            ns += 1
+            kind = ns % 40
+            if kind == 1:
+                rtime, _, rest = line.split(" ", 2)
+                line = f"{rtime} dpmdisk07 {rest}"
+            elif kind == 2:
+                line = line.replace(" dpns: ", " lfc[77]: ", 1)
+            elif kind == 3:
+                line = line.replace(" dpns: ", " mystery: ", 1)
+            elif kind == 4:
+                line = line[:len(line) // 2]
+            elif kind == 5 and len(out) > 20:
+                out.insert(len(out) - 20, line)
+                continue
+        out.append(line)
+    return out
+
+
+def run_sources(lines, host, tz, profile=None):
+    """What a pipeline made of one rsyslog file: records, line counts, bad lines, and per
+    source and per parser the latest times by host and the offsets stated."""
+    records = []
+    pipeline = Pipeline(records.append)
+    src = pipeline.source("s", host=host, tz=tz, year=2011, profile=profile)
+    src.feed_lines(lines)
+    pipeline.finish()
+    parsers = {"": src.parser, **src._routed}
+    return (records, dict(pipeline.stats.lines), pipeline.stats.bad_examples, src.latest_by_host,
+            {tag: p.stated_offsets for tag, p in parsers.items()})
+
+
+@needs_native
+@pytest.mark.parametrize("zone_given", [True, False], ids=["tz", "stated"])
+@pytest.mark.parametrize("host", ["dpmhead01", "head01"], ids=["prefix-host", "other-host"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_the_engine_reads_the_name_servers_routed_lines_as_python_does(tmp_path, monkeypatch, shape, host, zone_given):
+    """A name-server line of the file is routed to its own parser (lines.py, ROUTED);
+    once that parser's twin is built, the engine reads it with that twin (feed_lines'
+    routes): the same records, counts by host and daemon, latest times by host and
+    offsets stated as the pure Python pipeline, while Python reads only the lines the
+    twins leave (a new second or offset, the odd lines)."""
+    lines = [line.encode() for line in with_odd_name_server_lines(messages(tmp_path, shape))]
+    tz = SHAPES[shape][1] if zone_given else None
+    read_by_python = Counter()
+    reference = LineParser.parse_python
+
+    def counted(parser, line):
+        read_by_python[parser.daemon] += 1
+        return reference(parser, line)
+
+    monkeypatch.setattr(LineParser, "parse_python", counted)
+    compiled = run_sources(lines, host, tz)
+    ns_lines = sum(b" dpns: " in line for line in lines)
+    if not (shape == "autumn" and zone_given):  # the repeated hour: Python reads each line
+        assert read_by_python["dpns"] < ns_lines / 4, (read_by_python, ns_lines)
+    monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    assert not fastpath.available()
+    pure = run_sources(lines, host, tz)
+    assert pure[1:] == compiled[1:]
+    assert pure[0] == compiled[0] and pure[0]
+    assert pure[1][("dpmdisk07", "dpns", "parsed")] > 0
+
+
+@needs_native
+def test_a_routed_line_read_by_the_engine_leaves_the_hosts_latest_time_where_python_leaves_it(monkeypatch):
+    """Line by line (Source._parse), the source's own line sets its host's latest time
+    even below a routed line's before it; a chunk the engine read with a route must end
+    with the same: here the name server's line at .900 is read by the engine between two
+    of the daemon's, and the host's latest is the daemon's last, .300, as in Python."""
+    prefix = "2011-08-12T14:00:00.950000+02:00 dpmhead01"
+    lines = [f"{prefix} dpm: 08/12 14:00:00.100 12345,3 dpm_srv_put: returns 0",
+             f"{prefix} dpns: 08/12 14:00:00.100  9876,0 Cns_srv_creat: returns 0",
+             f"{prefix} dpm: 08/12 14:00:00.200 12345,3 dpm_srv_put: returns 0",
+             f"{prefix} dpns: 08/12 14:00:00.900  9876,0 Cns_srv_creat: returns 0",
+             f"{prefix} dpm: 08/12 14:00:00.300 12345,3 dpm_srv_put: returns 0"]
+    dpm = resolve_profile("lcgdm-dpm")  # given: no lines buffered to detect it
+    read_by_python = []
+    reference = LineParser.parse_python
+    monkeypatch.setattr(LineParser, "parse_python",
+                        lambda parser, line: read_by_python.append(line) or reference(parser, line))
+    for zone in ("UTC", None):
+        read_by_python.clear()
+        compiled = run_sources([line.encode() for line in lines], "dpmhead01", zone, dpm)
+        assert read_by_python == lines[:2] + lines[1:2]  # routed by the daemon's parser, read by the name server's
+        want = 1313157600300 - (0 if zone == "UTC" else 7_200_000)  # 14:00:00.300 UTC, or +02:00
+        assert compiled[3] == {"dpmhead01": want}
+        with monkeypatch.context() as pure_python:
+            pure_python.setenv("DPMSTREAM_PURE_PYTHON", "1")
+            assert run_sources([line.encode() for line in lines], "dpmhead01", zone, dpm)[1:] == compiled[1:]
+
+
+@needs_native
+def test_a_twin_routes_only_its_routed_tags_and_only_to_another_rsyslog_twin():
+    clock = EventClock("UTC", year=2011, zone_given=True)
+    dpm = LineParser(resolve_profile("lcgdm-dpm"), clock, "dpmhead01", DPNS_TAGS)
+    ns = LineParser(resolve_profile("lcgdm-ns"), clock, "dpmhead01")
+    twin, ns_twin = dpm._rsyslog_twin(), ns._rsyslog_twin()
+    assert twin is not None and ns_twin is not None
+    with pytest.raises(ValueError, match="no tag routed elsewhere"):
+        twin.route("dpm", ns_twin)          # the daemon's own tag
+    with pytest.raises(ValueError, match="another rsyslog form's twin"):
+        twin.route("dpns", dpm._compiled)   # the native form's parser
+    with pytest.raises(ValueError, match="another rsyslog form's twin"):
+        twin.route("dpns", twin)            # itself
+    twin.route("dpns", ns_twin)
