@@ -56,6 +56,15 @@ impl Hash for Key {
     }
 }
 
+/// What is held of a host's path: the runs that name it and the calls on it, in the order
+/// they came. One table for both: a call and the run it links to share the path, so they
+/// share the entry, one cold line where two tables had two, and one lookup a run or call.
+#[derive(Default)]
+struct OnPath {
+    runs: Vec<RunRef>,
+    calls: Vec<CallRef>,
+}
+
 /// A token's runs, and when its first was listed: state() lists them in Python's dict order.
 struct TokenRuns {
     seq: u64,
@@ -138,7 +147,7 @@ pub struct Linker {
     ns_hosts: FxSet<Sym>,
     pub linked: i64,
     pub ambiguous: i64,
-    runs_by_path: FxMap<Key, Vec<RunRef>>,
+    by_path: FxMap<Key, OnPath>,
     runs_by_token: FxMap<Key, TokenRuns>,
     // How many tokens' runs were listed, and the hosts in the order they were first held:
     // state() lists them in Python's dict order.
@@ -146,7 +155,6 @@ pub struct Linker {
     call_hosts: Vec<Sym>,
     request_hosts: Vec<Sym>,
     calls: FxMap<Sym, HeldCalls>,
-    calls_by_path: FxMap<Key, Vec<CallRef>>,
     requests: FxMap<Sym, VecDeque<HeldRequest>>,
     // (host, daemon) -> (steps back its log has taken, its latest stamp since the last)
     epochs: FxMap<(Sym, Sym), (i64, i64)>,
@@ -218,13 +226,12 @@ impl Linker {
             ns_hosts: FxSet::default(),
             linked: 0,
             ambiguous: 0,
-            runs_by_path: FxMap::default(),
+            by_path: FxMap::default(),
             runs_by_token: FxMap::default(),
             seq: 0,
             call_hosts: Vec::new(),
             request_hosts: Vec::new(),
             calls: FxMap::default(),
-            calls_by_path: FxMap::default(),
             requests: FxMap::default(),
             epochs: FxMap::default(),
         }
@@ -393,17 +400,16 @@ impl Linker {
         self.list_run(Key::new(host, token.clone()), run.clone());
         let lo = start - self.slack_ms;
         for path in paths {
-            if let Some(held) = self.calls_by_path.get(&path) {
-                for h in held {
-                    let mut h = h.borrow_mut();
-                    // A call read before this run's log stepped back is from before the step.
-                    if h.started >= lo && h.epoch >= epoch {
-                        h.cands.push(run.clone());
-                        run.borrow_mut().pending += 1;
-                    }
+            let on = self.by_path.entry(path).or_default();
+            for h in &on.calls {
+                let mut h = h.borrow_mut();
+                // A call read before this run's log stepped back is from before the step.
+                if h.started >= lo && h.epoch >= epoch {
+                    h.cands.push(run.clone());
+                    run.borrow_mut().pending += 1;
                 }
             }
-            self.runs_by_path.entry(path).or_default().push(run.clone());
+            on.runs.push(run.clone());
         }
     }
 
@@ -468,22 +474,21 @@ impl Linker {
         let slack = self.slack_ms;
         let host = path.host;
         let mut cands = Vec::new();
-        if let Some(runs) = self.runs_by_path.get(&path) {
-            for run in runs {
-                let mut r = run.borrow_mut();
-                if r.cut || r.start - slack > started || r.epoch > epoch {
-                    continue;
-                }
-                if r.end.is_some_and(|e| ended > e + slack || r.end_epoch != Some(epoch)) {
-                    continue;
-                }
-                r.pending += 1;
-                cands.push(run.clone());
+        let on = self.by_path.entry(path.clone()).or_default();
+        for run in &on.runs {
+            let mut r = run.borrow_mut();
+            if r.cut || r.start - slack > started || r.epoch > epoch {
+                continue;
             }
+            if r.end.is_some_and(|e| ended > e + slack || r.end_epoch != Some(epoch)) {
+                continue;
+            }
+            r.pending += 1;
+            cands.push(run.clone());
         }
-        let held = Rc::new(RefCell::new(HeldCall { record, client, path: path.clone(), started, ended, cands, epoch }));
-        self.calls_of(host).push_back(held.clone());
-        self.calls_by_path.entry(path).or_default().push(held);
+        let held = Rc::new(RefCell::new(HeldCall { record, client, path, started, ended, cands, epoch }));
+        on.calls.push(held.clone());
+        self.calls_of(host).push_back(held);
     }
 
     fn decide(&mut self, cx: &Ctx, held: &CallRef) -> PyResult<()> {
@@ -522,12 +527,12 @@ impl Linker {
             self.linked += 1;
         }
         let h = held.borrow();
-        if let Some(same) = self.calls_by_path.get_mut(&h.path) {
-            if let Some(i) = same.iter().position(|c| Rc::ptr_eq(c, held)) {
-                same.remove(i);
+        if let Some(on) = self.by_path.get_mut(&h.path) {
+            if let Some(i) = on.calls.iter().position(|c| Rc::ptr_eq(c, held)) {
+                on.calls.remove(i);
             }
-            if same.is_empty() {
-                self.calls_by_path.remove(&h.path);
+            if on.calls.is_empty() && on.runs.is_empty() {
+                self.by_path.remove(&h.path);
             }
         }
         self.emit(cx, &h.record)
@@ -612,12 +617,12 @@ impl Linker {
         let runs = self.runs_by_token.remove(token).map_or_else(Vec::new, |t| t.runs);
         for run in &runs {
             for path in run.borrow().paths.iter() {
-                if let Some(same) = self.runs_by_path.get_mut(path) {
-                    if let Some(i) = same.iter().position(|r| Rc::ptr_eq(r, run)) {
-                        same.remove(i);
+                if let Some(on) = self.by_path.get_mut(path) {
+                    if let Some(i) = on.runs.iter().position(|r| Rc::ptr_eq(r, run)) {
+                        on.runs.remove(i);
                     }
-                    if same.is_empty() {
-                        self.runs_by_path.remove(path);
+                    if on.runs.is_empty() && on.calls.is_empty() {
+                        self.by_path.remove(path);
                     }
                 }
             }
@@ -769,7 +774,7 @@ impl Linker {
                 self.list_run(Key::new(host, token), run.clone());
                 // Cut runs too, as before the save: completing the request removes them.
                 for p in distinct {
-                    self.runs_by_path.entry(p).or_default().push(run.clone());
+                    self.by_path.entry(p).or_default().runs.push(run.clone());
                 }
                 runs.push(run);
             }
@@ -797,7 +802,7 @@ impl Linker {
                 let path = Key::new(host, path.into());
                 let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), client, path: path.clone(), started, ended, cands, epoch }));
                 self.calls_of(host).push_back(held.clone());
-                self.calls_by_path.entry(path).or_default().push(held);
+                self.by_path.entry(path).or_default().calls.push(held);
             }
         }
         if let Some(rows) = state.get_item("requests")? {
