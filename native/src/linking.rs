@@ -16,6 +16,7 @@ use std::hash::{Hash, Hasher};
 
 use crate::byte_runs;
 use crate::deliver::deliver;
+use crate::few::Few;
 use crate::hashing::{Fx, FxMap, FxSet};
 use crate::names::{Names, Sym};
 use crate::rec::Rec;
@@ -61,14 +62,14 @@ impl Hash for Key {
 /// share the entry, one cold line where two tables had two, and one lookup a run or call.
 #[derive(Default)]
 struct OnPath {
-    runs: Vec<RunRef>,
-    calls: Vec<CallRef>,
+    runs: Few<RunRef>,
+    calls: Few<CallRef>,
 }
 
 /// A token's runs, and when its first was listed: state() lists them in Python's dict order.
 struct TokenRuns {
     seq: u64,
-    runs: Vec<RunRef>,
+    runs: Few<RunRef>,
 }
 
 pub struct Run {
@@ -77,7 +78,7 @@ pub struct Run {
     start: i64,
     end: Option<i64>,
     cut: bool,
-    paths: Vec<Key>, // distinct
+    paths: Few<Key>, // distinct
     pending: i64,
     calls: i64,
     ms: i64,
@@ -99,7 +100,7 @@ struct HeldCall {
     path: Key,    // and its host
     started: i64,
     ended: i64,
-    cands: Vec<RunRef>,
+    cands: Few<RunRef>,
     epoch: i64, // the steps back its name-server log had taken at its `returns`
 }
 
@@ -275,7 +276,7 @@ impl Linker {
             .entry(token)
             .or_insert_with(|| {
                 *seq += 1;
-                TokenRuns { seq: *seq, runs: Vec::new() }
+                TokenRuns { seq: *seq, runs: Few::Empty }
             })
             .runs
             .push(run);
@@ -388,7 +389,7 @@ impl Linker {
 
     pub fn run_started(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, surls: &[Text]) {
         let epoch = self.observe(cx, host).0;
-        let mut paths: Vec<Key> = Vec::new();
+        let mut paths: Few<Key> = Few::Empty;
         for s in surls {
             let p = surl_path(s);
             if !paths.iter().any(|q| &*q.text == p) {
@@ -399,9 +400,9 @@ impl Linker {
         self.ran = true;
         self.list_run(Key::new(host, token.clone()), run.clone());
         let lo = start - self.slack_ms;
-        for path in paths {
-            let on = self.by_path.entry(path).or_default();
-            for h in &on.calls {
+        for path in paths.iter() {
+            let on = self.by_path.entry(path.clone()).or_default();
+            for h in on.calls.iter() {
                 let mut h = h.borrow_mut();
                 // A call read before this run's log stepped back is from before the step.
                 if h.started >= lo && h.epoch >= epoch {
@@ -416,7 +417,7 @@ impl Linker {
     pub fn run_ended(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, end: Option<i64>) -> PyResult<()> {
         let epoch = self.observe(cx, host).0;
         if let Some(runs) = self.runs_by_token.get(&Key::new(host, token.clone())) {
-            for run in &runs.runs {
+            for run in runs.runs.iter() {
                 let mut r = run.borrow_mut();
                 if r.start == start && r.open() {
                     if let Some(calls) = self.calls.get_mut(&host) {
@@ -473,9 +474,9 @@ impl Linker {
     fn hold_call(&mut self, record: Rec, client: Text, path: Key, started: i64, ended: i64, epoch: i64) {
         let slack = self.slack_ms;
         let host = path.host;
-        let mut cands = Vec::new();
+        let mut cands = Few::Empty;
         let on = self.by_path.entry(path.clone()).or_default();
-        for run in &on.runs {
+        for run in on.runs.iter() {
             let mut r = run.borrow_mut();
             if r.cut || r.start - slack > started || r.epoch > epoch {
                 continue;
@@ -496,7 +497,7 @@ impl Linker {
             let h = held.borrow();
             let slack = self.slack_ms;
             let mut inside: Vec<&RunRef> = Vec::new();
-            for run in &h.cands {
+            for run in h.cands.iter() {
                 let mut r = run.borrow_mut();
                 r.pending -= 1;
                 if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) && r.end_epoch == Some(h.epoch) {
@@ -590,7 +591,7 @@ impl Linker {
                 if front.ended.is_some_and(|e| e > horizon) {
                     break;
                 }
-                let runs = self.runs_by_token.get(&front.token).map_or(&[][..], |t| t.runs.as_slice());
+                let runs = self.runs_by_token.get(&front.token).map_or(&[][..], |t| &t.runs[..]);
                 let mut due = front.ended.unwrap_or(0);
                 for r in runs {
                     if let Some(e) = r.borrow().end {
@@ -614,8 +615,8 @@ impl Linker {
     /// out of the token's list (not a copy of it made first).
     fn complete(&mut self, cx: &Ctx, mut record: Rec, token: &Key) -> PyResult<()> {
         let host = token.host;
-        let runs = self.runs_by_token.remove(token).map_or_else(Vec::new, |t| t.runs);
-        for run in &runs {
+        let runs = self.runs_by_token.remove(token).map(|t| t.runs).unwrap_or_default();
+        for run in runs.iter() {
             for path in run.borrow().paths.iter() {
                 if let Some(on) = self.by_path.get_mut(path) {
                     if let Some(i) = on.runs.iter().position(|r| Rc::ptr_eq(r, run)) {
@@ -629,7 +630,7 @@ impl Linker {
         }
         if self.expect_ns || self.ns_read(cx, host) {
             let (mut calls, mut ms) = (0i64, 0i64);
-            for r in &runs {
+            for r in runs.iter() {
                 let r = r.borrow();
                 if r.end.is_some() {
                     calls += r.calls;
@@ -651,7 +652,7 @@ impl Linker {
         let mut groups: Vec<&TokenRuns> = self.runs_by_token.values().collect();
         groups.sort_unstable_by_key(|g| g.seq);
         for group in groups {
-            for run in &group.runs {
+            for run in group.runs.iter() {
                 let r = run.borrow();
                 let mut paths: Vec<&str> = r.paths.iter().map(|p| &*p.text).collect();
                 paths.sort_unstable();
@@ -742,7 +743,7 @@ impl Linker {
                 let paths: Vec<String> = row.get_item(5)?.extract()?;
                 let host = names.intern(&host);
                 let token: Text = token.into();
-                let mut distinct: Vec<Key> = Vec::new();
+                let mut distinct: Few<Key> = Few::Empty;
                 for p in paths {
                     if !distinct.iter().any(|q| *q.text == *p) {
                         distinct.push(Key::new(host, p.into()));
@@ -773,8 +774,8 @@ impl Linker {
                 }
                 self.list_run(Key::new(host, token), run.clone());
                 // Cut runs too, as before the save: completing the request removes them.
-                for p in distinct {
-                    self.by_path.entry(p).or_default().runs.push(run.clone());
+                for p in distinct.iter() {
+                    self.by_path.entry(p.clone()).or_default().runs.push(run.clone());
                 }
                 runs.push(run);
             }
@@ -791,7 +792,7 @@ impl Linker {
                 let host = names.intern(&host_name);
                 let started: i64 = record.get_item("started")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
                 let ended: i64 = record.get_item("ended")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
-                let mut cands = Vec::new();
+                let mut cands = Few::Empty;
                 for i in cand_ix {
                     if let Some(run) = runs.get(i) {
                         run.borrow_mut().pending += 1;
