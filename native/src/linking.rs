@@ -396,12 +396,16 @@ impl Linker {
                 paths.push(Key::new(host, p.into()));
             }
         }
-        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: paths.clone(), pending: 0, calls: 0, ms: 0, epoch, end_epoch: None }));
+        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: Few::Empty, pending: 0, calls: 0, ms: 0, epoch, end_epoch: None }));
         self.ran = true;
         self.list_run(Key::new(host, token.clone()), run.clone());
         let lo = start - self.slack_ms;
         for path in paths.iter() {
-            let on = self.by_path.entry(path.clone()).or_default();
+            let entry = self.by_path.entry(path.clone());
+            // The run keeps the table's own key (a call's, if one came first): complete()'s
+            // lookup then finds it by the Rc, without reading the text, out of cache by then.
+            run.borrow_mut().paths.push(entry.key().clone());
+            let on = entry.or_default();
             for h in on.calls.iter() {
                 let mut h = h.borrow_mut();
                 // A call read before this run's log stepped back is from before the step.
@@ -475,7 +479,11 @@ impl Linker {
         let slack = self.slack_ms;
         let host = path.host;
         let mut cands = Few::Empty;
-        let on = self.by_path.entry(path.clone()).or_default();
+        let entry = self.by_path.entry(path);
+        // The call keeps the table's own key (its run's, as a rule): decide()'s lookup then
+        // finds it by the Rc, without reading the text, out of cache by then.
+        let path = entry.key().clone();
+        let on = entry.or_default();
         for run in on.runs.iter() {
             let mut r = run.borrow_mut();
             if r.cut || r.start - slack > started || r.epoch > epoch {
