@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 use crate::byte_runs;
 use crate::deliver::deliver;
 use crate::few::Few;
-use crate::hashing::{Fx, FxMap, FxSet};
+use crate::hashing::{self, FxMap, FxSet};
 use crate::names::{Names, Sym};
 use crate::rec::Rec;
 
@@ -36,9 +36,7 @@ struct Key {
 
 impl Key {
     fn new(host: Sym, text: Text) -> Self {
-        let mut h = Fx::default();
-        h.write(text.as_bytes());
-        Key { host, hash: h.finish(), text }
+        Key { host, hash: hashing::of_text(&text), text }
     }
 }
 
