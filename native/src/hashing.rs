@@ -70,6 +70,13 @@ fn tail_word(rest: &[u8]) -> u64 {
     }
 }
 
+/// The hash of a text's bytes, for a place that keeps it beside the text, made once.
+pub(crate) fn of_text(text: &str) -> u64 {
+    let mut h = Fx::default();
+    h.write(text.as_bytes());
+    h.finish()
+}
+
 pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 pub type FxSet<K> = HashSet<K, BuildHasherDefault<Fx>>;
 

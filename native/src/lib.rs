@@ -47,6 +47,7 @@ mod dome_time;
 mod envelope;
 mod envelope_batch;
 mod event;
+mod few;
 mod hashing;
 mod jit;
 mod keyed_slab;

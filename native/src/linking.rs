@@ -12,13 +12,63 @@ use std::rc::Rc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+use std::hash::{Hash, Hasher};
+
 use crate::byte_runs;
 use crate::deliver::deliver;
-use crate::hashing::{FxMap, FxSet};
+use crate::few::Few;
+use crate::hashing::{self, FxMap, FxSet};
 use crate::names::{Names, Sym};
 use crate::rec::Rec;
 
 use crate::text_cache::Text;
+
+/// A key of the linker's maps by text (a token or a path of a host), its hash made once,
+/// when the text is new and in cache: a held item is looked up again only seconds later,
+/// when its text is out of cache, and a key hashes then without reading it and compares
+/// without reading it where it is the very text the map holds (the same `Rc`).
+#[derive(Clone)]
+struct Key {
+    host: Sym,
+    hash: u64,
+    text: Text,
+}
+
+impl Key {
+    fn new(host: Sym, text: Text) -> Self {
+        Key { host, hash: hashing::of_text(&text), text }
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.host == other.host && self.hash == other.hash && (Rc::ptr_eq(&self.text, &other.text) || self.text == other.text)
+    }
+}
+
+impl Eq for Key {}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u32(self.host);
+        state.write_u64(self.hash);
+    }
+}
+
+/// What is held of a host's path: the runs that name it and the calls on it, in the order
+/// they came. One table for both: a call and the run it links to share the path, so they
+/// share the entry, one cold line where two tables had two, and one lookup a run or call.
+#[derive(Default)]
+struct OnPath {
+    runs: Few<RunRef>,
+    calls: Few<CallRef>,
+}
+
+/// A token's runs, and when its first was listed: state() lists them in Python's dict order.
+struct TokenRuns {
+    seq: u64,
+    runs: Few<RunRef>,
+}
 
 pub struct Run {
     host: Sym,
@@ -26,7 +76,7 @@ pub struct Run {
     start: i64,
     end: Option<i64>,
     cut: bool,
-    paths: Vec<Text>, // distinct
+    paths: Few<Key>, // distinct
     pending: i64,
     calls: i64,
     ms: i64,
@@ -45,11 +95,10 @@ type RunRef = Rc<RefCell<Run>>;
 struct HeldCall {
     record: Rec,
     client: Text, // lower case
-    host: Sym,
-    path: Text,
+    path: Key,    // and its host
     started: i64,
     ended: i64,
-    cands: Vec<RunRef>,
+    cands: Few<RunRef>,
     epoch: i64, // the steps back its name-server log had taken at its `returns`
 }
 
@@ -69,7 +118,7 @@ struct HeldCalls {
 
 struct HeldRequest {
     record: Rec,
-    token: Text,
+    token: Key,
     ended: Option<i64>,
 }
 
@@ -97,16 +146,14 @@ pub struct Linker {
     ns_hosts: FxSet<Sym>,
     pub linked: i64,
     pub ambiguous: i64,
-    runs_by_path: FxMap<(Sym, Text), Vec<RunRef>>,
-    runs_by_token: FxMap<(Sym, Text), Vec<RunRef>>,
-    // When each token's runs were first listed, and the hosts in the order they were
-    // first held: state() lists them in Python's dict order.
-    token_seq: FxMap<(Sym, Text), u64>,
+    by_path: FxMap<Key, OnPath>,
+    runs_by_token: FxMap<Key, TokenRuns>,
+    // How many tokens' runs were listed, and the hosts in the order they were first held:
+    // state() lists them in Python's dict order.
     seq: u64,
     call_hosts: Vec<Sym>,
     request_hosts: Vec<Sym>,
     calls: FxMap<Sym, HeldCalls>,
-    calls_by_path: FxMap<(Sym, Text), Vec<CallRef>>,
     requests: FxMap<Sym, VecDeque<HeldRequest>>,
     // (host, daemon) -> (steps back its log has taken, its latest stamp since the last)
     epochs: FxMap<(Sym, Sym), (i64, i64)>,
@@ -178,14 +225,12 @@ impl Linker {
             ns_hosts: FxSet::default(),
             linked: 0,
             ambiguous: 0,
-            runs_by_path: FxMap::default(),
+            by_path: FxMap::default(),
             runs_by_token: FxMap::default(),
-            token_seq: FxMap::default(),
             seq: 0,
             call_hosts: Vec::new(),
             request_hosts: Vec::new(),
             calls: FxMap::default(),
-            calls_by_path: FxMap::default(),
             requests: FxMap::default(),
             epochs: FxMap::default(),
         }
@@ -223,13 +268,16 @@ impl Linker {
         (dpm.or(ns).unwrap_or(0), ns.or(dpm).unwrap_or(0))
     }
 
-    fn list_run(&mut self, host: Sym, token: Text, run: RunRef) {
-        let key = (host, token);
-        if !self.runs_by_token.contains_key(&key) {
-            self.seq += 1;
-            self.token_seq.insert(key.clone(), self.seq);
-        }
-        self.runs_by_token.entry(key).or_default().push(run);
+    fn list_run(&mut self, token: Key, run: RunRef) {
+        let seq = &mut self.seq;
+        self.runs_by_token
+            .entry(token)
+            .or_insert_with(|| {
+                *seq += 1;
+                TokenRuns { seq: *seq, runs: Few::Empty }
+            })
+            .runs
+            .push(run);
     }
 
     fn calls_of(&mut self, host: Sym) -> &mut VecDeque<CallRef> {
@@ -306,8 +354,9 @@ impl Linker {
         let host = match meta {
             Meta::Request { host, token, ended } => {
                 let queued = self.requests.get(&host).is_some_and(|q| !q.is_empty());
+                let token = Key::new(host, token);
                 if !(self.expect_ns || self.ns_read(cx, host) || self.detecting(cx, host)? || queued) {
-                    return self.complete(cx, record, host, &token);
+                    return self.complete(cx, record, &token);
                 }
                 self.requests_of(host).push_back(HeldRequest { record, token, ended });
                 host
@@ -327,7 +376,7 @@ impl Linker {
                     _ => None,
                 };
                 match linkable {
-                    Some((ended, client)) => self.hold_call(record, client, host, path.unwrap(), started, ended, ns_epoch),
+                    Some((ended, client)) => self.hold_call(record, client, Key::new(host, path.unwrap()), started, ended, ns_epoch),
                     None => self.emit(cx, &record)?,
                 }
                 host
@@ -338,36 +387,39 @@ impl Linker {
 
     pub fn run_started(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, surls: &[Text]) {
         let epoch = self.observe(cx, host).0;
-        let mut paths: Vec<Text> = Vec::new();
+        let mut paths: Few<Key> = Few::Empty;
         for s in surls {
             let p = surl_path(s);
-            if !paths.iter().any(|q| &**q == p) {
-                paths.push(p.into());
+            if !paths.iter().any(|q| &*q.text == p) {
+                paths.push(Key::new(host, p.into()));
             }
         }
-        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: paths.clone(), pending: 0, calls: 0, ms: 0, epoch, end_epoch: None }));
+        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: Few::Empty, pending: 0, calls: 0, ms: 0, epoch, end_epoch: None }));
         self.ran = true;
-        self.list_run(host, token.clone(), run.clone());
+        self.list_run(Key::new(host, token.clone()), run.clone());
         let lo = start - self.slack_ms;
-        for path in paths {
-            if let Some(held) = self.calls_by_path.get(&(host, path.clone())) {
-                for h in held {
-                    let mut h = h.borrow_mut();
-                    // A call read before this run's log stepped back is from before the step.
-                    if h.started >= lo && h.epoch >= epoch {
-                        h.cands.push(run.clone());
-                        run.borrow_mut().pending += 1;
-                    }
+        for path in paths.iter() {
+            let entry = self.by_path.entry(path.clone());
+            // The run keeps the table's own key (a call's, if one came first): complete()'s
+            // lookup then finds it by the Rc, without reading the text, out of cache by then.
+            run.borrow_mut().paths.push(entry.key().clone());
+            let on = entry.or_default();
+            for h in on.calls.iter() {
+                let mut h = h.borrow_mut();
+                // A call read before this run's log stepped back is from before the step.
+                if h.started >= lo && h.epoch >= epoch {
+                    h.cands.push(run.clone());
+                    run.borrow_mut().pending += 1;
                 }
             }
-            self.runs_by_path.entry((host, path)).or_default().push(run.clone());
+            on.runs.push(run.clone());
         }
     }
 
     pub fn run_ended(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, end: Option<i64>) -> PyResult<()> {
         let epoch = self.observe(cx, host).0;
-        if let Some(runs) = self.runs_by_token.get(&(host, token.clone())) {
-            for run in runs {
+        if let Some(runs) = self.runs_by_token.get(&Key::new(host, token.clone())) {
+            for run in runs.runs.iter() {
                 let mut r = run.borrow_mut();
                 if r.start == start && r.open() {
                     if let Some(calls) = self.calls.get_mut(&host) {
@@ -421,26 +473,29 @@ impl Linker {
     }
 
     // -- calls -----------------------------------------------------------------------
-    #[allow(clippy::too_many_arguments)]
-    fn hold_call(&mut self, record: Rec, client: Text, host: Sym, path: Text, started: i64, ended: i64, epoch: i64) {
+    fn hold_call(&mut self, record: Rec, client: Text, path: Key, started: i64, ended: i64, epoch: i64) {
         let slack = self.slack_ms;
-        let mut cands = Vec::new();
-        if let Some(runs) = self.runs_by_path.get(&(host, path.clone())) {
-            for run in runs {
-                let mut r = run.borrow_mut();
-                if r.cut || r.start - slack > started || r.epoch > epoch {
-                    continue;
-                }
-                if r.end.is_some_and(|e| ended > e + slack || r.end_epoch != Some(epoch)) {
-                    continue;
-                }
-                r.pending += 1;
-                cands.push(run.clone());
+        let host = path.host;
+        let mut cands = Few::Empty;
+        let entry = self.by_path.entry(path);
+        // The call keeps the table's own key (its run's, as a rule): decide()'s lookup then
+        // finds it by the Rc, without reading the text, out of cache by then.
+        let path = entry.key().clone();
+        let on = entry.or_default();
+        for run in on.runs.iter() {
+            let mut r = run.borrow_mut();
+            if r.cut || r.start - slack > started || r.epoch > epoch {
+                continue;
             }
+            if r.end.is_some_and(|e| ended > e + slack || r.end_epoch != Some(epoch)) {
+                continue;
+            }
+            r.pending += 1;
+            cands.push(run.clone());
         }
-        let held = Rc::new(RefCell::new(HeldCall { record, client, host, path: path.clone(), started, ended, cands, epoch }));
-        self.calls_of(host).push_back(held.clone());
-        self.calls_by_path.entry((host, path)).or_default().push(held);
+        let held = Rc::new(RefCell::new(HeldCall { record, client, path, started, ended, cands, epoch }));
+        on.calls.push(held.clone());
+        self.calls_of(host).push_back(held);
     }
 
     fn decide(&mut self, cx: &Ctx, held: &CallRef) -> PyResult<()> {
@@ -448,7 +503,7 @@ impl Linker {
             let h = held.borrow();
             let slack = self.slack_ms;
             let mut inside: Vec<&RunRef> = Vec::new();
-            for run in &h.cands {
+            for run in h.cands.iter() {
                 let mut r = run.borrow_mut();
                 r.pending -= 1;
                 if r.end.is_some_and(|e| !r.cut && h.ended <= e + slack) && r.end_epoch == Some(h.epoch) {
@@ -456,9 +511,9 @@ impl Linker {
                 }
             }
             if inside.len() == 1 {
-                if self.learn_head && !self.heads.contains_key(&h.host) {
-                    self.heads.insert(h.host, h.client.to_string()); // the first call that links names the head
-                } else if !self.head_client(cx, h.host, &h.client, false) {
+                if self.learn_head && !self.heads.contains_key(&h.path.host) {
+                    self.heads.insert(h.path.host, h.client.to_string()); // the first call that links names the head
+                } else if !self.head_client(cx, h.path.host, &h.client, false) {
                     inside.clear(); // another client (a disk node): inside the run by chance
                 }
             }
@@ -479,13 +534,12 @@ impl Linker {
             self.linked += 1;
         }
         let h = held.borrow();
-        let key = (h.host, h.path.clone());
-        if let Some(same) = self.calls_by_path.get_mut(&key) {
-            if let Some(i) = same.iter().position(|c| Rc::ptr_eq(c, held)) {
-                same.remove(i);
+        if let Some(on) = self.by_path.get_mut(&h.path) {
+            if let Some(i) = on.calls.iter().position(|c| Rc::ptr_eq(c, held)) {
+                on.calls.remove(i);
             }
-            if same.is_empty() {
-                self.calls_by_path.remove(&key);
+            if on.calls.is_empty() && on.runs.is_empty() {
+                self.by_path.remove(&h.path);
             }
         }
         self.emit(cx, &h.record)
@@ -537,9 +591,13 @@ impl Linker {
         }
         loop {
             let Some(front) = self.requests.get(&host).and_then(|q| q.front()) else { break };
-            let key = (host, front.token.clone());
             if let Some(horizon) = horizon {
-                let runs = self.runs_by_token.get(&key).map_or(&[][..], Vec::as_slice);
+                // Due no earlier than its own end: the token's runs (cold by now) need not be
+                // looked up on each line while it is not.
+                if front.ended.is_some_and(|e| e > horizon) {
+                    break;
+                }
+                let runs = self.runs_by_token.get(&front.token).map_or(&[][..], |t| &t.runs[..]);
                 let mut due = front.ended.unwrap_or(0);
                 for r in runs {
                     if let Some(e) = r.borrow().end {
@@ -554,32 +612,31 @@ impl Linker {
                 }
             }
             let held = self.requests.get_mut(&host).unwrap().pop_front().unwrap();
-            self.complete(cx, held.record, host, &key.1)?;
+            self.complete(cx, held.record, &held.token)?;
         }
         Ok(())
     }
 
     /// The request of `token` goes out with its runs' calls: its runs are forgotten, taken
     /// out of the token's list (not a copy of it made first).
-    fn complete(&mut self, cx: &Ctx, mut record: Rec, host: Sym, token: &Text) -> PyResult<()> {
-        let runs = self.runs_by_token.remove(&(host, token.clone())).unwrap_or_default();
-        self.token_seq.remove(&(host, token.clone()));
-        for run in &runs {
+    fn complete(&mut self, cx: &Ctx, mut record: Rec, token: &Key) -> PyResult<()> {
+        let host = token.host;
+        let runs = self.runs_by_token.remove(token).map(|t| t.runs).unwrap_or_default();
+        for run in runs.iter() {
             for path in run.borrow().paths.iter() {
-                let key = (host, path.clone());
-                if let Some(same) = self.runs_by_path.get_mut(&key) {
-                    if let Some(i) = same.iter().position(|r| Rc::ptr_eq(r, run)) {
-                        same.remove(i);
+                if let Some(on) = self.by_path.get_mut(path) {
+                    if let Some(i) = on.runs.iter().position(|r| Rc::ptr_eq(r, run)) {
+                        on.runs.remove(i);
                     }
-                    if same.is_empty() {
-                        self.runs_by_path.remove(&key);
+                    if on.runs.is_empty() && on.calls.is_empty() {
+                        self.by_path.remove(path);
                     }
                 }
             }
         }
         if self.expect_ns || self.ns_read(cx, host) {
             let (mut calls, mut ms) = (0i64, 0i64);
-            for r in &runs {
+            for r in runs.iter() {
                 let r = r.borrow();
                 if r.end.is_some() {
                     calls += r.calls;
@@ -598,12 +655,12 @@ impl Linker {
         let py = cx.py;
         let mut index: Vec<(RunRef, usize)> = Vec::new();
         let run_rows = PyList::empty(py);
-        let mut groups: Vec<(&u64, &Vec<RunRef>)> = self.runs_by_token.iter().map(|(k, v)| (&self.token_seq[k], v)).collect();
-        groups.sort_unstable_by_key(|g| *g.0);
-        for (_, group) in groups {
-            for run in group {
+        let mut groups: Vec<&TokenRuns> = self.runs_by_token.values().collect();
+        groups.sort_unstable_by_key(|g| g.seq);
+        for group in groups {
+            for run in group.runs.iter() {
                 let r = run.borrow();
-                let mut paths: Vec<&str> = r.paths.iter().map(|p| &**p).collect();
+                let mut paths: Vec<&str> = r.paths.iter().map(|p| &*p.text).collect();
                 paths.sort_unstable();
                 let host = cx.names.borrow_mut().py(py, r.host);
                 let row = (host, &*r.token, r.start, r.end, r.cut, PyList::new(py, paths)?, r.calls, r.ms, r.epoch, r.end_epoch);
@@ -616,7 +673,7 @@ impl Linker {
             for held in &self.calls[host].queue {
                 let h = held.borrow();
                 let cands: Vec<usize> = h.cands.iter().filter_map(|c| index.iter().find(|(r, _)| Rc::ptr_eq(r, c)).map(|(_, i)| *i)).collect();
-                let row: [PyObject; 4] = [snapshot(py, &h.record, cx.names)?.into_any().unbind(), PyString::new(py, &h.path).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind(), h.epoch.into_pyobject(py)?.into_any().unbind()];
+                let row: [PyObject; 4] = [snapshot(py, &h.record, cx.names)?.into_any().unbind(), PyString::new(py, &h.path.text).into_any().unbind(), PyList::new(py, cands)?.into_any().unbind(), h.epoch.into_pyobject(py)?.into_any().unbind()];
                 calls.append(PyList::new(py, row)?)?;
             }
         }
@@ -692,10 +749,10 @@ impl Linker {
                 let paths: Vec<String> = row.get_item(5)?.extract()?;
                 let host = names.intern(&host);
                 let token: Text = token.into();
-                let mut distinct: Vec<Text> = Vec::new();
+                let mut distinct: Few<Key> = Few::Empty;
                 for p in paths {
-                    if !distinct.iter().any(|q| **q == *p) {
-                        distinct.push(p.into());
+                    if !distinct.iter().any(|q| *q.text == *p) {
+                        distinct.push(Key::new(host, p.into()));
                     }
                 }
                 let run = Rc::new(RefCell::new(Run {
@@ -721,10 +778,10 @@ impl Linker {
                         r.end_epoch = Some(0);
                     }
                 }
-                self.list_run(host, token, run.clone());
+                self.list_run(Key::new(host, token), run.clone());
                 // Cut runs too, as before the save: completing the request removes them.
-                for p in distinct {
-                    self.runs_by_path.entry((host, p)).or_default().push(run.clone());
+                for p in distinct.iter() {
+                    self.by_path.entry(p.clone()).or_default().runs.push(run.clone());
                 }
                 runs.push(run);
             }
@@ -741,7 +798,7 @@ impl Linker {
                 let host = names.intern(&host_name);
                 let started: i64 = record.get_item("started")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
                 let ended: i64 = record.get_item("ended")?.map(|v| v.extract()).transpose()?.unwrap_or(0);
-                let mut cands = Vec::new();
+                let mut cands = Few::Empty;
                 for i in cand_ix {
                     if let Some(run) = runs.get(i) {
                         run.borrow_mut().pending += 1;
@@ -749,10 +806,10 @@ impl Linker {
                     }
                 }
                 let client: Text = record.get_item("client")?.map(|v| v.extract::<Option<String>>()).transpose()?.flatten().unwrap_or_default().to_lowercase().into();
-                let path: Text = path.into();
-                let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), client, host, path: path.clone(), started, ended, cands, epoch }));
+                let path = Key::new(host, path.into());
+                let held = Rc::new(RefCell::new(HeldCall { record: Rec::Dict(record.unbind()), client, path: path.clone(), started, ended, cands, epoch }));
                 self.calls_of(host).push_back(held.clone());
-                self.calls_by_path.entry((host, path)).or_default().push(held);
+                self.by_path.entry(path).or_default().calls.push(held);
             }
         }
         if let Some(rows) = state.get_item("requests")? {
@@ -762,7 +819,7 @@ impl Linker {
                 let token: String = record.get_item("token")?.map(|v| v.extract()).transpose()?.unwrap_or_default();
                 let ended: Option<i64> = record.get_item("ended")?.map(|v| v.extract()).transpose()?.flatten();
                 let host = names.intern(&host_name);
-                self.requests_of(host).push_back(HeldRequest { record: Rec::Dict(record.unbind()), token: token.into(), ended });
+                self.requests_of(host).push_back(HeldRequest { record: Rec::Dict(record.unbind()), token: Key::new(host, token.into()), ended });
             }
         }
         Ok(())

@@ -7,11 +7,10 @@
 //! shared. Direct-mapped and of fixed size, so a site of many clients costs a bounded
 //! memory (a slot's text is replaced by the next one hashed there), never a growing table.
 
-use std::hash::Hasher;
 use std::rc::Rc;
 
 use crate::byte_runs::equal;
-use crate::hashing::Fx;
+use crate::hashing;
 
 /// A text shared by the tables and records that hold it.
 pub type Text = Rc<str>;
@@ -33,10 +32,8 @@ impl Default for TextCache {
 impl TextCache {
     /// `text` as a shared text: the one this cache made last time, when it still holds it.
     pub(crate) fn get(&mut self, text: &str) -> Text {
-        let mut h = Fx::default();
-        h.write(text.as_bytes());
         // The hash's top bits: a multiplicative hash mixes its input into them, not the low ones.
-        let slot = &mut self.slots[(h.finish() >> (u64::BITS - SLOT_BITS)) as usize];
+        let slot = &mut self.slots[(hashing::of_text(text) >> (u64::BITS - SLOT_BITS)) as usize];
         match slot {
             Some(held) if equal(held.as_bytes(), text.as_bytes()) => held.clone(),
             _ => {
