@@ -163,3 +163,26 @@ def test_the_compiled_plan_plans_as_its_python_reference(hostile):
         stops += next_c < len(readable)
         i = next_c + 1
     assert planned > 500 and stops > 10   # (a file without a mark, e.g. a DOME node's, stops each time)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"], indirect=True)
+def test_the_consumers_own_messages_are_fed_as_the_records_made_by_hand(hostile, engine):
+    """The worker feeds the confluent_kafka.Messages a consume() made (lines_fetch.
+    records_by_partition), tests and benches lines_fetch.Record: the same batch of either
+    gives the same records, state and counts."""
+    from confluent_kafka import Message as KafkaMessage
+
+    as_kafka = [KafkaMessage(topic="lines", partition=0, offset=m.offset(), key=m.key(),
+                             value=m.value()) for m in hostile]
+    by_hand, consumed = _partition(), _partition()
+    for start in range(0, len(hostile), 1000):
+        by_hand.feed_batch(hostile[start:start + 1000])
+        consumed.feed_batch(as_kafka[start:start + 1000])
+        assert consumed.checkpoint() == by_hand.checkpoint()
+    by_hand.finish()
+    consumed.finish()
+    assert consumed.checkpoint() == by_hand.checkpoint()
+    for counter in ("duplicates", "rotations", "bad_records", "bad_reasons", "bad_places",
+                    "next_offset"):
+        assert getattr(consumed, counter) == getattr(by_hand, counter), counter
+    assert consumed.bad_records >= 11 and sum(consumed.duplicates.values()) >= 120
