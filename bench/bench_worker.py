@@ -41,10 +41,8 @@ def core_alone(records, batch: int) -> tuple[float, float]:
     worker does with a fetched batch (PartitionState.feed_batch: decode, duplicate marks,
     parse, reassemble), one partition per host, batches of at most `batch` records of one
     partition. No Kafka client, no checkpoint, no transaction."""
-    from collections import namedtuple
-
+    from dpmstream.streams.kafka.lines_fetch import Record as message   # a consumer's Message
     from dpmstream.streams.kafka.state import PartitionState
-    message = namedtuple("Message", "key value offset")   # what a consumer hands the worker
     by_host: dict[bytes, list] = {}
     for key, value in records:
         msgs = by_host.setdefault(key, [])

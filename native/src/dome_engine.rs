@@ -25,7 +25,7 @@ use crate::chunk::{utf8, Chunk};
 use crate::schema::{BUDGET, DONE, LIMIT, MALFORMED, SLOW};
 
 /// The extension's DOME reassembler (parsers/compiled_dome.py wraps it).
-#[pyclass(module = "dpmstream.parsers._native", subclass, unsendable)]
+#[pyclass(module = "dpmstream.parsers._native", subclass)]
 pub struct DomeCore {
     pub st: DomeState,
     cache: RecordCache,
@@ -37,6 +37,13 @@ pub struct DomeCore {
     /// one grown from empty was copied over at each doubling (~35 instructions a record).
     records_hint: usize,
 }
+
+// SAFETY: as Core's (py_engine.rs): every method, and its drop, runs with the GIL held, so
+// no two threads touch its Rc counts and cells at once. A worker's partition of DOME nodes
+// is freed by a collection on whatever thread allocates (its consumer's own); marked
+// unsendable, the engine was then leaked there with an error instead of freed.
+unsafe impl Send for DomeCore {}
+unsafe impl Sync for DomeCore {}
 
 impl DomeCore {
     fn paired(&self) -> PyResult<&ChecksumWaits> {

@@ -210,7 +210,9 @@ pub enum Outcome {
     Failed(usize),
 }
 
-#[pyclass(module = "dpmstream.parsers._native", unsendable)]
+// Not unsendable: its fields are Send and Sync (Py handles, owned data), so it is freed on
+// whatever thread a collection runs (see DomeCore's SAFETY note).
+#[pyclass(module = "dpmstream.parsers._native")]
 pub struct DomeScanner {
     forms: Vec<Form>,
     tags: Vec<String>,

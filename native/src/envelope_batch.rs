@@ -39,7 +39,8 @@ impl File<'_> {
 }
 
 /// (runs, next): the runs [(host, path, received_ms, [line, ...]), ...] of
-/// messages[start:next] (each with .value), their files' marks moved and in `dirty`;
+/// messages[start:next] (each with a .value() method: confluent_kafka.Message, or
+/// lines_fetch.Record), their files' marks moved and in `dirty`;
 /// `next` is the index of the record Python must take (len(messages) when none).
 #[pyfunction]
 pub fn plan_batch<'py>(
@@ -72,7 +73,7 @@ fn plan<'py>(
     let mut run: Option<(Option<i64>, Bound<'py, PyList>)> = None; // its time, its lines
     let mut i = start;
     while i < messages.len() {
-        let value = messages.get_item(i)?.getattr(value_name)?;
+        let value = messages.get_item(i)?.call_method0(value_name)?;
         let Ok(raw) = value.downcast::<PyBytes>() else { break };
         let Some(Decoded { host, path, offset, received_ms, line }) = decoded_fields(raw.as_bytes()) else {
             break;

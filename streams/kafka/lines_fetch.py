@@ -7,7 +7,7 @@ bench/bench_kafka_clients.py). The transactions stay with aiokafka's producers
 
     consumer = LinesConsumer(config, settings, on_assign=worker.assign, on_revoke=worker.revoke)
     consumer.start()
-    batch = await consumer.fetch(max_records, timeout_s)   # {partition: [Record, ...]}
+    batch = await consumer.fetch(max_records, timeout_s)   # {partition: [Message, ...]}
     consumer.seek(p, offset)        # from the worker's take of p (None: the group's offset)
     await consumer.close()          # leaves the group (revokes everything it holds)
 
@@ -39,8 +39,7 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from itertools import groupby, repeat
-from typing import NamedTuple
+from itertools import groupby
 
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError,
                              KafkaException, Message, TopicPartition)
@@ -84,11 +83,27 @@ CONSUME_MAX = 1_000_000               # librdkafka's bound on one consume() call
 COMMITTED_TIMEOUT_S = 10.0            # asking the group's offset of a partition sought
 
 
-class Record(NamedTuple):
-    """One record of the lines topic, as PartitionState.feed_batch reads it."""
-    key: bytes | None
-    value: bytes | None
-    offset: int
+class Record:
+    """A record of the lines topic as the worker feeds it, made by hand (tests, benches):
+    what confluent_kafka.Message offers PartitionState.feed_batch, key(), value() and
+    offset(). The worker feeds the Messages consume() made themselves (records_by_partition)."""
+
+    __slots__ = ("_key", "_value", "_offset")
+
+    def __init__(self, key: bytes | None, value: bytes | None, offset: int):
+        self._key, self._value, self._offset = key, value, offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def offset(self) -> int:
+        return self._offset
+
+    def __repr__(self) -> str:
+        return f"Record({self._key!r}, {self._value!r}, {self._offset})"
 
 
 def consumer_settings(bootstrap: str, group_id: str, security: dict) -> dict:
@@ -143,7 +158,7 @@ class LinesConsumer:
         with self._seek_lock:
             self._pending[p] = offset
 
-    async def fetch(self, max_records: int, timeout_s: float) -> dict[int, list[Record]]:
+    async def fetch(self, max_records: int, timeout_s: float) -> dict[int, list[Message]]:
         """The records fetched within timeout_s (at most max_records), by partition."""
         batch = await self._loop.run_in_executor(
             self._thread, self._consume, min(max_records, CONSUME_MAX), timeout_s)
@@ -165,7 +180,7 @@ class LinesConsumer:
                 thread.shutdown()
 
     # -- in the consumer thread ------------------------------------------------------------
-    def _consume(self, n: int, timeout_s: float) -> dict[int, list[Record]]:
+    def _consume(self, n: int, timeout_s: float) -> dict[int, list[Message]]:
         with self._seek_lock:
             seeks, self._pending = self._pending, {}
         for p, offset in seeks.items():
@@ -229,41 +244,36 @@ class LinesConsumer:
         asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
 
-_KEY, _VALUE, _OFFSET, _PARTITION, _ERROR = (Message.key, Message.value, Message.offset,
-                                             Message.partition, Message.error)
+_PARTITION, _ERROR = Message.partition, Message.error
 
 
-def records_by_partition(messages: list[Message]) -> tuple[dict[int, list[Record]], list]:
-    """({partition: [Record, ...]}, [error, ...]): one consume()'s messages as Records by
-    partition, each partition's in the order consumed; a message carrying an error is
-    left out and its error returned.
+def records_by_partition(messages: list[Message]) -> tuple[dict[int, list[Message]], list]:
+    """({partition: [Message, ...]}, [error, ...]): one consume()'s messages by partition,
+    each partition's in the order consumed; a message carrying an error is left out and
+    its error returned.
 
-    Without a Python loop over the records (map() over the Message type's own methods,
-    then a slice per run of one partition: consume() returns each partition's records in
-    runs, a fetch response each): the loop it replaced cost ~0.3 us a record more. (The
-    same in the extension saved only ~0.05 us more: what is left is touching each
-    Message librdkafka's consume() just made.)"""
+    The Messages themselves, a slice per run of one partition (consume() returns each
+    partition's records in runs, a fetch response each), without a Python loop over them:
+    copying each into a record of our own (a tuple of its key, value and offset) cost
+    ~0.2 us a record, an eighth of the worker's CPU a line."""
     errors = []
     if any(map(_ERROR, messages)):
         errors = [err for err in map(_ERROR, messages) if err is not None]
         messages = [msg for msg in messages if msg.error() is None]
-    # tuple.__new__: Record(...) through namedtuple's __new__ costs twice as much
-    records = list(map(tuple.__new__, repeat(Record),
-                       zip(map(_KEY, messages), map(_VALUE, messages), map(_OFFSET, messages))))
-    batch: dict[int, list[Record]] = {}
+    batch: dict[int, list[Message]] = {}
     start = 0
     for p, run in groupby(map(_PARTITION, messages)):
         end = start + len(list(run))
         held = batch.get(p)
         if held is None:
-            batch[p] = records[start:end]
+            batch[p] = messages[start:end]
         else:
-            held += records[start:end]
+            held += messages[start:end]
         start = end
     return batch, errors
 
 
-def _by_partition(messages: list[Message]) -> dict[int, list[Record]]:
+def _by_partition(messages: list[Message]) -> dict[int, list[Message]]:
     """records_by_partition's batch, its errors logged."""
     batch, errors = records_by_partition(messages)
     for err in errors:

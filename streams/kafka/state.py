@@ -92,7 +92,7 @@ def plan_runs(messages: list, start: int, marks: dict, dirty: set) -> tuple[list
     i, n = start, len(messages)
     while i < n:
         try:
-            host, path, offset, received_ms, line = decode_fields(messages[i].value)
+            host, path, offset, received_ms, line = decode_fields(messages[i].value())
         except Exception:  # noqa: BLE001 - judged (and counted) by feed_record's path
             break
         if key is None or key[0] != host or key[1] != path:
@@ -290,8 +290,9 @@ class PartitionState:
         return StatsView(self.pipeline.stats, self.bad_envelopes)
 
     def feed_batch(self, messages) -> None:
-        """One batch of this partition, in offset order (anything with .key, .value and
-        .offset, e.g. Kafka messages): fed, marked consumed, then event-time timeouts run.
+        """One batch of this partition, in offset order (confluent_kafka.Messages, or
+        anything with their key(), value() and offset(): lines_fetch.Record): fed, marked
+        consumed, then event-time timeouts run.
 
         The same as feed_record() for each message, but planned in runs (plan_runs, or the
         extension's plan_batch: the same plan without Python per record): consecutive lines
@@ -313,17 +314,18 @@ class PartitionState:
             self._feed_judged(messages[i], runs)
             i += 1
         runs.flush()
-        self.consumed(messages[-1].offset + 1)
+        self.consumed(messages[-1].offset() + 1)
         self.advance()
 
     def _feed_judged(self, msg, runs: "_Runs") -> None:
         """One record of a batch off the plan's common case, judged as feed_record judges
         it; its line joins the runs."""
-        fields = self._decoded(msg.key, msg.value, msg.offset)
+        key, kafka_offset = msg.key(), msg.offset()
+        fields = self._decoded(key, msg.value(), kafka_offset)
         if fields is None:
             return
         host, path, offset, received_ms, line = fields
-        if not self._admit(host, path, offset, line, msg.key, msg.offset, received_ms):
+        if not self._admit(host, path, offset, line, key, kafka_offset, received_ms):
             return
         if self._confirmed is not None:
             runs.flush()
@@ -338,11 +340,11 @@ class PartitionState:
         ("failed") and skipped. What that record changed before it failed stays."""
         for msg in messages:
             try:
-                self.feed_record(msg.key, msg.value, msg.offset)
+                self.feed_record(msg.key(), msg.value(), msg.offset())
             except Exception as exc:  # noqa: BLE001 - no record may stop the partition
-                self._bad(msg.key, msg.offset, "failed",
+                self._bad(msg.key(), msg.offset(), "failed",
                           f"processing failed: {exc.__class__.__name__}")
-        self.consumed(messages[-1].offset + 1)
+        self.consumed(messages[-1].offset() + 1)
         self.advance()
 
     def consumed(self, next_offset: int) -> None:

@@ -212,10 +212,10 @@ class Worker:
         """How many of this fed batch of p are fed for the first time (offsets ascend
         within a batch)."""
         counted = self._counted_to.get(p, 0)
-        self._counted_to[p] = max(counted, messages[-1].offset + 1)
-        if messages[0].offset >= counted:
+        self._counted_to[p] = max(counted, messages[-1].offset() + 1)
+        if messages[0].offset() >= counted:
             return len(messages)
-        return sum(1 for msg in messages if msg.offset >= counted)
+        return sum(1 for msg in messages if msg.offset() >= counted)
 
     def _due(self, now: float) -> list[int]:
         """The partitions whose lines fed and not committed are enough for a transaction,
@@ -252,7 +252,7 @@ class Worker:
         one record at a time (PartitionState.feed_one_by_one): the record that raised is
         counted, logged and skipped, and committed past with the others."""
         p = part.partition
-        if self._one_by_one.get(p, -1) > messages[0].offset:
+        if self._one_by_one.get(p, -1) > messages[0].offset():
             part.feed_one_by_one(messages)
             if part.next_offset >= self._one_by_one[p]:
                 del self._one_by_one[p]
@@ -262,9 +262,9 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a record the pipeline cannot process
             log.error("partition %d: a batch at offsets %d-%d failed (%s: %s); the partition "
                       "is taken again and the batch fed record by record", p,
-                      messages[0].offset, messages[-1].offset, exc.__class__.__name__,
+                      messages[0].offset(), messages[-1].offset(), exc.__class__.__name__,
                       str(exc)[:200])
-            self._one_by_one[p] = messages[-1].offset + 1
+            self._one_by_one[p] = messages[-1].offset() + 1
             return False
         return True
 

@@ -39,3 +39,33 @@ def test_a_pipeline_freed_on_another_thread_is_freed_without_error(monkeypatch):
     thread.start()
     thread.join()
     assert errors == []
+
+
+DOME_LINE = ("Jun 30 10:00:00 dpmhead01 dome[2345]: {140685573784640}[1] dmlite dome "
+             "workerFunc : Accepted connection, ipcfd: 12, keepConnection: 1")
+
+
+def test_a_dome_pipeline_freed_on_another_thread_is_freed_without_error(monkeypatch):
+    # As above, for the DOME engine and its scanner: a worker's partition of DOME nodes
+    # freed by a collection on its consumer's thread leaked them, with an error, instead.
+    from dpmstream.parsers.dome_profiles import resolve_dome_profile
+
+    monkeypatch.setenv("DPMSTREAM_ENGINE", engines.COMPILED)
+    errors = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: errors.append(u.exc_value))
+    pipeline = Pipeline(lambda r: None, on_dome_record=lambda r: None)
+    assert pipeline.dome_engine == engines.COMPILED
+    pipeline.source("n", host="dpmhead01", tz="UTC", year=2016,
+                    profile=resolve_dome_profile("dmlite-dome")).feed(DOME_LINE)
+    assert sum(pipeline.stats.lines.values()) == 1
+    held = [pipeline]
+    del pipeline
+
+    def drop():
+        held.clear()
+        gc.collect()
+
+    thread = threading.Thread(target=drop)
+    thread.start()
+    thread.join()
+    assert errors == []

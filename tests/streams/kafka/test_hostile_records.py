@@ -179,7 +179,7 @@ def test_a_record_whose_processing_raises_is_skipped_and_the_partition_goes_on(
 
     def feed_batch(self, messages):
         for i, msg in enumerate(messages):
-            if msg.value and poison in msg.value:
+            if msg.value() and poison in msg.value():
                 real_batch(self, messages[:i]) if i else None
                 raise RuntimeError("injected")
         real_batch(self, messages)

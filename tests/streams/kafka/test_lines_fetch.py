@@ -37,7 +37,7 @@ async def _fetch_until(consumer, want: int, stop_after=None) -> list[tuple[int, 
     while len(got) < want:
         assert time.monotonic() < deadline, f"only {len(got)} of {want} records fetched"
         for p, records in (await consumer.fetch(1000, 0.2)).items():
-            got += [(p, r.offset, r.value) for r in records]
+            got += [(p, r.offset(), r.value()) for r in records]
     return got
 
 
@@ -184,7 +184,7 @@ def test_a_consumes_records_are_grouped_by_partition_in_offset_order_errors_apar
     errors returned)."""
     from confluent_kafka import Consumer, KafkaError
 
-    from dpmstream.streams.kafka.lines_fetch import Record, records_by_partition
+    from dpmstream.streams.kafka.lines_fetch import records_by_partition
 
     topic = f"lf-{uuid.uuid4().hex[:8]}"
     kafka_broker.create_topics([topic], partitions=3)
@@ -209,8 +209,8 @@ def test_a_consumes_records_are_grouped_by_partition_in_offset_order_errors_apar
     assert [e.code() for e in errors] == [KafkaError._PARTITION_EOF] * len(errors)
     assert len(errors) >= 3
     for p, records in batch.items():
-        assert all(type(r) is Record for r in records)
-        assert [r.offset for r in records] == list(range(len(records)))
+        assert all(r.partition() == p for r in records)
+        assert [r.offset() for r in records] == list(range(len(records)))
     by_value = lambda kv: kv[1]   # noqa: E731 - every value differs; a key may be None
-    assert sorted(((r.key, r.value) for rs in batch.values() for r in rs), key=by_value) == \
+    assert sorted(((r.key(), r.value()) for rs in batch.values() for r in rs), key=by_value) == \
         sorted(sent + [(None, b"no key")], key=by_value)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections import namedtuple
 
 import pytest
 
@@ -16,12 +15,11 @@ from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.topics import ensure_topics
 from dpmstream.streams.kafka.worker import WorkerConfig
+from dpmstream.streams.kafka.lines_fetch import Record as Message
 from tests.worker_helpers import (
     _read_topic, as_json, canonical, committed_offsets, envelopes, read_topic)
 
 pytestmark = pytest.mark.services
-
-Message = namedtuple("Message", "key value offset")
 
 
 @pytest.fixture(scope="module")

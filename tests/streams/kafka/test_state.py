@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dpmstream.simulator import SimConfig, simulate
+from dpmstream.streams.kafka.lines_fetch import Record as Message
 from dpmstream.streams.kafka.state import PartitionState
 from tests.helpers import sampled
 from tests.worker_helpers import canonical, core_records, interleaved
@@ -41,8 +42,6 @@ def test_a_line_delivered_twice_is_fed_once_and_counted_as_duplicate(sim):
 
 
 def test_a_batch_is_fed_in_order_and_marks_the_next_kafka_offset(sim):
-    from collections import namedtuple
-    Message = namedtuple("Message", "key value offset")
     recs = envelopes(sim.log_path)[:500]
     one_by_one = PartitionState(0)
     for key, value in recs:
@@ -59,12 +58,10 @@ def test_a_checkpoints_changes_stay_as_taken_while_the_next_batch_is_fed(sim, en
     """The worker commits a checkpoint while it feeds the next batch: nothing the
     checkpoint returned may move with the partition (a duplicate mark that did made a
     retaken partition skip the lines of the failed batch as seen before)."""
-    from collections import namedtuple
     from dpmstream.parsers import engines
     if engine == "compiled" and not engines.compiled_available():
         pytest.skip("the compiled extension is not built")
     monkeypatch.setenv("DPMSTREAM_ENGINE", engine)
-    Message = namedtuple("Message", "key value offset")
     recs = envelopes(sim.log_path)[:1200]
     part = PartitionState(0)
     part.feed_batch([Message(k, v, i) for i, (k, v) in enumerate(recs[:600])])
@@ -184,8 +181,6 @@ def _messages(sim):
     """Two hosts' DPM and DPNS files in one partition, a stretch delivered again, records
     that are not envelopes, a line far past its file's mark, and receive times crossing hours and the end of February 2012:
     the (year, month) they give dates the August lines in 2011 before it, in 2012 after."""
-    from collections import namedtuple
-    Message = namedtuple("Message", "key value offset")
     one = interleaved(envelopes(sim.log_path), envelopes(sim.dpns_log_path, log_path="/var/log/dpns/log"))
     two = envelopes(sim.log_path, host="dpmhead02")[:3000]
     hour, month_end = 3_600_000, 1330559400000   # 2012-02-29T23:50:00Z
@@ -212,8 +207,8 @@ def test_a_batch_fed_in_runs_gives_exactly_what_line_by_line_feeding_gives(messa
     for start in range(0, len(messages), batch):
         chunk = messages[start:start + batch]
         for msg in chunk:
-            by_line.feed_record(msg.key, msg.value, msg.offset)
-        by_line.consumed(chunk[-1].offset + 1)
+            by_line.feed_record(msg.key(), msg.value(), msg.offset())
+        by_line.consumed(chunk[-1].offset() + 1)
         by_line.advance()
         by_batch.feed_batch(chunk)
         records, changes = by_batch.checkpoint()
@@ -277,16 +272,14 @@ def test_a_file_that_really_skipped_ahead_loses_no_line(sim):
 
 
 def test_a_held_jump_is_fed_in_its_place_by_the_batch_path_too(sim):
-    from collections import namedtuple
-    Msg = namedtuple("Msg", "key value offset")
     recs = envelopes(sim.log_path)[:400]
     offsets = [json.loads(v)["offset"] for _k, v in recs]
     moved = recs[:200] + _at(recs[200:], [o + (50 << 20) for o in offsets[200:]])
     by_record, by_batch = PartitionState(0), PartitionState(0)
     for i, (key, value) in enumerate(moved):
         by_record.feed_record(key, value, i)
-    by_batch.feed_batch([Msg(key, value, i) for i, (key, value) in enumerate(moved[:201])])
-    by_batch.feed_batch([Msg(key, value, i + 201) for i, (key, value) in enumerate(moved[201:])])
+    by_batch.feed_batch([Message(key, value, i) for i, (key, value) in enumerate(moved[:201])])
+    by_batch.feed_batch([Message(key, value, i + 201) for i, (key, value) in enumerate(moved[201:])])
     assert _parsed(by_batch) == 400 and not by_batch.bad_reasons
     assert by_batch.checkpoint()[0] == by_record.checkpoint()[0]
 

@@ -5,7 +5,6 @@ records, marks, counters and state changes after every batch, on both engines.""
 from __future__ import annotations
 
 import json
-from collections import namedtuple
 
 import pytest
 
@@ -15,11 +14,11 @@ from dpmstream.streams.kafka import envelope as envelope_module
 from dpmstream.streams.kafka import state as state_module
 from dpmstream.streams.kafka.envelope import MAX_RECORD_BYTES, ms_to_rfc3339
 from dpmstream.streams.kafka.state import PartitionState, plan_runs
+from dpmstream.streams.kafka.lines_fetch import Record as Message
 from tests.helpers import sampled
 from tests.streams.kafka.test_worker_dome import TIMEOUT_S, dome_site, site_records
 from tests.worker_helpers import envelopes, interleaved
 
-Message = namedtuple("Message", "key value offset")
 DPM, DPNS = "/var/log/dpm/log", "/var/log/dpns/log"
 HOUR = 3_600_000
 MONTH_END = 1330559400000   # 2012-02-29T23:50:00Z: receive times date lines in two years
@@ -118,8 +117,8 @@ def test_a_batch_planned_at_once_gives_what_feed_record_gives_record_by_record(h
     for start in range(0, len(hostile), batch):
         chunk = hostile[start:start + batch]
         for msg in chunk:
-            by_record.feed_record(msg.key, msg.value, msg.offset)
-        by_record.consumed(chunk[-1].offset + 1)
+            by_record.feed_record(msg.key(), msg.value(), msg.offset())
+        by_record.consumed(chunk[-1].offset() + 1)
         by_record.advance()
         by_batch.feed_batch(chunk)
         assert by_batch.marks == by_record.marks
@@ -151,7 +150,7 @@ def test_the_compiled_plan_plans_as_its_python_reference(hostile):
         pytest.skip("the compiled extension is not built")
     part = _partition()
     part.feed_batch(hostile[:300])   # files with marks
-    readable = [m for m in hostile[300:] if envelope_module.compiled_decode_fields(m.value)]
+    readable = [m for m in hostile[300:] if envelope_module.compiled_decode_fields(m.value())]
     marks_c = {k: m[:] for k, m in part.marks.items()}
     marks_p = {k: m[:] for k, m in part.marks.items()}
     dirty_c, dirty_p = set(), set()
@@ -164,3 +163,26 @@ def test_the_compiled_plan_plans_as_its_python_reference(hostile):
         stops += next_c < len(readable)
         i = next_c + 1
     assert planned > 500 and stops > 10   # (a file without a mark, e.g. a DOME node's, stops each time)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"], indirect=True)
+def test_the_consumers_own_messages_are_fed_as_the_records_made_by_hand(hostile, engine):
+    """The worker feeds the confluent_kafka.Messages a consume() made (lines_fetch.
+    records_by_partition), tests and benches lines_fetch.Record: the same batch of either
+    gives the same records, state and counts."""
+    from confluent_kafka import Message as KafkaMessage
+
+    as_kafka = [KafkaMessage(topic="lines", partition=0, offset=m.offset(), key=m.key(),
+                             value=m.value()) for m in hostile]
+    by_hand, consumed = _partition(), _partition()
+    for start in range(0, len(hostile), 1000):
+        by_hand.feed_batch(hostile[start:start + 1000])
+        consumed.feed_batch(as_kafka[start:start + 1000])
+        assert consumed.checkpoint() == by_hand.checkpoint()
+    by_hand.finish()
+    consumed.finish()
+    assert consumed.checkpoint() == by_hand.checkpoint()
+    for counter in ("duplicates", "rotations", "bad_records", "bad_reasons", "bad_places",
+                    "next_offset"):
+        assert getattr(consumed, counter) == getattr(by_hand, counter), counter
+    assert consumed.bad_records >= 11 and sum(consumed.duplicates.values()) >= 120

@@ -5,7 +5,6 @@ from its stored changes after any batch going on as one that never stopped."""
 from __future__ import annotations
 
 import json
-from collections import namedtuple
 
 import pytest
 
@@ -14,10 +13,9 @@ from dpmstream.parsers.dome_profiles import resolve_dome_profile
 from dpmstream.parsers.profiles import resolve_profile
 from dpmstream.streams.kafka.envelope import encode
 from dpmstream.streams.kafka.state import PartitionState
+from dpmstream.streams.kafka.lines_fetch import Record as Message
 from tests.streams.kafka.test_worker_dome import core_dome_records, dome_site, site_records, TIMEOUT_S
 from tests.worker_helpers import canonical
-
-Message = namedtuple("Message", "key value offset")
 
 
 @pytest.fixture(scope="module")
