@@ -359,8 +359,9 @@ class LogSource:
         make), not the record's dict (the window of a busy 1 GB log holds some 90,000
         requests: as dicts they were half the probe's memory): a call's (end ms, the
         name-server operation whose quantiles are wanted or None, its seconds or None), a
-        request's (end ms, status, then each of PHASES in seconds, None where it has none). None for one that is never counted: another host's, another
-        operation's, an orphan, a request the end of the file forced out."""
+        request's (end ms, status, then each of PHASES in seconds, None where it has
+        none). None for one that is never counted: another host's, another operation's,
+        an orphan, a request the end of the file forced out."""
         host = rec.get("host")
         if self.host and host != self.host_name and not self.host.fullmatch(str(host)):
             return None  # (a native line's host is --host's text itself: it is selected)
@@ -405,7 +406,6 @@ class LogSource:
             for q in wanted.ns[op]:
                 snap.ns[(op, q)] = nearest_rank(values, q)
         return snap
-
 
 
 def measure_log(path: str, stats: tail.TailStats, deadline: float | None, measure) -> Snapshot:
