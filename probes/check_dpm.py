@@ -74,22 +74,23 @@ latest capacity and enable/disable lines left them (all servers, whatever --host
 sources:
   --prometheus URL  the dpmstream metrics (dpmstream run / worker) in Prometheus; the
                     window ends now.
-  --log FILE        a DPM, DPNS or SRM log (with --dome: a DOME node's dmlite log,
-                    repeatable) read directly with the domain's reading (no running
-                    pipeline needed); the window ends at the latest event time in the
-                    file, never the wall clock. Requests still open at the end of the
-                    file are not counted. Only the tail is read, backwards from the end;
-                    lines over 64 KiB are skipped and counted (-v). Under -t the end
-                    comes first: the last 4 MiB (--dome: 1 MiB of all its logs), then as
-                    much more as the pace allows; when not all of window and lookback
-                    could be read, the answer is on what was, and says so: "(partial:
-                    read only the last 12.3m of the log, 951234 lines, 140.0 MiB of its
-                    1.1 GiB, within -t)". A partial answer is UNKNOWN, with the figures
-                    and any threshold crossed in the part read (the requests that fit
-                    whole in it are the short ones: a biased sample), unless the source
-                    is stale (--max-age). perfdata with --log: partial (1 when cut
-                    short), and then read_lines and read_span (the event time they
-                    cover, to the window's end).
+  --log FILE        a DPM, DPNS or SRM log, or an rsyslog file mixing them (each line
+                    read by its program tag's profile, as replay reads it), or with
+                    --dome a DOME node's dmlite log (repeatable), read directly with the
+                    domain's reading (no running pipeline needed); the window ends at
+                    the latest event time in the file, never the wall clock. Requests
+                    still open at the end of the file are not counted. Only the tail is
+                    read, backwards from the end; lines over 64 KiB are skipped and
+                    counted (-v). Under -t the end comes first: the last 4 MiB (--dome:
+                    1 MiB of all its logs), then as much more as the pace allows; when
+                    not all of window and lookback could be read, the answer is on what
+                    was, and says so: "(partial: read only the last 12.3m of the log,
+                    951234 lines, 140.0 MiB of its 1.1 GiB, within -t)". A partial
+                    answer is UNKNOWN, with the figures and any threshold crossed in the
+                    part read (the requests that fit whole in it are the short ones: a
+                    biased sample), unless the source is stale (--max-age). perfdata
+                    with --log: partial (1 when cut short), and then read_lines and
+                    read_span (the event time they cover, to the window's end).
 
 --dome --log FILE [--log FILE ...] (or a quoted glob, '/var/log/dmlite/*.log'): the
 head's and each disk node's log, read side by side in event time as replay reads them,
@@ -204,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://127.0.0.1:9090")
     src.add_argument("--log", metavar="FILE", action="append",
-                     help="DPM/DPNS/SRM log file to read the last window of; with --dome a "
+                     help="DPM/DPNS/SRM log file (or an rsyslog file mixing them) to read "
+                          "the last window of; with --dome a "
                           "DOME node's dmlite log, repeatable (or a quoted glob): the head's "
                           "and each disk node's, read side by side")
     p.add_argument("--window", default="15m", type=_duration("--window", MAX_SPAN),

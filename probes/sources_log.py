@@ -1,4 +1,6 @@
 """Probe source: the last window of a DPM, DPNS or SRM log, read directly with the domain.
+An rsyslog file that mixes these daemons is read as replay reads it: each line by the
+profile of its program tag (the name server's lines beside the DPM daemon's).
 
 For sites without the pipeline. The window ends at the latest event time in the file
 and covers `window_s` before it. Only the tail is read (probes/tail.py): backwards from
@@ -234,11 +236,11 @@ class LogSource:
                     kept.append(counted)
 
         # The engine is replay's (parsers/engines.py): DPMSTREAM_ENGINE, else the compiled
-        # one where built. Only the profile found is read: no other daemon's lines are
-        # routed out of a mixed syslog file.
+        # one where built. The pipeline knows every bundled profile, as replay's does: in
+        # a syslog file that mixes daemons, the lines of another daemon's tag (the name
+        # server's beside the DPM daemon's) are read by that daemon's profile (routed).
         try:
-            pipeline = Pipeline(keep, ReassemblySettings(timeout_s=self.timeout_s),
-                                profiles=[found.profile])
+            pipeline = Pipeline(keep, ReassemblySettings(timeout_s=self.timeout_s))
             src = pipeline.source(self.path, host=self.host_name, path=self.path,
                                   profile=found.profile, tz=self.tz, ref=found.ref)
         except (ValueError, ClockError) as exc:
