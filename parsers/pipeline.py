@@ -466,7 +466,11 @@ class Source:
         self.n_parsed = self.n_unmatched = self.n_malformed = 0
         self.n_unrecognised = 0   # lines no profile recognised: warned about once, at finish
         self.other_counts: Counter = Counter()
+        # host -> the latest event time of its lines read so far: never goes back
         self.latest_by_host: dict[str, int] = {}
+        # A DPM source: latest_by_host[host] as an int, for the hot path's test (raised by
+        # its own daemon's lines and by routed ones of its host alike); a DOME source: its
+        # position, the latest of all its nodes' lines.
         self._latest = -1
         self._reassembler = pipeline.reassembler
         self._compiled_engine = engines.is_compiled(pipeline.reassembler)
@@ -632,16 +636,14 @@ class Source:
             self.line_no += nxt - i
             self.n_unmatched += unmatched
             host = self.host if compiled is parser._compiled else parser.twin_host
-            raised = False
             if host == self.host:
                 self.n_parsed += parsed
                 if latest > self._latest:
                     self._latest = self.latest_by_host[host] = latest
-                    raised = True
             elif parsed:  # rsyslog lines of another host, counted as _parse counts them
                 self._count_elsewhere(host, parser.daemon, parsed, latest)
             if routed is not None:
-                self._count_routed(routed, host, raised)
+                self._count_routed(routed, host)
             pipeline._since_advance += nxt - i
             if pipeline._since_advance >= ADVANCE_EVERY:
                 pipeline.advance()
@@ -666,17 +668,14 @@ class Source:
                     parser.point_twin(parser.prefix_host)  # a file of another host's lines
         return i
 
-    def _count_routed(self, routed: list, host: str, raised: bool) -> None:
+    def _count_routed(self, routed: list, host: str) -> None:
         """The lines feed_lines read with routed daemons' twins (all of `host`): counted as
-        _parse counts a routed line, parsed by its host and unmatched by the source's. A
-        source's own line sets its host's latest even below a routed line's (_parse), so
-        where the chunk's own lines set it (`raised`), only the routed lines after the
-        first at its latest count towards it."""
-        for daemon, parsed, unmatched, latest, after in routed:
+        _parse counts a routed line, parsed by its host and unmatched by the source's."""
+        for daemon, parsed, unmatched, latest in routed:
             if unmatched:
                 self.other_counts[(self.host, daemon, UNMATCHED_RESULT)] += unmatched
             if parsed:
-                self._count_elsewhere(host, daemon, parsed, after if raised else latest)
+                self._count_elsewhere(host, daemon, parsed, latest)
 
     def _link_routes(self) -> None:
         """The engine reads a routed daemon's lines (LineParser.route_to) once the twins of
@@ -807,12 +806,16 @@ class Source:
         self.pipeline._line_done()
 
     def _count_elsewhere(self, host: str, daemon: str, parsed: int, latest: int) -> None:
-        """`parsed` lines of another host than the source's (an rsyslog file's, a routed
-        daemon's, a DOME file's other nodes'), the latest at `latest`: counted by host, as
-        the run's totals read them."""
+        """`parsed` lines of another host or daemon than the source's (an rsyslog file's
+        other hosts, a routed daemon's, a DOME file's other nodes'), the latest at
+        `latest`: counted by host, as the run's totals read them. A routed daemon's line
+        of the source's own host raises that host's latest as the daemon's own lines do
+        (the two daemons' stamps interleave a little out of order)."""
         self.other_counts[(host, daemon, "parsed")] += parsed
         if latest > self.latest_by_host.get(host, -1):
             self.latest_by_host[host] = latest
+            if host == self.host and latest > self._latest:
+                self._latest = latest
 
     def _count_unparsed(self, parser, line: str) -> None:
         """A line this source's own parser gave no event for: malformed (remembered),

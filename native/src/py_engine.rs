@@ -73,13 +73,8 @@ struct Route<'py> {
     daemon_py: Bound<'py, PyAny>,
     parsed: usize,
     unmatched: usize,
-    /// The latest time of its parsed lines, and the latest of those after the first of
-    /// the source parser's lines at the source's latest time so far: where Python's
-    /// line-by-line count last set the source host's latest (Source._parse).
+    /// The latest time of its parsed lines.
     latest: i64,
-    after: i64,
-    /// The line `after` counts from (feed_lines' latest_at when it was last reset).
-    after_since: usize,
 }
 
 impl<'py> Route<'py> {
@@ -88,7 +83,7 @@ impl<'py> Route<'py> {
         let (host_py, daemon_py) = twin.borrow().host_daemon(py);
         let host = names.intern(host_py.downcast::<PyString>()?.to_str()?);
         let daemon = names.intern(daemon_py.downcast::<PyString>()?.to_str()?);
-        Ok(Route { twin, host, daemon, daemon_py, parsed: 0, unmatched: 0, latest: -1, after: -1, after_since: usize::MAX })
+        Ok(Route { twin, host, daemon, daemon_py, parsed: 0, unmatched: 0, latest: -1 })
     }
 }
 
@@ -240,12 +235,11 @@ impl Core {
     /// where the parser has one, as Python reads it after routing; else it is SLOW.
     /// Returns (next, parsed, unmatched, latest event time parsed or -1, why, routed):
     /// routed is None when no route was taken, else per route taken (its daemon, lines
-    /// parsed, unmatched, their latest time, and their latest after the first of
-    /// `parser`'s lines at its own latest time): Source._count_routed counts them as its
+    /// parsed, unmatched, their latest time): Source._count_routed counts them as its
     /// line-by-line path would have.
     #[pyo3(signature = (parser, lines, start, limit, budget))]
     #[allow(clippy::type_complexity)]
-    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8, Option<Vec<(PyObject, usize, usize, i64, i64)>>)> {
+    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8, Option<Vec<(PyObject, usize, usize, i64)>>)> {
         let chunk = match lines.downcast::<LineBlock>() {
             Ok(b) => Chunk::Block(b.get()),
             Err(_) => Chunk::List(lines.downcast::<PyList>()?),
@@ -259,7 +253,6 @@ impl Core {
         let n = chunk.len();
         let (mut parsed, mut unmatched, mut latest) = (0usize, 0usize, -1i64);
         let mut routes: Vec<Option<Route<'_>>> = Vec::new();
-        let mut latest_at = usize::MAX; // the line of the first of `parser`'s at `latest`
         let mut i = start;
         let why = self.with(py, |st, cx| {
             while i < n {
@@ -291,11 +284,6 @@ impl Core {
                                 }
                                 route.parsed += 1;
                                 route.latest = route.latest.max(ts);
-                                if route.after_since != latest_at {
-                                    route.after = -1;
-                                    route.after_since = latest_at;
-                                }
-                                route.after = route.after.max(ts);
                             }
                             Scan::Python | Scan::Routed(_) => return Ok(SLOW),
                         }
@@ -306,10 +294,7 @@ impl Core {
                             return Ok(SLOW);
                         }
                         parsed += 1;
-                        if ts > latest {
-                            latest = ts;
-                            latest_at = i;
-                        }
+                        latest = latest.max(ts);
                     }
                 }
                 i += 1;
@@ -325,10 +310,7 @@ impl Core {
             Ok(DONE)
         })?;
         let routed = routes.iter().any(Option::is_some).then(|| {
-            routes.into_iter().flatten().map(|r| {
-                let after = if r.after_since == latest_at { r.after } else { -1 };
-                (r.daemon_py.unbind(), r.parsed, r.unmatched, r.latest, after)
-            }).collect()
+            routes.into_iter().flatten().map(|r| (r.daemon_py.unbind(), r.parsed, r.unmatched, r.latest)).collect()
         });
         Ok((i, parsed, unmatched, latest, why, routed))
     }

@@ -224,11 +224,12 @@ def test_the_engine_reads_the_name_servers_routed_lines_as_python_does(tmp_path,
 
 
 @needs_native
-def test_a_routed_line_read_by_the_engine_leaves_the_hosts_latest_time_where_python_leaves_it(monkeypatch):
-    """Line by line (Source._parse), the source's own line sets its host's latest time
-    even below a routed line's before it; a chunk the engine read with a route must end
-    with the same: here the name server's line at .900 is read by the engine between two
-    of the daemon's, and the host's latest is the daemon's last, .300, as in Python."""
+def test_a_routed_line_read_by_the_engine_keeps_the_hosts_latest_time_as_python_does(monkeypatch):
+    """The host's latest time is the latest stamp of its lines, the routed daemon's
+    included: here the name server's line at .900 is read by the engine between two of
+    the daemon's, and the daemon's last, .300, read after it, leaves the host's latest at
+    .900, as Python line by line does (tests/parsers/test_latest_by_host.py: on a
+    simulated file)."""
     prefix = "2011-08-12T14:00:00.950000+02:00 dpmhead01"
     lines = [f"{prefix} dpm: 08/12 14:00:00.100 12345,3 dpm_srv_put: returns 0",
              f"{prefix} dpns: 08/12 14:00:00.100  9876,0 Cns_srv_creat: returns 0",
@@ -244,7 +245,7 @@ def test_a_routed_line_read_by_the_engine_leaves_the_hosts_latest_time_where_pyt
         read_by_python.clear()
         compiled = run_sources([line.encode() for line in lines], "dpmhead01", zone, dpm)
         assert read_by_python == lines[:2] + lines[1:2]  # routed by the daemon's parser, read by the name server's
-        want = 1313157600300 - (0 if zone == "UTC" else 7_200_000)  # 14:00:00.300 UTC, or +02:00
+        want = 1313157600900 - (0 if zone == "UTC" else 7_200_000)  # 14:00:00.900 UTC, or +02:00
         assert compiled[3] == {"dpmhead01": want}
         with monkeypatch.context() as pure_python:
             pure_python.setenv("DPMSTREAM_PURE_PYTHON", "1")
