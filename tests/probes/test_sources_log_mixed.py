@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from dpmstream.parsers.quantiles import nearest_rank
-from dpmstream.parsers.records import text_to_ms
+from dpmstream.parsers.records import csv_line, text_to_ms
+from dpmstream.probes import sources_log
+from tests.helpers import dpmstream_in_process
 from tests.metrics_stack import simulate
 from tests.probes.test_sources_log import TZ, _compiled_or_skip, check_dpm, latest_event_ms
 
@@ -76,6 +78,33 @@ def test_a_mixed_file_read_whole_answers_as_its_daemons_two_logs_together(site, 
         assert counted == {"parsed": lines_counted(dpm_status)["parsed"]
                            + lines_counted(ns_status)["parsed"],
                            "unmatched": 0, "malformed": 0, "foreign": others}
+
+
+def test_the_probe_makes_replays_records_of_a_mixed_file_its_calls_linked(site, tmp_path, monkeypatch):
+    """Read whole (window and lookback cover the file), the probe's pipeline makes the
+    records `replay` writes of the file, row for row: the name server's calls among them,
+    linked to their requests."""
+    made = []
+
+    class Recording(sources_log.Pipeline):
+        """The probe's pipeline, keeping the records of its last read (under -t the
+        probe reads the last 4 MiB first, then the whole span)."""
+        def __init__(self, on_record, *args, **kwargs):
+            made.clear()
+            super().__init__(lambda record: (made.append(record), on_record(record)), *args, **kwargs)
+
+    monkeypatch.setattr(sources_log, "Pipeline", Recording)
+    messages = f"{site}.messages"
+    rc, status, _ = probe(messages, "--window", "1h")
+    assert rc == 0 and "from byte 0 " in status
+    out = tmp_path / "replay"
+    done = dpmstream_in_process("replay", messages, "--tz", TZ, "--host", HOST, "--out", str(out),
+                                "--quiet", text=True)
+    assert done.returncode == 0, done.stderr
+    for kind, name in (("request", "requests.csv"), ("call", "calls.csv")):
+        replayed = (out / name).read_bytes().decode().splitlines(keepends=True)[1:]
+        assert sorted(csv_line(r) for r in made if r["kind"] == kind) == sorted(replayed)
+    assert sum(1 for r in made if r["kind"] == "call" and r["daemon"] == "dpns" and r["token"]) > 1000
 
 
 def calls_ending_in(prefix: Path, begin_ms: int, end_ms: int) -> list[dict]:
