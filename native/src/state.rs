@@ -10,6 +10,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::event::OwnedEv;
+use crate::hashed_text::HashedText;
 use crate::hashing::{FxMap, FxSet};
 use crate::keyed_slab::KeyedSlab;
 use crate::lru::Lru;
@@ -71,7 +72,9 @@ pub(crate) struct Call {
     pub(crate) accepted: Option<i64>,
     pub(crate) started: i64,
     pub(crate) kind: Kind,
-    pub(crate) token: Option<Text>,
+    /// Its request's token: the key the request's table holds (the same text), so a line
+    /// of the call finds the request without reading the text, out of cache by then.
+    pub(crate) token: Option<HashedText>,
     pub(crate) state: Option<Sym>,
     pub(crate) session: Option<Session>,
     pub(crate) path: Option<Text>,
@@ -218,11 +221,11 @@ pub(crate) struct State {
     pub(crate) threads: KeyedSlab<TKey, Box<Thread>>,
     pub(crate) thread_order: FxMap<Sym, Lru<TKey>>,
     pub(crate) thread_order_hosts: Vec<Sym>,
-    pub(crate) requests: FxMap<Sym, FxMap<Text, Request>>,
+    pub(crate) requests: FxMap<Sym, FxMap<HashedText, Request>>,
     pub(crate) n_requests: usize,
-    pub(crate) request_order: FxMap<Sym, Lru<Text>>,
+    pub(crate) request_order: FxMap<Sym, Lru<HashedText>>,
     pub(crate) request_order_hosts: Vec<Sym>,
-    pub(crate) finished: FxMap<Sym, FxMap<Text, u64>>,
+    pub(crate) finished: FxMap<Sym, FxMap<HashedText, u64>>,
     pub(crate) finished_order: VecDeque<RKey>,
     pub(crate) finished_groups: FxMap<u64, Vec<RKey>>,
     pub(crate) group: u64,
