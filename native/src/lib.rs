@@ -6,7 +6,7 @@
 //! The modules are layered, each using only those of the layers before it and of its
 //! own (tests/test_native_layering.py checks the `crate::` uses have no cycle; the DOME
 //! modules are listed in docs/architecture.md, which draws the map):
-//! - primitives: hashing (the tables' hasher), jit (a PCRE2 pattern through its JIT entry), names (the interner), lru (activity
+//! - primitives: hashing (the tables' hasher), hashed_text (a shared text carrying its hash), jit (a PCRE2 pattern through its JIT entry), names (the interner), lru (activity
 //!   order), window (the duplicate memory), schema (parsers/schema.py's copy);
 //! - the DPM domain's data: event (a parsed line), scan (the line scanner), state (what
 //!   the engine holds), counters, rec (finished records),
@@ -48,6 +48,7 @@ mod envelope;
 mod envelope_batch;
 mod event;
 mod few;
+mod hashed_text;
 mod hashing;
 mod jit;
 mod keyed_slab;

@@ -17,32 +17,36 @@ use std::hash::{Hash, Hasher};
 use crate::byte_runs;
 use crate::deliver::deliver;
 use crate::few::Few;
-use crate::hashing::{self, FxMap, FxSet};
+use crate::hashed_text::HashedText;
+use crate::hashing::{FxMap, FxSet};
 use crate::names::{Names, Sym};
 use crate::rec::Rec;
 
 use crate::text_cache::Text;
 
-/// A key of the linker's maps by text (a token or a path of a host), its hash made once,
-/// when the text is new and in cache: a held item is looked up again only seconds later,
-/// when its text is out of cache, and a key hashes then without reading it and compares
-/// without reading it where it is the very text the map holds (the same `Rc`).
+/// A key of the linker's maps by text (a token or a path of a host): its text carries its
+/// hash (hashed_text.rs), as a held item is looked up again only seconds later, when its
+/// text is out of cache.
 #[derive(Clone)]
 struct Key {
     host: Sym,
-    hash: u64,
-    text: Text,
+    text: HashedText,
 }
 
 impl Key {
     fn new(host: Sym, text: Text) -> Self {
-        Key { host, hash: hashing::of_text(&text), text }
+        Key { host, text: HashedText::new(text) }
+    }
+
+    /// The key of a text the engine has hashed already (a request's token).
+    fn hashed(host: Sym, text: &HashedText) -> Self {
+        Key { host, text: text.clone() }
     }
 }
 
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
-        self.host == other.host && self.hash == other.hash && (Rc::ptr_eq(&self.text, &other.text) || self.text == other.text)
+        self.host == other.host && self.text == other.text
     }
 }
 
@@ -51,7 +55,7 @@ impl Eq for Key {}
 impl Hash for Key {
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u32(self.host);
-        state.write_u64(self.hash);
+        state.write_u64(self.text.hash());
     }
 }
 
@@ -385,7 +389,7 @@ impl Linker {
         self.release(cx, host, false)
     }
 
-    pub fn run_started(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, surls: &[Text]) {
+    pub fn run_started(&mut self, cx: &Ctx, host: Sym, token: &HashedText, start: i64, surls: &[Text]) {
         let epoch = self.observe(cx, host).0;
         let mut paths: Few<Key> = Few::Empty;
         for s in surls {
@@ -394,9 +398,9 @@ impl Linker {
                 paths.push(Key::new(host, p.into()));
             }
         }
-        let run = Rc::new(RefCell::new(Run { host, token: token.clone(), start, end: None, cut: false, paths: Few::Empty, pending: 0, calls: 0, ms: 0, epoch, end_epoch: None }));
+        let run = Rc::new(RefCell::new(Run { host, token: token.text().clone(), start, end: None, cut: false, paths: Few::Empty, pending: 0, calls: 0, ms: 0, epoch, end_epoch: None }));
         self.ran = true;
-        self.list_run(Key::new(host, token.clone()), run.clone());
+        self.list_run(Key::hashed(host, token), run.clone());
         let lo = start - self.slack_ms;
         for path in paths.iter() {
             let entry = self.by_path.entry(path.clone());
@@ -416,9 +420,9 @@ impl Linker {
         }
     }
 
-    pub fn run_ended(&mut self, cx: &Ctx, host: Sym, token: &Text, start: i64, end: Option<i64>) -> PyResult<()> {
+    pub fn run_ended(&mut self, cx: &Ctx, host: Sym, token: &HashedText, start: i64, end: Option<i64>) -> PyResult<()> {
         let epoch = self.observe(cx, host).0;
-        if let Some(runs) = self.runs_by_token.get(&Key::new(host, token.clone())) {
+        if let Some(runs) = self.runs_by_token.get(&Key::hashed(host, token)) {
             for run in runs.runs.iter() {
                 let mut r = run.borrow_mut();
                 if r.start == start && r.open() {

@@ -24,6 +24,7 @@ use crate::busy_spans::BusySpans;
 use crate::counters::*;
 use crate::deliver::deliver;
 use crate::event::{Ev, OwnedEv, Role};
+use crate::hashed_text::{HashedText, Lookup, Probe};
 use crate::hashing::{FxMap, FxSet};
 use crate::linking::{Ctx, Linker, Meta};
 use crate::lru::Lru;
@@ -177,12 +178,18 @@ impl State {
         }
     }
 
-    fn is_finished(&self, host: Sym, token: &str) -> bool {
+    fn is_finished(&self, host: Sym, token: &HashedText) -> bool {
         self.finished.get(&host).is_some_and(|m| m.contains_key(token))
     }
 
-    fn request(&mut self, host: Sym, token: &str) -> Option<&mut Request> {
+    fn request(&mut self, host: Sym, token: &HashedText) -> Option<&mut Request> {
         self.requests.get_mut(&host).and_then(|m| m.get_mut(token))
+    }
+
+    /// The key of a request a line changed, when changes are taken (made only then: the
+    /// token's text is out of cache by the time most lines of its calls come).
+    fn changed_request(&self, host: Sym, token: &HashedText) -> Option<RKey> {
+        self.changed.as_ref().map(|_| (host, token.text().clone()))
     }
 
     // -- input -----------------------------------------------------------------------
@@ -519,7 +526,7 @@ impl State {
             return Ok(None);
         };
         let host = ev.host;
-        let token: Text = self.open_token(host, token).unwrap_or_else(|| token.into());
+        let token = self.open_token(host, token);
         call.token = Some(token.clone());
         if is_request_op(call.op) {
             if self.is_finished(host, &token) {
@@ -530,7 +537,7 @@ impl State {
             let (op, client, accepted, started) = (call.op, call.client.clone(), call.accepted, call.started);
             match self.request(host, &token).map(|r| r.started.is_none()) {
                 None => {
-                    self.admit(cx, host, token.clone(), Request { host, token: Some(token.clone()), ..Default::default() })?;
+                    self.admit(cx, host, token.clone(), Request { host, token: Some(token.text().clone()), ..Default::default() })?;
                 }
                 Some(orphan) => {
                     if orphan {
@@ -561,10 +568,10 @@ impl State {
             if op == PUTDONE && req.putdone_first.is_none() {
                 req.putdone_first = Some(started);
             }
-            return Ok(Some((host, token)));
+            return Ok(self.changed_request(host, &token));
         }
         self.touch(host, &token, ev.ts);
-        Ok(Some((host, token)))
+        Ok(self.changed_request(host, &token))
     }
 
     fn on_slow_start(&mut self, cx: &Cx, ev: &Ev, th: &mut Thread, key: TKey) -> PyResult<Option<RKey>> {
@@ -572,7 +579,7 @@ impl State {
             self.close_noreturn(cx, key, th)?;
         }
         let host = ev.host;
-        let token: Option<Text> = ev.token.map(|t| self.open_token(host, t).unwrap_or_else(|| t.into()));
+        let token: Option<HashedText> = ev.token.map(|t| self.open_token(host, t));
         let found = match &token {
             Some(t) => self.find(cx, host, t, ev.op)?,
             None => false,
@@ -597,9 +604,11 @@ impl State {
         if req.proc_first.is_none() {
             req.proc_first = Some(ev.ts);
         }
-        let files: Vec<Text> = req.files.clone().unwrap_or_default();
+        // Read where the request holds them: a copy was an allocation, and a count up and
+        // down on each file's text, for the few microseconds of run_started.
+        let files: &[Text] = req.files.as_deref().unwrap_or_default();
         let linked = cx.link(|lk, lcx| {
-            lk.run_started(lcx, host, &token, ev.ts, &files);
+            lk.run_started(lcx, host, &token, ev.ts, files);
             Ok(())
         });
         if let Some(result) = linked {
@@ -616,14 +625,14 @@ impl State {
             self.slow_queue_depth -= 1;
         }
         self.touch(host, &token, ev.ts);
-        Ok(Some((host, token)))
+        Ok(self.changed_request(host, &token))
     }
 
     fn on_file(&mut self, ev: &Ev, th: &mut Thread) -> PyResult<Option<RKey>> {
         if let (Some(surl), Some(call)) = (ev.surl, th.call.as_ref()) {
             if call.kind == Kind::Step && is_request_op(call.op) {
-                if let Some(token) = call.token.clone() {
-                    if let Some(req) = self.request(ev.host, &token) {
+                if let Some(token) = &call.token {
+                    if let Some(req) = self.request(ev.host, token) {
                         req.files.get_or_insert_with(Vec::new).push(surl.into());
                     }
                 }
@@ -650,13 +659,13 @@ impl State {
 
     fn on_line(&mut self, ev: &Ev, th: &mut Thread) -> Option<RKey> {
         let call = th.call.as_ref()?;
-        let token = call.token.clone()?;
+        let token = call.token.as_ref()?;
         if call.kind == Kind::Late {
             self.stats[LATE_LINES] += 1;
             return None;
         }
-        self.touch(ev.host, &token, ev.ts)?;
-        Some((ev.host, token))
+        self.touch(ev.host, token, ev.ts)?;
+        self.changed_request(ev.host, token)
     }
 
     fn on_returns(&mut self, cx: &Cx, ev: &Ev, th: &mut Thread, key: TKey) -> PyResult<Option<RKey>> {
@@ -690,7 +699,7 @@ impl State {
             self.stats[LATE_LINES] += 1;
             return Ok(None);
         }
-        let token = call.token.clone().unwrap();
+        let token = call.token.unwrap();
         let Some(req) = self.touch(host, &token, ts) else {
             self.stats[LATE_LINES] += 1;
             if call.kind == Kind::Proc {
@@ -728,10 +737,10 @@ impl State {
             let status = if op == ABORTREQ { ABORTED } else { SUCCESS };
             self.finish_request(cx, host, &token, status, ts)?;
         }
-        Ok(Some((host, token)))
+        Ok(self.changed_request(host, &token))
     }
 
-    fn run_ended(&self, cx: &Cx, host: Sym, token: &Text, started: i64, ended: Option<i64>) -> PyResult<()> {
+    fn run_ended(&self, cx: &Cx, host: Sym, token: &HashedText, started: i64, ended: Option<i64>) -> PyResult<()> {
         if let Some(result) = cx.link(|lk, ctx| lk.run_ended(ctx, host, token, started, ended)) {
             return result;
         }
@@ -744,7 +753,7 @@ impl State {
 
     // -- requests --------------------------------------------------------------------
     /// A new open request; the cap then emits the least recently active (Python: _admit).
-    fn admit(&mut self, cx: &Cx, host: Sym, token: Text, req: Request) -> PyResult<()> {
+    fn admit(&mut self, cx: &Cx, host: Sym, token: HashedText, req: Request) -> PyResult<()> {
         self.admit_uncapped(host, token, req);
         while self.n_requests > self.set.max_in_flight {
             let Some((host, token)) = self.least_recent_request() else { break };
@@ -755,7 +764,7 @@ impl State {
         Ok(())
     }
 
-    pub(crate) fn admit_uncapped(&mut self, host: Sym, token: Text, mut req: Request) {
+    pub(crate) fn admit_uncapped(&mut self, host: Sym, token: HashedText, mut req: Request) {
         if !self.request_order.contains_key(&host) {
             self.request_order.insert(host, Lru::default());
             self.request_order_hosts.push(host);
@@ -765,8 +774,8 @@ impl State {
         self.n_requests += 1;
     }
 
-    fn least_recent_request(&self) -> Option<RKey> {
-        let mut oldest: Option<(RKey, i64)> = None;
+    fn least_recent_request(&self) -> Option<(Sym, HashedText)> {
+        let mut oldest: Option<((Sym, HashedText), i64)> = None;
         for host in &self.request_order_hosts {
             if let Some((_, token)) = self.request_order.get(host).and_then(|o| o.first_key_value()) {
                 let latest = self.requests[host][token].latest;
@@ -778,7 +787,7 @@ impl State {
         oldest.map(|(k, _)| k)
     }
 
-    fn forget(&mut self, host: Sym, token: &str) -> Option<Request> {
+    fn forget(&mut self, host: Sym, token: &HashedText) -> Option<Request> {
         let req = self.requests.get_mut(&host)?.remove(token)?;
         self.n_requests -= 1;
         if let Some(order) = self.request_order.get_mut(&host) {
@@ -789,7 +798,7 @@ impl State {
 
     /// The open request of a token (true), an orphan admitted if never seen (true), or
     /// false when it has ended.
-    fn find(&mut self, cx: &Cx, host: Sym, token: &Text, op: Option<Sym>) -> PyResult<bool> {
+    fn find(&mut self, cx: &Cx, host: Sym, token: &HashedText, op: Option<Sym>) -> PyResult<bool> {
         if self.request(host, token).is_some() {
             return Ok(true);
         }
@@ -798,13 +807,13 @@ impl State {
             return Ok(false);
         }
         self.stats[ORPHANS] += 1;
-        self.admit(cx, host, token.clone(), Request { host, token: Some(token.clone()), op, ..Default::default() })?;
+        self.admit(cx, host, token.clone(), Request { host, token: Some(token.text().clone()), op, ..Default::default() })?;
         Ok(self.request(host, token).is_some())
     }
 
     /// The open request of a token, made the most recently active at `ts`; None when
     /// it has none (then nothing changes). One lookup for what the rules ask most.
-    fn touch(&mut self, host: Sym, token: &str, ts: i64) -> Option<&mut Request> {
+    fn touch(&mut self, host: Sym, token: &HashedText, ts: i64) -> Option<&mut Request> {
         let req = self.requests.get_mut(&host)?.get_mut(token)?;
         if ts > req.latest {
             req.latest = ts;
@@ -813,30 +822,37 @@ impl State {
         Some(req)
     }
 
-    /// The text of an open request's token, shared: a line naming it then allocates none.
-    fn open_token(&self, host: Sym, token: &str) -> Option<Text> {
-        self.requests.get(&host)?.get_key_value(token).map(|(t, _)| t.clone())
+    /// A line's token: an open request's key, shared (a line naming it then allocates
+    /// none, and the request's later lines find it by the Rc), else a new text, hashed
+    /// once either way.
+    fn open_token(&self, host: Sym, token: &str) -> HashedText {
+        let probe = Probe::new(token);
+        match self.requests.get(&host).and_then(|m| m.get_key_value(&probe as &dyn Lookup)) {
+            Some((t, _)) => t.clone(),
+            None => HashedText::with_hash(token.into(), probe.hash),
+        }
     }
 
-    fn finish_request(&mut self, cx: &Cx, host: Sym, token: &Text, status: &str, ended: i64) -> PyResult<()> {
+    fn finish_request(&mut self, cx: &Cx, host: Sym, token: &HashedText, status: &str, ended: i64) -> PyResult<()> {
         let mut req = self.forget(host, token).unwrap();
         if req.queued {
             req.queued = false;
             self.slow_queue_depth -= 1;
         }
-        let rkey = (host, token.clone());
-        self.remember_finished(rkey.clone());
+        self.remember_finished(host, token);
         let record = self.request_record(cx, &req, status, Some(ended), BY_LINE);
+        let rkey = (host, token.text().clone());
         self.mark_request(&rkey);
-        self.emit(cx, record, Meta::Request { host, token: token.clone(), ended: Some(ended) })
+        self.emit(cx, record, Meta::Request { host, token: rkey.1, ended: Some(ended) })
     }
 
-    fn remember_finished(&mut self, rkey: RKey) {
+    fn remember_finished(&mut self, host: Sym, token: &HashedText) {
+        let rkey: RKey = (host, token.text().clone());
         let group = self.group;
         let members = self.finished_groups.entry(group).or_default();
         members.push(rkey.clone());
         let full = members.len() >= FINISHED_GROUP;
-        let known = self.finished.entry(rkey.0).or_default().insert(rkey.1.clone(), group).is_some();
+        let known = self.finished.entry(host).or_default().insert(token.clone(), group).is_some();
         if !known {
             self.finished_order.push_back(rkey);
         }
@@ -848,7 +864,7 @@ impl State {
         }
         if self.finished_order.len() > self.set.finished_memory {
             let (host, token) = self.finished_order.pop_front().unwrap();
-            let old_group = self.finished.get_mut(&host).unwrap().remove(&token).unwrap();
+            let old_group = self.finished.get_mut(&host).unwrap().remove(&HashedText::new(token.clone())).unwrap();
             let members = self.finished_groups.get_mut(&old_group).unwrap();
             if let Some(i) = members.iter().position(|(h, t)| *h == host && *t == token) {
                 members.remove(i);
@@ -862,13 +878,13 @@ impl State {
         }
     }
 
-    fn expire(&mut self, cx: &Cx, host: Sym, token: Text, mut req: Request, reason: &str) -> PyResult<()> {
+    fn expire(&mut self, cx: &Cx, host: Sym, token: HashedText, mut req: Request, reason: &str) -> PyResult<()> {
         if req.queued {
             req.queued = false;
             self.slow_queue_depth -= 1;
         }
-        let rkey = (host, token);
-        self.remember_finished(rkey.clone());
+        self.remember_finished(host, &token);
+        let rkey = (host, token.text().clone());
         let ended = if req.op == Some(GET) && req.success_end.is_some() { req.success_end } else { Some(req.latest) };
         let status = if req.op == Some(GET) && req.success_end.is_some() { SUCCESS } else { INCOMPLETE };
         let record = self.request_record(cx, &req, status, ended, reason);

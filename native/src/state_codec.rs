@@ -11,6 +11,7 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
+use crate::hashed_text::{HashedText, Lookup, Probe};
 use crate::hashing::FxMap;
 use crate::lru::{Lru, NIL};
 use crate::names::{Names, Sym};
@@ -46,7 +47,7 @@ pub(crate) fn take_changes<'py>(py: Python<'py>, st: &RefCell<State>, names: &Re
     let requests = PyDict::new(py);
     for (host, token) in &changed.requests {
         let k = (names.py(py, *host), &**token);
-        let v = match st.requests.get(host).and_then(|m| m.get(token)) {
+        let v = match st.requests.get(host).and_then(|m| m.get(&Probe::new(token) as &dyn Lookup)) {
             None => py.None().into_bound(py),
             Some(req) => request_state(py, &mut names, req)?.into_any(),
         };
@@ -175,7 +176,7 @@ pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCel
                 accepted: item(&c, "accepted")?.extract()?,
                 started: item(&c, "started")?.extract()?,
                 kind: Kind::from_name(&item(&c, "kind")?.extract::<String>()?)?,
-                token: opt_text(&item(&c, "token")?)?,
+                token: opt_text(&item(&c, "token")?)?.map(HashedText::new),
                 state: if state.is_none() { None } else { Some(names.intern(&state.extract::<String>()?)) },
                 session: match session.as_deref() {
                     None => None,
@@ -225,7 +226,7 @@ pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCel
                 let (host, token): (String, String) = m?.extract()?;
                 let key: RKey = (names.intern(&host), token.into());
                 list.push(key.clone());
-                if st.finished.entry(key.0).or_default().insert(key.1.clone(), g).is_none() {
+                if st.finished.entry(key.0).or_default().insert(HashedText::new(key.1.clone()), g).is_none() {
                     st.finished_order.push_back(key);
                 }
             }
@@ -284,7 +285,7 @@ pub(crate) fn restore(st: &RefCell<State>, clk: &RefCell<Clocks>, names: &RefCel
             st.slow_queue_depth += 1;
         }
         let rhost = req.host;
-        st.admit_uncapped(host, token, req);
+        st.admit_uncapped(host, HashedText::new(token), req);
         match clk.hosts.get_mut(&rhost) {
             None => clk.insert(rhost, latest),
             Some(c) if latest > c.latest => c.latest = latest,
