@@ -29,6 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
+from dpmstream.streams.kafka.txn_bounds import BATCH_RECORDS
+
 from topic_fill import fill_topic, make_records
 
 
@@ -48,8 +50,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--hosts", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=20_000,
-                    help="records per fetch, so per batch (WorkerConfig.batch_records)")
+    ap.add_argument("--batch", type=int, default=BATCH_RECORDS,
+                    help="records per fetch, so per batch (WorkerConfig.batch_records; default: "
+                         "the worker's)")
     ap.add_argument("--broker", help="kafka://HOST:PORT (default: a private broker)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()

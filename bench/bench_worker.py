@@ -30,6 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
+from dpmstream.streams.kafka.txn_bounds import BATCH_RECORDS
+
 from topic_fill import bench_broker, fill_topic, log_files, make_records
 from yardstick import Measured, ONE_CORE, against_grep, load_note, pinning_note
 
@@ -142,7 +144,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=400_000)
     ap.add_argument("--hosts", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=20_000)
+    ap.add_argument("--batch", type=int, default=BATCH_RECORDS,
+                    help="records per fetch (WorkerConfig.batch_records; default: the worker's)")
     ap.add_argument("--transaction-lines", type=int, default=None,
                     help="a partition's lines per transaction at most (WorkerConfig."
                          "transaction_lines; default: the worker's); 1: a transaction per fetch")

@@ -35,6 +35,8 @@ import time
 import uuid
 from pathlib import Path
 
+from dpmstream.streams.kafka.txn_bounds import BATCH_RECORDS
+
 from bench_worker import peak_rss_mib
 from topic_fill import bench_broker, filled_topic
 from yardstick import load_note
@@ -184,7 +186,8 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--hosts", type=int, default=16, help="head nodes (keys) in the topic")
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=20_000)
+    ap.add_argument("--batch", type=int, default=BATCH_RECORDS,
+                    help="records per fetch (WorkerConfig.batch_records; default: the worker's)")
     ap.add_argument("--broker", help="an existing broker (default: start a private one)")
     ap.add_argument("--workdir", default=str(HERE / "out"))
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds a group may take")

@@ -52,9 +52,11 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--dome-merge-max-lines", type=positive_int, default=MAX_HELD, metavar="N",
                    help="DOME lines held waiting for another node at most, per partition; "
                         "past it the earliest goes on (default: %(default)s)")
-    p.add_argument("--batch", type=positive_int, default=20_000, metavar="N",
-                   help="records per poll at most (all partitions together)")
-    from dpmstream.streams.kafka.txn_bounds import TRANSACTION_AGE_S, TRANSACTION_LINES
+    from dpmstream.streams.kafka.txn_bounds import (
+        BATCH_RECORDS, TRANSACTION_AGE_S, TRANSACTION_LINES)
+    p.add_argument("--batch", type=positive_int, default=BATCH_RECORDS, metavar="N",
+                   help="records per poll at most (all partitions together) "
+                        "(default: %(default)s)")
     p.add_argument("--transaction-lines", type=positive_int, default=TRANSACTION_LINES,
                    metavar="N",
                    help="a partition's transaction spans fetches: it commits once it holds "

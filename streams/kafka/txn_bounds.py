@@ -1,4 +1,5 @@
-"""How much a partition's transaction carries at most (the worker's, worker.py).
+"""How much a partition's transaction carries at most (the worker's, worker.py), and how
+many records one fetch hands the worker (BATCH_RECORDS).
 
 Each fetch of a partition's lines is fed at once; its transaction commits once the
 partition holds TRANSACTION_LINES lines not yet committed, or once the first of them was
@@ -23,3 +24,13 @@ Kafka clients.
 
 TRANSACTION_LINES = 50_000   # a partition's lines fed and not committed, at most
 TRANSACTION_AGE_S = 1.0      # how long the first of them waits for its commit, at most
+
+# Records one fetch hands the worker at most (all partitions together; the rest stays in
+# librdkafka's bounded prefetch, lines_fetch.py). Each is a confluent_kafka.Message of
+# ~0.5 KB in Python, alive until its batch is fed: 20,000 took whatever was queued
+# (~6,500-14,000 of the bench's envelopes); 5,000 holds ~3 MiB fewer at the peak, which
+# pays for the allocator's larger blocks kept in its arena (malloc_arenas.py), at the same
+# CPU a line within bench_worker's noise (issue 30, session 25). The fixed costs of a batch
+# (a consume, a wake-up of the event loop, a feed of each partition) stay ~2 % of the
+# worker's CPU at 5,000.
+BATCH_RECORDS = 5_000

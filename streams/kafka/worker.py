@@ -40,7 +40,7 @@ from dpmstream.streams.kafka.log_pace import flush_installed
 from dpmstream.streams.kafka.partitions import Outcome, PartitionOwners, encode_changes
 from dpmstream.streams.kafka.state import PartitionState
 from dpmstream.streams.kafka.topics import ensure_topics
-from dpmstream.streams.kafka.txn_bounds import TRANSACTION_AGE_S, TRANSACTION_LINES
+from dpmstream.streams.kafka.txn_bounds import BATCH_RECORDS, TRANSACTION_AGE_S, TRANSACTION_LINES
 from dpmstream.streams.kafka.partition_metrics import PartitionReport
 
 log = logging.getLogger("dpmstream.worker")
@@ -68,7 +68,7 @@ class WorkerConfig:
     # DOME nodes' lines side by side (parsers/dome_merge.py): how far one may run ahead
     dome_merge_horizon_s: float = HORIZON_MS / 1000
     dome_merge_max_lines: int = MAX_HELD  # lines held at most, per partition
-    batch_records: int = 20_000          # records per poll (all partitions together)
+    batch_records: int = BATCH_RECORDS   # records per poll (all partitions together)
     poll_ms: int = 200
     # a partition's transaction: at most this many lines, its first this long uncommitted
     transaction_lines: int = TRANSACTION_LINES
