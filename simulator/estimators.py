@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from operator import itemgetter
 
 
 def quantile(values, q: float) -> float:
@@ -79,15 +80,15 @@ def subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[in
 
 def max_overlap(intervals) -> int:
     """The most intervals [start, end) open at one instant."""
-    starts, ends = [], []
-    for start, end in intervals:
-        starts.append(start)
-        ends.append(end)
-    starts.sort()
-    ends.sort()
+    pairs = intervals if isinstance(intervals, list) else list(intervals)
+    # The starts and the ends taken out in C (itemgetter mapped; issue 30: a Python step
+    # per interval appending to both was a third of this function).
+    starts = sorted(map(itemgetter(0), pairs))
+    ends = sorted(map(itemgetter(1), pairs))
     # The count peaks just after a start: the starts so far less the ends at or before it
     # (an end at the same instant closes first). Two sorted lists, walked once: a third of
-    # sorting (instant, step) events (it runs on every model run of whatif).
+    # sorting (instant, step) events (it runs on every model run of whatif). (A bisection
+    # into the ends for each start, mapped in C, cost more: ~14 comparisons a start.)
     most = closed = 0
     last = len(ends)
     for opened, start in enumerate(starts, 1):

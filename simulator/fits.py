@@ -178,8 +178,9 @@ def closed_loop(reqs: list[dict]):
     by_client: dict[str, list] = {}
     for r in reqs:
         at = r["accepted"] if r["accepted"] is not None else r["started"]
-        if r["ended"] is not None:
-            by_client.setdefault(r["client"], []).append((at, max(at, r["ended"])))
+        end = r["ended"]
+        if end is not None:   # max() by a conditional expression here and below (issue 30)
+            by_client.setdefault(r["client"], []).append((at, end if end > at else at))
     dispersions, streams, thinks = [], [], []
     for spans in by_client.values():
         spans.sort()
@@ -197,7 +198,8 @@ def closed_loop(reqs: list[dict]):
             if i >= 0 and at - ends[i] <= 100:
                 used[i] = True
                 gaps.append((ends[i], at))
-                thinks.append(max(0, at - ends[i] - 2 * NET_MS))
+                think = at - ends[i] - 2 * NET_MS
+                thinks.append(think if think > 0 else 0)
         # Streams: requests in flight plus streams between two requests, averaged over
         # the middle 80% of the client's arrivals (away from the start and the drain).
         lo, hi = spans[len(spans) // 10][0], spans[min(len(spans) - 1, len(spans) * 9 // 10)][0]
