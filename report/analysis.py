@@ -95,6 +95,8 @@ def _segment_parts(r: dict) -> tuple[int, ...] | None:
 
 @dataclass
 class Breakdown:
+    """One op's requests: their summed total_ms cut into SEGMENTS, and their polls."""
+
     op: str
     requests: int = 0
     total_ms: int = 0

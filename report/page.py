@@ -17,6 +17,8 @@ from dpmstream.streams.sinks.summary import QUANTILES, time_range_text
 
 @dataclass
 class Figure:
+    """One figure of the page: its anchor, words and SVG."""
+
     id: str
     title: str
     caption: str

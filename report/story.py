@@ -23,6 +23,8 @@ QUEUED_SHARE = 0.01
 
 @dataclass
 class Observation:
+    """One observation in words, scored, with the figure that backs it."""
+
     score: float       # how much it matters, 0..1; the top three are shown
     text: str
     figure: str        # the id of the figure that backs it
@@ -30,6 +32,8 @@ class Observation:
 
 @dataclass
 class Story:
+    """The page's words and what they were computed from."""
+
     t0: int
     t1: int
     summary: list[str] = field(default_factory=list)

@@ -64,6 +64,8 @@ BACKOFF_SAMPLES = 5000          # requests the poll back-off is fitted on, at mo
 
 @dataclass
 class Estimate:
+    """One estimated value, with its 95% interval where it has one and how it was read."""
+
     name: str
     value: float
     low: float | None = None       # 95% interval
@@ -75,6 +77,8 @@ class Estimate:
 
 @dataclass
 class Calibration:
+    """calibrate's answer: the SimConfig and how each of its values was estimated."""
+
     config: SimConfig
     estimates: list[Estimate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -342,6 +346,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
 
 @dataclass
 class LockFit:
+    """The name-server lock as calibrated: the SimConfig and ServiceTimes values it sets."""
+
     dirs: int | None = None                 # SimConfig.dirs
     shares: tuple | None = None             # SimConfig.dir_shares
     holds: tuple = ()                       # ServiceTimes.dpns_creat_dirs

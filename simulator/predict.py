@@ -65,6 +65,8 @@ def summarise(values) -> dict[str, float]:
 
 @dataclass
 class Prediction:
+    """A SimConfig's runs at each seed: the phases' quantiles pooled and per seed."""
+
     config: SimConfig
     seeds: tuple[int, ...]
     pooled: dict = field(default_factory=dict)     # (op, phase) -> {p50, p95, p99} over all seeds
@@ -127,6 +129,8 @@ def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
 
 @dataclass
 class FitLine:
+    """One (op, phase): the observed and the modelled p50, and whether they agree."""
+
     op: str
     phase: str
     observed: float       # p50, s
