@@ -16,7 +16,6 @@ from dpmstream.parsers.records import PHASES
 from dpmstream.simulator import native_model
 from dpmstream.simulator.estimators import quantile, quantiles
 from dpmstream.simulator.config import SimConfig
-from dpmstream.simulator.observe import growth, records, summaries
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
@@ -49,6 +48,10 @@ class RunSummary:
 
 def run_summary(requests, calls, observations=()) -> RunSummary:
     """The RunSummary of a run's records (the compiled model's twin: model_summary.rs)."""
+    # Imported here: the compiled model summarises its runs itself, so a report's
+    # what-if never needs observe.py (~7 M instructions of import, issue 30).
+    from dpmstream.simulator.observe import growth, records, summaries
+
     requests, calls = records(requests, calls)
     table = phase_table(requests)
     for values in table.values():
