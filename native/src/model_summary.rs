@@ -9,7 +9,7 @@
 //! int difference exact, then one conversion), so the values are the same bits.
 //! Plain values only: model.rs turns them into Python's.
 
-use std::collections::HashMap;
+use crate::hashing::FxMap;
 
 /// fits.NET_MS: the model's one-way network delay, taken off each linked name-server call.
 const NET_MS: i64 = 1;
@@ -198,7 +198,7 @@ impl<'a> Summaries<'a> {
     pub(crate) fn new(reqs: &'a [ReqView], calls: &'a [CallView<'a>]) -> Self {
         let mut creats = Vec::new();
         let mut by_directory: Vec<(&str, Vec<(i64, i64)>)> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut index: FxMap<&str, usize> = FxMap::default();   // looked up, never walked
         let mut statg = Vec::new();
         for c in calls.iter().filter(|c| c.dpns) {
             if c.op == "statg" {
