@@ -232,6 +232,38 @@ def test_the_compiled_concurrency_is_the_python_one():
         assert A.concurrency(iter(intervals)) == python
 
 
+try:
+    from dpmstream.parsers._native import binned_steps
+except ImportError:  # not built
+    binned_steps = None
+
+
+@pytest.mark.skipif(binned_steps is None, reason="the compiled extension is not built")
+def test_the_compiled_bins_are_the_python_ones():
+    """Steps.binned (native/src/steps.rs's sums) against python_binned, the reference, to
+    the float: random steps against random edges (bins before, across, between and after
+    the steps, one step, none), and a simulated thesis log's steps at epoch-ms times
+    against the page's own bins."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    rng = random.Random(31)
+    cases = []
+    for _ in range(200):
+        intervals = [(a, a + rng.randrange(1, 30)) for a in
+                     (rng.randrange(0, 200) for _ in range(rng.randrange(0, 60)))]
+        edges = sorted(rng.sample(range(-20, 260), rng.randrange(2, 12)))
+        cases.append((A.python_concurrency(intervals), edges))
+    run = simulate(scenario("thesis", requests=300), None)
+    for intervals in (list(A.slow_runs(run.requests)), list(A.queue_stays(run.requests)),
+                      [(c["started"], c["ended"]) for c in run.calls if c["ended"] is not None]):
+        steps = A.python_concurrency(intervals)
+        assert steps.times
+        cases.append((steps, A.bin_edges(steps.times[0], steps.times[-1])))
+    for steps, edges in cases:
+        assert steps.binned(edges) == steps.python_binned(edges), (steps, edges)
+
+
 def _binned_ms_by_ms(steps, edges):
     """binned by definition: the level at each millisecond of a bin (times are whole ms;
     before the first step nothing is open, the last step holds to the end)."""
