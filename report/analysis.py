@@ -21,6 +21,8 @@ from dpmstream.streams.sinks.summary import Series
 # concurrency's step function compiled (native/src/steps.rs); the Python below is the reference
 _compiled_steps = extension.compiled("concurrency_steps")
 _compiled_binned = extension.compiled("binned_steps")   # Steps.binned's sums (steps.rs)
+# _segment_parts of every request at once, compiled (native/src/segments.rs)
+_compiled_segment_parts = extension.compiled("segment_parts")
 
 # The stacked breakdown of a request's time, in the order the steps happen. They do not
 # overlap, and for every request they add up to total_ms ("between" takes the rest).
@@ -117,8 +119,11 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
     # sum() in C (issue 30: a list built per request was a third of the report's story
     # on the thesis log), each column in the requests' order.
     rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
-    for r in requests:
-        parts = _segment_parts(r)
+    # In the extension where it is built (segments.rs; issue 30: ~8 k instructions of
+    # Python a request), _segment_parts the reference.
+    every = (_compiled_segment_parts(requests) if _compiled_segment_parts is not None
+             else map(_segment_parts, requests))
+    for r, parts in zip(requests, every):
         if parts is None:
             continue
         op = r["op"] or "?"

@@ -12,7 +12,8 @@
 //!   the engine holds), counters, rec (finished records),
 //!   busy_spans (the threads' busy intervals the report reads);
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally,
-//!   steps (the report's concurrency step functions and their sums per bin);
+//!   steps (the report's concurrency step functions and their sums per bin), segments
+//!   (a request's stacked segments on the report's page);
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
 //! - the simulator's model run: model (simulator/native_model.py's `run_model`), with
@@ -69,6 +70,7 @@ mod schema;
 mod schema_check;
 mod state;
 mod state_codec;
+mod segments;
 mod steps;
 mod tally;
 mod text_cache;
@@ -106,5 +108,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::run_model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(steps::concurrency_steps, m)?)?;
     m.add_function(wrap_pyfunction!(steps::binned_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(segments::segment_parts, m)?)?;
     Ok(())
 }

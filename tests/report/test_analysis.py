@@ -264,6 +264,38 @@ def test_the_compiled_bins_are_the_python_ones():
         assert steps.binned(edges) == steps.python_binned(edges), (steps, edges)
 
 
+try:
+    from dpmstream.parsers._native import segment_parts
+except ImportError:  # not built
+    segment_parts = None
+
+
+@pytest.mark.skipif(segment_parts is None, reason="the compiled extension is not built")
+def test_the_compiled_segments_are_the_python_ones():
+    """native/src/segments.rs against _segment_parts, the reference: records with any of
+    the durations missing, None, 0, negative or longer than the total, and a simulated
+    thesis log's request records."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    rng = random.Random(32)
+    keys = ("total_ms", "auth_ms", "request_ms", "queue_ms", "proc_ms", "ns_ms",
+            "ready_wait_ms", "transfer_ms", "done_ms")
+    records = []
+    for _ in range(2000):
+        record = {"kind": "request"}
+        for key in keys:
+            pick = rng.random()
+            if pick < 0.15:
+                continue                      # absent
+            record[key] = None if pick < 0.3 else rng.choice((0, -5, rng.randrange(1, 3000)))
+        records.append(record)
+    run = simulate(scenario("thesis", requests=300), None)
+    records += run.requests
+    assert any(r.get("total_ms") is not None for r in run.requests)
+    assert segment_parts(records) == [A._segment_parts(r) for r in records]
+
+
 def _binned_ms_by_ms(steps, edges):
     """binned by definition: the level at each millisecond of a bin (times are whole ms;
     before the first step nothing is open, the last step holds to the end)."""
