@@ -11,6 +11,7 @@ kept: the compiled model returns it without the records (native/src/model_summar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from dpmstream.parsers.records import PHASES
 from dpmstream.simulator import native_model
@@ -31,7 +32,8 @@ def phase_table(records: list[dict]) -> dict[tuple[str, str], list[int]]:
     for op in ("put", "get"):
         mine = [r for r in records if r.get("op") == op]
         for field_name, phase in PHASES:
-            values = [v for r in mine if (v := r.get(field_name)) is not None]
+            # each value read in C (dict.get mapped), not by a Python call a record (issue 30)
+            values = [v for v in map(dict.get, mine, repeat(field_name)) if v is not None]
             if values:
                 table[(op, phase)] = values
     return table
