@@ -18,7 +18,8 @@
 //! - the DOME modules (dome_*);
 //! - the simulator's model run: model (simulator/native_model.py's `run_model`), with
 //!   model_truth (its records' rules) and model_summary (what predict keeps of a run);
-//!   estimators (the calibration's most-open count and quantile subtraction);
+//!   estimators (the calibration's most-open count and quantile subtraction) and fits
+//!   (its closed-loop test per client);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
@@ -51,6 +52,7 @@ mod envelope_batch;
 mod estimators;
 mod event;
 mod few;
+mod fits;
 mod hashing;
 mod jit;
 mod keyed_slab;
@@ -113,5 +115,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segments::segment_parts, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::max_overlap, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::subtract_quantiles, m)?)?;
+    m.add_function(wrap_pyfunction!(fits::closed_loop_clients, m)?)?;
     Ok(())
 }
