@@ -22,6 +22,7 @@ MIN_SAMPLES = 20
 
 # closed_loop's per-client pass compiled (native/src/fits.rs)
 _compiled_closed_loop = extension.compiled("closed_loop_clients")
+_compiled_fit_backoff = extension.compiled("fit_backoff")   # and fit_backoff
 
 
 def proc_interval(r: dict):
@@ -247,7 +248,21 @@ def fit_backoff(samples, per_call_ms: float):
 
     A schedule's score is the mean absolute error over the samples. The samples are
     grouped by their number of polls (at most a few dozen groups), so that each of the
-    784 schedules costs a bisection per group instead of a pass over every sample."""
+    784 schedules costs a bisection per group instead of a pass over every sample.
+    In the extension where it is built (native/src/fits.rs, issue 30: ~31 M instructions
+    of Python on the thesis log), for int samples; python_fit_backoff is the reference."""
+    if _compiled_fit_backoff is not None:
+        try:
+            found = _compiled_fit_backoff(samples, per_call_ms)
+        except (TypeError, OverflowError):   # not all 64-bit ints: the Python way
+            found = None
+        if found is not None:
+            return found
+    return python_fit_backoff(samples, per_call_ms)
+
+
+def python_fit_backoff(samples, per_call_ms: float):
+    """`fit_backoff` in Python, the reference."""
     firsts = (25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2000, 3000)
     factors = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
     caps = (60000, 16000, 8000, 4000, 2000, 1000, 500)      # ties go to the largest

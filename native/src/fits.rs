@@ -1,11 +1,13 @@
-//! simulator/fits.py's `closed_loop` per client, compiled: how many of a client's requests
-//! are in flight at each of its arrivals (their dispersion), how many streams it keeps
-//! going, and the think times between one request's end and the next's start. calibrate
-//! runs it on every request of the log (issue 30: ~40 M instructions of Python on the
-//! thesis log's 3 k requests). The medians over the clients stay in Python, and the Python
-//! per-client pass stays the reference (tests/simulator/test_calibrate.py pins the two
-//! equal). The arithmetic is Python's in its order: sums left to right, ints divided as
-//! floats, ** 2 by libm's pow, round() to the nearest, ties to even.
+//! simulator/fits.py's `closed_loop` per client and `fit_backoff`, compiled: how many of a
+//! client's requests are in flight at each of its arrivals (their dispersion), how many
+//! streams it keeps going, and the think times between one request's end and the next's
+//! start; and the clients' poll schedule that best explains each request's polls and
+//! ready_wait (784 schedules scored). calibrate runs them on every request of the log
+//! (issue 30: ~40 M and ~31 M instructions of Python on the thesis log's 3 k requests).
+//! The medians over the clients stay in Python, and the Python functions stay the
+//! references (tests/simulator/test_calibrate.py and test_fit_backoff.py pin the two
+//! equal). The arithmetic is Python's in its order: sums left to right, ints divided or
+//! added as floats, ** 2 by libm's pow, round() to the nearest, ties to even.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -117,9 +119,103 @@ pub fn closed_loop_clients(py: Python<'_>, reqs: Vec<Bound<'_, PyDict>>)
     Ok((dispersions, streams, thinks))
 }
 
+/// fit_backoff's candidate schedules, in its order (ties go to the first scored).
+const FIRSTS: [i64; 16] = [25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2000, 3000];
+const FACTORS: [f64; 7] = [1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0];
+const CAPS: [i64; 7] = [60000, 16000, 8000, 4000, 2000, 1000, 500];
+
+/// The requests answered on one poll: their sorted waits and the waits' prefix sums.
+struct Answered {
+    polls: usize,
+    waits: Vec<i64>,
+    prefix: Vec<i64>,
+}
+
+impl Answered {
+    /// The summed |x - wait| over the waits (fits._AbsoluteErrors.total).
+    fn total(&self, x: f64) -> f64 {
+        let below = self.waits.partition_point(|&w| (w as f64) <= x);
+        x * (2 * below as i64 - self.waits.len() as i64) as f64 + *self.prefix.last().unwrap() as f64
+            - (2 * self.prefix[below]) as f64
+    }
+}
+
+/// fit_backoff(samples, per_call_ms): (first, factor, cap, median absolute error, capped),
+/// or None for samples it does not take (none, or a poll count below 1).
+pub(crate) fn backoff(samples: &[(i64, i64)], per_call: f64) -> Option<(i64, f64, i64, f64, bool)> {
+    let top = samples.iter().map(|&(n, _)| n).max()?;
+    if samples.iter().any(|&(n, _)| n < 1) {
+        return None;
+    }
+    let top = top as usize;
+    let mut groups: Vec<Answered> = Vec::new();   // in the order their poll counts appear
+    for &(n, wait) in samples {
+        match groups.iter_mut().find(|g| g.polls == n as usize) {
+            Some(g) => g.waits.push(wait),
+            None => groups.push(Answered { polls: n as usize, waits: vec![wait], prefix: Vec::new() }),
+        }
+    }
+    for g in groups.iter_mut() {
+        g.waits.sort_unstable();
+        g.prefix = std::iter::once(0).chain(g.waits.iter().scan(0i64, |s, &w| { *s += w; Some(*s) })).collect();
+    }
+    let mut best: Option<(f64, i64, f64, i64, Vec<f64>, bool)> = None;
+    let mut sums: Vec<f64> = Vec::with_capacity(top + 1);
+    for &first in FIRSTS.iter() {
+        for &factor in FACTORS.iter() {
+            for &cap in CAPS.iter() {
+                if cap < first {
+                    continue;
+                }
+                sums.clear();
+                sums.push(0.0);
+                let (mut gap, mut total, mut capped) = (first, 0.0f64, false);
+                for j in 0..top {
+                    total += gap as f64 + per_call;
+                    sums.push(total);
+                    let grown = (gap as f64 * factor).round_ties_even() as i64;
+                    capped = capped || (grown > cap && j + 2 <= top);   // gap j + 1 is used
+                    gap = if grown < cap { grown } else { cap };
+                }
+                let score = groups.iter().fold(0.0f64, |s, g| s + g.total(sums[g.polls]))
+                    / samples.len() as f64;
+                if best.as_ref().is_none_or(|b| score < b.0) {
+                    best = Some((score, first, factor, cap, sums.clone(), capped));
+                }
+            }
+        }
+    }
+    let (_, first, factor, cap, sums, capped) = best?;
+    let mut errors: Vec<f64> = samples.iter().map(|&(n, w)| (sums[n as usize] - w as f64).abs()).collect();
+    errors.sort_unstable_by(|a, b| a.total_cmp(b));
+    Some((first, factor, cap, errors[errors.len() / 2], capped))
+}
+
+/// `fit_backoff(samples, per_call_ms)` for (polls, ready_wait) ints; None where the Python
+/// function is to answer (no sample, a poll count below 1).
+#[pyfunction]
+pub fn fit_backoff(samples: Vec<(i64, i64)>, per_call_ms: f64) -> Option<(i64, f64, i64, f64, bool)> {
+    backoff(&samples, per_call_ms)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::client_loop;
+    use super::{backoff, client_loop};
+
+    #[test]
+    fn requests_polled_on_the_models_default_schedule_give_it_back() {
+        // 125 ms, x2, capped at 4 s, with 20 ms a call: the k-th poll answers after
+        // the sum of the first k gaps and calls
+        let (mut waits, mut gap, mut t) = (Vec::new(), 125i64, 0i64);
+        for k in 1..=10 {
+            t += gap + 20;
+            waits.push((k, t));
+            gap = (gap * 2).min(4000);
+        }
+        let (first, factor, cap, mae, capped) = backoff(&waits, 20.0).unwrap();
+        assert_eq!((first, factor, cap, mae, capped), (125, 2.0, 4000, 0.0, true));
+        assert_eq!(backoff(&[], 20.0), None);
+    }
 
     #[test]
     fn a_client_keeping_two_requests_going_has_two_streams_and_its_think_times() {

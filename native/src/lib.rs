@@ -19,7 +19,7 @@
 //! - the simulator's model run: model (simulator/native_model.py's `run_model`), with
 //!   model_truth (its records' rules) and model_summary (what predict keeps of a run);
 //!   estimators (the calibration's most-open count and quantile subtraction) and fits
-//!   (its closed-loop test per client);
+//!   (its closed-loop test per client and the clients' poll back-off);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
@@ -116,5 +116,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimators::max_overlap, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::subtract_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(fits::closed_loop_clients, m)?)?;
+    m.add_function(wrap_pyfunction!(fits::fit_backoff, m)?)?;
     Ok(())
 }
