@@ -122,6 +122,8 @@ def _to_the_end(part: str) -> re.Pattern:
 
 @dataclass
 class DomeProfile:
+    """A DOME regex profile: its envelopes, message and role patterns, and its forms."""
+
     name: str
     description: str
     timezone: str

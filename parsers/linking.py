@@ -102,6 +102,8 @@ class HeldCall:
 
 @dataclass
 class LinkStats:
+    """How the name-server calls were linked to requests."""
+
     ns_calls_linked: int = 0     # name-server calls linked to a request
     ns_calls_ambiguous: int = 0  # inside the runs of several requests naming their file
 

@@ -48,6 +48,8 @@ class Alternative:
 
 @dataclass
 class CompiledForm:
+    """A profile's line form compiled: the regex and where its groups are."""
+
     regex: re.Pattern
     alternatives: dict[int, Alternative]  # group index of the wrapper -> alternative
     envelope: dict[str, int]  # envelope group name -> group index
@@ -62,6 +64,8 @@ class CompiledForm:
 
 @dataclass
 class Profile:
+    """A regex profile of one daemon's log: its envelopes, role patterns and tags."""
+
     name: str
     daemon: str
     description: str

@@ -178,6 +178,8 @@ class Request:
 
 @dataclass
 class ReassemblyStats:
+    """The reassembler's counters over a run (the replay's summary prints them)."""
+
     requests: int = 0        # request records emitted
     calls: int = 0           # call records emitted
     evictions: int = 0       # requests emitted early because of the in-flight cap

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ReassemblySettings:
+    """The reassembler's limits, as the commands' options set them."""
+
     timeout_s: float = 3600          # event time after which a request with no end is emitted
     max_in_flight: int = 1_000_000   # open requests (per pipeline) before the least active goes
     max_threads: int = 100_000       # daemon threads tracked before the least active is dropped

@@ -11,7 +11,7 @@ import bisect
 from itertools import accumulate, repeat
 from functools import partial
 from operator import is_not, itemgetter, mul, sub
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dpmstream.parsers import extension
@@ -20,6 +20,9 @@ from dpmstream.streams.sinks.summary import Series
 
 # concurrency's step function compiled (native/src/steps.rs); the Python below is the reference
 _compiled_steps = extension.compiled("concurrency_steps")
+_compiled_binned = extension.compiled("binned_steps")   # Steps.binned's sums (steps.rs)
+# _segment_parts of every request at once, compiled (native/src/segments.rs)
+_compiled_segment_parts = extension.compiled("segment_parts")
 
 # The stacked breakdown of a request's time, in the order the steps happen. They do not
 # overlap, and for every request they add up to total_ms ("between" takes the rest).
@@ -95,6 +98,8 @@ def _segment_parts(r: dict) -> tuple[int, ...] | None:
 
 @dataclass
 class Breakdown:
+    """One op's requests: their summed total_ms cut into SEGMENTS, and their polls."""
+
     op: str
     requests: int = 0
     total_ms: int = 0
@@ -114,8 +119,11 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
     # sum() in C (issue 30: a list built per request was a third of the report's story
     # on the thesis log), each column in the requests' order.
     rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
-    for r in requests:
-        parts = _segment_parts(r)
+    # In the extension where it is built (segments.rs; issue 30: ~8 k instructions of
+    # Python a request), _segment_parts the reference.
+    every = (_compiled_segment_parts(requests) if _compiled_segment_parts is not None
+             else map(_segment_parts, requests))
+    for r, parts in zip(requests, every):
         if parts is None:
             continue
         op = r["op"] or "?"
@@ -231,11 +239,22 @@ class Steps:
         return total
 
     def binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
-        """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1]). The
-        steps whole inside a bin are multiplied and summed in C (map, sum: exact
-        integers), so a bin costs a few steps of Python whatever the number of steps in it
-        (issue 30: the fast threads' steps are one per call and poll); each step is read
-        by its own bin alone, where running totals over every step cost ~18% more."""
+        """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1]): each
+        bin's exact area and peak summed in the extension where it is built (issue 30:
+        a multiplication and a subtraction of epoch-ms ints per step, ~47 M instructions
+        of the report on the thesis log), the area divided by the width here as in
+        python_binned, the reference, so the means are the same floats."""
+        if _compiled_binned is None:
+            return self.python_binned(edges)
+        areas, peaks = _compiled_binned(self.times, self.levels, edges)
+        return [area / (b - a) for area, a, b in zip(areas, edges, edges[1:])], peaks
+
+    def python_binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
+        """`binned` in Python, the reference. The steps whole inside a bin are multiplied
+        and summed in C (map, sum: exact integers), so a bin costs a few steps of Python
+        whatever the number of steps in it (issue 30: the fast threads' steps are one per
+        call and poll); each step is read by its own bin alone, where running totals over
+        every step cost ~18% more."""
         means, peaks = [], []
         times, levels = self.times, self.levels
         n = len(times)
@@ -344,20 +363,23 @@ def bin_edges(t0: int, t1: int, max_bins: int = 90) -> list[int]:
 
 
 def counts_by_bin(times, edges: list[int]) -> list[int]:
-    out = [0] * (len(edges) - 1)
-    for t in times:
-        k = bisect.bisect_right(edges, t) - 1
-        if 0 <= k < len(out):
-            out[k] += 1
-    return out
+    """How many of `times` fall in each bin [edges[k], edges[k + 1]). Each time's bin
+    found and counted in C (bisect mapped, a Counter; issue 30)."""
+    found = Counter(map(bisect.bisect_right, repeat(edges), times))   # bin k counts as k + 1
+    return [found[k] for k in range(1, len(edges))]
 
 
 def rate_by_status(requests: list[dict], edges: list[int]) -> dict[str, list[float]]:
     width_s = (edges[1] - edges[0]) / 1000
+    # The requests' end times by status in one pass over them, not one per status.
+    ended: dict[str, list[int]] = {status: [] for status in STATUSES}
+    for r in requests:
+        t = r.get("ended")
+        if t is not None and r["status"] in ended:
+            ended[r["status"]].append(t)
     out = {}
     for status in STATUSES:
-        counts = counts_by_bin((r["ended"] for r in requests
-                                if r["status"] == status and r.get("ended") is not None), edges)
+        counts = counts_by_bin(ended[status], edges)
         if any(counts):
             out[status] = [c / width_s for c in counts]
     return out
@@ -377,10 +399,15 @@ def polls_by_bin(requests: list[dict], edges: list[int]) -> dict[str, list[float
 
 
 def start_of(r: dict) -> int | None:
-    for key in ("accepted", "started", "ended"):
-        if r.get(key) is not None:
-            return r[key]
-    return None
+    """The first of accepted, started, ended the record has (a request's start as the
+    page places it). Written out, not a loop over the keys: it runs for every request in
+    several passes of the page (issue 30)."""
+    t = r.get("accepted")
+    if t is None:
+        t = r.get("started")
+        if t is None:
+            t = r.get("ended")
+    return t
 
 
 # -- name server ------------------------------------------------------------------------

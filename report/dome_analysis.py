@@ -56,6 +56,8 @@ class Durations:
 
 @dataclass
 class CommandRow:
+    """One DOME command's calls: their count by code class and their durations."""
+
     role: str
     command: str
     calls: int = 0
@@ -65,6 +67,8 @@ class CommandRow:
 
 @dataclass
 class DomeNumbers:
+    """The DOME section's numbers over the report's window."""
+
     commands: list = field(default_factory=list)        # CommandRow, the busiest first
     calls: int = 0
     whole_second_calls: int = 0

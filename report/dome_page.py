@@ -3,13 +3,13 @@ and tables, no script, as the rest of the page (report/page.py)."""
 
 from __future__ import annotations
 
-from html import escape
 
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import ms_to_text
 from dpmstream.report.dome_analysis import (
     CODE_CLASSES, MAX_EVENTS, PUT_STATUSES, QUANTILES, DomeNumbers,
 )
+from dpmstream.report.svg import escape
 from dpmstream.streams.sinks.summary import moment_text
 
 WHOLE_SECONDS = ("Durations are whole-second rounded: {what} built on log stamps without a "

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from html import escape
 
 from dpmstream import __version__
 from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
+from dpmstream.report.svg import escape
 from dpmstream.streams.sinks.summary import QUANTILES, time_range_text
 
 
 @dataclass
 class Figure:
+    """One figure of the page: its anchor, words and SVG."""
+
     id: str
     title: str
     caption: str

@@ -38,6 +38,8 @@ class SourceError(Exception):
 
 @dataclass
 class Dataset:
+    """What the page is made from: the window's records and what the reading counted."""
+
     requests: list = field(default_factory=list)
     calls: list = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)   # the replay's table, over the window

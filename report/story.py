@@ -9,7 +9,9 @@ total_ms (the replay table's share column).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from dpmstream.parsers.records import STATUSES, ms_to_text
 from dpmstream.report import analysis as A
@@ -23,6 +25,8 @@ QUEUED_SHARE = 0.01
 
 @dataclass
 class Observation:
+    """One observation in words, scored, with the figure that backs it."""
+
     score: float       # how much it matters, 0..1; the top three are shown
     text: str
     figure: str        # the id of the figure that backs it
@@ -30,6 +34,8 @@ class Observation:
 
 @dataclass
 class Story:
+    """The page's words and what they were computed from."""
+
     t0: int
     t1: int
     summary: list[str] = field(default_factory=list)
@@ -99,10 +105,12 @@ def tell(data) -> Story | None:
     ops = sorted({r["op"] or "?" for r in requests})
     between = span_text(t0, t1, zone)
 
-    # 1. what was read
+    # 1. what was read (each count from one pass in C, not one pass per op and status)
     if requests:
-        per_op = ", ".join(plural(sum(1 for r in requests if r["op"] == op), op) for op in ops)
-        statuses = [(s, sum(1 for r in requests if r["status"] == s)) for s in STATUSES]
+        by_op = Counter(map(itemgetter("op"), requests))
+        by_status = Counter(map(itemgetter("status"), requests))
+        per_op = ", ".join(plural(by_op[op], op) for op in ops)
+        statuses = [(s, by_status[s]) for s in STATUSES]
         not_ok = [f"{n:,} {s}" for s, n in statuses if n and s != "success"]
         story.summary.append(
             f"{plural(len(requests), 'request')} ({per_op}) between {between}: "
@@ -235,12 +243,12 @@ def _ns_observation(latency: dict[str, list[int]]) -> list[Observation]:
 def _failure_observation(requests) -> list[Observation]:
     if not requests:
         return []
-    bad = sum(1 for r in requests if r["status"] != "success")
+    by_status = Counter(map(itemgetter("status"), requests))
+    bad = len(requests) - by_status["success"]
     if not bad:
         return []
     share = bad / len(requests)
-    kinds = ", ".join(f"{n:,} {s}" for s in STATUSES[1:]
-                      if (n := sum(1 for r in requests if r["status"] == s)))
+    kinds = ", ".join(f"{n:,} {s}" for s in STATUSES[1:] if (n := by_status[s]))
     return [Observation(min(1.0, 5 * share),
                         f"{pct(share) if share >= 0.01 else 'Under 1%'} of requests did not "
                         f"succeed ({kinds}).", "fig-timeline")]

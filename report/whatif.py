@@ -16,6 +16,8 @@ MODEL_REQUESTS = 1000
 
 @dataclass
 class WhatIfAnswer:
+    """The what-if section's numbers, or the reason there are none."""
+
     sthreads_now: int = 0
     sthreads_then: int = 0
     rows: list = field(default_factory=list)   # (op, phase, now p50 s, then p50 s)

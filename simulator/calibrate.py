@@ -64,6 +64,8 @@ BACKOFF_SAMPLES = 5000          # requests the poll back-off is fitted on, at mo
 
 @dataclass
 class Estimate:
+    """One estimated value, with its 95% interval where it has one and how it was read."""
+
     name: str
     value: float
     low: float | None = None       # 95% interval
@@ -75,6 +77,8 @@ class Estimate:
 
 @dataclass
 class Calibration:
+    """calibrate's answer: the SimConfig and how each of its values was estimated."""
+
     config: SimConfig
     estimates: list[Estimate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -85,9 +89,12 @@ class Calibration:
 
 
 def _dist_estimate(name: str, values, how: str) -> Estimate:
-    """The median of a measured distribution with its 95% interval, in seconds."""
-    low, high = median_interval(values)
-    return Estimate(name, median(values) / 1000, None if low is None else low / 1000,
+    """The median of a measured distribution with its 95% interval, in seconds. Sorted
+    once here: the median and its interval each sort what they get, which a sorted list
+    costs one pass (issue 30: three sorts of each service time were ~8% of calibrate)."""
+    ordered = sorted(values)
+    low, high = median_interval(ordered)
+    return Estimate(name, median(ordered) / 1000, None if low is None else low / 1000,
                     None if high is None else high / 1000, "s", how, len(values))
 
 
@@ -175,9 +182,9 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # Service times.
     svc = {}
     def measured(name, field_name, values, how, fallback_note):
-        values = [v for v in values if v is not None]
+        values = sorted(v for v in values if v is not None)
         if len(values) >= 1:
-            svc[field_name] = Empirical(tuple(sorted(values)))
+            svc[field_name] = Empirical(tuple(values))
             est.append(_dist_estimate(name, values, how))
             if len(values) < MIN_SAMPLES:
                 warn.append(f"{name}: only {len(values)} values measured")
@@ -339,6 +346,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
 
 @dataclass
 class LockFit:
+    """The name-server lock as calibrated: the SimConfig and ServiceTimes values it sets."""
+
     dirs: int | None = None                 # SimConfig.dirs
     shares: tuple | None = None             # SimConfig.dir_shares
     holds: tuple = ()                       # ServiceTimes.dpns_creat_dirs
@@ -372,8 +381,8 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
     if pathless:
         warn.append(f"{pathless} of {len(creat_calls)} name-server creates named no path: "
                     f"left out of the lock fit")
-    pooled = [max(1, h) for lock in locks for h in lock.holds]
-    svc["dpns_creat"] = Empirical(tuple(sorted(pooled)))
+    pooled = sorted(max(1, h) for lock in locks for h in lock.holds)
+    svc["dpns_creat"] = Empirical(tuple(pooled))
     est.append(_dist_estimate("ns creat lock hold", pooled,
                               f"over {len(locks)} directories, each create's hold from its own "
                               f"directory's queue: end - max(start, previous end there)"))

@@ -41,6 +41,8 @@ def _plain_local(text: str) -> datetime | None:
 
 @dataclass
 class SimConfig:
+    """Every knob of one simulation run (the module's docstring: the thesis defaults)."""
+
     # Load.
     clients: int = 3
     concurrency: int = 25              # concurrent request streams per client (closed loop)

@@ -10,6 +10,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from dpmstream.parsers import extension
 from dpmstream.parsers.linking import directory_of
 
 from dpmstream.simulator.estimators import (
@@ -18,6 +19,10 @@ from dpmstream.simulator.estimators import (
 
 NET_MS = 1                      # the model's one-way network delay (not in any log)
 MIN_SAMPLES = 20
+
+# closed_loop's per-client pass compiled (native/src/fits.rs)
+_compiled_closed_loop = extension.compiled("closed_loop_clients")
+_compiled_fit_backoff = extension.compiled("fit_backoff")   # and fit_backoff
 
 
 def proc_interval(r: dict):
@@ -175,11 +180,32 @@ def closed_loop(reqs: list[dict]):
     clients' median variance / mean, streams per client (requests in flight plus the
     pauses between one's end and the next, on average), think times ms: a client's next
     request less the end of the one before, when within 100 ms)."""
+    # Each client's values in the extension where it is built (native/src/fits.rs, issue
+    # 30: ~40 M instructions of Python on the thesis log), python_closed_loop_clients the
+    # reference; a record it cannot read as ints and texts goes the Python way.
+    clients = None
+    if _compiled_closed_loop is not None:
+        try:
+            clients = _compiled_closed_loop(reqs)
+        except (TypeError, OverflowError):
+            pass
+    if clients is None:
+        clients = python_closed_loop_clients(reqs)
+    dispersions, streams, thinks = clients
+    if not dispersions:
+        return math.inf, 1, thinks
+    return median(dispersions), int(round(median(streams))), thinks
+
+
+def python_closed_loop_clients(reqs: list[dict]):
+    """closed_loop's per-client pass in Python, the reference: (each client's dispersion,
+    each client's streams, in the order the clients first appear, the think times)."""
     by_client: dict[str, list] = {}
     for r in reqs:
         at = r["accepted"] if r["accepted"] is not None else r["started"]
-        if r["ended"] is not None:
-            by_client.setdefault(r["client"], []).append((at, max(at, r["ended"])))
+        end = r["ended"]
+        if end is not None:   # max() by a conditional expression here and below (issue 30)
+            by_client.setdefault(r["client"], []).append((at, end if end > at else at))
     dispersions, streams, thinks = [], [], []
     for spans in by_client.values():
         spans.sort()
@@ -197,7 +223,8 @@ def closed_loop(reqs: list[dict]):
             if i >= 0 and at - ends[i] <= 100:
                 used[i] = True
                 gaps.append((ends[i], at))
-                thinks.append(max(0, at - ends[i] - 2 * NET_MS))
+                think = at - ends[i] - 2 * NET_MS
+                thinks.append(think if think > 0 else 0)
         # Streams: requests in flight plus streams between two requests, averaged over
         # the middle 80% of the client's arrivals (away from the start and the drain).
         lo, hi = spans[len(spans) // 10][0], spans[min(len(spans) - 1, len(spans) * 9 // 10)][0]
@@ -209,9 +236,7 @@ def closed_loop(reqs: list[dict]):
             streams.append(max(1, int(round(busy / (hi - lo)))))
         else:
             streams.append(max(1, int(round(mean))))
-    if not dispersions:
-        return math.inf, 1, thinks
-    return median(dispersions), int(round(median(streams))), thinks
+    return dispersions, streams, thinks
 
 
 def fit_backoff(samples, per_call_ms: float):
@@ -223,7 +248,21 @@ def fit_backoff(samples, per_call_ms: float):
 
     A schedule's score is the mean absolute error over the samples. The samples are
     grouped by their number of polls (at most a few dozen groups), so that each of the
-    784 schedules costs a bisection per group instead of a pass over every sample."""
+    784 schedules costs a bisection per group instead of a pass over every sample.
+    In the extension where it is built (native/src/fits.rs, issue 30: ~31 M instructions
+    of Python on the thesis log), for int samples; python_fit_backoff is the reference."""
+    if _compiled_fit_backoff is not None:
+        try:
+            found = _compiled_fit_backoff(samples, per_call_ms)
+        except (TypeError, OverflowError):   # not all 64-bit ints: the Python way
+            found = None
+        if found is not None:
+            return found
+    return python_fit_backoff(samples, per_call_ms)
+
+
+def python_fit_backoff(samples, per_call_ms: float):
+    """`fit_backoff` in Python, the reference."""
     firsts = (25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2000, 3000)
     factors = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)
     caps = (60000, 16000, 8000, 4000, 2000, 1000, 500)      # ties go to the largest

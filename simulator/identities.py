@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Client:
+    """One simulated client host: its names and its certificate's DN."""
+
     index: int
     host: str
     ip: str

@@ -11,12 +11,12 @@ kept: the compiled model returns it without the records (native/src/model_summar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from dpmstream.parsers.records import PHASES
 from dpmstream.simulator import native_model
 from dpmstream.simulator.estimators import quantile, quantiles
 from dpmstream.simulator.config import SimConfig
-from dpmstream.simulator.observe import growth, records, summaries
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 PHASE_NAMES = tuple(phase for _, phase in PHASES)
@@ -32,7 +32,8 @@ def phase_table(records: list[dict]) -> dict[tuple[str, str], list[int]]:
     for op in ("put", "get"):
         mine = [r for r in records if r.get("op") == op]
         for field_name, phase in PHASES:
-            values = [v for r in mine if (v := r.get(field_name)) is not None]
+            # each value read in C (dict.get mapped), not by a Python call a record (issue 30)
+            values = [v for v in map(dict.get, mine, repeat(field_name)) if v is not None]
             if values:
                 table[(op, phase)] = values
     return table
@@ -49,6 +50,10 @@ class RunSummary:
 
 def run_summary(requests, calls, observations=()) -> RunSummary:
     """The RunSummary of a run's records (the compiled model's twin: model_summary.rs)."""
+    # Imported here: the compiled model summarises its runs itself, so a report's
+    # what-if never needs observe.py (~7 M instructions of import, issue 30).
+    from dpmstream.simulator.observe import growth, records, summaries
+
     requests, calls = records(requests, calls)
     table = phase_table(requests)
     for values in table.values():
@@ -65,6 +70,8 @@ def summarise(values) -> dict[str, float]:
 
 @dataclass
 class Prediction:
+    """A SimConfig's runs at each seed: the phases' quantiles pooled and per seed."""
+
     config: SimConfig
     seeds: tuple[int, ...]
     pooled: dict = field(default_factory=dict)     # (op, phase) -> {p50, p95, p99} over all seeds
@@ -127,6 +134,8 @@ def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
 
 @dataclass
 class FitLine:
+    """One (op, phase): the observed and the modelled p50, and whether they agree."""
+
     op: str
     phase: str
     observed: float       # p50, s

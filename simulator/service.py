@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Dist:
+    """A log-normal service time: its median (ms), its shape and its floor (ms)."""
+
     median_ms: float
     sigma: float = 0.3
     min_ms: int = 0
@@ -50,6 +52,8 @@ class Empirical:
 
 @dataclass(frozen=True)
 class ServiceTimes:
+    """The model's service time of each step, each a Dist or an Empirical."""
+
     net: Dist = Dist(1.0, 0.5)              # one-way client <-> head node
     auth: Dist = Dist(20.0, 0.3, 1)         # GSI handshake after accept
     put_call: Dist = Dist(4.0, 0.4, 1)      # put/get: DB insert before queueing

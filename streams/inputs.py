@@ -26,6 +26,8 @@ class InputError(OSError):
 
 @dataclass
 class Input:
+    """One input named on the command line: a file (compressed or not), a pipe or stdin."""
+
     name: str            # as given on the command line
     path: str | None     # None for stdin
     size: int | None     # bytes on disk (compressed size for archives; None: a FIFO)

@@ -12,11 +12,14 @@
 //!   the engine holds), counters, rec (finished records),
 //!   busy_spans (the threads' busy intervals the report reads);
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally,
-//!   steps (the report's concurrency step functions);
+//!   steps (the report's concurrency step functions and their sums per bin), segments
+//!   (a request's stacked segments on the report's page);
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
 //! - the simulator's model run: model (simulator/native_model.py's `run_model`), with
 //!   model_truth (its records' rules) and model_summary (what predict keeps of a run);
+//!   estimators (the calibration's most-open count and quantile subtraction) and fits
+//!   (its closed-loop test per client and the clients' poll back-off);
 //! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
@@ -46,8 +49,10 @@ mod dome_summary_tally;
 mod dome_time;
 mod envelope;
 mod envelope_batch;
+mod estimators;
 mod event;
 mod few;
+mod fits;
 mod hashed_text;
 mod hashing;
 mod jit;
@@ -70,6 +75,7 @@ mod schema;
 mod schema_check;
 mod state;
 mod state_codec;
+mod segments;
 mod steps;
 mod tally;
 mod text_cache;
@@ -106,5 +112,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::run_model, m)?)?;
     m.add_function(wrap_pyfunction!(model::run_model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(steps::concurrency_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::binned_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(segments::segment_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(estimators::max_overlap, m)?)?;
+    m.add_function(wrap_pyfunction!(estimators::subtract_quantiles, m)?)?;
+    m.add_function(wrap_pyfunction!(fits::closed_loop_clients, m)?)?;
+    m.add_function(wrap_pyfunction!(fits::fit_backoff, m)?)?;
     Ok(())
 }

@@ -9,7 +9,8 @@
 //! int difference exact, then one conversion), so the values are the same bits.
 //! Plain values only: model.rs turns them into Python's.
 
-use std::collections::HashMap;
+use crate::estimators::most_open;   // estimators.max_overlap
+use crate::hashing::FxMap;
 
 /// fits.NET_MS: the model's one-way network delay, taken off each linked name-server call.
 const NET_MS: i64 = 1;
@@ -160,22 +161,6 @@ fn proc_interval(r: &ReqView) -> Option<(i64, i64)> {
     Some((put_ret, if end > put_ret { end } else { put_ret }))
 }
 
-/// estimators.max_overlap.
-fn max_overlap(intervals: &[(i64, i64)]) -> i64 {
-    let mut starts: Vec<i64> = intervals.iter().map(|iv| iv.0).collect();
-    let mut ends: Vec<i64> = intervals.iter().map(|iv| iv.1).collect();
-    starts.sort_unstable();
-    ends.sort_unstable();
-    let (mut most, mut closed) = (0i64, 0usize);
-    for (k, &start) in starts.iter().enumerate() {
-        while closed < ends.len() && ends[closed] <= start {
-            closed += 1;
-        }
-        most = most.max(k as i64 + 1 - closed as i64);
-    }
-    most
-}
-
 /// fits.get_gap.
 fn get_gap(r: &ReqView) -> Option<i64> {
     if !r.is_get || !r.success {
@@ -198,7 +183,7 @@ impl<'a> Summaries<'a> {
     pub(crate) fn new(reqs: &'a [ReqView], calls: &'a [CallView<'a>]) -> Self {
         let mut creats = Vec::new();
         let mut by_directory: Vec<(&str, Vec<(i64, i64)>)> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut index: FxMap<&str, usize> = FxMap::default();   // looked up, never walked
         let mut statg = Vec::new();
         for c in calls.iter().filter(|c| c.dpns) {
             if c.op == "statg" {
@@ -292,7 +277,7 @@ impl<'a> Summaries<'a> {
                 if intervals.is_empty() {
                     return None;
                 }
-                Some(max_overlap(&intervals) as f64)
+                Some(most_open(&intervals) as f64)
             }
             Measure::Polls => median(reqs.iter().filter(|r| r.phases[READY_WAIT].is_some())
                 .map(|r| r.polls).collect()),
@@ -377,6 +362,6 @@ mod tests {
 
     #[test]
     fn the_most_runs_at_once_closes_an_end_before_a_start_at_the_same_instant() {
-        assert_eq!(max_overlap(&[(0, 10), (10, 20), (5, 15)]), 2);
+        assert_eq!(most_open(&[(0, 10), (10, 20), (5, 15)]), 2);
     }
 }

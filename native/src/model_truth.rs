@@ -7,7 +7,7 @@
 //! head node (no other clients), which native_model.py's `unsupported` guarantees.
 //! Plain values only: model.rs turns them into the records' dicts.
 
-use std::collections::HashMap;
+use crate::hashing::FxMap;
 
 /// truth.py's defaults (docs/record-rules.md, "Timeout"; parsers/linking.py).
 const TIMEOUT_MS: i64 = 3_600_000;
@@ -62,7 +62,7 @@ pub(crate) struct Links {
 /// `paths[q]`: request q's paths; `reader_host`: the host the reader is told.
 pub(crate) fn link(requests: usize, paths: &[&[String]], runs: &[RunSpan], calls: &[NsCall],
                    reader_host: &str) -> Links {
-    let mut by_path: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_path: FxMap<&str, Vec<usize>> = FxMap::default();   // looked up, never walked
     for (k, run) in runs.iter().enumerate() {
         if run.end.is_none() {
             continue;

@@ -4,6 +4,11 @@
 //! the slow threads' runs, the queue stays and the name server's calls: a dict update per
 //! instant in Python. The Python function stays the reference (no extension, or
 //! DPMSTREAM_PURE_PYTHON=1); tests/report/test_concurrency.py pins the two equal.
+//! `binned_steps` is `Steps.binned`'s sums: each bin's exact area under the step function
+//! and its highest level (a multiplication and a subtraction of Python ints per step, the
+//! times being epoch ms); Python divides each area by its bin's width, as before, so the
+//! means are the same floats. Steps.python_binned stays its reference
+//! (tests/report/test_analysis.py pins the two equal).
 
 use pyo3::prelude::*;
 
@@ -37,6 +42,49 @@ pub fn concurrency_steps(intervals: Vec<(i64, i64)>) -> (Vec<i64>, Vec<i64>) {
     steps(&intervals)
 }
 
+/// Per bin [edges[k], edges[k + 1]): the area under the steps (level[i] holds from
+/// times[i] to times[i + 1], the last to the bin's end) and the highest level that holds
+/// for some time in it, as Steps.python_binned sums them (times increase strictly).
+pub(crate) fn bin_areas(times: &[i64], levels: &[i64], edges: &[i64]) -> (Vec<i128>, Vec<i64>) {
+    let n = times.len();
+    let (mut areas, mut peaks) = (Vec::new(), Vec::new());
+    for bin in edges.windows(2) {
+        let (a, b) = (bin[0], bin[1]);
+        let first = times.partition_point(|&t| t <= a).saturating_sub(1);
+        // steps first..end - 1 start before b (Python: bisect_left(times, b, first))
+        let end = first.min(n) + times[first.min(n)..].partition_point(|&t| t < b);
+        let (mut area, mut peak) = (0i128, 0i64);
+        // The first and the last step may stick out of the bin; those between lie whole
+        // inside it.
+        if end > first {
+            let outer: &[usize] = if end - 1 == first { &[first][..] } else { &[first, end - 1][..] };
+            for &i in outer {
+                let lo = if times[i] > a { times[i] } else { a };
+                let hi = if i + 1 < n && times[i + 1] < b { times[i + 1] } else { b };
+                if hi > lo {
+                    area += i128::from(levels[i]) * i128::from(hi - lo);
+                    peak = peak.max(levels[i]);
+                }
+            }
+        }
+        if end > first + 2 {
+            for i in first + 1..end - 1 {
+                area += i128::from(levels[i]) * i128::from(times[i + 1] - times[i]);
+                peak = peak.max(levels[i]);
+            }
+        }
+        areas.push(area);
+        peaks.push(peak);
+    }
+    (areas, peaks)
+}
+
+/// `Steps.binned`'s (areas, peaks) for the steps' times and levels and the bins' edges.
+#[pyfunction]
+pub fn binned_steps(times: Vec<i64>, levels: Vec<i64>, edges: Vec<i64>) -> (Vec<i128>, Vec<i64>) {
+    bin_areas(&times, &levels, &edges)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +94,15 @@ mod tests {
         let (times, levels) = steps(&[(0, 10), (5, 10), (10, 12), (3, 3), (7, 2)]);
         assert_eq!(times, vec![0, 5, 10, 12]);
         assert_eq!(levels, vec![1, 2, 1, 0]);
+    }
+
+    #[test]
+    fn a_bin_sums_the_steps_inside_it_and_the_parts_of_those_that_stick_out() {
+        // 1 from 0 to 5, 2 from 5 to 10, 0 from 10: bins [0, 4), [4, 12), [12, 20)
+        let (areas, peaks) = bin_areas(&[0, 5, 10], &[1, 2, 0], &[0, 4, 12, 20]);
+        assert_eq!(areas, vec![4, 1 + 2 * 5, 0]);
+        assert_eq!(peaks, vec![1, 2, 0]);
+        assert_eq!(bin_areas(&[], &[], &[0, 10]), (vec![0], vec![0]));
     }
 
     #[test]

@@ -232,6 +232,70 @@ def test_the_compiled_concurrency_is_the_python_one():
         assert A.concurrency(iter(intervals)) == python
 
 
+try:
+    from dpmstream.parsers._native import binned_steps
+except ImportError:  # not built
+    binned_steps = None
+
+
+@pytest.mark.skipif(binned_steps is None, reason="the compiled extension is not built")
+def test_the_compiled_bins_are_the_python_ones():
+    """Steps.binned (native/src/steps.rs's sums) against python_binned, the reference, to
+    the float: random steps against random edges (bins before, across, between and after
+    the steps, one step, none), and a simulated thesis log's steps at epoch-ms times
+    against the page's own bins."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    rng = random.Random(31)
+    cases = []
+    for _ in range(200):
+        intervals = [(a, a + rng.randrange(1, 30)) for a in
+                     (rng.randrange(0, 200) for _ in range(rng.randrange(0, 60)))]
+        edges = sorted(rng.sample(range(-20, 260), rng.randrange(2, 12)))
+        cases.append((A.python_concurrency(intervals), edges))
+    run = simulate(scenario("thesis", requests=300), None)
+    for intervals in (list(A.slow_runs(run.requests)), list(A.queue_stays(run.requests)),
+                      [(c["started"], c["ended"]) for c in run.calls if c["ended"] is not None]):
+        steps = A.python_concurrency(intervals)
+        assert steps.times
+        cases.append((steps, A.bin_edges(steps.times[0], steps.times[-1])))
+    for steps, edges in cases:
+        assert steps.binned(edges) == steps.python_binned(edges), (steps, edges)
+
+
+try:
+    from dpmstream.parsers._native import segment_parts
+except ImportError:  # not built
+    segment_parts = None
+
+
+@pytest.mark.skipif(segment_parts is None, reason="the compiled extension is not built")
+def test_the_compiled_segments_are_the_python_ones():
+    """native/src/segments.rs against _segment_parts, the reference: records with any of
+    the durations missing, None, 0, negative or longer than the total, and a simulated
+    thesis log's request records."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    rng = random.Random(32)
+    keys = ("total_ms", "auth_ms", "request_ms", "queue_ms", "proc_ms", "ns_ms",
+            "ready_wait_ms", "transfer_ms", "done_ms")
+    records = []
+    for _ in range(2000):
+        record = {"kind": "request"}
+        for key in keys:
+            pick = rng.random()
+            if pick < 0.15:
+                continue                      # absent
+            record[key] = None if pick < 0.3 else rng.choice((0, -5, rng.randrange(1, 3000)))
+        records.append(record)
+    run = simulate(scenario("thesis", requests=300), None)
+    records += run.requests
+    assert any(r.get("total_ms") is not None for r in run.requests)
+    assert segment_parts(records) == [A._segment_parts(r) for r in records]
+
+
 def _binned_ms_by_ms(steps, edges):
     """binned by definition: the level at each millisecond of a bin (times are whole ms;
     before the first step nothing is open, the last step holds to the end)."""

@@ -163,3 +163,15 @@ def test_values_are_counted_in_the_bin_whose_edges_hold_them(seed):
                           10 ** rng.uniform(math.log10(lo), math.log10(hi))))
               for _ in range(rng.choice((1, 5, 3000)))]
     assert F.binned_counts(values, edges) == _binned_counts_per_value(values, edges)
+
+
+def test_the_pages_escape_is_htmls():
+    """report/svg.escape, written out so that the report does not import html, against
+    html.escape: markup, quotes, ampersands already escaped, entities, text without any."""
+    import html
+
+    from dpmstream.report.svg import escape
+
+    for text in ("", "plain words", "<b>bold</b> & 'single' \"double\"", "&amp; &lt;",
+                 "a < b > c", "x=\"1\" y='2'", "é ü — ∞", "&&&<<<>>>'''\"\"\""):
+        assert escape(text) == html.escape(text), text

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import statistics
+
+import pytest
 
 from dpmstream.simulator import SimConfig, simulate
 from dpmstream.simulator.calibrate import calibrate
@@ -93,3 +96,34 @@ def test_thread_pools_never_seen_full_are_taken_at_least_at_the_daemons_defaults
     # The ids of every fast-thread call (status calls included) bound the pool from below.
     cal = calibrate(requests, calls, fast_thread_ids=list(range(34)))
     assert cal.config.fthreads == 34
+
+
+try:
+    from dpmstream.parsers._native import closed_loop_clients
+except ImportError:  # not built
+    closed_loop_clients = None
+
+
+@pytest.mark.skipif(closed_loop_clients is None, reason="the compiled extension is not built")
+def test_the_compiled_closed_loop_is_the_python_one():
+    """native/src/fits.rs against python_closed_loop_clients, the reference, to the float:
+    the thesis scenario's closed loop and an open load's Poisson arrivals (the model's
+    records), and random records (clients None or named, no accept line, no end, an end
+    before the start, one request to a client)."""
+    from dpmstream.simulator.fits import python_closed_loop_clients
+
+    cases = [simulate(SimConfig(requests=400, seed=3), None).requests,
+             simulate(SimConfig(requests=400, seed=4, rate=40.0, get_fraction=0.3), None).requests]
+    rng = random.Random(34)
+    for _ in range(100):
+        records = []
+        for _ in range(rng.randrange(1, 80)):
+            start = 1_313_000_000_000 + rng.randrange(0, 20_000)
+            records.append({
+                "client": rng.choice((None, "lxfsra01.cern.ch", "lxfsra02.cern.ch", "c3")),
+                "accepted": rng.choice((None, start - rng.randrange(0, 30))),
+                "started": start,
+                "ended": rng.choice((None, start + rng.randrange(-20, 3000), start))})
+        cases.append(records)
+    for records in cases:
+        assert closed_loop_clients(records) == python_closed_loop_clients(records)

@@ -144,3 +144,35 @@ def test_each_call_in_start_order_gets_the_calls_in_flight_when_it_began_and_its
 def test_each_arrival_counts_the_spans_open_at_its_start_itself_included():
     spans = [(0, 20), (10, 30), (20, 25), (40, 50)]
     assert in_flight_at_arrivals(spans) == [1, 2, 2, 1]
+
+
+# -- the compiled twins (native/src/estimators.rs) ------------------------------------------
+
+try:
+    from dpmstream.parsers._native import max_overlap as compiled_max_overlap
+except ImportError:  # not built
+    compiled_max_overlap = None
+
+
+@pytest.mark.skipif(compiled_max_overlap is None, reason="the compiled extension is not built")
+def test_the_compiled_estimators_are_the_python_ones():
+    """max_overlap and subtract_quantiles from the extension against python_max_overlap and
+    python_subtract_quantiles, the references: random intervals (empty, reversed, sharing
+    instants), random totals and parts (negative, repeated, one value, none) at epoch-ms
+    sizes, offsets and floors; a float goes the Python way and gives its answer."""
+    from dpmstream.simulator import estimators as E
+
+    rng = random.Random(33)
+    for _ in range(500):
+        base = rng.choice((0, 1_313_000_000_000))
+        intervals = [(base + a, base + a + rng.choice((-3, 0, 1, 2, 40, rng.randrange(0, 5000))))
+                     for a in (rng.randrange(0, 3000) for _ in range(rng.randrange(0, 60)))]
+        assert E.max_overlap(intervals) == E.python_max_overlap(intervals), intervals
+        assert E.max_overlap(iter(intervals)) == E.python_max_overlap(intervals)
+        total = [rng.randrange(-50, 5000) for _ in range(rng.randrange(1, 60))]
+        part = [rng.randrange(-50, 3000) for _ in range(rng.choice((0, 1, rng.randrange(1, 60))))]
+        offset, floor = rng.choice((0, 2)), rng.choice((0, 1, 8))
+        assert E.subtract_quantiles(total, part, offset, floor) == \
+            E.python_subtract_quantiles(total, part, offset, floor), (total, part)
+    assert E.max_overlap([(0.5, 2.0), (1.0, 3.0)]) == 2
+    assert E.subtract_quantiles([10.0, 20.0], [1, 2]) == E.python_subtract_quantiles([10.0, 20.0], [1, 2])

@@ -71,3 +71,29 @@ def test_noiseless_polls_give_back_their_schedule_with_no_error():
     first, factor, cap, mae, capped = fit_backoff(samples, 22.0)
     assert (first, factor, cap, capped) == (125, 2.0, 4000, True)
     assert mae == pytest.approx(0, abs=1)
+
+
+try:
+    from dpmstream.parsers._native import fit_backoff as compiled_fit_backoff
+except ImportError:  # not built
+    compiled_fit_backoff = None
+
+
+@pytest.mark.skipif(compiled_fit_backoff is None, reason="the compiled extension is not built")
+@pytest.mark.parametrize("seed", range(12))
+def test_the_compiled_fit_is_the_python_one(seed):
+    """native/src/fits.rs's fit_backoff against python_fit_backoff, the reference, to the
+    float: polls on random schedules with noise, an int or a float per-call time; a float
+    wait goes the Python way."""
+    from dpmstream.simulator.fits import python_fit_backoff
+
+    rng = random.Random(100 + seed)
+    samples = polled(rng, rng.choice([5, 40, 400, 3000]), rng.choice([25, 125, 400]),
+                     rng.choice([1.0, 1.5, 2.0, 3.0]), rng.choice([500, 4000, 60000]),
+                     rng.choice([20.0, 21.5]), rng.choice([1, 3, 10, 40]),
+                     rng.choice([0, 1, 50, 500]))
+    per_call = rng.choice([20.0, 21.5, 7, 22.25])
+    assert compiled_fit_backoff(samples, per_call) == python_fit_backoff(samples, per_call)
+    assert fit_backoff(samples, per_call) == python_fit_backoff(samples, per_call)
+    floats = [(n, w + 0.5) for n, w in samples]
+    assert fit_backoff(floats, per_call) == python_fit_backoff(floats, per_call)
