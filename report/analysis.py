@@ -120,9 +120,16 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
     # on the thesis log), each column in the requests' order.
     rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
     # In the extension where it is built (segments.rs; issue 30: ~8 k instructions of
-    # Python a request), _segment_parts the reference.
-    every = (_compiled_segment_parts(requests) if _compiled_segment_parts is not None
-             else map(_segment_parts, requests))
+    # Python a request), _segment_parts the reference; records it cannot read as ints
+    # within ±2^53 (native/src/exact_ints.rs) go the Python way.
+    every = None
+    if _compiled_segment_parts is not None:
+        try:
+            every = _compiled_segment_parts(requests)
+        except (TypeError, OverflowError):
+            pass
+    if every is None:
+        every = map(_segment_parts, requests)
     for r, parts in zip(requests, every):
         if parts is None:
             continue
@@ -243,11 +250,16 @@ class Steps:
         bin's exact area and peak summed in the extension where it is built (issue 30:
         a multiplication and a subtraction of epoch-ms ints per step, ~47 M instructions
         of the report on the thesis log), the area divided by the width here as in
-        python_binned, the reference, so the means are the same floats."""
-        if _compiled_binned is None:
-            return self.python_binned(edges)
-        areas, peaks = _compiled_binned(self.times, self.levels, edges)
-        return [area / (b - a) for area, a, b in zip(areas, edges, edges[1:])], peaks
+        python_binned, the reference, so the means are the same floats. Times or edges
+        it cannot take (not ints within ±2^53: native/src/exact_ints.rs) go the Python
+        way."""
+        if _compiled_binned is not None:
+            try:
+                areas, peaks = _compiled_binned(self.times, self.levels, edges)
+            except (TypeError, OverflowError):
+                return self.python_binned(edges)
+            return [area / (b - a) for area, a, b in zip(areas, edges, edges[1:])], peaks
+        return self.python_binned(edges)
 
     def python_binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """`binned` in Python, the reference. The steps whole inside a bin are multiplied

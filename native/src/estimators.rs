@@ -8,6 +8,8 @@
 
 use pyo3::prelude::*;
 
+use crate::exact_ints::{all_exact, exact};
+
 /// The most intervals [start, end) open at one instant: just after a start, the starts so
 /// far less the ends at or before it (an end at the same instant closes first).
 pub(crate) fn most_open(intervals: &[(i64, i64)]) -> i64 {
@@ -58,10 +60,12 @@ pub fn max_overlap(intervals: Vec<(i64, i64)>) -> i64 {
     most_open(&intervals)
 }
 
-/// `subtract_quantiles(total, part, offset, floor)` for lists of ints.
+/// `subtract_quantiles(total, part, offset, floor)` for lists of ints (within ±2^53:
+/// exact_ints.rs).
 #[pyfunction]
-pub fn subtract_quantiles(total: Vec<i64>, part: Vec<i64>, offset: i64, floor: i64) -> Vec<i64> {
-    less_quantiles(&total, &part, offset, floor)
+pub fn subtract_quantiles(total: Vec<i64>, part: Vec<i64>, offset: i64, floor: i64) -> PyResult<Vec<i64>> {
+    all_exact(total.iter().chain(&part))?;
+    Ok(less_quantiles(&total, &part, exact(offset)?, exact(floor)?))
 }
 
 #[cfg(test)]

@@ -18,16 +18,19 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use crate::exact_ints::{beyond, exact, within};
 use crate::hashing::FxMap;
 
-/// fits.NET_MS, the model's one-way network delay.
-const NET_MS: i64 = 1;
+/// fits.NET_MS, the model's one-way network delay (model_summary.rs takes it off each
+/// linked name-server call).
+pub(crate) const NET_MS: i64 = 1;
 /// A request starting this soon (ms) after one of its client's ended took over its stream.
 const THINK_MS: i64 = 100;
 
 /// One client's (dispersion, streams) from its (arrival, end) spans, and its think times
 /// appended to `thinks`, as closed_loop's loop body makes them.
-pub(crate) fn client_loop(spans: &mut [(i64, i64)], thinks: &mut Vec<i64>) -> (f64, i64) {
+/// Its spans' times within ±2^53; Err(v) where a value it makes is not (exact_ints.rs).
+pub(crate) fn client_loop(spans: &mut [(i64, i64)], thinks: &mut Vec<i64>) -> Result<(f64, i64), i64> {
     spans.sort_unstable();
     let n = spans.len();
     // estimators.in_flight_at_arrivals: the spans open at each arrival, itself included
@@ -68,22 +71,32 @@ pub(crate) fn client_loop(spans: &mut [(i64, i64)], thinks: &mut Vec<i64>) -> (f
     }
     let (lo, hi) = (spans[n / 10].0, spans[(n - 1).min(n * 9 / 10)].0);
     let streams = if hi > lo {
-        let busy: i64 = spans.iter().chain(gaps.iter())
+        // each clipped span within 2^54 and the running sum kept within 2^53: no wrap, and
+        // both ints of the division are floats exactly, as Python's int division rounds
+        let mut busy = 0i64;
+        for d in spans.iter().chain(gaps.iter())
             .map(|&(s, e)| (if e < hi { e } else { hi }) - (if s > lo { s } else { lo }))
-            .filter(|&d| d > 0)
-            .sum();
+            .filter(|&d| d > 0) {
+            busy += d;
+            if !within(busy) {
+                return Err(busy);
+            }
+        }
+        if !within(hi - lo) {
+            return Err(hi - lo);
+        }
         (busy as f64 / (hi - lo) as f64).round_ties_even() as i64
     } else {
         mean.round_ties_even() as i64
     };
-    (dispersion, streams.max(1))
+    Ok((dispersion, streams.max(1)))
 }
 
 fn int(record: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
     match record.get_item(key)? {
         None => Err(PyKeyError::new_err(key.clone().unbind())),
         Some(v) if v.is_none() => Ok(None),
-        Some(v) => Ok(Some(v.extract::<i64>()?)),
+        Some(v) => Ok(Some(exact(v.extract::<i64>()?)?)),
     }
 }
 
@@ -112,7 +125,7 @@ pub fn closed_loop_clients(py: Python<'_>, reqs: Vec<Bound<'_, PyDict>>)
     }
     let (mut dispersions, mut streams, mut thinks) = (Vec::new(), Vec::new(), Vec::new());
     for spans in by_client.iter_mut() {
-        let (d, s) = client_loop(spans, &mut thinks);
+        let (d, s) = client_loop(spans, &mut thinks).map_err(beyond)?;
         dispersions.push(d);
         streams.push(s);
     }
@@ -141,10 +154,11 @@ impl Answered {
 }
 
 /// fit_backoff(samples, per_call_ms): (first, factor, cap, median absolute error, capped),
-/// or None for samples it does not take (none, or a poll count below 1).
+/// or None for samples it does not take (none, a poll count below 1, waits or their sums,
+/// doubled, beyond ±2^53: exact_ints.rs).
 pub(crate) fn backoff(samples: &[(i64, i64)], per_call: f64) -> Option<(i64, f64, i64, f64, bool)> {
     let top = samples.iter().map(|&(n, _)| n).max()?;
-    if samples.iter().any(|&(n, _)| n < 1) {
+    if samples.iter().any(|&(n, wait)| n < 1 || !within(wait)) {
         return None;
     }
     let top = top as usize;
@@ -157,7 +171,16 @@ pub(crate) fn backoff(samples: &[(i64, i64)], per_call: f64) -> Option<(i64, f64
     }
     for g in groups.iter_mut() {
         g.waits.sort_unstable();
-        g.prefix = std::iter::once(0).chain(g.waits.iter().scan(0i64, |s, &w| { *s += w; Some(*s) })).collect();
+        g.prefix = Vec::with_capacity(g.waits.len() + 1);
+        let mut sum = 0i64;
+        g.prefix.push(sum);
+        for &w in &g.waits {
+            sum += w;   // within 2^53 and 2^53 more: no wrap
+            if !within(2 * sum) {   // total() takes twice a prefix as a float
+                return None;
+            }
+            g.prefix.push(sum);
+        }
     }
     let mut best: Option<(f64, i64, f64, i64, Vec<f64>, bool)> = None;
     let mut sums: Vec<f64> = Vec::with_capacity(top + 1);
@@ -192,7 +215,7 @@ pub(crate) fn backoff(samples: &[(i64, i64)], per_call: f64) -> Option<(i64, f64
 }
 
 /// `fit_backoff(samples, per_call_ms)` for (polls, ready_wait) ints; None where the Python
-/// function is to answer (no sample, a poll count below 1).
+/// function is to answer (no sample, a poll count below 1, ints past ±2^53).
 #[pyfunction]
 pub fn fit_backoff(samples: Vec<(i64, i64)>, per_call_ms: f64) -> Option<(i64, f64, i64, f64, bool)> {
     backoff(&samples, per_call_ms)
@@ -223,7 +246,7 @@ mod tests {
         let mut spans: Vec<(i64, i64)> = (0..20).flat_map(|k| [(k * 105, k * 105 + 100),
                                                               (k * 105 + 50, k * 105 + 150)]).collect();
         let mut thinks = Vec::new();
-        let (dispersion, streams) = client_loop(&mut spans, &mut thinks);
+        let (dispersion, streams) = client_loop(&mut spans, &mut thinks).unwrap();
         assert_eq!(streams, 2);
         assert!(dispersion < 0.25, "{dispersion}");
         assert!(thinks.iter().all(|&t| t == 3), "{thinks:?}");

@@ -51,6 +51,7 @@ mod envelope;
 mod envelope_batch;
 mod estimators;
 mod event;
+mod exact_ints;
 mod few;
 mod fits;
 mod hashed_text;

@@ -10,10 +10,9 @@
 //! Plain values only: model.rs turns them into Python's.
 
 use crate::estimators::most_open;   // estimators.max_overlap
+use crate::fits::NET_MS;
 use crate::hashing::FxMap;
 
-/// fits.NET_MS: the model's one-way network delay, taken off each linked name-server call.
-const NET_MS: i64 = 1;
 
 /// A request record's values that the summaries read (model.rs makes it beside the dict).
 pub(crate) struct ReqView {

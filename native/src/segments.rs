@@ -9,10 +9,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-/// A record's int value of `key`, None where it has none (absent or None).
+use crate::exact_ints::exact;
+
+/// A record's int value of `key`, None where it has none (absent or None); within ±2^53
+/// (exact_ints.rs), else OverflowError.
 fn value(record: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
     match record.get_item(key)? {
-        Some(v) if !v.is_none() => Ok(Some(v.extract::<i64>()?)),
+        Some(v) if !v.is_none() => Ok(Some(exact(v.extract::<i64>()?)?)),
         _ => Ok(None),
     }
 }

@@ -12,6 +12,8 @@
 
 use pyo3::prelude::*;
 
+use crate::exact_ints::all_exact;
+
 /// (times, levels): each instant an interval opens or closes, ascending (an instant whose
 /// opens and closes cancel kept, as the Python dict keeps its key), and the count of open
 /// intervals from it on. An interval that does not end after it starts counts nowhere.
@@ -81,8 +83,9 @@ pub(crate) fn bin_areas(times: &[i64], levels: &[i64], edges: &[i64]) -> (Vec<i1
 
 /// `Steps.binned`'s (areas, peaks) for the steps' times and levels and the bins' edges.
 #[pyfunction]
-pub fn binned_steps(times: Vec<i64>, levels: Vec<i64>, edges: Vec<i64>) -> (Vec<i128>, Vec<i64>) {
-    bin_areas(&times, &levels, &edges)
+pub fn binned_steps(times: Vec<i64>, levels: Vec<i64>, edges: Vec<i64>) -> PyResult<(Vec<i128>, Vec<i64>)> {
+    all_exact(times.iter().chain(&levels).chain(&edges))?;   // exact_ints.rs
+    Ok(bin_areas(&times, &levels, &edges))
 }
 
 #[cfg(test)]

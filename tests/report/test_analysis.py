@@ -243,7 +243,8 @@ def test_the_compiled_bins_are_the_python_ones():
     """Steps.binned (native/src/steps.rs's sums) against python_binned, the reference, to
     the float: random steps against random edges (bins before, across, between and after
     the steps, one step, none), and a simulated thesis log's steps at epoch-ms times
-    against the page's own bins."""
+    against the page's own bins. The extension's sums are called themselves too (binned
+    falls back to Python where they raise), and times past 2^53 go the Python way."""
     from dpmstream.simulator import simulate
     from dpmstream.simulator.scenarios import scenario
 
@@ -262,6 +263,11 @@ def test_the_compiled_bins_are_the_python_ones():
         cases.append((steps, A.bin_edges(steps.times[0], steps.times[-1])))
     for steps, edges in cases:
         assert steps.binned(edges) == steps.python_binned(edges), (steps, edges)
+        assert binned_steps(steps.times, steps.levels, edges)[1] == steps.python_binned(edges)[1]
+    far = A.python_concurrency([(-2 ** 62, 2 ** 62)])   # its width wraps an i64
+    with pytest.raises(OverflowError):
+        binned_steps(far.times, far.levels, [-2 ** 62, 2 ** 62])
+    assert far.binned([-2 ** 62, 2 ** 62]) == far.python_binned([-2 ** 62, 2 ** 62]) == ([1.0], [1])
 
 
 try:
@@ -294,6 +300,11 @@ def test_the_compiled_segments_are_the_python_ones():
     records += run.requests
     assert any(r.get("total_ms") is not None for r in run.requests)
     assert segment_parts(records) == [A._segment_parts(r) for r in records]
+    # a total past 2^53 (native/src/exact_ints.rs) goes the Python way
+    far = [{"op": "put", "total_ms": 2 ** 62, "auth_ms": -2 ** 62, "proc_ms": 2 ** 62}]
+    with pytest.raises(OverflowError):
+        segment_parts(far)
+    assert A.breakdowns(far)["put"].segments == dict(zip(A.SEGMENT_NAMES, A._segment_parts(far[0])))
 
 
 def _binned_ms_by_ms(steps, edges):

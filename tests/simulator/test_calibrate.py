@@ -127,3 +127,11 @@ def test_the_compiled_closed_loop_is_the_python_one():
         cases.append(records)
     for records in cases:
         assert closed_loop_clients(records) == python_closed_loop_clients(records)
+    # times past 2^53 (native/src/exact_ints.rs) go the Python way
+    far = [{"client": "c", "accepted": None, "started": s, "ended": s + 2 ** 60}
+           for s in (2 ** 62, 2 ** 62 + 10, 2 ** 62 + 20)]
+    with pytest.raises(OverflowError):
+        closed_loop_clients(far)
+    dispersions, streams, thinks = python_closed_loop_clients(far)
+    assert closed_loop(far) == (statistics.median(dispersions), round(statistics.median(streams)),
+                                thinks)

@@ -150,8 +150,9 @@ def test_each_arrival_counts_the_spans_open_at_its_start_itself_included():
 
 try:
     from dpmstream.parsers._native import max_overlap as compiled_max_overlap
+    from dpmstream.parsers._native import subtract_quantiles as compiled_subtract
 except ImportError:  # not built
-    compiled_max_overlap = None
+    compiled_max_overlap = compiled_subtract = None
 
 
 @pytest.mark.skipif(compiled_max_overlap is None, reason="the compiled extension is not built")
@@ -159,7 +160,10 @@ def test_the_compiled_estimators_are_the_python_ones():
     """max_overlap and subtract_quantiles from the extension against python_max_overlap and
     python_subtract_quantiles, the references: random intervals (empty, reversed, sharing
     instants), random totals and parts (negative, repeated, one value, none) at epoch-ms
-    sizes, offsets and floors; a float goes the Python way and gives its answer."""
+    sizes, offsets and floors; a float, or an int past 2^53 (where the compiled ints would
+    wrap or round: native/src/exact_ints.rs), goes the Python way and gives its answer.
+    The extension's functions are called themselves: the wrappers' fallback would hide
+    one that raised."""
     from dpmstream.simulator import estimators as E
 
     rng = random.Random(33)
@@ -167,12 +171,18 @@ def test_the_compiled_estimators_are_the_python_ones():
         base = rng.choice((0, 1_313_000_000_000))
         intervals = [(base + a, base + a + rng.choice((-3, 0, 1, 2, 40, rng.randrange(0, 5000))))
                      for a in (rng.randrange(0, 3000) for _ in range(rng.randrange(0, 60)))]
-        assert E.max_overlap(intervals) == E.python_max_overlap(intervals), intervals
+        assert compiled_max_overlap(intervals) == E.python_max_overlap(intervals), intervals
         assert E.max_overlap(iter(intervals)) == E.python_max_overlap(intervals)
         total = [rng.randrange(-50, 5000) for _ in range(rng.randrange(1, 60))]
         part = [rng.randrange(-50, 3000) for _ in range(rng.choice((0, 1, rng.randrange(1, 60))))]
         offset, floor = rng.choice((0, 2)), rng.choice((0, 1, 8))
-        assert E.subtract_quantiles(total, part, offset, floor) == \
+        assert tuple(compiled_subtract(total, part, offset, floor)) == \
             E.python_subtract_quantiles(total, part, offset, floor), (total, part)
     assert E.max_overlap([(0.5, 2.0), (1.0, 3.0)]) == 2
     assert E.subtract_quantiles([10.0, 20.0], [1, 2]) == E.python_subtract_quantiles([10.0, 20.0], [1, 2])
+    far = [0, -3 * 2 ** 61, 3 * 2 ** 61]   # their differences wrap an i64
+    with pytest.raises(OverflowError):
+        compiled_subtract([0], far, 0, -2 ** 63)
+    assert E.subtract_quantiles([0], far, 0, -2 ** 63) == \
+        E.python_subtract_quantiles([0], far, 0, -2 ** 63) == (0,)
+    assert E.subtract_quantiles([2 ** 53 + 1], [], 0, 0) == (2 ** 53 + 1,)   # not rounded

@@ -97,3 +97,6 @@ def test_the_compiled_fit_is_the_python_one(seed):
     assert fit_backoff(samples, per_call) == python_fit_backoff(samples, per_call)
     floats = [(n, w + 0.5) for n, w in samples]
     assert fit_backoff(floats, per_call) == python_fit_backoff(floats, per_call)
+    far = samples + [(1, 2 ** 62)]   # past 2^53 (native/src/exact_ints.rs): Python answers
+    assert compiled_fit_backoff(far, per_call) is None
+    assert fit_backoff(far, per_call) == python_fit_backoff(far, per_call)
