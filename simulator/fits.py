@@ -212,7 +212,12 @@ def python_closed_loop_clients(reqs: list[dict]):
         counts = in_flight_at_arrivals(spans)
         middle = counts[len(counts) // 10: max(len(counts) // 10 + 1, len(counts) * 9 // 10)]
         mean = sum(middle) / len(middle)
-        dispersions.append(sum((c - mean) ** 2 for c in middle) / len(middle) / mean)
+        # floats summed left to right by a loop, not sum(): from Python 3.12 sum() of
+        # floats is compensated, and fits.rs (pinned equal to this) adds as the loop does
+        squares = 0.0
+        for c in middle:
+            squares += (c - mean) ** 2
+        dispersions.append(squares / len(middle) / mean)
         ends = sorted(end for _, end in spans)
         used = [False] * len(ends)
         gaps = []
@@ -284,7 +289,10 @@ def python_fit_backoff(samples, per_call_ms: float):
                     grown = round(gap * factor)
                     capped = capped or (grown > cap and len(sums) <= top)   # gap j+1 is used
                     gap = grown if grown < cap else cap
-                score = sum(g.total(sums[g.polls]) for g in groups) / len(samples)
+                score = 0.0   # a loop, not sum(): as in python_closed_loop_clients
+                for g in groups:
+                    score += g.total(sums[g.polls])
+                score /= len(samples)
                 if best is None or score < best[0]:
                     best = (score, first, factor, cap, sums, capped)
     _, first, factor, cap, sums, capped = best
