@@ -3,7 +3,6 @@ and tables, no script, as the rest of the page (report/page.py)."""
 
 from __future__ import annotations
 
-
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import ms_to_text
 from dpmstream.report.dome_analysis import (

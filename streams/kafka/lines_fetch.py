@@ -58,9 +58,10 @@ FETCH_MAX_WAIT_MS = 100
 # With 8 MiB fetches and queue a worker held up to ~150,000 records (its peak RSS 200-250
 # MiB against aiokafka's 90, issue 30); with 1 MiB fetches and a 2 MiB queue ~30,000
 # (12.5 MiB of lz4 buffers and 9.7 MiB of librdkafka's records at the worker's peak,
-# heaptrack: peak RSS 105-110 MiB). Now a consume() takes ~6,500-14,000 records of that
-# topic (peak RSS 89-93 MiB) at the same CPU a line within the bench's noise. Half these
-# (~2,200 a consume) gave 82-85 MiB, but up to 16 % more CPU a line: batches that small.
+# heaptrack: peak RSS 105-110 MiB). Now the queue holds ~6,500-14,000 records of that
+# topic (peak RSS 89-93 MiB), of which a consume() takes txn_bounds.BATCH_RECORDS at most,
+# at the same CPU a line within the bench's noise. Half these (~2,200 queued) gave 82-85
+# MiB, but up to 16 % more CPU a line: batches that small.
 MAX_PARTITION_FETCH_BYTES = 256 << 10  # a fetch takes at most this much of one partition
 FETCH_MAX_BYTES = 512 << 10            # ... and of all partitions together
 # librdkafka raises fetch.max.bytes to at least message.max.bytes (a consumer's too,

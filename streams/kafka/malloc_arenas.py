@@ -4,7 +4,7 @@ glibc's malloc gives each thread that allocates an arena of its own, up to eight
 A worker's librdkafka threads (broker I/O, fetch buffers, the queue of fetched records)
 and its fetch thread filled arenas of their own that grew to 20-25 MiB and kept their
 freed pages: bench/bench_worker.py's child peaked at 116-122 MiB. One arena for the
-whole process, and blocks of 1 MiB and more always mapped on their own (glibc's
+whole process, and blocks of 128 KiB and more always mapped on their own (glibc's
 threshold otherwise rises with each large block freed, after which such blocks come from
 the arena and their pages stay when freed), took the peak to 104-106 MiB (issue 30). The
 threads hardly contend for the one arena: Python's small objects come from its own
