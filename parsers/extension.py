@@ -1,6 +1,8 @@
 """The compiled extension's optional names: the one way a module asks for one.
 
     CsvBlocks = compiled("CsvBlocks")     # None: the Python reference does the work
+    max_overlap = compiled_else("max_overlap", python_max_overlap)   # one or the other
+
 
 `compiled(name)` is the extension's function or class `name` (parsers._native, built from
 native/ where a Rust toolchain existed at install time), or None where the extension is
@@ -38,3 +40,24 @@ def compiled(name: str, required: str | None = None):
         raise RuntimeError(f"DPMSTREAM_REQUIRE_NATIVE is set but {required} "
                            f"(dpmstream.parsers._native.{name}) is not built")
     return found
+
+
+def compiled_else(name: str, reference):
+    """The extension's `name` where it is built, else `reference`, its Python twin (the
+    same arguments, the same answer); and where it is built, the reference takes each call
+    the compiled one refuses with a TypeError or OverflowError: numbers it cannot read
+    exactly (ints beyond ±2^53 or 64 bits, native/src/exact_ints.rs; floats where it sums
+    ints), so no input is lost to the compiled path's narrower types. Looked up once, at
+    this call, as `compiled`."""
+    fast = compiled(name)
+    if fast is None:
+        return reference
+
+    def fast_else_reference(*args):
+        try:
+            return fast(*args)
+        except (TypeError, OverflowError):
+            return reference(*args)
+
+    fast_else_reference.__name__ = name
+    return fast_else_reference

@@ -20,9 +20,6 @@ from dpmstream.streams.sinks.summary import Series
 
 # concurrency's step function compiled (native/src/steps.rs); the Python below is the reference
 _compiled_steps = extension.compiled("concurrency_steps")
-_compiled_binned = extension.compiled("binned_steps")   # Steps.binned's sums (steps.rs)
-# _segment_parts of every request at once, compiled (native/src/segments.rs)
-_compiled_segment_parts = extension.compiled("segment_parts")
 
 # The stacked breakdown of a request's time, in the order the steps happen. They do not
 # overlap, and for every request they add up to total_ms ("between" takes the rest).
@@ -96,6 +93,16 @@ def _segment_parts(r: dict) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def python_every_segment_parts(requests: list[dict]):
+    """_segment_parts of each request, in order: the reference of native/src/segments.rs."""
+    return map(_segment_parts, requests)
+
+
+# breakdowns' parts of every request at once, compiled where the extension is built
+# (issue 30: ~8 k instructions of Python a request).
+_every_segment_parts = extension.compiled_else("segment_parts", python_every_segment_parts)
+
+
 @dataclass
 class Breakdown:
     """One op's requests: their summed total_ms cut into SEGMENTS, and their polls."""
@@ -122,15 +129,7 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
     # In the extension where it is built (segments.rs; issue 30: ~8 k instructions of
     # Python a request), _segment_parts the reference; records it cannot read as ints
     # within ±2^53 (native/src/exact_ints.rs) go the Python way.
-    every = None
-    if _compiled_segment_parts is not None:
-        try:
-            every = _compiled_segment_parts(requests)
-        except (TypeError, OverflowError):
-            pass
-    if every is None:
-        every = map(_segment_parts, requests)
-    for r, parts in zip(requests, every):
+    for r, parts in zip(requests, _every_segment_parts(requests)):
         if parts is None:
             continue
         op = r["op"] or "?"
@@ -247,49 +246,55 @@ class Steps:
 
     def binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1]): each
-        bin's exact area and peak summed in the extension where it is built (issue 30:
-        a multiplication and a subtraction of epoch-ms ints per step, ~47 M instructions
-        of the report on the thesis log), the area divided by the width here as in
-        python_binned, the reference, so the means are the same floats. Times or edges
-        it cannot take (not ints within ±2^53: native/src/exact_ints.rs) go the Python
-        way."""
-        if _compiled_binned is not None:
-            try:
-                areas, peaks = _compiled_binned(self.times, self.levels, edges)
-            except (TypeError, OverflowError):
-                return self.python_binned(edges)
-            return [area / (b - a) for area, a, b in zip(areas, edges, edges[1:])], peaks
-        return self.python_binned(edges)
+        bin's exact area and peak (compiled where built: _binned_areas), the area divided
+        by the width here, so the means are python_binned's floats."""
+        return _per_width(_binned_areas(self.times, self.levels, edges), edges)
 
     def python_binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
-        """`binned` in Python, the reference. The steps whole inside a bin are multiplied
-        and summed in C (map, sum: exact integers), so a bin costs a few steps of Python
-        whatever the number of steps in it (issue 30: the fast threads' steps are one per
-        call and poll); each step is read by its own bin alone, where running totals over
-        every step cost ~18% more."""
-        means, peaks = [], []
-        times, levels = self.times, self.levels
-        n = len(times)
-        for a, b in zip(edges, edges[1:]):
-            first = max(bisect.bisect_right(times, a) - 1, 0)
-            end = bisect.bisect_left(times, b, first)   # steps first..end - 1 start before b
-            area, peak = 0, 0
-            # The first and the last step may stick out of the bin; those between lie
-            # whole inside it (times increase strictly).
-            for i in {first, end - 1} if end > first else ():
-                lo = times[i] if times[i] > a else a
-                hi = times[i + 1] if i + 1 < n and times[i + 1] < b else b
-                if hi > lo:
-                    area += levels[i] * (hi - lo)
-                    peak = max(peak, levels[i])
-            if end - first > 2:
-                inside = levels[first + 1:end - 1]
-                area += sum(map(mul, inside,
-                                map(sub, times[first + 2:end], times[first + 1:end - 1])))
-                peak = max(peak, max(inside))
-            means.append(area / (b - a))
-            peaks.append(peak)
-        return means, peaks
+        """`binned` in Python, the reference."""
+        return _per_width(python_binned_areas(self.times, self.levels, edges), edges)
+
+
+def _per_width(areas_peaks, edges: list[int]) -> tuple[list[float], list[int]]:
+    areas, peaks = areas_peaks
+    return [area / (b - a) for area, a, b in zip(areas, edges, edges[1:])], peaks
+
+
+def python_binned_areas(times: list[int], levels: list[int],
+                        edges: list[int]) -> tuple[list[int], list[int]]:
+    """Each bin's area (level x ms) and peak level: the reference of native/src/steps.rs.
+    The steps whole inside a bin are multiplied and summed in C (map, sum: exact
+    integers), so a bin costs a few steps of Python whatever the number of steps in it
+    (issue 30: the fast threads' steps are one per call and poll); each step is read by
+    its own bin alone, where running totals over every step cost ~18% more."""
+    areas, peaks = [], []
+    n = len(times)
+    for a, b in zip(edges, edges[1:]):
+        first = max(bisect.bisect_right(times, a) - 1, 0)
+        end = bisect.bisect_left(times, b, first)   # steps first..end - 1 start before b
+        area, peak = 0, 0
+        # The first and the last step may stick out of the bin; those between lie
+        # whole inside it (times increase strictly).
+        for i in {first, end - 1} if end > first else ():
+            lo = times[i] if times[i] > a else a
+            hi = times[i + 1] if i + 1 < n and times[i + 1] < b else b
+            if hi > lo:
+                area += levels[i] * (hi - lo)
+                peak = max(peak, levels[i])
+        if end - first > 2:
+            inside = levels[first + 1:end - 1]
+            area += sum(map(mul, inside,
+                            map(sub, times[first + 2:end], times[first + 1:end - 1])))
+            peak = max(peak, max(inside))
+        areas.append(area)
+        peaks.append(peak)
+    return areas, peaks
+
+
+# Steps.binned's sums compiled where the extension is built (issue 30: a multiplication
+# and a subtraction of epoch-ms ints per step, ~47 M instructions of the report on the
+# thesis log).
+_binned_areas = extension.compiled_else("binned_steps", python_binned_areas)
 
 
 def concurrency(intervals) -> Steps:

@@ -10,10 +10,6 @@ from operator import itemgetter
 
 from dpmstream.parsers import extension
 
-# max_overlap and subtract_quantiles compiled (native/src/estimators.rs)
-_compiled_max_overlap = extension.compiled("max_overlap")
-_compiled_subtract = extension.compiled("subtract_quantiles")
-
 
 def quantile(values, q: float) -> float:
     """Linear interpolation between order statistics; values need not be sorted."""
@@ -67,12 +63,7 @@ def subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[in
     quantile at the same level (and `offset`), never below `floor`. In the extension where
     it is built (native/src/estimators.rs, the same arithmetic in the same order), for
     ints; python_subtract_quantiles is the reference."""
-    if _compiled_subtract is not None:
-        try:
-            return tuple(_compiled_subtract(total, part, offset, floor))
-        except (TypeError, OverflowError):   # not all 64-bit ints: the Python way
-            pass
-    return python_subtract_quantiles(total, part, offset, floor)
+    return tuple(_subtract_quantiles(total, part, offset, floor))
 
 
 def python_subtract_quantiles(total, part, offset: int = 0, floor: int = 0) -> tuple[int, ...]:
@@ -101,12 +92,7 @@ def max_overlap(intervals) -> int:
     built (native/src/estimators.rs, the same walk), for ints; python_max_overlap is the
     reference."""
     pairs = intervals if isinstance(intervals, list) else list(intervals)
-    if _compiled_max_overlap is not None:
-        try:
-            return _compiled_max_overlap(pairs)
-        except (TypeError, OverflowError):   # not all 64-bit ints: the Python way
-            pass
-    return python_max_overlap(pairs)
+    return _max_overlap(pairs)
 
 
 def python_max_overlap(intervals) -> int:
@@ -128,6 +114,12 @@ def python_max_overlap(intervals) -> int:
         if opened - closed > most:
             most = opened - closed
     return most
+
+
+# Compiled where the extension is built (native/src/estimators.rs, the same arithmetic
+# in the same order), the references taking what it cannot read as ints.
+_subtract_quantiles = extension.compiled_else("subtract_quantiles", python_subtract_quantiles)
+_max_overlap = extension.compiled_else("max_overlap", python_max_overlap)
 
 
 def in_flight_at_start(calls) -> list[tuple[int, int]]:

@@ -20,10 +20,6 @@ from dpmstream.simulator.estimators import (
 NET_MS = 1                      # the model's one-way network delay (not in any log)
 MIN_SAMPLES = 20
 
-# closed_loop's per-client pass compiled (native/src/fits.rs)
-_compiled_closed_loop = extension.compiled("closed_loop_clients")
-_compiled_fit_backoff = extension.compiled("fit_backoff")   # and fit_backoff
-
 
 def proc_interval(r: dict):
     """(start, end) of the processing run of a request record, when it has one, or of
@@ -180,18 +176,10 @@ def closed_loop(reqs: list[dict]):
     clients' median variance / mean, streams per client (requests in flight plus the
     pauses between one's end and the next, on average), think times ms: a client's next
     request less the end of the one before, when within 100 ms)."""
-    # Each client's values in the extension where it is built (native/src/fits.rs, issue
-    # 30: ~40 M instructions of Python on the thesis log), python_closed_loop_clients the
-    # reference; a record it cannot read as ints and texts goes the Python way.
-    clients = None
-    if _compiled_closed_loop is not None:
-        try:
-            clients = _compiled_closed_loop(reqs)
-        except (TypeError, OverflowError):
-            pass
-    if clients is None:
-        clients = python_closed_loop_clients(reqs)
-    dispersions, streams, thinks = clients
+    # Each client's values compiled where the extension is built (native/src/fits.rs,
+    # issue 30: ~40 M instructions of Python on the thesis log), python_closed_loop_clients
+    # the reference, taking the records the compiled pass cannot read as ints and texts.
+    dispersions, streams, thinks = _closed_loop_clients(reqs)
     if not dispersions:
         return math.inf, 1, thinks
     return median(dispersions), int(round(median(streams))), thinks
@@ -244,6 +232,9 @@ def python_closed_loop_clients(reqs: list[dict]):
     return dispersions, streams, thinks
 
 
+_closed_loop_clients = extension.compiled_else("closed_loop_clients", python_closed_loop_clients)
+
+
 def fit_backoff(samples, per_call_ms: float):
     """The poll schedule (first delay ms, factor, cap ms) under which a request answered
     on its n-th poll has the ready_wait measured; samples are (n, ready_wait ms).
@@ -256,14 +247,9 @@ def fit_backoff(samples, per_call_ms: float):
     784 schedules costs a bisection per group instead of a pass over every sample.
     In the extension where it is built (native/src/fits.rs, issue 30: ~31 M instructions
     of Python on the thesis log), for int samples; python_fit_backoff is the reference."""
-    if _compiled_fit_backoff is not None:
-        try:
-            found = _compiled_fit_backoff(samples, per_call_ms)
-        except (TypeError, OverflowError):   # not all 64-bit ints: the Python way
-            found = None
-        if found is not None:
-            return found
-    return python_fit_backoff(samples, per_call_ms)
+    found = _fit_backoff(samples, per_call_ms)
+    # None: samples the compiled fit does not take (see native/src/fits.rs)
+    return found if found is not None else python_fit_backoff(samples, per_call_ms)
 
 
 def python_fit_backoff(samples, per_call_ms: float):
@@ -298,6 +284,9 @@ def python_fit_backoff(samples, per_call_ms: float):
     _, first, factor, cap, sums, capped = best
     errors = sorted(abs(sums[n] - w) for n, w in samples)
     return first, factor, cap, errors[len(errors) // 2], capped
+
+
+_fit_backoff = extension.compiled_else("fit_backoff", python_fit_backoff)
 
 
 def _waits_by_polls(samples) -> dict[int, list]:

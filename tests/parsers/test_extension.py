@@ -80,3 +80,28 @@ def test_a_required_name_the_build_has_is_the_extensions_own_object(monkeypatch)
     monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
     monkeypatch.setenv("DPMSTREAM_REQUIRE_NATIVE", "1")
     assert extension.compiled("run_model", required="the compiled model") is _native.run_model
+
+
+def _reference_max_overlap(pairs):
+    """A stand-in reference that says it answered, so a test sees who did."""
+    return ("reference", len(pairs))
+
+
+@needs_native
+def test_compiled_else_answers_by_the_extension_and_gives_the_reference_what_it_refuses(monkeypatch):
+    """The compiled function answers what it can read; numbers it cannot read exactly
+    (an int beyond 64 bits: OverflowError; a float where it takes ints: TypeError) go to
+    the reference, so no input is lost to the compiled path's narrower types."""
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    either = extension.compiled_else("max_overlap", _reference_max_overlap)
+    assert either([(0, 10), (5, 15)]) == 2 == _native.max_overlap([(0, 10), (5, 15)])
+    assert either([(0, 2 ** 70)]) == ("reference", 1)
+    assert either([(0.5, 10)]) == ("reference", 1)
+
+
+def test_compiled_else_is_the_reference_itself_where_the_name_is_not_compiled(monkeypatch):
+    monkeypatch.delenv("DPMSTREAM_PURE_PYTHON", raising=False)
+    assert extension.compiled_else("NoSuchNameInTheExtension", _reference_max_overlap) \
+        is _reference_max_overlap
+    monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    assert extension.compiled_else("max_overlap", _reference_max_overlap) is _reference_max_overlap
