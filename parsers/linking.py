@@ -33,8 +33,10 @@ runs are read, nor a request before its calls. Request records then carry `ns_ca
 Until a host's first name-server line, its request records pass straight through with
 empty `ns_calls`/`ns_ms` (a DPM log read alone is not delayed), unless the driver knows a
 name-server log is coming (`expect_ns`: replay given a DPNS file) or a source of the host
-is still buffering lines to detect its profile (`detecting`): they might be the name
-server's, so records wait for the verdict, whenever it comes.
+is still buffering lines to detect its profile, or a followed log has given no line yet
+(`detecting`, the driver's answer: parsers/pipeline.py await_silent_logs): they might be
+the name server's, so records wait for the verdict, or for the driver to give up on the
+silent log.
 """
 
 from __future__ import annotations

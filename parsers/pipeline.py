@@ -193,6 +193,7 @@ class Pipeline:
                 self.tag_profiles.setdefault(tag, profile)
         self.sources: dict[str, Source] = {}
         self._undetected: set[Source] = set()
+        self._silent_logs = 0   # see await_silent_logs
         self._since_advance = 0
         # DOME (docs/dome.md): its reassembler is made when the first DOME source starts.
         self._on_dome_record = on_dome_record
@@ -225,13 +226,30 @@ class Pipeline:
                                               year_hint_ms, ref)
         return src
 
+    def await_silent_logs(self, count: int) -> None:
+        """`count` logs the driver reads have given no line yet (0: none, or no longer
+        waited for). Each may be the other log of a pair (a head node's DPM or name-server
+        log, whatever host its lines name): until it speaks, request records wait as for
+        a source still detecting its profile, so that its lines, once they come, do not
+        find the records they link to already out. The driver bounds the wait (a log
+        silent for long is quiet, or not the pair's: streams/live/feed.py)."""
+        self._silent_logs = count
+        self._ask_linker()
+
     def _detecting(self, host: str) -> bool:
-        """Whether a source of `host` still buffers lines to detect its profile."""
-        return any(src._pending and src.host == host for src in self._undetected)
+        """Whether a source of `host` still buffers lines to detect its profile, or a log
+        that may be any host's is awaited."""
+        return self._silent_logs > 0 or any(src._pending and src.host == host
+                                             for src in self._undetected)
+
+    def _ask_linker(self) -> None:
+        """The linker asks _detecting per record only while the answer may be yes."""
+        self.linker.detecting = self._detecting if self._undetected or self._silent_logs \
+            else None
 
     def _register(self, src: "Source") -> None:
         self._undetected.add(src)  # until its profile is known (Source._start)
-        self.linker.detecting = self._detecting
+        self._ask_linker()
         self.sources[src.name] = src
         self.stats._sources.append(src)
 
@@ -531,8 +549,7 @@ class Source:
             self.dome = True
         self.parser = self._new_parser(profile)
         self.pipeline._undetected.discard(self)
-        if not self.pipeline._undetected:  # no one detects: the linker need not ask
-            self.pipeline.linker.detecting = None
+        self.pipeline._ask_linker()
         log.info("%s: profile %s, time zone %s", self.name, profile.name, self.parser.clock.zone)
 
     def _new_parser(self, profile: Profile | DomeProfile) -> LineParser | DomeLineParser:

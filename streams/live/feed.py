@@ -39,6 +39,7 @@ from typing import Callable, Sequence
 
 from dpmstream.streams.live.follow import Follower
 from dpmstream.streams.lanes import DETECT_LINES, STEP_MS, recognise
+from dpmstream.parsers.linking import MAX_LAG_MS
 from dpmstream.parsers.pipeline import Pipeline, StateChanges
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams import state_keys
@@ -88,6 +89,11 @@ class LiveFeed:
                 self.pipeline.restore(self._state)
         self._sources: dict[int, object] = {}
         self._buffers: dict[int, deque] = {id(f): deque() for f in followers}
+        # Files given no line yet, while one may be the other log of a pair: see
+        # _await_silent_files. Files read before a restart (resumed) have spoken.
+        self._silent = [f for f in followers if not f.resumed] if len(followers) > 1 else []
+        self._first_ms: int | None = None   # the event time of the first line fed
+        self.pipeline.await_silent_logs(len(self._silent))
         self._seen_events: dict[int, tuple[int, int]] = {}
         self.lines_read = 0
         self.emitted = {"request": 0, "call": 0}
@@ -103,6 +109,7 @@ class LiveFeed:
                 buffer.extend(f.poll_once())
                 self._report_file_events(f)
         self._feed_in_time_order()
+        self._await_silent_files()
         for f in self.followers:
             if f.pending or self._buffers[id(f)]:
                 busy = True
@@ -183,6 +190,27 @@ class LiveFeed:
                 f.path, host=self.host, path=f.path, year_hint_ms=f.mtime_ms, **args)
         src.feed_lines(lines)  # the compiled parser's path when it takes the line
         self.lines_read += len(lines)
+        if self._first_ms is None and src.position >= 0:
+            self._first_ms = src.position
+
+    def _await_silent_files(self) -> None:
+        """While a followed file has given no line, request records wait (the pipeline's
+        await_silent_logs): started before the name-server log has a line (or at the
+        moment both are created), the DPM log's first requests would otherwise go out
+        unlinked, a poll before the calls that link to them are read. A file still
+        silent once the others' event time is MAX_LAG_MS past the first lines fed is
+        taken for quiet, as the linker takes a log lagging by more than that."""
+        if not self._silent:
+            return
+        self._silent = [f for f in self._silent if id(f) not in self._sources]
+        if self._silent and self._first_ms is not None:
+            latest = max(src.position for src in self._sources.values())
+            if latest - self._first_ms > MAX_LAG_MS:
+                for f in self._silent:
+                    self._log(f"{f.path} has given no line in {MAX_LAG_MS // 1000} s of the "
+                              "other logs' time: taken for quiet; records no longer wait for it")
+                self._silent = []
+        self.pipeline.await_silent_logs(len(self._silent))
 
     def _report_file_events(self, f: Follower) -> None:
         now = (f.rotations, f.truncations, f.shrinks, f.error)

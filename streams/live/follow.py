@@ -127,6 +127,7 @@ class Follower:
         self._copy_error = ""
         self._backlog_mtime: int | None = None
         self._resume = resume
+        self.resumed = resume is not None  # carries on from a restart: it was read before
         self._skip_existing = from_end and resume is None
         self._budget_hit = False
         self.pending = False        # the last poll stopped at its byte budget

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.commands.test_run import RunProcess, _record_rows, _truth_rows, read_records
+from tests.commands.test_run import RunProcess, record_rows, truth_rows, read_records
 from tests.helpers import dpmstream_in_process
 
 RATE = 20_000          # lines per second, both logs together
@@ -42,7 +42,7 @@ def simulated(tmp_path_factory):
     with open(f"{sim}.dpns.log", "rb") as fh:
         dpns = fh.read().splitlines(keepends=True)
     return {"dpm": dpm, "dpns": dpns,
-            "requests": _truth_rows(f"{sim}.requests.csv"), "calls": _truth_rows(f"{sim}.calls.csv")}
+            "requests": truth_rows(f"{sim}.requests.csv"), "calls": truth_rows(f"{sim}.calls.csv")}
 
 
 class Writer(threading.Thread):
@@ -264,8 +264,8 @@ def stderr_of_all(head_node) -> str:
 
 
 def assert_equals_truth(records, simulated):
-    assert _record_rows(records, "request") == simulated["requests"]
-    assert _record_rows(records, "call") == simulated["calls"]
+    assert record_rows(records, "request") == simulated["requests"]
+    assert record_rows(records, "call") == simulated["calls"]
 
 
 def test_rename_rotations_at_20k_lines_per_second_lose_and_double_nothing(head_node, simulated):

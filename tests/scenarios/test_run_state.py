@@ -19,7 +19,7 @@ from dpmstream.streams.live.feed import LiveFeed
 from dpmstream.streams.live.registry import Registry
 from dpmstream.streams.sinks.jsonlines import JsonLinesSink
 from tests.commands.test_run import (
-    COMMON, RunProcess, _record_rows, _truth_rows, append, canonical, put_lines, puts,
+    COMMON, RunProcess, record_rows, truth_rows, append, canonical, put_lines, puts,
     read_records, replayed)
 from tests.helpers import dpmstream_in_process
 from tests.scenarios.test_run_exactly_once import wait_caught_up
@@ -153,8 +153,8 @@ def backlogs(tmp_path_factory):
             done = dpmstream_in_process("replay", "--quiet", "--out", str(out), "--host", "head01",
                                         "--tz", "UTC", "--year", "2011", str(log), text=True)
             assert done.returncode == 0, done.stderr
-            made[requests] = {"log": log, "requests": _truth_rows(out / "requests.csv"),
-                              "calls": _truth_rows(out / "calls.csv")}
+            made[requests] = {"log": log, "requests": truth_rows(out / "requests.csv"),
+                              "calls": truth_rows(out / "calls.csv")}
         return made[requests]
     return backlog
 
@@ -247,8 +247,8 @@ def test_kill_9_at_any_moment_then_a_restart_writes_every_record_once(
     rec, state = tmp_path / "records.jsonl", tmp_path / "run.state"
     got = _kill_then_finish(backlog["log"], rec, state, *kills)
     assert len(got) == len(backlog["requests"]) + len(backlog["calls"])
-    assert _record_rows(got, "request") == backlog["requests"]
-    assert _record_rows(got, "call") == backlog["calls"]
+    assert record_rows(got, "request") == backlog["requests"]
+    assert record_rows(got, "call") == backlog["calls"]
 
 
 # -- one process per state; a full disk ----------------------------------------------------
