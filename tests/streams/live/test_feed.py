@@ -44,31 +44,41 @@ def _poll_until_idle(feed: LiveFeed) -> None:
         pass
 
 
-@pytest.mark.parametrize("engine", ["compiled", "python"])
-def test_requests_ended_before_the_name_server_log_speaks_wait_for_it_and_link(
-        tmp_path, engine, monkeypatch):
-    """Started before its DPNS log has a line (or as both are created), a head node's
-    first requests wait for that log rather than go out unlinked a poll before their
-    calls are read: the records are the simulator's truth, name-server counts included."""
-    if engine == "python":
-        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+def _simulated_head_node(tmp_path) -> tuple[list[str], list[str], str]:
+    """A head node's DPM and DPNS lines (the simulator's mixed load), and its truth's stem."""
     sim = tmp_path / "sim"
     made = dpmstream_in_process("simulate", "--out", str(sim), "--scenario", "mixed",
                                 "--requests", "300", "--seed", "7", "--tz", "UTC", "--quiet")
     assert made.returncode == 0, made.stderr.decode()
-    dpm_lines = (tmp_path / "sim.log").read_text().splitlines()
-    dpns_lines = (tmp_path / "sim.dpns.log").read_text().splitlines()
+    return ((tmp_path / "sim.log").read_text().splitlines(),
+            (tmp_path / "sim.dpns.log").read_text().splitlines(), str(sim))
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+@pytest.mark.parametrize("first", ["dpm", "dpns"])
+def test_records_read_before_the_other_log_speaks_wait_for_it_and_link(
+        tmp_path, engine, first, monkeypatch):
+    """Started before one of a head node's two logs has a line (or as both are created),
+    what the other gives first waits for it: the DPM log's requests for the calls that
+    link to them, the name server's calls for the processing runs they fall in, rather
+    than go out unlinked a poll before. The records are the simulator's truth, name-server
+    counts and call tokens included."""
+    if engine == "python":
+        monkeypatch.setenv("DPMSTREAM_PURE_PYTHON", "1")
+    dpm_lines, dpns_lines, sim = _simulated_head_node(tmp_path)
     dpm, dpns, out = tmp_path / "dpm.log", tmp_path / "dpns.log", Records()
     feed = LiveFeed([Follower(dpm), Follower(dpns)], host="dpmhead01.cern.ch", tz="UTC",
                     year=2011, sinks=[out])
-    cut = len(dpm_lines) * 2 // 5
-    append(dpm, dpm_lines[:cut])                    # 3.4 s of the log; no DPNS file yet
+    ahead, later = ((dpm, dpm_lines), (dpns, dpns_lines))[::1 if first == "dpm" else -1]
+    # 6 s of the log, no other file yet: past the linker's 5 s (allowance and delay)
+    cut = len(ahead[1]) * 7 // 10
+    append(ahead[0], ahead[1][:cut])
     _poll_until_idle(feed)
-    # Every request waits for the DPNS log (the DPM log's own calls, ping and the like,
-    # link to nothing and go out).
-    assert [r for r in out.got if r["kind"] == "request"] == []
-    append(dpns, dpns_lines)
-    append(dpm, dpm_lines[cut:])
+    # Nothing that may link goes out: no request, no call of the name server (the DPM
+    # log's own calls, ping and the like, link to nothing and go out).
+    assert [r for r in out.got if r["kind"] == "request" or r["daemon"] == "dpns"] == []
+    append(later[0], later[1])
+    append(ahead[0], ahead[1][cut:])
     _poll_until_idle(feed)
     feed.finish()
     feed.close()
