@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass, field
 
 from dpmstream.parsers import dome_records, engines
 from dpmstream.parsers.clock import load_zone
@@ -36,34 +35,42 @@ class SourceError(Exception):
     pass
 
 
-@dataclass
 class Dataset:
     """What the page is made from: the window's records and what the reading counted."""
 
-    requests: list = field(default_factory=list)
-    calls: list = field(default_factory=list)
-    summary: Summary = field(default_factory=Summary)   # the replay's table, over the window
-    zone: object = None
-    since: int | None = None
-    until: int | None = None
-    restarts: list = field(default_factory=list)   # (ms, daemon or "")
-    unparsed: list = field(default_factory=list)   # (ms, lines)
-    lines: dict | None = None                      # parsed/unmatched/malformed, from logs only
-    restarts_total: int | None = None
-    origin: str = ""                               # "logs" or "replay output"
-    inputs: list = field(default_factory=list)
-    failures: int = 0
-    stats: object = None                           # the pipeline's counters, from logs only
-    # Busy intervals of each kind of thread, from the log itself (logs only): "slow"
-    # (processing runs), "fast" (every DPM call, status polls included), "ns".
-    spans: dict | None = None
-    whatif: object = None       # report/whatif.WhatIfAnswer, when asked for
-    # The top directories by name-server time (streams/sinks/directories.py rows), when the
-    # name-server calls carry their paths (logs) or the replay wrote directories.csv.
-    directories: list | None = None
-    # The DOME records (dome_call, dome_put, dome_capacity, dome_fs_event) in the window,
-    # each by its own time (report/dome_analysis.TIME_OF).
-    dome: list = field(default_factory=list)
+    # A plain class, not a dataclass: every report imports it, and a dataclass compiles
+    # its generated methods as its module is imported (issue 30).
+    __slots__ = ("requests", "calls", "summary", "zone", "since", "until", "restarts",
+                 "unparsed", "lines", "restarts_total", "origin", "inputs", "failures",
+                 "stats", "spans", "whatif", "directories", "dome")
+
+    def __init__(self, *, requests: list | None = None, calls: list | None = None,
+                 zone: object = None, origin: str = "", inputs: list | None = None):
+        self.requests = [] if requests is None else requests
+        self.calls = [] if calls is None else calls
+        self.summary = Summary()     # the replay's table, over the window
+        self.zone = zone
+        self.since: int | None = None
+        self.until: int | None = None
+        self.restarts: list = []     # (ms, daemon or "")
+        self.unparsed: list = []     # (ms, lines)
+        self.lines: dict | None = None   # parsed/unmatched/malformed, from logs only
+        self.restarts_total: int | None = None
+        self.origin = origin         # "logs" or "replay output"
+        self.inputs = [] if inputs is None else inputs
+        self.failures = 0
+        self.stats: object = None    # the pipeline's counters, from logs only
+        # Busy intervals of each kind of thread, from the log itself (logs only): "slow"
+        # (processing runs), "fast" (every DPM call, status polls included), "ns".
+        self.spans: dict | None = None
+        self.whatif: object = None   # report/whatif.WhatIfAnswer, when asked for
+        # The top directories by name-server time (streams/sinks/directories.py rows),
+        # when the name-server calls carry their paths (logs) or the replay wrote
+        # directories.csv.
+        self.directories: list | None = None
+        # The DOME records (dome_call, dome_put, dome_capacity, dome_fs_event) in the
+        # window, each by its own time (report/dome_analysis.TIME_OF).
+        self.dome: list = []
 
 
 class WindowFilter:
