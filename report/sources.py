@@ -16,6 +16,7 @@ from dpmstream.report.spans import busy_spans
 from dpmstream.report.window import WindowError, in_window, parse_moment
 from dpmstream.streams.sinks.csv import DOME_FILES
 from dpmstream.streams.sinks.directories import DirectoryStats
+from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.progress import Progress
@@ -77,12 +78,14 @@ class WindowFilter:
     """Keeps the records that start in the window; the window's forms without a date are
     dated by the first record seen. Each request and call kept goes to `tally` (the
     dataset's summary, or streams/sinks/tally.Aggregates: the summary and the directory
-    table, gathered in the extension)."""
+    table, gathered in the extension). `zone_of`: the dataset's zone, asked for at the
+    first record when it has none."""
 
     def __init__(self, data: Dataset, since_text: str | None, until_text: str | None,
-                 tally=None):
+                 tally=None, zone_of=None):
         self.data, self.texts, self.resolved = data, (since_text, until_text), False
         self.tally = tally if tally is not None else data.summary
+        self.zone_of = zone_of
         # Without --since/--until every record is kept and nothing needs dating: the
         # window is open from the start, and no record's time is looked up.
         self.bounded = bool(since_text or until_text)
@@ -90,16 +93,30 @@ class WindowFilter:
             self.resolve(None)
 
     def __call__(self, record: dict) -> None:
+        if self.data.zone is None and self.zone_of is not None:
+            self.data.zone = self.zone_of()   # before the window is dated in it
         dome = is_dome(record)
         if self.bounded and not self.inside(record, dome):
             return
         if dome:
             self.data.dome.append(record)
             return
-        if record["kind"] == "request" and not record.get("op"):
-            record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
         self.tally.write(record)
-        (self.data.requests if record["kind"] == "request" else self.data.calls).append(record)
+        self.write(record)
+
+    def write(self, record: dict) -> None:
+        """A request or call of the window, tallied, kept in the dataset: the compiled
+        tally's forward where the window is open (from_logs), the rest of __call__ else."""
+        if self.data.zone is None and self.zone_of is not None:
+            self.data.zone = self.zone_of()
+        if record["kind"] == "request":
+            if not record.get("op"):
+                # An orphan abortreq names no op: one bucket, as the summary has (its
+                # tallies take a missing op as "?", so it may come before or after them).
+                record["op"] = "?"
+            self.data.requests.append(record)
+        else:
+            self.data.calls.append(record)
 
     def inside(self, record: dict, dome: bool) -> bool:
         t = time_of(record) if dome else \
@@ -179,14 +196,17 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     # extension where the compiled engine runs (no Python per record for them).
     aggregates = Aggregates(data.summary, directories,
                             compiled=engines.choose() == engines.COMPILED)
-    keep = WindowFilter(data, since, until, aggregates)
-
-    def emit(record: dict) -> None:
-        if data.zone is None:   # the zone the first file's profile reads stamps in
-            data.zone = label_zone(pipeline.sources.values())
-        keep(record)
-
-    pipeline = Pipeline(emit, settings, on_dome_record=emit)
+    # Without a zone given: the zone the first file's profile reads stamps in.
+    keep = WindowFilter(data, since, until, aggregates,
+                        zone_of=lambda: label_zone(pipeline.sources.values()))
+    # An open window keeps every request and call: the compiled tally takes each from the
+    # engine as it is (no dict read back), then hands its dict to be kept (issue 30: four
+    # Python calls a record, and the tally reading each dict, were ~5 ms CPU of a report
+    # of the thesis log). DOME records, a window, the Python tally: keep() each record.
+    on_record = keep
+    if aggregates.compiled and not keep.bounded:
+        on_record = aggregates.on_record(FanOut([keep]))
+    pipeline = Pipeline(on_record, settings, on_dome_record=keep)
     spans = busy_spans(engines.is_compiled(pipeline.reassembler))
     pipeline.reassembler.on_span = spans
     marks = _MarkTaker(pipeline)
