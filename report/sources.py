@@ -251,9 +251,7 @@ class _MarkTaker:
         self.unparsed: list = []
 
     def __call__(self, src) -> None:
-        # the line counts merged once a chunk, not once per result (stats.total merges)
-        bad = sum(n for (_, _, result), n in self.pipeline.stats.lines.items()
-                  if result in UNPARSED)
+        bad = self.pipeline.stats.total_of(UNPARSED)
         self.undated_bad += bad - self.bad
         self.bad = bad
         when = max(src.latest_by_host.values(), default=None)
