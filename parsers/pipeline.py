@@ -86,17 +86,24 @@ class PipelineStats:
         r = self._dome_reassembler
         return None if r is None else r.stats
 
-    @property
-    def lines(self) -> Counter:
-        """(host, daemon, result) -> number of lines, over every source."""
-        merged = Counter(self._other_lines)
+    def _counted(self):
+        """Each (host, daemon, result) and its number of lines where they are kept (the
+        pipeline's own counts, then each source's): what lines merges and totals sum."""
+        yield from self._other_lines.items()
         for src in self._sources:
             if src.parser is not None:
                 daemon = src.daemon
-                merged[(src.host, daemon, "parsed")] += src.n_parsed
-                merged[(src.host, daemon, "unmatched")] += src.n_unmatched
-                merged[(src.host, daemon, "malformed")] += src.n_malformed
-            merged.update(src.other_counts)
+                yield (src.host, daemon, "parsed"), src.n_parsed
+                yield (src.host, daemon, "unmatched"), src.n_unmatched
+                yield (src.host, daemon, "malformed"), src.n_malformed
+            yield from src.other_counts.items()
+
+    @property
+    def lines(self) -> Counter:
+        """(host, daemon, result) -> number of lines, over every source."""
+        merged: Counter = Counter()
+        for key, n in self._counted():
+            merged[key] += n
         return +merged  # drop zero counts
 
     @property
@@ -145,7 +152,13 @@ class PipelineStats:
         return self._reassembler.slow_queue_by_host()
 
     def total(self, result: str | None = None) -> int:
-        return sum(n for (_, _, r), n in self.lines.items() if result is None or r == result)
+        return self.total_of(None if result is None else (result,))
+
+    def total_of(self, results: tuple | None) -> int:
+        """Lines with any of `results` (None: every line), over every source; summed where
+        they are counted, no merged Counter made (the report asks after each chunk of 512
+        lines: the Counter was ~10 us a time, ~2 ms of a report of the thesis log)."""
+        return sum(n for (_, _, r), n in self._counted() if results is None or r in results)
 
 
 # The compiled engine's window holds a ring position in 32 bits (native/src/window.rs);

@@ -12,7 +12,6 @@ from itertools import accumulate, repeat
 from functools import partial
 from operator import is_not, itemgetter, mul, sub
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 
 from dpmstream.parsers import extension
 from dpmstream.parsers.records import STATUSES
@@ -103,16 +102,20 @@ def python_every_segment_parts(requests: list[dict]):
 _every_segment_parts = extension.compiled_else("segment_parts", python_every_segment_parts)
 
 
-@dataclass
+# Breakdown and Steps are plain classes, not dataclasses: every report imports them, and a
+# dataclass compiles its generated methods as its module is imported (issue 30).
+
 class Breakdown:
     """One op's requests: their summed total_ms cut into SEGMENTS, and their polls."""
 
-    op: str
-    requests: int = 0
-    total_ms: int = 0
-    segments: dict = field(default_factory=lambda: {k: 0 for k, _ in SEGMENTS})
-    poll_ms: int = 0        # fast-thread time in status polls (overlaps the wait)
-    polls: int = 0
+    __slots__ = ("op", "requests", "total_ms", "segments", "poll_ms", "polls")
+
+    def __init__(self, op: str, requests: int = 0, total_ms: int = 0,
+                 segments: dict | None = None, poll_ms: int = 0, polls: int = 0):
+        self.op, self.requests, self.total_ms = op, requests, total_ms
+        self.segments = {k: 0 for k, _ in SEGMENTS} if segments is None else segments
+        self.poll_ms = poll_ms     # fast-thread time in status polls (overlaps the wait)
+        self.polls = polls
 
     def share(self, segment: str) -> float:
         return self.segments[segment] / self.total_ms if self.total_ms > 0 else 0.0
@@ -192,12 +195,24 @@ def dominant_phase(requests: list[dict], op: str) -> tuple[str, float] | None:
 SUSTAINED_MS = 50   # how long a level must hold to count as the pool's size
 
 
-@dataclass
 class Steps:
     """A step function: level[i] holds from times[i] to times[i + 1]; times increase
     strictly (concurrency's are the distinct moments a count changes)."""
-    times: list[int]
-    levels: list[int]
+
+    __slots__ = ("times", "levels")
+
+    def __init__(self, times: list[int], levels: list[int]):
+        self.times, self.levels = times, levels
+
+    def __eq__(self, other) -> bool:   # the compiled steps pinned to the Python ones
+        if type(other) is not Steps:
+            return NotImplemented
+        return (self.times, self.levels) == (other.times, other.levels)
+
+    __hash__ = None   # mutable, as a dataclass with eq
+
+    def __repr__(self) -> str:
+        return f"Steps(times={self.times!r}, levels={self.levels!r})"
 
     @property
     def peak(self) -> int:

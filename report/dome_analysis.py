@@ -11,8 +11,6 @@ put-to-putdone times (seconds to hours) are kept, good to a second.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from dpmstream.parsers import dome_records
 from dpmstream.parsers.quantiles import nearest_rank
 
@@ -38,13 +36,19 @@ def flag(value) -> bool:
     return value not in (None, "", 0, "0", False, "false", "False")
 
 
-@dataclass
+# Durations, CommandRow and DomeNumbers are plain classes, not dataclasses: every report
+# imports this module (is_dome, time_of), DOME records or none, and a dataclass compiles
+# its generated methods as its module is imported (issue 30).
+
 class Durations:
     """Durations in ms of the records that had them from sub-second stamps, sorted; and
     how many records were built on whole-second stamps (left out of the quantiles)."""
 
-    values: list = field(default_factory=list)
-    whole_seconds: int = 0
+    __slots__ = ("values", "whole_seconds")
+
+    def __init__(self):
+        self.values: list = []
+        self.whole_seconds = 0
 
     def quantile(self, q: float):
         return nearest_rank(self.values, q)
@@ -54,31 +58,36 @@ class Durations:
         return self.values[-1] if self.values else None
 
 
-@dataclass
 class CommandRow:
     """One DOME command's calls: their count by code class and their durations."""
 
-    role: str
-    command: str
-    calls: int = 0
-    classes: dict = field(default_factory=lambda: dict.fromkeys(CODE_CLASSES, 0))  # by class
-    durations: Durations = field(default_factory=Durations)
+    __slots__ = ("role", "command", "calls", "classes", "durations")
+
+    def __init__(self, role: str, command: str):
+        self.role, self.command = role, command
+        self.calls = 0
+        self.classes = dict.fromkeys(CODE_CLASSES, 0)   # by class
+        self.durations = Durations()
 
 
-@dataclass
 class DomeNumbers:
     """The DOME section's numbers over the report's window."""
 
-    commands: list = field(default_factory=list)        # CommandRow, the busiest first
-    calls: int = 0
-    whole_second_calls: int = 0
-    puts_by_status: dict = field(default_factory=lambda: dict.fromkeys(PUT_STATUSES, 0))
-    put_to_putdone: list = field(default_factory=list)  # ms, sorted
-    whole_second_puts: int = 0
-    capacity: list = field(default_factory=list)        # (host, fs, time, phys, free)
-    transitions: list = field(default_factory=list)     # (time, server, fs, event)
-    fs_event_lines: int = 0                             # every fs event line, repeats too
-    disabled_now: list = field(default_factory=list)    # (server, fs) disabled at the end
+    __slots__ = ("commands", "calls", "whole_second_calls", "puts_by_status",
+                 "put_to_putdone", "whole_second_puts", "capacity", "transitions",
+                 "fs_event_lines", "disabled_now")
+
+    def __init__(self):
+        self.commands: list = []           # CommandRow, the busiest first
+        self.calls = 0
+        self.whole_second_calls = 0
+        self.puts_by_status = dict.fromkeys(PUT_STATUSES, 0)
+        self.put_to_putdone: list = []     # ms, sorted
+        self.whole_second_puts = 0
+        self.capacity: list = []           # (host, fs, time, phys, free)
+        self.transitions: list = []        # (time, server, fs, event)
+        self.fs_event_lines = 0            # every fs event line, repeats too
+        self.disabled_now: list = []       # (server, fs) disabled at the end
 
     @property
     def puts(self) -> int:

@@ -184,15 +184,19 @@ def phase_distributions(requests: list) -> str:
         zeros = 0
         for op, of_op in by_op.items():
             values = [v for v in map(dict.get, of_op, repeat(fieldname)) if v is not None]
-            zeros += sum(1 for v in values if v <= 0)
-            if op in positive:
-                positive[op] = [v / 1000 for v in values if v > 0]
-        everything = [v for vs in positive.values() for v in vs]
+            if op in positive:   # the values (ints, ms) not above 0 are the zeros
+                kept = positive[op] = [v / 1000 for v in values if v > 0]
+                zeros += len(values) - len(kept)
+            else:
+                zeros += sum(1 for v in values if v <= 0)
+        # The bounds from each op's values, not from a list of them all (issue 30).
+        filled = [vs for vs in positive.values() if vs]
+        everything = bool(filled)
         p.title(column_of(fieldname), size=11.5)  # the column the user knows
         counts = {}
         lo, hi = 1e-3, 1.0
         if everything:
-            lo, hi = log_bounds(min(everything), max(everything))
+            lo, hi = log_bounds(min(map(min, filled)), max(map(max, filled)))
             n_bins = 40
             edges = [lo * (hi / lo) ** (i / n_bins) for i in range(n_bins + 1)]
             for op in ops:

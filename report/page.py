@@ -6,7 +6,6 @@ page, so it opens from a file, off-line, and prints (figures never split across 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from dpmstream import __version__
@@ -15,14 +14,15 @@ from dpmstream.report.svg import escape
 from dpmstream.streams.sinks.summary import QUANTILES, time_range_text
 
 
-@dataclass
 class Figure:
     """One figure of the page: its anchor, words and SVG."""
 
-    id: str
-    title: str
-    caption: str
-    svg: str
+    # A plain class, not a dataclass: every report imports it, and a dataclass compiles
+    # its generated methods as its module is imported (issue 30).
+    __slots__ = ("id", "title", "caption", "svg")
+
+    def __init__(self, id: str, title: str, caption: str, svg: str):   # noqa: A002
+        self.id, self.title, self.caption, self.svg = id, title, caption, svg
 
 
 CSS = """

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass, field
 
 from dpmstream.parsers import dome_records, engines
 from dpmstream.parsers.clock import load_zone
@@ -17,6 +16,7 @@ from dpmstream.report.spans import busy_spans
 from dpmstream.report.window import WindowError, in_window, parse_moment
 from dpmstream.streams.sinks.csv import DOME_FILES
 from dpmstream.streams.sinks.directories import DirectoryStats
+from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.settings import ReassemblySettings
 from dpmstream.streams.progress import Progress
@@ -36,46 +36,56 @@ class SourceError(Exception):
     pass
 
 
-@dataclass
 class Dataset:
     """What the page is made from: the window's records and what the reading counted."""
 
-    requests: list = field(default_factory=list)
-    calls: list = field(default_factory=list)
-    summary: Summary = field(default_factory=Summary)   # the replay's table, over the window
-    zone: object = None
-    since: int | None = None
-    until: int | None = None
-    restarts: list = field(default_factory=list)   # (ms, daemon or "")
-    unparsed: list = field(default_factory=list)   # (ms, lines)
-    lines: dict | None = None                      # parsed/unmatched/malformed, from logs only
-    restarts_total: int | None = None
-    origin: str = ""                               # "logs" or "replay output"
-    inputs: list = field(default_factory=list)
-    failures: int = 0
-    stats: object = None                           # the pipeline's counters, from logs only
-    # Busy intervals of each kind of thread, from the log itself (logs only): "slow"
-    # (processing runs), "fast" (every DPM call, status polls included), "ns".
-    spans: dict | None = None
-    whatif: object = None       # report/whatif.WhatIfAnswer, when asked for
-    # The top directories by name-server time (streams/sinks/directories.py rows), when the
-    # name-server calls carry their paths (logs) or the replay wrote directories.csv.
-    directories: list | None = None
-    # The DOME records (dome_call, dome_put, dome_capacity, dome_fs_event) in the window,
-    # each by its own time (report/dome_analysis.TIME_OF).
-    dome: list = field(default_factory=list)
+    # A plain class, not a dataclass: every report imports it, and a dataclass compiles
+    # its generated methods as its module is imported (issue 30).
+    __slots__ = ("requests", "calls", "summary", "zone", "since", "until", "restarts",
+                 "unparsed", "lines", "restarts_total", "origin", "inputs", "failures",
+                 "stats", "spans", "whatif", "directories", "dome")
+
+    def __init__(self, *, requests: list | None = None, calls: list | None = None,
+                 zone: object = None, origin: str = "", inputs: list | None = None):
+        self.requests = [] if requests is None else requests
+        self.calls = [] if calls is None else calls
+        self.summary = Summary()     # the replay's table, over the window
+        self.zone = zone
+        self.since: int | None = None
+        self.until: int | None = None
+        self.restarts: list = []     # (ms, daemon or "")
+        self.unparsed: list = []     # (ms, lines)
+        self.lines: dict | None = None   # parsed/unmatched/malformed, from logs only
+        self.restarts_total: int | None = None
+        self.origin = origin         # "logs" or "replay output"
+        self.inputs = [] if inputs is None else inputs
+        self.failures = 0
+        self.stats: object = None    # the pipeline's counters, from logs only
+        # Busy intervals of each kind of thread, from the log itself (logs only): "slow"
+        # (processing runs), "fast" (every DPM call, status polls included), "ns".
+        self.spans: dict | None = None
+        self.whatif: object = None   # report/whatif.WhatIfAnswer, when asked for
+        # The top directories by name-server time (streams/sinks/directories.py rows),
+        # when the name-server calls carry their paths (logs) or the replay wrote
+        # directories.csv.
+        self.directories: list | None = None
+        # The DOME records (dome_call, dome_put, dome_capacity, dome_fs_event) in the
+        # window, each by its own time (report/dome_analysis.TIME_OF).
+        self.dome: list = []
 
 
 class WindowFilter:
     """Keeps the records that start in the window; the window's forms without a date are
     dated by the first record seen. Each request and call kept goes to `tally` (the
     dataset's summary, or streams/sinks/tally.Aggregates: the summary and the directory
-    table, gathered in the extension)."""
+    table, gathered in the extension). `zone_of`: the dataset's zone, asked for at the
+    first record when it has none."""
 
     def __init__(self, data: Dataset, since_text: str | None, until_text: str | None,
-                 tally=None):
+                 tally=None, zone_of=None):
         self.data, self.texts, self.resolved = data, (since_text, until_text), False
         self.tally = tally if tally is not None else data.summary
+        self.zone_of = zone_of
         # Without --since/--until every record is kept and nothing needs dating: the
         # window is open from the start, and no record's time is looked up.
         self.bounded = bool(since_text or until_text)
@@ -83,16 +93,30 @@ class WindowFilter:
             self.resolve(None)
 
     def __call__(self, record: dict) -> None:
+        if self.data.zone is None and self.zone_of is not None:
+            self.data.zone = self.zone_of()   # before the window is dated in it
         dome = is_dome(record)
         if self.bounded and not self.inside(record, dome):
             return
         if dome:
             self.data.dome.append(record)
             return
-        if record["kind"] == "request" and not record.get("op"):
-            record["op"] = "?"   # an orphan abortreq names no op: one bucket, as the summary has
         self.tally.write(record)
-        (self.data.requests if record["kind"] == "request" else self.data.calls).append(record)
+        self.write(record)
+
+    def write(self, record: dict) -> None:
+        """A request or call of the window, tallied, kept in the dataset: the compiled
+        tally's forward where the window is open (from_logs), the rest of __call__ else."""
+        if self.data.zone is None and self.zone_of is not None:
+            self.data.zone = self.zone_of()
+        if record["kind"] == "request":
+            if not record.get("op"):
+                # An orphan abortreq names no op: one bucket, as the summary has (its
+                # tallies take a missing op as "?", so it may come before or after them).
+                record["op"] = "?"
+            self.data.requests.append(record)
+        else:
+            self.data.calls.append(record)
 
     def inside(self, record: dict, dome: bool) -> bool:
         t = time_of(record) if dome else \
@@ -172,14 +196,17 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     # extension where the compiled engine runs (no Python per record for them).
     aggregates = Aggregates(data.summary, directories,
                             compiled=engines.choose() == engines.COMPILED)
-    keep = WindowFilter(data, since, until, aggregates)
-
-    def emit(record: dict) -> None:
-        if data.zone is None:   # the zone the first file's profile reads stamps in
-            data.zone = label_zone(pipeline.sources.values())
-        keep(record)
-
-    pipeline = Pipeline(emit, settings, on_dome_record=emit)
+    # Without a zone given: the zone the first file's profile reads stamps in.
+    keep = WindowFilter(data, since, until, aggregates,
+                        zone_of=lambda: label_zone(pipeline.sources.values()))
+    # An open window keeps every request and call: the compiled tally takes each from the
+    # engine as it is (no dict read back), then hands its dict to be kept (issue 30: four
+    # Python calls a record, and the tally reading each dict, were ~5 ms CPU of a report
+    # of the thesis log). DOME records, a window, the Python tally: keep() each record.
+    on_record = keep
+    if aggregates.compiled and not keep.bounded:
+        on_record = aggregates.on_record(FanOut([keep]))
+    pipeline = Pipeline(on_record, settings, on_dome_record=keep)
     spans = busy_spans(engines.is_compiled(pipeline.reassembler))
     pipeline.reassembler.on_span = spans
     marks = _MarkTaker(pipeline)
@@ -224,9 +251,7 @@ class _MarkTaker:
         self.unparsed: list = []
 
     def __call__(self, src) -> None:
-        # the line counts merged once a chunk, not once per result (stats.total merges)
-        bad = sum(n for (_, _, result), n in self.pipeline.stats.lines.items()
-                  if result in UNPARSED)
+        bad = self.pipeline.stats.total_of(UNPARSED)
         self.undated_bad += bad - self.bad
         self.bad = bad
         when = max(src.latest_by_host.values(), default=None)

@@ -10,7 +10,6 @@ total_ms (the replay table's share column).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from operator import itemgetter
 
 from dpmstream.parsers.records import STATUSES, ms_to_text
@@ -23,32 +22,40 @@ QUEUED_MS = 100
 QUEUED_SHARE = 0.01
 
 
-@dataclass
+# Plain classes, not dataclasses: every report imports them, and a dataclass compiles its
+# generated methods as its module is imported (~0.2-0.8 ms CPU each on a cold start,
+# issue 30); nothing compares or prints these.
+
 class Observation:
     """One observation in words, scored, with the figure that backs it."""
 
-    score: float       # how much it matters, 0..1; the top three are shown
-    text: str
-    figure: str        # the id of the figure that backs it
+    __slots__ = ("score", "text", "figure")
+
+    def __init__(self, score: float, text: str, figure: str):
+        self.score = score       # how much it matters, 0..1; the top three are shown
+        self.text = text
+        self.figure = figure     # the id of the figure that backs it
 
 
-@dataclass
 class Story:
     """The page's words and what they were computed from."""
 
-    t0: int
-    t1: int
-    summary: list[str] = field(default_factory=list)
-    observations: list[Observation] = field(default_factory=list)
-    slow_pool: int = 0
-    slow_full_share: float | None = None
-    # What the words were computed from, kept for the figures (report/build.py) so that
-    # the page computes each once: the per-op breakdown, the busy slow threads and
-    # queue depth over time, and the name server's latency per op.
-    breakdowns: dict = field(default_factory=dict)
-    slow: A.Steps | None = None
-    queue: A.Steps | None = None
-    ns_latency: dict = field(default_factory=dict)
+    __slots__ = ("t0", "t1", "summary", "observations", "slow_pool", "slow_full_share",
+                 "breakdowns", "slow", "queue", "ns_latency")
+
+    def __init__(self, t0: int, t1: int):
+        self.t0, self.t1 = t0, t1
+        self.summary: list[str] = []
+        self.observations: list[Observation] = []
+        self.slow_pool = 0
+        self.slow_full_share: float | None = None
+        # What the words were computed from, kept for the figures (report/build.py) so
+        # that the page computes each once: the per-op breakdown, the busy slow threads
+        # and queue depth over time, and the name server's latency per op.
+        self.breakdowns: dict = {}
+        self.slow: A.Steps | None = None
+        self.queue: A.Steps | None = None
+        self.ns_latency: dict = {}
 
 
 def clock(ms: int, zone, with_date: bool = False) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from itertools import chain, repeat
 
 from dpmstream.streams.sinks.summary import moment
@@ -126,14 +125,16 @@ def _dash(dash) -> str:
 
 # -- scales and ticks ---------------------------------------------------------------------
 
-@dataclass
+# Scale and Key are plain classes, not dataclasses: every report imports them, and a
+# dataclass compiles its generated methods as its module is imported (issue 30).
+
 class Scale:
     """Data [lo, hi] onto pixels [a, b] (b < a for a y axis: up is smaller y)."""
-    lo: float
-    hi: float
-    a: float
-    b: float
-    log: bool = False
+
+    __slots__ = ("lo", "hi", "a", "b", "log")
+
+    def __init__(self, lo: float, hi: float, a: float, b: float, log: bool = False):
+        self.lo, self.hi, self.a, self.b, self.log = lo, hi, a, b, log
 
     def __call__(self, v: float) -> float:
         # One value (a tick, a bar's edge) mapped by many's one rule: ~3 k instructions a
@@ -315,15 +316,15 @@ class Panel:
 
 # -- legends ------------------------------------------------------------------------------
 
-@dataclass
 class Key:
     """One legend entry: a swatch of `kind` (box, line, dot, hatch) and its label."""
-    label: str
-    colour: str
-    kind: str = "box"
-    dash: str | None = None
-    width: float = 1.6
-    fill: str | None = None      # a box's fill when not `colour` (a hatch's url)
+
+    __slots__ = ("label", "colour", "kind", "dash", "width", "fill")
+
+    def __init__(self, label: str, colour: str, kind: str = "box", dash: str | None = None,
+                 width: float = 1.6, fill: str | None = None):
+        self.label, self.colour, self.kind, self.dash, self.width = label, colour, kind, dash, width
+        self.fill = fill     # a box's fill when not `colour` (a hatch's url)
 
 
 SWATCH, KEY_GAP, ROW = 22, 14, 15

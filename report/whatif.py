@@ -7,23 +7,25 @@ seeds and model size, so both give the same numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 PHASES_SHOWN = ("queue", "proc", "ready_wait", "total")
 SEEDS = (1, 2)
 MODEL_REQUESTS = 1000
 
 
-@dataclass
 class WhatIfAnswer:
     """The what-if section's numbers, or the reason there are none."""
 
-    sthreads_now: int = 0
-    sthreads_then: int = 0
-    rows: list = field(default_factory=list)   # (op, phase, now p50 s, then p50 s)
-    fits: bool = False                          # the current model reproduces the log
-    misses: list = field(default_factory=list)  # phases it does not reproduce
-    reason: str = ""                            # why there is no answer, if there is none
+    # A plain class, not a dataclass: every report imports it, and a dataclass compiles
+    # its generated methods as its module is imported (issue 30).
+    __slots__ = ("sthreads_now", "sthreads_then", "rows", "fits", "misses", "reason")
+
+    def __init__(self, sthreads_now: int = 0, sthreads_then: int = 0, rows: list | None = None,
+                 fits: bool = False, misses: list | None = None, reason: str = ""):
+        self.sthreads_now, self.sthreads_then = sthreads_now, sthreads_then
+        self.rows = [] if rows is None else rows   # (op, phase, now p50 s, then p50 s)
+        self.fits = fits                   # the current model reproduces the log
+        self.misses = [] if misses is None else misses   # phases it does not reproduce
+        self.reason = reason               # why there is no answer, if there is none
 
 
 def doubled_slow_threads(requests: list[dict], calls: list[dict], seeds=SEEDS,

@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from dpmstream.simulator.config import SimConfig
@@ -62,30 +61,34 @@ SHOWN_DIRS = 8                  # directories listed one by one in the estimates
 BACKOFF_SAMPLES = 5000          # requests the poll back-off is fitted on, at most
 
 
-@dataclass
+# Estimate, Calibration and LockFit are plain classes, not dataclasses: every report's
+# what-if imports them, and a dataclass compiles its generated methods as its module is
+# imported (issue 30).
+
 class Estimate:
     """One estimated value, with its 95% interval where it has one and how it was read."""
 
-    name: str
-    value: float
-    low: float | None = None       # 95% interval
-    high: float | None = None
-    unit: str = "s"
-    how: str = ""
-    n: int = 0
+    __slots__ = ("name", "value", "low", "high", "unit", "how", "n")
+
+    def __init__(self, name: str, value: float, low: float | None = None,
+                 high: float | None = None, unit: str = "s", how: str = "", n: int = 0):
+        self.name, self.value = name, value
+        self.low, self.high = low, high     # 95% interval
+        self.unit, self.how, self.n = unit, how, n
 
 
-@dataclass
 class Calibration:
     """calibrate's answer: the SimConfig and how each of its values was estimated."""
 
-    config: SimConfig
-    estimates: list[Estimate] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    lock_contention: bool = False
-    resolution_ms: int = 1
-    load: str = "replay"           # "replay": the arrivals as logged; "closed": client streams
-    directories: list = field(default_factory=list)   # the log's directories, in dir_shares' order
+    __slots__ = ("config", "estimates", "warnings", "lock_contention", "resolution_ms",
+                 "load", "directories")
+
+    def __init__(self, config: SimConfig, estimates: list[Estimate], warnings: list[str],
+                 lock_contention: bool, resolution_ms: int, load: str, directories: list):
+        self.config, self.estimates, self.warnings = config, estimates, warnings
+        self.lock_contention, self.resolution_ms = lock_contention, resolution_ms
+        self.load = load                 # "replay": the arrivals as logged; "closed": client streams
+        self.directories = directories   # the log's directories, in dir_shares' order
 
 
 def _dist_estimate(name: str, values, how: str) -> Estimate:
@@ -344,15 +347,17 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                        "closed" if closed else "replay", lock.directories)
 
 
-@dataclass
 class LockFit:
     """The name-server lock as calibrated: the SimConfig and ServiceTimes values it sets."""
 
-    dirs: int | None = None                 # SimConfig.dirs
-    shares: tuple | None = None             # SimConfig.dir_shares
-    holds: tuple = ()                       # ServiceTimes.dpns_creat_dirs
-    directories: list = field(default_factory=list)
-    contention: bool = False
+    __slots__ = ("dirs", "shares", "holds", "directories", "contention")
+
+    def __init__(self, dirs: int | None = None, contention: bool = False):
+        self.dirs = dirs                         # SimConfig.dirs
+        self.shares: tuple | None = None         # SimConfig.dir_shares
+        self.holds: tuple = ()                   # ServiceTimes.dpns_creat_dirs
+        self.directories: list = []
+        self.contention = contention
 
 
 NO_LOCK_ASSUMED = ("the prediction then assumes no lock: a put's processing is taken whole "

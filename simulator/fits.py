@@ -8,7 +8,6 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from dataclasses import dataclass
 
 from dpmstream.parsers import extension
 from dpmstream.parsers.linking import directory_of
@@ -91,12 +90,17 @@ def lock_holds(creats) -> list[int]:
     return hold
 
 
-@dataclass
 class DirectoryLock:
     """One directory's lock as its creates show it."""
-    name: str
-    creats: list          # (start, end) ms
-    holds: list           # ms, lock_holds of its creates
+
+    # A plain class, not a dataclass: every report's what-if imports it, and a dataclass
+    # compiles its generated methods as its module is imported (issue 30).
+    __slots__ = ("name", "creats", "holds")
+
+    def __init__(self, name: str, creats: list, holds: list):
+        self.name = name
+        self.creats = creats     # (start, end) ms
+        self.holds = holds       # ms, lock_holds of its creates
 
     @property
     def durations(self) -> list[int]:

@@ -7,18 +7,19 @@ in five carries brackets, as real robot certificates do.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
 class Client:
     """One simulated client host: its names and its certificate's DN."""
 
-    index: int
-    host: str
-    ip: str
-    dn: str
-    ids: str          # "uid,gid[,gid...]" as printed in DP092/NS092
+    # A plain class, not a dataclass: every report's what-if imports it (its model runs
+    # name the clients), and a dataclass compiles its generated methods as its module is
+    # imported (issue 30). Nothing compares, hashes or changes a Client.
+    __slots__ = ("index", "host", "ip", "dn", "ids")
+
+    def __init__(self, index: int, host: str, ip: str, dn: str, ids: str):
+        self.index, self.host, self.ip, self.dn = index, host, ip, dn
+        self.ids = ids   # "uid,gid[,gid...]" as printed in DP092/NS092
 
     @property
     def short(self) -> str:

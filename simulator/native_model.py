@@ -56,18 +56,35 @@ def _dist(d) -> tuple:
     return ("lognormal", float(d.median_ms), float(d.sigma), int(d.min_ms))
 
 
+# The plain values of the last ServiceTimes a spec was made of, with it: a prediction's
+# configs (its seeds; the report's what-if's current and doubled slow threads) share one,
+# and its measured distributions (~30 k values on the thesis log) were read again for each
+# (issue 30). A ServiceTimes is frozen, and the one held here cannot be another's id.
+_last_service: tuple = (None, None)
+
+
+def _service_values(svc) -> tuple[dict, list]:
+    """(spec's "service", its "holds") of `svc`."""
+    global _last_service
+    if _last_service[0] is not svc:
+        _last_service = (svc, (
+            {f.name: _dist(getattr(svc, f.name)) for f in dataclasses.fields(svc)
+             if f.name not in ("dpns_creat_dirs", "restart_retry")},
+            [_dist(d) for d in svc.dpns_creat_dirs]))
+    return _last_service[1]
+
+
 def spec(cfg: SimConfig) -> dict:
     """The plain values the compiled model reads (model.rs run_model)."""
-    svc = cfg.service
     clients = make_clients(cfg.clients)
     weighted = [Namespace.weighted_dir(k) for k in range(len(cfg.dir_shares or ()))]
     start = cfg.start_ms()
+    service, holds = _service_values(cfg.service)
     return {
-        "service": {f.name: _dist(getattr(svc, f.name)) for f in dataclasses.fields(svc)
-                    if f.name not in ("dpns_creat_dirs", "restart_retry")},
+        "service": service,
         "hosts": [c.host for c in clients], "shorts": [c.short for c in clients],
         "host": cfg.host, "ns_head": cfg.ns_head_client or cfg.host,
-        "weighted": weighted, "holds": [_dist(d) for d in svc.dpns_creat_dirs],
+        "weighted": weighted, "holds": holds,
         "bag_counts": bag_counts(cfg.dir_shares) if cfg.dir_shares else None,
         "start_ms": start, "seed": cfg.seed,
         "fthreads": cfg.fthreads, "sthreads": cfg.sthreads, "dpns_threads": cfg.dpns_threads,

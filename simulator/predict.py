@@ -10,7 +10,6 @@ kept: the compiled model returns it without the records (native/src/model_summar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from itertools import repeat
 
 from dpmstream.parsers.records import PHASES
@@ -39,13 +38,20 @@ def phase_table(records: list[dict]) -> dict[tuple[str, str], list[int]]:
     return table
 
 
-@dataclass
+# RunSummary, Prediction and FitLine are plain classes, not dataclasses: every report's
+# what-if imports them, and a dataclass compiles its generated methods as its module is
+# imported (issue 30).
+
 class RunSummary:
     """What a prediction keeps of one model run."""
-    requests: int
-    table: dict          # phase_table, each list sorted
-    growth: dict         # observe.growth
-    observed: list       # observe.summaries of the observations asked for
+
+    __slots__ = ("requests", "table", "growth", "observed")
+
+    def __init__(self, requests: int, table: dict, growth: dict, observed: list):
+        self.requests = requests
+        self.table = table           # phase_table, each list sorted
+        self.growth = growth         # observe.growth
+        self.observed = observed     # observe.summaries of the observations asked for
 
 
 def run_summary(requests, calls, observations=()) -> RunSummary:
@@ -68,17 +74,18 @@ def summarise(values) -> dict[str, float]:
             zip(QUANTILES, quantiles(values, [q for _, q in QUANTILES]))}
 
 
-@dataclass
 class Prediction:
     """A SimConfig's runs at each seed: the phases' quantiles pooled and per seed."""
 
-    config: SimConfig
-    seeds: tuple[int, ...]
-    pooled: dict = field(default_factory=dict)     # (op, phase) -> {p50, p95, p99} over all seeds
-    by_seed: dict = field(default_factory=dict)    # (op, phase) -> [{p50, p95, p99} per seed]
-    requests: int = 0
-    observed: list = field(default_factory=list)   # per seed: the observations' summaries
-    growth: list = field(default_factory=list)     # per seed: observe.growth of its run
+    __slots__ = ("config", "seeds", "pooled", "by_seed", "requests", "observed", "growth")
+
+    def __init__(self, config: SimConfig, seeds: tuple[int, ...]):
+        self.config, self.seeds = config, seeds
+        self.pooled: dict = {}       # (op, phase) -> {p50, p95, p99} over all seeds
+        self.by_seed: dict = {}      # (op, phase) -> [{p50, p95, p99} per seed]
+        self.requests = 0
+        self.observed: list = []     # per seed: the observations' summaries
+        self.growth: list = []       # per seed: observe.growth of its run
 
     def spread(self, key, name: str) -> tuple[float, float]:
         values = [s[name] for s in self.by_seed.get(key, [])]
@@ -132,15 +139,15 @@ def predict(config: SimConfig, seeds=(1, 2, 3), observations=()) -> Prediction:
     return out
 
 
-@dataclass
 class FitLine:
     """One (op, phase): the observed and the modelled p50, and whether they agree."""
 
-    op: str
-    phase: str
-    observed: float       # p50, s
-    modelled: float
-    ok: bool
+    __slots__ = ("op", "phase", "observed", "modelled", "ok")
+
+    def __init__(self, op: str, phase: str, observed: float, modelled: float, ok: bool):
+        self.op, self.phase = op, phase
+        self.observed = observed     # p50, s
+        self.modelled, self.ok = modelled, ok
 
 
 def fit_check(observed: dict, modelled: Prediction, floor_s: float) -> list[FitLine]:

@@ -45,13 +45,13 @@ class FanOut:
         """What a pipeline (or the tally, streams/sinks/tally.py) hands each record: None
         when there is no sink, the one sink's compiled receiver (its attribute
         `compiled_as`: "compiled_dome_receiver" for the DOME records) when it has one (the
-        engine's records go to it undicted), else write."""
+        engine's records go to it undicted), else the one sink's write (no call of this
+        write between), else write."""
         if not self.sinks:
             return None
         if len(self.sinks) == 1:
             compiled = getattr(self.sinks[0], compiled_as, None)
-            if compiled is not None:
-                return compiled
+            return compiled if compiled is not None else self.sinks[0].write
         return self.write
 
     def flush(self) -> None:

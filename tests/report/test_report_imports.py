@@ -1,0 +1,48 @@
+"""What importing the report's modules costs: every report pays it on a cold start.
+
+A dataclass compiles its generated methods (__init__, __repr__, __eq__) as its module is
+imported, ~0.2-0.8 ms CPU each, and when the class has no docstring of its own it writes
+one from inspect.signature, which costs as much again (issue 30). So the report's own
+classes and the what-if's are plain classes, and the dataclasses it still imports (the
+simulator's config, the replay's pipeline) each carry a docstring. Run in a fresh
+interpreter, as a user's report is."""
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import dataclasses, json
+made = []
+real = dataclasses._process_class
+def recorded(cls, *args, **kwargs):
+    made.append((cls.__module__, cls.__qualname__, "__doc__" in vars(cls) and bool(cls.__doc__)))
+    return real(cls, *args, **kwargs)
+dataclasses._process_class = recorded
+import dpmstream.commands.report
+import dpmstream.report.build, dpmstream.report.sources, dpmstream.report.whatif
+import dpmstream.report.dome_page
+import dpmstream.simulator.calibrate, dpmstream.simulator.predict
+print(json.dumps(made))
+"""
+
+WHAT_IF = ("dpmstream.simulator.calibrate", "dpmstream.simulator.predict",
+           "dpmstream.simulator.fits", "dpmstream.simulator.identities")
+
+
+def dataclasses_made() -> list[tuple[str, str, bool]]:
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                         check=True)
+    return [tuple(entry) for entry in json.loads(out.stdout)]
+
+
+def test_the_report_and_its_what_if_import_no_dataclass_of_their_own():
+    made = dataclasses_made()
+    assert made, "the probe saw no dataclass at all: it no longer watches them being made"
+    own = [(m, name) for m, name, _ in made
+           if m.startswith("dpmstream.report") or m in WHAT_IF]
+    assert own == []
+
+
+def test_every_dataclass_the_report_imports_has_its_own_docstring():
+    assert [(m, name) for m, name, documented in dataclasses_made() if not documented] == []
