@@ -305,6 +305,13 @@ impl DomeScanner {
 
     /// The steps of DomeLineParser.parse, in its order: the line's event, or why not.
     pub fn scan(&mut self, py: Python<'_>, raw: &str) -> PyResult<Outcome> {
+        // A line no form's envelope may start (every line of a DPM log, for each DOME
+        // profile `profile check` tries): scan_into's verdict, reached by the same tests,
+        // without the event it makes, moves and drops for nothing (~45 % of the scan).
+        let line = raw.trim_end_matches(['\r', '\n']);
+        if line.len() <= self.max_bytes && !self.forms.iter().any(|f| f.may_start(line)) && !has_nul(line.as_bytes()) {
+            return Ok(Outcome::Failed(self.fail(MALFORMED, "no syslog envelope")));
+        }
         let mut ev = DomeEvent::empty();
         Ok(match self.scan_into(py, raw, &mut ev)? {
             PARSED => Outcome::Parsed(ev),
