@@ -135,7 +135,9 @@ class CutWatch:
         if state is None:
             self._tokens[token] = [ts, 0]
         else:
-            state[1] = max(state[1], ts - state[0])
+            gap = ts - state[0]
+            if gap > state[1]:  # max() is a call: one a token line of a DPM log
+                state[1] = gap
             state[0] = ts
 
     def on_record(self, record: dict) -> None:

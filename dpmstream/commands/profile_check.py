@@ -83,9 +83,9 @@ class ProfileTally:
             if own:
                 self.own_roles[role] += own
         steps = t.steps  # a list made at each read
-        self._watch_steps = watched = [step for step in steps if step[0] != RUN and step[0] != PYTHON]
-        watch = compiled("LineWatch")([end - 1 for _, _, end, _, _ in watched], self._watch,
-                                      self.cut.started)
+        watched = [step for step in steps if step[0] != RUN and step[0] != PYTHON]
+        watch = compiled("LineWatch")([end - 1 for _, _, end, _, _ in watched],
+                                      self._looks(watched), self.cut.started)
         shapes, shaped = t.shapes, 0
         feed_chunk, reassembler, on_time = self.source.feed_chunk, self.pipeline.reassembler, self.cut.on_time
         a = b = 0  # the stretch [a, b) of own lines not fed yet
@@ -106,19 +106,25 @@ class ProfileTally:
             on_time(reassembler.latest)
         self._add_shapes(lines, shapes, shaped, n)
 
-    def _watch(self, k: int, latest: int | None, orphans: int) -> None:
-        """The cut watch after the kth watched line of the block, as add() after a token
-        or slow-thread line (k -1: after the first line that gave the engine a time; the
-        latest time of the others is the watch's at the end of their stretch)."""
-        if k < 0:
-            self.cut.on_time(latest)
-            return
-        kind, _, _, role, token = self._watch_steps[k]
-        if role in ORPHAN_ROLE_INDEX and orphans != self._orphans:
-            self.cut.on_orphans(orphans - self._orphans, latest)
-            self._orphans = orphans
-        if kind == WATCH_TOKEN:
-            self.cut.on_token(token, latest)
+    def _looks(self, watched: list):
+        """The LineWatch's hook for a block's `watched` steps: the cut watch after the kth
+        watched line, as add() after a token or slow-thread line (k -1: after the first
+        line that gave the engine a time; the latest time of the others is the watch's at
+        the end of their stretch). A closure: one call a token line, its lookups few."""
+        cut = self.cut
+        on_token = cut.on_token
+
+        def look(k: int, latest: int | None, orphans: int) -> None:
+            if k < 0:
+                cut.on_time(latest)
+                return
+            kind, _, _, role, token = watched[k]
+            if orphans != self._orphans and role in ORPHAN_ROLE_INDEX:
+                cut.on_orphans(orphans - self._orphans, latest)
+                self._orphans = orphans
+            if kind == WATCH_TOKEN:
+                on_token(token, latest)
+        return look
 
     def _add_shapes(self, lines, shapes: list, at: int, before: int) -> int:
         """shapes[at:] the extension found up to line `before` (ProfileLines: one per
