@@ -19,9 +19,8 @@ from dpmstream.parsers import engines, extension
 from dpmstream.parsers.pipeline import ADVANCE_EVERY, Pipeline
 from dpmstream.parsers.profiles import bundled_profiles
 from dpmstream.parsers.settings import ReassemblySettings
-from dpmstream.streams.inputs import describe, iter_chunks, open_binary
 
-from tests.helpers import dpmstream_in_process
+from tests.parsers.test_feed_chunk_end import block  # noqa: F401  (the fixture: a simulated log's first block)
 
 LineWatch = extension.compiled("LineWatch")
 pytestmark = pytest.mark.skipif(LineWatch is None, reason="the extension is not built")
@@ -30,27 +29,15 @@ FIRST = 700  # the stretches start here: requests under way, orphans to come
 TIMEOUT_S = 2  # short: the sweeps on the turns emit requests, between a line and its look
 
 
-@pytest.fixture(scope="module")
-def block(tmp_path_factory):
-    """The first block of a simulated head node's log, and its token lines' indexes."""
-    prefix = tmp_path_factory.mktemp("sim") / "head"
-    done = dpmstream_in_process("simulate", "--out", str(prefix), "--requests", "500",
-                                "--seed", "11", "--quiet")
-    assert done.returncode == 0, done.stderr
-    stream, _ = open_binary(describe(f"{prefix}.log"))
-    lines = next(iter(iter_chunks(stream, size=3 * ADVANCE_EVERY)))
-    assert len(lines) == 3 * ADVANCE_EVERY
-    return lines
-
-
 def stretches(n: int) -> list[tuple[int, int]]:
     """Stretches of adjacent lines fed, a line left out between them (another daemon's)."""
     return [(FIRST, 2 * ADVANCE_EVERY + 3), (2 * ADVANCE_EVERY + 4, n)]
 
 
 def watched_lines(lines) -> list[int]:
-    """Every token line of the stretches, the lines on and around the sweep's turns (counted
-    from the first line fed) and the last line of each stretch."""
+    """The stretches' DP098 lines (a request's token and files) and status lines, the lines
+    on and around the sweep's turns (counted from the first line fed) and the last line of
+    each stretch."""
     fed = [i for a, b in stretches(len(lines)) for i in range(a, b)]
     tokens = {i for i in fed if b"DP098" in lines[i] or b"status of request" in lines[i].lower()}
     turns = {fed[k * ADVANCE_EVERY + d] for k in (1, 2) for d in (-2, -1, 0)
