@@ -59,7 +59,11 @@ class ProfileTally:
         self.cues: dict[str, tuple[str, ...]] = {}  # shape -> required roles it looks like
         self.cut = CutWatch()
         self.noreturn_before_end = 0
-        self.pipeline = Pipeline(self.cut.on_record, profiles=[profile])
+        # The records as the cut watch reads them: the extension's receiver hands it a
+        # request's token and end, no dict made (native/src/request_ends.rs).
+        ends = compiled("RequestEnds")
+        receiver = self.cut.on_record if ends is None else ends(self.cut.on_request_end, self.cut.on_record)
+        self.pipeline = Pipeline(receiver, profiles=[profile])
         self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
         self._orphans = 0
         # The per-line work in the extension where it is built (add_block); else, and for

@@ -12,6 +12,7 @@
 //!   the engine holds), counters, rec (finished records),
 //!   busy_spans (the threads' busy intervals the report reads);
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally,
+//!   request_ends (what profile check's cut watch reads of the records),
 //!   steps (the report's concurrency step functions and their sums per bin), segments
 //!   (a request's stacked segments on the report's page);
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
@@ -73,6 +74,7 @@ mod py_engine;
 mod reassembly;
 mod rec;
 mod records;
+mod request_ends;
 mod scan;
 mod schema;
 mod schema_check;
@@ -92,6 +94,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scan::FastLines>()?;
     m.add_class::<py_engine::Core>()?;
     m.add_class::<line_watch::LineWatch>()?;
+    m.add_class::<request_ends::RequestEnds>()?;
     m.add_class::<tally::Tally>()?;
     m.add_class::<busy_spans::BusySpans>()?;
     m.add_class::<records::CsvBlocks>()?;
