@@ -135,16 +135,23 @@ class CutWatch:
         if state is None:
             self._tokens[token] = [ts, 0]
         else:
-            state[1] = max(state[1], ts - state[0])
+            gap = ts - state[0]
+            if gap > state[1]:  # max() is a call: one a token line of a DPM log
+                state[1] = gap
             state[0] = ts
 
     def on_record(self, record: dict) -> None:
-        """A record emitted: its request is over; one seen whole tells its longest gap."""
-        if record.get("kind") != "request":
-            return
-        state = self._tokens.pop(record.get("token"), None)
-        if state is not None and record.get("started") is not None and \
-                record.get("end_reason") == BY_LINE:
+        """A record emitted: a request's is on_request_end's (the extension's RequestEnds
+        reads the same of its records without making them dicts)."""
+        if record.get("kind") == "request":
+            self.on_request_end(record.get("token"), record.get("started") is not None
+                                and record.get("end_reason") == BY_LINE)
+
+    def on_request_end(self, token: str | None, whole: bool) -> None:
+        """A request is over (`whole`: seen from its put/get to an end by a line); one seen
+        whole tells its longest gap."""
+        state = self._tokens.pop(token, None)
+        if state is not None and whole:
             self.whole += 1
             self._max_gap = max(self._max_gap, state[1])
 

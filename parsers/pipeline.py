@@ -611,11 +611,13 @@ class Source:
         self.feed_chunk(lines if indexable else list(lines))
 
     def feed_chunk(self, lines: list, start: int = 0, limit: int | None = None,
-                   end: int | None = None) -> int:
+                   end: int | None = None, watch=None) -> int:
         """feed() for lines[start:end] (to the last line without `end`: a run of a block
         fed where it lies, no copy of it), stopping after the first line that takes this
         source past `limit` in event time (its position: replay's lanes). Returns the index
-        after the last line fed (`end` when every one was).
+        after the last line fed (`end` when every one was). `watch` (a LineWatch,
+        native/src/line_watch.rs, without `limit`): told after each line, as after a run
+        ending there, the reassembler's latest time and orphans where it asks.
 
         With the compiled engine, the lines its parser takes (parsers/fastpath.py) are
         parsed and reassembled without Python; with the Python engine they go straight
@@ -623,6 +625,11 @@ class Source:
         compiled DOME engine's feed_chunk where it runs. Any other line takes feed()'s
         path, so the counts and the records are the same either way."""
         n, i = len(lines) if end is None else min(end, len(lines)), start
+        if watch is not None:
+            if limit is not None:
+                raise ValueError("a watched feed runs to its end: no limit")
+            if not (self._compiled_engine and not self.dome and self._takes_chunks()):
+                return self._feed_watched(lines, i, n, watch)
         while i < n and not self._takes_chunks():
             self.feed(lines[i])  # line by line until the profile is known
             i += 1
@@ -633,8 +640,20 @@ class Source:
         if self.dome:
             return self._feed_dome_compiled(lines, i, limit, n)
         if self._compiled_engine:
-            return self._feed_compiled(lines, i, limit, n)
+            return self._feed_compiled(lines, i, limit, n, watch)
         return self._feed_events(lines, i, limit, n)
+
+    def _feed_watched(self, lines: list, i: int, n: int, watch) -> int:
+        """feed_chunk's `watch` where the extension's loop does not feed the lines (the
+        reference): runs of lines, each ending at the next line the watch looks after,
+        one line at a time until the engine has an event time."""
+        core = self._reassembler
+        while i < n:
+            at = watch.next_point
+            stop = i + 1 if not watch.timed else n if at is None else min(at + 1, n)
+            i = self.feed_chunk(lines, i, end=stop)
+            watch.after(i - 1, core.latest, core.stat("orphans"))
+        return i
 
     def _takes_chunks(self) -> bool:
         """Whether lines go to the compiled parser in chunks: a DPM profile the compiled
@@ -652,7 +671,7 @@ class Source:
         head = getattr(lines, "head", None)
         return lines[i] if head is None else head(i, MAX_LINE_BYTES + 1)
 
-    def _feed_compiled(self, lines: list, i: int, limit: int | None, n: int) -> int:
+    def _feed_compiled(self, lines: list, i: int, limit: int | None, n: int, watch=None) -> int:
         core, pipeline, parser = self._reassembler, self.pipeline, self.parser
         compiled = parser._compiled
         tried = -1  # the line at which the other form's parser was last tried
@@ -662,7 +681,8 @@ class Source:
         while i < n:
             # the budget stops the extension at the sweep's turn or at the run's end
             budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
-            nxt, parsed, unmatched, latest, why, routed = core.feed_lines(compiled, lines, i, limit, budget)
+            nxt, parsed, unmatched, latest, why, routed = core.feed_lines(compiled, lines, i, limit,
+                                                                          budget, watch)
             self.line_no += nxt - i
             self.n_unmatched += unmatched
             host = self.host if compiled is parser._compiled else parser.twin_host
@@ -677,6 +697,8 @@ class Source:
             pipeline._since_advance += nxt - i
             if pipeline._since_advance >= ADVANCE_EVERY:
                 pipeline.advance()
+            if watch is not None and nxt > i:  # the call's last line; the loop saw the others
+                watch.after(nxt - 1, core.latest, core.stat("orphans"))
             i = nxt
             if why == engines.LIMIT:
                 return i
@@ -696,6 +718,8 @@ class Source:
                 if (limit is None and parser._prefixed is not None
                         and parser.prefix_host not in (None, parser.twin_host)):
                     parser.point_twin(parser.prefix_host)  # a file of another host's lines
+                if watch is not None:
+                    watch.after(i - 1, core.latest, core.stat("orphans"))
         return i
 
     def _count_routed(self, routed: list, host: str) -> None:

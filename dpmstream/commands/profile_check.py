@@ -59,7 +59,11 @@ class ProfileTally:
         self.cues: dict[str, tuple[str, ...]] = {}  # shape -> required roles it looks like
         self.cut = CutWatch()
         self.noreturn_before_end = 0
-        self.pipeline = Pipeline(self.cut.on_record, profiles=[profile])
+        # The records as the cut watch reads them: the extension's receiver hands it a
+        # request's token and end, no dict made (native/src/request_ends.rs).
+        ends = compiled("RequestEnds")
+        receiver = self.cut.on_record if ends is None else ends(self.cut.on_request_end, self.cut.on_record)
+        self.pipeline = Pipeline(receiver, profiles=[profile])
         self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
         self._orphans = 0
         # The per-line work in the extension where it is built (add_block); else, and for
@@ -70,9 +74,10 @@ class ProfileTally:
     def add_tallied(self, lines, n: int, t) -> None:
         """The first n of `lines` as add() takes each one, from `t`, the extension's
         counts and classes of them (add_block): Python feeds the daemon's own lines to the
-        reassembly in runs, each ending where the cut watch looks at it (after a token or
-        slow-thread line, as add() does after each), counts the shapes it found and reads
-        whole the lines it leaves."""
+        reassembly a stretch of adjacent ones at a time, the cut watch looking at it after
+        each token or slow-thread line as add() does (a LineWatch: the extension's feed
+        calls it there, _watch), counts the shapes it found and reads whole the lines it
+        leaves."""
         self.malformed += t.malformed
         self.foreign += t.foreign
         self.own += t.own
@@ -81,34 +86,49 @@ class ProfileTally:
                 self.roles[role] += matched
             if own:
                 self.own_roles[role] += own
+        steps = t.steps  # a list made at each read
+        watched = [step for step in steps if step[0] != RUN and step[0] != PYTHON]
+        watch = compiled("LineWatch")([end - 1 for _, _, end, _, _ in watched],
+                                      self._looks(watched), self.cut.started)
         shapes, shaped = t.shapes, 0
-        # A step a token line, about one in five of a DPM log's: its Python kept short
-        # (the watch's methods bound once, the engine's latest time read once a step).
-        cut, reassembler, feed_chunk = self.cut, self.pipeline.reassembler, self.source.feed_chunk
-        on_time, on_token, started = cut.on_time, cut.on_token, cut.started
-        for kind, start, end, role, token in t.steps:
+        feed_chunk, reassembler, on_time = self.source.feed_chunk, self.pipeline.reassembler, self.cut.on_time
+        a = b = 0  # the stretch [a, b) of own lines not fed yet
+        for kind, start, end, _, _ in steps:
+            if kind != PYTHON and start == b:
+                b = end
+                continue
+            if a < b:
+                feed_chunk(lines, a, end=b, watch=watch)
+                on_time(reassembler.latest)
+            a, b = start, end
             if kind == PYTHON:
                 shaped = self._add_shapes(lines, shapes, shaped, start)
                 self.add(_text(lines[start]))
-                started = cut.started
-                continue
-            if not started:  # one by one, as add() feeds, until the watch has its first time
-                while start < end and not cut.started:
-                    self._feed(_text(lines[start]), None)
-                    start += 1
-                started = cut.started
-            if start < end:  # own lines [start, end) into the reassembly as a chunk
-                feed_chunk(lines, start, end=end)
-                latest = reassembler.latest
-                on_time(latest)
-            else:
-                latest = reassembler.latest
-            if kind != RUN:  # its last line is a token or slow-thread line: watch after it
-                if role in ORPHAN_ROLE_INDEX:
-                    self._watched_orphans(latest)
-                if kind == WATCH_TOKEN:
-                    on_token(token, latest)
+                a = b = end
+        if a < b:
+            feed_chunk(lines, a, end=b, watch=watch)
+            on_time(reassembler.latest)
         self._add_shapes(lines, shapes, shaped, n)
+
+    def _looks(self, watched: list):
+        """The LineWatch's hook for a block's `watched` steps: the cut watch after the kth
+        watched line, as add() after a token or slow-thread line (k -1: after the first
+        line that gave the engine a time; the latest time of the others is the watch's at
+        the end of their stretch). A closure: one call a token line, its lookups few."""
+        cut = self.cut
+        on_token = cut.on_token
+
+        def look(k: int, latest: int | None, orphans: int) -> None:
+            if k < 0:
+                cut.on_time(latest)
+                return
+            kind, _, _, role, token = watched[k]
+            if orphans != self._orphans and role in ORPHAN_ROLE_INDEX:
+                cut.on_orphans(orphans - self._orphans, latest)
+                self._orphans = orphans
+            if kind == WATCH_TOKEN:
+                on_token(token, latest)
+        return look
 
     def _add_shapes(self, lines, shapes: list, at: int, before: int) -> int:
         """shapes[at:] the extension found up to line `before` (ProfileLines: one per

@@ -9,11 +9,12 @@ use pyo3::prelude::*;
 use crate::names::Names;
 use crate::rec::Rec;
 use crate::records::CsvBlocks;
+use crate::request_ends::RequestEnds;
 use crate::tally::Tally;
 
 /// A finished record to `emit`: to a Tally, as it is (no dict is made), then on to the
 /// Tally's `forward`, if any; to the CSV writer (records.rs's CsvBlocks), as it is; to
-/// anything else, as its dict.
+/// profile check's RequestEnds, as it is; to anything else, as its dict.
 pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names>) -> PyResult<()> {
     let target = emit.bind(py);
     if let Ok(tally) = target.downcast::<Tally>() {
@@ -31,6 +32,9 @@ pub fn deliver(py: Python<'_>, emit: &PyObject, rec: &Rec, names: &RefCell<Names
         if let Ok(mut blocks) = blocks.try_borrow_mut() {
             return blocks.write_rec(py, rec, names);
         }
+    }
+    if let Ok(ends) = target.downcast::<RequestEnds>() {
+        return ends.get().take(py, rec);
     }
     emit.call1(py, (rec.to_dict(py, names)?,))?;
     Ok(())

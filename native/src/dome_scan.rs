@@ -305,11 +305,27 @@ impl DomeScanner {
 
     /// The steps of DomeLineParser.parse, in its order: the line's event, or why not.
     pub fn scan(&mut self, py: Python<'_>, raw: &str) -> PyResult<Outcome> {
+        if self.no_envelope(raw) {
+            return Ok(Outcome::Failed(MALFORMED));
+        }
         let mut ev = DomeEvent::empty();
         Ok(match self.scan_into(py, raw, &mut ev)? {
             PARSED => Outcome::Parsed(ev),
             result => Outcome::Failed(result),
         })
+    }
+
+    /// Whether no form's envelope may start `raw` (every line of a DPM log, for each DOME
+    /// profile `profile check` tries): then failed as scan_into fails it, by its own
+    /// tests (not too long, no NUL, no form may start: malformed, no syslog envelope),
+    /// with no event made, moved and dropped for nothing (~45 % of such a scan).
+    pub fn no_envelope(&mut self, raw: &str) -> bool {
+        let line = raw.trim_end_matches(['\r', '\n']);
+        if line.len() <= self.max_bytes && !self.forms.iter().any(|f| f.may_start(line)) && !has_nul(line.as_bytes()) {
+            self.fail(MALFORMED, "no syslog envelope");
+            return true;
+        }
+        false
     }
 
     /// scan() into `ev`, a buffer the caller keeps from line to line (feed_chunk): the

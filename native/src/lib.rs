@@ -12,6 +12,7 @@
 //!   the engine holds), counters, rec (finished records),
 //!   busy_spans (the threads' busy intervals the report reads);
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally,
+//!   request_ends (what profile check's cut watch reads of the records),
 //!   steps (the report's concurrency step functions and their sums per bin), segments
 //!   (a request's stacked segments on the report's page);
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
@@ -20,7 +21,8 @@
 //!   model_truth (its records' rules) and model_summary (what predict keeps of a run);
 //!   estimators (the calibration's most-open count and quantile subtraction) and fits
 //!   (its closed-loop test per client and the clients' poll back-off);
-//! - bindings: py_engine (the `Core` Python class), profile_tally (`profile check`'s
+//! - bindings: py_engine (the `Core` Python class), line_watch (the lines after which
+//!   its feed hands a caller the engine's time and orphans), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
 //!   schema_check (schema.rs checked against Python's as the module loads), and this
 //!   file, which only registers the classes and functions.
@@ -60,6 +62,7 @@ mod jit;
 mod keyed_slab;
 mod lcgdm_head;
 mod lead_dispatch;
+mod line_watch;
 mod linking;
 mod lru;
 mod model;
@@ -71,6 +74,7 @@ mod py_engine;
 mod reassembly;
 mod rec;
 mod records;
+mod request_ends;
 mod scan;
 mod schema;
 mod schema_check;
@@ -89,6 +93,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     schema_check::check(m)?; // built from parsers/schema.py's record schema, or no import
     m.add_class::<scan::FastLines>()?;
     m.add_class::<py_engine::Core>()?;
+    m.add_class::<line_watch::LineWatch>()?;
+    m.add_class::<request_ends::RequestEnds>()?;
     m.add_class::<tally::Tally>()?;
     m.add_class::<busy_spans::BusySpans>()?;
     m.add_class::<records::CsvBlocks>()?;

@@ -643,6 +643,10 @@ pub(crate) fn dome_lines(
             left.push((i, DOME_PYTHON, None));
             continue;
         };
+        if scanner.no_envelope(text) {  // scan()'s verdict, without moving its Outcome
+            malformed += 1;
+            continue;
+        }
         match scanner.scan(py, text)? {
             Outcome::Parsed(ev) => left.push((i, DOME_PARSED, Some(scanner.line(py, ev)))),
             Outcome::Failed(DOME_FOREIGN) => foreign += 1,

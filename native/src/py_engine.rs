@@ -13,10 +13,11 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::block::LineBlock;
 use crate::chunk::Chunk;
-use crate::counters::DUPLICATE_LINES;
+use crate::counters::{DUPLICATE_LINES, ORPHANS};
 use crate::event::{Ev, Role};
 use crate::hashing::FxMap;
 use crate::keyed_slab::KeyedSlab;
+use crate::line_watch::LineWatch;
 use crate::linking::Linker;
 use crate::names::{Names, Sym};
 use crate::reassembly::{Callbacks, Cx, Keys, DPM_DAEMON, NS_DAEMON};
@@ -237,9 +238,12 @@ impl Core {
     /// routed is None when no route was taken, else per route taken (its daemon, lines
     /// parsed, unmatched, their latest time): Source._count_routed counts them as its
     /// line-by-line path would have.
-    #[pyo3(signature = (parser, lines, start, limit, budget))]
-    #[allow(clippy::type_complexity)]
-    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize) -> PyResult<(usize, usize, usize, i64, u8, Option<Vec<(PyObject, usize, usize, i64)>>)> {
+    /// `watch` (line_watch.rs): after each line but the last this call reads, its hook
+    /// sees the engine where it wants to; the caller calls it for that last line once it
+    /// has counted the call and swept (BUDGET), as after a run of lines ending there.
+    #[pyo3(signature = (parser, lines, start, limit, budget, watch=None))]
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn feed_lines(&self, py: Python<'_>, parser: &Bound<'_, FastLines>, lines: &Bound<'_, PyAny>, start: usize, limit: Option<i64>, budget: usize, watch: Option<&Bound<'_, LineWatch>>) -> PyResult<(usize, usize, usize, i64, u8, Option<Vec<(PyObject, usize, usize, i64)>>)> {
         let chunk = match lines.downcast::<LineBlock>() {
             Ok(b) => Chunk::Block(b.get()),
             Err(_) => Chunk::List(lines.downcast::<PyList>()?),
@@ -253,6 +257,7 @@ impl Core {
         let n = chunk.len();
         let (mut parsed, mut unmatched, mut latest) = (0usize, 0usize, -1i64);
         let mut routes: Vec<Option<Route<'_>>> = Vec::new();
+        let mut watch = watch.map(|w| w.try_borrow_mut()).transpose()?;
         let mut i = start;
         let why = self.with(py, |st, cx| {
             while i < n {
@@ -305,6 +310,10 @@ impl Core {
                 }
                 if i - start >= budget {
                     return Ok(BUDGET);
+                }
+                if let Some(w) = watch.as_mut().filter(|w| i < n && w.wants(i - 1)) {
+                    let latest = cx.clk.borrow().latest;
+                    w.after(py, i - 1, latest, st.stats[ORPHANS])?;
                 }
             }
             Ok(DONE)

@@ -31,6 +31,7 @@ from dpmstream.parsers.clock import EventClock
 from dpmstream.parsers.dome_lines import DomeEvent
 from dpmstream.parsers.compiled_dome import scan_plan
 from dpmstream.parsers.dome_profiles import FORMS, dome_profile_from_dict, resolve_dome_profile
+from dpmstream.parsers.lines import MAX_LINE_BYTES
 from dpmstream.parsers.profiles import read_profile_file
 from dpmstream.parsers.dome_reassembly import merge_by_time
 from dpmstream.simulator.dome_config import DomeConfig
@@ -218,6 +219,17 @@ def read_alike(cfg: DomeConfig, nodes, profile) -> set[str]:
             assert (compiled.result, compiled.reason) == (reference.result, reference.reason), text
             results.add(reference.result if want is None else want.role)
     return results
+
+
+def test_lines_no_envelope_may_start_are_read_alike(site):
+    """The compiled scanner's verdict on a line no form's envelope can start (every line of
+    a DPM log, which `profile check` hands each DOME profile) comes without the event it
+    would make: the same result and reason as Python's, the long and NUL-holding ones too."""
+    cfg, nodes = site("tid-traditional")
+    dpm = "08/12 14:31:40.275 12345,21 dpm_srv_proc_put: selected disk03.cern.ch:/srv/dpm/02 for srm://h/f"
+    odd = [dpm, dpm + "\r\n", "", "\r\n", "no syslog envelope at all", "x" * (MAX_LINE_BYTES + 1),
+           dpm + " " + "x" * MAX_LINE_BYTES, dpm + "\x00 a NUL", "\x00", nodes[0][0] + "\x00"]
+    assert read_alike(cfg, [odd], profile_of(cfg)) == {"malformed"}
 
 
 @pytest.mark.parametrize("shape", sampled(["tid-traditional", "notid-traditional"],
