@@ -101,7 +101,7 @@ impl DigestWindow {
     /// is remembered: in the log among those of its stamp, or in `side`.
     fn behind(&self, s: usize, digest: u64, ts: i64) -> bool {
         let log = &self.streams[s].log;
-        let from = log.partition_point(|&(t, _)| t < ts);
+        let from = first_at_or_after(log, ts);
         log.range(from..).take_while(|&&(t, _)| t == ts).any(|&(_, d)| d == digest)
             || self.side.contains(&digest)
     }
@@ -175,9 +175,38 @@ impl DigestWindow {
     }
 }
 
+/// The index of the first entry of `log` (stamps never decreasing along it) stamped at or
+/// after `ts`. A line behind its stream's latest stamp is nearly always just behind it
+/// (threads stamping out of turn): the search gallops back from the end, over the log's
+/// warm tail, before it halves; a binary search from the middle read ~17 cold entries of a
+/// 2 MiB log (4% of State::process's samples on the threads shape, perf).
+fn first_at_or_after(log: &VecDeque<(i64, u64)>, ts: i64) -> usize {
+    let n = log.len();
+    // The answer lies in lo..=hi: entries from hi on are at or after ts, those before lo before it.
+    let (mut lo, mut hi) = (0, n);
+    let mut back = 1;
+    while back <= n {
+        if log[n - back].0 < ts {
+            lo = n - back + 1;
+            break;
+        }
+        hi = n - back;
+        back *= 2;
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if log[mid].0 < ts {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 #[cfg(test)]
 mod tests {
-    use super::DigestWindow;
+    use super::{first_at_or_after, DigestWindow};
     use std::collections::{HashSet, VecDeque};
 
     /// The reference: the set and order of parsers/reassembly.py.
@@ -288,6 +317,22 @@ mod tests {
         }
         assert_eq!(w.len(), 5000);
         assert!(w.order.capacity() < 10_000 && w.streams[0].log.capacity() < 10_000);
+    }
+
+    #[test]
+    fn the_search_from_the_end_finds_a_stamps_first_entry_as_a_binary_search_does() {
+        let mut rng = 5u64;
+        for n in 0..70 {
+            let mut log = VecDeque::new();
+            let mut ts = 0;
+            for _ in 0..n {
+                ts += (splitmix(&mut rng) % 3) as i64; // runs of one stamp, and gaps
+                log.push_back((ts, 0));
+            }
+            for want in -1..=ts + 1 {
+                assert_eq!(first_at_or_after(&log, want), log.partition_point(|&(t, _)| t < want), "{n} entries, stamp {want}");
+            }
+        }
     }
 
     #[test]
