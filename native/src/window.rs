@@ -162,17 +162,42 @@ impl DigestWindow {
 
     fn forget_oldest(&mut self) {
         let Some(oldest) = self.order.pop_front() else { return };
+        if let Some(ahead) = self.order.get(ORDER_AHEAD) {
+            prefetch(ahead);
+        }
         if oldest & SIDE != 0 {
             let digest = self.side_order.pop_front().expect("a side line in order is in side_order");
             self.side.remove(&digest);
         } else {
             let st = &mut self.streams[oldest as usize];
             let (ts, digest) = st.log.pop_front().expect("a logged line in order is in its stream's log");
+            if let Some(ahead) = st.log.get(LOG_AHEAD) {
+                prefetch(ahead);
+            }
             if st.latest == Some(ts) {
                 st.at_latest.remove(&digest);
             }
         }
     }
+}
+
+/// How far ahead of the queues' fronts their lines are asked for, in entries (256 bytes):
+/// the front was written `cap` lines ago, and its line came from memory on demand (1.5% of
+/// the threads shape's samples in forget_oldest).
+const ORDER_AHEAD: usize = 64;
+const LOG_AHEAD: usize = 16;
+
+/// Asks the memory system for the line holding `at` ahead of its use.
+#[inline]
+fn prefetch<T>(at: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints; the pointer is to a live value.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((at as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// The index of the first entry of `log` (stamps never decreasing along it) stamped at or
