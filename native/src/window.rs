@@ -9,7 +9,7 @@
 //! `cap` entries. A line stamped after every line its stream gave is new without a look;
 //! one at that latest stamp is looked for among the stream's digests of that stamp (a few
 //! warm entries, `at_latest`); only a line stamped before it (a file read twice, a clock
-//! stepped back) is looked for in the log, by a binary search on its stamp, and among the
+//! stepped back) is looked for in the log, by a search on its stamp from the end, and among the
 //! digests that came out of their stream's order (`side`, a hash set, where such a line
 //! goes when new). Answers are exact: a match is of the whole digest.
 //!
@@ -20,7 +20,7 @@
 //! elsewhere: what it cost was the cache the buckets took from the other tables).
 //!
 //! Memory follows the lines seen, as Python's set does (a large `cap` costs nothing
-//! upfront): 20 bytes a line remembered, and 12 more each for those out of order.
+//! upfront): 20 bytes a line remembered, and ~17 more each for those out of order.
 
 use std::collections::VecDeque;
 
