@@ -301,7 +301,7 @@ impl State {
         let (ts, host, daemon, pid, tid) = (ev.ts, ev.host, ev.daemon, ev.pid, ev.tid);
         let key: TKey = (host, daemon, pid, tid);
         let digest = ev.digest();
-        if !self.seen.insert(digest) {
+        if !self.seen.insert(digest, (host, daemon), ts) {
             // The same line again, not moving its thread on: input read twice.
             if let Some(th) = self.threads.get(&key) {
                 // Of the thread's latest stamp, only a line that stamp already gave.
