@@ -39,7 +39,7 @@ def register(sub, name: str, help_text: str) -> None:
                        help="unmatched and catch-all shapes to show")
     check.add_argument("--max-lines", type=line_count, default=0, metavar="N",
                        help="read at most this many lines per file (default: all)")
-    check.set_defaults(func=run_check)
+    check.set_defaults(func=run_check, nothing_left_at_exit=True)
     lst = psub.add_parser("list", help="the bundled profiles")
     lst.set_defaults(func=run_list)
     show = psub.add_parser("show", help="the patterns of a profile")

@@ -37,7 +37,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: on a terminal, for long inputs)")
     add_log_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, nothing_left_at_exit=True)
 
 
 def output_problem(path: str) -> str | None:

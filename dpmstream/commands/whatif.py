@@ -63,7 +63,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--model-requests", type=positive_int, default=20000, metavar="N",
                    help="requests per model run, at most (a closed loop runs N; replayed "
                         "arrivals: the first N) (default: 20000)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, nothing_left_at_exit=True)
 
 
 def read_records(files: list[str], args) -> tuple[list[dict], list[dict], object, list[int]]:
