@@ -7,6 +7,7 @@ dpmstream_in_process); test_the_entry_point_refuses_and_helps_as_the_function_do
 the program itself and checks it says the same."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -262,3 +263,36 @@ def test_top_level_help_lists_every_command_without_importing_any_of_them():
             assert name in out
             if shown == "stdout":
                 assert f"{name} {help_text}" in out
+
+
+def test_a_command_with_nothing_left_at_exit_ends_its_process_with_its_outputs_whole(tmp_path):
+    # report, whatif and profile check end their process with os._exit once their outputs
+    # are flushed (no interpreter teardown, issue 30); run as the program (main() reading
+    # sys.argv, stdout a pipe: block-buffered), each says and writes what the same call in
+    # process does, with its exit code, and an atexit hook of the process does not run.
+    # A command without the declaration (replay) still ends through the interpreter.
+    from tests.commands.test_report import BASE, FIRST, SECOND, write
+    log = write(tmp_path / "dpm.log", FIRST + SECOND)
+    probe = ("import atexit, sys\n"
+             "atexit.register(print, 'teardown')\n"
+             "sys.argv = ['dpmstream', *sys.argv[1:]]\n"
+             "from dpmstream.cli import main\n"
+             "raise SystemExit(main())\n")
+    cases = (("report", "--no-whatif", *BASE, "--out", str(tmp_path / "{}.html"), log),
+             ("report", *BASE, "--out", str(tmp_path / "no-such-dir" / "p.html"), log),
+             ("profile", "check", log),
+             ("replay", *BASE, "--out", str(tmp_path / "{}"), log))
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    for case in cases:
+        real = subprocess.run([sys.executable, "-c", probe, *(a.format("real") for a in case)],
+                              capture_output=True, timeout=120, env=buffered)
+        in_process = dpmstream_in_process(*(a.format("in") for a in case))
+        assert ((real.returncode, real.stdout.replace(b"real", b"in"), real.stderr)
+                == (in_process.returncode, in_process.stdout + (b"teardown\n" if case[0] == "replay"
+                                                                else b""),
+                    in_process.stderr)), case
+        assert real.stdout or real.stderr, case
+    made = re.compile(r"Made by dpmstream .*? UTC\.")   # the minute it was made
+    assert (made.sub("", (tmp_path / "real.html").read_text())
+            == made.sub("", (tmp_path / "in.html").read_text()))
+    assert (tmp_path / "real" / "requests.csv").read_bytes() == (tmp_path / "in" / "requests.csv").read_bytes()
