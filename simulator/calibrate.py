@@ -33,7 +33,6 @@ authentications) keeps the model's default, and the estimates say so.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from datetime import datetime, timezone
@@ -324,13 +323,13 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
 
     base = ServiceTimes()
     service = ServiceTimes(**{name: svc.get(name, getattr(base, name))
-                              for name in base.__dataclass_fields__})
+                              for name in ServiceTimes.FIELDS})
     start = datetime.fromtimestamp(t0 / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     if closed and thinks:
         svc_think = Empirical(tuple(sorted(thinks)))
         est.append(_dist_estimate("client think time", thinks,
                                   "a client's next request less the end of its last"))
-        service = dataclasses.replace(service, think=svc_think)
+        service = service.replace(think=svc_think)
     config = SimConfig(
         clients=len(hosts), arrivals=None if closed else replay,
         concurrency=max(1, streams), requests=len(replay) if closed else None, files=files, get_fraction=get_fraction,
@@ -339,7 +338,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         put_fail_rate=put_fail, proc_fail_rate=proc_fail, abort_rate=abort,
         abandon_rate=abandon, done_fail_rate=0.0, seed=seed, start=start, tz="UTC",
         jitter_rate=0.0, poll_first_ms=first, poll_factor=factor, poll_max_ms=cap,
-        service=dataclasses.replace(service, dpns_creat_dirs=lock.holds), dirs=lock.dirs,
+        service=service.replace(dpns_creat_dirs=lock.holds), dirs=lock.dirs,
         dir_shares=lock.shares,
     )
     config.validate()

@@ -14,7 +14,6 @@ extension an error instead of a fallback.
 
 from __future__ import annotations
 
-import dataclasses
 
 from dpmstream.parsers import extension
 from dpmstream.simulator.config import SimConfig
@@ -42,11 +41,11 @@ def unsupported(cfg: SimConfig) -> str | None:
         (cfg.ns_other_clients, "other name-server clients"),
         (not (isinstance(cfg.seed, int) and 0 <= cfg.seed < 2**32), "a seed beyond 32 bits"),
     ]
-    for field in dataclasses.fields(cfg.service):
-        value = getattr(cfg.service, field.name)
-        values = value if field.name == "dpns_creat_dirs" else (value,)
+    for name in cfg.service.FIELDS:
+        value = getattr(cfg.service, name)
+        values = value if name == "dpns_creat_dirs" else (value,)
         if not all(type(v) in (Dist, Empirical) for v in values):
-            reasons.append((True, f"a service time {field.name} of another kind"))
+            reasons.append((True, f"a service time {name} of another kind"))
     return next((why for bad, why in reasons if bad), None)
 
 
@@ -68,8 +67,8 @@ def _service_values(svc) -> tuple[dict, list]:
     global _last_service
     if _last_service[0] is not svc:
         _last_service = (svc, (
-            {f.name: _dist(getattr(svc, f.name)) for f in dataclasses.fields(svc)
-             if f.name not in ("dpns_creat_dirs", "restart_retry")},
+            {name: _dist(getattr(svc, name)) for name in svc.FIELDS
+             if name not in ("dpns_creat_dirs", "restart_retry")},
             [_dist(d) for d in svc.dpns_creat_dirs]))
     return _last_service[1]
 

@@ -12,7 +12,6 @@ is uncertain); 2 for bad options; 1 when nothing could be read.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -112,7 +111,7 @@ def whatif_config(current, args):
         # The log's directories give way to new ones, each with the pooled hold.
         changes["dirs"] = args.dirs if args.dirs is not None else SPREAD_DIRS
         changes["dir_shares"] = None
-        changes["service"] = dataclasses.replace(current.service, dpns_creat_dirs=())
+        changes["service"] = current.service.replace(dpns_creat_dirs=())
     if args.rate_scale != 1.0:
         if current.arrivals is not None:     # the same requests, X times as close together
             changes["arrivals"] = tuple((int(round(at / args.rate_scale)), op, client)

@@ -27,7 +27,7 @@ print(json.dumps(made))
 """
 
 WHAT_IF = ("dpmstream.simulator.calibrate", "dpmstream.simulator.predict",
-           "dpmstream.simulator.fits", "dpmstream.simulator.identities")
+           "dpmstream.simulator.fits", "dpmstream.simulator.identities", "dpmstream.simulator.service")
 
 
 def dataclasses_made() -> list[tuple[str, str, bool]]:

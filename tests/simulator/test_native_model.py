@@ -9,7 +9,6 @@ requests that end by the timeout, a run cut by its duration, and a calibrated mo
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import pytest
@@ -41,8 +40,7 @@ CONFIGS = {
     "spread directories": SimConfig(requests=300, dirs=7),
     "weighted directories": SimConfig(
         requests=300, dir_shares=(0.5, 0.3, 0.2),
-        service=dataclasses.replace(ServiceTimes(), dpns_creat_dirs=(Dist(80.0, 0.3, 1),
-                                                                     Empirical((5, 9, 200))))),
+        service=ServiceTimes(dpns_creat_dirs=(Dist(80.0, 0.3, 1), Empirical((5, 9, 200))))),
     "counted directories": SimConfig(requests=300, dir_shares=(7.0, 0.0, 3.0)),
     "gets and puts": SimConfig(requests=400, get_fraction=0.5, files=2),
     "synchronous gets": SimConfig(requests=300, get_fraction=0.7, sync_get=True, files=2),
