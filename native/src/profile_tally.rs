@@ -306,6 +306,10 @@ pub(crate) struct ProfileLines {
     key: Vec<u8>,              // the key being written
     #[pyo3(get)]
     returns_at_thread_start: u64,
+    /// Whether the lines no role matched are shaped (else only counted, LineTally's
+    /// `unmatched`): profile check prints only some profiles' (profile_check._Shaping)
+    #[pyo3(get, set)]
+    shape_unmatched: bool,
 }
 
 fn compile(pattern: &str) -> PyResult<Regex> {
@@ -339,6 +343,9 @@ pub(crate) struct LineTally {
     foreign: u64,
     #[pyo3(get)]
     own: u64,
+    /// lines whose envelope matched and no role did (shaped or not)
+    #[pyo3(get)]
+    unmatched: u64,
     /// per role (the order the constructor was given): lines matched, own lines matched
     #[pyo3(get)]
     roles: Vec<u64>,
@@ -414,7 +421,10 @@ impl ProfileLines {
             }
             None => (None, false, None, at),
         };
-        if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
+        if role.is_none() {
+            pass.t.unmatched += 1;
+        }
+        if (role.is_none() && self.shape_unmatched) || (own && role.is_some_and(|r| self.catch_all[r])) {
             let mut shapes = self.shapes.bind(py).borrow_mut();
             // the shape just made or looked up (no other since) is still Shapes' own
             let k = match shared.shaped {
@@ -482,6 +492,7 @@ impl Pass {
             malformed: 0,
             foreign: 0,
             own: 0,
+            unmatched: 0,
             roles: vec![0; roles],
             own_roles: vec![0; roles],
             steps: Vec::new(),
@@ -592,6 +603,7 @@ impl ProfileLines {
             threads: FxSet::default(),
             key: Vec::new(),
             returns_at_thread_start: 0,
+            shape_unmatched: true,
         })
     }
 
