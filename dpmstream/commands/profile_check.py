@@ -81,7 +81,7 @@ class ProfileTally:
             self.compiled.shape_unmatched = on
 
     def add_tallied(self, lines, n: int, t) -> None:
-        """The first n of `lines` as add() takes each one, from `t`, the extension's
+        """Lines of `lines` up to n as add() takes each one, from `t`, the extension's
         counts and classes of them (add_block): Python feeds the daemon's own lines to the
         reassembly a stretch of adjacent ones at a time, the cut watch looking at it after
         each token or slow-thread line as add() does (a LineWatch: the extension's feed
@@ -266,24 +266,25 @@ class ProfileTally:
         return sorted(found, key=lambda f: -f[0])[:top]
 
 
-def add_block(tallies: list[ProfileTally], lines, n: int) -> None:
-    """The first n of `lines` (a block of the file's lines as bytes) into each tally, as
-    add() takes each line: the extension reads each line once for all the profiles it is
-    built for (tally_profiles: the envelope they share read once, not once a profile),
-    and each of those takes its counts (add_tallied); another, line by line."""
+def add_block(tallies: list[ProfileTally], lines, n: int, start: int = 0) -> None:
+    """Lines `start` to n of `lines` (a block of the file's lines as bytes) into each
+    tally, as add() takes each line: the extension reads each line once for all the
+    profiles it is built for (tally_profiles: the envelope they share read once, not once
+    a profile), and each of those takes its counts (add_tallied); another, line by line."""
     built = [t for t in tallies if t.compiled is not None]
     if built:
         tally_profiles = compiled("tally_profiles")
-        for t, counts in zip(built, tally_profiles([t.compiled for t in built], lines, n)):
+        for t, counts in zip(built, tally_profiles([t.compiled for t in built], lines, n, start)):
             t.add_tallied(lines, n, counts)
     for t in tallies:
         if t.compiled is None:
-            for i in range(n):
+            for i in range(start, n):
                 t.add(_text(lines[i]))
 
 
 # A file's blocks kept, for a profile's tally again (_Shaping), up to this many bytes.
 KEEP_BYTES = 32 << 20
+FIRST_LOOK = 1024  # lines of a file's first block after which the profiles shaping are chosen
 
 
 class _Shaping:
@@ -291,8 +292,9 @@ class _Shaping:
     best-fitting profile's and the present daemons' shapes are printed, and which those are
     is known at the end of the file; masking a message is most of a profile's work where
     it does not fit (every line of a DPM log is unmatched by the two other profiles: ~160 M
-    instructions of the thesis log's ~1,600 M, issue 30). So after each block a profile
-    that is neither so far stops shaping, the file's blocks are kept, and one that becomes
+    instructions of the thesis log's ~1,600 M, issue 30). So after each block (and after
+    the first FIRST_LOOK lines) a profile that is neither so far stops shaping, the
+    file's blocks are kept, and one that becomes
     either is tallied again over them, shaping: its tally is the one a pass shaping all
     along makes. A file larger than KEEP_BYTES, or of unknown size, is shaped throughout
     (the blocks kept until it shows to be larger, its stopped tallies then redone)."""
@@ -302,17 +304,27 @@ class _Shaping:
         small = inp.size is not None and not inp.fifo and not inp.is_stdin and inp.size <= KEEP_BYTES
         self.kept: list | None = [] if small else None
 
-    def after(self, tallies: list[ProfileTally], lines, n: int) -> None:
-        """After the block `lines` (n of them) went into `tallies` (replaced in place
-        where one is tallied again)."""
+    def add(self, tallies: list[ProfileTally], lines, n: int) -> None:
+        """The first n of the block `lines` into `tallies` (add_block; a tally replaced
+        in place where it is tallied again)."""
         if self.kept is None:
+            add_block(tallies, lines, n)
             return
+        at = 0
+        if not self.kept and n > FIRST_LOOK:
+            add_block(tallies, lines, FIRST_LOOK)
+            self._stop(tallies)
+            at = FIRST_LOOK
+        add_block(tallies, lines, n, at)
         self.kept.append((lines, n))
         if self._larger():
             self.settle(tallies, everyone=True)
             self.kept = None
             return
         self.settle(tallies)
+        self._stop(tallies)
+
+    def _stop(self, tallies: list[ProfileTally]) -> None:
         for t in tallies:
             if t.shaping and not self._needed(t, tallies):
                 t.shape_unmatched(False)
@@ -373,8 +385,7 @@ def run_check(args) -> int:
         try:
             for lines in iter_chunks(stream):
                 n = len(lines) if not args.max_lines else min(len(lines), args.max_lines - total)
-                add_block(tallies, lines, n)
-                shaping.after(tallies, lines, n)
+                shaping.add(tallies, lines, n)
                 for dome in dome_tallies:
                     dome.add_block(lines, n, _text)
                 total += n

@@ -509,15 +509,17 @@ impl Pass {
     }
 }
 
-/// The first `end` lines of `lines` (a LineBlock or a list of bytes), tallied for each
+/// Lines `start` to `end` of `lines` (a LineBlock or a list of bytes), tallied for each
 /// profile in `profiles`: each line read, cut and checked once, its LCGDM envelope read
 /// once for the profiles whose head it is, then each profile's work on it in turn.
 #[pyfunction]
+#[pyo3(signature = (profiles, lines, end, start=0))]
 pub(crate) fn tally_profiles(
     py: Python<'_>,
     profiles: Vec<Bound<'_, ProfileLines>>,
     lines: &Bound<'_, PyAny>,
     end: usize,
+    start: usize,
 ) -> PyResult<Vec<LineTally>> {
     let chunk = match lines.downcast::<LineBlock>() {
         Ok(b) => Chunk::Block(b.get()),
@@ -526,7 +528,7 @@ pub(crate) fn tally_profiles(
     let mut profiles = profiles.iter().map(|p| p.try_borrow_mut()).collect::<Result<Vec<_>, _>>()?;
     let mut passes: Vec<Pass> = profiles.iter().map(|p| Pass::new(p.roles)).collect();
     let end = end.min(chunk.len());
-    for i in 0..end {
+    for i in start..end {
         let read = chunk.line(i)?;
         let line = read.as_ref().map(|(raw, _holder)| {
             let mut n = raw.len();
