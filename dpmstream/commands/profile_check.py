@@ -47,7 +47,9 @@ class ProfileTally:
     def __init__(self, profile, name: str):
         self.profile = profile
         self.roles: Counter = Counter()
-        self.unmatched: Counter = Counter()  # shape -> count
+        self.unmatched: Counter = Counter()  # shape -> count (while shaping)
+        self.unmatched_lines = 0  # lines no role matched, shaped or not
+        self.shaping = True  # shape_unmatched
         self.malformed = 0
         self.foreign = 0  # envelope and role match, but FUNC is not this daemon's
         # The daemon's own lines (FUNC is one of its functions):
@@ -71,8 +73,15 @@ class ProfileTally:
         self.compiled = compiled_role_lines(profile, CATCH_ALL, ORPHAN_ROLES, OPENING,
                                             ("returns",), MAX_LINE_BYTES)
 
+    def shape_unmatched(self, on: bool) -> None:
+        """Whether the lines no role matches are shaped from now on (else only counted): a
+        tally that stopped is not printed with its shapes (_Shaping)."""
+        self.shaping = on
+        if self.compiled is not None:
+            self.compiled.shape_unmatched = on
+
     def add_tallied(self, lines, n: int, t) -> None:
-        """The first n of `lines` as add() takes each one, from `t`, the extension's
+        """Lines of `lines` up to n as add() takes each one, from `t`, the extension's
         counts and classes of them (add_block): Python feeds the daemon's own lines to the
         reassembly a stretch of adjacent ones at a time, the cut watch looking at it after
         each token or slow-thread line as add() does (a LineWatch: the extension's feed
@@ -81,6 +90,7 @@ class ProfileTally:
         self.malformed += t.malformed
         self.foreign += t.foreign
         self.own += t.own
+        self.unmatched_lines += t.unmatched
         for role, matched, own in zip(ROLES, t.roles, t.own_roles):
             if matched:
                 self.roles[role] += matched
@@ -167,7 +177,9 @@ class ProfileTally:
             self.own += 1
             self._feed(line, None if alt is None else alt.role)
         if alt is None:
-            self._shape(self.unmatched, None, func, line[m.start(m.lastindex):], line)
+            self.unmatched_lines += 1
+            if self.shaping:
+                self._shape(self.unmatched, None, func, line[m.start(m.lastindex):], line)
             return
         if not own:
             self.foreign += 1
@@ -254,20 +266,90 @@ class ProfileTally:
         return sorted(found, key=lambda f: -f[0])[:top]
 
 
-def add_block(tallies: list[ProfileTally], lines, n: int) -> None:
-    """The first n of `lines` (a block of the file's lines as bytes) into each tally, as
-    add() takes each line: the extension reads each line once for all the profiles it is
-    built for (tally_profiles: the envelope they share read once, not once a profile),
-    and each of those takes its counts (add_tallied); another, line by line."""
+def add_block(tallies: list[ProfileTally], lines, n: int, start: int = 0) -> None:
+    """Lines `start` to n of `lines` (a block of the file's lines as bytes) into each
+    tally, as add() takes each line: the extension reads each line once for all the
+    profiles it is built for (tally_profiles: the envelope they share read once, not once
+    a profile), and each of those takes its counts (add_tallied); another, line by line."""
     built = [t for t in tallies if t.compiled is not None]
     if built:
         tally_profiles = compiled("tally_profiles")
-        for t, counts in zip(built, tally_profiles([t.compiled for t in built], lines, n)):
+        for t, counts in zip(built, tally_profiles([t.compiled for t in built], lines, n, start)):
             t.add_tallied(lines, n, counts)
     for t in tallies:
         if t.compiled is None:
-            for i in range(n):
+            for i in range(start, n):
                 t.add(_text(lines[i]))
+
+
+# A file's blocks kept, for a profile's tally again (_Shaping), up to this many bytes.
+KEEP_BYTES = 32 << 20
+FIRST_LOOK = 1024  # lines of a file's first block after which the profiles shaping are chosen
+
+
+class _Shaping:
+    """Which of a file's tallies shape the lines their profile leaves unmatched. Only the
+    best-fitting profile's and the present daemons' shapes are printed, and which those are
+    is known at the end of the file; masking a message is most of a profile's work where
+    it does not fit (every line of a DPM log is unmatched by the two other profiles: ~160 M
+    instructions of the thesis log's ~1,600 M, issue 30). So after each block (and after
+    the first FIRST_LOOK lines) a profile that is neither so far stops shaping, the
+    file's blocks are kept, and one that becomes
+    either is tallied again over them, shaping: its tally is the one a pass shaping all
+    along makes. A file larger than KEEP_BYTES, or of unknown size, is shaped throughout
+    (the blocks kept until it shows to be larger, its stopped tallies then redone)."""
+
+    def __init__(self, name: str, inp, stream):
+        self.name, self.stream = name, stream
+        small = inp.size is not None and not inp.fifo and not inp.is_stdin and inp.size <= KEEP_BYTES
+        self.kept: list | None = [] if small else None
+
+    def add(self, tallies: list[ProfileTally], lines, n: int) -> None:
+        """The first n of the block `lines` into `tallies` (add_block; a tally replaced
+        in place where it is tallied again)."""
+        if self.kept is None:
+            add_block(tallies, lines, n)
+            return
+        at = 0
+        if not self.kept and n > FIRST_LOOK:
+            add_block(tallies, lines, FIRST_LOOK)
+            self._stop(tallies)
+            at = FIRST_LOOK
+        add_block(tallies, lines, n, at)
+        self.kept.append((lines, n))
+        if self._larger():
+            self.settle(tallies, everyone=True)
+            self.kept = None
+            return
+        self.settle(tallies)
+        self._stop(tallies)
+
+    def _stop(self, tallies: list[ProfileTally]) -> None:
+        for t in tallies:
+            if t.shaping and not self._needed(t, tallies):
+                t.shape_unmatched(False)
+
+    def settle(self, tallies: list[ProfileTally], everyone: bool = False) -> None:
+        """Each tally that stopped shaping and is needed (or any, `everyone`) tallied
+        again over the kept blocks, shaping."""
+        for k, t in enumerate(tallies):
+            if not t.shaping and (everyone or self._needed(t, tallies)):
+                again = ProfileTally(t.profile, self.name)
+                for lines, n in self.kept or ():
+                    add_block([again], lines, n)
+                tallies[k] = again
+
+    @staticmethod
+    def _needed(t: ProfileTally, tallies: list[ProfileTally]) -> bool:
+        """Whether `t`'s shapes would be printed were the file to end here: its daemon
+        present, or the best fit (render_check's, any of a tie)."""
+        return t.own_matched > 0 or t.matched - t.foreign == max(u.matched - u.foreign for u in tallies)
+
+    def _larger(self) -> bool:
+        try:
+            return self.stream.tell() > KEEP_BYTES
+        except (OSError, ValueError, AttributeError):
+            return True
 
 
 def _profiles(specs) -> tuple[list, list]:
@@ -298,11 +380,12 @@ def run_check(args) -> int:
             continue
         tallies = [ProfileTally(p, name) for p in profiles]
         dome_tallies = [DomeTally(p) for p in dome_profiles]
+        shaping = _Shaping(name, inp, stream)
         total = 0
         try:
             for lines in iter_chunks(stream):
                 n = len(lines) if not args.max_lines else min(len(lines), args.max_lines - total)
-                add_block(tallies, lines, n)
+                shaping.add(tallies, lines, n)
                 for dome in dome_tallies:
                     dome.add_block(lines, n, _text)
                 total += n
@@ -331,7 +414,7 @@ def render_check(name: str, total: int, tallies: list[ProfileTally], top: int) -
     out = [f"{name}: {total} lines"]
     best = max(tallies, key=lambda t: t.matched - t.foreign, default=None)
     for t in sorted(tallies, key=lambda t: -(t.matched - t.foreign)):
-        unmatched = sum(t.unmatched.values())
+        unmatched = t.unmatched_lines
         mark = "  <- best fit" if t is best and t.matched else ""
         out.append(f"  profile {t.profile.name}: matched {_pct(t.matched, total)}, unmatched "
                    f"{_pct(unmatched, total)}, no envelope {_pct(t.malformed, total)}{mark}")

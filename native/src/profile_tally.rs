@@ -306,6 +306,10 @@ pub(crate) struct ProfileLines {
     key: Vec<u8>,              // the key being written
     #[pyo3(get)]
     returns_at_thread_start: u64,
+    /// Whether the lines no role matched are shaped (else only counted, LineTally's
+    /// `unmatched`): profile check prints only some profiles' (profile_check._Shaping)
+    #[pyo3(get, set)]
+    shape_unmatched: bool,
 }
 
 fn compile(pattern: &str) -> PyResult<Regex> {
@@ -339,6 +343,9 @@ pub(crate) struct LineTally {
     foreign: u64,
     #[pyo3(get)]
     own: u64,
+    /// lines whose envelope matched and no role did (shaped or not)
+    #[pyo3(get)]
+    unmatched: u64,
     /// per role (the order the constructor was given): lines matched, own lines matched
     #[pyo3(get)]
     roles: Vec<u64>,
@@ -414,7 +421,10 @@ impl ProfileLines {
             }
             None => (None, false, None, at),
         };
-        if role.is_none() || (own && role.is_some_and(|r| self.catch_all[r])) {
+        if role.is_none() {
+            pass.t.unmatched += 1;
+        }
+        if (role.is_none() && self.shape_unmatched) || (own && role.is_some_and(|r| self.catch_all[r])) {
             let mut shapes = self.shapes.bind(py).borrow_mut();
             // the shape just made or looked up (no other since) is still Shapes' own
             let k = match shared.shaped {
@@ -482,6 +492,7 @@ impl Pass {
             malformed: 0,
             foreign: 0,
             own: 0,
+            unmatched: 0,
             roles: vec![0; roles],
             own_roles: vec![0; roles],
             steps: Vec::new(),
@@ -498,15 +509,17 @@ impl Pass {
     }
 }
 
-/// The first `end` lines of `lines` (a LineBlock or a list of bytes), tallied for each
+/// Lines `start` to `end` of `lines` (a LineBlock or a list of bytes), tallied for each
 /// profile in `profiles`: each line read, cut and checked once, its LCGDM envelope read
 /// once for the profiles whose head it is, then each profile's work on it in turn.
 #[pyfunction]
+#[pyo3(signature = (profiles, lines, end, start=0))]
 pub(crate) fn tally_profiles(
     py: Python<'_>,
     profiles: Vec<Bound<'_, ProfileLines>>,
     lines: &Bound<'_, PyAny>,
     end: usize,
+    start: usize,
 ) -> PyResult<Vec<LineTally>> {
     let chunk = match lines.downcast::<LineBlock>() {
         Ok(b) => Chunk::Block(b.get()),
@@ -515,7 +528,7 @@ pub(crate) fn tally_profiles(
     let mut profiles = profiles.iter().map(|p| p.try_borrow_mut()).collect::<Result<Vec<_>, _>>()?;
     let mut passes: Vec<Pass> = profiles.iter().map(|p| Pass::new(p.roles)).collect();
     let end = end.min(chunk.len());
-    for i in 0..end {
+    for i in start..end {
         let read = chunk.line(i)?;
         let line = read.as_ref().map(|(raw, _holder)| {
             let mut n = raw.len();
@@ -592,6 +605,7 @@ impl ProfileLines {
             threads: FxSet::default(),
             key: Vec::new(),
             returns_at_thread_start: 0,
+            shape_unmatched: true,
         })
     }
 

@@ -165,6 +165,7 @@ def test_dome_logs_with_odd_lines_planted_are_checked_the_same_by_both(generatio
 def tally_state(t: ProfileTally) -> dict:
     return dict(roles=dict(t.roles), own_roles=dict(t.own_roles), malformed=t.malformed,
                 foreign=t.foreign, own=t.own, unmatched=list(t.unmatched.items()),
+                unmatched_lines=t.unmatched_lines,
                 catch_all=list(t.catch_all.items()), dropped=t.catch_all_dropped,
                 examples=list(t.examples.items()), cues=list(t.cues.items()),
                 reassembled=t.reassembled, findings=t.findings())
@@ -191,9 +192,11 @@ def test_role_patterns_are_matched_alone_unless_one_refers_to_a_group():
     assert fastpath.role_plan(site_profiles()[1], {}) is None
 
 
-def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulated, tmp_path):
+@pytest.mark.parametrize("shaping", [True, False])
+def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulated, tmp_path, shaping):
     """The profiles tallied together (each line's envelope read once for those sharing
-    it: tally_profiles), each against its reference alone."""
+    it: tally_profiles), each against its reference alone; shaping the lines no role
+    matches, or only counting them (ProfileTally.shape_unmatched)."""
     odd = tmp_path / "odd.log"
     planted(f"{simulated}.log", odd, every=29)
     profiles = (*bundled_profiles(), *site_profiles())
@@ -202,6 +205,8 @@ def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulat
     for block, reference in zip(blocks, references):
         assert block.compiled is not None, block.profile.name
         reference.compiled = None
+        for tally in (block, reference):
+            tally.shape_unmatched(shaping)
     stream, _ = open_binary(describe(str(odd)))
     with stream:
         for lines in iter_chunks(stream, 500):
@@ -212,3 +217,4 @@ def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulat
         block.finish()
         reference.finish()
         assert tally_state(block) == tally_state(reference), block.profile.name
+        assert bool(block.unmatched) == (shaping and block.unmatched_lines > 0), block.profile.name
