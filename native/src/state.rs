@@ -149,19 +149,13 @@ pub(crate) struct HostClock {
 /// Laid out as declared (repr(C)), what every line of its calls reads first: its table
 /// holds it inline behind its key (~300 bytes an entry), and `touch` reads the key, then
 /// `latest` and `order`; placed first they are on the key's cache line or the next, where
-/// Rust's own order put them at the entry's far end, a cold line more a line. A status
-/// poll's end (most of a busy site's calls) writes `polls`, `poll_ms`, and reads
-/// `success_end` and `queued`: they come next, not ~150-250 bytes further on two more lines.
+/// Rust's own order put them at the entry's far end, a cold line more a line.
 #[derive(Default)]
 #[repr(C)]
 pub(crate) struct Request {
     pub(crate) latest: i64,
     pub(crate) order: u32,
     pub(crate) host: Sym,
-    pub(crate) polls: i64,
-    pub(crate) poll_ms: i64,
-    pub(crate) success_end: Option<i64>,
-    pub(crate) queued: bool,
     pub(crate) token: Option<Text>,
     pub(crate) op: Option<Sym>,
     pub(crate) client: Option<Text>,
@@ -171,9 +165,13 @@ pub(crate) struct Request {
     pub(crate) request_ret: Option<i64>,
     pub(crate) proc_first: Option<i64>,
     pub(crate) proc_ms: Option<i64>,
+    pub(crate) polls: i64,
+    pub(crate) poll_ms: i64,
+    pub(crate) success_end: Option<i64>,
     pub(crate) done_start: Option<i64>,
     pub(crate) done_ms: Option<i64>,
     pub(crate) closing: Option<Sym>,
+    pub(crate) queued: bool,
     pub(crate) putdone_first: Option<i64>,
     pub(crate) files: Option<Vec<Text>>,
 }
@@ -246,26 +244,4 @@ pub(crate) struct State {
     pub(crate) seq: u64,
     /// The calls' clients, shared: a call line then allocates no text for its client.
     pub(crate) clients: TextCache,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Request;
-    use std::mem::{offset_of, size_of};
-
-    /// What the lines of a request's calls touch (touch: `latest`, `order`; a status poll's
-    /// end: `polls`, `poll_ms`, `success_end`, `queued`) lies in the Request's first 64
-    /// bytes, next to its key in the table's entry.
-    #[test]
-    fn a_request_s_hot_fields_come_first() {
-        let hot = [
-            offset_of!(Request, latest) + size_of::<i64>(),
-            offset_of!(Request, order) + size_of::<u32>(),
-            offset_of!(Request, polls) + size_of::<i64>(),
-            offset_of!(Request, poll_ms) + size_of::<i64>(),
-            offset_of!(Request, success_end) + size_of::<Option<i64>>(),
-            offset_of!(Request, queued) + size_of::<bool>(),
-        ];
-        assert!(hot.iter().all(|&end| end <= 64), "{hot:?}");
-    }
 }
