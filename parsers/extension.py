@@ -3,7 +3,6 @@
     CsvBlocks = compiled("CsvBlocks")     # None: the Python reference does the work
     max_overlap = compiled_else("max_overlap", python_max_overlap)   # one or the other
 
-
 `compiled(name)` is the extension's function or class `name` (parsers._native, built from
 native/ where a Rust toolchain existed at install time), or None where the extension is
 not built, was built before that name, or DPMSTREAM_PURE_PYTHON is set. The environment

@@ -92,7 +92,7 @@ class LiveFeed:
         # Files given no line yet, while one may be the other log of a pair: see
         # _await_silent_files. Files read before a restart (resumed) have spoken.
         self._silent = [f for f in followers if not f.resumed] if len(followers) > 1 else []
-        self._first_ms: int | None = None   # the event time of the first line fed
+        self._first_ms: int | None = None   # the feed's position after its first lines fed
         self.pipeline.await_silent_logs(len(self._silent))
         self._seen_events: dict[int, tuple[int, int]] = {}
         self.lines_read = 0
