@@ -34,6 +34,24 @@ def interleaved(*streams):
     return list(heapq.merge(*streams, key=lambda kv: json.loads(kv[1])["line"][:18]))
 
 
+def archive_sims(base):
+    """Two head nodes' DPM and DPNS logs as archives for `replay --to-kafka`: 40 s of
+    open-loop arrivals each, so that most requests end well before the logs do (a worker
+    holds a request until both logs are a few seconds past it: parsers/linking.py)."""
+    from dpmstream.simulator import SimConfig, simulate
+
+    return {"head01": simulate(SimConfig(rate=8, duration=40, seed=3), base / "a"),
+            "head02": simulate(SimConfig(rate=6, duration=40, seed=4, get_fraction=0.3),
+                               base / "b")}
+
+
+def published_records(sim, host, dpm_path="/var/log/dpm/log", dpns_path="/var/log/dpns/log"):
+    """A simulated host's DPM and DPNS logs as `replay --to-kafka` publishes them: side by
+    side in event time (streams/kafka/replay.py lines_in_event_time)."""
+    return interleaved(envelopes(sim.log_path, host, dpm_path),
+                       envelopes(sim.dpns_log_path, host, dpns_path))
+
+
 def core_records(recs):
     """What the core Pipeline makes of the same records before end of input (a streaming
     worker never reaches the end, so still-open requests are not expected)."""

@@ -19,15 +19,18 @@ times faster than the wall clock (the event time stays the line's own).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import os
 import time
+from typing import Iterator
 
 from dpmstream.parsers.clock import ClockError, EventClock, stream_reference
 from dpmstream.parsers.profiles import bundled_profiles
 from dpmstream.parsers.stamps import LineStamps
 from dpmstream.streams.kafka.envelope import encode, ms_to_rfc3339
-from dpmstream.streams.inputs import InputError, describe, open_binary
+from dpmstream.streams.inputs import InputError, describe, open_once
+from dpmstream.streams.lanes import recognise_profile
 
 log = logging.getLogger("dpmstream.replay")
 
@@ -103,10 +106,56 @@ async def _require_topic(producer, topic: str) -> None:
             "--lines-topic")
 
 
+def lines_in_event_time(paths, year: int | None, tz: str | None
+                        ) -> Iterator[tuple[str, int, int | None, bytes]]:
+    """(path, byte offset, event ms, line) of every line of `paths`, in the order `replay`
+    reads them (streams/lanes.py): the files of one daemon one after another, in the order
+    given, the daemons side by side in event time. A head node's DPM and DPNS logs published
+    one after the other would reach the worker minutes or hours apart in event time, and
+    its linker waits for a lagging log only so long (parsers/linking.py MAX_LAG_MS): none of
+    their name-server calls would be linked. Ties keep the order the files were given in."""
+    lanes: dict[str, list] = {}
+    for name in paths:
+        inp = describe(os.fspath(name))
+        try:
+            opened = open_once(inp)
+        except OSError as exc:
+            raise InputError(f"{name}: {exc}") from exc
+        lane, _profile = recognise_profile(opened.first_lines, bundled_profiles(), None, list)
+        opened.release()   # reopened when its turn comes: few files open at once
+        lanes.setdefault(lane, []).append((name, inp, opened))
+    merged = [_lane_lines(files, year, tz) for files in lanes.values()]
+    if len(merged) == 1:
+        return merged[0]
+    return heapq.merge(*merged, key=_event_order)
+
+
+def _event_order(line: tuple) -> int:
+    """A line's place in event time: lines before a file's first stamp go first."""
+    return -1 if line[2] is None else line[2]
+
+
+def _lane_lines(files, year, tz) -> Iterator[tuple[str, int, int | None, bytes]]:
+    for name, inp, opened in files:
+        times = LineTimes(inp.path, inp.mtime_ms, year, tz)
+        path = inp.path or "-"
+        stream = opened.stream_again()
+        offset = 0
+        try:
+            for raw in stream:
+                line_offset, offset = offset, offset + len(raw)
+                yield path, line_offset, times.of(raw), raw
+        except (EOFError, OSError, ValueError) as exc:
+            raise InputError(f"{name}: input ends early: {exc}") from exc
+        finally:
+            opened.close()
+
+
 async def publish_async(paths, bootstrap: str, *, topic: str = "dpm.lines", host: str,
                         speed: float | None = None, security: dict | None = None,
                         year: int | None = None, tz: str | None = None) -> int:
-    """Publish every line of `paths` (in order); returns the number of lines published."""
+    """Publish every line of `paths` (in lines_in_event_time's order); returns the number
+    of lines published."""
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(
@@ -127,32 +176,18 @@ async def publish_async(paths, bootstrap: str, *, topic: str = "dpm.lines", host
     pacer = Pacer(speed)
     sent = 0
     try:
-        for name in paths:
-            inp = describe(os.fspath(name))
-            times = LineTimes(inp.path, inp.mtime_ms, year, tz)
-            path = inp.path or "-"
-            stream, _raw = open_binary(inp)
-            offset = 0
-            pending = []
-            try:
-                for raw in stream:
-                    line_offset, offset = offset, offset + len(raw)
-                    event_ms = times.of(raw)
-                    await pacer.wait(event_ms)
-                    received_ms = event_ms if event_ms is not None else int(time.time() * 1000)
-                    text = raw.rstrip(b"\r\n").decode("utf-8", "replace")
-                    value = encode(host, path, line_offset, ms_to_rfc3339(received_ms), text)
-                    pending.append(await producer.send(topic, value, key=key))
-                    sent += 1
-                    if len(pending) >= 10_000:  # bound memory: wait for the oldest acks
-                        await asyncio.gather(*pending)
-                        pending.clear()
-            except (EOFError, OSError, ValueError) as exc:
-                raise InputError(f"{name}: input ends early: {exc}") from exc
-            finally:
-                if not inp.is_stdin:
-                    stream.close()
-            await asyncio.gather(*pending)
+        pending = []
+        for path, line_offset, event_ms, raw in lines_in_event_time(paths, year, tz):
+            await pacer.wait(event_ms)
+            received_ms = event_ms if event_ms is not None else int(time.time() * 1000)
+            text = raw.rstrip(b"\r\n").decode("utf-8", "replace")
+            value = encode(host, path, line_offset, ms_to_rfc3339(received_ms), text)
+            pending.append(await producer.send(topic, value, key=key))
+            sent += 1
+            if len(pending) >= 10_000:  # bound memory: wait for the oldest acks
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
         await producer.flush()
     finally:
         await producer.stop()

@@ -41,3 +41,34 @@ def test_replay_publishes_every_line_to_the_named_topic(kafka_broker, kafka_topi
                     "--year", "2011", "--host", "head01", log)
     assert f"published {len(LOG)} lines to {topic}" in res.stderr.decode()
     assert len(kafka_broker.consume(topic, len(LOG), timeout=30)) == len(LOG)
+
+
+def test_a_head_nodes_dpm_and_dpns_archives_reach_the_worker_side_by_side_and_link(
+        kafka_broker, tmp_path):
+    """A DPM log and its DPNS log of 150 s, published together: the worker links each
+    request to its name-server calls as the simulator made them. Published one file after
+    the other, the DPNS lines would reach the worker over a minute of event time behind the
+    DPM lines that need them (past the linker's bound, parsers/linking.py MAX_LAG_MS) and
+    no call would link."""
+    from dpmstream.simulator import SimConfig, simulate
+    from tests.streams.kafka.test_worker import run_worker, topics, worker_output
+
+    sim = simulate(SimConfig(rate=4, duration=150, seed=7), tmp_path / "head")
+    truth = {r["token"]: r for r in sim.requests}
+    t = topics("side")
+    kafka_broker.create_topics([t["lines"]], partitions=1)
+    res = dpmstream("replay", "--to-kafka", kafka_broker.url, "--lines-topic", t["lines"],
+                    "--year", "2011", "--host", sim.config.host, str(sim.log_path),
+                    str(sim.dpns_log_path))
+    lines = sum(1 for p in (sim.log_path, sim.dpns_log_path) for _ in open(p, "rb"))
+    assert f"published {lines} lines" in res.stderr.decode()
+
+    run_worker(kafka_broker, t, lines, partitions=1)
+    requests = [r for r in worker_output(kafka_broker, t) if r["kind"] == "request"]
+    # A worker never reaches the end of its input: the last seconds' requests stay open.
+    assert len(requests) >= len(truth) - 30, (len(requests), len(truth))
+    linked = [r for r in requests if r["ns_calls"]]
+    assert len(linked) >= 0.9 * sum(1 for r in truth.values() if r["ns_calls"])
+    wrong = [(r["token"], r["ns_calls"], truth[r["token"]]["ns_calls"]) for r in requests
+             if r["ns_calls"] != truth[r["token"]]["ns_calls"]]
+    assert not wrong, wrong[:5]

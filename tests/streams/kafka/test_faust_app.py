@@ -24,7 +24,8 @@ from dpmstream.simulator import SimConfig, simulate
 from dpmstream.streams.kafka.replay import publish_files
 from dpmstream.commands.stack.process import free_port
 from tests.worker_helpers import (
-    as_json, canonical, committed_offsets, core_records, envelopes, produce, read_topic,
+    archive_sims, as_json, canonical, committed_offsets, core_records, envelopes, produce, published_records,
+    read_topic,
     feeder_until_killed, wait_for_open_transaction,
 )
 
@@ -141,16 +142,14 @@ def big_log(tmp_path_factory):
 @pytest.mark.services
 def test_worker_records_and_metrics_equal_the_core_replay_and_faust_joins_no_group(
         kafka_broker, tmp_path):
-    sims = {"head01": simulate(SimConfig(requests=300, seed=3), tmp_path / "a"),
-            "head02": simulate(SimConfig(requests=200, seed=4, get_fraction=0.3), tmp_path / "b")}
+    sims = archive_sims(tmp_path)
     t = topics("faust")
     kafka_broker.create_topics([t["lines"]], partitions=2)
     total, want = 0, []
     for host, sim in sims.items():
         total += publish_files([sim.log_path, sim.dpns_log_path], kafka_broker.url,
                                topic=t["lines"], host=host, year=2011)
-        want += as_json(core_records(envelopes(sim.log_path, host, DPM)
-                                     + envelopes(sim.dpns_log_path, host, DPNS)))
+        want += as_json(core_records(published_records(sim, host)))
     assert sum(1 for r in want if r["kind"] == "request") > 400
     port = free_port()
     log_path = tmp_path / "worker.log"
