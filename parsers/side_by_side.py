@@ -39,8 +39,10 @@ class ChunkLane:
         another lane's file moves too; a lane with no source yet gets one in its own
         turn."""
         src = self.src
-        self.noted = self.position
-        self.alone = src is None or getattr(src, "dome", False) is True
+        if src is None:
+            self.noted, self.alone = -1, True
+        else:   # `position`, without its frame
+            self.noted, self.alone = src.position, getattr(src, "dome", False) is True
 
     @property
     def position(self) -> int:
