@@ -106,9 +106,9 @@ fn ends(line: &[u8], at: usize) -> Option<usize> {
 
 /// The code reading a list of steps from `$at` in `$line`, then `\s*\z` (an expression:
 /// where the steps' text ends, or None), each step's own code with its literal and class
-/// constants: no `match` on a step read from memory, no loop over a list. A `.*?` or `.*` tries the rest
-/// at each place its next literal stands, nearest (farthest) first. Each step in the list
-/// is followed by a comma.
+/// constants: no `match` on a step read from memory, no loop over a list. A `.*?` (`.*`)
+/// tries the rest at each place its next literal stands, nearest (farthest) first. Each
+/// step in the list is followed by a comma.
 macro_rules! walk {
     ($line:ident, $at:ident, $spans:ident;) => {
         ends($line, $at)
