@@ -17,7 +17,7 @@ same records in the same order, the same counters and interchangeable snapshots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._native import DomeCore, DomeScanner, DomeSummaryTally, dome_lines
 from .clock import EventClock, rfc3339_to_ms
@@ -29,9 +29,10 @@ from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
 from .regex_lead import group_index, lead, lead_sets
 
-@dataclass(slots=True)
-class DomeChunk:
-    """Where a compiled DOME feed of a stream's lines stopped, and what it read."""
+class DomeChunk(NamedTuple):
+    """Where a compiled DOME feed of a stream's lines stopped, and what it read. A tuple:
+    made from the extension's with no Python frame of its own (once per turn of a DOME
+    site's replay, issue 30)."""
     next: int             # the index of the next line to feed
     unmatched: int        # lines of no role
     foreign: int          # lines of other programs
@@ -39,6 +40,10 @@ class DomeChunk:
     latest: int           # the latest stamp read (from the stream's before)
     why: int              # why it stopped: the codes of engines.py
     records: list         # in the order the per-line feed gives them
+
+
+_as_chunk = tuple.__new__       # DomeChunk of the extension's tuple, as it is
+_feed_chunk = DomeCore.feed_chunk
 
 
 def pcre2_pattern(pattern: str) -> str:
@@ -197,7 +202,7 @@ class CompiledDomeReassembler(DomeCore):
         engines.py): a line left to the caller, a malformed line (the one before `next`:
         parser.result and reason say why), the latest stamp read (from `latest`, the
         stream's before) past `limit`, or `budget` lines taken."""
-        return DomeChunk(*super().feed_chunk(parser.scanner, lines, start, limit, budget, latest))
+        return _as_chunk(DomeChunk, _feed_chunk(self, parser.scanner, lines, start, limit, budget, latest))
 
     def receive(self, on_record) -> None:
         """Hand the records to `on_record` from now on, instead of returning them, when it

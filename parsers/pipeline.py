@@ -749,7 +749,14 @@ class Source:
             budget = max(1, min(ADVANCE_EVERY - pipeline._since_advance, n - i))
             chunk = feed_chunk(parser, lines, i, limit, budget, self._latest)
             self.line_no += chunk.next - i
-            self._count_dome_chunk(chunk)
+            # counted as _parse_dome counts each line (both through _count_dome_parsed)
+            self.n_unmatched += chunk.unmatched
+            if chunk.foreign:
+                self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += chunk.foreign
+            for host, parsed, latest in chunk.hosts:  # each line names its node
+                self._count_dome_parsed(host, parsed, latest)
+            if chunk.latest > self._latest:
+                self._latest = chunk.latest
             if chunk.why == engines.MALFORMED_LINE:  # the scanner's result and reason are its
                 line = bounded(self._line_at(lines, chunk.next - 1))
                 text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
@@ -765,20 +772,9 @@ class Source:
             if chunk.why == engines.SLOW:  # not UTF-8 text: feed() decodes and counts it
                 self.feed(self._line_at(lines, i))
                 i += 1
-            if limit is not None and self.position > limit:
+            if limit is not None and self._latest > limit:   # its position
                 return i
         return i
-
-    def _count_dome_chunk(self, chunk) -> None:
-        """What a chunk of DOME lines read, counted as _parse_dome counts each line (both
-        through _count_dome_parsed)."""
-        self.n_unmatched += chunk.unmatched
-        if chunk.foreign:
-            self.other_counts[(self.host, OTHER_PROGRAM, FOREIGN)] += chunk.foreign
-        for host, parsed, latest in chunk.hosts:  # each line names its node
-            self._count_dome_parsed(host, parsed, latest)
-        if chunk.latest > self._latest:
-            self._latest = chunk.latest
 
     def _count_dome_parsed(self, host: str, parsed: int, latest: int) -> None:
         """`parsed` DOME lines of `host`, the latest at `latest` (one line's, or a chunk's

@@ -8,8 +8,10 @@
 //! reads it: a class run never gives back a byte (the step after it starts with a byte
 //! outside the class, or is the end), so the only choices are a `.*?` or `.*`'s length,
 //! tried in PCRE2's order (shortest or longest first, at each place its next literal
-//! stands) until the rest holds. A test pins the spans and refusals to PCRE2's on lines
-//! made to stray from each role's at every place.
+//! stands) until the rest holds. Each role's reader is code made from its list by a macro
+//! (`walk!`), not a loop over it: the loop cost ~650 instructions a DOME line, ~280 the
+//! code (issue 30). A test pins the spans and refusals to PCRE2's on lines made to stray
+//! from each role's at every place.
 //!
 //! The scanner matches a role as `\G(?:PATTERN)\s*\z` from the head's end, in UTF mode
 //! without UCP: `\s \d \w` are ASCII, and a byte past ASCII is in `\S`, `[^']` and
@@ -59,6 +61,7 @@ const fn classes() -> [u8; 256] {
 
 /// One step of a role pattern; `g`: the group whose span it is (0: none).
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // data the tests read; the readers are code made from its tokens (roles!)
 enum Step {
     /// Literal text.
     Lit(&'static [u8]),
@@ -78,8 +81,131 @@ const fn run(class: u8, min: usize, g: usize) -> Step {
     Run { class, min, max: ANY, g }
 }
 
-/// The implemented role patterns (as the profiles write them), their steps and groups.
-const ROLES: &[(&str, &[Step], usize)] = &[
+/// Where a run of `class` bytes (at most `max`) from `at` stops.
+#[inline(always)]
+fn run_end(line: &[u8], at: usize, class: u8, max: usize) -> usize {
+    match stops(class) {
+        Some(stops) => until(line, at, stops),
+        // 8 bytes a step: a byte at a time through an iterator was ~8 instructions a digit
+        // (ipcfd, keepConnection, bodyitems, matchings, size)
+        None if class == DIGIT && max == ANY => digits(line, at),
+        None => {
+            let rest = &line[at..];
+            let n = rest.iter().take(max).position(|&c| CLASSES[usize::from(c)] & class == 0);
+            at + n.unwrap_or(rest.len().min(max))
+        }
+    }
+}
+
+/// `\s*\z` from `at`: `at`, or None.
+#[inline(always)]
+fn ends(line: &[u8], at: usize) -> Option<usize> {
+    let n = line[at..].iter().take_while(|&&c| is_space(c)).count();
+    (at + n == line.len()).then_some(at)
+}
+
+/// The code reading a list of steps from `$at` in `$line`, then `\s*\z` (an expression:
+/// where the steps' text ends, or None), each step's own code with its literal and class
+/// constants: no `match` on a step read from memory, no loop over a list. A `.*?` (`.*`)
+/// tries the rest at each place its next literal stands, nearest (farthest) first. Each
+/// step in the list is followed by a comma.
+macro_rules! walk {
+    ($line:ident, $at:ident, $spans:ident;) => {
+        ends($line, $at)
+    };
+    ($line:ident, $at:ident, $spans:ident; Lit($text:expr), $($rest:tt)*) => {{
+        const TEXT: &[u8] = $text;
+        if same($line, $at, TEXT) {
+            let $at = $at + TEXT.len();
+            walk!($line, $at, $spans; $($rest)*)
+        } else {
+            None
+        }
+    }};
+    ($line:ident, $at:ident, $spans:ident; run($class:expr, $min:expr, $g:expr), $($rest:tt)*) => {
+        walk!($line, $at, $spans; Run { class: $class, min: $min, max: ANY, g: $g }, $($rest)*)
+    };
+    ($line:ident, $at:ident, $spans:ident; Run { class: $class:expr, min: $min:expr, max: $max:expr, g: $g:expr }, $($rest:tt)*) => {{
+        let end = run_end($line, $at, $class, $max);
+        if end - $at < $min {
+            None
+        } else {
+            $spans[$g] = Some(($at, end));
+            let $at = end;
+            walk!($line, $at, $spans; $($rest)*)
+        }
+    }};
+    ($line:ident, $at:ident, $spans:ident; Lazy { g: $g:expr }, Lit($text:expr), $($rest:tt)*) => {{
+        const TEXT: &[u8] = $text;
+        // each place the literal stands, nearest first
+        let mut p = $at;
+        loop {
+            p = until($line, p, Stops::byte(TEXT[0]));
+            if p + TEXT.len() > $line.len() {
+                break None;
+            }
+            if same($line, p, TEXT) {
+                $spans[$g] = Some(($at, p));
+                let end = {
+                    let $at = p + TEXT.len();
+                    walk!($line, $at, $spans; $($rest)*)
+                };
+                if end.is_some() {
+                    break end;
+                }
+            }
+            p += 1;
+        }
+    }};
+    // `.*` to the end leaves `\s*\z` nothing to do
+    ($line:ident, $at:ident, $spans:ident; Greedy { g: $g:expr },) => {{
+        $spans[$g] = Some(($at, $line.len()));
+        Some($line.len())
+    }};
+    ($line:ident, $at:ident, $spans:ident; Greedy { g: $g:expr }, Lit($text:expr), $($rest:tt)*) => {{
+        const TEXT: &[u8] = $text;
+        // each place the literal stands, farthest first
+        let mut found = None;
+        if let Some(last) = $line.len().checked_sub(TEXT.len()) {
+            let mut p = last + 1;
+            while p > $at {
+                p -= 1;
+                if $line[p] == TEXT[0] && same($line, p, TEXT) {
+                    $spans[$g] = Some(($at, p));
+                    let end = {
+                        let $at = p + TEXT.len();
+                        walk!($line, $at, $spans; $($rest)*)
+                    };
+                    if end.is_some() {
+                        found = end;
+                        break;
+                    }
+                }
+            }
+        }
+        found
+    }};
+}
+
+/// ROLES from each role's (pattern, [steps], groups): its steps as data (which the tests
+/// hold to their premises) and its reader, made from the same steps by `walk!`.
+macro_rules! roles {
+    ($(($pattern:expr, &[$($name:ident $args:tt),* $(,)?], $groups:expr $(,)?)),* $(,)?) => {
+        const ROLES: &[(&str, &[Step], usize, Read)] = &[$(
+            ($pattern, &[$($name $args),*], $groups, {
+                #[allow(unused_comparisons)] // a run of at least 0 bytes
+                fn read(line: &[u8], at: usize, spans: &mut Own) -> Option<usize> {
+                    walk!(line, at, spans; $($name $args,)*)
+                }
+                read
+            }),
+        )*];
+    };
+}
+
+// The implemented role patterns (as the profiles write them), their steps and groups, and
+// the reader of each made from the same steps (`roles!`).
+roles! {
     (
         r"dome workerFunc : Accepted connection, ipcfd: \d+, keepConnection: \d+",
         &[Lit(b"dome workerFunc : Accepted connection, ipcfd: "), run(DIGIT, 1, 0), Lit(b", keepConnection: "),
@@ -147,7 +273,7 @@ const ROLES: &[(&str, &[Step], usize)] = &[
         &[run(NOT_SPACE, 1, 0), Lit(b" !! "), run(NOT_SPACE, 1, 0), Lit(b" : "), Greedy { g: 0 }],
         0,
     ),
-];
+}
 
 /// Room for every group of the implemented patterns as the scanner is given them: 0 the
 /// whole match, 1 the role's wrapper, then the pattern's own.
@@ -156,10 +282,17 @@ pub(crate) const GROUPS: usize = 6;
 /// A role match's group spans by PCRE2's group number.
 pub(crate) type Spans = [Option<(usize, usize)>; GROUPS];
 
+/// A role's own groups' spans (its 1... at 0...), as a reader writes them.
+type Own = [Option<(usize, usize)>; GROUPS - 1];
+
+/// A role's reader: where its steps' text ends (white space to the line's end after it),
+/// or None.
+type Read = fn(&[u8], usize, &mut Own) -> Option<usize>;
+
 /// The reader of one implemented role pattern.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RoleReader {
-    steps: &'static [Step],
+    read: Read,
 }
 
 impl RoleReader {
@@ -176,7 +309,7 @@ impl RoleReader {
         }
         // the profile's own text: its groups' names without the wrapper's prefix
         let inner = inner.replace(&format!("(?P<a{i}_"), "(?P<");
-        ROLES.iter().find(|(text, _, _)| *text == inner).map(|&(_, steps, _)| RoleReader { steps })
+        ROLES.iter().find(|(text, _, _, _)| *text == inner).map(|&(_, _, _, read)| RoleReader { read })
     }
 
     /// Whether the pattern matches `line` from `at` to its end (trailing white space
@@ -185,8 +318,8 @@ impl RoleReader {
     pub(crate) fn read(&self, line: &[u8], at: usize, spans: &mut Spans) -> bool {
         // the pattern's own groups (its 1... at 2...) written in place: each on every
         // reading that holds; its 0 (a step's span of no group) at the wrapper's 1, set last
-        let own: &mut [Option<(usize, usize)>; GROUPS - 1] = (&mut spans[1..]).try_into().expect("GROUPS - 1");
-        let Some(end) = steps(self.steps, line, at, own) else {
+        let own: &mut Own = (&mut spans[1..]).try_into().expect("GROUPS - 1");
+        let Some(end) = (self.read)(line, at, own) else {
             return false;
         };
         spans[0] = Some((at, line.len()));
@@ -205,77 +338,6 @@ fn stops(class: u8) -> Option<Stops> {
         NOT_SPACE => Some(Stops::space_or(b' ', b' ')),
         _ => None,
     }
-}
-
-/// `steps` from `at`, then `\s*\z`: where the steps' text ends (white space to the
-/// line's end after it), or None.
-fn steps(steps: &[Step], line: &[u8], mut at: usize, spans: &mut [Option<(usize, usize)>; GROUPS - 1]) -> Option<usize> {
-    for (i, step) in steps.iter().enumerate() {
-        match *step {
-            Lit(text) => {
-                if !same(line, at, text) {
-                    return None;
-                }
-                at += text.len();
-            }
-            Run { class, min, max, g } => {
-                let end = match stops(class) {
-                    Some(stops) => until(line, at, stops),
-                    // 8 bytes a step: a byte at a time through an iterator was ~8
-                    // instructions a digit (ipcfd, keepConnection, bodyitems, matchings, size)
-                    None if class == DIGIT && max == ANY => digits(line, at),
-                    None => {
-                        let rest = &line[at..];
-                        let n = rest.iter().take(max).position(|&c| CLASSES[usize::from(c)] & class == 0);
-                        at + n.unwrap_or(rest.len().min(max))
-                    }
-                };
-                if end - at < min {
-                    return None;
-                }
-                spans[g] = Some((at, end));
-                at = end;
-            }
-            Lazy { g } => {
-                let Some(&Lit(text)) = steps.get(i + 1) else { unreachable!("a Lit follows a Lazy") };
-                // each place the literal stands, nearest first
-                let mut p = at;
-                loop {
-                    p = until(line, p, Stops::byte(text[0]));
-                    if p + text.len() > line.len() {
-                        return None;
-                    }
-                    if same(line, p, text) {
-                        spans[g] = Some((at, p));
-                        if let Some(end) = self::steps(&steps[i + 1..], line, p, spans) {
-                            return Some(end);
-                        }
-                    }
-                    p += 1;
-                }
-            }
-            Greedy { g } => {
-                let Some(&Lit(text)) = steps.get(i + 1) else {
-                    // `.*` to the end leaves `\s*\z` nothing to do
-                    spans[g] = Some((at, line.len()));
-                    return Some(line.len());
-                };
-                // each place the literal stands, farthest first
-                let last = line.len().checked_sub(text.len())?;
-                for p in (at..=last).rev() {
-                    if line[p] == text[0] && same(line, p, text) {
-                        spans[g] = Some((at, p));
-                        if let Some(end) = self::steps(&steps[i + 1..], line, p, spans) {
-                            return Some(end);
-                        }
-                    }
-                }
-                return None;
-            }
-        }
-    }
-    let n = line[at..].iter().take_while(|&&c| is_space(c)).count();
-    (at + n == line.len()).then_some(at)
 }
 
 #[cfg(test)]
@@ -330,7 +392,7 @@ mod tests {
     #[test]
     fn each_role_read_by_hand_is_what_pcre2_reads_on_every_line_near_a_role_line() {
         let lines = strays();
-        for (part, _, groups) in ROLES {
+        for (part, _, groups, _) in ROLES {
             let pattern = wrapped(part, 7);
             let reader = RoleReader::of(&pattern).expect("an implemented role");
             let mut regex = Pattern::with_options(&pattern, true, true).unwrap();
@@ -365,7 +427,7 @@ mod tests {
     /// match, and reading it whole is PCRE2's reading.
     #[test]
     fn every_choice_in_a_role_is_a_grown_or_shrunk_any_run() {
-        for (part, steps, _) in ROLES {
+        for (part, steps, _, _) in ROLES {
             for (i, step) in steps.iter().enumerate() {
                 let next = steps.get(i + 1);
                 match step {
@@ -395,10 +457,10 @@ mod tests {
     fn the_roles_a_dispatch_by_their_leads_leaves_find_the_role_that_trying_all_finds() {
         // each role's lead: its first literal (a `\S+` first has none)
         let leads: Vec<&[u8]> =
-            ROLES.iter().map(|(_, steps, _)| if let Step::Lit(text) = steps[0] { text } else { b"" }).collect();
+            ROLES.iter().map(|(_, steps, _, _)| if let Step::Lit(text) = steps[0] { text } else { b"" }).collect();
         let dispatch = LeadDispatch::of(&leads).expect("fewer roles than MAX");
         let mut regexes: Vec<Pattern> =
-            ROLES.iter().enumerate().map(|(i, (part, _, _))| Pattern::with_options(&wrapped(part, i), true, true).unwrap()).collect();
+            ROLES.iter().enumerate().map(|(i, (part, _, _, _))| Pattern::with_options(&wrapped(part, i), true, true).unwrap()).collect();
         let (mut lines, mut tried) = (0, 0);
         for message in strays() {
             let line = format!("{PREFIX}{message}");
@@ -414,7 +476,7 @@ mod tests {
 
     #[test]
     fn a_role_pattern_not_exactly_implemented_is_left_to_the_regex() {
-        let (part, _, _) = ROLES[1];
+        let (part, _, _, _) = ROLES[1];
         for i in [0, 1, 12] {
             assert!(RoleReader::of(&wrapped(part, i)).is_some());
         }
