@@ -4,7 +4,6 @@ from memory, so a .gz decompresses it once and a FIFO or stdin replays whole."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import stat
@@ -14,6 +13,15 @@ from itertools import islice
 from typing import BinaryIO, Iterator
 
 from dpmstream.parsers import extension
+
+# The fingerprint's digest: BLAKE2b, CPython's own (hashlib.blake2b is this one), not
+# hashlib's SHA-256: importing hashlib loads OpenSSL's libcrypto, ~11 M instructions of
+# every replay's start-up (issue 30), ~3% of a two-line replay's; the digest is only
+# compared within the process (replay_files: the same content named twice).
+try:
+    from _blake2 import blake2b as _digest
+except ImportError:  # an interpreter without CPython's module
+    from hashlib import blake2b as _digest
 from dpmstream.streams.linecut import CUT_BYTES, LineCutter
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -232,7 +240,7 @@ class OpenedInput:
         head, error = _read_head(rest)
         self.fingerprint = None
         if head and not inp.once and (error is None or len(head) >= FINGERPRINT_BYTES):
-            self.fingerprint = hashlib.sha256(head[:FINGERPRINT_BYTES]).digest()
+            self.fingerprint = _digest(head[:FINGERPRINT_BYTES]).digest()
         self.first_lines = list(islice(iter_lines(io.BytesIO(head)), HEAD_LINES))
         self.stream: BinaryIO | None = io.BufferedReader(_Rewound(head, rest, error), READ_HINT)
 
