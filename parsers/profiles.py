@@ -274,8 +274,42 @@ def bundled_profile_data() -> list[tuple[Path, dict]]:
     """(path, its TOML) of every bundled profile file, whatever its family (the dicts are
     shared: read, not changed)."""
     if not _BUNDLED_DATA:
-        _BUNDLED_DATA.extend((path, read_profile_file(path)) for path in bundled_profile_paths())
+        from dpmstream.regex_profiles import _parsed
+        for path in bundled_profile_paths():
+            text = path.read_bytes()
+            kept = _parsed.FILES.get(path.name)
+            if kept is not None and kept[0] == parsed_key(text):
+                _BUNDLED_DATA.append((path, kept[1]))
+            else:   # edited since regex_profiles/_parsed.py was written: read as any file
+                _BUNDLED_DATA.append((path, read_profile_file(path)))
     return _BUNDLED_DATA
+
+
+def parsed_key(text: bytes) -> tuple[int, int]:
+    """What regex_profiles/_parsed.py keeps of a bundled file's bytes, to know its TOML
+    there is of these very bytes: their CRC-32 and length. The copy is there because
+    tomllib costs every replay ~25 M instructions (its import compiles its regexes, and
+    its parser is Python), ~7% of a two-line replay's start-up (issue 30)."""
+    import zlib
+    return zlib.crc32(text), len(text)
+
+
+def write_parsed(path: str | Path | None = None) -> str:
+    """Writes regex_profiles/_parsed.py (or `path`) from the bundled files as they are:
+    `python -m dpmstream.parsers.profiles` after changing one (a test fails until then)."""
+    import pprint
+    files = {}
+    for file in bundled_profile_paths():
+        files[file.name] = (parsed_key(file.read_bytes()), read_profile_file(file))
+    text = ('"""Written by `python -m dpmstream.parsers.profiles` (profiles.write_parsed): each '
+            'bundled\nprofile file\'s TOML as tomllib reads it, under (CRC-32, length) of its '
+            'bytes. Not to edit:\nbundled_profile_data reads a file whose bytes differ with '
+            'tomllib."""\n\nFILES = ' + pprint.pformat(files, sort_dicts=False, width=100) + "\n")
+    if path is None:
+        from dpmstream import regex_profiles
+        path = Path(regex_profiles.__path__[0]) / "_parsed.py"
+    Path(path).write_text(text, encoding="utf-8")
+    return str(path)
 
 
 _BUNDLED: dict[str, Profile] = {}
@@ -343,3 +377,7 @@ def detect_profile(lines: list[str], candidates: list[Profile] | None = None) ->
         if s > best_score:
             best, best_score = profile, s
     return best
+
+
+if __name__ == "__main__":
+    print(write_parsed())

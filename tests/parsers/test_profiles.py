@@ -144,3 +144,44 @@ def test_a_form_not_yet_compiled_reads_every_line_as_the_compiled_form_does():
             read = [(m and m.span(), alt and alt.role, form is None) for form, m, alt in (want, got)]
             assert read[1] == read[0], line
     assert any(match_line(compiled, line)[2] is not None for line in rsyslog)
+
+
+# -- the bundled files' TOML kept parsed (regex_profiles/_parsed.py) ------------------------
+
+def test_the_kept_toml_of_every_bundled_file_is_what_tomllib_reads_of_it_now():
+    """Fails after a bundled profile is edited: `python -m dpmstream.parsers.profiles`
+    writes regex_profiles/_parsed.py again (until then each run reads the file with tomllib)."""
+    import tomllib
+    from dpmstream.parsers.profiles import bundled_profile_paths, parsed_key
+    from dpmstream.regex_profiles import _parsed
+    paths = bundled_profile_paths()
+    assert sorted(_parsed.FILES) == sorted(p.name for p in paths)
+    for path in paths:
+        key, data = _parsed.FILES[path.name]
+        assert key == parsed_key(path.read_bytes()), f"{path.name} changed since _parsed.py was written"
+        # repr: the tables' order too, which a dict's == ignores
+        assert repr(data) == repr(tomllib.loads(path.read_text(encoding="utf-8")))
+
+
+def test_a_bundled_file_whose_bytes_differ_from_the_kept_ones_is_read_with_tomllib(monkeypatch):
+    import tomllib
+    from dpmstream.parsers import profiles
+    from dpmstream.regex_profiles import _parsed
+    name = "lcgdm-dpm.toml"
+    (crc, length), data = _parsed.FILES[name]
+    stale = {**data, "description": "as the file was before an edit"}
+    monkeypatch.setattr(_parsed, "FILES", {**_parsed.FILES, name: ((crc ^ 1, length), stale)})
+    monkeypatch.setattr(profiles, "_BUNDLED_DATA", [])
+    got = dict((path.name, d) for path, d in profiles.bundled_profile_data())
+    path = next(p for p in profiles.bundled_profile_paths() if p.name == name)
+    assert got[name] == tomllib.loads(path.read_text(encoding="utf-8")) != stale
+    # the others are the kept copies themselves
+    assert all(got[n] is kept for n, (_, kept) in _parsed.FILES.items() if n != name)
+
+
+def test_write_parsed_writes_the_module_as_it_is_kept(tmp_path):
+    from dpmstream.parsers.profiles import write_parsed
+    from dpmstream.regex_profiles import _parsed
+    written = tmp_path / "_parsed.py"
+    write_parsed(written)
+    assert written.read_text(encoding="utf-8") == open(_parsed.__file__, encoding="utf-8").read()
