@@ -23,7 +23,6 @@ across sources and the event-time sweeps are the same code for both families.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +36,7 @@ from dpmstream.parsers.dome_profiles import (
     DomeProfile, bundled_dome_profiles, detect_dome_profile, resolve_any_profile,
 )
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
+from dpmstream.parsers.lazylog import get_logger
 from dpmstream.parsers.lines import (
     FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
 )
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 # The DOME engine's modules (dome_checksums, dome_state, the reassembler's) are imported
 # where a DOME source starts or a DOME state is restored: a DPM log's replay needs none.
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # lazylog: logging imported for a message written
 
 DETECT_LINES = 200        # lines buffered to detect a file's profile
 ADVANCE_EVERY = 4096      # lines between event-time timeout sweeps
