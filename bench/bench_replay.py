@@ -31,7 +31,7 @@ def ensure_bytecode() -> str:
     gets any, and every run would compile ~40 ms of source a real site never compiles."""
     import compileall
     repo = Path(__file__).resolve().parents[1]
-    dirs = ["dpmstream", "parsers", "streams", "probes", "report", "simulator", "regex_profiles"]
+    dirs = ["dpmstream", "parsers", "streams", "probes", "report", "simulator"]
     ok = all(compileall.compile_dir(str(repo / d), quiet=1) for d in dirs if (repo / d).is_dir())
     why = " (PYTHONDONTWRITEBYTECODE is set here)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
     return f"bytecode: {'compiled' if ok else 'compile FAILED'} before measuring{why}"

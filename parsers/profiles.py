@@ -274,41 +274,52 @@ def bundled_profile_data() -> list[tuple[Path, dict]]:
     """(path, its TOML) of every bundled profile file, whatever its family (the dicts are
     shared: read, not changed)."""
     if not _BUNDLED_DATA:
-        from dpmstream.regex_profiles import _parsed
+        kept = _parsed_files()
         for path in bundled_profile_paths():
-            text = path.read_bytes()
-            kept = _parsed.FILES.get(path.name)
-            if kept is not None and kept[0] == parsed_key(text):
-                _BUNDLED_DATA.append((path, kept[1]))
-            else:   # edited since regex_profiles/_parsed.py was written: read as any file
+            entry = kept.get(path.name)
+            if entry is not None and entry["key"] == parsed_key(path.read_bytes()):
+                _BUNDLED_DATA.append((path, entry["toml"]))
+            else:   # edited since regex_profiles/parsed.json was written: read as any file
                 _BUNDLED_DATA.append((path, read_profile_file(path)))
     return _BUNDLED_DATA
 
 
-def parsed_key(text: bytes) -> tuple[int, int]:
-    """What regex_profiles/_parsed.py keeps of a bundled file's bytes, to know its TOML
-    there is of these very bytes: their CRC-32 and length. The copy is there because
-    tomllib costs every replay ~25 M instructions (its import compiles its regexes, and
-    its parser is Python), ~7% of a two-line replay's start-up (issue 30)."""
+# Each bundled file's TOML as tomllib reads it, under parsed_key of its bytes: tomllib
+# costs every replay ~25 M instructions (its import compiles its regexes, its parser is
+# Python), ~7% of a two-line replay's start-up (issue 30); json's C reader a fraction of it.
+PARSED = "parsed.json"
+
+
+def parsed_key(text: bytes) -> list[int]:
+    """What regex_profiles/parsed.json keeps of a bundled file's bytes, to know that the
+    TOML it holds is of these very bytes: their CRC-32 and length."""
     import zlib
-    return zlib.crc32(text), len(text)
+    return [zlib.crc32(text), len(text)]
+
+
+def _parsed_path() -> Path:
+    from dpmstream import regex_profiles
+    return Path(regex_profiles.__path__[0]) / PARSED
+
+
+def _parsed_files() -> dict:
+    """parsed.json's files ({} where it cannot be read: each file is read with tomllib)."""
+    import json
+    try:
+        with open(_parsed_path(), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def write_parsed(path: str | Path | None = None) -> str:
-    """Writes regex_profiles/_parsed.py (or `path`) from the bundled files as they are:
+    """Writes regex_profiles/parsed.json (or `path`) from the bundled files as they are:
     `python -m dpmstream.parsers.profiles` after changing one (a test fails until then)."""
-    import pprint
-    files = {}
-    for file in bundled_profile_paths():
-        files[file.name] = (parsed_key(file.read_bytes()), read_profile_file(file))
-    text = ('"""Written by `python -m dpmstream.parsers.profiles` (profiles.write_parsed): each '
-            'bundled\nprofile file\'s TOML as tomllib reads it, under (CRC-32, length) of its '
-            'bytes. Not to edit:\nbundled_profile_data reads a file whose bytes differ with '
-            'tomllib."""\n\nFILES = ' + pprint.pformat(files, sort_dicts=False, width=100) + "\n")
-    if path is None:
-        from dpmstream import regex_profiles
-        path = Path(regex_profiles.__path__[0]) / "_parsed.py"
-    Path(path).write_text(text, encoding="utf-8")
+    import json
+    files = {file.name: {"key": parsed_key(file.read_bytes()), "toml": read_profile_file(file)}
+             for file in bundled_profile_paths()}
+    path = Path(path or _parsed_path())
+    path.write_text(json.dumps(files, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return str(path)
 
 

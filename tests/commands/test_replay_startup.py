@@ -41,7 +41,7 @@ NOT_FOR_REPLAY = (
     # The DOME engine's modules (either engine): imported at the first DOME log.
     "dpmstream.parsers.dome_reassembly", "dpmstream.parsers.dome_checksums",
     "dpmstream.parsers.dome_state", "dpmstream.parsers.compiled_dome",
-    # The bundled profiles' TOML is kept parsed (regex_profiles/_parsed.py); tomllib reads
+    # The bundled profiles' TOML is kept parsed (regex_profiles/parsed.json); tomllib reads
     # only a file given by path or edited since. The inputs' fingerprint is BLAKE2b, which
     # needs no OpenSSL: hashlib loads libcrypto (~11 M instructions).
     "tomllib", "hashlib", "_hashlib",

@@ -146,42 +146,51 @@ def test_a_form_not_yet_compiled_reads_every_line_as_the_compiled_form_does():
     assert any(match_line(compiled, line)[2] is not None for line in rsyslog)
 
 
-# -- the bundled files' TOML kept parsed (regex_profiles/_parsed.py) ------------------------
+# -- the bundled files' TOML kept parsed (regex_profiles/parsed.json) ----------------------
 
 def test_the_kept_toml_of_every_bundled_file_is_what_tomllib_reads_of_it_now():
     """Fails after a bundled profile is edited: `python -m dpmstream.parsers.profiles`
-    writes regex_profiles/_parsed.py again (until then each run reads the file with tomllib)."""
+    writes regex_profiles/parsed.json again (until then each run reads the file with tomllib)."""
     import tomllib
-    from dpmstream.parsers.profiles import bundled_profile_paths, parsed_key
-    from dpmstream.regex_profiles import _parsed
+    from dpmstream.parsers.profiles import _parsed_files, bundled_profile_paths, parsed_key
+    kept = _parsed_files()
     paths = bundled_profile_paths()
-    assert sorted(_parsed.FILES) == sorted(p.name for p in paths)
+    assert sorted(kept) == sorted(p.name for p in paths)
     for path in paths:
-        key, data = _parsed.FILES[path.name]
-        assert key == parsed_key(path.read_bytes()), f"{path.name} changed since _parsed.py was written"
-        # repr: the tables' order too, which a dict's == ignores
-        assert repr(data) == repr(tomllib.loads(path.read_text(encoding="utf-8")))
+        assert kept[path.name]["key"] == parsed_key(path.read_bytes()), \
+            f"{path.name} changed since parsed.json was written"
+        # repr: the tables' order and the values' types too, which == would not all see
+        assert repr(kept[path.name]["toml"]) == repr(tomllib.loads(path.read_text(encoding="utf-8")))
 
 
 def test_a_bundled_file_whose_bytes_differ_from_the_kept_ones_is_read_with_tomllib(monkeypatch):
     import tomllib
     from dpmstream.parsers import profiles
-    from dpmstream.regex_profiles import _parsed
+    kept = profiles._parsed_files()
     name = "lcgdm-dpm.toml"
-    (crc, length), data = _parsed.FILES[name]
-    stale = {**data, "description": "as the file was before an edit"}
-    monkeypatch.setattr(_parsed, "FILES", {**_parsed.FILES, name: ((crc ^ 1, length), stale)})
+    crc, length = kept[name]["key"]
+    stale = {**kept[name]["toml"], "description": "as the file was before an edit"}
+    kept[name] = {"key": [crc ^ 1, length], "toml": stale}
+    monkeypatch.setattr(profiles, "_parsed_files", lambda: kept)
     monkeypatch.setattr(profiles, "_BUNDLED_DATA", [])
-    got = dict((path.name, d) for path, d in profiles.bundled_profile_data())
+    got = {path.name: data for path, data in profiles.bundled_profile_data()}
     path = next(p for p in profiles.bundled_profile_paths() if p.name == name)
     assert got[name] == tomllib.loads(path.read_text(encoding="utf-8")) != stale
     # the others are the kept copies themselves
-    assert all(got[n] is kept for n, (_, kept) in _parsed.FILES.items() if n != name)
+    assert all(got[n] is entry["toml"] for n, entry in kept.items() if n != name)
 
 
-def test_write_parsed_writes_the_module_as_it_is_kept(tmp_path):
-    from dpmstream.parsers.profiles import write_parsed
-    from dpmstream.regex_profiles import _parsed
-    written = tmp_path / "_parsed.py"
+def test_without_the_kept_copy_every_bundled_file_is_read_with_tomllib(monkeypatch, tmp_path):
+    from dpmstream.parsers import profiles
+    monkeypatch.setattr(profiles, "_parsed_path", lambda: tmp_path / "absent.json")
+    assert profiles._parsed_files() == {}
+    monkeypatch.setattr(profiles, "_BUNDLED_DATA", [])
+    assert [data for _, data in profiles.bundled_profile_data()] == [
+        read_profile_file(p) for p in profiles.bundled_profile_paths()]
+
+
+def test_write_parsed_writes_the_file_as_it_is_kept(tmp_path):
+    from dpmstream.parsers.profiles import _parsed_path, write_parsed
+    written = tmp_path / "parsed.json"
     write_parsed(written)
-    assert written.read_text(encoding="utf-8") == open(_parsed.__file__, encoding="utf-8").read()
+    assert written.read_text(encoding="utf-8") == _parsed_path().read_text(encoding="utf-8")
