@@ -10,7 +10,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from itertools import islice
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
 
 from dpmstream.parsers import extension
 
@@ -23,6 +23,10 @@ try:
 except ImportError:  # an interpreter without CPython's module
     from hashlib import blake2b as _digest
 from dpmstream.streams.linecut import CUT_BYTES, LineCutter
+
+TYPE_CHECKING = False   # typing.TYPE_CHECKING; typing's import was ~11 M instructions of replay's start-up (issue 30)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BZIP2_MAGIC = b"BZh"

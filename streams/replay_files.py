@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import sys
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from collections.abc import Callable
 
 from dpmstream.parsers.clock import ClockError, offset_name, rfc3339_offset_minutes, rfc3339_to_ms
 from dpmstream.parsers.lazylog import get_logger

@@ -47,6 +47,8 @@ NOT_FOR_REPLAY = (
     "tomllib", "hashlib", "_hashlib",
     # Messages go through parsers/lazylog: logging is imported for one written (-v, a warning).
     "logging",
+    # typing: TYPE_CHECKING is a constant False, NamedTuples are collections.namedtuple.
+    "typing",
 )
 
 
