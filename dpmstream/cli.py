@@ -11,7 +11,6 @@ import argparse
 import atexit
 import gc
 import importlib
-import logging
 import os
 import sys
 
@@ -114,7 +113,8 @@ def _run(args) -> int:
         print(f"{where}: {describe_error(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug: one line, and the traceback for whoever asks
-        logging.getLogger("dpmstream").debug("traceback", exc_info=True)
+        from dpmstream.parsers.lazylog import get_logger
+        get_logger("dpmstream").debug("traceback", exc_info=True)
         print(f"{where}: internal error: {type(exc).__name__}: {exc} "
               "(-vv shows the traceback)", file=sys.stderr)
         return 70

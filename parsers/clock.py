@@ -14,7 +14,8 @@ import functools
 import os
 import re
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False   # typing.TYPE_CHECKING; typing's import was ~11 M instructions of replay's start-up (issue 30)
 
 if TYPE_CHECKING:  # zoneinfo itself is imported by load_zone: a run that dates no line skips it
     from zoneinfo import ZoneInfo

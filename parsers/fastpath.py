@@ -13,15 +13,15 @@ the work.
 
 from __future__ import annotations
 
-import logging
 import re
 
 from .events import Event
 from .extension import compiled
+from .lazylog import get_logger
 from .shapes import MASKS, SHAPE_CHARS
 from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, FIELDS, ROLES, UNMATCHED, CompiledForm, Profile, role_patterns
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # lazylog: logging imported for a message written
 
 # What FastLines.parse returns for a line whose envelope matches but no role does.
 UNMATCHED_LINE = UNMATCHED

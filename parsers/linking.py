@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, fields as dc_fields
-from typing import Callable
+from collections.abc import Callable
 
 from .schema import key_of
 

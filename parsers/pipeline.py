@@ -23,12 +23,11 @@ across sources and the event-time sweeps are the same code for both families.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from dpmstream.parsers import engines
 from dpmstream.parsers.clock import EventClock, load_zone, stream_reference
@@ -37,6 +36,7 @@ from dpmstream.parsers.dome_profiles import (
     DomeProfile, bundled_dome_profiles, detect_dome_profile, resolve_any_profile,
 )
 from dpmstream.parsers.fastpath import UNMATCHED_LINE
+from dpmstream.parsers.lazylog import get_logger
 from dpmstream.parsers.lines import (
     FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
 )
@@ -46,13 +46,14 @@ from dpmstream.parsers.profiles import (
 from dpmstream.parsers.reassembly import Reassembler, RequestKey, ThreadKey
 from dpmstream.parsers.settings import ReassemblySettings
 
+TYPE_CHECKING = False   # typing.TYPE_CHECKING; typing's import was ~11 M instructions of replay's start-up (issue 30)
 if TYPE_CHECKING:
     from dpmstream.parsers.dome_lines import DomeLineParser
 
 # The DOME engine's modules (dome_checksums, dome_state, the reassembler's) are imported
 # where a DOME source starts or a DOME state is restored: a DPM log's replay needs none.
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # lazylog: logging imported for a message written
 
 DETECT_LINES = 200        # lines buffered to detect a file's profile
 ADVANCE_EVERY = 4096      # lines between event-time timeout sweeps

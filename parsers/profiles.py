@@ -274,8 +274,53 @@ def bundled_profile_data() -> list[tuple[Path, dict]]:
     """(path, its TOML) of every bundled profile file, whatever its family (the dicts are
     shared: read, not changed)."""
     if not _BUNDLED_DATA:
-        _BUNDLED_DATA.extend((path, read_profile_file(path)) for path in bundled_profile_paths())
+        kept = _parsed_files()
+        for path in bundled_profile_paths():
+            entry = kept.get(path.name)
+            if entry is not None and entry["key"] == parsed_key(path.read_bytes()):
+                _BUNDLED_DATA.append((path, entry["toml"]))
+            else:   # edited since regex_profiles/parsed.json was written: read as any file
+                _BUNDLED_DATA.append((path, read_profile_file(path)))
     return _BUNDLED_DATA
+
+
+# Each bundled file's TOML as tomllib reads it, under parsed_key of its bytes: tomllib
+# costs every replay ~25 M instructions (its import compiles its regexes, its parser is
+# Python), ~7% of a two-line replay's start-up (issue 30); json's C reader a fraction of it.
+PARSED = "parsed.json"
+
+
+def parsed_key(text: bytes) -> list[int]:
+    """What regex_profiles/parsed.json keeps of a bundled file's bytes, to know that the
+    TOML it holds is of these very bytes: their CRC-32 and length."""
+    import zlib
+    return [zlib.crc32(text), len(text)]
+
+
+def _parsed_path() -> Path:
+    from dpmstream import regex_profiles
+    return Path(regex_profiles.__path__[0]) / PARSED
+
+
+def _parsed_files() -> dict:
+    """parsed.json's files ({} where it cannot be read: each file is read with tomllib)."""
+    import json
+    try:
+        with open(_parsed_path(), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def write_parsed(path: str | Path | None = None) -> str:
+    """Writes regex_profiles/parsed.json (or `path`) from the bundled files as they are:
+    `python -m dpmstream.parsers.profiles` after changing one (a test fails until then)."""
+    import json
+    files = {file.name: {"key": parsed_key(file.read_bytes()), "toml": read_profile_file(file)}
+             for file in bundled_profile_paths()}
+    path = Path(path or _parsed_path())
+    path.write_text(json.dumps(files, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return str(path)
 
 
 _BUNDLED: dict[str, Profile] = {}
@@ -343,3 +388,7 @@ def detect_profile(lines: list[str], candidates: list[Profile] | None = None) ->
         if s > best_score:
             best, best_score = profile, s
     return best
+
+
+if __name__ == "__main__":
+    print(write_parsed())

@@ -12,7 +12,7 @@ put on a disk node meets the head's put.
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 STEP_MS = 500          # how far one lane runs ahead of the others per turn
 _NOTED = attrgetter("noted")   # the sort's key: no Python frame of its own per lane and turn

@@ -4,17 +4,29 @@ from memory, so a .gz decompresses it once and a FIFO or stdin replays whole."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import stat
 import sys
 from dataclasses import dataclass
 from itertools import islice
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
 
 from dpmstream.parsers import extension
+
+# The fingerprint's digest: BLAKE2b, CPython's own (hashlib.blake2b is this one), not
+# hashlib's SHA-256: importing hashlib loads OpenSSL's libcrypto, ~11 M instructions of
+# every replay's start-up (issue 30), ~3% of a two-line replay's; the digest is only
+# compared within the process (replay_files: the same content named twice).
+try:
+    from _blake2 import blake2b as _digest
+except ImportError:  # an interpreter without CPython's module
+    from hashlib import blake2b as _digest
 from dpmstream.streams.linecut import CUT_BYTES, LineCutter
+
+TYPE_CHECKING = False   # typing.TYPE_CHECKING; typing's import was ~11 M instructions of replay's start-up (issue 30)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BZIP2_MAGIC = b"BZh"
@@ -232,7 +244,7 @@ class OpenedInput:
         head, error = _read_head(rest)
         self.fingerprint = None
         if head and not inp.once and (error is None or len(head) >= FINGERPRINT_BYTES):
-            self.fingerprint = hashlib.sha256(head[:FINGERPRINT_BYTES]).digest()
+            self.fingerprint = _digest(head[:FINGERPRINT_BYTES]).digest()
         self.first_lines = list(islice(iter_lines(io.BytesIO(head)), HEAD_LINES))
         self.stream: BinaryIO | None = io.BufferedReader(_Rewound(head, rest, error), READ_HINT)
 

@@ -9,7 +9,7 @@ side by side in event time by the domain's rule (parsers/side_by_side.py, `STEP_
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from dpmstream.parsers.dome_profiles import DomeProfile, detect_dome_profile, first_host
 from dpmstream.parsers.profiles import Profile, detect_profile

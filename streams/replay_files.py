@@ -4,19 +4,19 @@
 from __future__ import annotations
 
 import itertools
-import logging
 import sys
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from collections.abc import Callable
 
 from dpmstream.parsers.clock import ClockError, offset_name, rfc3339_offset_minutes, rfc3339_to_ms
+from dpmstream.parsers.lazylog import get_logger
 from dpmstream.parsers.linking import NS_DAEMON
 from dpmstream.streams.inputs import OpenedInput, iter_chunks, open_once, repeated_prefix
 from dpmstream.streams.lanes import lanes_of, run_lanes
 from dpmstream.parsers.pipeline import Pipeline, Source
 from dpmstream.streams.progress import Progress
 
-log = logging.getLogger("dpmstream.replay")
+log = get_logger("dpmstream.replay")  # lazylog: logging imported for a message written
 
 # Inputs held open, their heads in memory, from their recognition to their turn; those
 # after are closed once recognised and opened again when read (their head read twice).

@@ -14,13 +14,13 @@ say) sit beside these and are the caller's to take out before decode().
 
 from __future__ import annotations
 
-import logging
 from typing import Iterable, Mapping
 
+from dpmstream.parsers.lazylog import get_logger
 from dpmstream.parsers.pipeline import StateChanges
 from dpmstream.parsers.reassembly import RequestKey, ThreadKey
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # lazylog: logging imported for a message written
 
 THREAD, REQUEST, FINISHED, SOURCE, DOME = "t|", "r|", "f|", "s|", "d|"
 CLOCK, LINKER = "m", "l"

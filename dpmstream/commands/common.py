@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import logging
 import math
 import os
 import sys
@@ -204,9 +203,18 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
                         "host/op/daemon \"other\" (dpmstream_series_overflow_total; default: %(default)s)")
 
 
-def setup_logging(verbose: int) -> None:
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="dpmstream: %(levelname)s: %(message)s", stream=sys.stderr)
+def setup_logging(verbose: int, deferred: bool = False) -> None:
+    """Messages on stderr from WARNING (-v: INFO, -vv: DEBUG). `deferred`: for a command
+    whose messages all go through parsers/lazylog's loggers (replay without a Kafka
+    client), logging is configured, and imported, when one is first written."""
+    config = dict(level=30 - 10 * min(verbose, 2),   # logging.WARNING, INFO, DEBUG
+                  format="dpmstream: %(levelname)s: %(message)s", stream=sys.stderr)
+    if deferred:
+        from dpmstream.parsers.lazylog import configure
+        configure(**config)
+    else:
+        import logging
+        logging.basicConfig(**config)
 
 
 def checked_profile(spec: str | None):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -20,8 +19,6 @@ from dpmstream.streams.replay_files import replay_inputs
 from dpmstream.streams.sinks.fan_out import FanOut
 from dpmstream.streams.sinks.summary import Summary, label_zone
 from dpmstream.streams.sinks.tally import Aggregates
-
-log = logging.getLogger("dpmstream.replay")
 
 
 def register(sub, name: str, help_text: str) -> None:
@@ -71,7 +68,8 @@ def _kafka_only(args) -> list[str]:
 
 
 def run(args) -> int:
-    setup_logging(args.verbose)
+    # A Kafka client imports logging and writes its own messages: configured now for them.
+    setup_logging(args.verbose, deferred=not args.to_kafka)
     if not args.to_kafka and (ignored := _kafka_only(args)):
         print(f"dpmstream replay: {', '.join(ignored)} only mean(s) something with "
               "--to-kafka", file=sys.stderr)

@@ -41,6 +41,14 @@ NOT_FOR_REPLAY = (
     # The DOME engine's modules (either engine): imported at the first DOME log.
     "dpmstream.parsers.dome_reassembly", "dpmstream.parsers.dome_checksums",
     "dpmstream.parsers.dome_state", "dpmstream.parsers.compiled_dome",
+    # The bundled profiles' TOML is kept parsed (regex_profiles/parsed.json); tomllib reads
+    # only a file given by path or edited since. The inputs' fingerprint is BLAKE2b, which
+    # needs no OpenSSL: hashlib loads libcrypto (~11 M instructions).
+    "tomllib", "hashlib", "_hashlib",
+    # Messages go through parsers/lazylog: logging is imported for one written (-v, a warning).
+    "logging",
+    # typing: TYPE_CHECKING is a constant False, NamedTuples are collections.namedtuple.
+    "typing",
 )
 
 
@@ -111,3 +119,26 @@ def test_a_dome_log_brings_the_dome_engine_it_needs(tmp_path):
     compiled = "dpmstream.parsers.compiled_dome" in modules
     assert compiled == engines.compiled_dome_available()
     assert "dpmstream.parsers.dome_checksums" in modules
+
+
+def replay_stderr(*args) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "dpmstream", "replay", "--quiet", "--tz", "UTC",
+                           "--year", "2011", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stderr.splitlines()
+
+
+def test_without_logging_imported_replay_still_writes_its_messages_as_configured(tmp_path):
+    log = a_dpm_log(tmp_path)
+    copy = tmp_path / "copy"
+    copy.write_bytes(log.read_bytes())
+    # a warning (the same archive twice), formatted by the deferred configuration
+    lines = len(log.read_text().splitlines())
+    assert replay_stderr(log, copy) == [
+        f"dpmstream: WARNING: {copy}: its first {lines} lines repeat {log}: counted once"]
+    # -v: the INFO messages too, the profile each file is read with among them
+    info = replay_stderr("-v", log)
+    assert info and all(line.startswith("dpmstream: INFO: ") for line in info)
+    assert any("profile lcgdm-dpm" in line for line in info)
+    assert replay_stderr(log) == []

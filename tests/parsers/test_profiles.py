@@ -144,3 +144,53 @@ def test_a_form_not_yet_compiled_reads_every_line_as_the_compiled_form_does():
             read = [(m and m.span(), alt and alt.role, form is None) for form, m, alt in (want, got)]
             assert read[1] == read[0], line
     assert any(match_line(compiled, line)[2] is not None for line in rsyslog)
+
+
+# -- the bundled files' TOML kept parsed (regex_profiles/parsed.json) ----------------------
+
+def test_the_kept_toml_of_every_bundled_file_is_what_tomllib_reads_of_it_now():
+    """Fails after a bundled profile is edited: `python -m dpmstream.parsers.profiles`
+    writes regex_profiles/parsed.json again (until then each run reads the file with tomllib)."""
+    import tomllib
+    from dpmstream.parsers.profiles import _parsed_files, bundled_profile_paths, parsed_key
+    kept = _parsed_files()
+    paths = bundled_profile_paths()
+    assert sorted(kept) == sorted(p.name for p in paths)
+    for path in paths:
+        assert kept[path.name]["key"] == parsed_key(path.read_bytes()), \
+            f"{path.name} changed since parsed.json was written"
+        # repr: the tables' order and the values' types too, which == would not all see
+        assert repr(kept[path.name]["toml"]) == repr(tomllib.loads(path.read_text(encoding="utf-8")))
+
+
+def test_a_bundled_file_whose_bytes_differ_from_the_kept_ones_is_read_with_tomllib(monkeypatch):
+    import tomllib
+    from dpmstream.parsers import profiles
+    kept = profiles._parsed_files()
+    name = "lcgdm-dpm.toml"
+    crc, length = kept[name]["key"]
+    stale = {**kept[name]["toml"], "description": "as the file was before an edit"}
+    kept[name] = {"key": [crc ^ 1, length], "toml": stale}
+    monkeypatch.setattr(profiles, "_parsed_files", lambda: kept)
+    monkeypatch.setattr(profiles, "_BUNDLED_DATA", [])
+    got = {path.name: data for path, data in profiles.bundled_profile_data()}
+    path = next(p for p in profiles.bundled_profile_paths() if p.name == name)
+    assert got[name] == tomllib.loads(path.read_text(encoding="utf-8")) != stale
+    # the others are the kept copies themselves
+    assert all(got[n] is entry["toml"] for n, entry in kept.items() if n != name)
+
+
+def test_without_the_kept_copy_every_bundled_file_is_read_with_tomllib(monkeypatch, tmp_path):
+    from dpmstream.parsers import profiles
+    monkeypatch.setattr(profiles, "_parsed_path", lambda: tmp_path / "absent.json")
+    assert profiles._parsed_files() == {}
+    monkeypatch.setattr(profiles, "_BUNDLED_DATA", [])
+    assert [data for _, data in profiles.bundled_profile_data()] == [
+        read_profile_file(p) for p in profiles.bundled_profile_paths()]
+
+
+def test_write_parsed_writes_the_file_as_it_is_kept(tmp_path):
+    from dpmstream.parsers.profiles import _parsed_path, write_parsed
+    written = tmp_path / "parsed.json"
+    write_parsed(written)
+    assert written.read_text(encoding="utf-8") == _parsed_path().read_text(encoding="utf-8")

@@ -405,9 +405,9 @@ def test_a_part_that_could_change_under_its_blocks_is_refused():
 
 # -- fingerprint --------------------------------------------------------------------------
 
-def test_fingerprint_is_the_sha256_of_the_decompressed_head(tmp_path):
+def test_fingerprint_is_the_blake2b_of_the_decompressed_head(tmp_path):
     inp = write(tmp_path, "log.gz", gzip.compress(TEXT))
-    assert fingerprint(inp) == hashlib.sha256(TEXT).digest()
+    assert fingerprint(inp) == hashlib.blake2b(TEXT).digest()
 
 
 def test_the_same_content_plain_and_compressed_has_one_fingerprint(tmp_path):
@@ -421,7 +421,7 @@ def test_fingerprint_reads_only_the_first_64_kib(tmp_path):
     assert FINGERPRINT_BYTES == 64 * 1024
     a = fingerprint(write(tmp_path, "a", head + b"tail one\n"))
     b = fingerprint(write(tmp_path, "b", head + b"another tail\n"))
-    assert a == b == hashlib.sha256(head).digest()
+    assert a == b == hashlib.blake2b(head).digest()
 
 
 def test_different_heads_have_different_fingerprints(tmp_path):
@@ -447,7 +447,7 @@ def test_an_input_opened_once_gives_its_head_then_the_rest_whole(tmp_path, compr
     inp = write(tmp_path, "log", compress(MANY) if compress else MANY)
     opened = open_once(inp)
     assert opened.first_lines == MANY.splitlines(keepends=True)[:HEAD_LINES]
-    assert opened.fingerprint == hashlib.sha256(MANY[:FINGERPRINT_BYTES]).digest()
+    assert opened.fingerprint == hashlib.blake2b(MANY[:FINGERPRINT_BYTES]).digest()
     got = b"".join(b"".join(chunk) for chunk in iter_chunks(opened.stream, 1000))
     opened.close()
     assert got == MANY
