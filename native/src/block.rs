@@ -52,9 +52,8 @@ fn find_newline(s: &[u8]) -> Option<usize> {
 /// across parts copied into `joined` (its offset there kept until the copy stops growing).
 /// It outlives the call that started it (a DOME block of 8,192 lines is more than a read),
 /// so each line's end is found once, not again with every read until the block is full.
+/// (The buffers of earlier calls it holds are the LineSplitter's `held`, beside it.)
 struct Filling {
-    /// The parts of earlier calls its lines lie in.
-    held: Vec<PyBuffer<u8>>,
     /// The parts of this call its lines lie in (indices into its `texts`), in order.
     held_here: Vec<usize>,
     joined: Vec<u8>,
@@ -67,7 +66,6 @@ struct Filling {
 impl Filling {
     fn new(room: usize) -> Self {
         Filling {
-            held: Vec::new(),
             held_here: Vec::new(),
             joined: Vec::new(),
             across: Vec::new(),
@@ -124,22 +122,24 @@ impl Filling {
         self.bytes += self.joined.len() - at;
     }
 
-    /// The parts of this call its lines lie in, held beyond it.
-    fn hold(&mut self, parts: &[Bound<'_, PyAny>]) -> PyResult<()> {
+    /// The parts of this call its lines lie in, added to `held` to be held beyond it.
+    fn hold(&mut self, parts: &[Bound<'_, PyAny>], held: &mut Vec<PyBuffer<u8>>) -> PyResult<()> {
         for j in self.held_here.drain(..) {
-            self.held.push(PyBuffer::<u8>::get(&parts[j])?);
+            held.push(PyBuffer::<u8>::get(&parts[j])?);
         }
         Ok(())
     }
 
-    fn block(mut self, parts: &[Bound<'_, PyAny>]) -> PyResult<LineBlock> {
-        self.hold(parts)?;
+    /// The block of its lines, holding `held` (the buffers of earlier calls they lie in)
+    /// and the parts of this call they lie in.
+    fn block(mut self, parts: &[Bound<'_, PyAny>], mut held: Vec<PyBuffer<u8>>) -> PyResult<LineBlock> {
+        self.hold(parts, &mut held)?;
         let joined = self.joined.into_boxed_slice();
         let mut lines = self.lines;
         for &i in &self.across {
             lines[i].0 += joined.as_ptr() as usize;
         }
-        Ok(LineBlock { held: self.held, joined, lines })
+        Ok(LineBlock { held, joined, lines })
     }
 }
 
@@ -234,6 +234,8 @@ impl LineBlock {
 pub struct LineSplitter {
     size: usize,
     filling: Filling,
+    /// The buffers of earlier calls the filling's lines lie in.
+    held: Vec<PyBuffer<u8>>,
     /// The bytes after the last newline given (an unfinished line), copied: what
     /// streams/inputs hands over ends at a newline, so this is empty but for other callers.
     tail: Vec<u8>,
@@ -250,7 +252,7 @@ impl LineSplitter {
     #[new]
     fn new(size: usize) -> Self {
         let size = size.max(1);
-        LineSplitter { size, filling: Filling::new(size.min(1 << 16)), tail: Vec::new() }
+        LineSplitter { size, filling: Filling::new(size.min(1 << 16)), held: Vec::new(), tail: Vec::new() }
     }
 
     /// The blocks the text of `parts` (read-only buffers, in turn) completes, with the
@@ -286,7 +288,8 @@ impl LineSplitter {
                 start = (j, at);
                 if self.filling.lines.len() == self.size {
                     let room = self.room();
-                    blocks.push(std::mem::replace(&mut self.filling, Filling::new(room)).block(&parts)?);
+                    let filling = std::mem::replace(&mut self.filling, Filling::new(room));
+                    blocks.push(filling.block(&parts, std::mem::take(&mut self.held))?);
                 }
             }
         }
@@ -294,7 +297,7 @@ impl LineSplitter {
         for (j, text) in texts.iter().enumerate().skip(start.0) {
             self.tail.extend_from_slice(&text[if j == start.0 { start.1 } else { 0 }..]);
         }
-        self.filling.hold(&parts)?;
+        self.filling.hold(&parts, &mut self.held)?;
         Ok(blocks)
     }
 
@@ -314,7 +317,8 @@ impl LineSplitter {
         }
         let room = self.room();
         let filling = std::mem::replace(&mut self.filling, Filling::new(room));
-        Ok(if filling.lines.is_empty() { Vec::new() } else { vec![filling.block(&[])?] })
+        let held = std::mem::take(&mut self.held);
+        Ok(if filling.lines.is_empty() { Vec::new() } else { vec![filling.block(&[], held)?] })
     }
 }
 
@@ -354,6 +358,24 @@ mod tests {
         assert_eq!(lines_of(&filling), [b"a\n".to_vec(), b"b\n".to_vec()]);
         assert!(filling.joined.is_empty());
         assert_eq!(filling.held_here, [0, 2]);
+    }
+
+    #[test]
+    fn a_line_begun_in_an_earlier_call_is_its_bytes_then_those_of_this_one() {
+        let texts: [&[u8]; 2] = [b"ne", b"\r\nb\n"];
+        let mut filling = Filling::new(2);
+        filling.add_across(b"o", &texts, (0, 0), (1, 2));
+        filling.add(&texts, (1, 2), (1, 4));
+        assert_eq!(lines_of(&filling), [b"one\r\n".to_vec(), b"b\n".to_vec()]);
+        assert_eq!(filling.bytes, 7);
+        // within one part too, and the part's line after it uncopied
+        let texts: [&[u8]; 1] = [b"ne\nb\n"];
+        let mut filling = Filling::new(2);
+        filling.add_across(b"o", &texts, (0, 0), (0, 3));
+        filling.add(&texts, (0, 3), (0, 5));
+        assert_eq!(lines_of(&filling), [b"one\n".to_vec(), b"b\n".to_vec()]);
+        assert_eq!(filling.joined, b"one\n");
+        assert_eq!(filling.held_here, [0]);
     }
 
     #[test]
