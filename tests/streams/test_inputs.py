@@ -446,23 +446,18 @@ def test_a_last_line_without_its_newline_is_carried_to_finish_as_it_is(ending):
 
 
 @needs_blocks
-def test_a_crlf_line_cut_between_its_cr_and_lf_is_one_line():
+@pytest.mark.parametrize("calls,block,rest", [
+    # a CRLF line cut between its CR and its LF
+    ([[b"a\r\nb\r"]], [b"a\r\n", b"b\r\n"], [b"c\r\n"]),
+    # a line across calls and across the parts of one, an empty part among them
+    ([[b"a\ntw"], [b"o", memoryview(b"<o>")[1:-1], b""]], [b"a\n", b"twoo\n"], [b"c\r\n"]),
+], ids=["CRLF", "parts"])
+def test_a_line_cut_between_calls_is_one_line(calls, block, rest):
     splitter = LineSplitter(2)
-    assert splitter.split([b"a\r\nb\r"]) == []
-    (block,) = splitter.split([b"\nc\r\n"])
-    assert list(block) == [b"a\r\n", b"b\r\n"]
-    assert [list(b) for b in splitter.finish()] == [[b"c\r\n"]]
-
-
-@needs_blocks
-def test_a_line_across_calls_and_parts_is_one_line():
-    splitter = LineSplitter(2)
-    assert splitter.split([b"one\ntw"]) == []
-    assert splitter.split([b"o", memoryview(b"<o>")[1:-1], b""]) == []
-    assert splitter.carried() == len(b"one\ntwoo")
-    (block,) = splitter.split([b"\nthree\n"])
-    assert list(block) == [b"one\n", b"twoo\n"]
-    assert [list(b) for b in splitter.finish()] == [[b"three\n"]]
+    assert all(splitter.split(parts) == [] for parts in calls)
+    assert splitter.carried() == sum(map(len, block)) - 1
+    assert [list(b) for b in splitter.split([b"\nc\r\n"])] == [block]
+    assert [list(b) for b in splitter.finish()] == [rest]
 
 
 @needs_blocks
