@@ -110,9 +110,9 @@ def iter_chunks(stream: BinaryIO, size: int = 8192) -> Iterator[list[bytes]]:
     into memory; a run of NULs is one NUL_BLOCK line and the line after it its own. So time
     is linear and memory bounded (a few READ_HINTs) whatever the input holds."""
     size = max(size, 1)
-    LineBlock = extension.compiled("LineBlock")
-    if LineBlock is not None:
-        yield from _blocks(_texts(stream), size, LineBlock.split_parts)
+    LineSplitter = extension.compiled("LineSplitter")
+    if LineSplitter is not None:
+        yield from _blocks(_texts(stream), size, LineSplitter(size))
     else:
         yield from _lists(_texts(stream), size)
 
@@ -181,29 +181,22 @@ def _lists(texts: Iterator[list], size: int) -> Iterator[list[bytes]]:
         yield pending
 
 
-def _blocks(texts: Iterator[list], size: int, split_parts) -> Iterator:
+def _blocks(texts: Iterator[list], size: int, splitter) -> Iterator:
     """iter_chunks as the extension's LineBlocks: each text split without a bytes object
-    per line (sequences of bytes lines, as the lists are)."""
-    # The buffers of the whole lines not yet in a block, as views of the texts they are
-    # in: a block that spans buffers holds them and copies only the line across two (a
-    # join of them with the next text copied the carried lines again at every read).
-    pending: list = []
+    per line (sequences of bytes lines, as the lists are) by `splitter` (LineSplitter), which
+    keeps the block not yet full, its lines found and the buffers they lie in held, until
+    a later text completes it: a block spans reads without its lines being copied, or
+    found again, at each read."""
     try:
         for parts in texts:
-            pending += parts
-            blocks, part, at = split_parts(pending, size, False)
-            yield from blocks
-            pending = pending[part:]
-            if at:
-                pending[0] = memoryview(pending[0])[at:]
-            if sum(map(len, pending)) > CARRY_BYTES:
-                yield from split_parts(pending, size, True)[0]
-                pending = []
+            yield from splitter.split(parts)
+            if splitter.carried() > CARRY_BYTES:
+                yield from splitter.finish()
     except InputError:
         # the whole lines before the damage
-        yield from split_parts(pending, size, True)[0]
+        yield from splitter.finish()
         raise
-    yield from split_parts(pending, size, True)[0]
+    yield from splitter.finish()
 
 
 def _slices(lines: list[bytes], size: int, end: int) -> Iterator[list[bytes]]:

@@ -99,6 +99,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<busy_spans::BusySpans>()?;
     m.add_class::<records::CsvBlocks>()?;
     m.add_class::<block::LineBlock>()?;
+    m.add_class::<block::LineSplitter>()?;
     m.add_class::<dome_scan::DomeScanner>()?;
     m.add_class::<dome_scan::DomeLine>()?;
     m.add_class::<dome_engine::DomeCore>()?;

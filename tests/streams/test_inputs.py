@@ -371,36 +371,113 @@ def test_blocks_end_where_the_lists_end_on_awkward_sizes(seed, read_hint, size, 
     assert b"".join(line for chunk in got for line in chunk) == data
 
 
+LineSplitter = extension.compiled("LineSplitter")
+
+
+def split_in_turn(pieces: list, size: int) -> tuple[list[list[bytes]], list[list[bytes]]]:
+    """The blocks a LineSplitter gives for each of `pieces` (a list of parts each) given in
+    turn, and those its finish() gives at the end."""
+    splitter = LineSplitter(size)
+    return [[list(b) for b in splitter.split(parts)] for parts in pieces], \
+        [list(b) for b in splitter.finish()]
+
+
+def readlines_in_blocks(text: bytes, size: int) -> list[list[bytes]]:
+    lines = io.BytesIO(text).readlines()
+    return [lines[at:at + size] for at in range(0, len(lines), size)]
+
+
 @needs_blocks
-@pytest.mark.parametrize("last", [False, True])
 @pytest.mark.parametrize("size", [1, 2, 9, 1000])
 @pytest.mark.parametrize("seed", range(6))
-def test_split_parts_gives_the_blocks_split_gives_of_the_parts_joined(seed, size, last):
+def test_a_splitter_given_a_text_in_pieces_gives_the_blocks_of_the_text_whole(seed, size):
+    """However the text is cut into calls and parts (a line across calls, across parts,
+    the last without its newline), the blocks are its lines `size` at a time, each as
+    soon as its last line is given, the last one at finish()."""
     rng = random.Random(seed)
     text = awkward_lines(seed + 100)
     cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 12))))
     pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
-    # bytes, and views into bytes (what a read leaves and the lines carried are)
+    # bytes, and views into bytes (what a read leaves), one to three pieces a call
     parts = [memoryview(b"<" + p + b">")[1:-1] if i % 2 else p for i, p in enumerate(pieces)]
-    blocks, part, at = LineBlock.split_parts(parts, size, last)
-    whole, rest = LineBlock.split(text, size, last)
-    assert [list(b) for b in blocks] == [list(b) for b in whole]
-    assert sum(map(len, pieces[:part])) + at == rest
+    calls, at = [], 0
+    while at < len(parts):
+        n = rng.randint(1, 3)
+        calls.append(parts[at:at + n])
+        at += n
+    given, last = split_in_turn(calls, size)
+    want = readlines_in_blocks(text, size)
+    assert [b for blocks in given for b in blocks] + last == want
+    # a block comes out with the call that gives its last newline
+    ends = [sum(map(len, pieces[:sum(map(len, calls[:i + 1]))])) for i in range(len(calls))]
+    for i, blocks in enumerate(given):
+        full = text[:ends[i]].count(b"\n") // size
+        assert len([b for c in given[:i + 1] for b in c]) == full
+
+
+@needs_blocks
+def test_a_block_longer_than_several_reads_is_split_once_and_carried_whole():
+    # 10 lines a block, 3 lines a read: each block spans four reads, its lines carried
+    lines = [b"line %02d\n" % i for i in range(25)]
+    splitter = LineSplitter(10)
+    out, carried = [], []
+    for at in range(0, 25, 3):
+        out.append([list(b) for b in splitter.split([b"".join(lines[at:at + 3])])])
+        carried.append(splitter.carried())
+    assert [len(o) for o in out] == [0, 0, 0, 1, 0, 0, 1, 0, 0]
+    assert out[3] == [lines[:10]] and out[6] == [lines[10:20]]
+    # what is carried: the lines of the block not yet full (8 bytes each)
+    assert carried == [8 * (min(at + 3, 25) % 10) for at in range(0, 25, 3)]
+    assert [list(b) for b in splitter.finish()] == [lines[20:]]
+    assert splitter.carried() == 0 and splitter.finish() == []
+
+
+@needs_blocks
+@pytest.mark.parametrize("ending", [b"", b"\r"], ids=["bare", "CR"])
+def test_a_last_line_without_its_newline_is_carried_to_finish_as_it_is(ending):
+    """CRLF lines keep their \\r (the parser reads it), a line cut between calls is
+    joined, and a last line without a newline comes out at finish(), as it is."""
+    splitter = LineSplitter(4)
+    assert splitter.split([b"a\r\nb", memoryview(b"<\r\nc\r>")[1:-1]]) == []
+    assert splitter.split([b"\nlast line" + ending]) == []
+    assert splitter.carried() == len(b"a\r\nb\r\nc\r\nlast line" + ending)
+    assert [list(b) for b in splitter.finish()] == [
+        [b"a\r\n", b"b\r\n", b"c\r\n", b"last line" + ending]]
+
+
+@needs_blocks
+@pytest.mark.parametrize("calls,block,rest", [
+    # a CRLF line cut between its CR and its LF
+    ([[b"a\r\nb\r"]], [b"a\r\n", b"b\r\n"], [b"c\r\n"]),
+    # a line across calls and across the parts of one, an empty part among them
+    ([[b"a\ntw"], [b"o", memoryview(b"<o>")[1:-1], b""]], [b"a\n", b"twoo\n"], [b"c\r\n"]),
+], ids=["CRLF", "parts"])
+def test_a_line_cut_between_calls_is_one_line(calls, block, rest):
+    splitter = LineSplitter(2)
+    assert all(splitter.split(parts) == [] for parts in calls)
+    assert splitter.carried() == sum(map(len, block)) - 1
+    assert [list(b) for b in splitter.split([b"\nc\r\n"])] == [block]
+    assert [list(b) for b in splitter.finish()] == [rest]
 
 
 @needs_blocks
 def test_a_block_keeps_its_lines_after_the_parts_it_was_split_from_are_gone():
-    # a block points into the read buffers rather than copying them: it must hold them
+    # a block points into the read buffers rather than copying them: it must hold them,
+    # those of earlier calls too (the splitter holds them while the block fills)
+    splitter = LineSplitter(3)
     parts = [b"one\ntw", memoryview(b"<o\nthree\nfo>")[1:-1], b"ur\n"]
-    blocks, _, _ = LineBlock.split_parts(parts, 3, True)
+    first = splitter.split(parts[:1])
+    blocks = splitter.split(parts[1:])
     del parts
+    blocks += splitter.finish()
+    assert first == []
     assert [list(b) for b in blocks] == [[b"one\n", b"two\n", b"three\n"], [b"four\n"]]
 
 
 @needs_blocks
 def test_a_part_that_could_change_under_its_blocks_is_refused():
     with pytest.raises(ValueError, match="read-only"):
-        LineBlock.split_parts([b"a\n", memoryview(bytearray(b"b\n"))], 8, True)
+        LineSplitter(8).split([b"a\n", memoryview(bytearray(b"b\n"))])
 
 
 # -- fingerprint --------------------------------------------------------------------------
