@@ -20,7 +20,8 @@
 //! elsewhere: what it cost was the cache the buckets took from the other tables).
 //!
 //! Memory follows the lines seen, as Python's set does (a large `cap` costs nothing
-//! upfront): 20 bytes a line remembered, and ~17 more each for those out of order.
+//! upfront): 16 bytes a line remembered, 8 more for each run of one stream's lines in
+//! `order`, and ~17 more each for those out of order.
 
 use std::collections::VecDeque;
 
@@ -46,9 +47,14 @@ struct Stream {
 
 pub struct DigestWindow {
     cap: usize,
-    /// Each remembered line, oldest first: its stream's index, with SIDE where it is in
-    /// `side` rather than its stream's log.
-    order: VecDeque<u32>,
+    /// Lines remembered (at most `cap`).
+    held: usize,
+    /// The remembered lines, oldest first, in runs: (its stream's index, with SIDE where
+    /// it is in `side` rather than its stream's log; how many lines in a row). Lines come
+    /// in runs of one stream (a fetched batch's file, a side-by-side lane's turn), so a run
+    /// of 8 bytes stands for tens to thousands of lines: an entry a line (4 bytes) was a
+    /// fifth of the memory of a Kafka worker's partition (issue 30).
+    order: VecDeque<(u32, u32)>,
     streams: Vec<Stream>,
     stream_index: FxMap<(Sym, Sym), u32>,
     /// The stream asked last, and its index (lines come in runs of one stream).
@@ -65,6 +71,7 @@ impl DigestWindow {
         assert!(cap >= 1 && cap < u32::MAX as usize, "duplicate memory out of range: {cap}");
         DigestWindow {
             cap,
+            held: 0,
             order: VecDeque::new(),
             streams: Vec::new(),
             stream_index: FxMap::default(),
@@ -76,7 +83,7 @@ impl DigestWindow {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.order.len()
+        self.held
     }
 
     /// The index of `stream` (a new one made with nothing remembered).
@@ -140,9 +147,10 @@ impl DigestWindow {
             }
             _ => true,
         };
-        if self.order.len() == self.cap {
+        if self.held == self.cap {
             self.forget_oldest();
         }
+        self.held += 1;
         if in_log {
             let st = &mut self.streams[s];
             if st.latest != Some(ts) {
@@ -151,20 +159,37 @@ impl DigestWindow {
             }
             st.at_latest.insert(digest);
             st.log.push_back((ts, digest));
-            self.order.push_back(s as u32);
+            self.push_order(s as u32);
         } else {
             self.side.insert(digest);
             self.side_order.push_back(digest);
-            self.order.push_back(s as u32 | SIDE);
+            self.push_order(s as u32 | SIDE);
         }
         true
     }
 
-    fn forget_oldest(&mut self) {
-        let Some(oldest) = self.order.pop_front() else { return };
-        if let Some(ahead) = self.order.get(ORDER_AHEAD) {
-            prefetch(ahead);
+    /// A line of `tag` (stream index and SIDE) remembered last: its run lengthened, or a
+    /// run begun.
+    #[inline]
+    fn push_order(&mut self, tag: u32) {
+        if let Some((last, n)) = self.order.back_mut() {
+            if *last == tag && *n < u32::MAX {
+                *n += 1;
+                return;
+            }
         }
+        self.order.push_back((tag, 1));
+    }
+
+    fn forget_oldest(&mut self) {
+        let Some((oldest, n)) = self.order.front_mut() else { return };
+        let oldest = *oldest;
+        if *n > 1 {
+            *n -= 1;
+        } else {
+            self.order.pop_front();
+        }
+        self.held -= 1;
         if oldest & SIDE != 0 {
             let digest = self.side_order.pop_front().expect("a side line in order is in side_order");
             self.side.remove(&digest);
@@ -181,10 +206,9 @@ impl DigestWindow {
     }
 }
 
-/// How far ahead of the queues' fronts their lines are asked for, in entries (256 bytes):
+/// How far ahead of a stream log's front its lines are asked for, in entries (256 bytes):
 /// the front was written `cap` lines ago, and its line came from memory on demand (1.5% of
 /// the threads shape's samples in forget_oldest).
-const ORDER_AHEAD: usize = 64;
 const LOG_AHEAD: usize = 16;
 
 /// Asks the memory system for the line holding `at` ahead of its use.
@@ -357,6 +381,47 @@ mod tests {
             for want in -1..=ts + 1 {
                 assert_eq!(first_at_or_after(&log, want), log.partition_point(|&(t, _)| t < want), "{n} entries, stamp {want}");
             }
+        }
+    }
+
+    #[test]
+    fn runs_of_one_streams_lines_are_held_as_one_entry_and_forgotten_line_by_line() {
+        // Three streams taking turns in runs of 1 to 40 lines, stamps ascending in each,
+        // some lines read twice and some behind their stream's latest: the memory agrees
+        // with the model at every line, whichever run its oldest line is in, and holds one
+        // `order` entry per run (a stream's lines and its lines aside are runs apart).
+        for cap in [1, 2, 7, 100, 1000] {
+            let mut w = DigestWindow::new(cap);
+            let mut m = Model { cap, set: HashSet::new(), order: VecDeque::new() };
+            let mut rng = 3u64;
+            let mut lines: Vec<(u64, (u32, u32), i64)> = Vec::new();
+            let mut stamp = [0i64; 3];
+            for run in 0..300 {
+                let s = run % 3;
+                for _ in 0..1 + splitmix(&mut rng) % 40 {
+                    let r = splitmix(&mut rng);
+                    let line = if r % 10 == 0 && !lines.is_empty() {
+                        lines[(r >> 8) as usize % lines.len()] // read again (or behind)
+                    } else {
+                        stamp[s] += (r >> 8) as i64 % 3;
+                        let line = (splitmix(&mut rng), (s as u32, 1), stamp[s]);
+                        lines.push(line);
+                        line
+                    };
+                    assert_eq!(w.insert(line.0, line.1, line.2), m.insert(line.0), "cap {cap}, run {run}");
+                    assert_eq!(w.len(), m.order.len());
+                }
+            }
+            let stream_of: std::collections::HashMap<u64, (u32, u32)> = lines.iter().map(|l| (l.0, l.1)).collect();
+            let mut runs = 0;
+            let mut last = None;
+            for d in &m.order {
+                let tag = Some((stream_of[d], w.side.contains(d)));
+                runs += (tag != last) as usize;
+                last = tag;
+            }
+            assert_eq!(w.order.len(), runs, "cap {cap}");
+            assert_eq!(w.order.iter().map(|&(_, n)| n as usize).sum::<usize>(), w.len());
         }
     }
 
