@@ -441,6 +441,32 @@ mod tests {
         }
     }
 
+    /// Lines drawn for the tests below, each (digest, stream, stamp): one draw in `again` an
+    /// earlier line read again (at or behind its stream's latest stamp), else a new line of
+    /// stream `s` stamped `step(a draw)` after the stream's latest.
+    struct Draws {
+        rng: u64,
+        lines: Vec<(u64, (u32, u32), i64)>,
+        stamp: Vec<i64>,
+    }
+
+    impl Draws {
+        fn new(seed: u64, streams: usize) -> Self {
+            Draws { rng: seed, lines: Vec::new(), stamp: vec![0; streams] }
+        }
+
+        fn next(&mut self, s: usize, again: u64, step: impl Fn(u64) -> i64) -> (u64, (u32, u32), i64) {
+            let r = splitmix(&mut self.rng);
+            if r % again == 0 && !self.lines.is_empty() {
+                return self.lines[(r >> 8) as usize % self.lines.len()];
+            }
+            self.stamp[s] += step(r >> 8);
+            let line = (splitmix(&mut self.rng), (s as u32, 1), self.stamp[s]);
+            self.lines.push(line);
+            line
+        }
+    }
+
     #[test]
     fn runs_of_one_streams_lines_are_held_as_one_entry_and_forgotten_line_by_line() {
         // Three streams taking turns in runs of 1 to 40 lines, stamps ascending in each,
@@ -450,26 +476,15 @@ mod tests {
         for cap in [1, 2, 7, 100, 1000] {
             let mut w = DigestWindow::new(cap);
             let mut m = Model { cap, set: HashSet::new(), order: VecDeque::new() };
-            let mut rng = 3u64;
-            let mut lines: Vec<(u64, (u32, u32), i64)> = Vec::new();
-            let mut stamp = [0i64; 3];
+            let mut draws = Draws::new(3, 3);
             for run in 0..300 {
-                let s = run % 3;
-                for _ in 0..1 + splitmix(&mut rng) % 40 {
-                    let r = splitmix(&mut rng);
-                    let line = if r % 10 == 0 && !lines.is_empty() {
-                        lines[(r >> 8) as usize % lines.len()] // read again (or behind)
-                    } else {
-                        stamp[s] += (r >> 8) as i64 % 3;
-                        let line = (splitmix(&mut rng), (s as u32, 1), stamp[s]);
-                        lines.push(line);
-                        line
-                    };
+                for _ in 0..1 + splitmix(&mut draws.rng) % 40 {
+                    let line = draws.next(run % 3, 10, |x| (x % 3) as i64);
                     assert_eq!(w.insert(line.0, line.1, line.2), m.insert(line.0), "cap {cap}, run {run}");
                     assert_eq!(w.len(), m.order.len());
                 }
             }
-            let stream_of: std::collections::HashMap<u64, (u32, u32)> = lines.iter().map(|l| (l.0, l.1)).collect();
+            let stream_of: std::collections::HashMap<u64, (u32, u32)> = draws.lines.iter().map(|l| (l.0, l.1)).collect();
             let mut runs = 0;
             let mut last = None;
             for d in &m.order {
@@ -490,20 +505,9 @@ mod tests {
         for cap in [1, 7, 100, 1000] {
             let mut w = DigestWindow::new(cap);
             let mut m = Model { cap, set: HashSet::new(), order: VecDeque::new() };
-            let mut rng = 17u64;
-            let mut lines: Vec<(u64, (u32, u32), i64)> = Vec::new();
-            let mut stamp = [0i64; 2];
+            let mut draws = Draws::new(17, 2);
             for i in 0..6000 {
-                let s = (i / 7) % 2;
-                let r = splitmix(&mut rng);
-                let line = if r % 5 == 0 && !lines.is_empty() {
-                    lines[(r >> 8) as usize % lines.len()]
-                } else {
-                    stamp[s] += if r % 11 == 1 { ((r >> 8) % (1 << 33)) as i64 } else { ((r >> 8) % 3) as i64 };
-                    let line = (splitmix(&mut rng), (s as u32, 1), stamp[s]);
-                    lines.push(line);
-                    line
-                };
+                let line = draws.next((i / 7) % 2, 5, |x| if x % 11 == 1 { (x % (1 << 33)) as i64 } else { (x % 3) as i64 });
                 assert_eq!(w.insert(line.0, line.1, line.2), m.insert(line.0), "cap {cap}, line {i}");
             }
             if cap == 1000 {
