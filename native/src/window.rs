@@ -20,7 +20,11 @@
 //! elsewhere: what it cost was the cache the buckets took from the other tables).
 //!
 //! Memory follows the lines seen, as Python's set does (a large `cap` costs nothing
-//! upfront): 20 bytes a line remembered, and ~17 more each for those out of order.
+//! upfront): 12 bytes a line remembered (its digest, and its stamp as an offset from its
+//! stream's base: `Logged`), 8 more for each run of one stream's lines in `order`, and ~17
+//! more each for those out of order. It was 20 bytes a line (the stamp whole, an `order`
+//! entry a line): in a Kafka worker, a memory for each partition, ~10 MiB of its peak RSS
+//! on bench_worker's 465,512 lines (issue 30).
 
 use std::collections::VecDeque;
 
@@ -33,22 +37,78 @@ pub const MAX_DUPLICATE_MEMORY: usize = 1 << 31;
 /// `order`'s bit for a line remembered in `side` (else in its stream's log).
 const SIDE: u32 = 1 << 31;
 
+/// A remembered line of a stream's log, in 12 bytes: its digest, and its stamp less the
+/// stream's `base`, 0 for a stamp at or before the base (`Stream::at`). A line is looked
+/// for by its stamp only to find it fast: the digest alone says whether it is remembered
+/// (a digest is of the line's stamp too), so lines whose stamps share an offset (0) are
+/// told apart exactly.
+#[derive(Clone, Copy)]
+#[repr(C, packed(4))]
+struct Logged {
+    at: u32,
+    digest: u64,
+}
+
 /// One stream's remembered lines that came in stamp order.
 #[derive(Default)]
 struct Stream {
-    /// (stamp, digest), oldest first: stamps never decrease along it.
-    log: VecDeque<(i64, u64)>,
+    /// Oldest first: stamps (so offsets) never decrease along it.
+    log: VecDeque<Logged>,
+    /// The stamp the log's offsets count from: its first line's, moved on (`rebase`) when
+    /// a stamp would be more than u32::MAX past it (~49.7 days of milliseconds).
+    base: i64,
     /// The latest stamp of a line of this stream remembered (None: none yet).
     latest: Option<i64>,
     /// The digests of `log` stamped `latest`.
     at_latest: FxSet<u64>,
 }
 
+impl Stream {
+    /// The offset of stamp `ts` (the latest's or before it): 0 at or before the base.
+    #[inline]
+    fn at(&self, ts: i64) -> u32 {
+        (ts - self.base).clamp(0, u32::MAX as i64) as u32
+    }
+
+    /// Appends a line stamped `ts`, the stream's latest (so at or after the base, unless
+    /// it is the stream's first: the base of a new stream is 0).
+    #[inline]
+    fn push(&mut self, ts: i64, digest: u64) {
+        let mut at = ts.wrapping_sub(self.base) as u64;
+        if at > u32::MAX as u64 {
+            at = self.rebase(ts) as u64;
+        }
+        self.log.push_back(Logged { at: at as u32, digest });
+    }
+
+    /// A base half the offsets' range behind `ts`: the log's offsets less the shift, those
+    /// it would take below 0 at 0 (their lines stamped at or before the new base). Once in
+    /// ~24.8 days of a stream's stamps at most (and at its first line). Returns ts's offset.
+    #[cold]
+    #[inline(never)]
+    fn rebase(&mut self, ts: i64) -> u32 {
+        let base = ts.saturating_sub(1i64 << 31);
+        // Never below the old base while the log holds lines: they are stamped at or before
+        // `ts`, the latest, and the base at or before them.
+        let shift = (base - self.base).clamp(0, u32::MAX as i64) as u32;
+        for e in self.log.iter_mut() {
+            e.at = e.at.saturating_sub(shift);
+        }
+        self.base = base;
+        self.at(ts)
+    }
+}
+
 pub struct DigestWindow {
     cap: usize,
-    /// Each remembered line, oldest first: its stream's index, with SIDE where it is in
-    /// `side` rather than its stream's log.
-    order: VecDeque<u32>,
+    /// Lines remembered (at most `cap`).
+    held: usize,
+    /// The remembered lines, oldest first, in runs: (its stream's index, with SIDE where
+    /// it is in `side` rather than its stream's log; how many lines in a row). Lines come
+    /// in runs of one stream (a fetched batch's file, a side-by-side lane's turn), so a run
+    /// of 8 bytes stands for tens to thousands of lines: an entry a line (4 bytes) was a
+    /// fifth of the memory of a Kafka worker's partition (issue 30).
+    order: VecDeque<(u32, u32)>,
     streams: Vec<Stream>,
     stream_index: FxMap<(Sym, Sym), u32>,
     /// The stream asked last, and its index (lines come in runs of one stream).
@@ -65,6 +125,7 @@ impl DigestWindow {
         assert!(cap >= 1 && cap < u32::MAX as usize, "duplicate memory out of range: {cap}");
         DigestWindow {
             cap,
+            held: 0,
             order: VecDeque::new(),
             streams: Vec::new(),
             stream_index: FxMap::default(),
@@ -76,7 +137,7 @@ impl DigestWindow {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.order.len()
+        self.held
     }
 
     /// The index of `stream` (a new one made with nothing remembered).
@@ -100,9 +161,10 @@ impl DigestWindow {
     /// Whether the digest of a line of stream `s` stamped `ts` before its stream's latest
     /// is remembered: in the log among those of its stamp, or in `side`.
     fn behind(&self, s: usize, digest: u64, ts: i64) -> bool {
-        let log = &self.streams[s].log;
-        let from = first_at_or_after(log, ts);
-        log.range(from..).take_while(|&&(t, _)| t == ts).any(|&(_, d)| d == digest)
+        let st = &self.streams[s];
+        let at = st.at(ts);
+        let from = first_at_or_after(&st.log, at);
+        st.log.range(from..).take_while(|e| e.at == at).any(|e| e.digest == digest)
             || self.side.contains(&digest)
     }
 
@@ -140,9 +202,10 @@ impl DigestWindow {
             }
             _ => true,
         };
-        if self.order.len() == self.cap {
+        if self.held == self.cap {
             self.forget_oldest();
         }
+        self.held += 1;
         if in_log {
             let st = &mut self.streams[s];
             if st.latest != Some(ts) {
@@ -150,41 +213,59 @@ impl DigestWindow {
                 st.at_latest.clear();
             }
             st.at_latest.insert(digest);
-            st.log.push_back((ts, digest));
-            self.order.push_back(s as u32);
+            st.push(ts, digest);
+            self.push_order(s as u32);
         } else {
             self.side.insert(digest);
             self.side_order.push_back(digest);
-            self.order.push_back(s as u32 | SIDE);
+            self.push_order(s as u32 | SIDE);
         }
         true
     }
 
-    fn forget_oldest(&mut self) {
-        let Some(oldest) = self.order.pop_front() else { return };
-        if let Some(ahead) = self.order.get(ORDER_AHEAD) {
-            prefetch(ahead);
+    /// A line of `tag` (stream index and SIDE) remembered last: its run lengthened, or a
+    /// run begun.
+    #[inline]
+    fn push_order(&mut self, tag: u32) {
+        if let Some((last, n)) = self.order.back_mut() {
+            if *last == tag && *n < u32::MAX {
+                *n += 1;
+                return;
+            }
         }
+        self.order.push_back((tag, 1));
+    }
+
+    fn forget_oldest(&mut self) {
+        let Some((oldest, n)) = self.order.front_mut() else { return };
+        let oldest = *oldest;
+        if *n > 1 {
+            *n -= 1;
+        } else {
+            self.order.pop_front();
+        }
+        self.held -= 1;
         if oldest & SIDE != 0 {
             let digest = self.side_order.pop_front().expect("a side line in order is in side_order");
             self.side.remove(&digest);
         } else {
             let st = &mut self.streams[oldest as usize];
-            let (ts, digest) = st.log.pop_front().expect("a logged line in order is in its stream's log");
+            let Logged { at, digest } = st.log.pop_front().expect("a logged line in order is in its stream's log");
             if let Some(ahead) = st.log.get(LOG_AHEAD) {
                 prefetch(ahead);
             }
-            if st.latest == Some(ts) {
+            // Stamped the latest: an offset of 0 is the latest's only while the latest is
+            // the base, when no line is stamped before the base.
+            if st.latest.map(|latest| st.at(latest)) == Some(at) {
                 st.at_latest.remove(&digest);
             }
         }
     }
 }
 
-/// How far ahead of the queues' fronts their lines are asked for, in entries (256 bytes):
+/// How far ahead of a stream log's front its lines are asked for, in entries (192 bytes):
 /// the front was written `cap` lines ago, and its line came from memory on demand (1.5% of
 /// the threads shape's samples in forget_oldest).
-const ORDER_AHEAD: usize = 64;
 const LOG_AHEAD: usize = 16;
 
 /// Asks the memory system for the line holding `at` ahead of its use.
@@ -205,13 +286,13 @@ fn prefetch<T>(at: &T) {
 /// (threads stamping out of turn): the search gallops back from the end, over the log's
 /// warm tail, before it halves; a binary search from the middle read ~17 cold entries of a
 /// 2 MiB log (4% of State::process's samples on the threads shape, perf).
-fn first_at_or_after(log: &VecDeque<(i64, u64)>, ts: i64) -> usize {
+fn first_at_or_after(log: &VecDeque<Logged>, ts: u32) -> usize {
     let n = log.len();
     // The answer lies in lo..=hi: entries from hi on are at or after ts, those before lo before it.
     let (mut lo, mut hi) = (0, n);
     let mut back = 1;
     while back <= n {
-        if log[n - back].0 < ts {
+        if log[n - back].at < ts {
             lo = n - back + 1;
             break;
         }
@@ -220,7 +301,7 @@ fn first_at_or_after(log: &VecDeque<(i64, u64)>, ts: i64) -> usize {
     }
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if log[mid].0 < ts {
+        if log[mid].at < ts {
             lo = mid + 1;
         } else {
             hi = mid;
@@ -231,7 +312,7 @@ fn first_at_or_after(log: &VecDeque<(i64, u64)>, ts: i64) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_at_or_after, DigestWindow};
+    use super::{first_at_or_after, DigestWindow, Logged};
     use std::collections::{HashSet, VecDeque};
 
     /// The reference: the set and order of parsers/reassembly.py.
@@ -349,15 +430,96 @@ mod tests {
         let mut rng = 5u64;
         for n in 0..70 {
             let mut log = VecDeque::new();
-            let mut ts = 0;
+            let mut ts = 1;
             for _ in 0..n {
-                ts += (splitmix(&mut rng) % 3) as i64; // runs of one stamp, and gaps
-                log.push_back((ts, 0));
+                ts += (splitmix(&mut rng) % 3) as u32; // runs of one stamp, and gaps
+                log.push_back(Logged { at: ts, digest: 0 });
             }
-            for want in -1..=ts + 1 {
-                assert_eq!(first_at_or_after(&log, want), log.partition_point(|&(t, _)| t < want), "{n} entries, stamp {want}");
+            for want in 0..=ts + 1 {
+                assert_eq!(first_at_or_after(&log, want), log.partition_point(|e| e.at < want), "{n} entries, stamp {want}");
             }
         }
+    }
+
+    /// Lines drawn for the tests below, each (digest, stream, stamp): one draw in `again` an
+    /// earlier line read again (at or behind its stream's latest stamp), else a new line of
+    /// stream `s` stamped `step(a draw)` after the stream's latest.
+    struct Draws {
+        rng: u64,
+        lines: Vec<(u64, (u32, u32), i64)>,
+        stamp: Vec<i64>,
+    }
+
+    impl Draws {
+        fn new(seed: u64, streams: usize) -> Self {
+            Draws { rng: seed, lines: Vec::new(), stamp: vec![0; streams] }
+        }
+
+        fn next(&mut self, s: usize, again: u64, step: impl Fn(u64) -> i64) -> (u64, (u32, u32), i64) {
+            let r = splitmix(&mut self.rng);
+            if r % again == 0 && !self.lines.is_empty() {
+                return self.lines[(r >> 8) as usize % self.lines.len()];
+            }
+            self.stamp[s] += step(r >> 8);
+            let line = (splitmix(&mut self.rng), (s as u32, 1), self.stamp[s]);
+            self.lines.push(line);
+            line
+        }
+    }
+
+    #[test]
+    fn runs_of_one_streams_lines_are_held_as_one_entry_and_forgotten_line_by_line() {
+        // Three streams taking turns in runs of 1 to 40 lines, stamps ascending in each,
+        // some lines read twice and some behind their stream's latest: the memory agrees
+        // with the model at every line, whichever run its oldest line is in, and holds one
+        // `order` entry per run (a stream's lines and its lines aside are runs apart).
+        for cap in [1, 2, 7, 100, 1000] {
+            let mut w = DigestWindow::new(cap);
+            let mut m = Model { cap, set: HashSet::new(), order: VecDeque::new() };
+            let mut draws = Draws::new(3, 3);
+            for run in 0..300 {
+                for _ in 0..1 + splitmix(&mut draws.rng) % 40 {
+                    let line = draws.next(run % 3, 10, |x| (x % 3) as i64);
+                    assert_eq!(w.insert(line.0, line.1, line.2), m.insert(line.0), "cap {cap}, run {run}");
+                    assert_eq!(w.len(), m.order.len());
+                }
+            }
+            let stream_of: std::collections::HashMap<u64, (u32, u32)> = draws.lines.iter().map(|l| (l.0, l.1)).collect();
+            let mut runs = 0;
+            let mut last = None;
+            for d in &m.order {
+                let tag = Some((stream_of[d], w.side.contains(d)));
+                runs += (tag != last) as usize;
+                last = tag;
+            }
+            assert_eq!(w.order.len(), runs, "cap {cap}");
+            assert_eq!(w.order.iter().map(|&(_, n)| n as usize).sum::<usize>(), w.len());
+        }
+    }
+
+    #[test]
+    fn stamps_weeks_apart_move_the_base_and_lines_before_it_are_still_told_apart() {
+        // Two streams whose stamps leap by up to ~100 days of milliseconds now and then
+        // (offsets from the base would pass u32::MAX), lines read again behind the latest,
+        // some from before the base: the memory agrees with the model at every line.
+        for cap in [1, 7, 100, 1000] {
+            let mut w = DigestWindow::new(cap);
+            let mut m = Model { cap, set: HashSet::new(), order: VecDeque::new() };
+            let mut draws = Draws::new(17, 2);
+            for i in 0..6000 {
+                let line = draws.next((i / 7) % 2, 5, |x| if x % 11 == 1 { (x % (1 << 33)) as i64 } else { (x % 3) as i64 });
+                assert_eq!(w.insert(line.0, line.1, line.2), m.insert(line.0), "cap {cap}, line {i}");
+            }
+            if cap == 1000 {
+                // It was put to the test: a log holding lines from before its base.
+                assert!(w.streams.iter().any(|st| st.log.iter().filter(|e| e.at == 0).count() > 1));
+            }
+        }
+    }
+
+    #[test]
+    fn a_remembered_line_takes_12_bytes_of_its_streams_log() {
+        assert_eq!(std::mem::size_of::<Logged>(), 12);
     }
 
     #[test]
