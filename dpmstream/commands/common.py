@@ -206,7 +206,8 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
 def setup_logging(verbose: int, deferred: bool = False) -> None:
     """Messages on stderr from WARNING (-v: INFO, -vv: DEBUG). `deferred`: for a command
     whose messages all go through parsers/lazylog's loggers (replay without a Kafka
-    client), logging is configured, and imported, when one is first written."""
+    client, report, whatif), logging is configured, and imported, when one is first
+    written."""
     config = dict(level=30 - 10 * min(verbose, 2),   # logging.WARNING, INFO, DEBUG
                   format="dpmstream: %(levelname)s: %(message)s", stream=sys.stderr)
     if deferred:

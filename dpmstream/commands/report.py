@@ -67,7 +67,7 @@ def run(args) -> int:
 
 
 def _write_page(args) -> int:
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, deferred=True)   # report's messages: parsers/lazylog's
     problem = output_problem(args.out)
     if problem is not None:
         print(f"dpmstream report: {problem}", file=sys.stderr)

@@ -145,7 +145,7 @@ def _run(args) -> int:
         FIT_FLOOR_S, fit_check, limit_model, phase_table, predict,
     )
 
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, deferred=True)   # whatif's messages: parsers/lazylog's
     if not (args.fthreads or args.sthreads or args.backlog or args.dirs or args.spread_dirs
             or args.rate_scale != 1.0):
         print("dpmstream whatif: nothing to change: give --fthreads, --sthreads, --backlog, "

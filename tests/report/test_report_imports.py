@@ -46,3 +46,36 @@ def test_the_report_and_its_what_if_import_no_dataclass_of_their_own():
 
 def test_every_dataclass_the_report_imports_has_its_own_docstring():
     assert [(m, name) for m, name, documented in dataclasses_made() if not documented] == []
+
+
+LOGGING_PROBE = """
+import json, sys
+from dpmstream.cli import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "logging": "logging" in sys.modules}))
+"""
+
+
+def test_a_report_and_a_whatif_import_logging_only_for_a_message_they_write(tmp_path):
+    # Their messages go through parsers/lazylog, as replay's: importing logging (and
+    # traceback, string, threading) is ~20 M instructions of a start-up they share.
+    from tests.commands.test_replay_startup import a_dpm_log
+
+    log = a_dpm_log(tmp_path)
+    logs = ["--tz", "UTC", "--year", "2011", str(log)]
+    report = ["report", "--no-whatif", "--out", str(tmp_path / "r.html")]
+    whatif = ["whatif", "--sthreads", "40", "--seeds", "1", "--model-requests", "20",
+              "--out", str(tmp_path / "w")]
+
+    def run(*argv):
+        done = subprocess.run([sys.executable, "-c", LOGGING_PROBE, *argv, *logs],
+                              capture_output=True, text=True, timeout=300)
+        return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+    for argv, answers in ((report, (0,)), (whatif, (0, 3))):   # whatif's 3: a prediction
+        got, err = run(*argv)
+        assert got == {"rc": got["rc"], "logging": False} and got["rc"] in answers, (got, err)
+    # -v: a message is written, through logging, as configured
+    got, err = run(*report, "-v")
+    assert got == {"rc": 0, "logging": True}
+    assert "dpmstream: INFO: " in err and "profile lcgdm-dpm" in err
