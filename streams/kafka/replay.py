@@ -23,14 +23,14 @@ import heapq
 import logging
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from dpmstream.parsers.clock import ClockError, EventClock, stream_reference
 from dpmstream.parsers.profiles import bundled_profiles
 from dpmstream.parsers.stamps import LineStamps
 from dpmstream.streams.kafka.envelope import encode, ms_to_rfc3339
 from dpmstream.streams.inputs import InputError, describe, open_once
-from dpmstream.streams.lanes import recognise_profile
+from dpmstream.streams.lanes import lanes_of
 
 log = logging.getLogger("dpmstream.replay")
 
@@ -113,18 +113,27 @@ def lines_in_event_time(paths, year: int | None, tz: str | None
     given, the daemons side by side in event time. A head node's DPM and DPNS logs published
     one after the other would reach the worker minutes or hours apart in event time, and
     its linker waits for a lagging log only so long (parsers/linking.py MAX_LAG_MS): none of
-    their name-server calls would be linked. Ties keep the order the files were given in."""
-    lanes: dict[str, list] = {}
-    for name in paths:
-        inp = describe(os.fspath(name))
+    their name-server calls would be linked. Ties keep the order the files were given in.
+
+    The lanes interleave line by line in event time, finer than replay's turns of STEP_MS
+    (parsers/side_by_side.py): the worker gets no second chance to reorder, and each line's
+    time is known here anyway (its `received`)."""
+    opened_of: dict[int, object] = {}
+
+    def first_lines(inp) -> list[bytes]:
         try:
-            opened = open_once(inp)
+            opened = opened_of[id(inp)] = open_once(inp)
         except OSError as exc:
-            raise InputError(f"{name}: {exc}") from exc
-        lane, _profile = recognise_profile(opened.first_lines, bundled_profiles(), None, list)
+            raise InputError(f"{inp.name}: {exc}") from exc
         opened.release()   # reopened when its turn comes: few files open at once
-        lanes.setdefault(lane, []).append((name, inp, opened))
-    merged = [_lane_lines(files, year, tz) for files in lanes.values()]
+        return opened.first_lines
+
+    # Lanes as replay makes them; only their inputs are read here (their lines are
+    # published below, not fed to a pipeline: no open_input).
+    lanes = lanes_of([describe(os.fspath(name)) for name in paths], bundled_profiles(), None,
+                     open_input=None, first_lines=first_lines)
+    merged = [_lane_lines([(inp, opened_of[id(inp)]) for inp in lane.inputs], year, tz)
+              for lane in lanes]
     if len(merged) == 1:
         return merged[0]
     return heapq.merge(*merged, key=_event_order)
@@ -136,7 +145,7 @@ def _event_order(line: tuple) -> int:
 
 
 def _lane_lines(files, year, tz) -> Iterator[tuple[str, int, int | None, bytes]]:
-    for name, inp, opened in files:
+    for inp, opened in files:
         times = LineTimes(inp.path, inp.mtime_ms, year, tz)
         path = inp.path or "-"
         stream = opened.stream_again()
@@ -146,7 +155,7 @@ def _lane_lines(files, year, tz) -> Iterator[tuple[str, int, int | None, bytes]]
                 line_offset, offset = offset, offset + len(raw)
                 yield path, line_offset, times.of(raw), raw
         except (EOFError, OSError, ValueError) as exc:
-            raise InputError(f"{name}: input ends early: {exc}") from exc
+            raise InputError(f"{inp.name}: input ends early: {exc}") from exc
         finally:
             opened.close()
 
