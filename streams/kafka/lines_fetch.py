@@ -61,7 +61,11 @@ FETCH_MAX_WAIT_MS = 100
 # heaptrack: peak RSS 105-110 MiB). Now the queue holds ~6,500-14,000 records of that
 # topic (peak RSS 89-93 MiB), of which a consume() takes txn_bounds.BATCH_RECORDS at most,
 # at the same CPU a line within the bench's noise. Half these (~2,200 queued) gave 82-85
-# MiB, but up to 16 % more CPU a line: batches that small.
+# MiB, but up to 16 % more CPU a line: batches that small. Half the queue alone (256 KiB,
+# the fetches as they are) holds ~2 MiB less at the worker's peak (bench_worker's child:
+# median 82.5 against 84.6 MiB, lower in 10 pairs of 10), its batches ~8 % smaller (3,800
+# records a consume() against 4,100), at the same CPU a line within the noise (medians
+# 1.26 and 1.25 s, 6 of 10 pairs faster, at load 7-9; issue 30, session 28).
 MAX_PARTITION_FETCH_BYTES = 256 << 10  # a fetch takes at most this much of one partition
 FETCH_MAX_BYTES = 512 << 10            # ... and of all partitions together
 # librdkafka raises fetch.max.bytes to at least message.max.bytes (a consumer's too,
@@ -69,7 +73,7 @@ FETCH_MAX_BYTES = 512 << 10            # ... and of all partitions together
 # batch larger than the fetch is still fetched whole (KIP-74), so a large batch of
 # rsyslog's is read, not refused.
 MESSAGE_MAX_BYTES = FETCH_MAX_BYTES
-PREFETCH_MAX_KBYTES = 512              # librdkafka's queue of fetched records, per consumer
+PREFETCH_MAX_KBYTES = 256              # librdkafka's queue of fetched records, per consumer
 # A full queue is looked at again after this long: librdkafka's default (1 s) left the
 # worker waiting on a queue this small, at half its rate (bench_worker, issue 30).
 FETCH_QUEUE_BACKOFF_MS = 10

@@ -126,21 +126,27 @@ class PartitionOwners:
         return part, states
 
     async def _load(self, p: int) -> dict[str, object]:
-        """p's latest state per key (committed transactions only)."""
+        """p's latest state per key (committed transactions only). The loader is left
+        with no partition: assigned, aiokafka's fetcher would go on fetching p's state
+        topic in the background as the worker commits to it, and hold the fetched
+        records (up to the loader's 8 MiB a partition) until the next take."""
         tp = TopicPartition(self.state_topic, p)
         loader = self._loader
         loader.assign([tp])
-        await loader.seek_to_beginning(tp)
-        end = (await loader.end_offsets([tp]))[tp]   # read_committed: the stable offset
         latest: dict[str, bytes] = {}
-        while await loader.position(tp) < end:
-            batch = await loader.getmany(tp, timeout_ms=1000, max_records=50_000)
-            for msg in batch.get(tp, ()):
-                key = msg.key.decode()
-                if msg.value is None:
-                    latest.pop(key, None)
-                else:
-                    latest[key] = msg.value
+        try:
+            await loader.seek_to_beginning(tp)
+            end = (await loader.end_offsets([tp]))[tp]   # read_committed: the stable offset
+            while await loader.position(tp) < end:
+                batch = await loader.getmany(tp, timeout_ms=1000, max_records=50_000)
+                for msg in batch.get(tp, ()):
+                    key = msg.key.decode()
+                    if msg.value is None:
+                        latest.pop(key, None)
+                    else:
+                        latest[key] = msg.value
+        finally:
+            loader.unsubscribe()
         self.state_parts[p], whole = StateParts.joined(latest)
         return {key: json.loads(value) for key, value in whole.items()}
 

@@ -117,6 +117,29 @@ def test_taking_a_partition_fences_its_previous_owner(kafka_broker, lines):
     assert canonical(output(cfg)) == canonical(as_json(in_one_pipeline(lines)))   # nothing twice
 
 
+def test_the_state_loader_reads_a_partitions_state_and_then_fetches_nothing(kafka_broker, lines):
+    """Left assigned after a take, the loader's fetcher would go on fetching that state
+    partition as the owner commits to it, and hold what it fetched until the next take."""
+    cfg = config(kafka_broker)
+    state_topic = f"{cfg.group_id}-state"
+
+    async def main():
+        await _topics(cfg, state_topic)
+        owners = PartitionOwners(cfg, state_topic)
+        await owners.start()
+        part, _ = await owners.take(0)
+        assert (await _batch(owners, part, lines))[0] is Outcome.COMMITTED
+        await asyncio.sleep(1.0)   # a fetcher still assigned has fetched the commit by now
+        loader = owners._loader
+        assigned, held = loader.assignment(), dict(loader._fetcher._records)
+        await owners.stop()
+        return assigned, held
+
+    assigned, held = asyncio.run(main())
+    assert (assigned, held) == (set(), {})
+    assert read_topic(kafka_broker.bootstrap, state_topic), "no state was committed"
+
+
 def _held_requests(records, copies):
     """A linker state holding `copies` of each record (distinct tokens): what a busy head
     node's linking holds while its name-server log lags, several MiB of it."""
