@@ -1,0 +1,15 @@
+"""What importing profile check's own modules costs: each check pays it on a cold start.
+
+A dataclass compiles its generated methods as its module is imported (~0.5 ms CPU each,
+issue 30): the findings and counts of parsers/fit.py, which only the check imports, are
+plain classes."""
+
+from tests.report.test_report_imports import dataclasses_made
+
+CHECK_ONLY = ("dpmstream.parsers.fit",)
+
+
+def test_the_checks_own_modules_make_no_dataclass():
+    made = dataclasses_made(("dpmstream.commands.profile_check",))
+    assert made, "the probe saw no dataclass at all: it no longer watches them being made"
+    assert [(m, name) for m, name, _ in made if m in CHECK_ONLY] == []
