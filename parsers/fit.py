@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from array import array
 
+from .fielded import Fielded
 from .reassembly import BY_LINE
 
 # Roles that take whatever else a daemon logs: lines landing there are not understood.
@@ -64,12 +65,12 @@ def looks_like(line_shape: str, roles) -> tuple[str, ...]:
 
 # Finding, Reassembled and DomePutsSeen are plain classes, not dataclasses: only `profile
 # check` imports this module, and a dataclass compiles its generated methods as its module
-# is imported (~0.5 ms CPU each, issue 30).
+# is imported (~0.5 ms CPU each, issue 30). Compared and shown by their fields (Fielded).
 
-class Finding:
+class Finding(Fielded):
     """One reason a profile does not fit; `role` is set when a required role is missing."""
 
-    __slots__ = ("message", "role")
+    __slots__ = FIELDS = ("message", "role")
 
     def __init__(self, message: str, role: str | None = None):
         self.message, self.role = message, role
@@ -183,12 +184,13 @@ class CutWatch:
         return sum(1 for ts in self._orphans_seen if ts <= horizon)
 
 
-class Reassembled:
+class Reassembled(Fielded):
     """What the reassembly made of a daemon's lines (ReassemblyStats), with what a cut
     file explains (CutWatch)."""
 
-    __slots__ = ("requests", "orphans", "orphans_at_start", "orphans_judged", "stray_returns",
-                 "returns_at_thread_start", "noreturn_calls", "noreturn_at_end")
+    __slots__ = FIELDS = ("requests", "orphans", "orphans_at_start", "orphans_judged",
+                          "stray_returns", "returns_at_thread_start", "noreturn_calls",
+                          "noreturn_at_end")
 
     def __init__(self, *, requests: int = 0, orphans: int = 0, orphans_at_start: int = 0,
                  orphans_judged: bool = True, stray_returns: int = 0,
@@ -241,12 +243,13 @@ def judge(required, lines: int, roles: dict, seen: Reassembled) -> list[Finding]
     return findings
 
 
-class DomePutsSeen:
+class DomePutsSeen(Fielded):
     """What the DOME reassembly (parsers/dome_reassembly.py) made of a log's puts and
     putdones, with what a file beginning mid-way explains. Counted up from 0."""
 
-    __slots__ = ("entered", "puts", "joined", "unjoined_at_timeout", "unjoined_at_end",
-                 "putdone_lines", "orphan_putdones", "orphans_at_start")
+    __slots__ = FIELDS = ("entered", "puts", "joined", "unjoined_at_timeout",
+                          "unjoined_at_end", "putdone_lines", "orphan_putdones",
+                          "orphans_at_start")
 
     def __init__(self):
         self.entered = 0               # put records (a head's `dome_put : Entering` lines)
