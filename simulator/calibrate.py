@@ -183,7 +183,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
 
     # Service times.
     svc = {}
-    def measured(name, field_name, values, how, fallback_note):
+    def measured(name, field_name, values, how, fallback_note) -> list:
+        """The values known, sorted (a median of them later sorts them in one pass)."""
         values = sorted(v for v in values if v is not None)
         if len(values) >= 1:
             svc[field_name] = Empirical(tuple(values))
@@ -193,8 +194,9 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         else:
             est.append(Estimate(name, getattr(ServiceTimes(), field_name).median_ms / 1000,
                                 how=f"not in this log: {fallback_note}"))
-    auth = [r["auth_ms"] for r in reqs if r["auth_ms"] is not None]
-    measured("auth", "auth", auth, "DP092 - accept of put/get", "the model's default")
+        return values
+    auth = measured("auth", "auth", [r["auth_ms"] for r in reqs], "DP092 - accept of put/get",
+                    "the model's default")
     # One call time for both in the model: a put's (a synchronous get's also resolves
     # its files in the fast thread, which the model adds).
     puts = [r for r in reqs if r["op"] == "put"]
@@ -202,8 +204,9 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     measured("put/get call", "put_call", [r["request_ms"] for r in calls_of],
              "request_s" + (" of puts" if calls_of is puts else ""), "default")
     svc["reply"] = ZERO
-    per_poll = [int(round(r["poll_ms"] / r["polls"])) for r in reqs if r["polls"]]
-    measured("status call", "status_call", per_poll, "poll_s / polls per request", "default")
+    per_poll = measured("status call", "status_call",
+                        [int(round(r["poll_ms"] / r["polls"])) for r in reqs if r["polls"]],
+                        "poll_s / polls per request", "default")
     measured("putdone/relfiles", "done_call",
              [r["done_ms"] for r in reqs if r["status"] == "success"], "done_s", "default")
     measured("abortreq", "abort_call",

@@ -18,28 +18,17 @@ import math
 import random
 from dataclasses import FrozenInstanceError
 
+from dpmstream.parsers.fielded import Fielded
 
-class _Frozen:
+
+class _Frozen(Fielded):
     """Values set once, at construction (native_model keeps the last ServiceTimes it read
     by its id), compared, hashed and shown by FIELDS in order, as a frozen dataclass."""
 
     __slots__ = ()
-    FIELDS: tuple[str, ...] = ()
-
-    def _values(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.FIELDS)
-
-    def __eq__(self, other):
-        if other.__class__ is self.__class__:
-            return self._values() == other._values()
-        return NotImplemented
 
     def __hash__(self) -> int:
         return hash(self._values())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
-        return f"{self.__class__.__qualname__}({shown})"
 
     def __setattr__(self, name, value):
         raise FrozenInstanceError(f"cannot assign to field {name!r}")

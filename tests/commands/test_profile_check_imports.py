@@ -1,0 +1,29 @@
+"""What importing profile check's own modules costs: each check pays it on a cold start.
+
+A dataclass compiles its generated methods as its module is imported (~0.5 ms CPU each,
+issue 30): the findings and counts of parsers/fit.py, which only the check imports, are
+plain classes."""
+
+from tests.report.test_report_imports import dataclasses_made
+
+CHECK_ONLY = ("dpmstream.parsers.fit",)
+
+
+def test_the_checks_own_modules_make_no_dataclass():
+    made = dataclasses_made(("dpmstream.commands.profile_check",))
+    assert made, "the probe saw no dataclass at all: it no longer watches them being made"
+    assert [(m, name) for m, name, _ in made if m in CHECK_ONLY] == []
+
+
+def test_the_findings_and_counts_compare_and_show_by_their_fields_as_dataclasses_did():
+    # The compiled tally is held to the line-by-line one by these (test_profile_check_compiled)
+    from dpmstream.parsers.fit import DomePutsSeen, Finding, Reassembled
+
+    assert Reassembled(orphans=3) == Reassembled(orphans=3) != Reassembled(orphans=4)
+    assert Finding("no line", "call") == Finding("no line", "call") != Finding("no line")
+    seen, other = DomePutsSeen(), DomePutsSeen()
+    other.joined += 1
+    assert seen == DomePutsSeen() != other
+    assert Finding("x") != ("x", None)
+    assert repr(Finding("no line", "call")) == "Finding(message='no line', role='call')"
+    assert repr(Reassembled(requests=2)).startswith("Reassembled(requests=2, orphans=0, ")
