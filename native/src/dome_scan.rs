@@ -81,7 +81,9 @@ impl Form {
 
 impl Alternative {
     /// Whether this alternative matches `line` from `at` (the head's end): its spans then
-    /// in its regex, or in `head`.
+    /// in its regex, or in `head`. Inline always: ~1.24 calls a line, whose call and frame
+    /// were ~20 instructions a line out of line (issue 30).
+    #[inline(always)]
     fn matches(&mut self, head: &Head, line: &str, at: usize) -> bool {
         if let Some((reader, spans)) = &mut self.hand {
             return reader.read(line.as_bytes(), at, spans);

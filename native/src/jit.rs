@@ -36,7 +36,8 @@ pub(crate) struct Pattern {
     data: NonNull<pcre2_match_data_8>,
     ovector: *const usize,
     captures: usize, // groups, group 0 included
-    jit: bool,
+    /// Whether the JIT code is there; None: not asked for yet (the first match asks).
+    jit: Option<bool>,
     utf: bool,
 }
 
@@ -57,7 +58,10 @@ pub(crate) fn error_text(code: i32) -> String {
 }
 
 impl Pattern {
-    /// The pattern compiled (and JIT-compiled where PCRE2 can), or PCRE2's message.
+    /// The pattern compiled, or PCRE2's message; JIT-compiled (where PCRE2 can) at its first
+    /// match: a scanner holds patterns a given input never runs (the DOME scanner's envelope
+    /// and role patterns of the form the input does not use, its journald notice), and
+    /// their JIT was ~7 M instructions of a DOME replay's start (issue 30).
     pub(crate) fn new(pattern: &str) -> Result<Self, String> {
         Self::with_options(pattern, false, false)
     }
@@ -76,7 +80,6 @@ impl Pattern {
         };
         // SAFETY: code is a live compiled pattern (freed below or by Drop).
         unsafe {
-            let jit = pcre2_jit_compile_8(code.as_ptr(), PCRE2_JIT_COMPLETE) == 0;
             let mut count: u32 = 0;
             let info = pcre2_pattern_info_8(code.as_ptr(), PCRE2_INFO_CAPTURECOUNT, (&mut count as *mut u32).cast());
             let data = NonNull::new(pcre2_match_data_create_from_pattern_8(code.as_ptr(), std::ptr::null_mut()));
@@ -88,7 +91,7 @@ impl Pattern {
                 return Err("PCRE2 could not make match data".into());
             };
             let ovector = pcre2_get_ovector_pointer_8(data.as_ptr());
-            Ok(Pattern { code, data, ovector, captures: count as usize + 1, jit, utf })
+            Ok(Pattern { code, data, ovector, captures: count as usize + 1, jit: None, utf })
         }
     }
 
@@ -147,11 +150,15 @@ impl Pattern {
         static ONE: [u8; 1] = [0]; // an empty subject still gets a pointer PCRE2 may read
         let ptr = if subject.is_empty() { ONE.as_ptr() } else { subject.as_ptr() };
         let options = if valid && self.utf { PCRE2_NO_UTF_CHECK } else { 0 };
+        let jit = match self.jit {
+            Some(jit) => jit,
+            None => *self.jit.insert(self.jit_compile()),
+        };
         // SAFETY: subject pointer and length are those of a live slice; code and data are
         // live, and data was made for code; the JIT entry point (which checks nothing) and
         // PCRE2_NO_UTF_CHECK only for a subject valid in the pattern's mode.
         let rc = unsafe {
-            if self.jit && valid {
+            if jit && valid {
                 pcre2_jit_match_8(self.code.as_ptr(), ptr, subject.len(), start, 0, self.data.as_ptr(), std::ptr::null_mut())
             } else {
                 pcre2_match_8(self.code.as_ptr(), ptr, subject.len(), start, options, self.data.as_ptr(), std::ptr::null_mut())
@@ -162,6 +169,14 @@ impl Pattern {
             PCRE2_ERROR_NOMATCH => Ok(false),
             rc => Err(rc),
         }
+    }
+
+    /// PCRE2's JIT compile of the code: whether it made JIT code (else pcre2_match
+    /// interprets it).
+    #[cold]
+    fn jit_compile(&self) -> bool {
+        // SAFETY: code is a live compiled pattern; its JIT code is freed with it.
+        unsafe { pcre2_jit_compile_8(self.code.as_ptr(), PCRE2_JIT_COMPLETE) == 0 }
     }
 
     /// Bytes every match holds: the first code unit of every match and the last one every
@@ -374,6 +389,20 @@ mod tests {
         assert_eq!(p.find_at(b"a1 22 b", 5), Ok(false));
         assert_eq!(p.find_at(b"a1", 2), Ok(false), "at the end: no match, no error");
         assert!(p.find_at(b"a1", 3).is_err(), "past the end");
+    }
+
+    #[test]
+    fn its_jit_code_is_made_at_its_first_match_and_not_before() {
+        // a scanner's patterns an input never runs cost no JIT compile (issue 30)
+        let mut p = Pattern::with_options(r"\A(a+)b", true, false).unwrap();
+        assert_eq!(p.jit, None, "compiled, not yet JIT-compiled");
+        assert_eq!(p.find_str("aab"), Ok(true), "the first match, through the new JIT code");
+        assert_eq!((p.jit, p.get(1)), (Some(true), Some((0, 2))));
+        assert_eq!(p.find_str("ab"), Ok(true));
+        assert_eq!(p.get(1), Some((0, 1)));
+        let mut bytes = Pattern::with_options(r"a(b)", true, false).unwrap();
+        assert_eq!(bytes.find_at(b"xab", 1), Ok(true), "the first match through pcre2_match's entry");
+        assert_eq!((bytes.jit, bytes.get(1)), (Some(true), Some((2, 3))));
     }
 
     #[test]
