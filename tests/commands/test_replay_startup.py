@@ -52,6 +52,9 @@ NOT_FOR_REPLAY = (
     # Replay's value classes are parsers/plain.py's: dataclasses (with inspect, ast, dis)
     # and the methods each compiled at import were ~57 M of a two-line replay's ~286 M.
     "dataclasses", "inspect", "ast", "dis",
+    # argparse's help width is read without shutil (with bz2, lzma: ~6 M); --tz UTC is
+    # datetime's UTC, without zoneinfo (its path search reads sysconfig: ~12 M).
+    "shutil", "zoneinfo", "sysconfig",
 )
 
 
