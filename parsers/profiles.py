@@ -401,5 +401,36 @@ def detect_profile(lines: list[str], candidates: list[Profile] | None = None) ->
     return best
 
 
+def bundled_lead_patterns() -> set[tuple[str, int]]:
+    """Every (pattern, flags) of the bundled profiles that regex_lead.py reads: the DOME
+    profiles' role patterns and envelopes (dome_profiles, compiled_dome) and the DPM ones'
+    role patterns (fastpath.role_plan)."""
+    from .dome_profiles import FLAGS, bundled_dome_profiles
+    patterns = {(role_part, re.DOTALL) for profile in bundled_profiles()
+                for role_part in role_patterns(profile.roles, ROLES, FIELDS)[0]}
+    for dome in bundled_dome_profiles():
+        for form in dome.forms.values():
+            patterns.update((part, FLAGS) for _, part in form.parts)
+            patterns.add((form.prefix.pattern, form.prefix.flags))
+    return patterns
+
+
+def write_regex_facts(path: str | Path | None = None) -> str:
+    """Writes regex_profiles/regex_facts.json (or `path`): what regex_lead.py reads of
+    the bundled profiles' patterns, parsed now."""
+    import json
+    from .regex_lead import _kept_facts_path, facts_to_keep
+    path = Path(path or _kept_facts_path())
+    kept = facts_to_keep(bundled_lead_patterns())
+    # A pattern a line, its facts beside it (a diff shows the pattern that changed).
+    groups = [f" {json.dumps(flags)}: {{\n" + ",\n".join(
+        f"  {json.dumps(pattern, ensure_ascii=False)}: {json.dumps(facts, ensure_ascii=False)}"
+        for pattern, facts in by_pattern.items()) + "\n }" for flags, by_pattern in kept["facts"].items()]
+    path.write_text(f'{{"python": {json.dumps(kept["python"])}, "facts": {{\n' + ",\n".join(groups)
+                    + "\n}}\n", encoding="utf-8")
+    return str(path)
+
+
 if __name__ == "__main__":
     print(write_parsed())
+    print(write_regex_facts())
