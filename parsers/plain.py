@@ -86,3 +86,8 @@ class Frozen(Value):
 
     def __delattr__(self, name):
         raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self):
+        # pickle and copy restore a value through its __init__ (which takes FIELDS in
+        # order), not field by field through __setattr__, which refuses.
+        return self.__class__, tuple(getattr(self, name) for name in self.FIELDS)

@@ -3,7 +3,9 @@ the dataclasses they replaced: compared, shown and (frozen) hashed by their fiel
 order, the fields a dataclass would leave out of repr or == left out, set once when
 frozen, copied with changes."""
 
+import copy
 import dataclasses
+import pickle
 
 import pytest
 
@@ -68,5 +70,6 @@ def test_a_frozen_value_is_set_once_and_hashed_by_its_fields():
         del settings.grace_s
     assert issubclass(FrozenInstanceError, AttributeError)
     assert isinstance(settings, Frozen)
+    assert pickle.loads(pickle.dumps(settings)) == copy.deepcopy(settings) == settings
     assert repr(ReassemblySettings()) == ("ReassemblySettings(timeout_s=3600, max_in_flight=1000000, "
                                          "max_threads=100000, grace_s=60, head_aliases=())")
