@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from dataclasses import dataclass, fields as dc_fields
+from .plain import Counters
 
 # Call records of one head may come out of order by as much as the reassembler's lines.
 from .dome_reassembly import ALLOWANCE_MS, advance_clocks
@@ -52,19 +52,17 @@ MAX_OPEN = 10_000
 DONE, FAILED, TIMEOUT, INPUT_END, EVICTED = "done", "failed", "timeout", "input_end", "evicted"
 
 
-@dataclass
-class ChecksumStats:
-    polls: int = 0                 # dome_chksum calls with a code, read into runs
-    cut_polls: int = 0             # dome_chksum calls cut (no code): left out
-    unattributed_polls: int = 0    # dome_chksum calls with no caller line: no key, left out
-    answers_without_wait: int = 0  # a non-202 answer with no run open (no 202 seen before it)
-    waits: int = 0                 # dome_checksum records emitted
-    overlaps: int = 0              # ... of them `overlap`: two or more files polled at once
-    timeouts: int = 0              # ... of them `timeout`
-    evictions: int = 0             # ... emitted early by the cap on open runs
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dc_fields(self)}
+class ChecksumStats(Counters):
+    __slots__ = FIELDS = (
+        "polls",                 # dome_chksum calls with a code, read into runs
+        "cut_polls",             # dome_chksum calls cut (no code): left out
+        "unattributed_polls",    # dome_chksum calls with no caller line: no key, left out
+        "answers_without_wait",  # a non-202 answer with no run open (no 202 seen before it)
+        "waits",                 # dome_checksum records emitted
+        "overlaps",              # ... of them `overlap`: two or more files polled at once
+        "timeouts",              # ... of them `timeout`
+        "evictions",             # ... emitted early by the cap on open runs
+    )
 
 
 class OpenRun:

@@ -22,10 +22,10 @@ pieces one by one (DomeForm.read, compiled_dome.scan_plan), with the same outcom
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from .plain import Value
 from .profiles import (
     UNMATCHED, ProfileError, as_list, bundled_profile_data, read_profile_file, resolve_profile,
     role_patterns,
@@ -63,26 +63,35 @@ MESSAGE_GROUPS = ("level", "error")  # `tid` too, in a generation that logs it
 FLAGS = re.DOTALL | re.ASCII
 
 
-@dataclass
-class DomeForm:
+class DomeForm(Value):
     """One envelope form compiled with the message prefix and every role."""
 
-    name: str
-    pattern: str                       # the one regex: head, the roles' alternation, a catch-all
-    groups: dict[str, int]             # envelope and message group -> index
-    roles: dict[int, tuple[str, dict[str, int]]]   # wrapper group -> (role, field -> group)
-    prefix: re.Pattern                 # the syslog envelope alone: host, tag, pid
-    # The regex's pieces, for a scanner that matches them one by one (compiled_dome.py):
-    # the envelope and message prefix (its groups numbered as in `regex`), and each role
-    # pattern as `regex` holds it (wrapped, its groups renamed), in the alternation's order.
-    head: str = ""
-    parts: tuple[tuple[str, str], ...] = ()
-    # Whether every part means alone what it means in the alternation (no reference to a
-    # group): then `read` and the compiled scanner match the head, then the parts one by one.
-    alone: bool = False
-    # compiled_dome.scan_plan's reading of them, made once per form: every stream's parser
-    # (each file, each partition restored) would read the patterns again (~5 ms).
-    plan: tuple | None = field(default=None, repr=False, compare=False)
+    # No __slots__: the regexes are cached properties, kept in the instance's dict.
+    FIELDS = ("name", "pattern", "groups", "roles", "prefix", "head", "parts", "alone", "plan")
+    NOT_SHOWN = NOT_COMPARED = ("plan",)
+
+    def __init__(self, name: str, pattern: str, groups: dict[str, int],
+                 roles: dict[int, tuple[str, dict[str, int]]], prefix: re.Pattern,
+                 head: str = "", parts: tuple[tuple[str, str], ...] = (), alone: bool = False,
+                 plan: tuple | None = None):
+        self.name = name
+        self.pattern = pattern   # the one regex: head, the roles' alternation, a catch-all
+        self.groups = groups     # envelope and message group -> index
+        self.roles = roles       # wrapper group -> (role, field -> group)
+        self.prefix = prefix     # the syslog envelope alone: host, tag, pid
+        # The regex's pieces, for a scanner that matches them one by one (compiled_dome.py):
+        # the envelope and message prefix (its groups numbered as in `regex`), and each
+        # role pattern as `regex` holds it (wrapped, its groups renamed), in the
+        # alternation's order.
+        self.head = head
+        self.parts = parts
+        # Whether every part means alone what it means in the alternation (no reference
+        # to a group): then `read` and the compiled scanner match the head, then the
+        # parts one by one.
+        self.alone = alone
+        # compiled_dome.scan_plan's reading of them, made once per form: every stream's
+        # parser (each file, each partition restored) would read the patterns again (~5 ms).
+        self.plan = plan
 
     @cached_property
     def regex(self) -> re.Pattern:
@@ -120,24 +129,25 @@ def _to_the_end(part: str) -> re.Pattern:
     return re.compile(f"(?:{part})\\s*\\Z", FLAGS)
 
 
-@dataclass
-class DomeProfile:
+class DomeProfile(Value):
     """A DOME regex profile: its envelopes, message and role patterns, and its forms."""
 
-    name: str
-    description: str
-    timezone: str
-    tags: tuple[str, ...]
-    envelopes: dict[str, str]
-    message: str
-    roles: dict[str, list[str]]
-    required_roles: tuple[str, ...] = ()
-    source: str = "<memory>"
-    # journald's idents, and its `Suppressed` notice's pattern (None: not read)
-    journald_tags: tuple[str, ...] = ()
-    suppressed: str | None = None
-    forms: dict[str, DomeForm] = field(init=False, repr=False)
-    suppressed_regex: re.Pattern | None = field(init=False, repr=False)
+    __slots__ = FIELDS = ("name", "description", "timezone", "tags", "envelopes", "message",
+                          "roles", "required_roles", "source", "journald_tags", "suppressed",
+                          "forms", "suppressed_regex")
+    NOT_SHOWN = ("forms", "suppressed_regex")   # made from the others (compared all the same)
+
+    def __init__(self, name: str, description: str, timezone: str, tags: tuple[str, ...],
+                 envelopes: dict[str, str], message: str, roles: dict[str, list[str]],
+                 required_roles: tuple[str, ...] = (), source: str = "<memory>",
+                 journald_tags: tuple[str, ...] = (), suppressed: str | None = None):
+        self.name, self.description, self.timezone = name, description, timezone
+        self.tags, self.envelopes, self.message = tags, envelopes, message
+        self.roles, self.required_roles, self.source = roles, required_roles, source
+        # journald's idents, and its `Suppressed` notice's pattern (None: not read)
+        self.journald_tags = journald_tags
+        self.suppressed = suppressed
+        self.__post_init__()
 
     @property
     def has_tid(self) -> bool:

@@ -17,7 +17,7 @@ by deadline (docs/dome.md, "The reassembler").
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, fields as dc_fields
+from .plain import Counters
 
 from .dome_calls import CallTable, role_of_query
 from .dome_lines import DomeEvent
@@ -32,33 +32,31 @@ HEAD_ROLES = frozenset(("put", "put_selected", "putdone_head", "putdone_size", "
 DISK_ROLES = frozenset(("putdone_disk", "putdone_forward", "capacity", "fs_count"))
 
 
-@dataclass
-class DomeStats:
-    lines: int = 0
-    calls: int = 0                  # call records emitted
-    cut_calls: int = 0              # ... of them with no `Exiting` line
-    stray_call_ends: int = 0        # `Exiting` on a thread with no open call
-    commands_without_call: int = 0  # `req:` on a thread with no open call (its opening lines lost)
-    expired_calls: int = 0          # calls cut because their thread stayed silent past the timeout
-    call_evictions: int = 0         # calls cut because of the cap on open calls
-    process_deaths: int = 0         # a new pid, or a startup line, for a host's program
-    puts: int = 0                   # put records emitted
-    puts_joined: int = 0            # ... of them joined with a putdone (the no-join warning reads it)
-    expired_puts: int = 0           # puts emitted at their timeout
-    put_evictions: int = 0          # puts emitted early because of the cap on open puts
-    orphan_putdones: int = 0        # putdone lines that joined no open put
-    putcount_joins: int = 0         # putdones several puts matched, told apart by PUTCOUNT
-    ambiguous_putdones: int = 0     # putdones several puts matched and PUTCOUNT did not tell apart
-    repeated_putdones: int = 0      # a second putdone line of the same side for one put
-    orphan_putdone_errors: int = 0  # putdone error lines naming no joined put
-    unframed_lines: int = 0         # lines without a TID: no call can be framed by them
-    unusable_lines: int = 0         # lines a rule should read but cannot (a PFN not named by the head)
-    capacity: int = 0
-    fs_events: int = 0
-    journald_suppressed_lines: int = 0  # lines journald's rate limit dropped, as its notices say
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dc_fields(self)}
+class DomeStats(Counters):
+    __slots__ = FIELDS = (
+        "lines",
+        "calls",                  # call records emitted
+        "cut_calls",              # ... of them with no `Exiting` line
+        "stray_call_ends",        # `Exiting` on a thread with no open call
+        "commands_without_call",  # `req:` on a thread with no open call (its opening lines lost)
+        "expired_calls",          # calls cut because their thread stayed silent past the timeout
+        "call_evictions",         # calls cut because of the cap on open calls
+        "process_deaths",         # a new pid, or a startup line, for a host's program
+        "puts",                   # put records emitted
+        "puts_joined",            # ... of them joined with a putdone (the no-join warning reads it)
+        "expired_puts",           # puts emitted at their timeout
+        "put_evictions",          # puts emitted early because of the cap on open puts
+        "orphan_putdones",        # putdone lines that joined no open put
+        "putcount_joins",         # putdones several puts matched, told apart by PUTCOUNT
+        "ambiguous_putdones",     # putdones several puts matched and PUTCOUNT did not tell apart
+        "repeated_putdones",      # a second putdone line of the same side for one put
+        "orphan_putdone_errors",  # putdone error lines naming no joined put
+        "unframed_lines",         # lines without a TID: no call can be framed by them
+        "unusable_lines",         # lines a rule should read but cannot (a PFN not named by the head)
+        "capacity",
+        "fs_events",
+        "journald_suppressed_lines",  # lines journald's rate limit dropped, as its notices say
+    )
 
 
 def merge_by_time(streams):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from array import array
 
-from .fielded import Fielded
+from .plain import Value
 from .reassembly import BY_LINE
 
 # Roles that take whatever else a daemon logs: lines landing there are not understood.
@@ -65,9 +65,9 @@ def looks_like(line_shape: str, roles) -> tuple[str, ...]:
 
 # Finding, Reassembled and DomePutsSeen are plain classes, not dataclasses: only `profile
 # check` imports this module, and a dataclass compiles its generated methods as its module
-# is imported (~0.5 ms CPU each, issue 30). Compared and shown by their fields (Fielded).
+# is imported (~0.5 ms CPU each, issue 30). Compared and shown by their fields (Value).
 
-class Finding(Fielded):
+class Finding(Value):
     """One reason a profile does not fit; `role` is set when a required role is missing."""
 
     __slots__ = FIELDS = ("message", "role")
@@ -184,7 +184,7 @@ class CutWatch:
         return sum(1 for ts in self._orphans_seen if ts <= horizon)
 
 
-class Reassembled(Fielded):
+class Reassembled(Value):
     """What the reassembly made of a daemon's lines (ReassemblyStats), with what a cut
     file explains (CutWatch)."""
 
@@ -243,7 +243,7 @@ def judge(required, lines: int, roles: dict, seen: Reassembled) -> list[Finding]
     return findings
 
 
-class DomePutsSeen(Fielded):
+class DomePutsSeen(Value):
     """What the DOME reassembly (parsers/dome_reassembly.py) made of a log's puts and
     putdones, with what a file beginning mid-way explains. Counted up from 0."""
 

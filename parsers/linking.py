@@ -42,7 +42,7 @@ silent log.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, fields as dc_fields
+from .plain import Counters
 from collections.abc import Callable
 
 from .schema import key_of
@@ -102,15 +102,13 @@ class HeldCall:
         self.epoch = epoch  # the steps back its name-server log had taken at its `returns`
 
 
-@dataclass
-class LinkStats:
+class LinkStats(Counters):
     """How the name-server calls were linked to requests."""
 
-    ns_calls_linked: int = 0     # name-server calls linked to a request
-    ns_calls_ambiguous: int = 0  # inside the runs of several requests naming their file
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dc_fields(self)}
+    __slots__ = FIELDS = (
+        "ns_calls_linked",     # name-server calls linked to a request
+        "ns_calls_ambiguous",  # inside the runs of several requests naming their file
+    )
 
 
 class Linker:

@@ -24,7 +24,6 @@ across sources and the event-time sweeps are the same code for both families.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from collections.abc import Callable, Iterable
@@ -40,6 +39,7 @@ from dpmstream.parsers.lazylog import get_logger
 from dpmstream.parsers.lines import (
     FOREIGN, MALFORMED, MAX_LINE_BYTES, ROUTED, UNMATCHED_RESULT, LineParser, bounded,
 )
+from dpmstream.parsers.plain import Value
 from dpmstream.parsers.profiles import (
     Profile, ProfileError, bundled_profiles, detect_profile, match_line,
 )
@@ -439,8 +439,7 @@ class Pipeline:
                         ", ".join(clients))
 
 
-@dataclass
-class StateChanges:
+class StateChanges(Value):
     """Net changes of a pipeline's state (Pipeline.take_changes), or, merged, its whole
     state (Pipeline.restore). JSON-safe values; how they are stored is the edge's choice.
 
@@ -451,13 +450,22 @@ class StateChanges:
     dome: the DOME reassembler's entries (parsers/dome_state.py: one per open call and
     per open put, and the bounded rest).
     """
-    threads: dict[ThreadKey, dict | None] = field(default_factory=dict)
-    requests: dict[RequestKey, dict | None] = field(default_factory=dict)
-    finished: dict[int, list[RequestKey] | None] = field(default_factory=dict)
-    sources: dict[str, dict | None] = field(default_factory=dict)
-    clock: dict | None = None
-    linker: dict | None = None
-    dome: dict[str, object] = field(default_factory=dict)
+
+    __slots__ = FIELDS = ("threads", "requests", "finished", "sources", "clock", "linker", "dome")
+
+    def __init__(self, threads: dict[ThreadKey, dict | None] | None = None,
+                 requests: dict[RequestKey, dict | None] | None = None,
+                 finished: dict[int, list[RequestKey] | None] | None = None,
+                 sources: dict[str, dict | None] | None = None,
+                 clock: dict | None = None, linker: dict | None = None,
+                 dome: dict[str, object] | None = None):
+        self.threads = {} if threads is None else threads
+        self.requests = {} if requests is None else requests
+        self.finished = {} if finished is None else finished
+        self.sources = {} if sources is None else sources
+        self.clock = clock
+        self.linker = linker
+        self.dome = {} if dome is None else dome
 
     def __bool__(self) -> bool:
         return bool(self.threads or self.requests or self.finished or self.sources

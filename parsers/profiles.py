@@ -10,9 +10,10 @@ its position), then a catch-all that marks the line `unmatched`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+
+from .plain import Value
 
 # Roles the reassembler understands; a profile may leave any of them out.
 ROLES = (
@@ -35,56 +36,66 @@ class ProfileError(ValueError):
 EVENT_FIELDS = ("op", "client", "token", "nfiles", "state", "rc", "surl", "path")
 
 
-@dataclass
-class Alternative:
+class Alternative(Value):
     """One role pattern inside the compiled regex: its role and where its fields are."""
 
-    role: str
-    fields: dict[str, int]  # field name -> group index in the compiled regex
-    # Group index per EVENT_FIELDS entry; a field the pattern lacks points at a group that
-    # never participates, so one m.group(*slots) call yields None there.
-    slots: tuple[int, ...] = ()
+    __slots__ = FIELDS = ("role", "fields", "slots")
+
+    def __init__(self, role: str, fields: dict[str, int], slots: tuple[int, ...] = ()):
+        self.role = role
+        self.fields = fields  # field name -> group index in the compiled regex
+        # Group index per EVENT_FIELDS entry; a field the pattern lacks points at a group
+        # that never participates, so one m.group(*slots) call yields None there.
+        self.slots = slots
 
 
-@dataclass
-class CompiledForm:
+class CompiledForm(Value):
     """A profile's line form compiled: the regex and where its groups are."""
 
-    regex: re.Pattern
-    alternatives: dict[int, Alternative]  # group index of the wrapper -> alternative
-    envelope: dict[str, int]  # envelope group name -> group index
-    # Indices of month, day, hour, minute, second, frac, pid, tid, func: one m.group() call.
-    envelope_slots: tuple[int, ...] = ()
-    # The same pattern for PCRE2 (parsers/fastpath.py): anchored, no `never`
-    # group, `\z` for `\Z`; the group numbers are the same.
-    portable: str = ""
-    # Its envelope alone for PCRE2, anchored (fastpath.role_plan): the same group numbers.
-    head: str = ""
+    __slots__ = FIELDS = ("regex", "alternatives", "envelope", "envelope_slots", "portable", "head")
+
+    def __init__(self, regex: re.Pattern, alternatives: dict[int, Alternative],
+                 envelope: dict[str, int], envelope_slots: tuple[int, ...] = (),
+                 portable: str = "", head: str = ""):
+        self.regex = regex
+        self.alternatives = alternatives  # group index of the wrapper -> alternative
+        self.envelope = envelope  # envelope group name -> group index
+        # Indices of month, day, hour, minute, second, frac, pid, tid, func: one m.group() call.
+        self.envelope_slots = envelope_slots
+        # The same pattern for PCRE2 (parsers/fastpath.py): anchored, no `never`
+        # group, `\z` for `\Z`; the group numbers are the same.
+        self.portable = portable
+        # Its envelope alone for PCRE2, anchored (fastpath.role_plan): the same group numbers.
+        self.head = head
 
 
-@dataclass
-class Profile:
+class Profile(Value):
     """A regex profile of one daemon's log: its envelopes, role patterns and tags."""
 
-    name: str
-    daemon: str
-    description: str
-    timezone: str
-    func: str
-    native_envelope: str
-    rsyslog_envelope: str
-    roles: dict[str, list[str]]
-    source: str = "<memory>"
-    # rsyslog program tags of this daemon (`dpm:`, `dpns:` ...): in a file that mixes
-    # daemons (/var/log/messages) the tag says which profile reads the line.
-    tags: tuple[str, ...] = ()
-    # Roles a fitting profile must produce on a real log of its daemon (`profile check`).
-    required_roles: tuple[str, ...] = ()
-    # Whether __post_init__ compiles and checks the patterns now (a file given by a user:
-    # a bad pattern is refused as it loads). The bundled profiles compile at first use,
-    # each form on its own: a replay of a DPM log never needs most of them (their regexes
-    # were an eighth of its start-up); tests/parsers/test_profiles.py checks them all.
-    check_now: bool = field(default=True, repr=False, compare=False)
+    # No __slots__: the compiled forms are cached properties, kept in the instance's dict.
+    FIELDS = ("name", "daemon", "description", "timezone", "func", "native_envelope",
+              "rsyslog_envelope", "roles", "source", "tags", "required_roles", "check_now")
+    NOT_SHOWN = NOT_COMPARED = ("check_now",)
+
+    def __init__(self, name: str, daemon: str, description: str, timezone: str, func: str,
+                 native_envelope: str, rsyslog_envelope: str, roles: dict[str, list[str]],
+                 source: str = "<memory>", tags: tuple[str, ...] = (),
+                 required_roles: tuple[str, ...] = (), check_now: bool = True):
+        self.name, self.daemon, self.description = name, daemon, description
+        self.timezone, self.func, self.roles, self.source = timezone, func, roles, source
+        self.native_envelope, self.rsyslog_envelope = native_envelope, rsyslog_envelope
+        # rsyslog program tags of this daemon (`dpm:`, `dpns:` ...): in a file that mixes
+        # daemons (/var/log/messages) the tag says which profile reads the line.
+        self.tags = tags
+        # Roles a fitting profile must produce on a real log of its daemon (`profile check`).
+        self.required_roles = required_roles
+        # Whether __post_init__ compiles and checks the patterns now (a file given by a
+        # user: a bad pattern is refused as it loads). The bundled profiles compile at
+        # first use, each form on its own: a replay of a DPM log never needs most of them
+        # (their regexes were an eighth of its start-up); tests/parsers/test_profiles.py
+        # checks them all.
+        self.check_now = check_now
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         unknown = set(self.roles) - set(ROLES)
@@ -390,5 +401,36 @@ def detect_profile(lines: list[str], candidates: list[Profile] | None = None) ->
     return best
 
 
+def bundled_lead_patterns() -> set[tuple[str, int]]:
+    """Every (pattern, flags) of the bundled profiles that regex_lead.py reads: the DOME
+    profiles' role patterns and envelopes (dome_profiles, compiled_dome) and the DPM ones'
+    role patterns (fastpath.role_plan)."""
+    from .dome_profiles import FLAGS, bundled_dome_profiles
+    patterns = {(role_part, re.DOTALL) for profile in bundled_profiles()
+                for role_part in role_patterns(profile.roles, ROLES, FIELDS)[0]}
+    for dome in bundled_dome_profiles():
+        for form in dome.forms.values():
+            patterns.update((part, FLAGS) for _, part in form.parts)
+            patterns.add((form.prefix.pattern, form.prefix.flags))
+    return patterns
+
+
+def write_regex_facts(path: str | Path | None = None) -> str:
+    """Writes regex_profiles/regex_facts.json (or `path`): what regex_lead.py reads of
+    the bundled profiles' patterns, parsed now."""
+    import json
+    from .regex_lead import _kept_facts_path, facts_to_keep
+    path = Path(path or _kept_facts_path())
+    kept = facts_to_keep(bundled_lead_patterns())
+    # A pattern a line, its facts beside it (a diff shows the pattern that changed).
+    groups = [f" {json.dumps(flags)}: {{\n" + ",\n".join(
+        f"  {json.dumps(pattern, ensure_ascii=False)}: {json.dumps(facts, ensure_ascii=False)}"
+        for pattern, facts in by_pattern.items()) + "\n }" for flags, by_pattern in kept["facts"].items()]
+    path.write_text(f'{{"python": {json.dumps(kept["python"])}, "facts": {{\n' + ",\n".join(groups)
+                    + "\n}}\n", encoding="utf-8")
+    return str(path)
+
+
 if __name__ == "__main__":
     print(write_parsed())
+    print(write_regex_facts())

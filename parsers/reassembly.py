@@ -19,7 +19,7 @@ order of last activity, so the per-line cost does not grow with what is open.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass, fields as dc_fields
+from .plain import Counters
 from collections import namedtuple
 from collections.abc import Callable
 
@@ -173,30 +173,28 @@ class Request:
         self.files = files  # SURLs of the put/get's DP098 file lines (name-server linking)
 
 
-@dataclass
-class ReassemblyStats:
+class ReassemblyStats(Counters):
     """The reassembler's counters over a run (the replay's summary prints them)."""
 
-    requests: int = 0        # request records emitted
-    calls: int = 0           # call records emitted
-    evictions: int = 0       # requests emitted early because of the in-flight cap
-    expired: int = 0         # requests emitted by the event-time timeout
-    dropped_accepts: int = 0  # accept lines whose connection failed or was superseded
-    late_lines: int = 0      # lines naming a request that had already ended
-    stray_returns: int = 0   # `returns` with no open call on its thread
-    noreturn_calls: int = 0  # calls closed without their `returns`
-    orphans: int = 0         # requests first seen after their put/get (input began mid-way)
-    restarts: int = 0        # daemon restarts: a main process replaced by a newer one
-    stray_processes: int = 0  # other processes that logged a while beside the main one
-    thread_evictions: int = 0  # threads dropped because of the thread cap
-    expired_threads: int = 0   # threads silent past the timeout (open calls closed)
-    expired_sessions: int = 0  # name-server sessions cut by the timeout or the cap
-    duplicate_lines: int = 0   # lines read twice (overlapping input), ignored
-    future_lines: int = 0      # lone lines far ahead of their host's time, set aside
-    clock_steps: int = 0       # the stamps of a daemon went back (NTP step)
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dc_fields(self)}
+    __slots__ = FIELDS = (
+        "requests",        # request records emitted
+        "calls",           # call records emitted
+        "evictions",       # requests emitted early because of the in-flight cap
+        "expired",         # requests emitted by the event-time timeout
+        "dropped_accepts",  # accept lines whose connection failed or was superseded
+        "late_lines",      # lines naming a request that had already ended
+        "stray_returns",   # `returns` with no open call on its thread
+        "noreturn_calls",  # calls closed without their `returns`
+        "orphans",         # requests first seen after their put/get (input began mid-way)
+        "restarts",        # daemon restarts: a main process replaced by a newer one
+        "stray_processes",  # other processes that logged a while beside the main one
+        "thread_evictions",  # threads dropped because of the thread cap
+        "expired_threads",   # threads silent past the timeout (open calls closed)
+        "expired_sessions",  # name-server sessions cut by the timeout or the cap
+        "duplicate_lines",   # lines read twice (overlapping input), ignored
+        "future_lines",      # lone lines far ahead of their host's time, set aside
+        "clock_steps",       # the stamps of a daemon went back (NTP step)
+    )
 
 
 def _diff(a, b):

@@ -12,8 +12,63 @@ line's `08/12 14:31` is no RFC 3339 stamp's `\\d{4}-`) without running the envel
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 from re import _constants as C, _parser
+
+# What this module reads of the bundled profiles' patterns, kept in regex_profiles/ (as
+# parsed.json keeps their TOML): re's parser is Python, and parsing the ~40 role patterns
+# of the DOME profiles was ~30 M instructions of a DOME replay's ~280 M start-up (issue
+# 30). Kept under each pattern's own text and flags, so an edited pattern is parsed as
+# any other; `python -m dpmstream.parsers.profiles` writes it (tests/parsers/
+# test_regex_lead.py fails until then), for this Python's re (another's parses).
+FACTS = "regex_facts.json"
+
+
+def _kept_facts_path():
+    from pathlib import Path
+    from dpmstream import regex_profiles
+    return Path(regex_profiles.__path__[0]) / FACTS
+
+
+@lru_cache(maxsize=None)
+def _kept_facts() -> dict:
+    """{flags: {pattern: [group index, group count, self-contained, lead sets]}} kept for
+    this Python's re ({} where none is: each pattern is parsed)."""
+    import json
+    try:
+        with open(_kept_facts_path(), encoding="utf-8") as f:
+            kept = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return kept["facts"] if kept.get("python") == _PYTHON else {}
+
+
+_PYTHON = "%d.%d" % sys.version_info[:2]
+
+
+@lru_cache(maxsize=None)
+def _facts(pattern: str, flags: int) -> tuple[dict, int, bool, tuple]:
+    """(group index, group count, self-contained, lead sets) of a pattern re parses;
+    re.error for one it cannot."""
+    kept = _kept_facts().get(str(int(flags)), {}).get(pattern)
+    if kept is not None:
+        groups, count, contained, sets = kept
+        return groups, count, contained, tuple(map(frozenset, sets))
+    tree = _tree(pattern, flags)
+    return (dict(tree.state.groupdict), tree.state.groups - 1, _contained(pattern, tree),
+            tuple(_lead_sets(tree)))
+
+
+def facts_to_keep(patterns) -> dict:
+    """The facts of these (pattern, flags), as _kept_facts reads them, parsed now."""
+    facts: dict = {}
+    for pattern, flags in sorted(patterns, key=lambda p: (p[1], p[0])):
+        tree = _tree(pattern, flags)
+        facts.setdefault(str(int(flags)), {})[pattern] = [
+            dict(tree.state.groupdict), tree.state.groups - 1, _contained(pattern, tree),
+            ["".join(sorted(chars)) for chars in _lead_sets(tree)]]
+    return {"python": _PYTHON, "facts": facts}
 
 
 @lru_cache(maxsize=None)
@@ -47,7 +102,10 @@ def lead_sets(pattern: str, flags: int = 0) -> list[frozenset[str]]:
     many places as every match has them ([] for a case-insensitive pattern): the places
     of literals, classes, fixed repeats and branches of one width, up to the first of
     anything else (an optional part, a run, a look-around, a class it does not spell)."""
-    tree = _tree(pattern, flags)
+    return list(_facts(pattern, flags)[3])
+
+
+def _lead_sets(tree) -> list[frozenset[str]]:
     if tree.state.flags & re.IGNORECASE:
         return []
     out: list[frozenset[str]] = []
@@ -110,9 +168,12 @@ def self_contained(pattern: str, flags: int = 0) -> bool:
     to a group (by number or name: `\\1`, `(?P=host)`, `(?(1)...)`), whose numbering or
     whose group would differ."""
     try:
-        tree = _tree(pattern, flags)
+        return _facts(pattern, flags)[2]
     except re.error:   # a reference to a group outside it
         return False
+
+
+def _contained(pattern: str, tree) -> bool:
     # Only these spell a reference: a pattern without them is known so without walking
     # its tree (the walk was most of reading a DOME profile's role patterns, issue 30).
     return _SPELLS_A_REFERENCE.search(pattern) is None or not _refers(tree)
@@ -126,12 +187,12 @@ _SPELLS_A_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
 def group_index(pattern: str, flags: int = 0) -> dict[str, int]:
     """re.compile(pattern, flags).groupindex, read from the parse (a compile of each role
     pattern alone, only for its groups' numbers, was most of building a DOME scanner)."""
-    return dict(_tree(pattern, flags).state.groupdict)
+    return dict(_facts(pattern, flags)[0])
 
 
 def group_count(pattern: str, flags: int = 0) -> int:
     """re.compile(pattern, flags).groups, read from the parse, as group_index."""
-    return _tree(pattern, flags).state.groups - 1
+    return _facts(pattern, flags)[1]
 
 
 def _refers(items) -> bool:

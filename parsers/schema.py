@@ -110,7 +110,6 @@ def declared() -> dict[str, tuple]:
     """This schema in the shape the compiled extension's `schema()` gives its own."""
     from .linking import LinkStats  # noqa: PLC0415 (they import this module's names)
     from .reassembly import ReassemblyStats  # noqa: PLC0415
-    from dataclasses import fields  # noqa: PLC0415
 
     return {
         "request_columns": REQUEST_COLUMNS,
@@ -125,8 +124,8 @@ def declared() -> dict[str, tuple]:
         "statuses": STATUSES,
         "end_reasons": END_REASONS,
         "feed_stops": FEED_STOPS,
-        "counters": tuple(f.name for f in fields(ReassemblyStats)),
-        "link_counters": tuple(f.name for f in fields(LinkStats)),
+        "counters": ReassemblyStats.FIELDS,
+        "link_counters": LinkStats.FIELDS,
     }
 
 

@@ -9,40 +9,19 @@ shared directory turns the DPNS lock into the bottleneck.
 The three are plain classes, not dataclasses: every report's what-if imports them, and a
 frozen dataclass compiles six generated methods as its module is imported (~1.4 ms CPU
 of a report's ~190 for these three, issue 30). They keep a frozen dataclass's ways
-(_Frozen): compared, hashed and shown by their fields, set once, and `replace`.
+(parsers/plain.Frozen): compared, hashed and shown by their fields, set once, and
+`replace`.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import FrozenInstanceError
 
-from dpmstream.parsers.fielded import Fielded
-
-
-class _Frozen(Fielded):
-    """Values set once, at construction (native_model keeps the last ServiceTimes it read
-    by its id), compared, hashed and shown by FIELDS in order, as a frozen dataclass."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __setattr__(self, name, value):
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name):
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def replace(self, **changes):
-        """A copy with `changes` (dataclasses.replace's counterpart)."""
-        return self.__class__(**{**{name: getattr(self, name) for name in self.FIELDS},
-                                 **changes})
+from dpmstream.parsers.plain import Frozen
 
 
-class Dist(_Frozen):
+class Dist(Frozen):
     """A log-normal service time: its median (ms), its shape and its floor (ms)."""
 
     __slots__ = FIELDS = ("median_ms", "sigma", "min_ms")
@@ -62,7 +41,7 @@ class Dist(_Frozen):
         return value if value > self.min_ms else self.min_ms
 
 
-class Empirical(_Frozen):
+class Empirical(Frozen):
     """A distribution measured on a log: each draw is one of the measured values, picked
     uniformly (a resample), so nothing is assumed about its shape."""
 
@@ -110,7 +89,7 @@ DEFAULTS = {
 }
 
 
-class ServiceTimes(_Frozen):
+class ServiceTimes(Frozen):
     """The model's service time of each step (DEFAULTS), each given by its name."""
 
     __slots__ = FIELDS = tuple(DEFAULTS)

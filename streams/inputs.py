@@ -8,11 +8,11 @@ import io
 import os
 import stat
 import sys
-from dataclasses import dataclass
 from itertools import islice
 from collections.abc import Iterator
 
 from dpmstream.parsers import extension
+from dpmstream.parsers.plain import Value
 
 # The fingerprint's digest: BLAKE2b, CPython's own (hashlib.blake2b is this one), not
 # hashlib's SHA-256: importing hashlib loads OpenSSL's libcrypto, ~11 M instructions of
@@ -36,15 +36,18 @@ class InputError(OSError):
     pass
 
 
-@dataclass
-class Input:
+class Input(Value):
     """One input named on the command line: a file (compressed or not), a pipe or stdin."""
 
-    name: str            # as given on the command line
-    path: str | None     # None for stdin
-    size: int | None     # bytes on disk (compressed size for archives; None: a FIFO)
-    mtime_ms: int | None
-    fifo: bool = False   # a named pipe: its content can be read once
+    __slots__ = FIELDS = ("name", "path", "size", "mtime_ms", "fifo")
+
+    def __init__(self, name: str, path: str | None, size: int | None, mtime_ms: int | None,
+                 fifo: bool = False):
+        self.name = name          # as given on the command line
+        self.path = path          # None for stdin
+        self.size = size          # bytes on disk (compressed size for archives; None: a FIFO)
+        self.mtime_ms = mtime_ms
+        self.fifo = fifo          # a named pipe: its content can be read once
 
     @property
     def is_stdin(self) -> bool:

@@ -31,7 +31,7 @@ import json
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
@@ -105,7 +105,7 @@ def new_pipeline(engine: str, outcome: Outcome, inp: LogInput, settings: dict | 
     """settings: ReassemblySettings' fields and Pipeline's options that differ from the
     defaults (e.g. duplicate_memory)."""
     settings = dict(settings or {})
-    caps = {f.name: settings.pop(f.name) for f in fields(ReassemblySettings) if f.name in settings}
+    caps = {name: settings.pop(name) for name in ReassemblySettings.FIELDS if name in settings}
     pipeline = Pipeline(outcome.records.append, ReassemblySettings(**caps), engine=engine,
                         expect_ns=any(".dpns" in p.name for p in inp.paths), **settings)
     pipeline.reassembler.on_span = lambda *span: outcome.spans.append(span)

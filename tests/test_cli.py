@@ -247,6 +247,20 @@ def test_what_is_alive_when_the_process_ends_is_frozen_out_of_its_last_collectio
     assert done.stdout.splitlines() == ["after main [2, 2] 0 False", "at exit 1 True"], done.stderr
 
 
+@pytest.mark.parametrize("columns", [None, "100", "0", "wide", "-5"])
+def test_help_is_as_wide_as_shutil_says_the_terminal_is(monkeypatch, columns):
+    # HelpFormatter reads the width as argparse's default does, without importing shutil.
+    import shutil
+
+    from dpmstream.commands.common import HelpFormatter, terminal_columns
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+    assert HelpFormatter("x")._width == shutil.get_terminal_size().columns - 2
+
+
 def test_top_level_help_lists_every_command_without_importing_any_of_them():
     # A fresh interpreter, as a user's: `dpmstream --help` (and a name that is no command)
     # shows each command's name and help line from cli.COMMANDS, not from its module.

@@ -33,6 +33,14 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     option's default shown once, as ` (default: X)`, unless its help already names it
     or there is none to show. Whole floats print as integers (3600, not 3600.0)."""
 
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        # argparse's default width is shutil.get_terminal_size's columns less 2, and its
+        # import of shutil (bz2, lzma, fnmatch with it) was ~6 M instructions of every
+        # command's start-up, paid by the first parser made (issue 30): read here alike.
+        if width is None:
+            width = terminal_columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
     def _get_help_string(self, action):
         text = action.help or ""
         if ("default" in text or any(action.default is v for v in (None, False, True))
@@ -46,6 +54,21 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
             action = copy.copy(action)
             action.default = f"{action.default:g}"
         return super()._expand_help(action)
+
+
+def terminal_columns() -> int:
+    """shutil.get_terminal_size().columns: $COLUMNS where a positive whole number, else
+    the width of the terminal on sys.__stdout__, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def bounded(convert, kind: str, low=None, high=None, *, low_open: bool = False):

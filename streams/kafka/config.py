@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field
+
+from dpmstream.parsers.plain import Value
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -45,13 +46,14 @@ def parse_broker(url: str) -> str:
     return ",".join(servers)
 
 
-@dataclass
-class KafkaSecurity:
-    protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    cafile: str | None = None
+class KafkaSecurity(Value):
+    __slots__ = FIELDS = ("protocol", "sasl_mechanism", "username", "password", "cafile")
+
+    def __init__(self, protocol: str = "PLAINTEXT", sasl_mechanism: str | None = None,
+                 username: str | None = None, password: str | None = None,
+                 cafile: str | None = None):
+        self.protocol, self.sasl_mechanism = protocol, sasl_mechanism
+        self.username, self.password, self.cafile = username, password, cafile
 
     def __repr__(self) -> str:  # no secret in logs or tracebacks
         hidden = "***" if self.password else None

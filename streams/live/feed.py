@@ -34,7 +34,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from itertools import islice
-from dataclasses import replace
 from typing import Callable, Sequence
 
 from dpmstream.streams.live.follow import Follower
@@ -307,7 +306,7 @@ class LiveFeed:
         whole = self._state
         kept = sorted(whole.finished)[-FINISHED_GROUPS_SAVED:]
         if len(kept) < len(whole.finished):
-            whole = replace(whole, finished={g: whole.finished[g] for g in kept})
+            whole = whole.replace(finished={g: whole.finished[g] for g in kept})
         return {key: value for key, value in state_keys.encode(whole).items()
                 if value is not None}
 

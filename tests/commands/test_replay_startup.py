@@ -49,6 +49,12 @@ NOT_FOR_REPLAY = (
     "logging",
     # typing: TYPE_CHECKING is a constant False, NamedTuples are collections.namedtuple.
     "typing",
+    # Replay's value classes are parsers/plain.py's: dataclasses (with inspect, ast, dis)
+    # and the methods each compiled at import were ~57 M of a two-line replay's ~286 M.
+    "dataclasses", "inspect", "ast", "dis",
+    # argparse's help width is read without shutil (with bz2, lzma: ~6 M); --tz UTC is
+    # datetime's UTC, without zoneinfo (its path search reads sysconfig: ~12 M).
+    "shutil", "zoneinfo", "sysconfig",
 )
 
 
@@ -119,6 +125,8 @@ def test_a_dome_log_brings_the_dome_engine_it_needs(tmp_path):
     compiled = "dpmstream.parsers.compiled_dome" in modules
     assert compiled == engines.compiled_dome_available()
     assert "dpmstream.parsers.dome_checksums" in modules
+    # its counters and profiles are plain values too (parsers/plain.py)
+    assert not {"dataclasses", "inspect", "ast", "dis"} & set(modules)
 
 
 def replay_stderr(*args) -> list[str]:

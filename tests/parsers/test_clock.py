@@ -155,3 +155,21 @@ def test_asking_a_minute_dates_the_year_as_to_ms_does():
         base = asked.minute_ms(month, day, 0, 0)
         assert base == reference.to_ms(month, day, 0, 0, 0, 0)
         assert (asked.year, asked.state()) == (reference.year, reference.state())
+
+
+def test_utc_is_read_as_the_zone_database_reads_it():
+    # load_zone("UTC") is datetime's own UTC (no zoneinfo import): the same offsets, names
+    # and instants as the database's UTC, and a clock in it dates stamps alike.
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from dpmstream.parsers.clock import load_zone
+    ours, database = load_zone("UTC"), ZoneInfo("UTC")
+    assert str(ours) == str(database) == "UTC"
+    for instant in (datetime(2011, 3, 27, 1, 30), datetime(2011, 10, 30, 2, 30), datetime(2026, 6, 1)):
+        a, b = instant.replace(tzinfo=ours), instant.replace(tzinfo=database)
+        assert (a.utcoffset(), a.tzname(), a.timestamp(), a.isoformat(), f"{a:%Z %z}") == \
+               (b.utcoffset(), b.tzname(), b.timestamp(), b.isoformat(), f"{b:%Z %z}")
+        assert a.replace(fold=1).utcoffset() == b.replace(fold=1).utcoffset() == timedelta(0)
+        assert datetime.fromtimestamp(a.timestamp(), ours) == datetime.fromtimestamp(b.timestamp(), database)
+    assert EventClock("UTC", year=2011).to_ms(10, 30, 2, 30, 0, 5) == utc_ms("2011-10-30T02:30:00.005")

@@ -17,7 +17,6 @@ The compiled engine missing: these tests skip, unless DPMSTREAM_REQUIRE_NATIVE i
 where they fail.
 """
 
-import dataclasses
 import json
 import os
 import re
@@ -310,7 +309,7 @@ def test_a_snapshot_stored_before_puts_joined_was_counted_restores_with_it_from_
         got += r.feed(ev)
     got += r.finish()
     assert got == want, first_difference(want, got)
-    assert r.stats == dataclasses.replace(want_stats, puts_joined=want_stats.puts_joined - joined_before)
+    assert r.stats == want_stats.replace(puts_joined=want_stats.puts_joined - joined_before)
 
 
 # Snapshot lists made from a dict or a set: their order is the engine's own business.

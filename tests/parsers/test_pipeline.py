@@ -3,7 +3,6 @@ fresh pipeline gives exactly the records of one uninterrupted pipeline (what the
 worker relies on); lines fed in chunks give what they give fed one by one; the pipeline
 imports only the domain."""
 
-import dataclasses
 import json
 import random
 
@@ -41,10 +40,10 @@ def new_pipeline(records, cfg):
 
 def stored(changes: StateChanges) -> StateChanges:
     """The changes as a store gives them back: every value through JSON."""
-    return StateChanges(**{f.name: json.loads(json.dumps(getattr(changes, f.name)))
-                           if f.name in ("clock", "linker", "dome") else
-                           {k: json.loads(json.dumps(v)) for k, v in getattr(changes, f.name).items()}
-                           for f in dataclasses.fields(StateChanges)})
+    return StateChanges(**{name: json.loads(json.dumps(value))
+                           if name in ("clock", "linker", "dome") else
+                           {k: json.loads(json.dumps(v)) for k, v in value.items()}
+                           for name, value in changes.as_dict().items()})
 
 
 def feed(pipeline, cfg, name, line):

@@ -87,3 +87,67 @@ def test_the_group_index_is_re_s_for_every_role_pattern_of_the_bundled_dome_prof
 def test_the_group_numbers_are_those_the_compiled_pattern_gives(pattern):
     got = group_index(pattern, FLAGS)
     assert list(got.items()) == list(re.compile(pattern, FLAGS).groupindex.items())
+
+
+# -- what it reads of the bundled profiles' patterns, kept (regex_profiles/regex_facts.json) --
+
+def test_the_kept_facts_are_what_re_reads_of_every_bundled_pattern_now():
+    """Fails after a bundled profile's pattern is edited: `python -m dpmstream.parsers.profiles`
+    writes regex_profiles/regex_facts.json again (until then the edited one is parsed)."""
+    from dpmstream.parsers.profiles import bundled_lead_patterns
+    from dpmstream.parsers.regex_lead import _kept_facts, facts_to_keep
+    assert _kept_facts() == facts_to_keep(bundled_lead_patterns())["facts"]
+
+
+def test_write_regex_facts_writes_the_file_as_it_is_kept(tmp_path):
+    from dpmstream.parsers.profiles import write_regex_facts
+    from dpmstream.parsers.regex_lead import _kept_facts_path
+    written = tmp_path / "regex_facts.json"
+    write_regex_facts(written)
+    assert written.read_text(encoding="utf-8") == _kept_facts_path().read_text(encoding="utf-8")
+
+
+# Building every bundled profile's scanner plans in a fresh interpreter, as a replay does:
+# how many patterns re had to parse, and what regex_lead said of each it was asked about.
+# With a path: regex_lead's kept file is looked for there instead.
+PLANS = """
+import json, pathlib, sys
+from dpmstream.parsers import compiled_dome, fastpath, regex_lead
+if sys.argv[1:]:
+    regex_lead._kept_facts_path = lambda: pathlib.Path(sys.argv[1])
+from dpmstream.parsers.dome_profiles import bundled_dome_profiles
+from dpmstream.parsers.profiles import ROLES, bundled_profiles
+said = []
+for dome in bundled_dome_profiles():
+    for form in dome.forms.values():
+        said.append([compiled_dome.scan_plan(form), compiled_dome.envelope_lead(form)])
+for profile in bundled_profiles():
+    said.append(fastpath.role_plan(profile, {r: i for i, r in enumerate(ROLES)}))
+print(json.dumps({"parsed": regex_lead._tree.cache_info().misses, "said": repr(said)}))
+"""
+
+
+def plans(*kept_at) -> dict:
+    import json
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", PLANS, *kept_at], capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_bundled_profiles_plans_parse_no_pattern_and_say_what_parsing_says(tmp_path):
+    kept = plans()
+    assert kept["parsed"] == 0
+    # the same plans from every pattern parsed, regex_lead finding no kept file
+    parsed = plans(str(tmp_path / "absent.json"))
+    assert parsed["parsed"] > 40
+    assert parsed["said"] == kept["said"]
+
+
+def test_a_pattern_that_is_not_kept_is_parsed():
+    pattern = r"(?P<a0>not in any bundled profile (?P<a0_n>\d+))"
+    assert (group_index(pattern, FLAGS), self_contained(pattern, FLAGS), lead(pattern, FLAGS)) == \
+           ({"a0": 1, "a0_n": 2}, True, "not in any bundled profile ")
+    assert not self_contained(r"(a)\1(?P<x>b)(?P=x)", FLAGS)
+    assert not self_contained(r"(?P=elsewhere)", FLAGS)    # re.error: a group outside it

@@ -3,10 +3,13 @@ compiled at every report's import) that keep a frozen dataclass's ways, which th
 configs rely on: equal and hashed alike by their fields, set once, shown by their fields,
 copied with changes by `replace`, and a misspelt service time refused."""
 
+import copy
+import pickle
 import random
-from dataclasses import FrozenInstanceError
 
 import pytest
+
+from dpmstream.parsers.plain import FrozenInstanceError
 
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.service import DEFAULTS, Dist, Empirical, ServiceTimes
@@ -64,3 +67,9 @@ def test_draws_keep_their_floor_and_resample():
     assert all(Dist(2.0, 1.5, 3).draw(rng) >= 3 for _ in range(200))
     assert Dist(7.4, 0).draw(rng) == 7
     assert {Empirical((4, 9)).draw(rng) for _ in range(100)} == {4, 9}
+
+
+def test_pickled_and_copied_they_come_back_equal():
+    times = ServiceTimes(net=Dist(2.0), auth=Empirical((18, 20)))
+    assert pickle.loads(pickle.dumps(times)) == copy.deepcopy(times) == times
+    assert copy.copy(Dist(1.0, 0.2)) == Dist(1.0, 0.2)
