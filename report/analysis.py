@@ -222,25 +222,8 @@ class Steps:
         """The highest level held for at least `min_ms` at a stretch. Records place a
         slow-thread run to the millisecond and clamp a queue time that would be negative
         to 0, so one run may seem to overlap the next on its thread for a few ms.
-
-        A level holds from its step to the first later step below it (or to the last
-        step's time): each step's stretch ends where a stack of the steps not yet
-        below pops it, in one pass (issue 30: walking forward from each step went over
-        most of the steps again for each level of a pool busy most of the time)."""
-        times, levels = self.times, self.levels
-        best, open_steps = 0, []   # open_steps: indices whose level nothing later is below yet
-        for k, lv in enumerate(levels):
-            while open_steps and levels[open_steps[-1]] > lv:
-                i = open_steps.pop()
-                if levels[i] > best and times[k] - times[i] >= min_ms:
-                    best = levels[i]
-            open_steps.append(k)
-        # The rest hold to the last step's time; the last step itself (open_steps[-1])
-        # for no time.
-        for i in open_steps[:-1]:
-            if levels[i] > best and times[-1] - times[i] >= min_ms:
-                best = levels[i]
-        return best
+        Compiled where the extension is built (python_sustained_peak the reference)."""
+        return _sustained_peak(self.times, self.levels, min_ms)
 
     def time_at_least(self, level: int, t0: int, t1: int) -> int:
         """Milliseconds within [t0, t1) during which the level was >= `level`. Each step
@@ -268,6 +251,33 @@ class Steps:
     def python_binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """`binned` in Python, the reference."""
         return _per_width(python_binned_areas(self.times, self.levels, edges), edges)
+
+
+def python_sustained_peak(times: list[int], levels: list[int], min_ms: int) -> int:
+    """`Steps.sustained_peak` in Python, the reference of native/src/steps.rs.
+
+    A level holds from its step to the first later step below it (or to the last
+    step's time): each step's stretch ends where a stack of the steps not yet
+    below pops it, in one pass (issue 30: walking forward from each step went over
+    most of the steps again for each level of a pool busy most of the time)."""
+    best, open_steps = 0, []   # open_steps: indices whose level nothing later is below yet
+    for k, lv in enumerate(levels):
+        while open_steps and levels[open_steps[-1]] > lv:
+            i = open_steps.pop()
+            if levels[i] > best and times[k] - times[i] >= min_ms:
+                best = levels[i]
+        open_steps.append(k)
+    # The rest hold to the last step's time; the last step itself (open_steps[-1])
+    # for no time.
+    for i in open_steps[:-1]:
+        if levels[i] > best and times[-1] - times[i] >= min_ms:
+            best = levels[i]
+    return best
+
+
+# The stack walk compiled where the extension is built (issue 30: a few steps of Python per
+# step, ~5.5 k slow-thread steps on the thesis log).
+_sustained_peak = extension.compiled_else("sustained_peak", python_sustained_peak)
 
 
 def _per_width(areas_peaks, edges: list[int]) -> tuple[list[float], list[int]]:
@@ -318,6 +328,26 @@ def concurrency(intervals) -> Steps:
     if _compiled_steps is not None:
         return Steps(*_compiled_steps(intervals if isinstance(intervals, list) else list(intervals)))
     return python_concurrency(intervals)
+
+
+class Busy:
+    """Intervals of one kind as the report reads them: `steps`, how many are open at each
+    moment (concurrency's); `count`, how many there are; `ms`, their lengths summed."""
+
+    __slots__ = ("steps", "count", "ms")
+
+    def __init__(self, times: list[int], levels: list[int], count: int, ms: int):
+        self.steps, self.count, self.ms = Steps(times, levels), count, ms
+
+
+def busy(intervals) -> Busy:
+    """The [start, end) intervals' Busy (the log's spans come as one from the extension:
+    report/spans.py's `busy`)."""
+    intervals = intervals if isinstance(intervals, list) else list(intervals)
+    steps = concurrency(intervals)
+    # Summed in C (issue 30: a Python step for each of the ~17 k fast-thread spans).
+    ms = sum(map(itemgetter(1), intervals)) - sum(map(itemgetter(0), intervals))
+    return Busy(steps.times, steps.levels, len(intervals), ms)
 
 
 def python_concurrency(intervals) -> Steps:

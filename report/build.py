@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-from operator import itemgetter
 
 from dpmstream.report import analysis as A
 from dpmstream.report import figures as F
@@ -91,23 +90,22 @@ def _timeline(data, story, latency) -> dict:
     requests, calls = data.requests, data.calls
     edges = A.bin_edges(story.t0, story.t1)
     spans = data.spans  # from the log itself; a replay directory holds only records
-    fast_intervals = spans["fast"] if spans else list(A.fast_calls(requests, calls))
-    ns_intervals = spans["ns"] if spans else list(A.ns_calls(calls))
+    fast = spans["fast"] if spans else A.busy(A.fast_calls(requests, calls))
+    ns = spans["ns"] if spans else A.busy(A.ns_calls(calls))
     restarts = data.restarts if data.lines is not None else A.restarts_from_calls(calls)
     return {
         "edges": edges,
         "rate": A.rate_by_status(requests, edges),
         "slow": story.slow.binned(edges),
-        "fast": A.concurrency(fast_intervals).binned(edges),
-        "ns_busy": A.concurrency(ns_intervals).binned(edges) if latency else None,
+        "fast": fast.steps.binned(edges),
+        "ns_busy": ns.steps.binned(edges) if latency else None,
         "slow_pool": story.slow_pool,
         "queue": story.queue.binned(edges),
         "polls": A.polls_by_bin(requests, edges),
         "restarts": [(t, d) for t, d in restarts if edges[0] <= t <= edges[-1]],
         "unparsed": _per_bin(data.unparsed, edges),
         "unparsed_known": data.lines is not None,
-        # Summed in C (issue 30: a Python step for each of the ~17 k fast-thread spans).
-        "fast_ms": sum(map(itemgetter(1), fast_intervals)) - sum(map(itemgetter(0), fast_intervals)),
+        "fast_ms": fast.ms,
         "polls_in_fast": bool(spans),   # the log's own calls include every status poll
         "poll_ms": 0 if spans else sum(r.get("poll_ms") or 0 for r in requests),
     }

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from itertools import repeat
+from operator import itemgetter
 
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import column_of
@@ -102,24 +104,27 @@ def phase_breakdown(breakdowns: dict, has_ns: bool) -> str:
 # -- 2. duration against start time (the thesis's Figure 1) -------------------------------
 
 def duration_scatter(requests: list, zone) -> str:
-    counts: dict[str, int] = {}
-    for r in requests:
-        counts[r.get("client") or "?"] = counts.get(r.get("client") or "?", 0) + 1
+    # Each request's client read once, for the counts (in C) and for its point (issue 30:
+    # three lookups of it a request, in two Python passes).
+    clients = [r.get("client") or "?" for r in requests]
+    counts = Counter(clients)   # in the order first seen, as a dict
     top = [c for c, _ in sorted(counts.items(), key=lambda kv: -kv[1])[:len(CLIENT_COLOURS)]]
     groups = top + (["other hosts"] if len(counts) > len(top) else [])
     points: dict[str, list] = {g: [] for g in groups}
-    for r in requests:
+    group_of = {c: points[c] for c in top}
+    others = points.get("other hosts")
+    for r, client in zip(requests, clients):
         t = A.start_of(r)
-        if r.get("total_ms") is None or t is None:
+        total = r.get("total_ms")
+        if total is None or t is None:
             continue
-        client = r.get("client") or "?"
-        points[client if client in top else "other hosts"].append((t, r["total_ms"] / 1000))
+        group_of.get(client, others).append((t, total / 1000))
     drawn = [(i, g) for i, g in enumerate(groups) if points[g]]
     keys = [Key(f"{g} ({len(points[g]):,})",
                 CLIENT_COLOURS[i] if g != "other hosts" else "#aaaaaa", "dot")
             for i, g in drawn]
     every = [p for g in groups for p in points[g]]
-    hi = nice_top(max([v for _, v in every] + [1e-3]))
+    hi = nice_top(max(max(map(itemgetter(1), every), default=1e-3), 1e-3))
     ticks = linear_ticks(0, hi, 6)
     left = _label_margin([f"{v:g}" for v in ticks]) + 18
     _, legend_h, _ = legend_size(keys, 4)
@@ -128,8 +133,8 @@ def duration_scatter(requests: list, zone) -> str:
     plot_h = 280
     svg.height = top_y + plot_h + 44
     p = Panel(svg, left, top_y, WIDTH - left - RIGHT, plot_h)
-    t0 = min((t for t, _ in every), default=0)
-    t1 = max((t for t, _ in every), default=t0 + 1)
+    t0 = min(map(itemgetter(0), every), default=0)
+    t1 = max(map(itemgetter(0), every), default=t0 + 1)
     pad = max((t1 - t0) * 0.02, 500)
     p.scales(t0 - pad, t1 + pad, 0, hi)
     p.yticks(ticks, lambda v: f"{v:g}")

@@ -10,7 +10,7 @@ import os
 from dpmstream.parsers import dome_records, engines
 from dpmstream.parsers.clock import load_zone
 from dpmstream.parsers.records import CALL_MS_FIELDS, REQUEST_MS_FIELDS, key_of, text_to_ms
-from dpmstream.report.analysis import start_of
+from dpmstream.report.analysis import Busy, start_of
 from dpmstream.report.dome_analysis import is_dome, time_of
 from dpmstream.report.spans import busy_spans
 from dpmstream.report.window import WindowError, in_window, parse_moment
@@ -62,7 +62,8 @@ class Dataset:
         self.failures = 0
         self.stats: object = None    # the pipeline's counters, from logs only
         # Busy intervals of each kind of thread, from the log itself (logs only): "slow"
-        # (processing runs), "fast" (every DPM call, status polls included), "ns".
+        # (processing runs), "fast" (every DPM call, status polls included), "ns"; each
+        # an analysis.Busy (their steps, count and summed ms).
         self.spans: dict | None = None
         self.whatif: object = None   # report/whatif.WhatIfAnswer, when asked for
         # The top directories by name-server time (streams/sinks/directories.py rows),
@@ -228,7 +229,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     data.stats = stats
     data.restarts = [(t, d) for t, _, d in pipeline.reassembler.restart_log
                      if in_window(t, data.since, data.until)]
-    data.spans = spans.windowed(data.since, data.until)
+    data.spans = {kind: Busy(*b) for kind, b in spans.busy(data.since, data.until).items()}
     aggregates.close()
     data.directories = directories.top(TOP_DIRECTORIES) or None
     data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]

@@ -10,6 +10,7 @@ pins the two equal."""
 from __future__ import annotations
 
 from dpmstream.parsers import extension
+from dpmstream.report import analysis as A
 from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS
 
 
@@ -39,6 +40,17 @@ class BusySpans:
         return {kind: [(a, b) for a, b in found
                        if (since is None or b >= since) and (until is None or a <= until)]
                 for kind, found in self.found.items()}
+
+
+    def busy(self, since: int | None = None, until: int | None = None) -> dict:
+        """Each kind's spans that `windowed` gives, as (times, levels, count, busy ms): the
+        steps of how many are open at once, how many they are, their lengths summed. The
+        compiled twin makes these without a Python tuple per span (issue 30)."""
+        out = {}
+        for kind, spans in self.windowed(since, until).items():
+            b = A.busy(spans)
+            out[kind] = (b.steps.times, b.steps.levels, b.count, b.ms)
+        return out
 
 
 def busy_spans(compiled: bool):

@@ -163,10 +163,10 @@ def tell(data) -> Story | None:
                 f"of a {op}'s slow-thread processing.")
 
     # 3. the slow threads
-    runs = data.spans["slow"] if data.spans else list(A.slow_runs(requests))
-    story.slow = slow = A.concurrency(runs)
+    runs = data.spans["slow"] if data.spans else A.busy(A.slow_runs(requests))
+    story.slow = slow = runs.steps
     story.queue = A.concurrency(A.queue_stays(requests))
-    if runs:
+    if runs.count:
         story.slow_pool = pool = slow.sustained_peak()
         queued = [r for r in requests if (r.get("queue_ms") or 0) > QUEUED_MS]
         full_ms = slow.time_at_least(pool, t0, t1)

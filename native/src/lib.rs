@@ -13,7 +13,8 @@
 //!   busy_spans (the threads' busy intervals the report reads);
 //! - compiled edges: block, chunk, envelope (and envelope_batch), records (CSV and JSON), tally,
 //!   request_ends (what profile check's cut watch reads of the records),
-//!   steps (the report's concurrency step functions and their sums per bin), segments
+//!   ranks (the summary's quantiles, nearest rank),
+//!   steps (the report's concurrency step functions, their sums per bin and sustained peak), segments
 //!   (a request's stacked segments on the report's page);
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
@@ -71,6 +72,7 @@ mod model_truth;
 mod names;
 mod profile_tally;
 mod py_engine;
+mod ranks;
 mod reassembly;
 mod rec;
 mod records;
@@ -121,6 +123,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::run_model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(steps::concurrency_steps, m)?)?;
     m.add_function(wrap_pyfunction!(steps::binned_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::sustained_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(ranks::nearest_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(segments::segment_parts, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::max_overlap, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::subtract_quantiles, m)?)?;

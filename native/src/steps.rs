@@ -88,6 +88,48 @@ pub fn binned_steps(times: Vec<i64>, levels: Vec<i64>, edges: Vec<i64>) -> PyRes
     Ok(bin_areas(&times, &levels, &edges))
 }
 
+/// The highest level held for at least `min_ms` at a stretch, as Steps.sustained_peak
+/// (its Python the reference): a level holds from its step to the first later step below
+/// it, or to the last step's time; one pass, a stack of the steps nothing later is below
+/// yet. In Python a few steps of the interpreter per step (~5.5 k slow-thread steps on the
+/// thesis log, issue 30).
+pub(crate) fn held_peak(times: &[i64], levels: &[i64], min_ms: i64) -> i64 {
+    let (mut best, mut open) = (0, Vec::<usize>::new());
+    for (k, &level) in levels.iter().enumerate() {
+        while let Some(&i) = open.last() {
+            if levels[i] <= level {
+                break;
+            }
+            open.pop();
+            if levels[i] > best && times[k] - times[i] >= min_ms {
+                best = levels[i];
+            }
+        }
+        open.push(k);
+    }
+    // The rest hold to the last step's time; the last step itself for no time.
+    if let Some((_, rest)) = open.split_last() {
+        let last = times[times.len() - 1];
+        for &i in rest {
+            if levels[i] > best && last - times[i] >= min_ms {
+                best = levels[i];
+            }
+        }
+    }
+    best
+}
+
+/// `Steps.sustained_peak(min_ms)` for the steps' times and levels. Steps whose lists differ
+/// in length are refused with a TypeError, for the Python reference to answer as it does.
+#[pyfunction]
+pub fn sustained_peak(times: Vec<i64>, levels: Vec<i64>, min_ms: i64) -> PyResult<i64> {
+    if times.len() != levels.len() {
+        return Err(pyo3::exceptions::PyTypeError::new_err("times and levels differ in length"));
+    }
+    all_exact(times.iter().chain(&levels).chain([&min_ms]))?;   // exact_ints.rs
+    Ok(held_peak(&times, &levels, min_ms))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +148,17 @@ mod tests {
         assert_eq!(areas, vec![4, 1 + 2 * 5, 0]);
         assert_eq!(peaks, vec![1, 2, 0]);
         assert_eq!(bin_areas(&[], &[], &[0, 10]), (vec![0], vec![0]));
+    }
+
+    #[test]
+    fn a_level_counts_once_held_long_enough_until_a_lower_step_or_the_last() {
+        // 2 holds 0..100, 5 holds 10..30, 3 holds 10..100 (a higher level sits on it)
+        let (times, levels) = ([0, 10, 30, 100, 140], [2, 5, 3, 1, 0]);
+        assert_eq!(held_peak(&times, &levels, 50), 3);
+        assert_eq!(held_peak(&times, &levels, 20), 5);
+        assert_eq!(held_peak(&times, &levels, 200), 0);
+        assert_eq!(held_peak(&[], &[], 50), 0);
+        assert_eq!(held_peak(&[0, 60], &[4, 4], 50), 4); // held to the last step's time
     }
 
     #[test]

@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from dpmstream.parsers import extension
 from dpmstream.parsers.clock import offset_name
 from dpmstream.parsers.quantiles import nearest_rank
 from dpmstream.parsers.records import PHASES, STATUSES, ms_to_text
@@ -106,11 +107,24 @@ class Series:
         """The quantiles `qs` of the values kept, from one sorted copy that is not kept: a
         copy kept per series (a list of ints, up to 40 bytes a value) held five times the
         summary's values at the end of a run once all were rendered (docs/sizing.md).
-        An array('q') of a tally's series is sorted into another, 8 bytes a value."""
-        ordered = sorted(self.values)
-        if isinstance(self.values, array):
-            ordered = array(self.values.typecode, ordered)
-        return [nearest_rank(ordered, q) for q in qs]
+        Sorted as 64-bit ints in the extension where it is built (sorted_quantiles the
+        reference)."""
+        return _sorted_quantiles(self.values, list(qs))
+
+
+def sorted_quantiles(values, qs: list) -> list:
+    """nearest_rank of each of `qs` over `values` (a list of ints or an array('q')), from
+    one sorted copy: the reference of native/src/ranks.rs. An array('q') is sorted into
+    another, 8 bytes a value."""
+    ordered = sorted(values)
+    if isinstance(values, array):
+        ordered = array(values.typecode, ordered)
+    return [nearest_rank(ordered, q) for q in qs]
+
+
+# Compiled where the extension is built (issue 30: the report sorts ~25 series of up to
+# ~3 k values on the thesis log as Python ints, an array('q') made into a list and back).
+_sorted_quantiles = extension.compiled_else("nearest_ranks", sorted_quantiles)
 
 
 class Summary:

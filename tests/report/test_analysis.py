@@ -173,7 +173,9 @@ def test_the_sustained_peak_is_its_definition_on_random_steps(seed):
     times = sorted(rng.sample(range(0, 2000), n))
     steps = A.Steps(times, [rng.choice((0, 1, 2, 3, 3, 4, 7, 20)) for _ in range(n)])
     for min_ms in (0, 1, 17, 50, 300):
-        assert steps.sustained_peak(min_ms) == _sustained_by_definition(steps, min_ms)
+        want = _sustained_by_definition(steps, min_ms)
+        assert steps.sustained_peak(min_ms) == want
+        assert A.python_sustained_peak(steps.times, steps.levels, min_ms) == want   # the reference
 
 
 def test_the_sustained_peak_is_its_definition_on_a_simulated_thesis_log():
@@ -184,7 +186,27 @@ def test_the_sustained_peak_is_its_definition_on_a_simulated_thesis_log():
     for steps in (A.concurrency(A.slow_runs(run.requests)), A.concurrency(A.queue_stays(run.requests))):
         assert steps.peak > 1
         for min_ms in (1, 50, 500):
-            assert steps.sustained_peak(min_ms) == _sustained_by_definition(steps, min_ms)
+            want = _sustained_by_definition(steps, min_ms)
+            assert steps.sustained_peak(min_ms) == want
+            assert A.python_sustained_peak(steps.times, steps.levels, min_ms) == want
+        if sustained_peak is not None:   # the extension's own, at epoch-ms times
+            assert sustained_peak(steps.times, steps.levels, 50) == steps.sustained_peak(50)
+
+
+try:
+    from dpmstream.parsers._native import sustained_peak
+except ImportError:  # not built
+    sustained_peak = None
+
+
+@pytest.mark.skipif(sustained_peak is None, reason="the compiled extension is not built")
+def test_the_compiled_sustained_peak_leaves_what_it_cannot_read_exactly_to_python():
+    far = A.Steps([0, 2 ** 62], [3, 0])   # its span wraps no i64 but passes 2^53
+    with pytest.raises(OverflowError):
+        sustained_peak(far.times, far.levels, 50)
+    assert far.sustained_peak(50) == A.python_sustained_peak(far.times, far.levels, 50) == 3
+    with pytest.raises(TypeError):   # unequal lists: Python answers (or fails) its own way
+        sustained_peak([0, 10], [1], 5)
 
 
 def test_binned_levels_are_time_weighted_means_and_maxima():

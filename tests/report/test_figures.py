@@ -175,3 +175,21 @@ def test_the_pages_escape_is_htmls():
     for text in ("", "plain words", "<b>bold</b> & 'single' \"double\"", "&amp; &lt;",
                  "a < b > c", "x=\"1\" y='2'", "é ü — ∞", "&&&<<<>>>'''\"\"\""):
         assert escape(text) == html.escape(text), text
+
+
+def test_the_scatter_draws_the_busiest_clients_by_name_and_the_rest_as_other_hosts():
+    requests = []
+    for i in range(10):   # client c<i> sends i + 1 requests; the 8 busiest get a colour each
+        requests += [{"client": f"c{i}", "accepted": JULY + 1000 * k, "total_ms": 500 + i}
+                     for k in range(i + 1)]
+    requests += [{"client": None, "started": JULY, "total_ms": 700},      # its host unknown: "?"
+                 {"client": "c9", "accepted": JULY, "total_ms": None},    # no duration: no point
+                 {"client": "c0", "total_ms": 900}]                        # no time: no point
+    svg = F.duration_scatter(requests, ZURICH)
+    for i in range(3, 10):
+        assert f">c{i} ({i + 1})<" in svg, i
+    # c0 (1 + its point-less one), c1 (2), c2 (3) and "?" (1): c2 has a colour, the others
+    # are "other hosts", counted by their points
+    assert ">c2 (3)<" in svg and ">other hosts (4)<" in svg
+    assert ">c0 " not in svg and ">c1 " not in svg and ">? (" not in svg
+    assert svg.count("h0") == sum(range(1, 11)) + 1 + 9   # a dot a point, and a legend key's

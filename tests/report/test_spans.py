@@ -10,7 +10,7 @@ import pytest
 from dpmstream.parsers import engines, extension
 from dpmstream.parsers.pipeline import Pipeline
 from dpmstream.parsers.settings import ReassemblySettings
-from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS
+from dpmstream.report.analysis import FAST_DAEMON, NS_DAEMONS, python_concurrency
 from dpmstream.report.spans import BusySpans, busy_spans
 from dpmstream.streams.inputs import describe
 from dpmstream.streams.progress import Progress
@@ -64,6 +64,9 @@ def test_the_compiled_engines_spans_are_the_python_engines(inputs, name):
         assert got.windowed(since, until) == want.windowed(since, until), (since, until)
         assert called.windowed(since, until) == want.windowed(since, until), (since, until)
     assert got.fast_thread_ids() == called.fast_thread_ids() == want.fast_thread_ids()
+    for since, until in windows(found):
+        assert got.busy(since, until) == want.busy(since, until) == read(want, since, until), (
+            since, until)
     if found["fast"] and name != "real:lfc/*":
         assert want.fast_thread_ids()
 
@@ -85,6 +88,34 @@ def test_the_compiled_twin_called_as_the_python_engine_calls_it_keeps_the_same_s
     assert compiled.fast_thread_ids() == python.fast_thread_ids() == [3]
     assert compiled.windowed(20, 41) == python.windowed(20, 41) == {
         "slow": [(10, 20)], "fast": [], "ns": [(30, 40), (41, 42)]}
+
+
+def read(spans, since, until) -> dict:
+    """What the report reads of the windowed spans, in Python: each kind's concurrency
+    steps, how many spans, their summed lengths."""
+    out = {}
+    for kind, found in spans.windowed(since, until).items():
+        steps = python_concurrency(found)
+        out[kind] = (steps.times, steps.levels, len(found), sum(b - a for a, b in found))
+    return out
+
+
+@needs_compiled
+def test_the_compiled_twin_reads_its_spans_as_the_report_does():
+    python, compiled = BusySpans(), CompiledBusySpans(FAST_DAEMON, sorted(NS_DAEMONS))
+    calls = [("h", "dpm", 1, 2, "proc", 10, 20), ("h", "dpm", 1, 3, "call", 5, 9),
+             ("h", "dpm", 1, 3, "call", 7, 8), ("h", "dpm", 1, 3, "call", 9, 9),
+             ("h", "dpm", 1, 4, "call", 12, 11),    # ends before it starts: no step, -1 ms
+             ("h", "lfc", 4, 5, "call", 30, 40)]
+    for span in calls:
+        python(*span)
+        compiled(*span)
+    want = {"slow": ([10, 20], [1, 0], 1, 10), "fast": ([5, 7, 8, 9], [1, 2, 1, 0], 4, 4),
+            "ns": ([30, 40], [1, 0], 1, 10)}
+    assert compiled.busy() == python.busy() == read(python, None, None) == want
+    assert compiled.busy(8, 10) == python.busy(8, 10) == {
+        "slow": ([10, 20], [1, 0], 1, 10), "fast": ([5, 7, 8, 9], [1, 2, 1, 0], 3, 5),
+        "ns": ([], [], 0, 0)}
 
 
 def test_each_engine_gets_its_own_kind_of_spans():

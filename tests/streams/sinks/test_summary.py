@@ -61,3 +61,29 @@ def test_a_request_record_counts_its_status_phases_and_polls():
     assert summary.phases[("put", "total")].quantile(0.5) == 2000
     assert summary.share("put", "auth") == 10 / 2000
     assert (summary.first_ms, summary.last_ms) == (1000, 3000)
+
+
+
+def test_a_series_quantiles_are_the_nearest_ranks_of_its_values_in_either_form():
+    """Series.quantiles (native/src/ranks.rs where built) against sorted_quantiles, the
+    reference, and nearest_rank read by hand: a list of ints and a tally's array('q'),
+    none, one, ties, negatives; ints past 64 bits, floats and a q that is not finite go the
+    Python way."""
+    rng = random.Random(5)
+    qs = [0.0, 0.01, 0.5, 0.9, 0.95, 0.99, 1.0, 1.5]
+    cases = [[], [7], [3, 3, 3], list(range(20, 0, -1)), [-5, 2 ** 62, 0, -2 ** 62]]
+    cases += [[rng.randrange(-10, 3000) for _ in range(rng.randrange(1, 400))] for _ in range(40)]
+    for values in cases:
+        want = [nearest_rank(sorted(values), q) for q in qs]
+        for form in (list(values), array("q", values)):
+            series = S.Series()
+            series.values = form
+            assert series.quantiles(qs) == S.sorted_quantiles(form, qs) == want, values
+    for odd in ([2 ** 70, 1, 2 ** 71], [1.5, 0.5, 2.5]):   # not 64-bit ints: the Python way
+        series = S.Series()
+        series.values = odd
+        assert series.quantiles([0.5, 1.0]) == [sorted(odd)[1], sorted(odd)[2]]
+    series = S.Series()
+    series.values = [1, 2]
+    with pytest.raises(ValueError):   # math.ceil(nan), as before
+        series.quantiles([float("nan")])
