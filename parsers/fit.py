@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from array import array
 
-from .plain import Value
+from .plain import Counters, Frozen, Value
 from .reassembly import BY_LINE
 
 # Roles that take whatever else a daemon logs: lines landing there are not understood.
@@ -65,15 +65,17 @@ def looks_like(line_shape: str, roles) -> tuple[str, ...]:
 
 # Finding, Reassembled and DomePutsSeen are plain classes, not dataclasses: only `profile
 # check` imports this module, and a dataclass compiles its generated methods as its module
-# is imported (~0.5 ms CPU each, issue 30). Compared and shown by their fields (Value).
+# is imported (~0.5 ms CPU each, issue 30). Compared and shown by their fields (plain.py);
+# a Finding is set once and hashed, as the frozen dataclass it was.
 
-class Finding(Value):
+class Finding(Frozen):
     """One reason a profile does not fit; `role` is set when a required role is missing."""
 
     __slots__ = FIELDS = ("message", "role")
 
     def __init__(self, message: str, role: str | None = None):
-        self.message, self.role = message, role
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "role", role)
 
 
 def _too_many(count: int, base: int) -> bool:
@@ -192,7 +194,7 @@ class Reassembled(Value):
                           "stray_returns", "returns_at_thread_start", "noreturn_calls",
                           "noreturn_at_end")
 
-    def __init__(self, *, requests: int = 0, orphans: int = 0, orphans_at_start: int = 0,
+    def __init__(self, requests: int = 0, orphans: int = 0, orphans_at_start: int = 0,
                  orphans_judged: bool = True, stray_returns: int = 0,
                  returns_at_thread_start: int = 0, noreturn_calls: int = 0,
                  noreturn_at_end: int = 0):
@@ -243,23 +245,19 @@ def judge(required, lines: int, roles: dict, seen: Reassembled) -> list[Finding]
     return findings
 
 
-class DomePutsSeen(Value):
+class DomePutsSeen(Counters):
     """What the DOME reassembly (parsers/dome_reassembly.py) made of a log's puts and
-    putdones, with what a file beginning mid-way explains. Counted up from 0."""
+    putdones, with what a file beginning mid-way explains. Counted up from 0.
+
+    entered: put records (a head's `dome_put : Entering` lines); puts: ... with their
+    `Selected fs` line (joinable); joined: ... joined to a putdone; unjoined_at_timeout:
+    ... with no putdone within the timeout; unjoined_at_end: ... still waiting at the end
+    of input (the cut explains them); putdone_lines: putdone_disk and putdone_head lines;
+    orphans_at_start: orphans within the longest put-to-putdone of the start."""
 
     __slots__ = FIELDS = ("entered", "puts", "joined", "unjoined_at_timeout",
                           "unjoined_at_end", "putdone_lines", "orphan_putdones",
                           "orphans_at_start")
-
-    def __init__(self):
-        self.entered = 0               # put records (a head's `dome_put : Entering` lines)
-        self.puts = 0                  # ... with their `Selected fs` line: joinable
-        self.joined = 0                # ... joined to a putdone
-        self.unjoined_at_timeout = 0   # ... with no putdone within the timeout
-        self.unjoined_at_end = 0       # ... still waiting at the end of input (the cut explains them)
-        self.putdone_lines = 0         # putdone_disk and putdone_head lines
-        self.orphan_putdones = 0
-        self.orphans_at_start = 0      # orphans within the longest put-to-putdone of the start
 
 
 def judge_dome_puts(seen: DomePutsSeen) -> list[Finding]:

@@ -1,13 +1,13 @@
 """Plain value classes for replay's path, in place of dataclasses.
 
 Importing dataclasses pulls in inspect, ast, dis and tokenize, and each @dataclass writes
-and compiles its methods' source as its module is imported: ~45 M instructions of the
-~280 M a two-line replay cost (issue 30, start-up), every replay paying it before its
-first line. These bases give what the replaced dataclasses gave, from a class's FIELDS
+and compiles its methods' source as its module is imported: ~57 M instructions of the
+~282 M a two-line replay cost (issue 30, start-up; bench/RESULTS.md, start28), every
+replay paying it before its first line. These bases give what the replaced dataclasses gave, from a class's FIELDS
 (its fields in order): compared and shown by them, read as a dict (`as_dict`, where
 dataclasses.fields was read), copied with changes (`replace`); Frozen also hashed and set
-once. A class writes its own __init__ (its defaults in its signature), as report/ and
-simulator/service.py do for theirs.
+once; Counters start at 0. A class writes its own __init__ (its defaults in its
+signature), as simulator/service.py's do.
 """
 
 from __future__ import annotations

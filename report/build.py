@@ -91,7 +91,9 @@ def _timeline(data, story, latency) -> dict:
     edges = A.bin_edges(story.t0, story.t1)
     spans = data.spans  # from the log itself; a replay directory holds only records
     fast = spans["fast"] if spans else A.busy(A.fast_calls(requests, calls))
-    ns = spans["ns"] if spans else A.busy(A.ns_calls(calls))
+    ns = None  # the name-server busy steps are drawn only with the calls' latency
+    if latency:
+        ns = spans["ns"] if spans else A.busy(A.ns_calls(calls))
     restarts = data.restarts if data.lines is not None else A.restarts_from_calls(calls)
     return {
         "edges": edges,

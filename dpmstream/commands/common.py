@@ -33,13 +33,14 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     option's default shown once, as ` (default: X)`, unless its help already names it
     or there is none to show. Whole floats print as integers (3600, not 3600.0)."""
 
-    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None, **more):
         # argparse's default width is shutil.get_terminal_size's columns less 2, and its
         # import of shutil (bz2, lzma, fnmatch with it) was ~6 M instructions of every
         # command's start-up, paid by the first parser made (issue 30): read here alike.
         if width is None:
             width = terminal_columns() - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
+        # (`more`: what a later argparse may add, passed on as given)
+        super().__init__(prog, indent_increment, max_help_position, width, **more)
 
     def _get_help_string(self, action):
         text = action.help or ""

@@ -397,12 +397,16 @@ mod tests {
         let mut p = Pattern::with_options(r"\A(a+)b", true, false).unwrap();
         assert_eq!(p.jit, None, "compiled, not yet JIT-compiled");
         assert_eq!(p.find_str("aab"), Ok(true), "the first match, through the new JIT code");
-        assert_eq!((p.jit, p.get(1)), (Some(true), Some((0, 2))));
+        // Some(true) where PCRE2 has a JIT for this machine, Some(false) where not (it
+        // matches through pcre2_match then): either way, tried at the first match
+        assert!(p.jit.is_some(), "JIT-compiled (or found unavailable) at the first match");
+        assert_eq!(p.get(1), Some((0, 2)));
         assert_eq!(p.find_str("ab"), Ok(true));
         assert_eq!(p.get(1), Some((0, 1)));
         let mut bytes = Pattern::with_options(r"a(b)", true, false).unwrap();
         assert_eq!(bytes.find_at(b"xab", 1), Ok(true), "the first match through pcre2_match's entry");
-        assert_eq!((bytes.jit, bytes.get(1)), (Some(true), Some((2, 3))));
+        assert!(bytes.jit.is_some());
+        assert_eq!(bytes.get(1), Some((2, 3)));
     }
 
     #[test]

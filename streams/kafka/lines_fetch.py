@@ -58,7 +58,7 @@ FETCH_MAX_WAIT_MS = 100
 # With 8 MiB fetches and queue a worker held up to ~150,000 records (its peak RSS 200-250
 # MiB against aiokafka's 90, issue 30); with 1 MiB fetches and a 2 MiB queue ~30,000
 # (12.5 MiB of lz4 buffers and 9.7 MiB of librdkafka's records at the worker's peak,
-# heaptrack: peak RSS 105-110 MiB). Now the queue holds ~6,500-14,000 records of that
+# heaptrack: peak RSS 105-110 MiB). A 512 KiB queue held ~6,500-14,000 records of that
 # topic (peak RSS 89-93 MiB), of which a consume() takes txn_bounds.BATCH_RECORDS at most,
 # at the same CPU a line within the bench's noise. Half these (~2,200 queued) gave 82-85
 # MiB, but up to 16 % more CPU a line: batches that small. Half the queue alone (256 KiB,

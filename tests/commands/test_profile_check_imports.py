@@ -31,3 +31,18 @@ def test_the_findings_and_counts_compare_and_show_by_their_fields_as_dataclasses
     assert Finding("x") != ("x", None)
     assert repr(Finding("no line", "call")) == "Finding(message='no line', role='call')"
     assert repr(Reassembled(requests=2)).startswith("Reassembled(requests=2, orphans=0, ")
+
+
+def test_a_finding_is_set_once_and_hashed_and_the_counts_are_made_as_before():
+    # Finding was a frozen dataclass, Reassembled and DomePutsSeen dataclasses with
+    # defaults (given by position or name).
+    import pytest
+
+    from dpmstream.parsers.fit import DomePutsSeen, Finding, Reassembled
+
+    assert len({Finding("x", "call"), Finding("x", "call"), Finding("y")}) == 2
+    with pytest.raises(AttributeError):
+        Finding("x").message = "y"
+    assert Reassembled(5, 2) == Reassembled(requests=5, orphans=2)
+    assert DomePutsSeen(3, joined=1) == DomePutsSeen(entered=3, joined=1)
+    assert DomePutsSeen().replace(joined=2).joined == 2
