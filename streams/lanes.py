@@ -87,21 +87,33 @@ def recognise_profile(first_lines, profiles, forced, dome_profiles) -> tuple[str
     return "?", None
 
 
+def daemons_of(inputs: list, profiles: list[Profile], forced,
+               dome_profiles: Callable[[], list[DomeProfile]] = NO_DOME, *,
+               first_lines: Callable[[object], list[bytes]]
+               ) -> dict[str, list[tuple[object, Profile | DomeProfile | None]]]:
+    """The inputs grouped by daemon (by node for DOME logs), in the order first seen, each
+    group's (input, profile it is read with) in the order given: each input recognised once
+    from `first_lines(input)` (its head, read once: streams/inputs.py open_once; stdin too,
+    which is then read on from there). The lanes' grouping, for a reader that feeds no
+    pipeline (`replay --to-kafka`)."""
+    groups: dict[str, list] = {}
+    for inp in inputs:
+        name, profile = recognise_profile(first_lines(inp), profiles, forced, dome_profiles)
+        groups.setdefault(name, []).append((inp, profile))
+    return groups
+
+
 def lanes_of(inputs: list, profiles: list[Profile], forced, open_input: Callable,
              dome_profiles: Callable[[], list[DomeProfile]] = NO_DOME, *,
              first_lines: Callable[[object], list[bytes]]) -> list[Lane]:
-    """One lane per daemon (per node for DOME logs), its inputs in the order given, each
-    recognised once from `first_lines(input)` (its head, read once: streams/inputs.py
-    open_once; stdin too, which is then read on from there)."""
-    lanes: dict[str, Lane] = {}
-    for inp in inputs:
-        name, profile = recognise_profile(first_lines(inp), profiles, forced, dome_profiles)
-        lane = lanes.get(name)
-        if lane is None:
-            lane = lanes[name] = Lane(name, [], open_input)
-        lane.inputs.append(inp)
-        lane.profiles[id(inp)] = profile
-    return list(lanes.values())
+    """One lane per daemon (daemons_of), its inputs in the order given."""
+    lanes = []
+    for name, group in daemons_of(inputs, profiles, forced, dome_profiles,
+                                  first_lines=first_lines).items():
+        lane = Lane(name, [inp for inp, _ in group], open_input)
+        lane.profiles = {id(inp): profile for inp, profile in group}
+        lanes.append(lane)
+    return lanes
 
 
 def run_lanes(lanes: list[Lane], on_input_end: Callable) -> None:

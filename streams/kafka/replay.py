@@ -30,7 +30,7 @@ from dpmstream.parsers.profiles import bundled_profiles
 from dpmstream.parsers.stamps import LineStamps
 from dpmstream.streams.kafka.envelope import encode, ms_to_rfc3339
 from dpmstream.streams.inputs import InputError, describe, open_once
-from dpmstream.streams.lanes import lanes_of
+from dpmstream.streams.lanes import daemons_of
 
 log = logging.getLogger("dpmstream.replay")
 
@@ -128,12 +128,12 @@ def lines_in_event_time(paths, year: int | None, tz: str | None
         opened.release()   # reopened when its turn comes: few files open at once
         return opened.first_lines
 
-    # Lanes as replay makes them; only their inputs are read here (their lines are
-    # published below, not fed to a pipeline: no open_input).
-    lanes = lanes_of([describe(os.fspath(name)) for name in paths], bundled_profiles(), None,
-                     open_input=None, first_lines=first_lines)
-    merged = [_lane_lines([(inp, opened_of[id(inp)]) for inp in lane.inputs], year, tz)
-              for lane in lanes]
+    # The daemons as replay's lanes group them; only their inputs are read here (their
+    # lines are published below, not fed to a pipeline).
+    daemons = daemons_of([describe(os.fspath(name)) for name in paths], bundled_profiles(),
+                         None, first_lines=first_lines)
+    merged = [_lane_lines([(inp, opened_of[id(inp)]) for inp, _ in group], year, tz)
+              for group in daemons.values()]
     if len(merged) == 1:
         return merged[0]
     return heapq.merge(*merged, key=_event_order)
