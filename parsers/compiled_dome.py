@@ -23,7 +23,7 @@ from ._native import DomeCore, DomeScanner, DomeSummaryTally, dome_lines
 from .clock import EventClock, rfc3339_to_ms
 from .dome_checksums import ChecksumStats, ChecksumWaits
 from .dome_lines import DomeEvent, traditional_minute_ms, traditional_ms
-from .dome_profiles import FIELDS, FLAGS, FORMS, DomeForm, DomeProfile
+from .dome_profiles import FLAGS, FORMS, ROLE_GROUPS, DomeForm, DomeProfile
 from .dome_reassembly import DomeStats
 from .lines import MAX_DIGITS, MAX_LINE_BYTES
 from .profiles import UNMATCHED
@@ -78,13 +78,13 @@ def _plan(form: DomeForm) -> tuple[str, list]:
     if not form.alone:
         return form.pattern, [
             (None if role == UNMATCHED else role, None, group, b"",
-             [(FIELDS.index(field), g) for field, g in fields.items()])
+             [(ROLE_GROUPS.index(field), g) for field, g in fields.items()])
             for group, (role, fields) in form.roles.items()
         ]
     alternatives = []
     for role, part in form.parts:
         index = group_index(part, FLAGS)
-        fields = [(FIELDS.index(name.split("_", 1)[1]), g) for name, g in index.items() if "_" in name]
+        fields = [(ROLE_GROUPS.index(name.split("_", 1)[1]), g) for name, g in index.items() if "_" in name]
         alternatives.append((role, "\\G(?:" + part + ")\\s*\\z", 0, lead(part, FLAGS).encode(), fields))
     return form.head, alternatives
 

@@ -46,7 +46,7 @@ ROLES = (
 SUPPRESSED = "journald_suppressed"
 JOURNALD_GROUPS = ("lines", "program")
 # Groups a role pattern may capture; anything else is rejected when loading.
-FIELDS = (
+ROLE_GROUPS = (
     "client_dn", "client_host", "remote_dn", "remote_host", "method", "op", "query", "code",
     "lfn", "server", "fs", "pfn", "size", "matchings", "reason", "key", "timeout",
     "phys", "free", "count",
@@ -183,7 +183,7 @@ class DomeProfile(Value):
 
 
 def _compile(name: str, envelope: str, message: str, roles: dict[str, list[str]]) -> DomeForm:
-    parts, order = role_patterns(roles, ROLES, FIELDS)
+    parts, order = role_patterns(roles, ROLES, ROLE_GROUPS)
     head = f"(?:{envelope})(?:{message})"
     pattern = f"{head}(?:{'|'.join([*parts, fr'(?P<{UNMATCHED}>.*)'])})\\s*\\Z"
     head_regex = re.compile(head, FLAGS)

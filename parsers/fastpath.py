@@ -19,7 +19,7 @@ from .events import Event
 from .extension import compiled
 from .lazylog import get_logger
 from .shapes import MASKS, SHAPE_CHARS
-from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, FIELDS, ROLES, UNMATCHED, CompiledForm, Profile, role_patterns
+from .profiles import ENVELOPE_GROUPS, EVENT_FIELDS, ROLE_GROUPS, ROLES, UNMATCHED, CompiledForm, Profile, role_patterns
 
 log = get_logger(__name__)  # lazylog: logging imported for a message written
 
@@ -261,7 +261,7 @@ def role_plan(profile: Profile, index: dict[str, int]):
     one regex set up all ~40 groups and tried every alternative on every line, for each
     profile. None when a role pattern refers to a group (alone, its numbering differs)."""
     from .regex_lead import lead, self_contained  # here: replay, which imports this module, needs it not
-    parts, _ = role_patterns(profile.roles, ROLES, FIELDS)
+    parts, _ = role_patterns(profile.roles, ROLES, ROLE_GROUPS)
     if not all(self_contained(part, re.DOTALL) for part in parts):
         return None
     plan = []

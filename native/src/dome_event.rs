@@ -72,7 +72,7 @@ impl Role {
     }
 }
 
-/// Role fields, in `parsers/dome_profiles.FIELDS` order.
+/// Role fields, in `parsers/dome_profiles.ROLE_GROUPS` order.
 pub const FIELD_NAMES: [&str; 20] = [
     "client_dn", "client_host", "remote_dn", "remote_host", "method", "op", "query", "code",
     "lfn", "server", "fs", "pfn", "size", "matchings", "reason", "key", "timeout",
