@@ -135,7 +135,8 @@ class DomeProfile(Value):
     __slots__ = FIELDS = ("name", "description", "timezone", "tags", "envelopes", "message",
                           "roles", "required_roles", "source", "journald_tags", "suppressed",
                           "forms", "suppressed_regex")
-    NOT_SHOWN = ("forms", "suppressed_regex")   # made from the others (compared all the same)
+    # made from the others (compared all the same)
+    NOT_SHOWN = NOT_INIT = ("forms", "suppressed_regex")
 
     def __init__(self, name: str, description: str, timezone: str, tags: tuple[str, ...],
                  envelopes: dict[str, str], message: str, roles: dict[str, list[str]],

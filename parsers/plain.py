@@ -27,6 +27,9 @@ class Value:
     FIELDS: tuple[str, ...] = ()
     NOT_SHOWN: tuple[str, ...] = ()
     NOT_COMPARED: tuple[str, ...] = ()
+    # Fields the class makes from the others in its __init__ (a dataclass's
+    # field(init=False)): replace() gives __init__ every field but these.
+    NOT_INIT: tuple[str, ...] = ()
 
     def _compared(self) -> tuple:
         return tuple(getattr(self, name) for name in self.FIELDS if name not in self.NOT_COMPARED)
@@ -49,9 +52,13 @@ class Value:
 
     def replace(self, **changes):
         """A new value with `changes` (dataclasses.replace's counterpart): made by the
-        class's __init__ from every field, so a class whose __init__ does not take all its
-        FIELDS does not offer it."""
-        return self.__class__(**{**self.as_dict(), **changes})
+        class's __init__ from every field but NOT_INIT (which it makes again)."""
+        bad = set(changes) & set(self.NOT_INIT)
+        if bad:   # dataclasses.replace's refusal of an init=False field
+            raise ValueError(f"field(s) {sorted(bad)} are made by {self.__class__.__qualname__}"
+                             " and cannot be given to replace()")
+        given = {name: getattr(self, name) for name in self.FIELDS if name not in self.NOT_INIT}
+        return self.__class__(**{**given, **changes})
 
 
 class Counters(Value):

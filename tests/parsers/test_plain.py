@@ -41,6 +41,33 @@ def test_a_value_is_compared_and_shown_as_its_dataclass_is():
     assert Pair(1, 3, "n").as_dict() == {"a": 1, "b": 3, "note": "n"}
 
 
+class Sized(Value):
+    """A value with a field made from the others, as a dataclass's field(init=False)."""
+
+    __slots__ = FIELDS = ("text", "size")
+    NOT_INIT = ("size",)
+
+    def __init__(self, text):
+        self.text = text
+        self.size = len(text)
+
+
+def test_replace_makes_again_the_fields_a_value_makes_itself():
+    assert Sized("ab").replace(text="abc") == Sized("abc")
+    assert Sized("ab").replace(text="abc").size == 3
+    with pytest.raises(ValueError, match="size"):   # dataclasses.replace refuses it too
+        Sized("ab").replace(size=5)
+
+
+def test_a_dome_profile_is_copied_with_changes_and_compiled_again():
+    from dpmstream.parsers.dome_profiles import bundled_dome_profiles
+
+    profile = bundled_dome_profiles()[0]
+    renamed = profile.replace(name="site-copy")
+    assert renamed.name == "site-copy" and renamed.roles == profile.roles
+    assert renamed.forms.keys() == profile.forms.keys()
+
+
 class Hits(Counters):
     __slots__ = FIELDS = ("seen", "kept")
 
