@@ -4,12 +4,17 @@ within 2x of `replay`, CPU time).
 
     .venv/bin/python bench/bench_commands.py [--requests 3000] [--workdir /tmp/bench_commands]
                                              [--max-rounds 8] [--commands replay,report,...]
+                                             [--instructions]
 
 The input is the thesis scenario (3 clients x 25 streams, 20 + 20 threads) simulated with
 --requests request cycles: its DPM log and its DPNS log (3000 cycles: about 108 k lines,
 the log issue 30 measured on). Each command runs pinned to one core and alternates with
-grep on the same files (bench/yardstick.py) until the CPU ratio settles; each row gives
-its CPU time against grep's and against replay's from the same run. Commands:
+grep on the same files (bench/yardstick.py) until the CPU ratio settles, then with
+`replay` itself until that ratio settles: the x-replay figure is of pairs run back to back
+(on a machine whose pace drifts by a third over minutes, medians taken minutes apart were
+not a ratio of anything). With --instructions each command also runs once under valgrind's
+callgrind (PYTHONHASHSEED=0): its instruction count and their ratio to replay's, a figure
+no neighbour moves. Commands:
   replay            summary only (the yardstick of the others)
   report            the page with its what-if section (simulator runs), as by default
   report-no-whatif  the page alone (--no-whatif): reading, analysis, figures
@@ -23,6 +28,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_replay import count_lines, ensure_bytecode  # noqa: E402
-from yardstick import ONE_CORE, against_grep, command, load_note, pinning_note  # noqa: E402
+from yardstick import ONE_CORE, against_grep, alternate, command, load_note, pinning_note  # noqa: E402
 
 TARGET_OF_REPLAY = 2.0   # issue 30: within 2x of replay's CPU time
 SLOW_THREADS_AFTER = 40  # whatif's change: twice the thesis's 20 slow threads
@@ -82,6 +91,19 @@ def answered(argv: list[str], ok: tuple[int, ...]):
     return run
 
 
+def instructions(argv: list[str]) -> int | None:
+    """Instructions of one run of `argv` under callgrind (None without valgrind). Unpinned:
+    an instruction count is the same on any core; PYTHONHASHSEED=0 keeps the set and dict
+    orders, and so the work, the same run to run."""
+    if not shutil.which("valgrind"):
+        return None
+    argv = argv[len(ONE_CORE):]
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    return int(found.group(1)) if found else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,6 +116,9 @@ def main() -> int:
     names = "replay,report,report-no-whatif,whatif,whatif-cal,profile-check"
     ap.add_argument("--commands", default=names, help=f"comma-separated, of: {names} "
                     "(replay is always measured: the others are given against it)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count each command's instructions once under valgrind's callgrind "
+                         "(a figure the machine's load does not move; ~50x slower than a run)")
     args = ap.parse_args()
     chosen = [c.strip() for c in args.commands.split(",") if c.strip()]
     if unknown := [c for c in chosen if c not in names.split(",")]:
@@ -109,30 +134,46 @@ def main() -> int:
     lines = sum(count_lines(f) for f in files)
     print(f"input: {dpm.name} + {dpns.name}, {lines:,} lines", flush=True)
 
-    results = {}
+    results, of_replay, counted = {}, {}, {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         argv = commands(files, tz, host, Path(tmp))
+        replay_run = answered(argv["replay"], ())
         for name in chosen:
-            cmp = against_grep(answered(argv[name], ANSWERS.get(name, ())), files, lines,
-                               max_rounds=args.max_rounds)
+            run = answered(argv[name], ANSWERS.get(name, ()))
+            cmp = against_grep(run, files, lines, max_rounds=args.max_rounds)
             results[name] = cmp
             print(f"  {cmp.summary(name)}", flush=True)
+            if name != "replay" and not cmp.error:
+                of_replay[name] = alternate(run, replay_run, lines, max_rounds=args.max_rounds)
+                print(f"    against replay, alternated: {of_replay[name].cpu_ratio:.2f}x in CPU "
+                      f"time; {of_replay[name].stability()}", flush=True)
+            if args.instructions:
+                counted[name] = instructions(argv[name])
+                if counted[name] is None:
+                    print("    instructions: not counted (no valgrind, or it failed)", flush=True)
 
-    replay = results["replay"]
     print(f"\n{load_note()} (after); {pinning_note()}; medians of the last rounds; "
           f"{lines:,} lines")
-    print("| command | CPU s | x grep (CPU) | x replay (CPU) | wall s | settled | peak RSS |")
-    print("|---|---|---|---|---|---|---|")
+    print("| command | CPU s | x grep (CPU) | x replay (CPU, alternated) | wall s | settled "
+          "(grep, replay) | peak RSS | instructions | x replay (instructions) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, cmp in results.items():
         if cmp.error:
-            print(f"| {name} | skipped: {cmp.error} | | | | | |")
+            print(f"| {name} | skipped: {cmp.error} | | | | | | | |")
             continue
-        of_replay = cmp.cpu / max(replay.cpu, 1e-6) if not replay.error else float("nan")
-        mark = "" if name == "replay" or of_replay <= TARGET_OF_REPLAY else \
-            f" (over {TARGET_OF_REPLAY:g}x)"
-        print(f"| {name} | {cmp.cpu:.2f} | {cmp.cpu_ratio:.1f} | {of_replay:.1f}{mark} "
-              f"| {cmp.wall:.2f} | {'yes' if cmp.settled else f'NO ({len(cmp.rounds)} rounds)'} "
-              f"| {cmp.rss_mib} MiB |")
+        pairs = of_replay.get(name)
+        if pairs is None or pairs.error:
+            ratio, settled = "", ""
+        else:
+            over = "" if pairs.cpu_ratio <= TARGET_OF_REPLAY else f" (over {TARGET_OF_REPLAY:g}x)"
+            ratio = f"{pairs.cpu_ratio:.2f}{over}"
+            settled = ", yes" if pairs.settled else f", NO ({len(pairs.rounds)} rounds)"
+        count = counted.get(name)
+        base = counted.get("replay")
+        print(f"| {name} | {cmp.cpu:.2f} | {cmp.cpu_ratio:.1f} | {ratio} | {cmp.wall:.2f} "
+              f"| {'yes' if cmp.settled else f'NO ({len(cmp.rounds)} rounds)'}{settled} "
+              f"| {cmp.rss_mib} MiB | {f'{count / 1e6:,.1f} M' if count else ''} "
+              f"| {f'{count / base:.2f}' if count and base and name != 'replay' else ''} |")
     return 0
 
 

@@ -119,7 +119,8 @@ def grep_seconds(*paths: Path) -> float:
 
 @dataclass
 class Comparison:
-    """Rounds of (measured, grep), each pair run back to back."""
+    """Rounds of (measured, yardstick), each pair run back to back: the yardstick is grep
+    (the grep_* figures) unless alternate() was given another."""
     lines: int
     rounds: list[tuple[Measured, Measured]] = field(default_factory=list)
     settled: bool = False
@@ -183,19 +184,16 @@ def is_stable(ratios: list[float]) -> bool:
     return all(abs(r - mid) <= TOLERANCE * mid for r in last)
 
 
-def against_grep(measure: Callable[[], Measured], files, lines: int, *,
-                 min_rounds: int = WINDOW, max_rounds: int = MAX_ROUNDS,
-                 pattern: str = ENVELOPE_ERE) -> Comparison:
-    """Alternate grep for `pattern` (the logs' envelope) on `files` and `measure()` until
-    the CPU ratio is stable (or max_rounds). A failing measured command ends it with the
+def alternate(measure: Callable[[], Measured], yardstick: Callable[[], Measured], lines: int, *,
+              min_rounds: int = WINDOW, max_rounds: int = MAX_ROUNDS) -> Comparison:
+    """Alternate `yardstick()` and `measure()`, one each a round, until the CPU ratio is
+    stable (or max_rounds). Pairs run back to back see the same machine: a drift of the
+    machine's pace over minutes moves both. A failing measured command ends it with the
     error (its last stderr line)."""
-    grep = grep_command(files, pattern)
     result = Comparison(lines)
     ratios: list[float] = []
     while len(result.rounds) < max_rounds:
-        floor = run_measured(grep, GREP_ENV)
-        if floor.rc:
-            raise RuntimeError(f"grep failed (exit {floor.rc}): {floor.err.strip()}")
+        floor = yardstick()
         got = measure()
         if got.rc:
             last = (got.err.strip().splitlines() or [f"exit {got.rc}"])[-1]
@@ -207,3 +205,17 @@ def against_grep(measure: Callable[[], Measured], files, lines: int, *,
             result.settled = True
             break
     return result
+
+
+def against_grep(measure: Callable[[], Measured], files, lines: int, *,
+                 min_rounds: int = WINDOW, max_rounds: int = MAX_ROUNDS,
+                 pattern: str = ENVELOPE_ERE) -> Comparison:
+    """alternate() with grep for `pattern` (the logs' envelope) on `files`."""
+    grep = grep_command(files, pattern)
+
+    def floor() -> Measured:
+        got = run_measured(grep, GREP_ENV)
+        if got.rc:
+            raise RuntimeError(f"grep failed (exit {got.rc}): {got.err.strip()}")
+        return got
+    return alternate(measure, floor, lines, min_rounds=min_rounds, max_rounds=max_rounds)
