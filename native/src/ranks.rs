@@ -20,17 +20,21 @@ pub(crate) fn nearest_rank(ordered: &[i64], q: f64) -> Option<i64> {
 }
 
 /// `sorted_quantiles(values, qs)`: `values` an array('q') (read as its buffer) or ints
-/// within 64 bits; a q that is not finite (math.ceil refuses it) or values of another
-/// kind are refused with a TypeError, for the reference to answer.
+/// within 64 bits; a q that is not finite, or whose rank q * n is not (math.ceil refuses
+/// either), or values of another kind are refused with a TypeError, for the reference to
+/// answer.
 #[pyfunction]
 pub fn nearest_ranks(py: Python<'_>, values: &Bound<'_, PyAny>, qs: Vec<f64>) -> PyResult<Vec<Option<i64>>> {
-    if qs.iter().any(|q| !q.is_finite()) {
-        return Err(PyTypeError::new_err("a quantile that is not finite"));
-    }
     let mut ordered: Vec<i64> = match PyBuffer::<i64>::get(values) {
         Ok(buffer) => buffer.to_vec(py)?,
         Err(_) => values.extract()?,
     };
+    // q * n past f64's range: math.ceil raises OverflowError there, where `as i64` would
+    // saturate and answer the largest value.
+    let n = ordered.len() as f64;
+    if qs.iter().any(|q| !q.is_finite() || !(q * n).is_finite()) {
+        return Err(PyTypeError::new_err("a quantile that is not finite, or whose rank is not"));
+    }
     ordered.sort_unstable();
     Ok(qs.iter().map(|&q| nearest_rank(&ordered, q)).collect())
 }

@@ -87,3 +87,5 @@ def test_a_series_quantiles_are_the_nearest_ranks_of_its_values_in_either_form()
     series.values = [1, 2]
     with pytest.raises(ValueError):   # math.ceil(nan), as before
         series.quantiles([float("nan")])
+    with pytest.raises(OverflowError):   # a rank q * n past floats' range, as before
+        series.quantiles([1e308])
