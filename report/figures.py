@@ -106,16 +106,15 @@ def phase_breakdown(breakdowns: dict, has_ns: bool) -> str:
 def duration_scatter(requests: list, zone) -> str:
     # Each request's client read once, for the counts (in C) and for its point (issue 30:
     # three lookups of it a request, in two Python passes).
-    clients = [r.get("client") or "?" for r in requests]
+    clients = [c or "?" for c in map(dict.get, requests, repeat("client"))]
     counts = Counter(clients)   # in the order first seen, as a dict
     top = [c for c, _ in sorted(counts.items(), key=lambda kv: -kv[1])[:len(CLIENT_COLOURS)]]
     groups = top + (["other hosts"] if len(counts) > len(top) else [])
     points: dict[str, list] = {g: [] for g in groups}
     group_of = {c: points[c] for c in top}
     others = points.get("other hosts")
-    for r, client in zip(requests, clients):
-        t = A.start_of(r)
-        total = r.get("total_ms")
+    for t, total, client in zip(A.starts_of(requests), map(dict.get, requests, repeat("total_ms")),
+                                clients):
         if total is None or t is None:
             continue
         group_of.get(client, others).append((t, total / 1000))
