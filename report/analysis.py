@@ -13,7 +13,7 @@ from operator import itemgetter, mul, sub
 from collections import Counter, defaultdict
 
 from dpmstream.parsers import extension
-from dpmstream.parsers.records import STATUSES
+from dpmstream.parsers.records import PHASES, STATUSES
 from dpmstream.streams.sinks.summary import Series
 
 # concurrency's step function compiled (native/src/steps.rs); the Python below is the reference
@@ -150,14 +150,35 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
     return out
 
 
-def phase_shares(requests: list[dict], op: str) -> dict[str, float] | None:
+def phase_shares(requests: list[dict], op: str, tallied=None) -> dict[str, float] | None:
     """Each of PHASE_FIELDS summed over the op's summed total_ms (the replay table's share
     column); None when the op has no time. Each field's values are read and summed in C
     (summed; issue 30: a Python step per request and field was ~30 M instructions of the
-    report on the thesis log)."""
-    of_op = [r for r in requests if r["op"] == op]
-    total = summed(of_op, "total_ms")
-    return {k: summed(of_op, k) / total for k in PHASE_WORDS} if total > 0 else None
+    report on the thesis log). `tallied`: a streams/sinks/summary.Summary that tallied
+    these very requests (report/story.py's tallied): each sum is its series' exact sum
+    (issue 30: the summing again was ~12 M instructions of a report of the thesis log)."""
+    if tallied is None:
+        of_op = [r for r in requests if r["op"] == op]
+        sums = {k: summed(of_op, k) for k in SHARE_FIELDS}
+    else:
+        sums = {k: tallied_sum(tallied, op, k) for k in SHARE_FIELDS}
+    total = sums.pop("total_ms")
+    return {k: v / total for k, v in sums.items()} if total > 0 else None
+
+
+SHARE_FIELDS = (*PHASE_WORDS, "total_ms")
+PHASE_OF_FIELD = dict(PHASES)   # a record field -> its phase in a Summary
+
+
+def tallied_series(tallied, op: str, fieldname: str) -> Series | None:
+    """The op's series of `fieldname` in the Summary `tallied` (None if it has none): every
+    value the requests of the op have, where the series is not sampled."""
+    return tallied.phases.get((op, PHASE_OF_FIELD[fieldname]))
+
+
+def tallied_sum(tallied, op: str, fieldname: str) -> int:
+    series = tallied_series(tallied, op, fieldname)
+    return series.sum if series is not None else 0
 
 
 def summed(records: list[dict], fieldname: str) -> int:
@@ -175,8 +196,8 @@ def series_of(values) -> Series:
     return s
 
 
-def dominant_phase(requests: list[dict], op: str) -> tuple[str, float] | None:
-    shares = phase_shares(requests, op)
+def dominant_phase(requests: list[dict], op: str, tallied=None) -> tuple[str, float] | None:
+    shares = phase_shares(requests, op, tallied)
     if shares is None:
         return None
     best = None

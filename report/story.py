@@ -131,22 +131,22 @@ def tell(data) -> Story | None:
 
     # 2. where each op's time goes
     story.breakdowns = A.breakdowns(requests)
+    tallied = _tallied(data)
     for op in ops:
         of_op = [r for r in requests if r["op"] == op]
-        top = A.dominant_phase(of_op, op)
-        totals = [t for t in map(dict.get, of_op, repeat("total_ms")) if t is not None]
-        if top is None or not totals:
+        top = A.dominant_phase(of_op, op, tallied)
+        totals = _series(tallied, op, "total_ms", of_op)
+        if top is None or not totals.count:
             continue
         fieldname, share = top
-        median = A.series_of(totals).quantile(0.5)
+        median = totals.quantile(0.5)
         words = A.PHASE_WORDS[fieldname]
         story.summary.append(f"{words[0].upper() + words[1:]} is {pct(share)} of a {op}'s "
                              f"time (median {op} {ms_to_text(median)} s).")
-        phase_median = A.series_of(v for v in map(dict.get, of_op, repeat(fieldname))
-                                   if v is not None).quantile(0.5)
+        phase_median = _series(tallied, op, fieldname, of_op).quantile(0.5)
         story.observations.append(Observation(
             share, f"The largest part of a {op} is {words}: {pct(share)} of its time over "
-                   f"{plural(len(totals), op)}; the median is {ms_to_text(phase_median)} s of "
+                   f"{plural(totals.count, op)}; the median is {ms_to_text(phase_median)} s of "
                    f"a {ms_to_text(median)} s {op}.", "fig-phases"))
         after = story.breakdowns.get(op)
         if after is not None and after.share("after_proc") >= 0.05:
@@ -199,6 +199,26 @@ def tell(data) -> Story | None:
     story.observations.sort(key=lambda o: -o.score)
     story.observations = story.observations[:3]
     return story
+
+
+def _tallied(data):
+    """The dataset's summary where it tallied these very requests (every Dataset that
+    report/sources.py reads: each request and call kept is tallied, in the window), else
+    None (a dataset made by hand): its per-op sums and unsampled series are then the
+    story's, read rather than made from the requests again (issue 30)."""
+    summary = data.summary
+    return summary if sum(summary.statuses.values()) == len(data.requests) else None
+
+
+def _series(tallied, op: str, fieldname: str, of_op: list):
+    """The op's values of `fieldname` as a Series (streams/sinks/summary.py): the summary's
+    when it tallied them and kept every one, else made from the op's requests."""
+    series = A.tallied_series(tallied, op, fieldname) if tallied is not None else None
+    if series is not None and not series.sampled:
+        return series
+    if series is None and tallied is not None:
+        return A.series_of(())   # no request of the op has the value
+    return A.series_of(v for v in map(dict.get, of_op, repeat(fieldname)) if v is not None)
 
 
 def _client_observation(requests) -> list[Observation]:
