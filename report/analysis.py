@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import bisect
 from itertools import accumulate, repeat
-from functools import partial
-from operator import is_not, itemgetter, mul, sub
+from operator import itemgetter, mul, sub
 from collections import Counter, defaultdict
 
 from dpmstream.parsers import extension
-from dpmstream.parsers.records import STATUSES
+from dpmstream.parsers.records import PHASES, STATUSES
 from dpmstream.streams.sinks.summary import Series
 
 # concurrency's step function compiled (native/src/steps.rs); the Python below is the reference
@@ -151,24 +150,44 @@ def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
     return out
 
 
-def phase_shares(requests: list[dict], op: str) -> dict[str, float] | None:
+def phase_shares(requests: list[dict], op: str, tallied=None) -> dict[str, float] | None:
     """Each of PHASE_FIELDS summed over the op's summed total_ms (the replay table's share
     column); None when the op has no time. Each field's values are read and summed in C
     (summed; issue 30: a Python step per request and field was ~30 M instructions of the
-    report on the thesis log)."""
-    of_op = [r for r in requests if r["op"] == op]
-    total = summed(of_op, "total_ms")
-    return {k: summed(of_op, k) / total for k in PHASE_WORDS} if total > 0 else None
+    report on the thesis log). `tallied`: a streams/sinks/summary.Summary that tallied
+    these very requests (report/story.py's tallied): each sum is its series' exact sum
+    (issue 30: the summing again was ~12 M instructions of a report of the thesis log)."""
+    if tallied is None:
+        of_op = [r for r in requests if r["op"] == op]
+        sums = {k: summed(of_op, k) for k in SHARE_FIELDS}
+    else:
+        sums = {k: tallied_sum(tallied, op, k) for k in SHARE_FIELDS}
+    total = sums.pop("total_ms")
+    return {k: v / total for k, v in sums.items()} if total > 0 else None
 
 
-_GIVEN = partial(is_not, None)
+SHARE_FIELDS = (*PHASE_WORDS, "total_ms")
+PHASE_OF_FIELD = dict(PHASES)   # a record field -> its phase in a Summary
+
+
+def tallied_series(tallied, op: str, fieldname: str) -> Series | None:
+    """The op's series of `fieldname` in the Summary `tallied` (None if it has none): every
+    value the requests of the op have, where the series is not sampled."""
+    return tallied.phases.get((op, PHASE_OF_FIELD[fieldname]))
+
+
+def tallied_sum(tallied, op: str, fieldname: str) -> int:
+    series = tallied_series(tallied, op, fieldname)
+    return series.sum if series is not None else 0
 
 
 def summed(records: list[dict], fieldname: str) -> int:
     """The sum of the records' values of `fieldname` where they have one, in their order,
     read and added in C (map, filter, sum) rather than a Python step per record
-    (dict.get mapped over the key repeated: a methodcaller makes a bound method a call)."""
-    return sum(filter(_GIVEN, map(dict.get, records, repeat(fieldname))))
+    (dict.get mapped over the key repeated: a methodcaller makes a bound method a call).
+    filter(None) drops the zeros with the Nones, which adds the same: it tests each value
+    in C, where a partial(is_not, None) was a call a value (issue 30)."""
+    return sum(filter(None, map(dict.get, records, repeat(fieldname))))
 
 
 def series_of(values) -> Series:
@@ -177,8 +196,8 @@ def series_of(values) -> Series:
     return s
 
 
-def dominant_phase(requests: list[dict], op: str) -> tuple[str, float] | None:
-    shares = phase_shares(requests, op)
+def dominant_phase(requests: list[dict], op: str, tallied=None) -> tuple[str, float] | None:
+    shares = phase_shares(requests, op, tallied)
     if shares is None:
         return None
     best = None
@@ -408,6 +427,12 @@ def queue_stays(requests: list[dict]):
             yield ret, r["ended"]
 
 
+def columns(records: list[dict], fieldnames) -> list[list]:
+    """Each of `fieldnames` as a column: the records' values in their order, None where a
+    record has none, read in C (dict.get mapped)."""
+    return [list(map(dict.get, records, repeat(name))) for name in fieldnames]
+
+
 NICE_BINS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
                21600, 43200, 86400)
 
@@ -449,14 +474,19 @@ def rate_by_status(requests: list[dict], edges: list[int]) -> dict[str, list[flo
 
 def polls_by_bin(requests: list[dict], edges: list[int]) -> dict[str, list[float | None]]:
     """Mean polls per request, by the request's start, per op."""
-    sums: dict[str, list[int]] = defaultdict(lambda: [0] * (len(edges) - 1))
-    ns: dict[str, list[int]] = defaultdict(lambda: [0] * (len(edges) - 1))
-    for r in requests:
-        t = start_of(r)
-        k = bisect.bisect_right(edges, t) - 1 if t is not None else -1
-        if 0 <= k < len(edges) - 1:
-            sums[r["op"] or "?"][k] += r.get("polls") or 0
-            ns[r["op"] or "?"][k] += 1
+    n_bins = len(edges) - 1
+    sums: dict[str, list[int]] = defaultdict(lambda: [0] * n_bins)
+    ns: dict[str, list[int]] = defaultdict(lambda: [0] * n_bins)
+    # Each request's start, op and polls read a column at a time in C (issue 30).
+    for t, op, polls in zip(starts_of(requests), map(itemgetter("op"), requests),
+                            map(dict.get, requests, repeat("polls"))):
+        if t is None:
+            continue
+        k = bisect.bisect_right(edges, t) - 1
+        if 0 <= k < n_bins:
+            op = op or "?"
+            sums[op][k] += polls or 0
+            ns[op][k] += 1
     return {op: [s / n if n else None for s, n in zip(sums[op], ns[op])] for op in sorted(sums)}
 
 
@@ -470,6 +500,16 @@ def start_of(r: dict) -> int | None:
         if t is None:
             t = r.get("ended")
     return t
+
+
+def starts_of(requests: list[dict]) -> list[int | None]:
+    """start_of of each request, in order: their accepted times read in C (dict.get
+    mapped), start_of called only for a request without one (issue 30: a Python call a
+    request, in the span, the scatter and the polls)."""
+    starts = list(map(dict.get, requests, repeat("accepted")))
+    if None in starts:
+        starts = [start_of(r) if t is None else t for t, r in zip(starts, requests)]
+    return starts
 
 
 # -- name server ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ total_ms (the replay table's share column).
 from __future__ import annotations
 
 from collections import Counter
+from itertools import repeat
 from operator import itemgetter
 
 from dpmstream.parsers.records import STATUSES, ms_to_text
@@ -88,8 +89,9 @@ def time_span(data) -> tuple[int, int] | None:
     data's span, from the first record's start to the last record's end, within the window
     asked for. An admin's utilisation is over the time the log has data, not over the
     empty minutes of a wide window."""
-    starts = [A.start_of(r) for r in data.requests] + [c["started"] for c in data.calls]
-    ends = [r.get("ended") for r in data.requests] + [c.get("ended") for c in data.calls]
+    # Read a column at a time in C (issue 30: a Python call and step a record).
+    starts = A.starts_of(data.requests) + list(map(itemgetter("started"), data.calls))
+    ends = A.columns(data.requests, ("ended",))[0] + A.columns(data.calls, ("ended",))[0]
     starts = [t for t in starts if t is not None]
     ends = [t for t in ends if t is not None] or starts
     if not starts:
@@ -129,22 +131,22 @@ def tell(data) -> Story | None:
 
     # 2. where each op's time goes
     story.breakdowns = A.breakdowns(requests)
+    tallied = _tallied(data)
     for op in ops:
         of_op = [r for r in requests if r["op"] == op]
-        top = A.dominant_phase(of_op, op)
-        totals = [r["total_ms"] for r in of_op if r.get("total_ms") is not None]
-        if top is None or not totals:
+        top = A.dominant_phase(of_op, op, tallied)
+        totals = _series(tallied, op, "total_ms", of_op)
+        if top is None or not totals.count:
             continue
         fieldname, share = top
-        median = A.series_of(totals).quantile(0.5)
+        median = totals.quantile(0.5)
         words = A.PHASE_WORDS[fieldname]
         story.summary.append(f"{words[0].upper() + words[1:]} is {pct(share)} of a {op}'s "
                              f"time (median {op} {ms_to_text(median)} s).")
-        phase_median = A.series_of(r[fieldname] for r in of_op
-                                   if r.get(fieldname) is not None).quantile(0.5)
+        phase_median = _series(tallied, op, fieldname, of_op).quantile(0.5)
         story.observations.append(Observation(
             share, f"The largest part of a {op} is {words}: {pct(share)} of its time over "
-                   f"{plural(len(totals), op)}; the median is {ms_to_text(phase_median)} s of "
+                   f"{plural(totals.count, op)}; the median is {ms_to_text(phase_median)} s of "
                    f"a {ms_to_text(median)} s {op}.", "fig-phases"))
         after = story.breakdowns.get(op)
         if after is not None and after.share("after_proc") >= 0.05:
@@ -155,8 +157,8 @@ def tell(data) -> Story | None:
                 f"{pct(after.share('after_proc'))} of its time, which the clients' poll intervals set, "
                 f"not the head node.", "fig-phases"))
 
-        both = [(r["ns_ms"], r["proc_ms"]) for r in of_op
-                if r.get("ns_ms") is not None and r.get("proc_ms")]
+        both = [(n, p) for n, p in zip(*A.columns(of_op, ("ns_ms", "proc_ms")))
+                if n is not None and p]
         if both and sum(p for _, p in both) > 0:   # records that link name-server calls
             story.summary.append(
                 f"Name-server calls are {pct(sum(n for n, _ in both) / sum(p for _, p in both))} "
@@ -199,11 +201,31 @@ def tell(data) -> Story | None:
     return story
 
 
+def _tallied(data):
+    """The dataset's summary where it tallied these very requests (every Dataset that
+    report/sources.py reads: each request and call kept is tallied, in the window), else
+    None (a dataset made by hand): its per-op sums and unsampled series are then the
+    story's, read rather than made from the requests again (issue 30)."""
+    summary = data.summary
+    return summary if sum(summary.statuses.values()) == len(data.requests) else None
+
+
+def _series(tallied, op: str, fieldname: str, of_op: list):
+    """The op's values of `fieldname` as a Series (streams/sinks/summary.py): the summary's
+    when it tallied them and kept every one, else made from the op's requests."""
+    series = A.tallied_series(tallied, op, fieldname) if tallied is not None else None
+    if series is not None and not series.sampled:
+        return series
+    if series is None and tallied is not None:
+        return A.series_of(())   # no request of the op has the value
+    return A.series_of(v for v in map(dict.get, of_op, repeat(fieldname)) if v is not None)
+
+
 def _client_observation(requests) -> list[Observation]:
     by_client: dict[str, list[int]] = {}
-    for r in requests:
-        if r.get("client") and r.get("total_ms") is not None:
-            by_client.setdefault(r["client"], []).append(r["total_ms"])
+    for client, total in zip(*A.columns(requests, ("client", "total_ms"))):
+        if client and total is not None:
+            by_client.setdefault(client, []).append(total)
     busy = {c: A.series_of(v).quantile(0.5) for c, v in by_client.items() if len(v) >= 10}
     if len(busy) < 2:
         return []
@@ -221,7 +243,9 @@ def _client_observation(requests) -> list[Observation]:
 def _poll_observation(requests, ops) -> list[Observation]:
     out = []
     for op in ops:
-        polls = [r["polls"] for r in requests if r["op"] == op and r.get("polls") is not None]
+        polls = [n for o, n in zip(map(itemgetter("op"), requests),
+                                   map(dict.get, requests, repeat("polls")))
+                 if o == op and n is not None]
         if not polls:
             continue
         s = A.series_of(polls)

@@ -11,7 +11,6 @@ Each figure passes its own id prefix, so ids (hatch patterns) never clash once i
 from __future__ import annotations
 
 import math
-import re
 from itertools import chain, repeat
 
 from dpmstream.streams.sinks.summary import moment
@@ -46,19 +45,23 @@ def num(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
 
 
-# The endings num() drops from a %.2f number: "12.50" -> "12.5", "12.00" -> "12" (each
-# number has exactly two decimals, so no other ending changes). No group in the pattern:
-# an empty replacement is copied in C, where a template with one calls Python per match.
-_ZEROS = re.compile(r"\.00(?![0-9])|(?<=\.[0-9])0(?![0-9])")
+# The endings num() drops from a %.2f number, each with what it leaves: "12.00" -> "12",
+# "12.50" -> "12.5" (each number has exactly two decimals and no digit follows it, so no
+# other text ends so). Replaced by str.replace, a scan in C per ending: a regex with
+# look-arounds tried at every character was ~18 M of a report's instructions (issue 30).
+_ENDINGS = ((".00", ""),) + tuple((f".{d}0", f".{d}") for d in "123456789")
 
 
 def nums(template: str, values) -> str:
     """`template` % `values`, its %.2f numbers written as num() writes each (floats, and
-    ints below 2**53): one formatting and one substitution for a path of thousands of
+    ints below 2**53): one formatting and a few replacements for a path of thousands of
     points, where a Python call per number was most of the scatter's cost (issue 30).
-    `template` holds no "." before a digit, no "nan" and no "inf"."""
+    `template` holds no "." before a digit, no digit right after a %.2f, no "nan" and
+    no "inf"."""
     # + 0.0 turns -0.0 into 0.0, which num() writes "0" (a %.2f writes "-0.00").
-    text = _ZEROS.sub("", template % tuple(map((0.0).__add__, values)))
+    text = template % tuple(map((0.0).__add__, values))
+    for ending, kept in _ENDINGS:
+        text = text.replace(ending, kept)
     if "nan" in text or "inf" in text:
         raise ValueError(f"not a finite coordinate in {text[:80]!r}")   # as num() refuses one
     return text

@@ -392,3 +392,30 @@ def test_time_bins_are_round_and_cover_the_span():
     edges = A.bin_edges(T0 + 123, T0 + 600_000)
     assert edges[0] <= T0 + 123 and edges[-1] >= T0 + 600_000
     assert len(edges) - 1 <= 90 and (edges[1] - edges[0]) % 1000 == 0
+
+
+def test_a_requests_start_is_its_first_time_accepted_started_or_ended_each_read_once():
+    """starts_of is start_of of each request in order (the span, the scatter and the polls
+    per bin read it): accepted where the record has it, else started, else ended, else
+    None; the accepted times are read in bulk, start_of only for the records without."""
+    records = [put(T0), put(T0 + 1000), {"started": T0 + 5, "ended": T0 + 9},
+               {"accepted": None, "ended": T0 + 7}, {"op": "get"}, put(T0 + 2000)]
+    assert A.starts_of(records) == [A.start_of(r) for r in records] == [
+        T0 - 20, T0 + 980, T0 + 5, T0 + 7, None, T0 + 1980]
+    assert A.starts_of([]) == []
+
+
+def test_a_summed_field_adds_the_records_that_have_it_zeros_and_negatives_included():
+    records = [{"x": 5}, {"x": None}, {}, {"x": 0}, {"x": -2}, {"x": 10}]
+    assert A.summed(records, "x") == 13
+    assert A.summed(records, "y") == 0
+    assert A.summed([], "x") == 0
+
+
+def test_polls_per_bin_are_each_ops_mean_by_the_requests_start():
+    edges = [T0, T0 + 10_000, T0 + 20_000, T0 + 30_000]
+    records = [put(T0 + 1020, polls=2), put(T0 + 2020, polls=4), put(T0 + 21_020, polls=5),
+               put(T0 + 3020, polls=None, op="get"), put(T0 + 99_000, polls=7),
+               {"op": None, "started": T0 + 15_000, "polls": 1}, {"op": "put"}]
+    assert A.polls_by_bin(records, edges) == {
+        "?": [None, 1.0, None], "get": [0.0, None, None], "put": [3.0, None, 5.0]}

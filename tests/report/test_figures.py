@@ -193,3 +193,17 @@ def test_the_scatter_draws_the_busiest_clients_by_name_and_the_rest_as_other_hos
     assert ">c2 (3)<" in svg and ">other hosts (4)<" in svg
     assert ">c0 " not in svg and ">c1 " not in svg and ">? (" not in svg
     assert svg.count("h0") == sum(range(1, 11)) + 1 + 9   # a dot a point, and a legend key's
+
+
+def test_a_phases_histogram_counts_its_values_at_or_below_0_in_the_corner_and_spans_the_rest():
+    """Each phase's panel: the values above 0 on decades around the least and the greatest
+    of them; the values at or below 0 counted in the corner, a record without the value
+    not counted; a request whose op is not recorded (None) counts among the zeros only."""
+    records = [{"op": "put", "queue_ms": v} for v in (0, -5, None, 100, 2_000, 100)]
+    records += [{"op": "get", "queue_ms": v} for v in (0, 300)]
+    records += [{"op": None, "queue_ms": v} for v in (-1, 50_000)]
+    svg = F.phase_distributions(records)
+    assert svg.count(" at or</text>") == 1 and ">4 at or</text>" in svg
+    assert ">queue_s</text>" in svg and ">auth_s</text>" not in svg   # no auth_ms at all
+    labels = {t for t in ("0.01", "0.1", "1", "10", "100") if f">{t}</text>" in svg}
+    assert labels == {"0.1", "1", "10"}   # 0.1 s to 2 s; the op-less 50 s is not drawn

@@ -51,3 +51,30 @@ def test_name_server_time_gets_a_sentence_only_when_the_records_carry_it():
     assert "Name-server calls" not in plain
     linked = " ".join(tell(dataset([put(T0, ns=125), put(T0 + 10, ns=375)])).summary)
     assert "Name-server calls are 50% of a put's slow-thread processing." in linked
+
+
+def _told(data):
+    story = tell(data)
+    return story.summary, [(o.score, o.text, o.figure) for o in story.observations]
+
+
+def test_the_story_read_from_the_summary_that_tallied_the_requests_is_the_one_told_from_them(
+        monkeypatch):
+    """Where the dataset's summary tallied its requests (as every report's does), each op's
+    sums and medians are read from it: the same words as from the requests alone (a
+    dataset whose summary is empty), and the same where its series keep a sample only."""
+    from dpmstream.streams.sinks import summary as S
+    requests = [put(T0 + 100 * i, client=f"c{i % 3}", queue=600 + 300 * (i % 5),
+                    proc=500 + 70 * (i % 4), ns=200 + i, status="failed" if i % 9 == 0
+                    else "success", op="get" if i % 4 == 0 else "put") for i in range(60)]
+    unsummarised = Dataset(requests=list(requests), zone=ZURICH)
+    told = _told(unsummarised)
+    assert any("is " in s and "% of a get's time" in s for s in told[0])
+    assert _told(dataset(requests)) == told
+    # Every series of an op sampled, the summary's sample not the requests' (it tallied
+    # them in another order, as the compiled tally samples by its own draws): the
+    # medians come from the requests, the sums (exact either way) from the summary.
+    monkeypatch.setattr(S, "RESERVOIR", 4)
+    sampled = dataset(requests[::-1])
+    sampled.requests = requests
+    assert _told(sampled) == _told(unsummarised)
