@@ -27,6 +27,7 @@ use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, 
 use crate::hashing::FxSet;
 use crate::jit::{error_text, Located, Pattern};
 use crate::lcgdm_head;
+use crate::line_watch::{LineWatch, Quiet, TokenGaps};
 use crate::scan::printable_ascii;
 
 const ABSENT: usize = usize::MAX;
@@ -359,6 +360,41 @@ pub(crate) struct LineTally {
     /// text `func: shape`, the message's shape alone, lines).
     #[pyo3(get)]
     shapes: Vec<(usize, Option<usize>, String, String, u64)>,
+}
+
+#[pymethods]
+impl LineTally {
+    /// What Python does with the block's lines, in order: (whether it reads the line
+    /// whole, first line, end): a PYTHON step, or a stretch of adjacent own lines to feed
+    /// (the runs and watched runs of `steps` that meet, merged), as
+    /// ProfileTally.add_tallied took them from `steps`, a tuple a run made in Python.
+    #[getter]
+    fn feeds(&self) -> Vec<(bool, usize, usize)> {
+        let mut out: Vec<(bool, usize, usize)> = Vec::new();
+        for &(kind, start, end, _, _) in &self.steps {
+            if let Some(last) = out.last_mut().filter(|last| kind != PYTHON && !last.0 && last.2 == start) {
+                last.2 = end;
+            } else {
+                out.push((kind == PYTHON, start, end));
+            }
+        }
+        out
+    }
+
+    /// The quiet LineWatch (line_watch.rs) of the block's watched lines: it notes their
+    /// tokens in `gaps` and calls `hook(k, latest, orphans)` where the orphan count moved
+    /// from `known` after a line of one of `orphan_roles` (or -1 once, `timed` false).
+    #[pyo3(signature = (hook, timed, gaps, known, orphan_roles))]
+    fn watch(&self, hook: PyObject, timed: bool, gaps: Py<TokenGaps>, known: i64, orphan_roles: Vec<usize>) -> LineWatch {
+        let watched = self.steps.iter().filter(|s| s.0 == WATCH || s.0 == WATCH_TOKEN);
+        let (mut points, mut tokens, mut orphan) = (Vec::new(), Vec::new(), Vec::new());
+        for (kind, _, end, role, token) in watched {
+            points.push(end - 1);
+            tokens.push((*kind == WATCH_TOKEN).then(|| token.clone()));
+            orphan.push(orphan_roles.contains(role));
+        }
+        LineWatch::quiet(points, hook, timed, Quiet { tokens, orphan, gaps, known })
+    }
 }
 
 impl ProfileLines {
