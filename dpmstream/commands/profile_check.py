@@ -63,13 +63,38 @@ class ProfileTally:
         # request's token and end, no dict made (native/src/request_ends.rs).
         ends = compiled("RequestEnds")
         receiver = self.cut.on_record if ends is None else ends(self.cut.gaps.end, self.cut.on_record)
-        self.pipeline = Pipeline(receiver, profiles=[profile])
-        self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
+        # The reassembly, made at the first line of the daemon (a profile whose daemon has
+        # none, most of a check's, makes none: its line parser compiled the profile's
+        # forms, ~1 ms each, and its engine, for nothing; issue 30).
+        self._receiver, self._name = receiver, name
+        self._pipeline = self._source = None
+        self._finished = False
         self._orphans = 0
         # The per-line work in the extension where it is built (add_block); else, and for
         # the lines it leaves to Python, add() line by line: the reference.
         self.compiled = compiled_role_lines(profile, CATCH_ALL, ORPHAN_ROLES, OPENING,
                                             ("returns",), MAX_LINE_BYTES)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The daemon's lines' reassembly (an empty one, finished with the tally, where no
+        line of the daemon came)."""
+        if self._pipeline is None:
+            self._start()
+        return self._pipeline
+
+    @property
+    def source(self):
+        if self._source is None:
+            self._start()
+        return self._source
+
+    def _start(self) -> None:
+        self._pipeline = Pipeline(self._receiver, profiles=[self.profile])
+        self._source = self._pipeline.source(self._name, host="check", path=self._name,
+                                             profile=self.profile)
+        if self._finished:
+            self._pipeline.finish()
 
     def shape_unmatched(self, on: bool) -> None:
         """Whether the lines no role matches are shaped from now on (else only counted): a
@@ -95,10 +120,12 @@ class ProfileTally:
                 self.roles[role] += matched
             if own:
                 self.own_roles[role] += own
-        watch = t.watch(self._look, self.cut.started, self.cut.gaps, self._orphans, ORPHAN_ROLE_INDEX)
         shapes, shaped = t.shapes, 0
-        feed_chunk, reassembler, on_time = self.source.feed_chunk, self.pipeline.reassembler, self.cut.on_time
-        for python, start, end in t.feeds:
+        feeds = t.feeds
+        if feeds:
+            watch = t.watch(self._look, self.cut.started, self.cut.gaps, self._orphans, ORPHAN_ROLE_INDEX)
+            feed_chunk, reassembler, on_time = self.source.feed_chunk, self.pipeline.reassembler, self.cut.on_time
+        for python, start, end in feeds:
             if python:
                 shaped = self._add_shapes(lines, shapes, shaped, start)
                 self.add(_text(lines[start]))
@@ -209,6 +236,9 @@ class ProfileTally:
         counter[key] += lines
 
     def finish(self) -> None:
+        self._finished = True
+        if self._pipeline is None:
+            return
         # Calls the end of input cuts are no sign of a misfit: count the others apart.
         self.noreturn_before_end = self.pipeline.stats.reassembly.noreturn_calls
         self.pipeline.finish()
