@@ -75,6 +75,9 @@ fn same_match(pattern: &str) -> Option<String> {
     Some(out)
 }
 
+/// A Memo entry: (line + 1, envelope's end, matched, the token's span).
+type MemoEntry = (usize, usize, bool, Option<(usize, usize)>);
+
 /// The results of the patterns alone that more than one profile of a tally has (Alt's
 /// `memo`), on the line being read: the bundled DPM profiles share their accept,
 /// connection failure, returns and startup patterns, which matched each such line once
@@ -83,7 +86,7 @@ fn same_match(pattern: &str) -> Option<String> {
 /// `at` it was matched from: whether it matched, and its token's span.
 #[derive(Default)]
 struct Memo {
-    entries: Vec<(usize, usize, bool, Option<(usize, usize)>)>,
+    entries: Vec<MemoEntry>,
     line: usize,
 }
 
