@@ -228,27 +228,53 @@ def compiled_role_lines(profile: Profile, catch_all, watched, opening, returns, 
     ProfileLines = compiled("ProfileLines")
     if ProfileLines is None:
         return None
-    forms = (profile.native, profile.rsyslog)
     shapes = compiled_shapes()
-    if shapes is None or not all(reads_alike(p) for p in (*(f.portable for f in forms), profile.func)):
+    if shapes is None or not reads_alike(profile.func):
         return None
     index = {role: i for i, role in enumerate(ROLES)}
-
-    def group(form: CompiledForm, name: str) -> int:
-        return form.envelope.get(name, -1)
-
     alone = role_plan(profile, index)
+    if alone is None:
+        forms = [_form_of(f, index) for f in (profile.native, profile.rsyslog)]
+    else:
+        forms = [_envelope_alone(envelope, alone) for envelope in _envelopes(profile)]
+    if any(form is None for form in forms):
+        return None
     try:
         return ProfileLines(
-            [(f.portable if alone is None else f.head,
-              group(f, "func"), group(f, "host"), group(f, "pid"), group(f, "tid"),
-              _in_one_regex(f, index) if alone is None else alone) for f in forms],
-            profile.func, len(ROLES), *([index[r] for r in roles if r in index]
-                                        for roles in (catch_all, watched, opening, returns)),
+            forms, profile.func, len(ROLES), *([index[r] for r in roles if r in index]
+                                               for roles in (catch_all, watched, opening, returns)),
             max_chars, shapes)
     except ValueError as exc:  # e.g. a site profile using look-around: fine in Python
         log.info("compiled role lines unavailable for profile %s (%s)", profile.name, exc)
         return None
+
+
+def _envelopes(profile: Profile) -> tuple[str, str]:
+    """The envelopes of the profile's native and rsyslog forms (profiles._compile's)."""
+    return profile.native_envelope, profile.rsyslog_envelope + profile.native_envelope
+
+
+def _form_of(form: CompiledForm, index: dict[str, int]):
+    """A ProfileLines form of the form's one regex (role_plan's fallback), or None where
+    PCRE2 reads it otherwise."""
+    if not reads_alike(form.portable):
+        return None
+    return (form.portable, *(form.envelope.get(name, -1) for name in ("func", "host", "pid", "tid")),
+            _in_one_regex(form, index))
+
+
+def _envelope_alone(envelope: str, alone: list):
+    """A ProfileLines form of this envelope and the role patterns matched alone after it,
+    or None where PCRE2 reads one otherwise. Its groups are numbered as in the form's one
+    regex, whose envelope comes first (profiles._compile): read from the envelope alone,
+    from regex_lead's kept facts for a bundled profile (the one regex compiled by re for
+    its group numbers was ~1 ms a form, two forms a profile, issue 30)."""
+    from .regex_lead import group_index
+    if not (reads_alike(envelope) and all(reads_alike(pattern) for pattern, *_ in alone)):
+        return None
+    groups = group_index(envelope, re.DOTALL)
+    return (r"(?s)\A(?:" + envelope + ")",
+            *(groups.get(name, -1) for name in ("func", "host", "pid", "tid")), alone)
 
 
 def role_plan(profile: Profile, index: dict[str, int]):
@@ -259,18 +285,18 @@ def role_plan(profile: Profile, index: dict[str, int]):
     the catch-all `unmatched`. The same match as the one regex's: its catch-all always
     completes the envelope's first match, and the alternation tries each pattern so. The
     one regex set up all ~40 groups and tried every alternative on every line, for each
-    profile. None when a role pattern refers to a group (alone, its numbering differs)."""
-    from .regex_lead import lead, self_contained  # here: replay, which imports this module, needs it not
-    parts, _ = role_patterns(profile.roles, ROLES, ROLE_GROUPS)
+    profile. None when a role pattern refers to a group (alone, its numbering differs).
+    A part's token group is numbered as the part alone numbers it (its wrapper is 1):
+    regex_lead reads it (kept for the bundled profiles), no regex compiled."""
+    from .regex_lead import group_index, lead, self_contained  # here: replay, which imports this module, needs it not
+    parts, order = role_patterns(profile.roles, ROLES, ROLE_GROUPS)
     if not all(self_contained(part, re.DOTALL) for part in parts):
         return None
     plan = []
-    # A part alone numbers its groups from its wrapper's, 1: the token's is where it is
-    # in the one regex, less the wrapper's (the last alternative is `unmatched`).
-    for part, (wrapper, alt) in zip(parts, profile.native.alternatives.items()):
-        token = alt.fields["token"] - wrapper + 1 if "token" in alt.fields else -1
+    for i, (part, (role, names)) in enumerate(zip(parts, order)):
+        token = group_index(part, re.DOTALL)[f"a{i}_token"] if "token" in names else -1
         plan.append((r"(?s)\G(?:" + part + r")\s*\z", lead(part, re.DOTALL).encode(), 0,
-                     index[alt.role], token))
+                     index[role], token))
     return plan
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from array import array
 
+from .extension import compiled
 from .plain import Counters, Frozen, Value
 from .reassembly import BY_LINE
 
@@ -107,9 +108,9 @@ class CutWatch:
         self.returns_at_thread_start = 0
         self._first: int | None = None  # event time of the daemon's first line
         self._last: int | None = None  # latest event time
-        self._tokens: dict[str, list[int]] = {}  # open request's token -> [latest token line, its longest gap]
-        self._max_gap = 0  # longest gap of a request seen whole
-        self.whole = 0  # requests seen whole
+        # The token lines' gaps: the extension's twin where built, whose tokens a quiet
+        # LineWatch notes without Python (native/src/line_watch.rs).
+        self.gaps = (compiled("TokenGaps") or TokenGaps)()
         # Event time each orphan was first seen; -1: before time moved past the first line.
         self._orphans_seen = array("q")
 
@@ -135,17 +136,8 @@ class CutWatch:
         else:
             del self._orphans_seen[len(self._orphans_seen) + change:]
 
-    def on_token(self, token: str, ts: int | None) -> None:
-        if ts is None:
-            return
-        state = self._tokens.get(token)
-        if state is None:
-            self._tokens[token] = [ts, 0]
-        else:
-            gap = ts - state[0]
-            if gap > state[1]:  # max() is a call: one a token line of a DPM log
-                state[1] = gap
-            state[0] = ts
+    def on_token(self, token: str | None, ts: int | None) -> None:
+        self.gaps.note(token, ts)
 
     def on_record(self, record: dict) -> None:
         """A record emitted: a request's is on_request_end's (the extension's RequestEnds
@@ -155,12 +147,13 @@ class CutWatch:
                                 and record.get("end_reason") == BY_LINE)
 
     def on_request_end(self, token: str | None, whole: bool) -> None:
-        """A request is over (`whole`: seen from its put/get to an end by a line); one seen
-        whole tells its longest gap."""
-        state = self._tokens.pop(token, None)
-        if state is not None and whole:
-            self.whole += 1
-            self._max_gap = max(self._max_gap, state[1])
+        """A request is over (`whole`: seen from its put/get to an end by a line)."""
+        self.gaps.end(token, whole)
+
+    @property
+    def whole(self) -> int:
+        """Requests seen whole."""
+        return self.gaps.whole
 
     @property
     def started(self) -> bool:
@@ -171,7 +164,7 @@ class CutWatch:
     def orphans_judged(self) -> bool:
         """Whether the file spans enough time to tell orphans from the cut."""
         return self.whole >= WHOLE_TO_JUDGE and (
-            self.span_ms >= GAPS_TO_JUDGE * max(self._max_gap, 1))
+            self.span_ms >= GAPS_TO_JUDGE * max(self.gaps.max_gap, 1))
 
     @property
     def span_ms(self) -> int:
@@ -182,8 +175,41 @@ class CutWatch:
         short to judge, else those first seen within twice the longest gap of the start."""
         if not self.orphans_judged:
             return len(self._orphans_seen)
-        horizon = self._first + 2 * self._max_gap
+        horizon = self._first + 2 * self.gaps.max_gap
         return sum(1 for ts in self._orphans_seen if ts <= horizon)
+
+
+class TokenGaps:
+    """The gaps between a request's token lines (CutWatch's): per open request's token,
+    its latest token line's time and its longest gap; of the requests seen whole, how many
+    and their longest gap. The reference of the extension's TokenGaps
+    (native/src/line_watch.rs)."""
+
+    def __init__(self):
+        self._open: dict[str | None, list[int]] = {}  # token -> [latest token line, its longest gap]
+        self.whole = 0  # requests seen whole
+        self.max_gap = 0  # their longest gap
+
+    def note(self, token: str | None, ts: int | None) -> None:
+        """A token line of `token` at event time `ts` (None: no time yet, not counted)."""
+        if ts is None:
+            return
+        state = self._open.get(token)
+        if state is None:
+            self._open[token] = [ts, 0]
+        else:
+            gap = ts - state[0]
+            if gap > state[1]:  # max() is a call: one a token line of a DPM log
+                state[1] = gap
+            state[0] = ts
+
+    def end(self, token: str | None, whole: bool) -> None:
+        """The request of `token` is over (`whole`: seen from its put/get to an end by a
+        line); one seen whole tells its longest gap."""
+        state = self._open.pop(token, None)
+        if state is not None and whole:
+            self.whole += 1
+            self.max_gap = max(self.max_gap, state[1])
 
 
 class Reassembled(Value):

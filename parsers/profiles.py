@@ -404,10 +404,13 @@ def detect_profile(lines: list[str], candidates: list[Profile] | None = None) ->
 def bundled_lead_patterns() -> set[tuple[str, int]]:
     """Every (pattern, flags) of the bundled profiles that regex_lead.py reads: the DOME
     profiles' role patterns and envelopes (dome_profiles, compiled_dome) and the DPM ones'
-    role patterns (fastpath.role_plan)."""
+    role patterns and their forms' envelopes (fastpath.role_plan, _envelope_alone)."""
     from .dome_profiles import FLAGS, bundled_dome_profiles
     patterns = {(role_part, re.DOTALL) for profile in bundled_profiles()
                 for role_part in role_patterns(profile.roles, ROLES, ROLE_GROUPS)[0]}
+    patterns.update((envelope, re.DOTALL) for profile in bundled_profiles()
+                    for envelope in (profile.native_envelope,
+                                     profile.rsyslog_envelope + profile.native_envelope))
     for dome in bundled_dome_profiles():
         for form in dome.forms.values():
             patterns.update((part, FLAGS) for _, part in form.parts)

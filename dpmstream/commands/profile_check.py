@@ -29,9 +29,7 @@ from dpmstream.parsers.pipeline import Pipeline
 EXAMPLE_CHARS = 200
 MAX_SHAPES = 10_000  # distinct catch-all shapes kept per profile; more are counted apart
 NOT_FITTING = 1
-# The steps tally_profiles leaves to Python (native/src/profile_tally.rs).
-RUN, WATCH, PYTHON, WATCH_TOKEN = range(4)
-ORPHAN_ROLE_INDEX = frozenset(ROLES.index(r) for r in ORPHAN_ROLES)  # a step's role is an index
+ORPHAN_ROLE_INDEX = [ROLES.index(r) for r in ORPHAN_ROLES]  # a step's role is an index
 
 
 def _text(raw: bytes) -> str:
@@ -64,14 +62,39 @@ class ProfileTally:
         # The records as the cut watch reads them: the extension's receiver hands it a
         # request's token and end, no dict made (native/src/request_ends.rs).
         ends = compiled("RequestEnds")
-        receiver = self.cut.on_record if ends is None else ends(self.cut.on_request_end, self.cut.on_record)
-        self.pipeline = Pipeline(receiver, profiles=[profile])
-        self.source = self.pipeline.source(name, host="check", path=name, profile=profile)
+        receiver = self.cut.on_record if ends is None else ends(self.cut.gaps.end, self.cut.on_record)
+        # The reassembly, made at the first line of the daemon (a profile whose daemon has
+        # none, most of a check's, makes none: its line parser compiled the profile's
+        # forms, ~1 ms each, and its engine, for nothing; issue 30).
+        self._receiver, self._name = receiver, name
+        self._pipeline = self._source = None
+        self._finished = False
         self._orphans = 0
         # The per-line work in the extension where it is built (add_block); else, and for
         # the lines it leaves to Python, add() line by line: the reference.
         self.compiled = compiled_role_lines(profile, CATCH_ALL, ORPHAN_ROLES, OPENING,
                                             ("returns",), MAX_LINE_BYTES)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The daemon's lines' reassembly (an empty one, finished with the tally, where no
+        line of the daemon came)."""
+        if self._pipeline is None:
+            self._start()
+        return self._pipeline
+
+    @property
+    def source(self):
+        if self._source is None:
+            self._start()
+        return self._source
+
+    def _start(self) -> None:
+        self._pipeline = Pipeline(self._receiver, profiles=[self.profile])
+        self._source = self._pipeline.source(self._name, host="check", path=self._name,
+                                             profile=self.profile)
+        if self._finished:
+            self._pipeline.finish()
 
     def shape_unmatched(self, on: bool) -> None:
         """Whether the lines no role matches are shaped from now on (else only counted): a
@@ -83,10 +106,11 @@ class ProfileTally:
     def add_tallied(self, lines, n: int, t) -> None:
         """Lines of `lines` up to n as add() takes each one, from `t`, the extension's
         counts and classes of them (add_block): Python feeds the daemon's own lines to the
-        reassembly a stretch of adjacent ones at a time, the cut watch looking at it after
-        each token or slow-thread line as add() does (a LineWatch: the extension's feed
-        calls it there, _watch), counts the shapes it found and reads whole the lines it
-        leaves."""
+        reassembly a stretch of adjacent ones at a time (t.feeds), the cut watch looking
+        at it after each token or slow-thread line as add() does (a quiet LineWatch: the
+        extension's feed notes the line's token in the cut watch's gaps itself and calls
+        _look only where the orphans moved), counts the shapes it found and reads whole
+        the lines it leaves."""
         self.malformed += t.malformed
         self.foreign += t.foreign
         self.own += t.own
@@ -96,49 +120,30 @@ class ProfileTally:
                 self.roles[role] += matched
             if own:
                 self.own_roles[role] += own
-        steps = t.steps  # a list made at each read
-        watched = [step for step in steps if step[0] != RUN and step[0] != PYTHON]
-        watch = compiled("LineWatch")([end - 1 for _, _, end, _, _ in watched],
-                                      self._looks(watched), self.cut.started)
         shapes, shaped = t.shapes, 0
-        feed_chunk, reassembler, on_time = self.source.feed_chunk, self.pipeline.reassembler, self.cut.on_time
-        a = b = 0  # the stretch [a, b) of own lines not fed yet
-        for kind, start, end, _, _ in steps:
-            if kind != PYTHON and start == b:
-                b = end
-                continue
-            if a < b:
-                feed_chunk(lines, a, end=b, watch=watch)
-                on_time(reassembler.latest)
-            a, b = start, end
-            if kind == PYTHON:
+        feeds = t.feeds
+        if feeds:
+            watch = t.watch(self._look, self.cut.started, self.cut.gaps, self._orphans, ORPHAN_ROLE_INDEX)
+            feed_chunk, reassembler, on_time = self.source.feed_chunk, self.pipeline.reassembler, self.cut.on_time
+        for python, start, end in feeds:
+            if python:
                 shaped = self._add_shapes(lines, shapes, shaped, start)
                 self.add(_text(lines[start]))
-                a = b = end
-        if a < b:
-            feed_chunk(lines, a, end=b, watch=watch)
-            on_time(reassembler.latest)
+                watch.known = self._orphans  # the line may have moved them
+            else:
+                feed_chunk(lines, start, end=end, watch=watch)
+                on_time(reassembler.latest)
         self._add_shapes(lines, shapes, shaped, n)
 
-    def _looks(self, watched: list):
-        """The LineWatch's hook for a block's `watched` steps: the cut watch after the kth
-        watched line, as add() after a token or slow-thread line (k -1: after the first
-        line that gave the engine a time; the latest time of the others is the watch's at
-        the end of their stretch). A closure: one call a token line, its lookups few."""
-        cut = self.cut
-        on_token = cut.on_token
-
-        def look(k: int, latest: int | None, orphans: int) -> None:
-            if k < 0:
-                cut.on_time(latest)
-                return
-            kind, _, _, role, token = watched[k]
-            if orphans != self._orphans and role in ORPHAN_ROLE_INDEX:
-                cut.on_orphans(orphans - self._orphans, latest)
-                self._orphans = orphans
-            if kind == WATCH_TOKEN:
-                on_token(token, latest)
-        return look
+    def _look(self, k: int, latest: int | None, orphans: int) -> None:
+        """The quiet LineWatch's hook: after the first line that gave the engine a time
+        (k -1), the cut watch's time; after a watched line (the kth) of an orphan role that
+        moved the orphans from what this tally saw, the change, as add() after it."""
+        if k < 0:
+            self.cut.on_time(latest)
+            return
+        self.cut.on_orphans(orphans - self._orphans, latest)
+        self._orphans = orphans
 
     def _add_shapes(self, lines, shapes: list, at: int, before: int) -> int:
         """shapes[at:] the extension found up to line `before` (ProfileLines: one per
@@ -231,6 +236,9 @@ class ProfileTally:
         counter[key] += lines
 
     def finish(self) -> None:
+        self._finished = True
+        if self._pipeline is None:
+            return
         # Calls the end of input cuts are no sign of a misfit: count the others apart.
         self.noreturn_before_end = self.pipeline.stats.reassembly.noreturn_calls
         self.pipeline.finish()

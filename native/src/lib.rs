@@ -96,6 +96,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scan::FastLines>()?;
     m.add_class::<py_engine::Core>()?;
     m.add_class::<line_watch::LineWatch>()?;
+    m.add_class::<line_watch::TokenGaps>()?;
     m.add_class::<request_ends::RequestEnds>()?;
     m.add_class::<tally::Tally>()?;
     m.add_class::<busy_spans::BusySpans>()?;

@@ -27,6 +27,7 @@ use crate::dome_scan::{DomeLine, DomeScanner, Outcome, FOREIGN as DOME_FOREIGN, 
 use crate::hashing::FxSet;
 use crate::jit::{error_text, Located, Pattern};
 use crate::lcgdm_head;
+use crate::line_watch::{LineWatch, Quiet, TokenGaps};
 use crate::scan::printable_ascii;
 
 const ABSENT: usize = usize::MAX;
@@ -46,16 +47,90 @@ struct Alt {
     group: usize,
     role: Option<usize>, // index into `roles`; None: the catch-all `unmatched`
     token: usize,        // the token field's group (in `regex` if alone), or ABSENT
+    /// The pattern alone as any profile may spell it (same_match), or None (not alone, or
+    /// it refers to a group); and its place in the line's Memo during a tally (ABSENT:
+    /// no other profile of the tally has it).
+    same: Option<String>,
+    memo: usize,
+}
+
+/// A pattern alone with its groups' names made alike: `(?P<a4_token>` of one profile's
+/// alternation is `(?P<a6_token>` of another's (fastpath.role_plan numbers the wrappers
+/// in each profile's order), the same match either way, the same groups by position.
+/// None where the pattern may refer to a group by name or number (its meaning could then
+/// differ where the spelling is alike).
+fn same_match(pattern: &str) -> Option<String> {
+    if ["(?P=", "\\k", "\\g", "(?&", "(?R", "(?P>"].iter().any(|r| pattern.contains(r))
+        || pattern.bytes().zip(pattern.bytes().skip(1)).any(|(a, b)| a == b'\\' && b.is_ascii_digit())
+    {
+        return None;
+    }
+    let mut out = String::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(at) = rest.find("(?P<a") {
+        out.push_str(&rest[..at + 5]);
+        rest = rest[at + 5..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// A Memo entry: (line + 1, envelope's end, matched, the token's span).
+type MemoEntry = (usize, usize, bool, Option<(usize, usize)>);
+
+/// The results of the patterns alone that more than one profile of a tally has (Alt's
+/// `memo`), on the line being read: the bundled DPM profiles share their accept,
+/// connection failure, returns and startup patterns, which matched each such line once
+/// for each profile (~80,000 PCRE2 runs of the thesis log, issue 30). An entry holds
+/// for the line `line` (its index in the block, +1: 0 is none) and the envelope's end
+/// `at` it was matched from: whether it matched, and its token's span.
+#[derive(Default)]
+struct Memo {
+    entries: Vec<MemoEntry>,
+    line: usize,
 }
 
 impl Alt {
-    /// Whether it matches `line` (printable ASCII) after the envelope `head` ended at `at`.
-    fn matches(&mut self, head: &Head, line: &[u8], at: usize) -> bool {
-        match &mut self.regex {
-            // SAFETY: printable ASCII (tally checks each line first): valid UTF-8.
-            Some(regex) => regex.find_after_lead(&self.lead, unsafe { std::str::from_utf8_unchecked(line) }, at),
-            None => head.get(self.group).is_some(),
+    /// Whether the message at `at` starts with the lead (the first byte compared first,
+    /// where most leads differ, without a memcmp call): inline in the loop over a form's
+    /// alternatives, the rest of a match out of it.
+    #[inline(always)]
+    fn lead_fits(&self, line: &[u8], at: usize) -> bool {
+        if self.regex.is_none() {
+            return true;
         }
+        let rest = &line[at..];
+        self.lead.first().is_none_or(|b| rest.first() == Some(b)) && rest.starts_with(&self.lead)
+    }
+
+    /// matches() of a line whose message starts with the lead (lead_fits), through the
+    /// memo where another profile has the same pattern alone.
+    fn matches_shared(&mut self, head: &Head, line: &[u8], at: usize, memo: &mut Memo) -> bool {
+        let Some(regex) = self.regex.as_mut() else {
+            return head.get(self.group).is_some();
+        };
+        // SAFETY: printable ASCII (tally checks each line first): valid UTF-8.
+        let text = unsafe { std::str::from_utf8_unchecked(line) };
+        if self.memo == ABSENT {
+            return regex.find_str_at(text, at) == Ok(true);
+        }
+        let (seen, from, matched, _) = memo.entries[self.memo];
+        if seen == memo.line && from == at {
+            return matched;
+        }
+        let matched = regex.find_str_at(text, at) == Ok(true);
+        let token = if matched { regex.get(self.token) } else { None };
+        memo.entries[self.memo] = (memo.line, at, matched, token);
+        matched
+    }
+
+    /// spans() of a match matches_shared found: the token's span from the memo where the
+    /// match may be another profile's.
+    fn spans_shared<'a>(&self, head: &Head, line: &'a [u8], at: usize, memo: &Memo) -> (usize, Option<&'a [u8]>) {
+        if self.memo == ABSENT || self.token == ABSENT {
+            return self.spans(head, line, at);
+        }
+        (at, memo.entries[self.memo].3.map(|(a, b)| &line[a..b]))
     }
 
     /// Where the message begins (the text shaped) and the token's span.
@@ -361,6 +436,41 @@ pub(crate) struct LineTally {
     shapes: Vec<(usize, Option<usize>, String, String, u64)>,
 }
 
+#[pymethods]
+impl LineTally {
+    /// What Python does with the block's lines, in order: (whether it reads the line
+    /// whole, first line, end): a PYTHON step, or a stretch of adjacent own lines to feed
+    /// (the runs and watched runs of `steps` that meet, merged), as
+    /// ProfileTally.add_tallied took them from `steps`, a tuple a run made in Python.
+    #[getter]
+    fn feeds(&self) -> Vec<(bool, usize, usize)> {
+        let mut out: Vec<(bool, usize, usize)> = Vec::new();
+        for &(kind, start, end, _, _) in &self.steps {
+            if let Some(last) = out.last_mut().filter(|last| kind != PYTHON && !last.0 && last.2 == start) {
+                last.2 = end;
+            } else {
+                out.push((kind == PYTHON, start, end));
+            }
+        }
+        out
+    }
+
+    /// The quiet LineWatch (line_watch.rs) of the block's watched lines: it notes their
+    /// tokens in `gaps` and calls `hook(k, latest, orphans)` where the orphan count moved
+    /// from `known` after a line of one of `orphan_roles` (or -1 once, `timed` false).
+    #[pyo3(signature = (hook, timed, gaps, known, orphan_roles))]
+    fn watch(&self, hook: PyObject, timed: bool, gaps: Py<TokenGaps>, known: i64, orphan_roles: Vec<usize>) -> LineWatch {
+        let watched = self.steps.iter().filter(|s| s.0 == WATCH || s.0 == WATCH_TOKEN);
+        let (mut points, mut tokens, mut orphan) = (Vec::new(), Vec::new(), Vec::new());
+        for (kind, _, end, role, token) in watched {
+            points.push(end - 1);
+            tokens.push((*kind == WATCH_TOKEN).then(|| token.clone()));
+            orphan.push(orphan_roles.contains(role));
+        }
+        LineWatch::quiet(points, hook, timed, Quiet { tokens, orphan, gaps, known })
+    }
+}
+
 impl ProfileLines {
     fn frame(&mut self, line: &[u8], form: usize, role: usize) {
         let kind = self.framing[role];
@@ -386,7 +496,7 @@ impl ProfileLines {
     /// Line `i` of the block into `pass`: `line` without its line break, None where
     /// Python reads it whole (not bytes or text, or not printable ASCII); `shared`, what
     /// the profiles before this one read of it.
-    fn line(&mut self, py: Python<'_>, pass: &mut Pass, shared: &mut SharedLine, i: usize, line: Option<&[u8]>) -> PyResult<()> {
+    fn line(&mut self, py: Python<'_>, pass: &mut Pass, shared: &mut SharedLine, memo: &mut Memo, i: usize, line: Option<&[u8]>) -> PyResult<()> {
         let Some(line) = line.filter(|l| l.len() <= self.max_bytes) else {
             pass.close(i);
             pass.t.steps.push((PYTHON, i, i + 1, 0, None));
@@ -399,7 +509,7 @@ impl ProfileLines {
         };
         let form = &mut self.forms[fi];
         let at = form.regex.get(0).map_or(0, |(_, e)| e);
-        let alt = form.alts.iter_mut().position(|a| a.matches(&form.regex, line, at));
+        let alt = form.alts.iter_mut().position(|a| a.lead_fits(line, at) && a.matches_shared(&form.regex, line, at, memo));
         let form = &self.forms[fi];
         let func = span(&form.regex, line, form.func).unwrap_or(b"");
         let own = match self.own_funcs.get(func) {
@@ -416,7 +526,7 @@ impl ProfileLines {
         // where the role's pattern (or `unmatched`) begins: the message shaped
         let (role, has_token, token, message) = match alt.map(|k| &form.alts[k]) {
             Some(a) => {
-                let (message, token) = a.spans(&form.regex, line, at);
+                let (message, token) = a.spans_shared(&form.regex, line, at, memo);
                 (a.role, a.token != ABSENT, token, message)
             }
             None => (None, false, None, at),
@@ -509,6 +619,36 @@ impl Pass {
     }
 }
 
+/// The Memo of a tally of `profiles`: a place in it for each pattern alone (with its
+/// token group) that more than one of them has, set in their Alts' `memo`.
+fn share_patterns(profiles: &mut [PyRefMut<'_, ProfileLines>]) -> Memo {
+    let mut count: FxMap<(String, usize), (usize, usize)> = FxMap::default(); // -> (profiles, place)
+    for (k, p) in profiles.iter().enumerate() {
+        for alt in p.forms.iter().flat_map(|f| &f.alts) {
+            if let Some(same) = &alt.same {
+                let entry = count.entry((same.clone(), alt.token)).or_insert((0, k));
+                if entry.1 != k || entry.0 == 0 {
+                    entry.0 += 1;
+                    entry.1 = k;
+                }
+            }
+        }
+    }
+    let mut places: FxMap<(String, usize), usize> = FxMap::default();
+    for p in profiles.iter_mut() {
+        for alt in p.forms.iter_mut().flat_map(|f| &mut f.alts) {
+            alt.memo = ABSENT;
+            let Some(same) = &alt.same else { continue };
+            let key = (same.clone(), alt.token);
+            if count.get(&key).is_some_and(|&(n, _)| n > 1) {
+                let next = places.len();
+                alt.memo = *places.entry(key).or_insert(next);
+            }
+        }
+    }
+    Memo { entries: vec![(0, 0, false, None); places.len()], line: 0 }
+}
+
 /// Lines `start` to `end` of `lines` (a LineBlock or a list of bytes), tallied for each
 /// profile in `profiles`: each line read, cut and checked once, its LCGDM envelope read
 /// once for the profiles whose head it is, then each profile's work on it in turn.
@@ -527,6 +667,7 @@ pub(crate) fn tally_profiles(
     };
     let mut profiles = profiles.iter().map(|p| p.try_borrow_mut()).collect::<Result<Vec<_>, _>>()?;
     let mut passes: Vec<Pass> = profiles.iter().map(|p| Pass::new(p.roles)).collect();
+    let mut memo = share_patterns(&mut profiles);
     let end = end.min(chunk.len());
     for i in start..end {
         let read = chunk.line(i)?;
@@ -539,8 +680,9 @@ pub(crate) fn tally_profiles(
         });
         let line = line.filter(|l| printable_ascii(l));
         let mut shared = SharedLine::default();
+        memo.line = i + 1;
         for (profile, pass) in profiles.iter_mut().zip(&mut passes) {
-            profile.line(py, pass, &mut shared, i, line)?;
+            profile.line(py, pass, &mut shared, &mut memo, i, line)?;
         }
     }
     Ok(passes
@@ -581,8 +723,9 @@ impl ProfileLines {
             let alts = alts
                 .into_iter()
                 .map(|(alone, lead, group, role, token)| {
+                    let same = alone.as_deref().and_then(same_match);
                     let regex = alone.map(|p| Pattern::new(&p).map_err(PyValueError::new_err)).transpose()?;
-                    Ok(Alt { regex, lead, group: slot(group), role, token: slot(token) })
+                    Ok(Alt { regex, lead, group: slot(group), role, token: slot(token), same, memo: ABSENT })
                 })
                 .collect::<PyResult<Vec<_>>>()?;
             if alts.iter().any(|a| (a.regex.is_none() && a.group == ABSENT) || a.role.is_some_and(|r| r >= roles)) {
@@ -669,4 +812,28 @@ pub(crate) fn dome_lines(
         }
     }
     Ok((foreign, malformed, left))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_match;
+
+    #[test]
+    fn a_pattern_alone_is_the_same_whatever_its_wrappers_number() {
+        let a = same_match(r"(?s)\G(?:(?P<a4>DP098 - (?P<a4_op>\w+) (?P<a4_token>[0-9a-f-]+)))\s*\z");
+        let b = same_match(r"(?s)\G(?:(?P<a12>DP098 - (?P<a12_op>\w+) (?P<a12_token>[0-9a-f-]+)))\s*\z");
+        assert!(a.is_some());
+        assert_eq!(a, b);
+        // another group's name, or other text, is another pattern
+        let c = same_match(r"(?s)\G(?:(?P<a4>DP098 - (?P<a4_op>\w+) (?P<a4_nfiles>[0-9a-f-]+)))\s*\z");
+        assert_ne!(a, c);
+        assert_ne!(same_match(r"(?P<a1>returns (?P<a1_rc>-?\d+))"), same_match(r"(?P<a1>returns (?P<a1_rc>\d+))"));
+    }
+
+    #[test]
+    fn a_pattern_referring_to_a_group_is_shared_by_none() {
+        for refers in [r"(?P<a1>(\w) \1)", r"(?P<a1>(?P<a1_x>\w) (?P=a1_x))", r"(?P<a1>\k<a1_x>)", r"(?P<a1>\g1)", r"(?P<a1>(?R))"] {
+            assert_eq!(same_match(refers), None, "{refers}");
+        }
+    }
 }

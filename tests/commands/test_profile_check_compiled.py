@@ -195,8 +195,10 @@ def test_role_patterns_are_matched_alone_unless_one_refers_to_a_group():
 @pytest.mark.parametrize("shaping", [True, False])
 def test_the_compiled_tally_equals_the_line_by_line_one_for_each_profile(simulated, tmp_path, shaping):
     """The profiles tallied together (each line's envelope read once for those sharing
-    it: tally_profiles), each against its reference alone; shaping the lines no role
-    matches, or only counting them (ProfileTally.shape_unmatched)."""
+    it, and a role pattern alone that several have matched once a line, whatever its
+    place in each one's alternation: tally_profiles; the site profiles share the bundled
+    dpm one's, `refers` each a place later), each against its reference alone; shaping
+    the lines no role matches, or only counting them (ProfileTally.shape_unmatched)."""
     odd = tmp_path / "odd.log"
     planted(f"{simulated}.log", odd, every=29)
     profiles = (*bundled_profiles(), *site_profiles())

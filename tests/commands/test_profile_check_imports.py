@@ -46,3 +46,29 @@ def test_a_finding_is_set_once_and_hashed_and_the_counts_are_made_as_before():
     assert Reassembled(5, 2) == Reassembled(requests=5, orphans=2)
     assert DomePutsSeen(3, joined=1) == DomePutsSeen(entered=3, joined=1)
     assert DomePutsSeen().replace(joined=2).joined == 2
+
+
+def test_a_check_imports_no_typing_and_compiles_only_the_forms_of_the_daemons_present(tmp_path):
+    # Its DOME tallies load the DOME engine's modules on any log (parsers/compiled_dome.py):
+    # their tuples are collections.namedtuple, as replay's are (typing: ~11 M instructions).
+    # A DPM profile's forms are compiled by re (~1 ms each) for the reassembly of its
+    # daemon's lines, made at the first one: the other profiles' tallies read the lines
+    # with their patterns alone (fastpath.role_plan), their group numbers kept.
+    import json
+    import subprocess
+    import sys
+
+    log = tmp_path / "dpm.log"
+    log.write_text("08/12 14:31:40.236 12345,0 dpm_srv_put: DP092 - put request by /CN=x (1,2) from h\n")
+    probe = ("import json, sys\nfrom dpmstream.cli import main\nrc = main(sys.argv[1:])\n"
+             "from dpmstream.parsers.profiles import bundled_profiles\n"
+             "forms = sorted(p.name + ' ' + f for p in bundled_profiles() for f in ('native', 'rsyslog')"
+             " if f in vars(p))\n"
+             "print(json.dumps({'rc': rc, 'typing': 'typing' in sys.modules, 'forms': forms,"
+             " 'dome': 'dpmstream.parsers.compiled_dome' in sys.modules}))")
+    done = subprocess.run([sys.executable, "-c", probe, "profile", "check", str(log)],
+                          capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["dome"], "the DOME tallies no longer load the engine: the probe sees nothing"
+    assert seen["typing"] is False
+    assert seen["forms"] == ["lcgdm-dpm native", "lcgdm-dpm rsyslog"]

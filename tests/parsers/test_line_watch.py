@@ -12,12 +12,16 @@ and go."""
 from __future__ import annotations
 
 import bisect
+import random
 
 import pytest
 
-from dpmstream.parsers import engines, extension
+from dpmstream.parsers import engines, extension, fastpath
+from dpmstream.parsers.fit import CATCH_ALL, OPENING, ORPHAN_ROLES, CutWatch
+from dpmstream.parsers.fit import TokenGaps as Reference
+from dpmstream.parsers.lines import MAX_LINE_BYTES
 from dpmstream.parsers.pipeline import ADVANCE_EVERY, Pipeline
-from dpmstream.parsers.profiles import bundled_profiles
+from dpmstream.parsers.profiles import ROLES, bundled_profiles
 from dpmstream.parsers.settings import ReassemblySettings
 
 from tests.parsers.test_feed_chunk_end import block  # noqa: F401  (the fixture: a simulated log's first block)
@@ -110,3 +114,85 @@ def test_a_watched_line_fed_unwatched_is_an_error_not_a_look_skipped():
 def test_watched_lines_are_given_in_order():
     with pytest.raises(ValueError, match="ascending"):
         LineWatch([5, 3], lambda *args: None)
+
+
+# -- the quiet watch profile check's tallies make (LineTally.watch) ------------------------
+
+TokenGaps = extension.compiled("TokenGaps")
+
+
+def test_the_extensions_token_gaps_are_the_references():
+    """TokenGaps (native/src/line_watch.rs) keeps what parsers/fit.TokenGaps keeps, a token
+    None and a line without a time included, through the same notes and ends."""
+    rng = random.Random(30)
+    ours, ref = TokenGaps(), Reference()
+    tokens = [None, *(f"t{i}" for i in range(12))]
+    ts = 0
+    for _ in range(3000):
+        token = rng.choice(tokens)
+        if rng.random() < 0.7:
+            ts += rng.randint(-5, 400)   # times can step back: a gap never shrinks
+            at = None if rng.random() < 0.05 else ts
+            ours.note(token, at), ref.note(token, at)
+        else:
+            whole = rng.random() < 0.6
+            ours.end(token, whole), ref.end(token, whole)
+        assert (ours.whole, ours.max_gap) == (ref.whole, ref.max_gap)
+    assert ref.whole > 100 and ref.max_gap > 400
+
+
+def quiet_and_loud(block):
+    """The cut watch's view of the block's dpm lines, as profile check's tally feeds them
+    (tally_profiles' steps): through a quiet watch, and through a loud one whose hook does
+    all in Python (the hook ProfileTally had: every watched line a call)."""
+    profile = next(p for p in bundled_profiles() if p.daemon == "dpm")
+    lines = fastpath.compiled_role_lines(profile, CATCH_ALL, ORPHAN_ROLES, OPENING, ("returns",),
+                                         MAX_LINE_BYTES)
+    t = extension.compiled("tally_profiles")([lines], block, len(block), FIRST)[0]
+    orphan_roles = [ROLES.index(r) for r in ORPHAN_ROLES]
+    views = {}
+    for how in ("quiet", "loud"):
+        cut, seen = CutWatch(), []
+        cut.gaps = Reference() if how == "loud" else cut.gaps
+        pipeline = Pipeline(cut.on_record, ReassemblySettings(timeout_s=TIMEOUT_S),
+                            profiles=[profile], engine=engines.COMPILED)
+        source = pipeline.source("head", host="check", path="head", profile=profile)
+        orphans = [0]
+        steps = [s for s in t.steps if s[0] in (1, 3)]
+
+        def look(k, latest, now, steps=steps, cut=cut, seen=seen, orphans=orphans, how=how):
+            seen.append(k)
+            if k < 0:
+                cut.on_time(latest)
+                return
+            if now != orphans[0] and (how == "quiet" or steps[k][3] in orphan_roles):
+                cut.on_orphans(now - orphans[0], latest)
+                orphans[0] = now
+            if how == "loud" and steps[k][0] == 3:
+                cut.on_token(steps[k][4], latest)
+        watch = (t.watch(look, False, cut.gaps, 0, orphan_roles) if how == "quiet"
+                 else LineWatch([s[2] - 1 for s in steps], look))
+        for python, a, b in t.feeds:
+            assert not python, "the simulated log is printable ASCII"
+            source.feed_chunk(block, a, end=b, watch=watch)
+        pipeline.finish()
+        views[how] = (seen, cut.gaps.whole, cut.gaps.max_gap, list(cut._orphans_seen),
+                      cut._first, cut._last, len(steps))
+    return views
+
+
+@pytest.mark.skipif(not engines.compiled_available(), reason="the compiled engine is not built")
+def test_a_quiet_watch_tells_the_cut_watch_what_a_loud_one_does_with_few_calls(block):
+    views = quiet_and_loud(block)
+    quiet, loud = views["quiet"], views["loud"]
+    seen_quiet, seen_loud = quiet[0], loud[0]
+    assert quiet[1:] == loud[1:]
+    assert quiet[1] > 10 and quiet[3], "requests seen whole, and orphans"
+    assert len(seen_loud) == quiet[-1] + 1 > 1000
+    assert seen_quiet[0] == -1 and 0 < len(seen_quiet) < len(seen_loud) / 10, \
+        "the hook called where the orphans moved, not at every token line"
+
+
+def test_only_a_quiet_watch_knows_the_orphans():
+    with pytest.raises(ValueError, match="quiet"):
+        LineWatch([1], lambda *args: None).known = 3

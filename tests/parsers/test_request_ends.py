@@ -53,4 +53,4 @@ def test_the_watch_learns_each_request_end_as_from_the_records_dicts(block, engi
     from_ends = ends_learned(block, engine, lambda cut: RequestEnds(cut.on_request_end, cut.on_record))
     assert {whole for _, whole in from_dicts.ends} == {True, False}
     assert from_ends.ends == from_dicts.ends
-    assert (from_ends.whole, from_ends._max_gap) == (from_dicts.whole, from_dicts._max_gap)
+    assert (from_ends.whole, from_ends.gaps.max_gap) == (from_dicts.whole, from_dicts.gaps.max_gap)
