@@ -64,6 +64,23 @@ pub(crate) struct HeadReader {
     message_group: usize,
 }
 
+/// The numbers a head's reader reads where it finds their digits, which the scanner read
+/// again from the spans, a slice and a number reading each (~115 instructions a line,
+/// issue 30): None where not read here (no such group in the line or the pattern, or more
+/// digits than THREAD_DIGITS: the scanner reads those from the spans, as any field's).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Numbers {
+    pub(crate) tid: Option<i64>,
+    pub(crate) pid: Option<i64>,
+    pub(crate) level: Option<i64>,
+}
+
+/// The number of the `n` digits from `from` (already found digits), where it fits.
+#[inline(always)]
+fn number(line: &[u8], from: usize, n: usize) -> Option<i64> {
+    (n <= THREAD_DIGITS).then(|| byte_runs::digits_value(line, from, from + n) as i64)
+}
+
 /// The length of the run of digits from `from`.
 #[inline(always)]
 fn digits(line: &[u8], from: usize) -> usize {
@@ -84,23 +101,23 @@ impl HeadReader {
         None
     }
 
-    /// Where the head ends, its groups' spans written to `spans`, and to `tid` the thread
-    /// id's number (None: no thread group, or more digits than THREAD_DIGITS); None: PCRE2
-    /// finds no match (`spans` and `tid` then hold no meaning).
+    /// Where the head ends, its groups' spans written to `spans`, and to `numbers` the
+    /// thread id's, the pid's and the level's (see Numbers); None: PCRE2 finds no match
+    /// (`spans` and `numbers` then hold no meaning).
     #[inline]
-    pub(crate) fn read(&self, line: &[u8], spans: &mut Spans, tid: &mut Option<i64>) -> Option<usize> {
+    pub(crate) fn read(&self, line: &[u8], spans: &mut Spans, numbers: &mut Numbers) -> Option<usize> {
         // each group of the pattern is written below, Some or None: no other is read
         let p = match self.envelope {
             Envelope::Traditional => traditional(line, spans)?,
             Envelope::Rfc3339 => rfc3339(line, spans)?,
         };
         // host, tag and pid: the envelope's last groups
-        let p = origin(line, p, spans, self.message_group - 3)?;
+        let p = origin(line, p, spans, self.message_group - 3, &mut numbers.pid)?;
         let end = match self.message {
-            Message::Thread => thread(line, p, spans, self.message_group, tid)?,
+            Message::Thread => thread(line, p, spans, self.message_group, numbers)?,
             Message::NoThread => {
-                *tid = None;
-                no_thread(line, p, spans, self.message_group)?
+                numbers.tid = None;
+                no_thread(line, p, spans, self.message_group, &mut numbers.level)?
             }
         };
         spans[0] = Some((0, end));
@@ -191,10 +208,11 @@ fn rfc3339(line: &[u8], spans: &mut Spans) -> Option<usize> {
     (line.get(p) == Some(&b' ')).then_some(p + 1)
 }
 
-/// `(host) (tag)([pid])?: ` from `p`, host at group `g`: where the message starts. A
-/// shorter host or tag leaves a byte of it where a space, `[` or `:` must be.
+/// `(host) (tag)([pid])?: ` from `p`, host at group `g` (the pid's number to `pid`): where
+/// the message starts. A shorter host or tag leaves a byte of it where a space, `[` or `:`
+/// must be.
 #[inline(always)]
-fn origin(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
+fn origin(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, pid: &mut Option<i64>) -> Option<usize> {
     let n = until(line, p, Stops::space_or(b' ', b' ')) - p;
     if n == 0 || line.get(p + n) != Some(&b' ') {
         return None;
@@ -209,12 +227,14 @@ fn origin(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usiz
     p += n;
     // without the pid a `[` stands where the colon must
     spans[g + 2] = None;
+    *pid = None;
     if line.get(p) == Some(&b'[') {
         let n = digits(line, p + 1);
         if n == 0 || line.get(p + 1 + n) != Some(&b']') {
             return None;
         }
         spans[g + 2] = Some((p + 1, p + 1 + n));
+        *pid = number(line, p + 1, n);
         p += n + 2;
     }
     same(line, p, b": ").then_some(p + 2)
@@ -224,11 +244,11 @@ fn origin(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usiz
 /// left to the scanner's number reading, as any field's.
 pub(crate) const THREAD_DIGITS: usize = 18;
 
-/// `{(tid)}([(level)]|(!!!)) dmlite ` from `p`, tid at group `g` (its number in `tid`,
-/// read here where its digits were just found: the scanner read them again): where the
-/// head ends.
+/// `{(tid)}([(level)]|(!!!)) dmlite ` from `p`, tid at group `g` (its number and the
+/// level's in `numbers`, read here where their digits were just found): where the head
+/// ends.
 #[inline(always)]
-fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, tid: &mut Option<i64>) -> Option<usize> {
+fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, numbers: &mut Numbers) -> Option<usize> {
     if line.get(p) != Some(&b'{') {
         return None;
     }
@@ -237,13 +257,15 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, tid: &mut Opti
         return None;
     }
     spans[g] = Some((p + 1, p + 1 + n));
-    *tid = (n <= THREAD_DIGITS).then(|| byte_runs::digits_value(line, p + 1, p + 1 + n) as i64);
+    numbers.tid = number(line, p + 1, n);
     p += n + 2;
     let mark = line.get(p..p + 3)?;
     if mark[0] == b'[' && mark[1].is_ascii_digit() && mark[2] == b']' {
         (spans[g + 1], spans[g + 2]) = (Some((p + 1, p + 2)), None);
+        numbers.level = Some(i64::from(mark[1] - b'0'));
     } else if mark == &b"!!!"[..] {
         (spans[g + 1], spans[g + 2]) = (None, Some((p, p + 3)));
+        numbers.level = None;
     } else {
         return None;
     }
@@ -251,16 +273,18 @@ fn thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, tid: &mut Opti
     same(line, p, b" dmlite ").then_some(p + 8)
 }
 
-/// `([(level)] |(?=dmlite \S+ !! ))dmlite ` from `p`, level at group `g`: where the head
-/// ends. A line starting `[` cannot be the error's (the lookahead wants `d` there).
+/// `([(level)] |(?=dmlite \S+ !! ))dmlite ` from `p`, level at group `g` (its number to
+/// `level`): where the head ends. A line starting `[` cannot be the error's (the lookahead
+/// wants `d` there).
 #[inline(always)]
-fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<usize> {
+fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize, level: &mut Option<i64>) -> Option<usize> {
     if line.get(p) == Some(&b'[') {
         let mark = line.get(p..p + 4)?;
         if !(mark[1].is_ascii_digit() && mark[2] == b']' && mark[3] == b' ') {
             return None;
         }
         (spans[g], spans[g + 1]) = (Some((p + 1, p + 2)), None);
+        *level = Some(i64::from(mark[1] - b'0'));
         p += 4;
     } else {
         // the lookahead's `\S+` ends where the run does (shorter, no space follows it)
@@ -270,13 +294,14 @@ fn no_thread(line: &[u8], mut p: usize, spans: &mut Spans, g: usize) -> Option<u
             return None;
         }
         (spans[g], spans[g + 1]) = (None, Some((p, p)));
+        *level = None;
     }
     same(line, p, b"dmlite ").then_some(p + 7)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::{HeadReader, Spans, ENVELOPES, GROUPS, MESSAGES, THREAD_DIGITS};
+    use super::{HeadReader, Numbers, Spans, ENVELOPES, GROUPS, MESSAGES, THREAD_DIGITS};
     use crate::jit::Pattern;
 
     /// Lines of each head's form, as text.
@@ -287,7 +312,9 @@ pub(crate) mod tests {
             &["2024-05-30T08:44:05.123456+02:00", "2024-05-30T08:44:05Z", "2024-05-30T08:44:05.1-0200",
               "2024-05-30T08:44:05+0200", "2024-05-30T08:44:05.1234567Z"]
         };
-        let origins = ["dpmhead01 dome[2345]: ", "h httpd: ", "dpm-héad.cern.ch xrootd[1]: ", "h\u{a0}x ta\u{85}g[77]: "];
+        let origins = ["dpmhead01 dome[2345]: ", "h httpd: ", "dpm-héad.cern.ch xrootd[1]: ", "h\u{a0}x ta\u{85}g[77]: ",
+                       // a pid of more digits than THREAD_DIGITS (read as a field's number)
+                       "h d[1234567890123456789]: "];
         let messages: &[&str] = if thread {
             &["{140737}[1] dmlite dome workerFunc : req:GET cmd:dome_getspaceinfo", "{1}!!! dmlite domex : y",
               "{12}[0] dmlite ", "{3}[12] dmlite x",
@@ -365,7 +392,9 @@ pub(crate) mod tests {
                 // pattern's groups (the others stay None), whatever the line before left
                 let mut spans: Spans = [None; GROUPS];
                 spans[..groups].fill(Some((usize::MAX, 0)));
-                let mut tid = Some(-7);
+                let mut numbers = Numbers { tid: Some(-7), pid: Some(-7), level: Some(-7) };
+                // the pid the envelope's last group; the message's groups after it
+                let (pid_group, level_group) = (*egroups, if mi == 0 { 2 + egroups } else { 1 + egroups });
                 let tid_group = (mi == 0).then_some(1 + egroups);
                 for line in strays(ei == 0, mi == 0) {
                     let want = match regex.find_str(&line) {
@@ -373,12 +402,16 @@ pub(crate) mod tests {
                         Ok(false) => None,
                         Err(e) => panic!("PCRE2 error {e}"),
                     };
-                    let got = reader.read(line.as_bytes(), &mut spans, &mut tid).map(|end| {
+                    let got = reader.read(line.as_bytes(), &mut spans, &mut numbers).map(|end| {
                         assert_eq!(spans[0], Some((0, end)));
-                        // the thread id's number is its digits', where they fit
-                        let digits = tid_group.and_then(|g| spans[g]).map(|(a, b)| &line[a..b]);
-                        let want = digits.filter(|d| d.len() <= THREAD_DIGITS).map(|d| d.parse::<i64>().unwrap());
-                        assert_eq!(tid, want, "{line:?}");
+                        // each number is its group's digits', where the group took part and they fit
+                        let number = |group: Option<usize>| {
+                            let digits = group.and_then(|g| spans[g]).map(|(a, b)| &line[a..b]);
+                            digits.filter(|d| d.len() <= THREAD_DIGITS).map(|d| d.parse::<i64>().unwrap())
+                        };
+                        let want = Numbers { tid: number(tid_group), pid: number(Some(pid_group)),
+                                             level: number(Some(level_group)) };
+                        assert_eq!(numbers, want, "{line:?}");
                         spans.to_vec()
                     });
                     assert_eq!(got, want, "{pattern} on {line:?}");

@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::byte_runs::{equal, has_nul};
 use crate::dome_event::{is_int_field, DomeEvent, Role, Spare, Val, COUNT};
-use crate::dome_head::{HeadReader, Spans, GROUPS};
+use crate::dome_head::{HeadReader, Numbers, Spans, GROUPS};
 use crate::dome_roles::{RoleReader, Spans as RoleSpans, GROUPS as ROLE_GROUPS};
 use crate::dome_time::Rfc3339Reader;
 use crate::lead_dispatch::LeadDispatch;
@@ -101,13 +101,13 @@ struct Head {
     /// Compiled only for a pattern no hand reader reads: one never run cost each scanner
     /// (each source, each profile `profile check` tries) a PCRE2 compile and JIT.
     regex: Option<Pattern>,
-    /// The thread id's number as the hand reader read it (None: not read there).
-    hand: Option<(HeadReader, Spans, Option<i64>)>,
+    /// The numbers the hand reader read with the head.
+    hand: Option<(HeadReader, Spans, Numbers)>,
 }
 
 impl Head {
     fn new(pattern: &str) -> PyResult<Head> {
-        let hand = HeadReader::of(pattern).map(|r| (r, [None; GROUPS], None));
+        let hand = HeadReader::of(pattern).map(|r| (r, [None; GROUPS], Numbers::default()));
         let regex = if hand.is_some() { None } else { Some(compile(pattern, true)?) };
         Ok(Head { regex, hand })
     }
@@ -116,16 +116,16 @@ impl Head {
     #[inline]
     fn matches(&mut self, line: &str) -> bool {
         match (&mut self.hand, &mut self.regex) {
-            (Some((reader, spans, tid)), _) => reader.read(line.as_bytes(), spans, tid).is_some(),
+            (Some((reader, spans, numbers)), _) => reader.read(line.as_bytes(), spans, numbers).is_some(),
             (None, Some(regex)) => matches(regex, line),
             (None, None) => false, // not made: one or the other
         }
     }
 
-    /// The thread id's number where the hand reader read it with the head.
+    /// The numbers the hand reader read with the head (none where the regex read it).
     #[inline]
-    fn tid(&self) -> Option<i64> {
-        self.hand.as_ref().and_then(|&(_, _, tid)| tid)
+    fn numbers(&self) -> Numbers {
+        self.hand.as_ref().map_or(Numbers::default(), |&(_, _, numbers)| numbers)
     }
 }
 
@@ -357,11 +357,14 @@ impl DomeScanner {
             return self.not_dmlite(py, line, ev);
         };
         let form = &mut self.forms[fi];
-        let tag = span(line, &form.head, form.g.tag).unwrap_or("");
-        if !self.tags.iter().any(|t| equal(t.as_bytes(), tag.as_bytes())) {
-            let why = format!("program {}", Self::repr(py, tag));
+        // The tag's bytes against the profile's tags, and the event's program the tag that
+        // matched: its text is sliced from the line (a str::get call) only for a foreign
+        // line's reason.
+        let tag = form.head.get(form.g.tag).and_then(|(s, e)| line.as_bytes().get(s..e)).unwrap_or(b"");
+        let Some(ti) = self.tags.iter().position(|t| equal(t.as_bytes(), tag)) else {
+            let why = format!("program {}", Self::repr(py, span(line, &form.head, form.g.tag).unwrap_or("")));
             return Ok(self.fail(FOREIGN, why));
-        }
+        };
         let (head, at) = (&form.head, form.head.get(0).map_or(0, |(_, e)| e));
         // in the alternation's order, skipping only those whose lead the message lacks
         let alternatives = &mut form.alternatives;
@@ -394,14 +397,16 @@ impl DomeScanner {
         let Some(role) = alt.role else {
             return Ok(self.fail(UNMATCHED, "no role"));
         };
-        let Some(pid_text) = span(line, head, form.g.pid) else {
+        let Some(pid_span) = head.get(form.g.pid) else {
             return Ok(self.fail(MALFORMED, "a dmlite line without the program's pid"));
         };
-        let tid_text = form.g.tid.and_then(|g| span(line, head, g));
-        let mut longest = pid_text.len().max(tid_text.map_or(0, str::len));
+        // lengths from the spans: a number the head's reader read needs no slice of its text
+        let length = |span: Option<(usize, usize)>| span.map_or(0, |(s, e)| e - s);
+        let tid_span = form.g.tid.and_then(|g| head.get(g));
+        let mut longest = length(Some(pid_span)).max(length(tid_span));
         for &(field, group) in &alt.fields {
             if is_int_field(field) {
-                longest = longest.max(span(line, &locs, group).map_or(0, str::len));
+                longest = longest.max(length(locs.get(group)));
             }
         }
         if longest > self.max_digits {
@@ -410,10 +415,13 @@ impl DomeScanner {
         }
         // A site's profile may capture more than digits where a number belongs: such a
         // line is malformed (counted), as DomeLineParser has it.
-        let number = |text: Option<&str>| text.map_or(Some(-1), ascii_number);
-        let (Some(pid), Some(tid), Some(level)) =
-            (ascii_number(pid_text), head.tid().or_else(|| number(tid_text)), number(span(line, head, form.g.level)))
-        else {
+        let number = |span: Option<(usize, usize)>| span.map_or(Some(-1), |(s, e)| ascii_number(&line[s..e]));
+        let read = head.numbers();
+        let (Some(pid), Some(tid), Some(level)) = (
+            read.pid.or_else(|| number(Some(pid_span))),
+            read.tid.or_else(|| number(tid_span)),
+            read.level.or_else(|| number(head.get(form.g.level))),
+        ) else {
             return Ok(self.fail(MALFORMED, NOT_A_NUMBER));
         };
         let spare = &mut self.spare;
@@ -436,7 +444,7 @@ impl DomeScanner {
         (ev.pid, ev.tid, ev.level) = (pid, tid, level);
         ev.error = head.get(form.g.error).is_some();
         ev.role = role;
-        ev.set_origin(span(line, head, form.g.host).unwrap_or(""), tag);
+        ev.set_origin(span(line, head, form.g.host).unwrap_or(""), &self.tags[ti]);
         (ev.ts, ev.whole_seconds) = match self.stamp(py, fi, false, line)? {
             Ok(v) => v,
             Err(why) => return Ok(self.fail(MALFORMED, why)),
@@ -455,8 +463,9 @@ impl DomeScanner {
     fn stamp(&mut self, py: Python<'_>, fi: usize, prefix: bool, line: &str) -> PyResult<Result<(i64, bool), String>> {
         if let Some((_, ms)) = self.last_second {
             if !self.forms[fi].rfc3339 {
-                let text = self.stamp_text(fi, prefix, line);
-                if !text.is_empty() && equal(text.as_bytes(), self.last_stamp.as_bytes()) {
+                // its bytes: a str slice's boundary checks are for the slow path's copy
+                let text = self.stamp_span(fi, prefix).and_then(|(s, e)| line.as_bytes().get(s..e)).unwrap_or(b"");
+                if !text.is_empty() && equal(text, self.last_stamp.as_bytes()) {
                     return Ok(Ok((ms, true)));
                 }
             }
@@ -464,16 +473,23 @@ impl DomeScanner {
         self.any_stamp(py, fi, prefix, line)
     }
 
+    /// Where a traditional stamp stands, from the month's first byte to the second's last
+    /// (None if the form's match lacks them).
+    #[inline(always)]
+    fn stamp_span(&self, fi: usize, prefix: bool) -> Option<(usize, usize)> {
+        let form = &self.forms[fi];
+        let locs = if prefix { Either::Regex(&form.prefix) } else { Either::Head(&form.head) };
+        match (form.g.stamp[0].and_then(|g| locs.get(g)), form.g.stamp[4].and_then(|g| locs.get(g))) {
+            (Some((start, _)), Some((_, end))) if start <= end => Some((start, end)),
+            _ => None,
+        }
+    }
+
     /// A traditional stamp's text, from the month's first byte to the second's last ("" if
     /// the form's match lacks them).
     #[inline(always)]
     fn stamp_text<'a>(&self, fi: usize, prefix: bool, line: &'a str) -> &'a str {
-        let form = &self.forms[fi];
-        let locs = if prefix { Either::Regex(&form.prefix) } else { Either::Head(&form.head) };
-        match (form.g.stamp[0].and_then(|g| locs.get(g)), form.g.stamp[4].and_then(|g| locs.get(g))) {
-            (Some((start, _)), Some((_, end))) if start <= end => &line[start..end],
-            _ => "",
-        }
+        self.stamp_span(fi, prefix).map_or("", |(start, end)| &line[start..end])
     }
 
     /// stamp() of any line.
