@@ -217,3 +217,40 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
     out.set_item("fast_overlap", most_open(&fast))?;
     Ok(out)
 }
+
+/// `phase_table(records)` of simulator/predict.py for `fields`, its PHASES' (field, phase)
+/// pairs: (op, phase) -> the sorted values, puts' then gets', each in PHASES' order (a
+/// phase no record of the op has is left out). The report's fit check reads the log's ~3 k
+/// requests so (issue 30: ~25 M instructions of Python, maps and sorts, on the thesis log).
+#[pyfunction]
+pub fn phase_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyDict>>,
+                          fields: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>)
+                          -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for op in ["put", "get"] {
+        let mut columns: Vec<Vec<i64>> = vec![Vec::new(); fields.len()];
+        for r in &records {
+            let mine = match r.get_item(intern!(py, "op"))? {
+                Some(v) => v.downcast::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|s| s == op)),
+                None => false,
+            };
+            if !mine {
+                continue;
+            }
+            for ((field, _), column) in fields.iter().zip(columns.iter_mut()) {
+                if let Some(v) = r.get_item(field)? {
+                    if !v.is_none() {
+                        column.push(v.extract::<i64>()?);
+                    }
+                }
+            }
+        }
+        for ((_, phase), mut column) in fields.iter().zip(columns) {
+            if !column.is_empty() {
+                column.sort_unstable();
+                out.set_item((op, phase), column)?;
+            }
+        }
+    }
+    Ok(out)
+}
