@@ -2,10 +2,11 @@
 
 A dataclass compiles its generated methods (__init__, __repr__, __eq__) as its module is
 imported, ~0.2-0.8 ms CPU each, and when the class has no docstring of its own it writes
-one from inspect.signature, which costs as much again (issue 30). So the report's own
-classes and the what-if's are plain classes, and the dataclasses it still imports (the
-simulator's config, the replay's pipeline) each carry a docstring. Run in a fresh
-interpreter, as a user's report is."""
+one from inspect.signature, which costs as much again (issue 30); importing dataclasses
+itself (inspect, ast, dis, tokenize) is ~31 M instructions. So the report's own classes,
+the what-if's and the simulator's config are plain classes and a report imports no
+dataclasses at all; the dataclasses whatif still imports (observe.py's) each carry a
+docstring. Run in a fresh interpreter, as a user's report is."""
 
 import json
 import subprocess
@@ -45,11 +46,29 @@ def dataclasses_made(modules=REPORT) -> list[tuple[str, str, bool]]:
     return [tuple(entry) for entry in imported(modules)["made"]]
 
 
-def test_the_report_and_its_what_if_import_no_dataclass_of_their_own():
-    made = dataclasses_made()
+PLAIN_PROBE = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(json.dumps("dataclasses" in sys.modules))
+"""
+
+
+def test_the_report_and_its_what_if_import_no_dataclasses():
+    def imports_dataclasses(modules) -> bool:
+        out = subprocess.run([sys.executable, "-c", PLAIN_PROBE, *modules],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    assert imports_dataclasses(WHATIF), "the probe no longer sees dataclasses imported"
+    assert imports_dataclasses(REPORT) is False
+
+
+def test_the_what_if_makes_no_dataclass_of_its_own():
+    made = dataclasses_made(WHATIF)
     assert made, "the probe saw no dataclass at all: it no longer watches them being made"
     own = [(m, name) for m, name, _ in made
-           if m.startswith("dpmstream.report") or m in WHAT_IF]
+           if m.startswith("dpmstream.report") or m in WHAT_IF or m == "dpmstream.simulator.config"]
     assert own == []
 
 
