@@ -132,10 +132,23 @@ def busiest_first(groups: dict[str, list]) -> list[tuple[str, list]]:
 
 def directory_locks(creats) -> tuple[list[DirectoryLock], int]:
     """(start, end, path) creates grouped by parent directory, most creates first, and
-    how many named no path (they cannot be placed under a lock)."""
+    how many named no path (they cannot be placed under a lock). Grouped in the
+    extension where it is built (native/src/calibrate_columns.rs directory_groups, issue
+    30: ~20 M instructions of Python on the thesis log's ~3 k creates);
+    python_directory_groups is the reference."""
+    groups, pathless = _directory_groups(creats)
+    return [DirectoryLock(name, calls, holds) for name, calls, holds in groups], pathless
+
+
+def python_directory_groups(creats) -> tuple[list[tuple[str, list, list]], int]:
+    """`directory_groups`: each directory's (name, (start, end) creates in the calls'
+    order, their lock_holds), most creates first (then by name), and how many creates
+    named no path."""
     groups, pathless = creates_by_directory(creats)
-    return [DirectoryLock(name, calls, lock_holds(calls))
-            for name, calls in busiest_first(groups)], pathless
+    return [(name, calls, lock_holds(calls)) for name, calls in busiest_first(groups)], pathless
+
+
+_directory_groups = extension.compiled_else("directory_groups", python_directory_groups)
 
 
 DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)

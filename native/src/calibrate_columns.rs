@@ -1,5 +1,7 @@
 //! simulator/fits.py's `request_columns`, compiled: what calibrate reads of each put/get
-//! request record (and of the DPM calls, for the fast threads), in one pass. calibrate read
+//! request record (and of the DPM calls, for the fast threads), in one pass; its
+//! `directory_groups` (the name-server creates by directory, each with its lock's holds)
+//! and predict.py's `phase_table` (`phase_columns`). calibrate read
 //! the same ~3 k records of the thesis log in a dozen Python passes, one per value (issue
 //! 30: most of its ~200 M instructions). `python_request_columns` stays the reference
 //! (tests/simulator/test_calibrate.py pins the two equal); each rule below is its line's.
@@ -253,4 +255,62 @@ pub fn phase_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyDict>>,
         }
     }
     Ok(out)
+}
+
+/// fits.lock_holds: the hold times of one lock from its (start, end) creates, taken in
+/// the order they ended (then started), each holding from the later of its start and the
+/// previous end (the first from its start).
+fn lock_holds(creats: &[(i64, i64)]) -> Vec<i64> {
+    let mut ordered: Vec<(i64, i64)> = creats.iter().map(|&(s, e)| (e, s)).collect();
+    ordered.sort_unstable();
+    let mut prev_end = ordered.first().map_or(0, |&(_, s)| s);
+    ordered.iter().map(|&(end, start)| {
+        let began = if start > prev_end { start } else { prev_end };
+        prev_end = end;
+        if end > began { end - began } else { 0 }
+    }).collect()
+}
+
+/// linking.directory_of: the path up to its last slash ("/" for a file at the root).
+fn directory_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) => "/",
+        Some(k) => &path[..k],
+        None => path,
+    }
+}
+
+/// `directory_groups(creats)` of fits.py: (start, end, path) creates grouped by parent
+/// directory, most creates first (then by name), each (name, its (start, end) creates in
+/// the calls' order, their lock_holds), and how many named no path.
+#[pyfunction]
+pub fn directory_groups(creats: Vec<(i64, i64, Option<String>)>)
+                        -> PyResult<(Vec<(String, Vec<(i64, i64)>, Vec<i64>)>, usize)> {
+    let mut index: FxMap<String, usize> = FxMap::default();
+    let mut groups: Vec<(String, Vec<(i64, i64)>)> = Vec::new();
+    let mut pathless = 0;
+    for (start, end, path) in creats {
+        let path = match path {
+            Some(p) if !p.is_empty() => p,
+            _ => {
+                pathless += 1;
+                continue;
+            }
+        };
+        let span = (exact(start)?, exact(end)?);
+        let dir = directory_of(&path);
+        match index.get(dir) {
+            Some(&k) => groups[k].1.push(span),
+            None => {
+                index.insert(dir.to_string(), groups.len());
+                groups.push((dir.to_string(), vec![span]));
+            }
+        }
+    }
+    // busiest_first: a stable sort, as Python's sorted
+    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    Ok((groups.into_iter().map(|(name, spans)| {
+        let holds = lock_holds(&spans);
+        (name, spans, holds)
+    }).collect(), pathless))
 }

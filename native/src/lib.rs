@@ -22,7 +22,8 @@
 //!   model_truth (its records' rules) and model_summary (what predict keeps of a run);
 //!   estimators (the calibration's most-open count and quantile subtraction), fits
 //!   (its closed-loop test per client and the clients' poll back-off) and calibrate_columns
-//!   (what it reads of each request record, in one pass, and predict's phase table);
+//!   (what it reads of each request record, in one pass, its name-server locks by
+//!   directory, and predict's phase table);
 //! - bindings: py_engine (the `Core` Python class), line_watch (the lines after which
 //!   its feed hands a caller the engine's time and orphans), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
@@ -134,5 +135,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fits::fit_backoff, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate_columns::request_columns, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate_columns::phase_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate_columns::directory_groups, m)?)?;
     Ok(())
 }

@@ -255,3 +255,36 @@ def test_the_compiled_request_columns_are_the_python_ones():
 
     assert request_columns(far, []) == python_request_columns(far, [])
     assert request_columns(odd, [])["proc_put"] == [12.5]
+
+
+try:
+    from dpmstream.parsers._native import directory_groups as compiled_directory_groups
+except ImportError:  # not built
+    compiled_directory_groups = None
+
+
+@pytest.mark.skipif(compiled_directory_groups is None, reason="the compiled extension is not built")
+def test_the_compiled_directory_groups_are_the_python_ones():
+    """native/src/calibrate_columns.rs directory_groups against python_directory_groups,
+    the reference: creates with no path or an empty one, at the root, in a bare name,
+    directories tied on their count (then by name), creates ending out of order and
+    overlapping; past 2^53 goes the Python way."""
+    from dpmstream.simulator.fits import directory_locks, python_directory_groups
+
+    rng = random.Random(37)
+    paths = (None, "", "/f", "f", "/a/b/f1", "/a/b/f2", "/a/c/f", "/a/b/", "/é/f", "/b/x")
+    for _ in range(300):
+        creats = []
+        for _ in range(rng.randrange(0, 40)):
+            start = rng.randrange(0, 5_000)
+            creats.append((start, start + rng.randrange(0, 300), rng.choice(paths)))
+        assert compiled_directory_groups(creats) == python_directory_groups(creats)
+    groups, pathless = python_directory_groups(
+        [(0, 10, "/a/b/f1"), (5, 12, "/a/c/f"), (2, 30, "/a/b/f2"), (1, 3, None), (4, 6, "/r")])
+    assert (pathless, [(name, holds) for name, _, holds in groups]) == (
+        1, [("/a/b", [10, 20]), ("/", [2]), ("/a/c", [7])])
+    far = [(2 ** 60, 2 ** 60 + 5, "/a/f")]
+    with pytest.raises(OverflowError):
+        compiled_directory_groups(far)
+    locks, _ = directory_locks(far)
+    assert (locks[0].name, locks[0].holds) == ("/a", [5])
