@@ -136,7 +136,7 @@ def directory_locks(creats) -> tuple[list[DirectoryLock], int]:
     extension where it is built (native/src/calibrate_columns.rs directory_groups, issue
     30: ~20 M instructions of Python on the thesis log's ~3 k creates);
     python_directory_groups is the reference."""
-    groups, pathless = _directory_groups(creats)
+    groups, pathless = directory_groups(creats)
     return [DirectoryLock(name, calls, holds) for name, calls, holds in groups], pathless
 
 
@@ -148,7 +148,7 @@ def python_directory_groups(creats) -> tuple[list[tuple[str, list, list]], int]:
     return [(name, calls, lock_holds(calls)) for name, calls in busiest_first(groups)], pathless
 
 
-_directory_groups = extension.compiled_else("directory_groups", python_directory_groups)
+directory_groups = extension.compiled_else("directory_groups", python_directory_groups)
 
 
 DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)

@@ -20,7 +20,7 @@ from operator import itemgetter
 from dpmstream.parsers.plain import Frozen, Value
 from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
 from dpmstream.simulator.fits import (
-    NET_MS, busiest_first, creates_by_directory, get_gap, lock_holds, proc_interval,
+    NET_MS, busiest_first, directory_groups, get_gap, lock_holds, proc_interval,
 )
 from dpmstream.simulator.identities import Namespace
 
@@ -110,10 +110,19 @@ def _creats(calls):
         and c.get("ended") is not None and c.get("started") is not None])
 
 
+def _directory_groups(calls) -> list[tuple[str, list, list]]:
+    """fits.directory_groups of the creates (compiled where built): each directory's
+    name, (started, ended) creates in the order of the calls and lock_holds, busiest
+    first."""
+    return _view(calls, "directory groups", lambda: directory_groups(
+        [(c["started"], c["ended"], c.get("path")) for c in _creats(calls)])[0])
+
+
 def _creats_by_directory(calls) -> dict[str, list[tuple[int, int]]]:
-    """directory -> (started, ended) of its creates, in the order of the calls."""
-    return _view(calls, "creats by directory", lambda: creates_by_directory(
-        (c["started"], c["ended"], c.get("path")) for c in _creats(calls))[0])
+    """directory -> (started, ended) of its creates, in the order of the calls (the
+    directories busiest first)."""
+    return _view(calls, "creats by directory", lambda: {
+        name: creats for name, creats, _ in _directory_groups(calls)})
 
 
 def _own_work(op):
@@ -133,7 +142,7 @@ def _arrival_rate(requests, calls):
 def _holds_by_directory(calls) -> dict[str, list[int]]:
     """directory -> lock_holds of its creates (the pooled hold and each lock's share them)."""
     return _view(calls, "holds by directory", lambda: {
-        name: lock_holds(creats) for name, creats in _creats_by_directory(calls).items()})
+        name: holds for name, _, holds in _directory_groups(calls)})
 
 
 def _pooled_hold(requests, calls):
