@@ -17,6 +17,7 @@ use crate::estimators::most_open;
 use crate::exact_ints::exact;
 use crate::fits::NET_MS;
 use crate::hashing::FxMap;
+use crate::model_summary::{directory_of, lock_holds};
 
 /// `r[key]`: None, or an int within ±2^53; KeyError where it is missing.
 fn int(r: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
@@ -255,29 +256,6 @@ pub fn phase_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyDict>>,
         }
     }
     Ok(out)
-}
-
-/// fits.lock_holds: the hold times of one lock from its (start, end) creates, taken in
-/// the order they ended (then started), each holding from the later of its start and the
-/// previous end (the first from its start).
-fn lock_holds(creats: &[(i64, i64)]) -> Vec<i64> {
-    let mut ordered: Vec<(i64, i64)> = creats.iter().map(|&(s, e)| (e, s)).collect();
-    ordered.sort_unstable();
-    let mut prev_end = ordered.first().map_or(0, |&(_, s)| s);
-    ordered.iter().map(|&(end, start)| {
-        let began = if start > prev_end { start } else { prev_end };
-        prev_end = end;
-        if end > began { end - began } else { 0 }
-    }).collect()
-}
-
-/// linking.directory_of: the path up to its last slash ("/" for a file at the root).
-fn directory_of(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) => "/",
-        Some(k) => &path[..k],
-        None => path,
-    }
 }
 
 /// `directory_groups(creats)` of fits.py: (start, end, path) creates grouped by parent
