@@ -39,12 +39,12 @@ from datetime import datetime, timezone
 
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.estimators import (
-    max_overlap, mean_interval, median, median_interval, subtract_quantiles,
+    mean_interval, median, median_interval, subtract_quantiles,
     wilson_interval,
 )
 from dpmstream.simulator.fits import (
-    MIN_SAMPLES, NET_MS, closed_loop, directories_for, directory_locks, fast_calls,
-    fit_backoff, get_gap, lock_fit, lock_wait_curve, proc_interval,
+    MIN_SAMPLES, NET_MS, closed_loop, directories_for, directory_locks, fit_backoff,
+    lock_fit, lock_wait_curve, request_columns,
 )
 from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
 
@@ -126,15 +126,13 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     dpm_calls = [c for c in calls if c.get("daemon") == "dpm"]
     dpns_calls = [c for c in calls if c.get("daemon") == "dpns" and c.get("duration_ms") is not None]
 
-    stamps = [r["started"] for r in reqs]
-    resolution = 1000 if all(t % 1000 == 0 for t in stamps) else 1
+    # Every value read of the requests in one pass (fits.request_columns, compiled).
+    col = request_columns(reqs, dpm_calls)
+    resolution = 1000 if col["whole_seconds"] else 1
 
     # Load: each request, and each put/get refused before its token, at its instant.
-    hosts: dict[str, int] = {}
-    arrivals = []
-    for r in reqs:
-        at = r["accepted"] if r["accepted"] is not None else r["started"]
-        arrivals.append((at, r["op"], hosts.setdefault(r["client"] or "?", len(hosts))))
+    hosts: dict[str, int] = dict(zip(col["hosts"], range(len(col["hosts"]))))
+    arrivals = col["arrivals"]
     early = [c for c in dpm_calls if c["op"] in REQUEST_STEPS and c["started"] is not None]
     for c in early:
         at = c["started"] - (c["auth_ms"] or 0)
@@ -152,25 +150,20 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                         how="at its arrivals (Poisson: 1); load modelled as "
                             + (f"a closed loop: {len(hosts)} clients x {streams} streams"
                                if closed else "open: the arrivals replayed at their instants")
-                            + ("" if load == "auto" else f" (--load {load})"), n=n_total(reqs)))
+                            + ("" if load == "auto" else f" (--load {load})"), n=col["ended"]))
 
     # Mix and outcomes.
-    gets = sum(1 for r in reqs if r["op"] == "get")
+    gets = col["gets"]
     n = len(reqs)
     get_fraction = gets / n
-    nfiles = sorted(r["nfiles"] or 1 for r in reqs)
-    files = nfiles[len(nfiles) // 2]
-    failed_early = sum(1 for r in reqs if r["status"] == "failed" and r["queue_ms"] is None
-                       and r["proc_ms"] is None and not r["polls"])
-    put_fail = (failed_early + len(early)) / (n + len(early))
-    procs = [r for r in reqs if r["proc_ms"] is not None]
-    proc_fail = (sum(1 for r in procs if r["status"] == "failed") / len(procs)) if procs else 0.0
-    abort = sum(1 for r in reqs if r["status"] == "aborted") / n
-    abandon = sum(1 for r in reqs if r["status"] == "incomplete") / n
+    files = col["files"]
+    put_fail = (col["failed_early"] + len(early)) / (n + len(early))
+    proc_fail = col["proc_failed"] / col["procs"] if col["procs"] else 0.0
+    abort = col["aborted"] / n
+    abandon = col["incomplete"] / n
     plain = [c for c in dpm_calls if c["op"] in PLAIN_OPS]
     plain_rate = min(1.0, len(plain) / n)
-    sync_get = gets > 0 and sum(1 for r in reqs if r["op"] == "get" and r["proc_ms"] is None
-                                and r["status"] == "success") > gets / 2
+    sync_get = gets > 0 and col["sync_gets"] > gets / 2
     for name, value in (("get share", get_fraction), ("put/get refused", put_fail),
                         ("processing failed", proc_fail), ("aborted", abort),
                         ("abandoned (incomplete)", abandon), ("ping/getpools per request", plain_rate)):
@@ -195,22 +188,18 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
             est.append(Estimate(name, getattr(ServiceTimes(), field_name).median_ms / 1000,
                                 how=f"not in this log: {fallback_note}"))
         return values
-    auth = measured("auth", "auth", [r["auth_ms"] for r in reqs], "DP092 - accept of put/get",
+    auth = measured("auth", "auth", col["auth"], "DP092 - accept of put/get",
                     "the model's default")
     # One call time for both in the model: a put's (a synchronous get's also resolves
     # its files in the fast thread, which the model adds).
-    puts = [r for r in reqs if r["op"] == "put"]
-    calls_of = puts if sync_get and puts else reqs
-    measured("put/get call", "put_call", [r["request_ms"] for r in calls_of],
-             "request_s" + (" of puts" if calls_of is puts else ""), "default")
+    of_puts = sync_get and gets < n
+    measured("put/get call", "put_call", col["put_request" if of_puts else "request"],
+             "request_s" + (" of puts" if of_puts else ""), "default")
     svc["reply"] = ZERO
-    per_poll = measured("status call", "status_call",
-                        [int(round(r["poll_ms"] / r["polls"])) for r in reqs if r["polls"]],
+    per_poll = measured("status call", "status_call", col["per_poll"],
                         "poll_s / polls per request", "default")
-    measured("putdone/relfiles", "done_call",
-             [r["done_ms"] for r in reqs if r["status"] == "success"], "done_s", "default")
-    measured("abortreq", "abort_call",
-             [r["done_ms"] for r in reqs if r["status"] == "aborted"], "done_s", "default")
+    measured("putdone/relfiles", "done_call", col["done_success"], "done_s", "default")
+    measured("abortreq", "abort_call", col["done_aborted"], "done_s", "default")
     measured("ping/getpools", "plain_call", [c["duration_ms"] for c in plain], "call duration", "default")
     statg = [c["duration_ms"] for c in dpns_calls if c["op"] == "statg"]
     measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
@@ -224,17 +213,14 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # request by request where the calls are linked to it (ns_s), else quantile by quantile.
     for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e in creats]),
                                      ("get", "proc_get_pre", statg)):
-        recs = [r for r in reqs if r["op"] == op and r["proc_ms"] is not None]
+        recs, linked = col["proc_" + op], col["own_" + op]
         if not recs:
             continue
-        linked = [r for r in recs if r.get("ns_ms") is not None
-                  and (r.get("ns_calls") or 0) >= (r["nfiles"] or 1)]
         if len(linked) >= LINKED_SHARE * len(recs):
-            own = tuple(sorted(max(1, r["proc_ms"] - r["ns_ms"] - NET_MS * r["ns_calls"])
-                               for r in linked))
+            own = tuple(linked)
             how = "proc_s less its own linked name-server calls (ns_s), request by request"
         else:
-            own = subtract_quantiles([r["proc_ms"] for r in recs], ns_values,
+            own = subtract_quantiles(recs, ns_values,
                                      offset=NET_MS if ns_values else 0, floor=1)
             how = "proc_s less the name-server call, quantile by quantile (calls not linked)"
             if ns_values:
@@ -251,8 +237,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     status_med = median(per_poll) if per_poll else 2
     auth_med = median(auth) if auth else 20
     per_call = auth_med + status_med + 2 * NET_MS
-    samples = [(r["polls"], r["ready_wait_ms"]) for r in reqs
-               if r["polls"] and r["ready_wait_ms"] is not None and r["polls"] <= 40]
+    samples = col["samples"]
     first, factor, cap = 125, 2.0, 4000
     if len(samples) > BACKOFF_SAMPLES:
         samples = random.Random(seed).sample(samples, BACKOFF_SAMPLES)
@@ -271,14 +256,14 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     else:
         warn.append("too few requests answered SUCCESS after polling: the model's default "
                     "back-off (125 ms, x2, at most 4 s) is kept")
-    transfers = [r["transfer_ms"] for r in reqs if r["transfer_ms"] is not None]
+    transfers = col["transfer"]
     if transfers:
         own_transfer = subtract_quantiles(transfers, auth, offset=2 * NET_MS, floor=1)
         svc["transfer"] = Empirical(own_transfer)
         est.append(_dist_estimate("transfer", own_transfer,
                                   "transfer_s less the putdone's authentication"))
     # A get has no transfer_s: its pause before relfiles is what its total leaves.
-    gaps = [g for g in map(get_gap, reqs) if g is not None]
+    gaps = col["gap"]
     if gaps:
         own_gap = subtract_quantiles(gaps, auth, offset=2 * NET_MS, floor=1)
         svc["get_transfer"] = Empirical(own_gap)
@@ -289,9 +274,9 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         svc["get_transfer"] = svc["transfer"]
 
     # Threads.
-    intervals = [iv for iv in (proc_interval(r) for r in reqs) if iv is not None]
-    sthreads = max(1, max_overlap(intervals)) if intervals else 20
-    queued = sum(1 for r in reqs if (r["queue_ms"] or 0) > 10)
+    intervals = col["intervals"]
+    sthreads = max(1, col["proc_overlap"]) if intervals else 20
+    queued = col["queued"]
     est.append(Estimate("slow threads", sthreads, unit="threads",
                         how=f"most processing runs at once ({queued} of {n} requests waited > 10 ms "
                             f"for one: {'exact' if queued > n / 20 else 'a lower bound'})"))
@@ -301,7 +286,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     by_ids = max(fast_ids) + 1 if fast_ids else 0
     if fast_thread_ids:           # every fast-thread call, status calls included
         by_ids = max(by_ids, max(fast_thread_ids) + 1)
-    busy = max_overlap(fast_calls(reqs, dpm_calls))
+    busy = col["fast_overlap"]
     # The ids seen bound the pool from below only: a pool the log never filled is taken at
     # least as large as the DPM default, else a what-if with more calls starves it.
     fthreads = max(by_ids, busy, DEFAULT_FTHREADS)
@@ -337,7 +322,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
         clients=len(hosts), arrivals=None if closed else replay,
         concurrency=max(1, streams), requests=len(replay) if closed else None, files=files, get_fraction=get_fraction,
         plain_rate=plain_rate, fthreads=fthreads, sthreads=sthreads, dpns_threads=dpns_threads,
-        sync_get=sync_get, accept_lines=any(r["accepted"] is not None for r in reqs),
+        sync_get=sync_get, accept_lines=col["accepted"],
         put_fail_rate=put_fail, proc_fail_rate=proc_fail, abort_rate=abort,
         abandon_rate=abandon, done_fail_rate=0.0, seed=seed, start=start, tz="UTC",
         jitter_rate=0.0, poll_first_ms=first, poll_factor=factor, poll_max_ms=cap,
@@ -459,10 +444,6 @@ def _single_queue_lock(creats, svc: dict, est: list, rng) -> LockFit:
                         f"against the hold give (ms of wait by directories) {curve_text}",
                         len(creats)))
     return LockFit(dirs=max(1, int(round(dirs_found))), contention=True)
-
-
-def n_total(reqs) -> int:
-    return sum(1 for r in reqs if r["ended"] is not None)
 
 
 

@@ -7,12 +7,11 @@ milliseconds of simulated time.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 import re
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from dpmstream.parsers.plain import Value
 from dpmstream.simulator.service import ServiceTimes
 
 # The start as calibrate writes it (and as most users type it): every field of its full
@@ -39,9 +38,14 @@ def _plain_local(text: str) -> datetime | None:
         return None
 
 
-@dataclass
-class SimConfig:
-    """Every knob of one simulation run (the module's docstring: the thesis defaults)."""
+class SimConfig(Value):
+    """Every knob of one simulation run (the module's docstring: the thesis defaults).
+
+    A plain class, not a dataclass: the report's what-if imports it, and importing
+    dataclasses (inspect, ast, dis, tokenize) and making this one of 51 fields was ~50 M
+    instructions of the report's ~1,390 M on the thesis log (issue 30). It keeps the
+    dataclass's ways (parsers/plain.Value): its fields (annotated below, in order, each
+    with its default) given by name or position, compared and shown by them, `replace`."""
 
     # Load.
     clients: int = 3
@@ -98,7 +102,7 @@ class SimConfig:
     poll_first_ms: int = 125
     poll_factor: float = 2.0
     poll_max_ms: int = 4000
-    service: ServiceTimes = field(default_factory=ServiceTimes)
+    service: ServiceTimes = None       # each config its own ServiceTimes() unless given
     dirs: int | None = None            # files spread over this many directories (None: one per
                                        # client, or one with same_dir)
     # Each new file in directory k with probability dir_shares[k] (a log's directories, as
@@ -112,8 +116,20 @@ class SimConfig:
 
     DEFAULT_REQUESTS = 3000
 
-    def replace(self, **changes) -> "SimConfig":
-        return dataclasses.replace(self, **changes)
+    def __init__(self, *args, **given):
+        if len(args) > len(self.FIELDS):
+            raise TypeError(f"SimConfig() takes at most {len(self.FIELDS)} arguments")
+        for name, value in zip(self.FIELDS, args):
+            if name in given:
+                raise TypeError(f"SimConfig() got multiple values for argument {name!r}")
+            given[name] = value
+        unknown = given.keys() - _DEFAULTS.keys()
+        if unknown:
+            raise TypeError(f"SimConfig() got an unexpected keyword argument {min(unknown)!r}")
+        for name, default in _DEFAULTS.items():
+            setattr(self, name, given[name] if name in given else default)
+        if "service" not in given:
+            self.service = ServiceTimes()
 
     def request_budget(self) -> int | None:
         """Cycles to start; None means unlimited (the duration or line target stops it)."""
@@ -200,3 +216,8 @@ class SimConfig:
             if not ok:
                 raise ValueError(message)
         self.start_ms()
+
+
+# The fields: the class body's annotations, in order; their defaults, its values.
+SimConfig.FIELDS = tuple(SimConfig.__annotations__)
+_DEFAULTS = {name: getattr(SimConfig, name) for name in SimConfig.FIELDS}

@@ -13,7 +13,7 @@ from dpmstream.parsers import extension
 from dpmstream.parsers.linking import directory_of
 
 from dpmstream.simulator.estimators import (
-    in_flight_at_arrivals, in_flight_at_start, median,
+    in_flight_at_arrivals, in_flight_at_start, max_overlap, median,
 )
 
 NET_MS = 1                      # the model's one-way network delay (not in any log)
@@ -132,10 +132,23 @@ def busiest_first(groups: dict[str, list]) -> list[tuple[str, list]]:
 
 def directory_locks(creats) -> tuple[list[DirectoryLock], int]:
     """(start, end, path) creates grouped by parent directory, most creates first, and
-    how many named no path (they cannot be placed under a lock)."""
+    how many named no path (they cannot be placed under a lock). Grouped in the
+    extension where it is built (native/src/calibrate_columns.rs directory_groups, issue
+    30: ~20 M instructions of Python on the thesis log's ~3 k creates);
+    python_directory_groups is the reference."""
+    groups, pathless = directory_groups(creats)
+    return [DirectoryLock(name, calls, holds) for name, calls, holds in groups], pathless
+
+
+def python_directory_groups(creats) -> tuple[list[tuple[str, list, list]], int]:
+    """`directory_groups`: each directory's (name, (start, end) creates in the calls'
+    order, their lock_holds), most creates first (then by name), and how many creates
+    named no path."""
     groups, pathless = creates_by_directory(creats)
-    return [DirectoryLock(name, calls, lock_holds(calls))
-            for name, calls in busiest_first(groups)], pathless
+    return [(name, calls, lock_holds(calls)) for name, calls in busiest_first(groups)], pathless
+
+
+directory_groups = extension.compiled_else("directory_groups", python_directory_groups)
 
 
 DIR_CANDIDATES = tuple(range(1, 13)) + (15, 20, 25, 30, 40, 50)
@@ -315,3 +328,87 @@ class _AbsoluteErrors:
     def total(self, x: float) -> float:
         below = bisect.bisect_right(self.waits, x)
         return (x * (2 * below - len(self.waits)) + self.prefix[-1] - 2 * self.prefix[below])
+
+
+def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
+    """What calibrate reads of each put/get request record (and of the DPM calls, for the
+    fast threads), in one pass per record instead of one per value: the reference of
+    `request_columns` (native/src/calibrate_columns.rs, issue 30: ~a dozen Python passes
+    over the same records were most of calibrate's ~200 M instructions on the thesis
+    log). The lists keep the records' order; "own_put"/"own_get" are sorted.
+
+    whole_seconds: every start on a whole second; arrivals: (accept else DP092, op,
+    client host's index) with hosts, the client names (None or "" as "?") by first
+    appearance; accepted: whether any request had its accept line; ended, gets, failed_early, procs, proc_failed, aborted, incomplete,
+    sync_gets (gets with no processing run that succeeded), queued (> 10 ms): counts;
+    files: the median nfiles (0 or None as 1); auth, request, put_request, per_poll,
+    done_success, done_aborted, transfer, gap (get_gap): the values known;
+    proc_put/proc_get: the processing times; own_put/own_get: the own work of the runs
+    with their name-server calls linked; samples: (polls, ready_wait) of at most 40
+    polls; intervals: the processing runs known (proc_interval); proc_overlap and
+    fast_overlap: the most processing runs, and fast_calls, at once."""
+    hosts: dict[str, int] = {}
+    arrivals, nfiles = [], []
+    cols: dict[str, list] = {name: [] for name in (
+        "auth", "request", "put_request", "per_poll", "done_success", "done_aborted",
+        "proc_put", "proc_get", "own_put", "own_get", "samples", "transfer", "gap")}
+    counts = dict.fromkeys(("ended", "gets", "failed_early", "procs", "proc_failed", "aborted",
+                            "incomplete", "sync_gets", "queued"), 0)
+    whole_seconds, accepted = True, False
+    intervals = []
+    for r in reqs:
+        op, status, started, proc = r["op"], r["status"], r["started"], r["proc_ms"]
+        whole_seconds = whole_seconds and started % 1000 == 0
+        at = started
+        if r["accepted"] is not None:
+            at, accepted = r["accepted"], True
+        arrivals.append((at, op, hosts.setdefault(r["client"] or "?", len(hosts))))
+        if r["ended"] is not None:
+            counts["ended"] += 1
+        nfiles.append(r["nfiles"] or 1)
+        polls = r["polls"]
+        if op == "get":
+            counts["gets"] += 1
+            if proc is None and status == "success":
+                counts["sync_gets"] += 1
+        if status == "failed" and r["queue_ms"] is None and proc is None and not polls:
+            counts["failed_early"] += 1
+        if proc is not None:
+            counts["procs"] += 1
+            counts["proc_failed"] += status == "failed"
+            cols["proc_" + op].append(proc)
+            if r.get("ns_ms") is not None and (r.get("ns_calls") or 0) >= (r["nfiles"] or 1):
+                cols["own_" + op].append(max(1, proc - r["ns_ms"] - NET_MS * r["ns_calls"]))
+        counts["aborted"] += status == "aborted"
+        counts["incomplete"] += status == "incomplete"
+        if r["auth_ms"] is not None:
+            cols["auth"].append(r["auth_ms"])
+        if r["request_ms"] is not None:
+            cols["request"].append(r["request_ms"])
+            if op == "put":
+                cols["put_request"].append(r["request_ms"])
+        if polls:
+            cols["per_poll"].append(int(round(r["poll_ms"] / polls)))
+            if r["ready_wait_ms"] is not None and polls <= 40:
+                cols["samples"].append((polls, r["ready_wait_ms"]))
+        if r["done_ms"] is not None and status in ("success", "aborted"):
+            cols["done_" + status].append(r["done_ms"])
+        if r["transfer_ms"] is not None:
+            cols["transfer"].append(r["transfer_ms"])
+        gap = get_gap(r)
+        if gap is not None:
+            cols["gap"].append(gap)
+        interval = proc_interval(r)
+        if interval is not None:
+            intervals.append(interval)
+        counts["queued"] += (r["queue_ms"] or 0) > 10
+    nfiles.sort()
+    cols["own_put"].sort()
+    cols["own_get"].sort()
+    return dict(cols, **counts, whole_seconds=whole_seconds, accepted=accepted, arrivals=arrivals,
+                hosts=list(hosts), files=nfiles[len(nfiles) // 2] if nfiles else 1,
+                intervals=len(intervals), proc_overlap=max_overlap(intervals),
+                fast_overlap=max_overlap(fast_calls(reqs, dpm_calls)))
+
+
+request_columns = extension.compiled_else("request_columns", python_request_columns)

@@ -15,12 +15,12 @@ from __future__ import annotations
 # Callable from collections.abc, not typing: whatif alone imports typing through this
 # module, ~2.5 ms CPU of its start (issue 30).
 from collections.abc import Callable
-from dataclasses import dataclass
 from operator import itemgetter
 
+from dpmstream.parsers.plain import Frozen, Value
 from dpmstream.simulator.estimators import max_overlap, median, median_interval, quantile
 from dpmstream.simulator.fits import (
-    NET_MS, busiest_first, creates_by_directory, get_gap, lock_holds, proc_interval,
+    NET_MS, busiest_first, directory_groups, get_gap, lock_holds, proc_interval,
 )
 from dpmstream.simulator.identities import Namespace
 
@@ -29,21 +29,28 @@ GROWS = 1.5             # last quarter's p50 at least this times the first's ...
 GROWS_BY_MS = 100       # ... and at least this much longer: the queue grows
 
 
-# Each dataclass with a docstring of its own: without one, dataclass writes it from
-# inspect.signature at import, as costly as its generated methods (issue 30).
+# Plain classes (parsers/plain.py), not dataclasses: importing dataclasses (inspect, ast,
+# dis, tokenize) was ~31 M instructions of whatif's ~1,010 M on the thesis log, for these
+# two alone (issue 30). They keep the dataclasses' ways: compared and shown by their
+# fields, Observation set once and hashed.
 
-@dataclass(frozen=True)
-class Observation:
+class Observation(Frozen):
     """One thing the calibration was fitted to, measured alike in the log and the model."""
 
-    parameter: str                       # what the calibration set from it
-    what: str                            # what is observed
-    measure: Callable[[list, list], object]   # values (checked), else one number or None
-    unit: str = "ms"
-    checked: bool = True                 # a median: the model must reproduce it within 10%
-    # Its twin in the compiled model run (native/src/model_summary.rs `Measure::named`):
-    # (kind, directory names).
-    compiled: tuple[str, tuple[str, ...]] = ("", ())
+    __slots__ = FIELDS = ("parameter", "what", "measure", "unit", "checked", "compiled")
+
+    def __init__(self, parameter: str, what: str, measure: Callable[[list, list], object],
+                 unit: str = "ms", checked: bool = True,
+                 compiled: tuple[str, tuple[str, ...]] = ("", ())):
+        put = object.__setattr__
+        put(self, "parameter", parameter)   # what the calibration set from it
+        put(self, "what", what)             # what is observed
+        put(self, "measure", measure)       # values (checked), else one number or None
+        put(self, "unit", unit)
+        put(self, "checked", checked)       # a median: the model must reproduce it within 10%
+        # Its twin in the compiled model run (native/src/model_summary.rs `Measure::named`):
+        # (kind, directory names).
+        put(self, "compiled", compiled)
 
     def summary(self, measured) -> float | None:
         if not self.checked:
@@ -51,14 +58,13 @@ class Observation:
         return median(measured) if measured else None
 
 
-@dataclass
-class ObservationLine:
+class ObservationLine(Value):
     """An Observation in the log and in the model at the current settings."""
 
-    obs: Observation
-    logged: float | None
-    modelled: float | None
-    ok: bool
+    __slots__ = FIELDS = ("obs", "logged", "modelled", "ok")
+
+    def __init__(self, obs: Observation, logged: float | None, modelled: float | None, ok: bool):
+        self.obs, self.logged, self.modelled, self.ok = obs, logged, modelled, ok
 
 
 def _p50(values) -> list:
@@ -104,10 +110,19 @@ def _creats(calls):
         and c.get("ended") is not None and c.get("started") is not None])
 
 
+def _directory_groups(calls) -> list[tuple[str, list, list]]:
+    """fits.directory_groups of the creates (compiled where built): each directory's
+    name, (started, ended) creates in the order of the calls and lock_holds, busiest
+    first."""
+    return _view(calls, "directory groups", lambda: directory_groups(
+        [(c["started"], c["ended"], c.get("path")) for c in _creats(calls)])[0])
+
+
 def _creats_by_directory(calls) -> dict[str, list[tuple[int, int]]]:
-    """directory -> (started, ended) of its creates, in the order of the calls."""
-    return _view(calls, "creats by directory", lambda: creates_by_directory(
-        (c["started"], c["ended"], c.get("path")) for c in _creats(calls))[0])
+    """directory -> (started, ended) of its creates, in the order of the calls (the
+    directories busiest first)."""
+    return _view(calls, "creats by directory", lambda: {
+        name: creats for name, creats, _ in _directory_groups(calls)})
 
 
 def _own_work(op):
@@ -127,7 +142,7 @@ def _arrival_rate(requests, calls):
 def _holds_by_directory(calls) -> dict[str, list[int]]:
     """directory -> lock_holds of its creates (the pooled hold and each lock's share them)."""
     return _view(calls, "holds by directory", lambda: {
-        name: lock_holds(creats) for name, creats in _creats_by_directory(calls).items()})
+        name: holds for name, _, holds in _directory_groups(calls)})
 
 
 def _pooled_hold(requests, calls):

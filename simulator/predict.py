@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from itertools import repeat
 
+from dpmstream.parsers import extension
 from dpmstream.parsers.records import PHASES
 from dpmstream.simulator import native_model
 from dpmstream.simulator.estimators import quantile, quantiles
@@ -28,17 +29,29 @@ def phase_table(records: list[dict]) -> dict[tuple[str, str], list[int]]:
     """(op, phase) -> the phase's values in ms, over every request record of that op,
     sorted (a phase no record of the op has is left out). Sorted once here: its readers
     take quantiles, each of which sorts what it gets, and a sorted list sorts in one pass
-    (issue 30: whatif sorted each list three times)."""
+    (issue 30: whatif sorted each list three times). In the extension where it is built
+    (native/src/calibrate_columns.rs phase_columns, issue 30: ~25 M instructions of
+    Python on the thesis log's requests), for int values; python_phase_table is the
+    reference."""
+    return _phase_columns(records, PHASES)
+
+
+def python_phase_table(records: list[dict], fields=PHASES) -> dict[tuple[str, str], list[int]]:
+    """`phase_table` in Python, the reference (`fields`: PHASES, as the compiled one takes
+    them)."""
     table: dict[tuple[str, str], list[int]] = {}
     for op in ("put", "get"):
         mine = [r for r in records if r.get("op") == op]
-        for field_name, phase in PHASES:
+        for field_name, phase in fields:
             # each value read in C (dict.get mapped), not by a Python call a record (issue 30)
             values = [v for v in map(dict.get, mine, repeat(field_name)) if v is not None]
             if values:
                 values.sort()
                 table[(op, phase)] = values
     return table
+
+
+_phase_columns = extension.compiled_else("phase_columns", python_phase_table)
 
 
 # RunSummary, Prediction and FitLine are plain classes, not dataclasses: every report's

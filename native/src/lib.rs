@@ -20,8 +20,10 @@
 //! - the DOME modules (dome_*);
 //! - the simulator's model run: model (simulator/native_model.py's `run_model`), with
 //!   model_truth (its records' rules) and model_summary (what predict keeps of a run);
-//!   estimators (the calibration's most-open count and quantile subtraction) and fits
-//!   (its closed-loop test per client and the clients' poll back-off);
+//!   estimators (the calibration's most-open count and quantile subtraction), fits
+//!   (its closed-loop test per client and the clients' poll back-off) and calibrate_columns
+//!   (what it reads of each request record, in one pass, its name-server locks by
+//!   directory, and predict's phase table);
 //! - bindings: py_engine (the `Core` Python class), line_watch (the lines after which
 //!   its feed hands a caller the engine's time and orphans), profile_tally (`profile check`'s
 //!   per-line work, over the DPM profile's patterns and the DOME scanner), state_codec (its state as dicts),
@@ -31,6 +33,7 @@
 mod block;
 mod busy_spans;
 mod byte_runs;
+mod calibrate_columns;
 mod chunk;
 mod counters;
 mod deliver;
@@ -131,5 +134,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimators::subtract_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(fits::closed_loop_clients, m)?)?;
     m.add_function(wrap_pyfunction!(fits::fit_backoff, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate_columns::request_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate_columns::phase_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate_columns::directory_groups, m)?)?;
     Ok(())
 }

@@ -127,8 +127,8 @@ fn median_f(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// fits.lock_holds: in the order the creates ended, each held from the later of its
-/// start and the previous end.
-fn lock_holds(creats: &[(i64, i64)]) -> Vec<i64> {
+/// start and the previous end (calibrate_columns.rs' directory_groups takes it too).
+pub(crate) fn lock_holds(creats: &[(i64, i64)]) -> Vec<i64> {
     let mut ordered: Vec<(i64, i64)> = creats.iter().map(|&(s, e)| (e, s)).collect();
     ordered.sort_unstable();
     let mut prev_end = ordered.first().map_or(0, |&(_, s)| s);
@@ -140,7 +140,7 @@ fn lock_holds(creats: &[(i64, i64)]) -> Vec<i64> {
 }
 
 /// parsers/linking.directory_of.
-fn directory_of(path: &str) -> &str {
+pub(crate) fn directory_of(path: &str) -> &str {
     match path.rfind('/') {
         Some(0) => "/",
         Some(i) => &path[..i],

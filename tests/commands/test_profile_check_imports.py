@@ -6,9 +6,9 @@ plain classes."""
 
 from tests.report.test_report_imports import dataclasses_made
 
-# A module known to make a dataclass (the simulator's config: whatif's), imported after the
+# A module known to make a dataclass (the DOME simulator's config), imported after the
 # check's: the probe must see its classes, or it no longer watches dataclasses being made.
-KNOWN = "dpmstream.simulator.config"
+KNOWN = "dpmstream.simulator.dome_config"
 
 
 def test_the_check_makes_no_dataclass_at_all():

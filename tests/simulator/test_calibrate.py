@@ -135,3 +135,156 @@ def test_the_compiled_closed_loop_is_the_python_one():
     dispersions, streams, thinks = python_closed_loop_clients(far)
     assert closed_loop(far) == (statistics.median(dispersions), round(statistics.median(streams)),
                                 thinks)
+
+
+try:
+    from dpmstream.parsers._native import request_columns as compiled_request_columns
+except ImportError:  # not built
+    compiled_request_columns = None
+
+COLUMNS = [pytest.param("python", id="python")] + (
+    [pytest.param("compiled", id="compiled")] if compiled_request_columns else [])
+
+
+def columns_of(which, reqs, dpm_calls=()):
+    from dpmstream.simulator.fits import python_request_columns
+
+    fn = compiled_request_columns if which == "compiled" else python_request_columns
+    return fn(list(reqs), list(dpm_calls))
+
+
+def request(**fields) -> dict:
+    """A put request record with every field calibrate reads, None unless given."""
+    names = ("accepted", "ended", "nfiles", "polls", "queue_ms", "proc_ms", "auth_ms",
+             "request_ms", "poll_ms", "ready_wait_ms", "done_ms", "transfer_ms", "total_ms",
+             "ns_ms", "ns_calls")
+    return {**dict.fromkeys(names), "op": "put", "status": "success", "client": "c1",
+            "started": 1_000, **fields}
+
+
+@pytest.mark.parametrize("which", COLUMNS)
+def test_request_columns_read_each_value_as_calibrate_takes_it(which):
+    """Each rule of fits.request_columns on records made for it, for the reference and the
+    compiled pass alike: the arrivals (accept else DP092) and the client hosts by first
+    appearance, None and "" taken as "?"; a status call's time per poll rounded half to
+    even; the own work of linked runs less 1 ms a call, at least 1; a get's gap; the
+    processing runs (a queue of 0: from the put's return) and the fast calls at once."""
+    reqs = [
+        request(client=None, accepted=990, ended=5_000, polls=2, poll_ms=5, ready_wait_ms=300,
+                queue_ms=0, proc_ms=50, request_ms=20, ns_ms=30, ns_calls=2, nfiles=2,
+                done_ms=4, auth_ms=10, transfer_ms=900),
+        request(client="", started=2_000, polls=4, poll_ms=10, queue_ms=40, proc_ms=100,
+                request_ms=30, ns_ms=99, ns_calls=1, status="aborted", done_ms=7, ended=2_500),
+        request(op="get", client="c2", started=3_000, status="success", total_ms=1_000,
+                auth_ms=5, request_ms=15, ready_wait_ms=200, done_ms=3, polls=41, poll_ms=41),
+        request(status="failed", started=4_000, nfiles=0),
+    ]
+    col = columns_of(which, reqs)
+    assert col["arrivals"] == [(990, "put", 0), (2_000, "put", 0), (3_000, "get", 1),
+                               (4_000, "put", 2)]
+    assert col["hosts"] == ["?", "c2", "c1"] and col["accepted"] is True
+    assert col["whole_seconds"] is True
+    assert col["per_poll"] == [2, 2, 1]             # 5/2 and 10/4 to even, 41/41
+    assert col["samples"] == [(2, 300)]             # 41 polls: past the fit's 40
+    assert col["own_put"] == [1, 18]                # 100-99-1 at least 1; 50-30-2; sorted
+    assert col["proc_put"] == [50, 100] and col["own_get"] == col["proc_get"] == []
+    assert col["gap"] == [1_000 - 5 - 15 - 200 - 3]
+    assert col["done_success"] == [4, 3] and col["done_aborted"] == [7]
+    assert col["auth"] == [10, 5] and col["request"] == [20, 30, 15]
+    assert col["put_request"] == [20, 30] and col["transfer"] == [900]
+    assert (col["ended"], col["gets"], col["failed_early"], col["procs"], col["aborted"],
+            col["sync_gets"], col["queued"], col["files"]) == (2, 1, 1, 2, 1, 1, 1, 1)
+    # runs: [1020, 1050) from the put's return (queue 0), [2070, 2170): not at once
+    assert col["intervals"] == 2 and col["proc_overlap"] == 1
+    # fast calls: [990, 1020), [4996, 5000), [2000, 2030), [2493, 2500), [3000, 3015) and
+    # the DPM call [2480 - 0, 2600) over the closing one
+    assert col["fast_overlap"] == 1
+    assert columns_of(which, reqs, [{"started": 2_480, "ended": 2_600, "auth_ms": None}]
+                      )["fast_overlap"] == 2
+    assert columns_of(which, [request(started=1_001)])["whole_seconds"] is False
+
+
+@pytest.mark.skipif(compiled_request_columns is None, reason="the compiled extension is not built")
+def test_the_compiled_request_columns_are_the_python_ones():
+    """native/src/calibrate_columns.rs against python_request_columns, the reference: the
+    model's records (a closed loop, an open load with gets and synchronous gets) and random
+    records (any field None, any status, linked or not); a value past 2^53 or of another
+    type goes the Python way, and calibrate answers the same through it."""
+    from dpmstream.simulator.fits import python_request_columns
+
+    def dpm(calls):
+        return [c for c in calls if c.get("daemon") == "dpm"]
+
+    cases = []
+    for cfg in (SimConfig(requests=400, seed=3),
+                SimConfig(requests=400, seed=4, rate=40.0, get_fraction=0.4, sync_get=True)):
+        run = simulate(cfg, None)
+        cases.append(([r for r in run.requests if r["op"] in ("put", "get")], dpm(run.calls)))
+    rng = random.Random(35)
+
+    def maybe(value):
+        return rng.choice((None, value))
+
+    for _ in range(200):
+        reqs = []
+        for _ in range(rng.randrange(1, 40)):
+            start = rng.choice((1_313_000_000_000, 2_000)) + rng.randrange(0, 20) * 500
+            reqs.append(request(
+                op=rng.choice(("put", "get")), client=rng.choice((None, "", "a", "b")),
+                status=rng.choice((None, "success", "failed", "aborted", "incomplete")),
+                started=start, accepted=maybe(start - rng.randrange(0, 30)),
+                ended=maybe(start + rng.randrange(0, 3000)), nfiles=maybe(rng.randrange(0, 3)),
+                polls=maybe(rng.randrange(0, 45)), poll_ms=rng.randrange(0, 500),
+                queue_ms=maybe(rng.randrange(0, 30)), proc_ms=maybe(rng.randrange(0, 200)),
+                auth_ms=maybe(rng.randrange(0, 20)), request_ms=maybe(rng.randrange(0, 40)),
+                ready_wait_ms=maybe(rng.randrange(0, 900)), done_ms=maybe(rng.randrange(0, 9)),
+                transfer_ms=maybe(rng.randrange(0, 900)), total_ms=maybe(rng.randrange(0, 4000)),
+                ns_ms=maybe(rng.randrange(0, 150)), ns_calls=rng.randrange(0, 3)))
+        calls = [{"started": maybe(s), "ended": maybe(s + 5), "auth_ms": maybe(2)}
+                 for s in rng.sample(range(2_000, 12_000), rng.randrange(0, 5))]
+        cases.append((reqs, calls))
+    for reqs, calls in cases:
+        assert compiled_request_columns(reqs, calls) == python_request_columns(reqs, calls)
+    far = [request(started=2 ** 60)]
+    with pytest.raises(OverflowError):
+        compiled_request_columns(far, [])
+    odd = [request(proc_ms=12.5, queue_ms=0, request_ms=3)]
+    with pytest.raises(TypeError):
+        compiled_request_columns(odd, [])
+    from dpmstream.simulator.fits import request_columns
+
+    assert request_columns(far, []) == python_request_columns(far, [])
+    assert request_columns(odd, [])["proc_put"] == [12.5]
+
+
+try:
+    from dpmstream.parsers._native import directory_groups as compiled_directory_groups
+except ImportError:  # not built
+    compiled_directory_groups = None
+
+
+@pytest.mark.skipif(compiled_directory_groups is None, reason="the compiled extension is not built")
+def test_the_compiled_directory_groups_are_the_python_ones():
+    """native/src/calibrate_columns.rs directory_groups against python_directory_groups,
+    the reference: creates with no path or an empty one, at the root, in a bare name,
+    directories tied on their count (then by name), creates ending out of order and
+    overlapping; past 2^53 goes the Python way."""
+    from dpmstream.simulator.fits import directory_locks, python_directory_groups
+
+    rng = random.Random(37)
+    paths = (None, "", "/f", "f", "/a/b/f1", "/a/b/f2", "/a/c/f", "/a/b/", "/é/f", "/b/x")
+    for _ in range(300):
+        creats = []
+        for _ in range(rng.randrange(0, 40)):
+            start = rng.randrange(0, 5_000)
+            creats.append((start, start + rng.randrange(0, 300), rng.choice(paths)))
+        assert compiled_directory_groups(creats) == python_directory_groups(creats)
+    groups, pathless = python_directory_groups(
+        [(0, 10, "/a/b/f1"), (5, 12, "/a/c/f"), (2, 30, "/a/b/f2"), (1, 3, None), (4, 6, "/r")])
+    assert (pathless, [(name, holds) for name, _, holds in groups]) == (
+        1, [("/a/b", [10, 20]), ("/", [2]), ("/a/c", [7])])
+    far = [(2 ** 60, 2 ** 60 + 5, "/a/f")]
+    with pytest.raises(OverflowError):
+        compiled_directory_groups(far)
+    locks, _ = directory_locks(far)
+    assert (locks[0].name, locks[0].holds) == ("/a", [5])
