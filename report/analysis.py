@@ -224,7 +224,7 @@ class Steps:
         self.times, self.levels = times, levels
 
     def __eq__(self, other) -> bool:   # the compiled steps pinned to the Python ones
-        if type(other) is not Steps:
+        if not isinstance(other, Steps):
             return NotImplemented
         return (self.times, self.levels) == (other.times, other.levels)
 
@@ -263,13 +263,50 @@ class Steps:
 
     def binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1]): each
-        bin's exact area and peak (compiled where built: _binned_areas), the area divided
-        by the width here, so the means are python_binned's floats."""
-        return _per_width(_binned_areas(self.times, self.levels, edges), edges)
+        bin's exact area and peak (binned_areas), the area divided by the width here, so
+        the means are python_binned's floats."""
+        return _per_width(self.binned_areas(edges), edges)
+
+    def binned_areas(self, edges: list[int]) -> tuple[list[int], list[int]]:
+        """Each bin's exact area (level x ms) and peak level (compiled where built:
+        _binned_areas)."""
+        return _binned_areas(self.times, self.levels, edges)
 
     def python_binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """`binned` in Python, the reference."""
         return _per_width(python_binned_areas(self.times, self.levels, edges), edges)
+
+
+class KeptSteps(Steps):
+    """Steps the extension keeps (report/spans.py `held`: the log's busy spans' steps, a
+    native/src/steps.rs HeldSteps), asked there for the bins, the sustained peak and the
+    time at a level: the thesis log's ~45 k step ints were made Python ints for these to
+    read them back (issue 30). `times` and `levels` are made as lists when read; what the
+    extension refuses (ints past 2^53, or not ints) the Python Steps answers."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self, kept):
+        self.kept = kept
+
+    times = property(lambda self: self.kept.times)
+    levels = property(lambda self: self.kept.levels)
+    peak = property(lambda self: self.kept.peak)
+
+    def _asked(self, name: str, *args):
+        try:
+            return getattr(self.kept, name)(*args)
+        except (TypeError, OverflowError):
+            return getattr(Steps, name)(self, *args)
+
+    def binned_areas(self, edges: list[int]) -> tuple[list[int], list[int]]:
+        return self._asked("binned_areas", edges)
+
+    def sustained_peak(self, min_ms: int = SUSTAINED_MS) -> int:
+        return self._asked("sustained_peak", min_ms)
+
+    def time_at_least(self, level: int, t0: int, t1: int) -> int:
+        return self._asked("time_at_least", level, t0, t1)
 
 
 def python_sustained_peak(times: list[int], levels: list[int], min_ms: int) -> int:
@@ -355,8 +392,10 @@ class Busy:
 
     __slots__ = ("steps", "count", "ms")
 
-    def __init__(self, times: list[int], levels: list[int], count: int, ms: int):
-        self.steps, self.count, self.ms = Steps(times, levels), count, ms
+    def __init__(self, steps, count: int, ms: int):
+        """`steps`: a Steps, or the extension's HeldSteps (read through KeptSteps)."""
+        self.steps = steps if isinstance(steps, Steps) else KeptSteps(steps)
+        self.count, self.ms = count, ms
 
 
 def busy(intervals) -> Busy:
@@ -366,7 +405,7 @@ def busy(intervals) -> Busy:
     steps = concurrency(intervals)
     # Summed in C (issue 30: a Python step for each of the ~17 k fast-thread spans).
     ms = sum(map(itemgetter(1), intervals)) - sum(map(itemgetter(0), intervals))
-    return Busy(steps.times, steps.levels, len(intervals), ms)
+    return Busy(steps, len(intervals), ms)
 
 
 def python_concurrency(intervals) -> Steps:

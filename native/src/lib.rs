@@ -105,6 +105,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<request_ends::RequestEnds>()?;
     m.add_class::<tally::Tally>()?;
     m.add_class::<busy_spans::BusySpans>()?;
+    m.add_class::<steps::HeldSteps>()?;
     m.add_class::<records::CsvBlocks>()?;
     m.add_class::<block::LineBlock>()?;
     m.add_class::<block::LineSplitter>()?;

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from dpmstream.parsers import extension
 from dpmstream.report import analysis as A
 from dpmstream.streams.sinks.summary import Summary
 
@@ -341,11 +342,14 @@ def _binned_ms_by_ms(steps, edges):
     return means, peaks
 
 
+def _random_intervals(rng):
+    """Up to 60 intervals, empty to 250 ms long, from -50 to 850 ms."""
+    return [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
+            for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
+
+
 def _random_steps(rng):
-    """The steps of up to 60 intervals, empty to 250 ms long, from -50 to 850 ms."""
-    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
-                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
-    return A.concurrency(intervals)
+    return A.concurrency(_random_intervals(rng))
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -419,3 +423,51 @@ def test_polls_per_bin_are_each_ops_mean_by_the_requests_start():
                {"op": None, "started": T0 + 15_000, "polls": 1}, {"op": "put"}]
     assert A.polls_by_bin(records, edges) == {
         "?": [None, 1.0, None], "get": [0.0, None, None], "put": [3.0, None, 5.0]}
+
+
+CompiledBusySpans = extension.compiled("BusySpans")   # the compiled twin, or None
+
+
+def _kept(intervals) -> A.Busy:
+    """The intervals' Busy as the report reads the log's slow-thread runs from the
+    compiled engine's spans: steps kept in the extension (BusySpans.held)."""
+    spans = CompiledBusySpans(A.FAST_DAEMON, sorted(A.NS_DAEMONS))
+    for a, b in intervals:
+        spans("h", A.FAST_DAEMON, 1, 2, "proc", a, b)
+    return A.Busy(*spans.held()["slow"])
+
+
+@pytest.mark.skipif(CompiledBusySpans is None, reason="the compiled extension is not built")
+@pytest.mark.parametrize("seed", range(40))
+def test_steps_kept_in_the_extension_answer_as_the_python_steps(seed):
+    """KeptSteps (native/src/steps.rs HeldSteps) against the Python Steps of the same
+    intervals, python_binned, python_sustained_peak and the definitions ms by ms."""
+    rng = random.Random(seed)
+    intervals = _random_intervals(rng)
+    kept, want = _kept(intervals).steps, A.python_concurrency(intervals)
+    assert type(kept) is A.KeptSteps and type(want) is A.Steps
+    assert kept == want and (kept.times, kept.levels, kept.peak) == (want.times, want.levels, want.peak)
+    width = rng.choice((1, 7, 25, 100, 1000))
+    edges = list(range(rng.randrange(-60, 40), 900, width)) + [900]
+    assert kept.binned(edges) == want.python_binned(edges) == _binned_ms_by_ms(want, edges)
+    for min_ms in (0, 1, 17, 50, 300):
+        assert kept.sustained_peak(min_ms) == A.python_sustained_peak(want.times, want.levels, min_ms)
+    t0 = rng.randrange(-100, 500)
+    t1 = t0 + rng.choice((0, 1, 30, 400, 900))
+    for level in range(0, want.peak + 2):
+        assert kept.time_at_least(level, t0, t1) == A.Steps.time_at_least(want, level, t0, t1) \
+            == _time_at_least_ms_by_ms(want, level, t0, t1)
+
+
+@pytest.mark.skipif(CompiledBusySpans is None, reason="the compiled extension is not built")
+def test_steps_kept_in_the_extension_leave_what_they_cannot_read_exactly_to_python():
+    far = _kept([(0, 2 ** 62)]).steps   # no i64 wraps, but past 2^53
+    with pytest.raises(OverflowError):
+        far.kept.sustained_peak(50)
+    python = A.Steps([0, 2 ** 62], [1, 0])
+    assert far.sustained_peak(50) == A.python_sustained_peak(python.times, python.levels, 50) == 1
+    assert far.time_at_least(1, 0, 2 ** 63) == A.Steps.time_at_least(python, 1, 0, 2 ** 63) == 2 ** 62
+    assert far.binned([-2 ** 62, 2 ** 62]) == python.python_binned([-2 ** 62, 2 ** 62]) == ([0.5], [1])
+    near = _kept([(0, 10)]).steps
+    assert near.time_at_least(1, 0, 2 ** 70) == 10   # an argument past 64 bits: Python's answer
+    assert near.time_at_least(0.5, 0, 20) == 10      # not an int: Python's answer
