@@ -91,14 +91,33 @@ def _segment_parts(r: dict) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def python_every_segment_parts(requests: list[dict]):
-    """_segment_parts of each request, in order: the reference of native/src/segments.rs."""
-    return map(_segment_parts, requests)
+def python_segment_sums(requests: list[dict]) -> dict:
+    """{op: (requests, total_ms, the nine segments' sums, poll_ms, polls)} of the requests
+    with a total_ms, op "?" for none: breakdowns' sums, the reference of
+    native/src/segments.rs. Each op's requests and segments gathered first, then summed a
+    column at a time by sum() in C (issue 30: a list built per request was a third of the
+    report's story on the thesis log), each column in the requests' order."""
+    rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
+    for r in requests:
+        parts = _segment_parts(r)
+        if parts is None:
+            continue
+        op = r["op"] or "?"
+        of_op = rows.get(op)
+        if of_op is None:
+            of_op = rows[op] = ([], [])
+        of_op[0].append(r)
+        of_op[1].append(parts)
+    return {op: (len(of_op), sum(map(itemgetter("total_ms"), of_op)), list(map(sum, zip(*parts))),
+                 summed(of_op, "poll_ms"), summed(of_op, "polls"))
+            for op, (of_op, parts) in rows.items()}
 
 
-# breakdowns' parts of every request at once, compiled where the extension is built
-# (issue 30: ~8 k instructions of Python a request).
-_every_segment_parts = extension.compiled_else("segment_parts", python_every_segment_parts)
+# breakdowns' sums compiled where the extension is built (issue 30: ~8 k instructions of
+# Python a request for its parts, then ~19 M of the report grouping and summing them per
+# op); records it cannot read as ints within ±2^53 (native/src/exact_ints.rs) go the
+# Python way.
+_segment_sums = extension.compiled_else("segment_sums", python_segment_sums)
 
 
 # Breakdown and Steps are plain classes, not dataclasses: every report imports them, and a
@@ -124,29 +143,13 @@ class Breakdown:
 
 
 def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
-    # Each op's requests and segments gathered first, then summed a column at a time by
-    # sum() in C (issue 30: a list built per request was a third of the report's story
-    # on the thesis log), each column in the requests' order.
-    rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
-    # In the extension where it is built (segments.rs; issue 30: ~8 k instructions of
-    # Python a request), _segment_parts the reference; records it cannot read as ints
-    # within ±2^53 (native/src/exact_ints.rs) go the Python way.
-    for r, parts in zip(requests, _every_segment_parts(requests)):
-        if parts is None:
-            continue
-        op = r["op"] or "?"
-        of_op = rows.get(op)
-        if of_op is None:
-            of_op = rows[op] = ([], [])
-        of_op[0].append(r)
-        of_op[1].append(parts)
+    """Each op's Breakdown (ops in order), from _segment_sums."""
     out: dict[str, Breakdown] = {}
-    for op in sorted(rows):
-        of_op, parts = rows[op]
-        out[op] = Breakdown(
-            op, requests=len(of_op), total_ms=sum(map(itemgetter("total_ms"), of_op)),
-            segments=dict(zip(SEGMENT_NAMES, map(sum, zip(*parts)))),
-            poll_ms=summed(of_op, "poll_ms"), polls=summed(of_op, "polls"))
+    sums = _segment_sums(requests)
+    for op in sorted(sums):
+        count, total_ms, segments, poll_ms, polls = sums[op]
+        out[op] = Breakdown(op, requests=count, total_ms=total_ms,
+                            segments=dict(zip(SEGMENT_NAMES, segments)), poll_ms=poll_ms, polls=polls)
     return out
 
 

@@ -133,7 +133,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(steps::sustained_peak, m)?)?;
     m.add_function(wrap_pyfunction!(two_decimals::two_decimals, m)?)?;
     m.add_function(wrap_pyfunction!(ranks::nearest_ranks, m)?)?;
-    m.add_function(wrap_pyfunction!(segments::segment_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(segments::segment_sums, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::max_overlap, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::subtract_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(fits::closed_loop_clients, m)?)?;

@@ -293,41 +293,48 @@ def test_the_compiled_bins_are_the_python_ones():
     assert far.binned([-2 ** 62, 2 ** 62]) == far.python_binned([-2 ** 62, 2 ** 62]) == ([1.0], [1])
 
 
-try:
-    from dpmstream.parsers._native import segment_parts
-except ImportError:  # not built
-    segment_parts = None
+segment_sums = extension.compiled("segment_sums")   # the compiled sums, or None
 
 
-@pytest.mark.skipif(segment_parts is None, reason="the compiled extension is not built")
-def test_the_compiled_segments_are_the_python_ones():
-    """native/src/segments.rs against _segment_parts, the reference: records with any of
-    the durations missing, None, 0, negative or longer than the total, and a simulated
-    thesis log's request records."""
+@pytest.mark.skipif(segment_sums is None, reason="the compiled extension is not built")
+def test_the_compiled_segment_sums_are_the_python_ones():
+    """native/src/segments.rs against python_segment_sums, the reference: records with any
+    of the durations missing, None, 0, negative or longer than the total, each its own op
+    (its sums are its parts, _segment_parts'), then grouped under a few ops (None and ""
+    are "?"), and a simulated thesis log's request records."""
     from dpmstream.simulator import simulate
     from dpmstream.simulator.scenarios import scenario
 
     rng = random.Random(32)
     keys = ("total_ms", "auth_ms", "request_ms", "queue_ms", "proc_ms", "ns_ms",
-            "ready_wait_ms", "transfer_ms", "done_ms")
+            "ready_wait_ms", "transfer_ms", "done_ms", "poll_ms", "polls")
     records = []
-    for _ in range(2000):
-        record = {"kind": "request"}
+    for k in range(2000):
+        record = {"kind": "request", "op": f"op{k}"}
         for key in keys:
             pick = rng.random()
             if pick < 0.15:
                 continue                      # absent
             record[key] = None if pick < 0.3 else rng.choice((0, -5, rng.randrange(1, 3000)))
         records.append(record)
+    alone = segment_sums(records)
+    assert alone == A.python_segment_sums(records)
+    assert {op: sums[2] for op, sums in alone.items()} == {
+        r["op"]: list(A._segment_parts(r)) for r in records if r.get("total_ms") is not None}
+    grouped = [dict(r, op=rng.choice(("put", "get", None, ""))) for r in records]
+    assert segment_sums(grouped) == A.python_segment_sums(grouped)
+    assert set(segment_sums(grouped)) == {"put", "get", "?"}
     run = simulate(scenario("thesis", requests=300), None)
-    records += run.requests
-    assert any(r.get("total_ms") is not None for r in run.requests)
-    assert segment_parts(records) == [A._segment_parts(r) for r in records]
-    # a total past 2^53 (native/src/exact_ints.rs) goes the Python way
+    assert segment_sums(run.requests) == A.python_segment_sums(run.requests)
+    # a total past 2^53 (native/src/exact_ints.rs), or not an int, goes the Python way
     far = [{"op": "put", "total_ms": 2 ** 62, "auth_ms": -2 ** 62, "proc_ms": 2 ** 62}]
     with pytest.raises(OverflowError):
-        segment_parts(far)
+        segment_sums(far)
     assert A.breakdowns(far)["put"].segments == dict(zip(A.SEGMENT_NAMES, A._segment_parts(far[0])))
+    halves = [{"op": "put", "total_ms": 10, "poll_ms": 2.5}]
+    with pytest.raises(TypeError):
+        segment_sums(halves)
+    assert A.breakdowns(halves)["put"].poll_ms == 2.5
 
 
 def _binned_ms_by_ms(steps, edges):
