@@ -469,6 +469,24 @@ def queue_stays(requests: list[dict]):
             yield ret, r["ended"]
 
 
+def python_queue_steps(requests: list[dict]) -> Steps:
+    """The slow-thread queue's concurrency: the reference of native/src/steps.rs
+    `queue_steps`."""
+    return concurrency(queue_stays(requests))
+
+
+# In the extension where built, the steps kept there (issue 30: the generator's Python
+# per request and a tuple of each stay, ~10 M instructions of a report on the thesis log).
+_queue_steps = extension.compiled_else("queue_steps", python_queue_steps)
+
+
+def queue_concurrency(requests: list[dict]) -> Steps:
+    """How many requests wait for a slow thread at each moment (queue_stays'
+    concurrency)."""
+    steps = _queue_steps(requests)
+    return steps if isinstance(steps, Steps) else KeptSteps(steps)
+
+
 def columns(records: list[dict], fieldnames) -> list[list]:
     """Each of `fieldnames` as a column: the records' values in their order, None where a
     record has none, read in C (dict.get mapped)."""

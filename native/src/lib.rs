@@ -131,6 +131,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(steps::concurrency_steps, m)?)?;
     m.add_function(wrap_pyfunction!(steps::binned_steps, m)?)?;
     m.add_function(wrap_pyfunction!(steps::sustained_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::queue_steps, m)?)?;
     m.add_function(wrap_pyfunction!(two_decimals::two_decimals, m)?)?;
     m.add_function(wrap_pyfunction!(ranks::nearest_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(segments::segment_sums, m)?)?;

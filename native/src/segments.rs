@@ -13,7 +13,7 @@ use crate::exact_ints::exact;
 
 /// A record's int value of `key`, None where it has none (absent or None); within ±2^53
 /// (exact_ints.rs), else OverflowError.
-fn value(record: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
+pub(crate) fn value(record: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
     match record.get_item(key)? {
         Some(v) if !v.is_none() => Ok(Some(exact(v.extract::<i64>()?)?)),
         _ => Ok(None),

@@ -12,9 +12,12 @@
 //! here, for the report to ask these of the log's busy spans without making their steps
 //! Python ints.
 
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-use crate::exact_ints::all_exact;
+use crate::exact_ints::{all_exact, exact};
+use crate::segments::value;
 
 /// (times, levels): each instant an interval opens or closes, ascending (an instant whose
 /// opens and closes cancel kept, as the Python dict keeps its key), and the count of open
@@ -205,6 +208,40 @@ impl HeldSteps {
         self.exact(&[level, t0, t1])?;
         Ok(time_at(&self.times, &self.levels, level, t0, t1))
     }
+}
+
+/// report/analysis.py `concurrency(queue_stays(requests))`, kept here as a HeldSteps: each
+/// request's wait for a slow thread, from its put/get's returns (started + request_ms) for
+/// queue_ms, or to its end where it has no queue_ms nor proc_ms and did not succeed. The
+/// Python generator read ~3 k records field by field and made a tuple of each
+/// (~10 M instructions of a report on the thesis log, issue 30); it stays the reference
+/// (python_queue_steps). A value that is not an int within ±2^53 (TypeError,
+/// OverflowError) or a record without its status where it is read (TypeError) is left
+/// to it.
+#[pyfunction]
+pub fn queue_steps(py: Python<'_>, requests: Vec<Bound<'_, PyDict>>) -> PyResult<HeldSteps> {
+    let mut stays = Vec::new();
+    for r in &requests {
+        let (Some(started), Some(request)) =
+            (value(r, intern!(py, "started"))?, value(r, intern!(py, "request_ms"))?) else {
+            continue;
+        };
+        let ret = exact(started + request)?;
+        if let Some(queue) = value(r, intern!(py, "queue_ms"))? {
+            stays.push((ret, exact(ret + queue)?));
+        } else if value(r, intern!(py, "proc_ms"))?.is_none() {
+            if let Some(ended) = value(r, intern!(py, "ended"))? {
+                let status = r.get_item(intern!(py, "status"))?.ok_or_else(|| {
+                    pyo3::exceptions::PyTypeError::new_err("no status: the Python reference answers")
+                })?;
+                if status.ne(intern!(py, "success"))? {
+                    stays.push((ret, ended));
+                }
+            }
+        }
+    }
+    let (times, levels) = steps(&stays);
+    Ok(HeldSteps::new(times, levels))
 }
 
 #[cfg(test)]

@@ -478,3 +478,41 @@ def test_steps_kept_in_the_extension_leave_what_they_cannot_read_exactly_to_pyth
     near = _kept([(0, 10)]).steps
     assert near.time_at_least(1, 0, 2 ** 70) == 10   # an argument past 64 bits: Python's answer
     assert near.time_at_least(0.5, 0, 20) == 10      # not an int: Python's answer
+
+
+queue_steps = extension.compiled("queue_steps")   # the queue's steps compiled, or None
+
+
+@pytest.mark.skipif(queue_steps is None, reason="the compiled extension is not built")
+def test_the_compiled_queue_is_the_python_one():
+    """native/src/steps.rs queue_steps against concurrency(queue_stays(...)), the
+    reference: records with their times missing, None, negative, a queue_ms or not, a
+    proc_ms or not, ended or not, succeeded or not; a simulated thesis log's requests;
+    and what it leaves to Python."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    rng = random.Random(33)
+    records = []
+    for _ in range(3000):
+        record = {"status": rng.choice(("success", "failed", "aborted", "incomplete", None))}
+        for key in ("started", "request_ms", "queue_ms", "proc_ms", "ended"):
+            pick = rng.random()
+            if pick < 0.2:
+                continue                      # absent
+            record[key] = None if pick < 0.35 else rng.choice((0, -5, rng.randrange(1, 3000)))
+        records.append(record)
+    for requests in (records, simulate(scenario("thesis", requests=300), None).requests):
+        want = A.python_queue_steps(requests)
+        got = A.queue_concurrency(requests)
+        assert type(got) is A.KeptSteps and type(want) is A.Steps
+        assert got == want and want.peak > 1
+        assert got == A.python_concurrency(list(A.queue_stays(requests)))
+    for odd in ([{"started": 2 ** 62, "request_ms": 5, "queue_ms": 1}],   # past 2^53
+                [{"started": 0, "request_ms": 5, "ended": 9}],            # no status
+                [{"started": 0.5, "request_ms": 5, "queue_ms": 1}]):      # not an int
+        with pytest.raises((TypeError, OverflowError)):
+            queue_steps(odd)
+    assert A.queue_concurrency([{"started": 0, "request_ms": 5, "queue_ms": 1}]).times == [5, 6]
+    with pytest.raises(KeyError):
+        A.queue_concurrency([{"started": 0, "request_ms": 5, "ended": 9}])   # as Python fails
