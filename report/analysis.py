@@ -91,14 +91,33 @@ def _segment_parts(r: dict) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def python_every_segment_parts(requests: list[dict]):
-    """_segment_parts of each request, in order: the reference of native/src/segments.rs."""
-    return map(_segment_parts, requests)
+def python_segment_sums(requests: list[dict]) -> dict:
+    """{op: (requests, total_ms, the nine segments' sums, poll_ms, polls)} of the requests
+    with a total_ms, op "?" for none: breakdowns' sums, the reference of
+    native/src/segments.rs. Each op's requests and segments gathered first, then summed a
+    column at a time by sum() in C (issue 30: a list built per request was a third of the
+    report's story on the thesis log), each column in the requests' order."""
+    rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
+    for r in requests:
+        parts = _segment_parts(r)
+        if parts is None:
+            continue
+        op = r["op"] or "?"
+        of_op = rows.get(op)
+        if of_op is None:
+            of_op = rows[op] = ([], [])
+        of_op[0].append(r)
+        of_op[1].append(parts)
+    return {op: (len(of_op), sum(map(itemgetter("total_ms"), of_op)), list(map(sum, zip(*parts))),
+                 summed(of_op, "poll_ms"), summed(of_op, "polls"))
+            for op, (of_op, parts) in rows.items()}
 
 
-# breakdowns' parts of every request at once, compiled where the extension is built
-# (issue 30: ~8 k instructions of Python a request).
-_every_segment_parts = extension.compiled_else("segment_parts", python_every_segment_parts)
+# breakdowns' sums compiled where the extension is built (issue 30: ~8 k instructions of
+# Python a request for its parts, then ~19 M of the report grouping and summing them per
+# op); records it cannot read as ints within ±2^53 (native/src/exact_ints.rs) go the
+# Python way.
+_segment_sums = extension.compiled_else("segment_sums", python_segment_sums)
 
 
 # Breakdown and Steps are plain classes, not dataclasses: every report imports them, and a
@@ -124,29 +143,13 @@ class Breakdown:
 
 
 def breakdowns(requests: list[dict]) -> dict[str, Breakdown]:
-    # Each op's requests and segments gathered first, then summed a column at a time by
-    # sum() in C (issue 30: a list built per request was a third of the report's story
-    # on the thesis log), each column in the requests' order.
-    rows: dict[str, tuple[list, list]] = {}   # op -> (its requests, their segments)
-    # In the extension where it is built (segments.rs; issue 30: ~8 k instructions of
-    # Python a request), _segment_parts the reference; records it cannot read as ints
-    # within ±2^53 (native/src/exact_ints.rs) go the Python way.
-    for r, parts in zip(requests, _every_segment_parts(requests)):
-        if parts is None:
-            continue
-        op = r["op"] or "?"
-        of_op = rows.get(op)
-        if of_op is None:
-            of_op = rows[op] = ([], [])
-        of_op[0].append(r)
-        of_op[1].append(parts)
+    """Each op's Breakdown (ops in order), from _segment_sums."""
     out: dict[str, Breakdown] = {}
-    for op in sorted(rows):
-        of_op, parts = rows[op]
-        out[op] = Breakdown(
-            op, requests=len(of_op), total_ms=sum(map(itemgetter("total_ms"), of_op)),
-            segments=dict(zip(SEGMENT_NAMES, map(sum, zip(*parts)))),
-            poll_ms=summed(of_op, "poll_ms"), polls=summed(of_op, "polls"))
+    sums = _segment_sums(requests)
+    for op in sorted(sums):
+        count, total_ms, segments, poll_ms, polls = sums[op]
+        out[op] = Breakdown(op, requests=count, total_ms=total_ms,
+                            segments=dict(zip(SEGMENT_NAMES, segments)), poll_ms=poll_ms, polls=polls)
     return out
 
 
@@ -224,7 +227,7 @@ class Steps:
         self.times, self.levels = times, levels
 
     def __eq__(self, other) -> bool:   # the compiled steps pinned to the Python ones
-        if type(other) is not Steps:
+        if not isinstance(other, Steps):
             return NotImplemented
         return (self.times, self.levels) == (other.times, other.levels)
 
@@ -263,13 +266,50 @@ class Steps:
 
     def binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """Time-weighted mean and maximum level per bin [edges[k], edges[k + 1]): each
-        bin's exact area and peak (compiled where built: _binned_areas), the area divided
-        by the width here, so the means are python_binned's floats."""
-        return _per_width(_binned_areas(self.times, self.levels, edges), edges)
+        bin's exact area and peak (binned_areas), the area divided by the width here, so
+        the means are python_binned's floats."""
+        return _per_width(self.binned_areas(edges), edges)
+
+    def binned_areas(self, edges: list[int]) -> tuple[list[int], list[int]]:
+        """Each bin's exact area (level x ms) and peak level (compiled where built:
+        _binned_areas)."""
+        return _binned_areas(self.times, self.levels, edges)
 
     def python_binned(self, edges: list[int]) -> tuple[list[float], list[int]]:
         """`binned` in Python, the reference."""
         return _per_width(python_binned_areas(self.times, self.levels, edges), edges)
+
+
+class KeptSteps(Steps):
+    """Steps the extension keeps (report/spans.py `held`: the log's busy spans' steps, a
+    native/src/steps.rs HeldSteps), asked there for the bins, the sustained peak and the
+    time at a level: the thesis log's ~45 k step ints were made Python ints for these to
+    read them back (issue 30). `times` and `levels` are made as lists when read; what the
+    extension refuses (ints past 2^53, or not ints) the Python Steps answers."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self, kept):
+        self.kept = kept
+
+    times = property(lambda self: self.kept.times)
+    levels = property(lambda self: self.kept.levels)
+    peak = property(lambda self: self.kept.peak)
+
+    def _asked(self, name: str, *args):
+        try:
+            return getattr(self.kept, name)(*args)
+        except (TypeError, OverflowError):
+            return getattr(Steps, name)(self, *args)
+
+    def binned_areas(self, edges: list[int]) -> tuple[list[int], list[int]]:
+        return self._asked("binned_areas", edges)
+
+    def sustained_peak(self, min_ms: int = SUSTAINED_MS) -> int:
+        return self._asked("sustained_peak", min_ms)
+
+    def time_at_least(self, level: int, t0: int, t1: int) -> int:
+        return self._asked("time_at_least", level, t0, t1)
 
 
 def python_sustained_peak(times: list[int], levels: list[int], min_ms: int) -> int:
@@ -355,8 +395,10 @@ class Busy:
 
     __slots__ = ("steps", "count", "ms")
 
-    def __init__(self, times: list[int], levels: list[int], count: int, ms: int):
-        self.steps, self.count, self.ms = Steps(times, levels), count, ms
+    def __init__(self, steps, count: int, ms: int):
+        """`steps`: a Steps, or the extension's HeldSteps (read through KeptSteps)."""
+        self.steps = steps if isinstance(steps, Steps) else KeptSteps(steps)
+        self.count, self.ms = count, ms
 
 
 def busy(intervals) -> Busy:
@@ -366,7 +408,7 @@ def busy(intervals) -> Busy:
     steps = concurrency(intervals)
     # Summed in C (issue 30: a Python step for each of the ~17 k fast-thread spans).
     ms = sum(map(itemgetter(1), intervals)) - sum(map(itemgetter(0), intervals))
-    return Busy(steps.times, steps.levels, len(intervals), ms)
+    return Busy(steps, len(intervals), ms)
 
 
 def python_concurrency(intervals) -> Steps:
@@ -425,6 +467,24 @@ def queue_stays(requests: list[dict]):
             yield ret, ret + r["queue_ms"]
         elif r.get("proc_ms") is None and r.get("ended") is not None and r["status"] != "success":
             yield ret, r["ended"]
+
+
+def python_queue_steps(requests: list[dict]) -> Steps:
+    """The slow-thread queue's concurrency: the reference of native/src/steps.rs
+    `queue_steps`."""
+    return concurrency(queue_stays(requests))
+
+
+# In the extension where built, the steps kept there (issue 30: the generator's Python
+# per request and a tuple of each stay, ~10 M instructions of a report on the thesis log).
+_queue_steps = extension.compiled_else("queue_steps", python_queue_steps)
+
+
+def queue_concurrency(requests: list[dict]) -> Steps:
+    """How many requests wait for a slow thread at each moment (queue_stays'
+    concurrency)."""
+    steps = _queue_steps(requests)
+    return steps if isinstance(steps, Steps) else KeptSteps(steps)
 
 
 def columns(records: list[dict], fieldnames) -> list[list]:

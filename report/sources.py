@@ -229,7 +229,7 @@ def from_logs(inputs, *, host: str, profile, tz: str | None, year: int | None,
     data.stats = stats
     data.restarts = [(t, d) for t, _, d in pipeline.reassembler.restart_log
                      if in_window(t, data.since, data.until)]
-    data.spans = {kind: Busy(*b) for kind, b in spans.busy(data.since, data.until).items()}
+    data.spans = {kind: Busy(*b) for kind, b in spans.held(data.since, data.until).items()}
     aggregates.close()
     data.directories = directories.top(TOP_DIRECTORIES) or None
     data.unparsed = [(t, n) for t, n in marks.unparsed if in_window(t, data.since, data.until)]

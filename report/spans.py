@@ -52,6 +52,13 @@ class BusySpans:
             out[kind] = (b.steps.times, b.steps.levels, b.count, b.ms)
         return out
 
+    def held(self, since: int | None = None, until: int | None = None) -> dict:
+        """`busy`, each kind's steps as an analysis.Steps: (steps, count, busy ms), what
+        the report reads. The compiled twin's steps stay in the extension (a HeldSteps,
+        which the report reads through analysis.KeptSteps)."""
+        return {kind: (A.Steps(times, levels), count, ms)
+                for kind, (times, levels, count, ms) in self.busy(since, until).items()}
+
 
 def busy_spans(compiled: bool):
     """The on_span for an engine: the compiled twin for the compiled one."""

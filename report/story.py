@@ -167,7 +167,7 @@ def tell(data) -> Story | None:
     # 3. the slow threads
     runs = data.spans["slow"] if data.spans else A.busy(A.slow_runs(requests))
     story.slow = slow = runs.steps
-    story.queue = A.concurrency(A.queue_stays(requests))
+    story.queue = A.queue_concurrency(requests)
     if runs.count:
         story.slow_pool = pool = slow.sustained_peak()
         queued = [r for r in requests if (r.get("queue_ms") or 0) > QUEUED_MS]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from itertools import chain, repeat
 
+from dpmstream.parsers import extension
 from dpmstream.streams.sinks.summary import moment
 
 WIDTH = 1000
@@ -52,12 +53,13 @@ def num(v: float) -> str:
 _ENDINGS = ((".00", ""),) + tuple((f".{d}0", f".{d}") for d in "123456789")
 
 
-def nums(template: str, values) -> str:
+def python_nums(template: str, values) -> str:
     """`template` % `values`, its %.2f numbers written as num() writes each (floats, and
     ints below 2**53): one formatting and a few replacements for a path of thousands of
     points, where a Python call per number was most of the scatter's cost (issue 30).
     `template` holds no "." before a digit, no digit right after a %.2f, no "nan" and
-    no "inf"."""
+    no "inf". `nums` is this, compiled where the extension is built
+    (native/src/two_decimals.rs); this stays its reference."""
     # + 0.0 turns -0.0 into 0.0, which num() writes "0" (a %.2f writes "-0.00").
     text = template % tuple(map((0.0).__add__, values))
     for ending, kept in _ENDINGS:
@@ -65,6 +67,13 @@ def nums(template: str, values) -> str:
     if "nan" in text or "inf" in text:
         raise ValueError(f"not a finite coordinate in {text[:80]!r}")   # as num() refuses one
     return text
+
+
+# The ~9 k coordinates of a report's scatter and timeline, each through "%.2f" and the
+# text through the endings' ten scans, were ~30 M instructions (issue 30); the compiled
+# one writes each number once, rounded exactly as "%.2f" rounds. A value that is not
+# finite, or a template with another conversion, the reference answers.
+nums = extension.compiled_else("two_decimals", python_nums)
 
 
 class Svg:

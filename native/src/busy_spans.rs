@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::steps::steps;
+use crate::steps::{steps, HeldSteps};
 
 type Spans = Vec<(i64, i64)>;
 
@@ -91,17 +91,37 @@ impl BusySpans {
     #[pyo3(signature = (since=None, until=None))]
     fn busy<'py>(&self, py: Python<'py>, since: Option<i64>, until: Option<i64>)
                  -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new(py);
-        for (kind, spans) in self.kinds() {
-            let kept = overlapping(spans, since, until);
-            let (times, levels) = steps(&kept);
-            out.set_item(kind, (times, levels, kept.len(), busy_ms(&kept)))?;
-        }
-        Ok(out)
+        self.each_kind(py, since, until, |times, levels, count, ms| {
+            Ok((times, levels, count, ms).into_pyobject(py)?.into_any())
+        })
+    }
+
+    /// `busy`, each kind's steps kept here as a HeldSteps (steps.rs), not made Python lists:
+    /// the report asks them for its bins, the sustained peak and the time at it (the ~45 k
+    /// ints of the thesis log's steps, issue 30). report/spans.py's `held` the reference.
+    #[pyo3(signature = (since=None, until=None))]
+    fn held<'py>(&self, py: Python<'py>, since: Option<i64>, until: Option<i64>)
+                 -> PyResult<Bound<'py, PyDict>> {
+        self.each_kind(py, since, until, |times, levels, count, ms| {
+            Ok((HeldSteps::new(times, levels), count, ms).into_pyobject(py)?.into_any())
+        })
     }
 }
 
 impl BusySpans {
+    /// {kind: made(times, levels, count, busy_ms)} of the spans overlapping the window.
+    fn each_kind<'py>(&self, py: Python<'py>, since: Option<i64>, until: Option<i64>,
+                      made: impl Fn(Vec<i64>, Vec<i64>, usize, i64) -> PyResult<Bound<'py, PyAny>>)
+                      -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (kind, spans) in self.kinds() {
+            let kept = overlapping(spans, since, until);
+            let (times, levels) = steps(&kept);
+            out.set_item(kind, made(times, levels, kept.len(), busy_ms(&kept))?)?;
+        }
+        Ok(out)
+    }
+
     /// Each kind's spans, in the order the Python twin's dict holds them.
     fn kinds(&self) -> [(&'static str, &Spans); 3] {
         [("slow", &self.slow), ("fast", &self.fast), ("ns", &self.ns)]

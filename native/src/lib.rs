@@ -15,7 +15,8 @@
 //!   request_ends (what profile check's cut watch reads of the records),
 //!   ranks (the summary's quantiles, nearest rank),
 //!   steps (the report's concurrency step functions, their sums per bin and sustained peak), segments
-//!   (a request's stacked segments on the report's page);
+//!   (a request's stacked segments on the report's page), two_decimals (the page's
+//!   coordinates as svg.nums writes them);
 //! - the DPM engine: deliver (where a record goes), linking, reassembly (the rules);
 //! - the DOME modules (dome_*);
 //! - the simulator's model run: model (simulator/native_model.py's `run_model`), with
@@ -87,6 +88,7 @@ mod state;
 mod state_codec;
 mod segments;
 mod steps;
+mod two_decimals;
 mod tally;
 mod text_cache;
 mod window;
@@ -103,6 +105,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<request_ends::RequestEnds>()?;
     m.add_class::<tally::Tally>()?;
     m.add_class::<busy_spans::BusySpans>()?;
+    m.add_class::<steps::HeldSteps>()?;
     m.add_class::<records::CsvBlocks>()?;
     m.add_class::<block::LineBlock>()?;
     m.add_class::<block::LineSplitter>()?;
@@ -128,8 +131,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(steps::concurrency_steps, m)?)?;
     m.add_function(wrap_pyfunction!(steps::binned_steps, m)?)?;
     m.add_function(wrap_pyfunction!(steps::sustained_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(steps::queue_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(two_decimals::two_decimals, m)?)?;
     m.add_function(wrap_pyfunction!(ranks::nearest_ranks, m)?)?;
-    m.add_function(wrap_pyfunction!(segments::segment_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(segments::segment_sums, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::max_overlap, m)?)?;
     m.add_function(wrap_pyfunction!(estimators::subtract_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(fits::closed_loop_clients, m)?)?;

@@ -1,8 +1,8 @@
 //! report/analysis.py `_segment_parts`, compiled: each request record's total_ms cut into
 //! the page's stacked segments (authentication, the put/get call, the queue, processing's
 //! name-server part and the rest, the wait for the next poll, the transfer, the closing
-//! call, and what is left between them). `breakdowns` runs it once a request: ~8 k
-//! instructions of Python each (issue 30). The Python function stays the reference
+//! call, and what is left between them), summed per op for `breakdowns`: ~8 k
+//! instructions of Python a request (issue 30). The Python functions stay the reference
 //! (tests/report/test_analysis.py pins the two equal).
 
 use pyo3::intern;
@@ -13,7 +13,7 @@ use crate::exact_ints::exact;
 
 /// A record's int value of `key`, None where it has none (absent or None); within ±2^53
 /// (exact_ints.rs), else OverflowError.
-fn value(record: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
+pub(crate) fn value(record: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
     match record.get_item(key)? {
         Some(v) if !v.is_none() => Ok(Some(exact(v.extract::<i64>()?)?)),
         _ => Ok(None),
@@ -44,15 +44,25 @@ pub(crate) fn parts(total: i64, auth: i64, request: i64, queue: i64, proc: i64, 
     out
 }
 
-type Parts = (i64, i64, i64, i64, i64, i64, i64, i64, i64);
+/// One op's sums: its requests (those with a total_ms), their total_ms, each of the
+/// nine parts, poll_ms and polls. i128: the sums of ints within ±2^53 cannot wrap.
+type Sums = (usize, i128, [i128; 9], i128, i128);
 
-/// `_segment_parts` of each request record, in their order.
+/// report/analysis.py `breakdowns`' sums, per op (a record's op, "?" where it is None or
+/// empty): of the requests with a total_ms, how many, their total_ms summed, each of
+/// `_segment_parts`' nine values summed, and poll_ms and polls summed where present.
+/// The Python grouped ~3 k requests' parts as tuples and summed them per op (~19 M
+/// instructions of the report on the thesis log, issue 30); python_segment_sums stays
+/// the reference. A value that is not an int within ±2^53 is refused (TypeError,
+/// OverflowError) for it to answer.
 #[pyfunction]
-pub fn segment_parts(py: Python<'_>, records: Vec<Bound<'_, PyDict>>) -> PyResult<Vec<Option<Parts>>> {
-    let mut out = Vec::with_capacity(records.len());
+pub fn segment_sums<'py>(py: Python<'py>, records: Vec<Bound<'py, PyDict>>)
+                         -> PyResult<Bound<'py, PyDict>> {
+    let ops = PyDict::new(py); // op -> its index in `sums`
+    let mut sums: Vec<Sums> = Vec::new();
+    let unnamed = intern!(py, "?").clone().into_any();
     for r in &records {
         let Some(total) = value(r, intern!(py, "total_ms"))? else {
-            out.push(None);
             continue;
         };
         let or0 = |key: &Bound<'_, PyString>| value(r, key).map(|v| v.unwrap_or(0));
@@ -60,7 +70,28 @@ pub fn segment_parts(py: Python<'_>, records: Vec<Bound<'_, PyDict>>) -> PyResul
                       or0(intern!(py, "queue_ms"))?, or0(intern!(py, "proc_ms"))?,
                       value(r, intern!(py, "ns_ms"))?, value(r, intern!(py, "ready_wait_ms"))?,
                       or0(intern!(py, "transfer_ms"))?, or0(intern!(py, "done_ms"))?);
-        out.push(Some((p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8])));
+        let op = r.as_any().get_item(intern!(py, "op"))?; // r["op"]: a KeyError as in Python
+        let op = if op.is_truthy()? { op } else { unnamed.clone() };
+        let at = match ops.get_item(&op)? {
+            Some(at) => at.extract::<usize>()?,
+            None => {
+                ops.set_item(&op, sums.len())?;
+                sums.push((0, 0, [0; 9], 0, 0));
+                sums.len() - 1
+            }
+        };
+        let of_op = &mut sums[at];
+        of_op.0 += 1;
+        of_op.1 += i128::from(total);
+        for (sum, part) in of_op.2.iter_mut().zip(p) {
+            *sum += i128::from(part);
+        }
+        of_op.3 += i128::from(or0(intern!(py, "poll_ms"))?);
+        of_op.4 += i128::from(or0(intern!(py, "polls"))?);
+    }
+    let out = PyDict::new(py);
+    for (op, at) in ops.iter() {
+        out.set_item(op, sums[at.extract::<usize>()?])?;
     }
     Ok(out)
 }

@@ -8,11 +8,16 @@
 //! and its highest level (a multiplication and a subtraction of Python ints per step, the
 //! times being epoch ms); Python divides each area by its bin's width, as before, so the
 //! means are the same floats. Steps.python_binned stays its reference
-//! (tests/report/test_analysis.py pins the two equal).
+//! (tests/report/test_analysis.py pins the two equal). `HeldSteps` keeps a step function
+//! here, for the report to ask these of the log's busy spans without making their steps
+//! Python ints.
 
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-use crate::exact_ints::all_exact;
+use crate::exact_ints::{all_exact, exact};
+use crate::segments::value;
 
 /// (times, levels): each instant an interval opens or closes, ascending (an instant whose
 /// opens and closes cancel kept, as the Python dict keeps its key), and the count of open
@@ -130,6 +135,115 @@ pub fn sustained_peak(times: Vec<i64>, levels: Vec<i64>, min_ms: i64) -> PyResul
     Ok(held_peak(&times, &levels, min_ms))
 }
 
+/// Milliseconds within [t0, t1) during which the level was at least `level`, as
+/// Steps.time_at_least (the last step holding to t1; its Python the reference).
+pub(crate) fn time_at(times: &[i64], levels: &[i64], level: i64, t0: i64, t1: i64) -> i64 {
+    let mut total = 0;
+    for (i, (&start, &lv)) in times.iter().zip(levels).enumerate() {
+        if lv < level {
+            continue;
+        }
+        let end = times.get(i + 1).copied().unwrap_or(t1);
+        let (a, b) = (start.max(t0), end.min(t1));
+        if b > a {
+            total += b - a;
+        }
+    }
+    total
+}
+
+/// A step function kept in the extension (BusySpans.held's: the log's busy spans' steps,
+/// ~45 k ints on the thesis log that the report made into Python ints for `binned`,
+/// `sustained_peak` and `time_at_least` to extract back, issue 30). report/analysis.py's
+/// KeptSteps asks it, the Python Steps answering whatever it refuses: an int past 2^53
+/// in its steps or the arguments (OverflowError, exact_ints.rs) or one that is no int
+/// (TypeError). `times` and `levels` are made as lists when read.
+#[pyclass(module = "dpmstream.parsers._native", frozen)]
+pub struct HeldSteps {
+    times: Vec<i64>,
+    levels: Vec<i64>,
+}
+
+impl HeldSteps {
+    pub(crate) fn new(times: Vec<i64>, levels: Vec<i64>) -> Self {
+        HeldSteps { times, levels }
+    }
+
+    fn exact(&self, more: &[i64]) -> PyResult<()> {
+        all_exact(self.times.iter().chain(&self.levels).chain(more))   // exact_ints.rs
+    }
+}
+
+#[pymethods]
+impl HeldSteps {
+    #[getter]
+    fn times(&self) -> Vec<i64> {
+        self.times.clone()
+    }
+
+    #[getter]
+    fn levels(&self) -> Vec<i64> {
+        self.levels.clone()
+    }
+
+    #[getter]
+    fn peak(&self) -> i64 {
+        self.levels.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Steps.binned_areas(edges): each bin's area and highest level.
+    fn binned_areas(&self, edges: Vec<i64>) -> PyResult<(Vec<i128>, Vec<i64>)> {
+        self.exact(&edges)?;
+        Ok(bin_areas(&self.times, &self.levels, &edges))
+    }
+
+    /// Steps.sustained_peak(min_ms).
+    fn sustained_peak(&self, min_ms: i64) -> PyResult<i64> {
+        self.exact(&[min_ms])?;
+        Ok(held_peak(&self.times, &self.levels, min_ms))
+    }
+
+    /// Steps.time_at_least(level, t0, t1).
+    fn time_at_least(&self, level: i64, t0: i64, t1: i64) -> PyResult<i64> {
+        self.exact(&[level, t0, t1])?;
+        Ok(time_at(&self.times, &self.levels, level, t0, t1))
+    }
+}
+
+/// report/analysis.py `concurrency(queue_stays(requests))`, kept here as a HeldSteps: each
+/// request's wait for a slow thread, from its put/get's returns (started + request_ms) for
+/// queue_ms, or to its end where it has no queue_ms nor proc_ms and did not succeed. The
+/// Python generator read ~3 k records field by field and made a tuple of each
+/// (~10 M instructions of a report on the thesis log, issue 30); it stays the reference
+/// (python_queue_steps). A value that is not an int within ±2^53 (TypeError,
+/// OverflowError) or a record without its status where it is read (TypeError) is left
+/// to it.
+#[pyfunction]
+pub fn queue_steps(py: Python<'_>, requests: Vec<Bound<'_, PyDict>>) -> PyResult<HeldSteps> {
+    let mut stays = Vec::new();
+    for r in &requests {
+        let (Some(started), Some(request)) =
+            (value(r, intern!(py, "started"))?, value(r, intern!(py, "request_ms"))?) else {
+            continue;
+        };
+        let ret = exact(started + request)?;
+        if let Some(queue) = value(r, intern!(py, "queue_ms"))? {
+            stays.push((ret, exact(ret + queue)?));
+        } else if value(r, intern!(py, "proc_ms"))?.is_none() {
+            if let Some(ended) = value(r, intern!(py, "ended"))? {
+                let status = r.get_item(intern!(py, "status"))?.ok_or_else(|| {
+                    pyo3::exceptions::PyTypeError::new_err("no status: the Python reference answers")
+                })?;
+                if status.ne(intern!(py, "success"))? {
+                    stays.push((ret, ended));
+                }
+            }
+        }
+    }
+    let (times, levels) = steps(&stays);
+    Ok(HeldSteps::new(times, levels))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +273,17 @@ mod tests {
         assert_eq!(held_peak(&times, &levels, 200), 0);
         assert_eq!(held_peak(&[], &[], 50), 0);
         assert_eq!(held_peak(&[0, 60], &[4, 4], 50), 4); // held to the last step's time
+    }
+
+    #[test]
+    fn the_time_at_a_level_clips_each_step_to_the_window_and_the_last_holds_to_its_end() {
+        // 1 from 0, 3 from 10, 2 from 30, 0 from 40, 2 from 50 (to t1)
+        let (times, levels) = ([0, 10, 30, 40, 50], [1, 3, 2, 0, 2]);
+        assert_eq!(time_at(&times, &levels, 2, 0, 100), 20 + 10 + 50);
+        assert_eq!(time_at(&times, &levels, 2, 15, 60), 15 + 10 + 10);
+        assert_eq!(time_at(&times, &levels, 3, 0, 5), 0);
+        assert_eq!(time_at(&times, &levels, 0, 45, 45), 0);
+        assert_eq!(time_at(&[], &[], 0, 0, 10), 0);
     }
 
     #[test]

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from dpmstream.parsers import extension
 from dpmstream.report import analysis as A
 from dpmstream.streams.sinks.summary import Summary
 
@@ -292,41 +293,48 @@ def test_the_compiled_bins_are_the_python_ones():
     assert far.binned([-2 ** 62, 2 ** 62]) == far.python_binned([-2 ** 62, 2 ** 62]) == ([1.0], [1])
 
 
-try:
-    from dpmstream.parsers._native import segment_parts
-except ImportError:  # not built
-    segment_parts = None
+segment_sums = extension.compiled("segment_sums")   # the compiled sums, or None
 
 
-@pytest.mark.skipif(segment_parts is None, reason="the compiled extension is not built")
-def test_the_compiled_segments_are_the_python_ones():
-    """native/src/segments.rs against _segment_parts, the reference: records with any of
-    the durations missing, None, 0, negative or longer than the total, and a simulated
-    thesis log's request records."""
+@pytest.mark.skipif(segment_sums is None, reason="the compiled extension is not built")
+def test_the_compiled_segment_sums_are_the_python_ones():
+    """native/src/segments.rs against python_segment_sums, the reference: records with any
+    of the durations missing, None, 0, negative or longer than the total, each its own op
+    (its sums are its parts, _segment_parts'), then grouped under a few ops (None and ""
+    are "?"), and a simulated thesis log's request records."""
     from dpmstream.simulator import simulate
     from dpmstream.simulator.scenarios import scenario
 
     rng = random.Random(32)
     keys = ("total_ms", "auth_ms", "request_ms", "queue_ms", "proc_ms", "ns_ms",
-            "ready_wait_ms", "transfer_ms", "done_ms")
+            "ready_wait_ms", "transfer_ms", "done_ms", "poll_ms", "polls")
     records = []
-    for _ in range(2000):
-        record = {"kind": "request"}
+    for k in range(2000):
+        record = {"kind": "request", "op": f"op{k}"}
         for key in keys:
             pick = rng.random()
             if pick < 0.15:
                 continue                      # absent
             record[key] = None if pick < 0.3 else rng.choice((0, -5, rng.randrange(1, 3000)))
         records.append(record)
+    alone = segment_sums(records)
+    assert alone == A.python_segment_sums(records)
+    assert {op: sums[2] for op, sums in alone.items()} == {
+        r["op"]: list(A._segment_parts(r)) for r in records if r.get("total_ms") is not None}
+    grouped = [dict(r, op=rng.choice(("put", "get", None, ""))) for r in records]
+    assert segment_sums(grouped) == A.python_segment_sums(grouped)
+    assert set(segment_sums(grouped)) == {"put", "get", "?"}
     run = simulate(scenario("thesis", requests=300), None)
-    records += run.requests
-    assert any(r.get("total_ms") is not None for r in run.requests)
-    assert segment_parts(records) == [A._segment_parts(r) for r in records]
-    # a total past 2^53 (native/src/exact_ints.rs) goes the Python way
+    assert segment_sums(run.requests) == A.python_segment_sums(run.requests)
+    # a total past 2^53 (native/src/exact_ints.rs), or not an int, goes the Python way
     far = [{"op": "put", "total_ms": 2 ** 62, "auth_ms": -2 ** 62, "proc_ms": 2 ** 62}]
     with pytest.raises(OverflowError):
-        segment_parts(far)
+        segment_sums(far)
     assert A.breakdowns(far)["put"].segments == dict(zip(A.SEGMENT_NAMES, A._segment_parts(far[0])))
+    halves = [{"op": "put", "total_ms": 10, "poll_ms": 2.5}]
+    with pytest.raises(TypeError):
+        segment_sums(halves)
+    assert A.breakdowns(halves)["put"].poll_ms == 2.5
 
 
 def _binned_ms_by_ms(steps, edges):
@@ -341,11 +349,14 @@ def _binned_ms_by_ms(steps, edges):
     return means, peaks
 
 
+def _random_intervals(rng):
+    """Up to 60 intervals, empty to 250 ms long, from -50 to 850 ms."""
+    return [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
+            for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
+
+
 def _random_steps(rng):
-    """The steps of up to 60 intervals, empty to 250 ms long, from -50 to 850 ms."""
-    intervals = [(a, a + rng.choice((0, 1, 3, 17, 60, 250)))
-                 for a in (rng.randrange(-50, 600) for _ in range(rng.randrange(0, 60)))]
-    return A.concurrency(intervals)
+    return A.concurrency(_random_intervals(rng))
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -419,3 +430,89 @@ def test_polls_per_bin_are_each_ops_mean_by_the_requests_start():
                {"op": None, "started": T0 + 15_000, "polls": 1}, {"op": "put"}]
     assert A.polls_by_bin(records, edges) == {
         "?": [None, 1.0, None], "get": [0.0, None, None], "put": [3.0, None, 5.0]}
+
+
+CompiledBusySpans = extension.compiled("BusySpans")   # the compiled twin, or None
+
+
+def _kept(intervals) -> A.Busy:
+    """The intervals' Busy as the report reads the log's slow-thread runs from the
+    compiled engine's spans: steps kept in the extension (BusySpans.held)."""
+    spans = CompiledBusySpans(A.FAST_DAEMON, sorted(A.NS_DAEMONS))
+    for a, b in intervals:
+        spans("h", A.FAST_DAEMON, 1, 2, "proc", a, b)
+    return A.Busy(*spans.held()["slow"])
+
+
+@pytest.mark.skipif(CompiledBusySpans is None, reason="the compiled extension is not built")
+@pytest.mark.parametrize("seed", range(40))
+def test_steps_kept_in_the_extension_answer_as_the_python_steps(seed):
+    """KeptSteps (native/src/steps.rs HeldSteps) against the Python Steps of the same
+    intervals, python_binned, python_sustained_peak and the definitions ms by ms."""
+    rng = random.Random(seed)
+    intervals = _random_intervals(rng)
+    kept, want = _kept(intervals).steps, A.python_concurrency(intervals)
+    assert type(kept) is A.KeptSteps and type(want) is A.Steps
+    assert kept == want and (kept.times, kept.levels, kept.peak) == (want.times, want.levels, want.peak)
+    width = rng.choice((1, 7, 25, 100, 1000))
+    edges = list(range(rng.randrange(-60, 40), 900, width)) + [900]
+    assert kept.binned(edges) == want.python_binned(edges) == _binned_ms_by_ms(want, edges)
+    for min_ms in (0, 1, 17, 50, 300):
+        assert kept.sustained_peak(min_ms) == A.python_sustained_peak(want.times, want.levels, min_ms)
+    t0 = rng.randrange(-100, 500)
+    t1 = t0 + rng.choice((0, 1, 30, 400, 900))
+    for level in range(0, want.peak + 2):
+        assert kept.time_at_least(level, t0, t1) == A.Steps.time_at_least(want, level, t0, t1) \
+            == _time_at_least_ms_by_ms(want, level, t0, t1)
+
+
+@pytest.mark.skipif(CompiledBusySpans is None, reason="the compiled extension is not built")
+def test_steps_kept_in_the_extension_leave_what_they_cannot_read_exactly_to_python():
+    far = _kept([(0, 2 ** 62)]).steps   # no i64 wraps, but past 2^53
+    with pytest.raises(OverflowError):
+        far.kept.sustained_peak(50)
+    python = A.Steps([0, 2 ** 62], [1, 0])
+    assert far.sustained_peak(50) == A.python_sustained_peak(python.times, python.levels, 50) == 1
+    assert far.time_at_least(1, 0, 2 ** 63) == A.Steps.time_at_least(python, 1, 0, 2 ** 63) == 2 ** 62
+    assert far.binned([-2 ** 62, 2 ** 62]) == python.python_binned([-2 ** 62, 2 ** 62]) == ([0.5], [1])
+    near = _kept([(0, 10)]).steps
+    assert near.time_at_least(1, 0, 2 ** 70) == 10   # an argument past 64 bits: Python's answer
+    assert near.time_at_least(0.5, 0, 20) == 10      # not an int: Python's answer
+
+
+queue_steps = extension.compiled("queue_steps")   # the queue's steps compiled, or None
+
+
+@pytest.mark.skipif(queue_steps is None, reason="the compiled extension is not built")
+def test_the_compiled_queue_is_the_python_one():
+    """native/src/steps.rs queue_steps against concurrency(queue_stays(...)), the
+    reference: records with their times missing, None, negative, a queue_ms or not, a
+    proc_ms or not, ended or not, succeeded or not; a simulated thesis log's requests;
+    and what it leaves to Python."""
+    from dpmstream.simulator import simulate
+    from dpmstream.simulator.scenarios import scenario
+
+    rng = random.Random(33)
+    records = []
+    for _ in range(3000):
+        record = {"status": rng.choice(("success", "failed", "aborted", "incomplete", None))}
+        for key in ("started", "request_ms", "queue_ms", "proc_ms", "ended"):
+            pick = rng.random()
+            if pick < 0.2:
+                continue                      # absent
+            record[key] = None if pick < 0.35 else rng.choice((0, -5, rng.randrange(1, 3000)))
+        records.append(record)
+    for requests in (records, simulate(scenario("thesis", requests=300), None).requests):
+        want = A.python_queue_steps(requests)
+        got = A.queue_concurrency(requests)
+        assert type(got) is A.KeptSteps and type(want) is A.Steps
+        assert got == want and want.peak > 1
+        assert got == A.python_concurrency(list(A.queue_stays(requests)))
+    for odd in ([{"started": 2 ** 62, "request_ms": 5, "queue_ms": 1}],   # past 2^53
+                [{"started": 0, "request_ms": 5, "ended": 9}],            # no status
+                [{"started": 0.5, "request_ms": 5, "queue_ms": 1}]):      # not an int
+        with pytest.raises((TypeError, OverflowError)):
+            queue_steps(odd)
+    assert A.queue_concurrency([{"started": 0, "request_ms": 5, "queue_ms": 1}]).times == [5, 6]
+    with pytest.raises(KeyError):
+        A.queue_concurrency([{"started": 0, "request_ms": 5, "ended": 9}])   # as Python fails

@@ -5,14 +5,19 @@ from __future__ import annotations
 import math
 import random
 
+import struct
+
 import pytest
 
+from dpmstream.parsers import extension
 from dpmstream.parsers.clock import load_zone
 from dpmstream.report import figures as F
 from dpmstream.report.svg import (
     Scale, dots_path, line_path, linear_ticks, log_ticks, nice_top, num, nums, percentile,
-    steps_area, steps_path, time_label, time_offset_text, time_ticks,
+    python_nums, steps_area, steps_path, time_label, time_offset_text, time_ticks,
 )
+
+two_decimals = extension.compiled("two_decimals")   # svg.nums compiled, or None
 
 ZURICH = load_zone("Europe/Zurich")
 JULY = 1313152300000   # 2011-08-12 14:31:40 CEST
@@ -92,6 +97,54 @@ def test_a_number_num_refuses_is_refused_in_bulk_too():
             num(bad)
         with pytest.raises(ValueError):
             nums("M%.2f %.2f", [1.0, bad])
+
+
+def _any_floats(rng: random.Random, n: int) -> list[float]:
+    """Finite doubles of every magnitude (random bit patterns, and uniform ones from 1e-6
+    to 1e17, around 2^53 where the compiled one changes its way), and the exact ties of
+    "%.2f": a whole number plus 1, 3, 5 or 7 eighths (x.125 rounds to x.12, x.375 to
+    x.38: half to the even digit, on the binary value), their neighbours a unit in the
+    last place away, and numbers a half-hundredth off that are not ties in binary."""
+    values = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-6, 17) for _ in range(n // 4)]
+    while len(values) < n // 2:
+        v = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isfinite(v):
+            values.append(v)
+    for _ in range(n // 8):
+        tie = rng.choice((rng.randint(0, 2000), rng.randint(0, 2**40))) + rng.choice((1, 3, 5, 7)) / 8
+        tie = rng.choice((tie, -tie))
+        values += [tie, math.nextafter(tie, math.inf), math.nextafter(tie, -math.inf),
+                   rng.randint(-10**6, 10**6) / 100 + 0.005]
+    return values
+
+
+@pytest.mark.skipif(two_decimals is None, reason="the compiled extension is not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_numbers_round_as_python_formats_them(seed):
+    """Rust's {:.2} and Python's "%.2f" both give the decimal nearest the float's binary
+    value, a tie to the even digit: checked here on 400 k values a run (8 M random and
+    edge values when written, bench/RESULTS.md session 29, figs29)."""
+    values = _any_floats(random.Random(seed), 100_000)
+    template = "M%.2f " * len(values)
+    assert two_decimals(template, values) == python_nums(template, values)
+    edge = _coordinates(random.Random(seed), 2_000)
+    assert two_decimals("L%.2f %.2f" * (len(edge) // 2), edge[:len(edge) // 2 * 2]) \
+        == python_nums("L%.2f %.2f" * (len(edge) // 2), edge[:len(edge) // 2 * 2])
+
+
+@pytest.mark.skipif(two_decimals is None, reason="the compiled extension is not built")
+def test_the_compiled_numbers_leave_what_they_cannot_write_to_python():
+    """Not finite, not a number, another conversion, too few or too many values: a
+    TypeError, for nums' reference to answer (or refuse) as it does."""
+    for template, values in (("M%.2f", [float("nan")]), ("M%.2f", [math.inf]),
+                             ("M%.2f", ["1"]), ("M%d", [1]), ("M%.2f %.2f", [1.0]),
+                             ("M%.2f", [1.0, 2.0])):
+        with pytest.raises(TypeError):
+            two_decimals(template, values)
+    assert nums("%.2f%%", [2**51 + 0.5]) == python_nums("%.2f%%", [2**51 + 0.5]) == "2251799813685248.5%"
+    assert nums("%.2f", [2**53 - 1]) == "9007199254740991"
+    with pytest.raises(TypeError):
+        nums("M%.2f %.2f", [1.0])   # the reference's own error
 
 
 def test_a_scale_puts_its_ends_on_its_pixels_and_the_values_between_in_proportion():

@@ -67,6 +67,7 @@ def test_the_compiled_engines_spans_are_the_python_engines(inputs, name):
     for since, until in windows(found):
         assert got.busy(since, until) == want.busy(since, until) == read(want, since, until), (
             since, until)
+        assert held(got, since, until) == held(want, since, until) == want.busy(since, until)
     if found["fast"] and name != "real:lfc/*":
         assert want.fast_thread_ids()
 
@@ -100,6 +101,12 @@ def read(spans, since, until) -> dict:
     return out
 
 
+def held(spans, since, until) -> dict:
+    """`held`'s steps (the compiled twin's kept in the extension) read out as `busy` gives them."""
+    return {kind: (steps.times, steps.levels, count, ms)
+            for kind, (steps, count, ms) in spans.held(since, until).items()}
+
+
 @needs_compiled
 def test_the_compiled_twin_reads_its_spans_as_the_report_does():
     python, compiled = BusySpans(), CompiledBusySpans(FAST_DAEMON, sorted(NS_DAEMONS))
@@ -113,6 +120,7 @@ def test_the_compiled_twin_reads_its_spans_as_the_report_does():
     want = {"slow": ([10, 20], [1, 0], 1, 10), "fast": ([5, 7, 8, 9], [1, 2, 1, 0], 4, 4),
             "ns": ([30, 40], [1, 0], 1, 10)}
     assert compiled.busy() == python.busy() == read(python, None, None) == want
+    assert held(compiled, None, None) == held(python, None, None) == want
     assert compiled.busy(8, 10) == python.busy(8, 10) == {
         "slow": ([10, 20], [1, 0], 1, 10), "fast": ([5, 7, 8, 9], [1, 2, 1, 0], 3, 5),
         "ns": ([], [], 0, 0)}
