@@ -53,8 +53,13 @@ def unsupported(cfg: SimConfig) -> str | None:
 def _dist(d) -> tuple:
     if isinstance(d, Empirical):
         # A buffer of int64, which the extension copies whole (reading ~30 k ints as
-        # Python objects for each of a prediction's runs was ~2 M instructions a run).
-        return ("empirical", array("q", map(int, d.values)))
+        # Python objects for each of a prediction's runs was ~2 M instructions a run),
+        # made from the tuple at once; values that are not ints (a float, cut as int()
+        # cuts it) go one by one.
+        try:
+            return ("empirical", array("q", d.values))
+        except TypeError:
+            return ("empirical", array("q", map(int, d.values)))
     return ("lognormal", float(d.median_ms), float(d.sigma), int(d.min_ms))
 
 
