@@ -1178,14 +1178,14 @@ impl Model {
                 self.bag = bag;
             }
             let k = self.bag.pop().unwrap();
-            return format!("{}/f{:07}", self.weighted[k], seq);
+            return file_path(&[&self.weighted[k]], seq);
         }
         let dir = match self.cfg.dirs {
             Some(dirs) => format!("d{:05}", seq as i64 % dirs),
             None if self.cfg.same_dir => "shared".to_string(),
             None => self.shorts[client].clone(),
         };
-        format!("{BASE}/{dir}/f{seq:07}")
+        file_path(&[BASE, "/", &dir], seq)
     }
 
     fn existing_path(&mut self) -> String {
@@ -1196,6 +1196,23 @@ impl Model {
         self.ns_seq += 1;
         format!("{BASE}/data/g{:07}", self.ns_seq)
     }
+}
+
+/// `parts` joined, then "/f" and `seq` in 7 digits or more: format!'s "{dir}/f{seq:07}",
+/// written directly (format! was ~1,200 instructions a path, ~4 % of a model run).
+fn file_path(parts: &[&str], seq: u64) -> String {
+    let mut digits = [b'0'; 20];
+    let (mut at, mut n) = (digits.len(), seq);
+    while n > 0 || at > digits.len() - 7 {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 2 + digits.len() - at);
+    parts.iter().for_each(|p| out.push_str(p));
+    out.push_str("/f");
+    out.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+    out
 }
 
 fn directory(path: &str) -> &str {
@@ -1561,6 +1578,14 @@ mod tests {
         let entry = Scheduled::new(-5, 7, u32::MAX);
         assert_eq!((entry.when(), entry.slot()), (-5, u32::MAX));
         assert_eq!(Scheduled::new(i64::MAX, 0, 0).when(), i64::MAX);
+    }
+
+    #[test]
+    fn a_file_path_is_what_format_writes_with_seven_digits_or_more() {
+        for seq in [0, 7, 1_234_567, 12_345_678, u64::MAX] {
+            assert_eq!(file_path(&[BASE, "/", "d00003"], seq), format!("{BASE}/d00003/f{seq:07}"));
+            assert_eq!(file_path(&["/w"], seq), format!("/w/f{seq:07}"));
+        }
     }
 
     #[test]
