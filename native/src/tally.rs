@@ -62,13 +62,23 @@ impl Mt {
         Mt { mt, index: N }
     }
 
+    /// genrand_uint32's refill, in CPython's three loops: the words whose partner k + M
+    /// is ahead, those whose partner wrapped round, and the last with the first (a `% N`
+    /// on both indices of every word was most of the Twister's cost in the model's runs).
     fn twist(&mut self) {
-        let mt = &mut self.mt;
-        for k in 0..N {
-            let y = (mt[k] & 0x8000_0000) | (mt[(k + 1) % N] & 0x7fff_ffff);
-            let mag = if y & 1 == 1 { 0x9908_b0df } else { 0 };
-            mt[k] = mt[(k + M) % N] ^ (y >> 1) ^ mag;
+        #[inline(always)]
+        fn word(upper: u32, lower: u32, partner: u32) -> u32 {
+            let y = (upper & 0x8000_0000) | (lower & 0x7fff_ffff);
+            partner ^ (y >> 1) ^ (0u32.wrapping_sub(y & 1) & 0x9908_b0df)
         }
+        let mt = &mut self.mt;
+        for k in 0..N - M {
+            mt[k] = word(mt[k], mt[k + 1], mt[k + M]);
+        }
+        for k in N - M..N - 1 {
+            mt[k] = word(mt[k], mt[k + 1], mt[k + M - N]);
+        }
+        mt[N - 1] = word(mt[N - 1], mt[0], mt[M - 1]);
         self.index = 0;
     }
 
@@ -848,6 +858,18 @@ mod tests {
         // random.Random(1).getrandbits(32), three times, in CPython 3.11
         let mut mt = Mt::seeded(1);
         assert_eq!([mt.next_u32(), mt.next_u32(), mt.next_u32()], [577_090_037, 2_444_712_010, 3_639_700_191]);
+    }
+
+    #[test]
+    fn the_twister_refills_as_cpython_does_past_its_first_624_words() {
+        // random.Random(seed).getrandbits(32) in CPython 3.11: the last word of a refill,
+        // the first of the next, and so on over three refills (each of twist's loops).
+        let mut mt = Mt::seeded(1);
+        let words: Vec<u32> = (0..624 * 3 + 5).map(|_| mt.next_u32()).collect();
+        assert_eq!([words[623], words[624], words[1247], words[1248], words[1876]],
+                   [802_355_090, 1_360_367_077, 1_721_233_950, 1_032_912_167, 2_060_669_701]);
+        let mut mt = Mt::seeded(u32::MAX);
+        assert_eq!((0..1300).map(|_| mt.next_u32()).last(), Some(2_787_731_301));
     }
 
     #[test]

@@ -150,3 +150,15 @@ def test_a_missing_extension_is_an_error_when_the_native_build_is_required(monke
         native_model.available()
     monkeypatch.delenv("DPMSTREAM_REQUIRE_NATIVE")
     assert not native_model.available()
+
+
+def test_measured_times_reach_the_compiled_model_as_int64_buffers_cut_as_int_cuts():
+    """The spec holds an empirical distribution's values as an array('q') the extension
+    copies whole; values that are not ints are cut as int() cuts them, as before."""
+    svc = ServiceTimes(think=Empirical((0, 5, 40, 2**40)), auth=Empirical((1.9, 7, -2.5)),
+                       dpns_creat_dirs=(Empirical((5, 9)),))
+    plain = native_model.spec(SimConfig(requests=10, service=svc))
+    kind, values = plain["service"]["think"]
+    assert (kind, values.typecode, values.tolist()) == ("empirical", "q", [0, 5, 40, 2**40])
+    assert plain["service"]["auth"][1].tolist() == [1, 7, -2]
+    assert plain["holds"][0][1].tolist() == [5, 9]
