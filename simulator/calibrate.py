@@ -33,13 +33,14 @@ authentications) keeps the model's default, and the estimates say so.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from datetime import datetime, timezone
 
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.estimators import (
-    mean_interval, median, median_interval, subtract_quantiles,
+    mean_interval, median, sorted_median, sorted_median_interval, subtract_quantiles,
     wilson_interval,
 )
 from dpmstream.simulator.fits import (
@@ -92,12 +93,28 @@ class Calibration:
 
 def _dist_estimate(name: str, values, how: str) -> Estimate:
     """The median of a measured distribution with its 95% interval, in seconds. Sorted
-    once here: the median and its interval each sort what they get, which a sorted list
-    costs one pass (issue 30: three sorts of each service time were ~8% of calibrate)."""
+    once here (one pass where `values` come sorted, as most do), the median and its
+    interval read off it (issue 30: three sorts of each service time were ~8% of
+    calibrate)."""
     ordered = sorted(values)
-    low, high = median_interval(ordered)
-    return Estimate(name, median(ordered) / 1000, None if low is None else low / 1000,
-                    None if high is None else high / 1000, "s", how, len(values))
+    return _sorted_estimate(name, ordered, how, len(values))
+
+
+def _sorted_estimate(name: str, ordered: list, how: str, n: int) -> Estimate:
+    """`_dist_estimate` of values already sorted, over `n` values."""
+    low, high = sorted_median_interval(ordered)
+    return Estimate(name, sorted_median(ordered) / 1000, None if low is None else low / 1000,
+                    None if high is None else high / 1000, "s", how, n)
+
+
+def _at_least_1(ordered: list) -> list:
+    """Each of `ordered` (sorted) as max(1, value), in place: the values up to 1 are its
+    first ones (a max() call per value was ~2 M instructions a pass on the thesis log's
+    creates, issue 30)."""
+    k = bisect.bisect_right(ordered, 1)
+    if k:
+        ordered[:k] = [1] * k
+    return ordered
 
 
 LOADS = ("auto", "replay", "closed")
@@ -177,11 +194,11 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # Service times.
     svc = {}
     def measured(name, field_name, values, how, fallback_note) -> list:
-        """The values known, sorted (a median of them later sorts them in one pass)."""
-        values = sorted(v for v in values if v is not None)
+        """`values`, known and sorted (request_columns sorts its own, fits.SORTED_COLUMNS),
+        as the service time `field_name`."""
         if len(values) >= 1:
             svc[field_name] = Empirical(tuple(values))
-            est.append(_dist_estimate(name, values, how))
+            est.append(_sorted_estimate(name, values, how, len(values)))
             if len(values) < MIN_SAMPLES:
                 warn.append(f"{name}: only {len(values)} values measured")
         else:
@@ -200,8 +217,10 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                         "poll_s / polls per request", "default")
     measured("putdone/relfiles", "done_call", col["done_success"], "done_s", "default")
     measured("abortreq", "abort_call", col["done_aborted"], "done_s", "default")
-    measured("ping/getpools", "plain_call", [c["duration_ms"] for c in plain], "call duration", "default")
-    statg = [c["duration_ms"] for c in dpns_calls if c["op"] == "statg"]
+    measured("ping/getpools", "plain_call",
+             sorted(d for c in plain if (d := c["duration_ms"]) is not None), "call duration",
+             "default")
+    statg = sorted([c["duration_ms"] for c in dpns_calls if c["op"] == "statg"])
     measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
 
     # The name-server lock: one per directory, each read from its own creates.
@@ -234,8 +253,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     svc["slow_pickup"] = ZERO
 
     # Clients: the poll schedule and the transfer.
-    status_med = median(per_poll) if per_poll else 2
-    auth_med = median(auth) if auth else 20
+    status_med = sorted_median(per_poll) if per_poll else 2
+    auth_med = sorted_median(auth) if auth else 20
     per_call = auth_med + status_med + 2 * NET_MS
     samples = col["samples"]
     first, factor, cap = 125, 2.0, 4000
@@ -314,9 +333,10 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                               for name in ServiceTimes.FIELDS})
     start = datetime.fromtimestamp(t0 / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     if closed and thinks:
-        svc_think = Empirical(tuple(sorted(thinks)))
-        est.append(_dist_estimate("client think time", thinks,
-                                  "a client's next request less the end of its last"))
+        ordered = sorted(thinks)
+        svc_think = Empirical(tuple(ordered))
+        est.append(_sorted_estimate("client think time", ordered,
+                                    "a client's next request less the end of its last", len(ordered)))
         service = service.replace(think=svc_think)
     config = SimConfig(
         clients=len(hosts), arrivals=None if closed else replay,
@@ -373,20 +393,25 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
     if pathless:
         warn.append(f"{pathless} of {len(creat_calls)} name-server creates named no path: "
                     f"left out of the lock fit")
-    pooled = sorted(max(1, h) for lock in locks for h in lock.holds)
+    # Each lock's holds sorted once: the pooled hold merges them, each lock's own hold and
+    # its median read them (issue 30).
+    holds = [sorted(lock.holds) for lock in locks]
+    pooled = _at_least_1(sorted([h for ordered in holds for h in ordered]))
     svc["dpns_creat"] = Empirical(tuple(pooled))
-    est.append(_dist_estimate("ns creat lock hold", pooled,
-                              f"over {len(locks)} directories, each create's hold from its own "
-                              f"directory's queue: end - max(start, previous end there)"))
-    durations = [d for lock in locks for d in lock.durations]
+    est.append(_sorted_estimate("ns creat lock hold", pooled,
+                                f"over {len(locks)} directories, each create's hold from its own "
+                                f"directory's queue: end - max(start, previous end there)",
+                                len(pooled)))
+    lock_durations = [lock.durations for lock in locks]
+    durations = [d for each in lock_durations for d in each]
     est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
     rho = [lock.utilisation() for lock in locks]
     fit = LockFit(contention=max(rho) >= 0.5)
     if len(locks) <= MODEL_DIRS:
         fit.shares = tuple(float(len(lock.creats)) for lock in locks)
-        fit.holds = tuple(Empirical(tuple(sorted(max(1, h) for h in lock.holds)))
-                          if len(lock.holds) >= MIN_SAMPLES else svc["dpns_creat"]
-                          for lock in locks)
+        fit.holds = tuple(Empirical(tuple(_at_least_1(list(ordered))))
+                          if len(ordered) >= MIN_SAMPLES else svc["dpns_creat"]
+                          for ordered in holds)
         fit.directories = [lock.name for lock in locks]
         how = "each modelled with its share of the creates and its own hold"
     else:
@@ -395,14 +420,14 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
                f"all with the pooled hold")
     est.append(Estimate("directories with creates", len(locks), unit="dirs", how=how,
                         n=len(creat_calls)))
-    for lock, load in list(zip(locks, rho))[:SHOWN_DIRS]:
-        low, high = median_interval(lock.holds)
-        est.append(Estimate(f"lock {lock.name}", median(lock.holds) / 1000,
+    for lock, load, ordered, each in list(zip(locks, rho, holds, lock_durations))[:SHOWN_DIRS]:
+        low, high = sorted_median_interval(ordered)
+        est.append(Estimate(f"lock {lock.name}", sorted_median(ordered) / 1000,
                             None if low is None else low / 1000,
                             None if high is None else high / 1000, "s",
                             f"hold p50 from its own queue; {len(lock.creats)} creates "
                             f"({len(lock.creats) / len(creat_calls):.0%}), wait + hold p50 "
-                            f"{median(lock.durations):.0f} ms, offered load {load:.2f}",
+                            f"{median(each):.0f} ms, offered load {load:.2f}",
                             len(lock.holds)))
     if len(locks) > SHOWN_DIRS:
         est.append(Estimate("other directories", len(locks) - SHOWN_DIRS, unit="dirs",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+from operator import itemgetter
 
 from dpmstream.parsers import extension
 from dpmstream.parsers.linking import directory_of
@@ -108,7 +109,8 @@ class DirectoryLock:
 
     def utilisation(self) -> float:
         """Offered load: its creates per ms over the log's span times the mean hold."""
-        span = max(1, max(e for _, e in self.creats) - min(s for s, _ in self.creats))
+        # the ends and starts taken out in C (itemgetter mapped), not by a generator
+        span = max(1, max(map(itemgetter(1), self.creats)) - min(map(itemgetter(0), self.creats)))
         return len(self.creats) / span * (sum(self.holds) / len(self.holds))
 
 
@@ -330,12 +332,18 @@ class _AbsoluteErrors:
         return (x * (2 * below - len(self.waits)) + self.prefix[-1] - 2 * self.prefix[below])
 
 
+# request_columns' lists given sorted (calibrate's service times and own work).
+SORTED_COLUMNS = ("auth", "request", "put_request", "per_poll", "done_success", "done_aborted",
+                  "own_put", "own_get")
+
+
 def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
     """What calibrate reads of each put/get request record (and of the DPM calls, for the
     fast threads), in one pass per record instead of one per value: the reference of
     `request_columns` (native/src/calibrate_columns.rs, issue 30: ~a dozen Python passes
     over the same records were most of calibrate's ~200 M instructions on the thesis
-    log). The lists keep the records' order; "own_put"/"own_get" are sorted.
+    log). The lists keep the records' order but SORTED_COLUMNS', which are sorted: calibrate
+    takes their medians and resamples them (sorted in Rust they cost calibrate no sort).
 
     whole_seconds: every start on a whole second; arrivals: (accept else DP092, op,
     client host's index) with hosts, the client names (None or "" as "?") by first
@@ -403,8 +411,8 @@ def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
             intervals.append(interval)
         counts["queued"] += (r["queue_ms"] or 0) > 10
     nfiles.sort()
-    cols["own_put"].sort()
-    cols["own_get"].sort()
+    for name in SORTED_COLUMNS:
+        cols[name].sort()
     return dict(cols, **counts, whole_seconds=whole_seconds, accepted=accepted, arrivals=arrivals,
                 hosts=list(hosts), files=nfiles[len(nfiles) // 2] if nfiles else 1,
                 intervals=len(intervals), proc_overlap=max_overlap(intervals),

@@ -184,13 +184,14 @@ def test_request_columns_read_each_value_as_calibrate_takes_it(which):
                                (4_000, "put", 2)]
     assert col["hosts"] == ["?", "c2", "c1"] and col["accepted"] is True
     assert col["whole_seconds"] is True
-    assert col["per_poll"] == [2, 2, 1]             # 5/2 and 10/4 to even, 41/41
+    assert col["per_poll"] == [1, 2, 2]             # 5/2 and 10/4 to even, 41/41; sorted
     assert col["samples"] == [(2, 300)]             # 41 polls: past the fit's 40
     assert col["own_put"] == [1, 18]                # 100-99-1 at least 1; 50-30-2; sorted
     assert col["proc_put"] == [50, 100] and col["own_get"] == col["proc_get"] == []
     assert col["gap"] == [1_000 - 5 - 15 - 200 - 3]
-    assert col["done_success"] == [4, 3] and col["done_aborted"] == [7]
-    assert col["auth"] == [10, 5] and col["request"] == [20, 30, 15]
+    # the service times sorted (fits.SORTED_COLUMNS), the rest in the records' order
+    assert col["done_success"] == [3, 4] and col["done_aborted"] == [7]
+    assert col["auth"] == [5, 10] and col["request"] == [15, 20, 30]
     assert col["put_request"] == [20, 30] and col["transfer"] == [900]
     assert (col["ended"], col["gets"], col["failed_early"], col["procs"], col["aborted"],
             col["sync_gets"], col["queued"], col["files"]) == (2, 1, 1, 2, 1, 1, 1, 1)
