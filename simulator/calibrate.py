@@ -44,14 +44,12 @@ from dpmstream.simulator.estimators import (
     wilson_interval,
 )
 from dpmstream.simulator.fits import (
-    MIN_SAMPLES, NET_MS, closed_loop, directories_for, directory_locks, fit_backoff,
-    lock_fit, lock_wait_curve, request_columns,
+    MIN_SAMPLES, NET_MS, call_columns, closed_loop, directories_for, directory_locks,
+    fit_backoff, lock_fit, lock_wait_curve, request_columns,
 )
 from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
 
 ZERO = Dist(0.0, 0.0)
-REQUEST_STEPS = ("put", "get")
-PLAIN_OPS = ("ping", "getpools")
 SPREAD_DIRS = 1_000_000         # every file in a directory of its own
 MODEL_DIRS = 500                # directories modelled each with its share and hold, at most
 LINKED_SHARE = 0.8              # runs whose name-server calls are linked, for per-request own work
@@ -134,14 +132,15 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     served, when the reader saw them (the records keep none for status calls)."""
     if load not in LOADS:
         raise ValueError(f"load must be one of {', '.join(LOADS)}, not {load!r}")
-    reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
+    # The requests and calls calibrate reads, filtered in one pass (fits.call_columns, compiled).
+    calls_col = call_columns(requests, calls)
+    reqs = calls_col["reqs"]
     if not reqs:
         raise ValueError("no put or get request with its DP092 in the input: nothing to calibrate on")
     rng = random.Random(seed)
     est: list[Estimate] = []
     warn: list[str] = []
-    dpm_calls = [c for c in calls if c.get("daemon") == "dpm"]
-    dpns_calls = [c for c in calls if c.get("daemon") == "dpns" and c.get("duration_ms") is not None]
+    dpm_calls = calls_col["dpm"]
 
     # Every value read of the requests in one pass (fits.request_columns, compiled).
     col = request_columns(reqs, dpm_calls)
@@ -150,10 +149,9 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # Load: each request, and each put/get refused before its token, at its instant.
     hosts: dict[str, int] = dict(zip(col["hosts"], range(len(col["hosts"]))))
     arrivals = col["arrivals"]
-    early = [c for c in dpm_calls if c["op"] in REQUEST_STEPS and c["started"] is not None]
-    for c in early:
-        at = c["started"] - (c["auth_ms"] or 0)
-        arrivals.append((at, c["op"], hosts.setdefault(c["client"] or "?", len(hosts))))
+    early = calls_col["early"]
+    for at, op, client in early:
+        arrivals.append((at, op, hosts.setdefault(client, len(hosts))))
     arrivals.sort()
     t0 = arrivals[0][0] - 1000
     span_s = (arrivals[-1][0] - arrivals[0][0]) / 1000
@@ -178,8 +176,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     proc_fail = col["proc_failed"] / col["procs"] if col["procs"] else 0.0
     abort = col["aborted"] / n
     abandon = col["incomplete"] / n
-    plain = [c for c in dpm_calls if c["op"] in PLAIN_OPS]
-    plain_rate = min(1.0, len(plain) / n)
+    plain_rate = min(1.0, calls_col["plain"] / n)
     sync_get = gets > 0 and col["sync_gets"] > gets / 2
     for name, value in (("get share", get_fraction), ("put/get refused", put_fail),
                         ("processing failed", proc_fail), ("aborted", abort),
@@ -217,20 +214,17 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                         "poll_s / polls per request", "default")
     measured("putdone/relfiles", "done_call", col["done_success"], "done_s", "default")
     measured("abortreq", "abort_call", col["done_aborted"], "done_s", "default")
-    measured("ping/getpools", "plain_call",
-             sorted(d for c in plain if (d := c["duration_ms"]) is not None), "call duration",
-             "default")
-    statg = sorted([c["duration_ms"] for c in dpns_calls if c["op"] == "statg"])
+    measured("ping/getpools", "plain_call", calls_col["plain_ms"], "call duration", "default")
+    statg = calls_col["statg"]
     measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
 
     # The name-server lock: one per directory, each read from its own creates.
-    creat_calls = [c for c in dpns_calls if c["op"] == "creat" and c["ended"] is not None]
-    creats = [(c["started"], c["ended"]) for c in creat_calls]
-    lock = _calibrate_locks(creat_calls, svc, est, warn, rng)
+    creates = calls_col["creates"]
+    lock = _calibrate_locks(creates, svc, est, warn, rng)
 
     # A slow thread's own work: processing less the name-server calls and their answers,
     # request by request where the calls are linked to it (ns_s), else quantile by quantile.
-    for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e in creats]),
+    for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e, _ in creates]),
                                      ("get", "proc_get_pre", statg)):
         recs, linked = col["proc_" + op], col["own_" + op]
         if not recs:
@@ -301,8 +295,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                             f"for one: {'exact' if queued > n / 20 else 'a lower bound'})"))
     if not intervals:
         warn.append("no processing run measured: slow threads default to 20")
-    fast_ids = [c["thread"] for c in dpm_calls if c.get("thread") is not None and c["thread"] >= 0]
-    by_ids = max(fast_ids) + 1 if fast_ids else 0
+    by_ids = calls_col["fast_ids"]
     if fast_thread_ids:           # every fast-thread call, status calls included
         by_ids = max(by_ids, max(fast_thread_ids) + 1)
     busy = col["fast_overlap"]
@@ -317,13 +310,12 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                              + f") and the most put/get, closing and plain calls at once "
                                f"({busy}), at least the DPM default {DEFAULT_FTHREADS}; "
                                f"--current-fthreads sets it")))
-    ns_ids = [c["thread"] for c in dpns_calls if c.get("thread") is not None and c["thread"] >= 0]
     # The ids seen bound the pool from below only: a pool the log never filled is taken at
     # least as large as the DPNS default, else a what-if with more callers starves it.
-    dpns_threads = max(max(ns_ids) + 1 if ns_ids else 0, DEFAULT_DPNS_THREADS)
+    dpns_threads = max(calls_col["ns_ids"], DEFAULT_DPNS_THREADS)
     est.append(Estimate("name-server threads", dpns_threads, unit="threads",
-                        how=(f"the highest thread id + 1 of {len(ns_ids)} DPNS calls "
-                             f"({max(ns_ids) + 1 if ns_ids else 0}: a lower bound), at least "
+                        how=(f"the highest thread id + 1 of {calls_col['ns_threads']} DPNS calls "
+                             f"({calls_col['ns_ids']}: a lower bound), at least "
                              f"the DPNS default {DEFAULT_DPNS_THREADS}")))
     est.append(Estimate("listen backlog", 50, unit="connections",
                         how="not in any log (refused connections leave no line): the model's default"))
@@ -374,7 +366,8 @@ NO_LOCK_ASSUMED = ("the prediction then assumes no lock: a put's processing is t
 
 def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> LockFit:
     """A lock per directory named by the creates' paths, each with its own hold time read
-    from its own queue (fits.lock_holds) and its share of the creates."""
+    from its own queue (fits.lock_holds) and its share of the creates; creat_calls:
+    (started, ended, path) of each create that ended."""
     if not creat_calls:
         svc["dpns_creat"] = ZERO
         warn.append("the name-server lock cannot be calibrated: no create in the input (no "
@@ -382,13 +375,12 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
         est.append(Estimate("ns creat lock", math.nan, unit="",
                             how="not calibrated: no name-server create in the input"))
         return LockFit(dirs=SPREAD_DIRS)
-    locks, pathless = directory_locks([(c["started"], c["ended"], c.get("path"))
-                                       for c in creat_calls])
+    locks, pathless = directory_locks(creat_calls)
     if not locks:
         warn.append("the name-server creates name no path (no NS098 line?): the lock cannot "
                     "be calibrated per directory; the prediction assumes the creates share "
                     "the number of locks that best explains their waits (one queue's hold)")
-        return _single_queue_lock([(c["started"], c["ended"]) for c in creat_calls],
+        return _single_queue_lock([(start, end) for start, end, _ in creat_calls],
                                   svc, est, rng)
     if pathless:
         warn.append(f"{pathless} of {len(creat_calls)} name-server creates named no path: "

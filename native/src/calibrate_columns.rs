@@ -12,7 +12,7 @@ use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::estimators::most_open;
 use crate::exact_ints::exact;
@@ -336,4 +336,101 @@ pub fn directory_groups(creats: Vec<(i64, i64, Option<String>)>)
         let holds = lock_holds(&spans);
         (name, spans, holds)
     }).collect(), pathless))
+}
+
+/// A text among `wanted`: Python's `value in ("put", "get")` for a value read (another
+/// type, None or no value: not among them).
+fn text_in(v: &Read<'_>, wanted: &[&str]) -> bool {
+    match v {
+        Read::Other(v) => v.downcast::<PyString>().ok()
+            .and_then(|s| s.to_str().ok())
+            .is_some_and(|s| wanted.contains(&s)),
+        _ => false,
+    }
+}
+
+/// `r[key]`, whatever it holds; KeyError where it is missing.
+fn item<'py>(r: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+    r.get_item(key)?.ok_or_else(|| PyKeyError::new_err(key.clone().unbind()))
+}
+
+/// `call_columns(requests, calls)`: fits.python_call_columns' dict, the requests and calls
+/// calibrate reads filtered in one pass each.
+#[pyfunction]
+pub fn call_columns<'py>(py: Python<'py>, requests: Vec<Bound<'py, PyDict>>,
+                         calls: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+    const REQUEST_STEPS: [&str; 2] = ["put", "get"];
+    let reqs = PyList::empty(py);
+    for r in &requests {
+        if text_in(&read(r, intern!(py, "op"))?, &REQUEST_STEPS)
+            && !matches!(read(r, intern!(py, "started"))?, Read::Missing | Read::NoneValue) {
+            reqs.append(r)?;
+        }
+    }
+    let dpm = PyList::empty(py);
+    let mut early: Vec<(i64, Bound<'py, PyAny>, Bound<'py, PyAny>)> = Vec::new();
+    let (mut plain_ms, mut statg): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+    let mut creates: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)> = Vec::new();
+    let (mut plain, mut ns_threads, mut fast_ids, mut ns_ids) = (0i64, 0i64, 0i64, 0i64);
+    for c in &calls {
+        let daemon = read(c, intern!(py, "daemon"))?;
+        if text_in(&daemon, &["dpm"]) {
+            dpm.append(c)?;
+            let op = item(c, intern!(py, "op"))?;
+            let step = text_in(&Read::Other(op.clone()), &REQUEST_STEPS);
+            if step {
+                if let Some(started) = int(c, intern!(py, "started"))? {
+                    let at = started - int(c, intern!(py, "auth_ms"))?.unwrap_or(0);
+                    // `c["client"] or "?"`
+                    let client = item(c, intern!(py, "client"))?;
+                    let client = if client.is_truthy()? { client } else { intern!(py, "?").clone().into_any() };
+                    early.push((at, op, client));
+                }
+            } else if text_in(&Read::Other(op), &["ping", "getpools"]) {
+                plain += 1;
+                if let Some(d) = int(c, intern!(py, "duration_ms"))? {
+                    plain_ms.push(d);
+                }
+            }
+            if let Some(t) = int_or_none(c, intern!(py, "thread"))? {
+                if t >= 0 && t + 1 > fast_ids {
+                    fast_ids = t + 1;
+                }
+            }
+        } else if text_in(&daemon, &["dpns"])
+            && !matches!(read(c, intern!(py, "duration_ms"))?, Read::Missing | Read::NoneValue) {
+            let op = Read::Other(item(c, intern!(py, "op"))?);
+            if text_in(&op, &["statg"]) {
+                statg.push(needed(int(c, intern!(py, "duration_ms"))?, "duration_ms")?);
+            } else if text_in(&op, &["creat"]) {
+                let ended = item(c, intern!(py, "ended"))?;
+                if !ended.is_none() {
+                    creates.push((item(c, intern!(py, "started"))?, ended,
+                                  c.get_item(intern!(py, "path"))?));
+                }
+            }
+            if let Some(t) = int_or_none(c, intern!(py, "thread"))? {
+                if t >= 0 {
+                    ns_threads += 1;
+                    if t + 1 > ns_ids {
+                        ns_ids = t + 1;
+                    }
+                }
+            }
+        }
+    }
+    plain_ms.sort_unstable();
+    statg.sort_unstable();
+    let out = PyDict::new(py);
+    out.set_item("reqs", reqs)?;
+    out.set_item("dpm", dpm)?;
+    out.set_item("early", early)?;
+    out.set_item("plain", plain)?;
+    out.set_item("plain_ms", plain_ms)?;
+    out.set_item("statg", statg)?;
+    out.set_item("creates", creates)?;
+    out.set_item("fast_ids", fast_ids)?;
+    out.set_item("ns_ids", ns_ids)?;
+    out.set_item("ns_threads", ns_threads)?;
+    Ok(out)
 }
