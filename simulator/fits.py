@@ -348,7 +348,8 @@ def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
     takes their medians and resamples them (sorted in Rust they cost calibrate no sort).
 
     whole_seconds: every start on a whole second; arrivals: (accept else DP092, op,
-    client host's index) with hosts, the client names (None or "" as "?") by first
+    client host's index), sorted (calibrate adds the few early ones and sorts again, in one
+    pass), with hosts, the client names (None or "" as "?") by first
     appearance; accepted: whether any request had its accept line; ended, gets, failed_early, procs, proc_failed, aborted, incomplete,
     sync_gets (gets with no processing run that succeeded), queued (> 10 ms): counts;
     files: the median nfiles (0 or None as 1); auth, request, put_request, per_poll,
@@ -413,6 +414,7 @@ def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
             intervals.append(interval)
         counts["queued"] += (r["queue_ms"] or 0) > 10
     nfiles.sort()
+    arrivals.sort()
     for name in SORTED_COLUMNS:
         cols[name].sort()
     return dict(cols, **counts, whole_seconds=whole_seconds, accepted=accepted, arrivals=arrivals,

@@ -98,7 +98,8 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
                             dpm_calls: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
     let mut hosts: FxMap<String, usize> = FxMap::default();
     let mut host_names: Vec<String> = Vec::new();
-    let mut arrivals: Vec<(i64, Bound<'py, PyAny>, usize)> = Vec::with_capacity(reqs.len());
+    // (at, a put: "get" sorts first, host, op)
+    let mut arrivals: Vec<(i64, bool, usize, Bound<'py, PyAny>)> = Vec::with_capacity(reqs.len());
     let mut nfiles: Vec<i64> = Vec::with_capacity(reqs.len());
     let (mut auth, mut request, mut put_request, mut per_poll) = (vec![], vec![], vec![], vec![]);
     let (mut done_success, mut done_aborted, mut transfer, mut gap) = (vec![], vec![], vec![], vec![]);
@@ -136,7 +137,7 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
                 host_names.len() - 1
             }
         };
-        arrivals.push((at, op_obj, host));
+        arrivals.push((at, !is_get, host, op_obj));
         let ended = int(r, intern!(py, "ended"))?;
         if ended.is_some() {
             ended_n += 1;
@@ -236,6 +237,9 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
             fast.push((s - int(c, intern!(py, "auth_ms"))?.unwrap_or(0), e));
         }
     }
+    // sorted as Python sorts the (at, op, host) tuples ("get" before "put"); equal keys
+    // are equal tuples, so the unstable sort gives the same list
+    arrivals.sort_unstable_by_key(|&(at, put, host, _)| (at, put, host));
     // fits.SORTED_COLUMNS
     for column in [&mut nfiles, &mut auth, &mut request, &mut put_request, &mut per_poll,
                    &mut done_success, &mut done_aborted, &mut own_put, &mut own_get] {
@@ -257,7 +261,8 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
     }
     out.set_item("whole_seconds", whole_seconds)?;
     out.set_item("accepted", accepted_any)?;
-    out.set_item("arrivals", arrivals)?;
+    out.set_item("arrivals", arrivals.into_iter().map(|(at, _, host, op)| (at, op, host))
+        .collect::<Vec<_>>())?;
     out.set_item("hosts", host_names)?;
     out.set_item("files", nfiles.get(nfiles.len() / 2).copied().unwrap_or(1))?;
     out.set_item("intervals", intervals.len())?;

@@ -203,6 +203,10 @@ def test_request_columns_read_each_value_as_calibrate_takes_it(which):
     assert columns_of(which, reqs, [{"started": 2_480, "ended": 2_600, "auth_ms": None}]
                       )["fast_overlap"] == 2
     assert columns_of(which, [request(started=1_001)])["whole_seconds"] is False
+    # the arrivals sorted as their tuples sort: by instant, then "get" before "put"
+    assert columns_of(which, [request(started=5_000), request(op="get", started=5_000, client="c2"),
+                              request(started=4_000)])["arrivals"] == [
+        (4_000, "put", 0), (5_000, "get", 1), (5_000, "put", 0)]
 
 
 @pytest.mark.skipif(compiled_request_columns is None, reason="the compiled extension is not built")
