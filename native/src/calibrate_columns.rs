@@ -427,15 +427,16 @@ pub fn call_columns<'py>(py: Python<'py>, requests: Vec<Bound<'py, PyDict>>,
     plain_ms.sort_unstable();
     statg.sort_unstable();
     let out = PyDict::new(py);
+    for (name, count) in [("plain", plain), ("fast_ids", fast_ids), ("ns_ids", ns_ids),
+                          ("ns_threads", ns_threads)] {
+        out.set_item(name, count)?;
+    }
+    for (name, values) in [("plain_ms", plain_ms), ("statg", statg)] {
+        out.set_item(name, values)?;
+    }
     out.set_item("reqs", reqs)?;
     out.set_item("dpm", dpm)?;
     out.set_item("early", early)?;
-    out.set_item("plain", plain)?;
-    out.set_item("plain_ms", plain_ms)?;
-    out.set_item("statg", statg)?;
     out.set_item("creates", creates)?;
-    out.set_item("fast_ids", fast_ids)?;
-    out.set_item("ns_ids", ns_ids)?;
-    out.set_item("ns_threads", ns_threads)?;
     Ok(out)
 }
