@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.estimators import (
-    mean_interval, median, sorted_median, sorted_median_interval, subtract_quantiles,
+    mean_interval, sorted_median, sorted_median_interval, subtract_quantiles,
     wilson_interval,
 )
 from dpmstream.simulator.fits import (
@@ -395,9 +395,11 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
                                 f"over {len(locks)} directories, each create's hold from its own "
                                 f"directory's queue: end - max(start, previous end there)",
                                 len(pooled)))
-    lock_durations = [lock.durations for lock in locks]
-    durations = [d for each in lock_durations for d in each]
-    est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
+    # and their durations, for the pooled estimate (merged) and each lock's median
+    lock_durations = [sorted(lock.durations) for lock in locks]
+    durations = sorted([d for each in lock_durations for d in each])
+    est.append(_sorted_estimate("ns creat (wait + hold)", durations, "DPNS call duration",
+                                len(durations)))
     rho = [lock.utilisation() for lock in locks]
     fit = LockFit(contention=max(rho) >= 0.5)
     if len(locks) <= MODEL_DIRS:
@@ -420,7 +422,7 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
                             None if high is None else high / 1000, "s",
                             f"hold p50 from its own queue; {len(lock.creats)} creates "
                             f"({len(lock.creats) / len(creat_calls):.0%}), wait + hold p50 "
-                            f"{median(each):.0f} ms, offered load {load:.2f}",
+                            f"{sorted_median(each):.0f} ms, offered load {load:.2f}",
                             len(lock.holds)))
     if len(locks) > SHOWN_DIRS:
         est.append(Estimate("other directories", len(locks) - SHOWN_DIRS, unit="dirs",
