@@ -67,7 +67,7 @@ fn value(v: Read<'_>) -> PyResult<Option<i64>> {
 }
 
 /// `r[key]`: None, or an int within ±2^53; KeyError where it is missing.
-pub(crate) fn int(r: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
+fn int(r: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
     match read(r, key)? {
         Read::Missing => Err(PyKeyError::new_err(key.clone().unbind())),
         v => value(v),

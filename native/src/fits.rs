@@ -16,10 +16,9 @@ use std::hint::black_box;
 use pyo3::exceptions::PyKeyError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
-use crate::calibrate_columns::int;
-use crate::exact_ints::{beyond, within};
+use crate::exact_ints::{beyond, exact, within};
 use crate::hashing::FxMap;
 
 /// fits.NET_MS, the model's one-way network delay (model_summary.rs takes it off each
@@ -91,6 +90,14 @@ pub(crate) fn client_loop(spans: &mut [(i64, i64)], thinks: &mut Vec<i64>) -> Re
         mean.round_ties_even() as i64
     };
     Ok((dispersion, streams.max(1)))
+}
+
+fn int(record: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
+    match record.get_item(key)? {
+        None => Err(PyKeyError::new_err(key.clone().unbind())),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => Ok(Some(exact(v.extract::<i64>()?)?)),
+    }
 }
 
 /// closed_loop's per-client values for request records: (each client's dispersion, each
