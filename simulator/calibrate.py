@@ -33,24 +33,23 @@ authentications) keeps the model's default, and the estimates say so.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from datetime import datetime, timezone
 
 from dpmstream.simulator.config import SimConfig
 from dpmstream.simulator.estimators import (
-    mean_interval, median, median_interval, subtract_quantiles,
+    mean_interval, sorted_median, sorted_median_interval, subtract_quantiles,
     wilson_interval,
 )
 from dpmstream.simulator.fits import (
-    MIN_SAMPLES, NET_MS, closed_loop, directories_for, directory_locks, fit_backoff,
-    lock_fit, lock_wait_curve, request_columns,
+    MIN_SAMPLES, NET_MS, call_columns, closed_loop, directories_for, directory_locks,
+    fit_backoff, lock_fit, lock_wait_curve, request_columns,
 )
 from dpmstream.simulator.service import Dist, Empirical, ServiceTimes
 
 ZERO = Dist(0.0, 0.0)
-REQUEST_STEPS = ("put", "get")
-PLAIN_OPS = ("ping", "getpools")
 SPREAD_DIRS = 1_000_000         # every file in a directory of its own
 MODEL_DIRS = 500                # directories modelled each with its share and hold, at most
 LINKED_SHARE = 0.8              # runs whose name-server calls are linked, for per-request own work
@@ -92,12 +91,28 @@ class Calibration:
 
 def _dist_estimate(name: str, values, how: str) -> Estimate:
     """The median of a measured distribution with its 95% interval, in seconds. Sorted
-    once here: the median and its interval each sort what they get, which a sorted list
-    costs one pass (issue 30: three sorts of each service time were ~8% of calibrate)."""
+    once here (one pass where `values` come sorted, as most do), the median and its
+    interval read off it (issue 30: three sorts of each service time were ~8% of
+    calibrate)."""
     ordered = sorted(values)
-    low, high = median_interval(ordered)
-    return Estimate(name, median(ordered) / 1000, None if low is None else low / 1000,
-                    None if high is None else high / 1000, "s", how, len(values))
+    return _sorted_estimate(name, ordered, how, len(values))
+
+
+def _sorted_estimate(name: str, ordered: list, how: str, n: int) -> Estimate:
+    """`_dist_estimate` of values already sorted, over `n` values."""
+    low, high = sorted_median_interval(ordered)
+    return Estimate(name, sorted_median(ordered) / 1000, None if low is None else low / 1000,
+                    None if high is None else high / 1000, "s", how, n)
+
+
+def _at_least_1(ordered: list) -> list:
+    """Each of `ordered` (sorted) as max(1, value), in place: the values up to 1 are its
+    first ones (a max() call per value was ~2 M instructions a pass on the thesis log's
+    creates, issue 30)."""
+    k = bisect.bisect_right(ordered, 1)
+    if k:
+        ordered[:k] = [1] * k
+    return ordered
 
 
 LOADS = ("auto", "replay", "closed")
@@ -117,14 +132,15 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     served, when the reader saw them (the records keep none for status calls)."""
     if load not in LOADS:
         raise ValueError(f"load must be one of {', '.join(LOADS)}, not {load!r}")
-    reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
+    # The requests and calls calibrate reads, filtered in one pass (fits.call_columns, compiled).
+    calls_col = call_columns(requests, calls)
+    reqs = calls_col["reqs"]
     if not reqs:
         raise ValueError("no put or get request with its DP092 in the input: nothing to calibrate on")
     rng = random.Random(seed)
     est: list[Estimate] = []
     warn: list[str] = []
-    dpm_calls = [c for c in calls if c.get("daemon") == "dpm"]
-    dpns_calls = [c for c in calls if c.get("daemon") == "dpns" and c.get("duration_ms") is not None]
+    dpm_calls = calls_col["dpm"]
 
     # Every value read of the requests in one pass (fits.request_columns, compiled).
     col = request_columns(reqs, dpm_calls)
@@ -133,14 +149,14 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # Load: each request, and each put/get refused before its token, at its instant.
     hosts: dict[str, int] = dict(zip(col["hosts"], range(len(col["hosts"]))))
     arrivals = col["arrivals"]
-    early = [c for c in dpm_calls if c["op"] in REQUEST_STEPS and c["started"] is not None]
-    for c in early:
-        at = c["started"] - (c["auth_ms"] or 0)
-        arrivals.append((at, c["op"], hosts.setdefault(c["client"] or "?", len(hosts))))
+    early = calls_col["early"]
+    for at, op, client in early:
+        arrivals.append((at, op, hosts.setdefault(client, len(hosts))))
     arrivals.sort()
     t0 = arrivals[0][0] - 1000
     span_s = (arrivals[-1][0] - arrivals[0][0]) / 1000
-    replay = tuple((at - t0 - NET_MS, op, client) for at, op, client in arrivals)
+    # a list made into a tuple: a generator's step each was ~1 M instructions more (issue 30)
+    replay = tuple([(at - t0 - NET_MS, op, client) for at, op, client in arrivals])
     est.append(Estimate("arrivals", len(replay), unit="requests",
                         how=f"over {span_s:.1f} s ({len(replay) / max(span_s, 1e-3):.1f}/s), "
                             f"{len(hosts)} client hosts", n=len(replay)))
@@ -161,8 +177,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     proc_fail = col["proc_failed"] / col["procs"] if col["procs"] else 0.0
     abort = col["aborted"] / n
     abandon = col["incomplete"] / n
-    plain = [c for c in dpm_calls if c["op"] in PLAIN_OPS]
-    plain_rate = min(1.0, len(plain) / n)
+    plain_rate = min(1.0, calls_col["plain"] / n)
     sync_get = gets > 0 and col["sync_gets"] > gets / 2
     for name, value in (("get share", get_fraction), ("put/get refused", put_fail),
                         ("processing failed", proc_fail), ("aborted", abort),
@@ -177,11 +192,11 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     # Service times.
     svc = {}
     def measured(name, field_name, values, how, fallback_note) -> list:
-        """The values known, sorted (a median of them later sorts them in one pass)."""
-        values = sorted(v for v in values if v is not None)
+        """`values`, known and sorted (request_columns sorts its own, fits.SORTED_COLUMNS),
+        as the service time `field_name`."""
         if len(values) >= 1:
             svc[field_name] = Empirical(tuple(values))
-            est.append(_dist_estimate(name, values, how))
+            est.append(_sorted_estimate(name, values, how, len(values)))
             if len(values) < MIN_SAMPLES:
                 warn.append(f"{name}: only {len(values)} values measured")
         else:
@@ -200,18 +215,17 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                         "poll_s / polls per request", "default")
     measured("putdone/relfiles", "done_call", col["done_success"], "done_s", "default")
     measured("abortreq", "abort_call", col["done_aborted"], "done_s", "default")
-    measured("ping/getpools", "plain_call", [c["duration_ms"] for c in plain], "call duration", "default")
-    statg = [c["duration_ms"] for c in dpns_calls if c["op"] == "statg"]
+    measured("ping/getpools", "plain_call", calls_col["plain_ms"], "call duration", "default")
+    statg = calls_col["statg"]
     measured("ns statg", "dpns_statg", statg, "DPNS call duration", "default")
 
     # The name-server lock: one per directory, each read from its own creates.
-    creat_calls = [c for c in dpns_calls if c["op"] == "creat" and c["ended"] is not None]
-    creats = [(c["started"], c["ended"]) for c in creat_calls]
-    lock = _calibrate_locks(creat_calls, svc, est, warn, rng)
+    creates = calls_col["creates"]
+    lock = _calibrate_locks(creates, svc, est, warn, rng)
 
     # A slow thread's own work: processing less the name-server calls and their answers,
     # request by request where the calls are linked to it (ns_s), else quantile by quantile.
-    for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e in creats]),
+    for op, pre_field, ns_values in (("put", "proc_put_pre", [e - s for s, e, _ in creates]),
                                      ("get", "proc_get_pre", statg)):
         recs, linked = col["proc_" + op], col["own_" + op]
         if not recs:
@@ -234,8 +248,8 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
     svc["slow_pickup"] = ZERO
 
     # Clients: the poll schedule and the transfer.
-    status_med = median(per_poll) if per_poll else 2
-    auth_med = median(auth) if auth else 20
+    status_med = sorted_median(per_poll) if per_poll else 2
+    auth_med = sorted_median(auth) if auth else 20
     per_call = auth_med + status_med + 2 * NET_MS
     samples = col["samples"]
     first, factor, cap = 125, 2.0, 4000
@@ -282,8 +296,7 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                             f"for one: {'exact' if queued > n / 20 else 'a lower bound'})"))
     if not intervals:
         warn.append("no processing run measured: slow threads default to 20")
-    fast_ids = [c["thread"] for c in dpm_calls if c.get("thread") is not None and c["thread"] >= 0]
-    by_ids = max(fast_ids) + 1 if fast_ids else 0
+    by_ids = calls_col["fast_ids"]
     if fast_thread_ids:           # every fast-thread call, status calls included
         by_ids = max(by_ids, max(fast_thread_ids) + 1)
     busy = col["fast_overlap"]
@@ -298,13 +311,12 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                              + f") and the most put/get, closing and plain calls at once "
                                f"({busy}), at least the DPM default {DEFAULT_FTHREADS}; "
                                f"--current-fthreads sets it")))
-    ns_ids = [c["thread"] for c in dpns_calls if c.get("thread") is not None and c["thread"] >= 0]
     # The ids seen bound the pool from below only: a pool the log never filled is taken at
     # least as large as the DPNS default, else a what-if with more callers starves it.
-    dpns_threads = max(max(ns_ids) + 1 if ns_ids else 0, DEFAULT_DPNS_THREADS)
+    dpns_threads = max(calls_col["ns_ids"], DEFAULT_DPNS_THREADS)
     est.append(Estimate("name-server threads", dpns_threads, unit="threads",
-                        how=(f"the highest thread id + 1 of {len(ns_ids)} DPNS calls "
-                             f"({max(ns_ids) + 1 if ns_ids else 0}: a lower bound), at least "
+                        how=(f"the highest thread id + 1 of {calls_col['ns_threads']} DPNS calls "
+                             f"({calls_col['ns_ids']}: a lower bound), at least "
                              f"the DPNS default {DEFAULT_DPNS_THREADS}")))
     est.append(Estimate("listen backlog", 50, unit="connections",
                         how="not in any log (refused connections leave no line): the model's default"))
@@ -314,9 +326,10 @@ def calibrate(requests: list[dict], calls: list[dict], seed: int = 1,
                               for name in ServiceTimes.FIELDS})
     start = datetime.fromtimestamp(t0 / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     if closed and thinks:
-        svc_think = Empirical(tuple(sorted(thinks)))
-        est.append(_dist_estimate("client think time", thinks,
-                                  "a client's next request less the end of its last"))
+        ordered = sorted(thinks)
+        svc_think = Empirical(tuple(ordered))
+        est.append(_sorted_estimate("client think time", ordered,
+                                    "a client's next request less the end of its last", len(ordered)))
         service = service.replace(think=svc_think)
     config = SimConfig(
         clients=len(hosts), arrivals=None if closed else replay,
@@ -354,7 +367,8 @@ NO_LOCK_ASSUMED = ("the prediction then assumes no lock: a put's processing is t
 
 def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> LockFit:
     """A lock per directory named by the creates' paths, each with its own hold time read
-    from its own queue (fits.lock_holds) and its share of the creates."""
+    from its own queue (fits.lock_holds) and its share of the creates; creat_calls:
+    (started, ended, path) of each create that ended."""
     if not creat_calls:
         svc["dpns_creat"] = ZERO
         warn.append("the name-server lock cannot be calibrated: no create in the input (no "
@@ -362,31 +376,37 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
         est.append(Estimate("ns creat lock", math.nan, unit="",
                             how="not calibrated: no name-server create in the input"))
         return LockFit(dirs=SPREAD_DIRS)
-    locks, pathless = directory_locks([(c["started"], c["ended"], c.get("path"))
-                                       for c in creat_calls])
+    locks, pathless = directory_locks(creat_calls)
     if not locks:
         warn.append("the name-server creates name no path (no NS098 line?): the lock cannot "
                     "be calibrated per directory; the prediction assumes the creates share "
                     "the number of locks that best explains their waits (one queue's hold)")
-        return _single_queue_lock([(c["started"], c["ended"]) for c in creat_calls],
+        return _single_queue_lock([(start, end) for start, end, _ in creat_calls],
                                   svc, est, rng)
     if pathless:
         warn.append(f"{pathless} of {len(creat_calls)} name-server creates named no path: "
                     f"left out of the lock fit")
-    pooled = sorted(max(1, h) for lock in locks for h in lock.holds)
+    # Each lock's holds sorted once: the pooled hold merges them, each lock's own hold and
+    # its median read them (issue 30).
+    holds = [sorted(lock.holds) for lock in locks]
+    pooled = _at_least_1(sorted([h for ordered in holds for h in ordered]))
     svc["dpns_creat"] = Empirical(tuple(pooled))
-    est.append(_dist_estimate("ns creat lock hold", pooled,
-                              f"over {len(locks)} directories, each create's hold from its own "
-                              f"directory's queue: end - max(start, previous end there)"))
-    durations = [d for lock in locks for d in lock.durations]
-    est.append(_dist_estimate("ns creat (wait + hold)", durations, "DPNS call duration"))
+    est.append(_sorted_estimate("ns creat lock hold", pooled,
+                                f"over {len(locks)} directories, each create's hold from its own "
+                                f"directory's queue: end - max(start, previous end there)",
+                                len(pooled)))
+    # and their durations, for the pooled estimate (merged) and each lock's median
+    lock_durations = [sorted(lock.durations) for lock in locks]
+    durations = sorted([d for each in lock_durations for d in each])
+    est.append(_sorted_estimate("ns creat (wait + hold)", durations, "DPNS call duration",
+                                len(durations)))
     rho = [lock.utilisation() for lock in locks]
     fit = LockFit(contention=max(rho) >= 0.5)
     if len(locks) <= MODEL_DIRS:
         fit.shares = tuple(float(len(lock.creats)) for lock in locks)
-        fit.holds = tuple(Empirical(tuple(sorted(max(1, h) for h in lock.holds)))
-                          if len(lock.holds) >= MIN_SAMPLES else svc["dpns_creat"]
-                          for lock in locks)
+        fit.holds = tuple(Empirical(tuple(_at_least_1(list(ordered))))
+                          if len(ordered) >= MIN_SAMPLES else svc["dpns_creat"]
+                          for ordered in holds)
         fit.directories = [lock.name for lock in locks]
         how = "each modelled with its share of the creates and its own hold"
     else:
@@ -395,14 +415,14 @@ def _calibrate_locks(creat_calls, svc: dict, est: list, warn: list, rng) -> Lock
                f"all with the pooled hold")
     est.append(Estimate("directories with creates", len(locks), unit="dirs", how=how,
                         n=len(creat_calls)))
-    for lock, load in list(zip(locks, rho))[:SHOWN_DIRS]:
-        low, high = median_interval(lock.holds)
-        est.append(Estimate(f"lock {lock.name}", median(lock.holds) / 1000,
+    for lock, load, ordered, each in list(zip(locks, rho, holds, lock_durations))[:SHOWN_DIRS]:
+        low, high = sorted_median_interval(ordered)
+        est.append(Estimate(f"lock {lock.name}", sorted_median(ordered) / 1000,
                             None if low is None else low / 1000,
                             None if high is None else high / 1000, "s",
                             f"hold p50 from its own queue; {len(lock.creats)} creates "
                             f"({len(lock.creats) / len(creat_calls):.0%}), wait + hold p50 "
-                            f"{median(lock.durations):.0f} ms, offered load {load:.2f}",
+                            f"{sorted_median(each):.0f} ms, offered load {load:.2f}",
                             len(lock.holds)))
     if len(locks) > SHOWN_DIRS:
         est.append(Estimate("other directories", len(locks) - SHOWN_DIRS, unit="dirs",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+from operator import itemgetter
 
 from dpmstream.parsers import extension
 from dpmstream.parsers.linking import directory_of
@@ -17,6 +18,8 @@ from dpmstream.simulator.estimators import (
 )
 
 NET_MS = 1                      # the model's one-way network delay (not in any log)
+REQUEST_STEPS = ("put", "get")
+PLAIN_OPS = ("ping", "getpools")
 MIN_SAMPLES = 20
 
 
@@ -108,7 +111,8 @@ class DirectoryLock:
 
     def utilisation(self) -> float:
         """Offered load: its creates per ms over the log's span times the mean hold."""
-        span = max(1, max(e for _, e in self.creats) - min(s for s, _ in self.creats))
+        # the ends and starts taken out in C (itemgetter mapped), not by a generator
+        span = max(1, max(map(itemgetter(1), self.creats)) - min(map(itemgetter(0), self.creats)))
         return len(self.creats) / span * (sum(self.holds) / len(self.holds))
 
 
@@ -330,15 +334,22 @@ class _AbsoluteErrors:
         return (x * (2 * below - len(self.waits)) + self.prefix[-1] - 2 * self.prefix[below])
 
 
+# request_columns' lists given sorted (calibrate's service times and own work).
+SORTED_COLUMNS = ("auth", "request", "put_request", "per_poll", "done_success", "done_aborted",
+                  "own_put", "own_get")
+
+
 def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
     """What calibrate reads of each put/get request record (and of the DPM calls, for the
     fast threads), in one pass per record instead of one per value: the reference of
     `request_columns` (native/src/calibrate_columns.rs, issue 30: ~a dozen Python passes
     over the same records were most of calibrate's ~200 M instructions on the thesis
-    log). The lists keep the records' order; "own_put"/"own_get" are sorted.
+    log). The lists keep the records' order but SORTED_COLUMNS', which are sorted: calibrate
+    takes their medians and resamples them (sorted in Rust they cost calibrate no sort).
 
     whole_seconds: every start on a whole second; arrivals: (accept else DP092, op,
-    client host's index) with hosts, the client names (None or "" as "?") by first
+    client host's index), sorted (calibrate adds the few early ones and sorts again, in one
+    pass), with hosts, the client names (None or "" as "?") by first
     appearance; accepted: whether any request had its accept line; ended, gets, failed_early, procs, proc_failed, aborted, incomplete,
     sync_gets (gets with no processing run that succeeded), queued (> 10 ms): counts;
     files: the median nfiles (0 or None as 1); auth, request, put_request, per_poll,
@@ -403,8 +414,9 @@ def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
             intervals.append(interval)
         counts["queued"] += (r["queue_ms"] or 0) > 10
     nfiles.sort()
-    cols["own_put"].sort()
-    cols["own_get"].sort()
+    arrivals.sort()
+    for name in SORTED_COLUMNS:
+        cols[name].sort()
     return dict(cols, **counts, whole_seconds=whole_seconds, accepted=accepted, arrivals=arrivals,
                 hosts=list(hosts), files=nfiles[len(nfiles) // 2] if nfiles else 1,
                 intervals=len(intervals), proc_overlap=max_overlap(intervals),
@@ -412,3 +424,54 @@ def python_request_columns(reqs: list[dict], dpm_calls: list[dict]) -> dict:
 
 
 request_columns = extension.compiled_else("request_columns", python_request_columns)
+
+
+def python_call_columns(requests: list[dict], calls: list[dict]) -> dict:
+    """What calibrate takes of the records besides request_columns' values, one pass over
+    the requests and one over the calls: the reference of `call_columns`
+    (native/src/calibrate_columns.rs, issue 30: eight Python filters over the same ~3 k
+    requests and ~3 k calls were ~20 M instructions of calibrate on the thesis log).
+
+    reqs: the put/get requests with their DP092 (started not None); dpm: the DPM calls;
+    early: each DPM put/get with a start (refused before its token) as (its instant,
+    started less its auth, op, client, None or "" as "?"); plain: how many DPM
+    ping/getpools, plain_ms: their known durations, sorted; the name-server calls with a
+    duration: statg, their statg durations sorted; creates: (started, ended, path or None)
+    of their creates that ended; ns_threads: how many have a thread id (>= 0), ns_ids and
+    fast_ids: the highest thread id + 1 on them and on the DPM calls (0: none)."""
+    reqs = [r for r in requests if r.get("op") in REQUEST_STEPS and r.get("started") is not None]
+    dpm, early, plain_ms, statg, creates = [], [], [], [], []
+    plain = ns_threads = 0
+    fast_ids = ns_ids = 0
+    for c in calls:
+        daemon = c.get("daemon")
+        if daemon == "dpm":
+            dpm.append(c)
+            op = c["op"]
+            if op in REQUEST_STEPS and c["started"] is not None:
+                early.append((c["started"] - (c["auth_ms"] or 0), op, c["client"] or "?"))
+            elif op in PLAIN_OPS:
+                plain += 1
+                if c["duration_ms"] is not None:
+                    plain_ms.append(c["duration_ms"])
+            thread = c.get("thread")
+            if thread is not None and thread >= 0 and thread + 1 > fast_ids:
+                fast_ids = thread + 1
+        elif daemon == "dpns" and c.get("duration_ms") is not None:
+            if c["op"] == "statg":
+                statg.append(c["duration_ms"])
+            elif c["op"] == "creat" and c["ended"] is not None:
+                creates.append((c["started"], c["ended"], c.get("path")))
+            thread = c.get("thread")
+            if thread is not None and thread >= 0:
+                ns_threads += 1
+                if thread + 1 > ns_ids:
+                    ns_ids = thread + 1
+    plain_ms.sort()
+    statg.sort()
+    return {"reqs": reqs, "dpm": dpm, "early": early, "plain": plain, "plain_ms": plain_ms,
+            "statg": statg, "creates": creates, "fast_ids": fast_ids, "ns_ids": ns_ids,
+            "ns_threads": ns_threads}
+
+
+call_columns = extension.compiled_else("call_columns", python_call_columns)

@@ -9,9 +9,10 @@
 //! another type, TypeError: the Python wrapper lets the reference answer both.
 
 use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::estimators::most_open;
 use crate::exact_ints::exact;
@@ -19,21 +20,63 @@ use crate::fits::NET_MS;
 use crate::hashing::FxMap;
 use crate::model_summary::{directory_of, lock_holds};
 
+/// `r.get(key)` borrowed, and an int's value read at once: pyo3's get_item and extract
+/// take and give owned references and check each step (issue 30: ~265 instructions a
+/// read, ~80 k reads a calibrate of the thesis log, a third of request_columns).
+/// Err: the lookup's own error (a key's hash that raised).
+enum Read<'py> {
+    Missing,
+    NoneValue,
+    Int(i64),
+    Other(Bound<'py, PyAny>),
+}
+
+fn read<'py>(r: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Read<'py>> {
+    let py = r.py();
+    // SAFETY: the GIL is held (a Python<'py> token exists); the value is borrowed from the
+    // dict, which `r` keeps alive, and is read before anything else runs Python code.
+    unsafe {
+        let v = ffi::PyDict_GetItemWithError(r.as_ptr(), key.as_ptr());
+        if v.is_null() {
+            return match PyErr::take(py) {
+                Some(err) => Err(err),
+                None => Ok(Read::Missing),
+            };
+        }
+        if v == ffi::Py_None() {
+            return Ok(Read::NoneValue);
+        }
+        if ffi::PyLong_CheckExact(v) != 0 {
+            let mut overflow = 0;
+            let n = ffi::PyLong_AsLongLongAndOverflow(v, &mut overflow);
+            if overflow == 0 {
+                return Ok(Read::Int(n));
+            }
+        }
+        Ok(Read::Other(Bound::from_borrowed_ptr(py, v)))
+    }
+}
+
+/// An int read: within ±2^53, else OverflowError; another type, pyo3's TypeError.
+fn value(v: Read<'_>) -> PyResult<Option<i64>> {
+    match v {
+        Read::Missing | Read::NoneValue => Ok(None),
+        Read::Int(n) => Ok(Some(exact(n)?)),
+        Read::Other(v) => Ok(Some(exact(v.extract::<i64>()?)?)),
+    }
+}
+
 /// `r[key]`: None, or an int within ±2^53; KeyError where it is missing.
 fn int(r: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
-    match r.get_item(key)? {
-        None => Err(PyKeyError::new_err(key.clone().unbind())),
-        Some(v) if v.is_none() => Ok(None),
-        Some(v) => Ok(Some(exact(v.extract::<i64>()?)?)),
+    match read(r, key)? {
+        Read::Missing => Err(PyKeyError::new_err(key.clone().unbind())),
+        v => value(v),
     }
 }
 
 /// `r.get(key)`: None where it is missing.
 fn int_or_none(r: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<Option<i64>> {
-    match r.get_item(key)? {
-        Some(v) if !v.is_none() => Ok(Some(exact(v.extract::<i64>()?)?)),
-        _ => Ok(None),
-    }
+    value(read(r, key)?)
 }
 
 /// `r[key]`, a text or None.
@@ -55,7 +98,8 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
                             dpm_calls: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
     let mut hosts: FxMap<String, usize> = FxMap::default();
     let mut host_names: Vec<String> = Vec::new();
-    let mut arrivals: Vec<(i64, Bound<'py, PyAny>, usize)> = Vec::with_capacity(reqs.len());
+    // (at, a put: "get" sorts first, host, op)
+    let mut arrivals: Vec<(i64, bool, usize, Bound<'py, PyAny>)> = Vec::with_capacity(reqs.len());
     let mut nfiles: Vec<i64> = Vec::with_capacity(reqs.len());
     let (mut auth, mut request, mut put_request, mut per_poll) = (vec![], vec![], vec![], vec![]);
     let (mut done_success, mut done_aborted, mut transfer, mut gap) = (vec![], vec![], vec![], vec![]);
@@ -93,7 +137,7 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
                 host_names.len() - 1
             }
         };
-        arrivals.push((at, op_obj, host));
+        arrivals.push((at, !is_get, host, op_obj));
         let ended = int(r, intern!(py, "ended"))?;
         if ended.is_some() {
             ended_n += 1;
@@ -193,9 +237,14 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
             fast.push((s - int(c, intern!(py, "auth_ms"))?.unwrap_or(0), e));
         }
     }
-    nfiles.sort_unstable();
-    own_put.sort_unstable();
-    own_get.sort_unstable();
+    // sorted as Python sorts the (at, op, host) tuples ("get" before "put"); equal keys
+    // are equal tuples, so the unstable sort gives the same list
+    arrivals.sort_unstable_by_key(|&(at, put, host, _)| (at, put, host));
+    // fits.SORTED_COLUMNS
+    for column in [&mut nfiles, &mut auth, &mut request, &mut put_request, &mut per_poll,
+                   &mut done_success, &mut done_aborted, &mut own_put, &mut own_get] {
+        column.sort_unstable();
+    }
     let out = PyDict::new(py);
     for (name, values) in [("auth", auth), ("request", request), ("put_request", put_request),
                            ("per_poll", per_poll), ("done_success", done_success),
@@ -212,7 +261,8 @@ pub fn request_columns<'py>(py: Python<'py>, reqs: Vec<Bound<'py, PyDict>>,
     }
     out.set_item("whole_seconds", whole_seconds)?;
     out.set_item("accepted", accepted_any)?;
-    out.set_item("arrivals", arrivals)?;
+    out.set_item("arrivals", arrivals.into_iter().map(|(at, _, host, op)| (at, op, host))
+        .collect::<Vec<_>>())?;
     out.set_item("hosts", host_names)?;
     out.set_item("files", nfiles.get(nfiles.len() / 2).copied().unwrap_or(1))?;
     out.set_item("intervals", intervals.len())?;
@@ -291,4 +341,102 @@ pub fn directory_groups(creats: Vec<(i64, i64, Option<String>)>)
         let holds = lock_holds(&spans);
         (name, spans, holds)
     }).collect(), pathless))
+}
+
+/// A text among `wanted`: Python's `value in ("put", "get")` for a value read (another
+/// type, None or no value: not among them).
+fn text_in(v: &Read<'_>, wanted: &[&str]) -> bool {
+    match v {
+        Read::Other(v) => v.downcast::<PyString>().ok()
+            .and_then(|s| s.to_str().ok())
+            .is_some_and(|s| wanted.contains(&s)),
+        _ => false,
+    }
+}
+
+/// `r[key]`, whatever it holds; KeyError where it is missing.
+fn item<'py>(r: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+    r.get_item(key)?.ok_or_else(|| PyKeyError::new_err(key.clone().unbind()))
+}
+
+/// `call_columns(requests, calls)`: fits.python_call_columns' dict, the requests and calls
+/// calibrate reads filtered in one pass each.
+#[pyfunction]
+pub fn call_columns<'py>(py: Python<'py>, requests: Vec<Bound<'py, PyDict>>,
+                         calls: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+    const REQUEST_STEPS: [&str; 2] = ["put", "get"];
+    let reqs = PyList::empty(py);
+    for r in &requests {
+        if text_in(&read(r, intern!(py, "op"))?, &REQUEST_STEPS)
+            && !matches!(read(r, intern!(py, "started"))?, Read::Missing | Read::NoneValue) {
+            reqs.append(r)?;
+        }
+    }
+    let dpm = PyList::empty(py);
+    let mut early: Vec<(i64, Bound<'py, PyAny>, Bound<'py, PyAny>)> = Vec::new();
+    let (mut plain_ms, mut statg): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+    let mut creates: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)> = Vec::new();
+    let (mut plain, mut ns_threads, mut fast_ids, mut ns_ids) = (0i64, 0i64, 0i64, 0i64);
+    for c in &calls {
+        let daemon = read(c, intern!(py, "daemon"))?;
+        if text_in(&daemon, &["dpm"]) {
+            dpm.append(c)?;
+            let op = item(c, intern!(py, "op"))?;
+            let step = text_in(&Read::Other(op.clone()), &REQUEST_STEPS);
+            if step {
+                if let Some(started) = int(c, intern!(py, "started"))? {
+                    let at = started - int(c, intern!(py, "auth_ms"))?.unwrap_or(0);
+                    // `c["client"] or "?"`
+                    let client = item(c, intern!(py, "client"))?;
+                    let client = if client.is_truthy()? { client } else { intern!(py, "?").clone().into_any() };
+                    early.push((at, op, client));
+                }
+            } else if text_in(&Read::Other(op), &["ping", "getpools"]) {
+                plain += 1;
+                if let Some(d) = int(c, intern!(py, "duration_ms"))? {
+                    plain_ms.push(d);
+                }
+            }
+            if let Some(t) = int_or_none(c, intern!(py, "thread"))? {
+                if t >= 0 && t + 1 > fast_ids {
+                    fast_ids = t + 1;
+                }
+            }
+        } else if text_in(&daemon, &["dpns"])
+            && !matches!(read(c, intern!(py, "duration_ms"))?, Read::Missing | Read::NoneValue) {
+            let op = Read::Other(item(c, intern!(py, "op"))?);
+            if text_in(&op, &["statg"]) {
+                statg.push(needed(int(c, intern!(py, "duration_ms"))?, "duration_ms")?);
+            } else if text_in(&op, &["creat"]) {
+                let ended = item(c, intern!(py, "ended"))?;
+                if !ended.is_none() {
+                    creates.push((item(c, intern!(py, "started"))?, ended,
+                                  c.get_item(intern!(py, "path"))?));
+                }
+            }
+            if let Some(t) = int_or_none(c, intern!(py, "thread"))? {
+                if t >= 0 {
+                    ns_threads += 1;
+                    if t + 1 > ns_ids {
+                        ns_ids = t + 1;
+                    }
+                }
+            }
+        }
+    }
+    plain_ms.sort_unstable();
+    statg.sort_unstable();
+    let out = PyDict::new(py);
+    for (name, count) in [("plain", plain), ("fast_ids", fast_ids), ("ns_ids", ns_ids),
+                          ("ns_threads", ns_threads)] {
+        out.set_item(name, count)?;
+    }
+    for (name, values) in [("plain_ms", plain_ms), ("statg", statg)] {
+        out.set_item(name, values)?;
+    }
+    out.set_item("reqs", reqs)?;
+    out.set_item("dpm", dpm)?;
+    out.set_item("early", early)?;
+    out.set_item("creates", creates)?;
+    Ok(out)
 }

@@ -142,5 +142,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(calibrate_columns::request_columns, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate_columns::phase_columns, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate_columns::directory_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate_columns::call_columns, m)?)?;
     Ok(())
 }

@@ -184,13 +184,14 @@ def test_request_columns_read_each_value_as_calibrate_takes_it(which):
                                (4_000, "put", 2)]
     assert col["hosts"] == ["?", "c2", "c1"] and col["accepted"] is True
     assert col["whole_seconds"] is True
-    assert col["per_poll"] == [2, 2, 1]             # 5/2 and 10/4 to even, 41/41
+    assert col["per_poll"] == [1, 2, 2]             # 5/2 and 10/4 to even, 41/41; sorted
     assert col["samples"] == [(2, 300)]             # 41 polls: past the fit's 40
     assert col["own_put"] == [1, 18]                # 100-99-1 at least 1; 50-30-2; sorted
     assert col["proc_put"] == [50, 100] and col["own_get"] == col["proc_get"] == []
     assert col["gap"] == [1_000 - 5 - 15 - 200 - 3]
-    assert col["done_success"] == [4, 3] and col["done_aborted"] == [7]
-    assert col["auth"] == [10, 5] and col["request"] == [20, 30, 15]
+    # the service times sorted (fits.SORTED_COLUMNS), the rest in the records' order
+    assert col["done_success"] == [3, 4] and col["done_aborted"] == [7]
+    assert col["auth"] == [5, 10] and col["request"] == [15, 20, 30]
     assert col["put_request"] == [20, 30] and col["transfer"] == [900]
     assert (col["ended"], col["gets"], col["failed_early"], col["procs"], col["aborted"],
             col["sync_gets"], col["queued"], col["files"]) == (2, 1, 1, 2, 1, 1, 1, 1)
@@ -202,6 +203,10 @@ def test_request_columns_read_each_value_as_calibrate_takes_it(which):
     assert columns_of(which, reqs, [{"started": 2_480, "ended": 2_600, "auth_ms": None}]
                       )["fast_overlap"] == 2
     assert columns_of(which, [request(started=1_001)])["whole_seconds"] is False
+    # the arrivals sorted as their tuples sort: by instant, then "get" before "put"
+    assert columns_of(which, [request(started=5_000), request(op="get", started=5_000, client="c2"),
+                              request(started=4_000)])["arrivals"] == [
+        (4_000, "put", 0), (5_000, "get", 1), (5_000, "put", 0)]
 
 
 @pytest.mark.skipif(compiled_request_columns is None, reason="the compiled extension is not built")
@@ -288,3 +293,101 @@ def test_the_compiled_directory_groups_are_the_python_ones():
         compiled_directory_groups(far)
     locks, _ = directory_locks(far)
     assert (locks[0].name, locks[0].holds) == ("/a", [5])
+
+
+try:
+    from dpmstream.parsers._native import call_columns as compiled_call_columns
+except ImportError:  # not built
+    compiled_call_columns = None
+
+CALL_COLUMNS = [pytest.param("python", id="python")] + (
+    [pytest.param("compiled", id="compiled")] if compiled_call_columns else [])
+
+
+def call(daemon="dpm", op="ping", **fields) -> dict:
+    """A call record with every field calibrate reads, None unless given."""
+    names = ("started", "ended", "duration_ms", "auth_ms", "client", "thread", "path")
+    return {**dict.fromkeys(names), "daemon": daemon, "op": op, **fields}
+
+
+@pytest.mark.parametrize("which", CALL_COLUMNS)
+def test_call_columns_filter_the_records_as_calibrate_takes_them(which):
+    """Each rule of fits.call_columns, for the reference and the compiled pass alike: the
+    put/get requests with a DP092 (in order, the records themselves); the DPM calls; a
+    DPM put/get with a start as an early arrival (its auth before it, a client None or ""
+    as "?"); ping/getpools counted, their known durations sorted; the name-server calls
+    with a duration: statg durations sorted, creates that ended (path or None), thread
+    ids >= 0 counted and the highest + 1 taken on each daemon."""
+    from dpmstream.simulator.fits import python_call_columns
+
+    fn = compiled_call_columns if which == "compiled" else python_call_columns
+    reqs = [request(), request(op="get", started=None), {"op": "status", "started": 5},
+            request(op="get", started=7), {"started": 9}]
+    calls = [
+        call(op="put", started=100, auth_ms=7, client=None, thread=4),
+        call(op="get", started=200, client="", thread=-1),
+        call(op="put", started=300, auth_ms=None, client="c9"),
+        call(op="put", started=None, thread=9),              # no start: no arrival
+        call(op="getpools", duration_ms=9, thread=2), call(op="ping"),
+        call(op="ping", duration_ms=3),
+        call(daemon="dpns", op="statg", duration_ms=8, thread=3),
+        call(daemon="dpns", op="statg", duration_ms=2, thread=-1),
+        call(daemon="dpns", op="statg", thread=30),          # no duration: not a dpns call read
+        call(daemon="dpns", op="creat", duration_ms=5, started=10, ended=15, path="/a/f",
+             thread=0),
+        call(daemon="dpns", op="creat", duration_ms=5, started=20, ended=None),
+        call(daemon="dpns", op="creat", duration_ms=6, started=30, ended=36),
+        call(daemon="srm", op="put", started=400, thread=50),
+        {"op": "ping", "started": 1},                        # no daemon
+    ]
+    col = fn(reqs, calls)
+    assert col["reqs"] == [reqs[0], reqs[3]] and col["reqs"][0] is reqs[0]
+    assert col["dpm"] == calls[:7] and col["dpm"][0] is calls[0]
+    assert col["early"] == [(93, "put", "?"), (200, "get", "?"), (300, "put", "c9")]
+    assert (col["plain"], col["plain_ms"]) == (3, [3, 9])
+    assert col["statg"] == [2, 8]
+    assert col["creates"] == [(10, 15, "/a/f"), (30, 36, None)]
+    assert (col["fast_ids"], col["ns_ids"], col["ns_threads"]) == (10, 4, 2)
+    empty = fn([], [call(daemon="dpns", op="creat", duration_ms=1, started=1, ended=2)])
+    assert (empty["reqs"], empty["dpm"], empty["fast_ids"], empty["ns_ids"]) == ([], [], 0, 0)
+
+
+@pytest.mark.skipif(compiled_call_columns is None, reason="the compiled extension is not built")
+def test_the_compiled_call_columns_are_the_python_ones():
+    """native/src/calibrate_columns.rs call_columns against python_call_columns, the
+    reference: the model's records and random ones (any daemon, op, field None or
+    missing); a float goes the Python way (fits.call_columns falls back to it)."""
+    from dpmstream.simulator.fits import call_columns, python_call_columns
+
+    cases = []
+    for cfg in (SimConfig(requests=300, seed=5),
+                SimConfig(requests=300, seed=6, rate=40.0, get_fraction=0.4, sync_get=True)):
+        run = simulate(cfg, None)
+        cases.append((run.requests, run.calls))
+    rng = random.Random(41)
+
+    def maybe(value):
+        return rng.choice((None, value))
+
+    for _ in range(300):
+        reqs = [request(op=rng.choice(("put", "get", "status", None)), started=maybe(1_000))
+                for _ in range(rng.randrange(0, 6))]
+        calls = []
+        for _ in range(rng.randrange(0, 30)):
+            start = rng.randrange(0, 5_000)
+            calls.append(call(
+                daemon=rng.choice(("dpm", "dpns", "srm", None)),
+                op=rng.choice(("put", "get", "ping", "getpools", "statg", "creat", "rm")),
+                started=maybe(start), ended=maybe(start + rng.randrange(0, 50)),
+                duration_ms=maybe(rng.randrange(0, 50)), auth_ms=maybe(rng.randrange(0, 9)),
+                client=rng.choice((None, "", "a")), thread=maybe(rng.randrange(-2, 20)),
+                path=rng.choice((None, "", "/a/b/f"))))
+            if rng.random() < 0.1:
+                del calls[-1][rng.choice(("thread", "path", "daemon"))]
+        cases.append((reqs, calls))
+    for reqs, calls in cases:
+        assert compiled_call_columns(reqs, calls) == python_call_columns(reqs, calls)
+    odd = [call(daemon="dpns", op="statg", duration_ms=2.5)]
+    with pytest.raises(TypeError):
+        compiled_call_columns([], odd)
+    assert call_columns([], odd)["statg"] == [2.5]
